@@ -1,0 +1,1 @@
+"""The contract: the one table of doors and refusals every surface is generated from."""

@@ -1,0 +1,104 @@
+"""Ids, natural keys, and the user keys rows are stored under (docs/store-format.md, "Rows and keys")."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+import uuid
+
+from brainy.contract import refusals as R
+
+NATURAL_KEY_NAMESPACE = uuid.UUID("6f2c9a7e-5b1d-4c3a-9e8f-b7a1d2c3e4f5")
+MAX_NATURAL_KEY = 256
+
+ENTITY = b"e"
+RELATION = b"r"
+ADJACENCY = b"a"
+IDENTITY = b"q"
+COMMIT = b"g"
+
+# adjacency values: which way the relation points from the keyed entity
+OUT, IN = 1, 2
+
+_uuid7_lock = threading.Lock()
+_uuid7_last = 0
+
+
+def uuid7() -> str:
+    """A time-ordered UUIDv7 (RFC 9562): 48 bits of ms, then random bits.
+
+    Within one millisecond the timestamp field is advanced past the last one
+    handed out, so ids minted by this process sort in minting order.
+    """
+    global _uuid7_last
+    with _uuid7_lock:
+        ms = max(time.time_ns() // 1_000_000, _uuid7_last + 1)
+        _uuid7_last = ms
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+def _parse_uuid(text: str) -> uuid.UUID | None:
+    if len(text) != 36 or text.count("-") != 4:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def check_natural_key(key: str, field: str = "id") -> None:
+    if not 1 <= len(key) <= MAX_NATURAL_KEY:
+        raise R.InvalidArgumentError(f"{field}: a natural key is 1 to {MAX_NATURAL_KEY} characters",
+                                     field=field, reason="bad-natural-key")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key):
+        raise R.InvalidArgumentError(f"{field}: a natural key may not hold control characters",
+                                     field=field, reason="bad-natural-key")
+
+
+def resolve(text: object, field: str = "id") -> tuple[str, str | None]:
+    """``(id, key)`` for an id or natural key; ``key`` is None for a UUID."""
+    if not isinstance(text, str):
+        raise R.InvalidArgumentError(f"{field} must be a string", field=field, reason="wrong-type")
+    parsed = _parse_uuid(text)
+    if parsed is not None:
+        return str(parsed), None
+    check_natural_key(text, field)
+    return str(uuid.uuid5(NATURAL_KEY_NAMESPACE, text)), text
+
+
+def entity_key(id_: str) -> bytes:
+    return ENTITY + uuid.UUID(id_).bytes
+
+
+def relation_key(id_: str) -> bytes:
+    return RELATION + uuid.UUID(id_).bytes
+
+
+def adjacency_key(entity_id: str, relation_id: str) -> bytes:
+    return ADJACENCY + uuid.UUID(entity_id).bytes + uuid.UUID(relation_id).bytes
+
+
+def adjacency_prefix(entity_id: str) -> bytes:
+    return ADJACENCY + uuid.UUID(entity_id).bytes
+
+
+def relation_id_of_adjacency(key: bytes) -> str:
+    return str(uuid.UUID(bytes=key[17:33]))
+
+
+def identity_key(from_id: str, to_id: str, verb: str, subtype: str | None) -> bytes:
+    return (IDENTITY + uuid.UUID(from_id).bytes + uuid.UUID(to_id).bytes
+            + verb.encode("utf-8") + b"\x00" + (subtype or "").encode("utf-8"))
+
+
+def commit_key(generation: int) -> bytes:
+    return COMMIT + struct.pack(">Q", generation)
+
+
+def id_of(key: bytes) -> str:
+    """The id in an ``e`` or ``r`` user key."""
+    return str(uuid.UUID(bytes=key[1:17]))

@@ -1,0 +1,316 @@
+"""The fact log: one checksummed MessagePack frame per commit, fsynced before acknowledgement.
+
+Layout (docs/store-format.md, "The fact log"):
+
+    segment := header frame*
+    header  := magic[8] "brainylg"  version: u32 = 1  crc: u32      (HEADER_SIZE = 8 + 4 + 4)
+    frame   := length: u32  crc: u32  payload[length]               (FRAME_HEADER_SIZE = 4 + 4)
+
+A cut-short frame at the end of the last segment is a commit that had not
+landed, and is dropped; damage anywhere else is refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from brainy.contract import refusals as R
+from brainy.engine.files import fsync_dir
+
+MAGIC = b"brainylg"
+VERSION = 1
+HEADER_SIZE = 8 + 4 + 4
+FRAME_HEADER_SIZE = 4 + 4
+SEGMENT_ROTATE_BYTES = 64 << 20
+
+_header = struct.Struct("<8sII")
+_frame_header = struct.Struct("<II")
+
+OP_KINDS = frozenset(("e", "r"))
+OP_NAMES = frozenset(("put", "del"))
+
+
+def segment_name(first_generation: int) -> str:
+    return f"{first_generation:020d}.log"
+
+
+def encode_header() -> bytes:
+    head = MAGIC + struct.pack("<I", VERSION)
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def encode_frame(payload: bytes) -> bytes:
+    return _frame_header.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+@dataclass
+class Frame:
+    generation: int
+    timestamp: int
+    author: str | None
+    via: str | None
+    ops: list[dict[str, Any]]
+    payload: bytes
+
+    @classmethod
+    def decode(cls, payload: bytes, segment: str) -> "Frame":
+        try:
+            doc = msgpack.unpackb(payload, raw=False)
+        except Exception:
+            raise _refuse("unknown-record-type", segment, "payload is not MessagePack") from None
+        if (not isinstance(doc, dict) or not isinstance(doc.get("g"), int) or not isinstance(doc.get("t"), int)
+                or not isinstance(doc.get("ops"), list)):
+            raise _refuse("unknown-record-type", segment, "payload is not a commit map")
+        for op in doc["ops"]:
+            if not isinstance(op, dict) or op.get("k") not in OP_KINDS or op.get("o") not in OP_NAMES:
+                raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: unknown op")
+        return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"], payload)
+
+
+def encode_payload(generation: int, timestamp: int, author: str | None, via: str | None,
+                   ops: list[dict[str, Any]]) -> bytes:
+    return msgpack.packb({"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops},
+                         use_bin_type=True)
+
+
+def _refuse(reason: str, segment: str, detail: str) -> Exception:
+    return R.FactLogRefusedError(f"fact log refused ({reason}): log/{segment}: {detail}", reason=reason)
+
+
+@dataclass
+class Scan:
+    """What reading the log found: the frames past a generation, and where the tail stands."""
+
+    frames: list[Frame] = field(default_factory=list)
+    last_generation: int = 0
+    last_segment: Path | None = None
+    good_end: int = 0          # offset in the last segment after its last whole frame
+    torn_bytes: int = 0        # bytes past good_end that had not landed
+    segments: int = 0
+
+
+def _segments(log_dir: Path) -> list[tuple[int, Path]]:
+    found = []
+    for path in log_dir.iterdir():
+        name = path.name
+        if name.endswith(".log") and name[:-4].isdigit() and len(name) == 24:
+            found.append((int(name[:-4]), path))
+    found.sort()
+    return found
+
+
+def scan(log_dir: Path, after: int) -> Scan:
+    """Read every frame with a generation above ``after``, checking the laws of the format.
+
+    Sealed segments wholly at or below ``after`` are not read (``verify`` reads them).
+    """
+    segs = _segments(log_dir)
+    result = Scan(segments=len(segs))
+    if not segs:
+        raise _refuse("missing-segment", "", "the log holds no segment")
+    start = 0
+    for i, (first, _) in enumerate(segs):
+        if first <= after + 1:
+            start = i
+    expected = segs[start][0]
+    if expected > after + 1:
+        raise _refuse("missing-segment", segs[start][1].name, f"generation {after + 1} is in no segment")
+    for i in range(start, len(segs)):
+        first, path = segs[i]
+        sealed = i < len(segs) - 1
+        if first != expected:
+            reason = "missing-segment" if first > expected else "segment-order"
+            raise _refuse(reason, path.name, f"expected a segment starting at generation {expected}")
+        last = _read_segment(path, first, sealed, after, result)
+        expected = last + 1
+    result.last_generation = expected - 1
+    return result
+
+
+def _read_segment(path: Path, first: int, sealed: bool, after: int, result: Scan) -> int:
+    """Read one segment into ``result``; answer the last generation it holds (first - 1 if none)."""
+    data = path.read_bytes()
+    name = path.name
+    generation = first - 1
+    if len(data) < HEADER_SIZE:
+        if sealed:
+            raise _refuse("torn-sealed-segment", name, "header cut short")
+        result.last_segment, result.good_end, result.torn_bytes = path, 0, len(data)
+        return generation
+    magic, version, crc = _header.unpack_from(data, 0)
+    if magic != MAGIC or zlib.crc32(data[:12]) != crc:
+        raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name, "bad segment header")
+    if version != VERSION:
+        raise _refuse("segment-version", name, f"segment version {version}")
+    pos, end = HEADER_SIZE, len(data)
+    while pos < end:
+        if not sealed and not any(data[pos:]):  # a zero-filled tail never landed
+            break
+        if end - pos < FRAME_HEADER_SIZE:
+            if sealed:
+                raise _refuse("torn-sealed-segment", name, f"frame header cut short at offset {pos}")
+            break
+        length, crc = _frame_header.unpack_from(data, pos)
+        body_start = pos + FRAME_HEADER_SIZE
+        if body_start + length > end:
+            if sealed:
+                raise _refuse("torn-sealed-segment", name, f"frame cut short at offset {pos}")
+            break
+        payload = data[body_start:body_start + length]
+        if zlib.crc32(payload) != crc or length == 0:
+            raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name,
+                          f"frame checksum mismatch at offset {pos}")
+        frame = Frame.decode(payload, name)
+        if frame.generation != generation + 1:
+            raise _refuse("frame-order", name,
+                          f"frame at offset {pos} has generation {frame.generation}, expected {generation + 1}")
+        generation = frame.generation
+        if generation > after:
+            result.frames.append(frame)
+        pos = body_start + length
+    if not sealed:
+        result.last_segment, result.good_end, result.torn_bytes = path, pos, end - pos
+    return generation
+
+
+def verify(log_dir: Path) -> int:
+    """Read every segment whole, checking every frame; answer the last generation."""
+    return scan(log_dir, 0).last_generation
+
+
+class LogWriter:
+    """Appends frames to the last segment and makes them durable with a shared fsync.
+
+    ``append`` writes (no fsync) and answers a sequence number; ``wait(seq)``
+    returns once that frame is durable. Whoever waits first while no fsync is
+    running performs it for everyone written so far (group commit), so a commit
+    never waits behind more than one fsync it did not need.
+    """
+
+    def __init__(self, log_dir: Path, found: Scan, rotate_bytes: int = SEGMENT_ROTATE_BYTES) -> None:
+        self.dir = log_dir
+        self.rotate_bytes = rotate_bytes
+        self.next_generation = found.last_generation + 1
+        if found.last_segment is None:
+            self._open_segment(self.next_generation)
+        else:
+            path = found.last_segment
+            fd = os.open(path, os.O_WRONLY)
+            if found.torn_bytes or found.good_end < HEADER_SIZE:
+                # the tail never landed: cut it away so new frames follow the last whole one
+                if found.good_end < HEADER_SIZE:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, encode_header(), 0)
+                    found.good_end = HEADER_SIZE
+                else:
+                    os.ftruncate(fd, found.good_end)
+                os.fsync(fd)
+            self._fd = fd
+            self._size = found.good_end
+            os.lseek(fd, self._size, os.SEEK_SET)
+        self._retired: list[int] = []
+        self._cond = threading.Condition()
+        self._written = 0
+        self._synced = 0
+        self._syncing = False
+        self._failed: BaseException | None = None
+
+    def _open_segment(self, first_generation: int) -> None:
+        path = self.dir / segment_name(first_generation)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, encode_header())
+        os.fsync(fd)
+        fsync_dir(self.dir)
+        self._fd = fd
+        self._size = HEADER_SIZE
+
+    def append(self, generation: int, payload: bytes) -> int:
+        """Write one frame (the caller serialises appends); answer its sequence number."""
+        if self._failed is not None:
+            raise self._failed
+        if generation != self.next_generation:
+            raise RuntimeError(f"append of generation {generation}, expected {self.next_generation}")
+        if self._size >= self.rotate_bytes:
+            self._rotate(generation)
+        data = encode_frame(payload)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            # take the partial frame back so the next one follows the last whole frame
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                self._failed = R.InternalError(f"the fact log could not be repaired after {exc}", ref="fact-log-append")
+            raise R.InternalError(f"the fact log refused the append: {exc}", ref="fact-log-append") from exc
+        self._size += len(data)
+        self.next_generation = generation + 1
+        with self._cond:
+            self._written += 1
+            return self._written
+
+    def _rotate(self, first_generation: int) -> None:
+        old = self._fd
+        os.fsync(old)  # seal: everything written so far is durable
+        with self._cond:
+            self._synced = self._written
+            self._notify_locked()
+        self._open_segment(first_generation)
+        self._retired.append(old)  # closed later: a waiter may be fsyncing it right now
+
+    def wait(self, seq: int) -> None:
+        """Return once frame ``seq`` is durable; raise if the log failed to sync."""
+        with self._cond:
+            while self._synced < seq:
+                if self._failed is not None:
+                    raise self._failed
+                if self._syncing:
+                    self._cond.wait()
+                    continue
+                self._syncing = True
+                target, fd = self._written, self._fd
+                self._cond.release()
+                error: BaseException | None = None
+                try:
+                    os.fdatasync(fd)
+                except OSError as exc:
+                    error = exc
+                finally:
+                    self._cond.acquire()
+                self._syncing = False
+                if error is not None:
+                    self._failed = R.InternalError(f"the fact log could not be synced: {error}", ref="fact-log-sync")
+                else:
+                    self._synced = max(self._synced, target)
+                self._notify_locked()
+            if self._failed is not None and self._synced < seq:
+                raise self._failed
+
+    def _notify_locked(self) -> None:
+        self._cond.notify_all()
+
+    @property
+    def pending(self) -> bool:
+        with self._cond:
+            return self._synced < self._written
+
+    def sync_all(self) -> None:
+        with self._cond:
+            seq = self._written
+        self.wait(seq)
+
+    def close(self) -> None:
+        self.sync_all()
+        for fd in self._retired + [self._fd]:
+            os.close(fd)
+        self._retired = []

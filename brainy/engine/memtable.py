@@ -1,0 +1,63 @@
+"""The memtable: every version written since the flushed generation, in memory.
+
+Each user key maps to its versions in generation order. Writes come from the
+one committing thread; reads come from any thread and pick the newest version
+at or below the generation they read at, so a reader never sees a commit that
+is not yet durable.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from sortedcontainers import SortedList
+
+
+class Memtable:
+    def __init__(self) -> None:
+        self._versions: dict[bytes, list[tuple[int, bytes]]] = {}
+        self._keys = SortedList()
+        self._lock = threading.Lock()  # guards _keys against a scan racing an insert
+        self.bytes = 0
+        self.max_generation = 0
+
+    def __len__(self) -> int:
+        return len(self._versions)
+
+    def put(self, key: bytes, generation: int, value: bytes) -> None:
+        versions = self._versions.get(key)
+        if versions is None:
+            with self._lock:
+                self._versions[key] = [(generation, value)]
+                self._keys.add(key)
+        elif versions[-1][0] == generation:
+            versions[-1] = (generation, value)  # a later op of the same commit wins
+        else:
+            versions.append((generation, value))
+        self.bytes += len(key) + len(value) + 16
+        if generation > self.max_generation:
+            self.max_generation = generation
+
+    def get(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
+        versions = self._versions.get(key)
+        if versions is None:
+            return None
+        for i in range(len(versions) - 1, -1, -1):
+            gen, value = versions[i]
+            if gen <= generation:
+                return gen, value
+        return None
+
+    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """Every version with ``start <= key < stop``, key ascending then generation descending."""
+        with self._lock:
+            keys = list(self._keys.irange(start, stop, inclusive=(True, False)) if stop is not None
+                        else self._keys.irange(start))
+        for key in keys:
+            versions = self._versions[key]
+            for gen, value in reversed(versions[:]):
+                yield key, gen, value
+
+    def entries(self) -> Iterator[tuple[bytes, int, bytes]]:
+        return self.scan(b"", None)

@@ -1,0 +1,237 @@
+"""Immutable sorted tables (docs/store-format.md, "SSTables").
+
+    table  := data_block* bloom_block index_block footer
+    block  := contents  crc: u32
+    footer := index_offset: u64  index_size: u32  bloom_offset: u64  bloom_size: u32
+              entries: u64  version: u32  crc: u32  magic[8]        (FOOTER_SIZE = 48)
+
+Versions are sorted by user key ascending, then generation descending.
+Block decoding is the ``sstblock`` speedup (Cython, with a pure twin).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import mmap
+import os
+import struct
+import threading
+import zlib
+from collections import OrderedDict
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import msgpack
+
+from brainy._speedups import sstblock
+from brainy._speedups.errors import BlockCorruptError
+from brainy.contract import refusals as R
+from brainy.engine.files import fsync_dir
+
+MAGIC = b"brnysst1"
+VERSION = 1
+FOOTER_SIZE = 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8
+BLOCK_BYTES = 4096
+RESTART_INTERVAL = 16
+BLOOM_BITS_PER_KEY = 10
+BLOOM_PROBES = 7
+BLOCK_CACHE = 256  # decoded blocks kept per table
+
+_footer = struct.Struct("<QIQIQII8s")
+assert _footer.size == FOOTER_SIZE
+_u32 = struct.Struct("<I")
+
+
+def torn(path: Path, detail: str) -> Exception:
+    return R.StoreUnservableError(f"table {path.parent.name}/{path.name} is torn: {detail}",
+                                  reason="torn-sstable", file=f"{path.parent.name}/{path.name}")
+
+
+def _bloom_hash(key: bytes) -> tuple[int, int]:
+    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+    return h & 0xFFFFFFFF, h >> 32
+
+
+def build_bloom(keys: list[bytes]) -> bytes:
+    m = max(64, len(keys) * BLOOM_BITS_PER_KEY)
+    m = (m + 7) // 8 * 8
+    bits = bytearray(m // 8)
+    for key in keys:
+        h1, h2 = _bloom_hash(key)
+        for i in range(BLOOM_PROBES):
+            b = (h1 + i * h2) % m
+            bits[b >> 3] |= 1 << (b & 7)
+    return _u32.pack(BLOOM_PROBES) + bytes(bits)
+
+
+def _with_crc(contents: bytes) -> bytes:
+    return contents + _u32.pack(zlib.crc32(contents))
+
+
+def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict:
+    """Write ``entries`` (sorted: key ascending, generation descending) to ``path`` durably.
+
+    Answers the table's MANIFEST entry fields: size, minGen, maxGen, entries.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    index: list[list] = []
+    bloom_keys: list[bytes] = []
+    count = 0
+    min_gen, max_gen = None, 0
+    keys: list[bytes] = []
+    gens: list[int] = []
+    values: list[bytes] = []
+    pending = 0
+    offset = 0
+    last_key = None
+    with open(tmp, "wb") as out:
+        def cut() -> None:
+            nonlocal offset, pending
+            block = sstblock.encode_block(keys, gens, values, RESTART_INTERVAL)
+            out.write(block)
+            index.append([keys[-1], offset, len(block) - 4])
+            offset += len(block)
+            keys.clear(), gens.clear(), values.clear()
+            pending = 0
+
+        for key, gen, value in entries:
+            if key != last_key:
+                bloom_keys.append(key)
+                last_key = key
+            keys.append(key)
+            gens.append(gen)
+            values.append(value)
+            pending += len(key) + len(value) + 8
+            count += 1
+            min_gen = gen if min_gen is None or gen < min_gen else min_gen
+            max_gen = max(max_gen, gen)
+            if pending >= BLOCK_BYTES:
+                cut()
+        if keys:
+            cut()
+        bloom = _with_crc(build_bloom(bloom_keys))
+        bloom_offset = offset
+        out.write(bloom)
+        offset += len(bloom)
+        index_doc = msgpack.packb({"blocks": index, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count},
+                                  use_bin_type=True)
+        index_block = _with_crc(index_doc)
+        index_offset = offset
+        out.write(index_block)
+        head = struct.pack("<QIQIQI", index_offset, len(index_doc), bloom_offset, len(bloom) - 4, count, VERSION)
+        out.write(head + _u32.pack(zlib.crc32(head)) + MAGIC)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    return {"size": path.stat().st_size, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}
+
+
+class Table:
+    """A read handle on one table: footer, bloom and index in memory, blocks read through a cache."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < FOOTER_SIZE:
+                raise torn(path, "shorter than its footer")
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mm = self._map
+        (index_offset, index_size, bloom_offset, bloom_size, entries, version, crc,
+         magic) = _footer.unpack_from(mm, size - FOOTER_SIZE)
+        if magic != MAGIC or zlib.crc32(mm[size - FOOTER_SIZE:size - 12]) != crc:
+            raise torn(path, "bad footer")
+        if version != VERSION:
+            raise R.StoreUnservableError(f"table {path.name} has version {version}", reason="newer-record-profile",
+                                         file=f"sst/{path.name}")
+        if index_offset + index_size + 4 > size or bloom_offset + bloom_size + 4 > size:
+            raise torn(path, "footer points past the end")
+        self._bloom = self._checked(bloom_offset, bloom_size, "bloom block")
+        self._bloom_probes = _u32.unpack_from(self._bloom, 0)[0]
+        self._bloom_bits = len(self._bloom) * 8 - 32
+        index_doc = self._checked(index_offset, index_size, "index block")
+        try:
+            index = msgpack.unpackb(index_doc, raw=False)
+            blocks = index["blocks"]
+            self.min_gen, self.max_gen, self.entries = index["minGen"], index["maxGen"], index["entries"]
+        except Exception:
+            raise torn(path, "index block does not decode") from None
+        self._last_keys = [b[0] for b in blocks]
+        self._handles = [(b[1], b[2]) for b in blocks]
+        self._cache: OrderedDict[int, tuple[list[bytes], list[int], list[bytes]]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def _checked(self, offset: int, size: int, what: str) -> bytes:
+        contents = self._map[offset:offset + size]
+        if zlib.crc32(contents) != _u32.unpack_from(self._map, offset + size)[0]:
+            raise torn(self.path, f"{what} checksum mismatch")
+        return contents
+
+    def may_contain(self, key: bytes) -> bool:
+        h1, h2 = _bloom_hash(key)
+        m, bits = self._bloom_bits, self._bloom
+        for i in range(self._bloom_probes):
+            b = (h1 + i * h2) % m
+            if not bits[4 + (b >> 3)] & (1 << (b & 7)):
+                return False
+        return True
+
+    def block(self, i: int) -> tuple[list[bytes], list[int], list[bytes]]:
+        with self._lock:
+            hit = self._cache.get(i)
+            if hit is not None:
+                self._cache.move_to_end(i)
+                return hit
+        offset, size = self._handles[i]
+        try:
+            decoded = sstblock.decode_block(self._map, offset, size)
+        except BlockCorruptError as exc:
+            raise torn(self.path, f"data block {i} at offset {offset}: {exc.reason}") from None
+        with self._lock:
+            self._cache[i] = decoded
+            if len(self._cache) > BLOCK_CACHE:
+                self._cache.popitem(last=False)
+        return decoded
+
+    def get(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
+        """The newest version of ``key`` at or below ``generation``, or None if the table has none."""
+        if not self.may_contain(key):
+            return None
+        i = bisect.bisect_left(self._last_keys, key)
+        while i < len(self._handles):
+            keys, gens, values = self.block(i)
+            j = bisect.bisect_left(keys, key)
+            while j < len(keys) and keys[j] == key:
+                if gens[j] <= generation:
+                    return gens[j], values[j]
+                j += 1
+            if j < len(keys):
+                return None
+            i += 1  # the key's older versions continue in the next block
+        return None
+
+    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """Every version with ``start <= key < stop`` (``stop`` None: to the end), in table order."""
+        i = bisect.bisect_left(self._last_keys, start)
+        while i < len(self._handles):
+            keys, gens, values = self.block(i)
+            j = bisect.bisect_left(keys, start) if keys[0] < start else 0
+            for j in range(j, len(keys)):
+                if stop is not None and keys[j] >= stop:
+                    return
+                yield keys[j], gens[j], values[j]
+            i += 1
+
+    def verify(self) -> None:
+        """Decode every block (checking every checksum)."""
+        for i, (offset, size) in enumerate(self._handles):
+            try:
+                sstblock.decode_block(self._map, offset, size)
+            except BlockCorruptError as exc:
+                raise torn(self.path, f"data block {i}: {exc.reason}") from None
+
+    def close(self) -> None:
+        self._map.close()

@@ -1,0 +1,421 @@
+"""The write doors' rules: what each door checks and which ops it makes (door catalogue, 5.2).
+
+Each door is a function ``(txn, args, ctx) -> answer`` that validates everything
+it needs before its first op, so a refusal leaves the commit untouched; the
+brain wraps the answer with the commit's generation and timestamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from brainy.contract import refusals as R
+from brainy.engine import keys as K
+from brainy.engine import rows
+from brainy.engine.rows import check_args, invalid, need
+from brainy.engine.taxonomy import DEFAULT_VERB
+from brainy.engine.txn import Txn
+
+MAX_BATCH = 10_000
+
+
+@dataclass
+class Context:
+    brain: str
+
+
+def _stamp(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> None:
+    row["generation"] = txn.generation
+    row["updatedAt"] = txn.timestamp
+    row["createdAt"] = before["createdAt"] if before else txn.timestamp
+    row["denseInt"] = before["denseInt"] if before else txn.mint()
+    if before and "createdBy" in before:
+        row["createdBy"] = before["createdBy"]
+    elif txn.caller is not None:
+        row["createdBy"] = txn.caller
+    if txn.caller is not None:
+        row["updatedBy"] = txn.caller
+    else:
+        row.pop("updatedBy", None)
+
+
+def _existing_entity(txn: Txn, text: Any, field: str = "id") -> dict[str, Any]:
+    id_, _ = K.resolve(text, field)
+    row = txn.entity(id_)
+    if row is None:
+        raise R.EntityNotFoundError(f"{field}: no entity {text!r}", id=text)
+    return row
+
+
+def _precondition(args: dict[str, Any], row: dict[str, Any]) -> None:
+    if args.get("ifGeneration") is not None:
+        expected = rows.integer(args["ifGeneration"], "ifGeneration", 0)
+        if row["generation"] != expected:
+            raise R.PreconditionFailedError(f"the row is at generation {row['generation']}, not {expected}",
+                                            expected=expected, actual=row["generation"])
+
+
+def _merge_metadata(old: dict[str, Any], patch: Any, merge: bool) -> dict[str, Any]:
+    if patch is None:
+        return {} if not merge else old
+    if not isinstance(patch, dict):
+        raise invalid("metadata", "wrong-type", "must be an object")
+    if not merge:
+        return rows.metadata(patch)
+    merged = dict(old)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return rows.metadata(merged)
+
+
+# -- entities -----------------------------------------------------------------------------------
+
+ADD_ARGS = frozenset(("type", "data", "metadata", "id", "subtype", "service", "vector", "visibility",
+                      "confidence", "weight", "upsert"))
+
+
+def add(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, ADD_ARGS)
+    kind = rows.noun(need(a, "type"))
+    if a.get("id") is not None:
+        id_, key = K.resolve(a["id"])
+    else:
+        id_, key = K.uuid7(), None
+    data = rows.content(a.get("data"))
+    row: dict[str, Any] = {"id": id_}
+    if key is not None:
+        row["key"] = key
+    row.update(type=kind, subtype=rows.subtype(a.get("subtype")),
+               service=rows.string(a.get("service"), "service", nullable=True), data=data,
+               metadata=rows.metadata(a.get("metadata")),
+               visibility=rows.visibility(a.get("visibility", "public")),
+               confidence=rows.unit_number(a.get("confidence"), "confidence"),
+               weight=rows.unit_number(a.get("weight"), "weight"))
+    vector = rows.vector(a["vector"]) if a.get("vector") is not None else None
+    row["hasVector"] = vector is not None
+    if vector is not None:
+        row["vector"] = vector
+    upsert = rows.boolean(a.get("upsert", False), "upsert")
+    before = txn.entity(id_)
+    if before is not None and not upsert:
+        raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
+    _stamp(txn, row, before)
+    txn.put_entity(row)
+    answer: dict[str, Any] = {"id": id_}
+    if key is not None:
+        answer["key"] = key
+    answer["embedded"] = False
+    if vector is None:
+        answer["reason"] = "no-data" if data is None else "no-model"
+    return answer
+
+
+UPDATE_ARGS = frozenset(("id", "data", "metadata", "merge", "type", "subtype", "service", "vector", "visibility",
+                         "confidence", "weight", "ifGeneration"))
+
+
+def update(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, UPDATE_ARGS)
+    before = _existing_entity(txn, need(a, "id"))
+    merge = rows.boolean(a.get("merge", True), "merge")
+    changes: dict[str, Any] = {}
+    if "data" in a:
+        changes["data"] = rows.content(a["data"])
+    if "metadata" in a:
+        changes["metadata"] = _merge_metadata(before.get("metadata", {}), a["metadata"], merge)
+    if "type" in a:
+        changes["type"] = rows.noun(a["type"])
+    if "subtype" in a:
+        changes["subtype"] = rows.subtype(a["subtype"])
+    if "service" in a:
+        changes["service"] = rows.string(a["service"], "service", nullable=True)
+    if "visibility" in a:
+        changes["visibility"] = rows.visibility(a["visibility"])
+    for name in ("confidence", "weight"):
+        if name in a:
+            changes[name] = rows.unit_number(a[name], name)
+    vector = rows.vector(a["vector"]) if a.get("vector") is not None else None
+    _precondition(a, before)
+    row = dict(before)
+    row.update(changes)
+    if vector is not None:
+        row["vector"], row["hasVector"] = vector, True
+    elif "vector" in a:  # an explicit null drops the vector
+        row.pop("vector", None)
+        row["hasVector"] = False
+    _stamp(txn, row, before)
+    txn.put_entity(row)
+    return {"id": row["id"], "embedded": False}
+
+
+def remove(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, frozenset(("id",)))
+    row = _existing_entity(txn, need(a, "id"))
+    touching = txn.touching(row["id"])
+    for rid in touching:
+        txn.delete_relation(rid)
+    txn.delete_entity(row["id"])
+    return {"id": row["id"], "removedRelations": len(touching)}
+
+
+# -- relations ----------------------------------------------------------------------------------
+
+RELATE_ARGS = frozenset(("from", "to", "type", "subtype", "weight", "confidence", "metadata", "data", "service",
+                         "visibility", "bidirectional", "id"))
+
+
+def _relation_vector(txn: Txn, row: dict[str, Any]) -> None:
+    """A relation's vector: the mean of its endpoints' when both have one and it has no data."""
+    row.pop("vector", None)
+    row["hasVector"] = False
+    if row.get("data") is None:
+        a, b = txn.entity(row["from"]), txn.entity(row["to"])
+        if a and b and a.get("vector") and b.get("vector"):
+            row["vector"], row["hasVector"] = rows.mean_vector(a["vector"], b["vector"]), True
+
+
+def relate(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, RELATE_ARGS)
+    source = _existing_entity(txn, need(a, "from"), "from")
+    target = _existing_entity(txn, need(a, "to"), "to")
+    verb = rows.verb(a.get("type") if a.get("type") is not None else DEFAULT_VERB)
+    sub = rows.subtype(a.get("subtype"))
+    fields: dict[str, Any] = {}
+    if "weight" in a:
+        fields["weight"] = rows.unit_number(a["weight"], "weight")
+    if "confidence" in a:
+        fields["confidence"] = rows.unit_number(a["confidence"], "confidence")
+    if "metadata" in a:
+        fields["metadata"] = rows.metadata(a["metadata"])
+    if "data" in a:
+        fields["data"] = rows.content(a["data"])
+    if "service" in a:
+        fields["service"] = rows.string(a["service"], "service", nullable=True)
+    if "visibility" in a:
+        fields["visibility"] = rows.visibility(a["visibility"])
+    bidirectional = rows.boolean(a.get("bidirectional", False), "bidirectional")
+    given = K.resolve(a["id"])[0] if a.get("id") is not None else None
+    answer = _put_relation(txn, source["id"], target["id"], verb, sub, fields, given)
+    if bidirectional and source["id"] != target["id"]:
+        answer["reverseId"] = _put_relation(txn, target["id"], source["id"], verb, sub, fields, None)["id"]
+    return answer
+
+
+def _put_relation(txn: Txn, from_id: str, to_id: str, verb: str, sub: str | None, fields: dict[str, Any],
+                  given: str | None) -> dict[str, Any]:
+    existing = txn.relation_by_identity(from_id, to_id, verb, sub)
+    if existing is not None:
+        if given is not None and given != existing:
+            raise invalid("id", "identity-taken",
+                          f"relation {existing} already joins these entities with this type and subtype")
+        before = txn.relation(existing)
+        row = dict(before)
+    else:
+        rid = given or K.uuid7()
+        if given is not None and txn.relation(rid) is not None:
+            raise invalid("id", "id-taken", f"relation id {rid} is taken by another relation")
+        before = None
+        row = {"id": rid, "from": from_id, "to": to_id, "type": verb, "subtype": sub, "service": None,
+               "weight": 1.0, "confidence": None, "metadata": {}, "data": None, "visibility": "public"}
+    row.update(fields)
+    _relation_vector(txn, row)
+    _stamp(txn, row, before)
+    txn.put_relation(row)
+    return {"id": row["id"], "existed": before is not None}
+
+
+UPDATE_RELATION_ARGS = frozenset(("id", "weight", "confidence", "metadata", "merge", "subtype", "data",
+                                  "ifGeneration"))
+
+
+def _existing_relation(txn: Txn, text: Any) -> dict[str, Any]:
+    rid, _ = K.resolve(text)
+    row = txn.relation(rid)
+    if row is None:
+        raise R.RelationNotFoundError(f"no relation {text!r}", id=text)
+    return row
+
+
+def update_relation(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, UPDATE_RELATION_ARGS)
+    before = _existing_relation(txn, need(a, "id"))
+    merge = rows.boolean(a.get("merge", True), "merge")
+    row = dict(before)
+    for name in ("weight", "confidence"):
+        if name in a:
+            row[name] = rows.unit_number(a[name], name)
+    if "metadata" in a:
+        row["metadata"] = _merge_metadata(before.get("metadata", {}), a["metadata"], merge)
+    if "data" in a:
+        row["data"] = rows.content(a["data"])
+    if "subtype" in a:
+        row["subtype"] = rows.subtype(a["subtype"])
+        other = txn.relation_by_identity(row["from"], row["to"], row["type"], row["subtype"])
+        if other is not None and other != row["id"]:
+            raise invalid("subtype", "identity-taken",
+                          f"relation {other} already joins these entities with this type and subtype")
+    _precondition(a, before)
+    _relation_vector(txn, row)
+    _stamp(txn, row, before)
+    txn.put_relation(row)
+    return {"id": row["id"]}
+
+
+def unrelate(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, frozenset(("id", "from", "to", "type", "subtype")))
+    if a.get("id") is not None:
+        if any(k in a for k in ("from", "to", "type", "subtype")):
+            raise invalid("id", "ambiguous", "give an id, or from, to and type; not both")
+        rid = _existing_relation(txn, a["id"])["id"]
+    else:
+        from_id = K.resolve(need(a, "from"), "from")[0]
+        to_id = K.resolve(need(a, "to"), "to")[0]
+        verb = rows.verb(need(a, "type"))
+        sub = rows.subtype(a.get("subtype"))
+        rid = txn.relation_by_identity(from_id, to_id, verb, sub)
+        if rid is None:
+            raise R.RelationNotFoundError(f"no {verb} relation from {a['from']!r} to {a['to']!r}",
+                                          id=f"{a['from']}->{a['to']}:{verb}" + (f":{sub}" if sub else ""))
+    txn.delete_relation(rid)
+    return {"removed": 1, "ids": [rid]}
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+def _located(exc: R.Refusal, where: str) -> R.Refusal:
+    """The same refusal with its field path placed inside the batch (``items[3].type``)."""
+    if isinstance(exc, R.InvalidArgumentError):
+        exc.fields["field"] = where + exc.fields["field"]
+        exc.message = where + exc.message
+    return exc
+
+
+def _items(a: dict[str, Any], name: str = "items") -> list[Any]:
+    items = need(a, name)
+    if not isinstance(items, list):
+        raise invalid(name, "wrong-type", "must be an array")
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise invalid(name, "out-of-range", f"1 to {MAX_BATCH} entries")
+    return items
+
+
+def _batch(door: Callable[[Txn, Any, Context], dict[str, Any]]) -> Callable[[Txn, Any, Context], dict[str, Any]]:
+    def run(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+        a = check_args(args, frozenset(("items", "continueOnError")))
+        items = _items(a)
+        keep_going = rows.boolean(a.get("continueOnError", False), "continueOnError")
+        ids: list[str] = []
+        failed: list[dict[str, Any]] = []
+        for i, item in enumerate(items):
+            point = txn.savepoint()
+            try:
+                ids.append(door(txn, item, ctx)["id"])
+            except R.Refusal as exc:
+                txn.rollback(point)
+                exc = _located(exc, f"items[{i}].")
+                if not keep_going:
+                    raise R.TransactionAbortedError(f"items[{i}] was refused ({exc.name}): nothing was written",
+                                                    index=i, error=exc.to_wire()) from exc
+                failed.append({"index": i, "error": exc.to_wire()})
+        return {"ids": ids, "failed": failed}
+    run.__name__ = door.__name__ + "Many"
+    return run
+
+
+add_many = _batch(add)
+update_many = _batch(update)
+relate_many = _batch(relate)
+
+
+REMOVE_MANY_ARGS = frozenset(("ids", "type", "where", "limit", "continueOnError"))
+
+
+def remove_many(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, REMOVE_MANY_ARGS)
+    keep_going = rows.boolean(a.get("continueOnError", False), "continueOnError")
+    if a.get("ids") is not None:
+        if any(a.get(k) is not None for k in ("type", "where")):
+            raise invalid("ids", "ambiguous", "give ids, or type/where with a limit; not both")
+        targets: list[Any] = _items(a, "ids")
+    else:
+        if a.get("where") is not None:
+            raise R.NotYetNativeError("removeMany by where needs the where evaluator, which arrives in 0.3.0",
+                                      door="removeMany", release="0.3.0")
+        if a.get("type") is None:
+            raise invalid("ids", "missing", "give ids, or type with a limit")
+        kind = rows.noun(a["type"])
+        limit = rows.integer(need(a, "limit"), "limit", 1, MAX_BATCH)
+        targets = [k for k in (K.id_of(key) for key in txn.scan(K.ENTITY, b"f"))
+                   if (txn.entity(k) or {}).get("type") == kind]
+        if len(targets) > limit:
+            raise R.InvalidArgumentError(f"{len(targets)} entities match, more than the limit of {limit}: "
+                                         "nothing was removed", field="limit", reason="over-limit",
+                                         matched=len(targets))
+    removed: list[str] = []
+    relations = 0
+    failed: list[dict[str, Any]] = []
+    for i, target in enumerate(targets):
+        point = txn.savepoint()
+        try:
+            answer = remove(txn, {"id": target}, ctx)
+        except R.Refusal as exc:
+            txn.rollback(point)
+            exc = _located(exc, f"ids[{i}].")
+            if not keep_going:
+                raise R.TransactionAbortedError(f"ids[{i}] was refused ({exc.name}): nothing was written",
+                                                index=i, error=exc.to_wire()) from exc
+            failed.append({"index": i, "error": exc.to_wire()})
+        else:
+            removed.append(answer["id"])
+            relations += answer["removedRelations"]
+    return {"removed": removed, "removedRelations": relations, "failed": failed}
+
+
+TX_DOORS: dict[str, Callable[[Txn, Any, Context], dict[str, Any]]] = {
+    "add": add, "update": update, "remove": remove, "relate": relate,
+    "updateRelation": update_relation, "unrelate": unrelate,
+}
+
+
+def transact(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, frozenset(("ops",)))
+    ops = _items(a, "ops")
+    results = []
+    for i, op in enumerate(ops):
+        try:
+            spec = check_args(op, frozenset(("door", "args")), f"ops[{i}].")
+            door = TX_DOORS.get(need(spec, "door", f"ops[{i}]."))
+            if door is None:
+                raise invalid(f"ops[{i}].door", "unknown-door",
+                              f"{spec['door']!r} is not one of {sorted(TX_DOORS)}")
+            results.append(door(txn, spec.get("args"), ctx))
+        except R.Refusal as exc:
+            if isinstance(exc, R.InvalidArgumentError) and not exc.fields["field"].startswith("ops["):
+                exc = _located(exc, f"ops[{i}].args.")
+            raise R.TransactionAbortedError(f"ops[{i}] was refused ({exc.name}): nothing was written",
+                                            index=i, error=exc.to_wire()) from exc
+    return {"receipt": {"ops": len(ops), "results": results}}
+
+
+def clear(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    a = check_args(args, frozenset(("confirm",)))
+    if need(a, "confirm") != ctx.brain:
+        raise invalid("confirm", "confirm-mismatch", "must equal the brain's name")
+    relations = [K.id_of(k) for k in txn.scan(K.RELATION, b"s")]
+    entities = [K.id_of(k) for k in txn.scan(K.ENTITY, b"f")]
+    for rid in relations:
+        txn.delete_relation(rid)
+    for eid in entities:
+        txn.delete_entity(eid)
+    return {"removedEntities": len(entities), "removedRelations": len(relations)}
+
+
+DOORS: dict[str, Callable[[Txn, Any, Context], dict[str, Any]]] = {
+    "add": add, "addMany": add_many, "update": update, "updateMany": update_many, "remove": remove,
+    "removeMany": remove_many, "relate": relate, "relateMany": relate_many, "updateRelation": update_relation,
+    "unrelate": unrelate, "transact": transact, "clear": clear,
+}

@@ -1,0 +1,98 @@
+"""Build brainy: the Python package and its Cython speedups.
+
+The extension list is written out by hand. Each extension has a pure-Python
+twin in the same folder (``<name>_py.py``), so brainy runs without a compiler;
+``pip install .`` compiles them, and the test suite proves both twins equal.
+
+Environment switches (mirrored as ``build_ext`` options):
+  BRAINY_CYTHON_ALWAYS=1    re-cythonize even when a .c file is present
+  BRAINY_CYTHON_ANNOTATE=1  write the annotated .html beside each .pyx
+  BRAINY_DEBUG=1            line tracing (coverage sees .pyx lines), no -O2
+"""
+
+import os
+import sys
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext as _build_ext
+
+CYTHON_RANGE = ((3, 0), (3, 4))  # the Cython releases brainy is tested against
+
+SPEEDUPS = [
+    "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
+]
+
+
+def _flag(name):
+    return os.environ.get(name, "") not in ("", "0", "false", "no")
+
+
+class build_ext(_build_ext):
+    user_options = _build_ext.user_options + [
+        ("cython-always", None, "re-cythonize even when .c files exist"),
+        ("cython-annotate", None, "write annotated .html files"),
+        ("debug-trace", None, "build with line tracing"),
+    ]
+    boolean_options = _build_ext.boolean_options + ["cython-always", "cython-annotate", "debug-trace"]
+
+    def initialize_options(self):
+        super().initialize_options()
+        self.cython_always = _flag("BRAINY_CYTHON_ALWAYS")
+        self.cython_annotate = _flag("BRAINY_CYTHON_ANNOTATE")
+        self.debug_trace = _flag("BRAINY_DEBUG")
+
+    def finalize_options(self):
+        try:
+            import Cython
+        except ImportError:
+            sys.exit("brainy: building the speedups needs Cython %d.%d to %d.%d; pip install 'Cython>=3.0,<3.4'"
+                     % (CYTHON_RANGE[0] + CYTHON_RANGE[1]))
+        version = tuple(int(p) for p in Cython.__version__.split(".")[:2])
+        if not CYTHON_RANGE[0] <= version < CYTHON_RANGE[1]:
+            sys.exit(f"brainy: Cython {Cython.__version__} is outside the tested range 3.0 to 3.4")
+        from Cython.Build import cythonize
+
+        directives = {"language_level": "3", "boundscheck": False, "wraparound": False}
+        macros = []
+        if self.debug_trace:
+            directives.update(linetrace=True, binding=True)
+            macros.append(("CYTHON_TRACE", "1"))
+        for ext in self.distribution.ext_modules:
+            ext.define_macros = list(ext.define_macros or []) + macros
+        self.distribution.ext_modules[:] = cythonize(
+            self.distribution.ext_modules,
+            compiler_directives=directives,
+            annotate=self.cython_annotate,
+            force=self.cython_always,
+        )
+        super().finalize_options()
+
+
+extensions = [
+    Extension(f"brainy._speedups.{name}", [f"brainy/_speedups/{name}.pyx"],
+              libraries=["z"],  # zlib's crc32 for block checksums (sstblock.pxd)
+              extra_compile_args=["-O2"] if not _flag("BRAINY_DEBUG") else ["-O0", "-g"])
+    for name in SPEEDUPS
+]
+
+setup(
+    name="brainy",
+    version="0.1.0",
+    description="A knowledge store for AI agents and the services around them",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["brainy", "brainy.*"]),
+    package_data={"brainy": ["contract/*.json", "contract/*.md", "_speedups/*.pyx", "_speedups/*.pxd",
+                             "_speedups/*.pyi"]},
+    ext_modules=extensions,
+    cmdclass={"build_ext": build_ext},
+    install_requires=[
+        "msgpack>=1.0,<2",           # the fact log's frames and the SSTable rows (docs/store-format.md)
+        "sortedcontainers>=2.4,<3",  # the memtable's ordered key set for prefix scans
+    ],
+    extras_require={
+        "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6"],
+    },
+    entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
+)
