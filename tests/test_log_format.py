@@ -1,0 +1,183 @@
+"""The fact log's laws (docs/store-format.md, "Reading the log, and what a torn tail is").
+
+A cut-short frame at the end of the last segment is a commit that had not
+landed: it is dropped and the store opens. Damage anywhere else refuses by
+name, with a short reason, and is never read around.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.engine import log as log_
+
+from helpers import fill, flip, new_store, segments
+
+
+def _store_with_frames(tmp_path, n=3, **opts):
+    path = new_store(tmp_path)
+    brain = Brain.open(path, **opts)
+    fill(brain, n)
+    brain._lease.abandon()  # as if killed: no flush, no close record
+    brain._log.close()
+    return path
+
+
+def test_header_and_frame_sizes_are_sums_of_their_parts():
+    """The constants in code are the sums the spec writes out."""
+    assert log_.HEADER_SIZE == 16 == len(log_.encode_header())
+    assert log_.FRAME_HEADER_SIZE == 8
+    assert len(log_.encode_frame(b"xyz")) == 8 + 3
+
+
+@pytest.mark.parametrize("cut", [1, 4, 7, 8, 20])
+def test_truncated_trailing_frame_is_not_landed(tmp_path, cut):
+    """A last frame cut short anywhere (in its header or its payload) is dropped; earlier commits stay."""
+    path = _store_with_frames(tmp_path, 3)
+    seg = segments(path)[-1]
+    size = seg.stat().st_size
+    # find the start of the third frame
+    data = seg.read_bytes()
+    pos = log_.HEADER_SIZE
+    starts = []
+    while pos < len(data):
+        starts.append(pos)
+        pos += 8 + struct.unpack_from("<I", data, pos)[0]
+    last = starts[-1]
+    os.truncate(seg, min(size - 1, last + cut))
+    brain = Brain.open(path)
+    try:
+        assert brain.head == 2
+        assert brain.get("k1")["entity"] is not None
+        assert brain.get("k2")["entity"] is None
+        assert any(w["code"] == "torn-tail" for w in brain.warnings)
+        assert seg.stat().st_size == last  # the writer cut the tail away
+        brain.add({"type": "thing", "id": "after"})
+        assert brain.head == 3
+    finally:
+        brain.close()
+    reopened = Brain.open(path)
+    assert reopened.get("after")["entity"]["generation"] == 3
+    reopened.close()
+
+
+def test_zero_filled_tail_is_not_landed(tmp_path):
+    """Zero bytes from a frame boundary to the end (a preallocated or unwritten tail) never landed."""
+    path = _store_with_frames(tmp_path, 2)
+    seg = segments(path)[-1]
+    with open(seg, "ab") as f:
+        f.write(b"\0" * 100)
+    brain = Brain.open(path)
+    assert brain.head == 2
+    brain.close()
+
+
+def test_cut_segment_header_of_last_segment_is_an_empty_segment(tmp_path):
+    """A last segment whose header is cut short holds nothing yet; the writer rewrites it."""
+    path = _store_with_frames(tmp_path, 2)
+    os.truncate(segments(path)[-1], 5)
+    brain = Brain.open(path)
+    assert brain.head == 0
+    brain.add({"type": "thing", "id": "x"})
+    brain.close()
+    assert Brain.attach(path).head == 1
+
+
+def test_checksum_mismatch_in_last_segment_refuses(tmp_path):
+    """A whole frame whose checksum fails is damage, not a torn tail: checksum-mismatch."""
+    path = _store_with_frames(tmp_path, 3)
+    flip(segments(path)[-1], log_.HEADER_SIZE + 8 + 5)  # inside the first frame's payload
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason == "checksum-mismatch"
+
+
+def test_flipped_byte_in_sealed_segment_refuses(tmp_path):
+    """Any damage to a sealed segment refuses with torn-sealed-segment, even in its last frame."""
+    path = _store_with_frames(tmp_path, 40, segment_bytes=2048)
+    segs = segments(path)
+    assert len(segs) >= 3
+    sealed = segs[0]
+    flip(sealed, sealed.stat().st_size - 3)
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason == "torn-sealed-segment"
+    with pytest.raises(R.FactLogRefusedError):
+        Brain.attach(path)
+
+
+def test_truncated_sealed_segment_refuses(tmp_path):
+    """A sealed segment cut short is damage: only the last segment may end mid-frame."""
+    path = _store_with_frames(tmp_path, 40, segment_bytes=2048)
+    sealed = segments(path)[1]
+    os.truncate(sealed, sealed.stat().st_size - 10)
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason in ("torn-sealed-segment", "missing-segment")
+
+
+def test_missing_segment_refuses(tmp_path):
+    """A gap in the generations between segments refuses with missing-segment."""
+    path = _store_with_frames(tmp_path, 40, segment_bytes=2048)
+    segs = segments(path)
+    segs[1].unlink()
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason == "missing-segment"
+
+
+def test_frame_out_of_generation_order_refuses(tmp_path):
+    """A frame whose generation is not one more than the one before refuses with frame-order."""
+    path = _store_with_frames(tmp_path, 1)
+    seg = segments(path)[-1]
+    payload = log_.encode_payload(5, 1, None, None, [])
+    with open(seg, "ab") as f:
+        f.write(log_.encode_frame(payload))
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason == "frame-order"
+
+
+def test_unknown_op_refuses(tmp_path):
+    """A whole, checksummed frame carrying an op of an unknown kind refuses with unknown-record-type."""
+    path = _store_with_frames(tmp_path, 1)
+    payload = log_.encode_payload(2, 1, None, None, [{"k": "z", "o": "put"}])
+    with open(segments(path)[-1], "ab") as f:
+        f.write(log_.encode_frame(payload))
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason == "unknown-record-type"
+
+
+def test_segment_version_refuses(tmp_path):
+    """A segment header of another version refuses with segment-version."""
+    path = new_store(tmp_path)
+    seg = segments(path)[0]
+    head = log_.MAGIC + struct.pack("<I", 2)
+    import zlib
+    seg.write_bytes(head + struct.pack("<I", zlib.crc32(head)))
+    with pytest.raises(R.FactLogRefusedError) as exc:
+        Brain.open(path)
+    assert exc.value.reason == "segment-version"
+
+
+def test_segments_rotate_and_replay_across_them(tmp_path):
+    """Commits spread over several segments replay whole, in generation order."""
+    path = new_store(tmp_path)
+    brain = Brain.open(path, segment_bytes=1024)
+    fill(brain, 30)
+    brain._lease.abandon()
+    brain._log.close()
+    assert len(segments(path)) > 2
+    names = [int(p.name[:-4]) for p in segments(path)]
+    assert names[0] == 1 and names == sorted(names)
+    again = Brain.open(path)
+    assert again.head == 30 and again.recovery == {"replayedGenerations": 30}
+    assert again.writer_block()["claimPath"] == "stale-after-crash"
+    assert all(again.get(f"k{i}")["entity"]["metadata"] == {"i": i} for i in range(30))
+    again.close()

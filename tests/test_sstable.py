@@ -1,0 +1,115 @@
+"""Tables: versions sorted by key then generation, read at any generation; a torn table refuses by name."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.engine import sstable
+
+from helpers import fill, flip, new_store, tables
+
+
+def _entries(n_keys=300, seed=1):
+    rnd = random.Random(seed)
+    out = []
+    for k in range(n_keys):
+        key = b"e" + k.to_bytes(4, "big") + bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 20)))
+        gens = sorted(rnd.sample(range(1, 1000), rnd.randrange(1, 6)), reverse=True)
+        for g in gens:
+            value = b"" if rnd.random() < 0.1 else bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 300)))
+            out.append((key, g, value))
+    out.sort(key=lambda e: (e[0], -e[1]))
+    return out
+
+
+def test_table_reads_agree_with_a_sorted_model(tmp_path):
+    """get(key, G) answers the newest version at or below G, across block boundaries; scan is table order."""
+    entries = _entries()
+    path = tmp_path / "t.sst"
+    meta = sstable.write_table(path, iter(entries))
+    assert meta["entries"] == len(entries)
+    table = sstable.Table(path)
+    assert len(table._handles) > 10
+    by_key: dict[bytes, list[tuple[int, bytes]]] = {}
+    for key, gen, value in entries:
+        by_key.setdefault(key, []).append((gen, value))
+    rnd = random.Random(2)
+    for key, versions in by_key.items():
+        for probe in [0, 999, rnd.randrange(1, 1000)] + [g for g, _ in versions]:
+            want = next(((g, v) for g, v in versions if g <= probe), None)
+            assert table.get(key, probe) == want
+        assert table.get(key + b"\x00missing", 999) is None
+    assert list(table.scan(b"", None)) == entries
+    start = entries[len(entries) // 2][0]
+    assert list(table.scan(start, None)) == [e for e in entries if e[0] >= start]
+    table.close()
+
+
+def test_bloom_filter_has_no_false_negatives(tmp_path):
+    """Every key in a table passes its bloom filter; most absent keys do not."""
+    entries = _entries(500)
+    path = tmp_path / "t.sst"
+    sstable.write_table(path, iter(entries))
+    table = sstable.Table(path)
+    assert all(table.may_contain(k) for k, _, _ in entries)
+    false_pos = sum(table.may_contain(b"absent-%d" % i) for i in range(2000))
+    assert false_pos < 2000 * 0.05
+    table.close()
+
+
+def _flushed_store(tmp_path):
+    path = new_store(tmp_path)
+    brain = Brain.open(path)
+    fill(brain, 200)
+    brain.flush()
+    brain.close()
+    (table,) = tables(path)
+    return path, table
+
+
+def test_flipped_byte_in_a_data_block_refuses_when_read(tmp_path):
+    """A data block whose checksum fails is never served: reading it refuses with torn-sstable, naming the file."""
+    path, table = _flushed_store(tmp_path)
+    flip(table, 100)
+    brain = Brain.open(path)
+    try:
+        with pytest.raises(R.StoreUnservableError) as exc:
+            for i in range(200):
+                brain.get(f"k{i}")
+        assert exc.value.reason == "torn-sstable"
+        assert exc.value.fields["file"] == f"sst/{table.name}"
+    finally:
+        brain.close()
+
+
+def test_every_flipped_byte_of_a_table_is_caught(tmp_path):
+    """Whatever byte of a table is flipped, reads refuse by name or answer right, and verify refuses."""
+    path, table = _flushed_store(tmp_path)
+    original = table.read_bytes()
+    rnd = random.Random(7)
+    offsets = sorted(rnd.sample(range(len(original)), 25)) + [len(original) - 1, len(original) - 48]
+    for offset in offsets:
+        flip(table, offset)
+        with pytest.raises(R.StoreUnservableError) as exc:
+            brain = Brain.attach(path)
+            for i in range(200):  # a row read either refuses or is right
+                got = brain.get(f"k{i}")["entity"]
+                assert got is not None and got["metadata"] == {"i": i}
+            brain.verify()  # the blocks no read touched are checked here
+        assert exc.value.reason == "torn-sstable", offset
+        table.write_bytes(original)
+
+
+def test_torn_footer_refuses_at_open(tmp_path):
+    """A table cut short (its footer gone) refuses at open for the writer and for an attach."""
+    path, table = _flushed_store(tmp_path)
+    data = table.read_bytes()
+    table.write_bytes(data[:-10])
+    for opener in (Brain.open, Brain.attach):
+        with pytest.raises(R.StoreUnservableError) as exc:
+            opener(path)
+        assert exc.value.reason == "torn-sstable"
