@@ -1,0 +1,44 @@
+"""Errors shared by both twins of every speedup.
+
+Plain Python on purpose: the compiled and the pure twin raise the very same classes, so no
+``except`` anywhere depends on which twin the facade picked (STYLE rule 9).
+"""
+
+from __future__ import annotations
+
+__all__ = ["BlockCorruptError", "REASONS"]
+
+# Every reason a data block can be refused for (docs/store-format.md, "Data block": a block that
+# fails any of these is a *torn table*). Short and lowercase, as leveldb words its Corruption
+# statuses, so a log line or a refusal body can quote one as is.
+REASONS = frozenset({
+    "truncated block read",      # the buffer ends before contents + crc
+    "block checksum mismatch",   # crc32(contents) differs from the stored crc
+    "block too short",           # contents cannot hold num_restarts
+    "bad restart count",         # num_restarts is 0, or its array does not fit in contents
+    "bad restart offset",        # a restart is not the start of an entry, or the first entry is not one
+    "bad varint",                # a varint longer than 64 bits
+    "entry runs past restarts",  # a varint, key delta or value reaches into the restart array
+    "bad shared length",         # shared is longer than the previous key, or non-zero at a restart
+    "keys out of order",         # (key ascending, generation descending) does not strictly increase
+})
+
+
+class BlockCorruptError(ValueError):
+    """A data block that must not be read: its crc or its structure is wrong.
+
+    ``reason`` is one of :data:`REASONS`; ``at`` is the offset within the block's contents of
+    the entry being decoded when the damage was seen (``None`` for damage to the block as a
+    whole). The caller that knows the file turns this into ``StoreUnservableError``
+    (reason ``torn-sstable``).
+    """
+
+    def __init__(self, reason: str, at: int | None = None) -> None:
+        super().__init__(reason, at)  # both in args, so the error pickles and compares whole
+        self.reason = reason
+        self.at = at
+
+    def __str__(self) -> str:
+        if self.at is None:
+            return f"torn data block: {self.reason}"
+        return f"torn data block: {self.reason} (entry at byte {self.at})"

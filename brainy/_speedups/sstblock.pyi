@@ -1,0 +1,18 @@
+# Types for the compiled sstblock (sstblock.pyx); the pure twin sstblock_py.py has the same surface.
+from collections.abc import Sequence
+from typing import Final
+
+from typing_extensions import Buffer
+
+__all__ = ["encode_block", "decode_block", "crc32", "RESTART_INTERVAL"]
+
+RESTART_INTERVAL: Final[int]
+
+def crc32(data: Buffer) -> int: ...
+def encode_block(
+    keys: Sequence[bytes],
+    gens: Sequence[int],
+    values: Sequence[bytes],
+    restart_interval: int = 16,
+) -> bytes: ...
+def decode_block(buf: Buffer, offset: int, size: int) -> tuple[list[bytes], list[int], list[bytes]]: ...

@@ -1,0 +1,229 @@
+# SSTable data block, compiled twin of sstblock_py.py (docs/store-format.md, "Data block").
+#
+#   block    := contents   crc: u32 (crc32 of contents)
+#   contents := entry* restart: u32 * num_restarts   num_restarts: u32
+#   entry    := shared: varint  unshared: varint  generation: varint  value_len: varint
+#               key_delta[unshared]  value[value_len]
+#
+# Same names, same errors in the same order, byte-identical encodings as the pure twin; the
+# suite in tests/test_sstblock.py runs against both.
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.number cimport PyNumber_Index
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+
+from brainy._speedups.errors import BlockCorruptError
+
+__all__ = ["encode_block", "decode_block", "crc32", "RESTART_INTERVAL"]
+
+RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
+
+cdef object U64_MAX = (1 << 64) - 1
+cdef object U32_MAX = (1 << 32) - 1
+
+
+cdef uint32_t crc32_of(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef unsigned long crc = 0
+    while n > CRC_CHUNK:
+        crc = zlib_crc32(crc, p, CRC_CHUNK)
+        p += CRC_CHUNK
+        n -= CRC_CHUNK
+    return <uint32_t>zlib_crc32(crc, p, <unsigned int>n)
+
+
+cdef int corrupt(str reason, object at) except -1:
+    raise BlockCorruptError(reason, at)
+
+
+cdef int varint_failed(int status, Py_ssize_t at) except -1:
+    if status == VARINT_OVERLONG:
+        raise BlockCorruptError("bad varint", at)
+    raise BlockCorruptError("entry runs past restarts", at)
+
+
+def crc32(data):
+    """The crc32 (zlib's, as an unsigned int) of a bytes-like object."""
+    cdef Py_buffer view
+    cdef uint32_t crc
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        crc = crc32_of(<const unsigned char*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+def encode_block(keys, gens, values, restart_interval=RESTART_INTERVAL):
+    """Encode parallel lists of versions as one data block: ``contents + crc32(contents)``."""
+    # Checks, order and messages as sstblock_py._check_entries.
+    cdef list ks = list(keys), gs = list(gens), vs = list(values)
+    cdef Py_ssize_t n = len(ks), i, interval, shared, klen, vlen, prev_len = 0
+    cdef Py_ssize_t total = 0, num_restarts
+    cdef const unsigned char* kp
+    cdef const unsigned char* prev = NULL
+    cdef unsigned char* out
+    cdef unsigned char* p
+    cdef unsigned char* restarts
+    cdef uint64_t gen
+    cdef bytes key, value, block
+    if n != len(gs) or n != len(vs):
+        raise ValueError(f"keys, gens and values differ in length: {n}, {len(gs)}, {len(vs)}")
+    if n == 0:
+        raise ValueError("a data block holds at least one entry")
+    ri = PyNumber_Index(restart_interval)
+    if ri < 1:
+        raise ValueError(f"restart_interval must be at least 1, got {ri}")
+    interval = min(ri, n)
+    for i in range(n):
+        key_obj, value_obj = ks[i], vs[i]
+        if not isinstance(key_obj, bytes):
+            raise TypeError(f"keys[{i}] must be bytes, got {type(key_obj).__name__}")
+        if not isinstance(value_obj, bytes):
+            raise TypeError(f"values[{i}] must be bytes, got {type(value_obj).__name__}")
+        g = PyNumber_Index(gs[i])
+        if not 0 <= g <= U64_MAX:
+            raise ValueError(f"gens[{i}] is outside 0..2**64-1: {g}")
+        gs[i] = g
+        if i and (key_obj < ks[i - 1] or (key_obj == ks[i - 1] and g >= gs[i - 1])):
+            raise ValueError(f"entry {i} is out of order: keys ascend, and generations descend within a key")
+
+    # Pass 1: size the block, so pass 2 writes straight into the result.
+    for i in range(n):
+        key = <bytes>ks[i]
+        kp = <const unsigned char*>PyBytes_AS_STRING(key)
+        klen = PyBytes_GET_SIZE(key)
+        vlen = PyBytes_GET_SIZE(<bytes>vs[i])
+        shared = 0 if i % interval == 0 else shared_prefix(prev, prev_len, kp, klen)
+        total += (varint_len(<uint64_t>shared) + varint_len(<uint64_t>(klen - shared))
+                  + varint_len(<uint64_t>gs[i]) + varint_len(<uint64_t>vlen) + klen - shared + vlen)
+        prev, prev_len = kp, klen
+    num_restarts = (n + interval - 1) // interval
+    total += 4 * num_restarts + NUM_RESTARTS_SIZE
+    if total > U32_MAX:
+        raise ValueError(f"a data block's contents must fit u32 offsets, got {total} bytes")
+
+    # Pass 2: entries, then the restart array, num_restarts and the crc.
+    block = PyBytes_FromStringAndSize(NULL, total + CRC_SIZE)
+    out = <unsigned char*>PyBytes_AS_STRING(block)
+    p = out
+    restarts = out + total - NUM_RESTARTS_SIZE - 4 * num_restarts
+    prev, prev_len = NULL, 0
+    for i in range(n):
+        key = <bytes>ks[i]
+        value = <bytes>vs[i]
+        kp = <const unsigned char*>PyBytes_AS_STRING(key)
+        klen = PyBytes_GET_SIZE(key)
+        vlen = PyBytes_GET_SIZE(value)
+        if i % interval == 0:
+            write_u32le(restarts + 4 * (i // interval), <uint32_t>(p - out))
+            shared = 0
+        else:
+            shared = shared_prefix(prev, prev_len, kp, klen)
+        gen = gs[i]
+        p = write_varint(p, <uint64_t>shared)
+        p = write_varint(p, <uint64_t>(klen - shared))
+        p = write_varint(p, gen)
+        p = write_varint(p, <uint64_t>vlen)
+        memcpy(p, kp + shared, klen - shared)
+        p += klen - shared
+        memcpy(p, PyBytes_AS_STRING(value), vlen)
+        p += vlen
+        prev, prev_len = kp, klen
+    write_u32le(out + total - NUM_RESTARTS_SIZE, <uint32_t>num_restarts)
+    write_u32le(out + total, crc32_of(out, total))
+    return block
+
+
+def decode_block(buf, offset, size):
+    """Decode the block whose contents are ``buf[offset:offset+size]``, crc following."""
+    cdef Py_buffer view
+    offset = PyNumber_Index(offset)
+    size = PyNumber_Index(size)
+    if offset < 0 or size < 0:
+        raise ValueError(f"offset and size must not be negative, got {offset}, {size}")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        # Python ints here, so a huge offset or size is a short buffer, not an overflow.
+        if offset + size + CRC_SIZE > view.len:
+            raise BlockCorruptError("truncated block read")
+        return decode_from(<const unsigned char*>view.buf + <Py_ssize_t>offset, <Py_ssize_t>size)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple decode_from(const unsigned char* data, Py_ssize_t size):
+    # data[0:size] is contents, data[size:size+4] its crc; the caller has checked both are there.
+    cdef const unsigned char* p = data
+    cdef const unsigned char* limit
+    cdef const unsigned char* restarts
+    cdef const unsigned char* prev = NULL
+    cdef unsigned char* kp
+    cdef Py_ssize_t pos, prev_len = 0, klen, common
+    cdef uint32_t num_restarts, ri = 0, r
+    cdef uint64_t shared = 0, unshared = 0, gen = 0, value_len = 0, prev_gen = 0
+    cdef int status, restart, c
+    cdef list keys = [], gens = [], values = []
+    cdef bytes key, value
+
+    if crc32_of(data, size) != read_u32le(data + size):
+        corrupt("block checksum mismatch", None)
+    if size < NUM_RESTARTS_SIZE:
+        corrupt("block too short", None)
+    num_restarts = read_u32le(data + size - NUM_RESTARTS_SIZE)
+    if num_restarts == 0 or num_restarts > <uint64_t>((size - NUM_RESTARTS_SIZE) // 4):
+        corrupt("bad restart count", None)
+    limit = data + size - NUM_RESTARTS_SIZE - 4 * <Py_ssize_t>num_restarts
+    restarts = limit
+
+    while p < limit:
+        pos = p - data
+        restart = 0
+        if ri < num_restarts:
+            r = read_u32le(restarts + 4 * ri)
+            if r == <uint64_t>pos:
+                restart = 1
+                ri += 1
+            elif r < <uint64_t>pos or pos == 0:
+                corrupt("bad restart offset", pos)
+        status = read_varint(&p, limit, &shared)
+        if status != VARINT_OK:
+            varint_failed(status, pos)
+        status = read_varint(&p, limit, &unshared)
+        if status != VARINT_OK:
+            varint_failed(status, pos)
+        status = read_varint(&p, limit, &gen)
+        if status != VARINT_OK:
+            varint_failed(status, pos)
+        status = read_varint(&p, limit, &value_len)
+        if status != VARINT_OK:
+            varint_failed(status, pos)
+        if (restart and shared != 0) or shared > <uint64_t>prev_len:
+            corrupt("bad shared length", pos)
+        if unshared > <uint64_t>(limit - p):
+            corrupt("entry runs past restarts", pos)
+        klen = <Py_ssize_t>(shared + unshared)
+        key = PyBytes_FromStringAndSize(NULL, klen)
+        kp = <unsigned char*>PyBytes_AS_STRING(key)
+        if shared:
+            memcpy(kp, prev, <size_t>shared)
+        memcpy(kp + shared, p, <size_t>unshared)
+        p += unshared
+        if value_len > <uint64_t>(limit - p):
+            corrupt("entry runs past restarts", pos)
+        value = PyBytes_FromStringAndSize(<const char*>p, <Py_ssize_t>value_len)
+        p += value_len
+        if prev != NULL:
+            # The first `shared` bytes are equal by construction; compare the rest.
+            common = klen if klen < prev_len else prev_len
+            c = memcmp(kp + shared, prev + shared, <size_t>(common - <Py_ssize_t>shared))
+            if c < 0 or (c == 0 and (klen < prev_len or (klen == prev_len and gen >= prev_gen))):
+                corrupt("keys out of order", pos)
+        keys.append(key)
+        gens.append(gen)
+        values.append(value)
+        prev, prev_len, prev_gen = kp, klen, gen
+    if ri != num_restarts:
+        corrupt("bad restart offset", limit - data)
+    return keys, gens, values

@@ -1,0 +1,207 @@
+"""SSTable data block, pure-Python twin of ``sstblock.pyx`` (docs/store-format.md, "Data block").
+
+::
+
+    block    := contents   crc: u32 (crc32 of contents)
+    contents := entry* restart: u32 * num_restarts   num_restarts: u32
+    entry    := shared: varint       bytes of the key shared with the previous entry's key
+                unshared: varint     bytes of the key that follow
+                generation: varint   the version's generation
+                value_len: varint    0 for a tombstone
+                key_delta[unshared]  value[value_len]
+
+Every ``restart_interval``-th entry (the first included) stores its whole key and is listed in
+``restart``. All integers are little-endian. Both twins have the same names, raise the same
+errors for the same damage (checked in the same order) and produce byte-identical encodings.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+import zlib
+
+from brainy._speedups.errors import BlockCorruptError
+
+__all__ = ["encode_block", "decode_block", "crc32", "RESTART_INTERVAL"]
+
+RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
+_U64_MAX = (1 << 64) - 1
+_U32_MAX = (1 << 32) - 1
+_U32 = struct.Struct("<I")
+_CRC_SIZE = 4
+_NUM_RESTARTS_SIZE = 4
+
+
+def crc32(data) -> int:
+    """The crc32 (zlib's, as an unsigned int) of a bytes-like object."""
+    return zlib.crc32(data)
+
+
+def _varint(out: bytearray, v: int) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _check_entries(keys, gens, values, restart_interval):
+    # sstblock.pyx checks the same things in the same order with the same messages.
+    keys, gens, values = list(keys), list(gens), list(values)
+    n = len(keys)
+    if n != len(gens) or n != len(values):
+        raise ValueError(f"keys, gens and values differ in length: {n}, {len(gens)}, {len(values)}")
+    if n == 0:
+        raise ValueError("a data block holds at least one entry")
+    interval = operator.index(restart_interval)
+    if interval < 1:
+        raise ValueError(f"restart_interval must be at least 1, got {interval}")
+    for i in range(n):
+        key, value = keys[i], values[i]
+        if not isinstance(key, bytes):
+            raise TypeError(f"keys[{i}] must be bytes, got {type(key).__name__}")
+        if not isinstance(value, bytes):
+            raise TypeError(f"values[{i}] must be bytes, got {type(value).__name__}")
+        gen = operator.index(gens[i])
+        if not 0 <= gen <= _U64_MAX:
+            raise ValueError(f"gens[{i}] is outside 0..2**64-1: {gen}")
+        gens[i] = gen
+        if i and (key < keys[i - 1] or (key == keys[i - 1] and gen >= gens[i - 1])):
+            raise ValueError(f"entry {i} is out of order: keys ascend, and generations descend within a key")
+    return keys, gens, values, min(interval, n)
+
+
+def encode_block(keys, gens, values, restart_interval: int = RESTART_INTERVAL) -> bytes:
+    """Encode parallel lists of versions as one data block: ``contents + crc32(contents)``.
+
+    ``keys`` ascend, and within one key ``gens`` descend; an empty value is a tombstone.
+    """
+    keys, gens, values, interval = _check_entries(keys, gens, values, restart_interval)
+    out = bytearray()
+    restarts = []
+    prev = b""
+    for i in range(len(keys)):
+        key, value = keys[i], values[i]
+        if i % interval == 0:
+            restarts.append(len(out))
+            shared = 0
+        else:
+            shared = _shared_prefix(prev, key)
+        _varint(out, shared)
+        _varint(out, len(key) - shared)
+        _varint(out, gens[i])
+        _varint(out, len(value))
+        out += key[shared:]
+        out += value
+        prev = key
+    size = len(out) + 4 * len(restarts) + _NUM_RESTARTS_SIZE
+    if size > _U32_MAX:
+        raise ValueError(f"a data block's contents must fit u32 offsets, got {size} bytes")
+    out += struct.pack(f"<{len(restarts)}I", *restarts)
+    out += _U32.pack(len(restarts))
+    out += _U32.pack(zlib.crc32(out))
+    return bytes(out)
+
+
+def _read_varint(data: bytes, pos: int, limit: int, at: int):
+    result = 0
+    shift = 0
+    while True:
+        if pos >= limit:
+            raise BlockCorruptError("entry runs past restarts", at)
+        b = data[pos]
+        pos += 1
+        if shift == 63 and b > 1:  # the tenth byte may carry only bit 63
+            raise BlockCorruptError("bad varint", at)
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def decode_block(buf, offset: int, size: int) -> tuple[list[bytes], list[int], list[bytes]]:
+    """Decode the block whose contents are ``buf[offset:offset+size]``, crc following.
+
+    Returns ``(keys, gens, values)``, three parallel lists. The crc is checked first; any damage
+    raises :class:`BlockCorruptError` and nothing is returned.
+    """
+    offset = operator.index(offset)
+    size = operator.index(size)
+    if offset < 0 or size < 0:
+        raise ValueError(f"offset and size must not be negative, got {offset}, {size}")
+    with memoryview(buf) as whole, whole.cast("B") as view:
+        if offset + size + _CRC_SIZE > view.nbytes:
+            raise BlockCorruptError("truncated block read")
+        data = view[offset:offset + size].tobytes()  # one copy: the bytes checked are the bytes read
+        (stored,) = _U32.unpack(view[offset + size:offset + size + _CRC_SIZE])
+    if zlib.crc32(data) != stored:
+        raise BlockCorruptError("block checksum mismatch")
+    if size < _NUM_RESTARTS_SIZE:
+        raise BlockCorruptError("block too short")
+    (num_restarts,) = _U32.unpack_from(data, size - _NUM_RESTARTS_SIZE)
+    if num_restarts == 0 or num_restarts > (size - _NUM_RESTARTS_SIZE) // 4:
+        raise BlockCorruptError("bad restart count")
+    limit = size - _NUM_RESTARTS_SIZE - 4 * num_restarts
+    restarts = struct.unpack_from(f"<{num_restarts}I", data, limit)
+
+    keys: list[bytes] = []
+    gens: list[int] = []
+    values: list[bytes] = []
+    prev = b""
+    prev_gen = 0
+    ri = 0
+    pos = 0
+    while pos < limit:
+        at = pos
+        restart = False
+        if ri < num_restarts:
+            r = restarts[ri]
+            if r == pos:
+                restart = True
+                ri += 1
+            elif r < pos or pos == 0:
+                raise BlockCorruptError("bad restart offset", at)
+        # Four varints; most are one byte, so that case is read inline.
+        b = data[pos]
+        if b < 0x80:
+            shared, pos = b, pos + 1
+        else:
+            shared, pos = _read_varint(data, pos, limit, at)
+        b = data[pos] if pos < limit else 0x80
+        if b < 0x80:
+            unshared, pos = b, pos + 1
+        else:
+            unshared, pos = _read_varint(data, pos, limit, at)
+        gen, pos = _read_varint(data, pos, limit, at)
+        b = data[pos] if pos < limit else 0x80
+        if b < 0x80:
+            value_len, pos = b, pos + 1
+        else:
+            value_len, pos = _read_varint(data, pos, limit, at)
+        if (restart and shared) or shared > len(prev):
+            raise BlockCorruptError("bad shared length", at)
+        end = pos + unshared
+        if end > limit:
+            raise BlockCorruptError("entry runs past restarts", at)
+        key = prev[:shared] + data[pos:end]
+        pos = end + value_len
+        if pos > limit:
+            raise BlockCorruptError("entry runs past restarts", at)
+        if keys and (key < prev or (key == prev and gen >= prev_gen)):
+            raise BlockCorruptError("keys out of order", at)
+        keys.append(key)
+        gens.append(gen)
+        values.append(data[end:pos])
+        prev = key
+        prev_gen = gen
+    if ri != num_restarts:
+        raise BlockCorruptError("bad restart offset", limit)
+    return keys, gens, values

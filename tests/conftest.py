@@ -1,0 +1,32 @@
+"""Shared fixtures for brainy's tests."""
+
+import os
+
+import pytest
+
+from brainy._speedups import load
+
+
+def _twin(name: str, which: str):
+    """One twin of a speedup. A missing compiled twin skips that parameter on a developer's
+    machine; under CI (``CI=true``) it fails, because CI must test the compiled twin."""
+    try:
+        return load(name, which)
+    except ImportError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must test the compiled twin of {name}: {exc}")
+        pytest.skip(f"compiled {name} is not built: {exc}")
+
+
+# Session scope: a twin is a module with no per-test state, and hypothesis refuses
+# function-scoped fixtures in @given tests.
+@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
+def sstblock_twin(request):
+    """Each twin of ``sstblock`` in turn: every test taking it runs once per twin."""
+    return _twin("sstblock", request.param)
+
+
+@pytest.fixture(scope="session")
+def sstblock_twins():
+    """Both twins of ``sstblock`` at once, ``(cython, python)``, for tests that compare them."""
+    return _twin("sstblock", "cython"), _twin("sstblock", "python")

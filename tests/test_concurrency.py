@@ -1,0 +1,100 @@
+"""Concurrency laws: commits share fsyncs, reads never wait on one, and an event loop is never blocked by one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+
+from brainy.engine import Brain
+
+from helpers import new_store
+
+
+@pytest.fixture
+def counted_fsync(monkeypatch):
+    """Wrap os.fdatasync to count calls and optionally slow them down (the real call still runs)."""
+    real = os.fdatasync
+    state = {"calls": 0, "delay": 0.0}
+
+    def fdatasync(fd):
+        state["calls"] += 1
+        if state["delay"]:
+            time.sleep(state["delay"])
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return state
+
+
+def test_concurrent_commits_share_fsyncs(tmp_path, counted_fsync):
+    """Eight threads committing at once are acknowledged with fewer fsyncs than commits (group commit)."""
+    brain = Brain.open(new_store(tmp_path))
+    counted_fsync["delay"] = 0.002
+    per_thread, threads = 25, 8
+
+    def work(t):
+        for i in range(per_thread):
+            brain.add({"type": "thing", "id": f"t{t}-{i}"})
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    total = per_thread * threads
+    assert brain.head == total
+    assert counted_fsync["calls"] < total / 2, counted_fsync
+    assert all(brain.get(f"t{t}-{i}")["entity"] for t in range(threads) for i in range(per_thread))
+    brain.close()
+
+
+def test_reads_do_not_wait_for_a_commits_fsync(tmp_path, counted_fsync):
+    """While a commit waits on a slow fsync, a read answers at once, without the unacknowledged row."""
+    brain = Brain.open(new_store(tmp_path))
+    brain.add({"type": "thing", "id": "before"})
+    counted_fsync["delay"] = 0.5
+    writer = threading.Thread(target=brain.add, args=({"type": "thing", "id": "pending"},))
+    writer.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    got = brain.get("pending")
+    assert time.monotonic() - started < 0.2
+    assert got["entity"] is None and got["generation"] == 1
+    assert brain.counts()["entities"] == 1
+    writer.join()
+    assert brain.get("pending")["entity"] is not None and brain.head == 2
+    counted_fsync["delay"] = 0
+    brain.close()
+
+
+def test_awrite_never_blocks_the_event_loop(tmp_path, counted_fsync):
+    """awrite waits for its fsync off the loop: a ticker on the same loop keeps ticking through slow fsyncs."""
+    brain = Brain.open(new_store(tmp_path))
+    counted_fsync["delay"] = 0.1
+
+    async def main():
+        ticks = []
+        stop = asyncio.Event()
+
+        async def ticker():
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        answers = await asyncio.gather(*(brain.awrite("add", {"type": "thing", "id": f"a{i}"}) for i in range(5)))
+        stop.set()
+        await task
+        return ticks, answers
+
+    ticks, answers = asyncio.run(main())
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.08, max(gaps)
+    assert sorted(a["generation"] for a in answers) == [1, 2, 3, 4, 5]
+    assert brain.head == 5
+    counted_fsync["delay"] = 0
+    brain.close()
