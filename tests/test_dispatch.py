@@ -1,0 +1,164 @@
+"""The dispatcher: every contract door resolves to an engine call or its named refusal, behind one gate."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.net import dispatch as X
+from brainy.net.principal import Principal
+
+from helpers import new_store
+
+PERSON = Principal.static_key("person:ada")
+SERVICE_KEY = Principal.static_key("service:ops", service_key=True)
+
+# Arguments that make each native door answer on a store holding entities "a" and "b".
+SAMPLES = {
+    "get": ("a", {}), "batchGet": (None, {"ids": ["a", "b"]}), "counts": (None, {}), "generation": ("1", {}),
+    "add": (None, {"type": "thing", "id": "c"}),
+    "addMany": (None, {"items": [{"type": "thing", "id": "d"}]}),
+    "update": (None, {"id": "a", "metadata": {"x": 1}}),
+    "updateMany": (None, {"items": [{"id": "a", "data": "y"}]}),
+    "relate": (None, {"from": "a", "to": "b", "type": "knows"}),
+    "relateMany": (None, {"items": [{"from": "b", "to": "a", "type": "knows"}]}),
+    "updateRelation": (None, {"id": "REL", "weight": 0.5}),
+    "unrelate": (None, {"id": "REL"}),
+    "transact": (None, {"ops": [{"door": "add", "args": {"type": "thing", "id": "e"}}]}),
+    "remove": (None, {"id": "e"}),
+    "removeMany": (None, {"ids": ["d"]}),
+    "clear": (None, {"confirm": "main"}),
+}
+
+
+@pytest.fixture
+def served(tmp_path):
+    brain = Brain.open(new_store(tmp_path), name="main")
+    brain.add({"type": "person", "id": "a"})
+    brain.add({"type": "person", "id": "b"})
+    yield X.Dispatcher(X.FixedBrains({"main": brain})), brain
+    brain.close()
+
+
+def run(dispatcher, principal, door, brain="main", id=None, document=None):
+    return asyncio.run(dispatcher.dispatch(principal, door, brain, id, document))
+
+
+def test_every_native_door_has_one_engine_call():
+    """The engine table and the contract's native doors are the same set, in both directions."""
+    assert set(X.ENGINE) == {d.name for d in D.DOORS if d.native}
+    assert set(X.TABLE) == {d.name for d in D.DOORS}
+
+
+def test_every_door_answers_or_refuses_by_name(served):
+    """Each of the 108 doors, called with an empty document, answers a non-empty object or a registered refusal."""
+    dispatcher, _ = served
+    for door in D.DOORS:
+        who = SERVICE_KEY if door.access == "service" else PERSON
+        outcome = run(dispatcher, who, door.name, id="a")
+        if outcome.ok:
+            assert outcome.answer, door.name  # never an empty success
+        else:
+            assert type(outcome.refusal) is R.REGISTRY[outcome.refusal.name], door.name
+            if door.disposition == "notYetNative" and door.rung != "ownerTriple":
+                assert outcome.refusal.fields == {"door": door.name, "release": door.release}
+            if door.disposition == "inProcessOnly":
+                assert outcome.refusal.name == "InProcessOnlyError" and outcome.refusal.fields["instead"]
+        assert outcome.ms >= 0 and outcome.body()["_meta"]["ms"] == outcome.ms
+
+
+def test_every_native_door_answers_through_the_dispatcher(served):
+    """Every engine door of the store release reaches the engine through the dispatcher, with its ms."""
+    dispatcher, brain = served
+    rel = None
+    for door, (id_, doc) in SAMPLES.items():
+        if rel is not None:
+            doc = {k: (rel if v == "REL" else v) for k, v in doc.items()}
+        outcome = run(dispatcher, PERSON, door, id=id_, document=doc)
+        assert outcome.ok, (door, outcome.refusal and outcome.refusal.to_wire())
+        assert outcome.answer and outcome.ms > 0
+        if door == "relate":
+            rel = outcome.answer["id"]
+        if D.BY_NAME[door].kind == "write":
+            assert outcome.answer["generation"] == brain.head
+    assert brain.counts()["entities"] == 0  # clear ran last
+    assert brain.generation(3)["author"] == "person:ada"
+
+
+def test_gate_order_access_class_first(served):
+    """A door of the other access class is refused before reach is asked or the brain looked up."""
+    dispatcher, _ = served
+    nowhere = Principal.static_key("person:eve", brains=frozenset({"other"}))
+    out = run(dispatcher, nowhere, "health", brain="missing")
+    assert out.refusal.name == "ForbiddenError" and out.refusal.reason == "access-class"
+    out = run(dispatcher, SERVICE_KEY, "get", id="a")
+    assert out.refusal.reason == "access-class"
+
+
+def test_a_key_that_does_not_reach_learns_nothing_about_the_brain(served):
+    """Reach is asked before the brain is resolved: an existing and a missing brain refuse alike."""
+    dispatcher, _ = served
+    nowhere = Principal.static_key("person:eve", brains=frozenset({"other"}))
+    a = run(dispatcher, nowhere, "get", brain="main", id="a")
+    b = run(dispatcher, nowhere, "get", brain="nosuch", id="a")
+    assert a.refusal.to_wire() == b.refusal.to_wire() and a.refusal.reason == "reach"
+    everywhere = Principal.static_key("person:ada")
+    assert run(dispatcher, everywhere, "get", brain="nosuch", id="a").refusal.name == "NoSuchBrainError"
+
+
+def test_token_reach_ruling_then_scope(served):
+    """A token for another brain is BRAINY_KEY_BRAIN; a ruling door without the owner triple is
+    PolicyOwnerScopeRequiredError before scope; a write without write scope is BRAINY_KEY_SCOPE."""
+    dispatcher, _ = served
+    reader = Principal.token("agent-1", "main", frozenset({"read"}))
+    assert run(dispatcher, Principal.token("x", "other", frozenset({"read"})), "get",
+               id="a").refusal.name == "BRAINY_KEY_BRAIN"
+    assert run(dispatcher, reader, "policy.ratify").refusal.name == "PolicyOwnerScopeRequiredError"
+    assert run(dispatcher, PERSON, "policy.ratify").refusal.name == "PolicyOwnerScopeRequiredError"
+    out = run(dispatcher, reader, "add", document={"type": "thing"})
+    assert out.refusal.name == "BRAINY_KEY_SCOPE" and out.refusal.scope == ["read"]
+    assert run(dispatcher, reader, "find").refusal.name == "NotYetNativeError"  # scope passed, then the door
+    owner = Principal.token("o", "main", frozenset({"read", "write", "owner"}))
+    assert run(dispatcher, owner, "policy.ratify").refusal.name == "NotYetNativeError"
+    assert run(dispatcher, reader, "get", id="a").ok
+
+
+def test_service_kind_keys_write_only_with_an_asserted_caller(served):
+    """A service-kind key with no caller is refused row writes; with an asserted caller the write is attributed."""
+    dispatcher, brain = served
+    service = Principal.static_key("service:ingest")
+    out = run(dispatcher, service, "add", document={"type": "thing"})
+    assert out.refusal.name == "ServiceKeyCannotWriteError" and out.refusal.door == "add"
+    assert run(dispatcher, service, "get", id="a").ok
+    asserted = dataclasses.replace(service, caller="person:bob", via="service:ingest")
+    out = run(dispatcher, asserted, "add", document={"type": "thing", "id": "z"})
+    assert out.ok
+    row = brain.get("z")["entity"]
+    assert row["createdBy"] == "person:bob"
+    assert brain.generation(out.answer["generation"])["via"] == "service:ingest"
+
+
+def test_unknown_doors_and_bad_names_refuse_by_name(served):
+    """An unknown door, an illegal brain name and a non-object document each have their refusal."""
+    dispatcher, _ = served
+    assert run(dispatcher, PERSON, "teleport").refusal.name == "UnknownDoorError"
+    for bad in ("..", ".hidden", "a/b", "x" * 65):
+        assert run(dispatcher, PERSON, "get", brain=bad, id="a").refusal.name == "BrainNameInvalidError"
+    out = run(dispatcher, PERSON, "add", document=["not", "an", "object"])
+    assert out.refusal.name == "InvalidArgumentError" and out.status == 400
+    out = run(dispatcher, PERSON, "get", id="a", document={"includeVector": "yes"})
+    assert out.refusal.name == "InvalidArgumentError"
+
+
+def test_an_unexpected_fault_is_an_internal_error_with_a_ref(served, monkeypatch, caplog):
+    """A fault inside a door answers InternalError carrying a ref that names the logged traceback."""
+    dispatcher, _ = served
+    monkeypatch.setitem(X.ENGINE, "counts", lambda *a: 1 / 0)
+    out = run(dispatcher, PERSON, "counts")
+    assert out.refusal.name == "InternalError" and out.status == 500
+    assert out.refusal.ref in caplog.text and "ZeroDivisionError" in caplog.text
