@@ -135,7 +135,7 @@ class Brain:
             raise R.StoreUnservableError("a writer handoff is in flight; attach again once it settles",
                                          reason="writer-handoff-in-flight")
         brain = cls(root, name or root.resolve().name)
-        for attempt in range(8):  # a compaction may swap the table set between MANIFEST and open
+        for attempt in range(8):  # a flush or compaction may swap the MANIFEST meanwhile
             try:
                 brain._load(writer=False)
                 return brain
@@ -148,7 +148,14 @@ class Brain:
         root = self.path
         try:
             manifest = read_document(root / "MANIFEST")
-            ledger = Ledger(read_document(root / manifest["ledger"]))
+            try:
+                ledger = Ledger(read_document(root / manifest["ledger"]))
+            except DocumentUnreadable as exc:
+                # a flush swapped the MANIFEST (and removed the ledger it named) since we read it:
+                # not damage, so an attach reads the MANIFEST again, as it does for a swapped table
+                if not writer and exc.reason == "missing" and read_document(root / "MANIFEST") != manifest:
+                    raise FileNotFoundError(exc.path) from None
+                raise
             flushed = int(manifest["generation"])
             if manifest.get("format") != FORMAT or ledger.generation != flushed:
                 raise DocumentUnreadable(root / "MANIFEST", "format or ledger generation does not match")
