@@ -131,7 +131,8 @@ def test_counts_table_agrees(catalogue):
     assert "There are 86 refusal classes" in text
     section_11 = text[text.index("## 11. Refusal classes"):text.index("## 12.")]
     classes = [m.group(1) for m in re.finditer(r"^\| `(\w+)` \|", section_11, re.M)]
-    assert classes == [r["name"] for r in D.CONTRACT.refusals]
+    added = ("MalformedRequestError", "HeaderTooLargeError")  # api-contract.md: beyond the catalogue
+    assert classes == [r["name"] for r in D.CONTRACT.refusals if r["name"] not in added]
 
 
 def test_kind_access_and_http_agree(catalogue):

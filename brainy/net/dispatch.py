@@ -31,22 +31,19 @@ BRAIN_NAME = re.compile(r"[^/.][^/]{0,63}")
 
 
 class Brains(Protocol):
-    """Where the dispatcher finds a brain by name (the residency pool, or a fixed set)."""
+    """Where the dispatcher finds a brain by name: the pool."""
 
     def resolve(self, name: str, for_write: bool) -> Brain: ...
 
+    def init(self, name: str, force: bool = False) -> dict[str, Any]: ...
 
-class FixedBrains:
-    """A fixed set of already-open brains, by name: the dispatcher's simplest resolver."""
+    async def close(self, name: str) -> dict[str, Any]: ...
 
-    def __init__(self, brains: dict[str, Brain]) -> None:
-        self._brains = dict(brains)
+    def health(self, name: str) -> dict[str, Any]: ...
 
-    def resolve(self, name: str, for_write: bool) -> Brain:
-        try:
-            return self._brains[name]
-        except KeyError:
-            raise R.NoSuchBrainError(f"no brain named {name!r} is served here", brain=name) from None
+    def enter(self, name: str) -> None: ...
+
+    def leave(self, name: str) -> None: ...
 
 
 @dataclass
@@ -100,25 +97,49 @@ def _options(document: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, An
     return document
 
 
-Call = Callable[[Brain, Any, dict[str, Any], Principal], "dict[str, Any] | Awaitable[dict[str, Any]]"]
+@dataclass
+class Call:
+    """One door call past the gate: what an engine entry needs to answer it."""
+
+    principal: Principal
+    door: D.Door
+    brain: str
+    id: Any
+    document: dict[str, Any]
+    brains: Brains
+
+    def handle(self, for_write: bool = False) -> Brain:
+        return self.brains.resolve(self.brain, for_write)
 
 
-def _read(fn: Callable[[Brain, Any, dict[str, Any]], dict[str, Any]]) -> Call:
-    return lambda brain, id_, doc, who: fn(brain, id_, doc)
+Entry = Callable[[Call], "dict[str, Any] | Awaitable[dict[str, Any]]"]
 
 
-def _write(door: str) -> Call:
-    return lambda brain, id_, doc, who: brain.awrite(door, doc, caller=who.caller, via=who.via)
+def _write(door: str) -> Entry:
+    return lambda c: c.handle(True).awrite(door, c.document, caller=c.principal.caller, via=c.principal.via)
+
+
+def _no_args(c: Call) -> Call:
+    _options(c.document, ())
+    return c
+
+
+def _init(c: Call) -> dict[str, Any]:
+    force = _options(c.document, ("force",)).get("force", False)
+    return c.brains.init(c.brain, force)
 
 
 # The engine call behind each native door. Joined to the contract below.
-ENGINE: dict[str, Call] = {
-    "get": _read(lambda b, id_, doc: b.get(id_, **_options(doc, ("includeVector", "includeData")))),
-    "batchGet": _read(lambda b, id_, doc: b.batchGet(doc)),
-    "counts": _read(lambda b, id_, doc: b.counts() if not _options(doc, ()) else {}),
-    "generation": _read(lambda b, id_, doc: b.generation(_id_as_generation(id_)) if not _options(doc, ()) else {}),
+ENGINE: dict[str, Entry] = {
+    "get": lambda c: c.handle().get(c.id, **_options(c.document, ("includeVector", "includeData"))),
+    "batchGet": lambda c: c.handle().batchGet(c.document),
+    "counts": lambda c: _no_args(c).handle().counts(),
+    "generation": lambda c: _no_args(c).handle().generation(_id_as_generation(c.id)),
     **{door: _write(door) for door in ("add", "addMany", "update", "updateMany", "remove", "removeMany",
                                        "relate", "relateMany", "updateRelation", "unrelate", "transact", "clear")},
+    "init": _init,
+    "close": lambda c: _no_args(c).brains.close(c.brain),
+    "health": lambda c: _no_args(c).brains.health(c.brain),
 }
 
 
@@ -166,9 +187,14 @@ class Dispatcher:
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
         """Run one door for one principal; never raises for a refusal, always answers an Outcome."""
+        return await self.timed(door, lambda: self.run(principal, door, brain, id, document))
+
+    async def timed(self, door: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> Outcome:
+        """The one clock of a call: run ``work`` (a transport's whole handling of one request, the gate
+        and the door included) and answer its Outcome with the measured milliseconds."""
         started = time.perf_counter_ns()
         try:
-            answer = await self._run(principal, door, brain, id, document)
+            answer = await work()
             outcome = Outcome(door, 0.0, answer=answer)
         except R.Refusal as refusal:
             outcome = Outcome(door, 0.0, refusal=refusal)
@@ -180,7 +206,7 @@ class Dispatcher:
         outcome.ms = round((time.perf_counter_ns() - started) / 1e6, 3)
         return outcome
 
-    async def _run(self, principal: Principal, name: str, brain: str | None, id_: Any,
+    async def run(self, principal: Principal, name: str, brain: str | None, id_: Any,
                    document: Any) -> dict[str, Any]:
         door = TABLE.get(name) if isinstance(name, str) else None
         if door is None:
@@ -206,8 +232,11 @@ class Dispatcher:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         if brain is None:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
-        handle = self.brains.resolve(brain, door.kind == "write")
-        result = ENGINE[door.name](handle, id_, document, principal)
-        if not isinstance(result, dict):
-            result = await result
+        self.brains.enter(brain)
+        try:
+            result = ENGINE[door.name](Call(principal, door, brain, id_, document, self.brains))
+            if not isinstance(result, dict):
+                result = await result
+        finally:
+            self.brains.leave(brain)
         return result

@@ -1,0 +1,70 @@
+"""The two encodings every transport speaks: JSON (the default) and MessagePack.
+
+One facade with the same names for both (``decode``, ``encode``), chosen per
+request by ``Content-Type`` and ``Accept``. A body that does not decode
+cleanly in its declared encoding (JSON sent as MessagePack, trailing bytes,
+bad UTF-8) is ``BodyDecodeError``: never half-read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import orjson
+
+from brainy.contract import refusals as R
+
+JSON = "application/json"
+MSGPACK = "application/msgpack"
+_MSGPACK_TYPES = frozenset(("application/msgpack", "application/x-msgpack", "application/vnd.msgpack"))
+
+
+def media_type(header: str | None) -> str | None:
+    """The bare, lowercased media type of a Content-Type or Accept value (no parameters)."""
+    if not header:
+        return None
+    return header.split(";", 1)[0].strip().lower()
+
+
+def decode(body: bytes, content_type: str | None) -> Any:
+    """The document in a request body. An empty body is ``{}``."""
+    kind = media_type(content_type)
+    if kind in _MSGPACK_TYPES:
+        if not body:
+            return {}
+        try:
+            return msgpack.unpackb(body, raw=False, strict_map_key=True)
+        except msgpack.ExtraData as exc:
+            raise R.BodyDecodeError("bytes remain after the MessagePack document (is this JSON?)",
+                                    encoding="msgpack", offset=len(body) - len(exc.extra)) from None
+        except (ValueError, msgpack.UnpackException, TypeError) as exc:
+            raise R.BodyDecodeError(f"the body is not MessagePack: {exc}", encoding="msgpack") from None
+    if kind is None or kind == JSON or kind.endswith("+json"):
+        if not body:
+            return {}
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise R.BodyDecodeError(f"the body is not JSON: {exc.msg}", encoding="json", offset=exc.pos) from None
+    raise R.UnsupportedMediaTypeError(f"{content_type!r} is neither JSON nor MessagePack", contentType=content_type)
+
+
+def wants_msgpack(accept: str | None) -> bool:
+    """True when the Accept header asks for MessagePack before JSON."""
+    if not accept:
+        return False
+    for part in accept.split(","):
+        kind = media_type(part)
+        if kind in _MSGPACK_TYPES:
+            return True
+        if kind in (JSON, "*/*", "application/*"):
+            return False
+    return False
+
+
+def encode(document: Any, msgpack_out: bool) -> tuple[bytes, str]:
+    """``(bytes, content type)`` of a document in the chosen encoding."""
+    if msgpack_out:
+        return msgpack.packb(document, use_bin_type=True), MSGPACK
+    return orjson.dumps(document), JSON

@@ -1,0 +1,197 @@
+"""The pool: which names are brains, and the one handle this process holds for each.
+
+Nothing opens at start; a door opens its brain on first need. A read takes
+whatever handle is there, or a read-only attach; a read never claims the
+writer lease. A write needs the writer: it claims the lease when no live
+process holds it, and answers ``BRAINY_WRITER_LOCKED`` naming the holder when
+one does, never waiting. ``init`` is the explicit claim; ``close`` gives the
+lease back with a clean-close record and drops the handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.net.dispatch import check_brain_name
+
+log = logging.getLogger("brainy.pool")
+
+
+@dataclass
+class Entry:
+    name: str
+    path: Path
+    handle: Brain | None = None
+    in_flight: int = 0
+    since: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Pool:
+    def __init__(self, brains: dict[str, Path] | None = None, brains_dir: Path | None = None,
+                 open_options: dict[str, Any] | None = None) -> None:
+        self._named = {check_brain_name(name): Path(path) for name, path in (brains or {}).items()}
+        self._dir = Path(brains_dir) if brains_dir else None
+        self._entries: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+        self._options = open_options or {}
+
+    # -- which names are brains -----------------------------------------------------------------
+
+    def path_of(self, name: str) -> Path:
+        check_brain_name(name)
+        if name in self._named:
+            return self._named[name]
+        if self._dir is not None:
+            candidate = self._dir / name
+            if candidate.is_dir() and not candidate.is_symlink():
+                return candidate
+        raise R.NoSuchBrainError(f"no brain named {name!r} is served here", brain=name)
+
+    def known(self) -> list[str]:
+        names = set(self._named)
+        if self._dir is not None and self._dir.is_dir():
+            for child in self._dir.iterdir():
+                try:
+                    if child.is_dir() and not child.is_symlink():
+                        names.add(check_brain_name(child.name))
+                except R.Refusal:
+                    continue  # dot-names and illegal segments are not brains
+        return sorted(names)
+
+    def _entry(self, name: str) -> Entry:
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is None:
+                entry = Entry(name, self.path_of(name))
+                self._entries[name] = entry
+            return entry
+
+    # -- handles --------------------------------------------------------------------------------
+
+    def resolve(self, name: str, for_write: bool) -> Brain:
+        """The handle a door on ``name`` uses; a write claims the lease if nobody live holds it."""
+        entry = self._entry(name)
+        with entry.lock:
+            handle = entry.handle
+            if handle is not None and (not for_write or handle.role == "writer"):
+                return handle
+            if not for_write:
+                entry.handle = Brain.attach(entry.path, name=name)
+                entry.since = time.time()
+                return entry.handle
+            return self._claim(entry, force=False)
+
+    def _claim(self, entry: Entry, force: bool) -> Brain:
+        opened = Brain.open(entry.path, name=entry.name, force=force, **self._options)
+        if opened.role != "writer":
+            holder = opened.claim.holder if opened.claim else {}
+            if entry.handle is None:
+                entry.handle = opened  # a reader serves reads; it holds nothing
+            raise R.BRAINY_WRITER_LOCKED(f"another live process holds the writer lease of {entry.name!r}: {holder}",
+                                         holder=holder)
+        previous, entry.handle, entry.since = entry.handle, opened, time.time()
+        if previous is not None:
+            previous.close()
+        log.info("brain %s: writer lease claimed (%s)", entry.name, opened.writer_block().get("claimPath"))
+        return opened
+
+    def init(self, name: str, force: bool = False) -> dict[str, Any]:
+        """The init door: claim the lease explicitly, or report who holds it."""
+        entry = self._entry(name)
+        with entry.lock:
+            if entry.handle is not None and entry.handle.role == "writer" and not force:
+                brain = entry.handle
+            else:
+                try:
+                    brain = self._claim(entry, force)
+                except R.BRAINY_WRITER_LOCKED:
+                    brain = Brain.open(entry.path, name=name)  # a reader: the answer names the holder
+                    if entry.handle is None or entry.handle.role != "writer":
+                        old, entry.handle = entry.handle, brain
+                        if old is not None and old is not brain:
+                            old.close()
+        answer: dict[str, Any] = {"brain": name, "generation": brain.head, "writer": brain.writer_block(),
+                                  "warnings": list(brain.warnings)}
+        if brain.role == "writer" and brain.recovery and brain.writer_block().get("claimPath") == "stale-after-crash":
+            answer["recovery"] = dict(brain.recovery)
+        return answer
+
+    async def close(self, name: str) -> dict[str, Any]:
+        """The close door: wait for the other doors in flight, then close the handle (clean-close record,
+        lease released). The close door's own call is one of the doors in flight, hence ``> 1``."""
+        entry = self._entry(name)
+        waited = max(0, entry.in_flight - 1)
+        while entry.in_flight > 1:
+            await asyncio.sleep(0.005)
+        with entry.lock:
+            handle, entry.handle = entry.handle, None
+        if handle is None:
+            return {"brain": name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False,
+                    "waitedForDoors": waited}
+        answer = await asyncio.get_running_loop().run_in_executor(None, handle.close)
+        answer["waitedForDoors"] = waited
+        return answer
+
+    def health(self, name: str) -> dict[str, Any]:
+        """One brain's verdict, with the checks behind it."""
+        entry = self._entry(name)
+        handle = entry.handle or self.resolve(name, for_write=False)
+        checks = []
+        if handle.role == "writer":
+            fence = handle._lease is not None and handle._lease.fence_holds()
+            checks.append({"name": "writer-lease", "status": "pass" if fence else "fail",
+                           "detail": "this process holds the lease" if fence else "this process's fence was lost"})
+            checks.append({"name": "write-doors", "status": "pass", "detail": "writes are answered here"})
+        else:
+            holder = handle.claim.holder if handle.claim else None
+            checks.append({"name": "writer-lease", "status": "warn" if holder else "pass",
+                           "detail": f"held by {holder}" if holder else "no live writer; a write here claims it"})
+            checks.append({"name": "write-doors", "status": "warn" if holder else "pass",
+                           "detail": "BRAINY_WRITER_LOCKED while the holder lives" if holder else
+                           "the first write claims the lease"})
+        torn = [w for w in handle.warnings if w["code"] == "torn-tail"]
+        checks.append({"name": "fact-log", "status": "warn" if torn else "pass",
+                       "detail": torn[0]["message"] if torn else f"whole through generation {handle.head}"})
+        checks.append({"name": "counts", "status": "pass", "detail": "the ledger moves in the commit"})
+        worst = "fail" if any(c["status"] == "fail" for c in checks) else (
+            "warn" if any(c["status"] == "warn" for c in checks) else "pass")
+        return {"brain": name, "verdict": worst, "generation": handle.head, "checks": checks}
+
+    def report(self) -> dict[str, Any]:
+        """The pool block of ``GET /v1/health``."""
+        with self._lock:
+            entries = list(self._entries.values())
+        resident = [e.name for e in entries if e.handle is not None]
+        writers = sorted(e.name for e in entries if e.handle is not None and e.handle.role == "writer")
+        return {"known": len(self.known()), "resident": len(resident), "writers": len(writers),
+                "writerBrains": writers}
+
+    def enter(self, name: str) -> None:
+        self._entry(name).in_flight += 1
+
+    def leave(self, name: str) -> None:
+        self._entry(name).in_flight -= 1
+
+    def close_all(self) -> list[dict[str, Any]]:
+        """Close every handle (the stop sequence): each writer flushes, records its close, releases."""
+        with self._lock:
+            entries = list(self._entries.values())
+        closed = []
+        for entry in entries:
+            with entry.lock:
+                handle, entry.handle = entry.handle, None
+            if handle is not None:
+                answer = handle.close()
+                log.info("brain %s closed: lease released %s, clean close recorded %s", entry.name,
+                         answer["leaseReleased"], answer["cleanCloseRecorded"])
+                closed.append(answer)
+        return closed
