@@ -20,6 +20,7 @@ CYTHON_RANGE = ((3, 0), (3, 4))  # the Cython releases brainy is tested against
 
 SPEEDUPS = [
     "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
+    "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
 ]
 
 
@@ -90,6 +91,10 @@ setup(
     install_requires=[
         "msgpack>=1.0,<2",           # the fact log's frames and the SSTable rows (docs/store-format.md)
         "sortedcontainers>=2.4,<3",  # the memtable's ordered key set for prefix scans
+        "uvloop>=0.19",              # the event loop every listener runs on
+        "httptools>=0.6",            # HTTP/1.1 request parsing
+        "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
+        "orjson>=3.9",               # JSON both ways on the wire
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6"],

@@ -16,7 +16,10 @@ from brainy.contract import refusals as R
 STARTER_STORE = "./brain"
 
 # Commands whose implementation has not landed: each refuses by name with its release.
-NOT_YET = {"serve": "0.2.0", "mcp": "0.4.0", "issuer": "0.5.0", "token": "0.5.0"}
+NOT_YET = {"mcp": "0.4.0", "issuer": "0.5.0", "token": "0.5.0"}
+# serve flags of later releases: accepted by the parser so they refuse by name rather than as a typo.
+LATER_FLAGS = {"issuers": "0.5.0", "revoked": "0.5.0", "tls_cert": "0.5.0", "tls_key": "0.5.0",
+               "snapshots_dir": "0.6.0"}
 
 
 def _refuse(refusal: R.Refusal) -> int:
@@ -37,23 +40,18 @@ def _init(path: str) -> int:
     return 0
 
 
-def _starter() -> int:
-    """Open ./brain read-write; serving it arrives with the server (release 0.2.0)."""
-    from brainy.engine import Brain
+def _starter(keys: str | None) -> int:
+    """Serve ./brain read-write on a free loopback port; an absent store is a refusal naming `brainy init`."""
+    from pathlib import Path
+
+    from brainy.engine.store import read_identity
+    from brainy.net.serve import starter
 
     try:
-        brain = Brain.open(STARTER_STORE, name="brain")
+        read_identity(Path(STARTER_STORE))
     except R.Refusal as refusal:
         return _refuse(refusal)
-    try:
-        counts = brain.counts()
-        print(json.dumps({"brain": brain.name, "generation": brain.head, "writer": brain.writer_block(),
-                          "entities": counts["entities"], "relationships": counts["relationships"],
-                          "warnings": brain.warnings}, indent=2))
-    finally:
-        brain.close()
-    return _refuse(R.NotYetNativeError("the store opened and closed cleanly; serving it over HTTP and MCP "
-                                       "arrives in 0.2.0", door="serve", release="0.2.0"))
+    return starter(Path(STARTER_STORE), keys)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,13 +60,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     p_init = sub.add_parser("init", help="create a new store (the only command that makes one)")
     p_init.add_argument("path")
+    p_serve = sub.add_parser("serve", help="answer for brains over HTTP/1.1 and HTTP/2")
+    p_serve.add_argument("--listen", action="append", metavar="HOST:PORT[,h1|h2]",
+                         help="repeatable; default 127.0.0.1:8300 (h1 and h2 on one port)")
+    p_serve.add_argument("--brain", action="append", metavar="NAME=PATH", help="a named store (repeatable)")
+    p_serve.add_argument("--brains-dir", metavar="DIR", help="every legal subdirectory of DIR is a brain")
+    p_serve.add_argument("--keys", metavar="FILE", help="the keys file (default $BRAINY_KEYS, else "
+                         "$XDG_CONFIG_HOME/brainy/keys); minted at first start when absent")
+    for flag in LATER_FLAGS:
+        p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
+    parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
     for name in NOT_YET:
         sub.add_parser(name, help=f"arrives in {NOT_YET[name]}").add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command is None:
-        return _starter()
+        return _starter(args.starter_keys)
     if args.command == "init":
         return _init(args.path)
+    if args.command == "serve":
+        for flag, release in LATER_FLAGS.items():
+            if getattr(args, flag) is not None:
+                return _refuse(R.NotYetNativeError(f"--{flag.replace('_', '-')} arrives in {release}",
+                                                   door=f"serve --{flag.replace('_', '-')}", release=release))
+        from brainy.net.keys import KeysFileError
+        from brainy.net.serve import serve
+
+        try:
+            return serve(args)
+        except (KeysFileError, ValueError) as exc:
+            print(f"brainy serve: refused to start: {exc}", file=sys.stderr)
+            return 2
     return _refuse(R.NotYetNativeError(f"`brainy {args.command}` arrives in {NOT_YET[args.command]}",
                                        door=args.command, release=NOT_YET[args.command]))
 

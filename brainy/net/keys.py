@@ -409,6 +409,13 @@ class KeyTable:
     def __len__(self) -> int:
         return len(self._table)
 
+    def key_for(self, brain: str) -> str | None:
+        """A principal key (not the service key) that reaches ``brain``: what the starter prints for a client."""
+        for key, principal in self._table.items():
+            if not principal.service_key and (principal.brains is None or brain in principal.brains):
+                return key
+        return None
+
     def refresh(self, now: float | None = None) -> bool:
         """Re-read the file if it moved; True when a new table was taken.
 

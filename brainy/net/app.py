@@ -1,0 +1,128 @@
+"""The HTTP application: one request in, one response out, for every HTTP transport (h1, h2).
+
+Sans-IO: it never touches a socket. A transport parses a request into a
+:class:`Request`, awaits :meth:`App.handle`, and frames the :class:`Response`.
+The whole handling (route, credential, body, gate, door) runs inside the
+dispatcher's one clock, so ``Server-Timing`` and ``_meta.ms`` on an answer and
+on every refusal, even a 401 or a 404, come from the same measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from brainy import __version__
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.contract.onboarding import agent_document, llms_txt
+from brainy.net import codecs
+from brainy.net.dispatch import Dispatcher, Outcome
+from brainy.net.keys import KeyTable, apply_caller_assertion
+from brainy.net.pool import Pool
+from brainy.net.principal import Principal
+from brainy.net.routes import Match, Router, query_document
+
+MAX_BODY = 64 << 20  # PayloadTooLargeError above this (DOORS.md 11.1)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str                   # without the query string, still percent-encoded
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # lowercase names
+    body: bytes = b""
+
+
+@dataclass
+class Response:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+
+class App:
+    def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "") -> None:
+        self.pool = pool
+        self.keys = keys
+        self.router = Router()
+        self.dispatcher = Dispatcher(pool)
+        self.built_at = built_at
+        self.base_url = base_url
+        self._contract = D.contract_envelope(__version__, built_at)
+
+    async def handle(self, request: Request) -> Response:
+        text: list[str] = []  # a plain-text answer (llms.txt) travels here instead of a document
+        outcome = await self.dispatcher.timed(request.path, lambda: self._serve(request, text))
+        return self._respond(request, outcome, text)
+
+    def _principal(self, request: Request) -> Principal:
+        principal = self.keys.authenticate(request.headers.get("authorization"))
+        return apply_caller_assertion(principal, request.headers)
+
+    async def _serve(self, request: Request, text: list[str]) -> dict[str, Any]:
+        match = self.router.match(request.method, request.path)
+        if match.server is not None:
+            return self._server_door(match, request, text)
+        door_name = match.door
+        door = D.BY_NAME.get(door_name) if door_name else None
+        principal = self._principal(request)
+        if len(request.body) > MAX_BODY:
+            raise R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
+        if request.method in ("GET", "HEAD", "DELETE"):
+            document: Any = query_document(door, request.query)
+        else:
+            document = codecs.decode(request.body, request.headers.get("content-type"))
+            if match.selector is not None:
+                door_name = self._select(match, document)
+        return await self.dispatcher.run(principal, door_name, match.params.get("brain"), match.params.get("id"),
+                                         document)
+
+    @staticmethod
+    def _select(match: Match, document: Any) -> str:
+        """The door a shared route (vfs) names by a body field; the field is the route's, not the door's."""
+        if not isinstance(document, dict) or not isinstance(document.get(match.selector), str):
+            raise R.InvalidArgumentError(f"{match.selector}: required, naming the door", field=str(match.selector),
+                                         reason="missing")
+        chosen = (match.choices or {}).get(document.pop(match.selector))
+        if chosen is None:
+            raise R.InvalidArgumentError(f"{match.selector}: not one of {sorted(match.choices or {})}",
+                                         field=str(match.selector), reason="unknown-door")
+        return chosen
+
+    def _server_door(self, match: Match, request: Request, text: list[str]) -> dict[str, Any]:
+        name = match.server
+        if name == "server.contract":
+            return self._contract
+        if name == "server.agent":
+            return agent_document(__version__, self.base_url)
+        if name == "server.llmsTxt":
+            text.append(llms_txt(__version__, self.base_url))
+            return {}
+        principal = self._principal(request)  # health and brains take any credential
+        if name == "server.health":
+            return {"service": "brainy", "version": __version__, "status": "pass", "pool": self.pool.report()}
+        if name == "server.brains":
+            known = self.pool.known()
+            if principal.token_brain is not None:
+                reach = [b for b in known if b == principal.token_brain]
+            elif principal.brains is None or principal.service_key:
+                reach = known
+            else:
+                reach = [b for b in known if b in principal.brains]
+            return {"brains": reach}
+        raise R.UnknownDoorError(f"no server door {name}", path=request.path)
+
+    def _respond(self, request: Request, outcome: Outcome, text: list[str]) -> Response:
+        timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)
+        if outcome.ok and text:
+            return Response(200, [(b"content-type", b"text/plain; charset=utf-8"), timing], text[0].encode())
+        wants = codecs.wants_msgpack(request.headers.get("accept"))
+        body, kind = codecs.encode(outcome.body(), wants)
+        headers = [(b"content-type", kind.encode()), timing]
+        if outcome.refusal is not None and outcome.refusal.name == "UnauthenticatedError":
+            headers.append((b"www-authenticate", b'Bearer realm="brainy"'))
+        if outcome.refusal is not None and outcome.refusal.name == "MethodNotAllowedError":
+            headers.append((b"allow", ", ".join(outcome.refusal.fields["allowed"]).encode()))
+        return Response(outcome.status, headers, body)

@@ -1,0 +1,97 @@
+"""``brainy serve`` and the starter: argument resolution to a running server, and the stop narrated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from brainy.net.app import App
+from brainy.net.keys import KeyTable
+from brainy.net.pool import Pool
+from brainy.net.server import Listen, Server, serve_until_stopped
+
+log = logging.getLogger("brainy.serve")
+
+DEFAULT_LISTEN = "127.0.0.1:8300"
+
+
+def _loop() -> None:
+    """uvloop when it imports (it does wherever brainy is installed); the loop policy is set once."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def _logging() -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
+
+
+def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None) -> int:
+    """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
+    _loop()
+    built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    async def main() -> list[dict[str, Any]]:
+        app = App(pool, keys, built_at)
+        server = Server(app, listens)
+
+        def ready(s: Server) -> None:
+            host, port = s.addresses[0]
+            app.base_url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+            if on_ready is not None:
+                on_ready(s)
+
+        return await serve_until_stopped(server, ready)
+
+    closed = asyncio.run(main())
+    for answer in closed:
+        log.info("closed brain %s (lease released: %s, clean close recorded: %s)", answer["brain"],
+                 answer["leaseReleased"], answer["cleanCloseRecorded"])
+    log.info("stopped")
+    return 0
+
+
+def serve(args: Any) -> int:
+    _logging()
+    listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
+    named: dict[str, Path] = {}
+    for spec in args.brain or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"brainy serve: --brain {spec!r}: expected NAME=PATH")
+        named[name] = Path(path)
+    pool = Pool(named, Path(args.brains_dir) if args.brains_dir else None)
+    keys = KeyTable.open(args.keys, mint_if_missing=True)
+    if keys.minted:
+        print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
+              f"  {keys.minted}", flush=True)
+    return run(pool, keys, listens)
+
+
+def starter(store: Path, keys_path: str | None = None) -> int:
+    """Serve ./brain read-write on a free loopback port and print the MCP client snippet."""
+    _logging()
+    pool = Pool({"brain": store})
+    opened = pool.init("brain")
+    keys = KeyTable.open(keys_path, mint_if_missing=True)
+    key = keys.minted or keys.key_for("brain")
+
+    def ready(server: Server) -> None:
+        host, port = server.addresses[0]
+        snippet = {"mcpServers": {"brainy": {"type": "http", "url": f"http://{host}:{port}/mcp",
+                                             "headers": {"Authorization": f"Bearer {key}"}}}}
+        print(f"brainy: serving {store} (generation {opened['generation']}, "
+              f"{opened['writer']['role']}) on http://{host}:{port}", flush=True)
+        if key is None:
+            print(f"brainy: no key in {keys.path} reaches this brain; add one to connect", flush=True)
+        print("brainy: MCP client configuration:\n" + json.dumps(snippet, indent=2), flush=True)
+
+    return run(pool, keys, [Listen("127.0.0.1", 0)], ready)
