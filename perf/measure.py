@@ -1,0 +1,223 @@
+"""Latency sweeps per transport: brainy against the floor, in the same run.
+
+    python perf/measure.py [--requests N] [--rows N]
+
+Builds a store, starts `brainy serve` on it and the floor server (bare uvloop +
+httptools answering 30 bytes), then sweeps h1 JSON, h1 MessagePack and h2 at
+concurrency 1, 8 and 64 over `get` and `counts`, and the floor the same way.
+Prints nearest-rank p50, p90 and p99 per row with the request count, requests
+per second and answer bytes. Clients set TCP_NODELAY. Loopback only; every
+loop is bounded by its request count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h2.config
+import h2.connection
+import h2.events
+import uvloop
+
+HERE = Path(__file__).resolve().parent
+KEY = "bky_" + "m" * 32
+SERVICE = "bks_" + "s" * 32
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nearest_rank(sorted_values: list[float], pct: float) -> float:
+    return sorted_values[max(0, math.ceil(pct / 100 * len(sorted_values)) - 1)]
+
+
+class H1Client(asyncio.Protocol):
+    """One keep-alive connection; a request is written whole and timed until its answer is whole."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[bytes] | None = None
+        self.need = -1
+
+    def connection_made(self, transport):
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport = transport
+
+    def data_received(self, data):
+        self.buf += data
+        if self.need < 0:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.buf[:end]).lower()
+            i = head.find(b"content-length:")
+            length = int(head[i + 15:head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
+            self.need = end + 4 + length
+        if len(self.buf) >= self.need:
+            body = bytes(self.buf[self.need - (self.need - self.buf.find(b"\r\n\r\n") - 4):self.need])
+            del self.buf[:self.need]
+            self.need = -1
+            self.waiter.set_result(body)
+
+    async def request(self, raw: bytes) -> bytes:
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(raw)
+        return await self.waiter
+
+
+class H2Client(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+        self.waiters: dict[int, asyncio.Future[bytes]] = {}
+        self.bodies: dict[int, bytearray] = {}
+
+    def connection_made(self, transport):
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport = transport
+        self.conn.initiate_connection()
+        transport.write(self.conn.data_to_send())
+
+    def data_received(self, data):
+        for event in self.conn.receive_data(data):
+            if isinstance(event, h2.events.DataReceived):
+                self.bodies[event.stream_id] += event.data
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.StreamEnded):
+                self.waiters.pop(event.stream_id).set_result(bytes(self.bodies.pop(event.stream_id)))
+        out = self.conn.data_to_send()
+        if out:
+            self.transport.write(out)
+
+    async def request(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        sid = self.conn.get_next_available_stream_id()
+        self.bodies[sid] = bytearray()
+        fut = self.waiters[sid] = asyncio.get_running_loop().create_future()
+        self.conn.send_headers(sid, headers, end_stream=True)
+        self.transport.write(self.conn.data_to_send())
+        return await fut
+
+
+async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
+    loop = asyncio.get_running_loop()
+    factory = H2Client if kind == "h2" else H1Client
+    clients = [(await loop.create_connection(factory, "127.0.0.1", port))[1] for _ in range(concurrency)]
+    for c in clients:  # warm each connection once
+        await c.request(request)
+    per = max(1, total // concurrency)
+    latencies: list[float] = []
+    size = 0
+
+    async def run(client) -> None:
+        nonlocal size
+        for _ in range(per):
+            t = time.perf_counter()
+            body = await client.request(request)
+            latencies.append((time.perf_counter() - t) * 1000)
+            size = len(body)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(run(c) for c in clients))
+    wall = time.perf_counter() - started
+    for c in clients:
+        c.transport.close()
+    return sorted(latencies), size, len(latencies) / wall
+
+
+def h1_get(path: str, accept: str = "application/json") -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\n"
+            f"accept: {accept}\r\n\r\n").encode()
+
+
+def h2_get(path: str) -> list[tuple[bytes, bytes]]:
+    return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", b"http"), (b":authority", b"127.0.0.1"),
+            (b"authorization", f"Bearer {KEY}".encode())]
+
+
+def build_store(root: Path, rows: int) -> Path:
+    from brainy.engine import Brain, init_store
+
+    path = root / "store"
+    init_store(path)
+    brain = Brain.open(path)
+    for start in range(0, rows, 500):
+        brain.addMany({"items": [{"type": "thing", "id": f"row-{i}", "data": f"row {i}",
+                                  "metadata": {"i": i, "tags": ["a", "b"]}} for i in range(start, min(rows, start + 500))]})
+    brain.close()
+    return path
+
+
+def wait_ready(port: int, deadline: float = 20.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing answered on port {port}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=640, help="requests per cell (default 640)")
+    parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = build_store(root, args.rows)
+        keys = root / "keys"
+        fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, f"{KEY} person:measure *\n{SERVICE} service:ops !\n".encode())
+        os.close(fd)
+        port, floor_port = free_port(), free_port()
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
+                              "--brain", f"main={store}", "--keys", str(keys)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            subprocess.Popen([sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
+                             stdout=subprocess.DEVNULL),
+        ]
+        try:
+            wait_ready(port)
+            wait_ready(floor_port)
+            cells = [
+                ("floor h1", floor_port, "h1", h1_get("/")),
+                ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7")),
+                ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack")),
+                ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7")),
+                ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts")),
+                ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack")),
+                ("counts h2", port, "h2", h2_get("/v1/brains/main/counts")),
+            ]
+            print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
+            floor = {}
+            for concurrency in (1, 8, 64):
+                for name, p, kind, request in cells:
+                    lat, size, rate = uvloop.run(sweep(p, kind, request, concurrency, args.requests))
+                    p50 = nearest_rank(lat, 50)
+                    if name == "floor h1":
+                        floor[concurrency] = (p50, rate)
+                    ratio = f"  {p50 / floor[concurrency][0]:.2f}x p50, {rate / floor[concurrency][1]:.2f}x req/s"
+                    print(f"{name:<20}{concurrency:>4}{len(lat):>6}{p50:>9.3f}{nearest_rank(lat, 90):>9.3f}"
+                          f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == "floor h1" else ratio))
+                print()
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=15)
+
+
+if __name__ == "__main__":
+    main()
