@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import threading
@@ -63,13 +64,23 @@ def resolve(text: object, field: str = "id") -> tuple[str, str | None]:
     """``(id, key)`` for an id or natural key; ``key`` is None for a UUID."""
     if not isinstance(text, str):
         raise R.InvalidArgumentError(f"{field} must be a string", field=field, reason="wrong-type")
+    try:
+        return _resolved(text)
+    except R.InvalidArgumentError:
+        check_natural_key(text, field)  # the same refusal, naming this field
+        raise
+
+
+@functools.lru_cache(maxsize=1 << 16)  # hot ids are read again and again; UUIDv5 costs a SHA-1
+def _resolved(text: str) -> tuple[str, str | None]:
     parsed = _parse_uuid(text)
     if parsed is not None:
         return str(parsed), None
-    check_natural_key(text, field)
+    check_natural_key(text)
     return str(uuid.uuid5(NATURAL_KEY_NAMESPACE, text)), text
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def entity_key(id_: str) -> bytes:
     return ENTITY + uuid.UUID(id_).bytes
 

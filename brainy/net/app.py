@@ -10,14 +10,14 @@ on every refusal, even a 401 or a 404, come from the same measurement.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable
 
 from brainy import __version__
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_document, llms_txt
 from brainy.net import codecs
-from brainy.net.dispatch import Dispatcher, Outcome
+from brainy.net.dispatch import Answer, Dispatcher, Outcome
 from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.pool import Pool
 from brainy.net.principal import Principal
@@ -52,16 +52,22 @@ class App:
         self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)
 
-    async def handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> "Response | Awaitable[Response]":
+        """The response, now for a door that does not wait (every read), or an awaitable of it."""
         text: list[str] = []  # a plain-text answer (llms.txt) travels here instead of a document
-        outcome = await self.dispatcher.timed(request.path, lambda: self._serve(request, text))
-        return self._respond(request, outcome, text)
+        outcome = self.dispatcher.timed(request.path, lambda: self._serve(request, text))
+        if isinstance(outcome, Outcome):
+            return self._respond(request, outcome, text)
+        return self._respond_later(request, outcome, text)
+
+    async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[str]) -> Response:
+        return self._respond(request, await pending, text)
 
     def _principal(self, request: Request) -> Principal:
         principal = self.keys.authenticate(request.headers.get("authorization"))
         return apply_caller_assertion(principal, request.headers)
 
-    async def _serve(self, request: Request, text: list[str]) -> dict[str, Any]:
+    def _serve(self, request: Request, text: list[str]) -> Answer:
         match = self.router.match(request.method, request.path)
         if match.server is not None:
             return self._server_door(match, request, text)
@@ -76,7 +82,7 @@ class App:
             document = codecs.decode(request.body, request.headers.get("content-type"))
             if match.selector is not None:
                 door_name = self._select(match, document)
-        return await self.dispatcher.run(principal, door_name, match.params.get("brain"), match.params.get("id"),
+        return self.dispatcher.run(principal, door_name, match.params.get("brain"), match.params.get("id"),
                                          document)
 
     @staticmethod

@@ -18,7 +18,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, Union
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
@@ -112,7 +112,8 @@ class Call:
         return self.brains.resolve(self.brain, for_write)
 
 
-Entry = Callable[[Call], "dict[str, Any] | Awaitable[dict[str, Any]]"]
+Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
+Entry = Callable[[Call], Answer]
 
 
 def _write(door: str) -> Entry:
@@ -154,6 +155,7 @@ def _join() -> dict[str, D.Door]:
 
 
 TABLE: dict[str, D.Door] = _join()
+TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.path_params))
 
 
 def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
@@ -187,27 +189,48 @@ class Dispatcher:
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
         """Run one door for one principal; never raises for a refusal, always answers an Outcome."""
-        return await self.timed(door, lambda: self.run(principal, door, brain, id, document))
+        outcome = self.timed(door, lambda: self.run(principal, door, brain, id, document))
+        return outcome if isinstance(outcome, Outcome) else await outcome
 
-    async def timed(self, door: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> Outcome:
+    def timed(self, door: str, work: Callable[[], Answer]) -> "Outcome | Awaitable[Outcome]":
         """The one clock of a call: run ``work`` (a transport's whole handling of one request, the gate
-        and the door included) and answer its Outcome with the measured milliseconds."""
+        and the door included) and answer its Outcome with the measured milliseconds.
+
+        A door that answers without waiting (every read) is answered here and now, with no task
+        and no await; one that must wait (a write's shared fsync) answers an awaitable Outcome.
+        """
         started = time.perf_counter_ns()
         try:
-            answer = await work()
+            answer = work()
+        except Exception as exc:
+            return self._outcome(door, started, None, exc)
+        if isinstance(answer, dict):
+            return self._outcome(door, started, answer, None)
+        return self._later(door, started, answer)
+
+    async def _later(self, door: str, started: int, pending: Awaitable[dict[str, Any]]) -> Outcome:
+        try:
+            answer = await pending
+        except Exception as exc:
+            return self._outcome(door, started, None, exc)
+        return self._outcome(door, started, answer, None)
+
+    @staticmethod
+    def _outcome(door: str, started: int, answer: dict[str, Any] | None, exc: Exception | None) -> Outcome:
+        if exc is None:
             outcome = Outcome(door, 0.0, answer=answer)
-        except R.Refusal as refusal:
-            outcome = Outcome(door, 0.0, refusal=refusal)
-        except Exception:  # a fault is logged under a reference, never shown
+        elif isinstance(exc, R.Refusal):
+            outcome = Outcome(door, 0.0, refusal=exc)
+        else:  # a fault is logged under a reference, never shown
             ref = str(uuid.uuid4())
-            log.exception("internal error in door %s (ref %s)", door, ref)
+            log.error("internal error in door %s (ref %s)", door, ref, exc_info=exc)
             outcome = Outcome(door, 0.0, refusal=R.InternalError(f"an unexpected fault; see the log under {ref}",
                                                                    ref=ref))
         outcome.ms = round((time.perf_counter_ns() - started) / 1e6, 3)
         return outcome
 
-    async def run(self, principal: Principal, name: str, brain: str | None, id_: Any,
-                   document: Any) -> dict[str, Any]:
+    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
+        """The gate and the door, without the clock: the answer, or an awaitable of it for a door that waits."""
         door = TABLE.get(name) if isinstance(name, str) else None
         if door is None:
             raise R.UnknownDoorError(f"no door is named {name!r}", door=str(name))
@@ -228,15 +251,23 @@ class Dispatcher:
         if not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
-        if any(p.name == "id" for p in door.path_params) and id_ is None:
+        if id_ is None and door.name in TAKES_ID:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         if brain is None:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
         self.brains.enter(brain)
         try:
             result = ENGINE[door.name](Call(principal, door, brain, id_, document, self.brains))
-            if not isinstance(result, dict):
-                result = await result
+        except BaseException:
+            self.brains.leave(brain)
+            raise
+        if isinstance(result, dict):
+            self.brains.leave(brain)
+            return result
+        return self._finish(brain, result)
+
+    async def _finish(self, brain: str, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return await pending
         finally:
             self.brains.leave(brain)
-        return result

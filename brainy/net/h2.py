@@ -114,7 +114,8 @@ class H2Session:
                 response = refusal_response(stream.refused)
             else:
                 plain = {k: v for k, v in headers.items() if not k.startswith(":")}
-                response = await self.app.handle(Request(method, path, query, plain, b"".join(stream.body)))
+                answered = self.app.handle(Request(method, path, query, plain, b"".join(stream.body)))
+                response = answered if isinstance(answered, Response) else await answered
             await self._send(stream_id, response, head=method == "HEAD")
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             pass  # the peer reset or closed the stream meanwhile

@@ -68,6 +68,9 @@ class Pool:
         return sorted(names)
 
     def _entry(self, name: str) -> Entry:
+        entry = self._entries.get(name)  # the common case: no lock for a brain already known
+        if entry is not None:
+            return entry
         with self._lock:
             entry = self._entries.get(name)
             if entry is None:

@@ -61,8 +61,8 @@ class HttpProtocol(asyncio.Protocol):
         self._head = b""
         self._h1: H1Connection | None = None
         self._h2: Any = None
-        self._queue: collections.deque[RequestReceived] = collections.deque()
-        self._worker: asyncio.Task[None] | None = None
+        self._queue: collections.deque[RequestReceived | ProtocolFailed] = collections.deque()
+        self._waiting: asyncio.Task[None] | None = None
         self._closing = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,49 +113,62 @@ class HttpProtocol(asyncio.Protocol):
 
     def _feed_h1(self, data: bytes) -> None:
         assert self._h1 is not None
-        for event in self._h1.receive_data(data):
-            if isinstance(event, ProtocolFailed):
-                self._queue.append(event)  # type: ignore[arg-type]
-                break
-            self._queue.append(event)
+        self._queue.extend(self._h1.receive_data(data))
         if len(self._queue) >= MAX_PIPELINE and self.transport is not None:
             self.transport.pause_reading()
-        if self._queue and self._worker is None:
-            self._worker = asyncio.get_running_loop().create_task(self._work())
+        if self._waiting is None:
+            self._drain()
 
-    async def _work(self) -> None:
-        """Answer queued requests one at a time, in the order they came (pipelining)."""
-        conn, transport = self._h1, self.transport
-        assert conn is not None and transport is not None
-        try:
-            while self._queue and not self._closing:
-                event = self._queue.popleft()
-                if isinstance(event, ProtocolFailed):
-                    conn.send_response(refusal_response(event.refusal), keep_alive=False)
-                    transport.write(conn.data_to_send())
-                    transport.close()
-                    return
-                request = event.request
-                keep_alive = event.keep_alive and not self.server.stopping
-                self.server.in_flight += 1
-                try:
-                    response = await self.app.handle(request)
-                finally:
-                    self.server.in_flight -= 1
-                conn.send_response(response, keep_alive, head=request.method == "HEAD")
-                transport.write(conn.data_to_send())
-                if not keep_alive:
-                    transport.close()
-                    return
-                if len(self._queue) < MAX_PIPELINE // 2:
-                    transport.resume_reading()
-        finally:
-            self._worker = None
+    def _drain(self) -> None:
+        """Answer queued requests in the order they came (pipelining). A request whose door answers at
+        once (every read) is answered right here, with no task; one that waits (a write's fsync) parks
+        the queue behind it until its answer is written."""
+        transport = self.transport
+        assert transport is not None
+        while self._queue and not self._closing:
+            event = self._queue.popleft()
+            if isinstance(event, ProtocolFailed):
+                self._write(refusal_response(event.refusal), keep_alive=False, head=False)
+                return
+            self.server.in_flight += 1
+            answered = self.app.handle(event.request)
+            if not isinstance(answered, Response):
+                self._waiting = asyncio.get_running_loop().create_task(self._later(answered, event))
+                return
+            self.server.in_flight -= 1
+            if not self._answer(answered, event):
+                return
+        if len(self._queue) < MAX_PIPELINE // 2:
+            transport.resume_reading()
         if self.server.stopping and not self._queue:
             transport.close()
 
+    async def _later(self, pending: Any, event: RequestReceived) -> None:
+        try:
+            response = await pending
+        finally:
+            self.server.in_flight -= 1
+            self._waiting = None
+        if self._answer(response, event):
+            self._drain()
+
+    def _answer(self, response: Response, event: RequestReceived) -> bool:
+        """Write one answer; False once the connection is closing."""
+        keep_alive = event.keep_alive and not self.server.stopping
+        self._write(response, keep_alive, event.request.method == "HEAD")
+        return keep_alive
+
+    def _write(self, response: Response, keep_alive: bool, head: bool) -> None:
+        conn, transport = self._h1, self.transport
+        assert conn is not None and transport is not None
+        conn.send_response(response, keep_alive, head)
+        transport.write(conn.data_to_send())
+        if not keep_alive:
+            self._closing = True
+            transport.close()
+
     def close_if_idle(self) -> None:
-        if self._worker is None and not self._queue and self.transport is not None:
+        if self._waiting is None and not self._queue and self.transport is not None:
             if self._h2 is not None:
                 self._h2.close()
             else:
