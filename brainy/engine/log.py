@@ -212,7 +212,9 @@ class LogWriter:
                     found.good_end = HEADER_SIZE
                 else:
                     os.ftruncate(fd, found.good_end)
-                os.fsync(fd)
+            # frames replayed on open may never have reached the disk (the last writer died before its
+            # fsync): make them durable before anything, a flushed table above all, builds on them
+            os.fsync(fd)
             self._fd = fd
             self._size = found.good_end
             os.lseek(fd, self._size, os.SEEK_SET)
