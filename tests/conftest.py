@@ -30,3 +30,19 @@ def sstblock_twin(request):
 def sstblock_twins():
     """Both twins of ``sstblock`` at once, ``(cython, python)``, for tests that compare them."""
     return _twin("sstblock", "cython"), _twin("sstblock", "python")
+
+
+@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
+def h1frame_twin(request):
+    """Each twin of ``h1frame`` in turn: every test taking it runs once per twin."""
+    return _twin("h1frame", request.param)
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real ``brainy serve`` subprocess on a free loopback port, serving a fresh brain ``notes``, with a
+    person key reaching it and a ``!`` service key (see ``tests/server.py``); SIGTERM on the way out."""
+    from server import start_server
+
+    with start_server(tmp_path / "served") as running:
+        yield running

@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "load", "picks", "sstblock"]
+__all__ = ["CHOICES", "NAMES", "h1frame", "load", "picks", "sstblock"]
 
-NAMES = ("sstblock",)  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -79,4 +79,6 @@ for _name in NAMES:
     globals()[_name], picks[_name] = _pick(_name, _mode_now)
 del _name, _mode_now
 
-sstblock: ModuleType  # assigned by the loop above; named here for readers and type checkers
+# Assigned by the loop above; named here for readers and type checkers.
+sstblock: ModuleType
+h1frame: ModuleType

@@ -1,0 +1,18 @@
+# Types for the compiled h1frame (h1frame.pyx); the pure twin h1frame_py.py has the same surface.
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "REASONS", "LAST_CHUNK"]
+
+REASONS: Final[dict[int, bytes]]
+LAST_CHUNK: Final[bytes]
+
+def frame_response(
+    status: int,
+    headers: Iterable[tuple[bytes, bytes]],
+    body: bytes,
+    keep_alive: bool,
+    head: bool = False,
+) -> bytes: ...
+def frame_chunked_head(status: int, headers: Iterable[tuple[bytes, bytes]], keep_alive: bool) -> bytes: ...
+def frame_chunk(data: bytes) -> bytes: ...

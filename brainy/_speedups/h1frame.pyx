@@ -1,0 +1,197 @@
+# HTTP/1.1 response framing, compiled twin of h1frame_py.py (RFC 9112 sections 4, 6, 7.1).
+#
+#   response     := status-line  header-line*  framing-line*  CRLF  body?
+#   status-line  := "HTTP/1.1" SP status: 3DIGIT SP reason CRLF    reason from REASONS, else empty
+#   header-line  := name: token ":" SP value: field-value CRLF     in the caller's order
+#   framing-line := "content-length: " decimal CRLF | "transfer-encoding: chunked" CRLF
+#                 | "connection: close" CRLF                       when not keep_alive
+#   chunk        := size: lowercase hex  CRLF  data[size]  CRLF    size 0 is the last chunk
+#
+# Same names, same errors in the same order, byte-identical output as the pure twin; the suite in
+# tests/test_h1frame.py runs against both. Each answer is one bytes object sized in a first pass
+# over the headers (which also checks them) and filled with memcpy in a second; the status lines
+# are built once, at import.
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongAndOverflow
+from cpython.number cimport PyNumber_Index
+from cpython.tuple cimport PyTuple_GET_SIZE
+
+# One table of reasons and one refusal path for headers, shared with the pure twin, so the two
+# cannot drift on either.
+from brainy._speedups.h1frame_py import LAST_CHUNK, REASONS
+from brainy._speedups.h1frame_py import _check_header as py_check_header
+
+__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "REASONS", "LAST_CHUNK"]
+
+# Index status - STATUS_MIN: "HTTP/1.1 <status> <reason>\r\n", the reason empty when unregistered.
+cdef list STATUS_LINES = [b"HTTP/1.1 %d %s\r\n" % (s, REASONS.get(s, b""))
+                          for s in range(STATUS_MIN, STATUS_MAX + 1)]
+
+# Byte classes for the header checks: TCHAR, FIELD and WSP bits (h1frame.pxd).
+cdef unsigned char CLASSES[256]
+
+
+cdef void fill_classes():
+    cdef int c
+    cdef bytes tchars = (b"!#$%&'*+-.^_`|~0123456789"
+                         b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+    for c in range(256):
+        CLASSES[c] = 0
+        if c == 9 or 0x20 <= c <= 0x7E or c >= 0x80:
+            CLASSES[c] |= FIELD
+        if c == 9 or c == 0x20:
+            CLASSES[c] |= WSP
+    for c in tchars:
+        CLASSES[c] |= TCHAR
+
+
+fill_classes()
+
+
+cdef Py_ssize_t check_status(object status) except -1:
+    cdef int overflow = 0
+    cdef long v
+    status = PyNumber_Index(status)
+    v = PyLong_AsLongAndOverflow(status, &overflow)
+    if overflow or v < STATUS_MIN or v > STATUS_MAX:
+        raise ValueError(f"status must be 100..999, got {status}")
+    return v
+
+
+cdef int refuse_header(Py_ssize_t i, object item) except -1:
+    # Out of line: the fast checks below found headers[i] wanting; the pure twin's check says why.
+    py_check_header(i, item)
+    raise AssertionError(f"h1frame: the compiled and pure header checks disagree on headers[{i}]")
+
+
+cdef Py_ssize_t headers_size(list headers) except -1:
+    # Checks each header as h1frame_py._check_header does and returns the bytes their lines take.
+    cdef Py_ssize_t i, nlen, vlen, total = 0
+    cdef const unsigned char* np
+    cdef const unsigned char* vp
+    cdef tuple pair
+    for i in range(len(headers)):
+        item = headers[i]
+        if type(item) is not tuple or PyTuple_GET_SIZE(item) != 2:
+            refuse_header(i, item)
+        pair = <tuple>item
+        name = pair[0]
+        value = pair[1]
+        if type(name) is not bytes or type(value) is not bytes:
+            refuse_header(i, item)
+        np = <const unsigned char*>PyBytes_AS_STRING(name)
+        nlen = PyBytes_GET_SIZE(name)
+        vp = <const unsigned char*>PyBytes_AS_STRING(value)
+        vlen = PyBytes_GET_SIZE(value)
+        if (nlen == 0 or not all_of(np, nlen, CLASSES, TCHAR)
+                or (nlen == 14 and lower_eq(np, b"content-length", 14))
+                or (nlen == 17 and lower_eq(np, b"transfer-encoding", 17))
+                or not all_of(vp, vlen, CLASSES, FIELD)
+                or (vlen and (CLASSES[vp[0]] & WSP or CLASSES[vp[vlen - 1]] & WSP))):
+            refuse_header(i, item)
+        total += nlen + SEP_SIZE + vlen + CRLF_SIZE
+    return total
+
+
+cdef bytes assemble(Py_ssize_t status, list headers, Py_ssize_t headers_len, int framing,
+                    Py_ssize_t body_len, bint keep_alive, bytes body):
+    # headers are checked (headers_size gave headers_len); body is None when left out (HEAD,
+    # chunked head), body_len what content-length states.
+    cdef bytes line = <bytes>STATUS_LINES[status - STATUS_MIN]
+    cdef Py_ssize_t i, line_len = PyBytes_GET_SIZE(line), digits = 0, size
+    cdef bytes out, name, value
+    cdef tuple pair
+    cdef char* p
+    size = line_len + headers_len + CRLF_SIZE
+    if framing == FRAMING_LENGTH:
+        digits = dec_len(<size_t>body_len)
+        size += CONTENT_LENGTH_SIZE + digits + CRLF_SIZE
+    elif framing == FRAMING_CHUNKED:
+        size += CHUNKED_SIZE
+    if not keep_alive:
+        size += CLOSE_SIZE
+    if body is not None:
+        size += PyBytes_GET_SIZE(body)
+
+    out = PyBytes_FromStringAndSize(NULL, size)
+    p = PyBytes_AS_STRING(out)
+    p = put(p, PyBytes_AS_STRING(line), line_len)
+    for i in range(len(headers)):
+        pair = <tuple>headers[i]
+        name = <bytes>pair[0]
+        value = <bytes>pair[1]
+        p = put(p, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name))
+        p = put(p, b": ", SEP_SIZE)
+        p = put(p, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
+        p = crlf(p)
+    if framing == FRAMING_LENGTH:
+        p = put(p, b"content-length: ", CONTENT_LENGTH_SIZE)
+        p = write_dec(p, <size_t>body_len, digits)
+        p = crlf(p)
+    elif framing == FRAMING_CHUNKED:
+        p = put(p, b"transfer-encoding: chunked\r\n", CHUNKED_SIZE)
+    if not keep_alive:
+        p = put(p, b"connection: close\r\n", CLOSE_SIZE)
+    p = crlf(p)
+    if body is not None:
+        p = put(p, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body))
+    return out
+
+
+cdef inline bint no_content(Py_ssize_t status) noexcept:
+    # 1xx, 204 and 304 carry no content (RFC 9110 section 8.6, RFC 9112 section 6.3).
+    return status < 200 or status == 204 or status == 304
+
+
+def frame_response(status, headers, body, keep_alive, head=False):
+    """One whole response: status line, headers in order, content-length, connection: close
+    unless keep_alive, a blank line, then body (left out when head, its length still stated)."""
+    # Checks, order and messages as h1frame_py.frame_response.
+    cdef Py_ssize_t s = check_status(status)
+    cdef list hs = list(headers)  # our own snapshot: nothing can change it between the passes
+    cdef Py_ssize_t headers_len = headers_size(hs)
+    cdef Py_ssize_t body_len
+    cdef int framing = FRAMING_LENGTH
+    cdef bint ka, hd
+    if type(body) is not bytes:
+        raise TypeError(f"body must be bytes, got {type(body).__name__}")
+    body_len = PyBytes_GET_SIZE(body)
+    if no_content(s):
+        if body_len:
+            raise ValueError(f"a {s} response has no body, got {body_len} bytes")
+        framing = FRAMING_NONE
+    ka = keep_alive
+    hd = head
+    return assemble(s, hs, headers_len, framing, body_len, ka, None if hd else <bytes>body)
+
+
+def frame_chunked_head(status, headers, keep_alive):
+    """The head of a response whose body follows as chunks: status line, headers in order,
+    transfer-encoding: chunked, connection: close unless keep_alive, a blank line."""
+    cdef Py_ssize_t s = check_status(status)
+    cdef list hs = list(headers)
+    cdef Py_ssize_t headers_len = headers_size(hs)
+    if no_content(s):
+        raise ValueError(f"a {s} response has no body to send in chunks")
+    return assemble(s, hs, headers_len, FRAMING_CHUNKED, 0, keep_alive, None)
+
+
+def frame_chunk(data):
+    """One chunk of a chunked body: <size in hex>\\r\\n<data>\\r\\n; empty data is the last chunk."""
+    cdef Py_ssize_t n, digits
+    cdef bytes out
+    cdef char* p
+    if type(data) is not bytes:
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    n = PyBytes_GET_SIZE(data)
+    if n == 0:
+        return LAST_CHUNK
+    digits = hex_len(<size_t>n)
+    out = PyBytes_FromStringAndSize(NULL, digits + CRLF_SIZE + n + CRLF_SIZE)
+    p = PyBytes_AS_STRING(out)
+    p = write_hex(p, <size_t>n, digits)
+    p = crlf(p)
+    p = put(p, PyBytes_AS_STRING(data), n)
+    crlf(p)
+    return out

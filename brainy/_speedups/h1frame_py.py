@@ -1,0 +1,200 @@
+"""HTTP/1.1 response framing, pure-Python twin of ``h1frame.pyx`` (RFC 9112 sections 4, 6, 7.1).
+
+::
+
+    response     := status-line  header-line*  framing-line*  CRLF  body?
+    status-line  := "HTTP/1.1" SP status: 3DIGIT SP reason CRLF    reason from REASONS, else empty
+    header-line  := name: token ":" SP value: field-value CRLF     in the caller's order
+    framing-line := "content-length: " decimal CRLF                frame_response, unless no-content
+                  | "transfer-encoding: chunked" CRLF              frame_chunked_head
+                  | "connection: close" CRLF                       when not keep_alive
+    chunk        := size: lowercase hex  CRLF  data[size]  CRLF    frame_chunk; size 0 is the last
+
+A no-content status (1xx, 204, 304) has neither content-length nor body (RFC 9110 section 8.6,
+RFC 9112 section 6.3). A HEAD answer states the body's length and leaves the body out.
+
+Nothing the caller passes can split the response: a header name must be an RFC 9110 token
+(section 5.1), a value must be a field-value (section 5.5: no CR, LF, NUL or other control byte
+but HTAB, no leading or trailing whitespace), and content-length and transfer-encoding belong to
+the framing, so a caller may not set them. Anything this module frames therefore parses back to
+the same status, headers and body. Both twins have the same names, raise the same errors with the
+same messages (checked in the same order) and return byte-identical results.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+
+__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "REASONS", "LAST_CHUNK"]
+
+# RFC 9110 section 15 phrases, plus the registered extensions brainy may answer with. The compiled
+# twin builds its status lines from this table too, so the two cannot drift.
+REASONS: dict[int, bytes] = {
+    100: b"Continue",
+    101: b"Switching Protocols",
+    200: b"OK",
+    201: b"Created",
+    202: b"Accepted",
+    203: b"Non-Authoritative Information",
+    204: b"No Content",
+    205: b"Reset Content",
+    206: b"Partial Content",
+    207: b"Multi-Status",               # RFC 4918
+    300: b"Multiple Choices",
+    301: b"Moved Permanently",
+    302: b"Found",
+    303: b"See Other",
+    304: b"Not Modified",
+    307: b"Temporary Redirect",
+    308: b"Permanent Redirect",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    402: b"Payment Required",
+    403: b"Forbidden",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    406: b"Not Acceptable",
+    407: b"Proxy Authentication Required",
+    408: b"Request Timeout",
+    409: b"Conflict",
+    410: b"Gone",
+    411: b"Length Required",
+    412: b"Precondition Failed",
+    413: b"Content Too Large",
+    414: b"URI Too Long",
+    415: b"Unsupported Media Type",
+    416: b"Range Not Satisfiable",
+    417: b"Expectation Failed",
+    421: b"Misdirected Request",
+    422: b"Unprocessable Content",
+    423: b"Locked",                     # RFC 4918
+    424: b"Failed Dependency",          # RFC 4918
+    426: b"Upgrade Required",
+    428: b"Precondition Required",      # RFC 6585
+    429: b"Too Many Requests",          # RFC 6585
+    431: b"Request Header Fields Too Large",  # RFC 6585
+    451: b"Unavailable For Legal Reasons",    # RFC 7725
+    500: b"Internal Server Error",
+    501: b"Not Implemented",
+    502: b"Bad Gateway",
+    503: b"Service Unavailable",
+    504: b"Gateway Timeout",
+    505: b"HTTP Version Not Supported",
+    507: b"Insufficient Storage",       # RFC 4918
+    511: b"Network Authentication Required",  # RFC 6585
+}
+
+LAST_CHUNK = b"0\r\n\r\n"  # last-chunk with no trailers, then the final CRLF (RFC 9112 section 7.1)
+
+_STATUS_MIN, _STATUS_MAX = 100, 999  # three digits (RFC 9112 section 4)
+_FRAMING_NAMES = (b"content-length", b"transfer-encoding")  # set here, never by the caller
+
+# Index status - _STATUS_MIN; an unregistered status keeps its SP and has an empty reason.
+_STATUS_LINES = [b"HTTP/1.1 %d %s\r\n" % (s, REASONS.get(s, b"")) for s in range(_STATUS_MIN, _STATUS_MAX + 1)]
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # tchar, RFC 9110 section 5.6.2
+_FIELD_BYTES = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")  # field-vchar, SP, HTAB
+_WHITESPACE = b" \t"
+
+
+def _no_content(status: int) -> bool:
+    return status < 200 or status == 204 or status == 304
+
+
+def _check_status(status) -> int:
+    status = operator.index(status)
+    if not _STATUS_MIN <= status <= _STATUS_MAX:
+        raise ValueError(f"status must be 100..999, got {status}")
+    return status
+
+
+def _check_header(i: int, item) -> tuple[bytes, bytes]:
+    """``headers[i]`` as its (name, value), or the refusal saying what is wrong with it.
+
+    The compiled twin runs faster checks of the same rules and, when one fails, calls this for the
+    message, so both twins refuse alike. Exact types only: a subclass could answer ``len`` or
+    ``lower`` differently from the bytes it writes.
+    """
+    if type(item) is not tuple:
+        raise TypeError(f"headers[{i}] must be a (name, value) tuple, got {type(item).__name__}")
+    if len(item) != 2:
+        raise TypeError(f"headers[{i}] must be a (name, value) pair, got {len(item)} items")
+    name, value = item
+    if type(name) is not bytes:
+        raise TypeError(f"headers[{i}] name must be bytes, got {type(name).__name__}")
+    if type(value) is not bytes:
+        raise TypeError(f"headers[{i}] value must be bytes, got {type(value).__name__}")
+    if _TOKEN.fullmatch(name) is None:
+        raise ValueError(f"headers[{i}] name {name!r} is not a token (RFC 9110 section 5.1)")
+    if name.lower() in _FRAMING_NAMES:
+        raise ValueError(f"headers[{i}] name {name!r} is set by the framing, not the caller")
+    if _FIELD_BYTES.fullmatch(value) is None:
+        raise ValueError(f"headers[{i}] value {value!r} holds CR, LF, NUL or another control byte "
+                         f"(RFC 9110 section 5.5)")
+    if value and (value[0] in _WHITESPACE or value[-1] in _WHITESPACE):
+        raise ValueError(f"headers[{i}] value {value!r} begins or ends with whitespace "
+                         f"(RFC 9110 section 5.5)")
+    return name, value
+
+
+def _header_lines(headers) -> list[bytes]:
+    parts = []
+    for i, item in enumerate(headers):
+        name, value = _check_header(i, item)
+        parts += (name, b": ", value, b"\r\n")
+    return parts
+
+
+def frame_response(status: int, headers, body: bytes, keep_alive: bool, head: bool = False) -> bytes:
+    """One whole response: status line, ``headers`` in order, content-length, connection: close
+    unless ``keep_alive``, a blank line, then ``body`` (left out when ``head``, its length still
+    stated). A 1xx, 204 or 304 has no content-length and must have an empty body.
+
+    ``headers`` is a sequence of ``(name, value)`` bytes pairs. A name that is not a token, or is
+    content-length or transfer-encoding, and a value with CR, LF or another control byte or with
+    whitespace at either end, are refused with ValueError; so is a status outside 100..999.
+    """
+    status = _check_status(status)
+    parts = _header_lines(headers)
+    if type(body) is not bytes:
+        raise TypeError(f"body must be bytes, got {type(body).__name__}")
+    parts.insert(0, _STATUS_LINES[status - _STATUS_MIN])
+    if _no_content(status):
+        if body:
+            raise ValueError(f"a {status} response has no body, got {len(body)} bytes")
+    else:
+        parts.append(b"content-length: %d\r\n" % len(body))
+    if not keep_alive:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    if not head:
+        parts.append(body)
+    return b"".join(parts)
+
+
+def frame_chunked_head(status: int, headers, keep_alive: bool) -> bytes:
+    """The head of a response whose body follows as chunks (:func:`frame_chunk`): status line,
+    ``headers`` in order, transfer-encoding: chunked, connection: close unless ``keep_alive``,
+    a blank line. Refusals as :func:`frame_response`; a no-content status has no body to chunk.
+    """
+    status = _check_status(status)
+    parts = _header_lines(headers)
+    if _no_content(status):
+        raise ValueError(f"a {status} response has no body to send in chunks")
+    parts.insert(0, _STATUS_LINES[status - _STATUS_MIN])
+    parts.append(b"transfer-encoding: chunked\r\n")
+    if not keep_alive:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def frame_chunk(data: bytes) -> bytes:
+    """One chunk of a chunked body: ``<size in hex>\\r\\n<data>\\r\\n``. An empty ``data`` is the
+    last chunk, ``0\\r\\n\\r\\n``, which ends the body."""
+    if type(data) is not bytes:
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    if not data:
+        return LAST_CHUNK
+    return b"%x\r\n%s\r\n" % (len(data), data)
