@@ -45,13 +45,18 @@ def _starter(keys: str | None) -> int:
     from pathlib import Path
 
     from brainy.engine.store import read_identity
+    from brainy.net.keys import KeysFileError
     from brainy.net.serve import starter
 
     try:
         read_identity(Path(STARTER_STORE))
     except R.Refusal as refusal:
         return _refuse(refusal)
-    return starter(Path(STARTER_STORE), keys)
+    try:
+        return starter(Path(STARTER_STORE), keys)
+    except KeysFileError as exc:
+        print(f"brainy: refused to start: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -108,7 +108,10 @@ class App:
             return {}
         principal = self._principal(request)  # health and brains take any credential
         if name == "server.health":
-            return {"service": "brainy", "version": __version__, "status": "pass", "pool": self.pool.report()}
+            answer: dict[str, Any] = {"service": "brainy", "version": __version__, "status": "pass"}
+            if principal.service_key:  # DOORS.md 10.2: the pool detail (it names brains) needs the service key
+                answer["pool"] = self.pool.report()
+            return answer
         if name == "server.brains":
             known = self.pool.known()
             if principal.token_brain is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
+from brainy.engine import lease
 from brainy.net.dispatch import check_brain_name
 
 log = logging.getLogger("brainy.pool")
@@ -33,6 +36,32 @@ class Entry:
     in_flight: int = 0
     since: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def live_holder(store: Path) -> dict[str, Any] | None:
+    """Another live process holding ``store``'s writer lease, judged from its record without touching the
+    lock (health is a read: it must never take a lock a claimant could then find held). On this host the
+    record's pid must be alive; on another, its heartbeat must be fresh (the lease's own remote rule)."""
+    try:
+        record = lease.read_record(store / "locks" / lease.LOCK)
+    except (OSError, ValueError):
+        return None
+    if not record:
+        return None
+    if record.get("hostname") == socket.gethostname():
+        pid = record.get("pid")
+        if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, and another user's
+    elif not isinstance(record.get("heartbeat"), int) or \
+            lease.now_ms() - record["heartbeat"] >= lease.REMOTE_STALE_MS:
+        return None
+    return lease.holder_of(record)
 
 
 class Pool:
@@ -155,7 +184,7 @@ class Pool:
                            "detail": "this process holds the lease" if fence else "this process's fence was lost"})
             checks.append({"name": "write-doors", "status": "pass", "detail": "writes are answered here"})
         else:
-            holder = handle.claim.holder if handle.claim else None
+            holder = live_holder(entry.path)  # a read attach knows no holder; the lease file does
             checks.append({"name": "writer-lease", "status": "warn" if holder else "pass",
                            "detail": f"held by {holder}" if holder else "no live writer; a write here claims it"})
             checks.append({"name": "write-doors", "status": "warn" if holder else "pass",

@@ -79,9 +79,9 @@ def serve(args: Any) -> int:
 def starter(store: Path, keys_path: str | None = None) -> int:
     """Serve ./brain read-write on a free loopback port and print the MCP client snippet."""
     _logging()
+    keys = KeyTable.open(keys_path, mint_if_missing=True)  # a refused keys file must refuse before the claim
     pool = Pool({"brain": store})
     opened = pool.init("brain")
-    keys = KeyTable.open(keys_path, mint_if_missing=True)
     key = keys.minted or keys.key_for("brain")
 
     def ready(server: Server) -> None:
