@@ -358,9 +358,14 @@ def test_health_pool_detail_is_the_service_keys(server: Served) -> None:
                    {"X-Brainy-Caller": "person:bob"})  # b2 now has a writer
     status, doc, raw, _ = server.request("GET", "/v1/health", ALICE)
     assert status == 200, doc
-    assert "pool" not in doc and b"b2" not in raw, doc
+    assert "pool" not in doc and "auth" not in doc and b"b2" not in raw, doc
+    assert doc["status"] == "ok" and doc["uptimeMs"] >= 0 and doc["embedder"]["loaded"] is False
+    assert [entry["protocols"] for entry in doc["listeners"]] == [["h1", "h2"]]
     status, doc, _, _ = server.request("GET", "/v1/health", OPERATOR)
-    assert status == 200 and doc["pool"]["writerBrains"] == ["b2"], doc
+    assert status == 200 and doc["pool"]["writerBrains"] == ["b2"] and doc["pool"]["writers"] == 1, doc
+    assert "b2" in doc["pool"]["resident"] and doc["pool"]["knownBrains"] >= 2 and doc["auth"]["keys"] >= 3
+    listing = server.request("GET", "/v1/brains", OPERATOR)[1]["brains"]
+    assert {"name": "b2", "archived": False, "resident": True, "writer": True} in listing
 
 
 # --- 2. the keys file -------------------------------------------------------------------------------------

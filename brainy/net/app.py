@@ -9,6 +9,7 @@ on every refusal, even a 401 or a 404, come from the same measurement.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable
 
@@ -51,6 +52,8 @@ class App:
         self.built_at = built_at
         self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)
+        self.started = time.monotonic()
+        self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]":
         """The response, now for a door that does not wait (every read), or an awaitable of it."""
@@ -108,20 +111,25 @@ class App:
             return {}
         principal = self._principal(request)  # health and brains take any credential
         if name == "server.health":
-            answer: dict[str, Any] = {"service": "brainy", "version": __version__, "status": "pass"}
-            if principal.service_key:  # DOORS.md 10.2: the pool detail (it names brains) needs the service key
-                answer["pool"] = self.pool.report()
-            return answer
+            return self._health(principal)
         if name == "server.brains":
-            known = self.pool.known()
-            if principal.token_brain is not None:
-                reach = [b for b in known if b == principal.token_brain]
-            elif principal.brains is None or principal.service_key:
-                reach = known
-            else:
-                reach = [b for b in known if b in principal.brains]
-            return {"brains": reach}
+            return {"brains": self.pool.brains_for(principal)}
         raise R.UnknownDoorError(f"no server door {name}", path=request.path)
+
+    def _health(self, principal: Principal) -> dict[str, Any]:
+        """``GET /v1/health``: liveness for any credential; the pool and auth detail for the service key."""
+        pool = self.pool.report()
+        answer: dict[str, Any] = {
+            "status": "degraded" if pool["fenceLost"] else "ok", "version": __version__,
+            "uptimeMs": int((time.monotonic() - self.started) * 1000),
+            "listeners": [{"address": a, "protocols": list(p)} for a, p in self.listeners],
+            "embedder": {"loaded": False, "model": "all-MiniLM-L6-v2"},
+        }
+        if principal.service_key:  # DOORS.md 10.2: the pool detail (it names brains) needs the service key
+            pool.pop("fenceLost")
+            answer["pool"] = pool
+            answer["auth"] = {"keys": len(self.keys), "issuers": 0, "revoked": 0}
+        return answer
 
     def _respond(self, request: Request, outcome: Outcome, text: list[str]) -> Response:
         timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)

@@ -202,10 +202,27 @@ class Pool:
         """The pool block of ``GET /v1/health``."""
         with self._lock:
             entries = list(self._entries.values())
-        resident = [e.name for e in entries if e.handle is not None]
-        writers = sorted(e.name for e in entries if e.handle is not None and e.handle.role == "writer")
-        return {"known": len(self.known()), "resident": len(resident), "writers": len(writers),
-                "writerBrains": writers}
+        resident = sorted(e.name for e in entries if e.handle is not None)
+        writers = [e for e in entries if e.handle is not None and e.handle.role == "writer"]
+        fence_lost = any(e.handle._lease is not None and not e.handle._lease.fence_holds() for e in writers)
+        return {"knownBrains": len(self.known()), "resident": resident, "writers": len(writers),
+                "writerBrains": sorted(e.name for e in writers), "fenceLost": fence_lost}
+
+    def brains_for(self, principal: Any) -> list[dict[str, Any]]:
+        """``GET /v1/brains``: the brains a credential reaches (the service key sees every name), with state."""
+        known = self.known()
+        if principal.token_brain is not None:
+            names = [b for b in known if b == principal.token_brain]
+        elif principal.brains is None or principal.service_key:
+            names = known
+        else:
+            names = [b for b in known if b in principal.brains]
+        out = []
+        for name in names:
+            handle = self._entries[name].handle if name in self._entries else None
+            out.append({"name": name, "archived": False, "resident": handle is not None,
+                        "writer": handle is not None and handle.role == "writer"})
+        return out
 
     def enter(self, name: str) -> None:
         self._entry(name).in_flight += 1

@@ -45,6 +45,7 @@ def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None)
 
         def ready(s: Server) -> None:
             host, port = s.addresses[0]
+            app.listeners = [(f"{h}:{p}", listen.protocols) for (h, p), listen in zip(s.addresses, s.bound)]
             app.base_url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
             if on_ready is not None:
                 on_ready(s)

@@ -184,6 +184,7 @@ class Server:
         self.stopping = False
         self._servers: list[asyncio.AbstractServer] = []
         self.addresses: list[tuple[str, int]] = []
+        self.bound: list[Listen] = []  # the listen each address came from
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -194,6 +195,7 @@ class Server:
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
                 self.addresses.append((host, port))
+                self.bound.append(listen)
                 log.info("listening on %s:%d (%s)", host, port, "+".join(listen.protocols))
 
     async def stop(self, drain_seconds: float = 10.0) -> list[dict[str, Any]]:
