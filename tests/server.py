@@ -294,15 +294,18 @@ class H1Client:
         self.buffer += chunk
         return bool(chunk)
 
-    def read_answer(self, head: bool = False) -> Answer:
-        """The next answer on the connection (its body by content-length; none for HEAD)."""
+    def read_answer(self, head: bool = False, timeout: float = TIMEOUT) -> Answer:
+        """The next answer on the connection (its body by content-length; none for HEAD), within ``timeout``."""
+        deadline = time.monotonic() + timeout
         while b"\r\n\r\n" not in self.buffer:
+            assert time.monotonic() < deadline, f"no answer in {timeout} s; read {self.buffer[:300]!r}"
             if not self._fill():
                 raise ConnectionError(f"closed before an answer; read {self.buffer[:300]!r}")
         status, headers, self.buffer = _split_head(self.buffer)
         answer = _answer(status, headers, b"")
         length = 0 if head else int(answer.headers.get("content-length", "0"))
         while len(self.buffer) < length:
+            assert time.monotonic() < deadline, f"the body did not arrive in {timeout} s"
             if not self._fill():
                 raise ConnectionError("closed inside a body")
         answer.body, self.buffer = self.buffer[:length], self.buffer[length:]

@@ -25,6 +25,7 @@ from brainy.net.app import MAX_BODY, Request, Response
 from brainy.net.h1 import MAX_HEADER_BYTES
 
 MAX_CONCURRENT_STREAMS = 128
+PREFACE_BYTES = 24  # b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", which precedes the first frame
 
 
 class _Stream:
@@ -53,6 +54,8 @@ class H2Session:
         self.streams: dict[int, _Stream] = {}
         self._window_open: dict[int, asyncio.Event] = {}
         self._closed = False
+        self._skip = PREFACE_BYTES  # bytes before the next frame header starts (the preface comes first)
+        self._frame_head = b""      # the first bytes of a frame header split across reads
         self._flush()
 
     def _flush(self) -> None:
@@ -60,7 +63,36 @@ class H2Session:
         if data and not self._closed:
             self.transport.write(data)
 
+    def _oversized_frame(self, data: bytes) -> bool:
+        """True when a frame header in ``data`` announces a length over our SETTINGS_MAX_FRAME_SIZE.
+
+        The h2 library checks a frame's length only once the whole announced frame has arrived, so a
+        peer announcing 16 MiB would be buffered, unanswered, until 16 MiB came; each header is read
+        here as it lands instead (RFC 9113 4.2: FRAME_SIZE_ERROR)."""
+        at = 0
+        while at < len(data):
+            if self._skip:
+                step = min(self._skip, len(data) - at)
+                self._skip -= step
+                at += step
+                continue
+            take = 9 - len(self._frame_head)
+            self._frame_head += data[at:at + take]
+            at += take
+            if len(self._frame_head) < 9:
+                break
+            self._skip = int.from_bytes(self._frame_head[:3], "big")
+            self._frame_head = b""
+            if self._skip > self.conn.max_inbound_frame_size:
+                return True
+        return False
+
     def data_received(self, data: bytes) -> None:
+        if self._oversized_frame(data):
+            self.conn.close_connection(error_code=h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
+            self._flush()
+            self._close()
+            return
         try:
             events = self.conn.receive_data(data)
         except h2.exceptions.ProtocolError:
@@ -80,6 +112,9 @@ class H2Session:
                 self._drop(event.stream_id)
             elif isinstance(event, h2.events.WindowUpdated):
                 self._wake(event.stream_id)
+            elif isinstance(event, h2.events.RemoteSettingsChanged):
+                if h2.settings.SettingCodes.INITIAL_WINDOW_SIZE in event.changed_settings:
+                    self._wake(0)  # a new initial window resizes every open stream's window (RFC 9113 6.9.2)
             elif isinstance(event, h2.events.ConnectionTerminated):
                 self._flush()
                 self._close()
