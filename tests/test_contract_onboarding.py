@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from brainy.contract import doors as D
-from brainy.contract.onboarding import agent_document, llms_txt
+from brainy.contract.onboarding import agent_markdown, llms_txt
 
 
 def test_llms_txt_lists_every_door_exactly_once():
@@ -17,11 +17,12 @@ def test_llms_txt_lists_every_door_exactly_once():
     assert "find` (read, POST /v1/brains/{brain}/find; arrives in 0.3.0)" in text
 
 
-def test_agent_document_points_at_the_contract_and_mcp():
-    """/agent names the contract door, the MCP endpoint and protocol, and how to authenticate."""
-    doc = agent_document("0.1.0", "http://h")
-    assert doc["contract"] == "http://h/contract.json"
-    assert doc["mcp"] == {"url": "http://h/mcp", "transport": "streamable-http", "protocolVersion": "2025-06-18"}
-    assert doc["auth"]["scheme"] == "Bearer"
-    assert [d["name"] for d in doc["doors"]] == [d.name for d in D.DOORS]
-    assert {d["today"] for d in doc["doors"] if d["name"] in ("get", "add")} == {"answers"}
+def test_agent_guide_points_at_the_contract_and_mcp():
+    """/agent (Markdown) names the contract door, the MCP endpoint and protocol, how to authenticate, and
+    every door once."""
+    text = agent_markdown("0.1.0", "http://h")
+    assert "`GET http://h/contract.json`" in text and "`http://h/mcp`" in text and "2025-06-18" in text
+    assert "Authorization: Bearer <key>" in text
+    named = re.findall(r"^- `([^`]+)` \(", text, re.M)
+    assert named == [d.name for d in D.DOORS]
+    assert "- `get` (read; answers)" in text and "- `find` (read; arrives in 0.3.0)" in text

@@ -219,20 +219,22 @@ def test_the_same_read_is_the_same_document_on_every_transport(server):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_server_doors_answer_on_every_transport(server, transport):
     """The server's own doors answer on every transport and encoding with Server-Timing: /v1/health
-    and /v1/brains (with a credential), /contract.json and /agent (the same documents as over HTTP/1.1
-    JSON, uptime aside; _meta.ms equal to the header), /llms.txt (plain text, the header alone)."""
+    and /v1/brains (with a credential), /contract.json (the same documents as over HTTP/1.1
+    JSON, uptime aside; _meta.ms equal to the header), /llms.txt and /agent (plain text and Markdown,
+    the header alone)."""
     with Wire(server, transport) as wire, Wire(server, "h1-json") as reference:
-        for path in ("/v1/health", "/v1/brains", "/contract.json", "/agent"):
+        for path in ("/v1/health", "/v1/brains", "/contract.json"):
             answer = wire.call("GET", path)
             assert answer.status == 200, (path, answer)
             want = reference.call("GET", path).result()
             assert normalise(answer.result(), {}) == normalise(want, {}), path
         assert [b["name"] for b in wire.call("GET", "/v1/brains").result()["brains"]] == ["notes"]
         assert wire.call("GET", "/v1/health", service=True).result()["status"] == "ok"
-        text = (wire.h2.call("GET", "/llms.txt") if wire.h2 is not None else
-                curl(server, "GET", "/llms.txt", http2=transport == "h2-curl"))
-        assert text.status == 200 and text.content_type == "text/plain" and text.body
-        assert text.timing >= 0
+        for path, kind in (("/llms.txt", "text/plain"), ("/agent", "text/markdown")):
+            text = (wire.h2.call("GET", path) if wire.h2 is not None else
+                    curl(server, "GET", path, http2=transport == "h2-curl"))
+            assert text.status == 200 and text.content_type == kind and text.body, path
+            assert text.timing >= 0
 
 
 # -- refusals by name and status ---------------------------------------------------------------------

@@ -7,8 +7,6 @@ Pure functions: the caller hands in the version and the base URL.
 
 from __future__ import annotations
 
-from typing import Any
-
 from brainy.contract import doors as D
 
 MCP_PROTOCOL = "2025-06-18"
@@ -26,19 +24,38 @@ def _today(door: D.Door) -> str:
     return "answers"
 
 
-def agent_document(version: str, base_url: str = "") -> dict[str, Any]:
-    """The ``GET /agent`` answer: how to get a key, where the contract is, how to connect over MCP."""
-    return {
-        "service": "brainy",
-        "version": version,
-        "contract": f"{base_url}/contract.json",
-        "llmsTxt": f"{base_url}/llms.txt",
-        "auth": {"scheme": "Bearer", "howToGetAKey": _GET_A_KEY},
-        "mcp": {"url": f"{base_url}/mcp", "transport": "streamable-http", "protocolVersion": MCP_PROTOCOL},
-        "http": {"brainPrefix": D.BRAIN_PREFIX, "encodings": ["application/json", "application/msgpack"]},
-        "doors": [{"name": d.name, "layer": d.layer, "kind": d.kind, "when": d.when, "today": _today(d)}
-                  for d in D.DOORS],
-    }
+def agent_markdown(version: str, base_url: str = "") -> str:
+    """The ``GET /agent`` answer (Markdown): how to get a key, where the contract is, how to connect over MCP."""
+    lines = [
+        f"# brainy {version}: a guide for an arriving agent",
+        "",
+        "brainy is a knowledge store: entities, relations and files in *brains*, every commit a numbered",
+        "generation you can read as of the past.",
+        "",
+        "## 1. Get a key",
+        "",
+        _GET_A_KEY,
+        "",
+        "## 2. Read the contract",
+        "",
+        f"`GET {base_url}/contract.json` lists every door on every transport, with its arguments, its",
+        "answer and every refusal it can give. It is the contract; this page is only a guide.",
+        "",
+        "## 3. Connect over MCP",
+        "",
+        f"Point an MCP client at `{base_url}/mcp` (streamable HTTP, protocol revision {MCP_PROTOCOL}) with",
+        "the header `Authorization: Bearer <key>`. Every door is a tool.",
+        "",
+        "## 4. Or call doors over HTTP",
+        "",
+        f"Doors live under `{D.BRAIN_PREFIX}`: `GET .../get/{{id}}`, `POST .../add`, `GET .../counts`.",
+        "Bodies are JSON, or MessagePack with `Content-Type: application/msgpack`.",
+        "",
+        "## Doors",
+        "",
+    ]
+    lines += [f"- `{d.name}` ({d.kind}; {_today(d)}): {d.when}" for d in D.DOORS]
+    return "\n".join(lines) + "\n"
 
 
 def llms_txt(version: str, base_url: str = "") -> str:

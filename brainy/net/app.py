@@ -16,7 +16,7 @@ from typing import Any, Awaitable
 from brainy import __version__
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.contract.onboarding import agent_document, llms_txt
+from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.net import codecs
 from brainy.net.dispatch import Answer, Dispatcher, Outcome
 from brainy.net.keys import KeyTable, apply_caller_assertion
@@ -57,20 +57,20 @@ class App:
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]":
         """The response, now for a door that does not wait (every read), or an awaitable of it."""
-        text: list[str] = []  # a plain-text answer (llms.txt) travels here instead of a document
+        text: list[tuple[str, str]] = []  # a text answer (/agent, /llms.txt): (content type, body)
         outcome = self.dispatcher.timed(request.path, lambda: self._serve(request, text))
         if isinstance(outcome, Outcome):
             return self._respond(request, outcome, text)
         return self._respond_later(request, outcome, text)
 
-    async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[str]) -> Response:
+    async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]) -> Response:
         return self._respond(request, await pending, text)
 
     def _principal(self, request: Request) -> Principal:
         principal = self.keys.authenticate(request.headers.get("authorization"))
         return apply_caller_assertion(principal, request.headers)
 
-    def _serve(self, request: Request, text: list[str]) -> Answer:
+    def _serve(self, request: Request, text: list[tuple[str, str]]) -> Answer:
         match = self.router.match(request.method, request.path)
         if match.server is not None:
             return self._server_door(match, request, text)
@@ -100,14 +100,15 @@ class App:
                                          field=str(match.selector), reason="unknown-door")
         return chosen
 
-    def _server_door(self, match: Match, request: Request, text: list[str]) -> dict[str, Any]:
+    def _server_door(self, match: Match, request: Request, text: list[tuple[str, str]]) -> dict[str, Any]:
         name = match.server
         if name == "server.contract":
             return self._contract
         if name == "server.agent":
-            return agent_document(__version__, self.base_url)
+            text.append(("text/markdown; charset=utf-8", agent_markdown(__version__, self.base_url)))
+            return {}
         if name == "server.llmsTxt":
-            text.append(llms_txt(__version__, self.base_url))
+            text.append(("text/plain; charset=utf-8", llms_txt(__version__, self.base_url)))
             return {}
         principal = self._principal(request)  # health and brains take any credential
         if name == "server.health":
@@ -131,10 +132,11 @@ class App:
             answer["auth"] = {"keys": len(self.keys), "issuers": 0, "revoked": 0}
         return answer
 
-    def _respond(self, request: Request, outcome: Outcome, text: list[str]) -> Response:
+    def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
         timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)
         if outcome.ok and text:
-            return Response(200, [(b"content-type", b"text/plain; charset=utf-8"), timing], text[0].encode())
+            kind, body = text[0]
+            return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
         wants = codecs.wants_msgpack(request.headers.get("accept"))
         body, kind = codecs.encode(outcome.body(), wants)
         headers = [(b"content-type", kind.encode()), timing]
