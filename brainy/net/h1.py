@@ -43,6 +43,7 @@ class H1Connection:
         self._events: list[RequestReceived | ProtocolFailed] = []
         self._out = bytearray()
         self._failed = False
+        self.mid_request = False  # a request has begun and not yet completed (the read deadline runs)
         self._reset()
 
     def _reset(self) -> None:
@@ -57,6 +58,7 @@ class H1Connection:
 
     def on_message_begin(self) -> None:
         self._reset()
+        self.mid_request = True
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -93,6 +95,7 @@ class H1Connection:
         request = Request(self._parser.get_method().decode("ascii"), parsed.path.decode("latin-1"),
                           (parsed.query or b"").decode("latin-1"), self._headers, b"".join(self._body))
         self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
+        self.mid_request = False
 
     # the sans-IO surface ------------------------------------------------------------------------
 

@@ -24,6 +24,11 @@ from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
 log = logging.getLogger("brainy.serve")
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# A connection that sends nothing for IDLE_SECONDS with nothing in flight is closed, and so is one
+# whose request has been arriving for longer than REQUEST_SECONDS: a client that trickles a
+# request a byte at a time (slowloris) would otherwise hold a connection for ever.
+IDLE_SECONDS = 75.0
+REQUEST_SECONDS = 30.0
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 
 
@@ -67,6 +72,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
+        loop = asyncio.get_running_loop()
+        self._last_data = self._request_began = loop.time()
+        self._timer = loop.call_later(min(self.server.idle_seconds, self.server.request_seconds),
+                                      self._check_deadlines)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -74,11 +83,16 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        self._timer.cancel()
         self._closing = True
         if self._h2 is not None:
             self._h2.connection_lost()
 
     def data_received(self, data: bytes) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._h1 is None or not self._h1.mid_request:
+            self._request_began = now
+        self._last_data = now
         if self._h1 is not None:
             self._feed_h1(data)
         elif self._h2 is not None:
@@ -103,6 +117,24 @@ class HttpProtocol(asyncio.Protocol):
         else:
             self._answer_and_close(R.MalformedRequestError("this listener speaks HTTP/2 only (prior knowledge)",
                                                            reason="preface"))
+
+    def _check_deadlines(self) -> None:
+        """One timer per connection: close it when idle too long or when a request trickles in too slowly."""
+        loop = asyncio.get_running_loop()
+        now, server = loop.time(), self.server
+        busy = self._waiting is not None or bool(self._queue) or (self._h2 is not None and self._h2.streams)
+        trickling = self._h1 is not None and self._h1.mid_request or (self._h1 is None and self._h2 is None)
+        if not busy and trickling and now - self._request_began >= server.request_seconds:
+            log.info("closing a connection whose request took over %.0f s to arrive", server.request_seconds)
+            self.transport.close()
+            return
+        if not busy and now - self._last_data >= server.idle_seconds:
+            self.transport.close()
+            return
+        due = self._last_data + server.idle_seconds
+        if trickling:
+            due = min(due, self._request_began + server.request_seconds)
+        self._timer = loop.call_later(max(0.05, due - now), self._check_deadlines)
 
     def _answer_and_close(self, refusal: R.Refusal) -> None:
         conn = H1Connection()
@@ -182,6 +214,8 @@ class Server:
         self.connections: set[HttpProtocol] = set()
         self.in_flight = 0
         self.stopping = False
+        self.idle_seconds = IDLE_SECONDS
+        self.request_seconds = REQUEST_SECONDS
         self._servers: list[asyncio.AbstractServer] = []
         self.addresses: list[tuple[str, int]] = []
         self.bound: list[Listen] = []  # the listen each address came from
