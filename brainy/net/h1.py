@@ -65,8 +65,10 @@ class H1Connection:
         self._count(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        key = name.decode("latin-1").lower()
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_bytes > self._max_header:
+            self._count(0)
+        key = name.lower().decode("latin-1")
         text = value.decode("latin-1")
         self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
 
@@ -91,9 +93,15 @@ class H1Connection:
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        parsed = httptools.parse_url(bytes(self._url))
-        request = Request(self._parser.get_method().decode("ascii"), parsed.path.decode("latin-1"),
-                          (parsed.query or b"").decode("latin-1"), self._headers, b"".join(self._body))
+        url = bytes(self._url)
+        if url[:1] == b"/":  # origin form, nearly every request: split it without a URL parser
+            path, _, query = url.partition(b"?")
+        else:
+            parsed = httptools.parse_url(url)
+            path, query = parsed.path or b"/", parsed.query or b""
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        request = Request(self._parser.get_method().decode("ascii"), path.decode("latin-1"),
+                          query.decode("latin-1"), self._headers, body)
         self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
         self.mid_request = False
 
