@@ -107,7 +107,7 @@ def test_mcp_input_schemas_carry_path_params_as_required_strings(single_brain):
         assert schema["additionalProperties"] is False
         required = schema.get("required", [])
         for p in door.path_params:
-            assert schema["properties"][p.name]["type"] == "string"
+            assert schema["properties"][p.name] == {"type": "string"}
             if p.name == "brain" and single_brain:
                 assert "brain" not in required
             else:
@@ -117,17 +117,16 @@ def test_mcp_input_schemas_carry_path_params_as_required_strings(single_brain):
 
 
 def test_mcp_body_follows_the_document():
-    """`body` is present exactly when the door takes an argument document, and required when the document has a required field."""
+    """`body` is present exactly when the door takes an argument document, and required when the document has
+    a required field. Its fields are not spelled out (seed 000, "MCP": the contract carries signatures, not
+    schemas; the signature travels verbatim in the description)."""
     for door in D.DOORS:
         schema = TOOL_BY_NAME[door.mcp_tool]["inputSchema"]
         document = door.document_params
         assert ("body" in schema["properties"]) == bool(document), door.name
         if document:
-            body = schema["properties"]["body"]
-            assert body["type"] == "object"
-            assert list(body["properties"]) == [p.name for p in document]
+            assert schema["properties"]["body"] == {"type": "object"}
             needed = [p.name for p in document if p.required]
-            assert body.get("required", []) == needed
             assert ("body" in schema.get("required", [])) == bool(needed)
         assert set(schema["properties"]) <= {"brain", "id", "sha256", "body"}
 
@@ -158,7 +157,7 @@ def test_mcp_annotations():
     for door in D.DOORS:
         ann = TOOL_BY_NAME[door.mcp_tool]["annotations"]
         assert ann["readOnlyHint"] is (door.kind == "read")
-        assert ann["title"] == TOOL_BY_NAME[door.mcp_tool]["title"]
+        assert "title" not in ann  # the tool's own title (2025-06-18) is the display name; no second copy
         if door.kind == "write":
             assert ann["destructiveHint"] is door.destructive
         else:

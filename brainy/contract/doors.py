@@ -696,96 +696,30 @@ def _description(door: Door) -> str:
     return "\n".join(lines)
 
 
-_JSON_ATOMS: Mapping[str, dict[str, Any]] = MappingProxyType({
-    "string": {"type": "string"},
-    "NounType": {"type": "string"},
-    "VerbType": {"type": "string"},
-    "int": {"type": "integer"},
-    "number": {"type": "number"},
-    "boolean": {"type": "boolean"},
-    "object": {"type": "object"},
-    "Where": {"type": "object"},
-    "null": {"type": "null"},
-    "tier": {"enum": ["public", "internal", "system"]},
-    "any": {},
-    "number[384]": {"type": "array", "items": {"type": "number"}, "minItems": 384, "maxItems": 384},
-})
-
-
-def _json_alternative(alt: str) -> dict[str, Any] | None:
-    if alt in _JSON_ATOMS:
-        return dict(_JSON_ATOMS[alt])
-    if _LITERAL.match(alt):
-        return {"const": json.loads(alt)}
-    if alt.endswith("[]"):
-        inner = alt[:-2]
-        if inner.startswith("(") and inner.endswith(")"):
-            inner = inner[1:-1]
-        items = _json_schema_of(inner)
-        if items is not None:
-            return {"type": "array", "items": items}
-        return {"type": "array"}
-    if alt.startswith("{") and alt.endswith("}"):
-        return {"type": "object"}
-    return None
-
-
-def _json_schema_of(ts_type: str) -> dict[str, Any] | None:
-    """A conservative JSON Schema for a DOORS.md type, or None when it cannot be said simply."""
-    alts = [_json_alternative(a) for a in _split_top(ts_type, "|")]
-    if any(a is None for a in alts):
-        return None
-    schemas: list[dict[str, Any]] = [a for a in alts if a is not None]
-    if len(schemas) == 1:
-        return schemas[0]
-    if all(set(s) == {"const"} for s in schemas):
-        return {"enum": [s["const"] for s in schemas]}
-    if any(s == {} for s in schemas):
-        return {}
-    return {"anyOf": schemas}
-
-
-def _property(param: Param) -> dict[str, Any]:
-    schema = _json_schema_of(param.type) or {}
-    schema["description"] = param.type
-    return schema
-
-
 def mcp_input_schema(door: Door, single_brain: bool = False) -> dict[str, Any]:
     """The MCP ``inputSchema`` of a door (DOORS.md 0.2: path params beside the document).
 
-    Path params are required strings; ``brain`` may be left out when the key reaches
-    exactly one brain (``single_brain``). The argument document travels whole as
-    ``body`` when the door takes one. Doors off the brain path (``/v1/keys``) have no
-    ``brain`` property. ``op`` is not listed for vfs doors: off HTTP the tool names the door.
+    Generated from the binding, and no further (seed 000, "MCP"): the path parameters
+    are required strings (``brain`` may be left out when the key reaches exactly one
+    brain, ``single_brain``), and a door that takes an argument document takes it whole
+    as ``body``, an object, required when the document has a required field. The body's
+    fields are not spelled out: the contract carries signatures, not schemas, and the
+    signature travels verbatim in the tool's description. It is also where the tokens
+    go (an agent pays for every tool it is shown): spelling every field out tripled the
+    size of ``tools/list``. Doors off the brain path (``/v1/keys``) have no ``brain``;
+    ``op`` is not listed for vfs doors: off HTTP the tool names the door.
     """
     properties: dict[str, Any] = {}
     required: list[str] = []
     for p in door.path_params:
-        if p.name == "brain":
-            desc = "The brain's name (one path segment)."
-            if single_brain:
-                desc += " May be left out: this key reaches exactly one brain."
-            else:
-                required.append(p.name)
-        else:
-            desc = f"The {{{p.name}}} path parameter (one segment)."
-            if p.type != "string":
-                desc = f"The {{{p.name}}} path parameter: {p.type}, sent as a string."
+        properties[p.name] = {"type": "string"}
+        if p.name != "brain" or not single_brain:
             required.append(p.name)
-        properties[p.name] = {"type": "string", "description": desc}
     document = door.document_params
     if document:
-        body: dict[str, Any] = {
-            "type": "object",
-            "description": "The door's argument document.",
-            "properties": {p.name: _property(p) for p in document},
-        }
-        body_required = [p.name for p in document if p.required]
-        if body_required:
-            body["required"] = body_required
+        properties["body"] = {"type": "object"}
+        if any(p.required for p in document):
             required.append("body")
-        properties["body"] = body
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         schema["required"] = required
@@ -797,7 +731,7 @@ def mcp_tools(single_brain: bool = False, doors: Sequence[Door] = DOORS) -> list
     tools = []
     for door in doors:
         title = _title(door)
-        annotations: dict[str, Any] = {"title": title, "readOnlyHint": door.kind == "read"}
+        annotations: dict[str, Any] = {"readOnlyHint": door.kind == "read"}
         if door.kind == "write":
             # MCP reads destructiveHint only when readOnlyHint is false, and defaults it
             # to true; say it outright for every write.
