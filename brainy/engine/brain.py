@@ -22,18 +22,17 @@ from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import lease as L
 from brainy.engine import log as log_
-from brainy.engine import rows, writes
+from brainy.engine import rows, timetravel, writes
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document, write_document
 from brainy.engine.memtable import Memtable
 from brainy.engine.sstable import Table, write_table
 from brainy.engine.store import FORMAT, ledger_name, read_identity
 from brainy.engine.txn import Txn
+from brainy.engine.view import View
 
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5          # merge every table into one once there are this many
-MAX_BATCH_GET = 1000
-SHAPE = {"dimensions": rows.DIMENSIONS, "metric": "cosine", "model": "all-MiniLM-L6-v2"}
 
 
 def now_ms() -> int:
@@ -146,6 +145,7 @@ class Brain:
 
     def _load(self, writer: bool, segment_bytes: int = log_.SEGMENT_ROTATE_BYTES) -> None:
         root = self.path
+        self.created_at = int(read_identity(root)["createdAt"])
         try:
             manifest = read_document(root / "MANIFEST")
             try:
@@ -221,6 +221,16 @@ class Brain:
             if decided[key]:
                 yield key, decided[key]
 
+    def _versions(self, key: bytes, generation: int) -> list[tuple[int, bytes]]:
+        """Every version of ``key`` at or below ``generation``, newest first (a tombstone's value is empty)."""
+        found: dict[int, bytes] = {}
+        stop = key + b"\x00"
+        for source in self._sources:
+            for k, gen, value in source.scan(key, stop):
+                if k == key and gen <= generation:
+                    found.setdefault(gen, value)
+        return sorted(found.items(), reverse=True)
+
     def _check_open(self) -> None:
         if self._closed:
             raise R.ShuttingDownError(f"brain {self.name!r} is closed")
@@ -230,44 +240,46 @@ class Brain:
         """The durable generation: what reads see."""
         return self._durable
 
+    def view(self, generation: int | None = None) -> View:
+        """The store at ``generation`` (default: the durable head, what reads see)."""
+        self._check_open()
+        return View(self, self._durable if generation is None else generation)
+
     def get(self, id: str, includeVector: bool = False, includeData: bool = True) -> dict[str, Any]:
         """``{entity | None, generation}``: one entity by id or natural key."""
-        self._check_open()
-        generation = self._durable
-        id_, _ = K.resolve(id)
-        raw = self._lookup(K.entity_key(id_), generation)
-        entity = rows.public_view(rows.unpack(raw), includeVector, includeData) if raw else None
-        return {"entity": entity, "generation": generation}
+        return self.view().get(id, includeVector, includeData)
 
     def batchGet(self, args: dict[str, Any]) -> dict[str, Any]:
         """``{entities, missing, generation}``: up to 1,000 entities in the order asked."""
-        self._check_open()
-        a = rows.check_args(args, frozenset(("ids", "includeVector", "includeData")))
-        ids = rows.need(a, "ids")
-        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_BATCH_GET:
-            raise rows.invalid("ids", "out-of-range", f"an array of 1 to {MAX_BATCH_GET} ids")
-        include_vector = rows.boolean(a.get("includeVector", False), "includeVector")
-        include_data = rows.boolean(a.get("includeData", True), "includeData")
-        generation = self._durable
-        entities, missing = [], []
-        for i, text in enumerate(ids):
-            id_, _ = K.resolve(text, f"ids[{i}]")
-            raw = self._lookup(K.entity_key(id_), generation)
-            if raw:
-                entities.append(rows.public_view(rows.unpack(raw), include_vector, include_data))
-            else:
-                entities.append(None)
-                missing.append(text)
-        return {"entities": entities, "missing": missing, "generation": generation}
+        return self.view().batchGet(args)
 
     def counts(self) -> dict[str, Any]:
         """The census: totals by type and relation type, public and across every tier."""
-        self._check_open()
-        ledger = self._ledger_durable
-        answer: dict[str, Any] = {"brain": self.name}
-        answer.update(ledger.answer())
-        answer.update(shape=dict(SHAPE), lastUpdated=ledger.last_updated, allCountsSuspect=False)
-        return answer
+        return self.view().counts()
+
+    def now(self) -> dict[str, Any]:
+        """``{generation, timestamp, oldestRetained}``: the handle for asOf, diff and changes."""
+        return timetravel.now(self)
+
+    def history(self, id: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every recorded version of one entity, newest first."""
+        return timetravel.history(self, id, args)
+
+    def asOf(self, args: dict[str, Any]) -> dict[str, Any]:
+        """One read door run on the store as it stood at a past generation or instant."""
+        return timetravel.as_of(self, args)
+
+    def diff(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What changed between two generations, row by row."""
+        return timetravel.diff(self, args)
+
+    def export(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every entity and relation of one pinned generation, a page at a time."""
+        return timetravel.export(self, args)
+
+    def changes(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The change log from a generation onward; a page never ends inside a commit."""
+        return timetravel.changes(self, args)
 
     def generation(self, id: int) -> dict[str, Any]:
         """What one commit was: its time, its ops, who made it."""
@@ -277,13 +289,9 @@ class Brain:
         if n > head:
             raise R.GenerationAheadError(f"generation {n} is past the head {head}", generation=n, head=head)
         if n == 0:
-            return {"generation": 0, "timestamp": read_identity(self.path)["createdAt"], "ops": 0, "entities": 0,
+            return {"generation": 0, "timestamp": self.created_at, "ops": 0, "entities": 0,
                     "relations": 0, "author": None, "via": None}
-        raw = self._lookup(K.commit_key(n), head)
-        record = rows.unpack(raw) if raw else None
-        if record is None:  # every commit writes its record; a gap is damage, not an empty answer
-            raise R.FactLogRefusedError(f"generation {n} has no commit record", reason="missing-segment")
-        return {"generation": n, **record}
+        return {"generation": n, **self.view(head).commit(n)}
 
     def verify(self) -> dict[str, Any]:
         """Check every checksum the store has: every table block and every log frame.

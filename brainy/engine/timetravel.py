@@ -1,0 +1,389 @@
+"""Time travel and the change feed: now, history, asOf, diff, export, changes (door catalogue, section 6).
+
+Every generation stays readable (no history has been compacted away yet, so
+``oldestRetained`` is 0). A paged answer's cursor pins the generation its first
+page read, so a multi-page walk is one consistent state.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.engine import keys as K
+from brainy.engine import log as log_
+from brainy.engine import rows
+from brainy.engine.view import View
+
+if TYPE_CHECKING:
+    from brainy.engine.brain import Brain
+
+OLDEST_RETAINED = 0
+MAX_PAGE = 10_000
+
+
+# -- cursors ---------------------------------------------------------------------------------------
+
+def _digest(door: str, query: dict[str, Any]) -> str:
+    text = json.dumps({k: v for k, v in query.items() if k not in ("cursor", "limit")}, sort_keys=True, default=str)
+    return hashlib.sha256(f"{door}\0{text}".encode()).hexdigest()[:16]
+
+
+def encode_cursor(door: str, query: dict[str, Any], generation: int, position: Any) -> str:
+    """An opaque cursor: the door, a digest of the query, the pinned generation and where the next page starts."""
+    payload = json.dumps({"d": door, "q": _digest(door, query), "g": generation, "p": position},
+                         separators=(",", ":"))
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def decode_cursor(text: Any, door: str, query: dict[str, Any]) -> tuple[int, Any]:
+    """``(generation, position)`` of a cursor minted by this door for this query, or CursorInvalidError."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        doc = json.loads(raw)
+        if doc["d"] == door and doc["q"] == _digest(door, query) and isinstance(doc["g"], int):
+            return doc["g"], doc["p"]
+    except (TypeError, ValueError, KeyError):
+        pass
+    raise R.CursorInvalidError("the cursor is malformed, or belongs to another door or query")
+
+
+def _limit(a: dict[str, Any], default: int, most: int = MAX_PAGE) -> int:
+    return rows.integer(a.get("limit", default), "limit", 1, most)
+
+
+# -- generations and instants ------------------------------------------------------------------------
+
+def _timestamp(brain: "Brain", view: View, generation: int) -> int:
+    if generation == 0:
+        return brain.created_at
+    return view.commit(generation)["timestamp"]
+
+
+def now(brain: "Brain") -> dict[str, Any]:
+    view = brain.view()
+    return {"generation": view.generation, "timestamp": _timestamp(brain, view, view.generation),
+            "oldestRetained": OLDEST_RETAINED}
+
+
+def _instant(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is not None:
+                return int(moment.timestamp() * 1000)
+    raise R.InvalidArgumentError("at: an ISO-8601 instant with a zone, or milliseconds since the epoch",
+                                 field="at", reason="wrong-type")
+
+
+def resolve_generation(brain: "Brain", a: dict[str, Any]) -> int:
+    """The generation ``generation`` names, or the last one committed at or before the instant ``at``."""
+    head = brain.head
+    if ("generation" in a) == ("at" in a):
+        raise R.InvalidArgumentError("give exactly one of generation and at", field="generation",
+                                     reason="ambiguous" if "at" in a else "missing")
+    if "generation" in a:
+        generation = rows.integer(a["generation"], "generation", 0)
+        if generation > head:
+            raise R.GenerationAheadError(f"generation {generation} is past the head {head}",
+                                         generation=generation, head=head)
+        return generation
+    at = _instant(a["at"])
+    view = brain.view(head)
+
+    class Timestamps:  # commit times never go down, so the generations bisect by time
+        def __len__(self) -> int:
+            return head
+
+        def __getitem__(self, i: int) -> int:
+            return view.commit(i + 1)["timestamp"]
+
+    return bisect.bisect_right(Timestamps(), at)
+
+
+# -- history -----------------------------------------------------------------------------------------
+
+def history(brain: "Brain", id_text: str, args: dict[str, Any] | None = None,
+            view: View | None = None) -> dict[str, Any]:
+    """Every recorded version of one entity, newest first."""
+    a = rows.check_args(args, frozenset(("limit", "cursor")))
+    limit = _limit(a, 50)
+    id_, _ = K.resolve(id_text)
+    view = view or brain.view()
+    generation, start = view.generation, 0
+    if a.get("cursor") is not None:
+        generation, start = decode_cursor(a["cursor"], "history", {"id": id_})
+        view = brain.view(min(generation, view.generation))
+    versions = brain._versions(K.entity_key(id_), view.generation)
+    page = versions[start:start + limit]
+    out = []
+    for gen, raw in page:
+        commit = view.commit(gen)
+        entry: dict[str, Any] = {"generation": gen, "timestamp": commit["timestamp"],
+                                 "op": "update" if raw else "delete", "author": commit["author"]}
+        if raw:
+            entry["entity"] = rows.public_view(rows.unpack(raw))
+        out.append(entry)
+    more = start + limit < len(versions)
+    return {"id": id_, "versions": out, "hasMore": more,
+            "cursor": encode_cursor("history", {"id": id_}, view.generation, start + limit) if more else None}
+
+
+# -- diff --------------------------------------------------------------------------------------------
+
+def _touched(brain: "Brain", after: int, upto: int) -> list[tuple[str, str]]:
+    """(kind, id) of every row an op touched in generations (after, upto], read from the fact log."""
+    seen: set[tuple[str, str]] = set()
+    for frame in log_.scan(brain.path / "log", after).frames:
+        if frame.generation > upto:
+            break
+        for op in frame.ops:
+            seen.add((op["k"], op["id"] if op["o"] == "del" else rows.unpack(op["row"])["id"]))
+    return sorted(seen)
+
+
+def diff(brain: "Brain", args: dict[str, Any]) -> dict[str, Any]:
+    """What changed between two generations, row by row (the states compared, not the path between)."""
+    a = rows.check_args(args, frozenset(("from", "to", "kinds", "detail", "limit", "cursor")))
+    head = brain.head
+    start_gen = rows.integer(rows.need(a, "from"), "from", 0)
+    end_gen = rows.integer(a.get("to", head), "to", 0)
+    for name, g in (("from", start_gen), ("to", end_gen)):
+        if g > head:
+            raise R.GenerationAheadError(f"{name}: generation {g} is past the head {head}", generation=g, head=head)
+    if end_gen < start_gen:
+        raise R.InvalidArgumentError("to: must not be before from", field="to", reason="out-of-range")
+    kinds = a.get("kinds", ["entity", "relation"])
+    if not isinstance(kinds, list) or not kinds or any(k not in ("entity", "relation") for k in kinds):
+        raise R.InvalidArgumentError("kinds: a list of entity and/or relation", field="kinds", reason="bad-operand")
+    detail = a.get("detail", "ids")
+    if detail not in ("ids", "full"):
+        raise R.InvalidArgumentError("detail: ids or full", field="detail", reason="bad-operand")
+    limit = _limit(a, 1000)
+    query = {"from": start_gen, "to": end_gen, "kinds": sorted(kinds), "detail": detail}
+    position = 0
+    if a.get("cursor") is not None:
+        _, position = decode_cursor(a["cursor"], "diff", query)
+    before, after = brain.view(start_gen), brain.view(end_gen)
+    wanted = {"e" if k == "entity" else "r" for k in kinds}
+    changes: list[dict[str, Any]] = []
+    touched = [t for t in _touched(brain, start_gen, end_gen) if t[0] in wanted]
+    index = position
+    while index < len(touched) and len(changes) < limit:
+        kind, id_ = touched[index]
+        index += 1
+        read = (lambda v: v.entity(id_)) if kind == "e" else (lambda v: v.relation(id_))
+        old, new = read(before), read(after)
+        if old is None and new is None:
+            continue  # written and removed between the two states
+        change: dict[str, Any] = {"kind": "entity" if kind == "e" else "relation", "id": id_,
+                                  "change": "added" if old is None else "removed" if new is None else "changed"}
+        if old is not None and new is not None and old == new:
+            continue
+        if detail == "full":
+            if old is not None:
+                change["before"] = rows.public_view(old)
+            if new is not None:
+                change["after"] = rows.public_view(new)
+        changes.append(change)
+    more = index < len(touched)
+    return {"from": start_gen, "to": end_gen, "changes": changes, "hasMore": more,
+            "cursor": encode_cursor("diff", query, end_gen, index) if more else None}
+
+
+# -- export ------------------------------------------------------------------------------------------
+
+EXPORT_ARGS = frozenset(("include", "type", "where", "visibility", "includeVectors", "limit", "cursor"))
+
+
+def export(brain: "Brain", args: dict[str, Any] | None, view: View | None = None) -> dict[str, Any]:
+    """Every entity, then every relation, of one pinned generation, a page at a time (import's shape)."""
+    a = rows.check_args(args, EXPORT_ARGS)
+    include = a.get("include", ["entities", "relations"])
+    if not isinstance(include, list) or any(i not in ("entities", "relations") for i in include):
+        raise R.InvalidArgumentError("include: a list of entities and/or relations", field="include",
+                                     reason="bad-operand")
+    types = a.get("type")
+    if types is not None:
+        types = {rows.noun(t) for t in (types if isinstance(types, list) else [types])}
+    tiers = a.get("visibility", "all")
+    tiers = None if tiers == "all" else set(tiers if isinstance(tiers, list) else [tiers])
+    if tiers is not None and not tiers <= {"public", "internal", "system"}:
+        raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
+                                     reason="bad-visibility")
+    matches: Callable[[dict[str, Any]], bool] = lambda row: True
+    if a.get("where") is not None:
+        from brainy.engine.where import compile_where
+        matches = compile_where(a["where"]).matches
+    include_vectors = rows.boolean(a.get("includeVectors", False), "includeVectors")
+    limit = _limit(a, 1000)
+    query = {k: v for k, v in a.items() if k not in ("limit", "cursor")}
+    view = view or brain.view()
+    phase, after_key = "e", ""
+    if a.get("cursor") is not None:
+        generation, (phase, after_key) = decode_cursor(a["cursor"], "export", query)
+        view = brain.view(generation)
+    entities: list[dict[str, Any]] = []
+    relations: list[dict[str, Any]] = []
+    count = 0
+    next_position = None
+    phases = [p for p in ("e", "r") if ("entities" if p == "e" else "relations") in include]
+    for kind in phases[phases.index(phase) if phase in phases else 0:]:
+        start = bytes.fromhex(after_key) + b"\x00" if (kind == phase and after_key) else kind.encode()
+        stop = b"f" if kind == "e" else b"s"
+        for key, raw in view.scan(start, stop):
+            row = rows.unpack(raw)
+            if kind == "e":
+                if (types is not None and row["type"] not in types) or (
+                        tiers is not None and row.get("visibility", "public") not in tiers) or not matches(row):
+                    continue
+                entities.append(rows.public_view(row, include_vectors))
+            else:
+                if tiers is not None and row.get("visibility", "public") not in tiers:
+                    continue
+                relations.append(rows.public_view(row, include_vectors))
+            count += 1
+            if count == limit:
+                next_position = [kind, key.hex()]
+                break
+        if next_position is not None:
+            break
+        after_key = ""
+    more = next_position is not None and _has_more(view, phases, next_position)
+    return {"format": "brainy", "generation": view.generation, "entities": entities, "relations": relations,
+            "hasMore": more,
+            "cursor": encode_cursor("export", query, view.generation, next_position) if more else None}
+
+
+def _has_more(view: View, phases: list[str], position: list[str]) -> bool:
+    kind, key = position
+    stop = b"f" if kind == "e" else b"s"
+    if next(iter(view.scan(bytes.fromhex(key) + b"\x00", stop)), None) is not None:
+        return True
+    return kind == "e" and "r" in phases and next(iter(view.scan(b"r", b"s")), None) is not None
+
+
+# -- the change feed ---------------------------------------------------------------------------------
+
+def _frame(view: View, generation: int, index: int, op: dict[str, Any]) -> dict[str, Any]:
+    kind = "entity" if op["k"] == "e" else "relation"
+    if op["o"] == "del":
+        return {"generation": generation, "index": index, "kind": kind, "op": "delete", "id": op["id"]}
+    row = rows.unpack(op["row"])
+    frame: dict[str, Any] = {"generation": generation, "index": index, "kind": kind, "op": "update",
+                             "id": row["id"], "denseInt": row["denseInt"], "hasVector": bool(row.get("hasVector"))}
+    if kind == "entity":
+        frame["entity"] = {"type": row["type"], "subtype": row.get("subtype"), "service": row.get("service"),
+                           "visibility": row.get("visibility", "public"), "metadata": row.get("metadata", {})}
+    else:
+        tags = []
+        for end in (row["from"], row["to"]):
+            endpoint = view.entity(end)
+            value = (endpoint or {}).get("metadata", {}).get("tags", [])
+            tags.append(list(value) if isinstance(value, list) else [])
+        frame["relation"] = {"id": row["id"], "from": row["from"], "to": row["to"], "type": row["type"],
+                             "subtype": row.get("subtype"), "weight": row.get("weight"),
+                             "service": row.get("service"), "metadata": row.get("metadata", {}),
+                             "fromTags": tags[0], "toTags": tags[1]}
+    return frame
+
+
+def iter_changes(brain: "Brain", since: int, upto: int) -> Iterator[list[dict[str, Any]]]:
+    """The commits after ``since`` up to ``upto``, each as its list of change frames (one per op, in order)."""
+    for frame in log_.scan(brain.path / "log", since).frames:
+        if frame.generation > upto:
+            return
+        view = brain.view(frame.generation)
+        yield [_frame(view, frame.generation, i, op) for i, op in enumerate(frame.ops)]
+
+
+def changes(brain: "Brain", args: dict[str, Any] | None) -> dict[str, Any]:
+    """The change log from a generation onward, one page at a time; a page never ends inside a commit."""
+    a = rows.check_args(args, frozenset(("since", "limit")))
+    head = brain.head
+    since = a.get("since", 0)
+    if since == "head":
+        since = head
+    if isinstance(since, bool) or not isinstance(since, int) or since < 0:
+        raise R.BadQueryParameterError("since: a generation, or head", param="since", head=head)
+    if since > head:
+        raise R.BadQueryParameterError(f"since: {since} is past the head {head}", param="since", head=head)
+    limit = a.get("limit", 1000)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise R.BadQueryParameterError("limit: a positive whole number", param="limit")
+    frames: list[dict[str, Any]] = []
+    cursor = since
+    for commit in iter_changes(brain, since, head):
+        if frames and len(frames) + len(commit) > limit:
+            break
+        frames.extend(commit)
+        cursor = commit[0]["generation"] if commit else cursor + 1
+        if len(frames) >= limit:
+            break
+    return {"brain": brain.name, "head": head, "frames": frames, "cursor": cursor, "hasMore": cursor < head}
+
+
+# -- asOf --------------------------------------------------------------------------------------------
+
+def _get_as_of(brain: "Brain", view: View, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
+    a = rows.check_args(args, frozenset(("includeVector", "includeData")))
+    if id_ is None:
+        raise R.InvalidArgumentError("read.id: required for get", field="read.id", reason="missing")
+    return view.get(id_, rows.boolean(a.get("includeVector", False), "includeVector"),
+                    rows.boolean(a.get("includeData", True), "includeData"))
+
+
+# The read doors asOf runs on a pinned view. A read door not here either refuses by name (its code has
+# not landed: NotYetNativeError, said by the caller that knows releases) or may not be pinned at all.
+AS_OF_READS: dict[str, Callable[["Brain", View, Any, dict[str, Any]], dict[str, Any]]] = {
+    "get": _get_as_of,
+    "batchGet": lambda brain, view, id_, args: view.batchGet(args),
+    "counts": lambda brain, view, id_, args: view.counts() if not rows.check_args(args, frozenset()) else {},
+    "history": lambda brain, view, id_, args: history(brain, id_, args, view),
+    "export": lambda brain, view, id_, args: export(brain, args, view),
+}
+# Reads that asOf never pins (door catalogue 6): the clock doors, the feed, the model, the mechanics.
+NOT_PINNABLE = frozenset(("now", "generation", "asOf", "diff", "changes", "embed", "embedBatch", "similarity",
+                          "health", "diagnostics", "snapshot", "warm", "stats"))
+
+
+def _not_yet(door: str) -> Exception | None:
+    """The refusal of a read door whose code has not landed, from the contract's release plan."""
+    entry = D.BY_NAME.get(door)
+    if entry is not None and entry.kind == "read" and entry.disposition == "notYetNative":
+        return R.NotYetNativeError(f"{door} arrives in {entry.release}", door=door, release=entry.release)
+    return None
+
+
+def as_of(brain: "Brain", args: dict[str, Any]) -> dict[str, Any]:
+    """Run one read on the view pinned at a past generation or instant; the pin lasts only this call."""
+    a = rows.check_args(args, frozenset(("generation", "at", "read")))
+    generation = resolve_generation(brain, a)
+    view = brain.view(generation)
+    answer: dict[str, Any] = {"generation": generation, "timestamp": _timestamp(brain, view, generation)}
+    read = a.get("read")
+    if read is None:
+        return answer
+    spec = rows.check_args(read, frozenset(("door", "id", "args")), "read.")
+    door = rows.need(spec, "door", "read.")
+    run = AS_OF_READS.get(door) if isinstance(door, str) else None
+    if run is None:
+        refusal = _not_yet(door) if isinstance(door, str) and door not in NOT_PINNABLE else None
+        if refusal is not None:
+            raise refusal
+        raise R.InvalidArgumentError(f"read.door: {door!r} is not a read asOf can pin", field="read.door",
+                                     reason="not-pinnable")
+    answer["door"] = door
+    answer["result"] = run(brain, view, spec.get("id"), spec.get("args") or {})
+    return answer
