@@ -231,11 +231,47 @@ def _signature(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
-def _load(path: Path) -> tuple[dict[str, Principal], tuple[int, ...]]:
-    """Read and parse the file, checking its mode on the open descriptor before reading a byte.
+class Watch:
+    """When a placed file is worth re-reading: at most one ``stat`` per ``interval`` of a monotonic ``now``,
+    and only when its stat signature moved. A cheap check on the request path, never a watcher.
 
-    FileNotFoundError passes through (first start mints on it); every other
-    failure is a :class:`KeysFileError`.
+    Shared by the keys file and the token files (brainy.net.tokens).
+    """
+
+    def __init__(self, path: Path, interval: float, seen: tuple[int, ...] | None,
+                 checked_at: float | None = None) -> None:
+        self.path = path
+        self.interval = interval
+        self.seen = seen            # the file state last read (or last refused), by its stat signature
+        self.checked_at = checked_at
+
+    def moved(self, now: float | None = None) -> bool:
+        """True when the interval has passed and the file is not as last seen; the new state is then
+        remembered even if the caller's read of it fails, so a refused state is logged once, not every check."""
+        now = time.monotonic() if now is None else now
+        checked = self.checked_at
+        # now < checked: a caller mixing clocks; check rather than go deaf until it catches up.
+        if checked is not None and 0 <= now - checked < self.interval:
+            return False
+        self.checked_at = now
+        try:
+            current: tuple[int, ...] | None = _signature(os.stat(self.path))
+        except OSError:
+            current = None
+        if current == self.seen:
+            return False
+        self.seen = current
+        return True
+
+
+def read_placed(path: Path, refuse: Callable[[str], Exception], mask: int = 0o077,
+                ) -> tuple[bytes, tuple[int, ...]]:
+    """A file the host placed, read whole, and its stat signature; its mode is checked before a byte is read.
+
+    ``mask`` is the mode bits that refuse the file (0o077: the group or the world
+    may read or write it; 0o022: they may write it). FileNotFoundError passes
+    through; every other failure raises ``refuse(reason)``. Shared by the keys
+    file, the issuers file and the revoked list (brainy.net.tokens).
     """
     try:
         # O_NONBLOCK: a FIFO placed at the path must not hang the open; it is refused below.
@@ -243,25 +279,37 @@ def _load(path: Path) -> tuple[dict[str, Principal], tuple[int, ...]]:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise KeysFileError(path, f"cannot open: {exc.strerror}") from None
+        raise refuse(f"cannot open: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise KeysFileError(path, "not a regular file")
+            raise refuse("not a regular file")
         # Seed 000, "Sovereignty": keys are files at mode 0600. Checked on the
         # descriptor that is then read, so a file swapped between check and read cannot slip by.
-        if st.st_mode & 0o077:
-            raise KeysFileError(path, f"mode {stat.S_IMODE(st.st_mode):04o} lets the group or the world "
-                                      f"read or write it; run: chmod 600 {path}")
+        if st.st_mode & mask:
+            reads = mask & 0o044
+            raise refuse(f"mode {stat.S_IMODE(st.st_mode):04o} lets the group or the world "
+                         f"{'read or write' if reads else 'write'} it; run: "
+                         f"{'chmod 600' if reads else 'chmod go-w'} {path}")
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
         data = b"".join(chunks)
     except OSError as exc:
-        raise KeysFileError(path, f"cannot read: {exc.strerror}") from None
+        raise refuse(f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
-    return parse_keys(data, path), _signature(st)
+    return data, _signature(st)
+
+
+def _load(path: Path) -> tuple[dict[str, Principal], tuple[int, ...]]:
+    """Read (mode checked first) and parse the keys file.
+
+    FileNotFoundError passes through (first start mints on it); every other
+    failure is a :class:`KeysFileError`.
+    """
+    data, signature = read_placed(path, lambda reason: KeysFileError(path, reason))
+    return parse_keys(data, path), signature
 
 
 def _mint(path: Path) -> str | None:
@@ -375,8 +423,7 @@ class KeyTable:
         """The key minted at first start, for the caller to print once; None when the file was placed."""
         self.token_verifier = token_verifier
         self._table = table
-        self._seen = signature      # the file state last read (or last refused), by its stat signature
-        self._checked_at: float | None = None
+        self._watch = Watch(path, CHECK_INTERVAL, signature)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, mint_if_missing: bool = False,
@@ -424,19 +471,8 @@ class KeyTable:
         line) is logged once and the last good table stays: an edit in progress
         must not lock every caller out, and must not be half-applied.
         """
-        now = time.monotonic() if now is None else now
-        checked = self._checked_at
-        # now < checked: a caller mixing clocks; check rather than go deaf until it catches up.
-        if checked is not None and 0 <= now - checked < CHECK_INTERVAL:
+        if not self._watch.moved(now):
             return False
-        self._checked_at = now
-        try:
-            current: tuple[int, ...] | None = _signature(os.stat(self.path))
-        except OSError:
-            current = None
-        if current == self._seen:
-            return False
-        self._seen = current  # remember a refused state too, so it is logged once, not every check
         try:
             table, signature = _load(self.path)
         except FileNotFoundError:
@@ -446,7 +482,7 @@ class KeyTable:
             log.error("keys file reload refused, keeping the last good table (%d keys): %s", len(self._table), exc)
             return False
         self._table = table
-        self._seen = signature
+        self._watch.seen = signature
         log.info("keys file %s reloaded: %d keys", self.path, len(table))
         return True
 
@@ -535,6 +571,6 @@ def apply_caller_assertion(principal: Principal, headers: Mapping[str, str]) -> 
 
 __all__ = [
     "CHECK_INTERVAL", "HEADER", "KeyTable", "KeysFileError", "TokenVerifier", "UNAUTHENTICATED_MESSAGE",
-    "apply_caller_assertion", "default_keys_path", "parse_keys",
+    "Watch", "apply_caller_assertion", "default_keys_path", "parse_keys", "read_placed",
 ]
 
