@@ -95,9 +95,11 @@ setup(
         "httptools>=0.6",            # HTTP/1.1 request parsing
         "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
         "orjson>=3.9",               # JSON both ways on the wire
+        "pynacl>=1.5",               # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6"],
+        "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",
+                 "cryptography>=42"],  # an ed25519 independent of pynacl, to sign the tests' tokens
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -16,10 +16,9 @@ from brainy.contract import refusals as R
 STARTER_STORE = "./brain"
 
 # Commands whose implementation has not landed: each refuses by name with its release.
-NOT_YET = {"mcp": "0.4.0", "issuer": "0.5.0", "token": "0.5.0"}
+NOT_YET = {"mcp": "0.4.0"}
 # serve flags of later releases: accepted by the parser so they refuse by name rather than as a typo.
-LATER_FLAGS = {"issuers": "0.5.0", "revoked": "0.5.0", "tls_cert": "0.5.0", "tls_key": "0.5.0",
-               "snapshots_dir": "0.6.0"}
+LATER_FLAGS = {"tls_cert": "0.5.0", "tls_key": "0.5.0", "snapshots_dir": "0.6.0"}
 
 
 def _refuse(refusal: R.Refusal) -> int:
@@ -47,6 +46,7 @@ def _starter(keys: str | None) -> int:
     from brainy.engine.store import read_identity
     from brainy.net.keys import KeysFileError
     from brainy.net.serve import starter
+    from brainy.net.tokens import TokenFileError
 
     try:
         read_identity(Path(STARTER_STORE))
@@ -54,7 +54,7 @@ def _starter(keys: str | None) -> int:
         return _refuse(refusal)
     try:
         return starter(Path(STARTER_STORE), keys)
-    except KeysFileError as exc:
+    except (KeysFileError, TokenFileError) as exc:
         print(f"brainy: refused to start: {exc}", file=sys.stderr)
         return 2
 
@@ -72,9 +72,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument("--brains-dir", metavar="DIR", help="every legal subdirectory of DIR is a brain")
     p_serve.add_argument("--keys", metavar="FILE", help="the keys file (default $BRAINY_KEYS, else "
                          "$XDG_CONFIG_HOME/brainy/keys); minted at first start when absent")
+    p_serve.add_argument("--issuers", metavar="FILE", help="the issuers file bk1 tokens verify against (default "
+                         "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted")
+    p_serve.add_argument("--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the "
+                         "issuers file)")
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
+    from brainy.net.issuer import add_commands
+    add_commands(sub)  # issuer keygen, token mint
     for name in NOT_YET:
         sub.add_parser(name, help=f"arrives in {NOT_YET[name]}").add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -82,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _starter(args.starter_keys)
     if args.command == "init":
         return _init(args.path)
+    if args.command in ("issuer", "token"):
+        from brainy.net.issuer import run
+        return run(args)
     if args.command == "serve":
         for flag, release in LATER_FLAGS.items():
             if getattr(args, flag) is not None:
@@ -89,10 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    door=f"serve --{flag.replace('_', '-')}", release=release))
         from brainy.net.keys import KeysFileError
         from brainy.net.serve import serve
+        from brainy.net.tokens import TokenFileError
 
         try:
             return serve(args)
-        except (KeysFileError, ValueError) as exc:
+        except (KeysFileError, TokenFileError, ValueError) as exc:
             print(f"brainy serve: refused to start: {exc}", file=sys.stderr)
             return 2
     return _refuse(R.NotYetNativeError(f"`brainy {args.command}` arrives in {NOT_YET[args.command]}",

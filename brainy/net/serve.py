@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from brainy.net.app import App
-from brainy.net.keys import KeyTable
+from brainy.net.keys import KeyTable, default_keys_path
 from brainy.net.pool import Pool
 from brainy.net.server import Listen, Server, serve_until_stopped
+from brainy.net.tokens import TokenVerifier, default_issuers_path
 
 log = logging.getLogger("brainy.serve")
 
@@ -60,6 +61,20 @@ def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None)
     return 0
 
 
+def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | None = None,
+              mint_if_missing: bool = True) -> KeyTable:
+    """The keys file and the bk1 token verifier behind it (docs/keys.md). The issuers file and the revoked
+    list are read first, so a refused one refuses the start before a first keys file is minted."""
+    keys_at = Path(keys_path) if keys_path else default_keys_path()
+    issuers_at = Path(issuers) if issuers else default_issuers_path(keys_at)
+    verifier = TokenVerifier.open(issuers_at, Path(revoked) if revoked else None)
+    counts = verifier.counts()
+    log.info("issuers file %s: %d keys%s; revoked list %s: %d jtis", issuers_at, counts["issuers"],
+             "" if issuers_at.exists() else " (absent: no issuer is trusted)",
+             verifier.revoked.path, counts["revoked"])
+    return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier)
+
+
 def serve(args: Any) -> int:
     _logging()
     listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
@@ -70,7 +85,7 @@ def serve(args: Any) -> int:
             raise SystemExit(f"brainy serve: --brain {spec!r}: expected NAME=PATH")
         named[name] = Path(path)
     pool = Pool(named, Path(args.brains_dir) if args.brains_dir else None)
-    keys = KeyTable.open(args.keys, mint_if_missing=True)
+    keys = open_keys(args.keys, args.issuers, args.revoked)
     if keys.minted:
         print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
               f"  {keys.minted}", flush=True)
@@ -80,7 +95,7 @@ def serve(args: Any) -> int:
 def starter(store: Path, keys_path: str | None = None) -> int:
     """Serve ./brain read-write on a free loopback port and print the MCP client snippet."""
     _logging()
-    keys = KeyTable.open(keys_path, mint_if_missing=True)  # a refused keys file must refuse before the claim
+    keys = open_keys(keys_path)  # a refused keys or issuers file must refuse before the claim
     pool = Pool({"brain": store})
     opened = pool.init("brain")
     key = keys.minted or keys.key_for("brain")
