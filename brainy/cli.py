@@ -16,7 +16,7 @@ from brainy.contract import refusals as R
 STARTER_STORE = "./brain"
 
 # Commands whose implementation has not landed: each refuses by name with its release.
-NOT_YET = {"mcp": "0.4.0"}
+NOT_YET: dict[str, str] = {}
 # serve flags of later releases: accepted by the parser so they refuse by name rather than as a typo.
 LATER_FLAGS = {"tls_cert": "0.5.0", "tls_key": "0.5.0", "snapshots_dir": "0.6.0"}
 
@@ -79,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
+    p_mcp = sub.add_parser("mcp", help="MCP over stdio, as the principal whose key is in $BRAINY_KEY")
+    p_mcp.add_argument("--brain", default=STARTER_STORE, metavar="PATH", help="the store (default ./brain)")
+    p_mcp.add_argument("--keys", metavar="FILE", help="the keys file (default as serve: $BRAINY_KEYS, else "
+                       "$XDG_CONFIG_HOME/brainy/keys)")
     from brainy.net.issuer import add_commands
     add_commands(sub)  # issuer keygen, token mint
     for name in NOT_YET:
@@ -88,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _starter(args.starter_keys)
     if args.command == "init":
         return _init(args.path)
+    if args.command == "mcp":
+        from brainy.net.mcp_stdio import main as mcp_main
+        return mcp_main(args.brain, args.keys)
     if args.command in ("issuer", "token"):
         from brainy.net.issuer import run
         return run(args)

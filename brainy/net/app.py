@@ -20,6 +20,7 @@ from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.net import codecs
 from brainy.net.dispatch import Answer, Dispatcher, Outcome
 from brainy.net.keys import KeyTable, apply_caller_assertion
+from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.pool import Pool
 from brainy.net.principal import Principal
 from brainy.net.routes import Match, Router, query_document
@@ -54,9 +55,15 @@ class App:
         self._contract = D.contract_envelope(__version__, built_at)
         self.started = time.monotonic()
         self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
+        # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
+        self.mcp = StreamableHttp(McpServer(self.dispatcher, lambda p: [b["name"] for b in pool.brains_for(p)]),
+                                  self._credential)
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]":
         """The response, now for a door that does not wait (every read), or an awaitable of it."""
+        if request.path == MCP_PATH:  # JSON-RPC in and out: the MCP transport frames its own replies
+            reply = self.mcp.handle(request.method, request.headers, request.body, time.monotonic())
+            return self._mcp_response(reply) if isinstance(reply, HttpReply) else self._mcp_later(reply)
         text: list[tuple[str, str]] = []  # a text answer (/agent, /llms.txt): (content type, body)
         outcome = self.dispatcher.timed(request.path, lambda: self._serve(request, text))
         if isinstance(outcome, Outcome):
@@ -67,8 +74,18 @@ class App:
         return self._respond(request, await pending, text)
 
     def _principal(self, request: Request) -> Principal:
-        principal = self.keys.authenticate(request.headers.get("authorization"))
-        return apply_caller_assertion(principal, request.headers)
+        return self._credential(request.headers)
+
+    def _credential(self, headers: dict[str, str]) -> Principal:
+        principal = self.keys.authenticate(headers.get("authorization"))
+        return apply_caller_assertion(principal, headers)
+
+    @staticmethod
+    def _mcp_response(reply: HttpReply) -> Response:
+        return Response(reply.status, reply.headers, reply.body)
+
+    async def _mcp_later(self, pending: Awaitable[HttpReply]) -> Response:
+        return self._mcp_response(await pending)
 
     def _serve(self, request: Request, text: list[tuple[str, str]]) -> Answer:
         match = self.router.match(request.method, request.path)

@@ -22,6 +22,9 @@ SERVER_ROUTES = {
     ("GET", "/llms.txt"): "server.llmsTxt",
     ("GET", "/v1/health"): "server.health",
     ("GET", "/v1/brains"): "server.brains",
+    # MCP over streamable HTTP; the app hands /mcp to brainy/net/mcp.py before routing
+    ("POST", "/mcp"): "server.mcp",
+    ("DELETE", "/mcp"): "server.mcp",
 }
 
 
