@@ -3,7 +3,8 @@
     python perf/measure.py [--requests N] [--rows N]
 
 Builds a store, starts `brainy serve` on it and the floor server (bare uvloop +
-httptools answering 30 bytes), then sweeps h1 JSON, h1 MessagePack and h2 at
+httptools answering 30 bytes), then sweeps h1 JSON, h1 MessagePack, h2 and MCP
+(tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one session) at
 concurrency 1, 8 and 64 over `get` and `counts`, and the floor the same way.
 Prints nearest-rank p50, p90 and p99 per row with the request count, requests
 per second and answer bytes. Clients set TCP_NODELAY. Loopback only; every
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import socket
@@ -145,6 +147,39 @@ def h2_get(path: str) -> list[tuple[bytes, bytes]]:
             (b"authorization", f"Bearer {KEY}".encode())]
 
 
+def h1_post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return (f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\n{head}"
+            f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+MCP_JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def mcp_session(port: int) -> str:
+    """Open one MCP session (initialize, then notifications/initialized) and answer its Mcp-Session-Id."""
+    init = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "measure", "version": "1"}}})
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(h1_post("/mcp", init.encode(), MCP_JSON))
+        head = sock.recv(65536).split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    session = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
+                   if line.lower().startswith("mcp-session-id:"))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(h1_post("/mcp", b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                             {**MCP_JSON, "mcp-session-id": session}))
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 202"), f"notifications/initialized was not accepted: {answer!r}"
+    return session
+
+
+def mcp_call(session: str, tool: str, arguments: dict) -> bytes:
+    """tools/call of one door as an MCP client sends it (brain left out: the key reaches one brain)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": arguments}}).encode()
+    return h1_post("/mcp", body, {**MCP_JSON, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"})
+
+
 def build_store(root: Path, rows: int) -> Path:
     from brainy.engine import Brain, init_store
 
@@ -192,6 +227,7 @@ def main() -> None:
         try:
             wait_ready(port)
             wait_ready(floor_port)
+            session = mcp_session(port)
             cells = [
                 ("floor h1", floor_port, "h1", h1_get("/")),
                 ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7")),
@@ -200,6 +236,8 @@ def main() -> None:
                 ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts")),
                 ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack")),
                 ("counts h2", port, "h2", h2_get("/v1/brains/main/counts")),
+                ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"})),
+                ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {})),
             ]
             print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
             floor = {}
