@@ -21,6 +21,7 @@ CYTHON_RANGE = ((3, 0), (3, 4))  # the Cython releases brainy is tested against
 SPEEDUPS = [
     "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
     "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
+    "postings",  # posting-list intersection and union for find's candidates (brainy/engine/where.py)
 ]
 
 

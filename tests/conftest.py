@@ -38,6 +38,18 @@ def h1frame_twin(request):
     return _twin("h1frame", request.param)
 
 
+@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
+def postings_twin(request):
+    """Each twin of ``postings`` in turn: every test taking it runs once per twin."""
+    return _twin("postings", request.param)
+
+
+@pytest.fixture(scope="session")
+def postings_twins():
+    """Both twins of ``postings`` at once, ``(cython, python)``, for tests that compare them."""
+    return _twin("postings", "cython"), _twin("postings", "python")
+
+
 @pytest.fixture
 def server(tmp_path):
     """A real ``brainy serve`` subprocess on a free loopback port, serving a fresh brain ``notes``, with a

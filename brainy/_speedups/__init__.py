@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "h1frame", "load", "picks", "sstblock"]
+__all__ = ["CHOICES", "NAMES", "h1frame", "load", "picks", "postings", "sstblock"]
 
-NAMES = ("sstblock", "h1frame")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -82,3 +82,4 @@ del _name, _mode_now
 # Assigned by the loop above; named here for readers and type checkers.
 sstblock: ModuleType
 h1frame: ModuleType
+postings: ModuleType
