@@ -20,7 +20,7 @@ P = D.BRAIN_PREFIX
 BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 
 # The 0.3.0 doors that have landed so far (the query doors of that release follow).
-TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes"}
+TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 
 RELEASE_PLAN = {
     "0.1.0": {"add", "update", "remove", "addMany", "updateMany", "removeMany", "relate", "relateMany",
@@ -213,9 +213,9 @@ def test_disposition_refusals_carry_their_fields():
     """NotYetNativeError carries door and release; InProcessOnlyError door and instead (DOORS.md 11.3)."""
     assert set(R.by_name("NotYetNativeError").required) == {"door", "release"}
     assert set(R.by_name("InProcessOnlyError").required) == {"door", "instead"}
-    door = D.BY_NAME["find"]
+    door = D.BY_NAME["traverse"]
     refusal = R.by_name(door.refusal_today)(door=door.name, release=door.release)
-    assert refusal.to_wire()["release"] == "0.3.0"
+    assert refusal.to_wire()["release"] == "0.5.0"
 
 
 def test_entries_round_trip():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -22,14 +23,17 @@ from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import lease as L
 from brainy.engine import log as log_
-from brainy.engine import rows, timetravel, writes
+from brainy.engine import query, rows, timetravel, writes
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document, write_document
 from brainy.engine.memtable import Memtable
 from brainy.engine.sstable import Table, write_table
 from brainy.engine.store import FORMAT, ledger_name, read_identity
+from brainy.engine.projections import Projections
 from brainy.engine.txn import Txn
 from brainy.engine.view import View
+
+log = logging.getLogger("brainy.engine")
 
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5          # merge every table into one once there are this many
@@ -78,6 +82,8 @@ class Brain:
         self._maint_error: BaseException | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._ledgers: dict[int, Ledger] = {}
+        self._proj: Projections | None = None
+        self._proj_moves: dict[int, list[tuple[dict[str, Any] | None, dict[str, Any] | None]]] = {}
         self._last_seq = 0
 
     # -- opening ---------------------------------------------------------------------------
@@ -221,6 +227,18 @@ class Brain:
             if decided[key]:
                 yield key, decided[key]
 
+    def projections(self) -> Projections:
+        """The query projections at the durable head, built from the rows on first need.
+
+        The caller holds ``_state_lock``: commits move the projections as they become durable.
+        """
+        if self._proj is None:
+            started = time.monotonic()
+            self._proj = Projections.build(self.view(self._durable).entities(), self._durable)
+            log.info("brain %s: projections built from %d rows at generation %d in %.0f ms", self.name,
+                     len(self._proj.ids), self._durable, (time.monotonic() - started) * 1000)
+        return self._proj
+
     def _versions(self, key: bytes, generation: int) -> list[tuple[int, bytes]]:
         """Every version of ``key`` at or below ``generation``, newest first (a tombstone's value is empty)."""
         found: dict[int, bytes] = {}
@@ -256,6 +274,22 @@ class Brain:
     def counts(self) -> dict[str, Any]:
         """The census: totals by type and relation type, public and across every tier."""
         return self.view().counts()
+
+    def find(self, args: Any = None) -> dict[str, Any]:
+        """Search or page entities by metadata and words (door catalogue 4)."""
+        return query.find(self, args)
+
+    def related(self, args: Any = None) -> dict[str, Any]:
+        """The relations touching one entity (one hop), or every relation, by relation id ascending."""
+        return query.related(self, args)
+
+    def explain(self, args: Any = None) -> dict[str, Any]:
+        """The plan find would run, without running it."""
+        return query.explain(self, args)
+
+    def fields(self, args: Any = None) -> dict[str, Any]:
+        """Which metadata fields exist, and their common values."""
+        return query.fields(self, args)
 
     def now(self) -> dict[str, Any]:
         """``{generation, timestamp, oldestRetained}``: the handle for asOf, diff and changes."""
@@ -358,6 +392,7 @@ class Brain:
             seq = self._log.append(generation, payload)
             self._apply(txn, generation, timestamp)
             self._ledgers[generation] = self._ledger.copy()
+            self._proj_moves[generation] = [(b, a) for kind, b, a in txn.moves if kind == "e"]
             self._last_seq = seq
             if "receipt" in answer:
                 answer["receipt"]["digest"] = hashlib.sha256(payload).hexdigest()
@@ -375,6 +410,12 @@ class Brain:
                 self._ledger_durable = self._ledgers[generation]
                 for g in [g for g in self._ledgers if g <= generation]:
                     del self._ledgers[g]
+                for g in sorted(g for g in self._proj_moves if g <= generation):
+                    moves = self._proj_moves.pop(g)
+                    if self._proj is not None and g > self._proj.stamp:
+                        for before, after in moves:
+                            self._proj.apply(before, after)
+                        self._proj.stamp = g
 
     def write(self, door: str, args: Any = None, *, caller: str | None = None, via: str | None = None) -> dict:
         """Run the write door ``door``; returns once the commit is durable."""

@@ -113,3 +113,14 @@ def commit_key(generation: int) -> bytes:
 def id_of(key: bytes) -> str:
     """The id in an ``e`` or ``r`` user key."""
     return str(uuid.UUID(bytes=key[1:17]))
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no such key)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)

@@ -352,7 +352,14 @@ AS_OF_READS: dict[str, Callable[["Brain", View, Any, dict[str, Any]], dict[str, 
     "counts": lambda brain, view, id_, args: view.counts() if not rows.check_args(args, frozenset()) else {},
     "history": lambda brain, view, id_, args: history(brain, id_, args, view),
     "export": lambda brain, view, id_, args: export(brain, args, view),
+    "find": lambda brain, view, id_, args: _query().find(brain, args, view),
+    "related": lambda brain, view, id_, args: _query().related(brain, args, view),
 }
+
+
+def _query() -> Any:
+    from brainy.engine import query  # the query doors read time travel's cursors: import it late
+    return query
 # Reads that asOf never pins (door catalogue 6): the clock doors, the feed, the model, the mechanics.
 NOT_PINNABLE = frozenset(("now", "generation", "asOf", "diff", "changes", "embed", "embedBatch", "similarity",
                           "health", "diagnostics", "snapshot", "warm", "stats"))

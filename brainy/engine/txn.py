@@ -65,7 +65,7 @@ class Txn:
     def touching(self, entity_id: str) -> list[str]:
         """Ids of the relations touching an entity, ascending."""
         prefix = K.adjacency_prefix(entity_id)
-        return [K.relation_id_of_adjacency(k) for k in self.scan(prefix, _after(prefix))]
+        return [K.relation_id_of_adjacency(k) for k in self.scan(prefix, K.prefix_end(prefix))]
 
     def relation_by_identity(self, from_id: str, to_id: str, verb: str, subtype: str | None) -> str | None:
         raw = self.get(K.identity_key(from_id, to_id, verb, subtype))
@@ -165,14 +165,3 @@ class Txn:
         """(entity ops, relation ops) of this commit."""
         e = sum(1 for op in self.ops if op["k"] == "e")
         return e, len(self.ops) - e
-
-
-def _after(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix`` (None: no such key)."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return None
-    p[-1] += 1
-    return bytes(p)

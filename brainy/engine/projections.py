@@ -1,0 +1,176 @@
+"""The projections the query doors read: metadata postings, word postings, order columns, the id map.
+
+They describe the store at one generation, their *stamp*, which is always the
+brain's durable head: a commit's changes are applied to them when the commit
+becomes durable, in generation order, so a query never sees a commit that was
+not acknowledged. They are built from the rows on first need (an open pays
+nothing until the first query) and say so.
+
+- **Metadata postings**: for every reserved field a filter can name (type,
+  subtype, service, visibility, key, hasVector, createdBy, updatedBy) and every
+  metadata leaf (dotted path; each scalar element of an array), the sorted
+  dense ints of the entities holding that value. Values are keyed by kind, so
+  ``1`` and ``1.0`` share a posting and ``true`` and ``1`` do not.
+- **Word postings**: lower-cased alphanumeric runs of ``data`` and of string
+  metadata values, with term frequencies and document lengths for BM25.
+- **Order columns**: for every scalar path, dense int to value, so orderBy
+  sorts without reading rows.
+- **The id map**: dense int to entity id.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from array import array
+from typing import Any, Iterator
+
+from brainy.engine.where import kind_of
+
+RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
+# Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
+COLUMN_ONLY = ("id", "createdAt", "updatedAt", "generation")
+WORD = re.compile(r"[^\W_]+")
+TYPECODE = "Q"
+
+
+def value_key(value: Any) -> tuple[str, Any]:
+    """The posting key of a scalar: its where kind and value (equal for equal scalars only)."""
+    return kind_of(value), value
+
+
+def leaves(row: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(path, scalar) for every posted value of a row: reserved fields, then metadata leaves."""
+    for name in RESERVED_POSTED:
+        if name in row:
+            yield name, row[name]
+        elif name in ("subtype", "service"):  # string | null: absent reads as null
+            yield name, None
+    yield from _walk(row.get("metadata") or {}, "")
+
+
+def _walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+    for key, value in node.items():
+        path = prefix + key
+        if isinstance(value, dict):
+            yield from _walk(value, path + ".")
+        elif isinstance(value, list):
+            for element in value:
+                if not isinstance(element, (dict, list)):
+                    yield path, element
+        else:
+            yield path, value
+
+
+def words(row: dict[str, Any]) -> list[str]:
+    """The words of a row's text: its data (a string, or the strings inside an object) and string metadata."""
+    texts: list[str] = []
+    _strings(row.get("data"), texts)
+    _strings(row.get("metadata"), texts)
+    return [w for text in texts for w in WORD.findall(text.lower())]
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+
+
+def _insert(posting: array, dense: int) -> None:
+    if not posting or posting[-1] < dense:  # new rows mint increasing ints: the common case appends
+        posting.append(dense)
+        return
+    i = bisect.bisect_left(posting, dense)
+    if i == len(posting) or posting[i] != dense:
+        posting.insert(i, dense)
+
+
+def _remove(posting: array, dense: int) -> None:
+    i = bisect.bisect_left(posting, dense)
+    if i < len(posting) and posting[i] == dense:
+        del posting[i]
+
+
+class Projections:
+    def __init__(self) -> None:
+        self.stamp = 0
+        self.ids: dict[int, str] = {}
+        self.postings: dict[str, dict[tuple[str, Any], array]] = {}
+        self.columns: dict[str, dict[int, Any]] = {}
+        self.terms: dict[str, dict[int, int]] = {}
+        self.lengths: dict[int, int] = {}
+        self.total_length = 0
+        self.all = array(TYPECODE)
+
+    @classmethod
+    def build(cls, entities: Iterator[dict[str, Any]], stamp: int) -> "Projections":
+        built = cls()
+        for row in sorted(entities, key=lambda r: r["denseInt"]):
+            built.apply(None, row)
+        built.stamp = stamp
+        return built
+
+    def posting(self, path: str, value: Any) -> array:
+        return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
+
+    def apply(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """Move the projections from an entity's old row to its new one (None: absent)."""
+        if before is not None:
+            self._unpost(before)
+        if after is not None:
+            self._post(after)
+
+    def _post(self, row: dict[str, Any]) -> None:
+        dense = row["denseInt"]
+        self.ids[dense] = row["id"]
+        _insert(self.all, dense)
+        seen: set[tuple[str, tuple[str, Any]]] = set()
+        for path, value in leaves(row):
+            key = value_key(value)
+            if (path, key) in seen:
+                continue
+            seen.add((path, key))
+            _insert(self.postings.setdefault(path, {}).setdefault(key, array(TYPECODE)), dense)
+            self.columns.setdefault(path, {}).setdefault(dense, value)
+        for name in COLUMN_ONLY:
+            self.columns.setdefault(name, {})[dense] = row[name]
+        counts: dict[str, int] = {}
+        found = words(row)
+        for word in found:
+            counts[word] = counts.get(word, 0) + 1
+        for word, tf in counts.items():
+            self.terms.setdefault(word, {})[dense] = tf
+        self.lengths[dense] = len(found)
+        self.total_length += len(found)
+
+    def _unpost(self, row: dict[str, Any]) -> None:
+        dense = row["denseInt"]
+        self.ids.pop(dense, None)
+        _remove(self.all, dense)
+        for path, value in leaves(row):
+            values = self.postings.get(path)
+            if values is None:
+                continue
+            key = value_key(value)
+            posting = values.get(key)
+            if posting is not None:
+                _remove(posting, dense)
+                if not posting:
+                    del values[key]
+            column = self.columns.get(path)
+            if column is not None:
+                column.pop(dense, None)
+        for name in COLUMN_ONLY:
+            self.columns.get(name, {}).pop(dense, None)
+        for word in set(words(row)):
+            postings = self.terms.get(word)
+            if postings is not None:
+                postings.pop(dense, None)
+                if not postings:
+                    del self.terms[word]
+        self.total_length -= self.lengths.pop(dense, 0)
