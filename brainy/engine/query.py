@@ -268,7 +268,7 @@ def _find_by_projections(brain: "Brain", q: Query) -> dict[str, Any]:
         generation = proj.stamp
         ids = proj.ids
         residual = q.where.residual()
-        needs_rows = bool(residual._rest)
+        needs_rows = not residual.matches_all
         scores = matched = None
         if q.ranked:
             scores, matched = _bm25(proj, q.text or "", set(candidates))
