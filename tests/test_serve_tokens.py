@@ -263,6 +263,8 @@ def test_independently_signed_tokens_are_accepted_and_writes_carry_their_subject
     assert status == 200 and commit["author"] == "agent:anima" and commit["via"] is None, commit
     status, doc = server.request("GET", "/v1/brains/b1/counts", token(SELF, iss="self", kid=None))
     assert status == 200 and doc["generation"] == 1, doc
+    status, health = server.request("GET", "/v1/health", OPERATOR)
+    assert status == 200 and health["auth"] == {"keys": 3, "issuers": 2, "revoked": 1}, health
 
 
 # --- 2. every refusal -------------------------------------------------------------------------------------

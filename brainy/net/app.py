@@ -146,7 +146,9 @@ class App:
         if principal.service_key:  # DOORS.md 10.2: the pool detail (it names brains) needs the service key
             pool.pop("fenceLost")
             answer["pool"] = pool
-            answer["auth"] = {"keys": len(self.keys), "issuers": 0, "revoked": 0}
+            verifier = self.keys.token_verifier
+            trusted = verifier.counts() if hasattr(verifier, "counts") else {"issuers": 0, "revoked": 0}
+            answer["auth"] = {"keys": len(self.keys), **trusted}
         return answer
 
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
