@@ -448,3 +448,33 @@ def test_mint_output_verifies_against_keygen_line_end_to_end_over_curl(
             assert doc["brain"] == "b1" and doc["generation"] == 0, doc
         else:
             assert doc["error"]["name"] == name, doc
+
+
+def test_token_refusals_reach_mcp_over_http_by_name(server: Served) -> None:
+    """POST /mcp meets the same ladder: a bad bk1 token is refused by the name of the check it failed (401,
+    the refusal in the JSON-RPC error's data), and a good one initializes a session."""
+    past = int(time.time()) - 10
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "tokens-test", "version": "1"}}}
+    headers = {"MCP-Protocol-Version": "2025-06-18", "Accept": "application/json, text/event-stream"}
+    for bearer, name in ((token()[:-3], "BRAINY_KEY_MALFORMED"), (token(iss="nobody"), "BRAINY_KEY_UNKNOWN_ISSUER"),
+                         (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE"), (token(jti="gone"), "BRAINY_KEY_REVOKED"),
+                         (token(exp=past), "BRAINY_KEY_EXPIRED")):
+        status, doc = server.request("POST", "/mcp", bearer, hello, headers)
+        assert status == 401 and doc["error"]["data"]["name"] == name, (name, status, doc)  # JSON-RPC error
+    status, doc = server.request("POST", "/mcp", token(), hello, headers)
+    assert status == 200 and doc["result"]["protocolVersion"] == "2025-06-18", doc
+
+
+def test_token_refusals_reach_mcp_over_stdio_by_name(stores: dict[str, Path], cfg: Path) -> None:
+    """`brainy mcp` runs as the credential in $BRAINY_KEY, checked by the same ladder: an expired, revoked or
+    foreign-signed token refuses the start by the name of its check (exit 2, nothing on stdout)."""
+    past = int(time.time()) - 10
+    for bearer, name in ((token(exp=past), "BRAINY_KEY_EXPIRED"), (token(jti="gone"), "BRAINY_KEY_REVOKED"),
+                         (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE")):
+        env = {**os.environ, "BRAINY_KEY": bearer}
+        done = subprocess.run([sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(stores["b1"]),
+                               "--keys", str(cfg / "keys")], env=env, input=b"", capture_output=True, timeout=30)
+        assert done.returncode == 2 and done.stdout == b"", (name, done)
+        assert name in done.stderr.decode(), (name, done.stderr)
