@@ -15,7 +15,8 @@ nothing until the first query) and say so.
   metadata values, with term frequencies and document lengths for BM25.
 - **Order columns**: for every scalar path, dense int to value, so orderBy
   sorts without reading rows.
-- **The id map**: dense int to entity id.
+- **The id map**: dense int to entity id, for every row the projections have seen (a dense int is
+  never reused, so an entry outlives its row).
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ class Projections:
 
     def _unpost(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]
-        self.ids.pop(dense, None)
+        # the id map keeps a removed row's entry: a dense int is never reused, so a query that read the
+        # postings before this removal can still name the row it is reading at its own generation
         _remove(self.all, dense)
         for path, value in leaves(row):
             values = self.postings.get(path)

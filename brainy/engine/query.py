@@ -126,6 +126,8 @@ class Query:
 
 def _union(lists: Iterable[array]) -> array:
     lists = [x for x in lists if len(x)]
+    if len(lists) == 1:
+        return lists[0]
     return P.union_many(lists) if lists else array(TYPECODE)
 
 
@@ -161,7 +163,9 @@ def _row_allowed(q: Query, row: dict[str, Any]) -> bool:
 
 # -- the text leg --------------------------------------------------------------------------------------
 
-def _bm25(proj: Projections, text: str, candidates: set[int]) -> tuple[dict[int, float], dict[int, list[str]]]:
+def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[dict[int, float],
+                                                                             dict[int, list[str]]]:
+    """BM25 scores of the candidates (None: every entity) holding any of the text's words."""
     terms = list(dict.fromkeys(WORD.findall(text.lower())))
     n = max(1, len(proj.lengths))
     average = (proj.total_length / n) or 1.0
@@ -173,7 +177,7 @@ def _bm25(proj: Projections, text: str, candidates: set[int]) -> tuple[dict[int,
             continue
         idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
         for dense, tf in postings.items():
-            if dense not in candidates:
+            if candidates is not None and dense not in candidates:
                 continue
             length = proj.lengths.get(dense, 0)
             scores[dense] = scores.get(dense, 0.0) + idf * tf * (BM25_K1 + 1) / (
@@ -271,9 +275,10 @@ def _find_by_projections(brain: "Brain", q: Query) -> dict[str, Any]:
         needs_rows = not residual.matches_all
         scores = matched = None
         if q.ranked:
-            scores, matched = _bm25(proj, q.text or "", set(candidates))
-        columns = proj.columns.get(q.order_by) if q.order_by else None
-        id_list = {d: ids[d] for d in candidates}
+            scores, matched = _bm25(proj, q.text or "", None if candidates is proj.all else set(candidates))
+        columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
+        candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
+    id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
     view = brain.view(generation)
     cache: dict[int, dict[str, Any]] = {}
     read = 0
@@ -288,9 +293,7 @@ def _find_by_projections(brain: "Brain", q: Query) -> dict[str, Any]:
             read += 1
         return row
 
-    kept = list(candidates)
-    if scores is not None:
-        kept = [d for d in kept if d in scores]
+    kept = sorted(scores) if scores is not None else list(candidates)
     if needs_rows:
         kept = [d for d in kept if residual.matches(row_of(d))]
     if scores is not None and not q.order_by:
