@@ -83,6 +83,7 @@ class Brain:
         self._pool: ThreadPoolExecutor | None = None
         self._ledgers: dict[int, Ledger] = {}
         self._proj: Projections | None = None
+        self._counts_cache: tuple[int, dict[str, Any]] | None = None
         self._proj_moves: dict[int, list[tuple[dict[str, Any] | None, dict[str, Any] | None]]] = {}
         self._last_seq = 0
 

@@ -101,9 +101,17 @@ class View:
         return ledger
 
     def counts(self) -> dict[str, Any]:
-        """The census: totals by type and relation type, public and across every tier."""
+        """The census: totals by type and relation type, public and across every tier.
+
+        A generation's census never changes, so the head's is built once per generation.
+        """
+        cached = self.brain._counts_cache
+        if cached is not None and cached[0] == self.generation:
+            return dict(cached[1])
         ledger = self.ledger()
         answer: dict[str, Any] = {"brain": self.brain.name}
         answer.update(ledger.answer())
         answer.update(shape=dict(SHAPE), lastUpdated=ledger.last_updated, allCountsSuspect=False)
-        return answer
+        if self.generation == self.brain.head:
+            self.brain._counts_cache = (self.generation, answer)
+        return dict(answer)
