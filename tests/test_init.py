@@ -26,7 +26,7 @@ def test_init_writes_identity_manifest_ledger_and_an_empty_log(tmp_path):
     assert manifest["generation"] == 0 and manifest["tables"] == [] and manifest["storeId"] == identity["storeId"]
     assert read_document(root / manifest["ledger"])["entities"] == 0
     assert [p.name for p in (root / "log").iterdir()] == ["00000000000000000001.log"]
-    assert sorted(p.name for p in root.iterdir()) == ["IDENTITY", "MANIFEST", "ledger", "locks", "log", "sst"]
+    assert sorted(p.name for p in root.iterdir()) == ["IDENTITY", "MANIFEST", "index", "ledger", "locks", "log", "sst"]
 
 
 def test_init_refuses_an_existing_store_or_a_non_empty_directory(tmp_path):

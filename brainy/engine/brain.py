@@ -25,11 +25,12 @@ from brainy.engine import lease as L
 from brainy.engine import log as log_
 from brainy.engine import query, rows, timetravel, writes
 from brainy.engine.counts import Ledger
-from brainy.engine.files import DocumentUnreadable, read_document, write_document
+from brainy.engine.files import DocumentUnreadable, read_document, write_document, write_durably
 from brainy.engine.memtable import Memtable
 from brainy.engine.sstable import Table, write_table
 from brainy.engine.store import FORMAT, ledger_name, read_identity
-from brainy.engine.projections import Projections
+from brainy.engine.projections import (Projections, decode_snapshot, encode_snapshot, newest_snapshot,
+                                        snapshot_name)
 from brainy.engine.txn import Txn
 from brainy.engine.view import View
 
@@ -84,6 +85,7 @@ class Brain:
         self._ledgers: dict[int, Ledger] = {}
         self._proj: Projections | None = None
         self._counts_cache: tuple[int, dict[str, Any]] | None = None
+        self.projections_from: str | None = None  # "rows" or "snapshot at G", once built
         self._proj_moves: dict[int, list[tuple[dict[str, Any] | None, dict[str, Any] | None]]] = {}
         self._last_seq = 0
 
@@ -208,6 +210,8 @@ class Brain:
         txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)
         txn.replay(frame.ops)
         self._apply(txn, frame.generation, frame.timestamp)
+        # kept so a projection snapshot older than the log tail can be caught up without a rebuild
+        self._proj_moves[frame.generation] = [(b, a) for kind, b, a in txn.moves if kind == "e"]
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -234,11 +238,59 @@ class Brain:
         The caller holds ``_state_lock``: commits move the projections as they become durable.
         """
         if self._proj is None:
-            started = time.monotonic()
-            self._proj = Projections.build(self.view(self._durable).entities(), self._durable)
-            log.info("brain %s: projections built from %d rows at generation %d in %.0f ms", self.name,
-                     len(self._proj.ids), self._durable, (time.monotonic() - started) * 1000)
+            started, head = time.monotonic(), self._durable
+            proj, how = self._snapshot_at_or_after_flush(), "rows"
+            if proj is not None:
+                how = f"snapshot at {proj.stamp}"
+                for g in sorted(g for g in self._proj_moves if proj.stamp < g <= head):
+                    for before, after in self._proj_moves[g]:
+                        proj.apply(before, after)
+                proj.stamp = head
+            else:
+                proj = Projections.build(self.view(head).entities(), head)
+            self._proj = proj
+            self._proj_moves = {g: m for g, m in self._proj_moves.items() if g > head}
+            self.projections_from = how
+            log.info("brain %s: projections at generation %d from %s (%d rows) in %.0f ms", self.name, head,
+                     how, len(proj.all), (time.monotonic() - started) * 1000)
         return self._proj
+
+    def _snapshot_at_or_after_flush(self) -> Projections | None:
+        """The newest projection snapshot, if the moves this handle holds can bring it to the head.
+
+        One the log tail cannot reach (older than the flushed generation, or newer than this handle's
+        head) or that does not check out is left alone: the projections are rebuilt from the rows and the
+        warnings say why.
+        """
+        found = newest_snapshot(self.path / "index") if (self.path / "index").is_dir() else None
+        if found is None:
+            return None
+        stamp, path = found
+        if not self._flushed <= stamp <= self._durable:
+            self.warnings.append({"code": "projections-rebuilt", "message":
+                                  f"snapshot {path.name} is outside generations {self._flushed}..{self._durable}"})
+            return None
+        try:
+            proj = decode_snapshot(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            self.warnings.append({"code": "projections-rebuilt", "message": f"snapshot {path.name}: {exc}"})
+            return None
+        return proj if proj.stamp == stamp else None
+
+    def _write_snapshot(self) -> None:
+        """Persist the projections, stamped with the generation they cover; older snapshots go."""
+        with self._state_lock:
+            if self._proj is None:
+                return
+            stamp, data = self._proj.stamp, encode_snapshot(self._proj)
+        folder = self.path / "index"
+        if (folder / snapshot_name(stamp)).exists():
+            return
+        folder.mkdir(exist_ok=True)
+        write_durably(folder / snapshot_name(stamp), data)
+        for older in folder.glob("*.proj"):
+            if older.name != snapshot_name(stamp):
+                older.unlink(missing_ok=True)
 
     def _versions(self, key: bytes, generation: int) -> list[tuple[int, bytes]]:
         """Every version of ``key`` at or below ``generation``, newest first (a tombstone's value is empty)."""
@@ -411,12 +463,16 @@ class Brain:
                 self._ledger_durable = self._ledgers[generation]
                 for g in [g for g in self._ledgers if g <= generation]:
                     del self._ledgers[g]
-                for g in sorted(g for g in self._proj_moves if g <= generation):
-                    moves = self._proj_moves.pop(g)
-                    if self._proj is not None and g > self._proj.stamp:
-                        for before, after in moves:
-                            self._proj.apply(before, after)
-                        self._proj.stamp = g
+                if self._proj is not None:
+                    for g in sorted(g for g in self._proj_moves if g <= generation):
+                        moves = self._proj_moves.pop(g)
+                        if g > self._proj.stamp:
+                            for before, after in moves:
+                                self._proj.apply(before, after)
+                            self._proj.stamp = g
+                else:  # no projections yet: keep what a snapshot at or after the flushed generation needs
+                    for g in [g for g in self._proj_moves if g <= self._flushed]:
+                        del self._proj_moves[g]
 
     def write(self, door: str, args: Any = None, *, caller: str | None = None, via: str | None = None) -> dict:
         """Run the write door ``door``; returns once the commit is durable."""
@@ -518,6 +574,7 @@ class Brain:
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
+            self._write_snapshot()
             return True
 
     def compact(self) -> bool:
@@ -577,7 +634,8 @@ class Brain:
                 self._maint.join()
             failed = self._maint_error
             if failed is None and self._lease is not None and self._lease.fence_holds():
-                self.flush()
+                if not self.flush():
+                    self._write_snapshot()
             assert self._log is not None and self._lease is not None
             self._log.close()
             if failed is None:

@@ -26,6 +26,12 @@ import re
 from array import array
 from typing import Any, Iterator
 
+import struct
+import zlib
+from pathlib import Path
+
+import msgpack
+
 from brainy.engine.where import kind_of
 
 RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
@@ -176,3 +182,67 @@ class Projections:
                 if not postings:
                     del self.terms[word]
         self.total_length -= self.lengths.pop(dense, 0)
+
+
+# -- snapshots (docs/store-format.md, "Projection snapshots") -------------------------------------------
+
+SNAPSHOT_FORMAT = 1
+_crc = struct.Struct("<I")
+
+
+def snapshot_name(stamp: int) -> str:
+    return f"{stamp:020d}.proj"
+
+
+def encode_snapshot(proj: Projections) -> bytes:
+    """The projections as one MessagePack document followed by its crc32 (u32 little-endian)."""
+    dense = array(TYPECODE, sorted(proj.ids))
+    doc = {
+        "format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
+        "dense": dense.tobytes(), "ids": [proj.ids[d] for d in dense], "all": proj.all.tobytes(),
+        "postings": [[path, kind, value, posting.tobytes()] for path, values in proj.postings.items()
+                     for (kind, value), posting in values.items()],
+        "columns": [[path, array(TYPECODE, column.keys()).tobytes(), list(column.values())]
+                    for path, column in proj.columns.items()],
+        "terms": [[word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+                  for word, tfs in proj.terms.items()],
+        "lengths": [array(TYPECODE, proj.lengths.keys()).tobytes(), array("I", proj.lengths.values()).tobytes()],
+    }
+    body = msgpack.packb(doc, use_bin_type=True)
+    return body + _crc.pack(zlib.crc32(body))
+
+
+def _ints(data: bytes, typecode: str = TYPECODE) -> array:
+    out = array(typecode)
+    out.frombytes(data)
+    return out
+
+
+def decode_snapshot(data: bytes) -> Projections:
+    """Projections from a snapshot; ValueError when it does not check out (it is then rebuilt, never trusted)."""
+    if len(data) < 4 or zlib.crc32(data[:-4]) != _crc.unpack_from(data, len(data) - 4)[0]:
+        raise ValueError("checksum mismatch")
+    try:
+        doc = msgpack.unpackb(data[:-4], raw=False, strict_map_key=False)
+        if doc["format"] != SNAPSHOT_FORMAT:
+            raise ValueError(f"snapshot format {doc['format']}")
+        proj = Projections()
+        proj.stamp, proj.total_length = doc["stamp"], doc["totalLength"]
+        proj.ids = dict(zip(_ints(doc["dense"]), doc["ids"]))
+        proj.all = _ints(doc["all"])
+        for path, kind, value, posting in doc["postings"]:
+            proj.postings.setdefault(path, {})[(kind, value)] = _ints(posting)
+        for path, keys, values in doc["columns"]:
+            proj.columns[path] = dict(zip(_ints(keys), values))
+        for word, keys, tfs in doc["terms"]:
+            proj.terms[word] = dict(zip(_ints(keys), _ints(tfs, "I")))
+        keys, lengths = doc["lengths"]
+        proj.lengths = dict(zip(_ints(keys), _ints(lengths, "I")))
+    except (KeyError, TypeError, ValueError, msgpack.UnpackException) as exc:
+        raise ValueError(f"snapshot does not decode: {exc}") from None
+    return proj
+
+
+def newest_snapshot(folder: Path) -> tuple[int, Path] | None:
+    found = sorted((int(p.name[:-5]), p) for p in folder.glob("*.proj") if p.name[:-5].isdigit())
+    return found[-1] if found else None

@@ -14,7 +14,7 @@ from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, fsync_dir, read_document, write_document
 
 FORMAT = 1
-FOLDERS = ("log", "sst", "ledger", "locks")
+FOLDERS = ("log", "sst", "ledger", "locks", "index")
 
 
 def ledger_name(generation: int) -> str:
