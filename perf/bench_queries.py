@@ -47,7 +47,6 @@ import random
 import shutil
 import tempfile
 import time
-from array import array
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace

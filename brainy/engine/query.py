@@ -21,7 +21,7 @@ from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
-from brainy.engine.projections import TYPECODE, WORD, Projections, value_key
+from brainy.engine.projections import TYPECODE, WORD, Projections
 from brainy.engine.timetravel import decode_cursor, encode_cursor
 from brainy.engine.view import View
 from brainy.engine.where import Predicate, compile_where, kind_of
