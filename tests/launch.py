@@ -58,7 +58,7 @@ class Served:
     """One ``python -m brainy.cli ARGS`` child: its stdout and stderr pumped into lists, line by line."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        full = {k: v for k, v in os.environ.items() if k != "BRAINY_KEYS"}
+        full = {k: v for k, v in os.environ.items() if k not in ("BRAINY_KEYS", "BRAINY_SERVE_ISSUERS")}
         full["XDG_CONFIG_HOME"] = str(cwd / "xdg")  # never the real ~/.config, whatever a test forgets
         full.update(env or {})
         self.proc = subprocess.Popen([sys.executable, "-m", "brainy.cli", *args], cwd=cwd, env=full,
@@ -146,6 +146,15 @@ class Served:
             conn.close()
         document = json.loads(raw) if raw and got.get("content-type", "").startswith("application/json") else {}
         return response.status, document, raw, got
+
+    def exit_code(self) -> int | None:
+        """Wait (bounded) for a child that should refuse to start; its exit code, or None if it kept running."""
+        try:
+            code = self.proc.wait(START_SECONDS)
+        except subprocess.TimeoutExpired:
+            return None
+        self.close_pipes()
+        return code
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_SECONDS) -> int:
         """Send ``sig`` (if still running) and wait, bounded, for the exit; the exit code."""

@@ -10,7 +10,6 @@ bounded.
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import re
@@ -18,10 +17,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -29,136 +27,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from brainy.engine import init_store
 
-HOST = "127.0.0.1"
-START_SECONDS = 15.0
-STOP_SECONDS = 15.0
-REQUEST_SECONDS = 10.0
+from launch import HOST, REQUEST_SECONDS, Served, free_port, wait_until
+from launch import launch  # noqa: F401  (a pytest fixture, used by name)
+
 RELOAD_SECONDS = 6.0  # the issue's bound: 5 s of check window and a second of slack
 
 
-# --- a real server, local to this file --------------------------------------------------------------------
+# --- a real server (tests/launch.py) -----------------------------------------------------------------------
 
-
-class Served:
-    """One ``python -m brainy.cli ARGS`` child with its stderr pumped into a list, line by line."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        full = {k: v for k, v in os.environ.items() if k not in ("BRAINY_KEYS", "BRAINY_SERVE_ISSUERS")}
-        full["XDG_CONFIG_HOME"] = str(cwd / "xdg")  # never the real ~/.config
-        full.update(env or {})
-        self.proc = subprocess.Popen([sys.executable, "-m", "brainy.cli", *args], cwd=cwd, env=full,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
-        self.err: list[str] = []
-        self.port = 0
-        self._moved = threading.Condition()
-        self._pump = threading.Thread(target=self._read, daemon=True)
-        self._pump.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._moved:
-                self.err.append(line)
-                self._moved.notify_all()
-        with self._moved:
-            self._moved.notify_all()
-
-    def stderr(self) -> str:
-        with self._moved:
-            return "".join(self.err)
-
-    def wait_for(self, pattern: str, timeout: float = START_SECONDS) -> re.Match[str]:
-        """The first match of ``pattern`` in the child's stderr, waiting (bounded) for it."""
-        deadline = time.monotonic() + timeout
-        with self._moved:
-            while True:
-                found = re.search(pattern, "".join(self.err))
-                if found:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self._pump.is_alive()):
-                    raise AssertionError(f"no {pattern!r} (exit {self.proc.poll()}); stderr:\n"
-                                         f"{''.join(self.err)[-3000:]}")
-                self._moved.wait(min(left, 0.1))
-
-    def ready(self) -> "Served":
-        self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+)")[1])
-        return self
-
-    def exit_code(self) -> int | None:
-        """Wait (bounded) for a child that should refuse to start; its exit code, or None if it kept running."""
-        try:
-            code = self.proc.wait(START_SECONDS)
-        except subprocess.TimeoutExpired:
-            return None
-        self._pump.join(5.0)
-        return code
-
-    def request(self, method: str, path: str, key: str | None = None, body: Any = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-        """One exchange on a fresh connection: (status, decoded JSON document)."""
-        sent = dict(headers or {})
-        if key is not None:
-            sent["Authorization"] = f"Bearer {key}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            sent["Content-Type"] = "application/json"
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=REQUEST_SECONDS)
-        try:
-            conn.request(method, path, body=data, headers=sent)
-            response = conn.getresponse()
-            raw = response.read()
-        finally:
-            conn.close()
-        return response.status, (json.loads(raw) if raw else {})
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_SECONDS)
-            raise AssertionError("the server did not stop on SIGTERM") from None
-        finally:
-            self._pump.join(5.0)
-            if self.proc.stderr is not None:
-                self.proc.stderr.close()
-
-
-@pytest.fixture
-def launch(tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """Start ``brainy ARGS`` children in ``tmp_path``; any still running is stopped at teardown."""
-    started: list[Served] = []
-
-    def go(*args: str, env: dict[str, str] | None = None, ready: bool = True) -> Served:
-        child = Served(list(args), tmp_path, env)
-        started.append(child)
-        return child.ready() if ready else child
-
-    yield go
-    for child in started:
-        child.stop()
-
-
-def wait_until(check: Callable[[], bool], timeout: float, step: float = 0.1) -> float | None:
-    """Seconds until ``check()`` first holds, polling; None if it never did within ``timeout``."""
-    started = time.monotonic()
-    while True:
-        if check():
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            return None
-        time.sleep(step)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+def ask(child: Served, *args: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+    """One exchange with a server: (status, document)."""
+    return child.request(*args, **kwargs)[:2]
 
 
 def nothing_listens(port: int) -> bool:
@@ -255,15 +134,15 @@ def server(cfg: Path, stores: dict[str, Path], launch: Callable[..., Served]) ->
 def test_independently_signed_tokens_are_accepted_and_writes_carry_their_subject(server: Served) -> None:
     """Tokens signed by ``cryptography`` answer: a read token reads, a read/write token writes, and the commit
     names the token's sub as its author with no via; a kid-less issuer's token answers too."""
-    status, doc = server.request("GET", "/v1/brains/b1/counts", token(scope=["read"]))
+    status, doc = ask(server, "GET", "/v1/brains/b1/counts", token(scope=["read"]))
     assert status == 200 and doc["generation"] == 0, doc
-    status, doc = server.request("POST", "/v1/brains/b1/add", token(), {"type": "thing", "id": "t1"})
+    status, doc = ask(server, "POST", "/v1/brains/b1/add", token(), {"type": "thing", "id": "t1"})
     assert status == 200, doc
-    status, commit = server.request("GET", f"/v1/brains/b1/generation/{doc['generation']}", token(scope=["read"]))
+    status, commit = ask(server, "GET", f"/v1/brains/b1/generation/{doc['generation']}", token(scope=["read"]))
     assert status == 200 and commit["author"] == "agent:anima" and commit["via"] is None, commit
-    status, doc = server.request("GET", "/v1/brains/b1/counts", token(SELF, iss="self", kid=None))
+    status, doc = ask(server, "GET", "/v1/brains/b1/counts", token(SELF, iss="self", kid=None))
     assert status == 200 and doc["generation"] == 1, doc
-    status, health = server.request("GET", "/v1/health", OPERATOR)
+    status, health = ask(server, "GET", "/v1/health", OPERATOR)
     assert status == 200 and health["auth"] == {"keys": 3, "issuers": 2, "revoked": 1}, health
 
 
@@ -292,11 +171,11 @@ def test_every_token_refusal_is_reached_over_http(server: Served) -> None:
          {"name": "CallerAssertionRefusedError", "reason": "not-a-service"}),
     ]
     for method, door, bearer, body, headers, status, expected in cases:
-        got_status, doc = server.request(method, f"/v1/brains/b1/{door}", bearer, body, headers)
+        got_status, doc = ask(server, method, f"/v1/brains/b1/{door}", bearer, body, headers)
         error = doc.get("error", {})
         assert got_status == status, (expected, got_status, doc)
         assert {k: error.get(k) for k in expected} == expected, (expected, doc)
-    assert server.request("GET", "/v1/brains/b1/counts", token())[0] == 200  # the good token still answers
+    assert ask(server, "GET", "/v1/brains/b1/counts", token())[0] == 200  # the good token still answers
 
 
 def test_the_ruling_doors_want_the_owner_triple(server: Served) -> None:
@@ -309,11 +188,11 @@ def test_the_ruling_doors_want_the_owner_triple(server: Served) -> None:
              "asserted owner": (ORDERS, {"X-Brainy-Caller": "person:bob", "X-Brainy-Owner": "true"})}
     for door in ("ratify", "unlock", "freeze"):
         for what, (bearer, headers) in short.items():
-            status, doc = server.request("POST", f"/v1/brains/b1/policy/{door}", bearer, {}, headers)
+            status, doc = ask(server, "POST", f"/v1/brains/b1/policy/{door}", bearer, {}, headers)
             assert status == 403, (door, what, doc)
             assert doc["error"]["name"] == "PolicyOwnerScopeRequiredError", (door, what, doc)
             assert doc["error"]["door"] == f"policy.{door}"
-        status, doc = server.request("POST", f"/v1/brains/b1/policy/{door}", owner, {})
+        status, doc = ask(server, "POST", f"/v1/brains/b1/policy/{door}", owner, {})
         assert status == 501 and doc["error"]["name"] == "NotYetNativeError", (door, doc)
         assert doc["error"]["door"] == f"policy.{door}"
 
@@ -325,9 +204,9 @@ def test_without_an_issuers_file_no_issuer_is_trusted(tmp_path: Path, stores: di
     keys = place(tmp_path / "bare" / "keys", "\n".join(KEY_LINES) + "\n")
     child = launch(*serve_args(stores, "--keys", str(keys)))
     assert "absent: no issuer is trusted" in child.stderr()
-    status, doc = child.request("GET", "/v1/brains/b1/counts", token())
+    status, doc = ask(child, "GET", "/v1/brains/b1/counts", token())
     assert status == 401 and doc["error"]["name"] == "BRAINY_KEY_UNKNOWN_ISSUER" and doc["error"]["iss"] == "idp"
-    assert child.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
+    assert ask(child, "GET", "/v1/brains/b1/counts", ALICE)[0] == 200
 
 
 # --- 3. reload, no restart --------------------------------------------------------------------------------
@@ -342,18 +221,18 @@ def test_a_rotated_kid_and_a_revoked_jti_take_effect_within_six_seconds(
                    env={"BRAINY_SERVE_ISSUERS": str(cfg / "issuers")})
     pid = child.proc.pid
     rotated, doomed = token(IDP_NEXT, kid="k2"), token(jti="doomed-1")
-    assert child.request("GET", "/v1/brains/b1/counts", rotated)[1]["error"]["name"] == "BRAINY_KEY_BAD_SIGNATURE"
-    assert child.request("GET", "/v1/brains/b1/counts", doomed)[0] == 200
+    assert ask(child, "GET", "/v1/brains/b1/counts", rotated)[1]["error"]["name"] == "BRAINY_KEY_BAD_SIGNATURE"
+    assert ask(child, "GET", "/v1/brains/b1/counts", doomed)[0] == 200
 
     place(cfg / "issuers", issuers(("idp", IDP, "k1"), ("idp", IDP_NEXT, "k2"), ("self", SELF, "")))
     place(cfg / "revoked.json", revoked("gone", "doomed-1"))
     started = time.monotonic()
-    took_rotation = wait_until(lambda: child.request("GET", "/v1/brains/b1/counts", rotated)[0] == 200,
+    took_rotation = wait_until(lambda: ask(child, "GET", "/v1/brains/b1/counts", rotated)[0] == 200,
                                RELOAD_SECONDS - (time.monotonic() - started))
     assert took_rotation is not None, "the rotated kid was not honoured within 6 s"
 
     def refused_as_revoked() -> bool:
-        status, doc = child.request("GET", "/v1/brains/b1/counts", doomed)
+        status, doc = ask(child, "GET", "/v1/brains/b1/counts", doomed)
         return status == 401 and doc["error"]["name"] == "BRAINY_KEY_REVOKED"
 
     assert wait_until(refused_as_revoked, RELOAD_SECONDS - (time.monotonic() - started)) is not None, \
@@ -366,11 +245,11 @@ def test_a_rotated_kid_and_a_revoked_jti_take_effect_within_six_seconds(
     answers: list[int] = []
 
     def refusal_logged() -> bool:
-        answers.append(child.request("GET", "/v1/brains/b1/counts", rotated)[0])
+        answers.append(ask(child, "GET", "/v1/brains/b1/counts", rotated)[0])
         return bool(logged.search(child.stderr()))
 
     assert wait_until(refusal_logged, RELOAD_SECONDS) is not None, child.stderr()
-    assert set(answers) == {200} and child.request("GET", "/v1/brains/b1/counts", rotated)[0] == 200
+    assert set(answers) == {200} and ask(child, "GET", "/v1/brains/b1/counts", rotated)[0] == 200
     assert child.proc.poll() is None
 
 
@@ -461,9 +340,9 @@ def test_token_refusals_reach_mcp_over_http_by_name(server: Served) -> None:
     for bearer, name in ((token()[:-3], "BRAINY_KEY_MALFORMED"), (token(iss="nobody"), "BRAINY_KEY_UNKNOWN_ISSUER"),
                          (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE"), (token(jti="gone"), "BRAINY_KEY_REVOKED"),
                          (token(exp=past), "BRAINY_KEY_EXPIRED")):
-        status, doc = server.request("POST", "/mcp", bearer, hello, headers)
+        status, doc = ask(server, "POST", "/mcp", bearer, hello, headers)
         assert status == 401 and doc["error"]["data"]["name"] == name, (name, status, doc)  # JSON-RPC error
-    status, doc = server.request("POST", "/mcp", token(), hello, headers)
+    status, doc = ask(server, "POST", "/mcp", token(), hello, headers)
     assert status == 200 and doc["result"]["protocolVersion"] == "2025-06-18", doc
 
 
