@@ -13,11 +13,17 @@ the benchmark, and removed when it exits):
   into a table (so a get walks the bloom filter, the index and the table's block cache).
 - ``sstblock.decode_block[cython|python]``: decoding one data block of that table, straight from
   its map, with each twin of ``sstblock``.
+- ``open.attach[N MiB]``: a read-only attach of a store whose unsealed log segment holds N MiB of
+  small commits (8, 16, 32, 64), left as a crash leaves it: the tables cover all but the last
+  10,000 commits (about one flush's worth), so the attach checks every frame and replays those. The stores are built once
+  by the master process (about a minute for all four) and shared with the workers through
+  ``BRAINY_BENCH_OPEN``; ``--only open`` runs just these cells.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import random
 import shutil
 import tempfile
@@ -28,6 +34,8 @@ import pyperf
 
 from brainy._speedups import load
 from brainy.engine import Brain, init_store
+from brainy.engine import log as log_
+from brainy.engine.brain import FLUSH_BYTES
 from brainy.engine.sstable import Table
 
 ENTITIES = 20_000
@@ -161,10 +169,84 @@ def time_decode(which: str):
     return run
 
 
+# -- opening ------------------------------------------------------------------------------------------
+
+OPEN_SIZES_MIB = (8, 16, 32, 64)
+OPEN_ENV = "BRAINY_BENCH_OPEN"
+OPEN_TAIL = 10_000  # commits past the last flush: about one flush's worth of small rows
+
+
+def crashed_store(path: Path, mib: int) -> None:
+    """A store whose one (unsealed) segment holds ``mib`` MiB of single-row commits, left unclosed.
+
+    Commits go through the real commit path; their fsyncs are grouped 500 at a time only so the
+    fixture builds in seconds. The memtable is flushed as service flushes it (at ``FLUSH_BYTES``),
+    except the last ``OPEN_TAIL`` commits, which only the log holds: what an open replays.
+    """
+    init_store(path)
+    brain = Brain.open(path, flush_bytes=1 << 40)  # flushed here, by size, so the tail is the same each run
+    target, i, seq, gen = mib << 20, 0, 0, 0
+    tail_from = None
+    while brain._log._size < target:
+        answer, seq = brain._commit("add", row(i), None, None)
+        gen, i = answer["generation"], i + 1
+        if i % 500 == 0:
+            brain._durable_at(seq, gen)
+        if tail_from is None:
+            if brain._log._size >= target - OPEN_TAIL * brain._log._size / i:
+                brain.flush()
+                tail_from = gen
+            elif brain._mem.bytes >= FLUSH_BYTES:
+                brain.flush()
+    brain._durable_at(seq, gen)
+    brain._stopping = True
+    brain._wake.set()
+    brain._maint.join()
+    brain._log.close()
+    brain._lease.abandon()  # as a kill leaves it: no flush, no close record
+    assert len(log_._segments(path / "log")) == 1
+
+
+def open_stores() -> Path:
+    """The directory of the open-time stores, built by the master process and inherited by workers."""
+    folder = os.environ.get(OPEN_ENV)
+    if folder:
+        return Path(folder)
+    root = Path(tempfile.mkdtemp(prefix="brainy-bench-open-"))
+    atexit.register(shutil.rmtree, root, True)
+    for mib in OPEN_SIZES_MIB:
+        t0 = time.perf_counter()
+        crashed_store(root / f"{mib}", mib)
+        print(f"built the {mib} MiB store in {time.perf_counter() - t0:.1f} s", flush=True)
+    os.environ[OPEN_ENV] = str(root)
+    return root
+
+
+def time_open(path: Path):
+    def run(loops: int) -> float:
+        total = 0.0
+        for _ in range(loops):
+            t0 = time.perf_counter()
+            brain = Brain.attach(path)
+            total += time.perf_counter() - t0
+            brain.close()
+        return total
+    return run
+
+
 def main() -> None:
     runner = pyperf.Runner()
-    runner.metadata["description"] = "brainy engine: commits, point reads, SSTable block decoding"
+    runner.argparser.add_argument("--only", choices=("open",), help="run only the open-time cells")
+    args = runner.parse_args()
+    runner.metadata["description"] = "brainy engine: commits, point reads, SSTable block decoding, open time"
     runner.metadata["entities"] = str(ENTITIES)
+    if not args.worker or os.environ.get(OPEN_ENV):
+        stores = open_stores() if not args.worker else Path(os.environ[OPEN_ENV])
+        runner.args.inherit_environ = (runner.args.inherit_environ or []) + [OPEN_ENV]
+        for mib in OPEN_SIZES_MIB:
+            runner.bench_time_func(f"open.attach[{mib} MiB]", time_open(stores / f"{mib}"))
+    if args.only == "open":
+        return
     runner.bench_time_func("commit.add", time_add)
     runner.bench_time_func(f"commit.transact[{TX_OPS}]", time_transact)
     runner.bench_time_func("get.memtable", time_get_memtable)

@@ -88,24 +88,29 @@ class Brain:
         self.projections_from: str | None = None  # "rows" or "snapshot at G", once built
         self._proj_moves: dict[int, list[tuple[dict[str, Any] | None, dict[str, Any] | None]]] = {}
         self._last_seq = 0
+        self._log_position: log_.Position | None = None  # where the open's read of the log stopped
+        self.log_read: log_.Scan | None = None  # what that read cost
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, force: bool = False, name: str | None = None,
              flush_bytes: int = FLUSH_BYTES, compact_at: int = COMPACT_AT,
-             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES) -> "Brain":
+             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: "Brain | None" = None) -> "Brain":
         """Open a store read-write, claiming its writer lease.
 
         When another live process holds the lease, the answer is a read-only
         attach whose ``claim`` says ``BRAINY_WRITER_LOCKED`` and names the
         holder; it never waits. ``force`` takes the lease from a live holder.
+        ``reader``, an attach of the same store this process already holds,
+        lends what it has read (its memtable, its place in the log) so the open
+        reads only what was committed since, unless a flush moved the tables on.
         """
         root = Path(path)
         identity = read_identity(root)
         claim, lease = L.claim(root / "locks", identity["storeId"], force=force)
         if lease is None:
-            brain = cls._attach(root, name)
+            brain = cls._attach(root, name, reader)
             brain.role, brain.claim = "reader", claim
             brain.warnings.append({"code": "opened-read-only",
                                    "message": f"another process holds the writer lease: {claim.holder}"})
@@ -114,7 +119,7 @@ class Brain:
         brain.role, brain.claim, brain._lease = "writer", claim, lease
         brain._flush_bytes, brain._compact_at = flush_bytes, compact_at
         try:
-            brain._load(writer=True, segment_bytes=segment_bytes)
+            brain._load(writer=True, segment_bytes=segment_bytes, reader=reader)
         except BaseException:
             lease.abandon()
             raise
@@ -138,21 +143,22 @@ class Brain:
         return cls._attach(root, name)
 
     @classmethod
-    def _attach(cls, root: Path, name: str | None) -> "Brain":
+    def _attach(cls, root: Path, name: str | None, reader: "Brain | None" = None) -> "Brain":
         if L.handoff_in_flight(root / "locks"):
             raise R.StoreUnservableError("a writer handoff is in flight; attach again once it settles",
                                          reason="writer-handoff-in-flight")
         brain = cls(root, name or root.resolve().name)
         for attempt in range(8):  # a flush or compaction may swap the MANIFEST meanwhile
             try:
-                brain._load(writer=False)
+                brain._load(writer=False, reader=reader)
                 return brain
             except FileNotFoundError:
                 if attempt == 7:
                     raise
         raise AssertionError("unreachable")
 
-    def _load(self, writer: bool, segment_bytes: int = log_.SEGMENT_ROTATE_BYTES) -> None:
+    def _load(self, writer: bool, segment_bytes: int = log_.SEGMENT_ROTATE_BYTES,
+              reader: "Brain | None" = None) -> None:
         root = self.path
         self.created_at = int(read_identity(root)["createdAt"])
         try:
@@ -179,23 +185,39 @@ class Brain:
         self._flushed = flushed
         self._last_ts = int(manifest.get("timestamp", 0))
         mem = Memtable()
+        self._next_dense = int(manifest["nextDenseInt"])
+        self._applied = flushed
+        resume = None
+        if reader is not None and reader._lends_to(self, manifest):
+            # the reader's memtable holds every frame it replayed above the same flushed generation; it
+            # never writes again, and its own reads stay at its generation, below whatever lands here
+            mem, ledger, resume = reader._mem, reader._ledger.copy(), reader._log_position
+            self._next_dense, self._applied, self._last_ts = reader._next_dense, reader._applied, reader._last_ts
+            self._proj_moves = dict(reader._proj_moves)
         self._mem = mem
         self._sources = Sources(mem, (), tables)
         self._ledger = ledger
-        self._next_dense = int(manifest["nextDenseInt"])
-        self._applied = self._durable = flushed
-        found = log_.scan(root / "log", flushed)
-        for frame in found.frames:
-            self._replay(frame)
+        found = log_.Scan()
+        replay = self._replay
+        for frame in log_.frames(root / "log", flushed, found, resume=resume):
+            replay(frame)  # streamed: the decoded frames are never all held at once
         self._durable = self._applied
         self._ledger_durable = self._ledger.copy()
-        self.recovery = {"replayedGenerations": len(found.frames)}
+        self._log_position = found.position
+        self.log_read = found
+        self.recovery = {"replayedGenerations": self._applied - flushed}
         if found.torn_bytes:
             self.warnings.append({"code": "torn-tail", "message":
                                   f"{found.torn_bytes} byte(s) of a commit that never landed were "
                                   f"{'dropped' if writer else 'ignored'} at the end of the log"})
         if writer:
             self._log = log_.LogWriter(root / "log", found, segment_bytes)
+
+    def _lends_to(self, other: "Brain", manifest: dict[str, Any]) -> bool:
+        """Whether this read-only handle's state can seed ``other``'s open of the same store: it read the
+        log from the same flushed tables, and nothing has closed it."""
+        return (self.role != "writer" and not self._closed and self.path == other.path
+                and self._manifest == manifest and self._log_position is not None)
 
     def _remove_orphans(self, manifest: dict[str, Any]) -> None:
         """Files a crash left behind mid-flush: temp files and tables no MANIFEST names."""

@@ -18,7 +18,7 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import msgpack
 
@@ -58,10 +58,9 @@ class Frame:
     author: str | None
     via: str | None
     ops: list[dict[str, Any]]
-    payload: bytes
 
     @classmethod
-    def decode(cls, payload: bytes, segment: str) -> "Frame":
+    def decode(cls, payload: bytes | memoryview, segment: str) -> "Frame":
         try:
             doc = msgpack.unpackb(payload, raw=False)
         except Exception:
@@ -72,22 +71,51 @@ class Frame:
         for op in doc["ops"]:
             if not isinstance(op, dict) or op.get("k") not in OP_KINDS or op.get("o") not in OP_NAMES:
                 raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: unknown op")
-        return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"], payload)
+        return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"])
 
 
 def encode_payload(generation: int, timestamp: int, author: str | None, via: str | None,
                    ops: list[dict[str, Any]]) -> bytes:
+    # "g" first: a reader that only needs the generation finds it in the payload's first bytes
     return msgpack.packb({"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops},
                          use_bin_type=True)
+
+
+_G_PREFIX = b"\x85\xa1g"  # a five-key map whose first key is "g", as encode_payload writes it
+_uint = {0xcc: struct.Struct(">B"), 0xcd: struct.Struct(">H"), 0xce: struct.Struct(">I"), 0xcf: struct.Struct(">Q")}
+
+
+def peek_generation(data: bytes, start: int, end: int) -> int | None:
+    """The generation of the payload ``data[start:end]`` read from its first bytes, without decoding it;
+    None when the payload is not laid out as ``encode_payload`` writes it (the caller decodes it whole)."""
+    if end - start < 4 or data[start:start + 3] != _G_PREFIX:
+        return None
+    tag = data[start + 3]
+    if tag < 0x80:
+        return tag
+    unpack = _uint.get(tag)
+    if unpack is None or start + 4 + unpack.size > end:
+        return None
+    return unpack.unpack_from(data, start + 4)[0]
 
 
 def _refuse(reason: str, segment: str, detail: str) -> Exception:
     return R.FactLogRefusedError(f"fact log refused ({reason}): log/{segment}: {detail}", reason=reason)
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where a read of the log stopped: after the last whole frame of the last segment read."""
+
+    first: int          # the segment's first generation (its name)
+    offset: int         # the byte after the last whole frame
+    generation: int     # the last generation read (first - 1 if none)
+
+
 @dataclass
 class Scan:
-    """What reading the log found: the frames past a generation, and where the tail stands."""
+    """What reading the log found: the frames past a generation, where the tail stands, and what the
+    reading cost (bytes read from disk, checksummed, decoded, and looked at for a zero-filled tail)."""
 
     frames: list[Frame] = field(default_factory=list)
     last_generation: int = 0
@@ -95,6 +123,16 @@ class Scan:
     good_end: int = 0          # offset in the last segment after its last whole frame
     torn_bytes: int = 0        # bytes past good_end that had not landed
     segments: int = 0
+    read: int = 0
+    checked: int = 0
+    decoded: int = 0
+    zero_tested: int = 0
+
+    @property
+    def position(self) -> Position | None:
+        if self.last_segment is None:
+            return None
+        return Position(int(self.last_segment.name[:-4]), self.good_end, self.last_generation)
 
 
 def _segments(log_dir: Path) -> list[tuple[int, Path]]:
@@ -107,21 +145,40 @@ def _segments(log_dir: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def scan(log_dir: Path, after: int) -> Scan:
+def scan(log_dir: Path, after: int, resume: Position | None = None) -> Scan:
     """Read every frame with a generation above ``after``, checking the laws of the format.
 
-    Sealed segments wholly at or below ``after`` are not read (``verify`` reads them).
+    Sealed segments wholly at or below ``after`` are not read (``verify`` reads them); frames at or
+    below ``after`` are checked (checksum, generation order) but not decoded. ``resume`` starts the
+    read where an earlier scan of the same log stopped, so only what was appended since is read.
     """
+    result = Scan()
+    result.frames = list(frames(log_dir, after, result, resume=resume))
+    return result
+
+
+def frames(log_dir: Path, after: int, tail: Scan | None = None, *, resume: Position | None = None,
+           decode_all: bool = False) -> Iterator[Frame]:
+    """The frames above ``after``, one at a time, in generation order; when the iteration runs to the
+    end, ``tail`` says where the log stands. A consumer may stop early (``changes`` stops at its head)."""
+    tail = Scan() if tail is None else tail
     segs = _segments(log_dir)
-    result = Scan(segments=len(segs))
+    tail.segments = len(segs)
     if not segs:
         raise _refuse("missing-segment", "", "the log holds no segment")
     start = 0
-    for i, (first, _) in enumerate(segs):
-        if first <= after + 1:
-            start = i
+    if resume is not None:
+        after = max(after, resume.generation)
+        found = [i for i, (first, _) in enumerate(segs) if first == resume.first]
+        if not found:
+            raise _refuse("missing-segment", segment_name(resume.first), "a segment read before is gone")
+        start = found[0]
+    else:
+        for i, (first, _) in enumerate(segs):
+            if first <= after + 1:
+                start = i
     expected = segs[start][0]
-    if expected > after + 1:
+    if resume is None and expected > after + 1:
         raise _refuse("missing-segment", segs[start][1].name, f"generation {after + 1} is in no segment")
     for i in range(start, len(segs)):
         first, path = segs[i]
@@ -129,61 +186,102 @@ def scan(log_dir: Path, after: int) -> Scan:
         if first != expected:
             reason = "missing-segment" if first > expected else "segment-order"
             raise _refuse(reason, path.name, f"expected a segment starting at generation {expected}")
-        last = _read_segment(path, first, sealed, after, result)
+        resuming = resume is not None and first == resume.first and resume.offset >= HEADER_SIZE
+        at = (resume.offset, resume.generation) if resuming else None
+        last = yield from _read_segment(path, first, sealed, after, tail, at, decode_all)
         expected = last + 1
-    result.last_generation = expected - 1
-    return result
+    tail.last_generation = expected - 1
 
 
-def _read_segment(path: Path, first: int, sealed: bool, after: int, result: Scan) -> int:
-    """Read one segment into ``result``; answer the last generation it holds (first - 1 if none)."""
-    data = path.read_bytes()
-    name = path.name
-    generation = first - 1
-    if len(data) < HEADER_SIZE:
-        if sealed:
-            raise _refuse("torn-sealed-segment", name, "header cut short")
-        result.last_segment, result.good_end, result.torn_bytes = path, 0, len(data)
-        return generation
-    magic, version, crc = _header.unpack_from(data, 0)
-    if magic != MAGIC or zlib.crc32(data[:12]) != crc:
-        raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name, "bad segment header")
-    if version != VERSION:
-        raise _refuse("segment-version", name, f"segment version {version}")
-    pos, end = HEADER_SIZE, len(data)
+_ZERO_CHUNK = bytes(1 << 16)
+
+
+def _zero_tail(view: memoryview, pos: int, tail: Scan) -> bool:
+    """Whether every byte from ``pos`` to the end is zero: looked at once, a bounded chunk at a time."""
+    end = len(view)
     while pos < end:
-        if not sealed and not any(data[pos:]):  # a zero-filled tail never landed
-            break
+        n = min(len(_ZERO_CHUNK), end - pos)
+        tail.zero_tested += n
+        if view[pos:pos + n] != _ZERO_CHUNK[:n]:
+            return False
+        pos += n
+    return True
+
+
+def _read_segment(path: Path, first: int, sealed: bool, after: int, tail: Scan,
+                  at: tuple[int, int] | None, decode_all: bool) -> Iterator[Frame]:
+    """Read one segment, yielding its frames above ``after``; answer the last generation it holds
+    (first - 1 if none). ``at`` (offset, generation) starts the read past frames already read."""
+    name = path.name
+    if at is None:
+        data = path.read_bytes()
+        base, generation = 0, first - 1
+    else:
+        base, generation = at
+        with open(path, "rb") as f:
+            f.seek(base)
+            data = f.read()
+    tail.read += len(data)
+    view = memoryview(data)
+    end = base + len(data)  # offsets below are the segment's; data holds [base, end)
+    if at is None:
+        if len(data) < HEADER_SIZE:
+            if sealed:
+                raise _refuse("torn-sealed-segment", name, "header cut short")
+            tail.last_segment, tail.good_end, tail.torn_bytes = path, 0, len(data)
+            return generation
+        magic, version, crc = _header.unpack_from(data, 0)
+        if magic != MAGIC or zlib.crc32(view[:12]) != crc:
+            raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name, "bad segment header")
+        if version != VERSION:
+            raise _refuse("segment-version", name, f"segment version {version}")
+        pos = HEADER_SIZE
+    else:
+        pos = base
+    unpack_header, crc32 = _frame_header.unpack_from, zlib.crc32
+    while pos < end:
         if end - pos < FRAME_HEADER_SIZE:
             if sealed:
                 raise _refuse("torn-sealed-segment", name, f"frame header cut short at offset {pos}")
             break
-        length, crc = _frame_header.unpack_from(data, pos)
-        body_start = pos + FRAME_HEADER_SIZE
-        if body_start + length > end:
+        length, crc = unpack_header(data, pos - base)
+        if length == 0 and not sealed and _zero_tail(view, pos - base, tail):
+            break  # a zero-filled tail never landed
+        body = pos - base + FRAME_HEADER_SIZE
+        if pos + FRAME_HEADER_SIZE + length > end:
             if sealed:
                 raise _refuse("torn-sealed-segment", name, f"frame cut short at offset {pos}")
             break
-        payload = data[body_start:body_start + length]
-        if zlib.crc32(payload) != crc or length == 0:
+        payload = view[body:body + length]
+        tail.checked += length
+        if length == 0 or crc32(payload) != crc:
             raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name,
                           f"frame checksum mismatch at offset {pos}")
-        frame = Frame.decode(payload, name)
-        if frame.generation != generation + 1:
+        peeked = None if decode_all else peek_generation(data, body, body + length)
+        if peeked is not None and peeked <= after:
+            frame_generation, frame = peeked, None
+        else:
+            tail.decoded += length
+            frame = Frame.decode(payload, name)
+            frame_generation = frame.generation
+        if frame_generation != generation + 1:
             raise _refuse("frame-order", name,
-                          f"frame at offset {pos} has generation {frame.generation}, expected {generation + 1}")
-        generation = frame.generation
-        if generation > after:
-            result.frames.append(frame)
-        pos = body_start + length
+                          f"frame at offset {pos} has generation {frame_generation}, expected {generation + 1}")
+        generation = frame_generation
+        pos += FRAME_HEADER_SIZE + length
+        if frame is not None and generation > after:
+            yield frame
     if not sealed:
-        result.last_segment, result.good_end, result.torn_bytes = path, pos, end - pos
+        tail.last_segment, tail.good_end, tail.torn_bytes = path, pos, end - pos
     return generation
 
 
 def verify(log_dir: Path) -> int:
-    """Read every segment whole, checking every frame; answer the last generation."""
-    return scan(log_dir, 0).last_generation
+    """Read every segment whole, checking and decoding every frame; answer the last generation."""
+    tail = Scan()
+    for _ in frames(log_dir, 0, tail, decode_all=True):
+        pass
+    return tail.last_generation
 
 
 class LogWriter:

@@ -145,7 +145,7 @@ def history(brain: "Brain", id_text: str, args: dict[str, Any] | None = None,
 def _touched(brain: "Brain", after: int, upto: int) -> list[tuple[str, str]]:
     """(kind, id) of every row an op touched in generations (after, upto], read from the fact log."""
     seen: set[tuple[str, str]] = set()
-    for frame in log_.scan(brain.path / "log", after).frames:
+    for frame in log_.frames(brain.path / "log", after):
         if frame.generation > upto:
             break
         for op in frame.ops:
@@ -301,7 +301,7 @@ def _frame(view: View, generation: int, index: int, op: dict[str, Any]) -> dict[
 
 def iter_changes(brain: "Brain", since: int, upto: int) -> Iterator[list[dict[str, Any]]]:
     """The commits after ``since`` up to ``upto``, each as its list of change frames (one per op, in order)."""
-    for frame in log_.scan(brain.path / "log", since).frames:
+    for frame in log_.frames(brain.path / "log", since):
         if frame.generation > upto:
             return
         view = brain.view(frame.generation)

@@ -123,7 +123,9 @@ class Pool:
             return self._claim(entry, force=False)
 
     def _claim(self, entry: Entry, force: bool) -> Brain:
-        opened = Brain.open(entry.path, name=entry.name, force=force, **self._options)
+        # a reader already open lends what it read, so the claim reads only the log written since
+        reader = entry.handle if entry.handle is not None and entry.handle.role != "writer" else None
+        opened = Brain.open(entry.path, name=entry.name, force=force, reader=reader, **self._options)
         if opened.role != "writer":
             holder = opened.claim.holder if opened.claim else {}
             if entry.handle is None:

@@ -1,0 +1,207 @@
+"""Opening a store reads its log in time linear in the log's size.
+
+Counted in bytes, not timed: what the open read from disk, checksummed, decoded as MessagePack and
+looked at for a zero-filled tail, against what the segment holds. Each byte is read and checked
+once; only frames above the flushed generation are decoded; a zero-filled tail is looked at once.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import msgpack
+import pytest
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.engine import log as log_
+
+from helpers import new_store, segments
+
+FRAMES = 20_000
+
+
+def _commit_many(brain: Brain, n: int, start: int = 0) -> None:
+    """``n`` single-row commits through the real commit path, fsynced 500 at a time (so the test is quick)."""
+    seq = gen = 0
+    for i in range(start, start + n):
+        answer, seq = brain._commit("add", {"type": "thing", "id": f"k{i}", "data": f"row {i}"}, None, None)
+        gen = answer["generation"]
+        if i % 500 == 0:
+            brain._durable_at(seq, gen)
+    brain._durable_at(seq, gen)
+
+
+def _crash(brain: Brain) -> None:
+    brain._stopping = True
+    brain._wake.set()
+    brain._maint.join()
+    brain._log.close()
+    brain._lease.abandon()  # as a kill leaves it: no flush, no close record
+
+
+def _payloads(segment) -> list[tuple[int, int]]:
+    """(generation, payload length) of every frame of a segment, read independently of the engine."""
+    data = segment.read_bytes()
+    pos, out = log_.HEADER_SIZE, []
+    while pos + 8 <= len(data):
+        length = struct.unpack_from("<I", data, pos)[0]
+        if length == 0:
+            break
+        out.append((msgpack.unpackb(data[pos + 8:pos + 8 + length])["g"], length))
+        pos += 8 + length
+    return out
+
+
+def _big_crashed_store(tmp_path):
+    """A store of 20,000 commits in one unsealed segment; the tables cover all but the last 3,000."""
+    path = new_store(tmp_path)
+    brain = Brain.open(path, flush_bytes=1 << 40)
+    _commit_many(brain, FRAMES - 3000)
+    brain.flush()
+    _commit_many(brain, 3000, start=FRAMES - 3000)
+    _crash(brain)
+    return path
+
+
+def test_open_reads_checks_and_decodes_each_byte_once(tmp_path):
+    path = _big_crashed_store(tmp_path)
+    (segment,) = segments(path)
+    size = segment.stat().st_size
+    frames = _payloads(segment)
+    assert len(frames) == FRAMES
+    brain = Brain.attach(path)
+    try:
+        flushed = brain._flushed
+        assert flushed == FRAMES - 3000 and brain.head == FRAMES
+        cost = brain.log_read
+        assert cost.read == size
+        assert cost.checked == sum(n for _, n in frames)  # every payload checksummed, once
+        assert cost.decoded == sum(n for g, n in frames if g > flushed)  # only the replayed ones decoded
+        assert cost.zero_tested == 0
+        assert brain.recovery == {"replayedGenerations": 3000}
+        assert brain.get("k0")["entity"]["data"] == "row 0"
+        assert brain.get(f"k{FRAMES - 1}")["entity"]["data"] == f"row {FRAMES - 1}"
+        assert brain.counts()["entities"] == FRAMES
+    finally:
+        brain.close()
+
+
+def test_a_zero_filled_tail_is_looked_at_once(tmp_path):
+    """A preallocated tail of a megabyte after tens of thousands of frames: each zero byte looked at once."""
+    path = _big_crashed_store(tmp_path)
+    (segment,) = segments(path)
+    with open(segment, "ab") as f:
+        f.write(bytes(1 << 20))
+    brain = Brain.attach(path)
+    try:
+        assert brain.head == FRAMES
+        assert brain.log_read.zero_tested == 1 << 20
+        assert any(w["code"] == "torn-tail" for w in brain.warnings)
+    finally:
+        brain.close()
+
+
+def test_frames_the_tables_cover_are_checked_and_verify_decodes_them(tmp_path):
+    """An open checks a frame the tables already cover (its checksum, its generation) without decoding it;
+    verify decodes every frame, so a well-checksummed frame with an unknown op there is still refused."""
+    path = new_store(tmp_path)
+    brain = Brain.open(path)
+    _commit_many(brain, 3)
+    brain.close()  # flushed: the tables cover generations 1..3
+    (segment,) = segments(path)
+    data = segment.read_bytes()
+    pos, parts = log_.HEADER_SIZE, [data[:log_.HEADER_SIZE]]
+    while pos < len(data):
+        length = struct.unpack_from("<I", data, pos)[0]
+        frame = data[pos:pos + 8 + length]
+        if msgpack.unpackb(frame[8:])["g"] == 2:
+            frame = log_.encode_frame(log_.encode_payload(2, 1, None, None, [{"k": "z", "o": "put"}]))
+        parts.append(frame)
+        pos += 8 + length
+    segment.write_bytes(b"".join(parts))
+    brain = Brain.open(path)
+    try:
+        assert brain.head == 3 and brain.log_read.decoded == 0
+        with pytest.raises(R.FactLogRefusedError) as exc:
+            brain.verify()
+        assert exc.value.reason == "unknown-record-type"
+    finally:
+        brain.close()
+
+
+def test_a_writer_claimed_after_an_attach_reads_only_what_came_since(tmp_path):
+    """The reader's memtable and place in the log seed the writer: the claim reads the 500 frames the
+    crashed writer added after the attach, not the 20,000 before, and serves the same store as a fresh open."""
+    path = new_store(tmp_path)
+    first = Brain.open(path, flush_bytes=1 << 40)
+    _commit_many(first, FRAMES)
+    reader = Brain.attach(path)
+    assert reader.head == FRAMES
+    _commit_many(first, 500, start=FRAMES)
+    _crash(first)
+    (segment,) = segments(path)
+    added = sum(n for g, n in _payloads(segment) if g > FRAMES)
+    writer = Brain.open(path, reader=reader)
+    try:
+        assert writer.role == "writer" and writer.head == FRAMES + 500
+        assert writer.log_read.read == added + 8 * 500
+        assert writer.log_read.decoded == added
+        assert writer.recovery == {"replayedGenerations": FRAMES + 500}
+        assert reader.head == FRAMES and reader.get(f"k{FRAMES}")["entity"] is None  # the reader stays put
+        reader.close()
+        writer.add({"type": "thing", "id": "after-claim"})
+        counts = writer.counts()
+        assert counts["entities"] == FRAMES + 501
+        got = [writer.get(f"k{i}")["entity"]["data"] for i in (0, FRAMES - 1, FRAMES, FRAMES + 499)]
+        assert got == ["row 0", f"row {FRAMES - 1}", f"row {FRAMES}", f"row {FRAMES + 499}"]
+    finally:
+        writer.close()
+    fresh = Brain.attach(path)
+    try:
+        assert fresh.head == FRAMES + 501 and fresh.counts() == counts
+        assert fresh.get("after-claim")["entity"]["generation"] == FRAMES + 501
+    finally:
+        fresh.close()
+
+
+def test_a_reader_whose_tables_moved_on_lends_nothing(tmp_path):
+    """When the writer flushed after the attach, the tables the reader read from are not the store's: the
+    claim reads the log from the new flushed generation, as a fresh open does."""
+    path = new_store(tmp_path)
+    first = Brain.open(path, flush_bytes=1 << 40)
+    _commit_many(first, 300)
+    reader = Brain.attach(path)
+    _commit_many(first, 200, start=300)
+    first.close()  # flushes: the MANIFEST now covers all 500
+    writer = Brain.open(path, reader=reader)
+    try:
+        assert writer.head == 500 and writer.recovery == {"replayedGenerations": 0}
+        assert writer.counts()["entities"] == 500
+        assert writer.log_read.decoded == 0  # every frame is in the tables: checked, none decoded
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_torn_tail_seen_by_the_reader_is_cut_by_the_writer_it_seeds(tmp_path):
+    """A reader that stopped before a torn tail hands its place to the writer, which cuts the tail away."""
+    path = new_store(tmp_path)
+    first = Brain.open(path)
+    _commit_many(first, 40)
+    _crash(first)
+    (segment,) = segments(path)
+    whole = segment.stat().st_size
+    with open(segment, "ab") as f:
+        f.write(log_.encode_frame(b"\x85\xa1g" + b"x" * 40)[:30])  # a frame cut short
+    reader = Brain.attach(path)
+    assert reader.head == 40 and any(w["code"] == "torn-tail" for w in reader.warnings)
+    writer = Brain.open(path, reader=reader)
+    try:
+        assert segment.stat().st_size == whole
+        writer.add({"type": "thing", "id": "next"})
+        assert writer.head == 41
+    finally:
+        writer.close()
+        reader.close()
+    assert Brain.attach(path).get("next")["entity"]["generation"] == 41
