@@ -162,8 +162,8 @@ def fixtures(store: Path) -> dict[str, Any]:
     brain = Brain.attach(store)
     try:
         started = time.perf_counter()
-        with brain._state_lock:
-            proj = brain.projections()
+        with brain.at().projections() as proj:
+            pass
         built = time.perf_counter() - started
         q = Q.Query(FIND2)
         lists = [proj.posting("type", "document"), proj.posting("visibility", "public"),
@@ -206,8 +206,8 @@ def brain() -> Brain:
     if "brain" not in _cache:
         b = Brain.attach(_store() / "store")
         atexit.register(b.close)
-        with b._state_lock:
-            b.projections()
+        with b.at().projections():
+            pass
         _cache["brain"] = b
     return _cache["brain"]
 
@@ -378,8 +378,8 @@ def profile_find(b: Brain, name: str, args: dict[str, Any], runs: int, top: int)
 def profiles(store: Path, text: str) -> None:
     b = Brain.attach(store)
     try:
-        with b._state_lock:
-            b.projections()
+        with b.at().projections():
+            pass
         profile_find(b, "find.page[1000]", PAGE, runs=30, top=20)
         profile_find(b, "find.two-predicates", FIND2, runs=300, top=10)
         profile_find(b, "find.text", {"query": text, "limit": 10}, runs=30, top=10)

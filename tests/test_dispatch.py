@@ -53,10 +53,29 @@ def run(dispatcher, principal, door, brain="main", id=None, document=None):
     return asyncio.run(dispatcher.dispatch(principal, door, brain, id, document))
 
 
-def test_every_native_door_has_one_engine_call():
-    """The engine table and the contract's native doors are the same set, in both directions."""
-    assert set(X.ENGINE) == {d.name for d in D.DOORS if d.native}
+def test_every_native_door_has_one_registered_function():
+    """The door registry and the contract's native doors are the same set, in both directions."""
+    assert set(X.REGISTERED) == {d.name for d in D.DOORS if d.native}
     assert set(X.TABLE) == {d.name for d in D.DOORS}
+
+
+def test_the_registry_refuses_a_contract_it_does_not_match(monkeypatch):
+    """A native door without a function, a function without a native door, and a function of the wrong
+    shape each fail the join by name."""
+    from brainy.engine import registry
+
+    def join_with(doors, extra=None):
+        monkeypatch.setattr(registry, "REGISTERED", dict(X.REGISTERED, **(extra or {})))
+        with pytest.raises(RuntimeError) as exc:
+            registry.join(doors)
+        return str(exc.value)
+
+    unregistered = dataclasses.replace(D.BY_NAME["similar"], disposition="native", release=None)
+    assert "without a function ['similar']" in join_with(D.DOORS + (unregistered,))
+    stray = registry.Registered("nobody", registry.READ, lambda *a: {})
+    assert "not native doors ['nobody']" in join_with(D.DOORS, {"nobody": stray})
+    as_read = registry.Registered("add", registry.READ, lambda *a: {})
+    assert "wrong shape ['add']" in join_with(D.DOORS, {"add": as_read})
 
 
 def test_every_door_answers_or_refuses_by_name(served):
@@ -166,7 +185,8 @@ def test_unknown_doors_and_bad_names_refuse_by_name(served):
 def test_an_unexpected_fault_is_an_internal_error_with_a_ref(served, monkeypatch, caplog):
     """A fault inside a door answers InternalError carrying a ref that names the logged traceback."""
     dispatcher, _ = served
-    monkeypatch.setitem(X.ENGINE, "counts", lambda *a: 1 / 0)
+    from brainy.engine import registry
+    monkeypatch.setitem(X.REGISTERED, "counts", registry.Registered("counts", registry.READ, lambda *a: 1 / 0))
     out = run(dispatcher, PERSON, "counts")
     assert out.refusal.name == "InternalError" and out.status == 500
     assert out.refusal.ref in caplog.text and "ZeroDivisionError" in caplog.text

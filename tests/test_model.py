@@ -364,7 +364,7 @@ class Model:
 def relation_rows(brain: Brain, generation: int) -> dict[str, dict[str, Any]]:
     """Every live relation row at ``generation``, by id, straight from the ``r`` keys."""
     out = {}
-    for key, value in brain._scan(K.RELATION, b"s", generation):
+    for key, value in brain.at(generation).scan(K.RELATION, b"s"):
         row = msgpack.unpackb(value, raw=False)
         assert K.id_of(key) == row["id"]
         out[row["id"]] = row
@@ -373,7 +373,7 @@ def relation_rows(brain: Brain, generation: int) -> dict[str, dict[str, Any]]:
 
 def entity_view(brain: Brain, generation: int) -> dict[str, tuple]:
     out = {}
-    for key, value in brain._scan(K.ENTITY, b"f", generation):
+    for key, value in brain.at(generation).scan(K.ENTITY, b"f"):
         e = msgpack.unpackb(value, raw=False)
         out[K.id_of(key)] = (e["type"], e["metadata"], e["visibility"], e["hasVector"], e["generation"])
     return out
@@ -675,7 +675,7 @@ class BrainMachine(RuleBasedStateMachine):
         assert self.brain.generation(g)["generation"] == g
         assert entity_view(self.brain, g) == ents, g
         for key in KEYS:   # a point read too, which walks a table's blocks rather than scanning them
-            raw = self.brain._lookup(K.entity_key(IDS[key]), g)
+            raw = self.brain.at(g).lookup(K.entity_key(IDS[key]))
             e = msgpack.unpackb(raw, raw=False) if raw else None
             assert (e and (e["type"], e["metadata"], e["visibility"], e["hasVector"], e["generation"])) == ents.get(
                 IDS[key]), (g, key)
@@ -750,8 +750,8 @@ class BrainMachine(RuleBasedStateMachine):
                 adjacency.add((K.adjacency_key(r["from"], rid), K.OUT))
                 adjacency.add((K.adjacency_key(r["to"], rid), K.IN))
             identity[K.identity_key(r["from"], r["to"], r["type"], r.get("subtype"))] = rid
-        assert {(k, msgpack.unpackb(v)) for k, v in self.brain._scan(K.ADJACENCY, b"b", head)} == adjacency
-        assert {k: msgpack.unpackb(v) for k, v in self.brain._scan(K.IDENTITY, b"r", head)} == identity
+        assert {(k, msgpack.unpackb(v)) for k, v in self.brain.at(head).scan(K.ADJACENCY, b"b")} == adjacency
+        assert {k: msgpack.unpackb(v) for k, v in self.brain.at(head).scan(K.IDENTITY, b"r")} == identity
         assert set(entity_view(self.brain, head)) == set(self.model.entities)
 
     @invariant()

@@ -46,7 +46,7 @@ def _expected(brain: Brain, query: dict) -> list[dict]:
     tiers = query.get("visibility", "public")
     tiers = ["public", "internal", "system"] if tiers == "all" else [tiers]
     kinds = query.get("type")
-    rows = [r for r in brain.view().entities()
+    rows = [r for r in brain.at().entities()
             if (kinds is None or r["type"] in ([kinds] if isinstance(kinds, str) else kinds))
             and r.get("visibility", "public") in tiers and where.matches(r)]
     rows.sort(key=lambda r: r["denseInt"])
@@ -238,7 +238,7 @@ def test_projections_persist_with_their_stamp_and_catch_up_from_the_log(tmp_path
 
     brain = Brain.open(path)
     assert len(_find_all(brain, {"m": 1})) == 7 and brain.projections_from == "snapshot at 30"
-    expected = sorted(r["id"] for r in brain.view().entities() if r["metadata"]["m"] == 2)
+    expected = sorted(r["id"] for r in brain.at().entities() if r["metadata"]["m"] == 2)
     assert sorted(_find_all(brain, {"m": 2})) == expected
     brain.close()
 

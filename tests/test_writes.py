@@ -209,7 +209,7 @@ def test_transact_is_atomic_and_ops_see_each_other(brain):
         assert exc.fields["error"]["reason"] == reason
     exc = refused(brain, R.TransactionAbortedError, "transact",
                   {"ops": [{"door": "add", "args": {"type": "thing", "id": "z"}},
-                           {"door": "relate", "args": {"from": "z", "to": "nobody"}}]}, index=1)
+                           {"door": "relate", "args": {"from": "z", "to": "nobody", "type": "relatedTo"}}]}, index=1)
     assert exc.fields["error"]["name"] == "EntityNotFoundError"
     assert brain.get("z")["entity"] is None
 

@@ -68,11 +68,12 @@ _DOOR_FIELDS = frozenset(
     {"name", "layer", "kind", "access", "signature", "summary", "when", "http", "params",
      "sets", "refusals", "disposition"}
 )
-_DOOR_OPTIONAL = frozenset({"destructive", "rung"})
+_DOOR_OPTIONAL = frozenset({"destructive", "rung", "pinnable"})
 _SERVER_FIELDS = frozenset(
     {"name", "layer", "who", "summary", "when", "answer", "http", "sets", "refusals", "disposition"}
 )
 _PARAM_FIELDS = frozenset({"name", "type", "required", "in"})
+_PARAM_OPTIONAL = frozenset({"default"})
 _TOP_FIELDS = frozenset({"contractVersion", "refusalSets", "doors", "serverDoors", "refusals"})
 _SET_FIELDS = frozenset({"appliesTo", "names"})
 _SET_OPTIONAL = frozenset({"notOnLayers"})
@@ -101,10 +102,14 @@ class Param:
     type: str
     required: bool
     location: str  # "path" | "query" | "body" ("in" in the JSON; ``in`` is a Python keyword)
+    default: Any = None  # what an optional argument left out means (None: the door says it in prose)
 
     def to_entry(self) -> dict[str, Any]:
         """The contract's JSON form of this parameter."""
-        return {"name": self.name, "type": self.type, "required": self.required, "in": self.location}
+        entry = {"name": self.name, "type": self.type, "required": self.required, "in": self.location}
+        if self.default is not None:
+            entry["default"] = self.default
+        return entry
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ class Door:
     instead: str | None = None  # for inProcessOnly
     destructive: bool = False
     rung: str | None = None
+    pinnable: bool = False  # a read asOf may run at a past generation (DOORS.md 6)
 
     @property
     def short(self) -> str:
@@ -192,6 +198,8 @@ class Door:
             entry["rung"] = self.rung
         if self.destructive:
             entry["destructive"] = True
+        if self.pinnable:
+            entry["pinnable"] = True
         entry.update({
             "signature": self.signature,
             "summary": self.summary,
@@ -421,7 +429,7 @@ def _params(value: Any, where: str, method: str, path: str) -> tuple[Param, ...]
         pwhere = f"{where} params[{index}]"
         if not isinstance(entry, dict):
             raise _fail(pwhere, "must be an object")
-        _keys(entry, pwhere, _PARAM_FIELDS)
+        _keys(entry, pwhere, _PARAM_FIELDS, _PARAM_OPTIONAL)
         name = _str(entry["name"], pwhere, "name")
         if not _PARAM_NAME.match(name):
             raise _fail(pwhere, f"name {name!r} is not a plain identifier")
@@ -429,7 +437,10 @@ def _params(value: Any, where: str, method: str, path: str) -> tuple[Param, ...]
             raise _fail(pwhere, f"required must be true or false, not {entry['required']!r}")
         if entry["in"] not in LOCATIONS:
             raise _fail(pwhere, f"in must be one of {list(LOCATIONS)}, not {entry['in']!r}")
-        params.append(Param(name, _str(entry["type"], pwhere, "type"), entry["required"], entry["in"]))
+        if "default" in entry and (entry["required"] or entry["default"] is None):
+            raise _fail(pwhere, "only an optional argument has a default, and it is not null")
+        params.append(Param(name, _str(entry["type"], pwhere, "type"), entry["required"], entry["in"],
+                            entry.get("default")))
     names = [p.name for p in params]
     if len(set(names)) != len(names):
         raise _fail(where, f"params name an argument twice: {names}")
@@ -516,6 +527,11 @@ def _door(index: int, entry: Any, refusal_names: set[str],
     rung = entry.get("rung")
     if rung is not None and rung not in RUNGS:
         raise _fail(where, f"unknown rung {rung!r} (one of {list(RUNGS)})")
+    pinnable = entry.get("pinnable", False)
+    if pinnable is not True and "pinnable" in entry:
+        raise _fail(where, f"pinnable is written only as true, not {pinnable!r}")
+    if pinnable and (kind != "read" or form == "inProcessOnly" or access == "service"):
+        raise _fail(where, "only a principal's read door that answers a document can be pinned by asOf")
     return Door(
         name=name, layer=layer, kind=kind, access=access,
         signature=_str(entry["signature"], where, "signature"),
@@ -523,6 +539,7 @@ def _door(index: int, entry: Any, refusal_names: set[str],
         when=_str(entry["when"], where, "when"),
         method=method, path=path, params=params, sets=door_sets, refusals=refusals,
         disposition=form, release=release, instead=instead, destructive=destructive, rung=rung,
+        pinnable=pinnable,
     )
 
 

@@ -15,24 +15,18 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.projections import TYPECODE, WORD, Projections
-from brainy.engine.timetravel import decode_cursor, encode_cursor
-from brainy.engine.view import View
+from brainy.engine.cursors import decode_cursor, encode_cursor
+from brainy.engine.registry import door
+from brainy.engine.snapshot import Snapshot
 from brainy.engine.where import Predicate, compile_where, kind_of
 
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
-
-FIND_ARGS = frozenset((
-    "query", "vector", "searchMode", "hybridAlpha", "fusion", "type", "subtype", "service", "where",
-    "visibility", "excludeVFS", "connected", "near", "threshold", "purpose", "rerank", "passages", "aggregate",
-    "orderBy", "order", "limit", "offset", "cursor", "explain", "includeData", "includeVector"))
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
 BM25_K1, BM25_B = 1.2, 0.75
@@ -57,10 +51,9 @@ def _string(value: Any, field: str) -> str:
 
 
 class Query:
-    """A checked FindQuery."""
+    """A checked FindQuery (its argument names and scalar types checked against the contract before)."""
 
-    def __init__(self, args: Any) -> None:
-        a = rows.check_args(args, FIND_ARGS)
+    def __init__(self, a: dict[str, Any]) -> None:
         self.args = a
         self.mode = a.get("searchMode", "auto")
         if self.mode not in MODES:
@@ -227,20 +220,20 @@ def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
 
 # -- find ------------------------------------------------------------------------------------------------
 
-def find(brain: "Brain", args: Any, view: View | None = None) -> dict[str, Any]:
+@door("find")
+def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     q = Query(args)
-    pinned = view
     if q.args.get("cursor") is not None:
         generation, position = decode_cursor(q.args["cursor"], "find", q.fingerprint())
         q.offset = position
-        if generation != brain.head:
-            pinned = brain.view(generation)
-    if pinned is not None and pinned.generation != brain.head:
-        return _find_by_rows(brain, q, pinned)
-    return _find_by_projections(brain, q)
+        if generation != snap.head:
+            snap = snap.at(generation)
+    if not snap.at_head:
+        return _find_by_rows(q, snap)
+    return _find_by_projections(q, snap)
 
 
-def _page(brain: "Brain", q: Query, view: View, ordered: list[int], rows_of: Callable[[int], dict[str, Any]],
+def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int], dict[str, Any]],
           scores: dict[int, float] | None, matched: dict[int, list[str]], total: int | None,
           cost: dict[str, int]) -> dict[str, Any]:
     window = ordered[q.offset:q.offset + q.limit]
@@ -257,7 +250,7 @@ def _page(brain: "Brain", q: Query, view: View, ordered: list[int], rows_of: Cal
         results.append(hit)
     more = q.offset + q.limit < len(ordered)
     answer: dict[str, Any] = {
-        "results": results, "brain": brain.name, "generation": view.generation,
+        "results": results, "brain": view.brain, "generation": view.generation,
         "cursor": encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit) if more else None,
         "hasMore": more, "legs": q.legs, "cost": cost}
     if total is not None:
@@ -265,9 +258,8 @@ def _page(brain: "Brain", q: Query, view: View, ordered: list[int], rows_of: Cal
     return answer
 
 
-def _find_by_projections(brain: "Brain", q: Query) -> dict[str, Any]:
-    with brain._state_lock:
-        proj = brain.projections()
+def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
+    with snap.projections() as proj:
         candidates, _ = _narrow(proj, q)
         generation = proj.stamp
         ids = proj.ids
@@ -279,7 +271,7 @@ def _find_by_projections(brain: "Brain", q: Query) -> dict[str, Any]:
         columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
         candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
-    view = brain.view(generation)
+    view = snap.at(generation)
     cache: dict[int, dict[str, Any]] = {}
     read = 0
 
@@ -302,12 +294,12 @@ def _find_by_projections(brain: "Brain", q: Query) -> dict[str, Any]:
         column = columns or {}
         kept = _sorted(kept, lambda d: (d in column, column.get(d)), id_list.__getitem__, q.descending)
     cost = {"segments": 1, "candidates": len(candidates), "rowsRead": 0}
-    answer = _page(brain, q, view, kept, row_of, scores, matched or {}, None if q.ranked else len(kept), cost)
+    answer = _page(q, view, kept, row_of, scores, matched or {}, None if q.ranked else len(kept), cost)
     cost["rowsRead"] = read
     return answer
 
 
-def _find_by_rows(brain: "Brain", q: Query, view: View) -> dict[str, Any]:
+def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     """find at a pinned past generation: every row of that generation through the same evaluator."""
     found: dict[int, dict[str, Any]] = {}
     scanned = 0
@@ -326,19 +318,15 @@ def _find_by_rows(brain: "Brain", q: Query, view: View) -> dict[str, Any]:
     elif q.order_by:
         kept = _sorted(kept, lambda d: _column_value(found[d], q.order_by), lambda d: found[d]["id"], q.descending)
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
-    return _page(brain, q, view, kept, found.__getitem__, scores, matched or {}, None if q.ranked else len(kept),
+    return _page(q, view, kept, found.__getitem__, scores, matched or {}, None if q.ranked else len(kept),
                  cost)
 
 
 # -- related ---------------------------------------------------------------------------------------------
 
-RELATED_ARGS = frozenset(("node", "from", "to", "type", "subtype", "service", "where", "visibility",
-                          "includeEntities", "limit", "offset", "cursor"))
-
-
-def related(brain: "Brain", args: Any, view: View | None = None) -> dict[str, Any]:
+@door("related")
+def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """One hop from the graph adjacency, or every relation: relation id ascending on every path."""
-    a = rows.check_args(args, RELATED_ARGS)
     anchors = [k for k in ("node", "from", "to") if a.get(k) is not None]
     if len(anchors) > 1:
         raise R.InvalidArgumentError("give at most one of node, from and to", field=anchors[1],
@@ -356,10 +344,9 @@ def related(brain: "Brain", args: Any, view: View | None = None) -> dict[str, An
     limit = rows.integer(a.get("limit", 100), "limit", 1, 1000)
     offset = rows.integer(a.get("offset", 0), "offset", 0, 10000)
     fingerprint = {k: v for k, v in a.items() if k not in ("limit", "offset", "cursor", "includeEntities")}
-    view = view or brain.view()
     if a.get("cursor") is not None:
         generation, offset = decode_cursor(a["cursor"], "related", fingerprint)
-        view = brain.view(min(generation, view.generation))
+        view = view.at(min(generation, view.generation))
     anchor_id = None
     if anchors:
         anchor_id, _ = K.resolve(a[anchors[0]], anchors[0])
@@ -385,7 +372,7 @@ def related(brain: "Brain", args: Any, view: View | None = None) -> dict[str, An
     page = kept[offset:offset + limit]
     more = offset + limit < len(kept)
     answer: dict[str, Any] = {
-        "relations": [rows.public_view(r) for r in page], "brain": brain.name, "generation": view.generation,
+        "relations": [rows.public_view(r) for r in page], "brain": view.brain, "generation": view.generation,
         "cursor": encode_cursor("related", fingerprint, view.generation, offset + limit) if more else None,
         "hasMore": more}
     if anchors and not filtered:
@@ -404,17 +391,17 @@ def related(brain: "Brain", args: Any, view: View | None = None) -> dict[str, An
 
 # -- explain and fields ------------------------------------------------------------------------------------
 
-def explain(brain: "Brain", args: Any) -> dict[str, Any]:
+@door("explain")
+def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """The plan find would run for this query, without running it: legs, indexes, estimates, order."""
-    generation = brain.head
+    generation = snap.generation
     try:
         q = Query(args)
     except R.Refusal as refusal:
         if isinstance(refusal, R.InvalidArgumentError):
             raise  # argument validation is explain's own answer
         return {"legs": [], "order": "store", "wouldRefuse": refusal.to_wire(), "generation": generation}
-    with brain._state_lock:
-        proj = brain.projections()
+    with snap.projections() as proj:
         candidates, used = _narrow(proj, q)
         generation = proj.stamp
     legs: list[dict[str, Any]] = [{"leg": "metadata", "servable": True,
@@ -431,15 +418,14 @@ def explain(brain: "Brain", args: Any) -> dict[str, Any]:
     return {"legs": legs, "order": order, "generation": generation}
 
 
-def fields(brain: "Brain", args: Any = None) -> dict[str, Any]:
+@door("fields")
+def fields(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Which metadata fields exist, how many rows hold each, of what kinds, and their common values."""
-    a = rows.check_args(args, frozenset(("type", "prefix", "values", "limit")))
     kind_filter = rows.noun(a["type"]) if a.get("type") is not None else None
     prefix = _string(a["prefix"], "prefix") if a.get("prefix") is not None else ""
     top_n = rows.integer(a.get("values", 0), "values", 0, 50)
     limit = rows.integer(a.get("limit", 200), "limit", 1, 10000)
-    with brain._state_lock:
-        proj = brain.projections()
+    with snap.projections() as proj:
         within = set(proj.posting("type", kind_filter)) if kind_filter else None
         out = []
         for path in sorted(proj.postings):

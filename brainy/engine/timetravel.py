@@ -7,51 +7,21 @@ page read, so a multi-page walk is one consistent state.
 
 from __future__ import annotations
 
-import base64
 import bisect
-import hashlib
-import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
+from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
-from brainy.engine import log as log_
-from brainy.engine import rows
-from brainy.engine.view import View
-
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
+from brainy.engine import registry, rows
+from brainy.engine.cursors import decode_cursor, encode_cursor
+from brainy.engine.registry import door
+from brainy.engine.snapshot import Snapshot
 
 OLDEST_RETAINED = 0
 MAX_PAGE = 10_000
-
-
-# -- cursors ---------------------------------------------------------------------------------------
-
-def _digest(door: str, query: dict[str, Any]) -> str:
-    text = json.dumps({k: v for k, v in query.items() if k not in ("cursor", "limit")}, sort_keys=True, default=str)
-    return hashlib.sha256(f"{door}\0{text}".encode()).hexdigest()[:16]
-
-
-def encode_cursor(door: str, query: dict[str, Any], generation: int, position: Any) -> str:
-    """An opaque cursor: the door, a digest of the query, the pinned generation and where the next page starts."""
-    payload = json.dumps({"d": door, "q": _digest(door, query), "g": generation, "p": position},
-                         separators=(",", ":"))
-    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
-
-
-def decode_cursor(text: Any, door: str, query: dict[str, Any]) -> tuple[int, Any]:
-    """``(generation, position)`` of a cursor minted by this door for this query, or CursorInvalidError."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        doc = json.loads(raw)
-        if doc["d"] == door and doc["q"] == _digest(door, query) and isinstance(doc["g"], int):
-            return doc["g"], doc["p"]
-    except (TypeError, ValueError, KeyError):
-        pass
-    raise R.CursorInvalidError("the cursor is malformed, or belongs to another door or query")
 
 
 def _limit(a: dict[str, Any], default: int, most: int = MAX_PAGE) -> int:
@@ -60,16 +30,27 @@ def _limit(a: dict[str, Any], default: int, most: int = MAX_PAGE) -> int:
 
 # -- generations and instants ------------------------------------------------------------------------
 
-def _timestamp(brain: "Brain", view: View, generation: int) -> int:
-    if generation == 0:
-        return brain.created_at
-    return view.commit(generation)["timestamp"]
-
-
-def now(brain: "Brain") -> dict[str, Any]:
-    view = brain.view()
-    return {"generation": view.generation, "timestamp": _timestamp(brain, view, view.generation),
+@door("now")
+def now(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
+    return {"generation": snap.generation, "timestamp": snap.timestamp(snap.generation),
             "oldestRetained": OLDEST_RETAINED}
+
+
+@door("generation")
+def generation(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """What one commit was: its time, its ops, who made it."""
+    if isinstance(id_, str) and id_.isdigit():  # a path segment
+        id_ = int(id_)
+    if isinstance(id_, bool) or not isinstance(id_, int):
+        raise R.InvalidArgumentError("id: a generation is a non-negative integer", field="id", reason="wrong-type")
+    n = rows.integer(id_, "id", 0)
+    head = snap.generation
+    if n > head:
+        raise R.GenerationAheadError(f"generation {n} is past the head {head}", generation=n, head=head)
+    if n == 0:
+        return {"generation": 0, "timestamp": snap.created_at, "ops": 0, "entities": 0,
+                "relations": 0, "author": None, "via": None}
+    return {"generation": n, **snap.commit(n)}
 
 
 def _instant(value: Any) -> int:
@@ -87,9 +68,9 @@ def _instant(value: Any) -> int:
                                  field="at", reason="wrong-type")
 
 
-def resolve_generation(brain: "Brain", a: dict[str, Any]) -> int:
+def resolve_generation(snap: Snapshot, a: dict[str, Any]) -> int:
     """The generation ``generation`` names, or the last one committed at or before the instant ``at``."""
-    head = brain.head
+    head = snap.generation
     if ("generation" in a) == ("at" in a):
         raise R.InvalidArgumentError("give exactly one of generation and at", field="generation",
                                      reason="ambiguous" if "at" in a else "missing")
@@ -100,7 +81,7 @@ def resolve_generation(brain: "Brain", a: dict[str, Any]) -> int:
                                          generation=generation, head=head)
         return generation
     at = _instant(a["at"])
-    view = brain.view(head)
+    view = snap
 
     class Timestamps:  # commit times never go down, so the generations bisect by time
         def __len__(self) -> int:
@@ -114,18 +95,16 @@ def resolve_generation(brain: "Brain", a: dict[str, Any]) -> int:
 
 # -- history -----------------------------------------------------------------------------------------
 
-def history(brain: "Brain", id_text: str, args: dict[str, Any] | None = None,
-            view: View | None = None) -> dict[str, Any]:
+@door("history")
+def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Every recorded version of one entity, newest first."""
-    a = rows.check_args(args, frozenset(("limit", "cursor")))
     limit = _limit(a, 50)
     id_, _ = K.resolve(id_text)
-    view = view or brain.view()
     generation, start = view.generation, 0
     if a.get("cursor") is not None:
         generation, start = decode_cursor(a["cursor"], "history", {"id": id_})
-        view = brain.view(min(generation, view.generation))
-    versions = brain._versions(K.entity_key(id_), view.generation)
+        view = view.at(min(generation, view.generation))
+    versions = view.versions(K.entity_key(id_))
     page = versions[start:start + limit]
     out = []
     for gen, raw in page:
@@ -142,10 +121,10 @@ def history(brain: "Brain", id_text: str, args: dict[str, Any] | None = None,
 
 # -- diff --------------------------------------------------------------------------------------------
 
-def _touched(brain: "Brain", after: int, upto: int) -> list[tuple[str, str]]:
+def _touched(snap: Snapshot, after: int, upto: int) -> list[tuple[str, str]]:
     """(kind, id) of every row an op touched in generations (after, upto], read from the fact log."""
     seen: set[tuple[str, str]] = set()
-    for frame in log_.frames(brain.path / "log", after):
+    for frame in snap.frames(after):
         if frame.generation > upto:
             break
         for op in frame.ops:
@@ -153,10 +132,10 @@ def _touched(brain: "Brain", after: int, upto: int) -> list[tuple[str, str]]:
     return sorted(seen)
 
 
-def diff(brain: "Brain", args: dict[str, Any]) -> dict[str, Any]:
+@door("diff")
+def diff(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """What changed between two generations, row by row (the states compared, not the path between)."""
-    a = rows.check_args(args, frozenset(("from", "to", "kinds", "detail", "limit", "cursor")))
-    head = brain.head
+    head = snap.generation
     start_gen = rows.integer(rows.need(a, "from"), "from", 0)
     end_gen = rows.integer(a.get("to", head), "to", 0)
     for name, g in (("from", start_gen), ("to", end_gen)):
@@ -175,10 +154,10 @@ def diff(brain: "Brain", args: dict[str, Any]) -> dict[str, Any]:
     position = 0
     if a.get("cursor") is not None:
         _, position = decode_cursor(a["cursor"], "diff", query)
-    before, after = brain.view(start_gen), brain.view(end_gen)
+    before, after = snap.at(start_gen), snap.at(end_gen)
     wanted = {"e" if k == "entity" else "r" for k in kinds}
     changes: list[dict[str, Any]] = []
-    touched = [t for t in _touched(brain, start_gen, end_gen) if t[0] in wanted]
+    touched = [t for t in _touched(snap, start_gen, end_gen) if t[0] in wanted]
     index = position
     while index < len(touched) and len(changes) < limit:
         kind, id_ = touched[index]
@@ -204,12 +183,9 @@ def diff(brain: "Brain", args: dict[str, Any]) -> dict[str, Any]:
 
 # -- export ------------------------------------------------------------------------------------------
 
-EXPORT_ARGS = frozenset(("include", "type", "where", "visibility", "includeVectors", "limit", "cursor"))
-
-
-def export(brain: "Brain", args: dict[str, Any] | None, view: View | None = None) -> dict[str, Any]:
+@door("export")
+def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Every entity, then every relation, of one pinned generation, a page at a time (import's shape)."""
-    a = rows.check_args(args, EXPORT_ARGS)
     include = a.get("include", ["entities", "relations"])
     if not isinstance(include, list) or any(i not in ("entities", "relations") for i in include):
         raise R.InvalidArgumentError("include: a list of entities and/or relations", field="include",
@@ -229,11 +205,10 @@ def export(brain: "Brain", args: dict[str, Any] | None, view: View | None = None
     include_vectors = rows.boolean(a.get("includeVectors", False), "includeVectors")
     limit = _limit(a, 1000)
     query = {k: v for k, v in a.items() if k not in ("limit", "cursor")}
-    view = view or brain.view()
     phase, after_key = "e", ""
     if a.get("cursor") is not None:
         generation, (phase, after_key) = decode_cursor(a["cursor"], "export", query)
-        view = brain.view(generation)
+        view = view.at(generation)
     entities: list[dict[str, Any]] = []
     relations: list[dict[str, Any]] = []
     count = 0
@@ -266,7 +241,7 @@ def export(brain: "Brain", args: dict[str, Any] | None, view: View | None = None
             "cursor": encode_cursor("export", query, view.generation, next_position) if more else None}
 
 
-def _has_more(view: View, phases: list[str], position: list[str]) -> bool:
+def _has_more(view: Snapshot, phases: list[str], position: list[str]) -> bool:
     kind, key = position
     stop = b"f" if kind == "e" else b"s"
     if next(iter(view.scan(bytes.fromhex(key) + b"\x00", stop)), None) is not None:
@@ -276,7 +251,7 @@ def _has_more(view: View, phases: list[str], position: list[str]) -> bool:
 
 # -- the change feed ---------------------------------------------------------------------------------
 
-def _frame(view: View, generation: int, index: int, op: dict[str, Any]) -> dict[str, Any]:
+def _frame(view: Snapshot, generation: int, index: int, op: dict[str, Any]) -> dict[str, Any]:
     kind = "entity" if op["k"] == "e" else "relation"
     if op["o"] == "del":
         return {"generation": generation, "index": index, "kind": kind, "op": "delete", "id": op["id"]}
@@ -299,19 +274,19 @@ def _frame(view: View, generation: int, index: int, op: dict[str, Any]) -> dict[
     return frame
 
 
-def iter_changes(brain: "Brain", since: int, upto: int) -> Iterator[list[dict[str, Any]]]:
+def iter_changes(snap: Snapshot, since: int, upto: int) -> Iterator[list[dict[str, Any]]]:
     """The commits after ``since`` up to ``upto``, each as its list of change frames (one per op, in order)."""
-    for frame in log_.frames(brain.path / "log", since):
+    for frame in snap.frames(since):
         if frame.generation > upto:
             return
-        view = brain.view(frame.generation)
+        view = snap.at(frame.generation)
         yield [_frame(view, frame.generation, i, op) for i, op in enumerate(frame.ops)]
 
 
-def changes(brain: "Brain", args: dict[str, Any] | None) -> dict[str, Any]:
+@door("changes")
+def changes(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """The change log from a generation onward, one page at a time; a page never ends inside a commit."""
-    a = rows.check_args(args, frozenset(("since", "limit")))
-    head = brain.head
+    head = snap.generation
     since = a.get("since", 0)
     if since == "head":
         since = head
@@ -324,73 +299,43 @@ def changes(brain: "Brain", args: dict[str, Any] | None) -> dict[str, Any]:
         raise R.BadQueryParameterError("limit: a positive whole number", param="limit")
     frames: list[dict[str, Any]] = []
     cursor = since
-    for commit in iter_changes(brain, since, head):
+    for commit in iter_changes(snap, since, head):
         if frames and len(frames) + len(commit) > limit:
             break
         frames.extend(commit)
         cursor = commit[0]["generation"] if commit else cursor + 1
         if len(frames) >= limit:
             break
-    return {"brain": brain.name, "head": head, "frames": frames, "cursor": cursor, "hasMore": cursor < head}
+    return {"brain": snap.brain, "head": head, "frames": frames, "cursor": cursor, "hasMore": cursor < head}
 
 
-# -- asOf --------------------------------------------------------------------------------------------
+# -- asOf ------------------------------------------------------------------------------------------
 
-def _get_as_of(brain: "Brain", view: View, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
-    a = rows.check_args(args, frozenset(("includeVector", "includeData")))
-    if id_ is None:
-        raise R.InvalidArgumentError("read.id: required for get", field="read.id", reason="missing")
-    return view.get(id_, rows.boolean(a.get("includeVector", False), "includeVector"),
-                    rows.boolean(a.get("includeData", True), "includeData"))
+@door("asOf")
+def as_of(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
+    """Run one read on the snapshot pinned at a past generation or instant; the pin lasts only this call.
 
-
-# The read doors asOf runs on a pinned view. A read door not here either refuses by name (its code has
-# not landed: NotYetNativeError, said by the caller that knows releases) or may not be pinned at all.
-AS_OF_READS: dict[str, Callable[["Brain", View, Any, dict[str, Any]], dict[str, Any]]] = {
-    "get": _get_as_of,
-    "batchGet": lambda brain, view, id_, args: view.batchGet(args),
-    "counts": lambda brain, view, id_, args: view.counts() if not rows.check_args(args, frozenset()) else {},
-    "history": lambda brain, view, id_, args: history(brain, id_, args, view),
-    "export": lambda brain, view, id_, args: export(brain, args, view),
-    "find": lambda brain, view, id_, args: _query().find(brain, args, view),
-    "related": lambda brain, view, id_, args: _query().related(brain, args, view),
-}
-
-
-def _query() -> Any:
-    from brainy.engine import query  # the query doors read time travel's cursors: import it late
-    return query
-# Reads that asOf never pins (door catalogue 6): the clock doors, the feed, the model, the mechanics.
-NOT_PINNABLE = frozenset(("now", "generation", "asOf", "diff", "changes", "embed", "embedBatch", "similarity",
-                          "health", "diagnostics", "snapshot", "warm", "stats"))
-
-
-def _not_yet(door: str) -> Exception | None:
-    """The refusal of a read door whose code has not landed, from the contract's release plan."""
-    entry = D.BY_NAME.get(door)
-    if entry is not None and entry.kind == "read" and entry.disposition == "notYetNative":
-        return R.NotYetNativeError(f"{door} arrives in {entry.release}", door=door, release=entry.release)
-    return None
-
-
-def as_of(brain: "Brain", args: dict[str, Any]) -> dict[str, Any]:
-    """Run one read on the view pinned at a past generation or instant; the pin lasts only this call."""
-    a = rows.check_args(args, frozenset(("generation", "at", "read")))
-    generation = resolve_generation(brain, a)
-    view = brain.view(generation)
-    answer: dict[str, Any] = {"generation": generation, "timestamp": _timestamp(brain, view, generation)}
+    The contract says which reads may be pinned (``pinnable``): each runs its own registered function
+    on the older snapshot, its arguments checked as its own door's are."""
+    generation = resolve_generation(snap, a)
+    view = snap.at(generation)
+    answer: dict[str, Any] = {"generation": generation, "timestamp": view.timestamp(generation)}
     read = a.get("read")
     if read is None:
         return answer
     spec = rows.check_args(read, frozenset(("door", "id", "args")), "read.")
-    door = rows.need(spec, "door", "read.")
-    run = AS_OF_READS.get(door) if isinstance(door, str) else None
-    if run is None:
-        refusal = _not_yet(door) if isinstance(door, str) and door not in NOT_PINNABLE else None
-        if refusal is not None:
-            raise refusal
-        raise R.InvalidArgumentError(f"read.door: {door!r} is not a read asOf can pin", field="read.door",
+    name = rows.need(spec, "door", "read.")
+    inner = D.BY_NAME.get(name) if isinstance(name, str) else None
+    if inner is None or not inner.pinnable:
+        raise R.InvalidArgumentError(f"read.door: {name!r} is not a read asOf can pin", field="read.door",
                                      reason="not-pinnable")
-    answer["door"] = door
-    answer["result"] = run(brain, view, spec.get("id"), spec.get("args") or {})
+    if not inner.native:
+        raise R.NotYetNativeError(f"{name} arrives in {inner.release}", door=name, release=inner.release)
+    inner_id = spec.get("id")
+    if inner_id is None and any(p.name == "id" for p in inner.path_params):
+        raise R.InvalidArgumentError(f"read.id: required for {name}", field="read.id", reason="missing")
+    run = registry.reads(name)
+    assert run is not None, f"pinnable native door {name} has no registered read"  # registry.join checks it
+    answer["door"] = name
+    answer["result"] = run.fn(view, inner_id, arguments.check(inner, spec.get("args") or {}))
     return answer

@@ -1,8 +1,9 @@
 """The write doors' rules: what each door checks and which ops it makes (door catalogue, 5.2).
 
-Each door is a function ``(txn, args, ctx) -> answer`` that validates everything
-it needs before its first op, so a refusal leaves the commit untouched; the
-brain wraps the answer with the commit's generation and timestamp.
+Each door is a registered function ``(txn, args, ctx) -> answer`` that validates everything
+it needs before its first op, so a refusal leaves the commit untouched; the commit path wraps
+the answer with the commit's generation and timestamp. ``args`` arrive checked against the
+door's declared arguments; a batch checks each item against its own door's declaration.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from brainy.contract import arguments
+from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
+from brainy.engine.registry import WRITE, door
 from brainy.engine.rows import check_args, invalid, need
-from brainy.engine.taxonomy import DEFAULT_VERB
 from brainy.engine.txn import Txn
 
 MAX_BATCH = 10_000
@@ -74,12 +77,11 @@ def _merge_metadata(old: dict[str, Any], patch: Any, merge: bool) -> dict[str, A
 
 # -- entities -----------------------------------------------------------------------------------
 
-ADD_ARGS = frozenset(("type", "data", "metadata", "id", "subtype", "service", "vector", "visibility",
-                      "confidence", "weight", "upsert"))
+Rule = Callable[[Txn, Any, Context], dict[str, Any]]
 
 
-def add(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, ADD_ARGS)
+@door("add", WRITE)
+def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     kind = rows.noun(need(a, "type"))
     if a.get("id") is not None:
         id_, key = K.resolve(a["id"])
@@ -114,12 +116,8 @@ def add(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
     return answer
 
 
-UPDATE_ARGS = frozenset(("id", "data", "metadata", "merge", "type", "subtype", "service", "vector", "visibility",
-                         "confidence", "weight", "ifGeneration"))
-
-
-def update(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, UPDATE_ARGS)
+@door("update", WRITE)
+def update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     before = _existing_entity(txn, need(a, "id"))
     merge = rows.boolean(a.get("merge", True), "merge")
     changes: dict[str, Any] = {}
@@ -152,8 +150,8 @@ def update(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
     return {"id": row["id"], "embedded": False}
 
 
-def remove(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, frozenset(("id",)))
+@door("remove", WRITE)
+def remove(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     row = _existing_entity(txn, need(a, "id"))
     touching = txn.touching(row["id"])
     for rid in touching:
@@ -163,10 +161,6 @@ def remove(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
 
 
 # -- relations ----------------------------------------------------------------------------------
-
-RELATE_ARGS = frozenset(("from", "to", "type", "subtype", "weight", "confidence", "metadata", "data", "service",
-                         "visibility", "bidirectional", "id"))
-
 
 def _relation_vector(txn: Txn, row: dict[str, Any]) -> None:
     """A relation's vector: the mean of its endpoints' when both have one and it has no data."""
@@ -178,11 +172,11 @@ def _relation_vector(txn: Txn, row: dict[str, Any]) -> None:
             row["vector"], row["hasVector"] = rows.mean_vector(a["vector"], b["vector"]), True
 
 
-def relate(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, RELATE_ARGS)
+@door("relate", WRITE)
+def relate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     source = _existing_entity(txn, need(a, "from"), "from")
     target = _existing_entity(txn, need(a, "to"), "to")
-    verb = rows.verb(a.get("type") if a.get("type") is not None else DEFAULT_VERB)
+    verb = rows.verb(a["type"])
     sub = rows.subtype(a.get("subtype"))
     fields: dict[str, Any] = {}
     if "weight" in a:
@@ -228,10 +222,6 @@ def _put_relation(txn: Txn, from_id: str, to_id: str, verb: str, sub: str | None
     return {"id": row["id"], "existed": before is not None}
 
 
-UPDATE_RELATION_ARGS = frozenset(("id", "weight", "confidence", "metadata", "merge", "subtype", "data",
-                                  "ifGeneration"))
-
-
 def _existing_relation(txn: Txn, text: Any) -> dict[str, Any]:
     rid, _ = K.resolve(text)
     row = txn.relation(rid)
@@ -240,8 +230,8 @@ def _existing_relation(txn: Txn, text: Any) -> dict[str, Any]:
     return row
 
 
-def update_relation(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, UPDATE_RELATION_ARGS)
+@door("updateRelation", WRITE)
+def update_relation(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     before = _existing_relation(txn, need(a, "id"))
     merge = rows.boolean(a.get("merge", True), "merge")
     row = dict(before)
@@ -265,8 +255,8 @@ def update_relation(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
     return {"id": row["id"]}
 
 
-def unrelate(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, frozenset(("id", "from", "to", "type", "subtype")))
+@door("unrelate", WRITE)
+def unrelate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if a.get("id") is not None:
         if any(k in a for k in ("from", "to", "type", "subtype")):
             raise invalid("id", "ambiguous", "give an id, or from, to and type; not both")
@@ -303,9 +293,13 @@ def _items(a: dict[str, Any], name: str = "items") -> list[Any]:
     return items
 
 
-def _batch(door: Callable[[Txn, Any, Context], dict[str, Any]]) -> Callable[[Txn, Any, Context], dict[str, Any]]:
-    def run(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-        a = check_args(args, frozenset(("items", "continueOnError")))
+def _nested(name: str, rule: Rule, txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
+    """One door's rule run inside a batch or a transaction, its arguments checked as its own door's are."""
+    return rule(txn, arguments.check(D.BY_NAME[name], args), ctx)
+
+
+def _batch(name: str, rule: Rule) -> Rule:
+    def run(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         items = _items(a)
         keep_going = rows.boolean(a.get("continueOnError", False), "continueOnError")
         ids: list[str] = []
@@ -313,7 +307,7 @@ def _batch(door: Callable[[Txn, Any, Context], dict[str, Any]]) -> Callable[[Txn
         for i, item in enumerate(items):
             point = txn.savepoint()
             try:
-                ids.append(door(txn, item, ctx)["id"])
+                ids.append(_nested(name, rule, txn, item, ctx)["id"])
             except R.Refusal as exc:
                 txn.rollback(point)
                 exc = _located(exc, f"items[{i}].")
@@ -322,20 +316,17 @@ def _batch(door: Callable[[Txn, Any, Context], dict[str, Any]]) -> Callable[[Txn
                                                     index=i, error=exc.to_wire()) from exc
                 failed.append({"index": i, "error": exc.to_wire()})
         return {"ids": ids, "failed": failed}
-    run.__name__ = door.__name__ + "Many"
-    return run
+    run.__name__ = name + "Many"
+    return door(name + "Many", WRITE)(run)
 
 
-add_many = _batch(add)
-update_many = _batch(update)
-relate_many = _batch(relate)
+add_many = _batch("add", add)
+update_many = _batch("update", update)
+relate_many = _batch("relate", relate)
 
 
-REMOVE_MANY_ARGS = frozenset(("ids", "type", "where", "limit", "continueOnError"))
-
-
-def remove_many(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, REMOVE_MANY_ARGS)
+@door("removeMany", WRITE)
+def remove_many(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     keep_going = rows.boolean(a.get("continueOnError", False), "continueOnError")
     if a.get("ids") is not None:
         if any(a.get(k) is not None for k in ("type", "where")):
@@ -375,24 +366,24 @@ def remove_many(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
     return {"removed": removed, "removedRelations": relations, "failed": failed}
 
 
-TX_DOORS: dict[str, Callable[[Txn, Any, Context], dict[str, Any]]] = {
+TX_DOORS: dict[str, Rule] = {
     "add": add, "update": update, "remove": remove, "relate": relate,
     "updateRelation": update_relation, "unrelate": unrelate,
 }
 
 
-def transact(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, frozenset(("ops",)))
+@door("transact", WRITE)
+def transact(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     ops = _items(a, "ops")
     results = []
     for i, op in enumerate(ops):
         try:
             spec = check_args(op, frozenset(("door", "args")), f"ops[{i}].")
-            door = TX_DOORS.get(need(spec, "door", f"ops[{i}]."))
-            if door is None:
+            rule = TX_DOORS.get(need(spec, "door", f"ops[{i}]."))
+            if rule is None:
                 raise invalid(f"ops[{i}].door", "unknown-door",
                               f"{spec['door']!r} is not one of {sorted(TX_DOORS)}")
-            results.append(door(txn, spec.get("args"), ctx))
+            results.append(_nested(spec["door"], rule, txn, spec.get("args"), ctx))
         except R.Refusal as exc:
             if isinstance(exc, R.InvalidArgumentError) and not exc.fields["field"].startswith("ops["):
                 exc = _located(exc, f"ops[{i}].args.")
@@ -401,8 +392,8 @@ def transact(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
     return {"receipt": {"ops": len(ops), "results": results}}
 
 
-def clear(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
-    a = check_args(args, frozenset(("confirm",)))
+@door("clear", WRITE)
+def clear(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if need(a, "confirm") != ctx.brain:
         raise invalid("confirm", "confirm-mismatch", "must equal the brain's name")
     relations = [K.id_of(k) for k in txn.scan(K.RELATION, b"s")]
@@ -413,9 +404,3 @@ def clear(txn: Txn, args: Any, ctx: Context) -> dict[str, Any]:
         txn.delete_entity(eid)
     return {"removedEntities": len(entities), "removedRelations": len(relations)}
 
-
-DOORS: dict[str, Callable[[Txn, Any, Context], dict[str, Any]]] = {
-    "add": add, "addMany": add_many, "update": update, "updateMany": update_many, "remove": remove,
-    "removeMany": remove_many, "relate": relate, "relateMany": relate_many, "updateRelation": update_relation,
-    "unrelate": unrelate, "transact": transact, "clear": clear,
-}

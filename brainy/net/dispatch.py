@@ -1,14 +1,17 @@
 """The one dispatcher every transport calls: ``dispatch(principal, door, brain, id, document)``.
 
 It takes the one clock of the call, asks the gate's questions in the seeds'
-order (access class, reach, ruling, token scope, then the door), resolves the
-brain, calls the engine, and answers an :class:`Outcome` carrying the answer
-or the refusal and the measured milliseconds. Transports only encode it.
+order (access class, reach, ruling, token scope, then the door), checks the
+argument document against the door's declared arguments, resolves the brain,
+calls the door's registered function, and answers an :class:`Outcome`
+carrying the answer or the refusal and the measured milliseconds. Transports
+only encode it.
 
-Which engine call a door makes is a table (``ENGINE``) joined to the contract
-at import: every native door has exactly one entry and every entry is a
-native door, so nothing outside the contract is callable and no contract door
-is silently absent.
+Which function answers a door is the registry (``brainy.engine.registry``),
+joined to the contract at import: every native door has exactly one function
+and every function is a native door's, so nothing outside the contract is
+callable and no contract door is silently absent. A read runs on the brain's
+read snapshot at its head, a write on its commit path, a host door here.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol, Union
 
+from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import Brain
+from brainy.engine import Brain, registry
+from brainy.engine.registry import HOST, door
 from brainy.net.principal import Principal
 
 log = logging.getLogger("brainy.dispatch")
@@ -78,28 +83,9 @@ def check_brain_name(name: Any) -> str:
     return name
 
 
-def _id_as_generation(id_: Any) -> int:
-    if isinstance(id_, int) and not isinstance(id_, bool):
-        return id_
-    if isinstance(id_, str) and id_.isdigit():
-        return int(id_)
-    raise R.InvalidArgumentError("id: a generation is a non-negative integer", field="id", reason="wrong-type")
-
-
-def _options(document: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
-    extra = sorted(set(document) - set(allowed))
-    if extra:
-        raise R.InvalidArgumentError(f"{extra[0]}: not an argument of this door (takes {list(allowed)})",
-                                     field=extra[0], reason="unknown-argument")
-    for name, value in document.items():
-        if not isinstance(value, bool):
-            raise R.InvalidArgumentError(f"{name}: must be true or false", field=name, reason="wrong-type")
-    return document
-
-
 @dataclass
 class Call:
-    """One door call past the gate: what an engine entry needs to answer it."""
+    """One door call past the gate: what a host door needs to answer it."""
 
     principal: Principal
     door: D.Door
@@ -108,63 +94,28 @@ class Call:
     document: dict[str, Any]
     brains: Brains
 
-    def handle(self, for_write: bool = False) -> Brain:
-        return self.brains.resolve(self.brain, for_write)
-
 
 Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
-Entry = Callable[[Call], Answer]
 
 
-def _write(door: str) -> Entry:
-    return lambda c: c.handle(True).awrite(door, c.document, caller=c.principal.caller, via=c.principal.via)
-
-
-def _no_args(c: Call) -> Call:
-    _options(c.document, ())
-    return c
-
-
+# The doors the process answers (the pool holds the brains); every other native door is the engine's.
+@door("init", HOST)
 def _init(c: Call) -> dict[str, Any]:
-    force = _options(c.document, ("force",)).get("force", False)
-    return c.brains.init(c.brain, force)
+    return c.brains.init(c.brain, c.document.get("force", False))
 
 
-# The engine call behind each native door. Joined to the contract below.
-ENGINE: dict[str, Entry] = {
-    "get": lambda c: c.handle().get(c.id, **_options(c.document, ("includeVector", "includeData"))),
-    "batchGet": lambda c: c.handle().batchGet(c.document),
-    "counts": lambda c: _no_args(c).handle().counts(),
-    "generation": lambda c: _no_args(c).handle().generation(_id_as_generation(c.id)),
-    **{door: _write(door) for door in ("add", "addMany", "update", "updateMany", "remove", "removeMany",
-                                       "relate", "relateMany", "updateRelation", "unrelate", "transact", "clear")},
-    "find": lambda c: c.handle().find(c.document),
-    "related": lambda c: c.handle().related(c.document),
-    "explain": lambda c: c.handle().explain(c.document),
-    "fields": lambda c: c.handle().fields(c.document),
-    "now": lambda c: _no_args(c).handle().now(),
-    "history": lambda c: c.handle().history(c.id, c.document),
-    "asOf": lambda c: c.handle().asOf(c.document),
-    "diff": lambda c: c.handle().diff(c.document),
-    "export": lambda c: c.handle().export(c.document),
-    "changes": lambda c: c.handle().changes(c.document),
-    "init": _init,
-    "close": lambda c: _no_args(c).brains.close(c.brain),
-    "health": lambda c: _no_args(c).brains.health(c.brain),
-}
+@door("close", HOST)
+def _close(c: Call) -> Awaitable[dict[str, Any]]:
+    return c.brains.close(c.brain)
 
 
-def _join() -> dict[str, D.Door]:
-    native = {d.name: d for d in D.DOORS if d.native}
-    missing = sorted(set(native) - set(ENGINE))
-    stray = sorted(set(ENGINE) - set(native))
-    if missing or stray:
-        raise RuntimeError(f"dispatch table and contract disagree: native doors without an engine call "
-                           f"{missing}, engine calls that are not native doors {stray}")
-    return dict(D.BY_NAME)
+@door("health", HOST)
+def _health(c: Call) -> dict[str, Any]:
+    return c.brains.health(c.brain)
 
 
-TABLE: dict[str, D.Door] = _join()
+REGISTERED = registry.join(D.DOORS)
+TABLE: dict[str, D.Door] = dict(D.BY_NAME)
 TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.path_params))
 
 
@@ -256,18 +207,24 @@ class Dispatcher:
         if "W" in door.sets and principal.caller is None:
             raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
                                                "(X-Brainy-Caller)", door=door.name)
-        if document is None:
-            document = {}
-        if not isinstance(document, dict):
+        if document is not None and not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
         if id_ is None and door.name in TAKES_ID:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         if brain is None:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
+        document = arguments.check(door, document)
+        entry = REGISTERED[door.name]
         self.brains.enter(brain)
         try:
-            result = ENGINE[door.name](Call(principal, door, brain, id_, document, self.brains))
+            if entry.runs == registry.READ:
+                result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
+            elif entry.runs == registry.WRITE:
+                result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
+                                                                 via=principal.via)
+            else:
+                result = entry.fn(Call(principal, door, brain, id_, document, self.brains))
         except BaseException:
             self.brains.leave(brain)
             raise

@@ -124,7 +124,7 @@ def query_document(door: D.Door | None, query: str) -> dict[str, Any]:
             except ValueError:
                 if "|" in kind and value in ('head',):  # e.g. since: int | "head"
                     document[name] = value
-                elif door is not None and door.name == "changes":  # the feed's own law (DOORS.md 6)
+                elif door is not None and "BadQueryParameterError" in door.refusals:  # the feed's law (DOORS.md 6)
                     raise R.BadQueryParameterError(f"{name}: must be a whole number", param=name) from None
                 else:
                     raise R.InvalidArgumentError(f"{name}: must be a number", field=name,

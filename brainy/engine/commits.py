@@ -1,0 +1,139 @@
+"""A writer's commit path: validate, append, apply, and wait for the shared fsync.
+
+Writes are serialised by one commit lock: a commit runs its door's rule against every commit
+applied before it, appends its frame, applies its keys to the memtable and only then waits
+(outside the lock) for the fsync it shares with whoever else is waiting. Reads take the durable
+generation once and read at it, so they never wait on an fsync and never see a commit that is
+not yet durable; the projection follower moves when a commit becomes durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from brainy.contract import arguments
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.engine import keys as K
+from brainy.engine import log as log_
+from brainy.engine import registry, rows
+from brainy.engine.txn import Txn
+from brainy.engine.writes import Context
+
+if TYPE_CHECKING:
+    from brainy.engine.brain import Brain
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _rule(door: str) -> Any:
+    entry = registry.REGISTERED.get(door)
+    if entry is None or entry.runs != registry.WRITE:
+        raise R.UnknownDoorError(f"{door!r} is not a write door", door=door)
+    return entry.fn
+
+
+class CommitPath:
+    """The commit half of a :class:`~brainy.engine.brain.Brain`."""
+
+    def _txn(self: "Brain", generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
+        applied, sources = self._applied, self._sources
+        return Txn(lambda key: sources.lookup(key, applied), lambda a, b: sources.scan(a, b, applied),
+                   self._next_dense, generation, timestamp, caller, via)
+
+    def _apply(self: "Brain", txn: Txn, generation: int, timestamp: int) -> None:
+        entities, relations = txn.counts
+        txn.overlay[K.commit_key(generation)] = rows.pack({
+            "timestamp": timestamp, "ops": len(txn.ops), "entities": entities, "relations": relations,
+            "author": txn.caller, "via": txn.via})
+        mem = self._mem
+        for key, value in txn.overlay.items():
+            mem.put(key, generation, value)
+        ledger = self._ledger
+        for kind, before, after in txn.moves:
+            ledger.move(kind, before, after)
+        ledger.generation, ledger.last_updated = generation, timestamp
+        self._next_dense = txn.next_dense
+        self._applied = generation
+        self._last_ts = timestamp
+        self.follower.record(generation, [(b, a) for kind, b, a in txn.moves if kind == "e"])
+
+    def _replay(self: "Brain", frame: log_.Frame) -> None:
+        txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)
+        txn.replay(frame.ops)
+        self._apply(txn, frame.generation, frame.timestamp)
+
+    def _writable(self: "Brain") -> None:
+        self._check_open()
+        if self.role != "writer":
+            holder = self.claim.holder if self.claim and self.claim.holder else {}
+            raise R.BRAINY_WRITER_LOCKED(
+                "this handle is read-only" + (f"; the writer lease is held by {holder}" if holder else
+                                              " (a read-only attach); open the store with Brain.open to write"),
+                holder=holder)
+        if self._maint_error is not None:
+            raise R.InternalError(f"background flush failed: {self._maint_error}", ref="maintenance")
+        assert self._lease is not None
+        self._lease.check_fence()
+
+    def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None) -> tuple[dict[str, Any], int]:
+        """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written)."""
+        rule = _rule(door)
+        args = arguments.check(D.BY_NAME[door], args)
+        with self._commit_lock:
+            self._writable()
+            generation = self._applied + 1
+            timestamp = max(now_ms(), self._last_ts)
+            txn = self._txn(generation, timestamp, caller, via)
+            answer = rule(txn, args, Context(self.name))
+            if not txn.ops:  # every item of a batch refused: nothing to commit
+                answer.update(generation=self._applied, timestamp=self._last_ts)
+                return answer, 0
+            payload = log_.encode_payload(generation, timestamp, caller, via, txn.ops)
+            assert self._log is not None
+            seq = self._log.append(generation, payload)
+            self._apply(txn, generation, timestamp)
+            self._ledgers[generation] = self._ledger.copy()
+            self._last_seq = seq
+            if "receipt" in answer:
+                answer["receipt"]["digest"] = hashlib.sha256(payload).hexdigest()
+            if self._mem.bytes >= self._flush_bytes:
+                self._wake.set()
+        answer.update(generation=generation, timestamp=timestamp)
+        return answer, seq
+
+    def _durable_at(self: "Brain", seq: int, generation: int) -> None:
+        assert self._log is not None
+        self._log.wait(seq)
+        with self._state_lock:
+            if generation > self._durable:
+                self._durable = generation
+                self._ledger_durable = self._ledgers[generation]
+                for g in [g for g in self._ledgers if g <= generation]:
+                    del self._ledgers[g]
+                self.follower.advance(generation, self._flushed)
+
+    def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
+              via: str | None = None) -> dict:
+        """Run the write door ``door``; returns once the commit is durable."""
+        answer, seq = self._commit(door, args, caller, via)
+        if seq:
+            self._durable_at(seq, answer["generation"])
+        return answer
+
+    async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
+                     via: str | None = None) -> dict:
+        """:meth:`write` for an event loop: the fsync is awaited on a worker thread, never on the loop."""
+        answer, seq = self._commit(door, args, caller, via)
+        if seq:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
+            await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq,
+                                                             answer["generation"])
+        return answer

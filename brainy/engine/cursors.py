@@ -1,0 +1,39 @@
+"""Paging cursors: opaque, pinned to the generation their first page read, bound to one door and query.
+
+A cursor is base64url of ``{d: door, q: digest of the query, g: generation, p: position}``. A later
+page reads at ``g``, so a multi-page walk is one consistent state; a cursor handed to another door
+or another query is ``CursorInvalidError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from brainy.contract import refusals as R
+
+
+def _digest(door: str, query: dict[str, Any]) -> str:
+    text = json.dumps({k: v for k, v in query.items() if k not in ("cursor", "limit")}, sort_keys=True, default=str)
+    return hashlib.sha256(f"{door}\0{text}".encode()).hexdigest()[:16]
+
+
+def encode_cursor(door: str, query: dict[str, Any], generation: int, position: Any) -> str:
+    """An opaque cursor: the door, a digest of the query, the pinned generation and where the next page starts."""
+    payload = json.dumps({"d": door, "q": _digest(door, query), "g": generation, "p": position},
+                         separators=(",", ":"))
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def decode_cursor(text: Any, door: str, query: dict[str, Any]) -> tuple[int, Any]:
+    """``(generation, position)`` of a cursor minted by this door for this query, or CursorInvalidError."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        doc = json.loads(raw)
+        if doc["d"] == door and doc["q"] == _digest(door, query) and isinstance(doc["g"], int):
+            return doc["g"], doc["p"]
+    except (TypeError, ValueError, KeyError):
+        pass
+    raise R.CursorInvalidError("the cursor is malformed, or belongs to another door or query")

@@ -1,0 +1,134 @@
+"""A writer's maintenance: flushing the memtable to a table, compacting the tables, the MANIFEST swap.
+
+One background thread per writer wakes when the memtable is full or the tables are many, and
+flushes or compacts. A table never holds a commit the log might lose: the flush waits for the
+fsync of the last commit it takes. Compaction merges every table into one and keeps every
+version, so every generation stays readable. Either step ends in one atomic MANIFEST swap, and
+open maps of replaced tables keep serving the readers that hold them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from typing import TYPE_CHECKING, Any, Iterator
+
+from brainy.engine.counts import Ledger
+from brainy.engine.files import write_document
+from brainy.engine.memtable import Memtable
+from brainy.engine.snapshot import Sources
+from brainy.engine.sstable import Table, write_table
+from brainy.engine.store import FORMAT, ledger_name
+
+if TYPE_CHECKING:
+    from brainy.engine.brain import Brain
+
+FLUSH_BYTES = 8 << 20
+COMPACT_AT = 5          # merge every table into one once there are this many
+
+
+class Maintenance:
+    """The flush and compaction half of a writer :class:`~brainy.engine.brain.Brain`."""
+
+    def _start_maintenance(self: "Brain") -> None:
+        self._maint = threading.Thread(target=self._maintain, name="brainy-maintenance", daemon=True)
+        self._maint.start()
+
+    def _stop_maintenance(self: "Brain") -> None:
+        if self._maint is not None:
+            self._stopping = True
+            self._wake.set()
+            self._maint.join()
+
+    def _maintain(self: "Brain") -> None:
+        while not self._stopping:
+            self._wake.wait(1.0)
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                if self._mem.bytes >= self._flush_bytes:
+                    self.flush()
+                if len(self._sources.tables) >= self._compact_at:
+                    self.compact()
+            except BaseException as exc:  # writes refuse from now on, naming this
+                self._maint_error = exc
+                return
+
+    def flush(self: "Brain") -> bool:
+        """Write the memtable out as a table now. Answers whether there was anything to write."""
+        with self._maint_lock:
+            with self._commit_lock:
+                mem = self._mem
+                if not len(mem):
+                    return False
+                generation, seq = self._applied, self._last_seq
+                ledger, next_dense, timestamp = self._ledger.copy(), self._next_dense, self._last_ts
+                self._mem = Memtable()
+                s = self._sources
+                self._sources = Sources(self._mem, (mem,) + s.frozen, s.tables)
+            assert self._log is not None
+            if seq:
+                self._durable_at(seq, generation)  # a table never holds a commit the log might lose
+            number = self._next_table
+            self._next_table += 1
+            entry = write_table(self.path / "sst" / f"{number:010d}.sst", mem.entries())
+            entry["file"] = f"sst/{number:010d}.sst"
+            table = Table(self.path / entry["file"])
+            tables = [entry] + list(self._manifest["tables"])
+            self._write_manifest(generation, timestamp, next_dense, ledger, tables)
+            with self._commit_lock:
+                s = self._sources
+                self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
+            self.follower.persist()
+            return True
+
+    def compact(self: "Brain") -> bool:
+        """Merge every table into one, keeping every version. Answers whether it merged anything."""
+        with self._maint_lock:
+            old = self._sources.tables
+            if len(old) < 2:
+                return False
+            number = self._next_table
+            self._next_table += 1
+            name = f"sst/{number:010d}.sst"
+            entry = write_table(self.path / name, _merge(old))
+            entry["file"] = name
+            table = Table(self.path / name)
+            manifest = self._manifest
+            self._write_manifest(manifest["generation"], manifest["timestamp"], manifest["nextDenseInt"],
+                                 None, [entry])
+            with self._commit_lock:
+                s = self._sources
+                self._sources = Sources(s.mem, s.frozen, (table,))
+            for t in old:  # open maps keep serving readers that still hold them
+                (t.path).unlink()
+            return True
+
+    def _write_manifest(self: "Brain", generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
+                        tables: list[dict[str, Any]]) -> None:
+        old = self._manifest
+        ledger_file = old["ledger"]
+        if ledger is not None and generation != old["generation"]:
+            ledger_file = ledger_name(generation)
+            write_document(self.path / ledger_file, ledger.to_doc())
+        manifest = {"format": FORMAT, "storeId": old["storeId"], "generation": generation, "timestamp": timestamp,
+                    "nextTable": self._next_table, "nextDenseInt": next_dense, "ledger": ledger_file,
+                    "tables": tables}
+        write_document(self.path / "MANIFEST", manifest)
+        self._manifest = manifest
+        self._flushed = generation
+        if ledger_file != old["ledger"]:
+            (self.path / old["ledger"]).unlink(missing_ok=True)
+
+
+def _merge(tables: tuple[Table, ...]) -> Iterator[tuple[bytes, int, bytes]]:
+    """Every version of every table, key ascending then generation descending.
+
+    Tables cover disjoint generation ranges, newest first, so for one key the
+    newer table's versions all come before the older table's.
+    """
+    streams = [((key, rank, -gen, gen, value) for key, gen, value in t.scan(b"", None))
+               for rank, t in enumerate(tables)]
+    for key, _, _, gen, value in heapq.merge(*streams):
+        yield key, gen, value

@@ -1,0 +1,52 @@
+"""The point reads: get, batchGet, counts (door catalogue, section 5.1).
+
+Each is a registered read: ``(snapshot, id, args) -> answer`` at the snapshot's generation, so
+``asOf`` runs the same function on a past one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brainy.engine import keys as K
+from brainy.engine import rows
+from brainy.engine.registry import door
+from brainy.engine.snapshot import Snapshot
+
+MAX_BATCH_GET = 1000
+
+
+@door("get")
+def get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """``{entity | None, generation}``: one entity by id or natural key."""
+    key, _ = K.resolve(id_)
+    row = snap.entity(key)
+    entity = (rows.public_view(row, args.get("includeVector", False), args.get("includeData", True))
+              if row else None)
+    return {"entity": entity, "generation": snap.generation}
+
+
+@door("batchGet")
+def batch_get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """``{entities, missing, generation}``: up to 1,000 entities in the order asked."""
+    ids = args["ids"]
+    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_BATCH_GET:
+        raise rows.invalid("ids", "out-of-range", f"an array of 1 to {MAX_BATCH_GET} ids")
+    include_vector = args.get("includeVector", False)
+    include_data = args.get("includeData", True)
+    entities, missing = [], []
+    for i, text in enumerate(ids):
+        key, _ = K.resolve(text, f"ids[{i}]")
+        row = snap.entity(key)
+        if row is not None:
+            entities.append(rows.public_view(row, include_vector, include_data))
+        else:
+            entities.append(None)
+            missing.append(text)
+    return {"entities": entities, "missing": missing, "generation": snap.generation}
+
+
+@door("counts")
+def counts(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The census: totals by type and relation type, public and across every tier."""
+    return snap.census()

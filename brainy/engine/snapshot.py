@@ -1,0 +1,190 @@
+"""A read snapshot: the store as one read sees it. Every read door answers from one.
+
+A snapshot is a generation and the sources as they stood when it was taken (the live memtable,
+the frozen ones, the tables), not a copy: every version is tagged with the generation that wrote
+it, so reading at ``generation`` takes, for each key, the newest version at or below it. A flush
+or compaction that swaps the sources afterwards leaves a snapshot reading what it took: a frozen
+memtable stays whole, and an unlinked table's open map keeps serving.
+
+``asOf`` is the same door run on an older snapshot (:meth:`Snapshot.at`). The projections the
+query doors plan from are reached through :meth:`Snapshot.projections`, which holds them still for
+the block that reads them; they stand at the durable head, or are built from the rows of a past
+generation.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+from brainy.contract import refusals as R
+from brainy.engine import keys as K
+from brainy.engine import log as log_
+from brainy.engine import rows
+from brainy.engine.counts import Ledger
+from brainy.engine.projections import Projections
+
+if TYPE_CHECKING:
+    from brainy.engine.brain import Brain
+    from brainy.engine.memtable import Memtable
+    from brainy.engine.sstable import Table
+
+SHAPE = {"dimensions": rows.DIMENSIONS, "metric": "cosine", "model": "all-MiniLM-L6-v2"}
+
+
+class Sources:
+    """What a read consults, newest first: the live memtable, frozen memtables, tables."""
+
+    __slots__ = ("mem", "frozen", "tables")
+
+    def __init__(self, mem: "Memtable", frozen: tuple["Memtable", ...], tables: tuple["Table", ...]) -> None:
+        self.mem, self.frozen, self.tables = mem, frozen, tables
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.mem
+        yield from self.frozen
+        yield from self.tables
+
+    def lookup(self, key: bytes, generation: int) -> bytes | None:
+        for source in self:
+            hit = source.get(key, generation)
+            if hit is not None:
+                return hit[1] or None
+        return None
+
+    def scan(self, start: bytes, stop: bytes | None, generation: int) -> Iterator[tuple[bytes, bytes]]:
+        decided: dict[bytes, bytes] = {}
+        for source in self:
+            for key, gen, value in source.scan(start, stop):
+                if gen <= generation and key not in decided:
+                    decided[key] = value
+        for key in sorted(decided):
+            if decided[key]:
+                yield key, decided[key]
+
+    def versions(self, key: bytes, generation: int) -> list[tuple[int, bytes]]:
+        """Every version of ``key`` at or below ``generation``, newest first (a tombstone's value is empty)."""
+        found: dict[int, bytes] = {}
+        stop = key + b"\x00"
+        for source in self:
+            for k, gen, value in source.scan(key, stop):
+                if k == key and gen <= generation:
+                    found.setdefault(gen, value)
+        return sorted(found.items(), reverse=True)
+
+
+class Snapshot:
+    __slots__ = ("_store", "_sources", "generation")
+
+    def __init__(self, store: "Brain", sources: Sources, generation: int) -> None:
+        self._store = store
+        self._sources = sources
+        self.generation = generation
+
+    # -- what it stands at -----------------------------------------------------------------------
+
+    @property
+    def brain(self) -> str:
+        """The brain's name, as answers carry it."""
+        return self._store.name
+
+    @property
+    def head(self) -> int:
+        """The store's durable head now (a snapshot's own generation may be older)."""
+        return self._store.head
+
+    @property
+    def at_head(self) -> bool:
+        return self.generation == self._store.head
+
+    @property
+    def created_at(self) -> int:
+        return self._store.created_at
+
+    def at(self, generation: int) -> "Snapshot":
+        """The same store at another generation, at or below the head."""
+        return self._store.at(generation)
+
+    # -- keys and rows ---------------------------------------------------------------------------
+
+    def lookup(self, key: bytes) -> bytes | None:
+        return self._sources.lookup(key, self.generation)
+
+    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        return self._sources.scan(start, stop, self.generation)
+
+    def versions(self, key: bytes) -> list[tuple[int, bytes]]:
+        return self._sources.versions(key, self.generation)
+
+    def entity(self, id_: str) -> dict[str, Any] | None:
+        raw = self.lookup(K.entity_key(id_))
+        return rows.unpack(raw) if raw else None
+
+    def relation(self, id_: str) -> dict[str, Any] | None:
+        raw = self.lookup(K.relation_key(id_))
+        return rows.unpack(raw) if raw else None
+
+    def entities(self) -> Iterator[dict[str, Any]]:
+        """Every entity row, in id order."""
+        for _, raw in self.scan(K.ENTITY, b"f"):
+            yield rows.unpack(raw)
+
+    def relations(self) -> Iterator[dict[str, Any]]:
+        """Every relation row, in id order."""
+        for _, raw in self.scan(K.RELATION, b"s"):
+            yield rows.unpack(raw)
+
+    def commit(self, generation: int) -> dict[str, Any]:
+        """The commit record of ``generation`` (at or below this snapshot's)."""
+        raw = self.lookup(K.commit_key(generation))
+        if raw is None:  # every commit writes its record; a gap is damage, not an empty answer
+            raise R.FactLogRefusedError(f"generation {generation} has no commit record", reason="missing-segment")
+        return rows.unpack(raw)
+
+    def timestamp(self, generation: int) -> int:
+        """When ``generation`` was committed (the store's creation for generation 0)."""
+        return self.created_at if generation == 0 else self.commit(generation)["timestamp"]
+
+    def frames(self, after: int) -> Iterator[log_.Frame]:
+        """The fact log's frames above ``after``, read lazily (the change feed and diff stop at their end)."""
+        return log_.frames(self._store.path / "log", after)
+
+    # -- derived state ---------------------------------------------------------------------------
+
+    @contextmanager
+    def projections(self) -> Iterator[Projections]:
+        """The query projections, held still for the block: at the durable head for a head snapshot (their
+        ``stamp`` says which generation they cover), built from this generation's rows for a past one."""
+        if self.at_head:
+            with self._store.follower.held() as proj:
+                yield proj
+        else:
+            yield Projections.build(self.entities(), self.generation)
+
+    def ledger(self) -> Ledger:
+        """The counts as of this snapshot: the brain's own ledger at its head, else counted from the rows."""
+        if self.at_head:
+            return self._store.durable_ledger
+        ledger = Ledger()
+        for row in self.entities():
+            ledger.move("e", None, row)
+        for row in self.relations():
+            ledger.move("r", None, row)
+        ledger.generation = self.generation
+        ledger.last_updated = self.commit(self.generation)["timestamp"] if self.generation else 0
+        return ledger
+
+    def census(self) -> dict[str, Any]:
+        """The census the counts door answers. A generation's census never changes, so the head's is kept
+        by the follower and built once per generation."""
+        follower = self._store.follower
+        cached = follower.census
+        if cached is not None and cached[0] == self.generation:
+            return dict(cached[1])
+        ledger = self.ledger()
+        answer: dict[str, Any] = {"brain": self.brain}
+        answer.update(ledger.answer())
+        answer.update(shape=dict(SHAPE), lastUpdated=ledger.last_updated, allCountsSuspect=False)
+        if self.at_head:
+            follower.census = (self.generation, answer)
+        return dict(answer)
