@@ -124,19 +124,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> int | None:
 
 
 @contextlib.contextmanager
-def start_server(directory: Path, brain: str = BRAIN, extra_args: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
-    """Serve a fresh store named ``brain`` from ``directory``; stop it (SIGTERM) on the way out."""
+def start_server(directory: Path, brain: str = BRAIN, extra_args: tuple[str, ...] = (),
+                 command: tuple[str, ...] = ("-m", "brainy.cli"), env_extra: dict[str, str] | None = None,
+                 ) -> Iterator[ServerProcess]:
+    """Serve a fresh store named ``brain`` from ``directory``; stop it (SIGTERM) on the way out.
+
+    ``command`` is what ``python`` runs (the ``brainy`` command, or a script that wraps it)."""
     directory.mkdir(parents=True, exist_ok=True)
     store = directory / brain
     init_store(store)
     keys_path = write_keys(directory / "keys", brain)
     log_path = directory / "serve.log"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env_extra or {}))
     server: ServerProcess | None = None
     for _attempt in range(START_ATTEMPTS):
         port = free_port()
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"{HOST}:{port}",
+            proc = subprocess.Popen([sys.executable, *command, "serve", "--listen", f"{HOST}:{port}",
                                      "--brain", f"{brain}={store}", "--keys", str(keys_path), *extra_args],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     cwd=directory)

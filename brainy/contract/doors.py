@@ -38,7 +38,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-CONTRACT_PATH = Path(__file__).with_name("api-contract.json")
+from brainy.contract.refusals import CONTRACT_PATH  # the one place the served contract's path is decided
 
 #: Door layers in contract order; ``/contract.json`` lists them in this order, then ``server``.
 LAYERS = ("engine", "vfs", "accords", "memory", "policy", "host")

@@ -14,10 +14,14 @@ Several names (``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError`
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-CONTRACT_PATH = Path(__file__).with_name("api-contract.json")
+#: The contract this process serves: the shipped one, or ``BRAINY_CONTRACT`` naming a copy — how a door
+#: under development is served before its entry lands (its function must be registered, or the import
+#: fails by name: see ``brainy.engine.registry``).
+CONTRACT_PATH = Path(os.environ.get("BRAINY_CONTRACT") or Path(__file__).with_name("api-contract.json"))
 
 
 class Refusal(Exception):
