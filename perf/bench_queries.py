@@ -56,6 +56,8 @@ import orjson
 import pyperf
 
 from brainy._speedups import load
+from brainy.contract import arguments
+from brainy.contract import doors as D
 from brainy.engine import Brain, init_store
 from brainy.engine import query as Q
 from brainy.engine import rows as ROWS
@@ -165,7 +167,7 @@ def fixtures(store: Path) -> dict[str, Any]:
         with brain.at().projections() as proj:
             pass
         built = time.perf_counter() - started
-        q = Q.Query(FIND2)
+        q = Q.Query(arguments.check(D.BY_NAME["find"], FIND2))  # the document as the dispatcher hands it
         lists = [proj.posting("type", "document"), proj.posting("visibility", "public"),
                  proj.posting("status", "open"), proj.posting("team", "t7")]
         candidates, used = Q._narrow(proj, q)

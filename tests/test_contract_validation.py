@@ -169,7 +169,7 @@ def test_import_fails_loudly_on_a_broken_contract(tmp_path):
     (package / "contract").mkdir(parents=True)
     # A bare package: the test is about the door table's import, not whatever else brainy imports.
     (package / "__init__.py").write_text("", "utf-8")
-    for name in ("__init__.py", "doors.py"):
+    for name in ("__init__.py", "doors.py", "refusals.py"):  # doors.py takes the contract path from refusals.py
         shutil.copy(ROOT / "brainy" / "contract" / name, package / "contract" / name)
     doc = copy.deepcopy(ORIGINAL)
     doc["doors"][_index("find")]["kind"] = "peek"

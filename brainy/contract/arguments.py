@@ -33,13 +33,14 @@ _SCALARS: dict[str, tuple[Callable[[Any], bool], str]] = {
 class Declared:
     """One door's document arguments, prepared once: names, required names, and scalar type tests."""
 
-    __slots__ = ("names", "allowed", "required", "scalars", "as_parameter")
+    __slots__ = ("names", "allowed", "required", "defaults", "scalars", "as_parameter")
 
     def __init__(self, door: Door) -> None:
         params = door.document_params
         self.names = frozenset(p.name for p in params)
         self.allowed = sorted(self.names)
         self.required = tuple(p.name for p in params if p.required)
+        self.defaults = tuple((p.name, p.default) for p in params if p.default is not None)
         self.scalars = tuple((p.name, *_SCALARS[p.type]) for p in params if p.type in _SCALARS)
         # the change feed names an unusable parameter BadQueryParameterError (DOORS.md 6), its own refusal
         self.as_parameter = "BadQueryParameterError" in door.refusals
@@ -60,7 +61,9 @@ def _refuse(field: str, reason: str, message: str) -> R.Refusal:
 
 
 def check(door: Door, document: Any, where: str = "") -> dict[str, Any]:
-    """``document`` as the door may take it (None reads as no arguments), or InvalidArgumentError."""
+    """``document`` as the door takes it, or InvalidArgumentError. None reads as no arguments; an
+    optional argument left out is given its declared default (a new document: the caller's is not
+    touched), so a door's code reads its defaults from the contract, never from a literal of its own."""
     if document is None:
         document = {}
     if not isinstance(document, dict):
@@ -77,4 +80,9 @@ def check(door: Door, document: Any, where: str = "") -> dict[str, Any]:
             if d.as_parameter:
                 raise R.BadQueryParameterError(f"{where}{name}: {message}", param=where + name)
             raise _refuse(where + name, "wrong-type", message)
+    absent = [(name, value) for name, value in d.defaults if name not in document]
+    if absent:
+        document = dict(document)
+        for name, value in absent:
+            document[name] = list(value) if isinstance(value, list) else value
     return document

@@ -55,7 +55,7 @@ class Query:
 
     def __init__(self, a: dict[str, Any]) -> None:
         self.args = a
-        self.mode = a.get("searchMode", "auto")
+        self.mode = a["searchMode"]
         if self.mode not in MODES:
             raise R.InvalidArgumentError(f"searchMode: one of {MODES}", field="searchMode", reason="bad-operand")
         self.text = a.get("query")
@@ -67,24 +67,24 @@ class Query:
         self.types = _list(a.get("type"), "type", lambda v, f: rows.noun(v, f))
         self.subtypes = _list(a.get("subtype"), "subtype", _string)
         self.services = _list(a.get("service"), "service", _string)
-        tiers = a.get("visibility", "public")
+        tiers = a["visibility"]
         self.tiers = list(TIERS) if tiers == "all" else _list(tiers, "visibility", _string)
         if any(t not in TIERS for t in self.tiers or ()):
             raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
                                          reason="bad-visibility")
-        self.exclude_vfs = rows.boolean(a.get("excludeVFS", False), "excludeVFS")
+        self.exclude_vfs = a["excludeVFS"]
         self.where: Predicate = compile_where(a.get("where"))
         self.order_by = a.get("orderBy")
         if self.order_by is not None:
             _string(self.order_by, "orderBy")
-        self.descending = a.get("order", "asc") == "desc"
-        if a.get("order", "asc") not in ("asc", "desc"):
+        self.descending = a["order"] == "desc"
+        if a["order"] not in ("asc", "desc"):
             raise R.InvalidArgumentError("order: asc or desc", field="order", reason="bad-operand")
-        self.limit = rows.integer(a.get("limit", 10), "limit", 1, 1000)
-        self.offset = rows.integer(a.get("offset", 0), "offset", 0, 10000)
-        self.explain = rows.boolean(a.get("explain", False), "explain")
-        self.include_data = rows.boolean(a.get("includeData", True), "includeData")
-        self.include_vector = rows.boolean(a.get("includeVector", False), "includeVector")
+        self.limit = rows.integer(a["limit"], "limit", 1, 1000)
+        self.offset = rows.integer(a["offset"], "offset", 0, 10000)
+        self.explain = a["explain"]
+        self.include_data = a["includeData"]
+        self.include_vector = a["includeVector"]
         self.legs = self._legs()
 
     def _legs(self) -> dict[str, dict[str, Any]]:
@@ -334,15 +334,15 @@ def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     verbs = _list(a.get("type"), "type", lambda v, f: rows.verb(v, f))
     subtypes = _list(a.get("subtype"), "subtype", _string)
     services = _list(a.get("service"), "service", _string)
-    tiers_arg = a.get("visibility", "public")
+    tiers_arg = a["visibility"]
     tiers = list(TIERS) if tiers_arg == "all" else _list(tiers_arg, "visibility", _string)
     if any(t not in TIERS for t in tiers or ()):
         raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
                                      reason="bad-visibility")
     where = compile_where(a.get("where"), relation=True)
-    include_entities = rows.boolean(a.get("includeEntities", False), "includeEntities")
-    limit = rows.integer(a.get("limit", 100), "limit", 1, 1000)
-    offset = rows.integer(a.get("offset", 0), "offset", 0, 10000)
+    include_entities = a["includeEntities"]
+    limit = rows.integer(a["limit"], "limit", 1, 1000)
+    offset = rows.integer(a["offset"], "offset", 0, 10000)
     fingerprint = {k: v for k, v in a.items() if k not in ("limit", "offset", "cursor", "includeEntities")}
     if a.get("cursor") is not None:
         generation, offset = decode_cursor(a["cursor"], "related", fingerprint)
@@ -423,8 +423,8 @@ def fields(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Which metadata fields exist, how many rows hold each, of what kinds, and their common values."""
     kind_filter = rows.noun(a["type"]) if a.get("type") is not None else None
     prefix = _string(a["prefix"], "prefix") if a.get("prefix") is not None else ""
-    top_n = rows.integer(a.get("values", 0), "values", 0, 50)
-    limit = rows.integer(a.get("limit", 200), "limit", 1, 10000)
+    top_n = rows.integer(a["values"], "values", 0, 50)
+    limit = rows.integer(a["limit"], "limit", 1, 10000)
     with snap.projections() as proj:
         within = set(proj.posting("type", kind_filter)) if kind_filter else None
         out = []

@@ -21,7 +21,7 @@ def get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """``{entity | None, generation}``: one entity by id or natural key."""
     key, _ = K.resolve(id_)
     row = snap.entity(key)
-    entity = (rows.public_view(row, args.get("includeVector", False), args.get("includeData", True))
+    entity = (rows.public_view(row, args["includeVector"], args["includeData"])
               if row else None)
     return {"entity": entity, "generation": snap.generation}
 
@@ -32,8 +32,8 @@ def batch_get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     ids = args["ids"]
     if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_BATCH_GET:
         raise rows.invalid("ids", "out-of-range", f"an array of 1 to {MAX_BATCH_GET} ids")
-    include_vector = args.get("includeVector", False)
-    include_data = args.get("includeData", True)
+    include_vector = args["includeVector"]
+    include_data = args["includeData"]
     entities, missing = [], []
     for i, text in enumerate(ids):
         key, _ = K.resolve(text, f"ids[{i}]")

@@ -24,8 +24,8 @@ OLDEST_RETAINED = 0
 MAX_PAGE = 10_000
 
 
-def _limit(a: dict[str, Any], default: int, most: int = MAX_PAGE) -> int:
-    return rows.integer(a.get("limit", default), "limit", 1, most)
+def _limit(a: dict[str, Any], most: int = MAX_PAGE) -> int:
+    return rows.integer(a["limit"], "limit", 1, most)
 
 
 # -- generations and instants ------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def resolve_generation(snap: Snapshot, a: dict[str, Any]) -> int:
 @door("history")
 def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Every recorded version of one entity, newest first."""
-    limit = _limit(a, 50)
+    limit = _limit(a)
     id_, _ = K.resolve(id_text)
     generation, start = view.generation, 0
     if a.get("cursor") is not None:
@@ -143,13 +143,13 @@ def diff(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             raise R.GenerationAheadError(f"{name}: generation {g} is past the head {head}", generation=g, head=head)
     if end_gen < start_gen:
         raise R.InvalidArgumentError("to: must not be before from", field="to", reason="out-of-range")
-    kinds = a.get("kinds", ["entity", "relation"])
+    kinds = a["kinds"]
     if not isinstance(kinds, list) or not kinds or any(k not in ("entity", "relation") for k in kinds):
         raise R.InvalidArgumentError("kinds: a list of entity and/or relation", field="kinds", reason="bad-operand")
-    detail = a.get("detail", "ids")
+    detail = a["detail"]
     if detail not in ("ids", "full"):
         raise R.InvalidArgumentError("detail: ids or full", field="detail", reason="bad-operand")
-    limit = _limit(a, 1000)
+    limit = _limit(a)
     query = {"from": start_gen, "to": end_gen, "kinds": sorted(kinds), "detail": detail}
     position = 0
     if a.get("cursor") is not None:
@@ -186,14 +186,14 @@ def diff(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
 @door("export")
 def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Every entity, then every relation, of one pinned generation, a page at a time (import's shape)."""
-    include = a.get("include", ["entities", "relations"])
+    include = a["include"]
     if not isinstance(include, list) or any(i not in ("entities", "relations") for i in include):
         raise R.InvalidArgumentError("include: a list of entities and/or relations", field="include",
                                      reason="bad-operand")
     types = a.get("type")
     if types is not None:
         types = {rows.noun(t) for t in (types if isinstance(types, list) else [types])}
-    tiers = a.get("visibility", "all")
+    tiers = a["visibility"]
     tiers = None if tiers == "all" else set(tiers if isinstance(tiers, list) else [tiers])
     if tiers is not None and not tiers <= {"public", "internal", "system"}:
         raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
@@ -202,8 +202,8 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     if a.get("where") is not None:
         from brainy.engine.where import compile_where
         matches = compile_where(a["where"]).matches
-    include_vectors = rows.boolean(a.get("includeVectors", False), "includeVectors")
-    limit = _limit(a, 1000)
+    include_vectors = a["includeVectors"]
+    limit = _limit(a)
     query = {k: v for k, v in a.items() if k not in ("limit", "cursor")}
     phase, after_key = "e", ""
     if a.get("cursor") is not None:
@@ -287,14 +287,14 @@ def iter_changes(snap: Snapshot, since: int, upto: int) -> Iterator[list[dict[st
 def changes(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """The change log from a generation onward, one page at a time; a page never ends inside a commit."""
     head = snap.generation
-    since = a.get("since", 0)
+    since = a["since"]
     if since == "head":
         since = head
     if isinstance(since, bool) or not isinstance(since, int) or since < 0:
         raise R.BadQueryParameterError("since: a generation, or head", param="since", head=head)
     if since > head:
         raise R.BadQueryParameterError(f"since: {since} is past the head {head}", param="since", head=head)
-    limit = a.get("limit", 1000)
+    limit = a["limit"]
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise R.BadQueryParameterError("limit: a positive whole number", param="limit")
     frames: list[dict[str, Any]] = []

@@ -94,14 +94,14 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     row.update(type=kind, subtype=rows.subtype(a.get("subtype")),
                service=rows.string(a.get("service"), "service", nullable=True), data=data,
                metadata=rows.metadata(a.get("metadata")),
-               visibility=rows.visibility(a.get("visibility", "public")),
+               visibility=rows.visibility(a["visibility"]),
                confidence=rows.unit_number(a.get("confidence"), "confidence"),
                weight=rows.unit_number(a.get("weight"), "weight"))
     vector = rows.vector(a["vector"]) if a.get("vector") is not None else None
     row["hasVector"] = vector is not None
     if vector is not None:
         row["vector"] = vector
-    upsert = rows.boolean(a.get("upsert", False), "upsert")
+    upsert = a["upsert"]
     before = txn.entity(id_)
     if before is not None and not upsert:
         raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
@@ -119,7 +119,7 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 @door("update", WRITE)
 def update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     before = _existing_entity(txn, need(a, "id"))
-    merge = rows.boolean(a.get("merge", True), "merge")
+    merge = a["merge"]
     changes: dict[str, Any] = {}
     if "data" in a:
         changes["data"] = rows.content(a["data"])
@@ -191,7 +191,7 @@ def relate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         fields["service"] = rows.string(a["service"], "service", nullable=True)
     if "visibility" in a:
         fields["visibility"] = rows.visibility(a["visibility"])
-    bidirectional = rows.boolean(a.get("bidirectional", False), "bidirectional")
+    bidirectional = a["bidirectional"]
     given = K.resolve(a["id"])[0] if a.get("id") is not None else None
     answer = _put_relation(txn, source["id"], target["id"], verb, sub, fields, given)
     if bidirectional and source["id"] != target["id"]:
@@ -233,7 +233,7 @@ def _existing_relation(txn: Txn, text: Any) -> dict[str, Any]:
 @door("updateRelation", WRITE)
 def update_relation(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     before = _existing_relation(txn, need(a, "id"))
-    merge = rows.boolean(a.get("merge", True), "merge")
+    merge = a["merge"]
     row = dict(before)
     for name in ("weight", "confidence"):
         if name in a:
@@ -301,7 +301,7 @@ def _nested(name: str, rule: Rule, txn: Txn, args: Any, ctx: Context) -> dict[st
 def _batch(name: str, rule: Rule) -> Rule:
     def run(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         items = _items(a)
-        keep_going = rows.boolean(a.get("continueOnError", False), "continueOnError")
+        keep_going = a["continueOnError"]
         ids: list[str] = []
         failed: list[dict[str, Any]] = []
         for i, item in enumerate(items):
@@ -327,7 +327,7 @@ relate_many = _batch("relate", relate)
 
 @door("removeMany", WRITE)
 def remove_many(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    keep_going = rows.boolean(a.get("continueOnError", False), "continueOnError")
+    keep_going = a["continueOnError"]
     if a.get("ids") is not None:
         if any(a.get(k) is not None for k in ("type", "where")):
             raise invalid("ids", "ambiguous", "give ids, or type/where with a limit; not both")

@@ -101,7 +101,7 @@ Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
 # The doors the process answers (the pool holds the brains); every other native door is the engine's.
 @door("init", HOST)
 def _init(c: Call) -> dict[str, Any]:
-    return c.brains.init(c.brain, c.document.get("force", False))
+    return c.brains.init(c.brain, c.document["force"])
 
 
 @door("close", HOST)
