@@ -205,3 +205,25 @@ def test_a_torn_tail_seen_by_the_reader_is_cut_by_the_writer_it_seeds(tmp_path):
         writer.close()
         reader.close()
     assert Brain.attach(path).get("next")["entity"]["generation"] == 41
+
+
+def test_the_pool_claims_the_writer_from_the_reader_it_holds(tmp_path):
+    """A read opens an attach; the first write then claims the writer from it, reading no frame again."""
+    from brainy.net.pool import Pool
+
+    path = new_store(tmp_path)
+    first = Brain.open(path, flush_bytes=1 << 40)
+    _commit_many(first, 2000)
+    _crash(first)
+    pool = Pool({"main": path})
+    try:
+        reader = pool.resolve("main", for_write=False)
+        assert reader.role != "writer" and reader.log_read.decoded > 0
+        writer = pool.resolve("main", for_write=True)
+        assert writer.role == "writer" and writer.head == 2000
+        assert writer.log_read.read == 0 and writer.log_read.decoded == 0
+        writer.add({"type": "thing", "id": "written"})
+        assert pool.resolve("main", for_write=False) is writer
+    finally:
+        pool.close_all()
+    assert Brain.attach(path).get("written")["entity"]["generation"] == 2001
