@@ -94,7 +94,7 @@ def mcp_instructions(brains: Sequence[str]) -> str:
     The store's own ``/_brainy/mcp/instructions.md`` replaces it once files exist in
     the store (the vfs doors, release 0.5.0); a key reaching several brains always gets
     this text, since no one store speaks for it (seed 001, "Which brain a call reaches").
-    A test holds it within 700 tokens by the embedder's tokenizer.
+    ``tests/test_mcp_cost.py`` holds it within 700 o200k_base tokens.
     """
     if len(brains) == 1:
         reach = f"This key reaches one brain, `{brains[0]}`: leave `brain` out, or name it."
