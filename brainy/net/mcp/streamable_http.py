@@ -36,7 +36,7 @@ MAX_SESSIONS = 1024
 IDLE_SECONDS = 3600.0
 
 
-def owner_of(principal: Principal) -> tuple[str, str, str | None]:
+def _owner(principal: Principal) -> tuple[str, str, str | None]:
     """Who a session belongs to: another credential presenting its id finds no session there."""
     return principal.id, principal.kind, principal.token_brain
 
@@ -151,7 +151,7 @@ class StreamableHttp:
         if message.kind != "request":
             exchange.status = 202  # a notification or a response: accepted, nothing to answer
         if session_id is None and message.input is Input.INITIALIZE:
-            session = Session(secrets.token_urlsafe(24), owner_of(principal), now)
+            session = Session(secrets.token_urlsafe(24), _owner(principal), now)
             reply = self.server.handle(session, principal, message)
             if session.state is not State.AWAITING_INIT:  # initialize held: keep the session
                 self._keep(session, now)
@@ -184,7 +184,7 @@ class StreamableHttp:
         if session is not None and now - session.seen > self.idle_seconds:
             del self.sessions[session.id]
             session = None
-        if session is None or session.owner != owner_of(principal):
+        if session is None or session.owner != _owner(principal):
             # 2025-06-18: a session the server ended is 404, and the client initializes again.
             # Another credential's session is answered the same, so a session id probes nothing.
             raise R.UnknownDoorError("no MCP session by that id here (it ended, or never began); "
