@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "init":
         return _init(args.path)
     if args.command == "mcp":
-        from brainy.net.mcp_stdio import main as mcp_main
+        from brainy.net.mcp.stdio_glue import main as mcp_main
         return mcp_main(args.brain, args.keys)
     if args.command in ("issuer", "token"):
         from brainy.net.issuer import run

@@ -139,11 +139,23 @@ def test_mcp_descriptions_say_what_the_door_does_and_refuses_today():
         assert door.signature in desc
         assert door.when in desc
         if door.disposition == "notYetNative":
-            assert f"Refuses today: NotYetNativeError (arrives in {door.release})." in desc
+            assert f"NotYetNativeError until {door.release}." in desc
         elif door.disposition == "inProcessOnly":
             assert "InProcessOnlyError" in desc and door.instead in desc
         else:
-            assert "Refuses" not in desc
+            assert "NotYetNativeError" not in desc and "InProcessOnlyError" not in desc
+
+
+def _word_runs(text: str, n: int = 3) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def test_mcp_descriptions_never_say_the_same_thing_twice():
+    """A door's summary says what its when line does not (issue 10): the two share no run of three words, since
+    an agent pays for every token of both."""
+    for door in D.DOORS:
+        assert not _word_runs(door.summary) & _word_runs(door.when), (door.name, door.summary, door.when)
 
 
 def test_mcp_descriptions_are_a_sane_length():
@@ -153,13 +165,15 @@ def test_mcp_descriptions_are_a_sane_length():
 
 
 def test_mcp_annotations():
-    """readOnlyHint is kind == read; every write states destructiveHint, true for doors that delete or replace."""
+    """readOnlyHint is kind == read; a write's destructiveHint (said, or the default) is true for doors that delete
+    or replace."""
     for door in D.DOORS:
-        ann = TOOL_BY_NAME[door.mcp_tool]["annotations"]
-        assert ann["readOnlyHint"] is (door.kind == "read")
+        # A value equal to 2025-06-18's default is left out: readOnlyHint false, destructiveHint true.
+        ann = TOOL_BY_NAME[door.mcp_tool].get("annotations", {})
+        assert ann.get("readOnlyHint", False) is (door.kind == "read")
         assert "title" not in ann  # the tool's own title (2025-06-18) is the display name; no second copy
         if door.kind == "write":
-            assert ann["destructiveHint"] is door.destructive
+            assert ann.get("destructiveHint", True) is door.destructive
         else:
             assert "destructiveHint" not in ann
     for name in ("remove", "removeMany", "clear", "unrelate", "rmdir", "unlink", "host.revokeKey"):

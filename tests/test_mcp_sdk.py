@@ -252,7 +252,7 @@ def test_stdout_of_brainy_mcp_carries_only_json_rpc_frames(stdio_store):
 def test_a_stray_print_cannot_reach_the_protocol_stream():
     """brainy mcp points file descriptor 1 (and sys.stdout) at stderr once it holds a private copy for its
     frames: a print, or a library writing to fd 1, lands in the log and the protocol stream stays clean."""
-    code = ("import os\nfrom brainy.net.mcp_stdio import _protocol_stdout\nwrite = _protocol_stdout()\n"
+    code = ("import os\nfrom brainy.net.mcp.stdio_glue import _protocol_stdout\nwrite = _protocol_stdout()\n"
             "print('a stray print')\nos.write(1, b'a stray write\\n')\nwrite(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\\n')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr

@@ -690,27 +690,45 @@ def ws_doors(doors: Sequence[Door] = DOORS) -> frozenset[str]:
     return frozenset(d.ws_door for d in doors)
 
 
-def _title(door: Door) -> str:
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", door.short).lower()
-    words = words[:1].upper() + words[1:]
-    if door.layer in BARE_LAYERS:
-        return words
-    return f"{door.layer.capitalize()}: {words.lower()}"
+#: The owner rung a door asks beyond a principal key (DOORS.md 0.4), as its tool description says it.
+_RUNG_LINES = MappingProxyType({
+    "owner": "Owner only: an owner triple, or an asserted owner.",
+    "ownerTriple": "Owner only: the owner triple on a minted token.",
+})
 
 
-def _description(door: Door) -> str:
-    lines = [door.summary, "", f"When to use: {door.when}", f"Signature: {door.signature}"]
+def mcp_description(door: Door) -> str:
+    """A door's MCP tool description (seed 000, "MCP"), one line each, in this order.
+
+    The contract's summary; its one ``when`` line; the signature, verbatim; what the
+    door asks beyond a principal key; and, while it does not answer, the refusal it
+    gives (an agent reads the refusal before it writes the call). Nothing is said
+    twice: a summary says what its ``when`` line does not (``api-contract.md``), and no
+    line carries a label, since each line's place says what it is. Every token here is
+    paid by every agent shown the tool (``docs/mcp.md``, "What an agent pays").
+    """
+    lines = [door.summary, door.when, door.signature]
     if door.access == "service":
-        lines.append("Access: the service key only.")
-    if door.rung == "owner":
-        lines.append("Owner only: needs the owner rung (an owner triple, or an asserted owner).")
-    elif door.rung == "ownerTriple":
-        lines.append("Owner only: needs the owner triple on a minted token.")
+        lines.append("Service key only.")
+    if door.rung is not None:
+        lines.append(_RUNG_LINES[door.rung])
     if door.disposition == "notYetNative":
-        lines.append(f"Refuses today: NotYetNativeError (arrives in {door.release}).")
+        lines.append(f"NotYetNativeError until {door.release}.")
     elif door.disposition == "inProcessOnly":
-        lines.append(f"Refuses on every transport: InProcessOnlyError. Instead: {door.instead}.")
+        lines.append(f"InProcessOnlyError; instead: {door.instead}.")
     return "\n".join(lines)
+
+
+def mcp_annotations(door: Door) -> dict[str, Any]:
+    """A door's MCP tool annotations, each left out where it equals the specification's default.
+
+    2025-06-18 defaults a tool to readOnlyHint false and, for a tool that is not
+    read-only, destructiveHint true: a read says readOnlyHint, a write says
+    destructiveHint only when it is false, and a destructive write says nothing.
+    """
+    if door.kind == "read":
+        return {"readOnlyHint": True}
+    return {} if door.destructive else {"destructiveHint": False}
 
 
 def mcp_input_schema(door: Door, single_brain: bool = False) -> dict[str, Any]:
@@ -723,7 +741,9 @@ def mcp_input_schema(door: Door, single_brain: bool = False) -> dict[str, Any]:
     fields are not spelled out: the contract carries signatures, not schemas, and the
     signature travels verbatim in the tool's description. It is also where the tokens
     go (an agent pays for every tool it is shown): spelling every field out tripled the
-    size of ``tools/list``. Doors off the brain path (``/v1/keys``) have no ``brain``;
+    size of ``tools/list``. Exact but lean: ``additionalProperties`` is false (an
+    argument the tool does not take is refused), and no keyword stands at its default
+    (no empty ``required``). Doors off the brain path (``/v1/keys``) have no ``brain``;
     ``op`` is not listed for vfs doors: off HTTP the tool names the door.
     """
     properties: dict[str, Any] = {}
@@ -744,22 +764,22 @@ def mcp_input_schema(door: Door, single_brain: bool = False) -> dict[str, Any]:
 
 
 def mcp_tools(single_brain: bool = False, doors: Sequence[Door] = DOORS) -> list[dict[str, Any]]:
-    """The MCP tool list: one tool per door, in contract order."""
+    """The MCP tool list: one tool per door, in contract order, so every answer is the same bytes.
+
+    No ``title``: it would be the name again in words, paid for by every agent, and
+    2025-06-18 has a client show the name when there is none.
+    """
     tools = []
     for door in doors:
-        title = _title(door)
-        annotations: dict[str, Any] = {"readOnlyHint": door.kind == "read"}
-        if door.kind == "write":
-            # MCP reads destructiveHint only when readOnlyHint is false, and defaults it
-            # to true; say it outright for every write.
-            annotations["destructiveHint"] = door.destructive
-        tools.append({
+        tool: dict[str, Any] = {
             "name": door.mcp_tool,
-            "title": title,
-            "description": _description(door),
+            "description": mcp_description(door),
             "inputSchema": mcp_input_schema(door, single_brain),
-            "annotations": annotations,
-        })
+        }
+        annotations = mcp_annotations(door)
+        if annotations:
+            tool["annotations"] = annotations
+        tools.append(tool)
     return tools
 
 

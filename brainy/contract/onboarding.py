@@ -1,13 +1,17 @@
-"""The onboarding documents for an arriving agent: ``/agent`` (JSON) and ``/llms.txt`` (text).
+"""The onboarding documents for an arriving agent: ``/agent`` (Markdown), ``/llms.txt`` (text) and MCP's
+``initialize.instructions``.
 
 They are prose around the contract, generated from the same door table, and
 never a substitute for ``/contract.json`` (seed 000, "The contract door").
-Pure functions: the caller hands in the version and the base URL.
+Pure functions: the caller hands in the version and the base URL, or the brains a key reaches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from brainy.contract import doors as D
+from brainy.contract.mcp_resources import RESOURCE_TEMPLATES
 
 MCP_PROTOCOL = "2025-06-18"
 
@@ -79,3 +83,44 @@ def llms_txt(version: str, base_url: str = "") -> str:
             if d.layer == layer:
                 lines.append(f"- `{d.name}` ({d.kind}, {d.method} {d.path}; {_today(d)}): {d.when}")
     return "\n".join(lines) + "\n"
+
+
+_NO_REACH = "This key reaches no brain served here; every door on a brain refuses it."
+
+
+def mcp_instructions(brains: Sequence[str]) -> str:
+    """The compact default ``initialize.instructions``, for a key reaching ``brains``.
+
+    The store's own ``/_brainy/mcp/instructions.md`` replaces it once files exist in
+    the store (the vfs doors, release 0.5.0); a key reaching several brains always gets
+    this text, since no one store speaks for it (seed 001, "Which brain a call reaches").
+    ``tests/test_mcp_cost.py`` holds it within 700 o200k_base tokens.
+    """
+    if len(brains) == 1:
+        reach = f"This key reaches one brain, `{brains[0]}`: leave `brain` out, or name it."
+    elif brains:
+        named = ", ".join(f"`{b}`" for b in brains[:8]) + (", ..." if len(brains) > 8 else "")
+        reach = (f"This key reaches {len(brains)} brains ({named}): name one in `brain` on every call; "
+                 "a call without it is refused.")
+    else:
+        reach = _NO_REACH
+    native = ", ".join(d.mcp_tool for d in D.DOORS if d.native)
+    resources = "; ".join(f"{t.template} ({t.door})" for t in RESOURCE_TEMPLATES if t.offered)
+    return "\n\n".join([
+        "brainy is a knowledge store: entities and relations (and, later, files) in brains. Every "
+        "commit is a numbered generation, and every write answers the generation it made.",
+        reach,
+        "Every door of the contract is a tool: brainy_<door> for engine and file doors, <layer>_<door> "
+        "for the profiles (accords, memory, policy) and the host. A description gives the door's "
+        "signature: send its argument document whole as `body`, and `id` beside it where the door "
+        f"takes one. Doors that answer today: {native}. Every other tool refuses by name, and its "
+        "description says which refusal and when the door arrives.",
+        "A refusal is a tool result with isError true and structuredContent {\"error\": {\"name\", "
+        "\"message\", ...}}. Read the name before trying again: NotYetNativeError and "
+        "InProcessOnlyError refuse every call; ForbiddenError and BRAINY_KEY_* concern the key; "
+        "InvalidArgumentError names the field to fix.",
+        "An id is a UUID or your own natural key (1 to 256 characters); every door that takes an id "
+        "accepts either. Adding with a natural key is how to write idempotently.",
+        f"Resources: {resources}.",
+        "The whole contract, every door and every refusal: GET /contract.json on the HTTP server.",
+    ])

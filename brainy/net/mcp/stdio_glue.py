@@ -1,4 +1,4 @@
-"""``brainy mcp``: MCP over stdio, the thin glue around :mod:`brainy.net.mcp`.
+"""``brainy mcp``: MCP over stdio, the thin IO glue around :mod:`brainy.net.mcp.stdio` and the server.
 
 The process runs AS one principal: the key or ``bk1.`` token in ``$BRAINY_KEY``, read
 from the environment and never from an argument (an argument is visible to every
@@ -30,8 +30,11 @@ from typing import Any, Awaitable, Callable
 from brainy.contract import refusals as R
 from brainy.net.dispatch import Dispatcher, Outcome
 from brainy.net.keys import KeyTable
-from brainy.net.mcp import (NO_REPLY, Input, LineReceived, McpServer, Message, ProtocolError, Session, StdioFraming,
-                            error_reply, finish, parse_message, refusal_error, request_id)
+from brainy.net.mcp.jsonrpc import (NO_REPLY, Message, ProtocolError, error_reply, parse_message, refusal_error,
+                                    request_id)
+from brainy.net.mcp.lifecycle import Input, Session
+from brainy.net.mcp.server import McpServer, finish
+from brainy.net.mcp.stdio import LineReceived, StdioFraming
 from brainy.net.pool import Pool
 from brainy.net.principal import Principal
 

@@ -1,0 +1,109 @@
+"""MCP's resource surface: addresses matched against the one declaration of templates, and the answers.
+
+The templates are :data:`brainy.contract.mcp_resources.RESOURCE_TEMPLATES`; this
+module only reads an address against them and shapes what ``resources/list``,
+``resources/templates/list`` and ``resources/read`` answer. Pure: the server calls the
+door (:class:`brainy.net.mcp.server.McpServer`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+from urllib.parse import unquote
+
+import orjson
+
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.contract.mcp_resources import RESOURCE_TEMPLATES, SCHEME, ResourceTemplate, fill
+from brainy.net.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonDoc, ProtocolError
+
+MIME_TYPE = "application/json"
+
+
+def _not_found(uri: str) -> ProtocolError:
+    # 2025-06-18 "Resources": an unknown resource is INVALID_PARAMS, with the uri in data.
+    return ProtocolError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+
+
+def _match(template: ResourceTemplate, segments: Sequence[str]) -> dict[str, str] | None:
+    """The placeholders' values when the address has the template's shape, each segment decoded once."""
+    shape = template.template[len(SCHEME):].split("/")
+    if len(shape) != len(segments):
+        return None
+    values: dict[str, str] = {}
+    for part, segment in zip(shape, segments):
+        if part.startswith("{") and part.endswith("}"):
+            values[part[1:-1]] = unquote(segment, errors="strict")
+        elif part != segment:
+            return None
+    return values
+
+
+def address(uri: str) -> tuple[ResourceTemplate, dict[str, str]]:
+    """The offered template a ``brainy://`` URI fills, first in declaration order, with its placeholders' values.
+
+    Each segment is percent-decoded once, as on HTTP (an id holding ``/`` travels as ``%2F``).
+    """
+    if not uri.startswith(SCHEME):
+        raise _not_found(uri)
+    segments = uri[len(SCHEME):].split("/")
+    for template in RESOURCE_TEMPLATES:
+        if not template.offered:
+            continue
+        try:
+            values = _match(template, segments)
+        except UnicodeDecodeError:
+            raise _not_found(uri) from None
+        if values is not None:
+            return template, values
+    raise _not_found(uri)
+
+
+def door_arguments(template: ResourceTemplate, values: dict[str, str]) -> tuple[str | None, str | None, JsonDoc]:
+    """The door call an address stands for: its brain (None: the one brain of the key), its id, its document."""
+    door = D.BY_NAME[template.door]
+    id_ = next((values[p.name] for p in door.path_params if p.name != "brain"), None)
+    document = {name: fill(text, values) for name, text in template.fills.items()}
+    return values.get("brain"), id_, document
+
+
+def resources_for(brains: Sequence[str]) -> list[JsonDoc]:
+    """``resources/list``: for a key reaching one brain, each offered template that needs only the brain.
+
+    A key reaching several brains is answered an empty list: no one store speaks for it
+    (seed 001, "Which brain a call reaches"). The store's /skills/ join this list once
+    files exist in the store.
+    """
+    if len(brains) != 1:
+        return []
+    brain = brains[0]
+    return [{"uri": t.fill({"brain": brain}), "name": f"{t.name} of {brain}", "title": f"{t.title}: {brain}",
+             "mimeType": MIME_TYPE}
+            for t in RESOURCE_TEMPLATES if t.offered and t.placeholders == ("brain",)]
+
+
+def templates() -> list[JsonDoc]:
+    """``resources/templates/list``: every offered template, in declaration order."""
+    return [{"uriTemplate": t.template, "name": t.name, "title": t.title, "description": t.description,
+             "mimeType": MIME_TYPE}
+            for t in RESOURCE_TEMPLATES if t.offered]
+
+
+def contents(uri: str, answer: JsonDoc) -> JsonDoc:
+    """A door's answer as the resource's contents, with the ``_meta.ms`` slot the clock fills."""
+    return {"contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": orjson.dumps(answer).decode()}],
+            "_meta": {"ms": 0.0}}
+
+
+def refused(refusal: R.Refusal) -> ProtocolError:
+    """A refused read as a JSON-RPC error, the refusal whole in data.
+
+    Resources are application-driven, not model-driven: a read that fails is a JSON-RPC
+    error (2025-06-18 "Resources": not found is INVALID_PARAMS), not an ``isError`` result.
+    """
+    code = INTERNAL_ERROR if refusal.name == "InternalError" else INVALID_PARAMS
+    return ProtocolError(code, refusal.message, refusal.to_wire())
+
+
+__all__ = ["MIME_TYPE", "address", "contents", "door_arguments", "refused", "resources_for", "templates"]

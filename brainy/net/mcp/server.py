@@ -1,0 +1,278 @@
+"""The MCP methods over one dispatcher (2025-06-18): the session's actions, tools and resources.
+
+Transport-free: streamable HTTP (:mod:`brainy.net.mcp.streamable_http`) and stdio
+(:mod:`brainy.net.mcp.stdio_glue`) bring the session, the principal and the message;
+:class:`McpServer` answers it. Two kinds of failure, kept apart (seed 000, "MCP"): a
+door's refusal is an answer, a tool result with ``isError: true``; a protocol error (a
+JSON-RPC ``error``) is kept for a malformed request, an unknown method or tool, and a
+missing argument. Every message that calls a door is answered under the dispatcher's
+one clock: :func:`finish` stamps ``result._meta.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from types import MappingProxyType
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from brainy import __version__
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.contract.onboarding import MCP_PROTOCOL, mcp_instructions
+from brainy.net.dispatch import Dispatcher, Outcome
+from brainy.net.mcp import resources
+from brainy.net.mcp.jsonrpc import (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NO_REPLY, JsonDoc, Message,
+                                    ProtocolError, Reply, error_reply, refusal_error)
+from brainy.net.mcp.lifecycle import Action, Session
+from brainy.net.mcp.tools import SHAPES, TOOL_DOORS, TOOLS, tool_refusal, tool_result
+from brainy.net.principal import Principal
+
+log = logging.getLogger("brainy.mcp")
+
+#: The one protocol revision served: one revision, not a range (seed 000, "MCP").
+PROTOCOL_VERSION = MCP_PROTOCOL
+SERVER_INFO = MappingProxyType({"name": "brainy", "title": "brainy", "version": __version__})
+
+
+def fault(where: str, exc: BaseException) -> R.Refusal:
+    """An unexpected exception, logged under a reference and never shown (as the dispatcher does)."""
+    ref = str(uuid.uuid4())
+    log.error("internal error in %s (ref %s)", where, ref, exc_info=exc)
+    return R.InternalError(f"an unexpected fault; see the log under {ref}", ref=ref)
+
+
+def stamp(reply: JsonDoc, ms: float) -> JsonDoc:
+    """Put the call's one measured wall into ``result._meta.ms`` where the reply carries a door's answer."""
+    result = reply.get("result")
+    if isinstance(result, dict):
+        meta = result.get("_meta")
+        if isinstance(meta, dict) and "ms" in meta:
+            meta["ms"] = ms
+    return reply
+
+
+class McpServer:
+    """The MCP methods over one dispatcher. Transport-free: the glue brings the session and the principal.
+
+    ``reach(principal)`` answers the names of the brains a credential reaches here (the
+    pool's ``brains_for``): exactly one means ``brain`` may be left out of a call.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, reach: Callable[[Principal], Sequence[str]]) -> None:
+        self.dispatcher = dispatcher
+        self.reach = reach
+        self._methods: Mapping[str, Callable[[Principal, Mapping[str, Any]], Any]] = MappingProxyType({
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._templates_list,
+            "resources/read": self._resources_read,
+        })
+        self._actions: Mapping[Action, Callable[[Session, Principal, Message], Any]] = MappingProxyType({
+            Action.INITIALIZE: self._initialize,
+            Action.PONG: lambda s, p, m: {},
+            Action.SERVE: self._serve,
+            Action.ACCEPT: lambda s, p, m: None,
+            Action.DROP: lambda s, p, m: None,
+            Action.CLOSE: lambda s, p, m: None,
+            Action.REFUSE_UNINITIALIZED: self._refuse("the session is not initialized: send initialize first"),
+            Action.REFUSE_REINITIALIZE: self._refuse("this session is already initialized"),
+            Action.REFUSE_CLOSED: self._refuse("this session has ended"),
+        })
+
+    # -- one message ----------------------------------------------------------------------------
+
+    def handle(self, session: Session, principal: Principal, message: Message) -> Reply:
+        """The reply to ``message`` (``NO_REPLY`` for a notification or a response), or an awaitable of it.
+
+        Never raises for a protocol error or a door's refusal: both are the reply.
+        """
+        action, following = session.lookup(message.input)
+        try:
+            result = self._actions[action](session, principal, message)
+        except ProtocolError as exc:
+            return NO_REPLY if message.kind != "request" else error_reply(message.id, exc.error())
+        session.state = following
+        if message.kind != "request":
+            return NO_REPLY
+        if isinstance(result, dict):
+            return {"jsonrpc": "2.0", "id": message.id, "result": result}
+        return self._later(message.id, result)
+
+    @staticmethod
+    async def _later(id_: Any, pending: Awaitable[JsonDoc]) -> JsonDoc:
+        try:
+            return {"jsonrpc": "2.0", "id": id_, "result": await pending}
+        except ProtocolError as exc:
+            return error_reply(id_, exc.error())
+
+    def exchange(self, session: Session, authenticate: Callable[[], Principal],
+                 message: Message) -> "Outcome | Awaitable[Outcome]":
+        """``handle`` under the dispatcher's one clock, the credential proven inside it (stdio's path).
+
+        A refusal of the credential becomes the Outcome's refusal; :func:`finish` turns it into
+        a JSON-RPC error for a request.
+        """
+        return self.dispatcher.timed("server.mcp", lambda: self.handle(session, authenticate(), message))
+
+    @staticmethod
+    def _refuse(why: str) -> Callable[[Session, Principal, Message], Any]:
+        def refuse(session: Session, principal: Principal, message: Message) -> Any:
+            raise ProtocolError(INVALID_REQUEST, why)
+        return refuse
+
+    def _serve(self, session: Session, principal: Principal, message: Message) -> Any:
+        method = self._methods.get(message.method or "")
+        if method is None:
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+        return method(principal, message.params)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _initialize(self, session: Session, principal: Principal, message: Message) -> JsonDoc:
+        params = message.params
+        if not isinstance(params.get("protocolVersion"), str):
+            raise ProtocolError(INVALID_PARAMS, "initialize: protocolVersion is required",
+                                {"supported": [PROTOCOL_VERSION]})
+        client = params.get("clientInfo")
+        session.client = client if isinstance(client, dict) else None
+        # 2025-06-18 "Version negotiation": a server that does not support the requested
+        # revision answers with one it does; this server has exactly one.
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {"tools": {}, "resources": {}},
+            "serverInfo": dict(SERVER_INFO),
+            "instructions": mcp_instructions(list(self.reach(principal))),
+        }
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    def _tools_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
+        # The whole table on one page: no cursor is ever handed out, so none is accepted.
+        if params.get("cursor") is not None:
+            raise ProtocolError(INVALID_PARAMS, "tools/list: this server hands out no cursor")
+        return {"tools": list(TOOLS[len(self.reach(principal)) == 1])}
+
+    def _tools_call(self, principal: Principal, params: Mapping[str, Any]) -> Any:
+        name = params.get("name")
+        door = TOOL_DOORS.get(name) if isinstance(name, str) else None
+        if door is None:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise ProtocolError(INVALID_PARAMS, f"{name}: arguments must be an object")
+        shape = SHAPES[name]
+        extra = sorted(set(arguments) - shape.allowed)
+        if extra:
+            raise ProtocolError(INVALID_PARAMS, f"{name}: {extra[0]!r} is not an argument of this tool "
+                                f"(it takes {sorted(shape.allowed)})")
+        brain, id_ = None, None
+        for param in shape.path:
+            value = arguments.get(param)
+            if value is None and param == "brain":
+                value = self._only_brain(principal, name)
+            elif value is None:
+                raise ProtocolError(INVALID_PARAMS, f"{name}: the argument {param!r} is required")
+            if not isinstance(value, str):
+                raise ProtocolError(INVALID_PARAMS, f"{name}: {param!r} must be a string")
+            if param == "brain":
+                brain = value
+            else:
+                id_ = value  # id, or host.revokeKey's sha256: the one path parameter beside brain
+        document = arguments.get("body")
+        if document is None and shape.body_required:
+            raise ProtocolError(INVALID_PARAMS, f"{name}: the argument 'body' is required (see the signature)")
+        if document is not None and not isinstance(document, dict):
+            raise ProtocolError(INVALID_PARAMS, f"{name}: 'body' must be an object")
+        return self._call(principal, door, brain, id_, document)
+
+    def _only_brain(self, principal: Principal, asked: str) -> str:
+        """The brain a call (a tool, an address) that names none reaches: the one brain of a one-brain key, else
+        a parameter error."""
+        brains = list(self.reach(principal))
+        if len(brains) == 1:
+            return brains[0]
+        raise ProtocolError(INVALID_PARAMS, f"{asked}: the argument 'brain' is required: this key reaches "
+                            f"{len(brains)} brains here", {"brains": brains[:64]})
+
+    def _call(self, principal: Principal, door: D.Door, brain: str | None, id_: Any,
+              document: JsonDoc | None) -> "JsonDoc | Awaitable[JsonDoc]":
+        """One door through the dispatcher: the answer or the refusal, both as a tool result."""
+        try:
+            if door.layer == "vfs" and document is not None and D.VFS_SELECTOR in document:
+                # DOORS.md 0.2: off HTTP the tool names the vfs door; op may be sent, and must agree.
+                document = dict(document)
+                if document.pop(D.VFS_SELECTOR) != door.name:
+                    raise R.InvalidArgumentError(f"op: this tool is the {door.name} door",
+                                                 field=D.VFS_SELECTOR, reason="unknown-door")
+            answer = self.dispatcher.run(principal, door.name, brain, id_, document)
+        except R.Refusal as refusal:
+            return tool_refusal(refusal)
+        except Exception as exc:
+            return tool_refusal(fault(door.name, exc))
+        if isinstance(answer, dict):
+            return tool_result(answer)
+        return self._call_later(door.name, answer)
+
+    @staticmethod
+    async def _call_later(door: str, pending: Awaitable[JsonDoc]) -> JsonDoc:
+        try:
+            return tool_result(await pending)
+        except R.Refusal as refusal:
+            return tool_refusal(refusal)
+        except Exception as exc:
+            return tool_refusal(fault(door, exc))
+
+    # -- resources ------------------------------------------------------------------------------
+
+    def _resources_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
+        return {"resources": resources.resources_for(list(self.reach(principal)))}
+
+    def _templates_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
+        return {"resourceTemplates": resources.templates()}
+
+    def _resources_read(self, principal: Principal, params: Mapping[str, Any]) -> Any:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise ProtocolError(INVALID_PARAMS, "resources/read: the argument 'uri' is required")
+        template, values = resources.address(uri)
+        door = D.BY_NAME[template.door]
+        brain, id_, document = resources.door_arguments(template, values)
+        if brain is None:
+            brain = self._only_brain(principal, uri)
+        try:
+            answer = self.dispatcher.run(principal, door.name, brain, id_, document)
+        except R.Refusal as refusal:
+            raise resources.refused(refusal) from None
+        except Exception as exc:
+            raise resources.refused(fault(door.name, exc)) from None
+        if isinstance(answer, dict):
+            return resources.contents(uri, answer)
+        return self._read_later(uri, answer)
+
+    @staticmethod
+    async def _read_later(uri: str, pending: Awaitable[JsonDoc]) -> JsonDoc:
+        try:  # no read door waits today; this keeps the path whole for one that will
+            return resources.contents(uri, await pending)
+        except R.Refusal as refusal:
+            raise resources.refused(refusal) from None
+
+
+def finish(outcome: Outcome, message: Message | None) -> JsonDoc:
+    """The reply to send once the clock stopped: the answer stamped with ``_meta.ms``, or the refusal as an error.
+
+    ``NO_REPLY`` when nothing is owed (a notification or a response, even a refused one).
+    """
+    if outcome.refusal is not None:
+        if message is not None and message.kind != "request":
+            return NO_REPLY
+        return error_reply(message.id if message is not None else None, refusal_error(outcome.refusal))
+    answer = outcome.answer
+    if answer is None or answer is NO_REPLY:
+        return NO_REPLY
+    return stamp(answer, outcome.ms)
+
+
