@@ -101,7 +101,8 @@ setup(
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",
                  "cryptography>=42",  # an ed25519 independent of pynacl, to sign the tests' tokens
-                 "mcp>=2.3,<3"],      # the official MCP SDK client, to speak to /mcp and `brainy mcp`
+                 "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
+                 "jsonschema>=4.18"],  # JSON Schema 2020-12, to hold the contract's type schemas to check()
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )
