@@ -11,7 +11,6 @@ refuses every other value with a reason and a path, and says "conforms" exactly 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import pytest
@@ -44,13 +43,16 @@ def test_every_contract_type_parses_and_prints_back(text):
 
 
 def test_every_signature_parses_as_a_function():
-    """Each door's signature (``name(args): Answer``) is the same notation: its arguments and answer parse."""
+    """Each door's signature (``name(args): Answer``) is the same notation: its arguments and answer parse, and
+    its name is the door's own."""
     for door in D.DOORS:
-        m = re.fullmatch(r"(\w+)\((.*)\): (.*)", door.signature)
-        assert m is not None, door.name
-        tree = T.parse(f"({m.group(2)}) => {m.group(3)}")
-        assert isinstance(tree, T.Func), door.name
+        name, tree = T.parse_signature(door.signature)
+        assert name == door.short, door.name
         assert T.parse(str(tree)) == tree
+    name, tree = T.parse_signature("onChange(listener: (e: ChangeFrame) => void): Unsubscribe")
+    assert tree == T.Func((T.Field("listener", T.parse("(e: ChangeFrame) => void")),), T.Named("Unsubscribe"))
+    with pytest.raises(T.NotationError, match="not name"):
+        T.parse_signature("find")
 
 
 def test_the_tree_spells_the_notation():

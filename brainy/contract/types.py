@@ -397,6 +397,23 @@ def _parse(text: str) -> Node:
     return _Parser(text).whole()
 
 
+_SIGNATURE = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\): (?P<answer>.+)", re.DOTALL)
+
+
+def parse_signature(text: str) -> tuple[str, Func]:
+    """A door's signature (``find(query: FindQuery): Promise<FindAnswer>``) as its name and a function type.
+
+    The arguments are the function's parameters and the answer its result, ``Promise``
+    and all; raises :class:`NotationError` when the signature does not parse.
+    """
+    m = _SIGNATURE.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        raise NotationError(f"signature {text!r}: not name(arguments): answer")
+    tree = parse(f"({m['args']}) => {m['answer']}")
+    assert isinstance(tree, Func)  # "(...) => T" parses as nothing else
+    return m["name"], tree
+
+
 # --------------------------------------------------------------------------- JSON Schema
 
 

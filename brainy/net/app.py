@@ -15,6 +15,7 @@ from typing import Any, Awaitable
 
 from brainy import __version__
 from brainy.contract import doors as D
+from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.net import codecs
@@ -54,6 +55,7 @@ class App:
         self.built_at = built_at
         self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)
+        self._openapi: str | None = None  # GET /openapi.json, rendered on first call
         self.started = time.monotonic()
         self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
@@ -143,6 +145,13 @@ class App:
         text.append(("text/plain; charset=utf-8", llms_txt(__version__, self.base_url)))
         return {}
 
+    def _openapi_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+        # Served as text, byte for byte docs/openapi.json: a _meta key would make it no OpenAPI document.
+        if self._openapi is None:
+            self._openapi = openapi.text(__version__)
+        text.append((openapi.JSON, self._openapi))
+        return {}
+
     def _brains_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
         return {"brains": self.pool.brains_for(principal)}
 
@@ -185,4 +194,5 @@ SERVER_HANDLERS = S.join({
     "server.llmsTxt": App._llms_txt_door,
     "server.health": App._health_door,
     "server.brains": App._brains_door,
+    "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
 })

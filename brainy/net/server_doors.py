@@ -17,6 +17,11 @@ absent (DESIGN.md, "The door table is a law"):
   request meets the ``UnknownDoorError`` its contract entry lists. brainy has no such
   configuration yet.
 
+One route is served beside the contract, not in it (``BEYOND_CONTRACT``): ``GET
+/openapi.json``. DOORS.md 10.2 lists nine server doors and the contract transcribes them
+(a test pins the two together), so the OpenAPI document has a server-door record of its
+own (``brainy/contract/openapi.py``) and is routed and joined like the others.
+
 Pure: tables and checks over the contract, no IO.
 """
 
@@ -28,6 +33,7 @@ from typing import Any
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.openapi import OPENAPI_DOOR
 from brainy.net.mcp import MCP_PATH
 from brainy.net.routes import ServerRoute
 
@@ -38,7 +44,11 @@ HANDED_OFF: Mapping[str, str] = MappingProxyType({"server.mcp": MCP_PATH})
 #: Server doors DOORS.md 10.2 serves only when something is configured, and what.
 CONFIGURED_ONLY: Mapping[str, str] = MappingProxyType({"server.oauthProtectedResource": "an authorization server"})
 
-BY_NAME: Mapping[str, D.ServerDoor] = MappingProxyType({s.name: s for s in D.SERVER_DOORS})
+#: Server doors the server answers outside the contract, each in a server door's record.
+BEYOND_CONTRACT: tuple[D.ServerDoor, ...] = (OPENAPI_DOOR,)
+#: Every server door the server knows: the contract's, then those beyond it.
+SERVER_DOORS: tuple[D.ServerDoor, ...] = (*D.SERVER_DOORS, *BEYOND_CONTRACT)
+BY_NAME: Mapping[str, D.ServerDoor] = MappingProxyType({s.name: s for s in SERVER_DOORS})
 
 
 def _check_tables() -> None:
@@ -53,7 +63,9 @@ def _check_tables() -> None:
         if door is None or "UnknownDoorError" not in door.refusals:
             raise RuntimeError(f"server doors: {name} is served only when configured, so the contract must "
                                "list it, refusing UnknownDoorError")
-    for door in D.SERVER_DOORS:
+    if len(BY_NAME) != len(SERVER_DOORS):
+        raise RuntimeError("server doors: a server door beyond the contract takes a contract server door's name")
+    for door in SERVER_DOORS:
         if door.disposition == "inProcessOnly":  # a server door is a wire door by definition
             raise RuntimeError(f"server doors: {door.name} is inProcessOnly, which no server door can be")
 
@@ -62,13 +74,13 @@ _check_tables()
 
 
 def routes(configured: Collection[str] = ()) -> tuple[ServerRoute, ...]:
-    """The server doors the router reaches, in contract order.
+    """The server doors the router reaches, in contract order, then those beyond the contract.
 
     Handed-off doors are left out (the app hands their path over first), and so is a
     configured-only door unless its name is in ``configured``. A door with an ``accept``
     shares its door's route, picked by content negotiation.
     """
-    return tuple(ServerRoute(s.method, s.path, s.name, s.accept) for s in D.SERVER_DOORS
+    return tuple(ServerRoute(s.method, s.path, s.name, s.accept) for s in SERVER_DOORS
                  if s.name not in HANDED_OFF and (s.name not in CONFIGURED_ONLY or s.name in configured))
 
 
@@ -86,7 +98,7 @@ def join(handlers: Mapping[str, Handler]) -> Mapping[str, Handler]:
     Every native server door not handed off has a handler, and every handler is one; a
     disagreement stops the import, naming the doors on each side.
     """
-    native = {s.name for s in D.SERVER_DOORS if s.disposition == "native"} - set(HANDED_OFF)
+    native = {s.name for s in SERVER_DOORS if s.disposition == "native"} - set(HANDED_OFF)
     missing = sorted(native - set(handlers))
     stray = sorted(set(handlers) - native)
     if missing or stray:
