@@ -102,7 +102,9 @@ setup(
         "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",
                  "cryptography>=42",  # an ed25519 independent of pynacl, to sign the tests' tokens
                  "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
-                 "quicktok-v1>=0.4,<1"],  # o200k_base shipped in the wheel: what MCP costs an agent, offline
+                 "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
+                 "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
+                 "openapi-spec-validator>=0.7"],  # to validate the generated docs/openapi.json as OpenAPI 3.1
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -163,21 +163,90 @@ def test_unreadable_contract_is_refused(tmp_path):
         D.read_contract(path)
 
 
-def test_import_fails_loudly_on_a_broken_contract(tmp_path):
-    """Importing the door table over a broken api-contract.json stops the import with the entry named."""
+def _import_over(tmp_path: Path, doc: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """``import brainy.contract.doors`` in a fresh interpreter, over ``doc`` as the contract."""
     package = tmp_path / "brainy"
     (package / "contract").mkdir(parents=True)
     # A bare package: the test is about the door table's import, not whatever else brainy imports.
     (package / "__init__.py").write_text("", "utf-8")
-    for name in ("__init__.py", "doors.py", "refusals.py"):  # doors.py takes the contract path from refusals.py
+    for name in ("__init__.py", "doors.py", "types.py"):
         shutil.copy(ROOT / "brainy" / "contract" / name, package / "contract" / name)
-    doc = copy.deepcopy(ORIGINAL)
-    doc["doors"][_index("find")]["kind"] = "peek"
     (package / "contract" / "api-contract.json").write_text(json.dumps(doc), "utf-8")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", "import brainy.contract.doors"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
     )
+
+
+def test_import_fails_loudly_on_a_broken_contract(tmp_path):
+    """Importing the door table over a broken api-contract.json stops the import with the entry named."""
+    doc = copy.deepcopy(ORIGINAL)
+    doc["doors"][_index("find")]["kind"] = "peek"
+    result = _import_over(tmp_path, doc)
     assert result.returncode != 0
     assert f"doors[{_index('find')}] 'find': unknown kind 'peek'" in result.stderr
+
+
+def _refusal_index(name: str) -> int:
+    return next(i for i, e in enumerate(ORIGINAL["refusals"]) if e["name"] == name)
+
+
+@pytest.mark.parametrize(("key", "field"), [("fields", "name"), ("optional", "message"), ("fields", "message")])
+def test_a_refusal_field_named_for_the_refusal_itself_is_refused(tmp_path, key, field):
+    """DOORS.md 11: a refusal travels as {name, message, ...fields}, so a field named name or message would
+    overwrite the class or the text; the loader refuses it, naming the refusal."""
+    index = _refusal_index("AggregateNotFoundError")
+
+    def mutate(doc):
+        doc["refusals"][index][key] = [*doc["refusals"][index][key], field]
+    with pytest.raises(D.ContractError) as caught:
+        _load_copy(tmp_path, mutate)
+    assert str(caught.value) == (
+        f"api-contract.json: refusals[{index}] 'AggregateNotFoundError': field {field!r} collides with the "
+        f"refusal's own {field!r} on the wire (DOORS.md 11); name the field for what it holds")
+
+
+def test_the_import_stops_on_a_refusal_field_named_name(tmp_path):
+    """The same law at import: a contract whose refusal carries a `name` field stops the door table's import."""
+    doc = copy.deepcopy(ORIGINAL)
+    index = _refusal_index("SnapshotRunNotFoundError")
+    doc["refusals"][index]["fields"] = ["name"]
+    result = _import_over(tmp_path, doc)
+    assert result.returncode != 0
+    assert f"refusals[{index}] 'SnapshotRunNotFoundError': field 'name' collides" in result.stderr
+
+
+def test_the_renamed_refusal_fields_are_doors_md_11s():
+    """AggregateNotFoundError carries aggregate; SnapshotNameInvalidError and SnapshotRunNotFoundError carry
+    snapshot (DOORS.md 11); no refusal carries name or message."""
+    from brainy.contract import refusals as R
+    assert R.by_name("AggregateNotFoundError").required == ("aggregate",)
+    assert R.by_name("SnapshotNameInvalidError").required == ("snapshot",)
+    assert R.by_name("SnapshotRunNotFoundError").required == ("snapshot",)
+    assert R.by_name("AggregateNotFoundError")(aggregate="weekly").to_wire()["name"] == "AggregateNotFoundError"
+    for entry in D.CONTRACT.refusals:
+        assert not set(D.REFUSAL_OWN_KEYS) & {*entry["fields"], *entry["optional"]}, entry["name"]
+
+
+@pytest.mark.parametrize(("fields", "words"), [("name", "fields must be a list of field names"),
+                                               (["a b"], "fields must be a list of field names")])
+def test_refusal_fields_are_lists_of_plain_names(tmp_path, fields, words):
+    """A refusal's fields are a list of plain identifiers."""
+    index = _refusal_index("EntityNotFoundError")
+    with pytest.raises(D.ContractError, match=rf"refusals\[{index}\] 'EntityNotFoundError': {words}"):
+        _load_copy(tmp_path, lambda doc: doc["refusals"][index].__setitem__("fields", fields))
+
+
+def test_a_param_type_that_does_not_parse_is_refused(tmp_path):
+    """Every param's type is parsed when the contract loads; one that does not parse is refused by door and
+    param, saying where in the type."""
+    index = _index("find")
+
+    def mutate(doc):
+        doc["doors"][index]["params"][1]["type"] = "string | "
+    with pytest.raises(D.ContractError) as caught:
+        _load_copy(tmp_path, mutate)
+    param = ORIGINAL["doors"][index]["params"][1]["name"]
+    assert f"doors[{index}] 'find' params[1]: {param!r}: type 'string | ': at character 9: expected a type" \
+        in str(caught.value)

@@ -2,12 +2,13 @@
 """Regenerate the committed contract artifacts from the door table.
 
 Writes ``docs/contract.json`` (the ``/contract.json`` document with ``builtAt`` fixed
-to a placeholder, so the committed copy only changes when the contract does) and
-``docs/brainy.proto``, both derived by ``brainy.contract.doors`` from
-``brainy/contract/api-contract.json``.
+to a placeholder, so the committed copy only changes when the contract does),
+``docs/brainy.proto``, both derived by ``brainy.contract.doors``, and ``docs/openapi.json``
+(the ``/openapi.json`` document exactly as served, derived by ``brainy.contract.openapi``),
+all from ``brainy/contract/api-contract.json``.
 
-    python tools/gen_contract.py          # rewrite both files
-    python tools/gen_contract.py --check  # exit 1, naming the stale files, if either differs
+    python tools/gen_contract.py          # rewrite the files
+    python tools/gen_contract.py --check  # exit 1, naming the stale files, if any differs
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from brainy import __version__  # noqa: E402
-from brainy.contract import doors  # noqa: E402
+from brainy.contract import doors, openapi  # noqa: E402
 
 #: builtAt of the committed copy; the served document carries the real build stamp.
 BUILT_AT_PLACEHOLDER = "1970-01-01T00:00:00Z"
 CONTRACT_JSON = ROOT / "docs" / "contract.json"
 PROTO = ROOT / "docs" / "brainy.proto"
+OPENAPI_JSON = ROOT / "docs" / "openapi.json"
 
 
 def render() -> dict[Path, str]:
@@ -34,6 +36,7 @@ def render() -> dict[Path, str]:
     return {
         CONTRACT_JSON: doors.envelope_text(__version__, BUILT_AT_PLACEHOLDER),
         PROTO: doors.proto_text(),
+        OPENAPI_JSON: openapi.text(__version__),
     }
 
 

@@ -31,6 +31,7 @@ exactly once and the dispatcher keys its router by it without special cases.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from brainy.contract.refusals import CONTRACT_PATH  # the one place the served contract's path is decided
+from brainy.contract import types as T
+
+#: The contract this process serves: the shipped one, or ``BRAINY_CONTRACT`` naming a copy — how a door
+#: under development is served before its entry lands (its function must be registered, or the import
+#: fails by name: see ``brainy.engine.registry``).
+CONTRACT_PATH = Path(os.environ.get("BRAINY_CONTRACT") or Path(__file__).with_name("api-contract.json"))
 
 #: Door layers in contract order; ``/contract.json`` lists them in this order, then ``server``.
 LAYERS = ("engine", "vfs", "accords", "memory", "policy", "host")
@@ -81,10 +87,9 @@ _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _BARE_NAME = re.compile(r"^[a-z][A-Za-z0-9]*$")
 _PARAM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9]+)\}")
-#: Scalar atoms a GET door's query parameter may be (DOORS.md 0.2: GET doors take only
-#: string, int, number and true/false arguments; the taxonomy names are strings).
-_SCALAR_ATOMS = frozenset({"string", "int", "number", "boolean", "NounType", "VerbType"})
-_LITERAL = re.compile(r'^(?:"[^"]*"|-?\d+)$')
+#: What a refusal's wire document already holds: its class and its text (DOORS.md 11,
+#: ``{"error": {name, message, ...fields}}``). A field by either name would overwrite it.
+REFUSAL_OWN_KEYS = ("name", "message")
 
 
 class ContractError(RuntimeError):
@@ -103,6 +108,11 @@ class Param:
     required: bool
     location: str  # "path" | "query" | "body" ("in" in the JSON; ``in`` is a Python keyword)
     default: Any = None  # what an optional argument left out means (None: the door says it in prose)
+
+    @property
+    def tree(self) -> T.Node:
+        """The type as data (``brainy/contract/types.py``), parsed once when the contract loaded."""
+        return T.parse(self.type)
 
     def to_entry(self) -> dict[str, Any]:
         """The contract's JSON form of this parameter."""
@@ -304,32 +314,6 @@ def _fail(where: str, what: str) -> ContractError:
     return ContractError(f"api-contract.json: {where}: {what}")
 
 
-def _split_top(text: str, sep: str) -> list[str]:
-    """Split ``text`` on ``sep`` outside brackets and quotes."""
-    parts: list[str] = []
-    cur: list[str] = []
-    depth, quote = 0, False
-    for ch in text:
-        if ch == '"':
-            quote = not quote
-        elif not quote and ch in "([{":
-            depth += 1
-        elif not quote and ch in ")]}":
-            depth -= 1
-        if ch == sep and depth == 0 and not quote:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur).strip())
-    return parts
-
-
-def _is_scalar(ts_type: str) -> bool:
-    """True when every alternative of the union is a scalar a query string can carry."""
-    return all(a in _SCALAR_ATOMS or _LITERAL.match(a) for a in _split_top(ts_type, "|"))
-
-
 def _str(value: Any, where: str, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail(where, f"{field} must be a non-empty string, not {value!r}")
@@ -388,11 +372,26 @@ def _refusal_table(table: Any) -> tuple[Mapping[str, Any], ...]:
     for index, entry in enumerate(table):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise _fail(f"refusals[{index}]", "has no name")
+        where = f"refusals[{index}] {entry['name']!r}"
         if entry["name"] in seen:
-            raise _fail(f"refusals[{index}] {entry['name']!r}", "is listed twice")
+            raise _fail(where, "is listed twice")
         seen.add(entry["name"])
+        fields = [f for key in ("fields", "optional") for f in _field_names(entry.get(key, []), where, key)]
+        if len(set(fields)) != len(fields):
+            raise _fail(where, f"fields and optional name a field twice: {fields}")
         out.append(MappingProxyType(dict(entry)))
     return tuple(out)
+
+
+def _field_names(value: Any, where: str, key: str) -> list[str]:
+    """A refusal's ``fields`` or ``optional``: plain names, none of them the refusal's own keys."""
+    if not isinstance(value, list) or not all(isinstance(f, str) and _PARAM_NAME.match(f) for f in value):
+        raise _fail(where, f"{key} must be a list of field names, not {value!r}")
+    for f in value:
+        if f in REFUSAL_OWN_KEYS:
+            raise _fail(where, f"field {f!r} collides with the refusal's own {f!r} on the wire "
+                               "(DOORS.md 11); name the field for what it holds")
+    return value
 
 
 def _refusal_sets(value: Any, refusal_names: set[str]) -> Mapping[str, RefusalSet]:
@@ -437,10 +436,14 @@ def _params(value: Any, where: str, method: str, path: str) -> tuple[Param, ...]
             raise _fail(pwhere, f"required must be true or false, not {entry['required']!r}")
         if entry["in"] not in LOCATIONS:
             raise _fail(pwhere, f"in must be one of {list(LOCATIONS)}, not {entry['in']!r}")
+        kind = _str(entry["type"], pwhere, "type")
+        try:
+            T.parse(kind)  # parsed once here; Param.tree answers the cached tree
+        except T.NotationError as exc:
+            raise _fail(pwhere, f"{name!r}: {exc}") from None
         if "default" in entry and (entry["required"] or entry["default"] is None):
             raise _fail(pwhere, "only an optional argument has a default, and it is not null")
-        params.append(Param(name, _str(entry["type"], pwhere, "type"), entry["required"], entry["in"],
-                            entry.get("default")))
+        params.append(Param(name, kind, entry["required"], entry["in"], entry.get("default")))
     names = [p.name for p in params]
     if len(set(names)) != len(names):
         raise _fail(where, f"params name an argument twice: {names}")
@@ -453,7 +456,7 @@ def _params(value: Any, where: str, method: str, path: str) -> tuple[Param, ...]
             raise _fail(where, f"path param {p.name!r} must be required")
         if method == "GET" and p.location == "body":
             raise _fail(where, f"a GET door takes no body, but {p.name!r} is in the body")
-        if method == "GET" and p.location == "query" and not _is_scalar(p.type):
+        if method == "GET" and p.location == "query" and not T.is_scalar(p.tree):
             raise _fail(where, f"query param {p.name!r} has non-scalar type {p.type!r} (DOORS.md 0.2)")
         if method != "GET" and p.location == "query":
             raise _fail(where, f"a {method} door takes its arguments in the body, but {p.name!r} is in the query")

@@ -1,7 +1,9 @@
 """Named refusals: one root, one class per refusal name in ``api-contract.json``.
 
-The classes are made at import from the contract's ``refusals`` table, so the
-table is the only place a refusal's name, HTTP status and fields are written.
+The classes are made at import from the contract's ``refusals`` table, as the door
+table validated it (``brainy/contract/doors.py``: names unique, fields plain names and
+never ``name`` or ``message``, which every refusal's wire document already holds), so
+the table is the only place a refusal's name, HTTP status and fields are written.
 A refusal is raised where a rule breaks and turned into a wire answer at one
 boundary (the dispatcher); every transport carries it as
 ``{"error": {"name", "message", ...fields}}``.
@@ -13,15 +15,10 @@ Several names (``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError`
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-#: The contract this process serves: the shipped one, or ``BRAINY_CONTRACT`` naming a copy — how a door
-#: under development is served before its entry lands (its function must be registered, or the import
-#: fails by name: see ``brainy.engine.registry``).
-CONTRACT_PATH = Path(os.environ.get("BRAINY_CONTRACT") or Path(__file__).with_name("api-contract.json"))
+from brainy.contract.doors import CONTRACT
 
 
 class Refusal(Exception):
@@ -71,7 +68,7 @@ class Refusal(Exception):
 REGISTRY: dict[str, type[Refusal]] = {}
 
 
-def _define(entry: dict[str, Any]) -> type[Refusal]:
+def _define(entry: Mapping[str, Any]) -> type[Refusal]:
     name = entry["name"]
     if name in REGISTRY:
         raise RuntimeError(f"api-contract.json: refusal {name!r} is listed twice")
@@ -94,13 +91,8 @@ def _define(entry: dict[str, Any]) -> type[Refusal]:
 
 
 def _load() -> None:
-    try:
-        table = json.loads(CONTRACT_PATH.read_text("utf-8"))["refusals"]
-    except (OSError, ValueError, KeyError) as exc:  # a broken contract stops the import
-        raise RuntimeError(f"api-contract.json: refusals table unreadable: {exc}") from exc
-    for index, entry in enumerate(table):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise RuntimeError(f"api-contract.json: refusals[{index}] has no name")
+    # A broken contract has already stopped the import of the door table, naming the entry.
+    for entry in CONTRACT.refusals:
         globals()[entry["name"]] = _define(entry)
 
 

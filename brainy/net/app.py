@@ -15,10 +15,12 @@ from typing import Any, Awaitable
 
 from brainy import __version__
 from brainy.contract import doors as D
+from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.net import codecs
-from brainy.net.dispatch import Answer, Dispatcher, Outcome
+from brainy.net import server_doors as S
+from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name
 from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.pool import Pool
@@ -48,11 +50,12 @@ class App:
     def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "") -> None:
         self.pool = pool
         self.keys = keys
-        self.router = Router()
+        self.router = Router(server=S.routes())
         self.dispatcher = Dispatcher(pool)
         self.built_at = built_at
         self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)
+        self._openapi: str | None = None  # GET /openapi.json, rendered on first call
         self.started = time.monotonic()
         self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
@@ -88,7 +91,7 @@ class App:
         return self._mcp_response(await pending)
 
     def _serve(self, request: Request, text: list[tuple[str, str]]) -> Answer:
-        match = self.router.match(request.method, request.path)
+        match = self.router.match(request.method, request.path, request.headers.get("accept"))
         if match.server is not None:
             return self._server_door(match, request, text)
         door_name = match.door
@@ -118,23 +121,41 @@ class App:
         return chosen
 
     def _server_door(self, match: Match, request: Request, text: list[tuple[str, str]]) -> dict[str, Any]:
-        name = match.server
-        if name == "server.contract":
-            return self._contract
-        if name == "server.agent":
-            text.append(("text/markdown; charset=utf-8", agent_markdown(__version__, self.base_url)))
-            return {}
-        if name == "server.llmsTxt":
-            text.append(("text/plain; charset=utf-8", llms_txt(__version__, self.base_url)))
-            return {}
-        principal = self._principal(request)  # health and brains take any credential
-        if name == "server.health":
-            return self._health(principal)
-        if name == "server.brains":
-            return {"brains": self.pool.brains_for(principal)}
-        raise R.UnknownDoorError(f"no server door {name}", path=request.path)
+        """A server door (DOORS.md 10.2): the credential its ``who`` asks for, then its disposition, then its
+        handler. The brain in its path is checked as a door's is, before the disposition."""
+        door = S.BY_NAME[str(match.server)]
+        principal = None if door.who == "anyone" else self._principal(request)
+        if door.disposition != "native":
+            if "brain" in match.params:
+                check_brain_name(match.params["brain"])
+            raise S.refusal_today(door)
+        return SERVER_HANDLERS[door.name](self, principal, text)
 
-    def _health(self, principal: Principal) -> dict[str, Any]:
+    # The handlers of the native server doors, each ``(principal, text) -> answer``: ``principal`` is
+    # None for a door anyone may call; a text answer is appended to ``text`` as (content type, body).
+
+    def _contract_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+        return self._contract
+
+    def _agent_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+        text.append(("text/markdown; charset=utf-8", agent_markdown(__version__, self.base_url)))
+        return {}
+
+    def _llms_txt_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+        text.append(("text/plain; charset=utf-8", llms_txt(__version__, self.base_url)))
+        return {}
+
+    def _openapi_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+        # Served as text, byte for byte docs/openapi.json: a _meta key would make it no OpenAPI document.
+        if self._openapi is None:
+            self._openapi = openapi.text(__version__)
+        text.append((openapi.JSON, self._openapi))
+        return {}
+
+    def _brains_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
+        return {"brains": self.pool.brains_for(principal)}
+
+    def _health_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
         """``GET /v1/health``: liveness for any credential; the pool and auth detail for the service key."""
         pool = self.pool.report()
         answer: dict[str, Any] = {
@@ -164,3 +185,14 @@ class App:
         if outcome.refusal is not None and outcome.refusal.name == "MethodNotAllowedError":
             headers.append((b"allow", ", ".join(outcome.refusal.fields["allowed"]).encode()))
         return Response(outcome.status, headers, body)
+
+
+#: The handler of each native server door, joined to the contract's ``serverDoors`` at import (DOORS.md 10.2).
+SERVER_HANDLERS = S.join({
+    "server.contract": App._contract_door,
+    "server.agent": App._agent_door,
+    "server.llmsTxt": App._llms_txt_door,
+    "server.health": App._health_door,
+    "server.brains": App._brains_door,
+    "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
+})
