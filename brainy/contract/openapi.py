@@ -178,6 +178,14 @@ def _door_description(door: D.Door) -> str:
     return "\n".join([door.when, "", f"Signature: `{door.signature}`", *(line for line in asks if line)])
 
 
+def _param_schema(p: D.Param) -> dict[str, Any]:
+    """A param's type as JSON Schema, with the default the contract declares for it."""
+    schema = T.schema(p.tree)
+    if p.default is not None:
+        schema = {**schema, "default": p.default}
+    return schema
+
+
 def _body_schema(params: Sequence[D.Param], op: str | None = None) -> dict[str, Any]:
     """The argument document: a closed object of the body params (``op`` first on the shared vfs route)."""
     properties: dict[str, Any] = {}
@@ -186,7 +194,7 @@ def _body_schema(params: Sequence[D.Param], op: str | None = None) -> dict[str, 
         properties[D.VFS_SELECTOR] = {"const": op, "description": "The door, named on the shared vfs route."}
         required.append(D.VFS_SELECTOR)
     for p in params:
-        properties[p.name] = T.schema(p.tree)
+        properties[p.name] = _param_schema(p)
         if p.required:
             required.append(p.name)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -205,7 +213,7 @@ def _request_body(schema: dict[str, Any], required: bool) -> dict[str, Any]:
 
 def _parameters(door: D.Door) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
-        {"name": p.name, "in": p.location, "required": p.required, "schema": T.schema(p.tree)}
+        {"name": p.name, "in": p.location, "required": p.required, "schema": _param_schema(p)}
         for p in door.params if p.location in ("path", "query")]
     out.extend({"$ref": f"#/components/parameters/{h}"} for h in _CALLER_HEADERS)
     return out
