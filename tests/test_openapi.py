@@ -80,14 +80,18 @@ def test_every_binding_is_one_operation():
 
 @pytest.mark.parametrize("door", [d for d in D.DOORS if d.layer != "vfs"], ids=lambda d: d.name)
 def test_parameters_and_bodies_are_typed_from_the_contract(door):
-    """Path and query parameters are the door's own, each typed by schema() of its param's notation; the body is a
-    closed object of the body params in JSON and MessagePack, required when a body param is."""
+    """Path and query parameters are the door's own, each typed by schema() of its param's notation with its declared
+    default; the body is a closed object of the body params in JSON and MessagePack, required when a body param is."""
+
+    def typed(p):
+        return T.schema(p.tree) | ({"default": p.default} if p.default is not None else {})
+
     op = DOC["paths"][door.path][door.method.lower()]
     declared = {(p["name"], p["in"]): p for p in op["parameters"] if "$ref" not in p}
     assert set(declared) == {(p.name, p.location) for p in door.params if p.location != "body"}
     for p in door.params:
         if p.location != "body":
-            assert declared[p.name, p.location]["schema"] == T.schema(p.tree)
+            assert declared[p.name, p.location]["schema"] == typed(p)
             assert declared[p.name, p.location]["required"] is p.required
     body = [p for p in door.params if p.location == "body"]
     if not body:
@@ -98,7 +102,7 @@ def test_parameters_and_bodies_are_typed_from_the_contract(door):
     schema = request["content"][codecs.JSON]["schema"]
     assert request["content"][codecs.MSGPACK]["schema"] == schema
     assert schema["additionalProperties"] is False
-    assert schema["properties"] == {p.name: T.schema(p.tree) for p in body}
+    assert schema["properties"] == {p.name: typed(p) for p in body}
     assert schema.get("required", []) == [p.name for p in body if p.required]
     assert request["required"] is any(p.required for p in body)
 
