@@ -17,9 +17,7 @@ import httptools
 
 from brainy._speedups import h1frame
 from brainy.contract import refusals as R
-from brainy.net.app import MAX_BODY, Request, Response
-
-MAX_HEADER_BYTES = 64 << 10
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Request, Response
 
 
 @dataclass

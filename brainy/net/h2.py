@@ -21,8 +21,7 @@ import h2.exceptions
 import h2.settings
 
 from brainy.contract import refusals as R
-from brainy.net.app import MAX_BODY, Request, Response
-from brainy.net.h1 import MAX_HEADER_BYTES
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Request, Response, refusal_response
 
 MAX_CONCURRENT_STREAMS = 128
 PREFACE_BYTES = 24  # b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", which precedes the first frame
@@ -145,7 +144,6 @@ class H2Session:
             method = headers.get(":method", "GET")
             path, _, query = headers.get(":path", "/").partition("?")
             if stream.refused is not None:
-                from brainy.net.server import refusal_response
                 response = refusal_response(stream.refused)
             else:
                 plain = {k: v for k, v in headers.items() if not k.startswith(":")}

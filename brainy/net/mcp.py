@@ -50,6 +50,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import MCP_PROTOCOL
 from brainy.net.dispatch import Dispatcher, Outcome
+from brainy.net.http import refusal_headers
 from brainy.net.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
@@ -829,10 +830,7 @@ class StreamableHttp:
         headers = [(b"server-timing", b"brainy;dur=%.3f" % outcome.ms)]
         refusal = outcome.refusal
         if refusal is not None:
-            if refusal.name == "UnauthenticatedError":
-                headers.append((b"www-authenticate", b'Bearer realm="brainy"'))
-            if refusal.name == "MethodNotAllowedError":
-                headers.append((b"allow", ", ".join(refusal.fields["allowed"]).encode()))
+            headers += refusal_headers(refusal)
             headers.append((b"content-type", b"application/json"))
             body = orjson.dumps(error_reply(exchange.request_id, refusal_error(refusal)))
             return HttpReply(refusal.status or 500, headers, body)

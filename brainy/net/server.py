@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from brainy.contract import refusals as R
-from brainy.net import codecs
-from brainy.net.app import App, Response
+from brainy.net.app import App
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
+from brainy.net.http import Response, refusal_response
 
 log = logging.getLogger("brainy.serve")
 
@@ -49,12 +49,6 @@ class Listen:
         if proto in ("", "h1", "h2"):
             return cls(host, int(port), ("h1", "h2") if proto == "" else (proto,))
         raise ValueError(f"--listen {text!r}: {proto!r} is not a protocol this build serves (h1, h2)")
-
-
-def refusal_response(refusal: R.Refusal) -> Response:
-    body, kind = codecs.encode({"error": refusal.to_wire(), "_meta": {"ms": 0.0}}, False)
-    return Response(refusal.status or 400, [(b"content-type", kind.encode()),
-                                            (b"server-timing", b"brainy;dur=0.000")], body)
 
 
 class HttpProtocol(asyncio.Protocol):
