@@ -24,6 +24,8 @@ MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 
 
 class H1Glue(Session[H1Connection]):
+    """An HTTP/1.1 connection's requests, answered one after another in the order they came."""
+
     def __init__(self, protocol: "HttpProtocol", conn: H1Connection) -> None:
         super().__init__(protocol, conn)
         self._queue: collections.deque[RequestReceived | ProtocolFailed] = collections.deque()

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 
 class H2Glue(Session[H2Connection]):
+    """An HTTP/2 connection's streams, each answered as soon as its door answers."""
+
     def __init__(self, protocol: "HttpProtocol", conn: H2Connection) -> None:
         super().__init__(protocol, conn)
         self._tasks: dict[int, asyncio.Future[Response]] = {}  # answers that wait, by stream

@@ -18,6 +18,8 @@ Conn = TypeVar("Conn")
 
 
 class Session(Generic[Conn]):
+    """One connection's glue once its protocol is known, over that protocol's sans-IO object ``conn``."""
+
     def __init__(self, protocol: "HttpProtocol", conn: Conn) -> None:
         assert protocol.transport is not None
         self.protocol = protocol

@@ -32,6 +32,8 @@ log = logging.getLogger("brainy.serve")
 
 
 class HttpProtocol(asyncio.Protocol):
+    """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both)."""
+
     def __init__(self, app: "App", server: "Server", protocols: tuple[str, ...]) -> None:
         self.app = app
         self.server = server
