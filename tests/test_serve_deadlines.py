@@ -1,20 +1,166 @@
-"""Connection deadlines: an idle connection is closed, and so is a request that trickles in too slowly."""
+"""Connection deadlines: an idle connection is closed, and so is a request that trickles in too slowly.
+
+The laws are tested on the sans-IO protocol objects with a fake clock (``now`` is a number the test
+moves; nothing sleeps): the preface reader, h1 and h2 each report ``next_deadline()`` and answer
+``timer_fired(now)``. One real-socket check per deadline then shows the glue drives them: a real server
+in process on uvloop, with limits of a fraction of a second.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+import h2.config
+import h2.connection
 import uvloop
 
 from brainy.engine import init_store
 from brainy.net.app import App
+from brainy.net.deadlines import DeadlinePassed
+from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
+from brainy.net.h2 import H2Connection
+from brainy.net.http import Response
 from brainy.net.keys import KeyTable
 from brainy.net.pool import Pool
+from brainy.net.preface import H2_PREFACE, PrefaceReader
 from brainy.net.server import Listen, Server
 
 from server import write_keys
 
+IDLE, REQUEST = 75.0, 30.0
+GET = b"GET /contract.json HTTP/1.1\r\nHost: t\r\n\r\n"
+OK = Response(200, [(b"content-type", b"application/json")], b"{}")
+
+
+def _h1(now: float = 0.0) -> H1Connection:
+    return H1Connection(now, idle_seconds=IDLE, request_seconds=REQUEST)
+
+
+# -- h1, on a fake clock ----------------------------------------------------------------------------
+
+def test_h1_an_idle_keep_alive_connection_is_closed_after_the_idle_limit():
+    """After its answer, a keep-alive connection that sends nothing is closed IDLE seconds after its last
+    bytes, and not a moment before."""
+    conn = _h1()
+    [event] = conn.receive_data(GET, 1.0)
+    assert isinstance(event, RequestReceived)
+    conn.send_response(OK, keep_alive=True)
+    assert conn.next_deadline() == 1.0 + IDLE
+    assert conn.timer_fired(1.0 + IDLE - 0.001) is None
+    assert conn.timer_fired(1.0 + IDLE) == DeadlinePassed("idle", IDLE)
+
+
+def test_h1_each_request_restarts_the_idle_clock():
+    """A connection that keeps asking is never idle: each request's bytes move the deadline on."""
+    conn = _h1()
+    for now in (10.0, 80.0, 150.0):
+        assert conn.timer_fired(now) is None
+        conn.receive_data(GET, now)
+        conn.send_response(OK, keep_alive=True)
+        assert conn.next_deadline() == now + IDLE
+
+
+def test_h1_a_trickled_request_is_cut_off_even_while_bytes_arrive():
+    """A request sent a byte a second (slowloris) is closed REQUEST seconds after its first byte, though
+    every byte lands well inside the idle limit."""
+    conn = _h1()
+    trickle = GET[:-4] + b"\r\nX-Slow: " + b"a" * 100
+    now = 0.0
+    for byte in trickle[:40]:
+        now += 1.0
+        assert conn.receive_data(bytes([byte]), now) == []
+        assert conn.next_deadline() == 1.0 + REQUEST  # the request began with the first byte, at 1.0
+        if now < 1.0 + REQUEST:
+            assert conn.timer_fired(now) is None
+        else:
+            assert conn.timer_fired(now) == DeadlinePassed("request", REQUEST)
+            break
+    assert now == 1.0 + REQUEST
+
+
+def test_h1_the_request_clock_starts_at_each_new_request():
+    """The request deadline runs from the first byte of the request now arriving, not from the
+    connection's first: a second request begun late has its own REQUEST seconds."""
+    conn = _h1()
+    conn.receive_data(GET, 1.0)
+    conn.send_response(OK, keep_alive=True)
+    conn.receive_data(b"GET /contract", 50.0)
+    assert conn.next_deadline() == 50.0 + REQUEST
+    conn.receive_data(b".json HTTP/1.1\r\n", 60.0)
+    assert conn.next_deadline() == 50.0 + REQUEST
+    assert conn.timer_fired(50.0 + REQUEST) == DeadlinePassed("request", REQUEST)
+
+
+def test_h1_a_busy_connection_is_not_closed():
+    """While a request is owed its answer (a write waiting on its fsync, say), no deadline runs, however
+    long it takes: ``next_deadline()`` is None and the timer passes nothing. With two pipelined requests,
+    answering one leaves the connection busy; answering both sets the clock running again."""
+    conn = _h1()
+    events = conn.receive_data(GET + GET, 1.0)
+    assert len(events) == 2
+    assert conn.next_deadline() is None
+    assert conn.timer_fired(1.0 + IDLE + REQUEST + 1000) is None
+    conn.send_response(OK, keep_alive=True)
+    assert conn.next_deadline() is None and conn.timer_fired(5000.0) is None
+    conn.send_response(OK, keep_alive=True)
+    assert conn.next_deadline() is not None
+
+
+def test_h1_a_refused_request_is_owed_its_refusal_and_then_no_deadline_runs():
+    """A request that breaks a rule is answered with its refusal and the connection closed by the glue:
+    from the failure on, nothing more is read and no deadline is reported."""
+    conn = _h1()
+    [failed] = conn.receive_data(b"NOT HTTP\r\n\r\n", 1.0)
+    assert isinstance(failed, ProtocolFailed)
+    assert conn.next_deadline() is None
+    conn.send_response(OK, keep_alive=False)
+    assert conn.next_deadline() is None
+    assert conn.receive_data(GET, 2.0) == []
+
+
+# -- before the protocol is known, and h2 -----------------------------------------------------------
+
+def test_a_connection_that_never_speaks_is_closed_after_the_request_limit():
+    """From the accept, a connection that sends nothing is held to the request deadline."""
+    reader = PrefaceReader(0.0, IDLE, REQUEST)
+    assert reader.next_deadline() == REQUEST
+    assert reader.timer_fired(REQUEST - 0.001) is None
+    assert reader.timer_fired(REQUEST) == DeadlinePassed("request", REQUEST)
+
+
+def test_the_preface_reader_waits_while_the_bytes_could_be_either_protocol():
+    """A prefix of the HTTP/2 preface decides nothing; the whole preface chooses h2, a departure from it
+    chooses h1, and every byte read is handed on."""
+    reader = PrefaceReader(0.0, IDLE, REQUEST)
+    assert reader.receive_data(H2_PREFACE[:10], 1.0) is None
+    assert reader.next_deadline() == 1.0 + REQUEST
+    chosen = reader.receive_data(H2_PREFACE[10:] + b"rest", 2.0)
+    assert chosen is not None and (chosen.protocol, chosen.data) == ("h2", H2_PREFACE + b"rest")
+    h1 = PrefaceReader(0.0, IDLE, REQUEST).receive_data(b"GET / HTTP/1.1\r\n", 1.0)
+    assert h1 is not None and (h1.protocol, h1.data) == ("h1", b"GET / HTTP/1.1\r\n")
+
+
+def test_h2_is_closed_when_idle_and_never_while_a_stream_is_open():
+    """An HTTP/2 connection with no stream open is closed IDLE seconds after its last bytes; with a stream
+    open (its answer not yet sent) no deadline runs."""
+    server = H2Connection(0.0, idle_seconds=IDLE)
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    client.initiate_connection()
+    server.receive_data(client.data_to_send(), 1.0)
+    client.receive_data(server.data_to_send())
+    assert server.next_deadline() == 1.0 + IDLE
+    client.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "t")],
+                        end_stream=True)
+    [event] = server.receive_data(client.data_to_send(), 2.0)
+    assert server.next_deadline() is None and server.timer_fired(10_000.0) is None
+    server.send_response(event.stream_id, OK)
+    assert server.next_deadline() == 2.0 + IDLE
+    assert server.timer_fired(2.0 + IDLE) == DeadlinePassed("idle", IDLE)
+    assert server.ended
+
+
+# -- the glue drives them: one real socket per deadline ---------------------------------------------
 
 def _run(tmp_path, scenario):
     init_store(tmp_path / "notes")
@@ -43,10 +189,11 @@ async def _closed_after(reader: asyncio.StreamReader, limit: float) -> float:
 
 
 def test_an_idle_keep_alive_connection_is_closed(tmp_path):
-    """A keep-alive connection that sends nothing more after its answer is closed after the idle limit."""
+    """Over a socket: a keep-alive connection that sends nothing more after its answer is closed after the
+    idle limit."""
     async def scenario(host, port):
         reader, writer = await asyncio.open_connection(host, port)
-        writer.write(b"GET /contract.json HTTP/1.1\r\nHost: t\r\n\r\n")
+        writer.write(GET)
         waited = await _closed_after(reader, 5)
         writer.close()
         return waited
@@ -54,13 +201,19 @@ def test_an_idle_keep_alive_connection_is_closed(tmp_path):
     assert 0.3 < _run(tmp_path, scenario) < 3
 
 
-def test_a_trickled_request_is_cut_off_even_while_bytes_arrive(tmp_path):
-    """A request sent a byte at a time (slowloris) is closed once it has taken longer than the request
-    limit to arrive, even though bytes keep coming well inside the idle limit."""
-    async def scenario(host, port):
+def test_the_request_limit_closes_a_silent_connection_and_a_trickling_one(tmp_path):
+    """Over sockets, at once: a connection that never speaks, and one that sends a request a byte every
+    50 ms (inside the idle limit), are both closed once the request limit has passed."""
+    async def silent(host, port):
+        reader, writer = await asyncio.open_connection(host, port)
+        waited = await _closed_after(reader, 5)
+        writer.close()
+        return waited
+
+    async def trickling(host, port):
         reader, writer = await asyncio.open_connection(host, port)
         started = time.monotonic()
-        for byte in b"GET /contract.json HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 200:
+        for byte in GET[:-4] + b"\r\nX-Slow: " + b"a" * 200:
             if reader.at_eof() or writer.is_closing():
                 break
             try:
@@ -75,15 +228,8 @@ def test_a_trickled_request_is_cut_off_even_while_bytes_arrive(tmp_path):
         writer.close()
         return time.monotonic() - started
 
-    assert _run(tmp_path, scenario) < 3
+    async def both(host, port):
+        return await asyncio.gather(silent(host, port), trickling(host, port))
 
-
-def test_a_connection_that_never_speaks_is_closed(tmp_path):
-    """A connection that sends nothing at all is closed after the request limit."""
-    async def scenario(host, port):
-        reader, writer = await asyncio.open_connection(host, port)
-        waited = await _closed_after(reader, 5)
-        writer.close()
-        return waited
-
-    assert _run(tmp_path, scenario) < 3
+    waited_silent, waited_trickling = _run(tmp_path, both)
+    assert waited_silent < 3 and waited_trickling < 3

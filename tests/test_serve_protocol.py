@@ -656,7 +656,8 @@ def test_tcp_nodelay_is_set_on_every_accepted_socket(tmp_path):
     from brainy.net.app import App
     from brainy.net.keys import KeyTable
     from brainy.net.pool import Pool
-    from brainy.net.server import H2_PREFACE, Listen, Server
+    from brainy.net.preface import H2_PREFACE
+    from brainy.net.server import Listen, Server
 
     init_store(tmp_path / "notes")
     keys = write_keys(tmp_path / "keys", "notes")

@@ -10,7 +10,6 @@ on every refusal, even a 401 or a 404, come from the same measurement.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Awaitable
 
 from brainy import __version__
@@ -21,29 +20,12 @@ from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.net import codecs
 from brainy.net import server_doors as S
 from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name
+from brainy.net.http import MAX_BODY, Request, Response, refusal_headers
 from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.pool import Pool
 from brainy.net.principal import Principal
 from brainy.net.routes import Match, Router, query_document
-
-MAX_BODY = 64 << 20  # PayloadTooLargeError above this (DOORS.md 11.1)
-
-
-@dataclass
-class Request:
-    method: str
-    path: str                   # without the query string, still percent-encoded
-    query: str = ""
-    headers: dict[str, str] = field(default_factory=dict)  # lowercase names
-    body: bytes = b""
-
-
-@dataclass
-class Response:
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
 
 
 class App:
@@ -180,10 +162,8 @@ class App:
         wants = codecs.wants_msgpack(request.headers.get("accept"))
         body, kind = codecs.encode(outcome.body(), wants)
         headers = [(b"content-type", kind.encode()), timing]
-        if outcome.refusal is not None and outcome.refusal.name == "UnauthenticatedError":
-            headers.append((b"www-authenticate", b'Bearer realm="brainy"'))
-        if outcome.refusal is not None and outcome.refusal.name == "MethodNotAllowedError":
-            headers.append((b"allow", ", ".join(outcome.refusal.fields["allowed"]).encode()))
+        if outcome.refusal is not None:
+            headers += refusal_headers(outcome.refusal)
         return Response(outcome.status, headers, body)
 
 

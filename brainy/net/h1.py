@@ -1,4 +1,4 @@
-"""HTTP/1.1, sans-IO: bytes in, request events out; responses in, bytes to send out.
+"""HTTP/1.1, sans-IO: bytes and time in, request events out; responses in, bytes to send out.
 
 Parsing is httptools (keep-alive, pipelining, chunked bodies); response
 framing is the ``h1frame`` speedup. Limits are enforced while parsing, before
@@ -7,6 +7,13 @@ a byte of an oversized request is buffered: a header block over
 ``max_body`` is ``PayloadTooLargeError`` (413); a request that does not parse
 is ``MalformedRequestError`` (400). Each of those answers once and ends the
 connection.
+
+Every call that moves the connection on is handed ``now``; the idle and
+request-arrival deadlines (``brainy.net.deadlines``) are read off
+:meth:`H1Connection.next_deadline` and checked by
+:meth:`H1Connection.timer_fired`, so the glue keeps one timer and a test keeps
+a fake clock. A request handed out is owed an answer: until every one is sent,
+neither deadline runs.
 """
 
 from __future__ import annotations
@@ -17,9 +24,8 @@ import httptools
 
 from brainy._speedups import h1frame
 from brainy.contract import refusals as R
-from brainy.net.app import MAX_BODY, Request, Response
-
-MAX_HEADER_BYTES = 64 << 10
+from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS, DeadlinePassed, Deadlines
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Request, Response
 
 
 @dataclass
@@ -36,14 +42,20 @@ class ProtocolFailed:
 
 
 class H1Connection:
-    def __init__(self, max_header_bytes: int = MAX_HEADER_BYTES, max_body: int = MAX_BODY) -> None:
+    """One HTTP/1.1 connection, server side, from the bytes that told it apart (``now``: when they came)."""
+
+    def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS,
+                 request_seconds: float = REQUEST_SECONDS, max_header_bytes: int = MAX_HEADER_BYTES,
+                 max_body: int = MAX_BODY) -> None:
         self._parser = httptools.HttpRequestParser(self)
         self._max_header = max_header_bytes
         self._max_body = max_body
         self._events: list[RequestReceived | ProtocolFailed] = []
         self._out = bytearray()
         self._failed = False
-        self.mid_request = False  # a request has begun and not yet completed (the read deadline runs)
+        self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
+        self._owed = 0            # events handed out and not yet answered by send_response
+        self._deadlines = Deadlines(now, idle_seconds, request_seconds)
         self._reset()
 
     def _reset(self) -> None:
@@ -103,14 +115,17 @@ class H1Connection:
         request = Request(self._parser.get_method().decode("ascii"), path.decode("latin-1"),
                           query.decode("latin-1"), self._headers, body)
         self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
+        self._owed += 1
         self.mid_request = False
 
     # the sans-IO surface ------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> list[RequestReceived | ProtocolFailed]:
-        """Feed bytes; answer the requests (and at most one failure) they completed."""
+    def receive_data(self, data: bytes, now: float) -> list[RequestReceived | ProtocolFailed]:
+        """Feed the bytes that arrived at ``now``; answer the requests (and at most one failure) they
+        completed. Each event is owed one :meth:`send_response`, in the order given."""
         if self._failed:
             return []
+        self._deadlines.heard(now, not self.mid_request)
         try:
             self._parser.feed_data(data)
         except _Stop:
@@ -129,9 +144,29 @@ class H1Connection:
     def _fail(self, refusal: R.Refusal | None) -> None:
         self._failed = True
         self._events.append(ProtocolFailed(refusal or R.MalformedRequestError("bad request", reason="parse")))
+        self._owed += 1
 
     def send_response(self, response: Response, keep_alive: bool, head: bool = False) -> None:
+        """Frame the answer to the oldest event still owed one (``head``: the body left out, its length
+        stated; ``keep_alive`` false: ``connection: close``, and the caller closes after writing)."""
         self._out += h1frame.frame_response(response.status, response.headers, response.body, keep_alive, head)
+        if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
+            self._owed -= 1
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`timer_fired` should next be called, on the clock ``now`` is read from; None while a
+        request is owed its answer (or the connection has failed), when no deadline runs."""
+        if self._failed:
+            return None
+        return self._deadlines.due(self._owed > 0, self.mid_request)
+
+    def timer_fired(self, now: float) -> DeadlinePassed | None:
+        """The deadline passed by ``now`` (the caller closes the connection), or None: ask
+        :meth:`next_deadline` again."""
+        passed = self._deadlines.passed(now, self._owed > 0, self.mid_request)
+        if passed is not None:
+            self._failed = True  # nothing more is read; the connection is over
+        return passed
 
     def data_to_send(self) -> bytes:
         """The bytes framed so far, handed over once (no IO here: the caller writes them)."""

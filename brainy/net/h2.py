@@ -1,17 +1,29 @@
-"""HTTP/2 with prior knowledge, through the h2 library's sans-IO connection.
+"""HTTP/2 with prior knowledge, sans-IO: a server connection over the h2 library's own sans-IO state machine.
 
-One task per stream, so many streams are answered concurrently on one
-connection; answers are sent as the peer's flow-control windows allow, and
-request bodies are acknowledged as they are consumed. A bad preface or a
-protocol violation ends the connection with GOAWAY (the h2 library's own
-handling); a stream over the body limit is answered 413 and its request
-dropped.
+Bytes and time in (:meth:`H2Connection.receive_data`), request events out;
+answers in (:meth:`H2Connection.send_response`), bytes out
+(:meth:`H2Connection.data_to_send`). No socket, no task, no event loop: the
+glue (``brainy.net.glue.h2``) runs the app and writes what this framed.
+
+* Many streams at once, up to :data:`MAX_CONCURRENT_STREAMS`; a stream's
+  request is handed out once whole (:class:`RequestReceived`), its body
+  acknowledged as it is consumed.
+* A body over the limit is :class:`RequestRefused` (413), dropped as it comes.
+* An answer is queued whole and sent as DATA as the peer's flow-control
+  windows allow: what does not fit waits for a WINDOW_UPDATE or a SETTINGS
+  that grows the initial window (RFC 9113 6.9.2), both read here.
+* A frame header announcing more than our SETTINGS_MAX_FRAME_SIZE ends the
+  connection with FRAME_SIZE_ERROR as soon as its nine bytes land; any other
+  protocol violation ends it with the library's GOAWAY. Either way
+  :attr:`H2Connection.ended` turns true: write the bytes, then close.
+* :meth:`H2Connection.close` is the polite end: GOAWAY at once, the streams in
+  hand still answered, then the final GOAWAY and ``ended``.
+* The idle deadline runs while no stream is open (``brainy.net.deadlines``).
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from dataclasses import dataclass
 
 import h2.config
 import h2.connection
@@ -19,49 +31,121 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+from hyperframe.frame import GoAwayFrame
 
 from brainy.contract import refusals as R
-from brainy.net.app import MAX_BODY, Request, Response
-from brainy.net.h1 import MAX_HEADER_BYTES
+from brainy.net.deadlines import IDLE_SECONDS, DeadlinePassed, Deadlines
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Request, Response
 
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 3.4: what a prior-knowledge client sends first
+# A resource defence: each open stream holds its headers and body until answered.
 MAX_CONCURRENT_STREAMS = 128
-PREFACE_BYTES = 24  # b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", which precedes the first frame
+
+
+@dataclass(frozen=True)
+class RequestReceived:
+    """A stream's request arrived whole: answer it with :meth:`H2Connection.send_response`."""
+
+    stream_id: int
+    request: Request
+
+
+@dataclass(frozen=True)
+class RequestRefused:
+    """A stream's request broke a limit (its body is over ``max_body``): answer ``refusal`` on it."""
+
+    stream_id: int
+    refusal: R.Refusal
+
+
+@dataclass(frozen=True)
+class StreamReset:
+    """The peer reset a stream whose request was handed out: its answer is no longer wanted."""
+
+    stream_id: int
+
+
+H2Event = RequestReceived | RequestRefused | StreamReset
 
 
 class _Stream:
-    __slots__ = ("headers", "body", "size", "task", "refused")
+    __slots__ = ("headers", "body", "size", "refused", "head", "handed_out")
 
     def __init__(self, headers: list[tuple[bytes, bytes]]) -> None:
         self.headers = headers
         self.body: list[bytes] = []
         self.size = 0
-        self.task: asyncio.Task[None] | None = None
         self.refused: R.Refusal | None = None
+        self.head = False         # a HEAD request: its answer states a length and sends no body
+        self.handed_out = False   # its request event has been emitted
 
 
-class H2Session:
-    def __init__(self, app: Any, transport: asyncio.Transport, server: Any) -> None:
-        self.app = app
-        self.transport = transport
-        self.server = server
+class H2Connection:
+    """One HTTP/2 connection, server side, from the preface on (``now``: when its first bytes came)."""
+
+    def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS, max_body: int = MAX_BODY,
+                 max_header_bytes: int = MAX_HEADER_BYTES,
+                 max_concurrent_streams: int = MAX_CONCURRENT_STREAMS) -> None:
         config = h2.config.H2Configuration(client_side=False, header_encoding=None, validate_inbound_headers=True)
-        self.conn = h2.connection.H2Connection(config=config)
-        self.conn.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
-            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: MAX_HEADER_BYTES,
+        self._conn = h2.connection.H2Connection(config=config)
+        self._conn.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
+            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: max_header_bytes,
         })
-        self.conn.initiate_connection()
-        self.streams: dict[int, _Stream] = {}
-        self._window_open: dict[int, asyncio.Event] = {}
-        self._closed = False
-        self._skip = PREFACE_BYTES  # bytes before the next frame header starts (the preface comes first)
-        self._frame_head = b""      # the first bytes of a frame header split across reads
-        self._flush()
+        self._conn.initiate_connection()
+        self._max_body = max_body
+        self._streams: dict[int, _Stream] = {}        # open streams, from their HEADERS until answered whole
+        self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
+        self._early = bytearray()  # our own frames, ahead of whatever the library queues after them
+        self._deadlines = Deadlines(now, idle_seconds)
+        self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
+        self._skip = len(PREFACE)  # bytes before the next frame header starts (the preface comes first)
+        self._frame_head = b""     # the first bytes of a frame header split across reads
+        self.ended = False  # nothing more is read or framed: write data_to_send(), then close
 
-    def _flush(self) -> None:
-        data = self.conn.data_to_send()
-        if data and not self._closed:
-            self.transport.write(data)
+    # -- bytes in -----------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> list[H2Event]:
+        """Feed the bytes that arrived at ``now``; answer the events they caused, in order."""
+        if self.ended:
+            return []
+        self._deadlines.heard(now, False)
+        if self._oversized_frame(data):
+            self._conn.close_connection(error_code=h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
+            self.ended = True
+            return []
+        try:
+            events = self._conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self.ended = True  # the library queued a GOAWAY naming the violation
+            return []
+        out: list[H2Event] = []
+        window_opened = False
+        for event in events:
+            if isinstance(event, h2.events.RequestReceived):
+                self._open(event, out)
+            elif isinstance(event, h2.events.DataReceived):
+                self._data(event)
+            elif isinstance(event, h2.events.StreamEnded):
+                self._complete(event.stream_id, out)
+            elif isinstance(event, h2.events.StreamReset):
+                stream = self._streams.pop(event.stream_id, None)
+                if stream is not None:
+                    self._sending.pop(event.stream_id, None)
+                    if stream.handed_out:
+                        out.append(StreamReset(event.stream_id))
+                    self._end_if_done()
+            elif isinstance(event, h2.events.WindowUpdated):
+                window_opened = True
+            elif isinstance(event, h2.events.RemoteSettingsChanged):
+                # a new initial window resizes every open stream's window (RFC 9113 6.9.2)
+                window_opened |= h2.settings.SettingCodes.INITIAL_WINDOW_SIZE in event.changed_settings
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                self.ended = True  # the peer's GOAWAY: nothing it asked on this connection is answered
+                return []
+        if window_opened and self._sending:
+            self._pump()
+        return out
 
     def _oversized_frame(self, data: bytes) -> bool:
         """True when a frame header in ``data`` announces a length over our SETTINGS_MAX_FRAME_SIZE.
@@ -83,134 +167,133 @@ class H2Session:
                 break
             self._skip = int.from_bytes(self._frame_head[:3], "big")
             self._frame_head = b""
-            if self._skip > self.conn.max_inbound_frame_size:
+            if self._skip > self._conn.max_inbound_frame_size:
                 return True
         return False
 
-    def data_received(self, data: bytes) -> None:
-        if self._oversized_frame(data):
-            self.conn.close_connection(error_code=h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
-            self._flush()
-            self._close()
+    def _open(self, event: h2.events.RequestReceived, out: list[H2Event]) -> None:
+        if self._closing is not None and event.stream_id > self._closing:
+            # past the polite GOAWAY's last stream: never processed, so the peer may retry it elsewhere
+            self._conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
-        try:
-            events = self.conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self._flush()  # the library queued a GOAWAY naming the violation
-            self._close()
-            return
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                self.streams[event.stream_id] = _Stream(event.headers)
-                if event.stream_ended:
-                    self._start(event.stream_id)
-            elif isinstance(event, h2.events.DataReceived):
-                self._data(event)
-            elif isinstance(event, h2.events.StreamEnded):
-                self._start(event.stream_id)
-            elif isinstance(event, h2.events.StreamReset):
-                self._drop(event.stream_id)
-            elif isinstance(event, h2.events.WindowUpdated):
-                self._wake(event.stream_id)
-            elif isinstance(event, h2.events.RemoteSettingsChanged):
-                if h2.settings.SettingCodes.INITIAL_WINDOW_SIZE in event.changed_settings:
-                    self._wake(0)  # a new initial window resizes every open stream's window (RFC 9113 6.9.2)
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                self._flush()
-                self._close()
-                return
-        self._flush()
+        self._streams[event.stream_id] = _Stream(event.headers)
+        if event.stream_ended:
+            self._complete(event.stream_id, out)
 
     def _data(self, event: h2.events.DataReceived) -> None:
-        stream = self.streams.get(event.stream_id)
-        self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        stream = self._streams.get(event.stream_id)
+        self._conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         if stream is None or stream.refused is not None:
             return
         stream.size += len(event.data)
-        if stream.size > MAX_BODY:
-            stream.refused = R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
+        if stream.size > self._max_body:
+            stream.refused = R.PayloadTooLargeError(f"the body is over {self._max_body} bytes", limit=self._max_body)
             stream.body = []
             return
         stream.body.append(event.data)
 
-    def _start(self, stream_id: int) -> None:
-        stream = self.streams.get(stream_id)
-        if stream is not None and stream.task is None:
-            stream.task = asyncio.get_running_loop().create_task(self._answer(stream_id, stream))
-
-    async def _answer(self, stream_id: int, stream: _Stream) -> None:
-        self.server.in_flight += 1
-        try:
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in stream.headers}
-            method = headers.get(":method", "GET")
-            path, _, query = headers.get(":path", "/").partition("?")
-            if stream.refused is not None:
-                from brainy.net.server import refusal_response
-                response = refusal_response(stream.refused)
-            else:
-                plain = {k: v for k, v in headers.items() if not k.startswith(":")}
-                answered = self.app.handle(Request(method, path, query, plain, b"".join(stream.body)))
-                response = answered if isinstance(answered, Response) else await answered
-            await self._send(stream_id, response, head=method == "HEAD")
-        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            pass  # the peer reset or closed the stream meanwhile
-        finally:
-            self.server.in_flight -= 1
-            self.streams.pop(stream_id, None)
-
-    async def _send(self, stream_id: int, response: Response, head: bool) -> None:
-        if self._closed:
+    def _complete(self, stream_id: int, out: list[H2Event]) -> None:
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.handed_out:
             return
-        headers = [(b":status", str(response.status).encode())] + response.headers
-        body = b"" if head else response.body
-        headers.append((b"content-length", str(len(response.body)).encode()))
-        self.conn.send_headers(stream_id, headers, end_stream=not body)
-        self._flush()
-        view = memoryview(body)
-        while view:
-            window = min(self.conn.local_flow_control_window(stream_id), self.conn.max_outbound_frame_size)
-            if window <= 0:
-                event = self._window_open.setdefault(stream_id, asyncio.Event())
-                event.clear()
-                await event.wait()
-                if self._closed or stream_id not in self.streams:
-                    return
-                continue
-            chunk, view = view[:window], view[window:]
-            self.conn.send_data(stream_id, chunk.tobytes(), end_stream=not view)
-            self._flush()
+        stream.handed_out = True
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in stream.headers}
+        method = headers.get(":method", "GET")
+        stream.head = method == "HEAD"
+        if stream.refused is not None:
+            out.append(RequestRefused(stream_id, stream.refused))
+            return
+        path, _, query = headers.get(":path", "/").partition("?")
+        plain = {k: v for k, v in headers.items() if not k.startswith(":")}
+        out.append(RequestReceived(stream_id, Request(method, path, query, plain, b"".join(stream.body))))
 
-    def _wake(self, stream_id: int) -> None:
-        if stream_id == 0:
-            for event in self._window_open.values():
-                event.set()
-        elif stream_id in self._window_open:
-            self._window_open[stream_id].set()
+    # -- answers out --------------------------------------------------------------------------------
 
-    def _drop(self, stream_id: int) -> None:
-        stream = self.streams.pop(stream_id, None)
-        if stream is not None and stream.task is not None:
-            stream.task.cancel()
-        self._wake(stream_id)
+    def send_response(self, stream_id: int, response: Response) -> None:
+        """Queue the answer on ``stream_id``: its HEADERS now, its body as DATA as the windows allow. A
+        stream the peer reset meanwhile takes nothing."""
+        stream = self._streams.get(stream_id)
+        if stream is None or self.ended:
+            return
+        headers = [(b":status", str(response.status).encode()), *response.headers,
+                   (b"content-length", str(len(response.body)).encode())]
+        body = b"" if stream.head else response.body
+        try:
+            self._conn.send_headers(stream_id, headers, end_stream=not body)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            body = b""  # the stream closed under us: nothing more to send on it
+        if body:
+            self._sending[stream_id] = memoryview(body)
+            self._pump()
+        else:
+            self._answered(stream_id)
 
-    def _close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.transport.close()
+    def _pump(self) -> None:
+        """Send what the windows allow of every queued answer, oldest first, a frame at a time."""
+        for stream_id, view in list(self._sending.items()):
+            try:
+                while view:
+                    window = min(self._conn.local_flow_control_window(stream_id), self._conn.max_outbound_frame_size)
+                    if window <= 0:
+                        break
+                    chunk, view = view[:window], view[window:]
+                    self._conn.send_data(stream_id, chunk.tobytes(), end_stream=not view)
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+                view = memoryview(b"")  # the stream closed under us
+            if view:
+                self._sending[stream_id] = view
+            else:
+                self._answered(stream_id)
+
+    def _answered(self, stream_id: int) -> None:
+        self._sending.pop(stream_id, None)
+        self._streams.pop(stream_id, None)
+        self._end_if_done()
+
+    def _end_if_done(self) -> None:
+        if self._closing is not None and not self._streams and not self.ended:
+            self._conn.close_connection(last_stream_id=self._closing)
+            self.ended = True
+
+    def data_to_send(self) -> bytes:
+        """The bytes framed so far, handed over once (no IO here: the caller writes them)."""
+        if self._early:
+            out = bytes(self._early) + self._conn.data_to_send()
+            self._early = bytearray()
+            return out
+        return self._conn.data_to_send()
+
+    @property
+    def sending(self) -> bool:
+        """True while an answer waits for the peer to open a flow-control window."""
+        return bool(self._sending)
+
+    # -- the end ------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """A polite end: GOAWAY, then close once the streams in flight have answered."""
-        if self._closed:
+        """A polite end (RFC 9113 6.8): GOAWAY naming the last stream opened, those streams still answered,
+        then ``ended``. The library refuses to send anything after its own GOAWAY, so the first one is
+        framed here and the library's comes last, once the streams are answered."""
+        if self.ended or self._closing is not None:
             return
-        self.conn.close_connection()
-        self._flush()
-        if not self.streams:
-            self._close()
+        self._closing = self._conn.highest_inbound_stream_id
+        if not self._streams:
+            self._end_if_done()
+            return
+        self._early += self._conn.data_to_send()  # what the library framed before stays before
+        self._early += GoAwayFrame(0, last_stream_id=self._closing, error_code=0).serialize()
 
-    def connection_lost(self) -> None:
-        self._closed = True
-        for stream in list(self.streams.values()):
-            if stream.task is not None:
-                stream.task.cancel()
-        for event in self._window_open.values():
-            event.set()
+    # -- the deadline -------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`timer_fired` should next be called; None while a stream is open."""
+        if self.ended:
+            return None
+        return self._deadlines.due(bool(self._streams), False)
+
+    def timer_fired(self, now: float) -> DeadlinePassed | None:
+        """The idle deadline passed by ``now`` (the caller closes the connection), or None."""
+        passed = self._deadlines.passed(now, bool(self._streams), False)
+        if passed is not None:
+            self.ended = True
+        return passed

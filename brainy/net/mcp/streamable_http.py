@@ -20,6 +20,7 @@ import orjson
 
 from brainy.contract import refusals as R
 from brainy.net.dispatch import Outcome
+from brainy.net.http import refusal_headers
 from brainy.net.mcp.jsonrpc import (MAX_MESSAGE, NO_REPLY, Message, ProtocolError, Reply, error_reply, parse_message,
                                     refusal_error, request_id)
 from brainy.net.mcp.lifecycle import Input, Session, State
@@ -199,10 +200,7 @@ class StreamableHttp:
         headers = [(b"server-timing", b"brainy;dur=%.3f" % outcome.ms)]
         refusal = outcome.refusal
         if refusal is not None:
-            if refusal.name == "UnauthenticatedError":
-                headers.append((b"www-authenticate", b'Bearer realm="brainy"'))
-            if refusal.name == "MethodNotAllowedError":
-                headers.append((b"allow", ", ".join(refusal.fields["allowed"]).encode()))
+            headers += refusal_headers(refusal)
             headers.append((b"content-type", b"application/json"))
             body = orjson.dumps(error_reply(exchange.request_id, refusal_error(refusal)))
             return HttpReply(refusal.status or 500, headers, body)

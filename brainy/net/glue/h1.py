@@ -1,0 +1,91 @@
+"""The asyncio side of HTTP/1.1: the sans-IO :class:`~brainy.net.h1.H1Connection`'s requests to the app, in order.
+
+Requests on one connection are answered in the order they came
+(pipelining). A request whose door answers at once (every read) is answered
+right in ``data_received``, with no task; one that waits (a write's fsync)
+parks the queue behind it in a task until its answer is written. Reading
+pauses while :data:`MAX_PIPELINE` requests wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import TYPE_CHECKING, Any
+
+from brainy.net.glue.session import Session
+from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
+from brainy.net.http import Response, refusal_response
+
+if TYPE_CHECKING:
+    from brainy.net.glue.tcp import HttpProtocol
+
+MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
+
+
+class H1Glue(Session[H1Connection]):
+    """An HTTP/1.1 connection's requests, answered one after another in the order they came."""
+
+    def __init__(self, protocol: "HttpProtocol", conn: H1Connection) -> None:
+        super().__init__(protocol, conn)
+        self._queue: collections.deque[RequestReceived | ProtocolFailed] = collections.deque()
+        self._waiting: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def data_received(self, data: bytes, now: float) -> None:
+        self._queue.extend(self.conn.receive_data(data, now))
+        if len(self._queue) >= MAX_PIPELINE:
+            self.transport.pause_reading()
+        if self._waiting is None:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Answer queued requests in the order they came, each at once unless its door waits."""
+        transport = self.transport
+        while self._queue and not self._closing:
+            event = self._queue.popleft()
+            if isinstance(event, ProtocolFailed):
+                self._write(refusal_response(event.refusal), keep_alive=False, head=False)
+                return
+            self.server.in_flight += 1
+            answered = self.app.handle(event.request)
+            if not isinstance(answered, Response):
+                self._waiting = asyncio.get_running_loop().create_task(self._later(answered, event))
+                return
+            self.server.in_flight -= 1
+            if not self._answer(answered, event):
+                return
+        if len(self._queue) < MAX_PIPELINE // 2:
+            transport.resume_reading()
+        if self.server.stopping and not self._queue:
+            transport.close()
+
+    async def _later(self, pending: Any, event: RequestReceived) -> None:
+        try:
+            response = await pending
+        finally:
+            self.server.in_flight -= 1
+            self._waiting = None
+        if self._answer(response, event):
+            self._drain()
+        self.protocol.arm()
+
+    def _answer(self, response: Response, event: RequestReceived) -> bool:
+        """Write one answer; False once the connection is closing."""
+        keep_alive = event.keep_alive and not self.server.stopping
+        self._write(response, keep_alive, event.request.method == "HEAD")
+        return keep_alive
+
+    def _write(self, response: Response, keep_alive: bool, head: bool) -> None:
+        self.conn.send_response(response, keep_alive, head)
+        self.transport.write(self.conn.data_to_send())
+        if not keep_alive:
+            self._closing = True
+            self.transport.close()
+
+    def close_if_idle(self) -> None:
+        if self._waiting is None and not self._queue:
+            self.transport.close()
+
+    def connection_lost(self) -> None:
+        self._closing = True

@@ -1,0 +1,46 @@
+"""What every transport's glue is to the accepted connection: the seam a new transport's glue fills in.
+
+:class:`~brainy.net.glue.tcp.HttpProtocol` reads the first bytes, builds the
+sans-IO protocol object they chose, and from then on hands every read to one
+:class:`Session` over it, with the loop's time; the session runs the app and
+writes. The protocol object itself (``conn``) answers the connection's
+deadlines, which ``HttpProtocol`` keeps one timer for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from brainy.net.glue.tcp import HttpProtocol
+
+Conn = TypeVar("Conn")
+
+
+class Session(Generic[Conn]):
+    """One connection's glue once its protocol is known, over that protocol's sans-IO object ``conn``."""
+
+    def __init__(self, protocol: "HttpProtocol", conn: Conn) -> None:
+        assert protocol.transport is not None
+        self.protocol = protocol
+        self.app = protocol.app
+        self.server = protocol.server
+        self.transport = protocol.transport
+        self.conn = conn
+
+    def data_received(self, data: bytes, now: float) -> None:
+        """Bytes read at ``now``: feed them to ``conn``, answer what it hands out, write what it framed."""
+        raise NotImplementedError
+
+    def close_if_idle(self) -> None:
+        """The server is stopping: end the connection now if nothing is in flight, else once it is answered."""
+        raise NotImplementedError
+
+    def connection_lost(self) -> None:
+        """The transport is gone: drop what waits on it."""
+        raise NotImplementedError
+
+    @property
+    def sending(self) -> bool:
+        """True while an answer is held back in ``conn`` (by the peer's flow control), not yet written."""
+        return False

@@ -1,0 +1,135 @@
+"""The asyncio protocol of one accepted TCP connection: HTTP/1.1 and HTTP/2 (prior knowledge) on one port.
+
+Thin glue: it sets TCP_NODELAY, reads the first bytes with the sans-IO
+:class:`~brainy.net.preface.PrefaceReader`, then hands the connection to the
+glue of the protocol they chose (``glue.h1``, ``glue.h2``), feeding it bytes
+with the loop's time. It keeps the connection's one timer at the deadline the
+sans-IO object in charge reports, and closes the connection when that object
+says a deadline passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+from brainy.contract import refusals as R
+from brainy.net.deadlines import Timed
+from brainy.net.glue.h1 import H1Glue
+from brainy.net.glue.h2 import H2Glue
+from brainy.net.h1 import H1Connection
+from brainy.net.h2 import H2Connection
+from brainy.net.http import refusal_response
+from brainy.net.preface import PrefaceReader, ProtocolChosen
+
+if TYPE_CHECKING:
+    from brainy.net.app import App
+    from brainy.net.server import Server
+
+log = logging.getLogger("brainy.serve")
+
+
+class HttpProtocol(asyncio.Protocol):
+    """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both)."""
+
+    def __init__(self, app: "App", server: "Server", protocols: tuple[str, ...]) -> None:
+        self.app = app
+        self.server = server
+        self.protocols = protocols
+        self.transport: asyncio.Transport | None = None
+        self.session: H1Glue | H2Glue | None = None  # set once the first bytes chose the protocol
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
+        self._loop = asyncio.get_running_loop()
+        self._reader = PrefaceReader(self._loop.time(), self.server.idle_seconds, self.server.request_seconds)
+        self._timed: Timed = self._reader  # the sans-IO object whose deadline the timer keeps
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+        self.arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.session is not None:
+            self.session.connection_lost()
+
+    def data_received(self, data: bytes) -> None:
+        now = self._loop.time()
+        if self.session is not None:
+            self.session.data_received(data, now)
+        else:
+            chosen = self._reader.receive_data(data, now)
+            if chosen is None:
+                return  # could still be either: wait for more
+            self._choose(chosen, now)
+        self.arm()
+
+    def _choose(self, chosen: ProtocolChosen, now: float) -> None:
+        server = self.server
+        if chosen.protocol == "h2" and "h2" in self.protocols:
+            h2 = H2Connection(now, idle_seconds=server.idle_seconds)
+            self._timed, self.session = h2, H2Glue(self, h2)
+        elif "h1" in self.protocols:
+            h1 = H1Connection(now, idle_seconds=server.idle_seconds, request_seconds=server.request_seconds)
+            self._timed, self.session = h1, H1Glue(self, h1)
+        else:
+            self._answer_and_close(R.MalformedRequestError("this listener speaks HTTP/2 only (prior knowledge)",
+                                                           reason="preface"))
+            return
+        self.session.data_received(chosen.data, now)
+
+    def _answer_and_close(self, refusal: R.Refusal) -> None:
+        conn = H1Connection()
+        conn.send_response(refusal_response(refusal), keep_alive=False)
+        assert self.transport is not None
+        self.transport.write(conn.data_to_send())
+        self.transport.close()
+
+    # -- the one timer ------------------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """Keep the timer at or before the deadline the sans-IO object reports. A deadline that moved
+        later (every answer moves it) is found when the earlier timer fires, so the hot path costs one
+        comparison and no timer call."""
+        due = self._timed.next_deadline()
+        if due is None:
+            return
+        if self._timer is not None:
+            if self._timer_at <= due:
+                return
+            self._timer.cancel()
+        self._timer_at = due
+        self._timer = self._loop.call_at(due, self._fired)
+
+    def _fired(self) -> None:
+        self._timer = None
+        passed = self._timed.timer_fired(self._loop.time())
+        if passed is None:
+            self.arm()
+            return
+        if passed.reason == "request":
+            log.info("closing a connection whose request took over %.0f s to arrive", passed.seconds)
+        assert self.transport is not None
+        self.transport.close()
+
+    # -- the stop sequence --------------------------------------------------------------------------
+
+    def close_if_idle(self) -> None:
+        """Close now if nothing is in flight; otherwise once it is answered (the server is stopping)."""
+        if self.session is not None:
+            self.session.close_if_idle()
+        elif self.transport is not None:
+            self.transport.close()
+
+    @property
+    def sending(self) -> bool:
+        """True while an answer is held back by the peer's flow control (h2), not yet handed to the socket."""
+        return self.session is not None and self.session.sending

@@ -1,0 +1,59 @@
+"""The HTTP request and response every HTTP transport (h1, h2) speaks, its limits, and a refusal's answer.
+
+A leaf: it imports nothing of the app or of any transport, so the sans-IO
+protocol objects (``brainy.net.h1``, ``brainy.net.h2``) and the app
+(``brainy.net.app``, MCP's streamable HTTP) all build on it and none on another.
+A refusal's HTTP headers (``WWW-Authenticate``, ``Allow``) are declared here
+once, in :data:`_HEADERS`, for every place that answers a refusal over HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from brainy.contract import refusals as R
+from brainy.net import codecs
+
+MAX_BODY = 64 << 20          # PayloadTooLargeError above this (DOORS.md 11.1)
+MAX_HEADER_BYTES = 64 << 10  # HeaderTooLargeError above this (DOORS.md 11.1); h2's SETTINGS_MAX_HEADER_LIST_SIZE
+
+Header = tuple[bytes, bytes]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str                   # without the query string, still percent-encoded
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # lowercase names
+    body: bytes = b""
+
+
+@dataclass
+class Response:
+    status: int
+    headers: list[Header]
+    body: bytes
+
+
+# The header fields a refusal's class carries over HTTP, beside its body: RFC 9110 11.6.1 (a 401
+# names its scheme) and 15.5.6 (a 405 lists the methods the resource takes).
+_HEADERS: dict[str, Callable[[R.Refusal], Header]] = {
+    R.UnauthenticatedError.name: lambda refusal: (b"www-authenticate", b'Bearer realm="brainy"'),
+    R.MethodNotAllowedError.name: lambda refusal: (b"allow", ", ".join(refusal.fields["allowed"]).encode()),
+}
+
+
+def refusal_headers(refusal: R.Refusal) -> list[Header]:
+    """The header fields ``refusal`` carries on an HTTP answer (none for most classes)."""
+    header = _HEADERS.get(refusal.name)
+    return [header(refusal)] if header is not None else []
+
+
+def refusal_response(refusal: R.Refusal) -> Response:
+    """The answer to a refusal met before any door ran (a request over a limit, one that does not parse):
+    the refusal body with a zero ``_meta.ms`` and ``Server-Timing``, since no dispatcher clock ran."""
+    body, kind = codecs.encode({"error": refusal.to_wire(), "_meta": {"ms": 0.0}}, False)
+    return Response(refusal.status or 400, [(b"content-type", kind.encode()), (b"server-timing", b"brainy;dur=0.000"),
+                                            *refusal_headers(refusal)], body)

@@ -1,0 +1,106 @@
+"""The net layer's seams (STYLE 1, 2): the sans-IO protocol objects import nothing of the app, the server,
+the glue or the event loop, and the asyncio glue is the only place they meet.
+
+Read two ways: a fresh interpreter imports the protocol modules and shows what came with them (what
+runs at import), and each module's source is read for every import it names, at its top or inside a
+function (what could run later), since a lazy import would pass the first check and still tie the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import brainy
+
+NET = Path(brainy.__file__).parent / "net"
+SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "brainy.net.h1", "brainy.net.h2")
+# what a protocol object must never pull in: the app and everything behind it, the listeners, the
+# glue, and any IO (STYLE 1: it never imports asyncio/uvloop or touches a socket or a clock)
+FORBIDDEN = ("brainy.net.app", "brainy.net.server", "brainy.net.glue", "brainy.net.dispatch", "brainy.net.mcp",
+             "brainy.engine", "asyncio", "uvloop", "socket")
+CLOCK = ("time",)  # loaded by every interpreter, so only the source can show a protocol reading it
+
+
+def _forbidden(module: str, names: tuple[str, ...] = FORBIDDEN) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in names)
+
+
+def _source(module: str) -> Path:
+    path = NET.joinpath(*module.split(".")[2:])
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _imports(module: str) -> set[str]:
+    """Every module ``module``'s source imports at run time, wherever the import stands (``if
+    TYPE_CHECKING:`` blocks left out: they never run)."""
+    tree = ast.parse(_source(module).read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            skipped.update(id(n) for child in node.body for n in ast.walk(child))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names
+                         if _source_exists(f"{node.module}.{alias.name}"))
+    return found
+
+
+def _source_exists(module: str) -> bool:
+    return module.startswith("brainy.net.") and _source(module).exists()
+
+
+def test_the_protocol_modules_import_without_the_app_the_server_or_an_event_loop():
+    """Importing h1, h2 and their leaves in a fresh interpreter brings in no app, server, glue, engine,
+    asyncio, uvloop or socket."""
+    code = ("import sys, json\n" + "".join(f"import {m}\n" for m in SANS_IO)
+            + "print(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert set(SANS_IO) <= set(loaded)
+    assert [m for m in loaded if _forbidden(m)] == []
+
+
+def test_no_protocol_module_names_the_app_the_server_or_the_loop_even_lazily():
+    """No import in the sans-IO modules' source, at the top or inside a function, names a forbidden
+    module or the clock (the old h2 reached ``brainy.net.server`` from inside a method)."""
+    named = {module: sorted(m for m in _imports(module) if _forbidden(m, FORBIDDEN + CLOCK)) for module in SANS_IO}
+    assert named == {module: [] for module in SANS_IO}
+
+
+def test_the_request_model_is_a_leaf():
+    """``brainy.net.http`` imports only the contract's refusals, the codecs and the standard library."""
+    ours = {m for m in _imports("brainy.net.http") if m.startswith("brainy")}
+    assert ours <= {"brainy.contract", "brainy.contract.refusals", "brainy.net", "brainy.net.codecs"}, ours
+    assert {m for m in _imports("brainy.net.codecs") if m.startswith("brainy")} <= {"brainy.contract",
+                                                                                    "brainy.contract.refusals"}
+
+
+def test_the_net_layer_has_no_import_cycle():
+    """Among the request model, the protocol objects, the glue and the server, imports only point one way
+    (protocols ← glue ← server): no module reaches back to one that imports it, even lazily."""
+    layer = [*SANS_IO, "brainy.net.glue", "brainy.net.glue.session", "brainy.net.glue.tcp", "brainy.net.glue.h1",
+             "brainy.net.glue.h2", "brainy.net.server"]
+    graph = {m: {i for i in _imports(m) if i in layer and i != m} for m in layer}
+
+    def reachable(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        return seen
+
+    assert [m for m in layer if m in reachable(m)] == []
