@@ -22,6 +22,7 @@ SPEEDUPS = [
     "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
     "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
     "postings",  # posting-list intersection and union for find's candidates (brainy/engine/where.py)
+    "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
 ]
 
 

@@ -58,3 +58,9 @@ def server(tmp_path):
 
     with start_server(tmp_path / "served") as running:
         yield running
+
+
+@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
+def cdc_twin(request):
+    """Each twin of ``cdc`` in turn: every test taking it runs once per twin."""
+    return _twin("cdc", request.param)

@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "h1frame", "load", "picks", "postings", "sstblock"]
+__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock"]
 
-NAMES = ("sstblock", "h1frame", "postings")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings", "cdc")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -83,3 +83,4 @@ del _name, _mode_now
 sstblock: ModuleType
 h1frame: ModuleType
 postings: ModuleType
+cdc: ModuleType

@@ -1,0 +1,373 @@
+"""Blobs: file content in content-addressed, deduplicated chunks, verified on every read.
+
+The format is docs/store-format.md, "Blobs". Content is cut by content-defined chunking (the
+``cdc`` speedup); each chunk and each recipe (the list of a content's chunks) is a record appended
+once, by its key, to the last pack file; the pack is fsynced before :meth:`BlobStore.put` returns,
+so the commit that then references the content's address never points at bytes that are not
+durable. Reads verify each chunk against its key before handing out a byte, and stream one chunk at
+a time.
+
+A store opened read-only (an attach) never writes or truncates anything; when a key is missing it
+reads on from where its index stopped, so it sees records a live writer appended since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from brainy._speedups import cdc
+from brainy.contract import refusals as R
+from brainy.engine.files import fsync_dir
+
+MAGIC = b"brainybl"
+VERSION = 1
+HEADER_SIZE = 8 + 4 + 4
+RECORD_HEADER_SIZE = 1 + 4 + 32 + 4
+CHUNK, RECIPE = b"c", b"r"
+SEAL_BYTES = 256 << 20
+
+_header = struct.Struct("<8sII")
+_record = struct.Struct("<cI32sI")
+_entry = struct.Struct("<I32s")
+_count = struct.Struct("<I")
+PREFIX = "sha256:"
+
+
+def address(digest: bytes) -> str:
+    """The wire form of a content's key: ``sha256:<hex>``."""
+    return PREFIX + digest.hex()
+
+
+def digest_of(text: str) -> bytes:
+    """The key an address names; ValueError for anything that is not ``sha256:`` and 64 hex digits."""
+    if not text.startswith(PREFIX) or len(text) != len(PREFIX) + 64:
+        raise ValueError(f"not a blob address: {text!r}")
+    return bytes.fromhex(text[len(PREFIX):])
+
+
+def pack_name(number: int) -> str:
+    return f"{number:020d}.pack"
+
+
+def encode_header() -> bytes:
+    head = MAGIC + struct.pack("<I", VERSION)
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def encode_recipe(chunks: list[tuple[int, bytes]]) -> bytes:
+    return _count.pack(len(chunks)) + b"".join(_entry.pack(n, key) for n, key in chunks)
+
+
+def decode_recipe(payload: bytes) -> list[tuple[int, bytes]]:
+    (count,) = _count.unpack_from(payload, 0)
+    if len(payload) != _count.size + count * _entry.size:
+        raise ValueError("recipe length does not match its count")
+    return [_entry.unpack_from(payload, _count.size + i * _entry.size) for i in range(count)]
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What :meth:`BlobStore.put` wrote: the content's address and size, and how much was new on disk."""
+
+    address: str
+    size: int
+    chunks: int
+    new_chunks: int
+    new_bytes: int
+
+
+@dataclass(frozen=True)
+class _Where:
+    pack: int
+    offset: int   # of the payload
+    length: int
+    crc: int
+
+
+class BlobStore:
+    """The ``blobs/`` folder of one store: the index of every record, and the writer's last pack."""
+
+    def __init__(self, folder: Path, writable: bool, seal_bytes: int = SEAL_BYTES) -> None:
+        self.folder = folder
+        self.writable = writable
+        self.seal_bytes = seal_bytes
+        self._lock = threading.Lock()
+        self._index: dict[tuple[bytes, bytes], _Where] = {}
+        self._read_to: tuple[int, int] = (0, 0)  # (pack, offset) the index has read up to
+        self._last: int = 0       # the last pack's number (0: none yet)
+        self._fd: int | None = None
+        self._size = 0
+        self._loaded = False
+        self._readers: dict[int, int] = {}  # pack number -> a read-only fd, opened on first read
+
+    # -- the index ----------------------------------------------------------------------------------
+
+    def _packs(self) -> list[int]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(int(p.name[:-5]) for p in self.folder.iterdir()
+                      if p.name.endswith(".pack") and p.name[:-5].isdigit() and len(p.name) == 25)
+
+    def _load(self) -> None:
+        """Read record headers from where the index stopped to the end of the last pack (caller holds the lock)."""
+        packs = self._packs()
+        start_pack, start_offset = self._read_to
+        for number in packs:
+            if number < start_pack:
+                continue
+            offset = start_offset if number == start_pack else 0
+            self._read_to = (number, self._scan(number, offset, last=number == packs[-1]))
+            self._last = number
+        self._loaded = True
+
+    def _scan(self, number: int, offset: int, last: bool) -> int:
+        """Index the records of one pack from ``offset``; answer the offset after the last whole record."""
+        path = self.folder / pack_name(number)
+        with open(path, "rb") as f:
+            if offset < HEADER_SIZE:
+                head = f.read(HEADER_SIZE)
+                if len(head) < HEADER_SIZE and last:
+                    return 0  # a pack whose header never landed: nothing in it yet
+                magic, version, crc = _header.unpack_from(head.ljust(HEADER_SIZE, b"\0"), 0)
+                if magic != MAGIC or zlib.crc32(head[:12]) != crc or version != VERSION:
+                    raise R.StoreUnservableError(f"blobs/{path.name}: bad pack header", reason="torn-blob-pack")
+                offset = HEADER_SIZE
+            end = os.fstat(f.fileno()).st_size
+            while offset + RECORD_HEADER_SIZE <= end:
+                f.seek(offset)
+                kind, length, key, crc = _record.unpack(f.read(RECORD_HEADER_SIZE))
+                body = offset + RECORD_HEADER_SIZE
+                if kind not in (CHUNK, RECIPE) or body + length > end:
+                    if last:
+                        break  # a record cut short at the end of the last pack never landed
+                    raise R.StoreUnservableError(f"blobs/{path.name}: a record at offset {offset} is cut short",
+                                                 reason="torn-blob-pack")
+                self._index.setdefault((kind, key), _Where(number, body, length, crc))
+                offset = body + length
+        return offset
+
+    def _find(self, kind: bytes, key: bytes) -> _Where | None:
+        with self._lock:
+            if not self._loaded:
+                self._load()
+            where = self._index.get((kind, key))
+            if where is None and not self.writable:
+                self._load()  # a live writer may have appended it since
+                where = self._index.get((kind, key))
+            return where
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def _open_last(self) -> None:
+        """Open the last pack for appending, cutting a torn tail away, or start pack 1 (caller holds the lock)."""
+        if not self._loaded:
+            self._load()
+        if self._last == 0 or self._read_to[1] >= self.seal_bytes:
+            self._new_pack(self._last + 1)
+            return
+        path = self.folder / pack_name(self._last)
+        fd = os.open(path, os.O_WRONLY)
+        good = self._read_to[1]
+        if good < HEADER_SIZE:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, encode_header(), 0)
+            good = HEADER_SIZE
+        elif os.fstat(fd).st_size != good:
+            os.ftruncate(fd, good)  # the torn tail never landed: new records follow the last whole one
+        os.fsync(fd)
+        os.lseek(fd, good, os.SEEK_SET)
+        self._fd, self._size = fd, good
+
+    def _new_pack(self, number: int) -> None:
+        self.folder.mkdir(exist_ok=True)
+        if self._fd is not None:
+            os.close(self._fd)
+        fd = os.open(self.folder / pack_name(number), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, encode_header())
+        os.fsync(fd)
+        fsync_dir(self.folder)
+        self._fd, self._size, self._last = fd, HEADER_SIZE, number
+        self._read_to = (number, HEADER_SIZE)
+
+    def _append(self, kind: bytes, key: bytes, payload: memoryview | bytes) -> int:
+        """Append one record (not yet fsynced); answer the bytes written. The caller holds the lock."""
+        if self._fd is None:
+            self._open_last()
+        elif self._size >= self.seal_bytes:
+            os.fsync(self._fd)  # seal: everything in it is durable before the next pack begins
+            self._new_pack(self._last + 1)
+        assert self._fd is not None
+        crc = zlib.crc32(payload)
+        head = _record.pack(kind, len(payload), key, crc)
+        offset = self._size
+        for part in (head, payload):
+            view = memoryview(part)
+            while view:
+                view = view[os.write(self._fd, view):]
+        self._size += len(head) + len(payload)
+        self._read_to = (self._last, self._size)
+        self._index[(kind, key)] = _Where(self._last, offset + len(head), len(payload), crc)
+        return len(head) + len(payload)
+
+    def put(self, data: bytes | bytearray | memoryview) -> Stored:
+        """Store ``data``; answers once every new record is durable."""
+        return self.put_chunks(data, [], 0)
+
+    def put_chunks(self, data: bytes | bytearray | memoryview, prefix: list[tuple[int, bytes]],
+                   prefix_size: int) -> Stored:
+        """Store content made of the chunks ``prefix`` (already stored, ``prefix_size`` bytes) then ``data``,
+        re-chunked; ``address`` is over the whole. (An append passes the old content's chunks but its last.)"""
+        if not self.writable:
+            raise R.BRAINY_WRITER_LOCKED("this blob store is read-only", holder={})
+        view = memoryview(data).cast("B")
+        whole = hashlib.sha256()
+        for n, key in prefix:
+            for piece in self._chunk_bytes(key, n, None):
+                whole.update(piece)
+        whole.update(view)
+        chunks = list(prefix)
+        start, new_chunks, new_bytes = 0, 0, 0
+        with self._lock:
+            for end in cdc.cuts(view):
+                piece = view[start:end]
+                key = hashlib.sha256(piece).digest()
+                chunks.append((end - start, key))
+                if not self._has(CHUNK, key):
+                    new_bytes += self._append(CHUNK, key, piece)
+                    new_chunks += 1
+                start = end
+            digest = whole.digest()
+            if not self._has(RECIPE, digest):
+                new_bytes += self._append(RECIPE, digest, encode_recipe(chunks))
+            if new_bytes:
+                assert self._fd is not None
+                os.fsync(self._fd)
+        return Stored(address(digest), prefix_size + len(view), len(chunks), new_chunks, new_bytes)
+
+    def append(self, old: str, data: bytes | bytearray | memoryview, path: str | None = None) -> Stored:
+        """Store ``old``'s content followed by ``data``. Chunking restarts at old's last cut, so every chunk
+        but the last is shared with ``old`` (docs/store-format.md: a cut depends only on the bytes since
+        the one before)."""
+        chunks = self.recipe(old, path)
+        if not chunks:
+            return self.put(data)
+        *prefix, (length, key) = chunks
+        last = b"".join(self._chunk_bytes(key, length, (old, path)))
+        return self.put_chunks(last + bytes(data), prefix, sum(n for n, _ in prefix))
+
+    def _has(self, kind: bytes, key: bytes) -> bool:
+        if not self._loaded:
+            self._load()
+        return (kind, key) in self._index
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def _payload(self, where: _Where) -> bytes:
+        fd = self._readers.get(where.pack)
+        if fd is None:
+            with self._lock:
+                fd = self._readers.get(where.pack)
+                if fd is None:
+                    fd = self._readers[where.pack] = os.open(self.folder / pack_name(where.pack), os.O_RDONLY)
+        return os.pread(fd, where.length, where.offset)
+
+    def recipe(self, address_text: str, path: str | None = None) -> list[tuple[int, bytes]]:
+        """The (length, key) of every chunk of a content, its recipe checked."""
+        key = digest_of(address_text)
+        where = self._find(RECIPE, key)
+        if where is None:
+            raise self._corrupt(address_text, path, "its recipe is in no pack")
+        payload = self._payload(where)
+        if len(payload) != where.length or zlib.crc32(payload) != where.crc:
+            raise self._corrupt(address_text, path, "its recipe fails its checksum")
+        try:
+            return decode_recipe(payload)
+        except (ValueError, struct.error):
+            raise self._corrupt(address_text, path, "its recipe does not decode") from None
+
+    def _chunk_bytes(self, key: bytes, length: int, name: tuple[str, str | None] | None) -> Iterator[bytes]:
+        where = self._find(CHUNK, key)
+        payload = self._payload(where) if where is not None else None
+        if payload is None or len(payload) != length or hashlib.sha256(payload).digest() != key:
+            text, path = name or (address(key), None)
+            raise self._corrupt(text, path, f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
+        yield payload
+
+    def read(self, address_text: str, path: str | None = None) -> Iterator[bytes]:
+        """The content's bytes, one verified chunk at a time; BlobCorruptError before any bad byte."""
+        chunks = self.recipe(address_text, path)
+        whole = hashlib.sha256()
+        for length, key in chunks:
+            for piece in self._chunk_bytes(key, length, (address_text, path)):
+                whole.update(piece)
+                yield piece
+        if address(whole.digest()) != address_text:  # every chunk checked: only a recipe forged whole fails here
+            raise self._corrupt(address_text, path, "the content does not hash to its address")
+
+    def read_all(self, address_text: str, path: str | None = None) -> bytes:
+        """The whole content, verified against its address before a byte of it is answered.
+
+        One hashing pass over the whole (the chunks are checked one by one only to name a damaged one),
+        which is what lets a verified read run at the hash's own speed."""
+        chunks = self.recipe(address_text, path)
+        pieces = []
+        for length, key in chunks:
+            where = self._find(CHUNK, key)
+            pieces.append(self._payload(where) if where is not None and where.length == length else None)
+        if None not in pieces:
+            data = b"".join(pieces)  # type: ignore[arg-type]
+            if address(hashlib.sha256(data).digest()) == address_text:
+                return data
+        for (length, key), piece in zip(chunks, pieces):  # find the chunk to name
+            if piece is None or hashlib.sha256(piece).digest() != key:
+                raise self._corrupt(address_text, path,
+                                    f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
+        raise self._corrupt(address_text, path, "the content does not hash to its address")
+
+    def size(self, address_text: str, path: str | None = None) -> int:
+        return sum(n for n, _ in self.recipe(address_text, path))
+
+    def contains(self, address_text: str) -> bool:
+        return self._find(RECIPE, digest_of(address_text)) is not None
+
+    @staticmethod
+    def _corrupt(address_text: str, path: str | None, why: str) -> R.Refusal:
+        named = f" ({path})" if path else ""
+        return R.BlobCorruptError(f"blob {address_text}{named}: {why}; it is not served",
+                                  address=address_text, path=path)
+
+    # -- accounting and the sweep ----------------------------------------------------------------------
+
+    def unreferenced(self, referenced: Iterable[str]) -> tuple[int, int]:
+        """(records, payload bytes) that no address in ``referenced`` reaches: what a sweep could collect."""
+        keep: set[tuple[bytes, bytes]] = set()
+        for text in referenced:
+            key = digest_of(text)
+            keep.add((RECIPE, key))
+            try:
+                keep.update((CHUNK, k) for _, k in self.recipe(text))
+            except R.Refusal:
+                continue
+        with self._lock:
+            if not self._loaded:
+                self._load()
+            garbage = [w for k, w in self._index.items() if k not in keep]
+        return len(garbage), sum(w.length for w in garbage)
+
+    def disk_bytes(self) -> int:
+        """The bytes the packs take on disk."""
+        return sum((self.folder / pack_name(n)).stat().st_size for n in self._packs())
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in [self._fd, *self._readers.values()]:
+                if fd is not None:
+                    os.close(fd)
+            self._fd, self._readers = None, {}
