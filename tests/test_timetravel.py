@@ -212,3 +212,16 @@ def test_time_travel_doors_over_http(server):
     assert pinned["result"]["entity"]["metadata"] == {"v": 1}
     assert call("POST", "diff", {"from": 1}).result()["changes"][0]["change"] == "changed"
     assert call("GET", "now").result()["generation"] == 2
+
+
+def test_as_of_pins_explain_and_fields_at_the_past_generation(brain):
+    """explain and fields are engine reads the catalogue lets asOf pin: they answer as the store stood then."""
+    brain.add({"type": "thing", "id": "a", "metadata": {"colour": "red"}})
+    brain.add({"type": "thing", "id": "b", "metadata": {"colour": "red", "size": 3}})
+    then = brain.asOf({"generation": 1, "read": {"door": "fields", "args": {"values": 5}}})["result"]
+    assert [(f["path"], f["count"]) for f in then["fields"]] == [("colour", 1)] and then["generation"] == 1
+    now = brain.fields({"values": 5})
+    assert [(f["path"], f["count"]) for f in now["fields"]] == [("colour", 2), ("size", 1)]
+    plan = brain.asOf({"generation": 1, "read": {"door": "explain", "args": {"type": "thing"}}})["result"]
+    assert plan["generation"] == 1 and plan["legs"][0]["estimatedCandidates"] == 1
+    assert brain.explain({"type": "thing"})["legs"][0]["estimatedCandidates"] == 2

@@ -1,10 +1,10 @@
 """The brain handle: one store directory opened as its writer, or attached read-only.
 
-Writes are serialised by one commit lock: a commit validates against every
-commit applied before it, appends its frame, applies its keys to the memtable
-and only then waits (outside the lock) for the fsync it shares with whoever
-else is waiting. Reads take the durable generation once and read at it, so
-they never wait on an fsync and never see a commit that is not yet durable.
+This module opens and closes a store (the lease, the MANIFEST, the tables, the
+log replayed past the flushed generation) and answers the doors in process. The
+handle's other parts live beside it: the commit path (``commits.py``), the
+writer's flush and compaction (``maintenance.py``), the projection follower
+(``follower.py``); a read runs on a read snapshot (``snapshot.py``).
 """
 
 from __future__ import annotations
