@@ -172,8 +172,6 @@ def test_the_text_leg_ranks_by_bm25_and_says_what_it_left_out(brain):
     assert "total" not in answer and answer["legs"]["semantic"]["served"] is False
     with pytest.raises(R.IndexNotAttachedError):
         brain.find({"query": "cat", "searchMode": "semantic"})
-    with pytest.raises(R.IndexNotAttachedError):
-        brain.find({"connected": {"node": "d1"}})
     with pytest.raises(R.InvalidArgumentError):
         brain.find({"where": {"x": {"nearly": 1}}})
     metadata_only = brain.find({"type": "document"})

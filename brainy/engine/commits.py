@@ -62,7 +62,7 @@ class CommitPath:
         self._next_dense = txn.next_dense
         self._applied = generation
         self._last_ts = timestamp
-        self.follower.record(generation, [(b, a) for kind, b, a in txn.moves if kind == "e"])
+        self.follower.record(generation, txn.moves)
 
     def _replay(self: "Brain", frame: log_.Frame) -> None:
         txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)

@@ -1,7 +1,7 @@
 """The projection follower: keeps the query projections at the brain's durable head.
 
 It follows the commit path. Each commit (and each frame replayed on open) hands it the entity
-moves it made (:meth:`record`); when a commit becomes durable the follower applies the moves up
+and relation moves it made (:meth:`record`); when a commit becomes durable the follower applies the moves up
 to it, in generation order (:meth:`advance`), so a query never sees a commit that was not
 acknowledged. The projections are built on first need (an open pays nothing until the first
 query): from the newest persisted snapshot when the moves this handle holds can bring it to the
@@ -31,7 +31,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brainy.engine")
 
-Move = tuple[dict[str, Any] | None, dict[str, Any] | None]
+Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", before, after)
+
+
+def _apply(proj: Projections, moves: list[Move]) -> None:
+    for kind, before, after in moves:
+        if kind == "e":
+            proj.apply(before, after)
+        else:
+            proj.apply_relation(before, after)
 
 
 class ProjectionFollower:
@@ -54,9 +62,9 @@ class ProjectionFollower:
     def moves(self) -> dict[int, list[Move]]:
         return self._moves
 
-    def record(self, generation: int, entity_moves: list[Move]) -> None:
-        """The entity moves of one commit, applied once it is durable."""
-        self._moves[generation] = entity_moves
+    def record(self, generation: int, moves: list[Move]) -> None:
+        """The entity and relation moves of one commit, applied once it is durable."""
+        self._moves[generation] = moves
 
     def advance(self, durable: int, flushed: int) -> None:
         """The commit at ``durable`` is acknowledged: move the projections up to it. The caller holds the lock."""
@@ -65,8 +73,7 @@ class ProjectionFollower:
             for g in sorted(g for g in self._moves if g <= durable):
                 moves = self._moves.pop(g)
                 if g > proj.stamp:
-                    for before, after in moves:
-                        proj.apply(before, after)
+                    _apply(proj, moves)
                     proj.stamp = g
         else:  # not built yet: keep what a snapshot at or after the flushed generation needs
             for g in [g for g in self._moves if g <= flushed]:
@@ -88,8 +95,7 @@ class ProjectionFollower:
         if proj is not None:
             how = f"snapshot at {proj.stamp}"
             for g in sorted(g for g in self._moves if proj.stamp < g <= head):
-                for before, after in self._moves[g]:
-                    proj.apply(before, after)
+                _apply(proj, self._moves[g])
             proj.stamp = head
         else:
             proj = Projections.build(brain.at(head).entities(), head)

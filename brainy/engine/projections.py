@@ -17,6 +17,8 @@ nothing until the first query) and say so.
   sorts without reading rows.
 - **The id map**: dense int to entity id, for every row the projections have seen (a dense int is
   never reused, so an entry outlives its row).
+- **The graph** (``brainy/engine/graph.py``): adjacency out and in per entity, built on the first
+  graph walk and moved with the rest from then on (None until then; it is not persisted).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 from array import array
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import struct
 import zlib
@@ -33,6 +35,9 @@ from pathlib import Path
 import msgpack
 
 from brainy.engine.where import kind_of
+
+if TYPE_CHECKING:
+    from brainy.engine.graph import Graph
 
 RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
 # Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
@@ -113,6 +118,7 @@ class Projections:
         self.lengths: dict[int, int] = {}
         self.total_length = 0
         self.all = array(TYPECODE)
+        self.graph: "Graph | None" = None
 
     @classmethod
     def build(cls, entities: Iterator[dict[str, Any]], stamp: int) -> "Projections":
@@ -131,6 +137,13 @@ class Projections:
             self._unpost(before)
         if after is not None:
             self._post(after)
+        if self.graph is not None:
+            self.graph.entity(before, after)
+
+    def apply_relation(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """Move the graph from a relation's old row to its new one, once the graph is built."""
+        if self.graph is not None:
+            self.graph.relation(before, after)
 
     def _post(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]

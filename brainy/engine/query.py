@@ -6,9 +6,11 @@ equalities), the rest of the where is evaluated on the rows that survive, the
 text leg scores with BM25 over word postings, and the page is cut in store
 order, score order or the orderBy column. A find pinned at a past generation
 (asOf, or a cursor from an older head) reads that generation's rows instead,
-with the same evaluator: slower, never different. Legs this release cannot
-serve (vectors, graph walks, ranked and aggregated shapes) refuse by name in
-an explicit mode and are left out loudly in ``auto``; nothing is approximated.
+with the same evaluator: slower, never different. ``connected`` keeps only the
+entities the graph walk reaches (``brainy/engine/graph.py``), or ranks them by
+1/hops when ``fusion.weights.graph > 0``. Legs this release cannot serve
+(vectors, ranked and aggregated shapes) refuse by name in an explicit mode and
+are left out loudly in ``auto``; nothing is approximated.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Callable, Iterable
 
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
+from brainy.engine import graph as G
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.projections import TYPECODE, WORD, Projections
@@ -31,17 +34,9 @@ MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
 BM25_K1, BM25_B = 1.2, 0.75
 NO_VECTORS = "no vector index is attached in this release; the semantic leg arrives in 0.5.0"
-NO_GRAPH = "graph walks arrive with traverse in 0.5.0"
 
 
-def _list(value: Any, field: str, check: Callable[[Any, str], Any]) -> list[Any] | None:
-    if value is None:
-        return None
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise R.InvalidArgumentError(f"{field}: an empty list matches nothing; leave it out", field=field,
-                                     reason="bad-operand")
-    return [check(item, field) for item in items]
+_list = rows.listed
 
 
 def _string(value: Any, field: str) -> str:
@@ -85,6 +80,11 @@ class Query:
         self.explain = a["explain"]
         self.include_data = a["includeData"]
         self.include_vector = a["includeVector"]
+        self.connected = G.Connected(a["connected"]) if a.get("connected") is not None else None
+        if self.mode == "graph" and self.connected is None:
+            raise R.InvalidArgumentError("searchMode graph walks from connected: give it", field="connected",
+                                         reason="missing")
+        self.graph_weight = G.graph_weight(a.get("fusion"))
         self.legs = self._legs()
 
     def _legs(self) -> dict[str, dict[str, Any]]:
@@ -94,9 +94,11 @@ class Query:
         if a.get("vector") is not None or a.get("near") is not None or mode in ("semantic", "vector", "hybrid"):
             if mode in ("semantic", "vector", "hybrid") or a.get("vector") is not None or a.get("near") is not None:
                 raise R.IndexNotAttachedError(NO_VECTORS, absent="vectors", servedBy="0.5.0")
-        if a.get("connected") is not None or mode == "graph":
-            raise R.IndexNotAttachedError(NO_GRAPH, absent="graph walk", servedBy="0.5.0")
+        if self.connected is not None:
+            legs["graph"] = {"served": True}
         for shape in ("purpose", "rerank", "passages", "aggregate", "fusion", "threshold"):
+            if shape == "fusion" and self.graph_ranked and self.text is None:
+                continue  # the graph leg ranked alone needs no fusion of legs
             if a.get(shape) not in (None, False):
                 raise R.IndexNotAttachedError(f"{shape} needs the ranked shapes, which arrive in 0.5.0",
                                               absent=shape, servedBy="0.5.0")
@@ -107,8 +109,13 @@ class Query:
         return legs
 
     @property
+    def graph_ranked(self) -> bool:
+        """The graph leg adds 1/hops as a ranked signal instead of filtering (DOORS 4.2)."""
+        return self.connected is not None and self.graph_weight > 0
+
+    @property
     def ranked(self) -> bool:
-        return "text" in self.legs
+        return "text" in self.legs or self.graph_ranked
 
     def fingerprint(self) -> dict[str, Any]:
         return {k: v for k, v in self.args.items() if k not in ("limit", "offset", "cursor", "explain",
@@ -242,11 +249,14 @@ def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int],
         row = rows_of(dense)
         hit: dict[str, Any] = {"id": row["id"], "score": scores.get(dense) if scores is not None else None,
                                "entity": rows.public_view(row, q.include_vector, q.include_data)}
-        if scores is not None:
+        if "text" in q.legs:
             hit["matchSource"] = "text"
             hit["textMatches"] = matched.get(dense, [])
+        elif q.connected is not None:
+            hit["matchSource"] = "graph"
         if q.explain and scores is not None:
-            hit["explanation"] = {"text": scores.get(dense), "fused": scores.get(dense)}
+            leg = "text" if "text" in q.legs else "graph"
+            hit["explanation"] = {leg: scores.get(dense), "fused": scores.get(dense)}
         results.append(hit)
     more = q.offset + q.limit < len(ordered)
     answer: dict[str, Any] = {
@@ -266,7 +276,13 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         residual = q.where.residual()
         needs_rows = not residual.matches_all
         scores = matched = None
-        if q.ranked:
+        if q.connected is not None:
+            graph = G.graph_at_head(proj, snap.at(proj.stamp))
+            hops = G.reachable(graph, q.connected)
+            candidates = G.within(candidates, hops, graph.dense)
+            if q.graph_ranked:
+                scores, matched = G.graph_signal(hops, graph.dense.get, set(candidates)), {}
+        if "text" in q.legs:
             scores, matched = _bm25(proj, q.text or "", None if candidates is proj.all else set(candidates))
         columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
         candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
@@ -308,7 +324,12 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         if _row_allowed(q, row):
             found[row["denseInt"]] = row
     scores = matched = None
-    if q.ranked:  # idf over the whole store at that generation, as the live leg scores it
+    if q.connected is not None:
+        hops = G.reachable(G.StoredAdjacency(view), q.connected)
+        found = {d: row for d, row in found.items() if row["id"] in hops}
+        if q.graph_ranked:
+            scores, matched = {d: 1.0 / hops[row["id"]] for d, row in found.items()}, {}
+    if "text" in q.legs:  # idf over the whole store at that generation, as the live leg scores it
         scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "", set(found))
     kept = sorted(found)
     if scores is not None:
@@ -407,8 +428,10 @@ def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     legs: list[dict[str, Any]] = [{"leg": "metadata", "servable": True,
                                    "index": "metadata postings" + (f" ({', '.join(used)})" if used else ""),
                                    "estimatedCandidates": len(candidates)}]
-    if q.ranked:
+    if "text" in q.legs:
         legs.append({"leg": "text", "servable": True, "index": "word postings (BM25)"})
+    if q.connected is not None:
+        legs.append({"leg": "graph", "servable": True, "index": "graph adjacency"})
     if "semantic" in q.legs:
         legs.append({"leg": "semantic", "servable": False, "reason": q.legs["semantic"]["reason"],
                      "index": "vector index"})

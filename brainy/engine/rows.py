@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
 
@@ -79,6 +79,16 @@ def unit_number(value: Any, field: str) -> float | None:
     if not 0 <= value <= 1:
         raise invalid(field, "out-of-range", "must be between 0 and 1")
     return float(value)
+
+
+def listed(value: Any, field: str, check: Callable[[Any, str], Any]) -> list[Any] | None:
+    """A ``T | T[]`` argument as a checked list (None when left out); an empty list is refused."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise invalid(field, "bad-operand", "an empty list matches nothing; leave it out")
+    return [check(item, field) for item in items]
 
 
 def noun(value: Any, field: str = "type") -> str:
