@@ -7,8 +7,10 @@ text leg scores with BM25 over word postings, and the page is cut in store
 order, score order or the orderBy column. A find pinned at a past generation
 (asOf, or a cursor from an older head) reads that generation's rows instead,
 with the same evaluator: slower, never different. Legs this release cannot
-serve (vectors, graph walks, ranked and aggregated shapes) refuse by name in
+serve (vectors, graph walks, ranked shapes) refuse by name in
 an explicit mode and are left out loudly in ``auto``; nothing is approximated.
+The aggregated shape (``aggregate``) is answered by brainy/engine/aggregates.py over the rows the
+metadata leg selects.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Callable, Iterable
 
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
+from brainy.engine import aggregates
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.projections import TYPECODE, WORD, Projections
@@ -96,7 +99,7 @@ class Query:
                 raise R.IndexNotAttachedError(NO_VECTORS, absent="vectors", servedBy="0.5.0")
         if a.get("connected") is not None or mode == "graph":
             raise R.IndexNotAttachedError(NO_GRAPH, absent="graph walk", servedBy="0.5.0")
-        for shape in ("purpose", "rerank", "passages", "aggregate", "fusion", "threshold"):
+        for shape in ("purpose", "rerank", "passages", "fusion", "threshold"):
             if a.get(shape) not in (None, False):
                 raise R.IndexNotAttachedError(f"{shape} needs the ranked shapes, which arrive in 0.5.0",
                                               absent=shape, servedBy="0.5.0")
@@ -228,6 +231,8 @@ def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
         q.offset = position
         if generation != snap.head:
             snap = snap.at(generation)
+    if q.args.get("aggregate") is not None:
+        return _find_aggregated(q, snap)
     if not snap.at_head:
         return _find_by_rows(q, snap)
     return _find_by_projections(q, snap)
@@ -320,6 +325,30 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
     return _page(q, view, kept, found.__getitem__, scores, matched or {}, None if q.ranked else len(kept),
                  cost)
+
+
+def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
+    """The aggregated shape: the metadata leg's rows (postings at the head, the rows of a past generation)
+    handed to the aggregate's counting."""
+    if not snap.at_head:
+        scanned = {"segments": 1, "candidates": 0, "rowsRead": 0}
+
+        def allowed() -> Iterable[dict[str, Any]]:
+            for row in snap.entities():
+                scanned["candidates"] += 1
+                scanned["rowsRead"] += 1
+                if _row_allowed(q, row):
+                    yield row
+        return aggregates.find_shape(q, snap, allowed(), scanned)
+    with snap.projections() as proj:
+        candidates, _ = _narrow(proj, q)
+        generation, ids = proj.stamp, proj.ids
+        candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
+    view, residual = snap.at(generation), q.where.residual()
+    cost = {"segments": 1, "candidates": len(candidates), "rowsRead": len(candidates)}
+    matching = (row for row in (view.entity(ids[d]) for d in candidates)
+                if row is not None and residual.matches(row))
+    return aggregates.find_shape(q, view, matching, cost)
 
 
 # -- related ---------------------------------------------------------------------------------------------
