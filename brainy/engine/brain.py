@@ -22,7 +22,8 @@ from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
 from brainy.engine import registry
-from brainy.engine import graph, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
+from brainy.engine import aggregates, graph, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
+from brainy.engine.aggregates import AggregateFollower
 from brainy.engine.commits import CommitPath
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document
@@ -67,6 +68,8 @@ class Brain(CommitPath, Maintenance):
         self._pool: ThreadPoolExecutor | None = None
         self._ledgers: dict[int, Ledger] = {}
         self.follower = ProjectionFollower(self, self._state_lock)
+        # not ``aggregates``: that is a door's name, and every door's name is a method here
+        self.aggregate_follower = AggregateFollower(self, self._state_lock)
         self._last_seq = 0
         self._log_position: log_.Position | None = None  # where the open's read of the log stopped
         self.log_read: log_.Scan | None = None  # what that read cost

@@ -63,6 +63,7 @@ class CommitPath:
         self._applied = generation
         self._last_ts = timestamp
         self.follower.record(generation, txn.moves)
+        self.aggregate_follower.record(generation, [(b, a) for kind, b, a in txn.moves if kind == "e"])
 
     def _replay(self: "Brain", frame: log_.Frame) -> None:
         txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)
@@ -118,6 +119,7 @@ class CommitPath:
                 for g in [g for g in self._ledgers if g <= generation]:
                     del self._ledgers[g]
                 self.follower.advance(generation, self._flushed)
+                self.aggregate_follower.advance(generation)
 
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:

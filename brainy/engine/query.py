@@ -8,9 +8,10 @@ order, score order or the orderBy column. A find pinned at a past generation
 (asOf, or a cursor from an older head) reads that generation's rows instead,
 with the same evaluator: slower, never different. ``connected`` keeps only the
 entities the graph walk reaches (``brainy/engine/graph.py``), or ranks them by
-1/hops when ``fusion.weights.graph > 0``. Legs this release cannot serve
-(vectors, ranked and aggregated shapes) refuse by name in an explicit mode and
-are left out loudly in ``auto``; nothing is approximated.
+1/hops when ``fusion.weights.graph > 0``. The aggregated shape (``aggregate``)
+is answered by ``brainy/engine/aggregates.py`` over the rows the metadata leg
+selects. Legs this release cannot serve (vectors, ranked shapes) refuse by name
+in an explicit mode and are left out loudly in ``auto``; nothing is approximated.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
+from brainy.engine import aggregates
 from brainy.engine import graph as G
 from brainy.engine import keys as K
 from brainy.engine import rows
@@ -96,7 +98,7 @@ class Query:
                 raise R.IndexNotAttachedError(NO_VECTORS, absent="vectors", servedBy="0.5.0")
         if self.connected is not None:
             legs["graph"] = {"served": True}
-        for shape in ("purpose", "rerank", "passages", "aggregate", "fusion", "threshold"):
+        for shape in ("purpose", "rerank", "passages", "fusion", "threshold"):
             if shape == "fusion" and self.graph_ranked and self.text is None:
                 continue  # the graph leg ranked alone needs no fusion of legs
             if a.get(shape) not in (None, False):
@@ -235,6 +237,8 @@ def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
         q.offset = position
         if generation != snap.head:
             snap = snap.at(generation)
+    if q.args.get("aggregate") is not None:
+        return _find_aggregated(q, snap)
     if not snap.at_head:
         return _find_by_rows(q, snap)
     return _find_by_projections(q, snap)
@@ -341,6 +345,30 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
     return _page(q, view, kept, found.__getitem__, scores, matched or {}, None if q.ranked else len(kept),
                  cost)
+
+
+def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
+    """The aggregated shape: the metadata leg's rows (postings at the head, the rows of a past generation)
+    handed to the aggregate's counting."""
+    if not snap.at_head:
+        scanned = {"segments": 1, "candidates": 0, "rowsRead": 0}
+
+        def allowed() -> Iterable[dict[str, Any]]:
+            for row in snap.entities():
+                scanned["candidates"] += 1
+                scanned["rowsRead"] += 1
+                if _row_allowed(q, row):
+                    yield row
+        return aggregates.find_shape(q, snap, allowed(), scanned)
+    with snap.projections() as proj:
+        candidates, _ = _narrow(proj, q)
+        generation, ids = proj.stamp, proj.ids
+        candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
+    view, residual = snap.at(generation), q.where.residual()
+    cost = {"segments": 1, "candidates": len(candidates), "rowsRead": len(candidates)}
+    matching = (row for row in (view.entity(ids[d]) for d in candidates)
+                if row is not None and residual.matches(row))
+    return aggregates.find_shape(q, view, matching, cost)
 
 
 # -- related ---------------------------------------------------------------------------------------------

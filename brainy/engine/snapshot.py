@@ -15,7 +15,7 @@ generation.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator
 
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
@@ -25,6 +25,7 @@ from brainy.engine.counts import Ledger
 from brainy.engine.projections import Projections
 
 if TYPE_CHECKING:
+    from brainy.engine.aggregates import Aggregates
     from brainy.engine.brain import Brain
     from brainy.engine.memtable import Memtable
     from brainy.engine.sstable import Table
@@ -160,6 +161,12 @@ class Snapshot:
                 yield proj
         else:
             yield Projections.build(self.entities(), self.generation)
+
+    def aggregates(self) -> ContextManager["Aggregates"]:
+        """The maintained aggregates at the durable head, held still for the block (a head snapshot's only:
+        a past one computes its aggregates from its rows, brainy/engine/aggregates.py)."""
+        assert self.at_head, "a past snapshot computes its aggregates from its rows"
+        return self._store.aggregate_follower.held()
 
     def ledger(self) -> Ledger:
         """The counts as of this snapshot: the brain's own ledger at its head, else counted from the rows."""
