@@ -62,7 +62,9 @@ class CommitPath:
         self._next_dense = txn.next_dense
         self._applied = generation
         self._last_ts = timestamp
-        self.follower.record(generation, [(b, a) for kind, b, a in txn.moves if kind == "e"])
+        entity_moves = [(b, a) for kind, b, a in txn.moves if kind == "e"]
+        self.follower.record(generation, entity_moves)
+        self.vector_follower.record(generation, entity_moves)
 
     def _replay(self: "Brain", frame: log_.Frame) -> None:
         txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)
@@ -118,6 +120,7 @@ class CommitPath:
                 for g in [g for g in self._ledgers if g <= generation]:
                     del self._ledgers[g]
                 self.follower.advance(generation, self._flushed)
+                self.vector_follower.advance(generation, self._flushed)
 
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:
