@@ -3,17 +3,20 @@
 ``find`` plans from the projections: the metadata leg narrows candidates by
 intersecting postings (type, subtype, service, visibility, the where's
 equalities), the rest of the where is evaluated on the rows that survive, the
-text leg scores with BM25 over word postings, and the page is cut in store
-order, score order or the orderBy column. A find pinned at a past generation
-(asOf, or a cursor from an older head) reads that generation's rows instead,
-with the same evaluator: slower, never different. Legs this release cannot
-serve (vectors, graph walks, ranked and aggregated shapes) refuse by name in
-an explicit mode and are left out loudly in ``auto``; nothing is approximated.
+text leg scores with BM25 over word postings, the semantic leg ranks by cosine
+on the vector index (``brainy/engine/semantic.py``), the two are fused, and the
+page is cut in store order, score order or the orderBy column. A find pinned at
+a past generation (asOf, or a cursor from an older head) reads that
+generation's rows instead, with the same evaluator: slower, never different.
+Legs this release cannot serve (graph walks, purpose, rerank, passages,
+aggregates) refuse by name in an explicit mode and are left out loudly in
+``auto``; nothing is approximated.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from array import array
 from typing import Any, Callable, Iterable
 
@@ -21,16 +24,17 @@ from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
+from brainy.engine import semantic as S
 from brainy.engine.projections import TYPECODE, WORD, Projections
 from brainy.engine.cursors import decode_cursor, encode_cursor
 from brainy.engine.registry import door
 from brainy.engine.snapshot import Snapshot
+from brainy.engine.vectors import VectorIndex
 from brainy.engine.where import Predicate, compile_where, kind_of
 
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
 BM25_K1, BM25_B = 1.2, 0.75
-NO_VECTORS = "no vector index is attached in this release; the semantic leg arrives in 0.5.0"
 NO_GRAPH = "graph walks arrive with traverse in 0.5.0"
 
 
@@ -53,16 +57,19 @@ def _string(value: Any, field: str) -> str:
 class Query:
     """A checked FindQuery (its argument names and scalar types checked against the contract before)."""
 
-    def __init__(self, a: dict[str, Any]) -> None:
+    def __init__(self, a: dict[str, Any], door: str = "find") -> None:
         self.args = a
+        self.door = door
+        self.include_self = True  # similar.to leaves its anchor out
         self.mode = a["searchMode"]
         if self.mode not in MODES:
             raise R.InvalidArgumentError(f"searchMode: one of {MODES}", field="searchMode", reason="bad-operand")
         self.text = a.get("query")
         if self.text is not None:
             _string(self.text, "query")
-        if self.mode == "metadata" and (self.text is not None or a.get("vector") is not None):
-            raise R.InvalidArgumentError("searchMode metadata takes no query or vector", field="searchMode",
+        if self.mode == "metadata" and (self.text is not None or a.get("vector") is not None
+                                        or a.get("near") is not None):
+            raise R.InvalidArgumentError("searchMode metadata takes no query, vector or near", field="searchMode",
                                          reason="bad-operand")
         self.types = _list(a.get("type"), "type", lambda v, f: rows.noun(v, f))
         self.subtypes = _list(a.get("subtype"), "subtype", _string)
@@ -85,30 +92,38 @@ class Query:
         self.explain = a["explain"]
         self.include_data = a["includeData"]
         self.include_vector = a["includeVector"]
+        self.fusion = S.Fusion.of(a)
+        self.semantic: S.Source | None = None
         self.legs = self._legs()
 
     def _legs(self) -> dict[str, dict[str, Any]]:
         """Which legs run: the refusals of explicit modes, and the loud omissions of auto."""
         a, mode = self.args, self.mode
         legs: dict[str, dict[str, Any]] = {"metadata": {"served": True}}
-        if a.get("vector") is not None or a.get("near") is not None or mode in ("semantic", "vector", "hybrid"):
-            if mode in ("semantic", "vector", "hybrid") or a.get("vector") is not None or a.get("near") is not None:
-                raise R.IndexNotAttachedError(NO_VECTORS, absent="vectors", servedBy="0.5.0")
         if a.get("connected") is not None or mode == "graph":
             raise R.IndexNotAttachedError(NO_GRAPH, absent="graph walk", servedBy="0.5.0")
-        for shape in ("purpose", "rerank", "passages", "aggregate", "fusion", "threshold"):
+        for shape in ("purpose", "rerank", "passages", "aggregate"):
             if a.get(shape) not in (None, False):
                 raise R.IndexNotAttachedError(f"{shape} needs the ranked shapes, which arrive in 0.5.0",
                                               absent=shape, servedBy="0.5.0")
-        if self.text is not None:
+        if mode == "hybrid" and self.text is None:
+            raise R.InvalidArgumentError("searchMode hybrid needs query (its text leg)", field="query",
+                                         reason="missing")
+        if self.text is not None and mode in ("auto", "text", "hybrid"):
             legs["text"] = {"served": True}
-            if mode == "auto":
-                legs["semantic"] = {"served": False, "reason": NO_VECTORS}
+        self.semantic = S.plan(a, mode, self.text, legs)
         return legs
 
     @property
     def ranked(self) -> bool:
-        return "text" in self.legs
+        return "text" in self.legs or self.semantic is not None
+
+    def semantic_depth(self) -> int:
+        """How many hits the semantic leg ranks: one past the page (to know there is more); in a fusion a fixed
+        depth, so every page of a ranked cursor fuses the same lists; every candidate an orderBy reorders."""
+        if self.order_by:
+            return S.ORDERED_MAX
+        return S.HYBRID_DEPTH if "text" in self.legs else self.offset + self.limit + 1
 
     def fingerprint(self) -> dict[str, Any]:
         return {k: v for k, v in self.args.items() if k not in ("limit", "offset", "cursor", "explain",
@@ -222,7 +237,11 @@ def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
 
 @door("find")
 def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
-    q = Query(args)
+    return run_find(Query(args), snap)
+
+
+def run_find(q: Query, snap: Snapshot) -> dict[str, Any]:
+    """A checked query run at its snapshot (or at its cursor's generation)."""
     if q.args.get("cursor") is not None:
         generation, position = decode_cursor(q.args["cursor"], "find", q.fingerprint())
         q.offset = position
@@ -233,43 +252,118 @@ def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     return _find_by_projections(q, snap)
 
 
+class Stages:
+    """The answer's ``stages`` under ``explain``: each stage's time and how many candidates it left."""
+
+    def __init__(self, on: bool) -> None:
+        self.on, self.list, self._t = on, [], time.perf_counter()
+
+    def mark(self, stage: str, candidates: int) -> None:
+        if self.on:
+            now = time.perf_counter()
+            self.list.append({"stage": stage, "ms": round((now - self._t) * 1000, 3), "candidates": candidates})
+            self._t = now
+
+
+class Ranking:
+    """The ranked legs' scores and their fusion: what each hit's score, matchSource and explanation say."""
+
+    def __init__(self, q: Query, text: dict[int, float] | None, matched: dict[int, list[str]] | None,
+                 semantic: dict[int, float] | None, id_of: Callable[[int], str]) -> None:
+        self.text, self.matched, self.semantic = text, matched or {}, semantic
+        legs = {name: scores for name, scores in (("text", text), ("semantic", semantic)) if scores is not None}
+        self.fused: dict[int, float] = q.fusion.fuse(legs, id_of) if len(legs) > 1 else next(iter(legs.values()))
+
+    def hit(self, dense: int, hit: dict[str, Any], explain: bool) -> None:
+        hit["score"] = self.fused[dense]
+        hit["matchSource"] = S.match_source(dense, self.text, self.semantic)
+        if self.text is not None:
+            hit["textMatches"] = self.matched.get(dense, [])
+        if explain:
+            explanation: dict[str, Any] = {}
+            if self.text is not None and dense in self.text:
+                explanation["text"] = self.text[dense]
+            if self.semantic is not None and dense in self.semantic:
+                explanation["semantic"] = self.semantic[dense]
+            explanation["fused"] = self.fused[dense]
+            hit["explanation"] = explanation
+
+
 def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int], dict[str, Any]],
-          scores: dict[int, float] | None, matched: dict[int, list[str]], total: int | None,
-          cost: dict[str, int]) -> dict[str, Any]:
+          ranking: Ranking | None, total: int | None, cost: dict[str, int], stages: Stages) -> dict[str, Any]:
     window = ordered[q.offset:q.offset + q.limit]
     results = []
     for dense in window:
         row = rows_of(dense)
-        hit: dict[str, Any] = {"id": row["id"], "score": scores.get(dense) if scores is not None else None,
+        hit: dict[str, Any] = {"id": row["id"], "score": None,
                                "entity": rows.public_view(row, q.include_vector, q.include_data)}
-        if scores is not None:
-            hit["matchSource"] = "text"
-            hit["textMatches"] = matched.get(dense, [])
-        if q.explain and scores is not None:
-            hit["explanation"] = {"text": scores.get(dense), "fused": scores.get(dense)}
+        if ranking is not None:
+            ranking.hit(dense, hit, q.explain)
         results.append(hit)
     more = q.offset + q.limit < len(ordered)
+    cursor = None
+    if more and q.door == "find":  # similar takes no cursor: its answer says there is more, and stops
+        cursor = encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit)
     answer: dict[str, Any] = {
         "results": results, "brain": view.brain, "generation": view.generation,
-        "cursor": encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit) if more else None,
-        "hasMore": more, "legs": q.legs, "cost": cost}
+        "cursor": cursor, "hasMore": more, "legs": q.legs, "cost": cost}
     if total is not None:
         answer["total"] = total
+    if q.explain:
+        stages.mark("page", len(window))
+        answer["stages"] = stages.list
     return answer
 
 
+def _semantic_scores(q: Query, scores: Any, dense_ints: Any, exclude: int | None) -> dict[int, float]:
+    """The semantic leg's hits as dense int -> cosine, its threshold applied and ``similar``'s anchor left out."""
+    floor = q.semantic.threshold if q.semantic is not None else None
+    out: dict[int, float] = {}
+    for score, dense in zip(scores.tolist(), dense_ints.tolist()):
+        if dense != exclude and (floor is None or score >= floor):
+            out[dense] = score
+    return out
+
+
+def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable[[int], str],
+             value_of: Callable[[int], tuple[bool, Any]]) -> list[int]:
+    if ranking is not None and not q.order_by:
+        fused = ranking.fused
+        kept.sort(key=lambda d: (-fused[d], id_of(d)))
+    elif q.order_by:
+        kept = _sorted(kept, value_of, id_of, q.descending)
+    return kept
+
+
 def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
+    stages = Stages(q.explain)
+    semantic = None
+    truncated = False
+    anchor = None
     with snap.projections() as proj:
         candidates, _ = _narrow(proj, q)
+        stages.mark("metadata", len(candidates))
         generation = proj.stamp
         ids = proj.ids
         residual = q.where.residual()
         needs_rows = not residual.matches_all
-        scores = matched = None
-        if q.ranked:
-            scores, matched = _bm25(proj, q.text or "", None if candidates is proj.all else set(candidates))
+        text_scores = matched = None
+        if "text" in q.legs:
+            text_scores, matched = _bm25(proj, q.text or "", None if candidates is proj.all else set(candidates))
+            stages.mark("text", len(text_scores))
         columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
+        narrowed = candidates is not proj.all
         candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
+        if q.semantic is not None:
+            at = snap.at(generation)  # the head: the lock held here keeps it from moving on
+            vector, anchor_dense = S.anchor_vector(at, q.semantic)
+            anchor = None if q.include_self else anchor_dense
+            with at.vectors() as index:
+                depth = q.semantic_depth() * (4 if needs_rows else 1) + (anchor is not None)
+                found, dense_found, how = index.search(vector, depth, candidates if narrowed else None)
+                truncated = len(dense_found) >= depth
+            semantic = _semantic_scores(q, found, dense_found, anchor)
+            stages.mark(f"semantic ({how})", len(semantic))
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
     view = snap.at(generation)
     cache: dict[int, dict[str, Any]] = {}
@@ -285,41 +379,55 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             read += 1
         return row
 
-    kept = sorted(scores) if scores is not None else list(candidates)
+    if semantic is not None and needs_rows:
+        semantic = {d: score for d, score in semantic.items() if residual.matches(row_of(d))}
+        if truncated and len(semantic) < q.semantic_depth():
+            # the where kept too few of the oversampled hits: that generation's rows, scanned exactly
+            return _find_by_rows(q, view)
+    ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__) if q.ranked else None
+    kept = sorted(ranking.fused) if ranking is not None else list(candidates)
     if needs_rows:
         kept = [d for d in kept if residual.matches(row_of(d))]
-    if scores is not None and not q.order_by:
-        kept.sort(key=lambda d: (-scores[d], id_list[d]))
-    elif q.order_by:  # every scalar path has a column; a path with none is missing from every row
-        column = columns or {}
-        kept = _sorted(kept, lambda d: (d in column, column.get(d)), id_list.__getitem__, q.descending)
+    if ranking is not None and text_scores is not None and semantic is not None:
+        stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
+    column = columns or {}  # every scalar path has a column; a path with none is missing from every row
+    kept = _ordered(q, kept, ranking, id_list.__getitem__, lambda d: (d in column, column.get(d)))
     cost = {"segments": 1, "candidates": len(candidates), "rowsRead": 0}
-    answer = _page(q, view, kept, row_of, scores, matched or {}, None if q.ranked else len(kept), cost)
+    answer = _page(q, view, kept, row_of, ranking, None if q.ranked else len(kept), cost, stages)
     cost["rowsRead"] = read
     return answer
 
 
 def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     """find at a pinned past generation: every row of that generation through the same evaluator."""
+    stages = Stages(q.explain)
     found: dict[int, dict[str, Any]] = {}
     scanned = 0
     for row in view.entities():
         scanned += 1
         if _row_allowed(q, row):
             found[row["denseInt"]] = row
-    scores = matched = None
-    if q.ranked:  # idf over the whole store at that generation, as the live leg scores it
-        scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "", set(found))
-    kept = sorted(found)
-    if scores is not None:
-        kept = [d for d in kept if d in scores]
-    if scores is not None and not q.order_by:
-        kept.sort(key=lambda d: (-scores[d], found[d]["id"]))
-    elif q.order_by:
-        kept = _sorted(kept, lambda d: _column_value(found[d], q.order_by), lambda d: found[d]["id"], q.descending)
+    stages.mark("metadata", len(found))
+    text_scores = matched = semantic = None
+    if "text" in q.legs:  # idf over the whole store at that generation, as the live leg scores it
+        text_scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "",
+                                     set(found))
+        stages.mark("text", len(text_scores))
+    if q.semantic is not None:
+        vector, anchor_dense = S.anchor_vector(view, q.semantic)
+        anchor = None if q.include_self else anchor_dense
+        index = VectorIndex.build(found.values(), view.generation, graph=False)
+        scores, dense_ints = index.exact(vector, q.semantic_depth() + 1)
+        semantic = _semantic_scores(q, scores, dense_ints, anchor)
+        stages.mark("semantic (exact)", len(semantic))
+    id_of = lambda d: found[d]["id"]  # noqa: E731
+    ranking = Ranking(q, text_scores, matched, semantic, id_of) if q.ranked else None
+    kept = sorted(ranking.fused) if ranking is not None else sorted(found)
+    if ranking is not None and text_scores is not None and semantic is not None:
+        stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
+    kept = _ordered(q, kept, ranking, id_of, lambda d: _column_value(found[d], q.order_by))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
-    return _page(q, view, kept, found.__getitem__, scores, matched or {}, None if q.ranked else len(kept),
-                 cost)
+    return _page(q, view, kept, found.__getitem__, ranking, None if q.ranked else len(kept), cost, stages)
 
 
 # -- related ---------------------------------------------------------------------------------------------
@@ -407,15 +515,20 @@ def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     legs: list[dict[str, Any]] = [{"leg": "metadata", "servable": True,
                                    "index": "metadata postings" + (f" ({', '.join(used)})" if used else ""),
                                    "estimatedCandidates": len(candidates)}]
-    if q.ranked:
+    if "text" in q.legs:
         legs.append({"leg": "text", "servable": True, "index": "word postings (BM25)"})
-    if "semantic" in q.legs:
+    if q.semantic is not None:
+        legs.append({"leg": "semantic", "servable": True, "index": "vector index (cosine)"})
+    elif "semantic" in q.legs:
         legs.append({"leg": "semantic", "servable": False, "reason": q.legs["semantic"]["reason"],
                      "index": "vector index"})
     if q.order_by:
         legs.append({"leg": "order", "servable": True, "index": f"order column {q.order_by}"})
     order = "key" if q.order_by else "score" if q.ranked else "store"
-    return {"legs": legs, "order": order, "generation": generation}
+    answer: dict[str, Any] = {"legs": legs, "order": order, "generation": generation}
+    if "text" in q.legs and q.semantic is not None:
+        answer["fusion"] = q.fusion.describe()
+    return answer
 
 
 @door("fields")
