@@ -238,7 +238,7 @@ def test_hybrid_fuses_the_text_and_semantic_legs(tmp_path):
         text = brain.find({"query": "apple", "limit": 1000})["results"]
         semantic = brain.find({"vector": q.tolist(), "limit": 1000})["results"]
         text_rank = {h["id"]: r for r, h in enumerate(text, 1)}
-        sem_rank = {h["id"]: r for r, h in enumerate(semantic[:200], 1)}
+        sem_rank = {h["id"]: r for r, h in enumerate(semantic[:100], 1)}
         for hit in answer["results"]:
             want = sum(1 / (60 + ranks[hit["id"]]) for ranks in (text_rank, sem_rank) if hit["id"] in ranks)
             assert hit["score"] == pytest.approx(want)

@@ -347,13 +347,16 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         ids = proj.ids
         residual = q.where.residual()
         needs_rows = not residual.matches_all
+        # candidates are a subset of every row: as many means all of them (public only, on a store of public rows)
+        narrowed = len(candidates) < len(proj.all)
         text_scores = matched = None
         if "text" in q.legs:
-            text_scores, matched = _bm25(proj, q.text or "", None if candidates is proj.all else set(candidates))
+            text_scores, matched = _bm25(proj, q.text or "", set(candidates) if narrowed else None)
             stages.mark("text", len(text_scores))
         columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
-        narrowed = candidates is not proj.all
-        candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
+        matched_count = len(candidates)
+        if not q.ranked:  # the page is cut from them after the lock: a copy, as later commits move the postings
+            candidates = array(TYPECODE, candidates)
         if q.semantic is not None:
             at = snap.at(generation)  # the head: the lock held here keeps it from moving on
             vector, anchor_dense = S.anchor_vector(at, q.semantic)
@@ -392,7 +395,7 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
     column = columns or {}  # every scalar path has a column; a path with none is missing from every row
     kept = _ordered(q, kept, ranking, id_list.__getitem__, lambda d: (d in column, column.get(d)))
-    cost = {"segments": 1, "candidates": len(candidates), "rowsRead": 0}
+    cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
     answer = _page(q, view, kept, row_of, ranking, None if q.ranked else len(kept), cost, stages)
     cost["rowsRead"] = read
     return answer

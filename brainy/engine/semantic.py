@@ -28,7 +28,7 @@ from brainy.engine.snapshot import Snapshot
 from brainy.engine.vectors import unit
 
 SEMANTIC_MODES = ("semantic", "vector", "hybrid")
-HYBRID_DEPTH = 200   # the semantic leg's hits in a fusion: fixed, so each page of a cursor fuses the same lists
+HYBRID_DEPTH = 100   # the semantic leg's hits in a fusion: fixed, so each page of a cursor fuses the same lists
 ORDERED_MAX = 1000   # ranked candidates an orderBy reorders (4.3)
 
 
