@@ -7,20 +7,18 @@ numpy/BLAS scan. Data: ``random`` (Gaussian, unit length) or ``clustered`` (n/20
 queries near stored vectors (noise 0.1), 200 of them. Not a pyperf benchmark: a one-off table for the
 commit that chose; the engine's own figures are perf/bench_vectors.py's.
 """
-import sys, time, statistics
+import statistics
+import sys
+import time
+
 import numpy as np
 
-def data(n, kind, seed=7, d=384):
-    rng = np.random.default_rng(seed)
-    if kind == "random":
-        x = rng.standard_normal((n, d), dtype=np.float32)
-    else:
-        centers = rng.standard_normal((max(10, n // 200), d), dtype=np.float32)
-        x = centers[rng.integers(0, len(centers), n)] + 0.35 * rng.standard_normal((n, d), dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    q = x[rng.integers(0, n, 200)] + 0.1 * rng.standard_normal((200, d), dtype=np.float32)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    return x, q.astype(np.float32)
+from bench_vectors import queries, vectors
+
+def data(n, kind, seed=7):
+    """The bench's data sets (perf/bench_vectors.py), at this script's seed."""
+    x = vectors(n, kind, seed)
+    return x, queries(x, seed + 1)
 
 def exact(x, q, k=10):
     s = x @ q
