@@ -98,6 +98,9 @@ setup(
         "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
         "orjson>=3.9",               # JSON both ways on the wire
         "pynacl>=1.5",               # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
+        "numpy>=1.26",               # the vector index's matrix and its exact scan (BLAS)
+        "faiss-cpu>=1.8",            # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
+                                     # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",

@@ -70,8 +70,8 @@ def test_the_registry_refuses_a_contract_it_does_not_match(monkeypatch):
             registry.join(doors)
         return str(exc.value)
 
-    unregistered = dataclasses.replace(D.BY_NAME["similar"], disposition="native", release=None)
-    assert "without a function ['similar']" in join_with(D.DOORS + (unregistered,))
+    unregistered = dataclasses.replace(D.BY_NAME["import"], disposition="native", release=None)
+    assert "without a function ['import']" in join_with(D.DOORS + (unregistered,))
     stray = registry.Registered("nobody", registry.READ, lambda *a: {})
     assert "not native doors ['nobody']" in join_with(D.DOORS, {"nobody": stray})
     as_read = registry.Registered("add", registry.READ, lambda *a: {})
@@ -149,7 +149,7 @@ def test_token_reach_ruling_then_scope(served):
     assert run(dispatcher, PERSON, "policy.ratify").refusal.name == "PolicyOwnerScopeRequiredError"
     out = run(dispatcher, reader, "add", document={"type": "thing"})
     assert out.refusal.name == "BRAINY_KEY_SCOPE" and out.refusal.scope == ["read"]
-    assert run(dispatcher, reader, "similar").refusal.name == "NotYetNativeError"  # scope passed, then the door
+    assert run(dispatcher, reader, "readFile").refusal.name == "NotYetNativeError"  # scope passed, then the door
     owner = Principal.token("o", "main", frozenset({"read", "write", "owner"}))
     assert run(dispatcher, owner, "policy.ratify").refusal.name == "NotYetNativeError"
     assert run(dispatcher, reader, "get", id="a").ok

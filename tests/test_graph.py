@@ -9,7 +9,7 @@ import random
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain
+from brainy.engine import Brain, init_store
 
 from helpers import new_store
 
@@ -214,5 +214,28 @@ def test_graph_refusals(brain):
     with pytest.raises(R.InvalidArgumentError) as exc:
         brain.find({"searchMode": "graph"})
     assert exc.value.field == "connected"
-    with pytest.raises(R.IndexNotAttachedError):
-        brain.find({"query": "x", "connected": {"node": "x"}, "fusion": {"weights": {"graph": 1}}})
+
+
+
+def test_a_weighted_graph_leg_is_fused_with_the_text_leg(tmp_path):
+    """With fusion.weights.graph > 0 the graph leg is one more ranked leg (DOORS 4.2): a hit only the walk
+    reaches and a hit only the words match both rank, each saying which leg found it."""
+    path = tmp_path / "fused"
+    init_store(path)
+    brain = Brain.open(path)
+    try:
+        brain.add({"type": "person", "id": "anchor"})
+        brain.add({"type": "person", "id": "near", "data": "nothing to see"})
+        brain.add({"type": "person", "id": "far", "data": "a word or two"})
+        brain.relate({"from": "anchor", "to": "near", "type": "knows"})
+        answer = brain.find({"query": "word", "connected": {"node": "anchor"}, "explain": True,
+                             "fusion": {"weights": {"graph": 1}}})
+        by_id = {hit["entity"]["key"]: hit for hit in answer["results"]}
+        assert set(by_id) == {"near", "far"}
+        assert by_id["near"]["matchSource"] == "graph" and by_id["near"]["explanation"]["graph"] == 1.0
+        assert by_id["far"]["matchSource"] == "text" and "graph" not in by_id["far"]["explanation"]
+        assert all(hit["score"] is not None for hit in answer["results"])
+        filtered = brain.find({"query": "word", "connected": {"node": "anchor"}})
+        assert filtered["results"] == []  # without the weight the walk is a filter, and "far" is not reached
+    finally:
+        brain.close()

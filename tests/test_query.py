@@ -162,7 +162,8 @@ def test_related_agrees_with_a_brute_force_edge_scan(brain):
 
 def test_the_text_leg_ranks_by_bm25_and_says_what_it_left_out(brain):
     """A query runs the text leg (BM25 over word postings): the rarer and denser match ranks first; auto
-    mode leaves the semantic leg out loudly; an explicit semantic mode refuses by name; no total."""
+    mode leaves the semantic leg out loudly (no embedder here); an explicit semantic mode refuses by name; no
+    total."""
     brain.add({"type": "document", "id": "d1", "data": "the cat sat on the cat mat"})
     brain.add({"type": "document", "id": "d2", "data": "a dog and a cat"})
     brain.add({"type": "document", "id": "d3", "data": "only dogs here"})
@@ -170,7 +171,7 @@ def test_the_text_leg_ranks_by_bm25_and_says_what_it_left_out(brain):
     assert [h["entity"]["key"] for h in answer["results"]] == ["d1", "d2"]
     assert answer["results"][0]["score"] > answer["results"][1]["score"] and answer["results"][0]["textMatches"]
     assert "total" not in answer and answer["legs"]["semantic"]["served"] is False
-    with pytest.raises(R.IndexNotAttachedError):
+    with pytest.raises(R.EmbeddingModelMissingError):
         brain.find({"query": "cat", "searchMode": "semantic"})
     with pytest.raises(R.InvalidArgumentError):
         brain.find({"where": {"x": {"nearly": 1}}})
@@ -203,7 +204,10 @@ def test_explain_and_fields_describe_without_running(brain):
     assert plan["legs"][0] == {"leg": "metadata", "servable": True, "index": "metadata postings (type, visibility, team)",
                                "estimatedCandidates": 1}
     assert plan["order"] == "key" and plan["legs"][-1]["leg"] == "order"
-    assert brain.explain({"vector": [0.1] * 384})["wouldRefuse"]["name"] == "IndexNotAttachedError"
+    assert brain.explain({"vector": [0.1] * 384})["legs"][1] == {"leg": "semantic", "servable": True,
+                                                                "index": "vector index (cosine)"}
+    assert brain.explain({"query": "x", "searchMode": "semantic"})["wouldRefuse"]["name"] == \
+        "EmbeddingModelMissingError"
     listing = {f["path"]: f for f in brain.fields({"values": 2})["fields"]}
     assert listing["team"]["count"] == 3 and listing["team"]["distinct"] == 2
     assert listing["team"]["top"][0] == {"value": "a", "count": 2}

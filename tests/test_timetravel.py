@@ -83,7 +83,7 @@ def test_as_of_by_instant_and_its_refusals(brain):
         brain.asOf({"generation": 1, "read": {"door": "changes"}})
     assert exc.value.reason == "not-pinnable"
     with pytest.raises(R.NotYetNativeError):
-        brain.asOf({"generation": 1, "read": {"door": "similar"}})
+        brain.asOf({"generation": 1, "read": {"door": "readFile", "args": {"path": "/a"}}})
 
 
 def test_history_lists_every_version_newest_first(brain):

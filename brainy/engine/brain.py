@@ -27,7 +27,7 @@ from brainy.engine.aggregates import AggregateFollower
 from brainy.engine.commits import CommitPath
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document
-from brainy.engine.follower import ProjectionFollower
+from brainy.engine.follower import ProjectionFollower, VectorFollower
 from brainy.engine.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
 from brainy.engine.memtable import Memtable
 from brainy.engine.snapshot import Snapshot, Sources
@@ -56,7 +56,7 @@ class Brain(CommitPath, Maintenance):
         self._lease: L.Lease | None = None
         self._log: log_.LogWriter | None = None
         self._commit_lock = threading.RLock()
-        self._state_lock = threading.Lock()
+        self._state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
         self._maint_lock = threading.Lock()
         self._closed = False
         self._stopping = False
@@ -70,6 +70,7 @@ class Brain(CommitPath, Maintenance):
         self.follower = ProjectionFollower(self, self._state_lock)
         # not ``aggregates``: that is a door's name, and every door's name is a method here
         self.aggregate_follower = AggregateFollower(self, self._state_lock)
+        self.vector_follower = VectorFollower(self, self._state_lock)
         self._last_seq = 0
         self._log_position: log_.Position | None = None  # where the open's read of the log stopped
         self.log_read: log_.Scan | None = None  # what that read cost
@@ -176,6 +177,8 @@ class Brain(CommitPath, Maintenance):
             mem, ledger, resume = reader._mem, reader._ledger.copy(), reader._log_position
             self._next_dense, self._applied, self._last_ts = reader._next_dense, reader._applied, reader._last_ts
             self.follower.adopt(reader.follower.moves())
+            self.vector_follower.adopt(reader.vector_follower.moves())
+            self.vector_follower.adopt(reader.vector_follower.moves())
         self._mem = mem
         self._sources = Sources(mem, (), tables)
         self._ledger = ledger
@@ -306,6 +309,7 @@ class Brain(CommitPath, Maintenance):
             if failed is None and self._lease is not None and self._lease.fence_holds():
                 if not self.flush():
                     self.follower.persist()
+                self.vector_follower.persist()
             assert self._log is not None and self._lease is not None
             self._log.close()
             if failed is None:

@@ -63,6 +63,7 @@ class CommitPath:
         self._applied = generation
         self._last_ts = timestamp
         self.follower.record(generation, txn.moves)
+        self.vector_follower.record(generation, txn.moves)
         self.aggregate_follower.record(generation, [(b, a) for kind, b, a in txn.moves if kind == "e"])
 
     def _replay(self: "Brain", frame: log_.Frame) -> None:
@@ -120,6 +121,7 @@ class CommitPath:
                     del self._ledgers[g]
                 self.follower.advance(generation, self._flushed)
                 self.aggregate_follower.advance(generation)
+                self.vector_follower.advance(generation, self._flushed)
 
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:

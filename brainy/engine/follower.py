@@ -8,9 +8,11 @@ query): from the newest persisted snapshot when the moves this handle holds can 
 head, else from the rows; :attr:`built_from` says which. At each flush and clean close they are
 persisted, stamped with the generation they cover.
 
-A projection the query doors read (postings, words, order columns today; the vector index next)
-lives behind this one interface: :meth:`held` for a consistent read, :meth:`record` and
-:meth:`advance` to follow the commits.
+A projection the query doors read lives behind this one interface: :meth:`held` for a consistent
+read, :meth:`record` and :meth:`advance` to follow the commits. :class:`ProjectionFollower` keeps the
+postings, words and order columns; :class:`VectorFollower` the vector index, the same way, with its
+own snapshot and the graph caught up off the commit path. Both take the brain's state lock (an
+``RLock``), so a read holding both sees them at one generation.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from brainy.engine.files import write_durably
+from brainy.engine import vectors as V
 from brainy.engine.projections import (Projections, decode_snapshot, encode_snapshot, newest_snapshot,
                                         snapshot_name)
+from brainy.engine.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from brainy.engine.brain import Brain
@@ -43,6 +47,11 @@ def _apply(proj: Projections, moves: list[Move]) -> None:
 
 
 class ProjectionFollower:
+    """Keeps the query projections (postings, words, order columns, the id map) at the durable head."""
+
+    name = "projections"
+    suffix = ".proj"
+
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
         self._brain = brain
         self._lock = lock  # the brain's state lock: the durable head and the projections move together
@@ -94,16 +103,31 @@ class ProjectionFollower:
         proj, how = self._persisted(), "rows"
         if proj is not None:
             how = f"snapshot at {proj.stamp}"
+            proj = self._caught_up(proj)
             for g in sorted(g for g in self._moves if proj.stamp < g <= head):
                 _apply(proj, self._moves[g])
             proj.stamp = head
         else:
-            proj = Projections.build(brain.at(head).entities(), head)
+            proj = self._from_rows(head)
         self._proj = proj
         self._moves = {g: m for g, m in self._moves.items() if g > head}
         self.built_from = how
-        log.info("brain %s: projections at generation %d from %s (%d rows) in %.0f ms", brain.name, head,
-                 how, len(proj.all), (time.monotonic() - started) * 1000)
+        log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
+                 how, len(proj), (time.monotonic() - started) * 1000)
+
+    def _caught_up(self, proj: Any) -> Any:
+        """A persisted snapshot brought to the flushed generation, if it is older (only the vector index can be)."""
+        return proj
+
+    def _from_rows(self, head: int) -> Any:
+        return Projections.build(self._brain.at(head).entities(), head)
+
+    def _decode(self, data: bytes) -> Any:
+        return decode_snapshot(data)
+
+    def _encode(self) -> bytes:
+        assert self._proj is not None
+        return encode_snapshot(self._proj)
 
     def _persisted(self) -> Projections | None:
         """The newest persisted snapshot, if the moves this handle holds can bring it to the head.
@@ -112,33 +136,121 @@ class ProjectionFollower:
         head) or that does not check out is left alone: the projections are rebuilt from the rows and the
         warnings say why.
         """
-        found = newest_snapshot(self.folder) if self.folder.is_dir() else None
+        found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
         if found is None:
             return None
         stamp, path = found
         brain = self._brain
-        if not brain.flushed <= stamp <= brain.head:
-            brain.warnings.append({"code": "projections-rebuilt", "message":
+        if not self._reachable(stamp):
+            brain.warnings.append({"code": f"{self.name}-rebuilt", "message":
                                    f"snapshot {path.name} is outside generations {brain.flushed}..{brain.head}"})
             return None
         try:
-            proj = decode_snapshot(path.read_bytes())
+            proj = self._decode(path.read_bytes())
         except (OSError, ValueError) as exc:
-            brain.warnings.append({"code": "projections-rebuilt", "message": f"snapshot {path.name}: {exc}"})
+            brain.warnings.append({"code": f"{self.name}-rebuilt", "message": f"snapshot {path.name}: {exc}"})
             return None
         return proj if proj.stamp == stamp else None
+
+    def _reachable(self, stamp: int) -> bool:
+        """Whether the moves this handle holds bring a snapshot at ``stamp`` to the head."""
+        return self._brain.flushed <= stamp <= self._brain.head
 
     def persist(self) -> None:
         """Write the projections out, stamped with the generation they cover; older snapshots go."""
         with self._lock:
             if self._proj is None:
                 return
-            stamp, data = self._proj.stamp, encode_snapshot(self._proj)
-        folder = self.folder
-        if (folder / snapshot_name(stamp)).exists():
+            stamp, data = self._proj.stamp, self._encode()
+        self._write(stamp, data)
+
+    def _write(self, stamp: int, data: bytes) -> None:
+        folder, name = self.folder, snapshot_name(stamp, self.suffix)
+        if (folder / name).exists():
             return
         folder.mkdir(exist_ok=True)
-        write_durably(folder / snapshot_name(stamp), data)
-        for older in folder.glob("*.proj"):
-            if older.name != snapshot_name(stamp):
+        write_durably(folder / name, data)
+        for older in folder.glob("*" + self.suffix):
+            if older.name != name:
                 older.unlink(missing_ok=True)
+
+
+class VectorFollower(ProjectionFollower):
+    """Keeps the vector index at the durable head, as :class:`ProjectionFollower` keeps the postings.
+
+    A commit's moves cost a copy of each vector into the index; the graph, whose insertion is the
+    expensive part, is caught up by a background thread once the tail passes ``TAIL_MAX``, holding
+    the index's graph lock and the brain's lock only to read the tail and to publish the graph.
+    """
+
+    name = "vectors"
+    suffix = V.SUFFIX
+
+    def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
+        super().__init__(brain, lock)
+        self._catching_up = False
+
+    def record(self, generation: int, moves: list[Move]) -> None:
+        """Only entities carry the vectors the index holds (a relation's is not searched)."""
+        super().record(generation, [m for m in moves if m[0] == "e"])
+
+    def _from_rows(self, head: int) -> VectorIndex:
+        return VectorIndex.build(self._brain.at(head).entities(), head)
+
+    def _decode(self, data: bytes) -> VectorIndex:
+        return VectorIndex.decode(data)
+
+    def _encode(self) -> bytes:
+        assert self._proj is not None
+        return self._proj.encode()
+
+    def _reachable(self, stamp: int) -> bool:
+        return stamp <= self._brain.head  # an index older than the flushed generation is caught up from rows
+
+    def _caught_up(self, index: VectorIndex) -> VectorIndex:
+        brain = self._brain
+        if index.stamp < brain.flushed:
+            # the log tail this handle replayed starts at the flushed generation: the rows bring it up
+            index.rows_caught_up(brain.at(brain.head).entities(), brain.head)
+        return index
+
+    def advance(self, durable: int, flushed: int) -> None:
+        super().advance(durable, flushed)
+        index = self._proj
+        if index is not None and index.pending >= V.TAIL_MAX and not self._catching_up:
+            self._catching_up = True
+            threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+
+    @contextmanager
+    def held(self) -> Iterator[VectorIndex]:
+        with super().held() as index:
+            if index.pending >= V.TAIL_MAX and not self._catching_up:
+                self._catching_up = True
+                threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+            yield index
+
+    def catch_up(self) -> None:
+        """Put the index's tail in its graph. Searches meanwhile scan exactly; commits never wait on it."""
+        try:
+            index = self._proj
+            if index is None:
+                return
+            with index.graph_lock:
+                with self._lock:
+                    start, vectors = index.tail()
+                index.grow_graph(start, vectors)
+                with self._lock:
+                    index.graph_grown(start + len(vectors))
+        finally:
+            self._catching_up = False
+
+    def persist(self, at_flush: bool = False) -> None:
+        """Write the index out (at a flush, only once a good part of it changed since it last was: the
+        snapshot is the whole matrix, and a flush comes every few thousand vectored rows)."""
+        index = self._proj
+        if index is None or (at_flush and index.changed < max(V.PERSIST_AFTER, len(index) // 2)):
+            return
+        with index.graph_lock, self._lock:
+            stamp, data = index.stamp, index.encode()
+            index.changed = 0
+        self._write(stamp, data)

@@ -81,6 +81,7 @@ class Maintenance:
                 s = self._sources
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
             self.follower.persist()
+            self.vector_follower.persist(at_flush=True)
             return True
 
     def compact(self: "Brain") -> bool:

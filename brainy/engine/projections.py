@@ -128,6 +128,9 @@ class Projections:
         built.stamp = stamp
         return built
 
+    def __len__(self) -> int:
+        return len(self.all)
+
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
 
@@ -203,8 +206,8 @@ SNAPSHOT_FORMAT = 1
 _crc = struct.Struct("<I")
 
 
-def snapshot_name(stamp: int) -> str:
-    return f"{stamp:020d}.proj"
+def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
+    return f"{stamp:020d}{suffix}"
 
 
 def encode_snapshot(proj: Projections) -> bytes:
@@ -256,6 +259,7 @@ def decode_snapshot(data: bytes) -> Projections:
     return proj
 
 
-def newest_snapshot(folder: Path) -> tuple[int, Path] | None:
-    found = sorted((int(p.name[:-5]), p) for p in folder.glob("*.proj") if p.name[:-5].isdigit())
+def newest_snapshot(folder: Path, suffix: str = ".proj") -> tuple[int, Path] | None:
+    cut = len(suffix)
+    found = sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + suffix) if p.name[:-cut].isdigit())
     return found[-1] if found else None

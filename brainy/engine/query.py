@@ -3,20 +3,23 @@
 ``find`` plans from the projections: the metadata leg narrows candidates by
 intersecting postings (type, subtype, service, visibility, the where's
 equalities), the rest of the where is evaluated on the rows that survive, the
-text leg scores with BM25 over word postings, and the page is cut in store
-order, score order or the orderBy column. A find pinned at a past generation
-(asOf, or a cursor from an older head) reads that generation's rows instead,
-with the same evaluator: slower, never different. ``connected`` keeps only the
-entities the graph walk reaches (``brainy/engine/graph.py``), or ranks them by
-1/hops when ``fusion.weights.graph > 0``. The aggregated shape (``aggregate``)
-is answered by ``brainy/engine/aggregates.py`` over the rows the metadata leg
-selects. Legs this release cannot serve (vectors, ranked shapes) refuse by name
-in an explicit mode and are left out loudly in ``auto``; nothing is approximated.
+text leg scores with BM25 over word postings, the semantic leg ranks by cosine
+on the vector index (``brainy/engine/semantic.py``), and the ranked legs are
+fused; ``connected`` keeps only the entities the graph walk reaches
+(``brainy/engine/graph.py``), or adds 1/hops as one more ranked leg when
+``fusion.weights.graph > 0``. The page is cut in store order, score order or
+the orderBy column. A find pinned at a past generation (asOf, or a cursor from
+an older head) reads that generation's rows instead, with the same evaluator:
+slower, never different. The aggregated shape (``aggregate``) is answered by
+``brainy/engine/aggregates.py`` over the rows the metadata leg selects. Shapes
+this release cannot serve (purpose, rerank, passages) refuse by name; nothing
+is approximated.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from array import array
 from typing import Any, Callable, Iterable
 
@@ -26,16 +29,17 @@ from brainy.engine import aggregates
 from brainy.engine import graph as G
 from brainy.engine import keys as K
 from brainy.engine import rows
+from brainy.engine import semantic as S
 from brainy.engine.projections import TYPECODE, WORD, Projections
 from brainy.engine.cursors import decode_cursor, encode_cursor
 from brainy.engine.registry import door
 from brainy.engine.snapshot import Snapshot
+from brainy.engine.vectors import VectorIndex
 from brainy.engine.where import Predicate, compile_where, kind_of
 
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
 BM25_K1, BM25_B = 1.2, 0.75
-NO_VECTORS = "no vector index is attached in this release; the semantic leg arrives in 0.5.0"
 
 
 _list = rows.listed
@@ -50,16 +54,19 @@ def _string(value: Any, field: str) -> str:
 class Query:
     """A checked FindQuery (its argument names and scalar types checked against the contract before)."""
 
-    def __init__(self, a: dict[str, Any]) -> None:
+    def __init__(self, a: dict[str, Any], door: str = "find") -> None:
         self.args = a
+        self.door = door
+        self.include_self = True  # similar.to leaves its anchor out
         self.mode = a["searchMode"]
         if self.mode not in MODES:
             raise R.InvalidArgumentError(f"searchMode: one of {MODES}", field="searchMode", reason="bad-operand")
         self.text = a.get("query")
         if self.text is not None:
             _string(self.text, "query")
-        if self.mode == "metadata" and (self.text is not None or a.get("vector") is not None):
-            raise R.InvalidArgumentError("searchMode metadata takes no query or vector", field="searchMode",
+        if self.mode == "metadata" and (self.text is not None or a.get("vector") is not None
+                                        or a.get("near") is not None):
+            raise R.InvalidArgumentError("searchMode metadata takes no query, vector or near", field="searchMode",
                                          reason="bad-operand")
         self.types = _list(a.get("type"), "type", lambda v, f: rows.noun(v, f))
         self.subtypes = _list(a.get("subtype"), "subtype", _string)
@@ -87,27 +94,26 @@ class Query:
             raise R.InvalidArgumentError("searchMode graph walks from connected: give it", field="connected",
                                          reason="missing")
         self.graph_weight = G.graph_weight(a.get("fusion"))
+        self.fusion = S.Fusion.of(a)
+        self.semantic: S.Source | None = None
         self.legs = self._legs()
 
     def _legs(self) -> dict[str, dict[str, Any]]:
         """Which legs run: the refusals of explicit modes, and the loud omissions of auto."""
         a, mode = self.args, self.mode
         legs: dict[str, dict[str, Any]] = {"metadata": {"served": True}}
-        if a.get("vector") is not None or a.get("near") is not None or mode in ("semantic", "vector", "hybrid"):
-            if mode in ("semantic", "vector", "hybrid") or a.get("vector") is not None or a.get("near") is not None:
-                raise R.IndexNotAttachedError(NO_VECTORS, absent="vectors", servedBy="0.5.0")
         if self.connected is not None:
             legs["graph"] = {"served": True}
-        for shape in ("purpose", "rerank", "passages", "fusion", "threshold"):
-            if shape == "fusion" and self.graph_ranked and self.text is None:
-                continue  # the graph leg ranked alone needs no fusion of legs
+        for shape in ("purpose", "rerank", "passages"):
             if a.get(shape) not in (None, False):
                 raise R.IndexNotAttachedError(f"{shape} needs the ranked shapes, which arrive in 0.5.0",
                                               absent=shape, servedBy="0.5.0")
-        if self.text is not None:
+        if mode == "hybrid" and self.text is None:
+            raise R.InvalidArgumentError("searchMode hybrid needs query (its text leg)", field="query",
+                                         reason="missing")
+        if self.text is not None and mode in ("auto", "text", "hybrid"):
             legs["text"] = {"served": True}
-            if mode == "auto":
-                legs["semantic"] = {"served": False, "reason": NO_VECTORS}
+        self.semantic = S.plan(a, mode, self.text, legs)
         return legs
 
     @property
@@ -117,7 +123,14 @@ class Query:
 
     @property
     def ranked(self) -> bool:
-        return "text" in self.legs or self.graph_ranked
+        return "text" in self.legs or self.semantic is not None or self.graph_ranked
+
+    def semantic_depth(self) -> int:
+        """How many hits the semantic leg ranks: one past the page (to know there is more); in a fusion a fixed
+        depth, so every page of a ranked cursor fuses the same lists; every candidate an orderBy reorders."""
+        if self.order_by:
+            return S.ORDERED_MAX
+        return S.HYBRID_DEPTH if "text" in self.legs or self.graph_ranked else self.offset + self.limit + 1
 
     def fingerprint(self) -> dict[str, Any]:
         return {k: v for k, v in self.args.items() if k not in ("limit", "offset", "cursor", "explain",
@@ -231,7 +244,11 @@ def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
 
 @door("find")
 def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
-    q = Query(args)
+    return run_find(Query(args), snap)
+
+
+def run_find(q: Query, snap: Snapshot) -> dict[str, Any]:
+    """A checked query run at its snapshot (or at its cursor's generation)."""
     if q.args.get("cursor") is not None:
         generation, position = decode_cursor(q.args["cursor"], "find", q.fingerprint())
         q.offset = position
@@ -244,52 +261,138 @@ def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     return _find_by_projections(q, snap)
 
 
+class Stages:
+    """The answer's ``stages`` under ``explain``: each stage's time and how many candidates it left."""
+
+    def __init__(self, on: bool) -> None:
+        self.on, self.list, self._t = on, [], time.perf_counter()
+
+    def mark(self, stage: str, candidates: int) -> None:
+        if self.on:
+            now = time.perf_counter()
+            self.list.append({"stage": stage, "ms": round((now - self._t) * 1000, 3), "candidates": candidates})
+            self._t = now
+
+
+class Ranking:
+    """The ranked legs' scores and their fusion: what each hit's score, matchSource and explanation say."""
+
+    def __init__(self, q: Query, text: dict[int, float] | None, matched: dict[int, list[str]] | None,
+                 semantic: dict[int, float] | None, id_of: Callable[[int], str],
+                 graph: dict[int, float] | None = None) -> None:
+        self.text, self.matched, self.semantic, self.graph = text, matched or {}, semantic, graph
+        legs = {name: scores for name, scores in (("text", text), ("semantic", semantic), ("graph", graph))
+                if scores is not None}
+        self.fusing = len(legs) > 1
+        self.fused: dict[int, float] = q.fusion.fuse(legs, id_of) if self.fusing else next(iter(legs.values()))
+
+    def hit(self, dense: int, hit: dict[str, Any], explain: bool) -> None:
+        hit["score"] = self.fused[dense]
+        if (self.text is None or dense not in self.text) and (self.semantic is None or dense not in self.semantic):
+            hit["matchSource"] = "graph"  # only the graph leg ranked it
+        else:
+            hit["matchSource"] = S.match_source(dense, self.text, self.semantic)
+        if self.text is not None:
+            hit["textMatches"] = self.matched.get(dense, [])
+        if explain:
+            explanation: dict[str, Any] = {}
+            if self.text is not None and dense in self.text:
+                explanation["text"] = self.text[dense]
+            if self.semantic is not None and dense in self.semantic:
+                explanation["semantic"] = self.semantic[dense]
+            if self.graph is not None and dense in self.graph:
+                explanation["graph"] = self.graph[dense]
+            explanation["fused"] = self.fused[dense]
+            hit["explanation"] = explanation
+
+
 def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int], dict[str, Any]],
-          scores: dict[int, float] | None, matched: dict[int, list[str]], total: int | None,
-          cost: dict[str, int]) -> dict[str, Any]:
+          ranking: Ranking | None, total: int | None, cost: dict[str, int], stages: Stages) -> dict[str, Any]:
     window = ordered[q.offset:q.offset + q.limit]
     results = []
     for dense in window:
         row = rows_of(dense)
-        hit: dict[str, Any] = {"id": row["id"], "score": scores.get(dense) if scores is not None else None,
+        hit: dict[str, Any] = {"id": row["id"], "score": None,
                                "entity": rows.public_view(row, q.include_vector, q.include_data)}
-        if "text" in q.legs:
-            hit["matchSource"] = "text"
-            hit["textMatches"] = matched.get(dense, [])
+        if ranking is not None:
+            ranking.hit(dense, hit, q.explain)
         elif q.connected is not None:
             hit["matchSource"] = "graph"
-        if q.explain and scores is not None:
-            leg = "text" if "text" in q.legs else "graph"
-            hit["explanation"] = {leg: scores.get(dense), "fused": scores.get(dense)}
         results.append(hit)
     more = q.offset + q.limit < len(ordered)
+    cursor = None
+    if more and q.door == "find":  # similar takes no cursor: its answer says there is more, and stops
+        cursor = encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit)
     answer: dict[str, Any] = {
         "results": results, "brain": view.brain, "generation": view.generation,
-        "cursor": encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit) if more else None,
-        "hasMore": more, "legs": q.legs, "cost": cost}
+        "cursor": cursor, "hasMore": more, "legs": q.legs, "cost": cost}
     if total is not None:
         answer["total"] = total
+    if q.explain:
+        stages.mark("page", len(window))
+        answer["stages"] = stages.list
     return answer
 
 
+def _semantic_scores(q: Query, scores: Any, dense_ints: Any, exclude: int | None) -> dict[int, float]:
+    """The semantic leg's hits as dense int -> cosine, its threshold applied and ``similar``'s anchor left out."""
+    floor = q.semantic.threshold if q.semantic is not None else None
+    out: dict[int, float] = {}
+    for score, dense in zip(scores.tolist(), dense_ints.tolist()):
+        if dense != exclude and (floor is None or score >= floor):
+            out[dense] = score
+    return out
+
+
+def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable[[int], str],
+             value_of: Callable[[int], tuple[bool, Any]]) -> list[int]:
+    if ranking is not None and not q.order_by:
+        fused = ranking.fused
+        kept.sort(key=lambda d: (-fused[d], id_of(d)))
+    elif q.order_by:
+        kept = _sorted(kept, value_of, id_of, q.descending)
+    return kept
+
+
 def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
+    stages = Stages(q.explain)
+    semantic = None
+    truncated = False
+    anchor = None
     with snap.projections() as proj:
         candidates, _ = _narrow(proj, q)
+        stages.mark("metadata", len(candidates))
         generation = proj.stamp
         ids = proj.ids
         residual = q.where.residual()
         needs_rows = not residual.matches_all
-        scores = matched = None
+        text_scores = matched = graph_scores = None
         if q.connected is not None:
             graph = G.graph_at_head(proj, snap.at(proj.stamp))
             hops = G.reachable(graph, q.connected)
-            candidates = G.within(candidates, hops, graph.dense)
-            if q.graph_ranked:
-                scores, matched = G.graph_signal(hops, graph.dense.get, set(candidates)), {}
+            if q.graph_ranked:  # one more ranked leg: hits it does not reach may still come from the others
+                graph_scores = G.graph_signal(hops, graph.dense.get, set(candidates))
+            else:
+                candidates = G.within(candidates, hops, graph.dense)
+        # candidates are a subset of every row: as many means all of them (public only, on a store of public rows)
+        narrowed = len(candidates) < len(proj.all)
         if "text" in q.legs:
-            scores, matched = _bm25(proj, q.text or "", None if candidates is proj.all else set(candidates))
+            text_scores, matched = _bm25(proj, q.text or "", set(candidates) if narrowed else None)
+            stages.mark("text", len(text_scores))
         columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
-        candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
+        matched_count = len(candidates)
+        if not q.ranked:  # the page is cut from them after the lock: a copy, as later commits move the postings
+            candidates = array(TYPECODE, candidates)
+        if q.semantic is not None:
+            at = snap.at(generation)  # the head: the lock held here keeps it from moving on
+            vector, anchor_dense = S.anchor_vector(at, q.semantic)
+            anchor = None if q.include_self else anchor_dense
+            with at.vectors() as index:
+                depth = q.semantic_depth() * (4 if needs_rows else 1) + (anchor is not None)
+                found, dense_found, how = index.search(vector, depth, candidates if narrowed else None)
+                truncated = len(dense_found) >= depth
+            semantic = _semantic_scores(q, found, dense_found, anchor)
+            stages.mark(f"semantic ({how})", len(semantic))
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
     view = snap.at(generation)
     cache: dict[int, dict[str, Any]] = {}
@@ -305,46 +408,61 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             read += 1
         return row
 
-    kept = sorted(scores) if scores is not None else list(candidates)
+    if semantic is not None and needs_rows:
+        semantic = {d: score for d, score in semantic.items() if residual.matches(row_of(d))}
+        if truncated and len(semantic) < q.semantic_depth():
+            # the where kept too few of the oversampled hits: that generation's rows, scanned exactly
+            return _find_by_rows(q, view)
+    ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores) if q.ranked else None
+    kept = sorted(ranking.fused) if ranking is not None else list(candidates)
     if needs_rows:
         kept = [d for d in kept if residual.matches(row_of(d))]
-    if scores is not None and not q.order_by:
-        kept.sort(key=lambda d: (-scores[d], id_list[d]))
-    elif q.order_by:  # every scalar path has a column; a path with none is missing from every row
-        column = columns or {}
-        kept = _sorted(kept, lambda d: (d in column, column.get(d)), id_list.__getitem__, q.descending)
-    cost = {"segments": 1, "candidates": len(candidates), "rowsRead": 0}
-    answer = _page(q, view, kept, row_of, scores, matched or {}, None if q.ranked else len(kept), cost)
+    if ranking is not None and ranking.fusing:
+        stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
+    column = columns or {}  # every scalar path has a column; a path with none is missing from every row
+    kept = _ordered(q, kept, ranking, id_list.__getitem__, lambda d: (d in column, column.get(d)))
+    cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
+    answer = _page(q, view, kept, row_of, ranking, None if q.ranked else len(kept), cost, stages)
     cost["rowsRead"] = read
     return answer
 
 
 def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     """find at a pinned past generation: every row of that generation through the same evaluator."""
+    stages = Stages(q.explain)
     found: dict[int, dict[str, Any]] = {}
     scanned = 0
     for row in view.entities():
         scanned += 1
         if _row_allowed(q, row):
             found[row["denseInt"]] = row
-    scores = matched = None
+    stages.mark("metadata", len(found))
+    text_scores = matched = semantic = graph_scores = None
     if q.connected is not None:
         hops = G.reachable(G.StoredAdjacency(view), q.connected)
-        found = {d: row for d, row in found.items() if row["id"] in hops}
         if q.graph_ranked:
-            scores, matched = {d: 1.0 / hops[row["id"]] for d, row in found.items()}, {}
+            graph_scores = {d: 1.0 / hops[row["id"]] for d, row in found.items() if row["id"] in hops}
+        else:
+            found = {d: row for d, row in found.items() if row["id"] in hops}
     if "text" in q.legs:  # idf over the whole store at that generation, as the live leg scores it
-        scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "", set(found))
-    kept = sorted(found)
-    if scores is not None:
-        kept = [d for d in kept if d in scores]
-    if scores is not None and not q.order_by:
-        kept.sort(key=lambda d: (-scores[d], found[d]["id"]))
-    elif q.order_by:
-        kept = _sorted(kept, lambda d: _column_value(found[d], q.order_by), lambda d: found[d]["id"], q.descending)
+        text_scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "",
+                                     set(found))
+        stages.mark("text", len(text_scores))
+    if q.semantic is not None:
+        vector, anchor_dense = S.anchor_vector(view, q.semantic)
+        anchor = None if q.include_self else anchor_dense
+        index = VectorIndex.build(found.values(), view.generation, graph=False)
+        scores, dense_ints = index.exact(vector, q.semantic_depth() + 1)
+        semantic = _semantic_scores(q, scores, dense_ints, anchor)
+        stages.mark("semantic (exact)", len(semantic))
+    id_of = lambda d: found[d]["id"]  # noqa: E731
+    ranking = Ranking(q, text_scores, matched, semantic, id_of, graph_scores) if q.ranked else None
+    kept = sorted(ranking.fused) if ranking is not None else sorted(found)
+    if ranking is not None and ranking.fusing:
+        stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
+    kept = _ordered(q, kept, ranking, id_of, lambda d: _column_value(found[d], q.order_by))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
-    return _page(q, view, kept, found.__getitem__, scores, matched or {}, None if q.ranked else len(kept),
-                 cost)
+    return _page(q, view, kept, found.__getitem__, ranking, None if q.ranked else len(kept), cost, stages)
 
 
 def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
@@ -460,13 +578,18 @@ def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
         legs.append({"leg": "text", "servable": True, "index": "word postings (BM25)"})
     if q.connected is not None:
         legs.append({"leg": "graph", "servable": True, "index": "graph adjacency"})
-    if "semantic" in q.legs:
+    if q.semantic is not None:
+        legs.append({"leg": "semantic", "servable": True, "index": "vector index (cosine)"})
+    elif "semantic" in q.legs:
         legs.append({"leg": "semantic", "servable": False, "reason": q.legs["semantic"]["reason"],
                      "index": "vector index"})
     if q.order_by:
         legs.append({"leg": "order", "servable": True, "index": f"order column {q.order_by}"})
     order = "key" if q.order_by else "score" if q.ranked else "store"
-    return {"legs": legs, "order": order, "generation": generation}
+    answer: dict[str, Any] = {"legs": legs, "order": order, "generation": generation}
+    if "text" in q.legs and q.semantic is not None:
+        answer["fusion"] = q.fusion.describe()
+    return answer
 
 
 @door("fields")

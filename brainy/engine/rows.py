@@ -12,11 +12,14 @@ from array import array
 from typing import Any, Callable
 
 import msgpack
+import numpy as np
 
 from brainy.contract import refusals as R
+from brainy.contract.vectors import Vector
 from brainy.engine.taxonomy import NOUN_TYPES, RESERVED_SUBTYPE_PREFIXES, VERB_TYPES
 
 DIMENSIONS = 384
+_NUMBERS = frozenset((int, float))
 VISIBILITIES_SETTABLE = ("public", "internal")
 SUBTYPE = re.compile(r"[a-z0-9._-]{1,64}")
 
@@ -170,17 +173,24 @@ def vector(value: Any, field: str = "vector") -> bytes:
     if len(value) != DIMENSIONS:
         raise R.DimensionMismatchError(f"{field}: expected {DIMENSIONS} numbers, got {len(value)}",
                                        expected=DIMENSIONS, got=len(value))
-    for x in value:
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            raise invalid(field, "wrong-type", "must be an array of finite numbers")
-    packed = array("f", value)
-    if not any(packed):
+    # one pass in C over the element types (a bool is not a number here), then numpy for the rest
+    if not set(map(type, value)) <= _NUMBERS:
+        raise invalid(field, "wrong-type", "must be an array of finite numbers")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # past float32's range reads as inf, refused below
+            packed = np.asarray(value, dtype="<f4")
+    except OverflowError:  # an int past float64's range
+        raise invalid(field, "wrong-type", "must be an array of finite numbers") from None
+    if not np.isfinite(packed).all():
+        raise invalid(field, "wrong-type", "must be an array of finite numbers")
+    if not packed.any():
         raise invalid(field, "zero-vector", "a zero vector means nothing and is never stored")
     return packed.tobytes()
 
 
-def vector_out(blob: bytes) -> list[float]:
-    return array("f", blob).tolist()
+def vector_out(blob: bytes) -> Vector:
+    """A stored vector as the wire carries it (DOORS.md 0.3, ``brainy/contract/vectors.py``)."""
+    return Vector.of_float32(blob)
 
 
 def mean_vector(a: bytes, b: bytes) -> bytes:

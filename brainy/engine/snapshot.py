@@ -23,6 +23,7 @@ from brainy.engine import log as log_
 from brainy.engine import rows
 from brainy.engine.counts import Ledger
 from brainy.engine.projections import Projections
+from brainy.engine.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from brainy.engine.aggregates import Aggregates
@@ -167,6 +168,16 @@ class Snapshot:
         a past one computes its aggregates from its rows, brainy/engine/aggregates.py)."""
         assert self.at_head, "a past snapshot computes its aggregates from its rows"
         return self._store.aggregate_follower.held()
+
+    @contextmanager
+    def vectors(self) -> Iterator[VectorIndex]:
+        """The vector index, held still for the block: at the durable head for a head snapshot (searched by
+        its graph or exactly), built from this generation's rows for a past one (searched exactly)."""
+        if self.at_head:
+            with self._store.vector_follower.held() as index:
+                yield index
+        else:
+            yield VectorIndex.build(self.entities(), self.generation, graph=False)
 
     def ledger(self) -> Ledger:
         """The counts as of this snapshot: the brain's own ledger at its head, else counted from the rows."""

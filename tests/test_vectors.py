@@ -1,0 +1,326 @@
+"""The vector index and find's semantic leg (DOORS.md 4, 5.1 similar): against an exact brute-force oracle.
+
+The oracle is numpy cosine over every live row of the generation read, ordered by score then id.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.engine.vectors import VectorIndex
+
+from helpers import flip, new_store
+
+DIM = 384
+
+
+def _unit(v) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _clustered(rng: np.random.Generator, n: int, clusters: int) -> np.ndarray:
+    centers = rng.standard_normal((clusters, DIM)).astype(np.float32)
+    x = centers[rng.integers(0, clusters, n)] + 0.35 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def oracle(brain: Brain, vector, k: int, keep=lambda row: True, generation: int | None = None,
+           tiers=("public",)) -> list[tuple[str, float]]:
+    """The exact answer: every live, vectored, allowed row of the generation, cosine, score then id."""
+    q = _unit(vector)
+    scored = [(r["id"], float(_unit(np.frombuffer(r["vector"], "<f4")) @ q))
+              for r in brain.at(generation).entities()
+              if r.get("vector") and r.get("visibility", "public") in tiers and keep(r)]
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    return scored[:k]
+
+
+def _assert_same(answer: dict, want: list[tuple[str, float]]) -> None:
+    got = [(h["id"], h["score"]) for h in answer["results"]]
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert np.allclose([g[1] for g in got], [w[1] for w in want], atol=1e-5)
+
+
+def _seeded(tmp_path, seed: int, n: int, clusters: int) -> tuple[Brain, np.ndarray]:
+    """A writer over n clustered vectored rows (``_item``), and the vectors."""
+    rng, rnd = np.random.default_rng(seed), random.Random(seed)
+    x = _clustered(rng, n, clusters)
+    brain = Brain.open(new_store(tmp_path))
+    brain.addMany({"items": [_item(i, x[i], rnd) for i in range(n)]})
+    return brain, x
+
+
+def _item(i: int, vector: np.ndarray, rnd: random.Random) -> dict:
+    return {"type": "thing", "id": f"v{i}", "vector": vector.tolist(),
+            "data": f"note {i} " + rnd.choice(["apple pie", "pear tart", "plum jam", "fig roll"]),
+            "metadata": {"g": i % 100, "h": i % 10},
+            "visibility": "internal" if i % 17 == 0 else "public"}
+
+
+def test_semantic_find_is_the_exact_answer_across_writes_flushes_compactions_and_a_reopen(tmp_path):
+    """find(vector) top-k, with and without a where, equals the oracle after adds, vector updates, vector
+    drops, metadata-only updates, removes, a flush, a compaction and a reopen; asOf a past generation
+    searches that generation's rows; no removed or replaced vector ever answers."""
+    path = new_store(tmp_path)
+    rng, rnd = np.random.default_rng(3), random.Random(3)
+    x = _clustered(rng, 700, 12)
+    brain = Brain.open(path, flush_bytes=64 << 10, compact_at=3)
+    try:
+        brain.addMany({"items": [_item(i, x[i], rnd) for i in range(600)]})
+        queries = [x[rnd.randrange(700)] + 0.05 * rng.standard_normal(DIM).astype(np.float32) for _ in range(6)]
+        past_answers = {}
+        for step in range(5):
+            for _ in range(40):
+                i = rnd.randrange(700)
+                exists = brain.get(f"v{i}")["entity"] is not None
+                roll = rnd.random()
+                if exists and roll < 0.25:
+                    brain.remove({"id": f"v{i}"})
+                elif exists and roll < 0.45:
+                    brain.update({"id": f"v{i}", "vector": (-x[i]).tolist()})  # the old one must never answer
+                elif exists and roll < 0.55:
+                    brain.update({"id": f"v{i}", "vector": None})
+                elif exists and roll < 0.7:
+                    brain.update({"id": f"v{i}", "metadata": {"g": 7, "h": 1}})
+                else:
+                    brain.add({**_item(i, x[i], rnd), "upsert": True})
+            if step == 1:
+                brain.flush()
+            if step == 2:
+                brain.compact()
+            if step == 3:
+                brain.close()
+                brain = Brain.open(path, flush_bytes=64 << 10, compact_at=3)
+            head = brain.at().generation
+            for q in queries:
+                _assert_same(brain.find({"vector": q.tolist(), "limit": 10}), oracle(brain, q, 10))
+                _assert_same(brain.find({"vector": q.tolist(), "limit": 5, "where": {"h": 1}}),
+                             oracle(brain, q, 5, lambda r: r["metadata"].get("h") == 1))
+                _assert_same(brain.find({"vector": q.tolist(), "limit": 5, "where": {"g": {"gte": 90}},
+                                         "visibility": "all"}),
+                             oracle(brain, q, 5, lambda r: r["metadata"].get("g", -1) >= 90,
+                                    tiers=("public", "internal", "system")))
+            past_answers[head] = [oracle(brain, q, 8) for q in queries]
+        for generation, wants in past_answers.items():
+            for q, want in zip(queries, wants):
+                then = brain.asOf({"generation": generation, "read": {"door": "find",
+                                                                      "args": {"vector": q.tolist(), "limit": 8}}})
+                _assert_same(then["result"], want)
+    finally:
+        brain.close()
+
+
+def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
+    """With the graph caught up, a search reads it (stages say so), an updated or removed row's old vector
+    never answers, a filter keeping 1% or 0.1% of the rows is answered exactly, and recall@10 against the
+    oracle on a seeded clustered set stays above a floor well below the benchmark's."""
+    path = new_store(tmp_path)
+    rng, rnd = np.random.default_rng(11), random.Random(11)
+    n = 6000
+    x = _clustered(rng, n, 60)
+    brain = Brain.open(path)
+    try:
+        for start in range(0, n, 2000):
+            brain.addMany({"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist(),
+                                      "metadata": {"p": i % 100, "m": i % 1000}} for i in range(start, start + 2000)]})
+        brain.find({"vector": x[0].tolist()})      # builds the index (all tail, exact)
+        brain.vector_follower.catch_up()
+        with brain.at().vectors() as index:
+            assert index.graphed == n and index.pending == 0
+        queries = [x[i] + 0.05 * rng.standard_normal(DIM).astype(np.float32) for i in rng.integers(0, n, 40)]
+        hits = 0
+        for q in queries:
+            answer = brain.find({"vector": q.tolist(), "limit": 10, "explain": True})
+            assert any(s["stage"] == "semantic (graph)" for s in answer["stages"])
+            want = {w[0] for w in oracle(brain, q, 10)}
+            hits += len(want & {h["id"] for h in answer["results"]})
+        assert hits / (10 * len(queries)) >= 0.8
+        # a vector replaced or removed answers no more, though the graph still links its slot
+        target = x[123]
+        assert brain.find({"vector": target.tolist(), "limit": 1})["results"][0]["entity"]["key"] == "c123"
+        brain.update({"id": "c123", "vector": (-target).tolist()})
+        brain.remove({"id": "c124"})
+        for answer in (brain.find({"vector": target.tolist(), "limit": 50}),
+                       brain.find({"vector": x[124].tolist(), "limit": 50})):
+            assert not {"c123", "c124"} & {h["entity"]["key"] for h in answer["results"]}
+        for where, keep in (({"p": 7}, lambda r: r["metadata"]["p"] == 7),              # 1%
+                            ({"m": 7}, lambda r: r["metadata"]["m"] == 7),              # 0.1%
+                            ({"m": {"lt": 6}}, lambda r: r["metadata"]["m"] < 6)):      # a residual where
+            for q in queries[:5]:
+                _assert_same(brain.find({"vector": q.tolist(), "limit": 10, "where": where}),
+                             oracle(brain, q, 10, keep))
+        # a large filter walks the graph with a predicate, and its hits stay inside the filter
+        wide = brain.find({"vector": queries[0].tolist(), "limit": 10, "where": {"p": {"in": list(range(90))}},
+                           "explain": True})
+        assert all(h["entity"]["metadata"]["p"] < 90 for h in wide["results"]) and len(wide["results"]) == 10
+    finally:
+        brain.close()
+
+
+def test_the_vector_index_persists_stamped_and_is_rebuilt_when_it_cannot_be_trusted(tmp_path):
+    """A close writes index/<stamp>.vec; the next open answers from it (graph included); a snapshot behind the
+    flushed generation is caught up from the rows; a damaged one is rebuilt from the rows, with a warning."""
+    path = new_store(tmp_path)
+    rng = np.random.default_rng(5)
+    x = _clustered(rng, 300, 5)
+    brain = Brain.open(path)
+    brain.addMany({"items": [{"type": "thing", "id": f"p{i}", "vector": x[i].tolist()} for i in range(300)]})
+    q = x[9]
+    want = oracle(brain, q, 10)
+    _assert_same(brain.find({"vector": q.tolist()}), want)
+    brain.vector_follower.catch_up()
+    brain.close()
+    snapshots = sorted(p.name for p in (path / "index").glob("*.vec"))
+    assert snapshots == [f"{1:020d}.vec"]
+
+    brain = Brain.open(path)
+    _assert_same(brain.find({"vector": q.tolist()}), want)
+    assert brain.vector_follower.built_from == "snapshot at 1"
+    with brain.at().vectors() as index:
+        assert index.graphed == 300
+    # rows written after the snapshot, flushed past it, then a crash: the snapshot is older than the tables
+    brain.update({"id": "p9", "vector": (-q).tolist()})
+    brain.remove({"id": "p10"})
+    brain.flush()
+    brain._lease.abandon()
+    brain._log.close()
+    brain = Brain.open(path)
+    want = oracle(brain, q, 10)
+    assert "p9" not in {w[0] for w in want}
+    _assert_same(brain.find({"vector": q.tolist()}), want)
+    assert brain.vector_follower.built_from == "snapshot at 1"
+    brain.close()
+
+    snapshot = sorted((path / "index").glob("*.vec"))[-1]
+    flip(snapshot, snapshot.stat().st_size // 2)
+    data = snapshot.read_bytes()
+    brain = Brain.attach(path)
+    _assert_same(brain.find({"vector": q.tolist()}), want)
+    assert brain.vector_follower.built_from == "rows"
+    assert any(w["code"] == "vectors-rebuilt" for w in brain.warnings)
+    assert snapshot.read_bytes() == data
+
+
+def test_the_snapshot_format_is_as_documented():
+    """docs/store-format.md "Vector index snapshots": the worked example's size, its fields in place."""
+    index = VectorIndex()
+    vec = np.zeros(DIM, np.float32)
+    vec[0] = 2.0
+    for dense in (0, 2, 5):
+        index.apply(None, {"denseInt": dense, "vector": vec.tobytes()})
+    vec2 = vec.copy()
+    vec2[1] = 1.0
+    index.apply({"denseInt": 2, "vector": vec.tobytes()}, {"denseInt": 2, "vector": vec2.tobytes()})
+    index.stamp = 4
+    data = index.encode()
+    assert len(data) == 6228 and data[:4] == b"BVX1"
+    assert np.frombuffer(data, "<i8", 4, 48).tolist() == [0, -1, 5, 2]
+    back = VectorIndex.decode(data)
+    assert back.stamp == 4 and len(back) == 3 and back.vector_of(2)[1] == pytest.approx(1 / np.sqrt(5))
+    with pytest.raises(ValueError):
+        VectorIndex.decode(data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def test_hybrid_fuses_the_text_and_semantic_legs(tmp_path):
+    """query + vector runs both legs: rrf scores Σ w/(k + rank) over the legs, weighted mixes normalised scores
+    by hybridAlpha; matchSource says which legs found each hit, textMatches the words, explanation the leg
+    scores, stages the steps; order is score then id; ranked cursors page without repeats."""
+    brain, x = _seeded(tmp_path, 8, 200, 4)
+    try:
+        q = x[3]
+        answer = brain.find({"query": "apple", "vector": q.tolist(), "limit": 20, "explain": True})
+        text = brain.find({"query": "apple", "limit": 1000})["results"]
+        semantic = brain.find({"vector": q.tolist(), "limit": 1000})["results"]
+        text_rank = {h["id"]: r for r, h in enumerate(text, 1)}
+        sem_rank = {h["id"]: r for r, h in enumerate(semantic[:100], 1)}
+        for hit in answer["results"]:
+            want = sum(1 / (60 + ranks[hit["id"]]) for ranks in (text_rank, sem_rank) if hit["id"] in ranks)
+            assert hit["score"] == pytest.approx(want)
+            assert hit["matchSource"] == ("both" if hit["id"] in text_rank and hit["id"] in sem_rank else
+                                          "text" if hit["id"] in text_rank else "semantic")
+            assert set(hit["explanation"]) >= {"fused"}
+            assert hit["textMatches"] == (["apple"] if hit["id"] in text_rank else [])
+        scores = [(-h["score"], h["id"]) for h in answer["results"]]
+        assert scores == sorted(scores)
+        assert [s["stage"] for s in answer["stages"]][-2:] == ["fusion (rrf)", "page"]
+        weighted = brain.find({"query": "apple", "vector": q.tolist(), "hybridAlpha": 1.0, "limit": 5,
+                               "fusion": {"strategy": "weighted"}, "searchMode": "hybrid"})
+        assert weighted["results"][0]["id"] == semantic[0]["id"] and weighted["results"][0]["score"] == 1.0
+        weighted_rrf = brain.find({"query": "apple", "vector": q.tolist(), "limit": 5,
+                                   "fusion": {"weights": {"text": 0}}})
+        assert [h["id"] for h in weighted_rrf["results"]] == [h["id"] for h in semantic[:5]]
+        pages, cursor = [], None
+        while True:
+            page = brain.find({"query": "apple", "vector": q.tolist(), "limit": 7,
+                               **({"cursor": cursor} if cursor else {})})
+            pages += [h["id"] for h in page["results"]]
+            cursor = page["cursor"]
+            if not cursor or len(pages) > 60:
+                break
+        full = brain.find({"query": "apple", "vector": q.tolist(), "limit": 1000})["results"]
+        assert pages == [h["id"] for h in full][:len(pages)] and len(pages) == len(set(pages))
+    finally:
+        brain.close()
+
+
+def test_similar_and_near_rank_by_the_anchor_and_refuse_by_name(tmp_path):
+    """similar(to) ranks every other vectored row by cosine to the anchor (includeSelf adds it back);
+    similar(vector) and find(near) the same; the refusals of DOORS 4.4 and 5.1 similar are reached."""
+    brain, _ = _seeded(tmp_path, 2, 120, 3)
+    try:
+        brain.add({"type": "thing", "id": "bare", "data": "no vector here"})
+        anchor = brain.get("v5", includeVector=True)["entity"]
+        want = [w for w in oracle(brain, anchor["vector"], 11) if w[0] != anchor["id"]][:10]
+        _assert_same(brain.similar({"to": "v5"}), want)
+        assert brain.similar({"to": "v5", "includeSelf": True})["results"][0]["id"] == anchor["id"]
+        _assert_same(brain.similar({"vector": anchor["vector"], "limit": 11}), oracle(brain, anchor["vector"], 11))
+        near = brain.find({"near": {"id": "v5"}, "limit": 11})
+        _assert_same(near, [w for w in oracle(brain, anchor["vector"], 11) if w[1] >= 0])
+        floor = brain.find({"near": {"id": "v5", "threshold": 0.5}, "limit": 100})
+        assert floor["results"] and all(h["score"] >= 0.5 for h in floor["results"])
+        assert len(floor["results"]) == len([w for w in oracle(brain, anchor["vector"], 200) if w[1] >= 0.5])
+        thr = brain.find({"vector": anchor["vector"], "threshold": 0.6, "limit": 100})
+        assert len(thr["results"]) == len([w for w in oracle(brain, anchor["vector"], 200) if w[1] >= 0.6])
+
+        with pytest.raises(R.DimensionMismatchError) as exc:
+            brain.find({"vector": [0.1] * 383})
+        assert exc.value.fields == {"expected": 384, "got": 383}
+        with pytest.raises(R.DimensionMismatchError):
+            brain.similar({"vector": [0.1] * 385})
+        with pytest.raises(R.EntityNotFoundError):
+            brain.find({"near": {"id": "nobody"}})
+        with pytest.raises(R.EntityNotFoundError):
+            brain.similar({"to": "nobody"})
+        with pytest.raises(R.InvalidArgumentError) as exc:
+            brain.similar({"to": "bare"})
+        assert exc.value.fields["reason"] == "no-vector"
+        with pytest.raises(R.EmbeddingModelMissingError):
+            brain.similar({"text": "pie"})
+        for mode in ("semantic", "vector", "hybrid"):
+            with pytest.raises(R.EmbeddingModelMissingError):
+                brain.find({"query": "pie", "searchMode": mode})
+        auto = brain.find({"query": "pie"})
+        assert auto["legs"]["semantic"]["served"] is False and "EmbeddingModelMissingError" in \
+            auto["legs"]["semantic"]["reason"] and auto["legs"]["text"] == {"served": True}
+        hybrid = brain.find({"query": "pie", "vector": anchor["vector"], "searchMode": "hybrid"})
+        assert hybrid["legs"]["semantic"] == {"served": True} and hybrid["legs"]["text"] == {"served": True}
+        for bad in ({"to": "v5", "text": "x"}, {}):
+            with pytest.raises(R.InvalidArgumentError):
+                brain.similar(bad)
+        for bad in ({"searchMode": "metadata", "vector": anchor["vector"]}, {"searchMode": "semantic"},
+                    {"searchMode": "hybrid", "vector": anchor["vector"]}, {"threshold": 0.5},
+                    {"vector": [0.0] * 384}, {"fusion": {"strategy": "max"}}, {"hybridAlpha": 2},
+                    {"near": {"id": "v5", "far": 1}}):
+            with pytest.raises(R.InvalidArgumentError):
+                brain.find(bad)
+        for shape in ({"purpose": "x"}, {"rerank": True}, {"passages": True}):
+            with pytest.raises(R.IndexNotAttachedError):
+                brain.find({"vector": anchor["vector"], **shape})
+    finally:
+        brain.close()
