@@ -14,6 +14,7 @@ import json
 import re
 import socket
 import time
+from array import array
 from typing import Any
 
 import h2.settings
@@ -209,11 +210,17 @@ def test_the_same_read_is_the_same_document_on_every_transport(server):
                 answer = wire.call(method, server.path(door), doc, service=service)
                 assert answer.status == 200, (transport, door, answer)
                 seen[transport].append(answer.result())
+    # DOORS 0.3: a vector is float32 in MessagePack and the shortest float32 decimal in JSON, so the
+    # two decode to the same float32s (read as float64, 0.1 and float32(0.1) differ)
+    for docs in seen.values():
+        for doc in docs:
+            if "vector" in (doc.get("entity") or {}):
+                doc["entity"]["vector"] = array("f", doc["entity"]["vector"]).tolist()
     for transport, docs in seen.items():
         for (method, door, _, _), got, want in zip(reads, docs, seen["h1-json"]):
             assert got == want, f"{transport} {method} {door} differs from h1-json"
     got_vector = seen["h1-msgpack"][0]["entity"]["vector"]
-    assert len(got_vector) == 384 and got_vector == seen["h1-json"][0]["entity"]["vector"]
+    assert len(got_vector) == 384 and got_vector == seen["h1-json"][0]["entity"]["vector"] == array("f", vector).tolist()
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

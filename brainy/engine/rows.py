@@ -14,6 +14,7 @@ from typing import Any
 import msgpack
 
 from brainy.contract import refusals as R
+from brainy.contract.vectors import WireVector
 from brainy.engine.taxonomy import NOUN_TYPES, RESERVED_SUBTYPE_PREFIXES, VERB_TYPES
 
 DIMENSIONS = 384
@@ -169,8 +170,8 @@ def vector(value: Any, field: str = "vector") -> bytes:
     return packed.tobytes()
 
 
-def vector_out(blob: bytes) -> list[float]:
-    return array("f", blob).tolist()
+def vector_out(blob: bytes) -> WireVector:
+    return WireVector.of(blob)
 
 
 def mean_vector(a: bytes, b: bytes) -> bytes:
