@@ -12,10 +12,10 @@ fetched at run time, ever (seed: Sovereignty):
 model: :class:`EmbeddingModelMissingError` listing every directory looked in; never a zero vector
 (seed: "What serves, and what refuses").
 
-The pipeline is sentence-transformers' for this model: WordPiece ids cut at 256 tokens (the
-shipped tokenizer pads to a fixed 128 and truncates at 128: both are replaced, since padding
-pollutes nothing only while it is masked and 128 cuts texts the model can read), mean pooling over
-the attention mask, L2 normalisation.
+The pipeline is sentence-transformers' for this model: WordPiece ids cut at 256 tokens, mean
+pooling over the attention mask, L2 normalisation. The shipped tokenizer pads every text to 128
+tokens and cuts at 128: its padding is turned off (the embedder pads each chunk itself, and masks
+what it pads, so no mean counts a pad) and the cut moves to 256.
 
 One embedder per process (:func:`shared`), resolved once per value of the override and loaded on
 first need, never at start: a server that never embeds never pays for the model. It is
@@ -50,8 +50,8 @@ MODEL_FILE, TOKENIZER_FILE = "model.onnx", "tokenizer.json"
 # Texts are run through the model in chunks of similar length: a chunk pads to its longest text,
 # so sorting by length keeps one long text from making 63 short ones pay for 256 positions.
 CHUNK = 32
-# One intra-op thread per run and a small pool: each inference holds one core, two requests use
-# two, and the event loop's core is never taken by a thread pool inside onnxruntime.
+# One intra-op thread per run and a pool of at most two: each inference holds one core, two can run
+# at once, and onnxruntime starts no thread pool of its own to crowd the event loop.
 WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 T = TypeVar("T")
