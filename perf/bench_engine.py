@@ -37,13 +37,19 @@ from pathlib import Path
 import pyperf
 
 from brainy._speedups import load
-from brainy.engine import Brain, init_store
+from brainy.engine import Brain, embedder, init_store
 from brainy.engine import log as log_
 from brainy.engine.brain import FLUSH_BYTES
 from brainy.engine.sstable import Table
 
 ENTITIES = 20_000
 TX_OPS = 100
+
+# The commit path alone: rows with data would be embedded at write, and the model's cost is
+# perf/bench_embed.py's. An empty model directory (inherited by the workers) leaves them unembedded.
+if not os.environ.get(embedder.OVERRIDE):
+    os.environ[embedder.OVERRIDE] = tempfile.mkdtemp(prefix="brainy-bench-no-model-")
+    atexit.register(shutil.rmtree, os.environ[embedder.OVERRIDE], True)
 
 _dir: Path | None = None
 _open: list[Brain] = []

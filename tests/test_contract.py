@@ -22,7 +22,8 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 # The 0.3.0 doors that have landed so far (the query doors of that release follow).
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
-LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar"}
+LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
+              "embed", "embedBatch", "similarity"}
 
 RELEASE_PLAN = {
     "0.1.0": {"add", "update", "remove", "addMany", "updateMany", "removeMany", "relate", "relateMany",

@@ -33,6 +33,8 @@ SAMPLES = {
     "remove": (None, {"id": "e"}),
     "removeMany": (None, {"ids": ["d"]}),
     "clear": (None, {"confirm": "main"}),
+    "embed": (None, {"text": "a"}), "embedBatch": (None, {"texts": ["a", "b"]}),
+    "similarity": (None, {"a": "a", "b": "b"}),
     "health": (None, {}),
     "init": (None, {}),
     "close": (None, {}),

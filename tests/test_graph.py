@@ -185,7 +185,7 @@ def test_graph_leg_ranks_by_one_over_hops_when_weighted(brain):
     assert [h["entity"]["key"] for h in both["results"]] == ["w1", "w2"]
     brain.update({"id": "w4", "data": "alpha"})  # unreachable from w0: the graph filter keeps it out
     brain.update({"id": "w2", "data": "alpha beta"})
-    texty = brain.find({"query": "alpha", "connected": {"from": "w0", "depth": 3}})
+    texty = brain.find({"query": "alpha", "searchMode": "text", "connected": {"from": "w0", "depth": 3}})
     assert [(h["entity"]["key"], h["matchSource"]) for h in texty["results"]] == [("w2", "text")]
     plan = brain.explain({"connected": {"node": "w0"}})
     assert {"leg": "graph", "servable": True, "index": "graph adjacency"} in plan["legs"]
@@ -228,14 +228,14 @@ def test_a_weighted_graph_leg_is_fused_with_the_text_leg(tmp_path):
         brain.add({"type": "person", "id": "near", "data": "nothing to see"})
         brain.add({"type": "person", "id": "far", "data": "a word or two"})
         brain.relate({"from": "anchor", "to": "near", "type": "knows"})
-        answer = brain.find({"query": "word", "connected": {"node": "anchor"}, "explain": True,
+        answer = brain.find({"query": "word", "searchMode": "text", "connected": {"node": "anchor"}, "explain": True,
                              "fusion": {"weights": {"graph": 1}}})
         by_id = {hit["entity"]["key"]: hit for hit in answer["results"]}
         assert set(by_id) == {"near", "far"}
         assert by_id["near"]["matchSource"] == "graph" and by_id["near"]["explanation"]["graph"] == 1.0
         assert by_id["far"]["matchSource"] == "text" and "graph" not in by_id["far"]["explanation"]
         assert all(hit["score"] is not None for hit in answer["results"])
-        filtered = brain.find({"query": "word", "connected": {"node": "anchor"}})
+        filtered = brain.find({"query": "word", "searchMode": "text", "connected": {"node": "anchor"}})
         assert filtered["results"] == []  # without the weight the walk is a filter, and "far" is not reached
     finally:
         brain.close()

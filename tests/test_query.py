@@ -160,17 +160,21 @@ def test_related_agrees_with_a_brute_force_edge_scan(brain):
     assert set(far["entities"]) == {r["to"] for r in far["relations"] if r["to"] != node}
 
 
-def test_the_text_leg_ranks_by_bm25_and_says_what_it_left_out(brain):
-    """A query runs the text leg (BM25 over word postings): the rarer and denser match ranks first; auto
-    mode leaves the semantic leg out loudly (no embedder here); an explicit semantic mode refuses by name; no
-    total."""
+def test_the_text_leg_ranks_by_bm25_and_says_what_it_left_out(brain, tmp_path, monkeypatch):
+    """A query runs the text leg (BM25 over word postings): the rarer and denser match ranks first; on a box
+    without the model, auto mode leaves the semantic leg out loudly and an explicit semantic mode refuses by
+    name; no total."""
     brain.add({"type": "document", "id": "d1", "data": "the cat sat on the cat mat"})
     brain.add({"type": "document", "id": "d2", "data": "a dog and a cat"})
     brain.add({"type": "document", "id": "d3", "data": "only dogs here"})
-    answer = brain.find({"query": "cat"})
+    answer = brain.find({"query": "cat", "searchMode": "text"})
     assert [h["entity"]["key"] for h in answer["results"]] == ["d1", "d2"]
     assert answer["results"][0]["score"] > answer["results"][1]["score"] and answer["results"][0]["textMatches"]
-    assert "total" not in answer and answer["legs"]["semantic"]["served"] is False
+    assert "total" not in answer
+    (tmp_path / "no-model").mkdir()
+    monkeypatch.setenv("BRAINY_EMBED_MODEL_DIR", str(tmp_path / "no-model"))
+    auto = brain.find({"query": "cat"})
+    assert [h["entity"]["key"] for h in auto["results"]] == ["d1", "d2"] and auto["legs"]["semantic"]["served"] is False
     with pytest.raises(R.EmbeddingModelMissingError):
         brain.find({"query": "cat", "searchMode": "semantic"})
     with pytest.raises(R.InvalidArgumentError):
@@ -194,7 +198,7 @@ def test_find_pinned_by_as_of_and_by_cursor(brain):
     assert brain.find({"where": {"k": "v"}})["total"] == 6  # t5 gone, t9 new
 
 
-def test_explain_and_fields_describe_without_running(brain):
+def test_explain_and_fields_describe_without_running(brain, tmp_path, monkeypatch):
     """explain answers the legs, indexes and estimated candidates without fetching rows; fields lists the
     metadata paths with counts, kinds, distinct values and the top values."""
     brain.add({"type": "person", "id": "p1", "metadata": {"team": "a", "age": 30}})
@@ -206,8 +210,13 @@ def test_explain_and_fields_describe_without_running(brain):
     assert plan["order"] == "key" and plan["legs"][-1]["leg"] == "order"
     assert brain.explain({"vector": [0.1] * 384})["legs"][1] == {"leg": "semantic", "servable": True,
                                                                 "index": "vector index (cosine)"}
-    assert brain.explain({"query": "x", "searchMode": "semantic"})["wouldRefuse"]["name"] == \
-        "EmbeddingModelMissingError"
+    assert {"leg": "semantic", "servable": True, "index": "vector index (cosine)"} in \
+        brain.explain({"query": "x", "searchMode": "semantic"})["legs"]
+    (tmp_path / "no-model").mkdir()
+    with monkeypatch.context() as patch:  # a box without the model: the plan says the query would refuse
+        patch.setenv("BRAINY_EMBED_MODEL_DIR", str(tmp_path / "no-model"))
+        assert brain.explain({"query": "x", "searchMode": "semantic"})["wouldRefuse"]["name"] == \
+            "EmbeddingModelMissingError"
     listing = {f["path"]: f for f in brain.fields({"values": 2})["fields"]}
     assert listing["team"]["count"] == 3 and listing["team"]["distinct"] == 2
     assert listing["team"]["top"][0] == {"value": "a", "count": 2}

@@ -15,6 +15,7 @@ from array import array
 import re
 import socket
 import time
+from array import array
 from typing import Any
 
 import h2.settings

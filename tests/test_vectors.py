@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain
+from brainy.engine import Brain, embedder
 from brainy.engine.vectors import VectorIndex
 
 from helpers import flip, new_store
@@ -235,7 +235,7 @@ def test_hybrid_fuses_the_text_and_semantic_legs(tmp_path):
     try:
         q = x[3]
         answer = brain.find({"query": "apple", "vector": q.tolist(), "limit": 20, "explain": True})
-        text = brain.find({"query": "apple", "limit": 1000})["results"]
+        text = brain.find({"query": "apple", "searchMode": "text", "limit": 1000})["results"]
         semantic = brain.find({"vector": q.tolist(), "limit": 1000})["results"]
         text_rank = {h["id"]: r for r, h in enumerate(text, 1)}
         sem_rank = {h["id"]: r for r, h in enumerate(semantic[:100], 1)}
@@ -274,7 +274,7 @@ def test_similar_and_near_rank_by_the_anchor_and_refuse_by_name(tmp_path):
     similar(vector) and find(near) the same; the refusals of DOORS 4.4 and 5.1 similar are reached."""
     brain, _ = _seeded(tmp_path, 2, 120, 3)
     try:
-        brain.add({"type": "thing", "id": "bare", "data": "no vector here"})
+        brain.add({"type": "thing", "id": "bare"})  # no data, no vector: nothing to embed
         anchor = brain.get("v5", includeVector=True)["entity"]
         want = [w for w in oracle(brain, anchor["vector"], 11) if w[0] != anchor["id"]][:10]
         _assert_same(brain.similar({"to": "v5"}), want)
@@ -300,14 +300,23 @@ def test_similar_and_near_rank_by_the_anchor_and_refuse_by_name(tmp_path):
         with pytest.raises(R.InvalidArgumentError) as exc:
             brain.similar({"to": "bare"})
         assert exc.value.fields["reason"] == "no-vector"
-        with pytest.raises(R.EmbeddingModelMissingError):
-            brain.similar({"text": "pie"})
+        by_text = brain.similar({"text": "pie"})  # the query text embedded by the model on the box
+        _assert_same(by_text, oracle(brain, embedder.embed_one("pie")[0].tolist(), 10))
         for mode in ("semantic", "vector", "hybrid"):
-            with pytest.raises(R.EmbeddingModelMissingError):
-                brain.find({"query": "pie", "searchMode": mode})
-        auto = brain.find({"query": "pie"})
-        assert auto["legs"]["semantic"]["served"] is False and "EmbeddingModelMissingError" in \
-            auto["legs"]["semantic"]["reason"] and auto["legs"]["text"] == {"served": True}
+            assert brain.find({"query": "pie", "searchMode": mode})["legs"]["semantic"] == {"served": True}
+        with pytest.MonkeyPatch.context() as patch:  # a box without the model
+            empty = tmp_path / "no-model"
+            empty.mkdir()
+            patch.setenv(embedder.OVERRIDE, str(empty))
+            with pytest.raises(R.EmbeddingModelMissingError) as exc:
+                brain.similar({"text": "pie"})
+            assert exc.value.fields["searched"] == [str(empty)]
+            for mode in ("semantic", "vector", "hybrid"):
+                with pytest.raises(R.EmbeddingModelMissingError):
+                    brain.find({"query": "pie", "searchMode": mode})
+            auto = brain.find({"query": "pie"})
+            assert auto["legs"]["semantic"]["served"] is False and "EmbeddingModelMissingError" in \
+                auto["legs"]["semantic"]["reason"] and auto["legs"]["text"] == {"served": True}
         hybrid = brain.find({"query": "pie", "vector": anchor["vector"], "searchMode": "hybrid"})
         assert hybrid["legs"]["semantic"] == {"served": True} and hybrid["legs"]["text"] == {"served": True}
         for bad in ({"to": "v5", "text": "x"}, {}):

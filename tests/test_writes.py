@@ -31,14 +31,15 @@ def refused(brain, cls, door, args, **fields):
 
 
 def test_add_mints_a_uuid7_and_stamps_the_row(brain):
-    """add mints a UUIDv7 id, sets timestamps, generation and a dense int; without a model it says why."""
+    """add mints a UUIDv7 id, sets timestamps, generation and a dense int, and embeds its data; with
+    nothing to embed it says why (the no-model path: tests/test_embedder.py)."""
     a = brain.add({"type": "concept", "data": "hello", "metadata": {"tags": ["x"]}}, caller="person:ada")
-    assert a["id"][14] == "7" and a["embedded"] is False and a["reason"] == "no-model"
+    assert a["id"][14] == "7" and a["embedded"] is True and "reason" not in a
     e = brain.get(a["id"])["entity"]
     assert e["generation"] == a["generation"] == 1
     assert e["createdAt"] == e["updatedAt"] == a["timestamp"]
     assert e["createdBy"] == e["updatedBy"] == "person:ada"
-    assert e["denseInt"] == 1 and e["hasVector"] is False and e["visibility"] == "public"
+    assert e["denseInt"] == 1 and e["hasVector"] is True and e["visibility"] == "public"
     assert "key" not in e
     b = brain.add({"type": "thing"})
     assert b["reason"] == "no-data" and brain.get(b["id"])["entity"]["denseInt"] == 2

@@ -8,6 +8,8 @@ decimals (so any JSON encoder prints them right), and which the MessagePack code
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 
 
@@ -15,6 +17,13 @@ class Vector(list):
     """A vector on its way out: a list of the shortest decimals of its float32s."""
 
     __slots__ = ()
+
+    @classmethod
+    def of(cls, values: "bytes | bytearray | memoryview | Iterable[float]") -> "Vector":
+        """From float32 bytes (a stored vector, ``ndarray.tobytes()``) or from numbers (rounded to float32)."""
+        if isinstance(values, (bytes, bytearray, memoryview)):
+            return cls.of_float32(bytes(values))
+        return cls.of_float32(np.asarray(list(values), dtype="<f4").tobytes())
 
     @classmethod
     def of_float32(cls, blob: bytes) -> "Vector":

@@ -22,7 +22,7 @@ from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
 from brainy.engine import registry
-from brainy.engine import aggregates, graph, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
+from brainy.engine import aggregates, embedder, graph, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
 from brainy.engine.commits import CommitPath
 from brainy.engine.counts import Ledger
@@ -266,6 +266,8 @@ class Brain(CommitPath, Maintenance):
         document = arguments.check(contract, document)
         if entry.runs == registry.WRITE:
             return self.write(door, document, caller=caller, via=via)
+        if entry.runs == registry.MODEL:  # answered by the model, in the caller's thread
+            return entry.fn(document)
         if takes_id and id_ is None:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         return entry.fn(self.at(), id_, document)

@@ -2,7 +2,9 @@
 
 Writes are serialised by one commit lock: a commit runs its door's rule against every commit
 applied before it, appends its frame, applies its keys to the memtable and only then waits
-(outside the lock) for the fsync it shares with whoever else is waiting. Reads take the durable
+(outside the lock) for the fsync it shares with whoever else is waiting. The texts a commit stores
+are embedded before it takes the lock, in one batch (off the event loop for :meth:`awrite`), so
+the lock is never held during inference. Reads take the durable
 generation once and read at it, so they never wait on an fsync and never see a commit that is
 not yet durable; the projection follower moves when a commit becomes durable.
 """
@@ -20,9 +22,9 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import log as log_
-from brainy.engine import registry, rows
+from brainy.engine import embedder, registry, rows
 from brainy.engine.txn import Txn
-from brainy.engine.writes import Context
+from brainy.engine.writes import Context, texts
 
 if TYPE_CHECKING:
     from brainy.engine.brain import Brain
@@ -37,6 +39,19 @@ def _rule(door: str) -> Any:
     if entry is None or entry.runs != registry.WRITE:
         raise R.UnknownDoorError(f"{door!r} is not a write door", door=door)
     return entry.fn
+
+
+def embeddings(door: str, args: Any) -> dict[str, bytes]:
+    """The embeddings of the texts a write will store, made in one batch, as the rule's ``vectors``;
+    none without a model (the rows are stored without vectors and the answers say "no-model")."""
+    wanted = texts(door, args)
+    if not wanted:
+        return {}
+    try:
+        vectors, _ = embedder.embed_many(wanted)
+    except R.EmbeddingModelMissingError:
+        return {}
+    return {text: vector.tobytes() for text, vector in zip(wanted, vectors)}
 
 
 class CommitPath:
@@ -84,8 +99,10 @@ class CommitPath:
         assert self._lease is not None
         self._lease.check_fence()
 
-    def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None) -> tuple[dict[str, Any], int]:
-        """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written)."""
+    def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
+                vectors: dict[str, bytes] | None = None) -> tuple[dict[str, Any], int]:
+        """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
+        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`)."""
         rule = _rule(door)
         args = arguments.check(D.BY_NAME[door], args)
         with self._commit_lock:
@@ -93,7 +110,7 @@ class CommitPath:
             generation = self._applied + 1
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
-            answer = rule(txn, args, Context(self.name))
+            answer = rule(txn, args, Context(self.name, vectors or {}))
             if not txn.ops:  # every item of a batch refused: nothing to commit
                 answer.update(generation=self._applied, timestamp=self._last_ts)
                 return answer, 0
@@ -126,15 +143,17 @@ class CommitPath:
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:
         """Run the write door ``door``; returns once the commit is durable."""
-        answer, seq = self._commit(door, args, caller, via)
+        answer, seq = self._commit(door, args, caller, via, embeddings(door, args))
         if seq:
             self._durable_at(seq, answer["generation"])
         return answer
 
     async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
                      via: str | None = None) -> dict:
-        """:meth:`write` for an event loop: the fsync is awaited on a worker thread, never on the loop."""
-        answer, seq = self._commit(door, args, caller, via)
+        """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
+        never on the loop."""
+        vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
+        answer, seq = self._commit(door, args, caller, via, vectors)
         if seq:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")

@@ -1,6 +1,6 @@
 """Which function answers each native door: registered by name, beside the code that implements it.
 
-A door is one contract entry plus one registered function. Three shapes of function:
+A door is one contract entry plus one registered function. Four shapes of function:
 
 - ``READ``: ``fn(snapshot, id, args) -> answer`` — a read at the snapshot's generation. ``asOf`` runs
   the same function on an older snapshot when the contract marks the door ``pinnable``.
@@ -8,6 +8,10 @@ A door is one contract entry plus one registered function. Three shapes of funct
   ops on the transaction; the commit path appends, applies and makes it durable.
 - ``HOST``: ``fn(call) -> answer`` — a door answered by the process that holds the brains (open,
   close, health), registered by ``brainy.net``.
+- ``MODEL``: ``fn(args) -> answer`` — a door answered by the embedding model, not the store
+  (``embed``, ``embedBatch``, ``similarity``; DOORS 7): the path names a brain, for reach, but
+  the store is not opened. The dispatcher runs it on the embedder's threads, off the event loop;
+  in process it runs where it is called.
 
 ``join`` checks the registry against the contract in both directions: a native door without a
 function, a function for a door that is not native, or a function of the wrong shape fails the
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-READ, WRITE, HOST = "read", "write", "host"
+READ, WRITE, HOST, MODEL = "read", "write", "host", "model"
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,8 @@ REGISTERED: dict[str, Registered] = {}
 
 def door(name: str, runs: str = READ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
-    if runs not in (READ, WRITE, HOST):
-        raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}")
+    if runs not in (READ, WRITE, HOST, MODEL):
+        raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}, {MODEL}")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in REGISTERED:

@@ -21,6 +21,7 @@ import numpy as np
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.engine import embedder
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.registry import door
@@ -33,11 +34,9 @@ ORDERED_MAX = 1000   # ranked candidates an orderBy reorders (4.3)
 
 
 def query_vector(text: str) -> np.ndarray:
-    """The unit vector of a query text: the embedder's answer. This build has none wired in, so it refuses
-    as a server with no model does (DOORS.md 7); a zero vector is never an answer."""
-    raise R.EmbeddingModelMissingError("query text needs the embedding model to be searched by meaning, and "
-                                       "none is loaded here; give a vector, or search by words",
-                                       searched=[])
+    """The unit vector of a query text: the embedder's answer (``EmbeddingModelMissingError`` naming the
+    directories looked in when the box has no model, DOORS.md 7; a zero vector is never an answer)."""
+    return embedder.embed_one(text)[0]
 
 
 @dataclass

@@ -8,7 +8,7 @@ door's declared arguments; a batch checks each item against its own door's decla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from brainy.contract import arguments
@@ -17,6 +17,7 @@ from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.registry import WRITE, door
+from brainy.engine.embedder import text_of
 from brainy.engine.rows import check_args, invalid, need
 from brainy.engine.txn import Txn
 
@@ -25,7 +26,51 @@ MAX_BATCH = 10_000
 
 @dataclass
 class Context:
+    """What a rule may know beyond its arguments: the brain's name, and the embeddings of the texts it
+    may store, computed before the commit lock was taken (see :func:`texts`)."""
+
     brain: str
+    vectors: dict[str, bytes] = field(default_factory=dict)  # text -> its embedding, float32 bytes
+
+    def vector_of(self, text: str) -> bytes | None:
+        """The embedding of ``text``, or None when it was not made (no model). Never computed here: a
+        rule runs under the commit lock, and inference never does."""
+        return self.vectors.get(text)
+
+
+# -- what a commit embeds -----------------------------------------------------------------------
+
+_EMBEDS = {"add": "add", "update": "update", "relate": "relation", "updateRelation": "relation"}
+_BATCHES = {"addMany": "add", "updateMany": "update", "relateMany": "relate"}
+
+
+def texts(door: str, args: Any) -> list[str]:
+    """The texts a write door's rule will ask the embedding of, read from its raw arguments, each once:
+    an entity's ``data`` when no vector comes with it (add, update), a relation's ``data`` (relate,
+    updateRelation), through batches and transactions. Malformed arguments are skipped here: the
+    rule refuses them."""
+    found: dict[str, None] = {}
+    _texts(door, args, found)
+    return list(found)
+
+
+def _texts(door: Any, a: Any, found: dict[str, None]) -> None:
+    if not isinstance(a, dict):
+        return
+    kind = _EMBEDS.get(door)
+    if kind is not None:
+        given = a.get("vector") is not None if kind == "add" else "vector" in a
+        if "data" in a and not (kind != "relation" and given):
+            text = text_of(a["data"])
+            if text is not None:
+                found[text] = None
+    elif door in _BATCHES and isinstance(a.get("items"), list):
+        for item in a["items"]:
+            _texts(_BATCHES[door], item, found)
+    elif door == "transact" and isinstance(a.get("ops"), list):
+        for op in a["ops"]:
+            if isinstance(op, dict):
+                _texts(op.get("door"), op.get("args"), found)
 
 
 def _stamp(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> None:
@@ -98,6 +143,11 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
                confidence=rows.unit_number(a.get("confidence"), "confidence"),
                weight=rows.unit_number(a.get("weight"), "weight"))
     vector = rows.vector(a["vector"]) if a.get("vector") is not None else None
+    embedded = False
+    text = text_of(data) if vector is None else None
+    if text is not None:
+        vector = ctx.vector_of(text)
+        embedded = vector is not None
     row["hasVector"] = vector is not None
     if vector is not None:
         row["vector"] = vector
@@ -110,9 +160,9 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     answer: dict[str, Any] = {"id": id_}
     if key is not None:
         answer["key"] = key
-    answer["embedded"] = False
-    if vector is None:
-        answer["reason"] = "no-data" if data is None else "no-model"
+    answer["embedded"] = embedded
+    if vector is None:  # a row without a model is stored without a vector; repair embeds it later
+        answer["reason"] = "no-data" if text is None else "no-model"
     return answer
 
 
@@ -140,6 +190,15 @@ def update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     _precondition(a, before)
     row = dict(before)
     row.update(changes)
+    embedded = False
+    if vector is None and "vector" not in a and "data" in changes:
+        # changed data re-embeds; without a model (or a text) the old vector would describe old data
+        text = text_of(changes["data"])
+        vector = ctx.vector_of(text) if text is not None else None
+        embedded = vector is not None
+        if vector is None:
+            row.pop("vector", None)
+            row["hasVector"] = False
     if vector is not None:
         row["vector"], row["hasVector"] = vector, True
     elif "vector" in a:  # an explicit null drops the vector
@@ -147,7 +206,7 @@ def update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         row["hasVector"] = False
     _stamp(txn, row, before)
     txn.put_entity(row)
-    return {"id": row["id"], "embedded": False}
+    return {"id": row["id"], "embedded": embedded}
 
 
 @door("remove", WRITE)
@@ -162,14 +221,24 @@ def remove(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 # -- relations ----------------------------------------------------------------------------------
 
-def _relation_vector(txn: Txn, row: dict[str, Any]) -> None:
-    """A relation's vector: the mean of its endpoints' when both have one and it has no data."""
+def _relation_vector(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None, ctx: Context) -> None:
+    """A relation's vector (DOORS 1.2): its data's embedding when it has data, else the mean of its
+    endpoints' vectors when both have one. Unchanged data keeps the vector it already has."""
+    text = text_of(row.get("data"))
+    if text is not None and before is not None and before.get("data") == row.get("data") and before.get("vector"):
+        return
     row.pop("vector", None)
     row["hasVector"] = False
-    if row.get("data") is None:
-        a, b = txn.entity(row["from"]), txn.entity(row["to"])
-        if a and b and a.get("vector") and b.get("vector"):
-            row["vector"], row["hasVector"] = rows.mean_vector(a["vector"], b["vector"]), True
+    if text is not None:
+        vector = ctx.vector_of(text)
+        if vector is not None:
+            row["vector"], row["hasVector"] = vector, True
+        return
+    a, b = txn.entity(row["from"]), txn.entity(row["to"])
+    if a and b and a.get("vector") and b.get("vector"):
+        mean = rows.mean_vector(a["vector"], b["vector"])
+        if any(mean):  # opposite endpoints mean nothing, and a zero vector is never stored
+            row["vector"], row["hasVector"] = mean, True
 
 
 @door("relate", WRITE)
@@ -193,14 +262,14 @@ def relate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         fields["visibility"] = rows.visibility(a["visibility"])
     bidirectional = a["bidirectional"]
     given = K.resolve(a["id"])[0] if a.get("id") is not None else None
-    answer = _put_relation(txn, source["id"], target["id"], verb, sub, fields, given)
+    answer = _put_relation(txn, source["id"], target["id"], verb, sub, fields, given, ctx)
     if bidirectional and source["id"] != target["id"]:
-        answer["reverseId"] = _put_relation(txn, target["id"], source["id"], verb, sub, fields, None)["id"]
+        answer["reverseId"] = _put_relation(txn, target["id"], source["id"], verb, sub, fields, None, ctx)["id"]
     return answer
 
 
 def _put_relation(txn: Txn, from_id: str, to_id: str, verb: str, sub: str | None, fields: dict[str, Any],
-                  given: str | None) -> dict[str, Any]:
+                  given: str | None, ctx: Context) -> dict[str, Any]:
     existing = txn.relation_by_identity(from_id, to_id, verb, sub)
     if existing is not None:
         if given is not None and given != existing:
@@ -216,7 +285,7 @@ def _put_relation(txn: Txn, from_id: str, to_id: str, verb: str, sub: str | None
         row = {"id": rid, "from": from_id, "to": to_id, "type": verb, "subtype": sub, "service": None,
                "weight": 1.0, "confidence": None, "metadata": {}, "data": None, "visibility": "public"}
     row.update(fields)
-    _relation_vector(txn, row)
+    _relation_vector(txn, row, before, ctx)
     _stamp(txn, row, before)
     txn.put_relation(row)
     return {"id": row["id"], "existed": before is not None}
@@ -249,7 +318,7 @@ def update_relation(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]
             raise invalid("subtype", "identity-taken",
                           f"relation {other} already joins these entities with this type and subtype")
     _precondition(a, before)
-    _relation_vector(txn, row)
+    _relation_vector(txn, row, before, ctx)
     _stamp(txn, row, before)
     txn.put_relation(row)
     return {"id": row["id"]}

@@ -17,6 +17,7 @@ from brainy.contract import doors as D
 from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
+from brainy.engine import embedder
 from brainy.net import codecs
 from brainy.net import server_doors as S
 from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name
@@ -144,7 +145,7 @@ class App:
             "status": "degraded" if pool["fenceLost"] else "ok", "version": __version__,
             "uptimeMs": int((time.monotonic() - self.started) * 1000),
             "listeners": [{"address": a, "protocols": list(p)} for a, p in self.listeners],
-            "embedder": {"loaded": False, "model": "all-MiniLM-L6-v2"},
+            "embedder": {"loaded": embedder.loaded(), "model": embedder.MODEL},
         }
         if principal.service_key:  # DOORS.md 10.2: the pool detail (it names brains) needs the service key
             pool.pop("fenceLost")

@@ -11,7 +11,8 @@ Which function answers a door is the registry (``brainy.engine.registry``),
 joined to the contract at import: every native door has exactly one function
 and every function is a native door's, so nothing outside the contract is
 callable and no contract door is silently absent. A read runs on the brain's
-read snapshot at its head, a write on its commit path, a host door here.
+read snapshot at its head, a write on its commit path, a host door here, a
+model door on the embedder's threads without opening the store.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Awaitable, Callable, Protocol, Union
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import Brain, registry
+from brainy.engine import Brain, embedder, registry
 from brainy.engine.registry import HOST, door
 from brainy.net.principal import Principal
 
@@ -223,6 +224,8 @@ class Dispatcher:
             elif entry.runs == registry.WRITE:
                 result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via)
+            elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
+                result = embedder.run(entry.fn, document)
             else:
                 result = entry.fn(Call(principal, door, brain, id_, document, self.brains))
         except BaseException:

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Sequence
 from urllib.parse import unquote
 
-import orjson
-
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.net import codecs
 from brainy.contract.mcp_resources import RESOURCE_TEMPLATES, SCHEME, ResourceTemplate, fill
 from brainy.net.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonDoc, ProtocolError
 
@@ -92,7 +91,7 @@ def templates() -> list[JsonDoc]:
 
 def contents(uri: str, answer: JsonDoc) -> JsonDoc:
     """A door's answer as the resource's contents, with the ``_meta.ms`` slot the clock fills."""
-    return {"contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": orjson.dumps(answer).decode()}],
+    return {"contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": codecs.to_json(answer).decode()}],
             "_meta": {"ms": 0.0}}
 
 

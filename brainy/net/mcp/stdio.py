@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from brainy.contract import refusals as R
+from brainy.net import codecs
 from brainy.net.mcp.jsonrpc import MAX_MESSAGE, JsonDoc
 
 
@@ -74,7 +75,7 @@ class StdioFraming:
 
     def send(self, document: JsonDoc) -> None:
         """Frame one message (orjson writes no newline inside a document)."""
-        self._out += orjson.dumps(document)
+        self._out += codecs.to_json(document)
         self._out += b"\n"
 
     def data_to_send(self) -> bytes:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from brainy.contract import refusals as R
+from brainy.net import codecs
 from brainy.net.dispatch import Outcome
 from brainy.net.http import refusal_headers
 from brainy.net.mcp.jsonrpc import (MAX_MESSAGE, NO_REPLY, Message, ProtocolError, Reply, error_reply, parse_message,
@@ -210,4 +211,4 @@ class StreamableHttp:
         if reply is NO_REPLY:
             return HttpReply(exchange.status, headers, b"")
         headers.append((b"content-type", b"application/json"))
-        return HttpReply(exchange.status, headers, orjson.dumps(reply))
+        return HttpReply(exchange.status, headers, codecs.to_json(reply))

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-import orjson
-
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.net import codecs
 from brainy.net.mcp.jsonrpc import JsonDoc
 
 #: The tool list, generated once per reach: a key reaching exactly one brain may leave ``brain`` out.
@@ -46,12 +45,12 @@ SHAPES: Mapping[str, ToolShape] = MappingProxyType({d.mcp_tool: _shape(d) for d 
 
 def tool_result(answer: JsonDoc) -> JsonDoc:
     """A door's answer: its JSON as text (for a model) and whole in structuredContent (for a program)."""
-    return {"content": [{"type": "text", "text": orjson.dumps(answer).decode()}],
+    return {"content": [{"type": "text", "text": codecs.to_json(answer).decode()}],
             "structuredContent": answer, "isError": False, "_meta": {"ms": 0.0}}
 
 
 def tool_refusal(refusal: R.Refusal) -> JsonDoc:
     """A door's refusal: a result, flagged isError, with the class and its fields in structuredContent."""
     doc = {"error": refusal.to_wire()}
-    return {"content": [{"type": "text", "text": orjson.dumps(doc).decode()}],
+    return {"content": [{"type": "text", "text": codecs.to_json(doc).decode()}],
             "structuredContent": doc, "isError": True, "_meta": {"ms": 0.0}}
