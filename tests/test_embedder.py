@@ -416,3 +416,35 @@ def test_vectors_encode_as_float32_in_both_encodings():
     assert np.array_equal(np.array(orjson.loads(text)["hits"][0]["vector"], np.float32), values)
     plain = {"x": [1.5, "y", {"z": None}]}
     assert codecs.to_msgpack(plain) == msgpack.packb(plain) and codecs.to_json(plain) == orjson.dumps(plain)
+
+
+
+def test_a_find_served_embeds_its_query_off_the_event_loop(tmp_path, monkeypatch):
+    """Through the dispatcher, a find, explain or similar with a query text has the model run on the
+    embedder's threads before the read runs on the loop; the read then finds the text embedded (it does not
+    run the model again), and a repeated query runs the model no more."""
+    pool = Pool({"notes": new_store(tmp_path, "notes")})
+    pool.resolve("notes", for_write=True).add({"type": "concept", "id": "acme", "data": ACME})
+    calls: list[str] = []
+    original = embedder.Embedder.embed
+
+    def model(self, batch):
+        calls.append(threading.current_thread().name)
+        return original(self, batch)
+    monkeypatch.setattr(embedder.Embedder, "embed", model)
+    dispatcher = X.Dispatcher(pool)
+    person = Principal.static_key("person:ada")
+    question = "what do I know about the customer's deadline? (asked once)"
+
+    def ask(door, document):
+        return asyncio.run(dispatcher.dispatch(person, door, "notes", None, document))
+    try:
+        found = ask("find", {"query": question})
+        assert found.ok and found.answer["legs"]["semantic"] == {"served": True}
+        assert found.answer["results"][0]["entity"]["key"] == "acme"
+        assert len(calls) == 1 and calls[0].startswith("brainy-embed")
+        assert ask("explain", {"query": question}).ok and len(calls) == 1  # embedded lately: not run again
+        assert ask("similar", {"text": "a report due on Friday, asked once"}).ok
+        assert len(calls) == 2 and calls[1].startswith("brainy-embed")
+    finally:
+        pool.close_all()

@@ -29,6 +29,7 @@ import asyncio
 import importlib.util
 import os
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,10 +199,53 @@ def embed_many(texts: Sequence[str]) -> tuple[np.ndarray, list[bool]]:
     return shared().embed(texts)
 
 
+RECENT = 256  # query texts kept embedded: a read warmed off the loop, then run on it, finds its query here
+_recent: "OrderedDict[tuple[str | None, str], tuple[np.ndarray, bool]]" = OrderedDict()
+_recent_lock = threading.Lock()  # not _lock: that one is held while a model loads
+
+
 def embed_one(text: str) -> tuple[np.ndarray, bool]:
-    """One text's unit float32 vector (384,) and whether it was truncated: what a query is searched with."""
+    """One text's unit float32 vector (384,) and whether it was truncated: what a query is searched with.
+    A text embedded lately (by :func:`warm`) is answered from the recent queries without running the model."""
+    key = (os.environ.get(OVERRIDE) or None, text)
+    with _recent_lock:
+        hit = _recent.get(key)
+        if hit is not None:
+            _recent.move_to_end(key)
+            return hit
     vectors, truncated = shared().embed([text])
+    _remember(key, (vectors[0], truncated[0]))
     return vectors[0], truncated[0]
+
+
+def _remember(key: tuple[str | None, str], value: tuple[np.ndarray, bool]) -> None:
+    with _recent_lock:
+        _recent[key] = value
+        while len(_recent) > RECENT:
+            _recent.popitem(last=False)
+
+
+def warm(texts: Sequence[str]) -> None:
+    """Embed query texts ahead of the read that searches with them (on the embedder's threads, via
+    :func:`run`). Without a model nothing is kept, so the read itself refuses or leaves the leg out."""
+    override = os.environ.get(OVERRIDE) or None
+    with _recent_lock:
+        missing = [t for t in dict.fromkeys(texts) if (override, t) not in _recent]
+    if not missing:
+        return
+    try:
+        vectors, truncated = embed_many(missing)
+    except R.EmbeddingModelMissingError:
+        return
+    for text, vector, cut in zip(missing, vectors, truncated):
+        _remember((override, text), (vector, cut))
+
+
+def warmed(texts: Sequence[str]) -> bool:
+    """Whether every text is among the recent queries already."""
+    override = os.environ.get(OVERRIDE) or None
+    with _recent_lock:
+        return all((override, t) in _recent for t in texts)
 
 
 def run(fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":

@@ -242,7 +242,7 @@ def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
 
 # -- find ------------------------------------------------------------------------------------------------
 
-@door("find")
+@door("find", embeds=S.query_texts)
 def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     return run_find(Query(args), snap)
 
@@ -558,7 +558,7 @@ def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
 
 # -- explain and fields ------------------------------------------------------------------------------------
 
-@door("explain")
+@door("explain", embeds=S.query_texts)
 def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """The plan find would run for this query, without running it: legs, indexes, estimates, order."""
     generation = snap.generation

@@ -31,12 +31,16 @@ class Registered:
     name: str
     runs: str
     fn: Callable[..., Any]
+    # the texts a read will embed, from its checked arguments: the server embeds them off the event loop
+    # first, so the read itself finds them embedded (brainy/engine/embedder.py's recent queries)
+    embeds: Callable[[dict[str, Any]], list[str]] | None = None
 
 
 REGISTERED: dict[str, Registered] = {}
 
 
-def door(name: str, runs: str = READ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[str]] | None = None
+         ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
         raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}, {MODEL}")
@@ -45,7 +49,7 @@ def door(name: str, runs: str = READ) -> Callable[[Callable[..., Any]], Callable
         if name in REGISTERED:
             raise RuntimeError(f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and "
                                f"{fn.__qualname__}")
-        REGISTERED[name] = Registered(name, runs, fn)
+        REGISTERED[name] = Registered(name, runs, fn, embeds)
         return fn
     return register
 

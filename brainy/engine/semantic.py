@@ -33,6 +33,15 @@ HYBRID_DEPTH = 100   # the semantic leg's hits in a fusion: fixed, so each page 
 ORDERED_MAX = 1000   # ranked candidates an orderBy reorders (4.3)
 
 
+def query_texts(a: dict[str, Any]) -> list[str]:
+    """The query text a find, explain or similar will embed (none when a vector or an anchor is given, or the
+    mode runs no semantic leg): what the server embeds off the event loop before the read runs."""
+    if a.get("vector") is not None or a.get("near") is not None or a.get("to") is not None:
+        return []
+    text = a.get("query", a.get("text"))
+    return [text] if isinstance(text, str) and a.get("searchMode", "auto") in ("auto",) + SEMANTIC_MODES else []
+
+
 def query_vector(text: str) -> np.ndarray:
     """The unit vector of a query text: the embedder's answer (``EmbeddingModelMissingError`` naming the
     directories looked in when the box has no model, DOORS.md 7; a zero vector is never an answer)."""
@@ -174,7 +183,7 @@ def match_source(dense: int, text: dict[int, float] | None, semantic: dict[int, 
 
 # -- similar -----------------------------------------------------------------------------------------
 
-@door("similar")
+@door("similar", embeds=query_texts)
 def similar(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """find's semantic leg alone, from exactly one of an entity, a text or a vector."""
     from brainy.engine.query import Query, run_find  # find's planner and evaluator, which import this module

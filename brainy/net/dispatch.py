@@ -220,7 +220,11 @@ class Dispatcher:
         self.brains.enter(brain)
         try:
             if entry.runs == registry.READ:
-                result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
+                texts = entry.embeds(document) if entry.embeds is not None else ()
+                if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
+                    result = self._read_warmed(entry, brain, id_, document, texts)
+                else:
+                    result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
             elif entry.runs == registry.WRITE:
                 result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via)
@@ -235,6 +239,11 @@ class Dispatcher:
             self.brains.leave(brain)
             return result
         return self._finish(brain, result)
+
+    async def _read_warmed(self, entry: registry.Registered, brain: str, id_: Any, document: dict[str, Any],
+                           texts: list[str]) -> dict[str, Any]:
+        await embedder.run(embedder.warm, texts)
+        return entry.fn(self.brains.resolve(brain, False).at(), id_, document)
 
     async def _finish(self, brain: str, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:
