@@ -9,6 +9,7 @@ deadlines, which ``HttpProtocol`` keeps one timer for.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 Conn = TypeVar("Conn")
 
 
-class Session(Generic[Conn]):
+class Session(ABC, Generic[Conn]):
     """One connection's glue once its protocol is known, over that protocol's sans-IO object ``conn``."""
 
     def __init__(self, protocol: "HttpProtocol", conn: Conn) -> None:
@@ -28,17 +29,17 @@ class Session(Generic[Conn]):
         self.transport = protocol.transport
         self.conn = conn
 
+    @abstractmethod
     def data_received(self, data: bytes, now: float) -> None:
         """Bytes read at ``now``: feed them to ``conn``, answer what it hands out, write what it framed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def close_if_idle(self) -> None:
         """The server is stopping: end the connection now if nothing is in flight, else once it is answered."""
-        raise NotImplementedError
 
+    @abstractmethod
     def connection_lost(self) -> None:
         """The transport is gone: drop what waits on it."""
-        raise NotImplementedError
 
     @property
     def sending(self) -> bool:
