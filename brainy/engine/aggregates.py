@@ -196,15 +196,6 @@ def _path(value: Any, field: str) -> str:
     return value
 
 
-def _names(value: Any, field: str, check: Callable[[Any, str], Any]) -> list[Any] | None:
-    if value is None:
-        return None
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise invalid(field, "bad-operand", "an empty list matches nothing; leave it out")
-    return [check(item, field) for item in items]
-
-
 def _text(value: Any, field: str) -> str:
     return rows.string(value, field)  # type: ignore[return-value]
 
@@ -225,9 +216,9 @@ class Definition:
         if unknown:
             raise invalid(f"source.{unknown[0]}", "unknown-argument", f"a source takes {list(SOURCE_KEYS)}")
         self.name = name
-        self.types = _names(source.get("type"), "source.type", lambda v, f: rows.noun(v, f))
-        self.subtypes = _names(source.get("subtype"), "source.subtype", _text)
-        self.services = _names(source.get("service"), "source.service", _text)
+        self.types = rows.listed(source.get("type"), "source.type", lambda v, f: rows.noun(v, f))
+        self.subtypes = rows.listed(source.get("subtype"), "source.subtype", _text)
+        self.services = rows.listed(source.get("service"), "source.service", _text)
         self.where: Predicate = compile_where(source.get("where"), name="source.where")
         group_by = a.get("groupBy")
         if not isinstance(group_by, list) or len(group_by) > MAX_GROUP_BY:
