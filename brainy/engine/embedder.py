@@ -40,7 +40,7 @@ import numpy as np
 from brainy.contract import refusals as R
 from brainy.contract.vectors import Vector
 from brainy.engine.registry import MODEL as ANSWERED_BY_MODEL, door
-from brainy.engine.projections import _strings as strings_of  # the same strings the word postings read
+from brainy.engine.projections import strings_of  # the same strings the word postings read
 from brainy.engine.rows import DIMENSIONS
 
 MODEL = "all-MiniLM-L6-v2"

@@ -77,20 +77,20 @@ def _walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
 def words(row: dict[str, Any]) -> list[str]:
     """The words of a row's text: its data (a string, or the strings inside an object) and string metadata."""
     texts: list[str] = []
-    _strings(row.get("data"), texts)
-    _strings(row.get("metadata"), texts)
+    strings_of(row.get("data"), texts)
+    strings_of(row.get("metadata"), texts)
     return [w for text in texts for w in WORD.findall(text.lower())]
 
 
-def _strings(value: Any, out: list[str]) -> None:
+def strings_of(value: Any, out: list[str]) -> None:
     if isinstance(value, str):
         out.append(value)
     elif isinstance(value, dict):
         for v in value.values():
-            _strings(v, out)
+            strings_of(v, out)
     elif isinstance(value, list):
         for v in value:
-            _strings(v, out)
+            strings_of(v, out)
 
 
 def _insert(posting: array, dense: int) -> None:

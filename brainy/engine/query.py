@@ -11,9 +11,9 @@ fused; ``connected`` keeps only the entities the graph walk reaches
 the orderBy column. A find pinned at a past generation (asOf, or a cursor from
 an older head) reads that generation's rows instead, with the same evaluator:
 slower, never different. The aggregated shape (``aggregate``) is answered by
-``brainy/engine/aggregates.py`` over the rows the metadata leg selects. Shapes
-this release cannot serve (purpose, rerank, passages) refuse by name; nothing
-is approximated.
+``brainy/engine/aggregates.py`` over the rows the metadata leg selects. The
+ranked shapes (purpose, rerank, passages) work on the ranked legs' hits
+(``brainy/engine/shapes.py``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from brainy.engine import graph as G
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine import semantic as S
-from brainy.engine.projections import TYPECODE, WORD, Projections
+from brainy.engine import shapes as SH
+from brainy.engine.projections import TYPECODE, WORD, Projections, words
 from brainy.engine.cursors import decode_cursor, encode_cursor
 from brainy.engine.registry import door
 from brainy.engine.snapshot import Snapshot
-from brainy.engine.vectors import VectorIndex
+from brainy.engine.vectors import VectorIndex, unit
 from brainy.engine.where import Predicate, compile_where, kind_of
 
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
@@ -96,7 +97,11 @@ class Query:
         self.graph_weight = G.graph_weight(a.get("fusion"))
         self.fusion = S.Fusion.of(a)
         self.semantic: S.Source | None = None
+        self.shapes = SH.Shapes.of(a)
         self.legs = self._legs()
+        self.words = SH.terms(self.text) if self.text is not None else []
+        self.shapes.check(self.ranked, a.get("aggregate") is not None, bool(self.order_by), bool(self.words))
+        self.purpose = S.query_vector(self.shapes.purpose) if self.shapes.purpose is not None else None
 
     def _legs(self) -> dict[str, dict[str, Any]]:
         """Which legs run: the refusals of explicit modes, and the loud omissions of auto."""
@@ -104,10 +109,6 @@ class Query:
         legs: dict[str, dict[str, Any]] = {"metadata": {"served": True}}
         if self.connected is not None:
             legs["graph"] = {"served": True}
-        for shape in ("purpose", "rerank", "passages"):
-            if a.get(shape) not in (None, False):
-                raise R.IndexNotAttachedError(f"{shape} needs the ranked shapes, which arrive in 0.5.0",
-                                              absent=shape, servedBy="0.5.0")
         if mode == "hybrid" and self.text is None:
             raise R.InvalidArgumentError("searchMode hybrid needs query (its text leg)", field="query",
                                          reason="missing")
@@ -279,15 +280,19 @@ class Ranking:
 
     def __init__(self, q: Query, text: dict[int, float] | None, matched: dict[int, list[str]] | None,
                  semantic: dict[int, float] | None, id_of: Callable[[int], str],
-                 graph: dict[int, float] | None = None) -> None:
+                 graph: dict[int, float] | None = None, purpose: dict[int, float] | None = None) -> None:
         self.text, self.matched, self.semantic, self.graph = text, matched or {}, semantic, graph
-        legs = {name: scores for name, scores in (("text", text), ("semantic", semantic), ("graph", graph))
+        self.purpose = purpose
+        self.exact: dict[int, dict[str, Any]] = {}   # rerank's scores of the hits it re-scored
+        legs = {name: scores for name, scores in (("text", text), ("semantic", semantic), ("graph", graph),
+                                                  ("purpose", purpose))
                 if scores is not None}
         self.fusing = len(legs) > 1
         self.fused: dict[int, float] = q.fusion.fuse(legs, id_of) if self.fusing else next(iter(legs.values()))
 
     def hit(self, dense: int, hit: dict[str, Any], explain: bool) -> None:
-        hit["score"] = self.fused[dense]
+        exact = self.exact.get(dense)
+        hit["score"] = self.fused[dense] if exact is None else exact["score"]
         if (self.text is None or dense not in self.text) and (self.semantic is None or dense not in self.semantic):
             hit["matchSource"] = "graph"  # only the graph leg ranked it
         else:
@@ -296,14 +301,27 @@ class Ranking:
             hit["textMatches"] = self.matched.get(dense, [])
         if explain:
             explanation: dict[str, Any] = {}
-            if self.text is not None and dense in self.text:
-                explanation["text"] = self.text[dense]
-            if self.semantic is not None and dense in self.semantic:
-                explanation["semantic"] = self.semantic[dense]
-            if self.graph is not None and dense in self.graph:
-                explanation["graph"] = self.graph[dense]
+            for name, scores in (("text", self.text), ("semantic", self.semantic), ("graph", self.graph),
+                                 ("purpose", self.purpose)):
+                if scores is not None and dense in scores:
+                    explanation[name] = scores[dense]
             explanation["fused"] = self.fused[dense]
+            if exact is not None:
+                explanation["rerank"] = exact
             hit["explanation"] = explanation
+
+    def rerank(self, q: Query, kept: list[int], row_of: Callable[[int], dict[str, Any]],
+               query_vector: Any, id_of: Callable[[int], str]) -> list[int]:
+        """``rerank``: the first limit × 4 hits of the fused order re-scored exactly from their rows."""
+        def score_of(window: list[int]) -> dict[int, dict[str, Any]]:
+            cosine = None
+            if query_vector is not None:
+                cosine = SH.cosines(query_vector, window,
+                                    lambda d: unit(row_of(d)["vector"]) if row_of(d).get("vector") else None)
+            near = (lambda d: SH.proximity(q.words, words(row_of(d)))) if "text" in q.legs else None
+            return SH.rerank(window, cosine, near, q.fusion.alpha, id_of)
+        kept, self.exact = SH.reorder(kept, q.limit, score_of, id_of)
+        return kept
 
 
 def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int], dict[str, Any]],
@@ -318,6 +336,8 @@ def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int],
             ranking.hit(dense, hit, q.explain)
         elif q.connected is not None:
             hit["matchSource"] = "graph"
+        if q.shapes.passages is not None:
+            hit["passages"] = SH.passages(SH.text_of(row), q.words, q.shapes.passages)
         results.append(hit)
     more = q.offset + q.limit < len(ordered)
     cursor = None
@@ -344,6 +364,11 @@ def _semantic_scores(q: Query, scores: Any, dense_ints: Any, exclude: int | None
     return out
 
 
+def _hits(*legs: dict[int, float] | None) -> set[int]:
+    """Every hit some ranked leg found."""
+    return set().union(*(leg for leg in legs if leg is not None))
+
+
 def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable[[int], str],
              value_of: Callable[[int], tuple[bool, Any]]) -> list[int]:
     if ranking is not None and not q.order_by:
@@ -356,7 +381,7 @@ def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable
 
 def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
     stages = Stages(q.explain)
-    semantic = None
+    semantic = purpose = vector = None
     truncated = False
     anchor = None
     with snap.projections() as proj:
@@ -393,6 +418,10 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
                 truncated = len(dense_found) >= depth
             semantic = _semantic_scores(q, found, dense_found, anchor)
             stages.mark(f"semantic ({how})", len(semantic))
+        if q.purpose is not None:
+            with snap.at(generation).vectors() as index:
+                purpose = SH.cosines(q.purpose, sorted(_hits(text_scores, semantic, graph_scores)), index.vector_of)
+            stages.mark("purpose", len(purpose))
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
     view = snap.at(generation)
     cache: dict[int, dict[str, Any]] = {}
@@ -413,7 +442,8 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         if truncated and len(semantic) < q.semantic_depth():
             # the where kept too few of the oversampled hits: that generation's rows, scanned exactly
             return _find_by_rows(q, view)
-    ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores) if q.ranked else None
+    ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores,
+                      purpose) if q.ranked else None
     kept = sorted(ranking.fused) if ranking is not None else list(candidates)
     if needs_rows:
         kept = [d for d in kept if residual.matches(row_of(d))]
@@ -421,6 +451,9 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
     column = columns or {}  # every scalar path has a column; a path with none is missing from every row
     kept = _ordered(q, kept, ranking, id_list.__getitem__, lambda d: (d in column, column.get(d)))
+    if q.shapes.rerank:
+        kept = ranking.rerank(q, kept, row_of, vector, id_list.__getitem__)
+        stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
     answer = _page(q, view, kept, row_of, ranking, None if q.ranked else len(kept), cost, stages)
     cost["rowsRead"] = read
@@ -437,7 +470,7 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         if _row_allowed(q, row):
             found[row["denseInt"]] = row
     stages.mark("metadata", len(found))
-    text_scores = matched = semantic = graph_scores = None
+    text_scores = matched = semantic = graph_scores = purpose = vector = None
     if q.connected is not None:
         hops = G.reachable(G.StoredAdjacency(view), q.connected)
         if q.graph_ranked:
@@ -455,12 +488,19 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         scores, dense_ints = index.exact(vector, q.semantic_depth() + 1)
         semantic = _semantic_scores(q, scores, dense_ints, anchor)
         stages.mark("semantic (exact)", len(semantic))
+    if q.purpose is not None:
+        purpose = SH.cosines(q.purpose, sorted(_hits(text_scores, semantic, graph_scores)),
+                             lambda d: unit(found[d]["vector"]) if found[d].get("vector") else None)
+        stages.mark("purpose", len(purpose))
     id_of = lambda d: found[d]["id"]  # noqa: E731
-    ranking = Ranking(q, text_scores, matched, semantic, id_of, graph_scores) if q.ranked else None
+    ranking = Ranking(q, text_scores, matched, semantic, id_of, graph_scores, purpose) if q.ranked else None
     kept = sorted(ranking.fused) if ranking is not None else sorted(found)
     if ranking is not None and ranking.fusing:
         stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
     kept = _ordered(q, kept, ranking, id_of, lambda d: _column_value(found[d], q.order_by))
+    if q.shapes.rerank:
+        kept = ranking.rerank(q, kept, found.__getitem__, vector, id_of)
+        stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
     return _page(q, view, kept, found.__getitem__, ranking, None if q.ranked else len(kept), cost, stages)
 
@@ -583,6 +623,10 @@ def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     elif "semantic" in q.legs:
         legs.append({"leg": "semantic", "servable": False, "reason": q.legs["semantic"]["reason"],
                      "index": "vector index"})
+    if q.purpose is not None:
+        legs.append({"leg": "purpose", "servable": True, "index": "vector index (cosine to the purpose)"})
+    if q.shapes.rerank:
+        legs.append({"leg": "rerank", "servable": True, "index": "rows (exact cosine, word proximity)"})
     if q.order_by:
         legs.append({"leg": "order", "servable": True, "index": f"order column {q.order_by}"})
     order = "key" if q.order_by else "score" if q.ranked else "store"

@@ -8,7 +8,8 @@ generation, scans that generation's rows exactly.
 
 Fusion (4.2): ``rrf`` scores a hit Σ weight / (k + rank) over the legs that ranked it (rank from 1);
 ``weighted`` normalises each leg's scores to 0–1 and mixes them, ``hybridAlpha`` for the semantic leg
-and 1 − alpha for the text leg. Every ranked answer is in score order, then id.
+and 1 − alpha for the text leg. ``purpose`` (brainy/engine/shapes.py) is a second semantic signal:
+weighted as the semantic leg is, in either strategy. Every ranked answer is in score order, then id.
 """
 
 from __future__ import annotations
@@ -34,12 +35,17 @@ ORDERED_MAX = 1000   # ranked candidates an orderBy reorders (4.3)
 
 
 def query_texts(a: dict[str, Any]) -> list[str]:
-    """The query text a find, explain or similar will embed (none when a vector or an anchor is given, or the
-    mode runs no semantic leg): what the server embeds off the event loop before the read runs."""
-    if a.get("vector") is not None or a.get("near") is not None or a.get("to") is not None:
-        return []
+    """The texts a find, explain or similar will embed: its query (none when a vector or an anchor is given, or
+    the mode runs no semantic leg) and its stated purpose; what the server embeds off the event loop before the
+    read runs."""
+    texts = []
     text = a.get("query", a.get("text"))
-    return [text] if isinstance(text, str) and a.get("searchMode", "auto") in ("auto",) + SEMANTIC_MODES else []
+    if (a.get("vector") is None and a.get("near") is None and a.get("to") is None and isinstance(text, str)
+            and a.get("searchMode", "auto") in ("auto",) + SEMANTIC_MODES):
+        texts.append(text)
+    if isinstance(a.get("purpose"), str):
+        texts.append(a["purpose"])
+    return texts
 
 
 def query_vector(text: str) -> np.ndarray:
@@ -162,6 +168,8 @@ class Fusion:
         """The fused score of every hit any leg ranked."""
         fused: dict[int, float] = {}
         for name, scores in legs.items():
+            if name == "purpose":
+                name = "semantic"  # a second semantic signal, weighted as the first
             if self.strategy == "rrf":
                 weight = self.weights.get(name, 1.0)
                 for rank, dense in enumerate(sorted(scores, key=lambda d: (-scores[d], id_of(d))), 1):
