@@ -12,12 +12,16 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
+
 from brainy.contract import refusals as R
 
 
 def _digest(door: str, query: dict[str, Any]) -> str:
-    text = json.dumps({k: v for k, v in query.items() if k not in ("cursor", "limit")}, sort_keys=True, default=str)
-    return hashlib.sha256(f"{door}\0{text}".encode()).hexdigest()[:16]
+    # orjson: a query may hold a 384-number vector, which the json module takes 90 µs to print
+    text = orjson.dumps({k: v for k, v in query.items() if k not in ("cursor", "limit")},
+                        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    return hashlib.sha256(door.encode() + b"\0" + text).hexdigest()[:16]
 
 
 def encode_cursor(door: str, query: dict[str, Any], generation: int, position: Any) -> str:
