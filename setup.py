@@ -23,6 +23,7 @@ SPEEDUPS = [
     "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
     "postings",  # posting-list intersection and union for find's candidates (brainy/engine/where.py)
     "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
+    "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/engine/rows.py)
 ]
 
 

@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock"]
+__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock", "vecpack"]
 
-NAMES = ("sstblock", "h1frame", "postings", "cdc")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 

@@ -6,7 +6,7 @@ Plain Python on purpose: the compiled and the pure twin raise the very same clas
 
 from __future__ import annotations
 
-__all__ = ["BlockCorruptError", "REASONS"]
+__all__ = ["BlockCorruptError", "REASONS", "VectorRefused"]
 
 # Every reason a data block can be refused for (docs/store-format.md, "Data block": a block that
 # fails any of these is a *torn table*). Short and lowercase, as leveldb words its Corruption
@@ -42,3 +42,12 @@ class BlockCorruptError(ValueError):
         if self.at is None:
             return f"torn data block: {self.reason}"
         return f"torn data block: {self.reason} (entry at byte {self.at})"
+
+
+class VectorRefused(ValueError):
+    """A vector argument ``vecpack.pack`` will not pack; ``reason`` is one of ``not-a-list``, ``length``,
+    ``not-a-number``, ``zero-vector`` (the caller turns it into the refusal the door names)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

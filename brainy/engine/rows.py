@@ -12,14 +12,14 @@ from array import array
 from typing import Any, Callable
 
 import msgpack
-import numpy as np
 
+from brainy._speedups import vecpack
+from brainy._speedups.errors import VectorRefused
 from brainy.contract import refusals as R
 from brainy.contract.vectors import Vector
 from brainy.engine.taxonomy import NOUN_TYPES, RESERVED_SUBTYPE_PREFIXES, VERB_TYPES
 
 DIMENSIONS = 384
-_NUMBERS = frozenset((int, float))
 VISIBILITIES_SETTABLE = ("public", "internal")
 SUBTYPE = re.compile(r"[a-z0-9._-]{1,64}")
 
@@ -168,24 +168,17 @@ def content(value: Any, field: str = "data") -> Any:
 
 def vector(value: Any, field: str = "vector") -> bytes:
     """A 384-number vector as 1,536 bytes of float32; a zero vector is never stored."""
-    if not isinstance(value, (list, tuple)):
-        raise invalid(field, "wrong-type", "must be an array of numbers")
-    if len(value) != DIMENSIONS:
-        raise R.DimensionMismatchError(f"{field}: expected {DIMENSIONS} numbers, got {len(value)}",
-                                       expected=DIMENSIONS, got=len(value))
-    # one pass in C over the element types (a bool is not a number here), then numpy for the rest
-    if not set(map(type, value)) <= _NUMBERS:
-        raise invalid(field, "wrong-type", "must be an array of finite numbers")
     try:
-        with np.errstate(over="ignore", invalid="ignore"):  # past float32's range reads as inf, refused below
-            packed = np.asarray(value, dtype="<f4")
-    except OverflowError:  # an int past float64's range
+        return vecpack.pack(value, DIMENSIONS)
+    except VectorRefused as refused:
+        if refused.reason == "length":
+            raise R.DimensionMismatchError(f"{field}: expected {DIMENSIONS} numbers, got {len(value)}",
+                                           expected=DIMENSIONS, got=len(value)) from None
+        if refused.reason == "zero-vector":
+            raise invalid(field, "zero-vector", "a zero vector means nothing and is never stored") from None
+        if refused.reason == "not-a-list":
+            raise invalid(field, "wrong-type", "must be an array of numbers") from None
         raise invalid(field, "wrong-type", "must be an array of finite numbers") from None
-    if not np.isfinite(packed).all():
-        raise invalid(field, "wrong-type", "must be an array of finite numbers")
-    if not packed.any():
-        raise invalid(field, "zero-vector", "a zero vector means nothing and is never stored")
-    return packed.tobytes()
 
 
 def vector_out(blob: bytes) -> Vector:
