@@ -335,6 +335,16 @@ def test_relations_get_their_datas_embedding_or_their_endpoints_mean(brain):
     brain.updateRelation({"id": said["id"], "data": DEADLINE})
     found = {r["id"]: r for r in _relations(brain)}
     assert np.array_equal(np.array(found[said["id"]]["vector"], np.float32), embedder.embed_one(DEADLINE)[0])
+    # an endpoint's new vector moves the mean in the same commit; a relation with its own text keeps its own
+    moved = brain.update({"id": "b", "data": UNRELATED[0]})
+    found = {r["id"]: r for r in _relations(brain)}
+    mean = (vector_of(brain, "a") + vector_of(brain, "b")) / 2
+    np.testing.assert_allclose(np.array(found[plain["id"]]["vector"], np.float32), mean, atol=1e-7)
+    assert found[plain["id"]]["generation"] == moved["generation"]
+    assert np.array_equal(np.array(found[said["id"]]["vector"], np.float32), embedder.embed_one(DEADLINE)[0])
+    brain.update({"id": "a", "vector": None})  # an endpoint without a vector: the mean goes
+    found = {r["id"]: r for r in _relations(brain)}
+    assert found[plain["id"]]["hasVector"] is False and "vector" not in found[plain["id"]]
 
 
 def _relations(brain):

@@ -206,6 +206,8 @@ def update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         row["hasVector"] = False
     _stamp(txn, row, before)
     txn.put_entity(row)
+    if row.get("vector") != before.get("vector"):
+        _endpoint_moved(txn, row["id"], ctx)
     return {"id": row["id"], "embedded": embedded}
 
 
@@ -239,6 +241,20 @@ def _relation_vector(txn: Txn, row: dict[str, Any], before: dict[str, Any] | Non
         mean = rows.mean_vector(a["vector"], b["vector"])
         if any(mean):  # opposite endpoints mean nothing, and a zero vector is never stored
             row["vector"], row["hasVector"] = mean, True
+
+
+def _endpoint_moved(txn: Txn, entity_id: str, ctx: Context) -> None:
+    """A relation without text of its own holds the mean of its endpoints' vectors: when an endpoint's
+    vector changes (or goes), the relation's follows in the same commit, so it never describes the old one."""
+    for rid in txn.touching(entity_id):
+        before = txn.relation(rid)
+        if before is None or text_of(before.get("data")) is not None:
+            continue
+        row = dict(before)
+        _relation_vector(txn, row, before, ctx)
+        if row.get("vector") != before.get("vector"):
+            _stamp(txn, row, before)
+            txn.put_relation(row)
 
 
 @door("relate", WRITE)
