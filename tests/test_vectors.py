@@ -163,6 +163,47 @@ def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
         brain.close()
 
 
+def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
+    """Every vector replaced twice: the dead slots outnumber the live, the follower's catch-up drops them and
+    builds the graph again, and the answers stay the oracle's before, during and after."""
+    from brainy.engine import vectors as V
+
+    path = new_store(tmp_path)
+    rng = np.random.default_rng(12)
+    n = 2500
+    brain = Brain.open(path)
+    try:
+        for round_ in range(3):
+            x = _clustered(rng, n, 25)
+            brain.addMany({"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist()} for i in range(n)]}) \
+                if round_ == 0 else \
+                brain.transact({"ops": [{"door": "update", "args": {"id": f"c{i}", "vector": x[i].tolist()}}
+                                        for i in range(n)]})
+            if round_ == 0:
+                brain.find({"vector": x[0].tolist()})   # the index exists from here on and follows the commits
+                brain.vector_follower.catch_up()
+        with brain.at().vectors() as index:
+            assert index.wasteful and len(index) == n
+            before = [index.search(q, 10)[1].tolist() for q in x[:20]]
+        brain.vector_follower.catch_up()                # what the follower's thread runs
+        with brain.at().vectors() as index:
+            assert not index.wasteful and index.pending == 0 and index.graphed == n and len(index) == n
+            assert sorted(index.slots_of(np.arange(2 * n)).tolist()) == list(range(n))  # renumbered, none dead
+            after = [index.search(q, 10)[1].tolist() for q in x[:20]]
+        hits = sum(len(set(a) & set(b)) for a, b in zip(before, after))
+        assert hits / 200 >= 0.8  # before: exact over the tail; after: the new graph
+        for q in x[:5]:
+            _assert_same(brain.find({"vector": q.tolist(), "limit": 10, "where": {"type": "thing"}}),
+                         oracle(brain, q, 10))
+        brain.close()
+        brain = Brain.open(path)   # the compacted index persisted at the close, read back
+        with brain.at().vectors() as index:
+            assert len(index) == n and index.graphed == n and not index.wasteful
+        assert V.COMPACT_AFTER <= 2 * n
+    finally:
+        brain.close()
+
+
 def test_the_vector_index_persists_stamped_and_is_rebuilt_when_it_cannot_be_trusted(tmp_path):
     """A close writes index/<stamp>.vec; the next open answers from it (graph included); a snapshot behind the
     flushed generation is caught up from the rows; a damaged one is rebuilt from the rows, with a warning."""

@@ -216,27 +216,31 @@ class VectorFollower(ProjectionFollower):
 
     def advance(self, durable: int, flushed: int) -> None:
         super().advance(durable, flushed)
-        index = self._proj
-        if index is not None and index.pending >= V.TAIL_MAX and not self._catching_up:
-            self._catching_up = True
-            threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+        if self._proj is not None:
+            self._maybe_catch_up(self._proj)
 
     @contextmanager
     def held(self) -> Iterator[VectorIndex]:
         with super().held() as index:
-            if index.pending >= V.TAIL_MAX and not self._catching_up:
-                self._catching_up = True
-                threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+            self._maybe_catch_up(index)
             yield index
 
+    def _maybe_catch_up(self, index: VectorIndex) -> None:
+        if (index.pending >= V.TAIL_MAX or index.wasteful) and not self._catching_up:
+            self._catching_up = True
+            threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+
     def catch_up(self) -> None:
-        """Put the index's tail in its graph. Searches meanwhile scan exactly; commits never wait on it."""
+        """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
+        built again, as one long tail). Searches meanwhile scan exactly; commits never wait on it."""
         try:
             index = self._proj
             if index is None:
                 return
             with index.graph_lock:
                 with self._lock:
+                    if index.wasteful:
+                        index.compact()
                     start, vectors = index.tail()
                 index.grow_graph(start, vectors)
                 with self._lock:

@@ -36,6 +36,7 @@ DIMENSIONS = rows.DIMENSIONS
 EXACT_BELOW = 4_096         # live vectors under which every search is an exact scan (about 0.2 ms)
 EXACT_CANDIDATES = 4_096    # a filter keeping at most this many vectored rows is searched exactly
 TAIL_MAX = 2_048            # fresh slots past which the graph is caught up
+COMPACT_AFTER = 4_096       # dead slots (at least as many as the live ones) past which the slots are compacted
 HNSW_M = 16                 # graph degree: recall against memory (faiss's own default is 32)
 EF_CONSTRUCTION = 128
 EF_SEARCH = 256             # recall@10 0.96 on clustered vectors at 100,000, 128 gives 0.88 (perf/bench_vectors.py)
@@ -93,6 +94,29 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return self._live
+
+    @property
+    def wasteful(self) -> bool:
+        """More dead slots than live ones (and enough to be worth a new graph): time to :meth:`compact`."""
+        dead = self._count - self._live
+        return dead >= COMPACT_AFTER and dead >= self._live
+
+    def compact(self) -> None:
+        """Drop the dead slots: the live vectors renumbered in slot order, and the graph started again (it is
+        rebuilt as the fresh tail; meanwhile searches scan exactly). The caller holds :attr:`graph_lock` and
+        the brain's lock."""
+        live = np.flatnonzero(self._dense[:self._count] != NO_SLOT)
+        n = len(live)
+        capacity = max(1024, 2 * n)
+        matrix = np.empty((capacity, DIMENSIONS), np.float32)
+        matrix[:n] = self._matrix[live]
+        dense = np.full(capacity, NO_SLOT, np.int64)
+        dense[:n] = self._dense[live]
+        self._slot[:] = NO_SLOT
+        self._slot[dense[:n]] = np.arange(n)
+        self._matrix, self._dense, self._count = matrix, dense, n
+        self._graph, self.graphed, self._dead_in_graph, self._bitmap = None, 0, 0, None
+        self.changed += 1
 
     @property
     def pending(self) -> int:
@@ -184,6 +208,8 @@ class VectorIndex:
     def catch_up(self) -> None:
         """Put the whole tail in the graph now, in one thread (tests, and a build with no brain lock to share)."""
         with self.graph_lock:
+            if self.wasteful:
+                self.compact()
             start, vectors = self.tail()
             self.grow_graph(start, vectors)
             self.graph_grown(start + len(vectors))
