@@ -159,7 +159,8 @@ def _narrow(proj: Projections, q: Query) -> tuple[array, list[str]]:
     for eq in q.where.equalities():
         parts.append(_union(proj.posting(eq.path, v) for v in eq.values))
         used.append(eq.path)
-    candidates = P.intersect_many(parts) if parts else proj.all
+    # one posting is its own intersection: uncopied, as proj.all is (a find copies what it keeps past the lock)
+    candidates = P.intersect_many(parts) if len(parts) > 1 else parts[0] if parts else proj.all
     if q.exclude_vfs:
         vfs = _union(posting for (kind, value), posting in proj.postings.get("subtype", {}).items()
                      if kind == "string" and value.startswith("vfs."))
