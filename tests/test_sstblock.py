@@ -486,3 +486,34 @@ def test_what_is_under_test_is_what_the_environment_claims():
         expected = "cython" if compiled_builds() else "python"
     assert _speedups.picks["sstblock"] == expected
     assert _speedups.sstblock is load("sstblock", expected)
+
+
+# -- the bloom block's probes (docs/store-format.md, "Bloom block") ---------------------------------
+
+def _bloom_oracle(keys: list[bytes], m: int, probes: int) -> bytes:
+    """The bloom block as the format describes it, written out here from the doc's words."""
+    import hashlib
+    bits = bytearray(m // 8)
+    for key in keys:
+        h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+        for i in range(probes):
+            b = ((h & 0xFFFFFFFF) + i * (h >> 32)) % m
+            bits[b >> 3] |= 1 << (b & 7)
+    return probes.to_bytes(4, "little") + bytes(bits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.binary(max_size=24), max_size=60, unique=True), probes=st.integers(1, 9),
+       others=st.lists(st.binary(max_size=24), max_size=40), bytes_=st.integers(1, 64))
+def test_bloom_holds_every_key_and_the_twins_agree_on_the_rest(sstblock_twins, keys, probes, others, bytes_):
+    compiled, pure = sstblock_twins
+    contents = _bloom_oracle(keys, bytes_ * 8, probes)
+    for key in keys:
+        assert compiled.bloom_holds(contents, key) and pure.bloom_holds(contents, key)
+    for key in others:
+        assert compiled.bloom_holds(contents, key) == pure.bloom_holds(contents, key)
+
+
+def test_an_empty_bloom_holds_nothing(sstblock_twin):
+    contents = _bloom_oracle([], 64, 7)
+    assert not any(sstblock_twin.bloom_holds(contents, bytes([i])) for i in range(50))

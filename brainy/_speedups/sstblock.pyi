@@ -4,7 +4,7 @@ from typing import Final
 
 from typing_extensions import Buffer
 
-__all__ = ["encode_block", "decode_block", "crc32", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL: Final[int]
 
@@ -16,3 +16,4 @@ def encode_block(
     restart_interval: int = 16,
 ) -> bytes: ...
 def decode_block(buf: Buffer, offset: int, size: int) -> tuple[list[bytes], list[int], list[bytes]]: ...
+def bloom_holds(contents: Buffer, key: bytes) -> bool: ...

@@ -14,9 +14,11 @@ from cpython.number cimport PyNumber_Index
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
+from hashlib import blake2b
+
 from brainy._speedups.errors import BlockCorruptError
 
-__all__ = ["encode_block", "decode_block", "crc32", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
 
@@ -227,3 +229,28 @@ cdef tuple decode_from(const unsigned char* data, Py_ssize_t size):
     if ri != num_restarts:
         corrupt("bad restart offset", limit - data)
     return keys, gens, values
+
+
+def bloom_holds(const unsigned char[::1] contents, bytes key):
+    """Whether a table's bloom block may hold ``key`` (see sstblock_py.bloom_holds): the probes in C, the hash
+    still hashlib's BLAKE2b."""
+    cdef Py_ssize_t n = contents.shape[0]
+    if n < 4:
+        raise ValueError("a bloom block holds at least its probe count")
+    cdef uint32_t probes = contents[0] | (contents[1] << 8) | (contents[2] << 16) | (<uint32_t>contents[3] << 24)
+    cdef uint64_t m = (n - 4) * 8
+    if m == 0:
+        raise ZeroDivisionError("a bloom block with no bits")
+    cdef bytes digest = blake2b(key, digest_size=8).digest()
+    cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(digest)
+    cdef uint64_t h = 0
+    cdef int j
+    for j in range(8):
+        h |= (<uint64_t>d[j]) << (8 * j)
+    cdef uint64_t h1 = h & 0xFFFFFFFF, h2 = h >> 32, b
+    cdef uint32_t i
+    for i in range(probes):
+        b = (h1 + i * h2) % m
+        if not contents[4 + (b >> 3)] & (1 << (b & 7)):
+            return False
+    return True

@@ -17,13 +17,14 @@ errors for the same damage (checked in the same order) and produce byte-identica
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import struct
 import zlib
 
 from brainy._speedups.errors import BlockCorruptError
 
-__all__ = ["encode_block", "decode_block", "crc32", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
 _U64_MAX = (1 << 64) - 1
@@ -205,3 +206,17 @@ def decode_block(buf, offset: int, size: int) -> tuple[list[bytes], list[int], l
     if ri != num_restarts:
         raise BlockCorruptError("bad restart offset", limit)
     return keys, gens, values
+
+
+def bloom_holds(contents: bytes, key: bytes) -> bool:
+    """Whether a table's bloom block (``k: u32`` then the bits; docs/store-format.md, "Bloom block") may hold
+    ``key``: False means the key is certainly not in the table."""
+    probes = struct.unpack_from("<I", contents, 0)[0]
+    m = (len(contents) - 4) * 8
+    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+    h1, h2 = h & 0xFFFFFFFF, h >> 32
+    for i in range(probes):
+        b = (h1 + i * h2) % m
+        if not contents[4 + (b >> 3)] & (1 << (b & 7)):
+            return False
+    return True

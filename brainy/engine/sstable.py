@@ -149,8 +149,8 @@ class Table:
         if index_offset + index_size + 4 > size or bloom_offset + bloom_size + 4 > size:
             raise torn(path, "footer points past the end")
         self._bloom = self._checked(bloom_offset, bloom_size, "bloom block")
-        self._bloom_probes = _u32.unpack_from(self._bloom, 0)[0]
-        self._bloom_bits = len(self._bloom) * 8 - 32
+        if len(self._bloom) <= 4:
+            raise torn(path, "bloom block holds no bits")
         index_doc = self._checked(index_offset, index_size, "index block")
         try:
             index = msgpack.unpackb(index_doc, raw=False)
@@ -171,13 +171,7 @@ class Table:
         return contents
 
     def may_contain(self, key: bytes) -> bool:
-        h1, h2 = _bloom_hash(key)
-        m, bits = self._bloom_bits, self._bloom
-        for i in range(self._bloom_probes):
-            b = (h1 + i * h2) % m
-            if not bits[4 + (b >> 3)] & (1 << (b & 7)):
-                return False
-        return True
+        return sstblock.bloom_holds(self._bloom, key)
 
     def block(self, i: int) -> tuple[list[bytes], list[int], list[bytes]]:
         with self._lock:
