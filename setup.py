@@ -23,6 +23,7 @@ SPEEDUPS = [
     "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
     "postings",  # posting-list intersection and union for find's candidates (brainy/engine/where.py)
     "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
+    "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
 ]
 
 
@@ -115,7 +116,8 @@ setup(
                  "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
                  "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
                  "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
-                 "openapi-spec-validator>=0.7"],  # to validate the generated docs/openapi.json as OpenAPI 3.1
+                 "openapi-spec-validator>=0.7",
+                 "websockets>=12"],  # an independent RFC 6455 client, to speak to /v1/ws  # to validate the generated docs/openapi.json as OpenAPI 3.1
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -64,3 +64,9 @@ def server(tmp_path):
 def cdc_twin(request):
     """Each twin of ``cdc`` in turn: every test taking it runs once per twin."""
     return _twin("cdc", request.param)
+
+
+@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
+def wsframe_twin(request):
+    """Each twin of ``wsframe`` in turn: every test taking it runs once per twin."""
+    return _twin("wsframe", request.param)

@@ -18,7 +18,7 @@ from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.engine import embedder
-from brainy.net import codecs
+from brainy.net import codecs, ws
 from brainy.net import server_doors as S
 from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name
 from brainy.net.http import MAX_BODY, Request, Response, refusal_headers
@@ -55,6 +55,26 @@ class App:
         if isinstance(outcome, Outcome):
             return self._respond(request, outcome, text)
         return self._respond_later(request, outcome, text)
+
+    def upgrade(self, request: Request) -> tuple[Response, Principal | None]:
+        """A request to switch protocols: ``(101 answer, principal)`` for a valid ``/v1/ws`` handshake by a
+        caller whose credential passed, else ``(refusal, None)``. Everything is checked before the upgrade
+        is granted (DOORS.md 10.2), so a caller that failed never holds a live socket."""
+        granted: list[tuple[Principal, str]] = []
+        outcome = self.dispatcher.timed(request.path, lambda: self._grant(request, granted))
+        if isinstance(outcome, Outcome) and outcome.ok and granted:
+            principal, accept = granted[0]
+            return Response(101, ws.switching_headers(accept), b""), principal
+        assert isinstance(outcome, Outcome)  # the grant never waits
+        return self._respond(request, outcome, []), None
+
+    def _grant(self, request: Request, granted: list[tuple[Principal, str]]) -> dict[str, Any]:
+        match = self.router.match(request.method, request.path, request.headers.get("accept"))
+        if match.server != "server.ws":
+            raise R.MalformedRequestError(f"{request.path} does not switch protocols", reason="upgrade")
+        principal = self._principal(request)
+        granted.append((principal, ws.check_handshake(request.method, request.headers)))
+        return {}
 
     async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]) -> Response:
         return self._respond(request, await pending, text)
@@ -135,6 +155,11 @@ class App:
         text.append((openapi.JSON, self._openapi))
         return {}
 
+    def _ws_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
+        """``GET /v1/ws`` that asked for no upgrade: the session is only reached by one (:meth:`upgrade`)."""
+        raise R.MalformedRequestError("GET /v1/ws is a WebSocket upgrade: send Upgrade: websocket",
+                                      reason="websocket-handshake")
+
     def _brains_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
         return {"brains": self.pool.brains_for(principal)}
 
@@ -175,5 +200,6 @@ SERVER_HANDLERS = S.join({
     "server.llmsTxt": App._llms_txt_door,
     "server.health": App._health_door,
     "server.brains": App._brains_door,
+    "server.ws": App._ws_door,  # the session itself is reached by App.upgrade
     "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
 })

@@ -14,7 +14,7 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from brainy.net.glue.session import Session
-from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
+from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
 from brainy.net.http import Response, refusal_response
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class H1Glue(Session[H1Connection]):
 
     def __init__(self, protocol: "HttpProtocol", conn: H1Connection) -> None:
         super().__init__(protocol, conn)
-        self._queue: collections.deque[RequestReceived | ProtocolFailed] = collections.deque()
+        self._queue: collections.deque[RequestReceived | UpgradeRequested | ProtocolFailed] = collections.deque()
         self._waiting: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -46,6 +46,9 @@ class H1Glue(Session[H1Connection]):
             event = self._queue.popleft()
             if isinstance(event, ProtocolFailed):
                 self._write(refusal_response(event.refusal), keep_alive=False, head=False)
+                return
+            if isinstance(event, UpgradeRequested):
+                self._upgrade(event)
                 return
             self.server.in_flight += 1
             answered = self.app.handle(event.request)
@@ -69,6 +72,18 @@ class H1Glue(Session[H1Connection]):
         if self._answer(response, event):
             self._drain()
         self.protocol.arm()
+
+    def _upgrade(self, event: UpgradeRequested) -> None:
+        """Switch protocols (``/v1/ws``) once the app granted it, the credential and the handshake checked
+        first; a refused upgrade is answered and closed, and never gets a socket."""
+        response, principal = self.app.upgrade(event.request)
+        if principal is None:
+            self._write(response, keep_alive=False, head=False)
+            return
+        self.conn.send_response(response, keep_alive=True)
+        self.transport.write(self.conn.data_to_send())
+        self._closing = True  # nothing more is HTTP/1.1 here
+        self.protocol.switch_to_websocket(principal, event.rest)
 
     def _answer(self, response: Response, event: RequestReceived) -> bool:
         """Write one answer; False once the connection is closing."""
