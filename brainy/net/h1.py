@@ -167,6 +167,22 @@ class H1Connection:
         if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
             self._owed -= 1
 
+    def send_stream_head(self, response: Response) -> None:
+        """Frame the head of an answer whose body is a stream (chunked, then ``connection: close``): the
+        oldest event stays owed until :meth:`end_stream`, so no deadline runs while the stream is held."""
+        self._out += h1frame.frame_chunked_head(response.status, response.headers, False)
+
+    def send_chunk(self, data: bytes) -> None:
+        """Frame one piece of a streamed body."""
+        if data:
+            self._out += h1frame.frame_chunk(data)
+
+    def end_stream(self) -> None:
+        """Frame the streamed body's last chunk: the answer is whole (the caller closes after writing)."""
+        self._out += h1frame.LAST_CHUNK
+        if self._owed:
+            self._owed -= 1
+
     def next_deadline(self) -> float | None:
         """When :meth:`timer_fired` should next be called, on the clock ``now`` is read from; None while a
         request is owed its answer (or the connection has failed), when no deadline runs."""
