@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from brainy.net.glue.session import Session
 from brainy.net.h2 import H2Connection, RequestReceived, RequestRefused, StreamReset
-from brainy.net.http import Request, Response, refusal_response
+from brainy.contract import refusals as R
+from brainy.net.http import Request, Response, StreamingResponse, refusal_response
 
 if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol
@@ -48,6 +49,9 @@ class H2Glue(Session[H2Connection]):
     def _answer(self, stream_id: int, request: Request) -> None:
         self.server.in_flight += 1
         answered = self.app.handle(request)
+        if isinstance(answered, StreamingResponse):  # the held stream is carried over h1 only, for now
+            answered = refusal_response(R.NotYetNativeError("server.changesStream over HTTP/2 arrives in 0.3.0",
+                                                            door="server.changesStream", release="0.3.0"))
         if isinstance(answered, Response):
             self.server.in_flight -= 1
             self.conn.send_response(stream_id, answered)
