@@ -197,3 +197,34 @@ def test_a_reader_holds_its_stream_from_the_writers_log(server):
         writer.stdin.close()
         writer.wait(timeout=20)
         writer.stdout.close()
+
+
+def test_the_same_stream_over_h2(server):
+    """Over HTTP/2 the stream is one h2 stream carrying the same events: the catch-up, caught-up, then a
+    write's frame while held; resetting the stream ends it, and the connection answers the next request."""
+    from server import H2Client
+    _call(server, "add", {"type": "document", "data": "a"})
+    with H2Client(server.address) as client:
+        auth = (("authorization", f"Bearer {server.key}"),)
+        stream = client.start("GET", server.path("changes") + "?since=0", None,
+                              (("accept", "text/event-stream"), *auth))
+
+        def events_so_far() -> list[str]:
+            return [b for b in bytes(client.bodies.get(stream, b"")).decode().split("\n\n") if b]
+
+        deadline = time.monotonic() + 10
+        while len(events_so_far()) < 2:
+            assert time.monotonic() < deadline, events_so_far()
+            client.pump_once(1)
+        assert client.heads[stream][0] == 200
+        first, caught = events_so_far()
+        assert first.startswith("id: 1.0\nevent: change\n") and caught.startswith("event: caught-up\n")
+        written = _call(server, "add", {"type": "document", "data": "b"})
+        while len(events_so_far()) < 3:
+            assert time.monotonic() < deadline, events_so_far()
+            client.pump_once(1)
+        assert written["id"] in events_so_far()[2] and stream not in client.ended
+        client.conn.reset_stream(stream)
+        client.flush()
+        answer = client.call("GET", server.path("counts"), None, auth)
+        assert answer.status == 200
