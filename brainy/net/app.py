@@ -169,7 +169,8 @@ class App:
             raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])
         limit = sse.check_limit(document.get("limit"))
         brain = self.pool.resolve(name, False)
-        head = LogTail(brain.path, brain.head).landed(brain)  # an attach's head is the log's last whole frame
+        # the writer's head is its durable generation; an attach's is the last whole frame of the log
+        head = brain.head if brain.role == "writer" else LogTail(brain.path, brain.head).landed(brain)
         since = document.get("since", 0)
 
         def ops_of(generation: int) -> int | None:

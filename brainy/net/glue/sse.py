@@ -55,7 +55,11 @@ class FeedRunner:
         self.task = self._loop.create_task(self._run())
 
     def _wake_threadsafe(self) -> None:
-        self._loop.call_soon_threadsafe(self._woken.set)
+        """Called from whichever thread made a commit durable; never raises into the commit path."""
+        try:
+            self._loop.call_soon_threadsafe(self._woken.set)
+        except RuntimeError:
+            pass  # the loop is closed: the stream is gone with it
 
     def _brain(self) -> "Brain":
         handle = self.pool.resolve(self.feed.brain, False)
