@@ -57,8 +57,8 @@ def test_calls_pipeline_and_answer_as_each_completes(server):
 
 def test_frame_refusals_and_ping(server):
     """A binary frame is BinaryFrameError, a call that is not a frame document InvalidArgumentError or
-    BodyDecodeError, an unknown door UnknownDoorError: the session stays open through all of them and a ping
-    is answered with a pong."""
+    BodyDecodeError, an unknown door UnknownDoorError (a bare profile name among them, while its qualified
+    name reaches the door): the session stays open through all of them and a ping is answered with a pong."""
     async def run():
         async with websockets.connect(_url(server), additional_headers=_auth(server.key)) as c:
             await c.send(b"\x00\x01")
@@ -69,9 +69,17 @@ def test_frame_refusals_and_ping(server):
             unknown = json.loads(await c.recv())
             await c.send(json.dumps({"ref": 4, "door": "counts", "extra": 1}))
             stray = json.loads(await c.recv())
+            await c.send(json.dumps({"ref": 5, "door": "read", "id": "x"}))
+            bare = json.loads(await c.recv())
+            await c.send(json.dumps({"ref": 6, "door": "accords.read", "id": "x"}))
+            qualified = json.loads(await c.recv())
             latency = await (await c.ping(b"hb"))
-            return binary, undecodable, unknown, stray, latency
-    binary, undecodable, unknown, stray, latency = asyncio.run(run())
+            return binary, undecodable, unknown, stray, bare, qualified, latency
+    binary, undecodable, unknown, stray, bare, qualified, latency = asyncio.run(run())
+    # a profile door is reached by its qualified name only: bare "read" is no door (DOORS.md 0.1)
+    assert (bare["ref"], bare["error"]["name"]) == (5, "UnknownDoorError")
+    assert qualified["ref"] == 6 and qualified["door"] == "accords.read"
+    assert qualified["ok"] or qualified["error"]["name"] != "UnknownDoorError"
     assert binary["error"]["name"] == "BinaryFrameError" and binary["ok"] is False
     assert undecodable["error"]["name"] == "BodyDecodeError"
     assert (unknown["ref"], unknown["error"]["name"]) == (3, "UnknownDoorError")
