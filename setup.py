@@ -24,6 +24,7 @@ SPEEDUPS = [
     "postings",  # posting-list intersection and union for find's candidates (brainy/engine/where.py)
     "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
     "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/engine/rows.py)
+    "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
 ]
 
 
@@ -116,7 +117,8 @@ setup(
                  "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
                  "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
                  "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
-                 "openapi-spec-validator>=0.7"],  # to validate the generated docs/openapi.json as OpenAPI 3.1
+                 "openapi-spec-validator>=0.7",
+                 "websockets>=12"],  # an independent RFC 6455 client, to speak to /v1/ws  # to validate the generated docs/openapi.json as OpenAPI 3.1
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -70,3 +70,9 @@ def cdc_twin(request):
 def vecpack_twin(request):
     """Each twin of ``vecpack`` in turn."""
     return _twin("vecpack", request.param)
+
+
+@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
+def wsframe_twin(request):
+    """Each twin of ``wsframe`` in turn: every test taking it runs once per twin."""
+    return _twin("wsframe", request.param)

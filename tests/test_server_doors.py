@@ -19,6 +19,7 @@ from brainy.engine import init_store
 from brainy.net import routes
 from brainy.net import server_doors as S
 from brainy.net.app import SERVER_HANDLERS, App, Request, Response
+from brainy.net.http import StreamingResponse
 from brainy.net.keys import KeyTable
 from brainy.net.pool import Pool
 
@@ -69,32 +70,39 @@ def test_every_server_door_answers_or_refuses_by_name(app, door):
                                  "door": door.name, "release": door.release}
     elif door.name in S.HANDED_OFF:
         assert status not in (404, 501), (status, body)  # MCP answers for itself (a JSON-RPC refusal, here)
+    elif door.name == "server.ws":  # the session is reached by an upgrade only (tests/test_ws_session.py)
+        assert (status, body["error"]["reason"]) == (400, "websocket-handshake"), body
     else:
         assert status == 200, (status, body)
 
 
 def test_websocket_and_stream_refusals(app):
-    """server.ws: no credential is 401, any credential gets 501 NotYetNativeError until 0.5.0; POST is 405.
-    server.changesStream: Accept text/event-stream on GET P/changes refuses 501 until 0.3.0, after the brain
-    name is checked; without it (or with JSON first) the changes door answers its JSON page."""
+    """server.ws: no credential is 401, and a credential without an upgrade is 400 MalformedRequestError (the
+    session itself is tests/test_ws_session.py); POST is 405. server.changesStream: Accept text/event-stream on
+    GET P/changes opens the stream (tests/test_change_stream.py) after the brain name and the credential are
+    checked; without it (or with JSON first) the changes door answers its JSON page."""
     assert call(app, "GET", "/v1/ws", key=None)[1]["error"]["name"] == "UnauthenticatedError"
     assert call(app, "GET", "/v1/ws", key="bky_not_a_key_of_this_server_000000")[0] == 401
     status, body = call(app, "GET", "/v1/ws", key=SERVICE_KEY)
-    assert (status, body["error"]["release"]) == (501, "0.5.0")
+    assert (status, body["error"]["name"]) == (400, "MalformedRequestError")
+    status, body = call(app, "GET", "/v1/ws")
+    assert (status, body["error"]["reason"]) == (400, "websocket-handshake")
     status, body = call(app, "POST", "/v1/ws")
     assert (status, body["error"]["allowed"]) == (405, ["GET"])
 
     changes = "/v1/brains/notes/changes"
-    status, body = call(app, "GET", changes, accept="text/event-stream")
-    assert (status, body["error"]["door"], body["error"]["release"]) == (501, "server.changesStream", "0.3.0")
-    assert call(app, "GET", changes, accept="text/event-stream; charset=utf-8")[0] == 501
-    assert call(app, "GET", changes, accept="text/html, text/event-stream")[0] == 501
+    for accept in ("text/event-stream", "text/event-stream; charset=utf-8", "text/html, text/event-stream"):
+        answered = app.handle(Request("GET", changes, "", {"authorization": f"Bearer {KEY}", "accept": accept}))
+        assert isinstance(answered, StreamingResponse) and answered.status == 200, accept
+        assert answered.feed.stream.data_to_send().startswith(b"event: caught-up\n")
     for accept in (None, "application/json", "application/json, text/event-stream", "*/*, text/event-stream"):
         status, body = call(app, "GET", changes, **({"accept": accept} if accept else {}))
         assert status == 200 and body["brain"] == "notes" and "frames" in body, accept
     status, body = call(app, "GET", "/v1/brains/.hidden/changes", accept="text/event-stream")
     assert (status, body["error"]["name"]) == (400, "BrainNameInvalidError")
     assert call(app, "GET", changes, key=None, accept="text/event-stream")[0] == 401
+    status, body = call(app, "GET", changes, key=SERVICE_KEY, accept="text/event-stream")
+    assert (status, body["error"]["name"]) == (403, "ForbiddenError")  # the changes door's gate: a principal read
 
 
 def test_the_oauth_document_is_routed_only_when_configured():
@@ -132,8 +140,8 @@ def test_a_missing_or_stray_handler_stops_the_import_by_name():
                                            r"server doors \[\]"):
         S.join(table)
     with pytest.raises(RuntimeError, match=r"without a handler \[\], handlers that are not native server doors "
-                                           r"\['server.telemetry', 'server.ws'\]"):
-        S.join({**SERVER_HANDLERS, "server.ws": print, "server.telemetry": print})
+                                           r"\['server.oauthProtectedResource', 'server.telemetry'\]"):
+        S.join({**SERVER_HANDLERS, "server.oauthProtectedResource": print, "server.telemetry": print})
 
 
 def test_a_shared_route_needs_its_door():

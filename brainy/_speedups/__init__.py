@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock", "vecpack"]
+__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock", "vecpack", "wsframe"]
 
-NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -84,3 +84,4 @@ sstblock: ModuleType
 h1frame: ModuleType
 postings: ModuleType
 cdc: ModuleType
+wsframe: ModuleType

@@ -74,6 +74,9 @@ class Brain(CommitPath, Maintenance):
         self._last_seq = 0
         self._log_position: log_.Position | None = None  # where the open's read of the log stopped
         self.log_read: log_.Scan | None = None  # what that read cost
+        # called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
+        # change feeds (brainy/engine/feed.py), which then read the log; never needed for correctness
+        self.on_durable: list[Callable[[], None]] = []
 
     # -- opening ---------------------------------------------------------------------------
 

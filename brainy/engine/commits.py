@@ -139,6 +139,10 @@ class CommitPath:
                 self.follower.advance(generation, self._flushed)
                 self.aggregate_follower.advance(generation)
                 self.vector_follower.advance(generation, self._flushed)
+            else:
+                return
+        for wake in tuple(self.on_durable):
+            wake()
 
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:

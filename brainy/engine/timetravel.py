@@ -251,7 +251,9 @@ def _has_more(view: Snapshot, phases: list[str], position: list[str]) -> bool:
 
 # -- the change feed ---------------------------------------------------------------------------------
 
-def _frame(view: Snapshot, generation: int, index: int, op: dict[str, Any]) -> dict[str, Any]:
+def change_frame(view: Any, generation: int, index: int, op: dict[str, Any]) -> dict[str, Any]:
+    """One op of a commit as its change frame (DOORS.md 1.4); ``view`` answers the endpoints of a relation
+    (``entity(id)``) as they stood at that commit. The changes door and the held stream both build here."""
     kind = "entity" if op["k"] == "e" else "relation"
     if op["o"] == "del":
         return {"generation": generation, "index": index, "kind": kind, "op": "delete", "id": op["id"]}
@@ -280,7 +282,7 @@ def iter_changes(snap: Snapshot, since: int, upto: int) -> Iterator[list[dict[st
         if frame.generation > upto:
             return
         view = snap.at(frame.generation)
-        yield [_frame(view, frame.generation, i, op) for i, op in enumerate(frame.ops)]
+        yield [change_frame(view, frame.generation, i, op) for i, op in enumerate(frame.ops)]
 
 
 @door("changes")

@@ -18,10 +18,11 @@ from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.engine import embedder
-from brainy.net import codecs
+from brainy.engine.feed import LogTail
+from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
-from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name
-from brainy.net.http import MAX_BODY, Request, Response, refusal_headers
+from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name, gate
+from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.pool import Pool
@@ -55,6 +56,26 @@ class App:
         if isinstance(outcome, Outcome):
             return self._respond(request, outcome, text)
         return self._respond_later(request, outcome, text)
+
+    def upgrade(self, request: Request) -> tuple[Response, Principal | None]:
+        """A request to switch protocols: ``(101 answer, principal)`` for a valid ``/v1/ws`` handshake by a
+        caller whose credential passed, else ``(refusal, None)``. Everything is checked before the upgrade
+        is granted (DOORS.md 10.2), so a caller that failed never holds a live socket."""
+        granted: list[tuple[Principal, str]] = []
+        outcome = self.dispatcher.timed(request.path, lambda: self._grant(request, granted))
+        if isinstance(outcome, Outcome) and outcome.ok and granted:
+            principal, accept = granted[0]
+            return Response(101, ws.switching_headers(accept), b""), principal
+        assert isinstance(outcome, Outcome)  # the grant never waits
+        return self._respond(request, outcome, []), None
+
+    def _grant(self, request: Request, granted: list[tuple[Principal, str]]) -> dict[str, Any]:
+        match = self.router.match(request.method, request.path, request.headers.get("accept"))
+        if match.server != "server.ws":
+            raise R.MalformedRequestError(f"{request.path} does not switch protocols", reason="upgrade")
+        principal = self._principal(request)
+        granted.append((principal, ws.check_handshake(request.method, request.headers)))
+        return {}
 
     async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]) -> Response:
         return self._respond(request, await pending, text)
@@ -112,33 +133,68 @@ class App:
             if "brain" in match.params:
                 check_brain_name(match.params["brain"])
             raise S.refusal_today(door)
-        return SERVER_HANDLERS[door.name](self, principal, text)
+        return SERVER_HANDLERS[door.name](self, principal, text, match, request)
 
     # The handlers of the native server doors, each ``(principal, text) -> answer``: ``principal`` is
     # None for a door anyone may call; a text answer is appended to ``text`` as (content type, body).
 
-    def _contract_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _contract_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         return self._contract
 
-    def _agent_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _agent_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         text.append(("text/markdown; charset=utf-8", agent_markdown(__version__, self.base_url)))
         return {}
 
-    def _llms_txt_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _llms_txt_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         text.append(("text/plain; charset=utf-8", llms_txt(__version__, self.base_url)))
         return {}
 
-    def _openapi_door(self, principal: Principal | None, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _openapi_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         # Served as text, byte for byte docs/openapi.json: a _meta key would make it no OpenAPI document.
         if self._openapi is None:
             self._openapi = openapi.text(__version__)
         text.append((openapi.JSON, self._openapi))
         return {}
 
-    def _brains_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _changes_stream_door(self, principal: Principal, text: list[Any], match: Match,
+                             request: Request) -> dict[str, Any]:
+        """``GET P/changes`` with ``Accept: text/event-stream``: the changes door's gate, the resume cursor and
+        the first catch-up here (so a refusal is an HTTP answer), then the held stream (``glue.sse``)."""
+        started = time.perf_counter_ns()
+        name = check_brain_name(match.params["brain"])
+        gate(principal, D.BY_NAME["changes"], name)
+        document = query_document(D.BY_NAME["changes"], request.query)
+        stray = sorted(set(document) - {"since", "limit"})
+        if stray:
+            raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])
+        limit = sse.check_limit(document.get("limit"))
+        brain = self.pool.resolve(name, False)
+        # the writer's head is its durable generation; an attach's is the last whole frame of the log
+        head = brain.head if brain.role == "writer" else LogTail(brain.path, brain.head).landed(brain)
+        since = document.get("since", 0)
+
+        def ops_of(generation: int) -> int | None:
+            return brain.at().commit(generation)["ops"] if generation <= brain.head else None
+
+        cursor = sse.resume_cursor(request.headers.get("last-event-id"), since, head, ops_of)
+        fresh = LogTail(brain.path, cursor)
+        commits, more = fresh.drain(brain, limit)
+        source = "commits" if brain.role == "writer" else "log-file"
+        stream = sse.ChangeStream(name, fresh.cursor, 0.0, held=True, source=source, limit=limit)
+        stream.commits_landed(commits, 0.0)
+        stream.catch_up_done(more, round((time.perf_counter_ns() - started) / 1e6, 3), 0.0)
+        text.append(sse.OpenedFeed(name, stream, fresh))
+        return {}
+
+    def _ws_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
+        """``GET /v1/ws`` that asked for no upgrade: the session is only reached by one (:meth:`upgrade`)."""
+        raise R.MalformedRequestError("GET /v1/ws is a WebSocket upgrade: send Upgrade: websocket",
+                                      reason="websocket-handshake")
+
+    def _brains_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         return {"brains": self.pool.brains_for(principal)}
 
-    def _health_door(self, principal: Principal, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _health_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         """``GET /v1/health``: liveness for any credential; the pool and auth detail for the service key."""
         pool = self.pool.report()
         answer: dict[str, Any] = {
@@ -157,6 +213,8 @@ class App:
 
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
         timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)
+        if outcome.ok and text and isinstance(text[0], sse.OpenedFeed):
+            return StreamingResponse(200, [*sse.HEADERS, timing], b"", text[0])
         if outcome.ok and text:
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
@@ -175,5 +233,7 @@ SERVER_HANDLERS = S.join({
     "server.llmsTxt": App._llms_txt_door,
     "server.health": App._health_door,
     "server.brains": App._brains_door,
+    "server.ws": App._ws_door,
+    "server.changesStream": App._changes_stream_door,  # the session itself is reached by App.upgrade
     "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
 })

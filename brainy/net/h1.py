@@ -35,6 +35,15 @@ class RequestReceived:
 
 
 @dataclass
+class UpgradeRequested:
+    """A request asking to switch protocols (RFC 9110 7.8): answer it (``101`` and hand ``rest``, the bytes
+    after it, to the new protocol; or a refusal, and close). Nothing after it is parsed as HTTP/1.1."""
+
+    request: Request
+    rest: bytes
+
+
+@dataclass
 class ProtocolFailed:
     """The connection broke a rule: answer ``refusal`` and close."""
 
@@ -50,7 +59,7 @@ class H1Connection:
         self._parser = httptools.HttpRequestParser(self)
         self._max_header = max_header_bytes
         self._max_body = max_body
-        self._events: list[RequestReceived | ProtocolFailed] = []
+        self._events: list[RequestReceived | UpgradeRequested | ProtocolFailed] = []
         self._out = bytearray()
         self._failed = False
         self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
@@ -120,7 +129,7 @@ class H1Connection:
 
     # the sans-IO surface ------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes, now: float) -> list[RequestReceived | ProtocolFailed]:
+    def receive_data(self, data: bytes, now: float) -> list[RequestReceived | UpgradeRequested | ProtocolFailed]:
         """Feed the bytes that arrived at ``now``; answer the requests (and at most one failure) they
         completed. Each event is owed one :meth:`send_response`, in the order given."""
         if self._failed:
@@ -130,9 +139,14 @@ class H1Connection:
             self._parser.feed_data(data)
         except _Stop:
             self._fail(self._refusal)
-        except httptools.HttpParserUpgrade:
-            self._fail(R.MalformedRequestError("protocol upgrades are not spoken on this listener",
-                                               reason="upgrade"))
+        except httptools.HttpParserUpgrade as exc:
+            last = self._events[-1] if self._events else None
+            if isinstance(last, RequestReceived) and not self.mid_request:
+                self._events[-1] = UpgradeRequested(last.request, bytes(data[exc.args[0]:]))
+                self._failed = True  # what follows is the new protocol's, never parsed here
+            else:
+                self._fail(R.MalformedRequestError("protocol upgrades are not spoken on this listener",
+                                                   reason="upgrade"))
         except httptools.HttpParserError as exc:
             if isinstance(exc.__context__, _Stop) and self._refusal is not None:
                 self._fail(self._refusal)
@@ -151,6 +165,22 @@ class H1Connection:
         stated; ``keep_alive`` false: ``connection: close``, and the caller closes after writing)."""
         self._out += h1frame.frame_response(response.status, response.headers, response.body, keep_alive, head)
         if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
+            self._owed -= 1
+
+    def send_stream_head(self, response: Response) -> None:
+        """Frame the head of an answer whose body is a stream (chunked, then ``connection: close``): the
+        oldest event stays owed until :meth:`end_stream`, so no deadline runs while the stream is held."""
+        self._out += h1frame.frame_chunked_head(response.status, response.headers, False)
+
+    def send_chunk(self, data: bytes) -> None:
+        """Frame one piece of a streamed body."""
+        if data:
+            self._out += h1frame.frame_chunk(data)
+
+    def end_stream(self) -> None:
+        """Frame the streamed body's last chunk: the answer is whole (the caller closes after writing)."""
+        self._out += h1frame.LAST_CHUNK
+        if self._owed:
             self._owed -= 1
 
     def next_deadline(self) -> float | None:

@@ -96,6 +96,7 @@ class H2Connection:
         self._max_body = max_body
         self._streams: dict[int, _Stream] = {}        # open streams, from their HEADERS until answered whole
         self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
+        self._held: set[int] = set()  # streams whose answer is a stream still being written (send_stream_head)
         self._early = bytearray()  # our own frames, ahead of whatever the library queues after them
         self._deadlines = Deadlines(now, idle_seconds)
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
@@ -132,6 +133,7 @@ class H2Connection:
                 stream = self._streams.pop(event.stream_id, None)
                 if stream is not None:
                     self._sending.pop(event.stream_id, None)
+                    self._held.discard(event.stream_id)
                     if stream.handed_out:
                         out.append(StreamReset(event.stream_id))
                     self._end_if_done()
@@ -228,6 +230,48 @@ class H2Connection:
         else:
             self._answered(stream_id)
 
+    def send_stream_head(self, stream_id: int, response: Response) -> None:
+        """Queue the HEADERS of an answer whose body is a stream (no length): its DATA follows by
+        :meth:`send_stream_data` until :meth:`end_stream`."""
+        if stream_id not in self._streams or self.ended:
+            return
+        headers = [(b":status", str(response.status).encode()), *response.headers]
+        try:
+            self._conn.send_headers(stream_id, headers, end_stream=False)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            self._answered(stream_id)
+            return
+        self._held.add(stream_id)
+
+    def send_stream_data(self, stream_id: int, data: bytes) -> bool:
+        """Queue more of a streamed body, sent as the windows allow; False once the stream is gone."""
+        if stream_id not in self._held or self.ended:
+            return False
+        if data:
+            queued = self._sending.get(stream_id)
+            self._sending[stream_id] = memoryview(queued.tobytes() + data if queued else data)
+            self._pump()
+        return True
+
+    def end_stream(self, stream_id: int) -> None:
+        """The streamed body is whole: END_STREAM after what is queued."""
+        if stream_id not in self._held:
+            return
+        self._held.discard(stream_id)
+        if stream_id in self._sending:
+            self._pump()
+            return
+        try:
+            self._conn.end_stream(stream_id)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            pass
+        self._answered(stream_id)
+
+    def stream_backlog(self, stream_id: int) -> int:
+        """Bytes of a streamed body queued for want of window (back-pressure reads it)."""
+        queued = self._sending.get(stream_id)
+        return len(queued) if queued is not None else 0
+
     def _pump(self) -> None:
         """Send what the windows allow of every queued answer, oldest first, a frame at a time."""
         for stream_id, view in list(self._sending.items()):
@@ -237,15 +281,20 @@ class H2Connection:
                     if window <= 0:
                         break
                     chunk, view = view[:window], view[window:]
-                    self._conn.send_data(stream_id, chunk.tobytes(), end_stream=not view)
+                    self._conn.send_data(stream_id, chunk.tobytes(),
+                                         end_stream=not view and stream_id not in self._held)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
                 view = memoryview(b"")  # the stream closed under us
+                self._held.discard(stream_id)
             if view:
                 self._sending[stream_id] = view
+            elif stream_id in self._held:
+                self._sending.pop(stream_id, None)  # all written; the stream goes on
             else:
                 self._answered(stream_id)
 
     def _answered(self, stream_id: int) -> None:
+        self._held.discard(stream_id)
         self._sending.pop(stream_id, None)
         self._streams.pop(stream_id, None)
         self._end_if_done()

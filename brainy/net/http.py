@@ -37,6 +37,14 @@ class Response:
     body: bytes
 
 
+@dataclass
+class StreamingResponse(Response):
+    """An answer whose body is a stream the glue keeps writing (the held change feed): ``feed`` is the
+    opened :class:`~brainy.net.sse.OpenedFeed`; ``body`` is empty."""
+
+    feed: object = None
+
+
 # The header fields a refusal's class carries over HTTP, beside its body: RFC 9110 11.6.1 (a 401
 # names its scheme) and 15.5.6 (a 405 lists the methods the resource takes).
 _HEADERS: dict[str, Callable[[R.Refusal], Header]] = {

@@ -14,8 +14,9 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from brainy.net.glue.session import Session
-from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
-from brainy.net.http import Response, refusal_response
+from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
+from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
+from brainy.net.http import Response, StreamingResponse, refusal_response
 
 if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol
@@ -28,9 +29,10 @@ class H1Glue(Session[H1Connection]):
 
     def __init__(self, protocol: "HttpProtocol", conn: H1Connection) -> None:
         super().__init__(protocol, conn)
-        self._queue: collections.deque[RequestReceived | ProtocolFailed] = collections.deque()
+        self._queue: collections.deque[RequestReceived | UpgradeRequested | ProtocolFailed] = collections.deque()
         self._waiting: asyncio.Task[None] | None = None
         self._closing = False
+        self._feed: FeedRunner | None = None  # the held change stream this connection carries, once asked
 
     def data_received(self, data: bytes, now: float) -> None:
         self._queue.extend(self.conn.receive_data(data, now))
@@ -46,6 +48,9 @@ class H1Glue(Session[H1Connection]):
             event = self._queue.popleft()
             if isinstance(event, ProtocolFailed):
                 self._write(refusal_response(event.refusal), keep_alive=False, head=False)
+                return
+            if isinstance(event, UpgradeRequested):
+                self._upgrade(event)
                 return
             self.server.in_flight += 1
             answered = self.app.handle(event.request)
@@ -70,8 +75,26 @@ class H1Glue(Session[H1Connection]):
             self._drain()
         self.protocol.arm()
 
+    def _upgrade(self, event: UpgradeRequested) -> None:
+        """Switch protocols (``/v1/ws``) once the app granted it, the credential and the handshake checked
+        first; a refused upgrade is answered and closed, and never gets a socket."""
+        response, principal = self.app.upgrade(event.request)
+        if principal is None:
+            self._write(response, keep_alive=False, head=False)
+            return
+        self.conn.send_response(response, keep_alive=True)
+        self.transport.write(self.conn.data_to_send())
+        self._closing = True  # nothing more is HTTP/1.1 here
+        self.protocol.switch_to_websocket(principal, event.rest)
+
     def _answer(self, response: Response, event: RequestReceived) -> bool:
         """Write one answer; False once the connection is closing."""
+        if isinstance(response, StreamingResponse):
+            self.conn.send_stream_head(response)
+            self.transport.write(self.conn.data_to_send())
+            self._closing = True  # the stream is the connection's last answer
+            self._feed = FeedRunner(response.feed, _ChunkedSink(self), self.app.pool)  # type: ignore[arg-type]
+            return False
         keep_alive = event.keep_alive and not self.server.stopping
         self._write(response, keep_alive, event.request.method == "HEAD")
         return keep_alive
@@ -84,8 +107,34 @@ class H1Glue(Session[H1Connection]):
             self.transport.close()
 
     def close_if_idle(self) -> None:
-        if self._waiting is None and not self._queue:
+        if self._feed is not None:
+            self._feed.stop()  # a held stream is idle by nature: it ends with its last chunk
+        elif self._waiting is None and not self._queue:
             self.transport.close()
 
     def connection_lost(self) -> None:
         self._closing = True
+        if self._feed is not None:
+            self._feed.stop()
+
+
+class _ChunkedSink:
+    """A held stream's bytes as the chunks of one HTTP/1.1 answer."""
+
+    def __init__(self, glue: H1Glue) -> None:
+        self.glue = glue
+
+    def write(self, data: bytes) -> None:
+        self.glue.conn.send_chunk(data)
+        self.glue.transport.write(self.glue.conn.data_to_send())
+
+    def end(self) -> None:
+        transport = self.glue.transport
+        if not transport.is_closing():
+            self.glue.conn.end_stream()
+            transport.write(self.glue.conn.data_to_send())
+            transport.close()
+
+    @property
+    def backlogged(self) -> bool:
+        return self.glue.transport.get_write_buffer_size() > BACKLOG_BYTES

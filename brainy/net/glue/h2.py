@@ -15,8 +15,9 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from brainy.net.glue.session import Session
+from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
 from brainy.net.h2 import H2Connection, RequestReceived, RequestRefused, StreamReset
-from brainy.net.http import Request, Response, refusal_response
+from brainy.net.http import Request, Response, StreamingResponse, refusal_response
 
 if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol
@@ -28,6 +29,7 @@ class H2Glue(Session[H2Connection]):
     def __init__(self, protocol: "HttpProtocol", conn: H2Connection) -> None:
         super().__init__(protocol, conn)
         self._tasks: dict[int, asyncio.Future[Response]] = {}  # answers that wait, by stream
+        self._feeds: dict[int, FeedRunner] = {}  # held change streams, by stream
         self._loop = asyncio.get_running_loop()
         self._lost = False
         self._flush_due = False
@@ -43,11 +45,21 @@ class H2Glue(Session[H2Connection]):
                 task = self._tasks.get(event.stream_id)
                 if task is not None:
                     task.cancel()
+                feed = self._feeds.pop(event.stream_id, None)
+                if feed is not None:
+                    feed.stop()
         self._flush_soon()
 
     def _answer(self, stream_id: int, request: Request) -> None:
         self.server.in_flight += 1
         answered = self.app.handle(request)
+        if isinstance(answered, StreamingResponse):
+            self.server.in_flight -= 1
+            self.conn.send_stream_head(stream_id, answered)
+            self._feeds[stream_id] = FeedRunner(answered.feed, _StreamSink(self, stream_id),  # type: ignore[arg-type]
+                                                self.app.pool)
+            self._flush_soon()
+            return
         if isinstance(answered, Response):
             self.server.in_flight -= 1
             self.conn.send_response(stream_id, answered)
@@ -83,14 +95,40 @@ class H2Glue(Session[H2Connection]):
             self.transport.close()
 
     def close_if_idle(self) -> None:
-        """The polite end: GOAWAY now, the streams in hand answered, then the close."""
+        """The polite end: GOAWAY now, the streams in hand answered (a held change stream ends), then the close."""
         self.conn.close()
+        for feed in list(self._feeds.values()):
+            feed.stop()
         self._flush_soon()
 
     def connection_lost(self) -> None:
         self._lost = True
         for task in list(self._tasks.values()):
             task.cancel()
+        for feed in list(self._feeds.values()):
+            feed.stop()
+
+
+class _StreamSink:
+    """A held change stream's bytes as the DATA of one HTTP/2 stream, sent as its window allows."""
+
+    def __init__(self, glue: H2Glue, stream_id: int) -> None:
+        self.glue = glue
+        self.stream_id = stream_id
+
+    def write(self, data: bytes) -> None:
+        self.glue.conn.send_stream_data(self.stream_id, data)
+        self.glue._flush_soon()
+
+    def end(self) -> None:
+        self.glue._feeds.pop(self.stream_id, None)
+        self.glue.conn.end_stream(self.stream_id)
+        self.glue._flush_soon()
+
+    @property
+    def backlogged(self) -> bool:
+        return (self.glue.conn.stream_backlog(self.stream_id) > BACKLOG_BYTES
+                or self.glue.transport.get_write_buffer_size() > BACKLOG_BYTES)
 
     @property
     def sending(self) -> bool:

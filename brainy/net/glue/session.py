@@ -41,6 +41,13 @@ class Session(ABC, Generic[Conn]):
     def connection_lost(self) -> None:
         """The transport is gone: drop what waits on it."""
 
+    def pause_writing(self) -> None:
+        """The transport's buffer is over its high-water mark: a session that streams or pipelines stops
+        producing (the HTTP sessions answer one request's worth at a time and need not)."""
+
+    def resume_writing(self) -> None:
+        """The transport's buffer drained below its low-water mark."""
+
     @property
     def sending(self) -> bool:
         """True while an answer is held back in ``conn`` (by the peer's flow control), not yet written."""

@@ -19,10 +19,13 @@ from brainy.contract import refusals as R
 from brainy.net.deadlines import Timed
 from brainy.net.glue.h1 import H1Glue
 from brainy.net.glue.h2 import H2Glue
+from brainy.net.glue.ws import WsGlue
 from brainy.net.h1 import H1Connection
 from brainy.net.h2 import H2Connection
 from brainy.net.http import refusal_response
 from brainy.net.preface import PrefaceReader, ProtocolChosen
+from brainy.net.principal import Principal
+from brainy.net.ws import WsConnection
 
 if TYPE_CHECKING:
     from brainy.net.app import App
@@ -39,7 +42,7 @@ class HttpProtocol(asyncio.Protocol):
         self.server = server
         self.protocols = protocols
         self.transport: asyncio.Transport | None = None
-        self.session: H1Glue | H2Glue | None = None  # set once the first bytes chose the protocol
+        self.session: H1Glue | H2Glue | WsGlue | None = None  # set once the first bytes chose the protocol
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
 
@@ -85,6 +88,22 @@ class HttpProtocol(asyncio.Protocol):
                                                            reason="preface"))
             return
         self.session.data_received(chosen.data, now)
+
+    def switch_to_websocket(self, principal: Principal, rest: bytes) -> None:
+        """The h1 glue granted ``/v1/ws``: from here the connection is a WebSocket session for ``principal``,
+        starting with ``rest``, the bytes that came after the upgrade request."""
+        conn = WsConnection()
+        self._timed, self.session = conn, WsGlue(self, conn, principal)
+        if rest:
+            self.session.data_received(rest, self._loop.time())
+
+    def pause_writing(self) -> None:
+        if self.session is not None:
+            self.session.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.session is not None:
+            self.session.resume_writing()
 
     def _answer_and_close(self, refusal: R.Refusal) -> None:
         conn = H1Connection()

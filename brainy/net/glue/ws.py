@@ -1,0 +1,141 @@
+"""The asyncio side of the WebSocket session: the sans-IO :class:`~brainy.net.ws.WsConnection`'s calls to the
+dispatcher, answered as each completes.
+
+Every text frame is one call through the same gate and dispatcher as every
+transport, run inside the dispatcher's one clock. A call that answers at once
+(every read) is answered in ``data_received``; one that waits (a write's fsync)
+runs as a task, so calls pipeline and their answers leave in the order they
+complete, each echoing its ``ref``. What was framed is written once per pass of
+the event loop.
+
+Back-pressure (issue 15): a client that stops reading must not grow the server's
+memory without bound. Reading pauses while :data:`MAX_IN_FLIGHT` calls wait, and
+while the transport's buffer is over its high-water mark (``pause_writing``), so
+at most that many answers are ever held for a peer that does not read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import TYPE_CHECKING, Any
+
+from brainy.net import ws
+from brainy.net.dispatch import Answer, Outcome
+from brainy.net.glue.session import Session
+from brainy.net.principal import Principal
+
+if TYPE_CHECKING:
+    from brainy.net.glue.tcp import HttpProtocol
+
+MAX_IN_FLIGHT = 64  # calls waiting on one session before reading pauses
+
+
+def _only_brain(principal: Principal) -> str | None:
+    """The brain a call that names none reaches: a token's brain, or a one-brain key's (DOORS.md 0.2)."""
+    if principal.token_brain is not None:
+        return principal.token_brain
+    if principal.brains is not None and len(principal.brains) == 1:
+        return next(iter(principal.brains))
+    return None
+
+
+class WsGlue(Session[ws.WsConnection]):
+    """One upgraded connection's WebSocket session for ``principal``, checked before the upgrade."""
+
+    def __init__(self, protocol: "HttpProtocol", conn: ws.WsConnection, principal: Principal) -> None:
+        super().__init__(protocol, conn)
+        self.principal = principal
+        self.dispatcher = self.app.dispatcher
+        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Future[Outcome]] = set()
+        self._flush_due = False
+        self._lost = False
+        self._write_paused = False
+        self._read_paused = False
+
+    def data_received(self, data: bytes, now: float) -> None:
+        for event in self.conn.receive_data(data, now):
+            if isinstance(event, ws.TextReceived):
+                self._call(event.payload)
+            elif isinstance(event, ws.FrameRefused):
+                self.conn.send_text(ws.answer(None, None, Outcome("", 0.0, refusal=event.refusal)))
+        self._flush_soon()
+        self._pace()
+
+    def _call(self, payload: bytes) -> None:
+        called: list[ws.WsCall] = []
+        outcome = self.dispatcher.timed("ws", lambda: self._run(payload, called))
+        call = called[0] if called else None
+        ref, door = (call.ref, call.door) if call is not None else (ws.ref_of(payload), None)
+        if isinstance(outcome, Outcome):
+            self.conn.send_text(ws.answer(ref, door, outcome))
+            return
+        self.server.in_flight += 1
+        task = asyncio.ensure_future(outcome)
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._answered, ref, door))
+
+    def _run(self, payload: bytes, called: list[ws.WsCall]) -> Answer:
+        call = ws.parse_call(payload)
+        called.append(call)
+        brain = call.brain if call.brain is not None else _only_brain(self.principal)
+        return self.dispatcher.run(self.principal, call.door, brain, call.id, call.body)
+
+    def _answered(self, ref: Any, door: str | None, task: "asyncio.Future[Outcome]") -> None:
+        self.server.in_flight -= 1
+        self._tasks.discard(task)
+        if task.cancelled():
+            return  # the connection was lost
+        self.conn.send_text(ws.answer(ref, door, task.result()))
+        self._flush_soon()
+        self._pace()
+        if self.server.stopping:
+            self.close_if_idle()
+
+    # -- writing and pacing -------------------------------------------------------------------------
+
+    def _flush_soon(self) -> None:
+        if not self._flush_due:
+            self._flush_due = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        data = self.conn.data_to_send()
+        if data and not self._lost:
+            self.transport.write(data)
+        if self.conn.ended and not self._lost:
+            self.transport.close()
+
+    def _pace(self) -> None:
+        """Read only while few calls wait and the peer is taking what is written."""
+        should_pause = self._write_paused or len(self._tasks) >= MAX_IN_FLIGHT
+        if should_pause and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._read_paused and len(self._tasks) < MAX_IN_FLIGHT // 2:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pace()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._pace()
+
+    # -- the end ------------------------------------------------------------------------------------
+
+    def close_if_idle(self) -> None:
+        """The server is stopping: a going-away close once the calls in hand are answered."""
+        if not self._tasks:
+            self.conn.close(ws.GOING_AWAY)
+            self._flush_soon()
+
+    def connection_lost(self) -> None:
+        self._lost = True
+        for task in list(self._tasks):
+            task.cancel()
+

@@ -1,0 +1,116 @@
+"""The held change stream's parts, without a server: the sans-IO :class:`~brainy.net.sse.ChangeStream` on a
+fake clock, the resume rule, and the log tail (brainy/engine/feed.py) over a real store whose log another
+handle writes (seed 001, "The change feed"; STYLE 12: a torn tail is not corruption).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain, init_store
+from brainy.engine import log as log_
+from brainy.engine.feed import LogTail
+from brainy.net import sse
+
+
+def test_the_tick_and_the_heartbeat():
+    """A held stream is due a drain every 2 s whatever woke it, and sends a heartbeat comment after 15 s of
+    silence; frames sent reset the heartbeat, not the tick's rhythm of drains."""
+    stream = sse.ChangeStream("notes", 0, 100.0, held=True, source="commits")
+    stream.catch_up_done(False, 0.1, 100.0)
+    assert stream.data_to_send().startswith(b"event: caught-up\ndata: {")
+    assert stream.next_deadline() == 102.0
+    assert stream.timer_fired(102.0) is True and stream.data_to_send() == b""
+    stream.commits_landed([], 102.0)
+    assert stream.next_deadline() == 104.0
+    for now in (104.0, 106.0, 108.0, 110.0, 112.0, 114.0):
+        stream.timer_fired(now)
+        stream.commits_landed([], now)
+    assert stream.data_to_send() == b""
+    stream.timer_fired(115.0)
+    assert stream.data_to_send() == b":\n\n"
+    frame = {"generation": 3, "index": 0, "kind": "entity", "op": "delete", "id": "a"}
+    stream.commits_landed([[frame]], 116.0)
+    assert stream.data_to_send().startswith(b"id: 3.0\nevent: change\ndata: ") and stream.cursor == 3
+    assert stream.next_deadline() == 118.0
+
+
+def test_a_limited_stream_ends_after_its_page_and_damage_ends_it_by_name():
+    """With a limit the stream is a page: caught-up, then the end. The log's damage mid-stream is an error
+    event naming the refusal, then the end."""
+    page = sse.ChangeStream("notes", 0, 0.0, held=True, source="commits", limit=5)
+    page.catch_up_done(True, 0.1, 0.0)
+    assert page.ended and page.live_tail["held"] is False and page.next_deadline() is None
+    held = sse.ChangeStream("notes", 0, 0.0, held=True, source="commits")
+    held.refused(R.FactLogRefusedError("damaged", reason="checksum-mismatch"))
+    assert held.ended and b'"name":"FactLogRefusedError"' in held.data_to_send()
+
+
+def test_resume_lands_on_a_commit_boundary():
+    """Last-Event-ID wins over since: after a commit's last op it resumes after the commit, inside one at its
+    start; since past the head, a malformed id, and a limit that is not a positive integer refuse."""
+    ops = {4: 3, 5: 1}.get
+    assert sse.resume_cursor("4.2", 0, 5, ops) == 4
+    assert sse.resume_cursor("4.0", 5, 5, ops) == 3
+    assert sse.resume_cursor(None, "head", 5, ops) == 5
+    assert sse.resume_cursor("", 2, 5, ops) == 2
+    for bad_id, since in [(None, 6), ("9.0", 0), ("4", 0), ("x.1", 0)]:
+        with pytest.raises(R.BadQueryParameterError) as refused:
+            sse.resume_cursor(bad_id, since, 5, ops)
+        assert refused.value.fields["head"] == 5
+    for limit in (0, -1, True, 1.5):
+        with pytest.raises(R.BadQueryParameterError):
+            sse.check_limit(limit)
+    assert sse.check_limit(None) is None and sse.check_limit(3) == 3
+
+
+def test_a_frame_not_yet_whole_is_not_landed_and_never_refuses(tmp_path):
+    """An attach's tail reads the frames another handle appends; a frame cut short at the end of the log is
+    not landed yet (nothing, no refusal), and once its bytes are all there the next drain delivers it."""
+    init_store(tmp_path / "s")
+    writer = Brain.open(tmp_path / "s")
+    try:
+        first = writer.add({"type": "document", "metadata": {"tags": ["t"]}})
+        reader = Brain.attach(tmp_path / "s")
+        tail = LogTail(tmp_path / "s", reader.head)
+        assert tail.drain(reader) == ([], False)
+        segment = sorted((tmp_path / "s" / "log").iterdir())[-1]
+        frame = next(log_.frames(segment.parent, 0))
+        payload = log_.encode_payload(2, frame.timestamp + 1, None, None, frame.ops)
+        torn = log_.encode_frame(payload)
+        with open(segment, "ab") as out:
+            out.write(torn[:len(torn) // 2])
+        assert tail.drain(reader) == ([], False)
+        with open(segment, "ab") as out:
+            out.write(torn[len(torn) // 2:])
+        commits, more = tail.drain(reader)
+        assert [[(f["generation"], f["index"], f["id"]) for f in c] for c in commits] == [[(2, 0, first["id"])]]
+        assert commits[0][0]["entity"]["metadata"] == {"tags": ["t"]} and more is False
+        reader.close()
+    finally:
+        writer.close()
+
+
+def test_damage_in_the_log_refuses_by_name(tmp_path):
+    """A whole frame whose checksum fails is damage, refused FactLogRefusedError (never read around); a store
+    without a log is NoFactLogError."""
+    init_store(tmp_path / "s")
+    writer = Brain.open(tmp_path / "s")
+    try:
+        writer.add({"type": "document"})
+        reader = Brain.attach(tmp_path / "s")
+        tail = LogTail(tmp_path / "s", reader.head)
+        tail.drain(reader)
+        segment = sorted((tmp_path / "s" / "log").iterdir())[-1]
+        bad = bytearray(log_.encode_frame(b"\x85\xa1g\x02" + b"x" * 20))
+        bad[-1] ^= 0xFF
+        with open(segment, "ab") as out:
+            out.write(bytes(bad) + log_.encode_frame(b"\x85\xa1g\x03"))
+        with pytest.raises(R.FactLogRefusedError):
+            tail.drain(reader)
+        with pytest.raises(R.NoFactLogError):
+            LogTail(tmp_path / "nowhere", 0).drain(reader)
+        reader.close()
+    finally:
+        writer.close()
