@@ -115,7 +115,9 @@ setup(
                  "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
                  "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
                  "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
-                 "openapi-spec-validator>=0.7"],  # to validate the generated docs/openapi.json as OpenAPI 3.1
+                 "openapi-spec-validator>=0.7",  # to validate the generated docs/openapi.json as OpenAPI 3.1
+                 "grpcio>=1.60",        # a stock gRPC client (and perf/measure.py's grpcio floor server)
+                 "grpcio-tools>=1.60"],  # stock protoc: the tests compile docs/brainy.proto and call every rpc
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_init = sub.add_parser("init", help="create a new store (the only command that makes one)")
     p_init.add_argument("path")
     p_serve = sub.add_parser("serve", help="answer for brains over HTTP/1.1 and HTTP/2")
-    p_serve.add_argument("--listen", action="append", metavar="HOST:PORT[,h1|h2]",
+    p_serve.add_argument("--listen", action="append", metavar="HOST:PORT[,h1|h2|grpc|h3]",
                          help="repeatable; default 127.0.0.1:8300 (h1 and h2 on one port)")
     p_serve.add_argument("--brain", action="append", metavar="NAME=PATH", help="a named store (repeatable)")
     p_serve.add_argument("--brains-dir", metavar="DIR", help="every legal subdirectory of DIR is a brain")

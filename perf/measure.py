@@ -111,9 +111,26 @@ class H2Client(asyncio.Protocol):
         return await fut
 
 
+class GrpcClient(H2Client):
+    """A unary rpc as gRPC frames it: HEADERS, one length-prefixed message, then the answer's trailers."""
+
+    async def request(self, call: tuple[list[tuple[bytes, bytes]], bytes]) -> bytes:
+        headers, message = call
+        sid = self.conn.get_next_available_stream_id()
+        self.bodies[sid] = bytearray()
+        fut = self.waiters[sid] = asyncio.get_running_loop().create_future()
+        self.conn.send_headers(sid, headers)
+        self.conn.send_data(sid, message, end_stream=True)
+        self.transport.write(self.conn.data_to_send())
+        return await fut
+
+
+CLIENTS = {"h1": H1Client, "h2": H2Client, "grpc": GrpcClient}
+
+
 async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
     loop = asyncio.get_running_loop()
-    factory = H2Client if kind == "h2" else H1Client
+    factory = CLIENTS[kind]
     clients = [(await loop.create_connection(factory, "127.0.0.1", port))[1] for _ in range(concurrency)]
     for c in clients:  # warm each connection once
         await c.request(request)
@@ -145,6 +162,14 @@ def h1_get(path: str, accept: str = "application/json") -> bytes:
 def h2_get(path: str) -> list[tuple[bytes, bytes]]:
     return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", b"http"), (b":authority", b"127.0.0.1"),
             (b"authorization", f"Bearer {KEY}".encode())]
+
+
+def grpc_call(rpc: str, brain: str = "", id_: str = "") -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A unary call of brainy.v1.Brainy/<rpc>: DoorRequest{brain, id} (fields 1 and 2) as its one message."""
+    fields = b"".join(bytes([n << 3 | 2, len(v)]) + v.encode() for n, v in ((1, brain), (2, id_)) if v)
+    return ([(b":method", b"POST"), (b":path", f"/brainy.v1.Brainy/{rpc}".encode()), (b":scheme", b"http"),
+             (b":authority", b"127.0.0.1"), (b"content-type", b"application/grpc"), (b"te", b"trailers"),
+             (b"authorization", f"Bearer {KEY}".encode())], b"\x00" + len(fields).to_bytes(4, "big") + fields)
 
 
 def h1_post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
@@ -208,6 +233,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=640, help="requests per cell (default 640)")
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
+    parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
+    parser.add_argument("--only", help="only the cells whose name contains this")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -216,40 +243,54 @@ def main() -> None:
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, f"{KEY} person:measure *\n{SERVICE} service:ops !\n".encode())
         os.close(fd)
-        port, floor_port = free_port(), free_port()
+        port, floor_port, grpc_port, grpc_floor_port, grpcio_port = (free_port() for _ in range(5))
         procs = [
             subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
+                              "--listen", f"127.0.0.1:{grpc_port},grpc",
                               "--brain", f"main={store}", "--keys", str(keys)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
             subprocess.Popen([sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
                              stdout=subprocess.DEVNULL),
+            subprocess.Popen([sys.executable, str(HERE / "grpcio_server.py"), "floor", str(grpc_floor_port)],
+                             stdout=subprocess.DEVNULL),
         ]
+        if args.grpcio:  # brainy's service on grpcio's own server: the candidate brainy's h2 layer was measured against
+            procs.append(subprocess.Popen([sys.executable, str(HERE / "grpcio_server.py"), "brainy", str(grpcio_port),
+                                           str(store), str(keys)], stdout=subprocess.DEVNULL))
         try:
-            wait_ready(port)
-            wait_ready(floor_port)
+            for p in (port, floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()):
+                wait_ready(p)
             session = mcp_session(port)
+            # (name, port, client, request, the floor it is judged against)
             cells = [
-                ("floor h1", floor_port, "h1", h1_get("/")),
-                ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7")),
-                ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack")),
-                ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7")),
-                ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts")),
-                ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack")),
-                ("counts h2", port, "h2", h2_get("/v1/brains/main/counts")),
-                ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"})),
-                ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {})),
+                ("floor h1", floor_port, "h1", h1_get("/"), "floor h1"),
+                ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1"),
+                ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack"), "floor h1"),
+                ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h1"),
+                ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts"), "floor h1"),
+                ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack"), "floor h1"),
+                ("counts h2", port, "h2", h2_get("/v1/brains/main/counts"), "floor h1"),
+                ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"}), "floor h1"),
+                ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {}), "floor h1"),
+                ("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc"),
+                ("get grpc", grpc_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
+                ("counts grpc", grpc_port, "grpc", grpc_call("counts", "main"), "floor grpc"),
             ]
+            if args.grpcio:
+                cells += [("get grpc/grpcio", grpcio_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
+                          ("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc")]
+            cells = [c for c in cells if not args.only or args.only in c[0] or c[0] == c[4]]
             print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
-            floor = {}
             for concurrency in (1, 8, 64):
-                for name, p, kind, request in cells:
+                floor = {}
+                for name, p, kind, request, judged_by in cells:
                     lat, size, rate = uvloop.run(sweep(p, kind, request, concurrency, args.requests))
                     p50 = nearest_rank(lat, 50)
-                    if name == "floor h1":
-                        floor[concurrency] = (p50, rate)
-                    ratio = f"  {p50 / floor[concurrency][0]:.2f}x p50, {rate / floor[concurrency][1]:.2f}x req/s"
+                    if name == judged_by:
+                        floor[name] = (p50, rate)
+                    ratio = f"  {p50 / floor[judged_by][0]:.2f}x p50, {rate / floor[judged_by][1]:.2f}x req/s"
                     print(f"{name:<20}{concurrency:>4}{len(lat):>6}{p50:>9.3f}{nearest_rank(lat, 90):>9.3f}"
-                          f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == "floor h1" else ratio))
+                          f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == judged_by else ratio))
                 print()
         finally:
             for proc in procs:

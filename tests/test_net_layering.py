@@ -17,7 +17,8 @@ from pathlib import Path
 import brainy
 
 NET = Path(brainy.__file__).parent / "net"
-SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "brainy.net.h1", "brainy.net.h2")
+SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "brainy.net.h1", "brainy.net.h2",
+           "brainy.net.grpc")
 # what a protocol object must never pull in: the app and everything behind it, the listeners, the
 # glue, and any IO (STYLE 1: it never imports asyncio/uvloop or touches a socket or a clock)
 FORBIDDEN = ("brainy.net.app", "brainy.net.server", "brainy.net.glue", "brainy.net.dispatch", "brainy.net.mcp",

@@ -9,7 +9,8 @@ glue (``brainy.net.glue.h2``) runs the app and writes what this framed.
   request is handed out once whole (:class:`RequestReceived`), its body
   acknowledged as it is consumed.
 * A body over the limit is :class:`RequestRefused` (413), dropped as it comes.
-* An answer is queued whole and sent as DATA as the peer's flow-control
+* An answer is queued whole (with its trailers, if it has any: gRPC's status)
+  and sent as DATA as the peer's flow-control
   windows allow: what does not fit waits for a WINDOW_UPDATE or a SETTINGS
   that grows the initial window (RFC 9113 6.9.2), both read here.
 * A frame header announcing more than our SETTINGS_MAX_FRAME_SIZE ends the
@@ -96,6 +97,7 @@ class H2Connection:
         self._max_body = max_body
         self._streams: dict[int, _Stream] = {}        # open streams, from their HEADERS until answered whole
         self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
+        self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # what ends each of those answers (gRPC)
         self._early = bytearray()  # our own frames, ahead of whatever the library queues after them
         self._deadlines = Deadlines(now, idle_seconds)
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
@@ -132,6 +134,7 @@ class H2Connection:
                 stream = self._streams.pop(event.stream_id, None)
                 if stream is not None:
                     self._sending.pop(event.stream_id, None)
+                    self._trailers.pop(event.stream_id, None)
                     if stream.handed_out:
                         out.append(StreamReset(event.stream_id))
                     self._end_if_done()
@@ -215,15 +218,21 @@ class H2Connection:
         stream = self._streams.get(stream_id)
         if stream is None or self.ended:
             return
-        headers = [(b":status", str(response.status).encode()), *response.headers,
-                   (b"content-length", str(len(response.body)).encode())]
+        headers = [(b":status", str(response.status).encode()), *response.headers]
+        trailers = response.trailers
+        if trailers is None:
+            headers.append((b"content-length", str(len(response.body)).encode()))
         body = b"" if stream.head else response.body
         try:
-            self._conn.send_headers(stream_id, headers, end_stream=not body)
+            self._conn.send_headers(stream_id, headers, end_stream=not body and not trailers)
+            if trailers and not body:
+                self._conn.send_headers(stream_id, trailers, end_stream=True)
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             body = b""  # the stream closed under us: nothing more to send on it
         if body:
             self._sending[stream_id] = memoryview(body)
+            if trailers:
+                self._trailers[stream_id] = trailers
             self._pump()
         else:
             self._answered(stream_id)
@@ -237,7 +246,10 @@ class H2Connection:
                     if window <= 0:
                         break
                     chunk, view = view[:window], view[window:]
-                    self._conn.send_data(stream_id, chunk.tobytes(), end_stream=not view)
+                    trailers = None if view else self._trailers.pop(stream_id, None)
+                    self._conn.send_data(stream_id, chunk.tobytes(), end_stream=not view and trailers is None)
+                    if trailers is not None:
+                        self._conn.send_headers(stream_id, trailers, end_stream=True)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
                 view = memoryview(b"")  # the stream closed under us
             if view:
@@ -247,6 +259,7 @@ class H2Connection:
 
     def _answered(self, stream_id: int) -> None:
         self._sending.pop(stream_id, None)
+        self._trailers.pop(stream_id, None)
         self._streams.pop(stream_id, None)
         self._end_if_done()
 

@@ -35,6 +35,9 @@ class Response:
     status: int
     headers: list[Header]
     body: bytes
+    # HTTP/2 and HTTP/3 only (gRPC's status travels here): None frames a content-length and ends the
+    # stream with the body; a list ends it with these fields instead, and [] with the headers alone
+    trailers: list[Header] | None = None
 
 
 # The header fields a refusal's class carries over HTTP, beside its body: RFC 9110 11.6.1 (a 401

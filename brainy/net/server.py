@@ -1,4 +1,4 @@
-"""The listeners and the stop sequence: HTTP/1.1 and HTTP/2 (prior knowledge) on one port per listen.
+"""The listeners and the stop sequence: HTTP/1.1 and HTTP/2 (prior knowledge) on one port per listen, gRPC, HTTP/3.
 
 Each accepted connection is an :class:`~brainy.net.glue.tcp.HttpProtocol`
 (the asyncio glue over the sans-IO protocol objects, ``brainy.net.glue``).
@@ -8,6 +8,7 @@ Stopping is a sequence of steps (see :meth:`Server.stop`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from dataclasses import dataclass
@@ -16,8 +17,12 @@ from typing import Any
 from brainy.net.app import App
 from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS
 from brainy.net.glue.tcp import HttpProtocol
+from brainy.net.grpc_service import GrpcService
 
 log = logging.getLogger("brainy.serve")
+
+
+PROTOCOLS = ("h1", "h2", "grpc", "h3")  # what one --listen may name; none names h1 and h2 on one port
 
 
 @dataclass(frozen=True)
@@ -28,20 +33,21 @@ class Listen:
 
     @classmethod
     def parse(cls, text: str) -> "Listen":
-        """``HOST:PORT[,h1|h2]``; IPv6 hosts in brackets."""
+        """``HOST:PORT[,h1|h2|grpc|h3]``; IPv6 hosts in brackets."""
         address, _, proto = text.partition(",")
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit() or not host:
-            raise ValueError(f"--listen {text!r}: expected HOST:PORT[,h1|h2]")
+            raise ValueError(f"--listen {text!r}: expected HOST:PORT[,h1|h2|grpc|h3]")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        if proto in ("", "h1", "h2"):
+        if proto in ("", *PROTOCOLS):
             return cls(host, int(port), ("h1", "h2") if proto == "" else (proto,))
-        raise ValueError(f"--listen {text!r}: {proto!r} is not a protocol this build serves (h1, h2)")
+        raise ValueError(f"--listen {text!r}: {proto!r} is not a protocol this build serves ({', '.join(PROTOCOLS)})")
 
 
 class Server:
     def __init__(self, app: App, listens: list[Listen]) -> None:
         self.app = app
+        self.grpc = GrpcService(app)
         self.listens = listens
         self.connections: set[HttpProtocol] = set()
         self.in_flight = 0  # requests the app is answering (the glue counts them)
@@ -55,8 +61,11 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for listen in self.listens:
-            server = await loop.create_server(lambda listen=listen: HttpProtocol(self.app, self, listen.protocols),
-                                              listen.host, listen.port, reuse_address=True, backlog=1024)
+            if listen.protocols == ("grpc",):  # gRPC is HTTP/2 (prior knowledge) whose requests are rpcs
+                factory = functools.partial(HttpProtocol, self.grpc, self, ("h2",))
+            else:
+                factory = functools.partial(HttpProtocol, self.app, self, listen.protocols)
+            server = await loop.create_server(factory, listen.host, listen.port, reuse_address=True, backlog=1024)
             self._servers.append(server)
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
