@@ -2,10 +2,14 @@
 
     python perf/measure.py [--requests N] [--rows N]
 
-Builds a store, starts `brainy serve` on it and the floor server (bare uvloop +
-httptools answering 30 bytes), then sweeps h1 JSON, h1 MessagePack, h2 and MCP
-(tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one session) at
-concurrency 1, 8 and 64 over `get` and `counts`, and the floor the same way.
+Builds a store, starts `brainy serve` on it (h1/h2, gRPC and h3 listeners, h3
+with a self-signed certificate made here) and two floors: a bare uvloop +
+httptools server answering 30 bytes, and a bare grpcio unary server answering
+a 30-byte message (perf/grpcio_server.py). Then sweeps h1 JSON, h1 MessagePack,
+h2, h3 and MCP (tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one
+session) against the first floor and gRPC against the second, at concurrency 1,
+8 and 64 over `get` and `counts`. ``--grpcio`` adds brainy's gRPC service on
+grpcio's own server, the candidate brainy's HTTP/2 layer was chosen over.
 Prints nearest-rank p50, p90 and p99 per row with the request count, requests
 per second and answer bytes. Clients set TCP_NODELAY. Loopback only; every
 loop is bounded by its request count.
@@ -25,10 +29,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import aioquic.h3.connection
+import aioquic.h3.events
 import h2.config
 import h2.connection
 import h2.events
+import ssl
 import uvloop
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
 
 HERE = Path(__file__).resolve().parent
 KEY = "bky_" + "m" * 32
@@ -125,13 +135,51 @@ class GrpcClient(H2Client):
         return await fut
 
 
+class H3Client(QuicConnectionProtocol):
+    """One QUIC connection speaking HTTP/3 (aioquic's client); a request is timed until its stream ends."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.h3 = aioquic.h3.connection.H3Connection(self._quic)
+        self.waiters: dict[int, asyncio.Future[bytes]] = {}
+        self.bodies: dict[int, bytearray] = {}
+
+    def quic_event_received(self, event) -> None:
+        for h3_event in self.h3.handle_event(event):
+            if isinstance(h3_event, aioquic.h3.events.DataReceived):
+                self.bodies[h3_event.stream_id] += h3_event.data
+            if getattr(h3_event, "stream_ended", False) and h3_event.stream_id in self.waiters:
+                self.waiters.pop(h3_event.stream_id).set_result(bytes(self.bodies.pop(h3_event.stream_id)))
+
+    async def request(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        sid = self._quic.get_next_available_stream_id()
+        self.bodies[sid] = bytearray()
+        fut = self.waiters[sid] = asyncio.get_running_loop().create_future()
+        self.h3.send_headers(sid, headers, end_stream=True)
+        self.transmit()
+        return await fut
+
+
 CLIENTS = {"h1": H1Client, "h2": H2Client, "grpc": GrpcClient}
 
 
-async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
+async def open_clients(port: int, kind: str, concurrency: int) -> list:
     loop = asyncio.get_running_loop()
-    factory = CLIENTS[kind]
-    clients = [(await loop.create_connection(factory, "127.0.0.1", port))[1] for _ in range(concurrency)]
+    if kind != "h3":
+        return [(await loop.create_connection(CLIENTS[kind], "127.0.0.1", port))[1] for _ in range(concurrency)]
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=["h3"], verify_mode=ssl.CERT_NONE)
+    clients = []
+    for _ in range(concurrency):
+        _, client = await loop.create_datagram_endpoint(lambda: H3Client(QuicConnection(configuration=configuration)),
+                                                        remote_addr=("127.0.0.1", port))
+        client.connect(("127.0.0.1", port))
+        await client.wait_connected()
+        clients.append(client)
+    return clients
+
+
+async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
+    clients = await open_clients(port, kind, concurrency)
     for c in clients:  # warm each connection once
         await c.request(request)
     per = max(1, total // concurrency)
@@ -150,7 +198,10 @@ async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> 
     await asyncio.gather(*(run(c) for c in clients))
     wall = time.perf_counter() - started
     for c in clients:
-        c.transport.close()
+        if kind == "h3":
+            c.close()  # CONNECTION_CLOSE; the endpoint closes with the loop
+        else:
+            c.transport.close()
     return sorted(latencies), size, len(latencies) / wall
 
 
@@ -159,9 +210,32 @@ def h1_get(path: str, accept: str = "application/json") -> bytes:
             f"accept: {accept}\r\n\r\n").encode()
 
 
-def h2_get(path: str) -> list[tuple[bytes, bytes]]:
-    return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", b"http"), (b":authority", b"127.0.0.1"),
+def h2_get(path: str, scheme: bytes = b"http") -> list[tuple[bytes, bytes]]:
+    return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", scheme), (b":authority", b"127.0.0.1"),
             (b"authorization", f"Bearer {KEY}".encode())]
+
+
+def self_signed(root: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by its own key, for the h3 listener (the client does not verify)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "measure")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .sign(key, hashes.SHA256()))
+    (root / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (root / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
+    return root / "cert.pem", root / "key.pem"
 
 
 def grpc_call(rpc: str, brain: str = "", id_: str = "") -> tuple[list[tuple[bytes, bytes]], bytes]:
@@ -243,10 +317,12 @@ def main() -> None:
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, f"{KEY} person:measure *\n{SERVICE} service:ops !\n".encode())
         os.close(fd)
-        port, floor_port, grpc_port, grpc_floor_port, grpcio_port = (free_port() for _ in range(5))
+        port, floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port = (free_port() for _ in range(6))
+        cert, key = self_signed(root)
         procs = [
             subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
-                              "--listen", f"127.0.0.1:{grpc_port},grpc",
+                              "--listen", f"127.0.0.1:{grpc_port},grpc", "--listen", f"127.0.0.1:{h3_port},h3",
+                              "--tls-cert", str(cert), "--tls-key", str(key),
                               "--brain", f"main={store}", "--keys", str(keys)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
             subprocess.Popen([sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
@@ -267,9 +343,11 @@ def main() -> None:
                 ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1"),
                 ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack"), "floor h1"),
                 ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h1"),
+                ("get h3", h3_port, "h3", h2_get("/v1/brains/main/get/row-7", b"https"), "floor h1"),
                 ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts"), "floor h1"),
                 ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack"), "floor h1"),
                 ("counts h2", port, "h2", h2_get("/v1/brains/main/counts"), "floor h1"),
+                ("counts h3", h3_port, "h3", h2_get("/v1/brains/main/counts", b"https"), "floor h1"),
                 ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"}), "floor h1"),
                 ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {}), "floor h1"),
                 ("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc"),

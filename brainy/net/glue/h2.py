@@ -1,22 +1,21 @@
 """The asyncio side of HTTP/2: the sans-IO :class:`~brainy.net.h2.H2Connection`'s streams to the app, at once.
 
 Every stream's request goes to the app as it completes, so many streams are
-answered concurrently on one connection. A door that answers at once (every
-read) is answered right in ``data_received``; one that waits (a write's fsync)
-runs as a task, cancelled if the peer resets its stream or the connection is
-lost. Flow control is the sans-IO object's: this only writes what it framed,
-once per pass of the event loop, and closes once it has ended.
+answered concurrently on one connection (``glue.streams``, shared with HTTP/3):
+a door that answers at once (every read) is answered right in
+``data_received``; one that waits (a write's fsync) runs as a task. Flow
+control is the sans-IO object's: this only writes what it framed, once per
+pass of the event loop, and closes once it has ended.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from brainy.net.glue.session import Session
-from brainy.net.h2 import H2Connection, RequestReceived, RequestRefused, StreamReset
-from brainy.net.http import Request, Response, refusal_response
+from brainy.net.glue.streams import StreamAnswers
+from brainy.net.h2 import H2Connection
 
 if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol
@@ -27,41 +26,17 @@ class H2Glue(Session[H2Connection]):
 
     def __init__(self, protocol: "HttpProtocol", conn: H2Connection) -> None:
         super().__init__(protocol, conn)
-        self._tasks: dict[int, asyncio.Future[Response]] = {}  # answers that wait, by stream
+        self._answers = StreamAnswers(self.app, self.server, conn, self._written_later)
         self._loop = asyncio.get_running_loop()
         self._lost = False
         self._flush_due = False
         self._flush()  # our SETTINGS lead
 
     def data_received(self, data: bytes, now: float) -> None:
-        for event in self.conn.receive_data(data, now):
-            if isinstance(event, RequestReceived):
-                self._answer(event.stream_id, event.request)
-            elif isinstance(event, RequestRefused):
-                self.conn.send_response(event.stream_id, refusal_response(event.refusal))
-            elif isinstance(event, StreamReset):
-                task = self._tasks.get(event.stream_id)
-                if task is not None:
-                    task.cancel()
+        self._answers.received(self.conn.receive_data(data, now))
         self._flush_soon()
 
-    def _answer(self, stream_id: int, request: Request) -> None:
-        self.server.in_flight += 1
-        answered = self.app.handle(request)
-        if isinstance(answered, Response):
-            self.server.in_flight -= 1
-            self.conn.send_response(stream_id, answered)
-            return
-        # the awaitable itself becomes the task, so one cancelled before it ran is closed, not left unawaited
-        task = self._tasks[stream_id] = asyncio.ensure_future(answered)
-        task.add_done_callback(functools.partial(self._answered_later, stream_id))
-
-    def _answered_later(self, stream_id: int, task: "asyncio.Future[Any]") -> None:
-        self.server.in_flight -= 1
-        self._tasks.pop(stream_id, None)
-        if task.cancelled():
-            return  # the peer reset the stream, or the connection was lost
-        self.conn.send_response(stream_id, task.result())
+    def _written_later(self) -> None:
         self._flush_soon()
         self.protocol.arm()
 
@@ -89,8 +64,7 @@ class H2Glue(Session[H2Connection]):
 
     def connection_lost(self) -> None:
         self._lost = True
-        for task in list(self._tasks.values()):
-            task.cancel()
+        self._answers.cancel_all()
 
     @property
     def sending(self) -> bool:
