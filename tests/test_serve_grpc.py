@@ -247,3 +247,30 @@ def test_tcp_nodelay_is_set_on_grpc_sockets(tmp_path: Path) -> None:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         flags = runner.run(main())
     assert flags and all(flags), flags
+
+
+def test_the_message_forms_agree_with_protobuf_itself(stubs: Any) -> None:
+    """brainy.net.grpc reads every DoorRequest the protobuf library writes (short and multi-byte lengths,
+    non-ASCII, absent fields, an unknown field skipped) and writes DoorAnswers it reads back; a prefix that
+    lies, a compressed flag, trailing bytes or a mistyped field are MessageUnreadable, never half-read."""
+    from brainy.net import grpc as G
+
+    pb2, _ = stubs
+
+    def framed(message: bytes, flag: int = 0) -> bytes:
+        return bytes([flag]) + len(message).to_bytes(4, "big") + message
+
+    cases = (("", "", "", ""), ("notes", "a", "{}", ""), ("b" * 200, "é" * 70, "{" * 20000, "f" * 64))
+    for brain, id_, document, sha in cases:
+        wire = pb2.DoorRequest(brain=brain, id=id_, document=document, sha256=sha).SerializeToString()
+        want = G.DoorRequest(brain, id_, document, sha)
+        assert G.read_request(framed(wire)) == want
+        assert G.read_request(framed(wire + b"\x28\x96\x01" + b"\x3a\x02hi")) == want  # fields 5 and 7: skipped
+    for document in (b"{}", b'{"k":"' + b"v" * 300 + b'"}'):
+        assert pb2.DoorAnswer.FromString(G.answer_message(document=document)[5:]).document == document.decode()
+        assert pb2.DoorAnswer.FromString(G.answer_message(refusal=document)[5:]).refusal == document.decode()
+    good = pb2.DoorRequest(brain="notes").SerializeToString()
+    for bad in (framed(good)[:-1], framed(good) + b"\x00", framed(good, flag=1), b"\x00\x00",
+                framed(b"\x0a\x05ab"), framed(b"\x08\x01"), framed(b"\x0a\x02\xff\xfe"), framed(b"\x0b")):
+        with pytest.raises(G.MessageUnreadable):
+            G.read_request(bad)

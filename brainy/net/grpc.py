@@ -20,7 +20,7 @@ prefix, a compressed flag, a field of the wrong wire type, bad UTF-8) is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote
 
 from brainy.contract import doors as D
@@ -48,8 +48,7 @@ class MessageUnreadable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class DoorRequest:
+class DoorRequest(NamedTuple):
     """``brainy.v1.DoorRequest``: an absent field is the empty string, as proto3 reads it."""
 
     brain: str = ""
@@ -58,7 +57,7 @@ class DoorRequest:
     sha256: str = ""
 
 
-_REQUEST_FIELDS = {1: "brain", 2: "id", 3: "document", 4: "sha256"}
+_REQUEST_FIELDS = ("brain", "id", "document", "sha256")  # field numbers 1 to 4
 
 
 def read_request(body: bytes) -> DoorRequest:
@@ -71,45 +70,55 @@ def read_request(body: bytes) -> DoorRequest:
     if len(body) != _PREFIX + length:
         raise MessageUnreadable(f"the prefix announces {length} bytes and {len(body) - _PREFIX} follow "
                                 "(a unary rpc carries exactly one message)")
-    return _fields(memoryview(body)[_PREFIX:])
+    return _fields(body, _PREFIX)
 
 
-def _fields(view: memoryview) -> DoorRequest:
-    found: dict[str, str] = {}
-    at = 0
-    while at < len(view):
-        key, at = _varint(view, at)
+def _fields(data: bytes, at: int) -> DoorRequest:
+    """The fields from ``at`` to the end. A one-byte key or length (every field under 128 bytes) is read
+    inline: the message of a door call is a few short strings, and this is on every rpc's path."""
+    found = ["", "", "", ""]
+    end = len(data)
+    while at < end:
+        key = data[at]
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = _varint(data, at)
         number, wire = key >> 3, key & 7
         if wire == _LEN:
-            size, at = _varint(view, at)
-            if at + size > len(view):
-                raise MessageUnreadable(f"field {number} at byte {at} runs past the message")
-            name = _REQUEST_FIELDS.get(number)
-            if name is not None:
+            if at < end and data[at] < 0x80:
+                size, at = data[at], at + 1
+            else:
+                size, at = _varint(data, at)
+            stop = at + size
+            if stop > end:
+                raise MessageUnreadable(f"field {number} at byte {at - _PREFIX} runs past the message")
+            if 1 <= number <= 4:
                 try:
-                    found[name] = bytes(view[at:at + size]).decode("utf-8")
+                    found[number - 1] = data[at:stop].decode("utf-8")
                 except UnicodeDecodeError:
-                    raise MessageUnreadable(f"field {number} ({name}) is not UTF-8") from None
-            at += size
-        elif number in _REQUEST_FIELDS:
-            raise MessageUnreadable(f"field {number} ({_REQUEST_FIELDS[number]}) has wire type {wire}, not a string")
+                    raise MessageUnreadable(f"field {number} ({_REQUEST_FIELDS[number - 1]}) is not UTF-8") from None
+            at = stop
+        elif 1 <= number <= 4:
+            raise MessageUnreadable(f"field {number} ({_REQUEST_FIELDS[number - 1]}) has wire type {wire}, "
+                                    "not a string")
         elif wire == _VARINT:  # an unknown field is skipped, as protobuf readers do
-            _, at = _varint(view, at)
+            _, at = _varint(data, at)
         elif wire in (_FIXED64, _FIXED32):
             at += 8 if wire == _FIXED64 else 4
-            if at > len(view):
+            if at > end:
                 raise MessageUnreadable(f"field {number} runs past the message")
         else:
             raise MessageUnreadable(f"field {number} has wire type {wire}, which proto3 does not write")
-    return DoorRequest(**found)
+    return DoorRequest(*found)
 
 
-def _varint(view: memoryview, at: int) -> tuple[int, int]:
+def _varint(data: bytes, at: int) -> tuple[int, int]:
     value = shift = 0
     while True:
-        if at >= len(view) or shift > 63:
-            raise MessageUnreadable(f"a varint at byte {at} does not end")
-        byte = view[at]
+        if at >= len(data) or shift > 63:
+            raise MessageUnreadable(f"a varint at byte {at - _PREFIX} does not end")
+        byte = data[at]
         at += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
@@ -119,6 +128,8 @@ def _varint(view: memoryview, at: int) -> tuple[int, int]:
 
 def _string_field(number: int, text: bytes) -> bytes:
     size = len(text)
+    if size < 0x80:  # one length byte: most answers under 128 bytes
+        return bytes((number << 3 | _LEN, size)) + text
     head = bytearray([number << 3 | _LEN])
     while size >= 0x80:
         head.append(size & 0x7F | 0x80)
@@ -129,14 +140,17 @@ def _string_field(number: int, text: bytes) -> bytes:
 
 def answer_message(document: bytes | None = None, refusal: bytes | None = None) -> bytes:
     """One length-prefixed ``DoorAnswer``: the answer document's JSON, or the refusal's (field 1 or 2)."""
-    payload = _string_field(1, document) if refusal is None else _string_field(2, refusal)
+    payload = _string_field(1, document) if refusal is None else _string_field(2, refusal)  # type: ignore[arg-type]
     return b"\x00" + len(payload).to_bytes(4, "big") + payload
+
+
+_ANSWER_HEAD: list[tuple[bytes, bytes]] = [(b"content-type", CONTENT_TYPE)]
+_OK: list[tuple[bytes, bytes]] = [(b"grpc-status", b"0")]
 
 
 def answered(message: bytes, ms: float) -> Response:
     """Status OK with one answer message; the dispatcher's milliseconds in the response metadata."""
-    return Response(200, [(b"content-type", CONTENT_TYPE), (b"brainy-ms", b"%.3f" % ms)], message,
-                    trailers=[(b"grpc-status", b"0")])
+    return Response(200, [*_ANSWER_HEAD, (b"brainy-ms", b"%.3f" % ms)], message, _OK)
 
 
 def failed(status: int, message: str, ms: float = 0.0) -> Response:
