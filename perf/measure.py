@@ -309,6 +309,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
     parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
     parser.add_argument("--only", help="only the cells whose name contains this")
+    parser.add_argument("--repeat", type=int, default=1, help="sweeps per cell; the one with the lowest p50 is shown")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -362,7 +363,9 @@ def main() -> None:
             for concurrency in (1, 8, 64):
                 floor = {}
                 for name, p, kind, request, judged_by in cells:
-                    lat, size, rate = uvloop.run(sweep(p, kind, request, concurrency, args.requests))
+                    # on a shared box, the quietest of --repeat sweeps (lowest p50) stands for the cell
+                    runs = [uvloop.run(sweep(p, kind, request, concurrency, args.requests)) for _ in range(args.repeat)]
+                    lat, size, rate = min(runs, key=lambda run: nearest_rank(run[0], 50))
                     p50 = nearest_rank(lat, 50)
                     if name == judged_by:
                         floor[name] = (p50, rate)
