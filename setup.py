@@ -99,6 +99,8 @@ setup(
         "httptools>=0.6",            # HTTP/1.1 request parsing
         "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
         "orjson>=3.9",               # JSON both ways on the wire
+        "aioquic>=1.2,<2",           # HTTP/3: QUIC and its TLS 1.3, sans-IO (brainy/net/h3.py, glue/h3.py)
+        "cryptography>=42",          # the h3 certificate and key judged at startup (brainy/net/tls.py)
         "pynacl>=1.5",               # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
         "numpy>=1.26",               # the vector index's matrix and its exact scan (BLAS); the embedder's tensors
         "faiss-cpu>=1.8",            # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
@@ -117,8 +119,10 @@ setup(
                  "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
                  "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
                  "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
-                 "openapi-spec-validator>=0.7",
-                 "websockets>=12"],  # an independent RFC 6455 client, to speak to /v1/ws  # to validate the generated docs/openapi.json as OpenAPI 3.1
+                 "openapi-spec-validator>=0.7",  # to validate the generated docs/openapi.json as OpenAPI 3.1
+                 "websockets>=12",    # an independent RFC 6455 client, to speak to /v1/ws
+                 "grpcio>=1.60",        # a stock gRPC client (and perf/measure.py's grpcio floor server)
+                 "grpcio-tools>=1.60"],  # stock protoc: the tests compile docs/brainy.proto and call every rpc
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

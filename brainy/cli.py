@@ -18,7 +18,7 @@ STARTER_STORE = "./brain"
 # Commands whose implementation has not landed: each refuses by name with its release.
 NOT_YET: dict[str, str] = {}
 # serve flags of later releases: accepted by the parser so they refuse by name rather than as a typo.
-LATER_FLAGS = {"tls_cert": "0.5.0", "tls_key": "0.5.0", "snapshots_dir": "0.6.0"}
+LATER_FLAGS = {"snapshots_dir": "0.6.0"}
 
 
 def _refuse(refusal: R.Refusal) -> int:
@@ -65,8 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     p_init = sub.add_parser("init", help="create a new store (the only command that makes one)")
     p_init.add_argument("path")
-    p_serve = sub.add_parser("serve", help="answer for brains over HTTP/1.1 and HTTP/2")
-    p_serve.add_argument("--listen", action="append", metavar="HOST:PORT[,h1|h2]",
+    p_serve = sub.add_parser("serve", help="answer for brains over HTTP/1.1, HTTP/2, gRPC and HTTP/3")
+    p_serve.add_argument("--listen", action="append", metavar="HOST:PORT[,h1|h2|grpc|h3]",
                          help="repeatable; default 127.0.0.1:8300 (h1 and h2 on one port)")
     p_serve.add_argument("--brain", action="append", metavar="NAME=PATH", help="a named store (repeatable)")
     p_serve.add_argument("--brains-dir", metavar="DIR", help="every legal subdirectory of DIR is a brain")
@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted")
     p_serve.add_argument("--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the "
                          "issuers file)")
+    p_serve.add_argument("--tls-cert", metavar="PEM", help="the certificate (chain) the h3 listeners serve; the "
+                         "host's: this server mints none")
+    p_serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
@@ -105,11 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    door=f"serve --{flag.replace('_', '-')}", release=release))
         from brainy.net.keys import KeysFileError
         from brainy.net.serve import serve
+        from brainy.net.tls import CertificateError
         from brainy.net.tokens import TokenFileError
 
         try:
             return serve(args)
-        except (KeysFileError, TokenFileError, ValueError) as exc:
+        except (KeysFileError, TokenFileError, CertificateError, ValueError) as exc:
             print(f"brainy serve: refused to start: {exc}", file=sys.stderr)
             return 2
     return _refuse(R.NotYetNativeError(f"`brainy {args.command}` arrives in {NOT_YET[args.command]}",

@@ -2,15 +2,14 @@
 
     python perf/measure.py [--requests N] [--rows N]
 
-Builds a store, starts `brainy serve` on it and the floor server (bare uvloop +
-httptools answering 30 bytes), then sweeps h1 JSON, h1 MessagePack, h2, MCP
-(tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one session) and the
-WebSocket session (/v1/ws, one call in flight per connection) at concurrency 1,
-8 and 64 over `get` and `counts`, and the floor the same way. Then the
-WebSocket pipelined 16 deep on one connection against h1 keep-alive at c=1, and
-the change feed's commit-to-frame latency: from a write's acknowledgement to its
-frame's arrival on a held stream of the writer (negative when the frame came
-first: the stream is woken by the commit, not by the answer).
+Builds a store, starts `brainy serve` on it (h1/h2, gRPC and h3 listeners, h3
+with a self-signed certificate made here) and two floors: a bare uvloop +
+httptools server answering 30 bytes, and a bare grpcio unary server answering
+a 30-byte message (perf/grpcio_server.py). Then sweeps h1 JSON, h1 MessagePack,
+h2, h3 and MCP (tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one
+session) against the first floor and gRPC against the second, at concurrency 1,
+8 and 64 over `get` and `counts`. ``--grpcio`` adds brainy's gRPC service on
+grpcio's own server, the candidate brainy's HTTP/2 layer was chosen over.
 Prints nearest-rank p50, p90 and p99 per row with the request count, requests
 per second and answer bytes. Clients set TCP_NODELAY. Loopback only; every
 loop is bounded by its request count.
@@ -20,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import collections
 import json
 import math
 import os
@@ -32,10 +29,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import aioquic.h3.connection
+import aioquic.h3.events
 import h2.config
 import h2.connection
 import h2.events
+import ssl
 import uvloop
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
 
 HERE = Path(__file__).resolve().parent
 KEY = "bky_" + "m" * 32
@@ -118,84 +121,65 @@ class H2Client(asyncio.Protocol):
         return await fut
 
 
-WS_MASK = b"\x11\x22\x33\x44"
+class GrpcClient(H2Client):
+    """A unary rpc as gRPC frames it: HEADERS, one length-prefixed message, then the answer's trailers."""
 
-
-def ws_frame(call: dict) -> bytes:
-    """One masked client text frame carrying a call (RFC 6455 5.2, written here, not by brainy's framing)."""
-    payload = json.dumps(call).encode()
-    n = len(payload)
-    head = bytes((0x81, 0x80 | n)) if n < 126 else bytes((0x81, 0x80 | 126)) + n.to_bytes(2, "big")
-    return head + WS_MASK + bytes(b ^ WS_MASK[i % 4] for i, b in enumerate(payload))
-
-
-class WsClient(asyncio.Protocol):
-    """One upgraded /v1/ws connection; each answer frame resolves the oldest waiting call."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.waiters: collections.deque[asyncio.Future[bytes]] = collections.deque()
-        self.ready = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport):
-        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.transport = transport
-        nonce = base64.b64encode(os.urandom(16)).decode()
-        transport.write((f"GET /v1/ws HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-                         f"sec-websocket-version: 13\r\nsec-websocket-key: {nonce}\r\n"
-                         f"authorization: Bearer {KEY}\r\n\r\n").encode())
-
-    def data_received(self, data):
-        self.buf += data
-        if not self.ready.done():
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            assert self.buf.startswith(b"HTTP/1.1 101"), bytes(self.buf[:200])
-            del self.buf[:end + 4]
-            self.ready.set_result(None)
-        while len(self.buf) >= 2:
-            n, at = self.buf[1] & 0x7F, 2
-            if n == 126:
-                if len(self.buf) < 4:
-                    return
-                n, at = int.from_bytes(self.buf[2:4], "big"), 4
-            elif n == 127:
-                if len(self.buf) < 10:
-                    return
-                n, at = int.from_bytes(self.buf[2:10], "big"), 10
-            if len(self.buf) < at + n:
-                return
-            body = bytes(self.buf[at:at + n])
-            del self.buf[:at + n]
-            self.waiters.popleft().set_result(body)
-
-    async def request(self, frame: bytes) -> bytes:
-        fut = asyncio.get_running_loop().create_future()
-        self.waiters.append(fut)
-        self.transport.write(frame)
+    async def request(self, call: tuple[list[tuple[bytes, bytes]], bytes]) -> bytes:
+        headers, message = call
+        sid = self.conn.get_next_available_stream_id()
+        self.bodies[sid] = bytearray()
+        fut = self.waiters[sid] = asyncio.get_running_loop().create_future()
+        self.conn.send_headers(sid, headers)
+        self.conn.send_data(sid, message, end_stream=True)
+        self.transport.write(self.conn.data_to_send())
         return await fut
 
-    async def pipeline(self, frame: bytes, depth: int) -> list[bytes]:
-        loop = asyncio.get_running_loop()
-        futs = [loop.create_future() for _ in range(depth)]
-        self.waiters.extend(futs)
-        self.transport.write(frame * depth)
-        return await asyncio.gather(*futs)
+
+class H3Client(QuicConnectionProtocol):
+    """One QUIC connection speaking HTTP/3 (aioquic's client); a request is timed until its stream ends."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.h3 = aioquic.h3.connection.H3Connection(self._quic)
+        self.waiters: dict[int, asyncio.Future[bytes]] = {}
+        self.bodies: dict[int, bytearray] = {}
+
+    def quic_event_received(self, event) -> None:
+        for h3_event in self.h3.handle_event(event):
+            if isinstance(h3_event, aioquic.h3.events.DataReceived):
+                self.bodies[h3_event.stream_id] += h3_event.data
+            if getattr(h3_event, "stream_ended", False) and h3_event.stream_id in self.waiters:
+                self.waiters.pop(h3_event.stream_id).set_result(bytes(self.bodies.pop(h3_event.stream_id)))
+
+    async def request(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        sid = self._quic.get_next_available_stream_id()
+        self.bodies[sid] = bytearray()
+        fut = self.waiters[sid] = asyncio.get_running_loop().create_future()
+        self.h3.send_headers(sid, headers, end_stream=True)
+        self.transmit()
+        return await fut
 
 
-CLIENTS = {"h1": H1Client, "h2": H2Client, "ws": WsClient}
+CLIENTS = {"h1": H1Client, "h2": H2Client, "grpc": GrpcClient}
 
 
-async def connect(port: int, kind: str):
-    client = (await asyncio.get_running_loop().create_connection(CLIENTS[kind], "127.0.0.1", port))[1]
-    if kind == "ws":
-        await client.ready
-    return client
+async def open_clients(port: int, kind: str, concurrency: int) -> list:
+    loop = asyncio.get_running_loop()
+    if kind != "h3":
+        return [(await loop.create_connection(CLIENTS[kind], "127.0.0.1", port))[1] for _ in range(concurrency)]
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=["h3"], verify_mode=ssl.CERT_NONE)
+    clients = []
+    for _ in range(concurrency):
+        _, client = await loop.create_datagram_endpoint(lambda: H3Client(QuicConnection(configuration=configuration)),
+                                                        remote_addr=("127.0.0.1", port))
+        client.connect(("127.0.0.1", port))
+        await client.wait_connected()
+        clients.append(client)
+    return clients
 
 
 async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
-    clients = [await connect(port, kind) for _ in range(concurrency)]
+    clients = await open_clients(port, kind, concurrency)
     for c in clients:  # warm each connection once
         await c.request(request)
     per = max(1, total // concurrency)
@@ -214,76 +198,11 @@ async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> 
     await asyncio.gather(*(run(c) for c in clients))
     wall = time.perf_counter() - started
     for c in clients:
-        c.transport.close()
+        if kind == "h3":
+            c.close()  # CONNECTION_CLOSE; the endpoint closes with the loop
+        else:
+            c.transport.close()
     return sorted(latencies), size, len(latencies) / wall
-
-
-async def pipelined(port: int, request: bytes, depth: int, total: int) -> tuple[list[float], int, float]:
-    """One WebSocket connection, ``depth`` calls written at once and all awaited, ``total`` calls in all:
-    the latency of each batch per call, the answer size, calls per second."""
-    client = await connect(port, "ws")
-    await client.pipeline(request, depth)
-    latencies: list[float] = []
-    size = 0
-    started = time.perf_counter()
-    for _ in range(max(1, total // depth)):
-        t = time.perf_counter()
-        answers = await client.pipeline(request, depth)
-        latencies.append((time.perf_counter() - t) * 1000)
-        size = len(answers[-1])
-    wall = time.perf_counter() - started
-    client.transport.close()
-    return sorted(latencies), size, len(latencies) * depth / wall
-
-
-class SseClient(asyncio.Protocol):
-    """A held change stream over h1: the arrival time of every event whose id names a generation."""
-
-    def __init__(self) -> None:
-        self.buf = b""
-        self.arrived: dict[int, float] = {}
-        self.waiters: dict[int, asyncio.Future[float]] = {}
-
-    def connection_made(self, transport):
-        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.transport = transport
-        transport.write(h1_get("/v1/brains/main/changes?since=head", "text/event-stream"))
-
-    def data_received(self, data):
-        now = time.perf_counter()
-        self.buf += data
-        while b"\nid: " in self.buf or self.buf.startswith(b"id: "):
-            at = self.buf.find(b"id: ")
-            end = self.buf.find(b".", at)
-            if end < 0:
-                return
-            generation = int(self.buf[at + 4:end])
-            self.buf = self.buf[end:]
-            self.arrived.setdefault(generation, now)
-            waiter = self.waiters.pop(generation, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(now)
-
-
-async def commit_to_frame(port: int, writes: int) -> list[float]:
-    """Milliseconds from each write's acknowledgement (h1, keep-alive) to its frame on a held stream."""
-    loop = asyncio.get_running_loop()
-    stream = (await loop.create_connection(SseClient, "127.0.0.1", port))[1]
-    writer = await connect(port, "h1")
-    await asyncio.sleep(0.3)  # the stream is open and caught up
-    gaps: list[float] = []
-    for i in range(writes):
-        body = json.dumps({"type": "thing", "metadata": {"i": i}}).encode()
-        answer = await writer.request(h1_post("/v1/brains/main/add", body, {"content-type": "application/json"}))
-        acked = time.perf_counter()
-        generation = json.loads(answer)["generation"]
-        if generation not in stream.arrived:
-            fut = stream.waiters[generation] = loop.create_future()
-            await asyncio.wait_for(fut, 5)
-        gaps.append((stream.arrived[generation] - acked) * 1000)
-    stream.transport.close()
-    writer.transport.close()
-    return sorted(gaps)
 
 
 def h1_get(path: str, accept: str = "application/json") -> bytes:
@@ -291,9 +210,40 @@ def h1_get(path: str, accept: str = "application/json") -> bytes:
             f"accept: {accept}\r\n\r\n").encode()
 
 
-def h2_get(path: str) -> list[tuple[bytes, bytes]]:
-    return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", b"http"), (b":authority", b"127.0.0.1"),
+def h2_get(path: str, scheme: bytes = b"http") -> list[tuple[bytes, bytes]]:
+    return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", scheme), (b":authority", b"127.0.0.1"),
             (b"authorization", f"Bearer {KEY}".encode())]
+
+
+def self_signed(root: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by its own key, for the h3 listener (the client does not verify)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "measure")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .sign(key, hashes.SHA256()))
+    (root / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (root / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
+    return root / "cert.pem", root / "key.pem"
+
+
+def grpc_call(rpc: str, brain: str = "", id_: str = "") -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A unary call of brainy.v1.Brainy/<rpc>: DoorRequest{brain, id} (fields 1 and 2) as its one message."""
+    fields = b"".join(bytes([n << 3 | 2, len(v)]) + v.encode() for n, v in ((1, brain), (2, id_)) if v)
+    return ([(b":method", b"POST"), (b":path", f"/brainy.v1.Brainy/{rpc}".encode()), (b":scheme", b"http"),
+             (b":authority", b"127.0.0.1"), (b"content-type", b"application/grpc"), (b"te", b"trailers"),
+             (b"authorization", f"Bearer {KEY}".encode())], b"\x00" + len(fields).to_bytes(4, "big") + fields)
 
 
 def h1_post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
@@ -357,7 +307,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=640, help="requests per cell (default 640)")
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
-    parser.add_argument("--writes", type=int, default=200, help="writes timed to their frame (default 200)")
+    parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
+    parser.add_argument("--only", help="only the cells whose name contains this")
+    parser.add_argument("--repeat", type=int, default=1, help="sweeps per cell; the one with the lowest p50 is shown")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -366,54 +318,61 @@ def main() -> None:
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, f"{KEY} person:measure *\n{SERVICE} service:ops !\n".encode())
         os.close(fd)
-        port, floor_port = free_port(), free_port()
+        port, floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port = (free_port() for _ in range(6))
+        cert, key = self_signed(root)
         procs = [
             subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
+                              "--listen", f"127.0.0.1:{grpc_port},grpc", "--listen", f"127.0.0.1:{h3_port},h3",
+                              "--tls-cert", str(cert), "--tls-key", str(key),
                               "--brain", f"main={store}", "--keys", str(keys)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
             subprocess.Popen([sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
                              stdout=subprocess.DEVNULL),
+            subprocess.Popen([sys.executable, str(HERE / "grpcio_server.py"), "floor", str(grpc_floor_port)],
+                             stdout=subprocess.DEVNULL),
         ]
+        if args.grpcio:  # brainy's service on grpcio's own server: the candidate brainy's h2 layer was measured against
+            procs.append(subprocess.Popen([sys.executable, str(HERE / "grpcio_server.py"), "brainy", str(grpcio_port),
+                                           str(store), str(keys)], stdout=subprocess.DEVNULL))
         try:
-            wait_ready(port)
-            wait_ready(floor_port)
+            for p in (port, floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()):
+                wait_ready(p)
             session = mcp_session(port)
+            # (name, port, client, request, the floor it is judged against)
             cells = [
-                ("floor h1", floor_port, "h1", h1_get("/")),
-                ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7")),
-                ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack")),
-                ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7")),
-                ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts")),
-                ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack")),
-                ("counts h2", port, "h2", h2_get("/v1/brains/main/counts")),
-                ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"})),
-                ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {})),
-                ("get ws", port, "ws", ws_frame({"ref": 1, "door": "get", "brain": "main", "id": "row-7"})),
-                ("counts ws", port, "ws", ws_frame({"ref": 1, "door": "counts", "brain": "main"})),
+                ("floor h1", floor_port, "h1", h1_get("/"), "floor h1"),
+                ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1"),
+                ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack"), "floor h1"),
+                ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h1"),
+                ("get h3", h3_port, "h3", h2_get("/v1/brains/main/get/row-7", b"https"), "floor h1"),
+                ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts"), "floor h1"),
+                ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack"), "floor h1"),
+                ("counts h2", port, "h2", h2_get("/v1/brains/main/counts"), "floor h1"),
+                ("counts h3", h3_port, "h3", h2_get("/v1/brains/main/counts", b"https"), "floor h1"),
+                ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"}), "floor h1"),
+                ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {}), "floor h1"),
+                ("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc"),
+                ("get grpc", grpc_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
+                ("counts grpc", grpc_port, "grpc", grpc_call("counts", "main"), "floor grpc"),
             ]
+            if args.grpcio:
+                cells += [("get grpc/grpcio", grpcio_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
+                          ("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc")]
+            cells = [c for c in cells if not args.only or args.only in c[0] or c[0] == c[4]]
             print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
-            floor = {}
             for concurrency in (1, 8, 64):
-                for name, p, kind, request in cells:
-                    lat, size, rate = uvloop.run(sweep(p, kind, request, concurrency, args.requests))
+                floor = {}
+                for name, p, kind, request, judged_by in cells:
+                    # on a shared box, the quietest of --repeat sweeps (lowest p50) stands for the cell
+                    runs = [uvloop.run(sweep(p, kind, request, concurrency, args.requests)) for _ in range(args.repeat)]
+                    lat, size, rate = min(runs, key=lambda run: nearest_rank(run[0], 50))
                     p50 = nearest_rank(lat, 50)
-                    if name == "floor h1":
-                        floor[concurrency] = (p50, rate)
-                    ratio = f"  {p50 / floor[concurrency][0]:.2f}x p50, {rate / floor[concurrency][1]:.2f}x req/s"
+                    if name == judged_by:
+                        floor[name] = (p50, rate)
+                    ratio = f"  {p50 / floor[judged_by][0]:.2f}x p50, {rate / floor[judged_by][1]:.2f}x req/s"
                     print(f"{name:<20}{concurrency:>4}{len(lat):>6}{p50:>9.3f}{nearest_rank(lat, 90):>9.3f}"
-                          f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == "floor h1" else ratio))
+                          f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == judged_by else ratio))
                 print()
-            for name, door in (("get", {"door": "get", "id": "row-7"}), ("counts", {"door": "counts"})):
-                h1_lat, _, h1_rate = uvloop.run(sweep(port, "h1", h1_get(f"/v1/brains/main/{door['door']}"
-                                                                        + (f"/{door['id']}" if "id" in door else "")),
-                                                      1, args.requests))
-                lat, size, rate = uvloop.run(pipelined(port, ws_frame({"ref": 1, "brain": "main", **door}), 16,
-                                                       args.requests * 4))
-                print(f"{name + ' ws pipelined 16':<26}{rate:>9.0f} calls/s  {rate / h1_rate:.2f}x h1 keep-alive c=1 "
-                      f"({h1_rate:.0f} req/s); batch p50 {nearest_rank(lat, 50):.3f} ms")
-            gaps = uvloop.run(commit_to_frame(port, args.writes))
-            print(f"{'commit-to-frame':<26}p50 {nearest_rank(gaps, 50):.3f} ms  p99 {nearest_rank(gaps, 99):.3f} ms  "
-                  f"({len(gaps)} writes; from the write's acknowledgement)")
         finally:
             for proc in procs:
                 proc.terminate()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import keyword
 import re
 from collections import Counter
 from pathlib import Path
@@ -191,12 +192,16 @@ def test_mcp_tools_are_json():
 
 
 def test_grpc_service_joins_back_to_doors():
-    """One rpc per door: the contract name with . replaced by _, and it maps back to its door."""
+    """One rpc per door: the contract name with . replaced by _ (and a trailing _ on a reserved word of a
+    stub language: import_, export_), and it maps back to its door."""
     service = D.grpc_service()
     assert len(service) == len(D.DOORS)
     _once(list(service.values()))
     for rpc, name in service.items():
-        assert rpc == name.replace(".", "_")
+        plain = name.replace(".", "_")
+        assert rpc == (plain + "_" if plain in D.GRPC_RESERVED else plain)
+        assert rpc.isidentifier() and not keyword.iskeyword(rpc)
+    assert service["import_"] == "import" and service["export_"] == "export"
 
 
 def test_proto_declares_one_unary_rpc_per_door():

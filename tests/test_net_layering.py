@@ -17,12 +17,16 @@ from pathlib import Path
 import brainy
 
 NET = Path(brainy.__file__).parent / "net"
-SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "brainy.net.h1", "brainy.net.h2")
+SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "brainy.net.h1", "brainy.net.h2",
+           "brainy.net.grpc", "brainy.net.h3")
 # what a protocol object must never pull in: the app and everything behind it, the listeners, the
 # glue, and any IO (STYLE 1: it never imports asyncio/uvloop or touches a socket or a clock)
 FORBIDDEN = ("brainy.net.app", "brainy.net.server", "brainy.net.glue", "brainy.net.dispatch", "brainy.net.mcp",
              "brainy.engine", "asyncio", "uvloop", "socket")
-CLOCK = ("time",)  # loaded by every interpreter, so only the source can show a protocol reading it
+CLOCK = ("time",)
+# aioquic's TLS 1.3 (under brainy.net.h3) imports the standard ssl module, which imports socket at its top:
+# loaded, never used; no import in our sources names it (the second test)
+THROUGH_SSL = ("socket",)  # loaded by every interpreter, so only the source can show a protocol reading it
 
 
 def _forbidden(module: str, names: tuple[str, ...] = FORBIDDEN) -> bool:
@@ -68,7 +72,7 @@ def test_the_protocol_modules_import_without_the_app_the_server_or_an_event_loop
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
     assert set(SANS_IO) <= set(loaded)
-    assert [m for m in loaded if _forbidden(m)] == []
+    assert [m for m in loaded if _forbidden(m) and not (m in THROUGH_SSL and "ssl" in loaded)] == []
 
 
 def test_no_protocol_module_names_the_app_the_server_or_the_loop_even_lazily():
@@ -91,7 +95,7 @@ def test_the_net_layer_has_no_import_cycle():
     """Among the request model, the protocol objects, the glue and the server, imports only point one way
     (protocols ← glue ← server): no module reaches back to one that imports it, even lazily."""
     layer = [*SANS_IO, "brainy.net.glue", "brainy.net.glue.session", "brainy.net.glue.tcp", "brainy.net.glue.h1",
-             "brainy.net.glue.h2", "brainy.net.server"]
+             "brainy.net.glue.h2", "brainy.net.glue.h3", "brainy.net.server"]
     graph = {m: {i for i in _imports(m) if i in layer and i != m} for m in layer}
 
     def reachable(start: str) -> set[str]:

@@ -99,6 +99,22 @@ class ContractError(RuntimeError):
 # --------------------------------------------------------------------------- records
 
 
+
+# The reserved words of the languages a consumer generates stubs for from docs/brainy.proto (Python, Go,
+# Java, C#, C++, JavaScript/TypeScript), lowercase, as a door name could spell one. An rpc named by one is
+# a stub that does not compile (grpc_tools' Python stubs emit ``def import(...)``), so such a door's rpc
+# takes a trailing ``_`` (``import_``): PEP 8's spelling, and protoc's own C++ generator's. Every rpc
+# keeps that spelling across releases: it is the wire method name, /brainy.v1.Brainy/import_.
+GRPC_RESERVED = frozenset("""
+abstract and as assert async await base bool break byte case catch char checked class const continue
+debugger decimal def default defer del delete do double elif else enum event except explicit export
+extends extern false final finally fixed float for foreach from func function global go goto if
+implements implicit import in instanceof int interface internal is lambda let lock long map namespace
+native new nonlocal not null object operator or out override package params pass private protected
+public raise range readonly ref return sbyte sealed select short sizeof static string struct super
+switch synchronized this throw throws transient true try type typeof uint ulong unchecked unsafe ushort
+using var virtual void volatile while with yield
+""".split())
 @dataclass(frozen=True)
 class Param:
     """One argument a door takes: its name, its type as DOORS.md writes it, where it travels."""
@@ -164,8 +180,10 @@ class Door:
 
     @property
     def grpc_rpc(self) -> str:
-        """The gRPC rpc name: the contract name with ``.`` replaced by ``_``."""
-        return self.name.replace(".", "_")
+        """The gRPC rpc name: the contract name with ``.`` replaced by ``_``, and a trailing ``_`` on a name a
+        consumer's stub generator would emit as a reserved word (:data:`GRPC_RESERVED`)."""
+        rpc = self.name.replace(".", "_")
+        return rpc + "_" if rpc in GRPC_RESERVED else rpc
 
     @property
     def ws_door(self) -> str:
@@ -800,12 +818,19 @@ _PROTO_HEAD = """\
 // Do not edit; regenerate with `python tools/gen_contract.py`.
 //
 // One unary rpc per contract door, named by the door (DOORS.md 0.1: the contract
-// name with "." replaced by "_"). Every rpc takes the same request and gives the
+// name with "." replaced by "_"). A name that is a reserved word in a language
+// stubs are generated for (Python, Go, Java, C#, C++, JavaScript) takes a trailing
+// "_": the doors import and export are the rpcs import_ and export_, and stay so.
+// Every rpc takes the same request and gives the
 // same answer: the door's argument document and its answer travel as JSON text,
 // so api-contract.json, not this file, is the schema of each door.
 //
 // A refusal is carried in the answer, never as a gRPC status. Statuses are kept for
-// transport failures and the identity-time token refusals (UNAUTHENTICATED).
+// the transport's own failures: UNAUTHENTICATED for no credential and the
+// identity-time token refusals (the message names which), INVALID_ARGUMENT for a
+// message the server cannot read, UNIMPLEMENTED for an rpc not in this service.
+// Every answer carries the dispatcher's measured milliseconds as the response
+// metadata brainy-ms.
 syntax = "proto3";
 
 package {package};

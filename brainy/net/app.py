@@ -44,7 +44,7 @@ class App:
         self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
         self.mcp = StreamableHttp(McpServer(self.dispatcher, lambda p: [b["name"] for b in pool.brains_for(p)]),
-                                  self._credential)
+                                  self.credential)
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]":
         """The response, now for a door that does not wait (every read), or an awaitable of it."""
@@ -81,9 +81,10 @@ class App:
         return self._respond(request, await pending, text)
 
     def _principal(self, request: Request) -> Principal:
-        return self._credential(request.headers)
+        return self.credential(request.headers)
 
-    def _credential(self, headers: dict[str, str]) -> Principal:
+    def credential(self, headers: dict[str, str]) -> Principal:
+        """The principal a request's headers prove (every transport's: HTTP, MCP, gRPC metadata), or a refusal."""
         principal = self.keys.authenticate(headers.get("authorization"))
         return apply_caller_assertion(principal, headers)
 
@@ -214,7 +215,7 @@ class App:
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
         timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)
         if outcome.ok and text and isinstance(text[0], sse.OpenedFeed):
-            return StreamingResponse(200, [*sse.HEADERS, timing], b"", text[0])
+            return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
         if outcome.ok and text:
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())

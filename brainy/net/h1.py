@@ -25,7 +25,7 @@ import httptools
 from brainy._speedups import h1frame
 from brainy.contract import refusals as R
 from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS, DeadlinePassed, Deadlines
-from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Request, Response
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Response
 
 
 @dataclass
@@ -55,8 +55,9 @@ class H1Connection:
 
     def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS,
                  request_seconds: float = REQUEST_SECONDS, max_header_bytes: int = MAX_HEADER_BYTES,
-                 max_body: int = MAX_BODY) -> None:
+                 max_body: int = MAX_BODY, advertise: list[Header] | None = None) -> None:
         self._parser = httptools.HttpRequestParser(self)
+        self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
         self._max_header = max_header_bytes
         self._max_body = max_body
         self._events: list[RequestReceived | UpgradeRequested | ProtocolFailed] = []
@@ -163,7 +164,8 @@ class H1Connection:
     def send_response(self, response: Response, keep_alive: bool, head: bool = False) -> None:
         """Frame the answer to the oldest event still owed one (``head``: the body left out, its length
         stated; ``keep_alive`` false: ``connection: close``, and the caller closes after writing)."""
-        self._out += h1frame.frame_response(response.status, response.headers, response.body, keep_alive, head)
+        headers = response.headers + self._advertise if self._advertise else response.headers
+        self._out += h1frame.frame_response(response.status, headers, response.body, keep_alive, head)
         if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
             self._owed -= 1
 

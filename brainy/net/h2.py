@@ -9,7 +9,8 @@ glue (``brainy.net.glue.h2``) runs the app and writes what this framed.
   request is handed out once whole (:class:`RequestReceived`), its body
   acknowledged as it is consumed.
 * A body over the limit is :class:`RequestRefused` (413), dropped as it comes.
-* An answer is queued whole and sent as DATA as the peer's flow-control
+* An answer is queued whole (with its trailers, if it has any: gRPC's status)
+  and sent as DATA as the peer's flow-control
   windows allow: what does not fit waits for a WINDOW_UPDATE or a SETTINGS
   that grows the initial window (RFC 9113 6.9.2), both read here.
 * A frame header announcing more than our SETTINGS_MAX_FRAME_SIZE ends the
@@ -35,7 +36,7 @@ from hyperframe.frame import GoAwayFrame
 
 from brainy.contract import refusals as R
 from brainy.net.deadlines import IDLE_SECONDS, DeadlinePassed, Deadlines
-from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Request, Response
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Response
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 3.4: what a prior-knowledge client sends first
 # A resource defence: each open stream holds its headers and body until answered.
@@ -68,7 +69,10 @@ class StreamReset:
 H2Event = RequestReceived | RequestRefused | StreamReset
 
 
-class _Stream:
+class Stream:
+    """One stream's request as it arrives (HTTP/2 here, HTTP/3 in ``brainy.net.h3``): its header fields and
+    its body, refused once the body is over the limit."""
+
     __slots__ = ("headers", "body", "size", "refused", "head", "handed_out")
 
     def __init__(self, headers: list[tuple[bytes, bytes]]) -> None:
@@ -79,13 +83,33 @@ class _Stream:
         self.head = False         # a HEAD request: its answer states a length and sends no body
         self.handed_out = False   # its request event has been emitted
 
+    def take(self, data: bytes, max_body: int) -> None:
+        """Keep a piece of the body; past ``max_body``, drop it all as it comes and refuse the request."""
+        if self.refused is not None:
+            return
+        self.size += len(data)
+        if self.size > max_body:
+            self.refused = R.PayloadTooLargeError(f"the body is over {max_body} bytes", limit=max_body)
+            self.body = []
+            return
+        self.body.append(data)
+
+    def event(self, stream_id: int) -> "RequestReceived | RequestRefused":
+        """The stream's request, whole, handed out once (its body ended)."""
+        self.handed_out = True
+        request = Request.from_fields(self.headers, b"".join(self.body))
+        self.head = request.method == "HEAD"
+        if self.refused is not None:
+            return RequestRefused(stream_id, self.refused)
+        return RequestReceived(stream_id, request)
+
 
 class H2Connection:
     """One HTTP/2 connection, server side, from the preface on (``now``: when its first bytes came)."""
 
     def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS, max_body: int = MAX_BODY,
                  max_header_bytes: int = MAX_HEADER_BYTES,
-                 max_concurrent_streams: int = MAX_CONCURRENT_STREAMS) -> None:
+                 max_concurrent_streams: int = MAX_CONCURRENT_STREAMS, advertise: list[Header] | None = None) -> None:
         config = h2.config.H2Configuration(client_side=False, header_encoding=None, validate_inbound_headers=True)
         self._conn = h2.connection.H2Connection(config=config)
         self._conn.local_settings = h2.settings.Settings(client=False, initial_values={
@@ -94,9 +118,11 @@ class H2Connection:
         })
         self._conn.initiate_connection()
         self._max_body = max_body
-        self._streams: dict[int, _Stream] = {}        # open streams, from their HEADERS until answered whole
+        self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
+        self._streams: dict[int, Stream] = {}        # open streams, from their HEADERS until answered whole
         self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
         self._held: set[int] = set()  # streams whose answer is a stream still being written (send_stream_head)
+        self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # what ends each of those answers (gRPC)
         self._early = bytearray()  # our own frames, ahead of whatever the library queues after them
         self._deadlines = Deadlines(now, idle_seconds)
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
@@ -134,6 +160,7 @@ class H2Connection:
                 if stream is not None:
                     self._sending.pop(event.stream_id, None)
                     self._held.discard(event.stream_id)
+                    self._trailers.pop(event.stream_id, None)
                     if stream.handed_out:
                         out.append(StreamReset(event.stream_id))
                     self._end_if_done()
@@ -178,36 +205,20 @@ class H2Connection:
             # past the polite GOAWAY's last stream: never processed, so the peer may retry it elsewhere
             self._conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
-        self._streams[event.stream_id] = _Stream(event.headers)
+        self._streams[event.stream_id] = Stream(event.headers)
         if event.stream_ended:
             self._complete(event.stream_id, out)
 
     def _data(self, event: h2.events.DataReceived) -> None:
         stream = self._streams.get(event.stream_id)
         self._conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-        if stream is None or stream.refused is not None:
-            return
-        stream.size += len(event.data)
-        if stream.size > self._max_body:
-            stream.refused = R.PayloadTooLargeError(f"the body is over {self._max_body} bytes", limit=self._max_body)
-            stream.body = []
-            return
-        stream.body.append(event.data)
+        if stream is not None:
+            stream.take(event.data, self._max_body)
 
     def _complete(self, stream_id: int, out: list[H2Event]) -> None:
         stream = self._streams.get(stream_id)
-        if stream is None or stream.handed_out:
-            return
-        stream.handed_out = True
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in stream.headers}
-        method = headers.get(":method", "GET")
-        stream.head = method == "HEAD"
-        if stream.refused is not None:
-            out.append(RequestRefused(stream_id, stream.refused))
-            return
-        path, _, query = headers.get(":path", "/").partition("?")
-        plain = {k: v for k, v in headers.items() if not k.startswith(":")}
-        out.append(RequestReceived(stream_id, Request(method, path, query, plain, b"".join(stream.body))))
+        if stream is not None and not stream.handed_out:
+            out.append(stream.event(stream_id))
 
     # -- answers out --------------------------------------------------------------------------------
 
@@ -217,15 +228,21 @@ class H2Connection:
         stream = self._streams.get(stream_id)
         if stream is None or self.ended:
             return
-        headers = [(b":status", str(response.status).encode()), *response.headers,
-                   (b"content-length", str(len(response.body)).encode())]
+        headers = [(b":status", str(response.status).encode()), *response.headers, *self._advertise]
+        trailers = response.trailers
+        if trailers is None:
+            headers.append((b"content-length", str(len(response.body)).encode()))
         body = b"" if stream.head else response.body
         try:
-            self._conn.send_headers(stream_id, headers, end_stream=not body)
+            self._conn.send_headers(stream_id, headers, end_stream=not body and not trailers)
+            if trailers and not body:
+                self._conn.send_headers(stream_id, trailers, end_stream=True)
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             body = b""  # the stream closed under us: nothing more to send on it
         if body:
             self._sending[stream_id] = memoryview(body)
+            if trailers:
+                self._trailers[stream_id] = trailers
             self._pump()
         else:
             self._answered(stream_id)
@@ -281,8 +298,11 @@ class H2Connection:
                     if window <= 0:
                         break
                     chunk, view = view[:window], view[window:]
+                    trailers = None if view else self._trailers.pop(stream_id, None)
                     self._conn.send_data(stream_id, chunk.tobytes(),
-                                         end_stream=not view and stream_id not in self._held)
+                                         end_stream=not view and trailers is None and stream_id not in self._held)
+                    if trailers is not None:
+                        self._conn.send_headers(stream_id, trailers, end_stream=True)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
                 view = memoryview(b"")  # the stream closed under us
                 self._held.discard(stream_id)
@@ -296,6 +316,7 @@ class H2Connection:
     def _answered(self, stream_id: int) -> None:
         self._held.discard(stream_id)
         self._sending.pop(stream_id, None)
+        self._trailers.pop(stream_id, None)
         self._streams.pop(stream_id, None)
         self._end_if_done()
 

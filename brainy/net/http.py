@@ -1,4 +1,4 @@
-"""The HTTP request and response every HTTP transport (h1, h2) speaks, its limits, and a refusal's answer.
+"""The HTTP request and response every HTTP transport (h1, h2, h3) speaks, its limits, and a refusal's answer.
 
 A leaf: it imports nothing of the app or of any transport, so the sans-IO
 protocol objects (``brainy.net.h1``, ``brainy.net.h2``) and the app
@@ -29,12 +29,23 @@ class Request:
     headers: dict[str, str] = field(default_factory=dict)  # lowercase names
     body: bytes = b""
 
+    @classmethod
+    def from_fields(cls, fields: list[Header], body: bytes) -> "Request":
+        """The request of an HTTP/2 or HTTP/3 stream: its header fields (pseudo-headers first) and its body."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in fields}
+        path, _, query = headers.get(":path", "/").partition("?")
+        plain = {k: v for k, v in headers.items() if not k.startswith(":")}
+        return cls(headers.get(":method", "GET"), path, query, plain, body)
+
 
 @dataclass
 class Response:
     status: int
     headers: list[Header]
     body: bytes
+    # HTTP/2 and HTTP/3 only (gRPC's status travels here): None frames a content-length and ends the
+    # stream with the body; a list ends it with these fields instead, and [] with the headers alone
+    trailers: list[Header] | None = None
 
 
 @dataclass

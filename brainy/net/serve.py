@@ -14,6 +14,7 @@ from brainy.net.app import App
 from brainy.net.keys import KeyTable, default_keys_path
 from brainy.net.pool import Pool
 from brainy.net.server import Listen, Server, serve_until_stopped
+from brainy.net.tls import Certificate, judge
 from brainy.net.tokens import TokenVerifier, default_issuers_path
 
 log = logging.getLogger("brainy.serve")
@@ -35,14 +36,15 @@ def _logging() -> None:
                         format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
 
 
-def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None) -> int:
+def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
+        certificate: Certificate | None = None) -> int:
     """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
     _loop()
     built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
         app = App(pool, keys, built_at)
-        server = Server(app, listens)
+        server = Server(app, listens, certificate)
 
         def ready(s: Server) -> None:
             host, port = s.addresses[0]
@@ -78,6 +80,8 @@ def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | 
 def serve(args: Any) -> int:
     _logging()
     listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
+    # judged before anything opens or binds: a refused pair refuses the start, never an h2 fallback
+    certificate = judge(args.tls_cert, args.tls_key, sum(listen.protocols == ("h3",) for listen in listens))
     named: dict[str, Path] = {}
     for spec in args.brain or []:
         name, sep, path = spec.partition("=")
@@ -89,7 +93,7 @@ def serve(args: Any) -> int:
     if keys.minted:
         print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
               f"  {keys.minted}", flush=True)
-    return run(pool, keys, listens)
+    return run(pool, keys, listens, certificate=certificate)
 
 
 def starter(store: Path, keys_path: str | None = None) -> int:

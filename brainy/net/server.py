@@ -1,4 +1,4 @@
-"""The listeners and the stop sequence: HTTP/1.1 and HTTP/2 (prior knowledge) on one port per listen.
+"""The listeners and the stop sequence: HTTP/1.1 and HTTP/2 (prior knowledge) on one port per listen, gRPC, HTTP/3.
 
 Each accepted connection is an :class:`~brainy.net.glue.tcp.HttpProtocol`
 (the asyncio glue over the sans-IO protocol objects, ``brainy.net.glue``).
@@ -8,6 +8,7 @@ Stopping is a sequence of steps (see :meth:`Server.stop`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from dataclasses import dataclass
@@ -15,9 +16,18 @@ from typing import Any
 
 from brainy.net.app import App
 from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS
+from brainy.net.glue.h3 import H3Endpoint, open_endpoint
 from brainy.net.glue.tcp import HttpProtocol
+from brainy.net.grpc_service import GrpcService
+from brainy.net.http import Header
+from brainy.net.tls import Certificate
 
 log = logging.getLogger("brainy.serve")
+
+ALT_SVC_SECONDS = 86400  # how long a client may remember the h3 alternative (RFC 7838 ma)
+
+
+PROTOCOLS = ("h1", "h2", "grpc", "h3")  # what one --listen may name; none names h1 and h2 on one port
 
 
 @dataclass(frozen=True)
@@ -28,21 +38,25 @@ class Listen:
 
     @classmethod
     def parse(cls, text: str) -> "Listen":
-        """``HOST:PORT[,h1|h2]``; IPv6 hosts in brackets."""
+        """``HOST:PORT[,h1|h2|grpc|h3]``; IPv6 hosts in brackets."""
         address, _, proto = text.partition(",")
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit() or not host:
-            raise ValueError(f"--listen {text!r}: expected HOST:PORT[,h1|h2]")
+            raise ValueError(f"--listen {text!r}: expected HOST:PORT[,h1|h2|grpc|h3]")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        if proto in ("", "h1", "h2"):
+        if proto in ("", *PROTOCOLS):
             return cls(host, int(port), ("h1", "h2") if proto == "" else (proto,))
-        raise ValueError(f"--listen {text!r}: {proto!r} is not a protocol this build serves (h1, h2)")
+        raise ValueError(f"--listen {text!r}: {proto!r} is not a protocol this build serves ({', '.join(PROTOCOLS)})")
 
 
 class Server:
-    def __init__(self, app: App, listens: list[Listen]) -> None:
+    def __init__(self, app: App, listens: list[Listen], certificate: Certificate | None = None) -> None:
         self.app = app
+        self.grpc = GrpcService(app)
         self.listens = listens
+        self.certificate = certificate  # the host's, for the h3 listeners (brainy.net.tls judged it)
+        self.endpoints: list[H3Endpoint] = []
+        self.advertised: list[Header] = []  # Alt-Svc on every h1/h2 answer, exactly when an h3 listener exists
         self.connections: set[HttpProtocol] = set()
         self.in_flight = 0  # requests the app is answering (the glue counts them)
         self.stopping = False
@@ -55,14 +69,28 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for listen in self.listens:
-            server = await loop.create_server(lambda listen=listen: HttpProtocol(self.app, self, listen.protocols),
-                                              listen.host, listen.port, reuse_address=True, backlog=1024)
+            if listen.protocols == ("h3",):
+                assert self.certificate is not None, "brainy.net.tls.judge refuses an h3 listener without files"
+                endpoint = await open_endpoint(self.app, self, listen.host, listen.port, self.certificate)
+                self.endpoints.append(endpoint)
+                self._bound(listen, endpoint.address)
+                continue
+            if listen.protocols == ("grpc",):  # gRPC is HTTP/2 (prior knowledge) whose requests are rpcs
+                factory = functools.partial(HttpProtocol, self.grpc, self, ("h2",), advertise=False)
+            else:
+                factory = functools.partial(HttpProtocol, self.app, self, listen.protocols)
+            server = await loop.create_server(factory, listen.host, listen.port, reuse_address=True, backlog=1024)
             self._servers.append(server)
             for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                self.addresses.append((host, port))
-                self.bound.append(listen)
-                log.info("listening on %s:%d (%s)", host, port, "+".join(listen.protocols))
+                self._bound(listen, sock.getsockname()[:2])
+        if self.endpoints:
+            self.advertised = [(b"alt-svc", ", ".join(f'h3=":{e.address[1]}"; ma={ALT_SVC_SECONDS}'
+                                                      for e in self.endpoints).encode())]
+
+    def _bound(self, listen: Listen, address: tuple[str, int]) -> None:
+        self.addresses.append(address)
+        self.bound.append(listen)
+        log.info("listening on %s:%d (%s)", address[0], address[1], "+".join(listen.protocols))
 
     async def stop(self, drain_seconds: float = 10.0) -> list[dict[str, Any]]:
         """The stop sequence, in order."""
@@ -70,9 +98,14 @@ class Server:
         # 1. stop accepting: no new connection is taken from here on
         for server in self._servers:
             server.close()
+        for endpoint in self.endpoints:
+            endpoint.accepting = False
         # 2. close connections that have nothing in flight; the busy ones close after their answer
         for conn in list(self.connections):
             conn.close_if_idle()
+        for endpoint in self.endpoints:
+            for quic in endpoint.connections():
+                quic.close_if_idle()
         # 3. wait for the requests in flight, and for h2 answers the peer's flow control still holds back,
         #    up to the drain limit
         loop = asyncio.get_running_loop()
@@ -85,6 +118,8 @@ class Server:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
+        for endpoint in self.endpoints:
+            endpoint.close()  # CONNECTION_CLOSE to any connection still open, then the socket
         # 4. close every brain: flush, clean-close record, lease released; each one narrated
         closed = await loop.run_in_executor(None, self.app.pool.close_all)
         for server in self._servers:

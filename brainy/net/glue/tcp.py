@@ -37,10 +37,11 @@ log = logging.getLogger("brainy.serve")
 class HttpProtocol(asyncio.Protocol):
     """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both)."""
 
-    def __init__(self, app: "App", server: "Server", protocols: tuple[str, ...]) -> None:
+    def __init__(self, app: "App", server: "Server", protocols: tuple[str, ...], advertise: bool = True) -> None:
         self.app = app
         self.server = server
         self.protocols = protocols
+        self.advertise = advertise  # the server's Alt-Svc on every answer (not on gRPC's: no client reads it)
         self.transport: asyncio.Transport | None = None
         self.session: H1Glue | H2Glue | WsGlue | None = None  # set once the first bytes chose the protocol
         self._timer: asyncio.TimerHandle | None = None
@@ -77,11 +78,13 @@ class HttpProtocol(asyncio.Protocol):
 
     def _choose(self, chosen: ProtocolChosen, now: float) -> None:
         server = self.server
+        advertised = server.advertised if self.advertise else []
         if chosen.protocol == "h2" and "h2" in self.protocols:
-            h2 = H2Connection(now, idle_seconds=server.idle_seconds)
+            h2 = H2Connection(now, idle_seconds=server.idle_seconds, advertise=advertised)
             self._timed, self.session = h2, H2Glue(self, h2)
         elif "h1" in self.protocols:
-            h1 = H1Connection(now, idle_seconds=server.idle_seconds, request_seconds=server.request_seconds)
+            h1 = H1Connection(now, idle_seconds=server.idle_seconds, request_seconds=server.request_seconds,
+                              advertise=advertised)
             self._timed, self.session = h1, H1Glue(self, h1)
         else:
             self._answer_and_close(R.MalformedRequestError("this listener speaks HTTP/2 only (prior knowledge)",
