@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Protocol, Union
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import Brain, embedder, registry
+from brainy.engine import Brain, embedder, policy, registry
 from brainy.engine.registry import HOST, door
 from brainy.net.principal import Principal
 
@@ -224,10 +224,11 @@ class Dispatcher:
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
                     result = self._read_warmed(entry, brain, id_, document, texts)
                 else:
-                    result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
+                    with policy.asking(principal):
+                        result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
             elif entry.runs == registry.WRITE:
                 result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
-                                                                 via=principal.via)
+                                                                 via=principal.via, roles=principal.roles)
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
             else:
