@@ -213,11 +213,11 @@ def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = ()) -> R.Refusal 
     anything is appended: GuardrailRefusedError when an active rule stops this write, else None."""
     if not governs(door_name):
         return None
-    raw = txn.get(K.entity_key(BOARD_ID))
+    raw = txn.committed(K.entity_key(BOARD_ID))  # the rules in force when the write began
     if raw is None:
         return None
     actor = Actor(txn.caller, txn.via, roles)
-    hits = stopping(txn.get, rows.unpack(raw), door_name, actor, _moved(txn.moves))
+    hits = stopping(txn.committed, rows.unpack(raw), door_name, actor, _moved(txn.moves))
     if not hits:
         return None
     return R.GuardrailRefusedError(
