@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted")
     p_serve.add_argument("--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the "
                          "issuers file)")
+    p_serve.add_argument("--reading-door", metavar="URL", help="the receiver memory.write asks for a browsable link "
+                         "(POST with this server's service key, 5 s); needs a service-key line in the keys file")
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")

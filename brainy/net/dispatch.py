@@ -145,8 +145,11 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
 
 
 class Dispatcher:
-    def __init__(self, brains: Brains) -> None:
+    def __init__(self, brains: Brains, reading_door: Any = None) -> None:
         self.brains = brains
+        # the --reading-door receiver (brainy/net/reading_door.py), None when not configured: memory.write
+        # asks it for a link after its commit (reading_door.door_url)
+        self.reading_door = reading_door
 
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
