@@ -202,15 +202,17 @@ class Dispatcher:
         if brain is not None:
             check_brain_name(brain)
         gate(principal, door, brain)
-        # 5. the door: its disposition, the caller rule, then the engine
+        # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
+        # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
+        # commit path asks the policy guardrails before the write)
+        if "W" in door.sets and principal.caller is None:
+            raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
+                                               "(X-Brainy-Caller)", door=door.name)
         if door.disposition == "notYetNative":
             raise R.NotYetNativeError(f"{door.name} arrives in {door.release}", door=door.name, release=door.release)
         if door.disposition == "inProcessOnly":
             raise R.InProcessOnlyError(f"{door.name} hands back a live object; call {door.instead} instead",
                                        door=door.name, instead=door.instead)
-        if "W" in door.sets and principal.caller is None:
-            raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
-                                               "(X-Brainy-Caller)", door=door.name)
         if document is not None and not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
