@@ -101,13 +101,13 @@ class CommitPath:
 
     def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
                 vectors: dict[str, bytes] | None = None, roles: tuple[str, ...] = (),
-                ) -> tuple[dict[str, Any], int, R.Refusal | None]:
-        """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written,
-        the guardrail refusal to raise once the commit is durable). ``vectors`` are the embeddings of the
-        texts the rule stores (:func:`embeddings`).
+                ) -> tuple[dict[str, Any], int]:
+        """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
+        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`).
 
         The guardrails (DOORS 9.3) are asked after the rule staged its ops and before anything is
-        appended; a refused write is dropped and its audit event committed in its place."""
+        appended: a refused write is dropped, its audit event committed in its place, and
+        :class:`~brainy.engine.policy.Audited` raised for the caller to wait on before it refuses."""
         rule = _rule(door)
         args = arguments.check(D.BY_NAME[door], args)
         with self._commit_lock:
@@ -121,10 +121,9 @@ class CommitPath:
                 target = policy.target_of(txn)
                 txn = self._txn(generation, timestamp, caller, via)
                 policy.audit(txn, door, refused, target)
-                answer = {}
             if not txn.ops:  # every item of a batch refused: nothing to commit
                 answer.update(generation=self._applied, timestamp=self._last_ts)
-                return answer, 0, refused
+                return answer, 0
             payload = log_.encode_payload(generation, timestamp, caller, via, txn.ops)
             assert self._log is not None
             seq = self._log.append(generation, payload)
@@ -135,8 +134,10 @@ class CommitPath:
                 answer["receipt"]["digest"] = hashlib.sha256(payload).hexdigest()
             if self._mem.bytes >= self._flush_bytes:
                 self._wake.set()
+        if refused is not None:
+            raise policy.Audited(refused, seq, generation)
         answer.update(generation=generation, timestamp=timestamp)
-        return answer, seq, refused
+        return answer, seq
 
     def _durable_at(self: "Brain", seq: int, generation: int) -> None:
         assert self._log is not None
@@ -155,11 +156,13 @@ class CommitPath:
               via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
         asserted roles, which a policy rule's ``role:<name>`` subject matches."""
-        answer, seq, refused = self._commit(door, args, caller, via, embeddings(door, args), roles)
+        try:
+            answer, seq = self._commit(door, args, caller, via, embeddings(door, args), roles)
+        except policy.Audited as audited:  # the refusal answers once its audit event is durable
+            self._durable_at(audited.seq, audited.generation)
+            raise audited.refusal from None
         if seq:
             self._durable_at(seq, answer["generation"])
-        if refused is not None:
-            raise refused
         return answer
 
     async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
@@ -167,12 +170,17 @@ class CommitPath:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
         vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
-        answer, seq, refused = self._commit(door, args, caller, via, vectors, roles)
+        try:
+            answer, seq = self._commit(door, args, caller, via, vectors, roles)
+        except policy.Audited as audited:
+            await self._adurable_at(audited.seq, audited.generation)
+            raise audited.refusal from None
         if seq:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
-            await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq,
-                                                             answer["generation"])
-        if refused is not None:
-            raise refused
+            await self._adurable_at(seq, answer["generation"])
         return answer
+
+    async def _adurable_at(self: "Brain", seq: int, generation: int) -> None:
+        """:meth:`_durable_at` on the fsync workers, never on the loop."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq, generation)

@@ -225,6 +225,15 @@ def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = ()) -> R.Refusal 
         rules=[r.brief() for r in hits], caller=txn.caller, via=txn.via)
 
 
+class Audited(Exception):
+    """Raised by the commit path once a refused write's audit event is appended and applied: the caller
+    waits for ``seq`` to be durable (so ``policy.audit`` shows it), then raises ``refusal``."""
+
+    def __init__(self, refusal: R.Refusal, seq: int, generation: int) -> None:
+        super().__init__(refusal.message)
+        self.refusal, self.seq, self.generation = refusal, seq, generation
+
+
 def audit(txn: Txn, door_name: str, refused: R.Refusal, target: str | None) -> None:
     """Stage the audit event of a refused write on a fresh ``txn`` (its own commit, in the refused
     write's place): who, through which service, which door, which rules, and the row it aimed at
