@@ -30,6 +30,7 @@ from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder, policy, registry
 from brainy.engine.registry import HOST, door
 from brainy.net.principal import Principal
+from brainy.net.reading_door import ReadingDoor
 
 log = logging.getLogger("brainy.dispatch")
 
@@ -145,7 +146,7 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
 
 
 class Dispatcher:
-    def __init__(self, brains: Brains, reading_door: Any = None) -> None:
+    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None) -> None:
         self.brains = brains
         # the --reading-door receiver (brainy/net/reading_door.py), None when not configured: memory.write
         # asks it for a link after its commit (reading_door.door_url)
