@@ -375,3 +375,16 @@ def test_rule_rows_are_internal_and_keep_their_keys_away_from_callers(brain):
     hidden = brain.call("find", {"where": {"subtype": "policy.rule"}, "visibility": "all"})
     assert [r["entity"]["key"] for r in hidden["results"]] == [rid]
     assert hidden["results"][0]["entity"]["visibility"] == "internal"
+
+
+def test_engine_doors_cannot_change_a_rule_row(brain):
+    """DOORS 2.3: update, and add with upsert, refuse a row a layer wrote (reserved-subtype), so no ordinary
+    write rewrites a rule; remove may still remove it, and a removed rule binds no one."""
+    rid = enact(brain, BOB, ["addMany"], "no batches")
+    for door, args in (("update", {"id": rid, "metadata": {"doors": []}}),
+                       ("add", {"type": "thing", "id": rid, "upsert": True})):
+        refused(lambda: brain.call(door, args, caller=ALICE), R.InvalidArgumentError, field="id",
+                reason="reserved-subtype")
+    assert brain.call("policy.rules", {})["rules"][0]["doors"] == ["addMany"]
+    brain.call("remove", {"id": rid}, caller=ALICE)
+    brain.call("addMany", {"items": [{"type": "thing"}]}, caller=BOB)
