@@ -116,7 +116,7 @@ class CommitPath:
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
             answer = rule(txn, args, Context(self.name, vectors or {}))
-            refused = policy.refusal(txn, door, roles)
+            refused = policy.refusal(txn, door, roles, self)
             if refused is not None:
                 target = policy.target_of(txn)
                 txn = self._txn(generation, timestamp, caller, via)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 import uuid
+import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
@@ -132,6 +133,7 @@ class Rule:
     """One active rule, compiled once from its stored row."""
 
     id: str
+    row_id: str
     tier: int
     reason: str
     subject: frozenset[str]
@@ -144,15 +146,16 @@ class Rule:
     def of(cls, row: dict[str, Any]) -> "Rule":
         m = row["metadata"]
         where = m.get("where")
-        return cls(row["key"], m["tier"], m["reason"], frozenset(m["subject"]), frozenset(m["except"]),
+        return cls(row["key"], row["id"], m["tier"], m["reason"], frozenset(m["subject"]), frozenset(m["except"]),
                    tuple(m["doors"]), compile_where(where) if where is not None else None,
                    compile_where(where, relation=True) if where is not None else None)
 
-    def binds(self, door_name: str, actor: Actor) -> bool:
-        """The rule names this door and this caller (in ``subject``, not in ``except``)."""
-        if not any(door_matches(p, door_name) for p in self.doors):
-            return False
-        names = {actor.caller, *(f"role:{r}" for r in actor.roles)} - {None}
+    def names(self, door_name: str) -> bool:
+        return any(door_matches(p, door_name) for p in self.doors)
+
+    def binds(self, names: frozenset[str]) -> bool:
+        """The rule binds a caller known by ``names`` (its id and ``role:<name>`` per asserted role): one of
+        them in ``subject`` (or ``*``), none in ``except``."""
         if names & self.except_:
             return False
         return "*" in self.subject or bool(names & self.subject)
@@ -181,14 +184,44 @@ def _compiled(raw: bytes) -> Rule:
     return rule
 
 
-def _active(read: Any, board: dict[str, Any]) -> list[Rule]:
-    """The active rules a board lists, as ``read`` (a txn's or a snapshot's ``get``/``lookup``) sees them."""
+class RuleSet:
+    """The active rules a board lists, compiled, with the ones naming each door found once per door."""
+
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules = rules
+        self._bound: dict[tuple[str, frozenset[str]], list[Rule]] = {}
+
+    def binding(self, door_name: str, names: frozenset[str]) -> list[Rule]:
+        """The rules naming this door that bind a caller known by ``names``, found once per pair."""
+        key = (door_name, names)
+        found = self._bound.get(key)
+        if found is None:
+            if len(self._bound) >= 4096:
+                self._bound.clear()
+            found = self._bound[key] = [r for r in self.rules if r.names(door_name) and r.binds(names)]
+        return found
+
+
+#: Per writer (a Brain, held weakly): the board it last read and that board's rules. Every change to
+#: what a rule enforces moves the board (the active list), or is a rule row removed, which the hits are
+#: checked for; so a write that no rule stops costs the board's lookup and one comparison.
+_SETS: "weakref.WeakKeyDictionary[Any, tuple[bytes, RuleSet]]" = weakref.WeakKeyDictionary()
+
+
+def _rule_set(read: Any, board_raw: bytes, holder: Any) -> RuleSet:
+    if holder is not None:
+        cached = _SETS.get(holder)
+        if cached is not None and cached[0] == board_raw:
+            return cached[1]
     found = []
-    for rid in board["metadata"]["active"]:
+    for rid in rows.unpack(board_raw)["metadata"]["active"]:
         raw = read(K.entity_key(rid))
         if raw:
             found.append(_compiled(raw))
-    return found
+    rule_set = RuleSet(found)
+    if holder is not None:
+        _SETS[holder] = (board_raw, rule_set)
+    return rule_set
 
 
 def _moved(moves: Iterable[tuple[str, dict | None, dict | None]]) -> list[tuple[str, dict[str, Any]]]:
@@ -197,27 +230,40 @@ def _moved(moves: Iterable[tuple[str, dict | None, dict | None]]) -> list[tuple[
             if (after or before) is not None]
 
 
-def stopping(read: Any, board: dict[str, Any] | None, door_name: str, actor: Actor,
-             moved: list[tuple[str, dict[str, Any]]] | None) -> list[Rule]:
-    """The active rules that stop a write through ``door_name`` by ``actor`` producing ``moved``.
+def stopping(read: Any, board_raw: bytes | None, door_name: str, actor: Actor,
+             moved: Callable[[], list[tuple[str, dict[str, Any]]] | None], holder: Any = None) -> list[Rule]:
+    """The active rules that stop a write through ``door_name`` by ``actor`` producing ``moved()`` (asked
+    only of a rule that binds, so a write no rule binds never lists its rows), as
+    ``read`` (a txn's ``committed`` or a snapshot's ``lookup``) sees the board ``board_raw``.
 
     A tier-1 rule binds its subjects; a tier-2 rule has its declarer as its one subject, so the one
     law covers both."""
-    if board is None or not governs(door_name) or not board["metadata"]["active"]:
+    if board_raw is None or not governs(door_name):
         return []
-    return [rule for rule in _active(read, board) if rule.binds(door_name, actor) and rule.matches_rows(moved)]
+    names = frozenset((actor.caller, *(f"role:{r}" for r in actor.roles))) if actor.caller is not None else \
+        frozenset(f"role:{r}" for r in actor.roles)
+    return [rule for rule in _rule_set(read, board_raw, holder).binding(door_name, names)
+            if rule.matches_rows(moved()) and read(K.entity_key(rule.row_id))]
 
 
-def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = ()) -> R.Refusal | None:
+def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any = None) -> R.Refusal | None:
     """The commit path's question, asked after ``door_name``'s rule staged its ops on ``txn`` and before
-    anything is appended: GuardrailRefusedError when an active rule stops this write, else None."""
+    anything is appended: GuardrailRefusedError when an active rule stops this write, else None.
+    ``holder`` (the writing Brain) keeps its compiled rules between writes."""
     if not governs(door_name):
         return None
     raw = txn.committed(K.entity_key(BOARD_ID))  # the rules in force when the write began
     if raw is None:
         return None
     actor = Actor(txn.caller, txn.via, roles)
-    hits = stopping(txn.committed, rows.unpack(raw), door_name, actor, _moved(txn.moves))
+    rows_of: list[list[tuple[str, dict[str, Any]]]] = []  # the staged rows, listed once if a rule binds
+
+    def moved() -> list[tuple[str, dict[str, Any]]]:
+        if not rows_of:
+            rows_of.append(_moved(txn.moves))
+        return rows_of[0]
+
+    hits = stopping(txn.committed, raw, door_name, actor, moved, holder)
     if not hits:
         return None
     return R.GuardrailRefusedError(
@@ -624,9 +670,9 @@ def check(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         actor = Actor(a.get("caller"))
     if actor.caller is None:
         raise invalid("caller", "missing", "name the caller to check for")
-    board = snap.entity(BOARD_ID)
+    board = snap.lookup(K.entity_key(BOARD_ID))
     moved = _staged(snap, name, a) if board is not None and governs(name) else None
-    hits = stopping(snap.lookup, board, name, actor, moved)
+    hits = stopping(snap.lookup, board, name, actor, lambda: moved)
     return {"allowed": not hits, "caller": actor.caller, "rules": [r.brief() for r in hits]}
 
 
