@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument("--tls-cert", metavar="PEM", help="the certificate (chain) the h3 listeners serve; the "
                          "host's: this server mints none")
     p_serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    p_serve.add_argument("--reading-door", metavar="URL", help="the receiver memory.write asks for a browsable link "
+                         "(POST with this server's service key, 5 s); needs a service-key line in the keys file")
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")

@@ -153,7 +153,9 @@ def test_token_reach_ruling_then_scope(served):
     assert out.refusal.name == "BRAINY_KEY_SCOPE" and out.refusal.scope == ["read"]
     assert run(dispatcher, reader, "readFile").refusal.name == "NotYetNativeError"  # scope passed, then the door
     owner = Principal.token("o", "main", frozenset({"read", "write", "owner"}))
-    assert run(dispatcher, owner, "policy.ratify").refusal.name == "NotYetNativeError"
+    # past the gate the door itself answers: its arguments, then its record
+    assert run(dispatcher, owner, "policy.ratify").refusal.name == "InvalidArgumentError"
+    assert run(dispatcher, owner, "policy.ratify", document={"id": "rule:none"}).refusal.name == "RecordNotFoundError"
     assert run(dispatcher, reader, "get", id="a").ok
 
 

@@ -181,7 +181,7 @@ def test_every_token_refusal_is_reached_over_http(server: Served) -> None:
 def test_the_ruling_doors_want_the_owner_triple(server: Served) -> None:
     """policy.ratify, policy.unlock and policy.freeze refuse PolicyOwnerScopeRequiredError (403, naming the
     door) for a read/write token, a read token, a person's static key and a service key asserting an owner;
-    the owner triple passes the gate and meets the door's own disposition (NotYetNativeError, 501)."""
+    the owner triple passes the gate and the door itself answers (ratify wants an id; unlock and freeze act)."""
     owner = token(scope=["owner", "read", "write"])
     short = {"read,write token": (token(), {}), "read token": (token(scope=["read"]), {}),
              "static person key": (ALICE, {}),
@@ -192,9 +192,12 @@ def test_the_ruling_doors_want_the_owner_triple(server: Served) -> None:
             assert status == 403, (door, what, doc)
             assert doc["error"]["name"] == "PolicyOwnerScopeRequiredError", (door, what, doc)
             assert doc["error"]["door"] == f"policy.{door}"
-        status, doc = ask(server, "POST", f"/v1/brains/b1/policy/{door}", owner, {})
-        assert status == 501 and doc["error"]["name"] == "NotYetNativeError", (door, doc)
-        assert doc["error"]["door"] == f"policy.{door}"
+    status, doc = ask(server, "POST", "/v1/brains/b1/policy/ratify", owner, {})
+    assert status == 400 and doc["error"]["name"] == "InvalidArgumentError" and doc["error"]["field"] == "id", doc
+    status, doc = ask(server, "POST", "/v1/brains/b1/policy/unlock", owner, {})
+    assert status == 200 and doc["unlocked"] == [] and doc["frozen"] is False, doc
+    status, doc = ask(server, "POST", "/v1/brains/b1/policy/freeze", owner, {})
+    assert status == 200 and doc["frozen"] is True and doc["locked"] == [], doc
 
 
 def test_without_an_issuers_file_no_issuer_is_trusted(tmp_path: Path, stores: dict[str, Path],

@@ -21,7 +21,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
-from brainy.engine import registry
+from brainy.engine import policy, registry
 from brainy.engine import aggregates, embedder, graph, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
 from brainy.engine.commits import CommitPath
@@ -251,7 +251,7 @@ class Brain(CommitPath, Maintenance):
     # -- the doors, in process -----------------------------------------------------------------
 
     def call(self, door: str, *positional: Any, caller: str | None = None, via: str | None = None,
-             **options: Any) -> Any:
+             roles: tuple[str, ...] = (), **options: Any) -> Any:
         """Run one native door in process: ``call("get", id, {...})`` or ``call("find", {...})``; keyword
         options join the argument document. The same argument check as every transport, then the
         door's registered function (a write returns once its commit is durable)."""
@@ -268,12 +268,13 @@ class Brain(CommitPath, Maintenance):
             document = {**(document or {}), **options}
         document = arguments.check(contract, document)
         if entry.runs == registry.WRITE:
-            return self.write(door, document, caller=caller, via=via)
+            return self.write(door, document, caller=caller, via=via, roles=roles)
         if entry.runs == registry.MODEL:  # answered by the model, in the caller's thread
             return entry.fn(document)
         if takes_id and id_ is None:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
-        return entry.fn(self.at(), id_, document)
+        with policy.asking(policy.Actor(caller, via, roles)):  # policy.check's default caller
+            return entry.fn(self.at(), id_, document)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         entry = registry.REGISTERED.get(name)

@@ -22,7 +22,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import log as log_
-from brainy.engine import embedder, registry, rows
+from brainy.engine import embedder, policy, registry, rows
 from brainy.engine.txn import Txn
 from brainy.engine.writes import Context, texts
 
@@ -100,9 +100,14 @@ class CommitPath:
         self._lease.check_fence()
 
     def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
-                vectors: dict[str, bytes] | None = None) -> tuple[dict[str, Any], int]:
+                vectors: dict[str, bytes] | None = None, roles: tuple[str, ...] = (),
+                ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
-        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`)."""
+        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`).
+
+        The guardrails (DOORS 9.3) are asked after the rule staged its ops and before anything is
+        appended: a refused write is dropped, its audit event committed in its place, and
+        :class:`~brainy.engine.policy.Audited` raised for the caller to wait on before it refuses."""
         rule = _rule(door)
         args = arguments.check(D.BY_NAME[door], args)
         with self._commit_lock:
@@ -111,6 +116,11 @@ class CommitPath:
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
             answer = rule(txn, args, Context(self.name, vectors or {}))
+            refused = policy.refusal(txn, door, roles, self)
+            if refused is not None:
+                target = policy.target_of(txn)
+                txn = self._txn(generation, timestamp, caller, via)
+                policy.audit(txn, door, refused, target)
             if not txn.ops:  # every item of a batch refused: nothing to commit
                 answer.update(generation=self._applied, timestamp=self._last_ts)
                 return answer, 0
@@ -124,6 +134,8 @@ class CommitPath:
                 answer["receipt"]["digest"] = hashlib.sha256(payload).hexdigest()
             if self._mem.bytes >= self._flush_bytes:
                 self._wake.set()
+        if refused is not None:
+            raise policy.Audited(refused, seq, generation)
         answer.update(generation=generation, timestamp=timestamp)
         return answer, seq
 
@@ -145,22 +157,34 @@ class CommitPath:
             wake()
 
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
-              via: str | None = None) -> dict:
-        """Run the write door ``door``; returns once the commit is durable."""
-        answer, seq = self._commit(door, args, caller, via, embeddings(door, args))
+              via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+        """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
+        asserted roles, which a policy rule's ``role:<name>`` subject matches."""
+        try:
+            answer, seq = self._commit(door, args, caller, via, embeddings(door, args), roles)
+        except policy.Audited as audited:  # the refusal answers once its audit event is durable
+            self._durable_at(audited.seq, audited.generation)
+            raise audited.refusal from None
         if seq:
             self._durable_at(seq, answer["generation"])
         return answer
 
     async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
-                     via: str | None = None) -> dict:
+                     via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
         vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
-        answer, seq = self._commit(door, args, caller, via, vectors)
+        try:
+            answer, seq = self._commit(door, args, caller, via, vectors, roles)
+        except policy.Audited as audited:
+            await self._adurable_at(audited.seq, audited.generation)
+            raise audited.refusal from None
         if seq:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
-            await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq,
-                                                             answer["generation"])
+            await self._adurable_at(seq, answer["generation"])
         return answer
+
+    async def _adurable_at(self: "Brain", seq: int, generation: int) -> None:
+        """:meth:`_durable_at` on the fsync workers, never on the loop."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq, generation)

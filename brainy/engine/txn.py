@@ -43,6 +43,11 @@ class Txn:
             value = self._read(key)
         return value or None
 
+    def committed(self, key: bytes) -> bytes | None:
+        """``key`` as the store held it before this commit, under no staged op (what was in force when the
+        write began: the policy guardrails read their rules so, and a write cannot lift them by removing them)."""
+        return self._read(key) or None
+
     def entity(self, id_: str) -> dict[str, Any] | None:
         raw = self.get(K.entity_key(id_))
         return rows.unpack(raw) if raw else None

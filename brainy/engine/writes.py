@@ -88,6 +88,16 @@ def _stamp(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> None
         row.pop("updatedBy", None)
 
 
+def _callers_row(row: dict[str, Any], field: str = "id") -> dict[str, Any]:
+    """A row the engine doors may change: not one a layer wrote (DOORS 2.3: its reserved subtype says whose
+    it is; a policy rule changed here would be a guardrail lifted by an ordinary update). Removing stays
+    open to ``remove`` and ``clear``."""
+    subtype = row.get("subtype") or ""
+    if subtype.startswith(rows.RESERVED_SUBTYPE_PREFIXES):
+        raise invalid(field, "reserved-subtype", f"{row['id']} is a {subtype} row; its own layer's doors change it")
+    return row
+
+
 def _existing_entity(txn: Txn, text: Any, field: str = "id") -> dict[str, Any]:
     id_, _ = K.resolve(text, field)
     row = txn.entity(id_)
@@ -155,6 +165,8 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     before = txn.entity(id_)
     if before is not None and not upsert:
         raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
+    if before is not None:
+        _callers_row(before)
     _stamp(txn, row, before)
     txn.put_entity(row)
     answer: dict[str, Any] = {"id": id_}
@@ -168,7 +180,7 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 @door("update", WRITE)
 def update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    before = _existing_entity(txn, need(a, "id"))
+    before = _callers_row(_existing_entity(txn, need(a, "id")))
     merge = a["merge"]
     changes: dict[str, Any] = {}
     if "data" in a:
@@ -317,7 +329,7 @@ def _existing_relation(txn: Txn, text: Any) -> dict[str, Any]:
 
 @door("updateRelation", WRITE)
 def update_relation(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    before = _existing_relation(txn, need(a, "id"))
+    before = _callers_row(_existing_relation(txn, need(a, "id")))
     merge = a["merge"]
     row = dict(before)
     for name in ("weight", "confidence"):

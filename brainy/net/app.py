@@ -27,15 +27,17 @@ from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.pool import Pool
 from brainy.net.principal import Principal
+from brainy.net.reading_door import ReadingDoor
 from brainy.net.routes import Match, Router, query_document
 
 
 class App:
-    def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "") -> None:
+    def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "",
+                 reading_door: ReadingDoor | None = None) -> None:
         self.pool = pool
         self.keys = keys
         self.router = Router(server=S.routes())
-        self.dispatcher = Dispatcher(pool)
+        self.dispatcher = Dispatcher(pool, reading_door)
         self.built_at = built_at
         self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)

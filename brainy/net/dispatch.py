@@ -27,9 +27,10 @@ from typing import Any, Awaitable, Callable, Protocol, Union
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import Brain, embedder, registry
+from brainy.engine import Brain, embedder, policy, registry
 from brainy.engine.registry import HOST, door
 from brainy.net.principal import Principal
+from brainy.net.reading_door import ReadingDoor
 
 log = logging.getLogger("brainy.dispatch")
 
@@ -145,8 +146,11 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
 
 
 class Dispatcher:
-    def __init__(self, brains: Brains) -> None:
+    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None) -> None:
         self.brains = brains
+        # the --reading-door receiver (brainy/net/reading_door.py), None when not configured: memory.write
+        # asks it for a link after its commit (reading_door.door_url)
+        self.reading_door = reading_door
 
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
@@ -199,15 +203,17 @@ class Dispatcher:
         if brain is not None:
             check_brain_name(brain)
         gate(principal, door, brain)
-        # 5. the door: its disposition, the caller rule, then the engine
+        # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
+        # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
+        # commit path asks the policy guardrails before the write)
+        if "W" in door.sets and principal.caller is None:
+            raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
+                                               "(X-Brainy-Caller)", door=door.name)
         if door.disposition == "notYetNative":
             raise R.NotYetNativeError(f"{door.name} arrives in {door.release}", door=door.name, release=door.release)
         if door.disposition == "inProcessOnly":
             raise R.InProcessOnlyError(f"{door.name} hands back a live object; call {door.instead} instead",
                                        door=door.name, instead=door.instead)
-        if "W" in door.sets and principal.caller is None:
-            raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
-                                               "(X-Brainy-Caller)", door=door.name)
         if document is not None and not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
@@ -224,10 +230,11 @@ class Dispatcher:
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
                     result = self._read_warmed(entry, brain, id_, document, texts)
                 else:
-                    result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
+                    with policy.asking(principal):
+                        result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
             elif entry.runs == registry.WRITE:
                 result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
-                                                                 via=principal.via)
+                                                                 via=principal.via, roles=principal.roles)
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
             else:

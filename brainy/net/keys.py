@@ -463,6 +463,14 @@ class KeyTable:
                 return key
         return None
 
+    def service_key(self) -> str | None:
+        """The keys file's service-key line (``!``): the credential this server presents when it calls out
+        (the reading-door receiver); None when there is none."""
+        for key, principal in self._table.items():
+            if principal.service_key:
+                return key
+        return None
+
     def refresh(self, now: float | None = None) -> bool:
         """Re-read the file if it moved; True when a new table was taken.
 

@@ -48,4 +48,11 @@ class Principal:
 
     @property
     def owner_triple(self) -> bool:
+        """The strict owner rung: the owner triple on a minted token (the three ruling doors)."""
         return self.scope is not None and OWNER_TRIPLE <= self.scope
+
+    @property
+    def owner_rung(self) -> bool:
+        """The loose owner rung (DOORS 0.4): the owner triple, or a service's asserted ``X-Brainy-Owner: true``
+        (``accords.decide``, the reading-door mint)."""
+        return self.owner_triple or self.owner

@@ -13,6 +13,8 @@ from typing import Any
 from brainy.net.app import App
 from brainy.net.keys import KeyTable, default_keys_path
 from brainy.net.pool import Pool
+from brainy.net.reading_door import ReadingDoor
+from brainy.net.reading_door import configure as configure_reading_door
 from brainy.net.server import Listen, Server, serve_until_stopped
 from brainy.net.tls import Certificate, judge
 from brainy.net.tokens import TokenVerifier, default_issuers_path
@@ -37,13 +39,13 @@ def _logging() -> None:
 
 
 def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
-        certificate: Certificate | None = None) -> int:
+        certificate: Certificate | None = None, reading_door: ReadingDoor | None = None) -> int:
     """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
     _loop()
     built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
-        app = App(pool, keys, built_at)
+        app = App(pool, keys, built_at, reading_door=reading_door)
         server = Server(app, listens, certificate)
 
         def ready(s: Server) -> None:
@@ -93,7 +95,10 @@ def serve(args: Any) -> int:
     if keys.minted:
         print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
               f"  {keys.minted}", flush=True)
-    return run(pool, keys, listens, certificate=certificate)
+    reading_door = configure_reading_door(args.reading_door, keys.service_key)
+    if reading_door is not None:
+        log.info("reading door: %s", reading_door.url)
+    return run(pool, keys, listens, certificate=certificate, reading_door=reading_door)
 
 
 def starter(store: Path, keys_path: str | None = None) -> int:
