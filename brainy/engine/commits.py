@@ -54,6 +54,14 @@ def embeddings(door: str, args: Any) -> dict[str, bytes]:
     return {text: vector.tobytes() for text, vector in zip(wanted, vectors)}
 
 
+def _prepared(brain: "Brain", door: str, args: Any) -> tuple[Any, dict[str, Any] | None]:
+    """A write's arguments completed by its door's ``prepares`` (registry.py), before the commit lock."""
+    entry = registry.REGISTERED.get(door)
+    if entry is None or entry.prepares is None:
+        return args, None
+    return entry.prepares(brain, arguments.check(D.BY_NAME[door], args))
+
+
 class CommitPath:
     """The commit half of a :class:`~brainy.engine.brain.Brain`."""
 
@@ -100,7 +108,8 @@ class CommitPath:
         self._lease.check_fence()
 
     def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
-                vectors: dict[str, bytes] | None = None) -> tuple[dict[str, Any], int]:
+                vectors: dict[str, bytes] | None = None, prepared: dict[str, Any] | None = None
+                ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
         ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`)."""
         rule = _rule(door)
@@ -110,7 +119,7 @@ class CommitPath:
             generation = self._applied + 1
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
-            answer = rule(txn, args, Context(self.name, vectors or {}))
+            answer = rule(txn, args, Context(self.name, vectors or {}, self.at, prepared or {}))
             if not txn.ops:  # every item of a batch refused: nothing to commit
                 answer.update(generation=self._applied, timestamp=self._last_ts)
                 return answer, 0
@@ -143,7 +152,8 @@ class CommitPath:
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:
         """Run the write door ``door``; returns once the commit is durable."""
-        answer, seq = self._commit(door, args, caller, via, embeddings(door, args))
+        args, prepared = _prepared(self, door, args)
+        answer, seq = self._commit(door, args, caller, via, embeddings(door, args), prepared)
         if seq:
             self._durable_at(seq, answer["generation"])
         return answer
@@ -152,8 +162,12 @@ class CommitPath:
                      via: str | None = None) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
+        entry = registry.REGISTERED.get(door)
+        prepared = None
+        if entry is not None and entry.prepares is not None:  # it may wait on a language provider: a thread
+            args, prepared = await asyncio.to_thread(_prepared, self, door, args)
         vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
-        answer, seq = self._commit(door, args, caller, via, vectors)
+        answer, seq = self._commit(door, args, caller, via, vectors, prepared)
         if seq:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
