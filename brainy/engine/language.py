@@ -151,8 +151,8 @@ def resolve(env: Mapping[str, str]) -> Provider | None:
     if keyed:
         return _built(keyed[0], env, VENDOR_KEYS[keyed[0]])
     name, host, port = LOCAL
-    if env.get(URL) is None and _listening(host, port):
-        return _built(name, env, f"a model server on {host}:{port}")
+    if _listening(host, port):  # found at its well-known address, so called there (not at BRAINY_LANGUAGE_URL)
+        return _built(name, {k: v for k, v in env.items() if k != URL}, f"a model server on {host}:{port}")
     return None
 
 
