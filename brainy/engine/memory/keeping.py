@@ -84,7 +84,8 @@ def relate(txn: Txn, ctx: Context, source: str, target: str, verb: str, sub: str
     return _put_relation(txn, source, target, verb, sub, fields, None, ctx)
 
 
-def _texts(a: dict[str, Any]) -> list[str]:
+def stored_text(a: dict[str, Any]) -> list[str]:
+    """The text a memory write stores, read from its arguments: what is embedded before the commit lock."""
     text = a.get("text")
     return [text] if isinstance(text, str) and text.strip() else []
 
@@ -136,7 +137,7 @@ def _reinforcement() -> float:
     return arguments.check(D.BY_NAME["memory.reinforce"], {"id": "-"})["amount"]
 
 
-@door("memory.remember", WRITE, embeds=_texts)
+@door("memory.remember", WRITE, embeds=stored_text)
 def remember(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     text = M.text(a.get("text"))
@@ -209,7 +210,7 @@ def _written_by_provider(brain: Any, a: dict[str, Any]) -> tuple[dict[str, Any],
     return {**a, "text": summary}, {"generatedBy": "provider"}
 
 
-@door("memory.abstract", WRITE, embeds=_texts, prepares=_written_by_provider)
+@door("memory.abstract", WRITE, embeds=stored_text, prepares=_written_by_provider)
 def abstract(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     members, conversation = members_of(txn, a)

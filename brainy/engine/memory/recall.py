@@ -36,7 +36,7 @@ from brainy.engine.snapshot import Snapshot
 from brainy.engine.vectors import unit
 
 TEXT_WEIGHT = 0.1    # chosen by perf/eval_recall.py; the measurement is in its commit message
-LEG_DEPTH = 50       # hits each leg hands the fusion, at least (3 × limit when that is more)
+LEG_DEPTH = 20       # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read
 DAY_MS = 86_400_000
 ANY = object()       # a scope left out: every scope
 
@@ -115,16 +115,25 @@ def leg(view: Snapshot, narrowed: dict[str, Any], limit: int, **search: Any) -> 
     return {hit["id"]: (hit["score"], hit["entity"]) for hit in run_find(q, view)["results"]}
 
 
-def _cosine(view: Snapshot, id_: str, query: np.ndarray) -> float:
-    row = view.entity(id_)
-    return float(np.dot(unit(row["vector"]), query)) if row is not None and row.get("vector") else 0.0
+def _cosines(view: Snapshot, rows_: list[dict[str, Any]], query: np.ndarray) -> dict[str, float]:
+    """The cosine of each row's vector with the query: from the vector index at the head (no row read), from
+    the rows at a past generation (whose index would be built from every row)."""
+    if not rows_:
+        return {}
+    if view.at_head:
+        with view.vectors() as index:
+            if index.stamp == view.generation:
+                vectors = {r["id"]: index.vector_of(r["denseInt"]) for r in rows_}
+                return {i: float(np.dot(v, query)) if v is not None else 0.0 for i, v in vectors.items()}
+    stored = {r["id"]: (view.entity(r["id"]) or {}).get("vector") for r in rows_}
+    return {i: float(np.dot(unit(v), query)) if v else 0.0 for i, v in stored.items()}
 
 
 def rank(view: Snapshot, text: str, narrowed: dict[str, Any], limit: int, fusion: Fusion = SHIPPED,
          half_life_days: float | None = None, min_score: float | None = None, now: int | None = None
          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The recalled memories, best first ({memory, score, why}), and the meaning leg's report."""
-    depth = max(LEG_DEPTH, 3 * limit)
+    depth = max(LEG_DEPTH, 2 * limit)
     found: dict[str, dict[str, Any]] = {}
     words: dict[str, float] = {}
     cosine: dict[str, float] = {}
@@ -145,8 +154,7 @@ def rank(view: Snapshot, text: str, narrowed: dict[str, Any], limit: int, fusion
                                          searchMode="vector").items():
                 cosine[id_], found[id_] = score, row
             if not fusion.rrf:  # a word hit the meaning leg did not reach is scored by its own vector
-                for id_ in words.keys() - cosine.keys():
-                    cosine[id_] = _cosine(view, id_, vector)
+                cosine.update(_cosines(view, [found[i] for i in words.keys() - cosine.keys()], vector))
     else:
         semantic = {"served": False, "reason": "the fusion measured runs no meaning leg"}
     hits = []
@@ -201,11 +209,7 @@ def estimate(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def _context_query(a: dict[str, Any]) -> list[str]:
-    return _query_text(a)
-
-
-@door("memory.context", embeds=_context_query)
+@door("memory.context", embeds=_query_text)
 def context(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """One Markdown block within the budget: recent turns, then facts and preferences, then summaries; each
     section's lines in rank order, and whatever does not fit left out (``truncated``)."""

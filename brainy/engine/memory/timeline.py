@@ -18,7 +18,7 @@ from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.memory import records as M
-from brainy.engine.memory.keeping import caller, changed, new_row, put, relate
+from brainy.engine.memory.keeping import caller, changed, new_row, put, relate, stored_text
 from brainy.engine.query import Query, run_find
 from brainy.engine.registry import WRITE, door
 from brainy.engine.rows import invalid
@@ -35,12 +35,7 @@ def _name(value: Any, field: str = "conversation") -> str:
     return name
 
 
-def _texts(a: dict[str, Any]) -> list[str]:
-    text = a.get("text")
-    return [text] if isinstance(text, str) and text.strip() else []
-
-
-@door("memory.turn", WRITE, embeds=_texts)
+@door("memory.turn", WRITE, embeds=stored_text)
 def turn(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     name = _name(a.get("conversation"))
