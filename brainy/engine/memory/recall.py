@@ -111,7 +111,8 @@ def narrowing(kinds: Iterable[str], scope: Any = ANY, tags: list[str] | None = N
 
 def leg(view: Snapshot, narrowed: dict[str, Any], limit: int, **search: Any) -> dict[str, tuple[float, dict]]:
     """One ranked leg of find over the narrowed memories: id -> (score, row as find answers it)."""
-    q = Query(arguments.check(D.BY_NAME["find"], {**narrowed, **search, "limit": limit}))
+    # not door "find": a leg is never paged, so no cursor is minted (its digest would hash the query vector)
+    q = Query(arguments.check(D.BY_NAME["find"], {**narrowed, **search, "limit": limit}), door="memory.recall")
     return {hit["id"]: (hit["score"], hit["entity"]) for hit in run_find(q, view)["results"]}
 
 
