@@ -43,6 +43,7 @@ def _starter(keys: str | None) -> int:
     """Serve ./brain read-write on a free loopback port; an absent store is a refusal naming `brainy init`."""
     from pathlib import Path
 
+    from brainy.engine.language import LanguageConfigError
     from brainy.engine.store import read_identity
     from brainy.net.keys import KeysFileError
     from brainy.net.serve import starter
@@ -54,7 +55,7 @@ def _starter(keys: str | None) -> int:
         return _refuse(refusal)
     try:
         return starter(Path(STARTER_STORE), keys)
-    except (KeysFileError, TokenFileError) as exc:
+    except (KeysFileError, TokenFileError, LanguageConfigError) as exc:
         print(f"brainy: refused to start: {exc}", file=sys.stderr)
         return 2
 

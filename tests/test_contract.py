@@ -24,9 +24,12 @@ TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "r
 # The 0.5.0 doors that have landed so far (issue 11).
 LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
               "embed", "embedBatch", "similarity"}
-# The 0.6.0 doors that have landed so far (issue 13: the nine policy doors).
-LANDED_0_6 = {"policy.check", "policy.audit", "policy.rules", "policy.declare", "policy.propose", "policy.retire",
-              "policy.ratify", "policy.unlock", "policy.freeze"}
+# The 0.6.0 doors that have landed so far (issue 13): the nine policy doors, and memory all but memory.write
+# (it needs the vfs doors).
+LANDED_0_6 = ({"policy.check", "policy.audit", "policy.rules", "policy.declare", "policy.propose", "policy.retire",
+               "policy.ratify", "policy.unlock", "policy.freeze"}
+              | {f"memory.{name}" for name in ("read", "list", "recall", "context", "stats", "turns", "remember",
+                                               "turn", "abstract", "cite", "reinforce", "retire", "consolidate")})
 
 RELEASE_PLAN = {
     "0.1.0": {"add", "update", "remove", "addMany", "updateMany", "removeMany", "relate", "relateMany",

@@ -54,6 +54,14 @@ def embeddings(door: str, args: Any) -> dict[str, bytes]:
     return {text: vector.tobytes() for text, vector in zip(wanted, vectors)}
 
 
+def _prepared(brain: "Brain", door: str, args: Any) -> tuple[Any, dict[str, Any] | None]:
+    """A write's arguments completed by its door's ``prepares`` (registry.py), before the commit lock."""
+    entry = registry.REGISTERED.get(door)
+    if entry is None or entry.prepares is None:
+        return args, None
+    return entry.prepares(brain, arguments.check(D.BY_NAME[door], args))
+
+
 class CommitPath:
     """The commit half of a :class:`~brainy.engine.brain.Brain`."""
 
@@ -101,6 +109,7 @@ class CommitPath:
 
     def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
                 vectors: dict[str, bytes] | None = None, roles: tuple[str, ...] = (),
+                prepared: dict[str, Any] | None = None,
                 ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
         ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`).
@@ -115,7 +124,7 @@ class CommitPath:
             generation = self._applied + 1
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
-            answer = rule(txn, args, Context(self.name, vectors or {}))
+            answer = rule(txn, args, Context(self.name, vectors or {}, self.at, prepared or {}))
             refused = policy.refusal(txn, door, roles, self)
             if refused is not None:
                 target = policy.target_of(txn)
@@ -160,8 +169,9 @@ class CommitPath:
               via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
         asserted roles, which a policy rule's ``role:<name>`` subject matches."""
+        args, prepared = _prepared(self, door, args)
         try:
-            answer, seq = self._commit(door, args, caller, via, embeddings(door, args), roles)
+            answer, seq = self._commit(door, args, caller, via, embeddings(door, args), roles, prepared)
         except policy.Audited as audited:  # the refusal answers once its audit event is durable
             self._durable_at(audited.seq, audited.generation)
             raise audited.refusal from None
@@ -173,9 +183,13 @@ class CommitPath:
                      via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
+        entry = registry.REGISTERED.get(door)
+        prepared = None
+        if entry is not None and entry.prepares is not None:  # it may wait on a language provider: a thread
+            args, prepared = await asyncio.to_thread(_prepared, self, door, args)
         vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
         try:
-            answer, seq = self._commit(door, args, caller, via, vectors, roles)
+            answer, seq = self._commit(door, args, caller, via, vectors, roles, prepared)
         except policy.Audited as audited:
             await self._adurable_at(audited.seq, audited.generation)
             raise audited.refusal from None

@@ -32,14 +32,19 @@ class Registered:
     runs: str
     fn: Callable[..., Any]
     # the texts a read will embed, from its checked arguments: the server embeds them off the event loop
-    # first, so the read itself finds them embedded (brainy/engine/embedder.py's recent queries)
+    # first, so the read itself finds them embedded (brainy/engine/embedder.py's recent queries); for a
+    # write, the texts its rule stores (brainy/engine/writes.py ``texts``), embedded before the commit lock
     embeds: Callable[[dict[str, Any]], list[str]] | None = None
+    # a write's work before its commit lock, off the event loop: ``fn(brain, args) -> (args, prepared)``, the
+    # arguments completed (a summary a language provider wrote) and what the rule reads as ``ctx.prepared``
+    prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
 
 
 REGISTERED: dict[str, Registered] = {}
 
 
-def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[str]] | None = None
+def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[str]] | None = None,
+         prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
@@ -49,7 +54,7 @@ def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[st
         if name in REGISTERED:
             raise RuntimeError(f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and "
                                f"{fn.__qualname__}")
-        REGISTERED[name] = Registered(name, runs, fn, embeds)
+        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares)
         return fn
     return register
 

@@ -16,7 +16,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
-from brainy.engine.registry import WRITE, door
+from brainy.engine.registry import REGISTERED, WRITE, door
 from brainy.engine.embedder import text_of
 from brainy.engine.rows import check_args, invalid, need
 from brainy.engine.txn import Txn
@@ -31,6 +31,10 @@ class Context:
 
     brain: str
     vectors: dict[str, bytes] = field(default_factory=dict)  # text -> its embedding, float32 bytes
+    # the brain's read snapshot at its durable head, for a rule that searches what is there (memory.remember's
+    # dedupe); what its door's ``prepares`` made before the lock (registry.py), e.g. a provider's summary
+    view: Callable[[], Any] | None = None
+    prepared: dict[str, Any] = field(default_factory=dict)
 
     def vector_of(self, text: str) -> bytes | None:
         """The embedding of ``text``, or None when it was not made (no model). Never computed here: a
@@ -49,6 +53,9 @@ def texts(door: str, args: Any) -> list[str]:
     an entity's ``data`` when no vector comes with it (add, update), a relation's ``data`` (relate,
     updateRelation), through batches and transactions. Malformed arguments are skipped here: the
     rule refuses them."""
+    entry = REGISTERED.get(door)
+    if entry is not None and entry.embeds is not None:  # a door that says what it stores (the profiles)
+        return list(dict.fromkeys(entry.embeds(args))) if isinstance(args, dict) else []
     found: dict[str, None] = {}
     _texts(door, args, found)
     return list(found)

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from brainy.engine import language
 from brainy.net.app import App
 from brainy.net.keys import KeyTable, default_keys_path
 from brainy.net.pool import Pool
@@ -36,6 +37,13 @@ def _loop() -> None:
 def _logging() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
+
+
+def _language() -> None:
+    """The language provider, resolved once from the environment before anything binds: a misconfiguration
+    (LanguageConfigError, a ValueError) refuses the start (docs/language-providers.md)."""
+    provider = language.configure()
+    log.info("language provider: %s", provider.describe() if provider else f"none (looked for {language.LOOKED_FOR})")
 
 
 def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
@@ -81,6 +89,7 @@ def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | 
 
 def serve(args: Any) -> int:
     _logging()
+    _language()
     listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
     # judged before anything opens or binds: a refused pair refuses the start, never an h2 fallback
     certificate = judge(args.tls_cert, args.tls_key, sum(listen.protocols == ("h3",) for listen in listens))
@@ -104,6 +113,7 @@ def serve(args: Any) -> int:
 def starter(store: Path, keys_path: str | None = None) -> int:
     """Serve ./brain read-write on a free loopback port and print the MCP client snippet."""
     _logging()
+    _language()
     keys = open_keys(keys_path)  # a refused keys or issuers file must refuse before the claim
     pool = Pool({"brain": store})
     opened = pool.init("brain")
