@@ -23,7 +23,10 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
 LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
-              "embed", "embedBatch", "similarity"}
+              "embed", "embedBatch", "similarity",
+              # all 17 vfs doors (DOORS.md 8)
+              "readFile", "readdir", "stat", "exists", "getxattr", "listxattr", "fileHistory", "writeFile",
+              "appendFile", "mkdir", "rmdir", "unlink", "rename", "move", "copy", "setxattr", "removexattr"}
 
 RELEASE_PLAN = {
     "0.1.0": {"add", "update", "remove", "addMany", "updateMany", "removeMany", "relate", "relateMany",

@@ -22,8 +22,9 @@ from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
 from brainy.engine import registry
-from brainy.engine import aggregates, embedder, graph, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
+from brainy.engine import aggregates, embedder, graph, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
+from brainy.engine.blobs import BlobStore
 from brainy.engine.commits import CommitPath
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document
@@ -74,6 +75,8 @@ class Brain(CommitPath, Maintenance):
         self._last_seq = 0
         self._log_position: log_.Position | None = None  # where the open's read of the log stopped
         self.log_read: log_.Scan | None = None  # what that read cost
+        # file content (docs/store-format.md, "Blobs"): read-only until the writer's open claims the lease
+        self.blobs = BlobStore(path / "blobs", writable=False)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -101,6 +104,7 @@ class Brain(CommitPath, Maintenance):
             return brain
         brain = cls(root, name or root.resolve().name)
         brain.role, brain.claim, brain._lease = "writer", claim, lease
+        brain.blobs.writable = True
         brain._flush_bytes, brain._compact_at = flush_bytes, compact_at
         try:
             brain._load(writer=True, segment_bytes=segment_bytes, reader=reader)
@@ -320,6 +324,7 @@ class Brain(CommitPath, Maintenance):
             else:
                 self._lease.abandon()
         self._closed = True
+        self.blobs.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         for table in self._sources.tables:

@@ -22,7 +22,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import log as log_
-from brainy.engine import embedder, registry, rows
+from brainy.engine import embedder, registry, rows, vfs
 from brainy.engine.txn import Txn
 from brainy.engine.writes import Context, texts
 
@@ -41,10 +41,10 @@ def _rule(door: str) -> Any:
     return entry.fn
 
 
-def embeddings(door: str, args: Any) -> dict[str, bytes]:
+def embeddings(door: str, args: Any, staged: "vfs.PreparedFile | None" = None) -> dict[str, bytes]:
     """The embeddings of the texts a write will store, made in one batch, as the rule's ``vectors``;
     none without a model (the rows are stored without vectors and the answers say "no-model")."""
-    wanted = texts(door, args)
+    wanted = texts(door, args) + vfs.staged_texts(door, args, staged)
     if not wanted:
         return {}
     try:
@@ -100,9 +100,10 @@ class CommitPath:
         self._lease.check_fence()
 
     def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
-                vectors: dict[str, bytes] | None = None) -> tuple[dict[str, Any], int]:
+                vectors: dict[str, bytes] | None = None, staged: Any = None) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
-        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`)."""
+        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`), ``staged`` a
+        file's content already durable in the blob packs (``vfs.stage``)."""
         rule = _rule(door)
         args = arguments.check(D.BY_NAME[door], args)
         with self._commit_lock:
@@ -110,7 +111,7 @@ class CommitPath:
             generation = self._applied + 1
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
-            answer = rule(txn, args, Context(self.name, vectors or {}))
+            answer = rule(txn, args, Context(self.name, vectors or {}, staged, self.blobs))
             if not txn.ops:  # every item of a batch refused: nothing to commit
                 answer.update(generation=self._applied, timestamp=self._last_ts)
                 return answer, 0
@@ -142,21 +143,33 @@ class CommitPath:
 
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None) -> dict:
-        """Run the write door ``door``; returns once the commit is durable."""
-        answer, seq = self._commit(door, args, caller, via, embeddings(door, args))
+        """Run the write door ``door``; returns once the commit is durable. A file's content is stored and
+        fsynced first, outside the commit lock, so a crash never leaves a row naming missing bytes."""
+        if door in vfs.STAGED_DOORS:
+            self._writable()
+        staged = vfs.stage(self, door, args)
+        answer, seq = self._commit(door, args, caller, via, embeddings(door, args, staged), staged)
         if seq:
             self._durable_at(seq, answer["generation"])
         return answer
+
+    def _workers(self: "Brain") -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
+        return self._pool
 
     async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
                      via: str | None = None) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
-        vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
-        answer, seq = self._commit(door, args, caller, via, vectors)
+        staged = None
+        if door in vfs.STAGED_DOORS:  # chunking, hashing and the pack's fsync, on a worker thread
+            self._writable()
+            staged = await asyncio.get_running_loop().run_in_executor(self._workers(), vfs.stage, self, door, args)
+        wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
+        vectors = await embedder.run(embeddings, door, args, staged) if wanted else None
+        answer, seq = self._commit(door, args, caller, via, vectors, staged)
         if seq:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
-            await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq,
+            await asyncio.get_running_loop().run_in_executor(self._workers(), self._durable_at, seq,
                                                              answer["generation"])
         return answer

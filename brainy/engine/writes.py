@@ -31,6 +31,9 @@ class Context:
 
     brain: str
     vectors: dict[str, bytes] = field(default_factory=dict)  # text -> its embedding, float32 bytes
+    # a file write's content, stored and durable before the lock (brainy/engine/vfs.py ``stage``)
+    staged: Any = None
+    blobs: Any = None  # the writer's blob store, for the rare write a rule must store under the lock
 
     def vector_of(self, text: str) -> bytes | None:
         """The embedding of ``text``, or None when it was not made (no model). Never computed here: a
