@@ -91,8 +91,8 @@ _NO_REACH = "This key reaches no brain served here; every door on a brain refuse
 def mcp_instructions(brains: Sequence[str]) -> str:
     """The compact default ``initialize.instructions``, for a key reaching ``brains``.
 
-    The store's own ``/_brainy/mcp/instructions.md`` replaces it once files exist in
-    the store (the vfs doors, release 0.5.0); a key reaching several brains always gets
+    The store's own ``/_brainy/mcp/instructions.md`` replaces it when that file exists
+    (``brainy/net/mcp/server.py``, read through readFile); a key reaching several brains always gets
     this text, since no one store speaks for it (seed 001, "Which brain a call reaches").
     ``tests/test_mcp_cost.py`` holds it within 700 o200k_base tokens.
     """
