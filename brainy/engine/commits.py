@@ -145,7 +145,7 @@ class CommitPath:
               via: str | None = None) -> dict:
         """Run the write door ``door``; returns once the commit is durable. A file's content is stored and
         fsynced first, outside the commit lock, so a crash never leaves a row naming missing bytes."""
-        if door in vfs.STAGED_DOORS:
+        if door in vfs.STAGERS:
             self._writable()
         staged = vfs.stage(self, door, args)
         answer, seq = self._commit(door, args, caller, via, embeddings(door, args, staged), staged)
@@ -163,7 +163,7 @@ class CommitPath:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
         staged = None
-        if door in vfs.STAGED_DOORS:  # chunking, hashing and the pack's fsync, on a worker thread
+        if door in vfs.STAGERS:  # chunking, hashing and the pack's fsync, on a worker thread
             self._writable()
             staged = await asyncio.get_running_loop().run_in_executor(self._workers(), vfs.stage, self, door, args)
         wanted = texts(door, args) or vfs.staged_texts(door, args, staged)

@@ -17,12 +17,11 @@ byte verified against its address before it is answered.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import mimetypes
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
@@ -55,7 +54,9 @@ _EXTENSIONS = {".md": "text/markdown", ".markdown": "text/markdown", ".yaml": "a
                ".jsonl": "application/jsonl", ".py": "text/x-python", ".txt": "text/plain",
                ".csv": "text/csv", ".ts": "text/plain", ".rs": "text/plain", ".log": "text/plain"}
 OCTETS = "application/octet-stream"
-STAGED_DOORS = ("writeFile", "appendFile")
+#: Doors whose commit writes file content: door -> its step before the lock, ``fn(brain, checked args)``
+#: answering the :class:`PreparedFile` its rule reads as ``ctx.staged`` (:func:`stager`).
+STAGERS: dict[str, Callable[[Any, dict[str, Any]], "PreparedFile"]] = {}
 
 
 # -- content ------------------------------------------------------------------------------------
@@ -65,10 +66,16 @@ def decode_content(content: Any, encoding: str, field: str = "content") -> bytes
     if not isinstance(content, str):
         raise R.InvalidArgumentError(f"{field}: must be a string", field=field, reason="wrong-type")
     if encoding == "base64":
+        # the lenient decoder skips what is not in the alphabet, so a whole result (every character gave its
+        # six bits) is the proof the text was base64; the strict mode costs twice the time on large files
         try:
-            return base64.b64decode(content, validate=True)
+            data = binascii.a2b_base64(content) if content.isascii() else b""
         except (binascii.Error, ValueError):
-            raise R.InvalidArgumentError(f"{field}: not valid base64", field=field, reason="bad-base64") from None
+            data = None
+        padding = len(content) - len(content.rstrip("=")) if content.endswith("=") else 0
+        if data is None or len(content) % 4 or padding > 2 or len(data) != len(content) // 4 * 3 - padding:
+            raise R.InvalidArgumentError(f"{field}: not valid base64", field=field, reason="bad-base64")
+        return data
     try:
         return content.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not text
@@ -163,24 +170,38 @@ def _prepare_append(brain: Any, path: str, data: bytes) -> PreparedFile:
     return PreparedFile(path, stored, meta.get("contentType") or OCTETS, text, meta["hash"], data)
 
 
+def stager(door_name: str) -> Callable[[Callable[[Any, dict[str, Any]], PreparedFile]],
+                                        Callable[[Any, dict[str, Any]], PreparedFile]]:
+    """Register ``fn(brain, args) -> PreparedFile`` as the step before the lock of a door that writes a file
+    in its commit (its rule then calls :func:`put_file` with ``ctx.staged``)."""
+    def register(fn: Callable[[Any, dict[str, Any]], PreparedFile]) -> Callable[[Any, dict[str, Any]], PreparedFile]:
+        STAGERS[door_name] = fn
+        return fn
+    return register
+
+
 def stage(brain: Any, door_name: str, args: Any) -> PreparedFile | None:
-    """The commit path's step before the lock for writeFile and appendFile: the content stored and
-    durable (None for every other door). Refuses what the content refuses before anything is written."""
-    if door_name not in STAGED_DOORS:
-        return None
-    a = arguments.check(D.BY_NAME[door_name], args)
-    path = P.check(a["path"])
-    data = decode_content(a["content"], a["encoding"])
-    if door_name == "appendFile":
-        return _prepare_append(brain, path, data)
-    return prepare_file(brain, path, data, a.get("contentType"))
+    """The commit path's step before the lock: a file's content stored and durable (None for a door that
+    writes no file). Refuses what the content refuses before anything is written."""
+    step = STAGERS.get(door_name)
+    return None if step is None else step(brain, arguments.check(D.BY_NAME[door_name], args))
+
+
+@stager("writeFile")
+def _stage_write(brain: Any, a: dict[str, Any]) -> PreparedFile:
+    return prepare_file(brain, P.check(a["path"]), decode_content(a["content"], a["encoding"]), a.get("contentType"))
+
+
+@stager("appendFile")
+def _stage_append(brain: Any, a: dict[str, Any]) -> PreparedFile:
+    return _prepare_append(brain, P.check(a["path"]), decode_content(a["content"], a["encoding"]))
 
 
 def staged_texts(door_name: str, args: Any, prepared: PreparedFile | None) -> list[str]:
     """The text a staged write embeds (none with ``embed: false``)."""
     if prepared is None or prepared.text is None:
         return []
-    if door_name == "writeFile" and isinstance(args, dict) and args.get("embed") is False:
+    if isinstance(args, dict) and args.get("embed") is False:
         return []
     return [prepared.text]
 
@@ -642,7 +663,7 @@ def read_file(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     else:
         piece = data[offset:] if offset else data
     encoding = a["encoding"]
-    content = _text(piece, offset) if encoding == "utf-8" else base64.b64encode(piece).decode("ascii")
+    content = _text(piece, offset) if encoding == "utf-8" else binascii.b2a_base64(piece, newline=False).decode("ascii")
     answer = {"path": path, "content": content, "encoding": encoding, "contentType": meta.get("contentType") or OCTETS,
               "size": size, "hash": meta["hash"], "generation": view.generation}
     if ranged:
