@@ -99,21 +99,24 @@ def _utf8(data: bytes | memoryview) -> bool:
     return True
 
 
-def sniff(path: str, data: bytes, claimed: str | None) -> str:
+def sniff(path: str, data: bytes, claimed: str | None, utf8: bool | None = None) -> str:
     """The media type stored on the row: the caller's claim, unless it calls bytes text that are not UTF-8;
-    else by the extension; else text/plain for UTF-8 bytes without NUL, else octets."""
+    else by the extension; else text/plain for UTF-8 bytes without NUL, else octets. ``utf8`` is already
+    known for content that arrived as text (the bytes were encoded from a string), so it is not decoded again."""
+    if utf8 is None:
+        utf8 = _utf8(data)
     if claimed is not None:
         kind = claimed.strip().lower()
         if not kind or "/" not in kind:
             raise R.InvalidArgumentError("contentType: a media type is type/subtype", field="contentType",
                                          reason="bad-media-type")
-        return OCTETS if is_text_type(kind) and not _utf8(data) else kind
+        return OCTETS if is_text_type(kind) and not utf8 else kind
     dot = P.name(path).rfind(".")
     ext = P.name(path)[dot:].lower() if dot > 0 else ""
     guessed = _EXTENSIONS.get(ext) or (mimetypes.guess_type("x" + ext)[0] if ext else None)
     if guessed:
-        return OCTETS if is_text_type(guessed) and not _utf8(data) else guessed
-    if b"\0" not in data[:DATA_BYTES] and _utf8(data):
+        return OCTETS if is_text_type(guessed) and not utf8 else guessed
+    if b"\0" not in data[:DATA_BYTES] and utf8:
         return "text/plain"
     return OCTETS
 
@@ -147,11 +150,13 @@ class PreparedFile:
     appended: bytes | None = None
 
 
-def prepare_file(brain: Any, path: str, data: bytes, content_type: str | None = None) -> PreparedFile:
+def prepare_file(brain: Any, path: str, data: bytes, content_type: str | None = None,
+                 utf8: bool | None = None) -> PreparedFile:
     """Store ``data`` for a write of ``path`` (chunks fsynced on return). Run it outside the commit lock,
-    before the commit whose rule calls :func:`put_file` with the answer."""
+    before the commit whose rule calls :func:`put_file` with the answer. ``utf8``: whether the bytes are
+    known to be UTF-8 (None: they are checked)."""
     path = P.check(path)
-    kind = sniff(path, data, content_type)
+    kind = sniff(path, data, content_type, utf8)
     return PreparedFile(path, brain.blobs.put(data), kind, text_prefix(data, kind))
 
 
@@ -189,7 +194,8 @@ def stage(brain: Any, door_name: str, args: Any) -> PreparedFile | None:
 
 @stager("writeFile")
 def _stage_write(brain: Any, a: dict[str, Any]) -> PreparedFile:
-    return prepare_file(brain, P.check(a["path"]), decode_content(a["content"], a["encoding"]), a.get("contentType"))
+    return prepare_file(brain, P.check(a["path"]), decode_content(a["content"], a["encoding"]), a.get("contentType"),
+                        utf8=True if a["encoding"] == "utf-8" else None)
 
 
 @stager("appendFile")
