@@ -18,6 +18,7 @@ byte verified against its address before it is answered.
 from __future__ import annotations
 
 import binascii
+import codecs
 import mimetypes
 import uuid
 from dataclasses import dataclass
@@ -72,8 +73,8 @@ def decode_content(content: Any, encoding: str, field: str = "content") -> bytes
             data = binascii.a2b_base64(content) if content.isascii() else b""
         except (binascii.Error, ValueError):
             data = None
-        padding = len(content) - len(content.rstrip("=")) if content.endswith("=") else 0
-        if data is None or len(content) % 4 or padding > 2 or len(data) != len(content) // 4 * 3 - padding:
+        padding = 2 if content.endswith("==") else 1 if content.endswith("=") else 0
+        if data is None or len(content) % 4 or len(data) != len(content) // 4 * 3 - padding:
             raise R.InvalidArgumentError(f"{field}: not valid base64", field=field, reason="bad-base64")
         return data
     try:
@@ -91,9 +92,12 @@ def is_text_type(content_type: str | None) -> bool:
         or base == "application/jsonl"
 
 
-def _utf8(data: bytes | memoryview) -> bool:
+def _utf8(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8. The head is tried first: binary content fails there, before a refused
+    decode of the whole (whose error would copy every byte into the exception)."""
     try:
-        bytes(data).decode("utf-8") if isinstance(data, memoryview) else data.decode("utf-8")
+        codecs.getincrementaldecoder("utf-8")().decode(data[:DATA_BYTES], final=False)
+        data.decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True
