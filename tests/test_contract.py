@@ -23,7 +23,10 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
 LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
-              "embed", "embedBatch", "similarity"}
+              "embed", "embedBatch", "similarity",
+              # all 17 vfs doors (DOORS.md 8)
+              "readFile", "readdir", "stat", "exists", "getxattr", "listxattr", "fileHistory", "writeFile",
+              "appendFile", "mkdir", "rmdir", "unlink", "rename", "move", "copy", "setxattr", "removexattr"}
 # The 0.6.0 doors that have landed so far (issue 13): the nine policy doors, and memory all but memory.write
 # (it needs the vfs doors).
 LANDED_0_6 = ({"policy.check", "policy.audit", "policy.rules", "policy.declare", "policy.propose", "policy.retire",

@@ -151,7 +151,7 @@ def test_token_reach_ruling_then_scope(served):
     assert run(dispatcher, PERSON, "policy.ratify").refusal.name == "PolicyOwnerScopeRequiredError"
     out = run(dispatcher, reader, "add", document={"type": "thing"})
     assert out.refusal.name == "BRAINY_KEY_SCOPE" and out.refusal.scope == ["read"]
-    assert run(dispatcher, reader, "readFile").refusal.name == "NotYetNativeError"  # scope passed, then the door
+    assert run(dispatcher, reader, "accords.inbox").refusal.name == "NotYetNativeError"  # scope passed, then the door
     owner = Principal.token("o", "main", frozenset({"read", "write", "owner"}))
     # past the gate the door itself answers: its arguments, then its record
     assert run(dispatcher, owner, "policy.ratify").refusal.name == "InvalidArgumentError"

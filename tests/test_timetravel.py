@@ -82,7 +82,13 @@ def test_as_of_by_instant_and_its_refusals(brain):
     with pytest.raises(R.InvalidArgumentError) as exc:
         brain.asOf({"generation": 1, "read": {"door": "changes"}})
     assert exc.value.reason == "not-pinnable"
-    with pytest.raises(R.NotYetNativeError):
+    # readFile is native and pinnable: asOf reads a file as it stood
+    brain.writeFile({"path": "/a", "content": "one"})
+    pinned = brain.now()["generation"]
+    brain.writeFile({"path": "/a", "content": "two"})
+    read = brain.asOf({"generation": pinned, "read": {"door": "readFile", "args": {"path": "/a"}}})
+    assert read["result"]["content"] == "one"
+    with pytest.raises(R.FileNotFoundError):
         brain.asOf({"generation": 1, "read": {"door": "readFile", "args": {"path": "/a"}}})
 
 

@@ -91,8 +91,8 @@ _NO_REACH = "This key reaches no brain served here; every door on a brain refuse
 def mcp_instructions(brains: Sequence[str]) -> str:
     """The compact default ``initialize.instructions``, for a key reaching ``brains``.
 
-    The store's own ``/_brainy/mcp/instructions.md`` replaces it once files exist in
-    the store (the vfs doors, release 0.5.0); a key reaching several brains always gets
+    The store's own ``/_brainy/mcp/instructions.md`` replaces it when that file exists
+    (``brainy/net/mcp/server.py``, read through readFile); a key reaching several brains always gets
     this text, since no one store speaks for it (seed 001, "Which brain a call reaches").
     ``tests/test_mcp_cost.py`` holds it within 700 o200k_base tokens.
     """
@@ -104,7 +104,8 @@ def mcp_instructions(brains: Sequence[str]) -> str:
                  "a call without it is refused.")
     else:
         reach = _NO_REACH
-    native = ", ".join(d.mcp_tool for d in D.DOORS if d.native)
+    # the shorter list: most doors answer now, so the ones that do not are named
+    waiting = ", ".join(d.mcp_tool for d in D.DOORS if not d.native)
     resources = "; ".join(f"{t.template} ({t.door})" for t in RESOURCE_TEMPLATES if t.offered)
     return "\n\n".join([
         "brainy is a knowledge store: entities and relations (and, later, files) in brains. Every "
@@ -113,8 +114,8 @@ def mcp_instructions(brains: Sequence[str]) -> str:
         "Every door of the contract is a tool: brainy_<door> for engine and file doors, <layer>_<door> "
         "for the profiles (accords, memory, policy) and the host. A description gives the door's "
         "signature: send its argument document whole as `body`, and `id` beside it where the door "
-        f"takes one. Doors that answer today: {native}. Every other tool refuses by name, and its "
-        "description says which refusal and when the door arrives.",
+        f"takes one. Every door answers today but these, which refuse by name (the description says which "
+        f"refusal and when the door arrives): {waiting}.",
         "A refusal is a tool result with isError true and structuredContent {\"error\": {\"name\", "
         "\"message\", ...}}. Read the name before trying again: NotYetNativeError and "
         "InProcessOnlyError refuse every call; ForbiddenError and BRAINY_KEY_* concern the key; "

@@ -22,8 +22,9 @@ from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
 from brainy.engine import policy, registry
-from brainy.engine import aggregates, embedder, graph, memory, reads, query, timetravel, writes  # noqa: F401  (each registers its doors)
+from brainy.engine import aggregates, embedder, graph, memory, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
+from brainy.engine.blobs import BlobStore
 from brainy.engine.commits import CommitPath
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document
@@ -77,6 +78,8 @@ class Brain(CommitPath, Maintenance):
         # called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
         # change feeds (brainy/engine/feed.py), which then read the log; never needed for correctness
         self.on_durable: list[Callable[[], None]] = []
+        # file content (docs/store-format.md, "Blobs"): read-only until the writer's open claims the lease
+        self.blobs = BlobStore(path / "blobs", writable=False)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -104,6 +107,7 @@ class Brain(CommitPath, Maintenance):
             return brain
         brain = cls(root, name or root.resolve().name)
         brain.role, brain.claim, brain._lease = "writer", claim, lease
+        brain.blobs.writable = True
         brain._flush_bytes, brain._compact_at = flush_bytes, compact_at
         try:
             brain._load(writer=True, segment_bytes=segment_bytes, reader=reader)
@@ -324,6 +328,7 @@ class Brain(CommitPath, Maintenance):
             else:
                 self._lease.abandon()
         self._closed = True
+        self.blobs.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         for table in self._sources.tables:

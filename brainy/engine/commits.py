@@ -22,7 +22,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import log as log_
-from brainy.engine import embedder, policy, registry, rows
+from brainy.engine import embedder, policy, registry, rows, vfs
 from brainy.engine.txn import Txn
 from brainy.engine.writes import Context, texts
 
@@ -41,10 +41,10 @@ def _rule(door: str) -> Any:
     return entry.fn
 
 
-def embeddings(door: str, args: Any) -> dict[str, bytes]:
+def embeddings(door: str, args: Any, staged: "vfs.PreparedFile | None" = None) -> dict[str, bytes]:
     """The embeddings of the texts a write will store, made in one batch, as the rule's ``vectors``;
     none without a model (the rows are stored without vectors and the answers say "no-model")."""
-    wanted = texts(door, args)
+    wanted = texts(door, args) + vfs.staged_texts(door, args, staged)
     if not wanted:
         return {}
     try:
@@ -109,10 +109,12 @@ class CommitPath:
 
     def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
                 vectors: dict[str, bytes] | None = None, roles: tuple[str, ...] = (),
-                prepared: dict[str, Any] | None = None,
+                prepared: dict[str, Any] | None = None, staged: Any = None,
                 ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
-        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`).
+        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`), ``prepared`` what
+        its door's ``prepares`` made, ``staged`` a file's content already durable in the blob packs
+        (``vfs.stage``): all of it before the commit lock.
 
         The guardrails (DOORS 9.3) are asked after the rule staged its ops and before anything is
         appended: a refused write is dropped, its audit event committed in its place, and
@@ -124,7 +126,7 @@ class CommitPath:
             generation = self._applied + 1
             timestamp = max(now_ms(), self._last_ts)
             txn = self._txn(generation, timestamp, caller, via)
-            answer = rule(txn, args, Context(self.name, vectors or {}, self.at, prepared or {}))
+            answer = rule(txn, args, Context(self.name, vectors or {}, self.at, prepared or {}, staged, self.blobs))
             refused = policy.refusal(txn, door, roles, self)
             if refused is not None:
                 target = policy.target_of(txn)
@@ -168,16 +170,27 @@ class CommitPath:
     def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
-        asserted roles, which a policy rule's ``role:<name>`` subject matches."""
+        asserted roles, which a policy rule's ``role:<name>`` subject matches. A file's content is stored
+        and fsynced first, outside the commit lock, so a crash never leaves a row naming missing bytes."""
         args, prepared = _prepared(self, door, args)
+        if door in vfs.STAGERS:
+            self._writable()
+        staged = vfs.stage(self, door, args)
         try:
-            answer, seq = self._commit(door, args, caller, via, embeddings(door, args), roles, prepared)
+            answer, seq = self._commit(door, args, caller, via, embeddings(door, args, staged), roles, prepared,
+                                       staged)
         except policy.Audited as audited:  # the refusal answers once its audit event is durable
             self._durable_at(audited.seq, audited.generation)
             raise audited.refusal from None
         if seq:
             self._durable_at(seq, answer["generation"])
         return answer
+
+    def _workers(self: "Brain") -> ThreadPoolExecutor:
+        """The fsync (and file staging) workers, never the event loop."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
+        return self._pool
 
     async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
                      via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
@@ -187,9 +200,14 @@ class CommitPath:
         prepared = None
         if entry is not None and entry.prepares is not None:  # it may wait on a language provider: a thread
             args, prepared = await asyncio.to_thread(_prepared, self, door, args)
-        vectors = await embedder.run(embeddings, door, args) if texts(door, args) else None
+        staged = None
+        if door in vfs.STAGERS:  # chunking, hashing and the pack's fsync, on a worker thread
+            self._writable()
+            staged = await asyncio.get_running_loop().run_in_executor(self._workers(), vfs.stage, self, door, args)
+        wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
+        vectors = await embedder.run(embeddings, door, args, staged) if wanted else None
         try:
-            answer, seq = self._commit(door, args, caller, via, vectors, roles, prepared)
+            answer, seq = self._commit(door, args, caller, via, vectors, roles, prepared, staged)
         except policy.Audited as audited:
             await self._adurable_at(audited.seq, audited.generation)
             raise audited.refusal from None
@@ -199,6 +217,4 @@ class CommitPath:
 
     async def _adurable_at(self: "Brain", seq: int, generation: int) -> None:
         """:meth:`_durable_at` on the fsync workers, never on the loop."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._durable_at, seq, generation)
+        await asyncio.get_running_loop().run_in_executor(self._workers(), self._durable_at, seq, generation)

@@ -19,6 +19,7 @@ RELATION = b"r"
 ADJACENCY = b"a"
 IDENTITY = b"q"
 COMMIT = b"g"
+PATH = b"p"
 
 # adjacency values: which way the relation points from the keyed entity
 OUT, IN = 1, 2
@@ -104,6 +105,15 @@ def relation_id_of_adjacency(key: bytes) -> str:
 def identity_key(from_id: str, to_id: str, verb: str, subtype: str | None) -> bytes:
     return (IDENTITY + uuid.UUID(from_id).bytes + uuid.UUID(to_id).bytes
             + verb.encode("utf-8") + b"\x00" + (subtype or "").encode("utf-8"))
+
+
+def path_key(path: str) -> bytes:
+    """The path posting's key of a vfs node (docs/store-format.md, "Files")."""
+    return PATH + path.encode("utf-8")
+
+
+def path_of_key(key: bytes) -> str:
+    return key[1:].decode("utf-8")
 
 
 def commit_key(generation: int) -> bytes:

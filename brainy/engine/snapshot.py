@@ -100,6 +100,11 @@ class Snapshot:
         return self.generation == self._store.head
 
     @property
+    def blobs(self) -> Any:
+        """The store's file content (``brainy/engine/blobs.py``): every read of it verified."""
+        return self._store.blobs
+
+    @property
     def created_at(self) -> int:
         return self._store.created_at
 

@@ -110,12 +110,14 @@ class Txn:
         else:
             self.next_dense = max(self.next_dense, row["denseInt"] + 1)
         self._set(K.entity_key(row["id"]), raw)
+        self._repost(before, row)
         self.ops.append({"k": "e", "o": "put", "row": raw})
         self.moves.append(("e", before, row))
 
     def delete_entity(self, id_: str) -> None:
         before = self.entity(id_)
         self._set(K.entity_key(id_), b"")
+        self._repost(before, None)
         self.ops.append({"k": "e", "o": "del", "id": id_})
         self.moves.append(("e", before, None))
 
@@ -139,6 +141,15 @@ class Txn:
         self._set(K.relation_key(id_), b"")
         self.ops.append({"k": "r", "o": "del", "id": id_})
         self.moves.append(("r", before, None))
+
+    def _repost(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """Keep the path posting (``p`` keys) of a vfs node: derived from its rows, as ``a`` and ``q`` are."""
+        old, new = _vfs_path(before), _vfs_path(after)
+        if old is not None and old != new:
+            self._set(K.path_key(old), b"")
+        if new is not None and (new != old or not self.get(K.path_key(new))):
+            assert after is not None
+            self._set(K.path_key(new), rows.pack(after["id"]))
 
     def _index(self, row: dict[str, Any]) -> None:
         rid, a, b = row["id"], row["from"], row["to"]
@@ -170,3 +181,14 @@ class Txn:
         """(entity ops, relation ops) of this commit."""
         e = sum(1 for op in self.ops if op["k"] == "e")
         return e, len(self.ops) - e
+
+
+VFS_SUBTYPES = ("vfs.file", "vfs.directory")
+
+
+def _vfs_path(row: dict[str, Any] | None) -> str | None:
+    """The path a vfs node's row stands at (None for any other row)."""
+    if row is None or row.get("subtype") not in VFS_SUBTYPES:
+        return None
+    path = (row.get("metadata") or {}).get("path")
+    return path if isinstance(path, str) else None

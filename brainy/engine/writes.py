@@ -35,6 +35,9 @@ class Context:
     # dedupe); what its door's ``prepares`` made before the lock (registry.py), e.g. a provider's summary
     view: Callable[[], Any] | None = None
     prepared: dict[str, Any] = field(default_factory=dict)
+    # a file write's content, stored and durable before the lock (brainy/engine/vfs.py ``stage``)
+    staged: Any = None
+    blobs: Any = None  # the writer's blob store, for the rare write a rule must store under the lock
 
     def vector_of(self, text: str) -> bytes | None:
         """The embedding of ``text``, or None when it was not made (no model). Never computed here: a

@@ -8,8 +8,8 @@ door (:class:`brainy.net.mcp.server.McpServer`).
 
 from __future__ import annotations
 
-from typing import Sequence
-from urllib.parse import unquote
+from typing import Any, Sequence
+from urllib.parse import quote, unquote
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
@@ -18,6 +18,9 @@ from brainy.contract.mcp_resources import RESOURCE_TEMPLATES, SCHEME, ResourceTe
 from brainy.net.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonDoc, ProtocolError
 
 MIME_TYPE = "application/json"
+#: The store's skills folder (seed 000, "MCP"), served at ``brainy://skills/<path>``.
+SKILLS = "/skills"
+SKILL_PREFIX = "brainy://skills/"
 
 
 def _not_found(uri: str) -> ProtocolError:
@@ -71,8 +74,7 @@ def resources_for(brains: Sequence[str]) -> list[JsonDoc]:
     """``resources/list``: for a key reaching one brain, each offered template that needs only the brain.
 
     A key reaching several brains is answered an empty list: no one store speaks for it
-    (seed 001, "Which brain a call reaches"). The store's /skills/ join this list once
-    files exist in the store.
+    (seed 001, "Which brain a call reaches"). The store's /skills/ join this list (:func:`skills`).
     """
     if len(brains) != 1:
         return []
@@ -80,6 +82,54 @@ def resources_for(brains: Sequence[str]) -> list[JsonDoc]:
     return [{"uri": t.fill({"brain": brain}), "name": f"{t.name} of {brain}", "title": f"{t.title}: {brain}",
              "mimeType": MIME_TYPE}
             for t in RESOURCE_TEMPLATES if t.offered and t.placeholders == ("brain",)]
+
+
+def front_matter(text: str) -> dict[str, str]:
+    """The ``key: value`` lines of a document's leading ``---`` block (scalars only; quotes stripped)."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {}
+    found: dict[str, str] = {}
+    for line in lines[1:]:
+        if line.strip() in ("---", "..."):
+            return found
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not key.startswith((" ", "\t")):
+            found[key.strip()] = value.strip().strip("'\"")
+    return {}  # never closed: not front matter
+
+
+def _heading(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip() or None
+    return None
+
+
+def skills(listing: dict[str, Any]) -> list[JsonDoc]:
+    """``resources/list``'s skills: every file of a readdir of /skills, titled and described by its front
+    matter (``title`` or ``name``, ``description``), else by its first heading and its path."""
+    found = []
+    for node in listing.get("nodes", ()):
+        if node.get("type") != "file":
+            continue
+        relative = node["path"][len(SKILLS) + 1:]
+        text = node.get("content") or ""
+        meta = front_matter(text)
+        entry: JsonDoc = {"uri": SKILL_PREFIX + quote(relative, safe=""), "name": relative,
+                          "title": meta.get("title") or meta.get("name") or _heading(text) or relative,
+                          "mimeType": node.get("contentType") or "application/octet-stream",
+                          "size": node["size"]}
+        if meta.get("description"):
+            entry["description"] = meta["description"]
+        found.append(entry)
+    return found
+
+
+def file_contents(uri: str, answer: JsonDoc) -> JsonDoc:
+    """A readFile answer (a skill) as the resource's contents: the file's own text and media type."""
+    return {"contents": [{"uri": uri, "mimeType": answer["contentType"], "text": answer["content"]}],
+            "_meta": {"ms": 0.0}}
 
 
 def templates() -> list[JsonDoc]:
@@ -105,4 +155,5 @@ def refused(refusal: R.Refusal) -> ProtocolError:
     return ProtocolError(code, refusal.message, refusal.to_wire())
 
 
-__all__ = ["MIME_TYPE", "address", "contents", "door_arguments", "refused", "resources_for", "templates"]
+__all__ = ["MIME_TYPE", "address", "contents", "door_arguments", "file_contents", "front_matter", "refused",
+           "resources_for", "skills", "templates"]

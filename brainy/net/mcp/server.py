@@ -30,6 +30,9 @@ from brainy.net.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
 
+#: The store's own ceremony, served as initialize.instructions when present (seed 000, "MCP").
+INSTRUCTIONS = "/_brainy/mcp/instructions.md"
+
 #: The one protocol revision served: one revision, not a range (seed 000, "MCP").
 PROTOCOL_VERSION = MCP_PROTOCOL
 SERVER_INFO = MappingProxyType({"name": "brainy", "title": "brainy", "version": __version__})
@@ -137,14 +140,26 @@ class McpServer:
                                 {"supported": [PROTOCOL_VERSION]})
         client = params.get("clientInfo")
         session.client = client if isinstance(client, dict) else None
+        brains = list(self.reach(principal))
         # 2025-06-18 "Version negotiation": a server that does not support the requested
         # revision answers with one it does; this server has exactly one.
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {"tools": {}, "resources": {}},
             "serverInfo": dict(SERVER_INFO),
-            "instructions": mcp_instructions(list(self.reach(principal))),
+            "instructions": self._store_file(principal, brains, INSTRUCTIONS) or mcp_instructions(brains),
         }
+
+    def _store_file(self, principal: Principal, brains: list[str], path: str) -> str | None:
+        """A text file of the one brain the key reaches, read through readFile; None when there is no one
+        brain, no such file, or the read is refused (the caller then answers its default)."""
+        if len(brains) != 1:
+            return None
+        try:
+            answer = self.dispatcher.run(principal, "readFile", brains[0], None, {"path": path})
+        except R.Refusal:
+            return None
+        return answer["content"] if isinstance(answer, dict) else None
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -229,7 +244,15 @@ class McpServer:
     # -- resources ------------------------------------------------------------------------------
 
     def _resources_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
-        return {"resources": resources.resources_for(list(self.reach(principal)))}
+        brains = list(self.reach(principal))
+        listed = resources.resources_for(brains)
+        if len(brains) == 1 and D.BY_NAME["readdir"].native:
+            try:  # the store's skills, read through readdir (their text inline, for the front matter)
+                listing = self.dispatcher.run(principal, "readdir", brains[0], None, {"path": resources.SKILLS})
+            except R.Refusal:  # no /skills yet, or nothing this key may read: no skills to list
+                listing = {}
+            listed += resources.skills(listing if isinstance(listing, dict) else {})
+        return {"resources": listed}
 
     def _templates_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
         return {"resourceTemplates": resources.templates()}
@@ -250,7 +273,7 @@ class McpServer:
         except Exception as exc:
             raise resources.refused(fault(door.name, exc)) from None
         if isinstance(answer, dict):
-            return resources.contents(uri, answer)
+            return resources.file_contents(uri, answer) if door.name == "readFile" else resources.contents(uri, answer)
         return self._read_later(uri, answer)
 
     @staticmethod
