@@ -18,7 +18,7 @@ STARTER_STORE = "./brain"
 # Commands whose implementation has not landed: each refuses by name with its release.
 NOT_YET: dict[str, str] = {}
 # serve flags of later releases: accepted by the parser so they refuse by name rather than as a typo.
-LATER_FLAGS = {"tls_cert": "0.5.0", "tls_key": "0.5.0", "snapshots_dir": "0.6.0"}
+LATER_FLAGS = {"tls_cert": "0.5.0", "tls_key": "0.5.0"}
 
 
 def _refuse(refusal: R.Refusal) -> int:
@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted")
     p_serve.add_argument("--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the "
                          "issuers file)")
+    p_serve.add_argument("--snapshots-dir", metavar="DIR", help="the root host.persist writes named snapshots "
+                         "under (never created, never defaulted; not the brains directory, inside it or around it)")
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
@@ -109,6 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             return serve(args)
+        except R.Refusal as refusal:  # a start the seeds refuse by name (SnapshotRootUnusableError, ...)
+            print("brainy serve: refused to start: ", end="", file=sys.stderr)
+            return _refuse(refusal)
         except (KeysFileError, TokenFileError, ValueError) as exc:
             print(f"brainy serve: refused to start: {exc}", file=sys.stderr)
             return 2

@@ -21,6 +21,7 @@ from brainy.engine import embedder
 from brainy.net import codecs
 from brainy.net import server_doors as S
 from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name
+from brainy.net.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, refusal_headers
 from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
@@ -30,11 +31,13 @@ from brainy.net.routes import Match, Router, query_document
 
 
 class App:
-    def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "") -> None:
+    def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "",
+                 host: Host | None = None) -> None:
         self.pool = pool
         self.keys = keys
+        self.host = host if host is not None else Host(keys)
         self.router = Router(server=S.routes())
-        self.dispatcher = Dispatcher(pool)
+        self.dispatcher = Dispatcher(pool, self.host)
         self.built_at = built_at
         self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)
@@ -88,8 +91,8 @@ class App:
             document = codecs.decode(request.body, request.headers.get("content-type"))
             if match.selector is not None:
                 door_name = self._select(match, document)
-        return self.dispatcher.run(principal, door_name, match.params.get("brain"), match.params.get("id"),
-                                         document)
+        id_ = match.params.get("id", match.params.get("sha256"))  # host.revokeKey's one path parameter
+        return self.dispatcher.run(principal, door_name, match.params.get("brain"), id_, document)
 
     @staticmethod
     def _select(match: Match, document: Any) -> str:

@@ -94,6 +94,7 @@ class Call:
     id: Any
     document: dict[str, Any]
     brains: Brains
+    host: Any = None  # the provisioning doors' ground (brainy.net.host_doors.Host)
 
 
 Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
@@ -115,9 +116,12 @@ def _health(c: Call) -> dict[str, Any]:
     return c.brains.health(c.brain)
 
 
+from brainy.net import host_doors  # noqa: E402,F401  (registers the host provisioning doors)
+
 REGISTERED = registry.join(D.DOORS)
 TABLE: dict[str, D.Door] = dict(D.BY_NAME)
 TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.path_params))
+TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
 
 
 def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
@@ -145,8 +149,9 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
 
 
 class Dispatcher:
-    def __init__(self, brains: Brains) -> None:
+    def __init__(self, brains: Brains, host: Any = None) -> None:
         self.brains = brains
+        self.host = host
 
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
@@ -213,10 +218,12 @@ class Dispatcher:
                                          reason="wrong-type")
         if id_ is None and door.name in TAKES_ID:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
-        if brain is None:
+        if brain is None and door.name in TAKES_BRAIN:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
         document = arguments.check(door, document)
         entry = REGISTERED[door.name]
+        if door.layer == "host":  # the host's own doors reach archived and unborn brains: no door count
+            return entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
         self.brains.enter(brain)
         try:
             if entry.runs == registry.READ:
@@ -231,7 +238,7 @@ class Dispatcher:
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
             else:
-                result = entry.fn(Call(principal, door, brain, id_, document, self.brains))
+                result = entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
         except BaseException:
             self.brains.leave(brain)
             raise

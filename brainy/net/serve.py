@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from brainy.net.app import App
+from brainy.net.backups import Backups, check_start
+from brainy.net.host_doors import Host
 from brainy.net.keys import KeyTable, default_keys_path
 from brainy.net.pool import Pool
 from brainy.net.server import Listen, Server, serve_until_stopped
@@ -35,13 +37,13 @@ def _logging() -> None:
                         format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
 
 
-def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None) -> int:
+def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None, host: Host | None = None) -> int:
     """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
     _loop()
     built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
-        app = App(pool, keys, built_at)
+        app = App(pool, keys, built_at, host=host)
         server = Server(app, listens)
 
         def ready(s: Server) -> None:
@@ -72,7 +74,7 @@ def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | 
     log.info("issuers file %s: %d keys%s; revoked list %s: %d jtis", issuers_at, counts["issuers"],
              "" if issuers_at.exists() else " (absent: no issuer is trusted)",
              verifier.revoked.path, counts["revoked"])
-    return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier)
+    return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier, revoked=verifier.revoked)
 
 
 def serve(args: Any) -> int:
@@ -84,12 +86,16 @@ def serve(args: Any) -> int:
         if not sep or not name or not path:
             raise SystemExit(f"brainy serve: --brain {spec!r}: expected NAME=PATH")
         named[name] = Path(path)
-    pool = Pool(named, Path(args.brains_dir) if args.brains_dir else None)
+    brains_dir = Path(args.brains_dir) if args.brains_dir else None
+    snapshots = Path(args.snapshots_dir) if getattr(args, "snapshots_dir", None) else None
+    if snapshots is not None:
+        check_start(snapshots, brains_dir)  # SnapshotRootUnusableError refuses the start
+    pool = Pool(named, brains_dir)
     keys = open_keys(args.keys, args.issuers, args.revoked)
     if keys.minted:
         print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
               f"  {keys.minted}", flush=True)
-    return run(pool, keys, listens)
+    return run(pool, keys, listens, host=Host(keys, Backups(snapshots, brains_dir)))
 
 
 def starter(store: Path, keys_path: str | None = None) -> int:
