@@ -23,7 +23,7 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
 LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
-              "embed", "embedBatch", "similarity"}
+              "embed", "embedBatch", "similarity", "diagnostics", "repair", "snapshot", "warm", "stats"}
 # The 0.6.0 host provisioning doors, landed ahead of their release (issue 17).
 LANDED_HOST = {"host.provision", "host.archive", "host.unarchive", "host.mintKey", "host.listKeys", "host.revokeKey",
                "host.persist", "host.persistStatus"}

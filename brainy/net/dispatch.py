@@ -116,7 +116,7 @@ def _health(c: Call) -> dict[str, Any]:
     return c.brains.health(c.brain)
 
 
-from brainy.net import host_doors  # noqa: E402,F401  (registers the host provisioning doors)
+from brainy.net import host_doors, mechanics  # noqa: E402,F401  (register the host and mechanics doors)
 
 REGISTERED = registry.join(D.DOORS)
 TABLE: dict[str, D.Door] = dict(D.BY_NAME)

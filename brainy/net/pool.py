@@ -23,6 +23,7 @@ from typing import Any
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.engine import lease
+from brainy.engine.mechanics import footprint
 from brainy.net import archive
 from brainy.net.dispatch import check_brain_name
 
@@ -239,6 +240,17 @@ class Pool:
             out.append({"name": name, "archived": archived, "resident": handle is not None,
                         "writer": handle is not None and handle.role == "writer"})
         return out
+
+    def residency(self, name: str) -> dict[str, Any]:
+        """``name``'s residency block (DOORS 5.3, diagnostics and stats): whether a handle is open, since when
+        (ms), what the brain counts it holds, and the doors in flight beside the one asking."""
+        entry = self._entries.get(name)
+        handle = entry.handle if entry is not None else None
+        block: dict[str, Any] = {"resident": handle is not None, "footprintBytes": 0,
+                                 "doorsInFlight": max(0, entry.in_flight - 1) if entry is not None else 0}
+        if handle is not None and entry is not None:
+            block["since"], block["footprintBytes"] = int(entry.since * 1000), footprint(handle)
+        return block
 
     def enter(self, name: str) -> None:
         self._entry(name).in_flight += 1
