@@ -23,7 +23,7 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
 LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
-              "embed", "embedBatch", "similarity", "diagnostics", "repair", "snapshot", "warm", "stats"}
+              "embed", "embedBatch", "similarity", "diagnostics", "repair", "snapshot", "warm", "stats", "import"}
 # The 0.6.0 host provisioning doors, landed ahead of their release (issue 17).
 LANDED_HOST = {"host.provision", "host.archive", "host.unarchive", "host.mintKey", "host.listKeys", "host.revokeKey",
                "host.persist", "host.persistStatus"}
@@ -220,7 +220,7 @@ def test_disposition_refusals_carry_their_fields():
     """NotYetNativeError carries door and release; InProcessOnlyError door and instead (DOORS.md 11.3)."""
     assert set(R.by_name("NotYetNativeError").required) == {"door", "release"}
     assert set(R.by_name("InProcessOnlyError").required) == {"door", "instead"}
-    door = D.BY_NAME["import"]
+    door = D.BY_NAME["readFile"]
     refusal = R.by_name(door.refusal_today)(door=door.name, release=door.release)
     assert refusal.to_wire()["release"] == "0.5.0"
 
