@@ -76,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted")
     p_serve.add_argument("--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the "
                          "issuers file)")
+    p_serve.add_argument("--auth-server", metavar="URL", help="the authorization server MCP clients get tokens "
+                         "from: named by GET /.well-known/oauth-protected-resource and on every 401")
+    p_serve.add_argument("--sign-in", nargs="?", const="@soulcraft/identity-kit", metavar="MODULE",
+                         help="make this server its own issuer; brainy ships no sign-in module, so it refuses")
     p_serve.add_argument("--snapshots-dir", metavar="DIR", help="the root host.persist writes named snapshots "
                          "under (never created, never defaulted; not the brains directory, inside it or around it)")
     for flag in LATER_FLAGS:

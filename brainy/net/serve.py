@@ -9,6 +9,9 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from brainy.contract import refusals as R
 
 from brainy.net.app import App
 from brainy.net.backups import Backups, check_start
@@ -37,13 +40,14 @@ def _logging() -> None:
                         format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
 
 
-def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None, host: Host | None = None) -> int:
+def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None, host: Host | None = None,
+        auth_server: str | None = None) -> int:
     """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
     _loop()
     built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
-        app = App(pool, keys, built_at, host=host)
+        app = App(pool, keys, built_at, host=host, auth_server=auth_server)
         server = Server(app, listens)
 
         def ready(s: Server) -> None:
@@ -77,8 +81,29 @@ def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | 
     return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier, revoked=verifier.revoked)
 
 
+def identity(auth_server: str | None, sign_in: str | None) -> str | None:
+    """The start's identity flags, checked before anything is opened (seed 001, "Sign-in"): ``--auth-server``
+    names someone else's issuer and ``--sign-in`` would make this server one, so both together refuse;
+    ``--sign-in`` alone refuses SignInModuleUnavailableError, since brainy ships no sign-in module. Answers
+    the authorization server's URL, or None."""
+    if auth_server is not None and sign_in is not None:
+        raise R.InvalidArgumentError("--auth-server and --sign-in are mutually exclusive: one names another "
+                                     "issuer, the other would make this server the issuer", field="--sign-in",
+                                     reason="exclusive")
+    if sign_in is not None:
+        raise R.SignInModuleUnavailableError(f"--sign-in {sign_in}: no sign-in module can be loaded (brainy ships "
+                                             "none); point --auth-server at an identity service instead")
+    if auth_server is not None:
+        parts = urlsplit(auth_server)
+        if parts.scheme not in ("https", "http") or not parts.netloc or parts.query or parts.fragment:
+            raise R.InvalidArgumentError(f"--auth-server {auth_server!r}: an absolute http(s) URL, without a query "
+                                         "or fragment", field="--auth-server", reason="malformed")
+    return auth_server
+
+
 def serve(args: Any) -> int:
     _logging()
+    auth_server = identity(getattr(args, "auth_server", None), getattr(args, "sign_in", None))
     listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
     named: dict[str, Path] = {}
     for spec in args.brain or []:
@@ -95,7 +120,7 @@ def serve(args: Any) -> int:
     if keys.minted:
         print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
               f"  {keys.minted}", flush=True)
-    return run(pool, keys, listens, host=Host(keys, Backups(snapshots, brains_dir)))
+    return run(pool, keys, listens, host=Host(keys, Backups(snapshots, brains_dir)), auth_server=auth_server)
 
 
 def starter(store: Path, keys_path: str | None = None) -> int:
