@@ -269,3 +269,16 @@ def test_a_snapshots_root_overlapping_the_brains_dir_refuses_to_start(tmp_path, 
                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2
     assert b"SnapshotRootUnusableError" in done.stderr
+
+
+def test_a_snapshots_root_that_is_not_there_refuses_at_the_door_and_is_never_created(tmp_path):
+    """The host never creates the root: a --snapshots-dir that is not there (yet) starts, and persist refuses
+    SnapshotRootUnusableError with the root shown as ``<snapshots-dir>``; the root is still not there."""
+    missing = tmp_path / "not-mounted"
+    with start_server(tmp_path / "brains", extra_args=("--snapshots-dir", str(missing))) as server:
+        answer = call(server, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"})
+        error = refused(answer, 409, "SnapshotRootUnusableError")
+        assert error["message"].startswith("<snapshots-dir>") and str(missing).encode() not in answer.body
+        assert str(missing) in server.log()  # the whole text goes to the host's log
+        assert ok(call(server, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"] == []
+    assert not missing.exists()

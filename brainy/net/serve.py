@@ -60,6 +60,8 @@ def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
         return await serve_until_stopped(server, ready)
 
     closed = asyncio.run(main())
+    if host is not None:
+        host.backups.wait()  # a backup run in flight finishes its copy before the process exits (bounded)
     for answer in closed:
         log.info("closed brain %s (lease released: %s, clean close recorded: %s)", answer["brain"],
                  answer["leaseReleased"], answer["cleanCloseRecorded"])
