@@ -29,6 +29,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder, registry
 from brainy.engine.registry import HOST, door
+from brainy.net import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
 from brainy.net.principal import Principal
 
 log = logging.getLogger("brainy.dispatch")
@@ -115,8 +116,6 @@ def _close(c: Call) -> Awaitable[dict[str, Any]]:
 def _health(c: Call) -> dict[str, Any]:
     return c.brains.health(c.brain)
 
-
-from brainy.net import host_doors, mechanics  # noqa: E402,F401  (register the host and mechanics doors)
 
 REGISTERED = registry.join(D.DOORS)
 TABLE: dict[str, D.Door] = dict(D.BY_NAME)
