@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from brainy import __version__
 from brainy.contract import refusals as R
 from brainy.engine import backup, embedder
+from brainy.engine.blobs import BlobStore
 from brainy.engine import log as log_
 from brainy.engine.projections import newest_snapshot
 from brainy.engine.rows import DIMENSIONS
@@ -84,7 +85,14 @@ def diagnostics(brain: "Brain", deep: bool) -> dict[str, Any]:
             brain.verify()
         except R.Refusal as refusal:
             problems.append({"code": refusal.name, "detail": scrub(brain, refusal.message)})
-    packs, pack_bytes = _folder_bytes(brain, "blobs", ".pack")
+    _, pack_bytes = _folder_bytes(brain, "blobs", ".pack")
+    contents = chunks = 0
+    if (brain.path / "blobs").is_dir():
+        store = BlobStore(brain.path / "blobs", writable=False)
+        try:
+            contents, chunks = store.records()
+        finally:
+            store.close()
     return {
         "brain": brain.name, "version": __version__, "generation": brain.head,
         "log": {"segments": len(segments), "bytes": sum(_size(p) for _, p in segments), "head": brain.head,
@@ -92,7 +100,7 @@ def diagnostics(brain: "Brain", deep: bool) -> dict[str, Any]:
         "sstables": {"count": len(tables), "bytes": sum(int(t["size"]) for t in tables), "levels": 1 if tables else 0},
         "memtable": {"rows": len(sources.mem) + sum(len(m) for m in sources.frozen), "bytes": footprint(brain)},
         "projections": [_projection(brain, f) for f in _followers(brain)],
-        "blobs": {"count": packs, "bytes": pack_bytes, "chunks": packs},
+        "blobs": {"count": contents, "bytes": pack_bytes, "chunks": chunks},
         "lease": brain.writer_block(),
         "problems": problems,
     }
