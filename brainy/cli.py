@@ -18,7 +18,7 @@ STARTER_STORE = "./brain"
 # Commands whose implementation has not landed: each refuses by name with its release.
 NOT_YET: dict[str, str] = {}
 # serve flags of later releases: accepted by the parser so they refuse by name rather than as a typo.
-LATER_FLAGS = {"snapshots_dir": "0.6.0"}
+LATER_FLAGS: dict[str, str] = {}  # serve flags parsed but not served yet, and the release each arrives in
 
 
 def _refuse(refusal: R.Refusal) -> int:
@@ -82,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     p_serve.add_argument("--reading-door", metavar="URL", help="the receiver memory.write asks for a browsable link "
                          "(POST with this server's service key, 5 s); needs a service-key line in the keys file")
+    p_serve.add_argument("--auth-server", metavar="URL", help="the authorization server MCP clients get tokens "
+                         "from: named by GET /.well-known/oauth-protected-resource and on every 401")
+    p_serve.add_argument("--sign-in", nargs="?", const="@soulcraft/identity-kit", metavar="MODULE",
+                         help="make this server its own issuer; brainy ships no sign-in module, so it refuses")
+    p_serve.add_argument("--snapshots-dir", metavar="DIR", help="the root host.persist writes named snapshots "
+                         "under (never created, never defaulted; not the brains directory, inside it or around it)")
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
@@ -116,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             return serve(args)
+        except R.Refusal as refusal:  # a start the seeds refuse by name (SnapshotRootUnusableError, ...)
+            print("brainy serve: refused to start: ", end="", file=sys.stderr)
+            return _refuse(refusal)
         except (KeysFileError, TokenFileError, CertificateError, ValueError) as exc:
             print(f"brainy serve: refused to start: {exc}", file=sys.stderr)
             return 2

@@ -23,7 +23,7 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
 LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
-              "embed", "embedBatch", "similarity",
+              "embed", "embedBatch", "similarity", "diagnostics", "repair", "snapshot", "warm", "stats", "import",
               # all 17 vfs doors (DOORS.md 8)
               "readFile", "readdir", "stat", "exists", "getxattr", "listxattr", "fileHistory", "writeFile",
               "appendFile", "mkdir", "rmdir", "unlink", "rename", "move", "copy", "setxattr", "removexattr"}
@@ -33,6 +33,9 @@ LANDED_0_6 = ({"policy.check", "policy.audit", "policy.rules", "policy.declare",
                "policy.ratify", "policy.unlock", "policy.freeze"}
               | {f"memory.{name}" for name in ("read", "list", "recall", "context", "stats", "turns", "remember",
                                                "turn", "abstract", "cite", "reinforce", "retire", "consolidate")})
+# The 0.6.0 host provisioning doors, landed ahead of their release (issue 17).
+LANDED_HOST = {"host.provision", "host.archive", "host.unarchive", "host.mintKey", "host.listKeys", "host.revokeKey",
+               "host.persist", "host.persistStatus"}
 
 RELEASE_PLAN = {
     "0.1.0": {"add", "update", "remove", "addMany", "updateMany", "removeMany", "relate", "relateMany",
@@ -103,7 +106,7 @@ def test_dispositions_follow_the_release_plan():
     """api-contract.md release plan: 0.1.0 and 0.2.0 doors native, three in-process only, every other door
     notYetNative with its release."""
     planned = {name: rel for rel, names in RELEASE_PLAN.items() for name in names}
-    landed = RELEASE_PLAN["0.1.0"] | RELEASE_PLAN["0.2.0"] | TIME_TRAVEL | LANDED_0_5 | LANDED_0_6
+    landed = RELEASE_PLAN["0.1.0"] | RELEASE_PLAN["0.2.0"] | TIME_TRAVEL | LANDED_0_5 | LANDED_0_6 | LANDED_HOST
     for door in D.DOORS:
         if door.name in landed:
             assert door.disposition == "native", door.name
@@ -115,8 +118,9 @@ def test_dispositions_follow_the_release_plan():
             assert door.disposition == "notYetNative", door.name
             assert door.release == expected, door.name
     assert {d.name for d in D.DOORS if d.native} == landed
-    for layer in ("accords", "memory", "policy", "host"):
+    for layer in ("accords", "memory", "policy"):
         assert {d.release for d in D.DOORS if d.layer == layer and not d.native} <= {"0.6.0"}
+    assert {d.name for d in D.DOORS if d.layer == "host"} == LANDED_HOST
 
 
 def test_in_process_only_doors_say_what_to_call_instead():
@@ -225,9 +229,9 @@ def test_disposition_refusals_carry_their_fields():
     """NotYetNativeError carries door and release; InProcessOnlyError door and instead (DOORS.md 11.3)."""
     assert set(R.by_name("NotYetNativeError").required) == {"door", "release"}
     assert set(R.by_name("InProcessOnlyError").required) == {"door", "instead"}
-    door = D.BY_NAME["import"]
+    door = D.BY_NAME["accords.read"]
     refusal = R.by_name(door.refusal_today)(door=door.name, release=door.release)
-    assert refusal.to_wire()["release"] == "0.5.0"
+    assert refusal.to_wire()["release"] == "0.6.0"
 
 
 def test_entries_round_trip():

@@ -196,9 +196,17 @@ class Model:
             row["type"] = a["type"]
         if "visibility" in a:
             row["visibility"] = a["visibility"]
+        moved = "vector" in a and a["vector"] != row["vector"]
         if "vector" in a:
             row["vector"] = a["vector"]
         row["generation"], row["updatedAt"] = self.generation, None
+        if moved:  # a relation holding its endpoints' mean follows the new vector in the same commit
+            for r in self.relations.values():
+                if ident(a["id"]) in (r["from"], r["to"]):
+                    before = r.get("mean")
+                    self._relation_vector(r)
+                    if r.get("mean") != before:
+                        r["generation"], r["updatedAt"] = self.generation, None
         return {"id": ident(a["id"])}
 
     def remove(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +228,8 @@ class Model:
         """The mean of the endpoints' vectors when both have one (the model never gives relation data)."""
         a, b = self.entities.get(row["from"]), self.entities.get(row["to"])
         row["hasVector"] = bool(a and b and a["vector"] is not None and b["vector"] is not None)
+        # the mean itself, as the engine stores it: only an update re-derives it (an upserting add does not)
+        row["mean"] = [(x + y) / 2 for x, y in zip(a["vector"], b["vector"])] if row["hasVector"] else None
 
     def _put_relation(self, from_id: str, to_id: str, verb: str, sub: str | None,
                       a: dict[str, Any]) -> dict[str, Any]:

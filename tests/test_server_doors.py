@@ -105,17 +105,28 @@ def test_websocket_and_stream_refusals(app):
     assert (status, body["error"]["name"]) == (403, "ForbiddenError")  # the changes door's gate: a principal read
 
 
-def test_the_oauth_document_is_routed_only_when_configured():
+def test_the_oauth_document_is_routed_only_when_configured(tmp_path):
     """DOORS.md 10.2: the RFC 9728 document is served only when an authorization server is configured; without
-    one its path is no route (404 UnknownDoorError); with one it is routed, and refuses NotYetNativeError until
-    its release."""
+    one its path is no route (404 UnknownDoorError); with one (``--auth-server``) it names that server, to
+    anyone, and every 401 names the document in its challenge (RFC 9728 5.1)."""
     name = "server.oauthProtectedResource"
     assert name not in {r.name for r in S.routes()}
     router = routes.Router(server=S.routes(configured={name}))
-    match = router.match("GET", "/.well-known/oauth-protected-resource")
-    assert match.server == name
-    refusal = S.refusal_today(S.BY_NAME[name])
-    assert (refusal.status, refusal.fields) == (501, {"door": name, "release": S.BY_NAME[name].release})
+    assert router.match("GET", "/.well-known/oauth-protected-resource").server == name
+    init_store(tmp_path / "b")
+    keys = tmp_path / "keys"
+    keys.write_text(f"{KEY}  person:one@example.com  b\n")
+    keys.chmod(0o600)
+    pool = Pool({"b": tmp_path / "b"})
+    app = App(pool, KeyTable.open(keys), "1970-01-01T00:00:00Z", base_url="http://127.0.0.1:8300",
+              auth_server="https://id.example.com")
+    status, body = call(app, "GET", "/.well-known/oauth-protected-resource", key=None)
+    assert (status, body["authorization_servers"], body["bearer_methods_supported"], body["resource"]) == (
+        200, ["https://id.example.com"], ["header"], "http://127.0.0.1:8300")
+    answered = app.handle(Request("GET", "/v1/brains/b/counts", "", {}, b""))
+    assert answered.status == 401 and dict(answered.headers)[b"www-authenticate"] == (
+        b'Bearer realm="brainy", resource_metadata="http://127.0.0.1:8300/.well-known/oauth-protected-resource"')
+    pool.close_all()
 
 
 def test_the_handler_table_joins_the_contract_both_ways():
@@ -140,8 +151,8 @@ def test_a_missing_or_stray_handler_stops_the_import_by_name():
                                            r"server doors \[\]"):
         S.join(table)
     with pytest.raises(RuntimeError, match=r"without a handler \[\], handlers that are not native server doors "
-                                           r"\['server.oauthProtectedResource', 'server.telemetry'\]"):
-        S.join({**SERVER_HANDLERS, "server.oauthProtectedResource": print, "server.telemetry": print})
+                                           r"\['server.telemetry'\]"):
+        S.join({**SERVER_HANDLERS, "server.telemetry": print})
 
 
 def test_a_shared_route_needs_its_door():

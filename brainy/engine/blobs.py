@@ -361,6 +361,14 @@ class BlobStore:
             garbage = [w for k, w in self._index.items() if k not in keep]
         return len(garbage), sum(w.length for w in garbage)
 
+    def records(self) -> tuple[int, int]:
+        """(recipes, chunks) the packs hold: how many contents are stored, and in how many chunks."""
+        with self._lock:
+            if not self._loaded:
+                self._load()
+            recipes = sum(1 for kind, _ in self._index if kind == RECIPE)
+        return recipes, len(self._index) - recipes
+
     def disk_bytes(self) -> int:
         """The bytes the packs take on disk."""
         return sum((self.folder / pack_name(n)).stat().st_size for n in self._packs())

@@ -22,7 +22,7 @@ from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
 from brainy.engine import policy, registry
-from brainy.engine import aggregates, embedder, graph, memory, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
+from brainy.engine import aggregates, embedder, graph, importer, memory, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
 from brainy.engine.blobs import BlobStore
 from brainy.engine.commits import CommitPath

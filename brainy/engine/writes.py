@@ -81,6 +81,14 @@ def _texts(door: Any, a: Any, found: dict[str, None]) -> None:
         for op in a["ops"]:
             if isinstance(op, dict):
                 _texts(op.get("door"), op.get("args"), found)
+    elif door == "import":
+        from brainy.engine.importer import rows_of  # it builds on this module's rules
+        try:
+            rows = rows_of(a)
+        except R.Refusal:
+            return  # the rule refuses it
+        for row in rows:
+            _texts(row.door, row.args, found)
 
 
 def _stamp(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> None:

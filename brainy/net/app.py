@@ -22,6 +22,7 @@ from brainy.engine.feed import LogTail
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
 from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name, gate
+from brainy.net.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.keys import KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
@@ -33,13 +34,15 @@ from brainy.net.routes import Match, Router, query_document
 
 class App:
     def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "",
-                 reading_door: ReadingDoor | None = None) -> None:
+                 reading_door: ReadingDoor | None = None, host: Host | None = None,
+                 auth_server: str | None = None) -> None:
         self.pool = pool
         self.keys = keys
-        self.router = Router(server=S.routes())
-        self.dispatcher = Dispatcher(pool, reading_door)
+        self.host = host if host is not None else Host(keys)
+        self.auth_server = auth_server  # --auth-server: where a client gets a token (RFC 9728 discovery)
+        self.router = Router(server=S.routes(configured=S.CONFIGURED_ONLY if auth_server else ()))
+        self.dispatcher = Dispatcher(pool, reading_door, self.host)
         self.built_at = built_at
-        self.base_url = base_url
         self._contract = D.contract_envelope(__version__, built_at)
         self._openapi: str | None = None  # GET /openapi.json, rendered on first call
         self.started = time.monotonic()
@@ -47,6 +50,18 @@ class App:
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
         self.mcp = StreamableHttp(McpServer(self.dispatcher, lambda p: [b["name"] for b in pool.brains_for(p)]),
                                   self.credential)
+        self._base_url = base_url
+        self.base_url = base_url
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @base_url.setter
+    def base_url(self, url: str) -> None:
+        """Where this server answers (set once it listens); the RFC 9728 document's URL follows it."""
+        self._base_url = url
+        self.mcp.resource_metadata = f"{url}{OAUTH_PATH}" if self.auth_server else None
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]":
         """The response, now for a door that does not wait (every read), or an awaitable of it."""
@@ -112,8 +127,8 @@ class App:
             document = codecs.decode(request.body, request.headers.get("content-type"))
             if match.selector is not None:
                 door_name = self._select(match, document)
-        return self.dispatcher.run(principal, door_name, match.params.get("brain"), match.params.get("id"),
-                                         document)
+        id_ = match.params.get("id", match.params.get("sha256"))  # host.revokeKey's one path parameter
+        return self.dispatcher.run(principal, door_name, match.params.get("brain"), id_, document)
 
     @staticmethod
     def _select(match: Match, document: Any) -> str:
@@ -194,6 +209,11 @@ class App:
         raise R.MalformedRequestError("GET /v1/ws is a WebSocket upgrade: send Upgrade: websocket",
                                       reason="websocket-handshake")
 
+    def _oauth_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
+        """``GET /.well-known/oauth-protected-resource`` (RFC 9728), routed only with ``--auth-server``."""
+        return {"resource": self.base_url, "authorization_servers": [self.auth_server],
+                "bearer_methods_supported": ["header"]}
+
     def _brains_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         return {"brains": self.pool.brains_for(principal)}
 
@@ -225,9 +245,11 @@ class App:
         body, kind = codecs.encode(outcome.body(), wants)
         headers = [(b"content-type", kind.encode()), timing]
         if outcome.refusal is not None:
-            headers += refusal_headers(outcome.refusal)
+            headers += refusal_headers(outcome.refusal, self.mcp.resource_metadata)
         return Response(outcome.status, headers, body)
 
+
+OAUTH_PATH = S.BY_NAME["server.oauthProtectedResource"].path
 
 #: The handler of each native server door, joined to the contract's ``serverDoors`` at import (DOORS.md 10.2).
 SERVER_HANDLERS = S.join({
@@ -238,5 +260,6 @@ SERVER_HANDLERS = S.join({
     "server.brains": App._brains_door,
     "server.ws": App._ws_door,
     "server.changesStream": App._changes_stream_door,  # the session itself is reached by App.upgrade
+    "server.oauthProtectedResource": App._oauth_door,  # routed only when configured
     "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
 })

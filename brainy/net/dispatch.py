@@ -29,6 +29,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder, policy, registry
 from brainy.engine.registry import HOST, door
+from brainy.net import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
 from brainy.net.principal import Principal
 from brainy.net.reading_door import ReadingDoor
 
@@ -95,6 +96,7 @@ class Call:
     id: Any
     document: dict[str, Any]
     brains: Brains
+    host: Any = None  # the provisioning doors' ground (brainy.net.host_doors.Host)
 
 
 Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
@@ -119,6 +121,7 @@ def _health(c: Call) -> dict[str, Any]:
 REGISTERED = registry.join(D.DOORS)
 TABLE: dict[str, D.Door] = dict(D.BY_NAME)
 TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.path_params))
+TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
 
 
 def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
@@ -146,11 +149,12 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
 
 
 class Dispatcher:
-    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None) -> None:
+    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None, host: Any = None) -> None:
         self.brains = brains
         # the --reading-door receiver (brainy/net/reading_door.py), None when not configured: memory.write
         # asks it for a link after its commit (reading_door.door_url)
         self.reading_door = reading_door
+        self.host = host
 
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
@@ -219,10 +223,12 @@ class Dispatcher:
                                          reason="wrong-type")
         if id_ is None and door.name in TAKES_ID:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
-        if brain is None:
+        if brain is None and door.name in TAKES_BRAIN:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
         document = arguments.check(door, document)
         entry = REGISTERED[door.name]
+        if door.layer == "host":  # the host's own doors reach archived and unborn brains: no door count
+            return entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
         self.brains.enter(brain)
         try:
             if entry.runs == registry.READ:
@@ -238,7 +244,7 @@ class Dispatcher:
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
             else:
-                result = entry.fn(Call(principal, door, brain, id_, document, self.brains))
+                result = entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
         except BaseException:
             self.brains.leave(brain)
             raise

@@ -64,10 +64,19 @@ _HEADERS: dict[str, Callable[[R.Refusal], Header]] = {
 }
 
 
-def refusal_headers(refusal: R.Refusal) -> list[Header]:
-    """The header fields ``refusal`` carries on an HTTP answer (none for most classes)."""
+def refusal_headers(refusal: R.Refusal, resource_metadata: str | None = None) -> list[Header]:
+    """The header fields ``refusal`` carries on an HTTP answer (none for most classes).
+
+    With ``resource_metadata`` (the URL of this server's RFC 9728 document, when an authorization server
+    is configured) every 401 names it in its challenge (RFC 9728 5.1), so an MCP client that was refused
+    learns where to get a token.
+    """
     header = _HEADERS.get(refusal.name)
-    return [header(refusal)] if header is not None else []
+    found = [header(refusal)] if header is not None else []
+    if resource_metadata is not None and refusal.status == 401:
+        challenge = f'Bearer realm="brainy", resource_metadata="{resource_metadata}"'.encode()
+        found = [h for h in found if h[0] != b"www-authenticate"] + [(b"www-authenticate", challenge)]
+    return found
 
 
 def refusal_response(refusal: R.Refusal) -> Response:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -51,7 +52,7 @@ import secrets
 import stat
 import time
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from brainy.contract import refusals as R
 from brainy.net.principal import Principal
@@ -85,6 +86,9 @@ ROLES_HEADER = "x-brainy-roles"
 
 # One message for every static-key failure, so none of them can be told apart.
 UNAUTHENTICATED_MESSAGE = "a valid key is required: send Authorization: Bearer <key>"
+
+MINT_PREFIX = "bky_"
+MINT_RANDOM_BYTES = 32  # 43 base64url characters (DOORS.md 10.3)
 
 TokenVerifier = Callable[[str], Principal]
 """Verifies a ``bk1.`` bearer: answers its Principal or raises its named BRAINY_KEY_* refusal."""
@@ -327,9 +331,7 @@ def _mint(path: Path) -> str | None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
         try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, body)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -350,6 +352,31 @@ def _mint(path: Path) -> str | None:
             pass
     _fsync_dir(path.parent)
     return key
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # brainy.engine.files.write_all's twin: reading or writing the keys file never imports the engine
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def fingerprint(key: str) -> str:
+    """A static key's id: the SHA-256 of its bytes, hex (``printf %s "$KEY" | sha256sum``). Not a credential."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _append(path: Path, line: bytes) -> None:
+    """Add ``line`` at the end of the keys file, on a line of its own, and make it durable; nothing else moves."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            line = b"\n" + line  # the placed file's last line had no newline: never join the new key onto it
+        _write_all(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -417,17 +444,21 @@ class KeyTable:
     """
 
     def __init__(self, path: Path, table: dict[str, Principal], signature: tuple[int, ...] | None,
-                 minted: str | None = None, token_verifier: TokenVerifier | None = None) -> None:
+                 minted: str | None = None, token_verifier: TokenVerifier | None = None,
+                 revoked: Any = None) -> None:
         self.path = path
         self.minted = minted
         """The key minted at first start, for the caller to print once; None when the file was placed."""
         self.token_verifier = token_verifier
+        self.revoked = revoked
+        """The revoked list (``brainy.net.tokens.Placed``: ``value`` jti -> exp, ``refresh``), or None. A static
+        key is listed there under its SHA-256 (seed 001, "Revocation")."""
         self._table = table
         self._watch = Watch(path, CHECK_INTERVAL, signature)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, mint_if_missing: bool = False,
-             token_verifier: TokenVerifier | None = None) -> "KeyTable":
+             token_verifier: TokenVerifier | None = None, revoked: Any = None) -> "KeyTable":
         """Load the keys file at ``path`` (default :func:`default_keys_path`) or refuse to start.
 
         With ``mint_if_missing``, a missing file is a first start: one key for
@@ -451,7 +482,7 @@ class KeyTable:
                 raise KeysFileError(where, "the keys file vanished as it was written") from None
             if minted is not None:
                 log.info("keys file %s: first start, minted one key for %s", where, MINTED_PRINCIPAL)
-        return cls(where, table, signature, minted=minted, token_verifier=token_verifier)
+        return cls(where, table, signature, minted=minted, token_verifier=token_verifier, revoked=revoked)
 
     def __len__(self) -> int:
         return len(self._table)
@@ -481,6 +512,11 @@ class KeyTable:
         """
         if not self._watch.moved(now):
             return False
+        return self.reload()
+
+    def reload(self) -> bool:
+        """Re-read the file now, whatever the interval: a door that wrote it answers only once the table holds
+        what it wrote (seed 001: a minted key is honoured on the very next request)."""
         try:
             table, signature = _load(self.path)
         except FileNotFoundError:
@@ -516,9 +552,53 @@ class KeyTable:
                 iss=iss)
         self.refresh(now)
         principal = self._table.get(credential)
-        if principal is None:
-            raise _unauthenticated()
+        if principal is None or self.is_revoked(credential, now):
+            raise _unauthenticated()  # a revoked static key fails flat, as a removed one does
         return principal
+
+    def is_revoked(self, credential: str, now: float | None = None) -> bool:
+        """Whether the revoked list names this static key's SHA-256 inside that entry's exp."""
+        if self.revoked is None:
+            return False
+        self.revoked.refresh(now)
+        if not self.revoked.value:
+            return False
+        until = self.revoked.value.get(fingerprint(credential))
+        return until is not None and time.time() < until
+
+    def entries(self) -> list[tuple[str, Principal]]:
+        """Every line's (fingerprint, principal), in file order: what a listing may show (never a key)."""
+        return [(fingerprint(key), principal) for key, principal in self._table.items()]
+
+    def mint(self, principal: str, brains: list[str] | str) -> str:
+        """Append one new key line for ``principal`` reaching ``brains`` (names, or ``*``); answer the key.
+
+        The line is parsed before it is written, and must parse to exactly what was asked (a principal
+        holding a space would otherwise parse as a principal and a brain): a line the loader would refuse
+        or misread is ``KeyLineRefusedError`` and nothing is written. The file is only appended to, never
+        rewritten (seed 001, "Provisioning"), and re-read before the answer, so the key is honoured on
+        the very next request.
+        """
+        reach = [EVERY_BRAIN] if brains == EVERY_BRAIN else list(brains)
+        key = MINT_PREFIX + secrets.token_urlsafe(MINT_RANDOM_BYTES)
+        line = f"{key}  {principal}  {' '.join(reach)}\n"
+        try:
+            placed, _ = read_placed(self.path, lambda reason: KeysFileError(self.path, reason))
+            # the file as it will read after the append, parsed whole: the loader's verdict, before a byte moves
+            parsed = parse_keys(placed + (b"" if placed.endswith(b"\n") or not placed else b"\n")
+                                + line.encode("utf-8"), self.path)
+        except KeysFileError as exc:
+            raise R.KeyLineRefusedError(f"the key line would be refused: {exc.reason}", reason=exc.reason) from None
+        except FileNotFoundError:
+            raise R.KeyLineRefusedError("the keys file is gone; place one first", reason="no keys file") from None
+        got = parsed.get(key)
+        wanted = None if brains == EVERY_BRAIN else frozenset(reach)
+        if got is None or got.id != principal or got.brains != wanted or got.service_key:
+            raise R.KeyLineRefusedError("the key line would not read back as the principal and brains asked for",
+                                        reason="does not read back as asked")
+        _append(self.path, line.encode("utf-8"))
+        self.reload()
+        return key
 
 
 # --- the caller on the call --------------------------------------------------------------------
@@ -579,6 +659,6 @@ def apply_caller_assertion(principal: Principal, headers: Mapping[str, str]) -> 
 
 __all__ = [
     "CHECK_INTERVAL", "HEADER", "KeyTable", "KeysFileError", "TokenVerifier", "UNAUTHENTICATED_MESSAGE",
-    "Watch", "apply_caller_assertion", "default_keys_path", "parse_keys", "read_placed",
+    "Watch", "apply_caller_assertion", "default_keys_path", "fingerprint", "parse_keys", "read_placed",
 ]
 

@@ -23,6 +23,8 @@ from typing import Any
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.engine import lease
+from brainy.engine.mechanics import footprint
+from brainy.net import archive
 from brainy.net.dispatch import check_brain_name
 
 log = logging.getLogger("brainy.pool")
@@ -70,13 +72,25 @@ class Pool:
         self._named = {check_brain_name(name): Path(path) for name, path in (brains or {}).items()}
         self._dir = Path(brains_dir) if brains_dir else None
         self._entries: dict[str, Entry] = {}
+        self._retiring: dict[str, Entry] = {}  # entries an archive is closing, until their doors finish
         self._lock = threading.Lock()
         self._options = open_options or {}
 
     # -- which names are brains -----------------------------------------------------------------
 
-    def path_of(self, name: str) -> Path:
+    @property
+    def brains_dir(self) -> Path | None:
+        return self._dir
+
+    def path_of(self, name: str, archived_ok: bool = False) -> Path:
+        """The store ``name`` resolves to; an archived brain refuses BrainArchivedError unless ``archived_ok``
+        (never NoSuchBrainError: its rows are exactly where they were, seed 001 "Provisioning")."""
         check_brain_name(name)
+        if self._dir is not None and not archived_ok:
+            at = archive.archived_at(self._dir, name)
+            if at is not None:
+                raise R.BrainArchivedError(f"brain {name!r} is archived; host.unarchive serves it again",
+                                           brain=name, archivedAt=at)
         if name in self._named:
             return self._named[name]
         if self._dir is not None:
@@ -222,15 +236,51 @@ class Pool:
         out = []
         for name in names:
             handle = self._entries[name].handle if name in self._entries else None
-            out.append({"name": name, "archived": False, "resident": handle is not None,
+            archived = self._dir is not None and archive.archived_at(self._dir, name) is not None
+            out.append({"name": name, "archived": archived, "resident": handle is not None,
                         "writer": handle is not None and handle.role == "writer"})
         return out
+
+    def residency(self, name: str) -> dict[str, Any]:
+        """``name``'s residency block (DOORS 5.3, diagnostics and stats): whether a handle is open, since when
+        (ms), what the brain counts it holds, and the doors in flight beside the one asking."""
+        entry = self._entries.get(name)
+        handle = entry.handle if entry is not None else None
+        block: dict[str, Any] = {"resident": handle is not None, "footprintBytes": 0,
+                                 "doorsInFlight": max(0, entry.in_flight - 1) if entry is not None else 0}
+        if handle is not None and entry is not None:
+            block["since"], block["footprintBytes"] = int(entry.since * 1000), footprint(handle)
+        return block
 
     def enter(self, name: str) -> None:
         self._entry(name).in_flight += 1
 
     def leave(self, name: str) -> None:
-        self._entry(name).in_flight -= 1
+        # the entry entered, even if an archive has since taken it out of the table
+        entry = self._entries.get(name) or self._retiring.get(name)
+        if entry is not None:
+            entry.in_flight -= 1
+
+    async def retire(self, name: str, drain_seconds: float = 10.0) -> dict[str, Any] | None:
+        """Close ``name`` and forget it (host.archive): the doors in flight finish first (bounded), then the
+        handle closes cleanly; the next door on the name resolves it afresh. None when nothing was open."""
+        with self._lock:
+            entry = self._entries.pop(name, None)
+            if entry is None:
+                return None
+            self._retiring[name] = entry
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + drain_seconds
+            while entry.in_flight > 0 and loop.time() < deadline:
+                await asyncio.sleep(0.005)
+            with entry.lock:
+                handle, entry.handle = entry.handle, None
+            if handle is None:
+                return None
+            return await loop.run_in_executor(None, handle.close)
+        finally:
+            self._retiring.pop(name, None)
 
     def close_all(self) -> list[dict[str, Any]]:
         """Close every handle (the stop sequence): each writer flushes, records its close, releases."""

@@ -9,9 +9,14 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from brainy.contract import refusals as R
 
 from brainy.engine import language
 from brainy.net.app import App
+from brainy.net.backups import Backups, check_start
+from brainy.net.host_doors import Host
 from brainy.net.keys import KeyTable, default_keys_path
 from brainy.net.pool import Pool
 from brainy.net.reading_door import ReadingDoor
@@ -47,13 +52,14 @@ def _language() -> None:
 
 
 def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
-        certificate: Certificate | None = None, reading_door: ReadingDoor | None = None) -> int:
+        certificate: Certificate | None = None, reading_door: ReadingDoor | None = None,
+        host: Host | None = None, auth_server: str | None = None) -> int:
     """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
     _loop()
     built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
-        app = App(pool, keys, built_at, reading_door=reading_door)
+        app = App(pool, keys, built_at, reading_door=reading_door, host=host, auth_server=auth_server)
         server = Server(app, listens, certificate)
 
         def ready(s: Server) -> None:
@@ -66,6 +72,8 @@ def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
         return await serve_until_stopped(server, ready)
 
     closed = asyncio.run(main())
+    if host is not None:
+        host.backups.wait()  # a backup run in flight finishes its copy before the process exits (bounded)
     for answer in closed:
         log.info("closed brain %s (lease released: %s, clean close recorded: %s)", answer["brain"],
                  answer["leaseReleased"], answer["cleanCloseRecorded"])
@@ -84,12 +92,33 @@ def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | 
     log.info("issuers file %s: %d keys%s; revoked list %s: %d jtis", issuers_at, counts["issuers"],
              "" if issuers_at.exists() else " (absent: no issuer is trusted)",
              verifier.revoked.path, counts["revoked"])
-    return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier)
+    return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier, revoked=verifier.revoked)
+
+
+def identity(auth_server: str | None, sign_in: str | None) -> str | None:
+    """The start's identity flags, checked before anything is opened (seed 001, "Sign-in"): ``--auth-server``
+    names someone else's issuer and ``--sign-in`` would make this server one, so both together refuse;
+    ``--sign-in`` alone refuses SignInModuleUnavailableError, since brainy ships no sign-in module. Answers
+    the authorization server's URL, or None."""
+    if auth_server is not None and sign_in is not None:
+        raise R.InvalidArgumentError("--auth-server and --sign-in are mutually exclusive: one names another "
+                                     "issuer, the other would make this server the issuer", field="--sign-in",
+                                     reason="exclusive")
+    if sign_in is not None:
+        raise R.SignInModuleUnavailableError(f"--sign-in {sign_in}: no sign-in module can be loaded (brainy ships "
+                                             "none); point --auth-server at an identity service instead")
+    if auth_server is not None:
+        parts = urlsplit(auth_server)
+        if parts.scheme not in ("https", "http") or not parts.netloc or parts.query or parts.fragment:
+            raise R.InvalidArgumentError(f"--auth-server {auth_server!r}: an absolute http(s) URL, without a query "
+                                         "or fragment", field="--auth-server", reason="malformed")
+    return auth_server
 
 
 def serve(args: Any) -> int:
     _logging()
     _language()
+    auth_server = identity(getattr(args, "auth_server", None), getattr(args, "sign_in", None))
     listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
     # judged before anything opens or binds: a refused pair refuses the start, never an h2 fallback
     certificate = judge(args.tls_cert, args.tls_key, sum(listen.protocols == ("h3",) for listen in listens))
@@ -99,7 +128,11 @@ def serve(args: Any) -> int:
         if not sep or not name or not path:
             raise SystemExit(f"brainy serve: --brain {spec!r}: expected NAME=PATH")
         named[name] = Path(path)
-    pool = Pool(named, Path(args.brains_dir) if args.brains_dir else None)
+    brains_dir = Path(args.brains_dir) if args.brains_dir else None
+    snapshots = Path(args.snapshots_dir) if getattr(args, "snapshots_dir", None) else None
+    if snapshots is not None:
+        check_start(snapshots, brains_dir)  # SnapshotRootUnusableError refuses the start
+    pool = Pool(named, brains_dir)
     keys = open_keys(args.keys, args.issuers, args.revoked)
     if keys.minted:
         print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
@@ -107,7 +140,8 @@ def serve(args: Any) -> int:
     reading_door = configure_reading_door(args.reading_door, keys.service_key)
     if reading_door is not None:
         log.info("reading door: %s", reading_door.url)
-    return run(pool, keys, listens, certificate=certificate, reading_door=reading_door)
+    return run(pool, keys, listens, certificate=certificate, reading_door=reading_door,
+               host=Host(keys, Backups(snapshots, brains_dir)), auth_server=auth_server)
 
 
 def starter(store: Path, keys_path: str | None = None) -> int:

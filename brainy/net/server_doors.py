@@ -14,8 +14,8 @@ absent (DESIGN.md, "The door table is a law"):
   before any upgrade (DOORS.md 10.2);
 * one DOORS.md 10.2 serves only when something is configured (``CONFIGURED_ONLY``: the
   RFC 9728 document needs an authorization server) is not routed without it, so the
-  request meets the ``UnknownDoorError`` its contract entry lists. brainy has no such
-  configuration yet.
+  request meets the ``UnknownDoorError`` its contract entry lists (``brainy serve
+  --auth-server URL`` configures the one there is).
 
 One route is served beside the contract, not in it (``BEYOND_CONTRACT``): ``GET
 /openapi.json``. DOORS.md 10.2 lists nine server doors and the contract transcribes them

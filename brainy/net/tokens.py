@@ -81,7 +81,7 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from brainy.contract import refusals as R
-from brainy.net.keys import TOKEN_PREFIX, Watch, _b64url, _fields, read_placed
+from brainy.net.keys import TOKEN_PREFIX, Watch, _b64url, _fields, _fsync_dir, _write_all, read_placed
 from brainy.net.principal import Principal
 
 log = logging.getLogger("brainy.tokens")
@@ -265,6 +265,39 @@ def parse_revoked(data: bytes | str, source: str | os.PathLike[str] = "<revoked>
             raise RevokedFileError(source, f"{where}.exp is not an integer (Unix seconds)")
         table[jti] = max(exp, table.get(jti, exp))
     return table
+
+
+#: The exp a revocation of a static key carries: the last second of the year 9999. A static key has no
+#: expiry of its own, and this is a real timestamp every parser reads (seed 001, "Revocation").
+STATIC_KEY_EXP = 253402300799
+
+
+def add_revocation(path: Path, jti: str, exp: int) -> bool:
+    """List ``jti`` in the revoked file at ``path`` until ``exp``, creating the file if absent; False when it was
+    listed already. The document is read and parsed first (a file this server would refuse is never
+    built on), keeps every member it had, and is replaced whole (written beside, fsynced, renamed), so a
+    reader sees the old list or the new one, never half of one.
+    """
+    try:
+        data, _ = read_placed(path, lambda reason: RevokedFileError(path, reason), 0o022)
+    except FileNotFoundError:
+        document: dict[str, Any] = {"revoked": []}
+    else:
+        listed = parse_revoked(data, path)
+        if jti in listed:
+            return False
+        document = json.loads(data)
+    document["revoked"].append({"jti": jti, "exp": exp})
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        _write_all(fd, json.dumps(document, indent=1).encode("utf-8") + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temp, path)
+    _fsync_dir(path.parent)
+    return True
 
 
 # --- a file re-read on its own change ----------------------------------------------------------
@@ -484,7 +517,7 @@ class TokenVerifier:
 
 
 __all__ = [
-    "Claims", "ENV_ISSUERS", "IssuerKey", "IssuersFileError", "KEY_PREFIX", "Placed", "RELOAD_INTERVAL",
+    "Claims", "ENV_ISSUERS", "STATIC_KEY_EXP", "add_revocation", "IssuerKey", "IssuersFileError", "KEY_PREFIX", "Placed", "RELOAD_INTERVAL",
     "REVOKED_NAME", "RevokedFileError", "SCOPES", "SPKI_PREFIX", "TokenFileError", "TokenVerifier", "decode",
     "default_issuers_path", "parse_issuers", "parse_revoked", "public_key_bytes", "public_key_text",
 ]

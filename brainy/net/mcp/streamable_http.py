@@ -98,6 +98,7 @@ class StreamableHttp:
         self.max_sessions = max_sessions
         self.idle_seconds = idle_seconds
         self.sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()  # least recent first
+        self.resource_metadata: str | None = None  # named on every 401 when an authorization server is configured
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes,
                now: float) -> "HttpReply | Awaitable[HttpReply]":
@@ -201,7 +202,7 @@ class StreamableHttp:
         headers = [(b"server-timing", b"brainy;dur=%.3f" % outcome.ms)]
         refusal = outcome.refusal
         if refusal is not None:
-            headers += refusal_headers(refusal)
+            headers += refusal_headers(refusal, self.resource_metadata)
             headers.append((b"content-type", b"application/json"))
             body = orjson.dumps(error_reply(exchange.request_id, refusal_error(refusal)))
             return HttpReply(refusal.status or 500, headers, body)
