@@ -1,24 +1,39 @@
 """Latency sweeps per transport: brainy against the floor, in the same run.
 
-    python perf/measure.py [--requests N] [--rows N]
+    python perf/measure.py [--requests N] [--rows N] [--writes N] [--repeat N]
+                           [--only TEXT] [--grpcio]
 
 Builds a store, starts `brainy serve` on it (h1/h2, gRPC and h3 listeners, h3
 with a self-signed certificate made here) and two floors: a bare uvloop +
 httptools server answering 30 bytes, and a bare grpcio unary server answering
 a 30-byte message (perf/grpcio_server.py). Then sweeps h1 JSON, h1 MessagePack,
-h2, h3 and MCP (tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one
-session) against the first floor and gRPC against the second, at concurrency 1,
-8 and 64 over `get` and `counts`. ``--grpcio`` adds brainy's gRPC service on
-grpcio's own server, the candidate brainy's HTTP/2 layer was chosen over.
-Prints nearest-rank p50, p90 and p99 per row with the request count, requests
-per second and answer bytes. Clients set TCP_NODELAY. Loopback only; every
-loop is bounded by its request count.
+h2, h3, MCP (tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one
+session) and the WebSocket session (/v1/ws, one call in flight per connection)
+against the first floor and gRPC against the second, at concurrency 1, 8 and 64
+over `get` and `counts`. ``--grpcio`` adds brainy's gRPC service on grpcio's own
+server, the candidate brainy's HTTP/2 layer was chosen over. Prints nearest-rank
+p50, p90 and p99 per row with the request count, requests per second and answer
+bytes, each beside its floor's.
+
+Then the WebSocket pipelined 16 deep on one connection against h1 keep-alive at
+c=1, and the change feed's commit-to-frame latency (``--writes`` of them): from
+a write's acknowledgement to its frame's arrival on a held SSE stream of the
+writer (negative when the frame came first: the stream is woken by the commit,
+not by the answer).
+
+``--repeat N`` runs each sweep (the pipelined ones too) N times and shows the
+quietest (lowest p50); the writes are timed once.
+``--only TEXT`` keeps the rows whose name contains TEXT (and their floors).
+Clients set TCP_NODELAY. Loopback only; every loop is bounded by its request
+or write count.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import collections
 import json
 import math
 import os
@@ -160,26 +175,101 @@ class H3Client(QuicConnectionProtocol):
         return await fut
 
 
-CLIENTS = {"h1": H1Client, "h2": H2Client, "grpc": GrpcClient}
+WS_MASK = b"\x11\x22\x33\x44"
 
 
-async def open_clients(port: int, kind: str, concurrency: int) -> list:
+def ws_frame(call: dict) -> bytes:
+    """One masked client text frame carrying a call (RFC 6455 5.2, written here, not by brainy's framing)."""
+    payload = json.dumps(call).encode()
+    n = len(payload)
+    head = bytes((0x81, 0x80 | n)) if n < 126 else bytes((0x81, 0x80 | 126)) + n.to_bytes(2, "big")
+    return head + WS_MASK + bytes(b ^ WS_MASK[i % 4] for i, b in enumerate(payload))
+
+
+class WsClient(asyncio.Protocol):
+    """One upgraded /v1/ws connection; each answer frame resolves the oldest waiting call."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.waiters: collections.deque[asyncio.Future[bytes]] = collections.deque()
+        self.ready = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport = transport
+        nonce = base64.b64encode(os.urandom(16)).decode()
+        transport.write((f"GET /v1/ws HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                         f"sec-websocket-version: 13\r\nsec-websocket-key: {nonce}\r\n"
+                         f"authorization: Bearer {KEY}\r\n\r\n").encode())
+
+    def data_received(self, data):
+        self.buf += data
+        if not self.ready.done():
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            assert self.buf.startswith(b"HTTP/1.1 101"), bytes(self.buf[:200])
+            del self.buf[:end + 4]
+            self.ready.set_result(None)
+        while len(self.buf) >= 2:
+            n, at = self.buf[1] & 0x7F, 2
+            if n == 126:
+                if len(self.buf) < 4:
+                    return
+                n, at = int.from_bytes(self.buf[2:4], "big"), 4
+            elif n == 127:
+                if len(self.buf) < 10:
+                    return
+                n, at = int.from_bytes(self.buf[2:10], "big"), 10
+            if len(self.buf) < at + n:
+                return
+            body = bytes(self.buf[at:at + n])
+            del self.buf[:at + n]
+            self.waiters.popleft().set_result(body)
+
+    async def request(self, frame: bytes) -> bytes:
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        self.transport.write(frame)
+        return await fut
+
+    async def pipeline(self, frame: bytes, depth: int) -> list[bytes]:
+        loop = asyncio.get_running_loop()
+        futs = [loop.create_future() for _ in range(depth)]
+        self.waiters.extend(futs)
+        self.transport.write(frame * depth)
+        return await asyncio.gather(*futs)
+
+
+# the clients over TCP; h3 (QUIC over UDP) is opened by connect() itself
+CLIENTS = {"h1": H1Client, "h2": H2Client, "grpc": GrpcClient, "ws": WsClient}
+H3_CLIENT = QuicConfiguration(is_client=True, alpn_protocols=["h3"], verify_mode=ssl.CERT_NONE)
+
+
+async def connect(port: int, kind: str):
+    """One client connection of ``kind``, answered when it can carry a request (QUIC handshake, ws upgrade done)."""
     loop = asyncio.get_running_loop()
-    if kind != "h3":
-        return [(await loop.create_connection(CLIENTS[kind], "127.0.0.1", port))[1] for _ in range(concurrency)]
-    configuration = QuicConfiguration(is_client=True, alpn_protocols=["h3"], verify_mode=ssl.CERT_NONE)
-    clients = []
-    for _ in range(concurrency):
-        _, client = await loop.create_datagram_endpoint(lambda: H3Client(QuicConnection(configuration=configuration)),
+    if kind == "h3":
+        _, client = await loop.create_datagram_endpoint(lambda: H3Client(QuicConnection(configuration=H3_CLIENT)),
                                                         remote_addr=("127.0.0.1", port))
         client.connect(("127.0.0.1", port))
         await client.wait_connected()
-        clients.append(client)
-    return clients
+        return client
+    client = (await loop.create_connection(CLIENTS[kind], "127.0.0.1", port))[1]
+    if kind == "ws":
+        await client.ready
+    return client
+
+
+def close(client) -> None:
+    if isinstance(client, H3Client):
+        client.close()  # CONNECTION_CLOSE; the endpoint closes with the loop
+    else:
+        client.transport.close()
 
 
 async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
-    clients = await open_clients(port, kind, concurrency)
+    clients = [await connect(port, kind) for _ in range(concurrency)]
     for c in clients:  # warm each connection once
         await c.request(request)
     per = max(1, total // concurrency)
@@ -198,11 +288,76 @@ async def sweep(port: int, kind: str, request, concurrency: int, total: int) -> 
     await asyncio.gather(*(run(c) for c in clients))
     wall = time.perf_counter() - started
     for c in clients:
-        if kind == "h3":
-            c.close()  # CONNECTION_CLOSE; the endpoint closes with the loop
-        else:
-            c.transport.close()
+        close(c)
     return sorted(latencies), size, len(latencies) / wall
+
+
+async def pipelined(port: int, request: bytes, depth: int, total: int) -> tuple[list[float], int, float]:
+    """One WebSocket connection, ``depth`` calls written at once and all awaited, ``total`` calls in all:
+    the latency of each batch per call, the answer size, calls per second."""
+    client = await connect(port, "ws")
+    await client.pipeline(request, depth)
+    latencies: list[float] = []
+    size = 0
+    started = time.perf_counter()
+    for _ in range(max(1, total // depth)):
+        t = time.perf_counter()
+        answers = await client.pipeline(request, depth)
+        latencies.append((time.perf_counter() - t) * 1000)
+        size = len(answers[-1])
+    wall = time.perf_counter() - started
+    close(client)
+    return sorted(latencies), size, len(latencies) * depth / wall
+
+
+class SseClient(asyncio.Protocol):
+    """A held change stream over h1: the arrival time of every event whose id names a generation."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.arrived: dict[int, float] = {}
+        self.waiters: dict[int, asyncio.Future[float]] = {}
+
+    def connection_made(self, transport):
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport = transport
+        transport.write(h1_get("/v1/brains/main/changes?since=head", "text/event-stream"))
+
+    def data_received(self, data):
+        now = time.perf_counter()
+        self.buf += data
+        while b"\nid: " in self.buf or self.buf.startswith(b"id: "):
+            at = self.buf.find(b"id: ")
+            end = self.buf.find(b".", at)
+            if end < 0:
+                return
+            generation = int(self.buf[at + 4:end])
+            self.buf = self.buf[end:]
+            self.arrived.setdefault(generation, now)
+            waiter = self.waiters.pop(generation, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(now)
+
+
+async def commit_to_frame(port: int, writes: int) -> list[float]:
+    """Milliseconds from each write's acknowledgement (h1, keep-alive) to its frame on a held stream."""
+    loop = asyncio.get_running_loop()
+    stream = (await loop.create_connection(SseClient, "127.0.0.1", port))[1]
+    writer = await connect(port, "h1")
+    await asyncio.sleep(0.3)  # the stream is open and caught up
+    gaps: list[float] = []
+    for i in range(writes):
+        body = json.dumps({"type": "thing", "metadata": {"i": i}}).encode()
+        answer = await writer.request(h1_post("/v1/brains/main/add", body, {"content-type": "application/json"}))
+        acked = time.perf_counter()
+        generation = json.loads(answer)["generation"]
+        if generation not in stream.arrived:
+            fut = stream.waiters[generation] = loop.create_future()
+            await asyncio.wait_for(fut, 5)
+        gaps.append((stream.arrived[generation] - acked) * 1000)
+    close(stream)
+    close(writer)
+    return sorted(gaps)
 
 
 def h1_get(path: str, accept: str = "application/json") -> bytes:
@@ -303,12 +458,19 @@ def wait_ready(port: int, deadline: float = 20.0) -> None:
     raise SystemExit(f"nothing answered on port {port}")
 
 
+def quietest(measure, repeat: int) -> tuple[list[float], int, float]:
+    """The run with the lowest p50 of ``repeat`` runs of ``measure()``: on a shared box, the quietest stands for it."""
+    runs = [uvloop.run(measure()) for _ in range(repeat)]
+    return min(runs, key=lambda run: nearest_rank(run[0], 50))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=640, help="requests per cell (default 640)")
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
+    parser.add_argument("--writes", type=int, default=200, help="writes timed to their frame (default 200)")
     parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
-    parser.add_argument("--only", help="only the cells whose name contains this")
+    parser.add_argument("--only", help="only the rows whose name contains this (and their floors)")
     parser.add_argument("--repeat", type=int, default=1, help="sweeps per cell; the one with the lowest p50 is shown")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -351,6 +513,8 @@ def main() -> None:
                 ("counts h3", h3_port, "h3", h2_get("/v1/brains/main/counts", b"https"), "floor h1"),
                 ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"}), "floor h1"),
                 ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {}), "floor h1"),
+                ("get ws", port, "ws", ws_frame({"ref": 1, "door": "get", "brain": "main", "id": "row-7"}), "floor h1"),
+                ("counts ws", port, "ws", ws_frame({"ref": 1, "door": "counts", "brain": "main"}), "floor h1"),
                 ("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc"),
                 ("get grpc", grpc_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
                 ("counts grpc", grpc_port, "grpc", grpc_call("counts", "main"), "floor grpc"),
@@ -358,14 +522,19 @@ def main() -> None:
             if args.grpcio:
                 cells += [("get grpc/grpcio", grpcio_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
                           ("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc")]
-            cells = [c for c in cells if not args.only or args.only in c[0] or c[0] == c[4]]
-            print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
-            for concurrency in (1, 8, 64):
+            request_of = {name: request for name, _, _, request, _ in cells}
+
+            def wanted(name: str) -> bool:
+                return not args.only or args.only in name
+
+            floors = {judged_by for name, _, _, _, judged_by in cells if wanted(name)}
+            cells = [c for c in cells if wanted(c[0]) or c[0] in floors]  # a row is printed beside its floor
+            if cells:
+                print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
+            for concurrency in (1, 8, 64) if cells else ():
                 floor = {}
                 for name, p, kind, request, judged_by in cells:
-                    # on a shared box, the quietest of --repeat sweeps (lowest p50) stands for the cell
-                    runs = [uvloop.run(sweep(p, kind, request, concurrency, args.requests)) for _ in range(args.repeat)]
-                    lat, size, rate = min(runs, key=lambda run: nearest_rank(run[0], 50))
+                    lat, size, rate = quietest(lambda: sweep(p, kind, request, concurrency, args.requests), args.repeat)
                     p50 = nearest_rank(lat, 50)
                     if name == judged_by:
                         floor[name] = (p50, rate)
@@ -373,6 +542,21 @@ def main() -> None:
                     print(f"{name:<20}{concurrency:>4}{len(lat):>6}{p50:>9.3f}{nearest_rank(lat, 90):>9.3f}"
                           f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == judged_by else ratio))
                 print()
+            # one ws connection with 16 calls in flight against one h1 keep-alive connection with one, the same door
+            for door in ("get", "counts"):
+                name = f"{door} ws pipelined 16"
+                if not wanted(name):
+                    continue
+                _, _, h1_rate = quietest(lambda: sweep(port, "h1", request_of[f"{door} h1 json"], 1, args.requests),
+                                         args.repeat)
+                lat, size, rate = quietest(lambda: pipelined(port, request_of[f"{door} ws"], 16, args.requests * 4),
+                                           args.repeat)
+                print(f"{name:<26}{rate:>9.0f} calls/s  {rate / h1_rate:.2f}x h1 keep-alive c=1 "
+                      f"({h1_rate:.0f} req/s); batch p50 {nearest_rank(lat, 50):.3f} ms")
+            if wanted("commit-to-frame"):
+                gaps = uvloop.run(commit_to_frame(port, args.writes))
+                print(f"{'commit-to-frame':<26}p50 {nearest_rank(gaps, 50):.3f} ms  p99 {nearest_rank(gaps, 99):.3f} ms"
+                      f"  ({len(gaps)} writes; from the write's acknowledgement)")
         finally:
             for proc in procs:
                 proc.terminate()
