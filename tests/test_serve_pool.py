@@ -359,3 +359,23 @@ def test_a_brain_added_to_the_brains_dir_while_running_is_served(tmp_path: Path,
     assert names(server.request("GET", "/v1/brains", PERSON)[1]) == ["alpha", "late"]
     status, doc, _, _ = server.request("GET", "/v1/brains/late/counts", PERSON)
     assert status == 200 and doc["brain"] == "late", doc
+
+
+def test_a_claimed_writer_inherits_the_readers_commit_listeners(tmp_path):
+    """A held change stream opened while the pool held only a reader listens on that reader: the writer the
+    first write claims takes the listener over, so the commit wakes the stream instead of its 2-second tick."""
+    from brainy.net.pool import Pool
+
+    init_store(tmp_path / "b")
+    pool = Pool({"b": tmp_path / "b"})
+    try:
+        reader = pool.resolve("b", False)
+        assert reader.role == "attach"
+        woken: list[int] = []
+        reader.on_durable.append(lambda: woken.append(1))
+        writer = pool.resolve("b", True)
+        assert writer is not reader and writer.role == "writer"
+        writer.add({"type": "thing", "id": "k"})
+        assert woken == [1]
+    finally:
+        pool.close_all()

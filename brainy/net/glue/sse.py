@@ -65,7 +65,8 @@ class FeedRunner:
         handle = self.pool.resolve(self.feed.brain, False)
         if handle is not self._handle:
             self._unlisten()
-            handle.on_durable.append(self._wake_threadsafe)
+            if self._wake_threadsafe not in handle.on_durable:  # a claimed writer inherits its reader's listeners
+                handle.on_durable.append(self._wake_threadsafe)
             self._handle = handle
         return handle
 
