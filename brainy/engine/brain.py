@@ -55,6 +55,7 @@ class Brain(CommitPath, Maintenance):
         self.warnings: list[dict[str, str]] = []
         self.recovery: dict[str, Any] | None = None
         self._lease: L.Lease | None = None
+        self.kept_lease: tuple[L.Claim, L.Lease] | None = None  # what an eviction's close kept
         self._log: log_.LogWriter | None = None
         self._commit_lock = threading.RLock()
         self._state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
@@ -66,6 +67,7 @@ class Brain(CommitPath, Maintenance):
         self._wake = threading.Event()
         self._maint: threading.Thread | None = None
         self._maint_error: BaseException | None = None
+        self._flush_due = False  # a recovery replayed a tail: the maintenance thread flushes it at once
         self._pool: ThreadPoolExecutor | None = None
         self._ledgers: dict[int, Ledger] = {}
         self.follower = ProjectionFollower(self, self._state_lock)
@@ -86,7 +88,8 @@ class Brain(CommitPath, Maintenance):
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, force: bool = False, name: str | None = None,
              flush_bytes: int = FLUSH_BYTES, compact_at: int = COMPACT_AT,
-             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: "Brain | None" = None) -> "Brain":
+             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: "Brain | None" = None,
+             lease: "tuple[L.Claim, L.Lease] | None" = None) -> "Brain":
         """Open a store read-write, claiming its writer lease.
 
         When another live process holds the lease, the answer is a read-only
@@ -95,10 +98,12 @@ class Brain(CommitPath, Maintenance):
         ``reader``, an attach of the same store this process already holds,
         lends what it has read (its memtable, its place in the log) so the open
         reads only what was committed since, unless a flush moved the tables on.
+        ``lease``, what :meth:`close` kept (``keep_lease``), reopens as the writer
+        it was without claiming again: an eviction does not end the writer role.
         """
         root = Path(path)
         identity = read_identity(root)
-        claim, lease = L.claim(root / "locks", identity["storeId"], force=force)
+        claim, lease = lease or L.claim(root / "locks", identity["storeId"], force=force)
         if lease is None:
             brain = cls._attach(root, name, reader)
             brain.role, brain.claim = "reader", claim
@@ -118,7 +123,10 @@ class Brain(CommitPath, Maintenance):
             brain.warnings.append({"code": "recovered-after-crash", "message":
                                    f"the last writer left no close record; replayed "
                                    f"{brain.recovery['replayedGenerations']} generation(s) from the log"})
+            brain._flush_due = brain.recovery["replayedGenerations"] > 0
         brain._start_maintenance()
+        if brain._flush_due:
+            brain._wake.set()
         return brain
 
     @classmethod
@@ -186,6 +194,9 @@ class Brain(CommitPath, Maintenance):
             self.follower.adopt(reader.follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
+        at = manifest.get("logAt")
+        if resume is None and isinstance(at, dict):  # the flush said where its generation's frame ends
+            resume = log_.Position(int(at["segment"]), int(at["offset"]), flushed)
         self._mem = mem
         self._sources = Sources(mem, (), tables)
         self._ledger = ledger
@@ -308,8 +319,9 @@ class Brain(CommitPath, Maintenance):
             return {"role": "reader"}
         return self.claim.writer_block()
 
-    def close(self) -> dict[str, Any]:
-        """Flush, record a clean close, release the lease. Idempotent."""
+    def close(self, keep_lease: bool = False) -> dict[str, Any]:
+        """Flush, record a clean close, release the lease. Idempotent. ``keep_lease`` (an eviction): flush
+        and close everything but the lease, which :attr:`kept_lease` hands to the next :meth:`open`."""
         if self._closed:
             return {"brain": self.name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False}
         recorded = released = False
@@ -318,15 +330,20 @@ class Brain(CommitPath, Maintenance):
             failed = self._maint_error
             if failed is None and self._lease is not None and self._lease.fence_holds():
                 if not self.flush():
-                    self.follower.persist()
+                    self.follower.persist(build=True)
                 self.vector_follower.persist()
             assert self._log is not None and self._lease is not None
             self._log.close()
-            if failed is None:
+            if failed is None and keep_lease:
+                assert self.claim is not None
+                self.kept_lease = (self.claim, self._lease)
+            elif failed is None:
                 recorded = self._lease.release(self._applied)
                 released = True
             else:
                 self._lease.abandon()
+        self.follower.settle()  # a background build reads the tables about to close
+        self.vector_follower.settle()
         self._closed = True
         self.blobs.close()
         if self._pool is not None:

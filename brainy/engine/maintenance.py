@@ -1,7 +1,8 @@
 """A writer's maintenance: flushing the memtable to a table, compacting the tables, the MANIFEST swap.
 
 One background thread per writer wakes when the memtable is full or the tables are many, and
-flushes or compacts. A table never holds a commit the log might lose: the flush waits for the
+flushes or compacts; after a crash recovery it flushes once at once, so the replayed tail is not
+replayed again by the next open. A table never holds a commit the log might lose: the flush waits for the
 fsync of the last commit it takes. Compaction merges every table into one and keeps every
 version, so every generation stays readable. Either step ends in one atomic MANIFEST swap, and
 open maps of replaced tables keep serving the readers that hold them.
@@ -47,7 +48,8 @@ class Maintenance:
             if self._stopping:
                 return
             try:
-                if self._mem.bytes >= self._flush_bytes:
+                if self._mem.bytes >= self._flush_bytes or self._flush_due:
+                    self._flush_due = False
                     self.flush()
                 if len(self._sources.tables) >= self._compact_at:
                     self.compact()
@@ -58,12 +60,16 @@ class Maintenance:
     def flush(self: "Brain") -> bool:
         """Write the memtable out as a table now. Answers whether there was anything to write."""
         with self._maint_lock:
+            if len(self._mem):
+                self.follower.ensure_built()  # from the last snapshot, while the flushed generation reaches it
             with self._commit_lock:
                 mem = self._mem
                 if not len(mem):
                     return False
                 generation, seq = self._applied, self._last_seq
                 ledger, next_dense, timestamp = self._ledger.copy(), self._next_dense, self._last_ts
+                assert self._log is not None
+                at = self._log.position()  # where generation's frame ends: the next open reads from there
                 self._mem = Memtable()
                 s = self._sources
                 self._sources = Sources(self._mem, (mem,) + s.frozen, s.tables)
@@ -76,11 +82,12 @@ class Maintenance:
             entry["file"] = f"sst/{number:010d}.sst"
             table = Table(self.path / entry["file"])
             tables = [entry] + list(self._manifest["tables"])
-            self._write_manifest(generation, timestamp, next_dense, ledger, tables)
+            self._write_manifest(generation, timestamp, next_dense, ledger, tables,
+                                 {"segment": at.first, "offset": at.offset})
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
-            self.follower.persist()
+            self.follower.persist(build=True)  # the next open catches up from it, never from the rows
             self.vector_follower.persist(at_flush=True)
             return True
 
@@ -98,7 +105,7 @@ class Maintenance:
             table = Table(self.path / name)
             manifest = self._manifest
             self._write_manifest(manifest["generation"], manifest["timestamp"], manifest["nextDenseInt"],
-                                 None, [entry])
+                                 None, [entry], manifest.get("logAt"))
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, s.frozen, (table,))
@@ -107,7 +114,7 @@ class Maintenance:
             return True
 
     def _write_manifest(self: "Brain", generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
-                        tables: list[dict[str, Any]]) -> None:
+                        tables: list[dict[str, Any]], log_at: dict[str, int] | None) -> None:
         old = self._manifest
         ledger_file = old["ledger"]
         if ledger is not None and generation != old["generation"]:
@@ -116,6 +123,8 @@ class Maintenance:
         manifest = {"format": FORMAT, "storeId": old["storeId"], "generation": generation, "timestamp": timestamp,
                     "nextTable": self._next_table, "nextDenseInt": next_dense, "ledger": ledger_file,
                     "tables": tables}
+        if log_at is not None:
+            manifest["logAt"] = log_at
         write_document(self.path / "MANIFEST", manifest)
         self._manifest = manifest
         self._flushed = generation
