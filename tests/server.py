@@ -33,6 +33,7 @@ import h2.events
 import msgpack
 
 from brainy.engine import init_store
+from brainy.net import issuer
 
 HOST = "127.0.0.1"
 BRAIN = "notes"
@@ -123,6 +124,17 @@ def _stop(proc: subprocess.Popen[bytes]) -> int | None:
         proc.kill()
         proc.wait(timeout=STOP_SECONDS)
         return None
+
+
+def trusted_issuer(directory: Path) -> issuer.IssuerKeyFile:
+    """A fresh token issuer's signing key in ``directory``, and the issuers file beside the keys file trusting it
+    (the server reads it from there), so a test can mint bk1 tokens the server accepts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    signer = issuer.keygen("owner-idp", directory / "idp.key")
+    issuers = directory / "issuers"
+    issuers.write_text(signer.line() + "\n")
+    issuers.chmod(0o600)
+    return signer
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import pytest
 
 from brainy.net import issuer
 
-from server import PERSON, PERSON_KEY, SERVICE_KEY, Receiver, ServerProcess, start_server
+from server import PERSON, PERSON_KEY, SERVICE_KEY, Receiver, ServerProcess, start_server, trusted_issuer
 
 TIMEOUT = 20.0
 OWNER_SUB = "person:owner@example.com"
@@ -34,11 +34,7 @@ def receiver() -> Any:
 def served(tmp_path_factory, receiver) -> Any:
     """One server naming the receiver as its reading door, with an issuers file whose tokens the tests mint."""
     directory = tmp_path_factory.mktemp("mwrite") / "served"
-    directory.mkdir()
-    signer = issuer.keygen("owner-idp", directory / "idp.key")
-    issuers = directory / "issuers"
-    issuers.write_text(signer.line() + "\n")
-    issuers.chmod(0o600)
+    signer = trusted_issuer(directory)
     with start_server(directory, extra_args=("--reading-door", receiver.url)) as server:
         server.extra["signer"] = signer
         yield server
