@@ -20,8 +20,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,6 +33,7 @@ import h2.events
 import msgpack
 
 from brainy.engine import init_store
+from brainy.net import issuer
 
 HOST = "127.0.0.1"
 BRAIN = "notes"
@@ -121,6 +124,17 @@ def _stop(proc: subprocess.Popen[bytes]) -> int | None:
         proc.kill()
         proc.wait(timeout=STOP_SECONDS)
         return None
+
+
+def trusted_issuer(directory: Path) -> issuer.IssuerKeyFile:
+    """A fresh token issuer's signing key in ``directory``, and the issuers file beside the keys file trusting it
+    (the server reads it from there), so a test can mint bk1 tokens the server accepts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    signer = issuer.keygen("owner-idp", directory / "idp.key")
+    issuers = directory / "issuers"
+    issuers.write_text(signer.line() + "\n")
+    issuers.chmod(0o600)
+    return signer
 
 
 @contextlib.contextmanager
@@ -460,3 +474,42 @@ class H2Client:
         stream_id = self.start(method, path, body, headers)
         self.wait([stream_id])
         return self.answer(stream_id)
+
+
+# -- a reading-door receiver --------------------------------------------------------------------------
+
+class Receiver:
+    """A real HTTP receiver on loopback: answers as ``mode`` says and keeps what it was sent."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.seen: list[tuple[dict[str, str], Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+                length = int(self.headers.get("Content-Length", "0"))
+                receiver.seen.append(({k.lower(): v for k, v in self.headers.items()},
+                                      json.loads(self.rfile.read(length))))
+                if receiver.mode == "slow":
+                    time.sleep(1.0)
+                status, body = {"ok": (200, b'{"doorUrl": "https://door.example/d/1"}'),
+                                "500": (500, b'{"error": "down"}'), "nourl": (200, b'{"url": "x"}'),
+                                "notjson": (200, b"<html>"), "slow": (200, b'{"doorUrl": "late"}')}[receiver.mode]
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((HOST, 0), Handler)
+        self.url = f"http://{HOST}:{self.server.server_address[1]}/mint?v=1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -27,12 +27,12 @@ LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeA
               # all 17 vfs doors (DOORS.md 8)
               "readFile", "readdir", "stat", "exists", "getxattr", "listxattr", "fileHistory", "writeFile",
               "appendFile", "mkdir", "rmdir", "unlink", "rename", "move", "copy", "setxattr", "removexattr"}
-# The 0.6.0 doors that have landed so far (issue 13): the nine policy doors, and memory all but memory.write
-# (it needs the vfs doors).
+# The 0.6.0 doors that have landed so far (issue 13): the nine policy doors, and the fourteen memory doors.
 LANDED_0_6 = ({"policy.check", "policy.audit", "policy.rules", "policy.declare", "policy.propose", "policy.retire",
                "policy.ratify", "policy.unlock", "policy.freeze"}
               | {f"memory.{name}" for name in ("read", "list", "recall", "context", "stats", "turns", "remember",
-                                               "turn", "abstract", "cite", "reinforce", "retire", "consolidate")})
+                                               "write", "turn", "abstract", "cite", "reinforce", "retire",
+                                               "consolidate")})
 # The 0.6.0 host provisioning doors, landed ahead of their release (issue 17).
 LANDED_HOST = {"host.provision", "host.archive", "host.unarchive", "host.mintKey", "host.listKeys", "host.revokeKey",
                "host.persist", "host.persistStatus"}

@@ -22,7 +22,8 @@ from brainy.engine.brain import Brain
 ME = "person:agent@example.com"
 WRITES = {"memory.remember": {"text": "x"}, "memory.turn": {"conversation": "c", "role": "user", "text": "hi"},
           "memory.abstract": {"members": ["x"], "text": "s"}, "memory.cite": {"id": "x", "evidence": "y"},
-          "memory.reinforce": {"id": "x"}, "memory.retire": {"id": "x", "reason": "r"}, "memory.consolidate": {}}
+          "memory.reinforce": {"id": "x"}, "memory.retire": {"id": "x", "reason": "r"}, "memory.consolidate": {},
+          "memory.write": {"path": "/notes/x.md", "content": "x"}}
 
 
 @pytest.fixture
@@ -324,7 +325,7 @@ def test_cite_links_evidence_and_strengthens_once(brain):
         brain.call("memory.cite", {"id": memory, "evidence": "no-such-entity"}, caller=ME)
     with pytest.raises(R.RecordNotFoundError):
         brain.call("memory.cite", {"id": "no-such-memory", "evidence": "chat-2026-05-01"}, caller=ME)
-    with pytest.raises(R.NotYetNativeError):
+    with pytest.raises(R.FileNotFoundError):  # a path names a file (tests/test_memory_write.py cites one)
         brain.call("memory.cite", {"id": memory, "evidence": "/notes/alice.md"}, caller=ME)
 
 

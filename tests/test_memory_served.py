@@ -86,6 +86,27 @@ def test_an_agent_remembers_recalls_follows_and_forgets_over_mcp(served):
     assert is_error is True and content["error"]["name"] == "RecordNotFoundError"
 
 
+async def _note(server: ServerProcess) -> tuple[Any, Any]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.key}"}, timeout=TIMEOUT)
+    async with http, Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+        wrote = await client.call_tool("memory_write", {"body": {"path": "/notes/dinner.md", "summary": "the booking",
+                                                                 "content": "Tasca do Chico, Friday 8 pm, two people"}})
+        read = await client.call_tool("memory_read", {"body": {"path": "/notes/dinner.md"}})
+        return wrote, read
+
+
+def test_memory_write_over_mcp_without_a_reading_door(served):
+    """memory_write as an MCP tool: the file and its note in one commit; with no --reading-door the answer says
+    doorUrl null, not-configured, and the note reads back by its path."""
+    wrote, read = asyncio.run(asyncio.wait_for(_note(served), TIMEOUT))
+    assert wrote.is_error is False, wrote.structured_content
+    got = wrote.structured_content
+    assert (got["doorUrl"], got["doorUrlReason"], got["path"]) == (None, "not-configured", "/notes/dinner.md")
+    memory = read.structured_content["memory"]
+    assert (memory["id"], memory["kind"], memory["text"], memory["generation"]) == \
+        (got["id"], "note", "the booking", got["generation"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("env, says", [
     ({"OPENAI_API_KEY": "sk-a", "ANTHROPIC_API_KEY": "sk-b"}, "choose one with BRAINY_LANGUAGE_PROVIDER"),

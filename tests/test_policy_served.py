@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from brainy.contract import doors as D
 from brainy.net import issuer
 
-from server import PERSON, PERSON_KEY, SERVICE_KEY, ServerProcess, start_server
+from server import PERSON, PERSON_KEY, SERVICE_KEY, ServerProcess, start_server, trusted_issuer
 
 ORDERS_KEY = "bky_policy_tests_orders_service_0123"  # service:orders *: a service key that may assert a caller
 BUSINESS_KEY = "bky_policy_tests_business_acme_01234"
@@ -32,11 +32,7 @@ def served(tmp_path_factory) -> Any:
     """One server for ``notes``: the tests' person key, the ! key, a service:orders key, a business key, and an
     issuers file trusting one issuer, whose tokens the tests mint."""
     directory = tmp_path_factory.mktemp("policy") / "served"
-    directory.mkdir()
-    signer = issuer.keygen("owner-idp", directory / "idp.key")
-    issuers = directory / "issuers"
-    issuers.write_text(signer.line() + "\n")
-    issuers.chmod(0o600)
+    signer = trusted_issuer(directory)
     with start_server(directory) as server:
         with open(server.keys_path, "a") as keys:
             keys.write(f"{ORDERS_KEY}  service:orders  *\n{BUSINESS_KEY}  business:acme  notes\n")

@@ -4,12 +4,9 @@ real receiver on loopback, every mint failure named and never raised, the owner 
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,46 +16,9 @@ from brainy.engine import init_store
 from brainy.net import reading_door as RD
 from brainy.net.principal import OWNER_TRIPLE, Principal
 
-from server import HOST, SERVICE_KEY, free_port, start_server
+from server import HOST, SERVICE_KEY, Receiver, free_port, start_server
 
 SCOPE_RW = frozenset({"read", "write"})
-
-
-class Receiver:
-    """A real HTTP receiver on loopback: answers as ``mode`` says and keeps what it was sent."""
-
-    def __init__(self) -> None:
-        self.mode = "ok"
-        self.seen: list[tuple[dict[str, str], Any]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                length = int(self.headers.get("Content-Length", "0"))
-                receiver.seen.append(({k.lower(): v for k, v in self.headers.items()},
-                                      json.loads(self.rfile.read(length))))
-                if receiver.mode == "slow":
-                    time.sleep(1.0)
-                status, body = {"ok": (200, b'{"doorUrl": "https://door.example/d/1"}'),
-                                "500": (500, b'{"error": "down"}'), "nourl": (200, b'{"url": "x"}'),
-                                "notjson": (200, b"<html>"), "slow": (200, b'{"doorUrl": "late"}')}[receiver.mode]
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((HOST, 0), Handler)
-        self.url = f"http://{HOST}:{self.server.server_address[1]}/mint?v=1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

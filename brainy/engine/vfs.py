@@ -197,7 +197,9 @@ def stage(brain: Any, door_name: str, args: Any) -> PreparedFile | None:
 
 
 @stager("writeFile")
-def _stage_write(brain: Any, a: dict[str, Any]) -> PreparedFile:
+def prepare_written(brain: Any, a: dict[str, Any]) -> PreparedFile:
+    """The content of a write document (``path``, ``content``, ``encoding``, ``contentType``, as writeFile and
+    memory.write take them) stored and durable."""
     return prepare_file(brain, P.check(a["path"]), decode_content(a["content"], a["encoding"]), a.get("contentType"),
                         utf8=True if a["encoding"] == "utf-8" else None)
 
@@ -242,6 +244,11 @@ def _under(view: Any, path: str) -> Iterator[tuple[str, str]]:
     for key, raw in found:
         if raw and key != K.path_key(P.ROOT):  # the root's own key is inside its range
             yield K.path_of_key(key), rows.unpack(raw)
+
+
+def node(view: Any, path: str, field: str = "path") -> dict[str, Any] | None:
+    """The stored row at ``path`` (a Txn or a Snapshot), or None: how a profile names a file by its path."""
+    return _node(view, P.check(path, field))
 
 
 def _is_dir(row: dict[str, Any] | None) -> bool:
@@ -399,7 +406,8 @@ def put_file(txn: Txn, ctx: Context, prepared: PreparedFile, *, create_parents: 
             "contentType": prepared.content_type, "created": before is None}
 
 
-def _staged(ctx: Context, path: str) -> PreparedFile:
+def staged(ctx: Context, path: str) -> PreparedFile:
+    """The content the commit path staged for a write of ``path`` (``ctx.staged``)."""
     prepared = ctx.staged
     if not isinstance(prepared, PreparedFile) or prepared.path != path:
         raise R.InternalError("a file write reached its rule without its content staged", ref="vfs-stage")
@@ -410,7 +418,7 @@ def _staged(ctx: Context, path: str) -> PreparedFile:
 
 @door("writeFile", WRITE)
 def write_file(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    prepared = _staged(ctx, P.check(a["path"]))
+    prepared = staged(ctx, P.check(a["path"]))
     if_match = rows.string(a.get("ifMatch"), "ifMatch", nullable=True)
     return put_file(txn, ctx, prepared, create_parents=a["createParents"], exclusive=a["exclusive"],
                     if_match=if_match, metadata=a.get("metadata"), embed=a["embed"])
@@ -418,7 +426,7 @@ def write_file(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 @door("appendFile", WRITE)
 def append_file(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
-    prepared = _staged(ctx, P.check(a["path"]))
+    prepared = staged(ctx, P.check(a["path"]))
     before = _node(txn, prepared.path)
     current = before["metadata"].get("hash") if before is not None and not _is_dir(before) else None
     if current != prepared.base and prepared.appended is not None and ctx.blobs is not None and current:

@@ -30,6 +30,7 @@ from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder, policy, registry
 from brainy.engine.registry import HOST, door
 from brainy.net import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
+from brainy.net import reading_door
 from brainy.net.principal import Principal
 from brainy.net.reading_door import ReadingDoor
 
@@ -241,6 +242,8 @@ class Dispatcher:
             elif entry.runs == registry.WRITE:
                 result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via, roles=principal.roles)
+                if door.name == "memory.write":  # then the reading door's link, once the commit is durable
+                    result = reading_door.after_write(self.reading_door, principal, document, result)
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
             else:

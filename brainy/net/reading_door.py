@@ -30,7 +30,7 @@ import json
 import logging
 import ssl
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 from brainy.net.principal import Principal
@@ -118,6 +118,17 @@ async def door_url(door: ReadingDoor | None, principal: Principal, vfs_path: str
     if not principal.owner_rung or principal.caller is None:
         return {"doorUrl": None, "doorUrlReason": "not-owner"}
     return await door.mint(body(vfs_path, principal.caller, summary, tags, content_type))
+
+
+async def after_write(door: ReadingDoor | None, principal: Principal, document: dict[str, Any],
+                      committed: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """A ``memory.write`` answer once its commit is durable, its ``doorUrl`` fields the receiver's: the
+    dispatcher's step after that door's commit (engine code cannot reach the net)."""
+    answer = await committed
+    answer.pop("doorUrlReason", None)  # the rule's in-process not-configured, replaced by this server's answer
+    answer.update(await door_url(door, principal, answer["path"], document.get("summary"), document.get("tags"),
+                                 answer["contentType"]))
+    return answer
 
 
 def configure(url: str | None, service_key: Callable[[], str | None]) -> ReadingDoor | None:

@@ -2,7 +2,7 @@
 
 ``records`` lays a memory out as rows; ``recall`` ranks them (recall, context); ``keeping`` writes them
 (remember, abstract, cite, reinforce, retire, consolidate); ``timeline`` keeps conversations (turn, turns);
-``browse`` reads them (read, list, stats). Importing the package registers every native memory door.
+``browse`` reads them (read, list, stats); ``notes`` keeps a note as a file and its memory in one commit (write). Importing the package registers every native memory door.
 """
 
-from brainy.engine.memory import browse, keeping, recall, records, timeline  # noqa: F401  (each registers its doors)
+from brainy.engine.memory import browse, keeping, notes, recall, records, timeline  # noqa: F401  (each registers its doors)

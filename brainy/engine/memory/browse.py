@@ -48,7 +48,10 @@ def read(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     citations = []
     for relation in _outgoing(view, row["id"], "references", M.CITE):
         target = view.entity(relation["to"]) or {}
-        cited: dict[str, Any] = {"relationId": relation["id"], "evidence": target.get("key") or relation["to"]}
+        # evidence as it was named: a key, a file's path (where it stands now), else the entity id
+        named = target.get("key") or ((target.get("metadata") or {}).get("path")
+                                      if (target.get("subtype") or "").startswith("vfs.") else None)
+        cited: dict[str, Any] = {"relationId": relation["id"], "evidence": named or relation["to"]}
         note = (relation.get("metadata") or {}).get("note")
         if note is not None:
             cited["note"] = note

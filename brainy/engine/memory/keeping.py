@@ -1,4 +1,5 @@
-"""The memory doors that write: remember, abstract, cite, reinforce, retire, consolidate (DOORS 9.2).
+"""The memory doors that write: remember, abstract, cite, reinforce, retire, consolidate (DOORS 9.2; write is
+``notes``).
 
 Each is a commit rule ``(txn, args, ctx)`` (brainy/engine/writes.py): it checks everything before its first op
 and writes rows laid out as docs/memory.md says. Nothing is ever deleted: retiring flips ``status``. Every
@@ -19,7 +20,7 @@ from brainy.contract import refusals as R
 from brainy.engine import embedder
 from brainy.engine import keys as K
 from brainy.engine import language
-from brainy.engine import rows
+from brainy.engine import rows, vfs
 from brainy.engine.memory import records as M
 from brainy.engine.memory.recall import ANY, leg, narrowing
 from brainy.engine.projections import WORD
@@ -237,13 +238,14 @@ def cite(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     row = M.lookup(txn, a.get("id"))
     evidence = rows.string(a.get("evidence"), "evidence")
     note = rows.string(a.get("note"), "note", nullable=True)
-    if evidence.startswith("/"):
-        # a path names a file, and the files are the vfs doors' rows; citing one waits for them
-        raise R.NotYetNativeError("memory.cite of a VFS path needs the vfs doors, which arrive in 0.5.0",
-                                  door="memory.cite", release="0.5.0")
-    target = txn.entity(K.resolve(evidence, "evidence")[0])
-    if target is None:
-        raise R.EntityNotFoundError(f"evidence: no entity {evidence!r}", id=evidence)
+    if evidence.startswith("/"):  # a VFS path: the file (or directory) standing there now
+        target = vfs.node(txn, evidence, "evidence")
+        if target is None:
+            raise R.FileNotFoundError(f"evidence: no file at {evidence}", path=evidence)
+    else:
+        target = txn.entity(K.resolve(evidence, "evidence")[0])
+        if target is None:
+            raise R.EntityNotFoundError(f"evidence: no entity {evidence!r}", id=evidence)
     cited = relate(txn, ctx, row["id"], target["id"], "references", M.CITE, {"note": note} if note else None)
     after = row
     if not cited["existed"]:  # citing the same evidence again updates that citation, and counts once
