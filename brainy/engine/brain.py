@@ -65,6 +65,7 @@ class Brain(CommitPath, Maintenance):
         self._wake = threading.Event()
         self._maint: threading.Thread | None = None
         self._maint_error: BaseException | None = None
+        self._flush_due = False  # a recovery replayed a tail: the maintenance thread flushes it at once
         self._pool: ThreadPoolExecutor | None = None
         self._ledgers: dict[int, Ledger] = {}
         self.follower = ProjectionFollower(self, self._state_lock)
@@ -111,7 +112,10 @@ class Brain(CommitPath, Maintenance):
             brain.warnings.append({"code": "recovered-after-crash", "message":
                                    f"the last writer left no close record; replayed "
                                    f"{brain.recovery['replayedGenerations']} generation(s) from the log"})
+            brain._flush_due = brain.recovery["replayedGenerations"] > 0
         brain._start_maintenance()
+        if brain._flush_due:
+            brain._wake.set()
         return brain
 
     @classmethod
@@ -310,7 +314,7 @@ class Brain(CommitPath, Maintenance):
             failed = self._maint_error
             if failed is None and self._lease is not None and self._lease.fence_holds():
                 if not self.flush():
-                    self.follower.persist()
+                    self.follower.persist(build=True)
                 self.vector_follower.persist()
             assert self._log is not None and self._lease is not None
             self._log.close()
@@ -320,6 +324,8 @@ class Brain(CommitPath, Maintenance):
             else:
                 self._lease.abandon()
         self._closed = True
+        self.follower.settle()  # a background build reads the tables about to close
+        self.vector_follower.settle()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         for table in self._sources.tables:

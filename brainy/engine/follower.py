@@ -6,7 +6,14 @@ to it, in generation order (:meth:`advance`), so a query never sees a commit tha
 acknowledged. The projections are built on first need (an open pays nothing until the first
 query): from the newest persisted snapshot when the moves this handle holds can bring it to the
 head, else from the rows; :attr:`built_from` says which. At each flush and clean close they are
-persisted, stamped with the generation they cover.
+persisted, stamped with the generation they cover (built first if nothing has needed them yet), so
+the next open finds a snapshot the log tail it replays can bring to the head.
+
+A served handle (``background``, set by the server's pool) never builds inside a read: the build
+runs on a thread of its own (:meth:`warm`, started at admission), and a read that arrives before it
+is done waits ``READ_WAIT_SECONDS`` for it, then refuses with ``ProjectionBehindError`` naming the
+stamp the build starts from and the committed generation (DOORS.md 11.4), so the first door on a
+brain answers in bounded time whatever its size.
 
 A projection the query doors read lives behind this one interface: :meth:`held` for a consistent
 read, :meth:`record` and :meth:`advance` to follow the commits. :class:`ProjectionFollower` keeps the
@@ -24,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from brainy.contract import refusals as R
 from brainy.engine.files import write_durably
 from brainy.engine import vectors as V
 from brainy.engine.projections import (Projections, decode_snapshot, encode_snapshot, newest_snapshot,
@@ -36,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("brainy.engine")
 
 Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", before, after)
+
+READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
 
 
 def _apply(proj: Projections, moves: list[Move]) -> None:
@@ -59,6 +69,11 @@ class ProjectionFollower:
         self._moves: dict[int, list[Move]] = {}
         self.built_from: str | None = None  # "rows" or "snapshot at G", once built
         self.census: tuple[int, dict[str, Any]] | None = None  # the counts door's answer at one generation
+        self.background = False  # a served handle: reads never build; warm() builds off the read path
+        self._building: threading.Thread | None = None
+        self._built = threading.Event()
+        self._build_floor: int | None = None  # the generation a build in flight starts at or above
+        self._starts_at = 0  # the stamp that build starts from (the refusal names it)
 
     @property
     def folder(self) -> Path:
@@ -84,34 +99,82 @@ class ProjectionFollower:
                 if g > proj.stamp:
                     _apply(proj, moves)
                     proj.stamp = g
-        else:  # not built yet: keep what a snapshot at or after the flushed generation needs
-            for g in [g for g in self._moves if g <= flushed]:
+        else:  # not built yet: keep what a snapshot at or after the flushed generation (or a build in flight) needs
+            floor = flushed if self._build_floor is None else min(flushed, self._build_floor)
+            for g in [g for g in self._moves if g <= floor]:
                 del self._moves[g]
+
+    @property
+    def built(self) -> bool:
+        return self._proj is not None
 
     @contextmanager
     def held(self) -> Iterator[Projections]:
         """The projections at the durable head, built on first need, held still for the block."""
+        if self._proj is None and self.background:
+            self._await_background()
         with self._lock:
             if self._proj is None:
                 self._build()
             assert self._proj is not None
             yield self._proj
 
+    def warm(self) -> None:
+        """Build the projections on a thread of their own, unless they are built or being built."""
+        with self._lock:
+            if self._proj is not None or self._building is not None:
+                return
+            self._build_floor = self._brain.flushed
+            self._building = threading.Thread(target=self._build_off_lock, name=f"brainy-{self.name}-build",
+                                              daemon=True)
+            self._building.start()
+
+    def settle(self) -> None:
+        """Wait for a background build in flight (a flush persists what it built, a close lets it finish)."""
+        building = self._building
+        if building is not None and building is not threading.current_thread():
+            building.join()
+
+    def _await_background(self) -> None:
+        self.warm()
+        if not self._built.wait(READ_WAIT_SECONDS):
+            brain = self._brain
+            raise R.ProjectionBehindError(
+                f"the {self.name} of brain {brain.name!r} are being built (from generation {self._starts_at} "
+                f"to {brain.head}); retry shortly", projection=self.name, stamp=self._starts_at,
+                committed=brain.head)
+
+    def _build_off_lock(self) -> None:
+        try:
+            self._build()
+        except Exception:  # the next read (or flush) starts another; the log says why this one failed
+            log.exception("brain %s: building the %s failed", self._brain.name, self.name)
+        finally:
+            with self._lock:
+                self._building, self._build_floor = None, None
+
     def _build(self) -> None:
+        """Build from the newest reachable snapshot (or the rows) and publish at the head. Unless the caller
+        holds the lock (an in-process read), the O(store) part runs unlocked: the catch-up to the head and
+        the publication take it."""
         brain = self._brain
         started, head = time.monotonic(), brain.head
         proj, how = self._persisted(), "rows"
         if proj is not None:
             how = f"snapshot at {proj.stamp}"
+            self._starts_at = proj.stamp
             proj = self._caught_up(proj)
-            for g in sorted(g for g in self._moves if proj.stamp < g <= head):
-                _apply(proj, self._moves[g])
-            proj.stamp = head
         else:
             proj = self._from_rows(head)
-        self._proj = proj
-        self._moves = {g: m for g, m in self._moves.items() if g > head}
-        self.built_from = how
+        with self._lock:
+            head = brain.head
+            for g in sorted(g for g in self._moves if proj.stamp < g <= head):
+                _apply(proj, self._moves[g])
+            proj.stamp = max(proj.stamp, head)
+            self._proj = proj
+            self._moves = {g: m for g, m in self._moves.items() if g > head}
+            self.built_from = how
+            self._built.set()
         log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
                  how, len(proj), (time.monotonic() - started) * 1000)
 
@@ -124,10 +187,6 @@ class ProjectionFollower:
 
     def _decode(self, data: bytes) -> Any:
         return decode_snapshot(data)
-
-    def _encode(self) -> bytes:
-        assert self._proj is not None
-        return encode_snapshot(self._proj)
 
     def _persisted(self) -> Projections | None:
         """The newest persisted snapshot, if the moves this handle holds can bring it to the head.
@@ -156,13 +215,32 @@ class ProjectionFollower:
         """Whether the moves this handle holds bring a snapshot at ``stamp`` to the head."""
         return self._brain.flushed <= stamp <= self._brain.head
 
-    def persist(self) -> None:
-        """Write the projections out, stamped with the generation they cover; older snapshots go."""
+    def persist(self, build: bool = False) -> None:
+        """Write the projections out, stamped with the generation they cover; older snapshots go. ``build``
+        (a flush): build them first if nothing has needed them yet, so the next open finds a snapshot.
+
+        The lock is held only for a copy (commits wait on it to move the projections); the encode, the
+        O(store) part, runs on the copy unlocked."""
+        self.settle()
+        if self._proj is None and build and not self._snapshot_at_head():
+            self._build()
         with self._lock:
             if self._proj is None:
                 return
-            stamp, data = self._proj.stamp, self._encode()
-        self._write(stamp, data)
+            frozen = self._frozen()
+        self._write(frozen.stamp, self._encode_copy(frozen))
+
+    def _snapshot_at_head(self) -> bool:
+        found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
+        return found is not None and found[0] == self._brain.head
+
+    def _frozen(self) -> Any:
+        """What the encode reads, copied while the lock is held. The caller holds the lock."""
+        assert self._proj is not None
+        return self._proj.copy()
+
+    def _encode_copy(self, frozen: Any) -> bytes:
+        return encode_snapshot(frozen)
 
     def _write(self, stamp: int, data: bytes) -> None:
         folder, name = self.folder, snapshot_name(stamp, self.suffix)
@@ -199,10 +277,6 @@ class VectorFollower(ProjectionFollower):
 
     def _decode(self, data: bytes) -> VectorIndex:
         return VectorIndex.decode(data)
-
-    def _encode(self) -> bytes:
-        assert self._proj is not None
-        return self._proj.encode()
 
     def _reachable(self, stamp: int) -> bool:
         return stamp <= self._brain.head  # an index older than the flushed generation is caught up from rows
@@ -251,6 +325,7 @@ class VectorFollower(ProjectionFollower):
     def persist(self, at_flush: bool = False) -> None:
         """Write the index out (at a flush, only once a good part of it changed since it last was: the
         snapshot is the whole matrix, and a flush comes every few thousand vectored rows)."""
+        self.settle()
         index = self._proj
         if index is None or (at_flush and index.changed < max(V.PERSIST_AFTER, len(index) // 2)):
             return

@@ -1,7 +1,8 @@
 """A writer's maintenance: flushing the memtable to a table, compacting the tables, the MANIFEST swap.
 
 One background thread per writer wakes when the memtable is full or the tables are many, and
-flushes or compacts. A table never holds a commit the log might lose: the flush waits for the
+flushes or compacts; after a crash recovery it flushes once at once, so the replayed tail is not
+replayed again by the next open. A table never holds a commit the log might lose: the flush waits for the
 fsync of the last commit it takes. Compaction merges every table into one and keeps every
 version, so every generation stays readable. Either step ends in one atomic MANIFEST swap, and
 open maps of replaced tables keep serving the readers that hold them.
@@ -47,7 +48,8 @@ class Maintenance:
             if self._stopping:
                 return
             try:
-                if self._mem.bytes >= self._flush_bytes:
+                if self._mem.bytes >= self._flush_bytes or self._flush_due:
+                    self._flush_due = False
                     self.flush()
                 if len(self._sources.tables) >= self._compact_at:
                     self.compact()
@@ -80,7 +82,7 @@ class Maintenance:
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
-            self.follower.persist()
+            self.follower.persist(build=True)  # the next open catches up from it, never from the rows
             self.vector_follower.persist(at_flush=True)
             return True
 

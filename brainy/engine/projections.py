@@ -131,6 +131,18 @@ class Projections:
     def __len__(self) -> int:
         return len(self.all)
 
+    def copy(self) -> "Projections":
+        """A copy to encode while commits move the original (every array and map copied in C; ~1.4 µs a
+        row against ~11 µs for the encode). The graph is not persisted, so not copied."""
+        out = Projections()
+        out.stamp, out.total_length = self.stamp, self.total_length
+        out.ids, out.all, out.lengths = self.ids.copy(), array(TYPECODE, self.all), self.lengths.copy()
+        out.postings = {path: {key: array(TYPECODE, posting) for key, posting in values.items()}
+                        for path, values in self.postings.items()}
+        out.columns = {path: column.copy() for path, column in self.columns.items()}
+        out.terms = {word: tfs.copy() for word, tfs in self.terms.items()}
+        return out
+
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
 

@@ -413,12 +413,18 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             at = snap.at(generation)  # the head: the lock held here keeps it from moving on
             vector, anchor_dense = S.anchor_vector(at, q.semantic)
             anchor = None if q.include_self else anchor_dense
-            with at.vectors() as index:
-                depth = q.semantic_depth() * (4 if needs_rows else 1) + (anchor is not None)
-                found, dense_found, how = index.search(vector, depth, candidates if narrowed else None)
-                truncated = len(dense_found) >= depth
-            semantic = _semantic_scores(q, found, dense_found, anchor)
-            stages.mark(f"semantic ({how})", len(semantic))
+            try:
+                with at.vectors() as index:
+                    depth = q.semantic_depth() * (4 if needs_rows else 1) + (anchor is not None)
+                    found, dense_found, how = index.search(vector, depth, candidates if narrowed else None)
+                    truncated = len(dense_found) >= depth
+            except R.ProjectionBehindError as behind:  # the auto-mode law (DOORS 4.2): left out loudly
+                if q.mode != "auto" or "text" not in q.legs:
+                    raise
+                q.legs["semantic"] = {"served": False, "reason": f"ProjectionBehindError: {behind.message}"}
+            else:
+                semantic = _semantic_scores(q, found, dense_found, anchor)
+                stages.mark(f"semantic ({how})", len(semantic))
         if q.purpose is not None:
             with snap.at(generation).vectors() as index:
                 purpose = SH.cosines(q.purpose, sorted(_hits(text_scores, semantic, graph_scores)), index.vector_of)
