@@ -54,6 +54,7 @@ class Brain(CommitPath, Maintenance):
         self.warnings: list[dict[str, str]] = []
         self.recovery: dict[str, Any] | None = None
         self._lease: L.Lease | None = None
+        self.kept_lease: tuple[L.Claim, L.Lease] | None = None  # what an eviction's close kept
         self._log: log_.LogWriter | None = None
         self._commit_lock = threading.RLock()
         self._state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
@@ -81,7 +82,8 @@ class Brain(CommitPath, Maintenance):
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, force: bool = False, name: str | None = None,
              flush_bytes: int = FLUSH_BYTES, compact_at: int = COMPACT_AT,
-             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: "Brain | None" = None) -> "Brain":
+             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: "Brain | None" = None,
+             lease: "tuple[L.Claim, L.Lease] | None" = None) -> "Brain":
         """Open a store read-write, claiming its writer lease.
 
         When another live process holds the lease, the answer is a read-only
@@ -90,10 +92,12 @@ class Brain(CommitPath, Maintenance):
         ``reader``, an attach of the same store this process already holds,
         lends what it has read (its memtable, its place in the log) so the open
         reads only what was committed since, unless a flush moved the tables on.
+        ``lease``, what :meth:`close` kept (``keep_lease``), reopens as the writer
+        it was without claiming again: an eviction does not end the writer role.
         """
         root = Path(path)
         identity = read_identity(root)
-        claim, lease = L.claim(root / "locks", identity["storeId"], force=force)
+        claim, lease = lease or L.claim(root / "locks", identity["storeId"], force=force)
         if lease is None:
             brain = cls._attach(root, name, reader)
             brain.role, brain.claim = "reader", claim
@@ -304,8 +308,9 @@ class Brain(CommitPath, Maintenance):
             return {"role": "reader"}
         return self.claim.writer_block()
 
-    def close(self) -> dict[str, Any]:
-        """Flush, record a clean close, release the lease. Idempotent."""
+    def close(self, keep_lease: bool = False) -> dict[str, Any]:
+        """Flush, record a clean close, release the lease. Idempotent. ``keep_lease`` (an eviction): flush
+        and close everything but the lease, which :attr:`kept_lease` hands to the next :meth:`open`."""
         if self._closed:
             return {"brain": self.name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False}
         recorded = released = False
@@ -318,7 +323,10 @@ class Brain(CommitPath, Maintenance):
                 self.vector_follower.persist()
             assert self._log is not None and self._lease is not None
             self._log.close()
-            if failed is None:
+            if failed is None and keep_lease:
+                assert self.claim is not None
+                self.kept_lease = (self.claim, self._lease)
+            elif failed is None:
                 recorded = self._lease.release(self._applied)
                 released = True
             else:

@@ -6,6 +6,11 @@ writer lease. A write needs the writer: it claims the lease when no live
 process holds it, and answers ``BRAINY_WRITER_LOCKED`` naming the holder when
 one does, never waiting. ``init`` is the explicit claim; ``close`` gives the
 lease back with a clean-close record and drops the handle.
+
+Residency is the arbiter's (``brainy/net/arbiter.py``): it decides when a brain closes, and
+:meth:`Pool.evict` closes it cleanly (flushed; a writer keeps its lease, the role outliving the
+residency), never while a door is in flight; the next door readmits it. A served handle builds its
+projections off the read path, starting at admission.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.engine import lease
+from brainy.net.arbiter import Arbiter, Budget, Cadence
 from brainy.net.dispatch import check_brain_name
 
 log = logging.getLogger("brainy.pool")
@@ -36,6 +42,13 @@ class Entry:
     in_flight: int = 0
     since: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    cadence: Cadence = field(default_factory=Cadence)
+    kept: tuple[lease.Claim, lease.Lease] | None = None  # the writer lease an eviction kept
+    kept_generation: int = 0  # the generation the evicted writer closed at (its clean close names it)
+
+    @property
+    def writer(self) -> bool:
+        return (self.handle is not None and self.handle.role == "writer") or self.kept is not None
 
 
 def live_holder(store: Path) -> dict[str, Any] | None:
@@ -64,14 +77,22 @@ def live_holder(store: Path) -> dict[str, Any] | None:
     return lease.holder_of(record)
 
 
+def lease_of(entry: Entry) -> lease.Lease | None:
+    """The writer lease ``entry`` holds, resident or kept across an eviction."""
+    if entry.kept is not None:
+        return entry.kept[1]
+    return entry.handle._lease if entry.handle is not None else None
+
+
 class Pool:
     def __init__(self, brains: dict[str, Path] | None = None, brains_dir: Path | None = None,
-                 open_options: dict[str, Any] | None = None) -> None:
+                 open_options: dict[str, Any] | None = None, budget: Budget | None = None) -> None:
         self._named = {check_brain_name(name): Path(path) for name, path in (brains or {}).items()}
         self._dir = Path(brains_dir) if brains_dir else None
         self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
         self._options = open_options or {}
+        self.arbiter = Arbiter(self, budget)
 
     # -- which names are brains -----------------------------------------------------------------
 
@@ -116,11 +137,60 @@ class Pool:
             handle = entry.handle
             if handle is not None and (not for_write or handle.role == "writer"):
                 return handle
+            if entry.kept is not None:
+                return self._readmit(entry)
             if not for_write:
-                entry.handle = Brain.attach(entry.path, name=name)
-                entry.since = time.time()
-                return entry.handle
+                return self._admitted(entry, Brain.attach(entry.path, name=name))
             return self._claim(entry, force=False)
+
+    def _admitted(self, entry: Entry, handle: Brain) -> Brain:
+        """``handle`` is now the entry's: it builds its projections off the read path, from now."""
+        handle.follower.background = handle.vector_follower.background = True
+        handle.follower.warm()
+        entry.handle, entry.since = handle, time.time()
+        self.arbiter.start()
+        self.arbiter.admitted()
+        return handle
+
+    def _readmit(self, entry: Entry) -> Brain:
+        """Reopen an evicted writer with the lease its eviction kept: its flushed close left no tail to replay."""
+        kept, entry.kept = entry.kept, None
+        try:
+            opened = Brain.open(entry.path, name=entry.name, lease=kept, **self._options)
+        except BaseException:
+            entry.kept = kept
+            raise
+        log.info("brain %s readmitted as its writer (generation %d, %d replayed)", entry.name, opened.head,
+                 opened.recovery["replayedGenerations"] if opened.recovery else 0)
+        return self._admitted(entry, opened)
+
+    def resident_entries(self) -> list[Entry]:
+        with self._lock:
+            return [e for e in self._entries.values() if e.handle is not None]
+
+    def evict(self, entry: Entry, why: str) -> bool:
+        """Close ``entry``'s handle for the arbiter, unless a door is in flight on it: flushed, and a writer
+        keeps its lease. Answers whether it closed. A door arriving meanwhile waits for the entry's lock and
+        readmits."""
+        with entry.lock:
+            handle = entry.handle
+            if handle is None or entry.in_flight:
+                return False
+            writer = handle.role == "writer"
+            handle.close(keep_lease=writer)
+            entry.handle = None
+            if writer and handle.kept_lease is not None:
+                entry.kept, entry.kept_generation = handle.kept_lease, handle.head
+        log.info("brain %s evicted (%s)%s", entry.name, why, "; its writer lease is kept" if entry.kept else "")
+        return True
+
+    def _release_kept(self, entry: Entry) -> dict[str, Any] | None:
+        """Give back the lease an eviction kept, with its clean-close record. The caller holds the entry's lock."""
+        if entry.kept is None:
+            return None
+        (_, held), entry.kept = entry.kept, None
+        recorded = held.release(entry.kept_generation)
+        return {"brain": entry.name, "closed": True, "leaseReleased": True, "cleanCloseRecorded": recorded}
 
     def _claim(self, entry: Entry, force: bool) -> Brain:
         # a reader already open lends what it read, so the claim reads only the log written since
@@ -132,7 +202,8 @@ class Pool:
                 entry.handle = opened  # a reader serves reads; it holds nothing
             raise R.BRAINY_WRITER_LOCKED(f"another live process holds the writer lease of {entry.name!r}: {holder}",
                                          holder=holder)
-        previous, entry.handle, entry.since = entry.handle, opened, time.time()
+        previous = entry.handle
+        self._admitted(entry, opened)
         if previous is not None:
             previous.close()
         log.info("brain %s: writer lease claimed (%s)", entry.name, opened.writer_block().get("claimPath"))
@@ -142,7 +213,9 @@ class Pool:
         """The init door: claim the lease explicitly, or report who holds it."""
         entry = self._entry(name)
         with entry.lock:
-            if entry.handle is not None and entry.handle.role == "writer" and not force:
+            if entry.kept is not None and entry.handle is None and not force:
+                brain = self._readmit(entry)
+            elif entry.handle is not None and entry.handle.role == "writer" and not force:
                 brain = entry.handle
             else:
                 try:
@@ -168,9 +241,11 @@ class Pool:
             await asyncio.sleep(0.005)
         with entry.lock:
             handle, entry.handle = entry.handle, None
+            kept = self._release_kept(entry) if handle is None else None
         if handle is None:
-            return {"brain": name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False,
-                    "waitedForDoors": waited}
+            answer = kept or {"brain": name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False}
+            answer["waitedForDoors"] = waited
+            return answer
         answer = await asyncio.get_running_loop().run_in_executor(None, handle.close)
         answer["waitedForDoors"] = waited
         return answer
@@ -205,10 +280,15 @@ class Pool:
         with self._lock:
             entries = list(self._entries.values())
         resident = sorted(e.name for e in entries if e.handle is not None)
-        writers = [e for e in entries if e.handle is not None and e.handle.role == "writer"]
-        fence_lost = any(e.handle._lease is not None and not e.handle._lease.fence_holds() for e in writers)
-        return {"knownBrains": len(self.known()), "resident": resident, "writers": len(writers),
-                "writerBrains": sorted(e.name for e in writers), "fenceLost": fence_lost}
+        writers = [e for e in entries if e.writer]
+        fence_lost = any(not lease_of(e).fence_holds() for e in writers if lease_of(e) is not None)
+        arbiter = self.arbiter.report()
+        return {"budgetBytes": arbiter["budgetBytes"], "derivation": arbiter["derivation"],
+                "floored": arbiter["floored"], "overridden": arbiter["overridden"], "heldBytes": arbiter["heldBytes"],
+                "knownBrains": len(self.known()), "resident": resident, "writers": len(writers),
+                "writerBrains": sorted(e.name for e in writers),
+                "overBudgetAdmissions": arbiter["overBudgetAdmissions"],
+                "fenceLost": fence_lost}
 
     def brains_for(self, principal: Any) -> list[dict[str, Any]]:
         """``GET /v1/brains``: the brains a credential reaches (the service key sees every name), with state."""
@@ -221,25 +301,34 @@ class Pool:
             names = [b for b in known if b in principal.brains]
         out = []
         for name in names:
-            handle = self._entries[name].handle if name in self._entries else None
-            out.append({"name": name, "archived": False, "resident": handle is not None,
-                        "writer": handle is not None and handle.role == "writer"})
+            entry = self._entries.get(name)
+            out.append({"name": name, "archived": False, "resident": entry is not None and entry.handle is not None,
+                        "writer": entry is not None and entry.writer})
         return out
 
     def enter(self, name: str) -> None:
-        self._entry(name).in_flight += 1
+        entry = self._entry(name)
+        entry.in_flight += 1  # before the handle is resolved: the arbiter never closes it under this door
+        entry.cadence.touch(time.monotonic())
 
     def leave(self, name: str) -> None:
         self._entry(name).in_flight -= 1
 
     def close_all(self) -> list[dict[str, Any]]:
-        """Close every handle (the stop sequence): each writer flushes, records its close, releases."""
+        """Close every handle (the stop sequence): each writer flushes, records its close, releases; a lease an
+        eviction kept is released with its record too."""
+        self.arbiter.stop()
         with self._lock:
             entries = list(self._entries.values())
         closed = []
         for entry in entries:
             with entry.lock:
                 handle, entry.handle = entry.handle, None
+                kept = self._release_kept(entry)
+            if kept is not None:
+                log.info("brain %s (evicted) closed: its kept lease released, clean close recorded %s", entry.name,
+                         kept["cleanCloseRecorded"])
+                closed.append(kept)
             if handle is not None:
                 answer = handle.close()
                 log.info("brain %s closed: lease released %s, clean close recorded %s", entry.name,
