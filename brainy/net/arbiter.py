@@ -266,7 +266,8 @@ class Arbiter:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if self._thread is None:
+        """Start ticking (the pool calls it at each admission); a stopped arbiter stays stopped."""
+        if self._thread is None and not self._stop.is_set():
             self._thread = threading.Thread(target=self._run, name="brainy-arbiter", daemon=True)
             self._thread.start()
 

@@ -1,0 +1,315 @@
+"""The residency arbiter (seed 001, "The pool, and the arbiter under it"; seed 000, "The writer model, and
+the pool"; DOORS.md 10.2): the budget derived from a control-group tree, eviction order and the in-flight
+exclusion, a door never losing its brain, the writer lease kept across an eviction, SIGTERM closing every
+brain cleanly, and the first door after a SIGKILL answering every acknowledged write.
+
+Server tests run a real ``brainy serve`` on a loopback port (``launch``); the derivation reads real files
+laid out as ``/proc`` and ``/sys/fs/cgroup`` are; the in-flight test drives a real pool over real stores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from brainy.engine import Brain, init_store
+from brainy.engine.files import read_document
+from brainy.net import arbiter as A
+from brainy.net.pool import Pool
+
+from launch import HOST, Served, place_keys, wait_until
+from launch import launch  # noqa: F401  (a pytest fixture, used by name)
+
+PERSON = "bky_arbiter_person_every_brain1"
+OPERATOR = "bks_arbiter_operator_service_k1"
+LINES = [f"{PERSON}  person:pat  *", f"{OPERATOR}  service:operator  !"]
+NO_MODEL = {"BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}  # rows stored without vectors: no model runs
+GIB = 1 << 30
+
+
+# --- the budget, derived from a control-group tree ---------------------------------------------------------
+
+def fake_proc(root: Path, cgroup: str, total_kb: int | None = 8 * (1 << 20), available_kb: int | None = None,
+              rss_kb: int = 100_000) -> Path:
+    proc = root / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    (proc / "self" / "status").write_text(f"Name:\tbrainy\nVmRSS:\t{rss_kb} kB\n")
+    lines = []
+    if total_kb is not None:
+        lines.append(f"MemTotal:       {total_kb} kB")
+    if available_kb is not None:
+        lines.append(f"MemAvailable:   {available_kb} kB")
+    if lines:
+        (proc / "meminfo").write_text("\n".join(lines) + "\n")
+    return proc
+
+
+def limit_file(path: Path, value: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(value + "\n")
+
+
+def test_the_smallest_limit_on_the_group_or_any_above_it_wins_v2(tmp_path: Path) -> None:
+    """cgroup v2: the process's own group says max, its parent 2 GiB, the grandparent 4 GiB: the budget is
+    4/5 of (2 GiB less the baseline), named ``cgroup2:/system.slice``."""
+    fs = tmp_path / "cgroup"
+    limit_file(fs / "system.slice" / "brainy.service" / "memory.max", "max")
+    limit_file(fs / "system.slice" / "memory.max", str(2 * GIB))
+    limit_file(fs / "memory.max", str(4 * GIB))
+    proc = fake_proc(tmp_path, "0::/system.slice/brainy.service\n", available_kb=6 * (1 << 20))
+    budget = A.derive(proc, fs, environ={})
+    baseline = 100_000 * 1024
+    room = 2 * GIB - baseline
+    assert (budget.limit_bytes, budget.limit_source) == (2 * GIB, "cgroup2:/system.slice")
+    assert budget.baseline_bytes == baseline and budget.available_bytes == 6 * GIB
+    assert budget.budget_bytes == room - room // 5 and not budget.floored and not budget.overridden
+
+
+def test_a_v1_memory_hierarchy_is_read_and_no_limit_is_none(tmp_path: Path) -> None:
+    """cgroup v1: ``memory.limit_in_bytes`` on the memory hierarchy; the kernel's page-rounded 2**63 "no limit"
+    above it is no limit. MemAvailable caps the room when it is the smaller."""
+    fs = tmp_path / "cgroup"
+    limit_file(fs / "memory" / "docker" / "abc" / "memory.limit_in_bytes", str(GIB))
+    limit_file(fs / "memory" / "docker" / "memory.limit_in_bytes", "9223372036854771712")
+    proc = fake_proc(tmp_path, "12:cpu,cpuacct:/docker/abc\n7:memory:/docker/abc\n",
+                     available_kb=512 * 1024, rss_kb=0)
+    budget = A.derive(proc, fs, environ={})
+    assert (budget.limit_bytes, budget.limit_source) == (GIB, "cgroup1:/docker/abc")
+    room = 512 << 20
+    assert budget.budget_bytes == room - room // 5
+
+
+def test_no_group_limit_falls_back_to_total_memory(tmp_path: Path) -> None:
+    fs = tmp_path / "cgroup"
+    limit_file(fs / "memory.max", "max")
+    proc = fake_proc(tmp_path, "0::/\n", total_kb=16 * (1 << 20), available_kb=None, rss_kb=0)
+    budget = A.derive(proc, fs, environ={})
+    assert (budget.limit_bytes, budget.limit_source) == (16 * GIB, "meminfo:MemTotal")
+    assert budget.budget_bytes == 16 * GIB - 16 * GIB // 5
+
+
+def test_nothing_published_is_floored_and_an_override_replaces_the_derived_figure(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, "", total_kb=None)
+    floored = A.derive(proc, tmp_path / "nothing", environ={})
+    assert floored.floored and floored.budget_bytes == A.FLOOR_BYTES and floored.limit_source == "none"
+    tiny = A.derive(fake_proc(tmp_path / "t", "", total_kb=1024, rss_kb=0), tmp_path / "nothing", environ={})
+    assert tiny.floored and tiny.budget_bytes == A.FLOOR_BYTES  # a derived figure below the floor is floored
+    given = A.derive(proc, tmp_path / "nothing", environ={A.OVERRIDE: "12345"})
+    assert given.overridden and given.budget_bytes == 12345
+
+
+# --- eviction order and the in-flight exclusion (a real pool over real stores) -----------------------------
+
+def test_eviction_ranks_the_idle_first_and_never_closes_a_brain_with_a_door_in_flight(tmp_path: Path) -> None:
+    """Under a budget nothing fits in, a pass closes brains until one is left: never the one a door is in
+    flight on (here ``a``, touched first, so the most idle), and among the rest the most idle first. A writer
+    evicted keeps its lease; its next door readmits it with its rows."""
+    for name in "abcd":
+        init_store(tmp_path / name)
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, A.rss_bytes(), overridden=True))
+    try:
+        pool.arbiter.stop()  # every pass is this test's own
+        for name in "abcd":
+            pool.enter(name)
+            pool.resolve(name, True).write("add", {"type": "thing", "id": f"{name}1"}, caller="person:pat")
+            pool.leave(name)
+            time.sleep(0.05)
+        pool.enter("a")  # a door in flight on the most idle brain
+        assert pool.arbiter.rebalance() == ["b", "c", "d"]
+        assert [e.name for e in pool.resident_entries()] == ["a"]
+        assert pool.report()["writerBrains"] == ["a", "b", "c", "d"]
+        assert (tmp_path / "b" / "locks" / "_writer.lock").exists()  # the lease outlives the residency
+        assert not (tmp_path / "b" / "locks" / "_writer.close").exists()
+        pool.leave("a")
+        pool.enter("b")
+        assert pool.resolve("b", False).get("b1")["entity"]["key"] == "b1"
+        assert pool.resolve("b", False).role == "writer"
+        pool.leave("b")
+    finally:
+        pool.close_all()
+    for name in "abcd":
+        assert (tmp_path / name / "locks" / "_writer.close").exists(), name
+        assert not (tmp_path / name / "locks" / "_writer.lock").exists(), name
+
+
+def test_the_only_open_brain_is_never_closed_for_budget(tmp_path: Path) -> None:
+    init_store(tmp_path / "solo")
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, A.rss_bytes(), overridden=True))
+    try:
+        pool.arbiter.stop()
+        pool.enter("solo")
+        pool.resolve("solo", False)
+        pool.leave("solo")
+        assert pool.arbiter.rebalance() == [] and pool.arbiter.rebalance() == []
+        assert [e.name for e in pool.resident_entries()] == ["solo"]
+        assert pool.report()["overBudgetAdmissions"] == 1  # once per episode, not once per pass
+    finally:
+        pool.close_all()
+
+
+# --- the served pool ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    path = tmp_path / "cfg" / "keys"
+    place_keys(path, LINES)
+    return path
+
+
+def health_pool(server: Served) -> dict[str, Any]:
+    status, doc, _, _ = server.request("GET", "/v1/health", OPERATOR)
+    assert status == 200, doc
+    return doc["pool"]
+
+
+def brains_dir(tmp_path: Path, names: list[str]) -> Path:
+    root = tmp_path / "brains"
+    root.mkdir()
+    for name in names:
+        init_store(root / name)
+    return root
+
+
+@pytest.mark.slow
+def test_health_reports_the_budget_and_the_sweep_evicts_without_losing_a_door(
+        tmp_path: Path, keys: Path, launch: Callable[..., Served]) -> None:
+    """A budget of one byte (the override) over twelve brains: concurrent writes and reads on all of them
+    are every one answered (a door never loses its brain), the arbiter keeps evicting, every acknowledged
+    write reads back, and ``/v1/health`` carries DOORS 10.2's pool block with the override named."""
+    names = [f"w{i:02d}" for i in range(12)]
+    root = brains_dir(tmp_path, names)
+    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys),
+                    env={A.OVERRIDE: "1", **NO_MODEL})
+
+    def work(i: int) -> list[tuple[str, str]]:
+        written = []
+        for round_ in range(4):
+            name = names[(i + round_ * 5) % len(names)]
+            id_ = f"t{i}-{round_}"
+            status, doc, _, _ = server.request("POST", f"/v1/brains/{name}/add", PERSON,
+                                               {"type": "thing", "id": id_, "data": f"sweep {i}"})
+            assert status == 200, doc
+            written.append((name, id_))
+            status, doc, _, _ = server.request("GET", f"/v1/brains/{name}/get/{id_}", PERSON)
+            assert status == 200 and doc["entity"]["key"] == id_, doc
+        return written
+
+    with ThreadPoolExecutor(6) as threads:
+        written = [w for part in threads.map(work, range(12)) for w in part]
+    assert wait_until(lambda: len(health_pool(server)["resident"]) <= 1, 10.0) is not None
+    for name, id_ in written:  # readmission answers every acknowledged write
+        status, doc, _, _ = server.request("GET", f"/v1/brains/{name}/get/{id_}", PERSON)
+        assert status == 200 and doc["entity"]["key"] == id_, (name, id_, doc)
+    pool = health_pool(server)
+    assert set(pool) >= {"budgetBytes", "derivation", "floored", "overridden", "heldBytes", "knownBrains",
+                         "resident", "writers", "writerBrains", "overBudgetAdmissions"}
+    assert set(pool["derivation"]) == {"limitSource", "limitBytes", "availableBytes", "rssBytes", "baselineBytes"}
+    assert pool["budgetBytes"] == 1 and pool["overridden"] and pool["knownBrains"] == 12
+    assert pool["writers"] == 12 and pool["writerBrains"] == names  # the writer role outlives a residency
+    assert pool["heldBytes"] == max(0, pool["derivation"]["rssBytes"] - pool["derivation"]["baselineBytes"])
+    assert "evicted" in server.stderr() and "replaces the derived" in server.stderr()
+    status, doc, _, _ = server.request("GET", "/v1/brains", OPERATOR)
+    assert status == 200 and all(b["writer"] for b in doc["brains"]) and len(doc["brains"]) == 12
+    assert server.stop() == 0
+    for name in names:  # SIGTERM: every brain, resident or evicted, closed cleanly
+        assert (root / name / "locks" / "_writer.close").exists(), name
+        assert not (root / name / "locks" / "_writer.lock").exists(), name
+
+
+@pytest.mark.slow
+def test_sigterm_with_fifty_open_brains_closes_every_one_cleanly(tmp_path: Path, keys: Path,
+                                                                launch: Callable[..., Served]) -> None:
+    names = [f"s{i:02d}" for i in range(50)]
+    root = brains_dir(tmp_path, names)
+    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys), env=NO_MODEL)
+    for name in names:
+        status, doc, _, _ = server.request("POST", f"/v1/brains/{name}/add", PERSON, {"type": "thing", "id": "x"})
+        assert status == 200, doc
+    assert len(health_pool(server)["resident"]) == 50
+    assert server.stop() == 0
+    for name in names:
+        close = json.loads((root / name / "locks" / "_writer.close").read_text())
+        assert close["generation"] == 1, (name, close)
+        assert not (root / name / "locks" / "_writer.lock").exists(), name
+        with Brain.attach(root / name) as brain:  # flushed: nothing is left in the log to replay
+            assert brain.flushed == brain.head == 1 and brain.get("x")["entity"]["key"] == "x"
+
+
+@pytest.mark.slow
+def test_a_thousand_names_open_nothing_at_start(tmp_path: Path, keys: Path, launch: Callable[..., Served]) -> None:
+    """``--brains-dir`` with 1,000 brains: the names are known at once and none is opened until asked for."""
+    root = tmp_path / "brains"
+    root.mkdir()
+    for i in range(1000):
+        if i != 500:
+            (root / f"b{i:04d}").mkdir()  # names only: nothing here reads inside them until asked
+    init_store(root / "b0500")
+    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys), env=NO_MODEL)
+    pool = health_pool(server)
+    assert pool["knownBrains"] == 1000 and pool["resident"] == []
+    status, doc, _, _ = server.request("GET", "/v1/brains/b0500/counts", PERSON)
+    assert status == 200, doc
+    assert health_pool(server)["resident"] == ["b0500"]
+
+
+# --- the first door after a SIGKILL -------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_first_doors_after_a_sigkill_answer_every_acknowledged_write(tmp_path: Path, keys: Path,
+                                                                        launch: Callable[..., Served]) -> None:
+    """Writes acknowledged, then SIGKILL (no flush, no close record): after a restart the first read answers
+    the rows, a find answers them or refuses ``ProjectionBehindError`` (503, with its stamp and the committed
+    generation) while the projections build off the read path, and the recovery is flushed at once, so the
+    next open replays nothing and finds a snapshot at the head."""
+    root = brains_dir(tmp_path, ["k"])
+    args = ["serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys)]
+    first = launch(*args, env=NO_MODEL)
+    ids = []
+    for batch in range(10):
+        items = [{"type": "thing", "id": f"r{batch}-{i}", "data": f"kill word{i % 7}"} for i in range(50)]
+        status, doc, _, _ = first.request("POST", "/v1/brains/k/addMany", PERSON, {"items": items})
+        assert status == 200, doc
+        ids += [item["id"] for item in items]
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(10)
+    first.close_pipes()
+    assert (root / "k" / "locks" / "_writer.lock").exists() and not (root / "k" / "locks" / "_writer.close").exists()
+
+    second = launch(*args, env=NO_MODEL)
+    status, doc, _, _ = second.request("GET", f"/v1/brains/k/get/{ids[-1]}", PERSON)
+    assert status == 200 and doc["entity"]["key"] == ids[-1], doc
+
+    def found() -> dict[str, Any] | None:
+        status, doc, _, _ = second.request("POST", "/v1/brains/k/find", PERSON,
+                                           {"where": {"type": "thing"}, "limit": 1000})
+        if status == 503:
+            error = doc["error"]
+            assert error["name"] == "ProjectionBehindError" and error["projection"] == "projections", error
+            assert error["committed"] >= error["stamp"], error
+            return None
+        assert status == 200, doc
+        return doc
+
+    answers: list[dict[str, Any]] = []
+    assert wait_until(lambda: bool(answers.append(found()) or answers[-1]), 20.0) is not None
+    assert sorted(hit["entity"]["key"] for hit in answers[-1]["results"]) == sorted(ids)
+    status, doc, _, _ = second.request("POST", "/v1/brains/k/add", PERSON, {"type": "thing", "id": "after"})
+    assert status == 200, doc  # the first write claims the lease: stale-after-crash, recovered
+    store = root / "k"
+    # the recovery is flushed by the maintenance thread at once: the tables reach the replayed head
+    assert wait_until(lambda: read_document(store / "MANIFEST")["generation"] >= 10, 20.0) is not None
+    assert second.stop() == 0
+    with Brain.attach(store) as brain:
+        assert brain.recovery == {"replayedGenerations": 0} and brain.head == 11
+        snapshots = sorted(p.name for p in (store / "index").glob("*.proj"))
+        assert snapshots == [f"{11:020d}.proj"], snapshots
+        assert sorted(h["entity"]["key"] for h in brain.find({"where": {"type": "thing"}, "limit": 1000})["results"]) == \
+            sorted(ids + ["after"])
