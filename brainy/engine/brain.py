@@ -187,6 +187,9 @@ class Brain(CommitPath, Maintenance):
             self.follower.adopt(reader.follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
+        at = manifest.get("logAt")
+        if resume is None and isinstance(at, dict):  # the flush said where its generation's frame ends
+            resume = log_.Position(int(at["segment"]), int(at["offset"]), flushed)
         self._mem = mem
         self._sources = Sources(mem, (), tables)
         self._ledger = ledger

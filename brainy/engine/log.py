@@ -301,6 +301,7 @@ class LogWriter:
             self._open_segment(self.next_generation)
         else:
             path = found.last_segment
+            self._first = int(path.name[:-4])
             fd = os.open(path, os.O_WRONLY)
             if found.torn_bytes or found.good_end < HEADER_SIZE:
                 # the tail never landed: cut it away so new frames follow the last whole one
@@ -331,6 +332,11 @@ class LogWriter:
         fsync_dir(self.dir)
         self._fd = fd
         self._size = HEADER_SIZE
+        self._first = first_generation
+
+    def position(self) -> Position:
+        """Where the last frame appended ends (the caller serialises appends): a flush's MANIFEST ``logAt``."""
+        return Position(self._first, self._size, self.next_generation - 1)
 
     def append(self, generation: int, payload: bytes) -> int:
         """Write one frame (the caller serialises appends); answer its sequence number."""

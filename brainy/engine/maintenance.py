@@ -66,6 +66,8 @@ class Maintenance:
                     return False
                 generation, seq = self._applied, self._last_seq
                 ledger, next_dense, timestamp = self._ledger.copy(), self._next_dense, self._last_ts
+                assert self._log is not None
+                at = self._log.position()  # where generation's frame ends: the next open reads from there
                 self._mem = Memtable()
                 s = self._sources
                 self._sources = Sources(self._mem, (mem,) + s.frozen, s.tables)
@@ -78,7 +80,8 @@ class Maintenance:
             entry["file"] = f"sst/{number:010d}.sst"
             table = Table(self.path / entry["file"])
             tables = [entry] + list(self._manifest["tables"])
-            self._write_manifest(generation, timestamp, next_dense, ledger, tables)
+            self._write_manifest(generation, timestamp, next_dense, ledger, tables,
+                                 {"segment": at.first, "offset": at.offset})
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
@@ -100,7 +103,7 @@ class Maintenance:
             table = Table(self.path / name)
             manifest = self._manifest
             self._write_manifest(manifest["generation"], manifest["timestamp"], manifest["nextDenseInt"],
-                                 None, [entry])
+                                 None, [entry], manifest.get("logAt"))
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, s.frozen, (table,))
@@ -109,7 +112,7 @@ class Maintenance:
             return True
 
     def _write_manifest(self: "Brain", generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
-                        tables: list[dict[str, Any]]) -> None:
+                        tables: list[dict[str, Any]], log_at: dict[str, int] | None) -> None:
         old = self._manifest
         ledger_file = old["ledger"]
         if ledger is not None and generation != old["generation"]:
@@ -118,6 +121,8 @@ class Maintenance:
         manifest = {"format": FORMAT, "storeId": old["storeId"], "generation": generation, "timestamp": timestamp,
                     "nextTable": self._next_table, "nextDenseInt": next_dense, "ledger": ledger_file,
                     "tables": tables}
+        if log_at is not None:
+            manifest["logAt"] = log_at
         write_document(self.path / "MANIFEST", manifest)
         self._manifest = manifest
         self._flushed = generation

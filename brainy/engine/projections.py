@@ -223,20 +223,36 @@ def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
 
 
 def encode_snapshot(proj: Projections) -> bytes:
-    """The projections as one MessagePack document followed by its crc32 (u32 little-endian)."""
+    """The projections as one MessagePack document followed by its crc32 (u32 little-endian).
+
+    Packed a member at a time (the same bytes as one ``packb`` of the whole map): a single C call
+    over an O(store) document would hold the interpreter lock throughout, and every commit and read
+    of the process would wait on a background flush."""
     dense = array(TYPECODE, sorted(proj.ids))
-    doc = {
-        "format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
-        "dense": dense.tobytes(), "ids": [proj.ids[d] for d in dense], "all": proj.all.tobytes(),
-        "postings": [[path, kind, value, posting.tobytes()] for path, values in proj.postings.items()
-                     for (kind, value), posting in values.items()],
-        "columns": [[path, array(TYPECODE, column.keys()).tobytes(), list(column.values())]
-                    for path, column in proj.columns.items()],
-        "terms": [[word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
-                  for word, tfs in proj.terms.items()],
-        "lengths": [array(TYPECODE, proj.lengths.keys()).tobytes(), array("I", proj.lengths.values()).tobytes()],
-    }
-    body = msgpack.packb(doc, use_bin_type=True)
+    members: list[tuple[str, Any, bool]] = [  # (key, value, packed element by element)
+        ("format", SNAPSHOT_FORMAT, False), ("stamp", proj.stamp, False), ("totalLength", proj.total_length, False),
+        ("dense", dense.tobytes(), False), ("ids", [proj.ids[d] for d in dense], True),
+        ("all", proj.all.tobytes(), False),
+        ("postings", [[path, kind, value, posting.tobytes()] for path, values in proj.postings.items()
+                      for (kind, value), posting in values.items()], True),
+        ("columns", [[path, array(TYPECODE, column.keys()).tobytes(), list(column.values())]
+                     for path, column in proj.columns.items()], True),
+        ("terms", [[word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+                   for word, tfs in proj.terms.items()], True),
+        ("lengths", [array(TYPECODE, proj.lengths.keys()).tobytes(), array("I", proj.lengths.values()).tobytes()],
+         False),
+    ]
+    packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+    packer.pack_map_header(len(members))
+    for key, value, by_element in members:
+        packer.pack(key)
+        if by_element:
+            packer.pack_array_header(len(value))
+            for element in value:
+                packer.pack(element)
+        else:
+            packer.pack(value)
+    body = packer.bytes()
     return body + _crc.pack(zlib.crc32(body))
 
 
@@ -246,14 +262,28 @@ def _ints(data: bytes, typecode: str = TYPECODE) -> array:
     return out
 
 
+_BY_ELEMENT = frozenset(("ids", "postings", "columns", "terms"))
+
+
 def decode_snapshot(data: bytes) -> Projections:
-    """Projections from a snapshot; ValueError when it does not check out (it is then rebuilt, never trusted)."""
-    if len(data) < 4 or zlib.crc32(data[:-4]) != _crc.unpack_from(data, len(data) - 4)[0]:
+    """Projections from a snapshot; ValueError when it does not check out (it is then rebuilt, never trusted).
+
+    Unpacked a member at a time, for the reason :func:`encode_snapshot` packs so: a background load
+    must not hold the interpreter lock for the whole document."""
+    if len(data) < 4 or zlib.crc32(memoryview(data)[:-4]) != _crc.unpack_from(data, len(data) - 4)[0]:
         raise ValueError("checksum mismatch")
     try:
-        doc = msgpack.unpackb(data[:-4], raw=False, strict_map_key=False)
-        if doc["format"] != SNAPSHOT_FORMAT:
-            raise ValueError(f"snapshot format {doc['format']}")
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(data))
+        unpacker.feed(memoryview(data)[:-4])
+        doc: dict[str, Any] = {}
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key in _BY_ELEMENT:
+                doc[key] = [unpacker.unpack() for _ in range(unpacker.read_array_header())]
+            else:
+                doc[key] = unpacker.unpack()
+                if key == "format" and doc[key] != SNAPSHOT_FORMAT:
+                    raise ValueError(f"snapshot format {doc['format']}")
         proj = Projections()
         proj.stamp, proj.total_length = doc["stamp"], doc["totalLength"]
         proj.ids = dict(zip(_ints(doc["dense"]), doc["ids"]))

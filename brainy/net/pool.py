@@ -199,7 +199,7 @@ class Pool:
         if opened.role != "writer":
             holder = opened.claim.holder if opened.claim else {}
             if entry.handle is None:
-                entry.handle = opened  # a reader serves reads; it holds nothing
+                self._admitted(entry, opened)  # a reader serves reads; it holds nothing
             raise R.BRAINY_WRITER_LOCKED(f"another live process holds the writer lease of {entry.name!r}: {holder}",
                                          holder=holder)
         previous = entry.handle
