@@ -313,3 +313,22 @@ def test_the_first_doors_after_a_sigkill_answer_every_acknowledged_write(tmp_pat
         assert snapshots == [f"{11:020d}.proj"], snapshots
         assert sorted(h["entity"]["key"] for h in brain.find({"where": {"type": "thing"}, "limit": 1000})["results"]) == \
             sorted(ids + ["after"])
+
+
+def test_every_flush_leaves_a_snapshot_the_next_open_catches_up_from(tmp_path: Path) -> None:
+    """A writer that never answered a query still persists its projections at each flush, built from the last
+    snapshot and the moves since (never the rows), so the next open's first find starts from a snapshot."""
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [{"type": "thing", "id": f"a{i}"} for i in range(20)]})
+        assert brain.flush()
+        assert [p.name for p in (store / "index").glob("*.proj")] == [f"{1:020d}.proj"]
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [{"type": "thing", "id": f"b{i}"} for i in range(20)]})
+        assert brain.flush()
+        assert brain.projections_from == "snapshot at 1"
+    with Brain.attach(store) as brain:
+        assert brain.recovery == {"replayedGenerations": 0}
+        assert len(brain.find({"where": {"type": "thing"}, "limit": 100})["results"]) == 40
+        assert brain.projections_from == "snapshot at 2"

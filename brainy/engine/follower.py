@@ -104,10 +104,6 @@ class ProjectionFollower:
             for g in [g for g in self._moves if g <= floor]:
                 del self._moves[g]
 
-    @property
-    def built(self) -> bool:
-        return self._proj is not None
-
     @contextmanager
     def held(self) -> Iterator[Projections]:
         """The projections at the durable head, built on first need, held still for the block."""
@@ -221,26 +217,23 @@ class ProjectionFollower:
 
         The lock is held only for a copy (commits wait on it to move the projections); the encode, the
         O(store) part, runs on the copy unlocked."""
-        self.settle()
-        if self._proj is None and build and not self._snapshot_at_head():
-            self._build()
+        if build:
+            self.ensure_built()
         with self._lock:
             if self._proj is None:
                 return
-            frozen = self._frozen()
-        self._write(frozen.stamp, self._encode_copy(frozen))
+            frozen = self._proj.copy()
+        self._write(frozen.stamp, encode_snapshot(frozen))
 
-    def _snapshot_at_head(self) -> bool:
-        found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
-        return found is not None and found[0] == self._brain.head
-
-    def _frozen(self) -> Any:
-        """What the encode reads, copied while the lock is held. The caller holds the lock."""
-        assert self._proj is not None
-        return self._proj.copy()
-
-    def _encode_copy(self, frozen: Any) -> bytes:
-        return encode_snapshot(frozen)
+    def ensure_built(self) -> None:
+        """Build the projections now unless they are built or a snapshot at the head already holds them. A
+        flush calls it before it moves the flushed generation on, while the last snapshot is still reachable
+        from the moves this handle holds."""
+        self.settle()
+        if self._proj is None:
+            found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
+            if found is None or found[0] != self._brain.head:
+                self._build()
 
     def _write(self, stamp: int, data: bytes) -> None:
         folder, name = self.folder, snapshot_name(stamp, self.suffix)

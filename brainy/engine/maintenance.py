@@ -60,6 +60,8 @@ class Maintenance:
     def flush(self: "Brain") -> bool:
         """Write the memtable out as a table now. Answers whether there was anything to write."""
         with self._maint_lock:
+            if len(self._mem):
+                self.follower.ensure_built()  # from the last snapshot, while the flushed generation reaches it
             with self._commit_lock:
                 mem = self._mem
                 if not len(mem):

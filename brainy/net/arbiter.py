@@ -12,7 +12,8 @@ they hold more (seed 001, "The pool, and the arbiter under it").
 - **Which brain closes** is ranked by what each holds (its engine counters plus its files' pages in
   memory from ``/proc/self/smaps``, read only when a close has to be ranked), times how long it has
   been idle, over how often it is asked for. A pass that closes several subtracts each one's share
-  before choosing the next. A brain with a door in flight is never closed; the only open brain is
+  before choosing the next, and stops once what the brains hold fits: the resident figure falls
+  late, or never (the allocator keeps freed memory for reuse), and closing more would free nothing. A brain with a door in flight is never closed; the only open brain is
   never closed for budget (``overBudgetAdmissions``, once per episode).
 - **Idle windows** come from each brain's own cadence (``IDLE_CADENCES`` mean intervals), never
   below ``IDLE_FLOOR_SECONDS`` nor above ``IDLE_CAP_SECONDS``: idleness alone never closes a brain
@@ -320,16 +321,20 @@ class Arbiter:
             self.evictions += len(closed)
             return closed
         shares = self.shares(resident)
+        # what the brains hold: once it fits, the rest of the excess is memory the allocator keeps for
+        # reuse after earlier closes (it does not go back to the kernel), and closing more would free none
+        holding = sum(shares.values())
         ranked = sorted((e for e in resident if e.in_flight == 0),
                         key=lambda e: e.cadence.idle(now) * max(shares[e.name], 1) / e.cadence.rate(),
                         reverse=True)
         left = len(resident)
         for entry in ranked:
-            if over <= 0 or left <= 1:
+            if over <= 0 or left <= 1 or holding <= self.budget.budget_bytes:
                 break
             if self.pool.evict(entry, f"over budget by {over} bytes; it held {shares[entry.name]} bytes"):
                 closed.append(entry.name)
                 over -= shares[entry.name]  # freed memory does not show in the resident figure at once
+                holding -= shares[entry.name]
                 left -= 1
         if over > 0 and left <= 1 and not self._over_episode:
             self._over_episode = True
