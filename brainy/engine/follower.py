@@ -121,9 +121,9 @@ class ProjectionFollower:
             if self._proj is not None or self._building is not None:
                 return
             self._build_floor = self._brain.flushed
-            self._building = threading.Thread(target=self._build_off_lock, name=f"brainy-{self.name}-build",
-                                              daemon=True)
-            self._building.start()
+            building = threading.Thread(target=self._build_off_lock, name=f"brainy-{self.name}-build", daemon=True)
+            building.start()  # before it is published: settle() joins what it finds there
+            self._building = building
 
     def settle(self) -> None:
         """Wait for a background build in flight (a flush persists what it built, a close lets it finish)."""
