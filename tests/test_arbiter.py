@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
+from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
 from brainy.engine.files import read_document
 from brainy.net import arbiter as A
@@ -332,3 +334,40 @@ def test_every_flush_leaves_a_snapshot_the_next_open_catches_up_from(tmp_path: P
         assert brain.recovery == {"replayedGenerations": 0}
         assert len(brain.find({"where": {"type": "thing"}, "limit": 100})["results"]) == 40
         assert brain.projections_from == "snapshot at 2"
+
+
+def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> None:
+    """A served handle over more rows than a read may build itself: while its build cannot publish (here a
+    thread holds the state lock, as a long commit would), a find refuses ``ProjectionBehindError`` with the
+    stamp the build starts from and the committed generation, and answers once the build lands."""
+    store = tmp_path / "big"
+    init_store(store)
+    with Brain.open(store) as brain:
+        for batch in range(3):
+            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}"} for i in range(500)]})
+    brain = Brain.attach(store)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with brain._state_lock:
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        brain.follower.background = True
+        with pytest.raises(R.ProjectionBehindError) as refused:
+            brain.find({"where": {"type": "thing"}, "limit": 10})
+        assert refused.value.status == 503
+        wire = refused.value.to_wire()
+        assert wire["projection"] == "projections" and wire["stamp"] == 3 and wire["committed"] == 3
+    finally:
+        release.set()
+        holder.join()
+    try:
+        assert wait_until(lambda: brain.follower._built.is_set(), 20.0) is not None
+        assert brain.find({"where": {"type": "thing"}, "limit": 10})["total"] == 1500
+    finally:
+        brain.close()

@@ -13,7 +13,8 @@ A served handle (``background``, set by the server's pool) never builds inside a
 runs on a thread of its own (:meth:`warm`, started at admission), and a read that arrives before it
 is done waits ``READ_WAIT_SECONDS`` for it, then refuses with ``ProjectionBehindError`` naming the
 stamp the build starts from and the committed generation (DOORS.md 11.4), so the first door on a
-brain answers in bounded time whatever its size.
+brain answers in bounded time whatever its size. A store of at most ``INLINE_ROWS`` rows is built
+inside the read: that is bounded too.
 
 A projection the query doors read lives behind this one interface: :meth:`held` for a consistent
 read, :meth:`record` and :meth:`advance` to follow the commits. :class:`ProjectionFollower` keeps the
@@ -46,6 +47,7 @@ log = logging.getLogger("brainy.engine")
 Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", before, after)
 
 READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
+INLINE_ROWS = 1_000      # a served read builds a store this small itself (about 0.1 ms a row from the rows)
 
 
 def _apply(proj: Projections, moves: list[Move]) -> None:
@@ -71,6 +73,7 @@ class ProjectionFollower:
         self.census: tuple[int, dict[str, Any]] | None = None  # the counts door's answer at one generation
         self.background = False  # a served handle: reads never build; warm() builds off the read path
         self._building: threading.Thread | None = None
+        self._guard = threading.Lock()  # the build in flight's bookkeeping: never the state lock a read would wait on
         self._built = threading.Event()
         self._build_floor: int | None = None  # the generation a build in flight starts at or above
         self._starts_at = 0  # the stamp that build starts from (the refusal names it)
@@ -107,7 +110,8 @@ class ProjectionFollower:
     @contextmanager
     def held(self) -> Iterator[Projections]:
         """The projections at the durable head, built on first need, held still for the block."""
-        if self._proj is None and self.background:
+        if self._proj is None and self.background and \
+                self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
             self._await_background()
         with self._lock:
             if self._proj is None:
@@ -117,7 +121,7 @@ class ProjectionFollower:
 
     def warm(self) -> None:
         """Build the projections on a thread of their own, unless they are built or being built."""
-        with self._lock:
+        with self._guard:
             if self._proj is not None or self._building is not None:
                 return
             self._build_floor = self._brain.flushed
@@ -146,7 +150,7 @@ class ProjectionFollower:
         except Exception:  # the next read (or flush) starts another; the log says why this one failed
             log.exception("brain %s: building the %s failed", self._brain.name, self.name)
         finally:
-            with self._lock:
+            with self._guard:
                 self._building, self._build_floor = None, None
 
     def _build(self) -> None:
@@ -163,6 +167,8 @@ class ProjectionFollower:
         else:
             proj = self._from_rows(head)
         with self._lock:
+            if self._proj is not None:  # a read built it meanwhile: the moves ours needed are gone
+                return
             head = brain.head
             for g in sorted(g for g in self._moves if proj.stamp < g <= head):
                 _apply(proj, self._moves[g])
