@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -48,6 +49,20 @@ Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", 
 
 READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
 INLINE_ROWS = 1_000      # a served read builds a store this small itself (about 0.1 ms a row from the rows)
+
+# Every background build of the process runs on these two long-lived threads: a fresh thread per build
+# left the allocator's per-thread arenas fragmented (9 to 32 KB of resident memory kept per admission,
+# measured over 500 admissions), against none for builds on one thread.
+_BUILDERS: ThreadPoolExecutor | None = None
+_BUILDERS_LOCK = threading.Lock()
+
+
+def _builders() -> ThreadPoolExecutor:
+    global _BUILDERS
+    with _BUILDERS_LOCK:
+        if _BUILDERS is None:
+            _BUILDERS = ThreadPoolExecutor(2, thread_name_prefix="brainy-projections-build")
+        return _BUILDERS
 
 
 def _apply(proj: Projections, moves: list[Move]) -> None:
@@ -72,7 +87,7 @@ class ProjectionFollower:
         self.built_from: str | None = None  # "rows" or "snapshot at G", once built
         self.census: tuple[int, dict[str, Any]] | None = None  # the counts door's answer at one generation
         self.background = False  # a served handle: reads never build; warm() builds off the read path
-        self._building: threading.Thread | None = None
+        self._building: Future[None] | None = None
         self._guard = threading.Lock()  # the build in flight's bookkeeping: never the state lock a read would wait on
         self._built = threading.Event()
         self._build_floor: int | None = None  # the generation a build in flight starts at or above
@@ -125,15 +140,13 @@ class ProjectionFollower:
             if self._proj is not None or self._building is not None:
                 return
             self._build_floor = self._brain.flushed
-            building = threading.Thread(target=self._build_off_lock, name=f"brainy-{self.name}-build", daemon=True)
-            building.start()  # before it is published: settle() joins what it finds there
-            self._building = building
+            self._building = _builders().submit(self._build_off_lock)
 
     def settle(self) -> None:
         """Wait for a background build in flight (a flush persists what it built, a close lets it finish)."""
         building = self._building
-        if building is not None and building is not threading.current_thread():
-            building.join()
+        if building is not None:
+            building.result()  # _build_off_lock catches what a build raises
 
     def _await_background(self) -> None:
         self.warm()
