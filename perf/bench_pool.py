@@ -51,6 +51,15 @@ def lay_out(root: Path, brains: int) -> None:
                                          for j in range(100)]})
 
 
+def door(pool: Pool, name: str, key: str = "n1-99") -> None:
+    """One read door on ``name`` as the dispatcher runs it: in flight, resolved (readmitting), answered."""
+    pool.enter(name)
+    try:
+        assert pool.resolve(name, False).get(key)["entity"]["key"] == key
+    finally:
+        pool.leave(name)
+
+
 def budget(bytes_: int) -> A.Budget:
     return A.Budget(bytes_, "bench", None, None, A.rss_bytes(), overridden=True)
 
@@ -62,9 +71,7 @@ def time_start(root: Path) -> Callable[[int], float]:
             started = time.perf_counter()
             pool = Pool(brains_dir=root, budget=budget(1 << 40))
             assert len(pool.known()) > 0
-            pool.enter("b0000")
-            pool.resolve("b0000", False).get("n0-0")
-            pool.leave("b0000")
+            door(pool, "b0000")
             total += time.perf_counter() - started
             pool.close_all()
         return total
@@ -81,9 +88,7 @@ def time_readmit(root: Path) -> Callable[[int], float]:
         for _ in range(loops):
             assert pool.evict(entry, "bench")
             started = time.perf_counter()
-            pool.enter("b0001")
-            pool.resolve("b0001", False).get("n0-0")
-            pool.leave("b0001")
+            door(pool, "b0001")
             total += time.perf_counter() - started
         pool.close_all()
         return total
@@ -95,10 +100,7 @@ def sweep(root: Path, brains: int, hold: int) -> None:
     probe.arbiter.stop()
     before = A.rss_bytes()
     for i in range(hold):
-        name = f"b{i:04d}"
-        probe.enter(name)
-        probe.resolve(name, False).get("n0-0")
-        probe.leave(name)
+        door(probe, f"b{i:04d}")
     per_brain = max(1, (A.rss_bytes() - before) // hold)
     probe.close_all()
     pool = Pool(brains_dir=root, budget=budget(per_brain * hold))
@@ -108,10 +110,7 @@ def sweep(root: Path, brains: int, hold: int) -> None:
     started = time.perf_counter()
     for _ in range(2):
         for i in range(brains):
-            name = f"b{i:04d}"
-            pool.enter(name)
-            assert pool.resolve(name, False).get("n1-99")["entity"]["key"] == "n1-99"
-            pool.leave(name)
+            door(pool, f"b{i:04d}")
             answered += 1
             pool.arbiter.rebalance()
             worst = max(worst, pool.arbiter.held_bytes())
