@@ -116,7 +116,7 @@ def test_eviction_ranks_the_idle_first_and_never_closes_a_brain_with_a_door_in_f
     evicted keeps its lease; its next door readmits it with its rows."""
     for name in "abcd":
         init_store(tmp_path / name)
-    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, A.rss_bytes(), overridden=True))
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, 0, overridden=True))
     try:
         pool.arbiter.stop()  # every pass is this test's own
         for name in "abcd":
@@ -144,7 +144,7 @@ def test_eviction_ranks_the_idle_first_and_never_closes_a_brain_with_a_door_in_f
 
 def test_the_only_open_brain_is_never_closed_for_budget(tmp_path: Path) -> None:
     init_store(tmp_path / "solo")
-    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, A.rss_bytes(), overridden=True))
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, 0, overridden=True))
     try:
         pool.arbiter.stop()
         pool.enter("solo")

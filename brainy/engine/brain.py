@@ -334,9 +334,9 @@ class Brain(CommitPath, Maintenance):
                 released = True
             else:
                 self._lease.abandon()
-        self._closed = True
         self.follower.settle()  # a background build reads the tables about to close
         self.vector_follower.settle()
+        self._closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         for table in self._sources.tables:
