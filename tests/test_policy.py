@@ -388,3 +388,39 @@ def test_engine_doors_cannot_change_a_rule_row(brain):
     assert brain.call("policy.rules", {})["rules"][0]["doors"] == ["addMany"]
     brain.call("remove", {"id": rid}, caller=ALICE)
     brain.call("addMany", {"items": [{"type": "thing"}]}, caller=BOB)
+
+
+@pytest.mark.parametrize("door, args, setup", [
+    ("writeFile", {"path": "/notes/a.txt", "content": "hello", "createParents": True}, None),
+    ("appendFile", {"path": "/f.txt", "content": " more"}, "file"),
+    ("mkdir", {"path": "/d"}, None),
+    ("rmdir", {"path": "/d"}, "dir"),
+    ("unlink", {"path": "/f.txt"}, "file"),
+    ("rename", {"path": "/f.txt", "to": "/g.txt"}, "file"),
+    ("move", {"path": "/f.txt", "to": "/d/f.txt"}, "file"),
+    ("copy", {"path": "/f.txt", "to": "/h.txt"}, "file"),
+    ("setxattr", {"path": "/f.txt", "name": "colour", "value": "red"}, "file"),
+    ("removexattr", {"path": "/f.txt", "name": "mood"}, "xattr"),
+])
+def test_every_vfs_write_is_governed(brain, door, args, setup):
+    """The file doors are row-writing doors like any other: a rule over one stops it for its subject, no file
+    or directory row moves, and the audit names the door."""
+    if setup in ("file", "xattr"):
+        brain.call("writeFile", {"path": "/f.txt", "content": "text"}, caller=BOB)
+        brain.call("mkdir", {"path": "/d"}, caller=BOB)
+    if setup == "xattr":
+        brain.call("setxattr", {"path": "/f.txt", "name": "mood", "value": "calm"}, caller=BOB)
+    if setup == "dir":
+        brain.call("mkdir", {"path": "/d"}, caller=BOB)
+
+    def files() -> dict[str, int]:
+        return {r["id"]: r["generation"] for r in brain.at().entities()
+                if str(r.get("subtype") or "").startswith("vfs.")}
+    rid = enact(brain, BOB, [door])
+    before = files()
+    refused(lambda: brain.call(door, args, caller=BOB), R.GuardrailRefusedError, caller=BOB)
+    assert files() == before
+    events = brain.call("policy.audit", {})["events"]
+    assert [(e["door"], e["caller"], e["rules"]) for e in events] == [(door, BOB, [rid])]
+    brain.call(door, args, caller=ALICE)  # not a subject: the write lands
+    assert files() != before
