@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from brainy._speedups import load
+from brainy._speedups import NAMES, load
 
 
 def _twin(name: str, which: str):
@@ -20,34 +20,21 @@ def _twin(name: str, which: str):
 
 # Session scope: a twin is a module with no per-test state, and hypothesis refuses
 # function-scoped fixtures in @given tests.
-@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
-def sstblock_twin(request):
-    """Each twin of ``sstblock`` in turn: every test taking it runs once per twin."""
-    return _twin("sstblock", request.param)
+def _twin_fixtures(name: str) -> tuple:
+    """``<name>_twin`` (each twin in turn: every test taking it runs once per twin) and ``<name>_twins``
+    (both at once, ``(cython, python)``, for tests that compare them)."""
+    @pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"], name=f"{name}_twin")
+    def each(request):
+        return _twin(name, request.param)
+
+    @pytest.fixture(scope="session", name=f"{name}_twins")
+    def both():
+        return _twin(name, "cython"), _twin(name, "python")
+    return each, both
 
 
-@pytest.fixture(scope="session")
-def sstblock_twins():
-    """Both twins of ``sstblock`` at once, ``(cython, python)``, for tests that compare them."""
-    return _twin("sstblock", "cython"), _twin("sstblock", "python")
-
-
-@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
-def h1frame_twin(request):
-    """Each twin of ``h1frame`` in turn: every test taking it runs once per twin."""
-    return _twin("h1frame", request.param)
-
-
-@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
-def postings_twin(request):
-    """Each twin of ``postings`` in turn: every test taking it runs once per twin."""
-    return _twin("postings", request.param)
-
-
-@pytest.fixture(scope="session")
-def postings_twins():
-    """Both twins of ``postings`` at once, ``(cython, python)``, for tests that compare them."""
-    return _twin("postings", "cython"), _twin("postings", "python")
+for _name in NAMES:
+    globals()[f"_{_name}_twin"], globals()[f"_{_name}_twins"] = _twin_fixtures(_name)
 
 
 @pytest.fixture
@@ -58,21 +45,3 @@ def server(tmp_path):
 
     with start_server(tmp_path / "served") as running:
         yield running
-
-
-@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
-def cdc_twin(request):
-    """Each twin of ``cdc`` in turn: every test taking it runs once per twin."""
-    return _twin("cdc", request.param)
-
-
-@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
-def vecpack_twin(request):
-    """Each twin of ``vecpack`` in turn."""
-    return _twin("vecpack", request.param)
-
-
-@pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"])
-def wsframe_twin(request):
-    """Each twin of ``wsframe`` in turn: every test taking it runs once per twin."""
-    return _twin("wsframe", request.param)

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainy._speedups import load
 from brainy._speedups.errors import VectorRefused
 
 DIM = 8
@@ -30,8 +29,8 @@ def _outcome(twin, value):
 @settings(max_examples=3000, deadline=None)
 @given(st.one_of(st.lists(item, min_size=DIM, max_size=DIM), st.lists(number, min_size=DIM, max_size=DIM),
                  st.lists(number, max_size=DIM + 2), st.tuples(*[number] * DIM)))
-def test_both_twins_agree_on_every_vector(value):
-    compiled, pure = load("vecpack", "cython"), load("vecpack", "python")
+def test_both_twins_agree_on_every_vector(vecpack_twins, value):
+    compiled, pure = vecpack_twins
     assert _outcome(compiled, value) == _outcome(pure, value)
 
 

@@ -72,14 +72,9 @@ def test_headers_payloads_and_incomplete_headers(wsframe_twin, payload, key, opc
 
 @TWINS
 @given(data=st.binary(max_size=64), start=st.integers(0, 16))
-def test_the_twins_agree_on_any_bytes(data, start):
+def test_the_twins_agree_on_any_bytes(wsframe_twins, data, start):
     """On any bytes at any start, both twins read the same header (or the same None)."""
-    from brainy._speedups import load
-    try:
-        compiled = load("wsframe", "cython")
-    except ImportError:
-        pytest.skip("compiled wsframe is not built")
-    pure = load("wsframe", "python")
+    compiled, pure = wsframe_twins
     assert compiled.parse_header(data, start) == pure.parse_header(data, start)
 
 

@@ -147,7 +147,7 @@ def repair(brain: "Brain", names: list[str] | None, embed_missing: bool, dry_run
         if (names is None and state["behind"] == 0) or (names is not None and name not in names):
             continue
         if not dry_run:
-            with follower.held():
+            with follower.held():  # holding a projection brings it to the head (built or caught up)
                 pass
             follower.persist()
         repaired.append({"projection": name, "fromStamp": state["stamp"], "toStamp": brain.head})
