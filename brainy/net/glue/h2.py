@@ -10,10 +10,9 @@ pass of the event loop, and closes once it has ended.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
-from brainy.net.glue.session import Session
+from brainy.net.glue.session import FlushedOncePerPass, Session
 from brainy.net.glue.streams import StreamAnswers
 from brainy.net.h2 import H2Connection
 
@@ -21,16 +20,14 @@ if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol
 
 
-class H2Glue(Session[H2Connection]):
+class H2Glue(FlushedOncePerPass, Session[H2Connection]):
     """An HTTP/2 connection's streams, each answered as soon as its door answers."""
 
     def __init__(self, protocol: "HttpProtocol", conn: H2Connection) -> None:
         super().__init__(protocol, conn)
         self._answers = StreamAnswers(self.app, self.server, conn, self._written_later,
                                       lambda: self.transport.get_write_buffer_size())
-        self._loop = asyncio.get_running_loop()
-        self._lost = False
-        self._flush_due = False
+        self._start_flushing()
         self._flush()  # our SETTINGS lead
 
     def data_received(self, data: bytes, now: float) -> None:
@@ -40,23 +37,6 @@ class H2Glue(Session[H2Connection]):
     def _written_later(self) -> None:
         self._flush_soon()
         self.protocol.arm()
-
-    def _flush_soon(self) -> None:
-        """Write what was framed once the loop has run every callback now ready. With many connections
-        busy, writing as each answer is framed cost 10-15% more server CPU per request than writing after
-        the loop's pass (perf/measure.py's h2 cells at 8 and 64 connections), and one write per pass
-        also carries every frame of it together."""
-        if not self._flush_due:
-            self._flush_due = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_due = False
-        data = self.conn.data_to_send()
-        if data and not self._lost:  # an answer that finished as the connection went has nowhere to go
-            self.transport.write(data)
-        if self.conn.ended:
-            self.transport.close()
 
     def close_if_idle(self) -> None:
         """The polite end: GOAWAY now, the streams in hand answered (a held change stream ends), then the close."""

@@ -9,8 +9,9 @@ deadlines, which ``HttpProtocol`` keeps one timer for.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol
@@ -52,3 +53,34 @@ class Session(ABC, Generic[Conn]):
     def sending(self) -> bool:
         """True while an answer is held back in ``conn`` (by the peer's flow control), not yet written."""
         return False
+
+
+class FlushedOncePerPass:
+    """Writes what ``conn`` framed once the loop has run every callback now ready, for a session over a
+    multiplexed protocol (h2, the WebSocket). With many connections busy, writing as each answer is framed
+    cost 10-15% more server CPU per request than writing after the loop's pass (perf/measure.py's h2 cells
+    at 8 and 64 connections), and one write per pass also carries every frame of it together. The session
+    sets ``_lost`` when its transport goes."""
+
+    conn: Any
+    transport: Any
+
+    def _start_flushing(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._flush_due = False
+        self._lost = False
+
+    def _flush_soon(self) -> None:
+        if not self._flush_due:
+            self._flush_due = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        if self._lost:  # an answer that finished as the connection went has nowhere to go
+            return
+        data = self.conn.data_to_send()
+        if data:
+            self.transport.write(data)
+        if self.conn.ended:
+            self.transport.close()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from brainy.net import ws
 from brainy.net.dispatch import Answer, Outcome
-from brainy.net.glue.session import Session
+from brainy.net.glue.session import FlushedOncePerPass, Session
 from brainy.net.principal import Principal
 
 if TYPE_CHECKING:
@@ -40,17 +40,15 @@ def _only_brain(principal: Principal) -> str | None:
     return None
 
 
-class WsGlue(Session[ws.WsConnection]):
+class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
     """One upgraded connection's WebSocket session for ``principal``, checked before the upgrade."""
 
     def __init__(self, protocol: "HttpProtocol", conn: ws.WsConnection, principal: Principal) -> None:
         super().__init__(protocol, conn)
         self.principal = principal
         self.dispatcher = self.app.dispatcher
-        self._loop = asyncio.get_running_loop()
+        self._start_flushing()
         self._tasks: set[asyncio.Future[Outcome]] = set()
-        self._flush_due = False
-        self._lost = False
         self._write_paused = False
         self._read_paused = False
 
@@ -94,19 +92,6 @@ class WsGlue(Session[ws.WsConnection]):
             self.close_if_idle()
 
     # -- writing and pacing -------------------------------------------------------------------------
-
-    def _flush_soon(self) -> None:
-        if not self._flush_due:
-            self._flush_due = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_due = False
-        data = self.conn.data_to_send()
-        if data and not self._lost:
-            self.transport.write(data)
-        if self.conn.ended and not self._lost:
-            self.transport.close()
 
     def _pace(self) -> None:
         """Read only while few calls wait and the peer is taking what is written."""
