@@ -1,31 +1,36 @@
-"""Latency sweeps per transport: brainy against the floor, in the same run.
+"""Latency sweeps per transport: brainy against the floors, in the same run, load from the other core.
 
-    python perf/measure.py [--requests N] [--rows N] [--writes N] [--repeat N]
-                           [--only TEXT] [--grpcio]
+    python perf/measure.py [--requests N] [--rows N] [--writes N] [--repeat N] [--concurrency 1,8,64]
+                           [--only TEXT] [--grpcio] [--python-client]
 
 Builds a store, starts `brainy serve` on it (h1/h2, gRPC and h3 listeners, h3
-with a self-signed certificate made here) and two floors: a bare uvloop +
-httptools server answering 30 bytes, and a bare grpcio unary server answering
-a 30-byte message (perf/grpcio_server.py). Then sweeps h1 JSON, h1 MessagePack,
-h2, h3, MCP (tools/call over streamable HTTP at /mcp, on HTTP/1.1, in one
-session) and the WebSocket session (/v1/ws, one call in flight per connection)
-against the first floor and gRPC against the second, at concurrency 1, 8 and 64
-over `get` and `counts`. ``--grpcio`` adds brainy's gRPC service on grpcio's own
-server, the candidate brainy's HTTP/2 layer was chosen over. Prints nearest-rank
-p50, p90 and p99 per row with the request count, requests per second and answer
-bytes, each beside its floor's.
+with a self-signed certificate made here) and three floors: a bare uvloop +
+httptools server answering 30 bytes (perf/floor_server.py), the same on the
+`h2` library (perf/floor_h2_server.py), and a bare grpcio unary server
+answering a 30-byte message (perf/grpcio_server.py). Every server is pinned to
+one core and the load runs on the other: h2load (Debian's nghttp2-client) for
+every cell it can send (h1, h2, MCP, gRPC, the 1,000-row `find` page), this
+script's own client (also pinned to the other core) for h3 and the WebSocket,
+and for every cell with ``--python-client`` or when h2load is not installed.
+The client column says which. A Python client is slower than the server it
+loads, so its rows measure the pair; h2load's measure the server.
+
+Sweeps each cell at each concurrency (``--concurrency``) and prints nearest-
+rank p50, p90 and p99, p99 over p50, the request count, requests per second
+and answer bytes (h2load's: headers included), each beside its floor's.
+``--grpcio`` adds brainy's gRPC service on grpcio's own server, the candidate
+brainy's HTTP/2 layer was chosen over.
 
 Then the WebSocket pipelined 16 deep on one connection against h1 keep-alive at
-c=1, and the change feed's commit-to-frame latency (``--writes`` of them): from
-a write's acknowledgement to its frame's arrival on a held SSE stream of the
-writer (negative when the frame came first: the stream is woken by the commit,
-not by the answer).
+c=1 (both from this script's client), and the change feed's commit-to-frame
+latency (``--writes`` of them): from a write's acknowledgement to its frame's
+arrival on a held SSE stream of the writer (negative when the frame came first:
+the stream is woken by the commit, not by the answer).
 
-``--repeat N`` runs each sweep (the pipelined ones too) N times and shows the
-quietest (lowest p50); the writes are timed once.
-``--only TEXT`` keeps the rows whose name contains TEXT (and their floors).
-Clients set TCP_NODELAY. Loopback only; every loop is bounded by its request
-or write count.
+``--repeat N`` runs each sweep N times and shows the quietest (lowest p50); the
+writes are timed once. ``--only TEXT`` keeps the rows whose name contains TEXT
+(and their floors). Clients set TCP_NODELAY. Loopback only; every loop is
+bounded by its request or write count.
 """
 
 from __future__ import annotations
@@ -37,12 +42,15 @@ import collections
 import json
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aioquic.h3.connection
 import aioquic.h3.events
@@ -460,19 +468,93 @@ def wait_ready(port: int, deadline: float = 20.0) -> None:
 
 def quietest(measure, repeat: int) -> tuple[list[float], int, float]:
     """The run with the lowest p50 of ``repeat`` runs of ``measure()``: on a shared box, the quietest stands for it."""
-    runs = [uvloop.run(measure()) for _ in range(repeat)]
+    runs = [measure() for _ in range(repeat)]
     return min(runs, key=lambda run: nearest_rank(run[0], 50))
+
+
+# -- the cores: servers on one, load on the other ----------------------------------------------
+
+SERVER_CORE, LOAD_CORE = 0, 1
+
+
+def pinned(cores: set[int] | None) -> list[str]:
+    """The ``taskset`` prefix that keeps a process on ``cores`` (nothing when the box has one core)."""
+    return ["taskset", "-c", ",".join(map(str, sorted(cores)))] if cores else []
+
+
+def split_cores() -> tuple[set[int] | None, set[int] | None]:
+    """(server cores, load cores): one each when the box has two or more, else None and None (said)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        print("one core only: servers and load share it, every figure below is flattered", file=sys.stderr)
+        return None, None
+    return {cores[SERVER_CORE]}, {cores[LOAD_CORE]}
+
+
+# -- h2load: the load generator that is not the bottleneck --------------------------------------
+
+H2LOAD = shutil.which("h2load")
+
+
+@dataclass
+class Load:
+    """How h2load sends one cell's request: the URL, its protocol flag, extra header lines, a body."""
+
+    url: str
+    flags: list[str]
+    headers: list[str]
+    body: bytes | None = None
+
+
+def h2load_sweep(load: Load, concurrency: int, total: int, cores: set[int] | None,
+                 tmp: Path) -> tuple[list[float], int, float]:
+    """One h2load run pinned to ``cores``: sorted per-request milliseconds (its --log-file), the answer size
+    (bytes received over requests, headers included: h2load does not split them), requests per second."""
+    log = tmp / "h2load.log"
+    log.unlink(missing_ok=True)  # h2load appends
+    argv = [*pinned(cores), H2LOAD, *load.flags, "-c", str(concurrency), "-n", str(total), "-m", "1",
+            "--log-file", str(log)]
+    for header in load.headers:
+        argv += ["-H", header]
+    if load.body is not None:
+        (tmp / "body").write_bytes(load.body)
+        argv += ["-d", str(tmp / "body")]
+    done = subprocess.run([*argv, load.url], capture_output=True, text=True, timeout=300)
+    out = done.stdout
+    if done.returncode != 0 or not log.exists():
+        raise SystemExit(f"h2load failed on {load.url}: {done.stdout}{done.stderr}")
+    rows = [line.split("\t") for line in log.read_text().splitlines() if line]
+    failed = sum(1 for r in rows if not r[1].startswith("2"))
+    if failed:
+        raise SystemExit(f"h2load: {failed} of {len(rows)} requests to {load.url} failed\n{out}")
+    latencies = sorted(int(r[2]) / 1000 for r in rows)
+    rate = float(out.split(" req/s")[0].rsplit(",", 1)[1])
+    traffic = int(out.split("traffic: ")[1].split("(")[1].split(")")[0])  # "197.27KB (202000) total"
+    size = traffic // max(1, len(rows))
+    return latencies, size, rate
+
+
+def python_sweep(port: int, kind: str, request, concurrency: int, total: int) -> tuple[list[float], int, float]:
+    return uvloop.run(sweep(port, kind, request, concurrency, total))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=640, help="requests per cell (default 640)")
+    parser.add_argument("--requests", type=int, default=4000, help="requests per cell (default 4000)")
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
     parser.add_argument("--writes", type=int, default=200, help="writes timed to their frame (default 200)")
     parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
     parser.add_argument("--only", help="only the rows whose name contains this (and their floors)")
     parser.add_argument("--repeat", type=int, default=1, help="sweeps per cell; the one with the lowest p50 is shown")
+    parser.add_argument("--concurrency", default="1,8,64", help="connection counts swept (default 1,8,64)")
+    parser.add_argument("--python-client", action="store_true",
+                        help="load every cell from this script's own client, even where h2load is installed")
     args = parser.parse_args()
+    server_cores, load_cores = split_cores()
+    use_h2load = H2LOAD is not None and not args.python_client
+    if not use_h2load:
+        print("h2load not found (Debian: nghttp2-client): every cell is loaded by this script's own client"
+              if H2LOAD is None else "every cell is loaded by this script's own client", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         store = build_store(root, args.rows)
@@ -480,87 +562,178 @@ def main() -> None:
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, f"{KEY} person:measure *\n{SERVICE} service:ops !\n".encode())
         os.close(fd)
-        port, floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port = (free_port() for _ in range(6))
+        port, floor_port, h2_floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port = (
+            free_port() for _ in range(7))
         cert, key = self_signed(root)
+        on_server = pinned(server_cores)
         procs = [
-            subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
+            subprocess.Popen([*on_server, sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
                               "--listen", f"127.0.0.1:{grpc_port},grpc", "--listen", f"127.0.0.1:{h3_port},h3",
                               "--tls-cert", str(cert), "--tls-key", str(key),
                               "--brain", f"main={store}", "--keys", str(keys)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-            subprocess.Popen([sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
+            subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
                              stdout=subprocess.DEVNULL),
-            subprocess.Popen([sys.executable, str(HERE / "grpcio_server.py"), "floor", str(grpc_floor_port)],
+            subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_h2_server.py"), str(h2_floor_port)],
                              stdout=subprocess.DEVNULL),
+            subprocess.Popen([*on_server, sys.executable, str(HERE / "grpcio_server.py"), "floor",
+                              str(grpc_floor_port)], stdout=subprocess.DEVNULL),
         ]
         if args.grpcio:  # brainy's service on grpcio's own server: the candidate brainy's h2 layer was measured against
-            procs.append(subprocess.Popen([sys.executable, str(HERE / "grpcio_server.py"), "brainy", str(grpcio_port),
-                                           str(store), str(keys)], stdout=subprocess.DEVNULL))
+            procs.append(subprocess.Popen([*on_server, sys.executable, str(HERE / "grpcio_server.py"), "brainy",
+                                           str(grpcio_port), str(store), str(keys)], stdout=subprocess.DEVNULL))
+        if load_cores:  # this process is the Python client where h2load is not used: it loads from the other core
+            os.sched_setaffinity(0, load_cores)
         try:
-            for p in (port, floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()):
+            for p in (port, floor_port, h2_floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()):
                 wait_ready(p)
             session = mcp_session(port)
-            # (name, port, client, request, the floor it is judged against)
-            cells = [
-                ("floor h1", floor_port, "h1", h1_get("/"), "floor h1"),
-                ("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1"),
-                ("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack"), "floor h1"),
-                ("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h1"),
-                ("get h3", h3_port, "h3", h2_get("/v1/brains/main/get/row-7", b"https"), "floor h1"),
-                ("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts"), "floor h1"),
-                ("counts h1 msgpack", port, "h1", h1_get("/v1/brains/main/counts", "application/msgpack"), "floor h1"),
-                ("counts h2", port, "h2", h2_get("/v1/brains/main/counts"), "floor h1"),
-                ("counts h3", h3_port, "h3", h2_get("/v1/brains/main/counts", b"https"), "floor h1"),
-                ("get mcp", port, "h1", mcp_call(session, "brainy_get", {"id": "row-7"}), "floor h1"),
-                ("counts mcp", port, "h1", mcp_call(session, "brainy_counts", {}), "floor h1"),
-                ("get ws", port, "ws", ws_frame({"ref": 1, "door": "get", "brain": "main", "id": "row-7"}), "floor h1"),
-                ("counts ws", port, "ws", ws_frame({"ref": 1, "door": "counts", "brain": "main"}), "floor h1"),
-                ("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc"),
-                ("get grpc", grpc_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
-                ("counts grpc", grpc_port, "grpc", grpc_call("counts", "main"), "floor grpc"),
-            ]
-            if args.grpcio:
-                cells += [("get grpc/grpcio", grpcio_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc"),
-                          ("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc")]
-            request_of = {name: request for name, _, _, request, _ in cells}
-
-            def wanted(name: str) -> bool:
-                return not args.only or args.only in name
-
-            floors = {judged_by for name, _, _, _, judged_by in cells if wanted(name)}
-            cells = [c for c in cells if wanted(c[0]) or c[0] in floors]  # a row is printed beside its floor
-            if cells:
-                print(f"{'cell':<20}{'c':>4}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}{'bytes':>7}")
-            for concurrency in (1, 8, 64) if cells else ():
-                floor = {}
-                for name, p, kind, request, judged_by in cells:
-                    lat, size, rate = quietest(lambda: sweep(p, kind, request, concurrency, args.requests), args.repeat)
-                    p50 = nearest_rank(lat, 50)
-                    if name == judged_by:
-                        floor[name] = (p50, rate)
-                    ratio = f"  {p50 / floor[judged_by][0]:.2f}x p50, {rate / floor[judged_by][1]:.2f}x req/s"
-                    print(f"{name:<20}{concurrency:>4}{len(lat):>6}{p50:>9.3f}{nearest_rank(lat, 90):>9.3f}"
-                          f"{nearest_rank(lat, 99):>9.3f}{rate:>9.0f}{size:>7}" + ("" if name == judged_by else ratio))
-                print()
-            # one ws connection with 16 calls in flight against one h1 keep-alive connection with one, the same door
-            for door in ("get", "counts"):
-                name = f"{door} ws pipelined 16"
-                if not wanted(name):
-                    continue
-                _, _, h1_rate = quietest(lambda: sweep(port, "h1", request_of[f"{door} h1 json"], 1, args.requests),
-                                         args.repeat)
-                lat, size, rate = quietest(lambda: pipelined(port, request_of[f"{door} ws"], 16, args.requests * 4),
-                                           args.repeat)
-                print(f"{name:<26}{rate:>9.0f} calls/s  {rate / h1_rate:.2f}x h1 keep-alive c=1 "
-                      f"({h1_rate:.0f} req/s); batch p50 {nearest_rank(lat, 50):.3f} ms")
-            if wanted("commit-to-frame"):
-                gaps = uvloop.run(commit_to_frame(port, args.writes))
-                print(f"{'commit-to-frame':<26}p50 {nearest_rank(gaps, 50):.3f} ms  p99 {nearest_rank(gaps, 99):.3f} ms"
-                      f"  ({len(gaps)} writes; from the write's acknowledgement)")
+            cells = build_cells(port, floor_port, h2_floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port,
+                                session, args.grpcio)
+            run_cells(cells, args, use_h2load, load_cores, root)
+            run_pipelined_and_feed(port, cells, args)
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=15)
+
+
+@dataclass
+class Cell:
+    """One row of the table: what is asked of which port, by which client, judged against which floor."""
+
+    name: str
+    port: int
+    kind: str                 # the Python client's kind: h1, h2, grpc, h3, ws
+    request: Any              # the Python client's request
+    floor: str                # the name of the cell it is judged against (itself for a floor)
+    load: Load | None = None  # how h2load sends it; None: only the Python client can (h3, the WebSocket)
+
+
+FIND_PAGE = json.dumps({"limit": 1000, "type": "thing"}).encode()
+
+
+def build_cells(port: int, floor_port: int, h2_floor_port: int, grpc_port: int, grpc_floor_port: int,
+                grpcio_port: int, h3_port: int, session: str, grpcio: bool) -> list[Cell]:
+    auth = f"authorization: Bearer {KEY}"
+    base = f"http://127.0.0.1:{port}"
+    msgpack = "accept: application/msgpack"
+
+    def h1(path: str, *headers: str, body: bytes | None = None) -> Load:
+        return Load(base + path, ["--h1"], [auth, *headers], body)
+
+    def h2(path: str, *headers: str, body: bytes | None = None, at: str = base) -> Load:
+        return Load(at + path, [], [auth, *headers], body)
+
+    def grpc(at: int, rpc: str, brain: str = "", id_: str = "") -> Load:
+        headers, message = grpc_call(rpc, brain, id_)
+        return Load(f"http://127.0.0.1:{at}/brainy.v1.Brainy/{rpc}", [],
+                    ["content-type: application/grpc", "te: trailers", auth], message)
+
+    mcp_get = mcp_call(session, "brainy_get", {"id": "row-7"})
+    mcp_counts = mcp_call(session, "brainy_counts", {})
+    mcp_headers = [f"{k}: {v}" for k, v in {**MCP_JSON, "mcp-session-id": session,
+                                           "mcp-protocol-version": "2025-06-18"}.items()]
+    find_json = "content-type: application/json"
+    cells = [
+        Cell("floor h1", floor_port, "h1", h1_get("/"), "floor h1", Load(f"http://127.0.0.1:{floor_port}/", ["--h1"], [])),
+        Cell("floor h2", h2_floor_port, "h2", h2_get("/"), "floor h2", Load(f"http://127.0.0.1:{h2_floor_port}/", [], [])),
+        Cell("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1", h1("/v1/brains/main/get/row-7")),
+        Cell("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack"), "floor h1",
+             h1("/v1/brains/main/get/row-7", msgpack)),
+        Cell("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h1", h2("/v1/brains/main/get/row-7")),
+        Cell("get h2 vs h2 floor", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h2",
+             h2("/v1/brains/main/get/row-7")),
+        Cell("get h3", h3_port, "h3", h2_get("/v1/brains/main/get/row-7", b"https"), "floor h1"),
+        Cell("counts h1 json", port, "h1", h1_get("/v1/brains/main/counts"), "floor h1", h1("/v1/brains/main/counts")),
+        Cell("counts h2", port, "h2", h2_get("/v1/brains/main/counts"), "floor h1", h2("/v1/brains/main/counts")),
+        Cell("counts h3", h3_port, "h3", h2_get("/v1/brains/main/counts", b"https"), "floor h1"),
+        Cell("find 1000 h1 json", port, "h1", h1_post("/v1/brains/main/find", FIND_PAGE,
+                                                      {"content-type": "application/json"}), "floor h1",
+             h1("/v1/brains/main/find", find_json, body=FIND_PAGE)),
+        Cell("find 1000 h1 msgpack", port, "h1", h1_post("/v1/brains/main/find", FIND_PAGE,
+                                                         {"content-type": "application/json",
+                                                          "accept": "application/msgpack"}), "floor h1",
+             h1("/v1/brains/main/find", find_json, msgpack, body=FIND_PAGE)),
+        Cell("find 1000 h2", port, "h2", None, "floor h1", h2("/v1/brains/main/find", find_json, body=FIND_PAGE)),
+        Cell("get mcp", port, "h1", mcp_get, "floor h1", h1("/mcp", *mcp_headers, body=mcp_get.split(b"\r\n\r\n", 1)[1])),
+        Cell("counts mcp", port, "h1", mcp_counts, "floor h1",
+             h1("/mcp", *mcp_headers, body=mcp_counts.split(b"\r\n\r\n", 1)[1])),
+        Cell("get ws", port, "ws", ws_frame({"ref": 1, "door": "get", "brain": "main", "id": "row-7"}), "floor h1"),
+        Cell("counts ws", port, "ws", ws_frame({"ref": 1, "door": "counts", "brain": "main"}), "floor h1"),
+        Cell("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc", grpc(grpc_floor_port, "get")),
+        Cell("get grpc", grpc_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc",
+             grpc(grpc_port, "get", "main", "row-7")),
+        Cell("counts grpc", grpc_port, "grpc", grpc_call("counts", "main"), "floor grpc",
+             grpc(grpc_port, "counts", "main")),
+    ]
+    if grpcio:
+        cells += [Cell("get grpc/grpcio", grpcio_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc",
+                       grpc(grpcio_port, "get", "main", "row-7")),
+                  Cell("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc",
+                       grpc(grpcio_port, "counts", "main"))]
+    return cells
+
+
+def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, load_cores: set[int] | None,
+              tmp: Path) -> None:
+    def wanted(name: str) -> bool:
+        return not args.only or args.only in name
+
+    floors = {c.floor for c in cells if wanted(c.name)}
+    cells = [c for c in cells if wanted(c.name) or c.name in floors]  # a row is printed beside its floor
+    if not cells:
+        return
+    print(f"{'cell':<22}{'client':>8}{'c':>4}{'n':>7}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'p99/50':>7}"
+          f"{'req/s':>9}{'bytes':>8}")
+    for concurrency in (int(c) for c in args.concurrency.split(",")):
+        floor: dict[str, tuple[float, float]] = {}
+        for cell in cells:
+            by_h2load = use_h2load and cell.load is not None
+            if not by_h2load and cell.request is None:
+                continue  # a cell only h2load sends
+            total = args.requests if concurrency > 1 or by_h2load else max(1, args.requests // 4)
+            if cell.name.startswith("find 1000"):
+                total = max(concurrency, total // 20)  # a 1,000-row page is ~200 KB: fewer of them
+            if by_h2load:
+                lat, size, rate = quietest(lambda: h2load_sweep(cell.load, concurrency, total, load_cores, tmp),
+                                           args.repeat)
+            else:
+                lat, size, rate = quietest(lambda: python_sweep(cell.port, cell.kind, cell.request, concurrency,
+                                                                total), args.repeat)
+            p50 = nearest_rank(lat, 50)
+            if cell.name == cell.floor:
+                floor[cell.name] = (p50, rate)
+            judged = floor.get(cell.floor)
+            ratio = "" if cell.name == cell.floor or judged is None else \
+                f"  {p50 / judged[0]:.2f}x p50, {rate / judged[1]:.2f}x req/s"
+            print(f"{cell.name:<22}{'h2load' if by_h2load else 'python':>8}{concurrency:>4}{len(lat):>7}{p50:>9.3f}"
+                  f"{nearest_rank(lat, 90):>9.3f}{nearest_rank(lat, 99):>9.3f}{nearest_rank(lat, 99) / p50:>7.1f}"
+                  f"{rate:>9.0f}{size:>8}" + ratio, flush=True)
+        print()
+
+
+def run_pipelined_and_feed(port: int, cells: list[Cell], args: argparse.Namespace) -> None:
+    """The WebSocket pipelined 16 deep on one connection against h1 keep-alive at c=1 (both this script's own
+    client, so the two are loaded alike), then the change feed's commit-to-frame latency."""
+    def wanted(name: str) -> bool:
+        return not args.only or args.only in name
+
+    request_of = {c.name: c.request for c in cells}
+    for door in ("get", "counts"):
+        name = f"{door} ws pipelined 16"
+        if not wanted(name):
+            continue
+        _, _, h1_rate = quietest(lambda: python_sweep(port, "h1", request_of[f"{door} h1 json"], 1, args.requests),
+                                 args.repeat)
+        lat, size, rate = quietest(lambda: uvloop.run(pipelined(port, request_of[f"{door} ws"], 16, args.requests * 4)),
+                                   args.repeat)
+        print(f"{name:<26}{rate:>9.0f} calls/s  {rate / h1_rate:.2f}x h1 keep-alive c=1 "
+              f"({h1_rate:.0f} req/s, the same client); batch p50 {nearest_rank(lat, 50):.3f} ms")
+    if wanted("commit-to-frame"):
+        gaps = uvloop.run(commit_to_frame(port, args.writes))
+        print(f"{'commit-to-frame':<26}p50 {nearest_rank(gaps, 50):.3f} ms  p99 {nearest_rank(gaps, 99):.3f} ms"
+              f"  ({len(gaps)} writes; from the write's acknowledgement)")
 
 
 if __name__ == "__main__":
