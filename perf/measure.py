@@ -5,8 +5,8 @@
 
 Builds a store, starts `brainy serve` on it (h1/h2, gRPC and h3 listeners, h3
 with a self-signed certificate made here) and three floors: a bare uvloop +
-httptools server answering 30 bytes (perf/floor_server.py), the same on the
-`h2` library (perf/floor_h2_server.py), and a bare grpcio unary server
+httptools server answering 30 bytes and the same on the `h2` library
+(perf/floor_server.py), and a bare grpcio unary server
 answering a 30-byte message (perf/grpcio_server.py). Every server is pinned to
 one core and the load runs on the other: h2load (Debian's nghttp2-client) for
 every cell it can send (h1, h2, MCP, gRPC, the 1,000-row `find` page), this
@@ -574,7 +574,7 @@ def main() -> None:
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
             subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
                              stdout=subprocess.DEVNULL),
-            subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_h2_server.py"), str(h2_floor_port)],
+            subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_server.py"), str(h2_floor_port), "h2"],
                              stdout=subprocess.DEVNULL),
             subprocess.Popen([*on_server, sys.executable, str(HERE / "grpcio_server.py"), "floor",
                               str(grpc_floor_port)], stdout=subprocess.DEVNULL),
