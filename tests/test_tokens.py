@@ -376,6 +376,35 @@ def test_files_are_rechecked_at_most_every_five_seconds(files: tuple[Path, Path]
         verifier.verify(revoked, now=NOW, monotonic=105.0)
 
 
+def test_a_proven_token_is_asked_revocation_and_expiry_every_time_and_proven_again_after_a_reload(
+        files: tuple[Path, Path]) -> None:
+    """A token's signature is verified once per issuers table (a keep-alive caller's next request skips it),
+    yet a revocation, its exp, and an issuers file that dropped its key all stop it on the next check."""
+    verifier = T.TokenVerifier.open(*files, now=100.0)
+    token = sign(KEY_A, claims(kid="k1", jti="j7", exp=int(NOW) + 60))
+    first = verifier.verify(token, now=NOW, monotonic=100.0)
+    assert verifier._proven[token][2] is first
+    assert verifier.verify(token, now=NOW, monotonic=101.0) is first  # answered from what was proven
+    with pytest.raises(R.BRAINY_KEY_EXPIRED):
+        verifier.verify(token, now=NOW + 60, monotonic=101.0)
+    place(files[1], revoked_text(("j7", NOW + 3600)))
+    with pytest.raises(R.BRAINY_KEY_REVOKED):
+        verifier.verify(token, now=NOW, monotonic=106.0)
+    place(files[1], revoked_text())
+    place(files[0], issuers_text(("idp", KEY_C, "k3")))  # the key that signed it is gone
+    with pytest.raises(R.BRAINY_KEY_BAD_SIGNATURE):
+        verifier.verify(token, now=NOW, monotonic=112.0)
+
+
+def test_a_verifier_remembers_at_most_its_bound_of_tokens(verifier: T.TokenVerifier,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(T, "PROVEN_TOKENS", 3)
+    tokens = [sign(KEY_A, claims(jti=f"t{i}")) for i in range(5)]
+    for token in tokens:
+        verifier.verify(token, now=NOW, monotonic=0.0)
+    assert list(verifier._proven) == tokens[2:]  # the oldest forgotten first
+
+
 def test_a_bad_edit_is_logged_and_the_last_good_table_kept(files: tuple[Path, Path],
                                                            caplog: pytest.LogCaptureFixture) -> None:
     """Once running, an issuers file that stops parsing (or turns group-readable) and a revoked list that stops

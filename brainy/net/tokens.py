@@ -449,6 +449,10 @@ def default_issuers_path(keys_path: Path) -> Path:
     return Path(named).expanduser() if named else keys_path.with_name(ISSUERS_NAME)
 
 
+#: How many verified tokens a verifier remembers (each a few hundred bytes): the distinct callers of a busy box.
+PROVEN_TOKENS = 4096
+
+
 class TokenVerifier:
     """Verifies ``bk1.`` bearers against an issuers file and a revoked list; a KeyTable's ``token_verifier``.
 
@@ -459,6 +463,10 @@ class TokenVerifier:
     def __init__(self, issuers: Placed[Issuers], revoked: Placed[dict[str, int]]) -> None:
         self.issuers = issuers
         self.revoked = revoked
+        # token -> (the issuers table it verified against, its claims, its principal): a keep-alive caller's
+        # signature is checked once per issuers table, not once per request (an ed25519 verify is ~50 us).
+        # Revocation and expiry are still asked on every request; a reloaded table verifies afresh.
+        self._proven: dict[str, tuple[Issuers, Claims, Principal]] = {}
 
     @classmethod
     def open(cls, issuers_path: str | os.PathLike[str], revoked_path: str | os.PathLike[str] | None = None,
@@ -488,9 +496,26 @@ class TokenVerifier:
         ``now`` is wall-clock Unix seconds (expiry and revocation); ``monotonic``
         drives the reload check. Both default to the process's clocks.
         """
-        claims = decode(token)
         self.issuers.refresh(monotonic)
         self.revoked.refresh(monotonic)
+        proven = self._proven.get(token)
+        if proven is not None and proven[0] is self.issuers.value:
+            _, claims, principal = proven
+        else:
+            claims, principal = self._prove(token)
+        now = time.time() if now is None else now
+        if claims.jti is not None:
+            until = self.revoked.value.get(claims.jti)
+            if until is not None and now < until:
+                raise R.BRAINY_KEY_REVOKED(f"the token {claims.jti!r} is revoked", jti=claims.jti)
+        if now >= claims.exp:
+            raise R.BRAINY_KEY_EXPIRED(f"the token expired at {claims.exp} (Unix seconds)", exp=claims.exp)
+        return principal
+
+    def _prove(self, token: str) -> tuple[Claims, Principal]:
+        """The ladder's first three rungs (it parses, its issuer is trusted, its signature verifies), remembered
+        for this issuers table; at most :data:`PROVEN_TOKENS` are held, the oldest forgotten first."""
+        claims = decode(token)
         keys = self.issuers.value.get(claims.iss)
         if not keys:
             raise R.BRAINY_KEY_UNKNOWN_ISSUER(
@@ -506,14 +531,11 @@ class TokenVerifier:
             against = f"the key {claims.kid!r}" if named else "any key"
             raise R.BRAINY_KEY_BAD_SIGNATURE(f"the signature does not verify against {against} of issuer "
                                              f"{claims.iss!r}")
-        now = time.time() if now is None else now
-        if claims.jti is not None:
-            until = self.revoked.value.get(claims.jti)
-            if until is not None and now < until:
-                raise R.BRAINY_KEY_REVOKED(f"the token {claims.jti!r} is revoked", jti=claims.jti)
-        if now >= claims.exp:
-            raise R.BRAINY_KEY_EXPIRED(f"the token expired at {claims.exp} (Unix seconds)", exp=claims.exp)
-        return Principal.token(claims.sub, claims.brain, frozenset(claims.scope))
+        principal = Principal.token(claims.sub, claims.brain, frozenset(claims.scope))
+        if len(self._proven) >= PROVEN_TOKENS:
+            del self._proven[next(iter(self._proven))]
+        self._proven[token] = (self.issuers.value, claims, principal)
+        return claims, principal
 
 
 __all__ = [
