@@ -9,6 +9,7 @@ on every refusal, even a 401 or a 404, come from the same measurement.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Awaitable
 
@@ -241,15 +242,19 @@ class App:
         if outcome.ok and text:
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
-        wants = codecs.wants_msgpack(request.headers.get("accept"))
+        wants = _wants_msgpack(request.headers.get("accept"))
         body, kind = codecs.encode(outcome.body(), wants)
-        headers = [(b"content-type", kind.encode()), timing]
+        headers = [(b"content-type", _CONTENT_TYPE[kind]), timing]
         if outcome.refusal is not None:
             headers += refusal_headers(outcome.refusal, self.mcp.resource_metadata)
         return Response(outcome.status, headers, body)
 
 
 OAUTH_PATH = S.BY_NAME["server.oauthProtectedResource"].path
+_CONTENT_TYPE = {codecs.JSON: codecs.JSON.encode(), codecs.MSGPACK: codecs.MSGPACK.encode()}
+# A client sends the same Accept on every request: its reading is remembered (bounded, as any cache of
+# what a caller sends must be).
+_wants_msgpack = functools.lru_cache(maxsize=256)(codecs.wants_msgpack)
 
 #: The handler of each native server door, joined to the contract's ``serverDoors`` at import (DOORS.md 10.2).
 SERVER_HANDLERS = S.join({

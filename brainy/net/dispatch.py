@@ -55,7 +55,7 @@ class Brains(Protocol):
     def leave(self, name: str) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """A door's answer or refusal, with the call's one measured wall time."""
 

@@ -28,7 +28,11 @@ from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS, DeadlinePassed, 
 from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Response
 
 
-@dataclass
+# The methods a request names as text, decoded once rather than per request (httptools answers bytes).
+_METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
+
+
+@dataclass(slots=True)
 class RequestReceived:
     request: Request
     keep_alive: bool
@@ -122,7 +126,8 @@ class H1Connection:
             parsed = httptools.parse_url(url)
             path, query = parsed.path or b"/", parsed.query or b""
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        request = Request(self._parser.get_method().decode("ascii"), path.decode("latin-1"),
+        method = self._parser.get_method()
+        request = Request(_METHODS.get(method) or method.decode("ascii"), path.decode("latin-1"),
                           query.decode("latin-1"), self._headers, body)
         self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
         self._owed += 1

@@ -21,7 +21,7 @@ MAX_HEADER_BYTES = 64 << 10  # HeaderTooLargeError above this (DOORS.md 11.1); h
 Header = tuple[bytes, bytes]
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
     method: str
     path: str                   # without the query string, still percent-encoded
@@ -38,7 +38,7 @@ class Request:
         return cls(headers.get(":method", "GET"), path, query, plain, body)
 
 
-@dataclass
+@dataclass(slots=True)
 class Response:
     status: int
     headers: list[Header]
@@ -48,7 +48,7 @@ class Response:
     trailers: list[Header] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class StreamingResponse(Response):
     """An answer whose body is a stream the glue keeps writing (the held change feed): ``feed`` is the
     opened :class:`~brainy.net.sse.OpenedFeed`; ``body`` is empty."""

@@ -32,12 +32,14 @@ class H1Glue(Session[H1Connection]):
         self._queue: collections.deque[RequestReceived | UpgradeRequested | ProtocolFailed] = collections.deque()
         self._waiting: asyncio.Task[None] | None = None
         self._closing = False
+        self._paused = False  # reading paused behind MAX_PIPELINE queued requests
         self._feed: FeedRunner | None = None  # the held change stream this connection carries, once asked
 
     def data_received(self, data: bytes, now: float) -> None:
         self._queue.extend(self.conn.receive_data(data, now))
         if len(self._queue) >= MAX_PIPELINE:
             self.transport.pause_reading()
+            self._paused = True
         if self._waiting is None:
             self._drain()
 
@@ -60,7 +62,8 @@ class H1Glue(Session[H1Connection]):
             self.server.in_flight -= 1
             if not self._answer(answered, event):
                 return
-        if len(self._queue) < MAX_PIPELINE // 2:
+        if self._paused and len(self._queue) < MAX_PIPELINE // 2:
+            self._paused = False
             transport.resume_reading()
         if self.server.stopping and not self._queue:
             transport.close()
