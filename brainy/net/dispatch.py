@@ -82,9 +82,18 @@ class Outcome:
 
 
 def check_brain_name(name: Any) -> str:
+    if type(name) is str and name in _LEGAL_NAMES:  # every request names its brain: checked once per name
+        return name
     if not isinstance(name, str) or not BRAIN_NAME.fullmatch(name) or name in (".", ".."):
         raise R.BrainNameInvalidError(f"{name!r} is not one legal brain name segment", brain=str(name))
+    if len(_LEGAL_NAMES) < LEGAL_NAMES_HELD:
+        _LEGAL_NAMES.add(name)
     return name
+
+
+#: Names that passed :func:`check_brain_name` (bounded: a caller may send any number of names).
+LEGAL_NAMES_HELD = 4096
+_LEGAL_NAMES: set[str] = set()
 
 
 @dataclass
