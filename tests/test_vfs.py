@@ -317,6 +317,40 @@ def test_a_flipped_byte_in_a_chunk_is_blob_corrupt_and_never_served(tmp_path):
         brain.close()
 
 
+def test_a_large_file_read_whole_is_exact_and_damage_that_breaks_its_text_is_still_blob_corrupt(tmp_path):
+    """A whole read joins the file's pieces as they come: the text and the base64 are the whole file's, where
+    text stops is named at its offset in the file (in a later chunk too), and a flipped byte that also makes
+    the text invalid is damage first: BlobCorruptError, never TextDecodeError, never the bytes."""
+    store = new_store(tmp_path)
+    brain = Brain.open(store)
+    rng = random.Random(5)
+    text = "".join(rng.choice(["plain words ", "grüße ", "€ ", "\n"]) for _ in range(60_000))
+    data = text.encode()
+    answer = write(brain, "/big/words.txt", text)
+    assert brain.readFile({"path": "/big/words.txt"})["content"] == text
+    assert base64.b64decode(brain.readFile({"path": "/big/words.txt", "encoding": "base64"})["content"]) == data
+    stops = len(data) * 2 // 3
+    broken = data[:stops] + b"\xff" + data[stops:]
+    write(brain, "/big/broken.bin", broken)
+    with pytest.raises(R.TextDecodeError) as exc:
+        brain.readFile({"path": "/big/broken.bin"})
+    assert exc.value.offset == stops
+    brain.close()
+    pack = store / "blobs" / B.pack_name(1)
+    raw = bytearray(pack.read_bytes())
+    at = raw.index(b"plain words", len(raw) // 4)
+    raw[at] |= 0x80  # no longer UTF-8 there, and no longer the content its address names
+    pack.write_bytes(bytes(raw))
+    brain = Brain.open(store)
+    try:
+        for encoding in ("utf-8", "base64"):
+            with pytest.raises(R.BlobCorruptError) as corrupt:
+                brain.readFile({"path": "/big/words.txt", "encoding": encoding})
+            assert corrupt.value.address == answer["hash"]
+    finally:
+        brain.close()
+
+
 # -- the rest of the engine sees files ------------------------------------------------------------------
 
 def test_find_reaches_text_files_unless_exclude_vfs(brain):

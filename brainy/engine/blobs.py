@@ -32,6 +32,7 @@ HEADER_SIZE = 8 + 4 + 4
 RECORD_HEADER_SIZE = 1 + 4 + 32 + 4
 CHUNK, RECIPE = b"c", b"r"
 SEAL_BYTES = 256 << 20
+SPAN_BYTES = 1 << 20  # the most a verified read (pieces) preads at once
 
 _header = struct.Struct("<8sII")
 _record = struct.Struct("<cI32sI")
@@ -314,16 +315,29 @@ class BlobStore:
         if address(whole.digest()) != address_text:  # every chunk checked: only a recipe forged whole fails here
             raise self._corrupt(address_text, path, "the content does not hash to its address")
 
+    def _located(self, address_text: str, path: str | None) -> tuple[list[tuple[int, bytes]], list[_Where | None]]:
+        """A content's recipe and where each of its chunks lies (None: in no pack)."""
+        chunks = self.recipe(address_text, path)
+        return chunks, [self._find(CHUNK, key) for _, key in chunks]
+
+    def _damage(self, address_text: str, path: str | None, chunks: list[tuple[int, bytes]],
+                found: list[_Where | None]) -> R.Refusal:
+        """The refusal for content that failed its address: it names the first chunk that fails its own key."""
+        for (length, key), where in zip(chunks, found):
+            piece = self._payload(where) if where is not None and where.length == length else None
+            if piece is None or len(piece) != length or hashlib.sha256(piece).digest() != key:
+                return self._corrupt(address_text, path,
+                                     f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
+        return self._corrupt(address_text, path, "the content does not hash to its address")
+
     def read_all(self, address_text: str, path: str | None = None) -> bytearray:
         """The whole content, verified against its address before a byte of it is answered (a bytearray: the
         buffer the chunks were read into, not a copy of it).
 
         One hashing pass over the whole (the chunks are checked one by one only to name a damaged one),
         which is what lets a verified read run at the hash's own speed."""
-        chunks = self.recipe(address_text, path)
-        # every chunk read straight into one buffer (no bytes object per chunk, no join): a 100 MiB read
-        # is the preads, one hash and the caller's decode
-        found = [self._find(CHUNK, key) for _, key in chunks]
+        chunks, found = self._located(address_text, path)
+        # every chunk read straight into one buffer (no bytes object per chunk, no join)
         if all(where is not None and where.length == length for where, (length, _) in zip(found, chunks)):
             data = bytearray(sum(length for length, _ in chunks))
             view, at = memoryview(data), 0
@@ -335,12 +349,43 @@ class BlobStore:
             else:
                 if address(hashlib.sha256(data).digest()) == address_text:
                     return data
-        for (length, key), where in zip(chunks, found):  # find the chunk to name
-            piece = self._payload(where) if where is not None and where.length == length else None
-            if piece is None or hashlib.sha256(piece).digest() != key:
-                raise self._corrupt(address_text, path,
-                                    f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
-        raise self._corrupt(address_text, path, "the content does not hash to its address")
+        raise self._damage(address_text, path, chunks, found)
+
+    def pieces(self, address_text: str, path: str | None = None) -> Iterator[memoryview]:
+        """The content's bytes in order, as views into one reused buffer: each is valid only until the next
+        is asked for. The whole is checked against its address after the last piece, and damage raises
+        BlobCorruptError (naming the damaged chunk) from the loop: a caller keeps nothing it made of the
+        pieces until the loop has ended.
+
+        For a caller that turns the bytes into something else (text, base64) as they come: the content is
+        never gathered into one buffer, each piece is read (adjacent records of a pack in one pread, up
+        to SPAN_BYTES) and transformed while it is still in cache from its hash."""
+        chunks, found = self._located(address_text, path)
+        if not all(where is not None and where.length == length for where, (length, _) in zip(found, chunks)):
+            raise self._damage(address_text, path, chunks, found)
+        located: list[_Where] = found  # type: ignore[assignment]  # none is None: checked above
+        buffer = memoryview(bytearray(min(SPAN_BYTES, sum(w.length + RECORD_HEADER_SIZE for w in located))
+                                      or 1))
+        whole = hashlib.sha256()
+        i, n = 0, len(located)
+        while i < n:
+            first = located[i]
+            end, j = first.offset + first.length, i + 1
+            while j < n and located[j].pack == first.pack and located[j].offset == end + RECORD_HEADER_SIZE \
+                    and located[j].offset + located[j].length - first.offset <= len(buffer):
+                end, j = located[j].offset + located[j].length, j + 1  # the next record follows this one
+            span = end - first.offset
+            if span > len(buffer):  # a chunk larger than the buffer (a buffer sized to a small content)
+                buffer = memoryview(bytearray(span))
+            if os.preadv(self._reader(first.pack), [buffer[:span]], first.offset) != span:
+                raise self._damage(address_text, path, chunks, found)  # a pack shorter than its index says
+            for where in located[i:j]:
+                piece = buffer[where.offset - first.offset:where.offset - first.offset + where.length]
+                whole.update(piece)
+                yield piece
+            i = j
+        if address(whole.digest()) != address_text:
+            raise self._damage(address_text, path, chunks, found)
 
     def size(self, address_text: str, path: str | None = None) -> int:
         return sum(n for n, _ in self.recipe(address_text, path))
