@@ -55,24 +55,25 @@ class Utf8Join:
                 self.carry += bytes(view)  # still short: the next piece completes it (or the end cuts it)
                 return
             head = self.carry + bytes(view[:need])
-            base = start - len(self.carry)
-            try:
-                text, used = _decode(head, None, False)
-            except UnicodeDecodeError as exc:
-                self.stop = base + exc.start
+            if self._decode(head, start - len(self.carry)) is None:
                 return
-            self.parts.append(text)
             self.carry = b""
             view = view[need:]
             start += need
+        used = self._decode(view, start)
+        if used is not None and used != len(view):
+            self.carry = bytes(view[used:])
+
+    def _decode(self, data, start: int) -> int | None:
+        """Decode ``data`` (its first byte at offset ``start``) onto the parts; answer the bytes used, or None
+        when text stops in it (then ``stop`` is where)."""
         try:
-            text, used = _decode(view, None, False)
+            text, used = _decode(data, None, False)
         except UnicodeDecodeError as exc:
             self.stop = start + exc.start
-            return
+            return None
         self.parts.append(text)
-        if used != len(view):
-            self.carry = bytes(view[used:])
+        return used
 
     def finish(self) -> str:
         if self.stop is None and self.carry:

@@ -18,9 +18,10 @@ import os
 import struct
 import threading
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from brainy._speedups import cdc
 from brainy.contract import refusals as R
@@ -85,6 +86,28 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class Swept:
+    """What :meth:`BlobStore.sweep` did: records collected, bytes the packs shrank by on disk, packs removed,
+    and the bytes of live records it copied out of them."""
+
+    records: int
+    freed: int
+    packs: int
+    copied: int
+
+
+@dataclass(eq=False)
+class Writing:
+    """One write in flight (:meth:`BlobStore.writing`): what its content added to the packs."""
+
+    new_bytes: int = 0
+
+    def stored(self, stored: "Stored | None") -> None:
+        if stored is not None:
+            self.new_bytes += stored.new_bytes
+
+
+@dataclass(frozen=True)
 class _Where:
     pack: int
     offset: int   # of the payload
@@ -107,6 +130,11 @@ class BlobStore:
         self._size = 0
         self._loaded = False
         self._readers: dict[int, int] = {}  # pack number -> a read-only fd, opened on first read
+        # the sweep's view of writes in flight (docs/store-format.md, "The sweep")
+        self._writes: set[Writing] = set()
+        self._write_ended = threading.Condition(self._lock)
+        self._touched: set[tuple[bytes, bytes]] | None = None  # while a sweep marks: every key a put used
+        self.orphaned = 0  # new bytes of writes whose commit never landed, since the last sweep
 
     # -- the index ----------------------------------------------------------------------------------
 
@@ -130,12 +158,20 @@ class BlobStore:
 
     def _scan(self, number: int, offset: int, last: bool) -> int:
         """Index the records of one pack from ``offset``; answer the offset after the last whole record."""
+        found, end = self._records(number, offset, last)
+        for kind, key, where in found:
+            self._index.setdefault((kind, key), where)  # a record copied by a sweep that died: the first stands
+        return end
+
+    def _records(self, number: int, offset: int, last: bool) -> tuple[list[tuple[bytes, bytes, _Where]], int]:
+        """Every whole record of one pack from ``offset`` (kind, key, where), and the offset after the last."""
         path = self.folder / pack_name(number)
+        found: list[tuple[bytes, bytes, _Where]] = []
         with open(path, "rb") as f:
             if offset < HEADER_SIZE:
                 head = f.read(HEADER_SIZE)
                 if len(head) < HEADER_SIZE and last:
-                    return 0  # a pack whose header never landed: nothing in it yet
+                    return found, 0  # a pack whose header never landed: nothing in it yet
                 magic, version, crc = _header.unpack_from(head.ljust(HEADER_SIZE, b"\0"), 0)
                 if magic != MAGIC or zlib.crc32(head[:12]) != crc or version != VERSION:
                     raise R.StoreUnservableError(f"blobs/{path.name}: bad pack header", reason="torn-blob-pack")
@@ -150,11 +186,13 @@ class BlobStore:
                         break  # a record cut short at the end of the last pack never landed
                     raise R.StoreUnservableError(f"blobs/{path.name}: a record at offset {offset} is cut short",
                                                  reason="torn-blob-pack")
-                self._index.setdefault((kind, key), _Where(number, body, length, crc))
+                found.append((kind, key, _Where(number, body, length, crc)))
                 offset = body + length
-        return offset
+        return found, offset
 
     def _find(self, kind: bytes, key: bytes) -> _Where | None:
+        """Where a record is, its pack opened for reading (so a sweep that removes the pack later leaves the
+        answer readable: the open file outlives its name)."""
         with self._lock:
             if not self._loaded:
                 self._load()
@@ -162,6 +200,16 @@ class BlobStore:
             if where is None and not self.writable:
                 self._load()  # a live writer may have appended it since
                 where = self._index.get((kind, key))
+            if where is not None and where.pack not in self._readers:
+                try:
+                    self._readers[where.pack] = os.open(self.folder / pack_name(where.pack), os.O_RDONLY)
+                except FileNotFoundError:  # the writer's sweep moved its records: index the packs anew
+                    self._index.clear()
+                    self._read_to = (0, 0)
+                    self._load()
+                    where = self._index.get((kind, key))
+                    if where is not None and where.pack not in self._readers:
+                        self._readers[where.pack] = os.open(self.folder / pack_name(where.pack), os.O_RDONLY)
             return where
 
     # -- writing ------------------------------------------------------------------------------------
@@ -236,15 +284,21 @@ class BlobStore:
         chunks = list(prefix)
         start, new_chunks, new_bytes = 0, 0, 0
         with self._lock:
+            if self._touched is not None:  # a sweep is marking: what this content uses is in use
+                self._touched.update((CHUNK, key) for _, key in prefix)
             for end in cdc.cuts(view):
                 piece = view[start:end]
                 key = hashlib.sha256(piece).digest()
                 chunks.append((end - start, key))
+                if self._touched is not None:
+                    self._touched.add((CHUNK, key))
                 if not self._has(CHUNK, key):
                     new_bytes += self._append(CHUNK, key, piece)
                     new_chunks += 1
                 start = end
             digest = whole.digest()
+            if self._touched is not None:
+                self._touched.add((RECIPE, digest))
             if not self._has(RECIPE, digest):
                 new_bytes += self._append(RECIPE, digest, encode_recipe(chunks))
             if new_bytes:
@@ -401,8 +455,9 @@ class BlobStore:
 
     # -- accounting and the sweep ----------------------------------------------------------------------
 
-    def unreferenced(self, referenced: Iterable[str]) -> tuple[int, int]:
-        """(records, payload bytes) that no address in ``referenced`` reaches: what a sweep could collect."""
+    def _reached(self, referenced: Iterable[str], strict: bool) -> set[tuple[bytes, bytes]]:
+        """The records the addresses reach: their recipes and every chunk those list. ``strict``: a recipe that
+        does not read is BlobCorruptError (a sweep must not guess which chunks it lists)."""
         keep: set[tuple[bytes, bytes]] = set()
         for text in referenced:
             key = digest_of(text)
@@ -410,12 +465,113 @@ class BlobStore:
             try:
                 keep.update((CHUNK, k) for _, k in self.recipe(text))
             except R.Refusal:
-                continue
+                if strict:
+                    raise
+        return keep
+
+    def unreferenced(self, referenced: Iterable[str]) -> tuple[int, int]:
+        """(records, payload bytes) that no address in ``referenced`` reaches: what a sweep could collect."""
+        keep = self._reached(referenced, strict=False)
         with self._lock:
             if not self._loaded:
                 self._load()
             garbage = [w for k, w in self._index.items() if k not in keep]
         return len(garbage), sum(w.length for w in garbage)
+
+    @contextmanager
+    def writing(self) -> Iterator["Writing"]:
+        """The span of one write, from storing its content to its commit being durable: a sweep waits for the
+        writes in flight when it begins, so it never collects what one stored or found stored. A write that
+        ends in an exception (its commit refused) adds what it stored to :attr:`orphaned`."""
+        scope = Writing()
+        with self._lock:
+            self._writes.add(scope)
+        try:
+            yield scope
+        except BaseException:
+            self.orphaned += scope.new_bytes
+            raise
+        finally:
+            with self._lock:
+                self._writes.discard(scope)
+                self._write_ended.notify_all()
+
+    def sweep(self, referenced: Callable[[], Iterable[str]], garbage_share: float = 0.5) -> "Swept":
+        """Collect the records no address from ``referenced()`` reaches (docs/store-format.md, "The sweep").
+
+        ``referenced`` answers every address a row of any retained generation names; it is called once the
+        writes in flight at the start have ended, and every put from the start on is kept as well. A pack
+        whose garbage is at least ``garbage_share`` of its bytes is rewritten: its live records are copied
+        (each verified) to the end of the last pack, made durable, then the pack is removed. Packs with
+        less garbage are left whole, so a sweep copies at most as much as it frees."""
+        if not self.writable:
+            raise R.BRAINY_WRITER_LOCKED("this blob store is read-only", holder={})
+        with self._lock:
+            in_flight = set(self._writes)
+            self._touched = set()
+            orphaned = self.orphaned
+        try:
+            with self._lock:
+                while in_flight & self._writes:
+                    self._write_ended.wait()
+            keep = self._reached(referenced(), strict=True)
+            with self._lock:
+                keep |= self._touched
+                self._touched = None
+                swept = self._collect(keep, garbage_share)
+                self.orphaned = max(0, self.orphaned - orphaned)
+                return swept
+        finally:
+            with self._lock:
+                self._touched = None
+
+    def _collect(self, keep: set[tuple[bytes, bytes]], garbage_share: float) -> "Swept":
+        """Rewrite the packs whose garbage reaches ``garbage_share`` of their bytes (the caller holds the lock)."""
+        if not self._loaded:
+            self._load()
+        packs = self._packs()
+        victims: list[tuple[int, list[tuple[bytes, bytes, _Where]], int]] = []
+        for number in packs:
+            found, _ = self._records(number, 0, last=number == packs[-1])
+            live = [(kind, key, w) for kind, key, w in found if (kind, key) in keep and self._index.get((kind, key)) == w]
+            total = sum(RECORD_HEADER_SIZE + w.length for _, _, w in found)
+            dead = total - sum(RECORD_HEADER_SIZE + w.length for _, _, w in live)
+            if found and dead and dead >= garbage_share * total:
+                victims.append((number, live, len(found) - len(live)))
+        if not victims:
+            return Swept(0, 0, 0, 0)
+        if any(number == self._last for number, _, _ in victims):
+            if self._fd is not None:
+                os.fsync(self._fd)
+            self._new_pack(self._last + 1)  # the copies go to a pack no victim is
+        before = self.disk_bytes()
+        removed, records, copied = [], 0, 0
+        for number, live, dead_records in victims:
+            fd = self._readers.get(number)
+            if fd is None:
+                fd = self._readers[number] = os.open(self.folder / pack_name(number), os.O_RDONLY)
+            intact = True
+            for kind, key, where in live:
+                payload = os.pread(fd, where.length, where.offset)
+                if len(payload) != where.length or zlib.crc32(payload) != where.crc or (
+                        kind == CHUNK and hashlib.sha256(payload).digest() != key):
+                    intact = False  # a damaged live record: its pack stays, for the read that names it
+                    break
+                copied += self._append(kind, key, payload)
+            if intact:
+                removed.append(number)
+                records += dead_records
+        if copied:
+            assert self._fd is not None
+            os.fsync(self._fd)  # every copy durable before the pack it came from goes
+        gone = set(removed)
+        for entry in [k for k, w in self._index.items() if w.pack in gone]:
+            del self._index[entry]  # what is left there is garbage: a later put stores it anew
+        for number in removed:
+            (self.folder / pack_name(number)).unlink()  # open readers keep reading it until they close
+        if removed:
+            fsync_dir(self.folder)
+        return Swept(records, max(0, before - self.disk_bytes()), len(removed), copied)
 
     def records(self) -> tuple[int, int]:
         """(recipes, chunks) the packs hold: how many contents are stored, and in how many chunks."""

@@ -34,7 +34,7 @@ from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import paths as P
 from brainy.engine import rows
-from brainy.engine.blobs import BlobStore, Stored
+from brainy.engine.blobs import BlobStore, Stored, Writing
 from brainy.engine.cursors import decode_cursor, encode_cursor
 from brainy.engine.registry import WRITE, door
 from brainy.engine.snapshot import Snapshot
@@ -189,11 +189,15 @@ def stager(door_name: str) -> Callable[[Callable[[Any, dict[str, Any]], Prepared
     return register
 
 
-def stage(brain: Any, door_name: str, args: Any) -> PreparedFile | None:
+def stage(brain: Any, door_name: str, args: Any, writing: Writing | None = None) -> PreparedFile | None:
     """The commit path's step before the lock: a file's content stored and durable (None for a door that
-    writes no file). Refuses what the content refuses before anything is written."""
+    writes no file). Refuses what the content refuses before anything is written. ``writing`` is the write's
+    span (``BlobStore.writing``), told what the content added."""
     step = STAGERS.get(door_name)
-    return None if step is None else step(brain, arguments.check(D.BY_NAME[door_name], args))
+    prepared = None if step is None else step(brain, arguments.check(D.BY_NAME[door_name], args))
+    if writing is not None and prepared is not None:
+        writing.stored(prepared.stored)
+    return prepared
 
 
 @stager("writeFile")
@@ -244,6 +248,20 @@ def _under(view: Any, path: str) -> Iterator[tuple[str, str]]:
     for key, raw in found:
         if raw and key != K.path_key(P.ROOT):  # the root's own key is inside its range
             yield K.path_of_key(key), rows.unpack(raw)
+
+
+def addresses(snap: Snapshot) -> set[str]:
+    """Every blob address a file row names in any version at or below the snapshot's generation: what a read
+    now or at any retained generation can ask for, so what no sweep may collect. The rows are found through
+    every version of the path posting (each node that ever stood at a path), never a scan of all rows."""
+    ids = {rows.unpack(raw) for _, _, raw in snap.every_version(K.PATH, K.prefix_end(K.PATH)) if raw}
+    found: set[str] = set()
+    for id_ in ids:
+        for _, raw in snap.versions(K.entity_key(id_)):
+            row = rows.unpack(raw) if raw else None
+            if row is not None and row.get("subtype") == FILE and row["metadata"].get("hash"):
+                found.add(row["metadata"]["hash"])
+    return found
 
 
 def node(view: Any, path: str, field: str = "path") -> dict[str, Any] | None:
