@@ -503,6 +503,31 @@ def test_the_sweep_collects_refused_writes_and_keeps_every_version_time_travel_r
         brain.close()
 
 
+def test_a_notes_stored_path_follows_a_rename_or_move_of_its_file(brain):
+    """memory.write keeps the file's path on its note; renaming the file, then moving the directory above it,
+    moves the note's path in the same commit, so memory.read by the new path finds it (and the old path does
+    not). The note's id, text and file link stay."""
+    note = brain.call("memory.write", {"path": "/notes/tea.md", "content": "Alice drinks green tea", "summary": "tea"},
+                      caller=ME)
+    renamed = brain.rename({"path": "/notes/tea.md", "to": "/notes/green-tea.md"}, caller=ME)
+    read = brain.call("memory.read", {"path": "/notes/green-tea.md"})["memory"]
+    assert (read["id"], read["path"], read["text"], read["generation"]) == \
+        (note["id"], "/notes/green-tea.md", "tea", renamed["generation"])
+    with pytest.raises(R.RecordNotFoundError):
+        brain.call("memory.read", {"path": "/notes/tea.md"})
+    brain.mkdir({"path": "/archive"}, caller=ME)
+    brain.move({"path": "/notes", "to": "/archive"}, caller=ME)  # the directory, into another
+    read = brain.call("memory.read", {"path": "/archive/notes/green-tea.md"})["memory"]
+    assert read["id"] == note["id"] and read["path"] == "/archive/notes/green-tea.md"
+    assert brain.readFile({"path": "/archive/notes/green-tea.md"})["content"] == "Alice drinks green tea"
+    links = brain.call("related", {"from": note["id"], "type": "references", "subtype": "memory.file",
+                                   "visibility": "all"})["relations"]
+    assert [r["to"] for r in links] == [note["entityId"]]
+    plain = write(brain, "/plain.txt", "no note here")  # a file without a note moves as before
+    assert brain.rename({"path": "/plain.txt", "to": "/still-plain.txt"}, caller=ME)["path"] == "/still-plain.txt"
+    assert brain.stat({"path": "/still-plain.txt"})["node"]["entityId"] == plain["entityId"]
+
+
 # -- a crash during large writes --------------------------------------------------------------------------
 
 @pytest.mark.slow

@@ -62,6 +62,9 @@ OCTETS = "application/octet-stream"
 #: Doors whose commit writes file content: door -> its step before the lock, ``fn(brain, checked args)``
 #: answering the :class:`PreparedFile` its rule reads as ``ctx.staged`` (:func:`stager`).
 STAGERS: dict[str, Callable[[Any, dict[str, Any]], "PreparedFile"]] = {}
+#: What follows a node that moved (rename, move): ``fn(txn, ctx, row)`` with the node's row at its new path,
+#: called in the same commit (:func:`on_move`): how a profile keeps a path it stored beside the node in step.
+MOVE_FOLLOWERS: list[Callable[[Txn, Context, dict[str, Any]], None]] = []
 
 
 # -- content ------------------------------------------------------------------------------------
@@ -187,6 +190,12 @@ def stager(door_name: str) -> Callable[[Callable[[Any, dict[str, Any]], Prepared
         STAGERS[door_name] = fn
         return fn
     return register
+
+
+def on_move(fn: Callable[[Txn, Context, dict[str, Any]], None]) -> Callable[[Txn, Context, dict[str, Any]], None]:
+    """Register ``fn(txn, ctx, row)`` to run for every node a rename or move relocates, in its commit."""
+    MOVE_FOLLOWERS.append(fn)
+    return fn
 
 
 def stage(brain: Any, door_name: str, args: Any, writing: Writing | None = None) -> PreparedFile | None:
@@ -541,6 +550,8 @@ def _relocate(txn: Txn, ctx: Context, row: dict[str, Any], target: str, op: str)
         moved["metadata"].update(name=P.name(moved["metadata"]["path"]),
                                  parent=P.parent(moved["metadata"]["path"]), op=op)
         _put_node(txn, ctx, moved, before)
+        for follow in MOVE_FOLLOWERS:
+            follow(txn, ctx, moved)
     if old_parent is not None and old_parent["id"] != new_parent["id"]:
         _uncontain(txn, old_parent["id"], row["id"])
         _contain(txn, ctx, new_parent["id"], row["id"])
