@@ -61,7 +61,7 @@ class H1Connection:
         self._max_header = max_header_bytes
         self._max_body = max_body
         self._events: list[RequestReceived | UpgradeRequested | ProtocolFailed] = []
-        self._out = bytearray()
+        self._out: list[bytes] = []  # framed pieces, joined only when more than one is waiting
         self._failed = False
         self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
         self._owed = 0            # events handed out and not yet answered by send_response
@@ -165,23 +165,23 @@ class H1Connection:
         """Frame the answer to the oldest event still owed one (``head``: the body left out, its length
         stated; ``keep_alive`` false: ``connection: close``, and the caller closes after writing)."""
         headers = response.headers + self._advertise if self._advertise else response.headers
-        self._out += h1frame.frame_response(response.status, headers, response.body, keep_alive, head)
+        self._out.append(h1frame.frame_response(response.status, headers, response.body, keep_alive, head))
         if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
             self._owed -= 1
 
     def send_stream_head(self, response: Response) -> None:
         """Frame the head of an answer whose body is a stream (chunked, then ``connection: close``): the
         oldest event stays owed until :meth:`end_stream`, so no deadline runs while the stream is held."""
-        self._out += h1frame.frame_chunked_head(response.status, response.headers, False)
+        self._out.append(h1frame.frame_chunked_head(response.status, response.headers, False))
 
     def send_chunk(self, data: bytes) -> None:
         """Frame one piece of a streamed body."""
         if data:
-            self._out += h1frame.frame_chunk(data)
+            self._out.append(h1frame.frame_chunk(data))
 
     def end_stream(self) -> None:
         """Frame the streamed body's last chunk: the answer is whole (the caller closes after writing)."""
-        self._out += h1frame.LAST_CHUNK
+        self._out.append(h1frame.LAST_CHUNK)
         if self._owed:
             self._owed -= 1
 
@@ -201,9 +201,10 @@ class H1Connection:
         return passed
 
     def data_to_send(self) -> bytes:
-        """The bytes framed so far, handed over once (no IO here: the caller writes them)."""
-        out, self._out = bytes(self._out), bytearray()
-        return out
+        """The bytes framed so far, handed over once (no IO here: the caller writes them). One framed answer
+        is handed over as it was framed: a 100 MiB body is not copied twice more on its way out."""
+        out, self._out = self._out, []
+        return out[0] if len(out) == 1 else b"".join(out)
 
 
 class _Stop(Exception):
