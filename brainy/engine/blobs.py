@@ -4,8 +4,10 @@ The format is docs/store-format.md, "Blobs". Content is cut by content-defined c
 ``cdc`` speedup); each chunk and each recipe (the list of a content's chunks) is a record appended
 once, by its key, to the last pack file; the pack is fsynced before :meth:`BlobStore.put` returns,
 so the commit that then references the content's address never points at bytes that are not
-durable. Reads verify each chunk against its key before handing out a byte, and stream one chunk at
-a time.
+durable. Reads verify the bytes against their address before a byte is answered: ``read`` chunk by
+chunk, ``read_all`` into one buffer, ``pieces`` as views a caller turns into text as they come.
+``sweep`` collects the records no retained file version and no write in flight reaches
+(docs/store-format.md, "The sweep").
 
 A store opened read-only (an attach) never writes or truncates anything; when a key is missing it
 reads on from where its index stopped, so it sees records a live writer appended since.
