@@ -258,10 +258,11 @@ class BlobStore:
         crc = zlib.crc32(payload)
         head = _record.pack(kind, len(payload), key, crc)
         offset = self._size
-        for part in (head, payload):
-            view = memoryview(part)
-            while view:
-                view = view[os.write(self._fd, view):]
+        written = os.writev(self._fd, [head, payload])  # one call a record
+        if written < len(head) + len(payload):  # a short write (a signal, a full disk): the rest, piece by piece
+            rest = memoryview(head + bytes(payload))[written:]
+            while rest:
+                rest = rest[os.write(self._fd, rest):]
         self._size += len(head) + len(payload)
         self._read_to = (self._last, self._size)
         self._index[(kind, key)] = _Where(self._last, offset + len(head), len(payload), crc)
@@ -282,7 +283,6 @@ class BlobStore:
         for n, key in prefix:
             for piece in self._chunk_bytes(key, n, None):
                 whole.update(piece)
-        whole.update(view)
         chunks = list(prefix)
         start, new_chunks, new_bytes = 0, 0, 0
         with self._lock:
@@ -291,6 +291,7 @@ class BlobStore:
             for end in cdc.cuts(view):
                 piece = view[start:end]
                 key = hashlib.sha256(piece).digest()
+                whole.update(piece)  # while the piece is in cache: one pass over memory, not two
                 chunks.append((end - start, key))
                 if self._touched is not None:
                     self._touched.add((CHUNK, key))
