@@ -169,6 +169,68 @@ def test_unreferenced_records_are_what_a_sweep_could_collect(tmp_path):
         == (0, 0)
 
 
+def test_the_sweep_collects_what_nothing_reaches_and_keeps_every_referenced_byte(tmp_path):
+    """Garbage past half a pack rewrites it: the live records are copied (verified) to a fresh last pack and
+    the old pack goes; a reader that indexed the old pack finds the copies; a pack with little garbage is
+    left whole."""
+    store = B.BlobStore(tmp_path / "blobs", writable=True, seal_bytes=400_000)
+    kept = [store.put(rand(150_000, 50))]                         # pack 1: 150 KB live ...
+    lost = [store.put(rand(150_000, 60 + i)) for i in range(2)]   # ... 300 KB garbage, then it seals
+    kept += [store.put(rand(200_000, 70)), store.put(rand(100_000, 71))]  # pack 2: live
+    store.put(rand(40_000, 72))                                   # and a little garbage
+    seeds = (50, 70, 71)
+    live = [s.address for s in kept]
+    reader = B.BlobStore(tmp_path / "blobs", writable=False)
+    assert reader.read_all(kept[0].address) == rand(150_000, 50)  # indexed before the sweep
+    before, garbage = store.disk_bytes(), store.unreferenced(live)
+    swept = store.sweep(lambda: live)
+    assert swept.packs == 1 and not (tmp_path / "blobs" / B.pack_name(1)).exists()
+    assert swept.freed == before - store.disk_bytes() and swept.freed > 250_000
+    assert 0 < store.unreferenced(live)[0] == garbage[0] - swept.records  # pack 2's bit of garbage stays
+    for stored, seed in zip(kept, seeds):
+        assert store.read_all(stored.address) == rand(stored.size, seed)
+        assert reader.read_all(stored.address) == rand(stored.size, seed)  # re-indexed once pack 1 went
+        assert B.BlobStore(tmp_path / "blobs", writable=False).read_all(stored.address) == rand(stored.size, seed)
+    assert not store.contains(lost[0].address)  # (lost[1]'s recipe crossed into pack 2, which stays)
+    with pytest.raises(R.BlobCorruptError):
+        store.read_all(lost[0].address)
+    assert store.put(rand(150_000, 60)).new_chunks > 0  # collected content stores anew
+    store.close()
+    reader.close()
+
+
+def test_the_sweep_waits_for_a_write_in_flight_and_keeps_what_it_stored(tmp_path):
+    """A write's content is stored before its commit names it: a sweep started in between waits for the write
+    to end and only then reads what is referenced, so it never collects the content of a commit landing."""
+    import threading
+    store = B.BlobStore(tmp_path / "blobs", writable=True)
+    committed: list[str] = []
+    done: list[B.Swept] = []
+    with store.writing():
+        stored = store.put(rand(120_000, 80))
+        sweeper = threading.Thread(target=lambda: done.append(store.sweep(lambda: list(committed), 0.01)))
+        sweeper.start()
+        sweeper.join(0.5)
+        assert sweeper.is_alive()  # it waits for this write to end
+        committed.append(stored.address)  # the commit lands before the write's span ends
+    sweeper.join(10)
+    assert done == [B.Swept(0, 0, 0, 0)] and store.read_all(stored.address) == rand(120_000, 80)
+    assert store.sweep(lambda: [], garbage_share=0.01).records > 0  # once nothing names it, it goes
+    store.close()
+
+
+def test_a_write_refused_after_its_content_was_stored_counts_as_orphaned(tmp_path):
+    store = B.BlobStore(tmp_path / "blobs", writable=True)
+    with pytest.raises(RuntimeError):
+        with store.writing() as writing:
+            writing.stored(store.put(rand(90_000, 90)))
+            raise RuntimeError("the commit refused")
+    assert 90_000 <= store.orphaned < 92_000
+    store.sweep(lambda: [])
+    assert store.orphaned == 0
+    store.close()
+
+
 @pytest.mark.slow
 def test_a_sigkill_during_writes_loses_no_content_that_was_put(tmp_path):
     """Five rounds: a writer process puts blobs (some crossing pack seals) and is killed at a random moment;

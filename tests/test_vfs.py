@@ -291,17 +291,22 @@ def test_every_refusal_of_doors_8(brain):
     assert exc.value.path == "/no"  # the missing parent is named
 
 
+def damage(store: Path, words: bytes, after: int, at: int, change) -> None:
+    """Change one byte of the first pack: byte ``at`` of the first ``words`` found past offset ``after``."""
+    pack = store / "blobs" / B.pack_name(1)
+    raw = bytearray(pack.read_bytes())
+    where = raw.index(words, after) + at
+    raw[where] = change(raw[where])
+    pack.write_bytes(bytes(raw))
+
+
 def test_a_flipped_byte_in_a_chunk_is_blob_corrupt_and_never_served(tmp_path):
     store = new_store(tmp_path)
     brain = Brain.open(store)
     data = b"precious words " * 4000
     answer = write(brain, "/keep/precious.txt", data.decode())
     brain.close()
-    pack = store / "blobs" / B.pack_name(1)
-    raw = bytearray(pack.read_bytes())
-    at = raw.index(b"precious words", B.HEADER_SIZE + B.RECORD_HEADER_SIZE)
-    raw[at + 3] ^= 0x01
-    pack.write_bytes(bytes(raw))
+    damage(store, b"precious words", B.HEADER_SIZE + B.RECORD_HEADER_SIZE, 3, lambda byte: byte ^ 0x01)
     brain = Brain.open(store)
     try:
         for encoding in ("utf-8", "base64"):
@@ -313,6 +318,37 @@ def test_a_flipped_byte_in_a_chunk_is_blob_corrupt_and_never_served(tmp_path):
         node = brain.stat({"path": "/keep/precious.txt"})["node"]  # stat opens no blob
         assert node["size"] == len(data)
         assert "content" not in brain.readdir({"path": "/keep", "inline": False})["nodes"][0]
+    finally:
+        brain.close()
+
+
+def test_a_large_file_read_whole_is_exact_and_damage_that_breaks_its_text_is_still_blob_corrupt(tmp_path):
+    """A whole read joins the file's pieces as they come: the text and the base64 are the whole file's, where
+    text stops is named at its offset in the file (in a later chunk too), and a flipped byte that also makes
+    the text invalid is damage first: BlobCorruptError, never TextDecodeError, never the bytes."""
+    store = new_store(tmp_path)
+    brain = Brain.open(store)
+    rng = random.Random(5)
+    text = "".join(rng.choice(["plain words ", "grüße ", "€ ", "\n"]) for _ in range(60_000))
+    data = text.encode()
+    answer = write(brain, "/big/words.txt", text)
+    assert brain.readFile({"path": "/big/words.txt"})["content"] == text
+    assert base64.b64decode(brain.readFile({"path": "/big/words.txt", "encoding": "base64"})["content"]) == data
+    stops = len(data) * 2 // 3
+    broken = data[:stops] + b"\xff" + data[stops:]
+    write(brain, "/big/broken.bin", broken)
+    with pytest.raises(R.TextDecodeError) as exc:
+        brain.readFile({"path": "/big/broken.bin"})
+    assert exc.value.offset == stops
+    brain.close()
+    damage(store, b"plain words", (store / "blobs" / B.pack_name(1)).stat().st_size // 4, 0,
+           lambda byte: byte | 0x80)  # no longer UTF-8 there, and no longer the content its address names
+    brain = Brain.open(store)
+    try:
+        for encoding in ("utf-8", "base64"):
+            with pytest.raises(R.BlobCorruptError) as corrupt:
+                brain.readFile({"path": "/big/words.txt", "encoding": encoding})
+            assert corrupt.value.address == answer["hash"]
     finally:
         brain.close()
 
@@ -429,13 +465,78 @@ def test_dedup_measured_on_disk(tmp_path):
         brain.close()
 
 
+def test_the_sweep_collects_refused_writes_and_keeps_every_version_time_travel_reads(tmp_path):
+    """A write refused after its content was stored leaves garbage, and the sweep collects it; an overwrite and
+    an unlink leave none, because a past generation still reads the old bytes, and the sweep keeps them."""
+    store = new_store(tmp_path)
+    brain = Brain.open(store)
+    try:
+        first = write(brain, "/a.bin", rand(300_000, 100))
+        write(brain, "/a.bin", rand(300_000, 101))
+        gone = write(brain, "/b.bin", rand(200_000, 102))
+        brain.unlink({"path": "/b.bin"}, caller=ME)
+        with pytest.raises(R.FileExistsError):
+            write(brain, "/a.bin", rand(1 << 20, 103), exclusive=True)
+        with pytest.raises(R.FileNotFoundError):
+            brain.writeFile({"path": "/no/such/dir.bin", "content": b64(rand(1 << 20, 104)), "encoding": "base64"},
+                            caller=ME)
+        assert 2 << 20 <= brain.blobs.orphaned < (2 << 20) + 10_000
+        before = disk(store / "blobs")
+        swept = brain.sweep_blobs()
+        assert swept is not None and swept.packs == 1 and brain.swept == swept
+        assert (2 << 20) <= before - disk(store / "blobs") < (2 << 20) + 300_000
+        assert brain.blobs.unreferenced(vfs.addresses(brain.at())) == (0, 0)
+        assert brain.blobs.orphaned == 0
+        for reader in (brain, None):
+            if reader is None:  # and after a reopen
+                brain.close()
+                brain = reader = Brain.open(store)
+            assert base64.b64decode(reader.readFile({"path": "/a.bin", "encoding": "base64"})["content"]) \
+                == rand(300_000, 101)
+            old = reader.readFile({"path": "/a.bin", "encoding": "base64", "generation": first["generation"]})
+            assert base64.b64decode(old["content"]) == rand(300_000, 100)
+            was = reader.readFile({"path": "/b.bin", "encoding": "base64", "generation": gone["generation"]})
+            assert base64.b64decode(was["content"]) == rand(200_000, 102)
+            for version in reader.fileHistory({"path": "/a.bin"})["versions"]:
+                assert reader.blobs.read_all(version["hash"])
+    finally:
+        brain.close()
+
+
+def test_a_notes_stored_path_follows_a_rename_or_move_of_its_file(brain):
+    """memory.write keeps the file's path on its note; renaming the file, then moving the directory above it,
+    moves the note's path in the same commit, so memory.read by the new path finds it (and the old path does
+    not). The note's id, text and file link stay."""
+    note = brain.call("memory.write", {"path": "/notes/tea.md", "content": "Alice drinks green tea", "summary": "tea"},
+                      caller=ME)
+    renamed = brain.rename({"path": "/notes/tea.md", "to": "/notes/green-tea.md"}, caller=ME)
+    read = brain.call("memory.read", {"path": "/notes/green-tea.md"})["memory"]
+    assert (read["id"], read["path"], read["text"], read["generation"]) == \
+        (note["id"], "/notes/green-tea.md", "tea", renamed["generation"])
+    with pytest.raises(R.RecordNotFoundError):
+        brain.call("memory.read", {"path": "/notes/tea.md"})
+    brain.mkdir({"path": "/archive"}, caller=ME)
+    brain.move({"path": "/notes", "to": "/archive"}, caller=ME)  # the directory, into another
+    read = brain.call("memory.read", {"path": "/archive/notes/green-tea.md"})["memory"]
+    assert read["id"] == note["id"] and read["path"] == "/archive/notes/green-tea.md"
+    assert brain.readFile({"path": "/archive/notes/green-tea.md"})["content"] == "Alice drinks green tea"
+    links = brain.call("related", {"from": note["id"], "type": "references", "subtype": "memory.file",
+                                   "visibility": "all"})["relations"]
+    assert [r["to"] for r in links] == [note["entityId"]]
+    plain = write(brain, "/plain.txt", "no note here")  # a file without a note moves as before
+    assert brain.rename({"path": "/plain.txt", "to": "/still-plain.txt"}, caller=ME)["path"] == "/still-plain.txt"
+    assert brain.stat({"path": "/still-plain.txt"})["node"]["entityId"] == plain["entityId"]
+
+
 # -- a crash during large writes --------------------------------------------------------------------------
 
 @pytest.mark.slow
 def test_sigkill_during_large_writes_loses_nothing_acknowledged(tmp_path):
     """A writer process writes multi-MiB files and prints each answer; SIGKILL lands at a random moment, five
     times. On reopen every acknowledged write reads back byte for byte, and every file row names content
-    whose every chunk is present and verifies: a crash leaves only unreferenced chunks."""
+    whose every chunk is present and verifies: a crash leaves only unreferenced chunks. The reopen sweeps
+    them (docs/store-format.md, "The sweep"), and everything acknowledged still reads, then and after another
+    reopen."""
     store = new_store(tmp_path)
     acknowledged: dict[str, tuple[str, int]] = {}
     for round_ in range(5):
@@ -468,6 +569,18 @@ def test_sigkill_during_large_writes_loses_nothing_acknowledged(tmp_path):
         assert len(files) >= len(acknowledged)
         for row in files:
             assert brain.blobs.read_all(row["metadata"]["hash"], row["metadata"]["path"])
+        # the open after a crash sweeps on its own; then every pack with any garbage is rewritten
+        deadline = time.monotonic() + 60
+        while brain.swept is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert brain.swept is not None
+        brain.sweep_blobs(garbage_share=1e-9)
+        assert brain.blobs.unreferenced(vfs.addresses(brain.at())) == (0, 0)
+        brain.close()
+        brain = Brain.open(store)
+        for path, (hash_, seed) in acknowledged.items():
+            read = brain.readFile({"path": path, "encoding": "base64"})
+            assert read["hash"] == hash_ and base64.b64decode(read["content"]) == vfs_writer_content(seed)
     finally:
         brain.close()
 

@@ -6,7 +6,7 @@ Plain Python on purpose: the compiled and the pure twin raise the very same clas
 
 from __future__ import annotations
 
-__all__ = ["BlockCorruptError", "REASONS", "VectorRefused"]
+__all__ = ["BlockCorruptError", "REASONS", "TextStops", "VectorRefused"]
 
 # Every reason a data block can be refused for (docs/store-format.md, "Data block": a block that
 # fails any of these is a *torn table*). Short and lowercase, as leveldb words its Corruption
@@ -51,3 +51,15 @@ class VectorRefused(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class TextStops(ValueError):
+    """Content that is not UTF-8 from ``offset`` on (the offset ``bytes.decode`` names: where the first bad
+    sequence begins); ``textjoin`` raises it and the file layer turns it into ``TextDecodeError``."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return f"not UTF-8 from offset {self.offset}"

@@ -4,8 +4,10 @@ The format is docs/store-format.md, "Blobs". Content is cut by content-defined c
 ``cdc`` speedup); each chunk and each recipe (the list of a content's chunks) is a record appended
 once, by its key, to the last pack file; the pack is fsynced before :meth:`BlobStore.put` returns,
 so the commit that then references the content's address never points at bytes that are not
-durable. Reads verify each chunk against its key before handing out a byte, and stream one chunk at
-a time.
+durable. Reads verify the bytes against their address before a byte is answered: ``read`` chunk by
+chunk, ``read_all`` into one buffer, ``pieces`` as views a caller turns into text as they come.
+``sweep`` collects the records no retained file version and no write in flight reaches
+(docs/store-format.md, "The sweep").
 
 A store opened read-only (an attach) never writes or truncates anything; when a key is missing it
 reads on from where its index stopped, so it sees records a live writer appended since.
@@ -18,9 +20,10 @@ import os
 import struct
 import threading
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from brainy._speedups import cdc
 from brainy.contract import refusals as R
@@ -32,6 +35,7 @@ HEADER_SIZE = 8 + 4 + 4
 RECORD_HEADER_SIZE = 1 + 4 + 32 + 4
 CHUNK, RECIPE = b"c", b"r"
 SEAL_BYTES = 256 << 20
+SPAN_BYTES = 1 << 20  # the most a verified read (pieces) preads at once
 
 _header = struct.Struct("<8sII")
 _record = struct.Struct("<cI32sI")
@@ -84,6 +88,28 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class Swept:
+    """What :meth:`BlobStore.sweep` did: records collected, bytes the packs shrank by on disk, packs removed,
+    and the bytes of live records it copied out of them."""
+
+    records: int
+    freed: int
+    packs: int
+    copied: int
+
+
+@dataclass(eq=False)
+class Writing:
+    """One write in flight (:meth:`BlobStore.writing`): what its content added to the packs."""
+
+    new_bytes: int = 0
+
+    def stored(self, stored: "Stored | None") -> None:
+        if stored is not None:
+            self.new_bytes += stored.new_bytes
+
+
+@dataclass(frozen=True)
 class _Where:
     pack: int
     offset: int   # of the payload
@@ -106,6 +132,11 @@ class BlobStore:
         self._size = 0
         self._loaded = False
         self._readers: dict[int, int] = {}  # pack number -> a read-only fd, opened on first read
+        # the sweep's view of writes in flight (docs/store-format.md, "The sweep")
+        self._writes: set[Writing] = set()
+        self._write_ended = threading.Condition(self._lock)
+        self._touched: set[tuple[bytes, bytes]] | None = None  # while a sweep marks: every key a put used
+        self.orphaned = 0  # new bytes of writes whose commit never landed, since the last sweep
 
     # -- the index ----------------------------------------------------------------------------------
 
@@ -129,12 +160,20 @@ class BlobStore:
 
     def _scan(self, number: int, offset: int, last: bool) -> int:
         """Index the records of one pack from ``offset``; answer the offset after the last whole record."""
+        found, end = self._records(number, offset, last)
+        for kind, key, where in found:
+            self._index.setdefault((kind, key), where)  # a record copied by a sweep that died: the first stands
+        return end
+
+    def _records(self, number: int, offset: int, last: bool) -> tuple[list[tuple[bytes, bytes, _Where]], int]:
+        """Every whole record of one pack from ``offset`` (kind, key, where), and the offset after the last."""
         path = self.folder / pack_name(number)
+        found: list[tuple[bytes, bytes, _Where]] = []
         with open(path, "rb") as f:
             if offset < HEADER_SIZE:
                 head = f.read(HEADER_SIZE)
                 if len(head) < HEADER_SIZE and last:
-                    return 0  # a pack whose header never landed: nothing in it yet
+                    return found, 0  # a pack whose header never landed: nothing in it yet
                 magic, version, crc = _header.unpack_from(head.ljust(HEADER_SIZE, b"\0"), 0)
                 if magic != MAGIC or zlib.crc32(head[:12]) != crc or version != VERSION:
                     raise R.StoreUnservableError(f"blobs/{path.name}: bad pack header", reason="torn-blob-pack")
@@ -149,11 +188,13 @@ class BlobStore:
                         break  # a record cut short at the end of the last pack never landed
                     raise R.StoreUnservableError(f"blobs/{path.name}: a record at offset {offset} is cut short",
                                                  reason="torn-blob-pack")
-                self._index.setdefault((kind, key), _Where(number, body, length, crc))
+                found.append((kind, key, _Where(number, body, length, crc)))
                 offset = body + length
-        return offset
+        return found, offset
 
     def _find(self, kind: bytes, key: bytes) -> _Where | None:
+        """Where a record is, its pack opened for reading (so a sweep that removes the pack later leaves the
+        answer readable: the open file outlives its name)."""
         with self._lock:
             if not self._loaded:
                 self._load()
@@ -161,6 +202,16 @@ class BlobStore:
             if where is None and not self.writable:
                 self._load()  # a live writer may have appended it since
                 where = self._index.get((kind, key))
+            if where is not None and where.pack not in self._readers:
+                try:
+                    self._readers[where.pack] = os.open(self.folder / pack_name(where.pack), os.O_RDONLY)
+                except FileNotFoundError:  # the writer's sweep moved its records: index the packs anew
+                    self._index.clear()
+                    self._read_to = (0, 0)
+                    self._load()
+                    where = self._index.get((kind, key))
+                    if where is not None and where.pack not in self._readers:
+                        self._readers[where.pack] = os.open(self.folder / pack_name(where.pack), os.O_RDONLY)
             return where
 
     # -- writing ------------------------------------------------------------------------------------
@@ -207,10 +258,11 @@ class BlobStore:
         crc = zlib.crc32(payload)
         head = _record.pack(kind, len(payload), key, crc)
         offset = self._size
-        for part in (head, payload):
-            view = memoryview(part)
-            while view:
-                view = view[os.write(self._fd, view):]
+        written = os.writev(self._fd, [head, payload])  # one call a record
+        if written < len(head) + len(payload):  # a short write (a signal, a full disk): the rest, piece by piece
+            rest = memoryview(head + bytes(payload))[written:]
+            while rest:
+                rest = rest[os.write(self._fd, rest):]
         self._size += len(head) + len(payload)
         self._read_to = (self._last, self._size)
         self._index[(kind, key)] = _Where(self._last, offset + len(head), len(payload), crc)
@@ -231,19 +283,25 @@ class BlobStore:
         for n, key in prefix:
             for piece in self._chunk_bytes(key, n, None):
                 whole.update(piece)
-        whole.update(view)
         chunks = list(prefix)
         start, new_chunks, new_bytes = 0, 0, 0
         with self._lock:
+            if self._touched is not None:  # a sweep is marking: what this content uses is in use
+                self._touched.update((CHUNK, key) for _, key in prefix)
             for end in cdc.cuts(view):
                 piece = view[start:end]
                 key = hashlib.sha256(piece).digest()
+                whole.update(piece)  # while the piece is in cache: one pass over memory, not two
                 chunks.append((end - start, key))
+                if self._touched is not None:
+                    self._touched.add((CHUNK, key))
                 if not self._has(CHUNK, key):
                     new_bytes += self._append(CHUNK, key, piece)
                     new_chunks += 1
                 start = end
             digest = whole.digest()
+            if self._touched is not None:
+                self._touched.add((RECIPE, digest))
             if not self._has(RECIPE, digest):
                 new_bytes += self._append(RECIPE, digest, encode_recipe(chunks))
             if new_bytes:
@@ -314,16 +372,29 @@ class BlobStore:
         if address(whole.digest()) != address_text:  # every chunk checked: only a recipe forged whole fails here
             raise self._corrupt(address_text, path, "the content does not hash to its address")
 
+    def _located(self, address_text: str, path: str | None) -> tuple[list[tuple[int, bytes]], list[_Where | None]]:
+        """A content's recipe and where each of its chunks lies (None: in no pack)."""
+        chunks = self.recipe(address_text, path)
+        return chunks, [self._find(CHUNK, key) for _, key in chunks]
+
+    def _damage(self, address_text: str, path: str | None, chunks: list[tuple[int, bytes]],
+                found: list[_Where | None]) -> R.Refusal:
+        """The refusal for content that failed its address: it names the first chunk that fails its own key."""
+        for (length, key), where in zip(chunks, found):
+            piece = self._payload(where) if where is not None and where.length == length else None
+            if piece is None or len(piece) != length or hashlib.sha256(piece).digest() != key:
+                return self._corrupt(address_text, path,
+                                     f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
+        return self._corrupt(address_text, path, "the content does not hash to its address")
+
     def read_all(self, address_text: str, path: str | None = None) -> bytearray:
         """The whole content, verified against its address before a byte of it is answered (a bytearray: the
         buffer the chunks were read into, not a copy of it).
 
         One hashing pass over the whole (the chunks are checked one by one only to name a damaged one),
         which is what lets a verified read run at the hash's own speed."""
-        chunks = self.recipe(address_text, path)
-        # every chunk read straight into one buffer (no bytes object per chunk, no join): a 100 MiB read
-        # is the preads, one hash and the caller's decode
-        found = [self._find(CHUNK, key) for _, key in chunks]
+        chunks, found = self._located(address_text, path)
+        # every chunk read straight into one buffer (no bytes object per chunk, no join)
         if all(where is not None and where.length == length for where, (length, _) in zip(found, chunks)):
             data = bytearray(sum(length for length, _ in chunks))
             view, at = memoryview(data), 0
@@ -335,12 +406,43 @@ class BlobStore:
             else:
                 if address(hashlib.sha256(data).digest()) == address_text:
                     return data
-        for (length, key), where in zip(chunks, found):  # find the chunk to name
-            piece = self._payload(where) if where is not None and where.length == length else None
-            if piece is None or hashlib.sha256(piece).digest() != key:
-                raise self._corrupt(address_text, path,
-                                    f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
-        raise self._corrupt(address_text, path, "the content does not hash to its address")
+        raise self._damage(address_text, path, chunks, found)
+
+    def pieces(self, address_text: str, path: str | None = None) -> Iterator[memoryview]:
+        """The content's bytes in order, as views into one reused buffer: each is valid only until the next
+        is asked for. The whole is checked against its address after the last piece, and damage raises
+        BlobCorruptError (naming the damaged chunk) from the loop: a caller keeps nothing it made of the
+        pieces until the loop has ended.
+
+        For a caller that turns the bytes into something else (text, base64) as they come: the content is
+        never gathered into one buffer, each piece is read (adjacent records of a pack in one pread, up
+        to SPAN_BYTES) and transformed while it is still in cache from its hash."""
+        chunks, found = self._located(address_text, path)
+        if not all(where is not None and where.length == length for where, (length, _) in zip(found, chunks)):
+            raise self._damage(address_text, path, chunks, found)
+        located: list[_Where] = found  # type: ignore[assignment]  # none is None: checked above
+        buffer = memoryview(bytearray(min(SPAN_BYTES, sum(w.length + RECORD_HEADER_SIZE for w in located))
+                                      or 1))
+        whole = hashlib.sha256()
+        i, n = 0, len(located)
+        while i < n:
+            first = located[i]
+            end, j = first.offset + first.length, i + 1
+            while j < n and located[j].pack == first.pack and located[j].offset == end + RECORD_HEADER_SIZE \
+                    and located[j].offset + located[j].length - first.offset <= len(buffer):
+                end, j = located[j].offset + located[j].length, j + 1  # the next record follows this one
+            span = end - first.offset
+            if span > len(buffer):  # a chunk larger than the buffer (a buffer sized to a small content)
+                buffer = memoryview(bytearray(span))
+            if os.preadv(self._reader(first.pack), [buffer[:span]], first.offset) != span:
+                raise self._damage(address_text, path, chunks, found)  # a pack shorter than its index says
+            for where in located[i:j]:
+                piece = buffer[where.offset - first.offset:where.offset - first.offset + where.length]
+                whole.update(piece)
+                yield piece
+            i = j
+        if address(whole.digest()) != address_text:
+            raise self._damage(address_text, path, chunks, found)
 
     def size(self, address_text: str, path: str | None = None) -> int:
         return sum(n for n, _ in self.recipe(address_text, path))
@@ -356,8 +458,9 @@ class BlobStore:
 
     # -- accounting and the sweep ----------------------------------------------------------------------
 
-    def unreferenced(self, referenced: Iterable[str]) -> tuple[int, int]:
-        """(records, payload bytes) that no address in ``referenced`` reaches: what a sweep could collect."""
+    def _reached(self, referenced: Iterable[str], strict: bool) -> set[tuple[bytes, bytes]]:
+        """The records the addresses reach: their recipes and every chunk those list. ``strict``: a recipe that
+        does not read is BlobCorruptError (a sweep must not guess which chunks it lists)."""
         keep: set[tuple[bytes, bytes]] = set()
         for text in referenced:
             key = digest_of(text)
@@ -365,12 +468,113 @@ class BlobStore:
             try:
                 keep.update((CHUNK, k) for _, k in self.recipe(text))
             except R.Refusal:
-                continue
+                if strict:
+                    raise
+        return keep
+
+    def unreferenced(self, referenced: Iterable[str]) -> tuple[int, int]:
+        """(records, payload bytes) that no address in ``referenced`` reaches: what a sweep could collect."""
+        keep = self._reached(referenced, strict=False)
         with self._lock:
             if not self._loaded:
                 self._load()
             garbage = [w for k, w in self._index.items() if k not in keep]
         return len(garbage), sum(w.length for w in garbage)
+
+    @contextmanager
+    def writing(self) -> Iterator["Writing"]:
+        """The span of one write, from storing its content to its commit being durable: a sweep waits for the
+        writes in flight when it begins, so it never collects what one stored or found stored. A write that
+        ends in an exception (its commit refused) adds what it stored to :attr:`orphaned`."""
+        scope = Writing()
+        with self._lock:
+            self._writes.add(scope)
+        try:
+            yield scope
+        except BaseException:
+            self.orphaned += scope.new_bytes
+            raise
+        finally:
+            with self._lock:
+                self._writes.discard(scope)
+                self._write_ended.notify_all()
+
+    def sweep(self, referenced: Callable[[], Iterable[str]], garbage_share: float = 0.5) -> "Swept":
+        """Collect the records no address from ``referenced()`` reaches (docs/store-format.md, "The sweep").
+
+        ``referenced`` answers every address a row of any retained generation names; it is called once the
+        writes in flight at the start have ended, and every put from the start on is kept as well. A pack
+        whose garbage is at least ``garbage_share`` of its bytes is rewritten: its live records are copied
+        (each verified) to the end of the last pack, made durable, then the pack is removed. Packs with
+        less garbage are left whole, so a sweep copies at most as much as it frees."""
+        if not self.writable:
+            raise R.BRAINY_WRITER_LOCKED("this blob store is read-only", holder={})
+        with self._lock:
+            in_flight = set(self._writes)
+            self._touched = set()
+            orphaned = self.orphaned
+        try:
+            with self._lock:
+                while in_flight & self._writes:
+                    self._write_ended.wait()
+            keep = self._reached(referenced(), strict=True)
+            with self._lock:
+                keep |= self._touched
+                self._touched = None
+                swept = self._collect(keep, garbage_share)
+                self.orphaned = max(0, self.orphaned - orphaned)
+                return swept
+        finally:
+            with self._lock:
+                self._touched = None
+
+    def _collect(self, keep: set[tuple[bytes, bytes]], garbage_share: float) -> "Swept":
+        """Rewrite the packs whose garbage reaches ``garbage_share`` of their bytes (the caller holds the lock)."""
+        if not self._loaded:
+            self._load()
+        packs = self._packs()
+        victims: list[tuple[int, list[tuple[bytes, bytes, _Where]], int]] = []
+        for number in packs:
+            found, _ = self._records(number, 0, last=number == packs[-1])
+            live = [(kind, key, w) for kind, key, w in found if (kind, key) in keep and self._index.get((kind, key)) == w]
+            total = sum(RECORD_HEADER_SIZE + w.length for _, _, w in found)
+            dead = total - sum(RECORD_HEADER_SIZE + w.length for _, _, w in live)
+            if found and dead and dead >= garbage_share * total:
+                victims.append((number, live, len(found) - len(live)))
+        if not victims:
+            return Swept(0, 0, 0, 0)
+        if any(number == self._last for number, _, _ in victims):
+            if self._fd is not None:
+                os.fsync(self._fd)
+            self._new_pack(self._last + 1)  # the copies go to a pack no victim is
+        before = self.disk_bytes()
+        removed, records, copied = [], 0, 0
+        for number, live, dead_records in victims:
+            fd = self._readers.get(number)
+            if fd is None:
+                fd = self._readers[number] = os.open(self.folder / pack_name(number), os.O_RDONLY)
+            intact = True
+            for kind, key, where in live:
+                payload = os.pread(fd, where.length, where.offset)
+                if len(payload) != where.length or zlib.crc32(payload) != where.crc or (
+                        kind == CHUNK and hashlib.sha256(payload).digest() != key):
+                    intact = False  # a damaged live record: its pack stays, for the read that names it
+                    break
+                copied += self._append(kind, key, payload)
+            if intact:
+                removed.append(number)
+                records += dead_records
+        if copied:
+            assert self._fd is not None
+            os.fsync(self._fd)  # every copy durable before the pack it came from goes
+        gone = set(removed)
+        for entry in [k for k, w in self._index.items() if w.pack in gone]:
+            del self._index[entry]  # what is left there is garbage: a later put stores it anew
+        for number in removed:
+            (self.folder / pack_name(number)).unlink()  # open readers keep reading it until they close
+        if removed:
+            fsync_dir(self.folder)
+        return Swept(records, max(0, before - self.disk_bytes()), len(removed), copied)
 
     def records(self) -> tuple[int, int]:
         """(recipes, chunks) the packs hold: how many contents are stored, and in how many chunks."""

@@ -24,7 +24,7 @@ from brainy.engine import log as log_
 from brainy.engine import policy, registry
 from brainy.engine import aggregates, embedder, graph, importer, memory, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
-from brainy.engine.blobs import BlobStore
+from brainy.engine.blobs import BlobStore, Swept
 from brainy.engine.commits import CommitPath
 from brainy.engine.counts import Ledger
 from brainy.engine.files import DocumentUnreadable, read_document
@@ -68,6 +68,8 @@ class Brain(CommitPath, Maintenance):
         self._maint: threading.Thread | None = None
         self._maint_error: BaseException | None = None
         self._flush_due = False  # a recovery replayed a tail: the maintenance thread flushes it at once
+        self._sweep_due = False  # a crash may have left blobs no commit references: the maintenance thread sweeps
+        self.swept: Swept | None = None  # what the last blob sweep did (maintenance.py)
         self._pool: ThreadPoolExecutor | None = None
         self._ledgers: dict[int, Ledger] = {}
         self.follower = ProjectionFollower(self, self._state_lock)
@@ -124,8 +126,9 @@ class Brain(CommitPath, Maintenance):
                                    f"the last writer left no close record; replayed "
                                    f"{brain.recovery['replayedGenerations']} generation(s) from the log"})
             brain._flush_due = brain.recovery["replayedGenerations"] > 0
+            brain._sweep_due = True
         brain._start_maintenance()
-        if brain._flush_due:
+        if brain._flush_due or brain._sweep_due:
             brain._wake.set()
         return brain
 

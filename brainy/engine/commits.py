@@ -175,15 +175,16 @@ class CommitPath:
         args, prepared = _prepared(self, door, args)
         if door in vfs.STAGERS:
             self._writable()
-        staged = vfs.stage(self, door, args)
-        try:
-            answer, seq = self._commit(door, args, caller, via, embeddings(door, args, staged), roles, prepared,
-                                       staged)
-        except policy.Audited as audited:  # the refusal answers once its audit event is durable
-            self._durable_at(audited.seq, audited.generation)
-            raise audited.refusal from None
-        if seq:
-            self._durable_at(seq, answer["generation"])
+        with self.blobs.writing() as writing:  # a blob sweep keeps what this write stores until it is durable
+            staged = vfs.stage(self, door, args, writing)
+            try:
+                answer, seq = self._commit(door, args, caller, via, embeddings(door, args, staged), roles, prepared,
+                                           staged)
+            except policy.Audited as audited:  # the refusal answers once its audit event is durable
+                self._durable_at(audited.seq, audited.generation)
+                raise audited.refusal from None
+            if seq:
+                self._durable_at(seq, answer["generation"])
         return answer
 
     def _workers(self: "Brain") -> ThreadPoolExecutor:
@@ -201,18 +202,20 @@ class CommitPath:
         if entry is not None and entry.prepares is not None:  # it may wait on a language provider: a thread
             args, prepared = await asyncio.to_thread(_prepared, self, door, args)
         staged = None
-        if door in vfs.STAGERS:  # chunking, hashing and the pack's fsync, on a worker thread
-            self._writable()
-            staged = await asyncio.get_running_loop().run_in_executor(self._workers(), vfs.stage, self, door, args)
-        wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
-        vectors = await embedder.run(embeddings, door, args, staged) if wanted else None
-        try:
-            answer, seq = self._commit(door, args, caller, via, vectors, roles, prepared, staged)
-        except policy.Audited as audited:
-            await self._adurable_at(audited.seq, audited.generation)
-            raise audited.refusal from None
-        if seq:
-            await self._adurable_at(seq, answer["generation"])
+        with self.blobs.writing() as writing:  # a blob sweep keeps what this write stores until it is durable
+            if door in vfs.STAGERS:  # chunking, hashing and the pack's fsync, on a worker thread
+                self._writable()
+                staged = await asyncio.get_running_loop().run_in_executor(self._workers(), vfs.stage, self, door,
+                                                                          args, writing)
+            wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
+            vectors = await embedder.run(embeddings, door, args, staged) if wanted else None
+            try:
+                answer, seq = self._commit(door, args, caller, via, vectors, roles, prepared, staged)
+            except policy.Audited as audited:
+                await self._adurable_at(audited.seq, audited.generation)
+                raise audited.refusal from None
+            if seq:
+                await self._adurable_at(seq, answer["generation"])
         return answer
 
     async def _adurable_at(self: "Brain", seq: int, generation: int) -> None:

@@ -1,4 +1,5 @@
-"""A writer's maintenance: flushing the memtable to a table, compacting the tables, the MANIFEST swap.
+"""A writer's maintenance: flushing the memtable to a table, compacting the tables, the MANIFEST swap, and
+sweeping the blob records no file row names (docs/store-format.md, "The sweep").
 
 One background thread per writer wakes when the memtable is full or the tables are many, and
 flushes or compacts; after a crash recovery it flushes once at once, so the replayed tail is not
@@ -14,6 +15,8 @@ import heapq
 import threading
 from typing import TYPE_CHECKING, Any, Iterator
 
+from brainy.contract import refusals as R
+from brainy.engine.blobs import Swept
 from brainy.engine.counts import Ledger
 from brainy.engine.files import write_document
 from brainy.engine.memtable import Memtable
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5          # merge every table into one once there are this many
+SWEEP_AT = 64 << 20     # sweep the blob packs once refused writes have stored this much (and after a crash)
 
 
 class Maintenance:
@@ -53,6 +57,9 @@ class Maintenance:
                     self.flush()
                 if len(self._sources.tables) >= self._compact_at:
                     self.compact()
+                if self._sweep_due or self.blobs.orphaned >= SWEEP_AT:
+                    self._sweep_due = False
+                    self.sweep_blobs()
             except BaseException as exc:  # writes refuse from now on, naming this
                 self._maint_error = exc
                 return
@@ -112,6 +119,19 @@ class Maintenance:
             for t in old:  # open maps keep serving readers that still hold them
                 (t.path).unlink()
             return True
+
+    def sweep_blobs(self: "Brain", garbage_share: float = 0.5) -> Swept | None:
+        """Collect the blob records no file row of any retained generation names, nor a write in flight
+        (``BlobStore.sweep``; ``garbage_share``: how much of a pack must be garbage for it to be rewritten).
+        None when a referenced recipe does not read: a sweep that cannot tell which chunks a file needs
+        collects nothing (the read of that file names the damage). The answer is kept as ``swept``."""
+        from brainy.engine import vfs  # vfs is a door layer over the engine: imported when first needed
+        with self._maint_lock:
+            try:
+                self.swept = self.blobs.sweep(lambda: vfs.addresses(self.at()), garbage_share)
+            except R.BlobCorruptError:
+                self.swept = None
+            return self.swept
 
     def _write_manifest(self: "Brain", generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
                         tables: list[dict[str, Any]], log_at: dict[str, int] | None) -> None:

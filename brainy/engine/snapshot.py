@@ -123,6 +123,14 @@ class Snapshot:
     def versions(self, key: bytes) -> list[tuple[int, bytes]]:
         return self._sources.versions(key, self.generation)
 
+    def every_version(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """(key, generation, value) of every version at or below the generation of every key in the range,
+        source by source (a key's versions may come from several; a tombstone's value is empty)."""
+        for source in self._sources:
+            for key, gen, value in source.scan(start, stop):
+                if gen <= self.generation:
+                    yield key, gen, value
+
     def entity(self, id_: str) -> dict[str, Any] | None:
         raw = self.lookup(K.entity_key(id_))
         return rows.unpack(raw) if raw else None

@@ -7,6 +7,9 @@ as this door's stager, so the commit path runs it as it does for writeFile); the
 embedded by the commit path as any staged file's is; the note's own text is its ``summary`` when given, else the
 file's text, else its path.
 
+A note keeps its file's path (``metadata.path``, which ``memory.explain`` and a ``where`` on ``path`` read): a
+rename or move of the file, or of a directory above it, puts the note anew with the new path in the same commit.
+
 A path holds one note: writing it again writes a new version of the file and of the note that references it
 (same id, strength and citations kept), and makes that note active again, since the write asks for it to be
 remembered. The answer's ``doorUrl`` is the reading door's, which only the server can ask (brainy/net/
@@ -53,6 +56,18 @@ def _note_of(txn: Txn, file_id: str) -> dict[str, Any] | None:
             if row is not None and M.kind_of(row) == "note":
                 return row
     return None
+
+
+@vfs.on_move
+def _note_follows_its_file(txn: Txn, ctx: Context, moved: dict[str, Any]) -> None:
+    """The note of a file that moved takes the file's new path (nothing for a directory, or a file with no note)."""
+    if moved.get("subtype") != vfs.FILE:
+        return
+    note = _note_of(txn, moved["id"])
+    path = moved["metadata"]["path"]
+    if note is None or (note.get("metadata") or {}).get("path") == path:
+        return
+    put(txn, {**note, "metadata": {**note["metadata"], "path": path}}, note)
 
 
 @door("memory.write", WRITE, embeds=note_texts)
