@@ -8,14 +8,18 @@ process gets plain documents.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgpack
 import orjson
 
 
-class Encoded:
-    """One document's JSON bytes and MessagePack bytes, decoding to the same document."""
+class Encoded(Mapping):
+    """One document's JSON bytes and MessagePack bytes, decoding to the same document.
+
+    Read as a mapping it is that document (decoded at each look, for a reader that peeks inside an
+    answer, a test say); the codecs never look, they write its bytes."""
 
     __slots__ = ("json", "msgpack", "fragment")
 
@@ -37,6 +41,15 @@ class Encoded:
     def msgpack_document(self) -> Any:
         """The document its MessagePack decodes to (a vector's numbers as exact float32s)."""
         return msgpack.unpackb(self.msgpack, raw=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.document()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.document())
+
+    def __len__(self) -> int:
+        return len(self.document())
 
     def __repr__(self) -> str:
         return f"Encoded({self.json[:60]!r}{'...' if len(self.json) > 60 else ''})"

@@ -460,7 +460,7 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         fresh = [d for d in window if d not in stored]  # the others were read already, for the where or rerank
         read += len(fresh)
         looked = E.lookup_many(view, [K.entity_key(id_list[d]) for d in fresh], include_vector, include_data)
-        assert None not in looked, "the projections name a dense int that has no row"
+        assert all(entity is not None for entity in looked), "the projections name a dense int that has no row"
         if len(fresh) == len(window):
             return looked
         fetched = iter(looked)
