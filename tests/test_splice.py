@@ -94,6 +94,9 @@ def old_way(door: str, answer: dict[str, Any], snap: Any, include_vector: bool =
             hit["entity"] = old_row(snap, hit["id"], include_vector, include_data)
     elif door == "export":
         out["entities"] = [old_row(snap, answer_id(e), include_vector, True) for e in answer["entities"]]
+    elif door == "related":
+        out["relations"] = [rows.public_view(snap.relation(r["id"])) for r in out["relations"]]
+        out["entities"] = {i: old_row(snap, i, False, True) for i in out.get("entities", {})}
     elif door == "history":
         versions = dict(snap.versions(K.entity_key(answer["id"])))
         for entry in out["versions"]:
@@ -152,6 +155,10 @@ def check_every_page(brain: Brain, snap: Any, names: list[str]) -> None:
         assert_same("export", wire, page, include_vectors)
     for name in names:
         assert_same("history", wire, call(wire, "history", name))
+    assert_same("related", wire, call(wire, "related", includeEntities=True))
+    for name in names:
+        if snap.entity(K.resolve(name)[0]) is not None:
+            assert_same("related", wire, call(wire, "related", node=name, includeEntities=True))
 
 
 @pytest.fixture
@@ -196,6 +203,9 @@ def _two_rounds(brain: Brain, data: Any, first: list[tuple[str, int]], second: l
     live: set[str] = set()
     names = [f"n{n}" for n in range(13)]
     apply(brain, data, first, live)
+    ends = sorted(live)
+    for a, b in zip(ends, ends[1:]):  # relations, answered by related, their far ends with them
+        brain.relate({"from": a, "to": b, "type": "relatedTo", "metadata": data.draw(metadata)})
     past = brain.head
     check_every_page(brain, brain.at(), names)
     if data.draw(st.booleans()):

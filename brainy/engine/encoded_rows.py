@@ -1,6 +1,6 @@
 """Each row version's wire answer, encoded once, in both encodings, in a bounded cache.
 
-A page answered to a transport (``find``, ``export``, ``history``, ``get``, ``batchGet``) carries its
+A page answered to a transport (``find``, ``related``, ``export``, ``history``, ``get``, ``batchGet``) carries its
 rows as :class:`~brainy.contract.encoded.Encoded` bytes, which the codecs splice into the page's
 envelope: the 1,000 rows of a page are not rebuilt as dicts and encoded again on every call.
 

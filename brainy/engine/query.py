@@ -597,37 +597,38 @@ def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             raise R.EntityNotFoundError(f"{anchors[0]}: no entity {a[anchors[0]]!r}", id=a[anchors[0]])
         prefix = K.adjacency_prefix(anchor_id)
         wanted = {"node": K.OUT | K.IN, "from": K.OUT, "to": K.IN}[anchors[0]]
-        edge_ids = [K.relation_id_of_adjacency(key) for key, raw in view.scan(prefix, K.prefix_end(prefix))
-                    if rows.unpack(raw) & wanted]
-        edges: Iterable[dict[str, Any]] = (view.relation(rid) for rid in edge_ids)
+        edge_keys = [K.relation_key(K.relation_id_of_adjacency(key))
+                     for key, raw in view.scan(prefix, K.prefix_end(prefix)) if rows.unpack(raw) & wanted]
+        edges: Iterable[tuple[bytes, int, bytes]] = (
+            (key, *found) for key, found in ((key, E.version(view, key)) for key in edge_keys) if found is not None)
     else:
-        edges = view.relations()
+        edges = view.scan_versions(K.RELATION, b"s")
     filtered = not (verbs is None and subtypes is None and services is None and a.get("where") is None
                     and tiers_arg == "all")
-    kept: list[dict[str, Any]] = []
-    for row in edges:
-        if row is None:
-            continue
+    kept: list[tuple[dict[str, Any], bytes, int, bytes]] = []  # each row decoded to be filtered, and its version
+    for key, generation, raw in edges:
+        row = rows.unpack(raw)
         if ((verbs is None or row["type"] in verbs) and (subtypes is None or row.get("subtype") in subtypes)
                 and (services is None or row.get("service") in services)
                 and (tiers is None or row.get("visibility", "public") in tiers) and where.matches(row)):
-            kept.append(row)
+            kept.append((row, key, generation, raw))
     page = kept[offset:offset + limit]
     more = offset + limit < len(kept)
     answer: dict[str, Any] = {
-        "relations": [rows.public_view(r) for r in page], "brain": view.brain, "generation": view.generation,
+        "relations": [E.answer(view, *stored) for _, *stored in page], "brain": view.brain,
+        "generation": view.generation,
         "cursor": encode_cursor("related", fingerprint, view.generation, offset + limit) if more else None,
         "hasMore": more}
     if anchors and not filtered:
         answer["total"] = len(kept)  # counted from the adjacency alone
     if include_entities:
         far: dict[str, Any] = {}
-        for r in page:
+        for r, *_ in page:
             for end in (r["from"], r["to"]):
                 if end != anchor_id and end not in far:
-                    row = view.entity(end)
-                    if row is not None:
-                        far[end] = rows.public_view(row)
+                    entity = E.lookup(view, K.entity_key(end))
+                    if entity is not None:
+                        far[end] = entity
         answer["entities"] = far
     return answer
 
