@@ -99,7 +99,7 @@ setup(
         "uvloop>=0.19",              # the event loop every listener runs on
         "httptools>=0.6",            # HTTP/1.1 request parsing
         "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
-        "orjson>=3.9",               # JSON both ways on the wire
+        "orjson>=3.10",              # JSON both ways on the wire; 3.10 for Fragment (rows spliced as bytes)
         "pybase64>=1.3,<2",          # base64 file content (writeFile/readFile): SIMD, 4-6x binascii on 100 MiB
         "aioquic>=1.2,<2",           # HTTP/3: QUIC and its TLS 1.3, sans-IO (brainy/net/h3.py, glue/h3.py)
         "cryptography>=42",          # the h3 certificate and key judged at startup (brainy/net/tls.py)

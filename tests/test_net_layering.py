@@ -84,11 +84,12 @@ def test_no_protocol_module_names_the_app_the_server_or_the_loop_even_lazily():
 
 def test_the_request_model_is_a_leaf():
     """``brainy.net.http`` imports only the contract's refusals, the codecs and the standard library; the
-    codecs only the refusals and the wire's vector type (a leaf of numpy, DOORS.md 0.3)."""
+    codecs only the refusals, the wire's vector type (a leaf of numpy, DOORS.md 0.3) and its pre-encoded
+    document type (a leaf of msgpack and orjson)."""
     ours = {m for m in _imports("brainy.net.http") if m.startswith("brainy")}
     assert ours <= {"brainy.contract", "brainy.contract.refusals", "brainy.net", "brainy.net.codecs"}, ours
     assert {m for m in _imports("brainy.net.codecs") if m.startswith("brainy")} <= {
-        "brainy.contract", "brainy.contract.refusals", "brainy.contract.vectors"}
+        "brainy.contract", "brainy.contract.refusals", "brainy.contract.vectors", "brainy.contract.encoded"}
 
 
 def test_the_net_layer_has_no_import_cycle():

@@ -9,6 +9,7 @@ writer's flush and compaction (``maintenance.py``), the projection follower
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -36,6 +37,9 @@ from brainy.engine.sstable import Table
 from brainy.engine.store import FORMAT, read_identity
 
 log = logging.getLogger("brainy.engine")
+# one serial per handle in the process: what an answer cached per row version is keyed by beside the
+# row's key and generation (brainy/engine/encoded_rows.py), since two stores may share both
+_SERIALS = itertools.count(1)
 
 
 class Brain(CommitPath, Maintenance):
@@ -50,6 +54,7 @@ class Brain(CommitPath, Maintenance):
     def __init__(self, path: Path, name: str) -> None:
         self.path = path
         self.name = name
+        self.serial = next(_SERIALS)
         self.role = "attach"
         self.claim: L.Claim | None = None
         self.warnings: list[dict[str, str]] = []

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.engine import aggregates
+from brainy.engine import encoded_rows as E
 from brainy.engine import graph as G
 from brainy.engine import keys as K
 from brainy.engine import rows
@@ -325,20 +326,22 @@ class Ranking:
         return kept
 
 
-def _page(q: Query, view: Snapshot, ordered: list[int], rows_of: Callable[[int], dict[str, Any]],
+def _page(q: Query, view: Snapshot, ordered: list[int], entities_of: Callable[[list[int], bool, bool], list[Any]],
+          id_of: Callable[[int], str], rows_of: Callable[[int], dict[str, Any]],
           ranking: Ranking | None, total: int | None, cost: dict[str, int], stages: Stages) -> dict[str, Any]:
+    """The answer's page: the hits' entities (``entities_of`` the window: encoded once per version for a
+    transport, brainy/engine/encoded_rows.py); ``rows_of``, the decoded row, only for what reads inside it
+    (passages)."""
     window = ordered[q.offset:q.offset + q.limit]
     results = []
-    for dense in window:
-        row = rows_of(dense)
-        hit: dict[str, Any] = {"id": row["id"], "score": None,
-                               "entity": rows.public_view(row, q.include_vector, q.include_data)}
+    for dense, entity in zip(window, entities_of(window, q.include_vector, q.include_data)):
+        hit: dict[str, Any] = {"id": id_of(dense), "score": None, "entity": entity}
         if ranking is not None:
             ranking.hit(dense, hit, q.explain)
         elif q.connected is not None:
             hit["matchSource"] = "graph"
         if q.shapes.passages is not None:
-            hit["passages"] = SH.passages(SH.text_of(row), q.words, q.shapes.passages)
+            hit["passages"] = SH.passages(SH.text_of(rows_of(dense)), q.words, q.shapes.passages)
         results.append(hit)
     more = q.offset + q.limit < len(ordered)
     cursor = None
@@ -431,18 +434,38 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             stages.mark("purpose", len(purpose))
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
     view = snap.at(generation)
+    stored: dict[int, tuple[bytes, int, bytes]] = {}
     cache: dict[int, dict[str, Any]] = {}
     read = 0
 
-    def row_of(dense: int) -> dict[str, Any]:
+    def stored_of(dense: int) -> tuple[bytes, int, bytes]:
         nonlocal read
+        hit = stored.get(dense)
+        if hit is None:
+            user_key = K.entity_key(id_list[dense])
+            found = E.version(view, user_key)
+            assert found is not None, f"projection names dense int {dense} that has no row"
+            hit = stored[dense] = (user_key, found[0], found[1])
+            read += 1
+        return hit
+
+    def row_of(dense: int) -> dict[str, Any]:
         row = cache.get(dense)
         if row is None:
-            row = view.entity(id_list[dense])
-            assert row is not None, f"projection names dense int {dense} that has no row"
-            cache[dense] = row
-            read += 1
+            row = cache[dense] = rows.unpack(stored_of(dense)[2])
         return row
+
+    def entities_of(window: list[int], include_vector: bool, include_data: bool) -> list[Any]:
+        nonlocal read
+        fresh = [d for d in window if d not in stored]  # the others were read already, for the where or rerank
+        read += len(fresh)
+        looked = E.lookup_many(view, [K.entity_key(id_list[d]) for d in fresh], include_vector, include_data)
+        assert all(entity is not None for entity in looked), "the projections name a dense int that has no row"
+        if len(fresh) == len(window):
+            return looked
+        fetched = iter(looked)
+        return [E.answer(view, *stored[d], include_vector, include_data) if d in stored else next(fetched)
+                for d in window]
 
     if semantic is not None and needs_rows:
         semantic = {d: score for d, score in semantic.items() if residual.matches(row_of(d))}
@@ -462,7 +485,8 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         kept = ranking.rerank(q, kept, row_of, vector, id_list.__getitem__)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
-    answer = _page(q, view, kept, row_of, ranking, None if q.ranked else len(kept), cost, stages)
+    answer = _page(q, view, kept, entities_of, id_list.__getitem__, row_of, ranking, None if q.ranked else len(kept),
+                   cost, stages)
     cost["rowsRead"] = read
     return answer
 
@@ -471,11 +495,14 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     """find at a pinned past generation: every row of that generation through the same evaluator."""
     stages = Stages(q.explain)
     found: dict[int, dict[str, Any]] = {}
+    stored: dict[int, tuple[bytes, int, bytes]] = {}
     scanned = 0
-    for row in view.entities():
+    for user_key, generation, raw in view.scan_versions(K.ENTITY, b"f"):
         scanned += 1
+        row = rows.unpack(raw)
         if _row_allowed(q, row):
             found[row["denseInt"]] = row
+            stored[row["denseInt"]] = (user_key, generation, raw)
     stages.mark("metadata", len(found))
     text_scores = matched = semantic = graph_scores = purpose = vector = None
     if q.connected is not None:
@@ -509,7 +536,9 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         kept = ranking.rerank(q, kept, found.__getitem__, vector, id_of)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
-    return _page(q, view, kept, found.__getitem__, ranking, None if q.ranked else len(kept), cost, stages)
+    return _page(q, view, kept, lambda window, v, i: [E.answer(view, *stored[d], v, i) for d in window], id_of,
+                 found.__getitem__, ranking,
+                 None if q.ranked else len(kept), cost, stages)
 
 
 def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
@@ -568,37 +597,38 @@ def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             raise R.EntityNotFoundError(f"{anchors[0]}: no entity {a[anchors[0]]!r}", id=a[anchors[0]])
         prefix = K.adjacency_prefix(anchor_id)
         wanted = {"node": K.OUT | K.IN, "from": K.OUT, "to": K.IN}[anchors[0]]
-        edge_ids = [K.relation_id_of_adjacency(key) for key, raw in view.scan(prefix, K.prefix_end(prefix))
-                    if rows.unpack(raw) & wanted]
-        edges: Iterable[dict[str, Any]] = (view.relation(rid) for rid in edge_ids)
+        edge_keys = [K.relation_key(K.relation_id_of_adjacency(key))
+                     for key, raw in view.scan(prefix, K.prefix_end(prefix)) if rows.unpack(raw) & wanted]
+        edges: Iterable[tuple[bytes, int, bytes]] = (
+            (key, *found) for key, found in ((key, E.version(view, key)) for key in edge_keys) if found is not None)
     else:
-        edges = view.relations()
+        edges = view.scan_versions(K.RELATION, b"s")
     filtered = not (verbs is None and subtypes is None and services is None and a.get("where") is None
                     and tiers_arg == "all")
-    kept: list[dict[str, Any]] = []
-    for row in edges:
-        if row is None:
-            continue
+    kept: list[tuple[dict[str, Any], bytes, int, bytes]] = []  # each row decoded to be filtered, and its version
+    for key, generation, raw in edges:
+        row = rows.unpack(raw)
         if ((verbs is None or row["type"] in verbs) and (subtypes is None or row.get("subtype") in subtypes)
                 and (services is None or row.get("service") in services)
                 and (tiers is None or row.get("visibility", "public") in tiers) and where.matches(row)):
-            kept.append(row)
+            kept.append((row, key, generation, raw))
     page = kept[offset:offset + limit]
     more = offset + limit < len(kept)
     answer: dict[str, Any] = {
-        "relations": [rows.public_view(r) for r in page], "brain": view.brain, "generation": view.generation,
+        "relations": [E.answer(view, *stored) for _, *stored in page], "brain": view.brain,
+        "generation": view.generation,
         "cursor": encode_cursor("related", fingerprint, view.generation, offset + limit) if more else None,
         "hasMore": more}
     if anchors and not filtered:
         answer["total"] = len(kept)  # counted from the adjacency alone
     if include_entities:
         far: dict[str, Any] = {}
-        for r in page:
+        for r, *_ in page:
             for end in (r["from"], r["to"]):
                 if end != anchor_id and end not in far:
-                    row = view.entity(end)
-                    if row is not None:
-                        far[end] = rows.public_view(row)
+                    entity = E.lookup(view, K.entity_key(end))
+                    if entity is not None:
+                        far[end] = entity
         answer["entities"] = far
     return answer
 

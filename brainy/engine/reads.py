@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from brainy.engine import encoded_rows as E
 from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine.registry import door
@@ -20,10 +21,13 @@ MAX_BATCH_GET = 1000
 def get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """``{entity | None, generation}``: one entity by id or natural key."""
     key, _ = K.resolve(id_)
-    row = snap.entity(key)
-    entity = (rows.public_view(row, args["includeVector"], args["includeData"])
-              if row else None)
-    return {"entity": entity, "generation": snap.generation}
+    return {"entity": _entity(snap, key, args["includeVector"], args["includeData"]),
+            "generation": snap.generation}
+
+
+def _entity(snap: Snapshot, id_: str, include_vector: bool, include_data: bool) -> Any:
+    """One entity's answer, or None: encoded once per version, never decoded beyond what it answers."""
+    return E.lookup(snap, K.entity_key(id_), include_vector, include_data)
 
 
 @door("batchGet")
@@ -37,11 +41,9 @@ def batch_get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     entities, missing = [], []
     for i, text in enumerate(ids):
         key, _ = K.resolve(text, f"ids[{i}]")
-        row = snap.entity(key)
-        if row is not None:
-            entities.append(rows.public_view(row, include_vector, include_data))
-        else:
-            entities.append(None)
+        entity = _entity(snap, key, include_vector, include_data)
+        entities.append(entity)
+        if entity is None:
             missing.append(text)
     return {"entities": entities, "missing": missing, "generation": snap.generation}
 

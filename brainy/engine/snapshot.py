@@ -37,10 +37,12 @@ SHAPE = {"dimensions": rows.DIMENSIONS, "metric": "cosine", "model": "all-MiniLM
 class Sources:
     """What a read consults, newest first: the live memtable, frozen memtables, tables."""
 
-    __slots__ = ("mem", "frozen", "tables")
+    __slots__ = ("mem", "frozen", "tables", "resolved")
 
     def __init__(self, mem: "Memtable", frozen: tuple["Memtable", ...], tables: tuple["Table", ...]) -> None:
         self.mem, self.frozen, self.tables = mem, frozen, tables
+        # which version of a key reads through these sources found (brainy/engine/encoded_rows.py, Resolved)
+        self.resolved: Any = None
 
     def __iter__(self) -> Iterator[Any]:
         yield self.mem
@@ -48,21 +50,32 @@ class Sources:
         yield from self.tables
 
     def lookup(self, key: bytes, generation: int) -> bytes | None:
+        hit = self.version(key, generation)
+        return hit[1] if hit is not None else None
+
+    def version(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
+        """``(the generation that wrote it, its value)`` of the version of ``key`` read at ``generation``."""
         for source in self:
             hit = source.get(key, generation)
             if hit is not None:
-                return hit[1] or None
+                return hit if hit[1] else None
         return None
 
     def scan(self, start: bytes, stop: bytes | None, generation: int) -> Iterator[tuple[bytes, bytes]]:
-        decided: dict[bytes, bytes] = {}
+        for key, _, value in self.scan_versions(start, stop, generation):
+            yield key, value
+
+    def scan_versions(self, start: bytes, stop: bytes | None, generation: int) -> Iterator[tuple[bytes, int, bytes]]:
+        """:meth:`scan` with the generation that wrote each value."""
+        decided: dict[bytes, tuple[int, bytes]] = {}
         for source in self:
             for key, gen, value in source.scan(start, stop):
                 if gen <= generation and key not in decided:
-                    decided[key] = value
+                    decided[key] = (gen, value)
         for key in sorted(decided):
-            if decided[key]:
-                yield key, decided[key]
+            gen, value = decided[key]
+            if value:
+                yield key, gen, value
 
     def versions(self, key: bytes, generation: int) -> list[tuple[int, bytes]]:
         """Every version of ``key`` at or below ``generation``, newest first (a tombstone's value is empty)."""
@@ -76,12 +89,29 @@ class Sources:
 
 
 class Snapshot:
-    __slots__ = ("_store", "_sources", "generation")
+    __slots__ = ("_store", "_sources", "generation", "wire")
 
     def __init__(self, store: "Brain", sources: Sources, generation: int) -> None:
         self._store = store
         self._sources = sources
         self.generation = generation
+        # a transport's read: its page doors hand rows out as encoded bytes (brainy/engine/encoded_rows.py)
+        self.wire = False
+
+    def for_wire(self) -> "Snapshot":
+        """This snapshot for a transport's call: rows of its answers come encoded, for the codecs to splice."""
+        return self._with_wire(True)
+
+    def in_process(self) -> "Snapshot":
+        """This snapshot with rows handed out as plain documents (a door reading another's answer)."""
+        return self._with_wire(False)
+
+    def _with_wire(self, wire: bool) -> "Snapshot":
+        if self.wire == wire:
+            return self
+        snap = Snapshot(self._store, self._sources, self.generation)
+        snap.wire = wire
+        return snap
 
     # -- what it stands at -----------------------------------------------------------------------
 
@@ -109,8 +139,19 @@ class Snapshot:
         return self._store.created_at
 
     def at(self, generation: int) -> "Snapshot":
-        """The same store at another generation, at or below the head."""
-        return self._store.at(generation)
+        """The same store at another generation, at or below the head (handing rows out as this one does)."""
+        return self._store.at(generation)._with_wire(self.wire)
+
+    @property
+    def sources(self) -> Sources:
+        """What this snapshot reads: a flush or compaction swaps in new sources, and these keep their tables
+        and frozen memtables unchanged; their live memtable only gains versions above the durable head."""
+        return self._sources
+
+    @property
+    def serial(self) -> int:
+        """The brain handle's serial, unique in the process."""
+        return self._store.serial
 
     # -- keys and rows ---------------------------------------------------------------------------
 
@@ -130,6 +171,15 @@ class Snapshot:
             for key, gen, value in source.scan(start, stop):
                 if gen <= self.generation:
                     yield key, gen, value
+
+    def version(self, key: bytes) -> tuple[int, bytes] | None:
+        """``(the generation that wrote it, its stored bytes)`` of ``key`` as this snapshot reads it."""
+        return self._sources.version(key, self.generation)
+
+    def scan_versions(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """(key, the generation that wrote it, value) of each key's newest live version in the range, in key
+        order (:meth:`every_version` gives them all)."""
+        return self._sources.scan_versions(start, stop, self.generation)
 
     def entity(self, id_: str) -> dict[str, Any] | None:
         raw = self.lookup(K.entity_key(id_))

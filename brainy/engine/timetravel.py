@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.engine import encoded_rows as E
 from brainy.engine import keys as K
 from brainy.engine import registry, rows
 from brainy.engine.cursors import decode_cursor, encode_cursor
@@ -104,7 +105,8 @@ def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
     if a.get("cursor") is not None:
         generation, start = decode_cursor(a["cursor"], "history", {"id": id_})
         view = view.at(min(generation, view.generation))
-    versions = view.versions(K.entity_key(id_))
+    user_key = K.entity_key(id_)
+    versions = view.versions(user_key)
     page = versions[start:start + limit]
     out = []
     for gen, raw in page:
@@ -112,7 +114,7 @@ def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {"generation": gen, "timestamp": commit["timestamp"],
                                  "op": "update" if raw else "delete", "author": commit["author"]}
         if raw:
-            entry["entity"] = rows.public_view(rows.unpack(raw))
+            entry["entity"] = E.answer(view, user_key, gen, raw)
         out.append(entry)
     more = start + limit < len(versions)
     return {"id": id_, "versions": out, "hasMore": more,
@@ -198,7 +200,7 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     if tiers is not None and not tiers <= {"public", "internal", "system"}:
         raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
                                      reason="bad-visibility")
-    matches: Callable[[dict[str, Any]], bool] = lambda row: True
+    matches: Callable[[dict[str, Any]], bool] | None = None
     if a.get("where") is not None:
         from brainy.engine.where import compile_where
         matches = compile_where(a["where"]).matches
@@ -217,17 +219,17 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     for kind in phases[phases.index(phase) if phase in phases else 0:]:
         start = bytes.fromhex(after_key) + b"\x00" if (kind == phase and after_key) else kind.encode()
         stop = b"f" if kind == "e" else b"s"
-        for key, raw in view.scan(start, stop):
-            row = rows.unpack(raw)
-            if kind == "e":
-                if (types is not None and row["type"] not in types) or (
-                        tiers is not None and row.get("visibility", "public") not in tiers) or not matches(row):
-                    continue
-                entities.append(rows.public_view(row, include_vectors))
-            else:
+        # a row is decoded only to be filtered; every answered row is its stored bytes, encoded once
+        filtered = tiers is not None or (kind == "e" and (types is not None or matches is not None))
+        for key, generation, raw in view.scan_versions(start, stop):
+            if filtered:
+                row = rows.unpack(raw)
                 if tiers is not None and row.get("visibility", "public") not in tiers:
                     continue
-                relations.append(rows.public_view(row, include_vectors))
+                if kind == "e" and ((types is not None and row["type"] not in types)
+                                    or (matches is not None and not matches(row))):
+                    continue
+            (entities if kind == "e" else relations).append(E.answer(view, key, generation, raw, include_vectors))
             count += 1
             if count == limit:
                 next_position = [kind, key.hex()]

@@ -9,13 +9,13 @@ bad UTF-8) is ``BodyDecodeError``: never half-read.
 from __future__ import annotations
 
 import os
-import struct
 from typing import Any
 
 import msgpack
 import orjson
 
 from brainy.contract import refusals as R
+from brainy.contract.encoded import Encoded
 from brainy.contract.vectors import Vector
 
 JSON = "application/json"
@@ -73,23 +73,37 @@ def encode(document: Any, msgpack_out: bool) -> tuple[bytes, str]:
     return to_json(document), JSON
 
 
+def _fragment(value: Any) -> Any:
+    if type(value) is Encoded:
+        return value.fragment
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
 def to_json(document: Any) -> bytes:
     """JSON of a document. A :class:`~brainy.contract.vectors.Vector`'s numbers already are the shortest
-    decimals of its float32s (DOORS.md 0.3), so the plain encoder writes them right."""
-    return orjson.dumps(document)
+    decimals of its float32s (DOORS.md 0.3), so the plain encoder writes them right; an
+    :class:`~brainy.contract.encoded.Encoded` (a row encoded once per version) is written as its bytes."""
+    return orjson.dumps(document, default=_fragment)
+
+
+_PLACEHOLDER = os.urandom(16)
+_PLACEHOLDER_BIN = b"\xc4\x10" + _PLACEHOLDER  # as msgpack writes it: bin 8, 16 bytes
 
 
 def to_msgpack(document: Any) -> bytes:
-    """MessagePack of a document, every :class:`~brainy.engine.rows.Vector` in it an array of float32s
-    (DOORS.md 0.3: 5 bytes a number, not 9). msgpack packs one float width per call, so each vector is
-    packed as a placeholder (a bin of a fresh random nonce and its index) and spliced in afterwards."""
-    vectors: list[Vector] = []
-    nonce = os.urandom(12)
+    """MessagePack of a document, every :class:`~brainy.contract.vectors.Vector` in it an array of float32s
+    (DOORS.md 0.3: 5 bytes a number, not 9) and every :class:`~brainy.contract.encoded.Encoded` its own
+    MessagePack bytes. msgpack packs one float width per call and writes no ready bytes, so each of them
+    is packed as a placeholder (a bin of the process's random nonce, never written out, so no document
+    can hold it) and spliced in afterwards: msgpack asks ``default`` in the order it writes, so the
+    placeholders come out in the order the pieces were taken."""
+    pieces: list[Encoded | Vector] = []
+    placeholder = _PLACEHOLDER
 
     def default(value: Any) -> Any:
-        if isinstance(value, Vector):
-            vectors.append(value)
-            return nonce + struct.pack("<I", len(vectors) - 1)
+        if type(value) is Encoded or isinstance(value, Vector):
+            pieces.append(value)
+            return placeholder
         if isinstance(value, tuple):
             return list(value)
         if isinstance(value, list):
@@ -99,11 +113,12 @@ def to_msgpack(document: Any) -> bytes:
         raise TypeError(f"cannot pack {type(value).__name__}")
 
     packed = msgpack.packb(document, use_bin_type=True, strict_types=True, default=default)
-    if not vectors:
+    if not pieces:
         return packed
-    pieces = packed.split(b"\xc4\x10" + nonce)
-    out = [pieces[0]]
-    for piece in pieces[1:]:
-        out.append(vectors[struct.unpack_from("<I", piece)[0]].float32_msgpack())
-        out.append(piece[4:])
+    parts = packed.split(_PLACEHOLDER_BIN)
+    assert len(parts) == len(pieces) + 1, "a placeholder's bytes turned up elsewhere in the document"
+    out = [parts[0]]
+    for piece, part in zip(pieces, parts[1:]):
+        out.append(piece.msgpack if type(piece) is Encoded else piece.float32_msgpack())
+        out.append(part)
     return b"".join(out)

@@ -247,7 +247,7 @@ class Dispatcher:
                     result = self._read_warmed(entry, brain, id_, document, texts)
                 else:
                     with policy.asking(principal):
-                        result = entry.fn(self.brains.resolve(brain, False).at(), id_, document)
+                        result = entry.fn(self.brains.resolve(brain, False).at().for_wire(), id_, document)
             elif entry.runs == registry.WRITE:
                 result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via, roles=principal.roles)
@@ -268,7 +268,7 @@ class Dispatcher:
     async def _read_warmed(self, entry: registry.Registered, brain: str, id_: Any, document: dict[str, Any],
                            texts: list[str]) -> dict[str, Any]:
         await embedder.run(embedder.warm, texts)
-        return entry.fn(self.brains.resolve(brain, False).at(), id_, document)
+        return entry.fn(self.brains.resolve(brain, False).at().for_wire(), id_, document)
 
     async def _finish(self, brain: str, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:

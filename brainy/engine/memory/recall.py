@@ -113,7 +113,8 @@ def leg(view: Snapshot, narrowed: dict[str, Any], limit: int, **search: Any) -> 
     """One ranked leg of find over the narrowed memories: id -> (score, row as find answers it)."""
     # not door "find": a leg is never paged, so no cursor is minted (its digest would hash the query vector)
     q = Query(arguments.check(D.BY_NAME["find"], {**narrowed, **search, "limit": limit}), door="memory.recall")
-    return {hit["id"]: (hit["score"], hit["entity"]) for hit in run_find(q, view)["results"]}
+    # in_process: the leg reads inside each hit's entity, so it takes rows as documents, not encoded bytes
+    return {hit["id"]: (hit["score"], hit["entity"]) for hit in run_find(q, view.in_process())["results"]}
 
 
 def _cosines(view: Snapshot, rows_: list[dict[str, Any]], query: np.ndarray) -> dict[str, float]:

@@ -1,0 +1,55 @@
+"""A document already encoded for the wire, in both encodings (JSON and MessagePack).
+
+An answer may carry an :class:`Encoded` wherever a document stands (a row of a page, say): the codecs
+(``brainy/net/codecs.py``) splice its bytes into the answer's encoding instead of encoding a dict again.
+The engine makes them for a transport's calls only (``brainy/engine/encoded_rows.py``); a call in
+process gets plain documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import msgpack
+import orjson
+
+
+class Encoded(Mapping):
+    """One document's JSON bytes and MessagePack bytes, decoding to the same document.
+
+    Read as a mapping it is that document (decoded at each look, for a reader that peeks inside an
+    answer, a test say); the codecs never look, they write its bytes."""
+
+    __slots__ = ("json", "msgpack", "fragment")
+
+    def __init__(self, json: bytes, msgpack_: bytes) -> None:
+        self.json = json
+        self.msgpack = msgpack_
+        # made once: orjson writes a Fragment's bytes as they are (orjson >= 3.10)
+        self.fragment = orjson.Fragment(json)
+
+    @property
+    def size(self) -> int:
+        """Bytes held, both encodings."""
+        return len(self.json) + len(self.msgpack)
+
+    def document(self) -> Any:
+        """The document itself (its JSON decoded), for a reader that must look inside."""
+        return orjson.loads(self.json)
+
+    def msgpack_document(self) -> Any:
+        """The document its MessagePack decodes to (a vector's numbers as exact float32s)."""
+        return msgpack.unpackb(self.msgpack, raw=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.document()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.document())
+
+    def __len__(self) -> int:
+        return len(self.document())
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.json[:60]!r}{'...' if len(self.json) > 60 else ''})"
