@@ -9,11 +9,13 @@ laid out as ``/proc`` and ``/sys/fs/cgroup`` are; the in-flight test drives a re
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -154,6 +156,38 @@ def test_the_only_open_brain_is_never_closed_for_budget(tmp_path: Path) -> None:
         assert [e.name for e in pool.resident_entries()] == ["solo"]
         assert pool.report()["overBudgetAdmissions"] == 1  # once per episode, not once per pass
     finally:
+        pool.close_all()
+
+
+def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> None:
+    """An eviction frees the brain by reference counting as the pool drops it, not at the next full
+    collection (its followers refer to it weakly): with the collector off, nothing of a reader's or a
+    writer's handle outlives its eviction, and the allocator is asked to give the pages back."""
+    for name in ("r", "w"):
+        init_store(tmp_path / name)
+        with Brain.open(tmp_path / name) as brain:
+            brain.addMany({"items": [{"type": "document", "id": f"n{i}", "data": f"note {i}"} for i in range(50)]})
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1 << 40, "test", None, None, 0, overridden=True))
+    gc.disable()
+    try:
+        pool.arbiter.stop()
+        handles = []
+        for name, for_write in (("r", False), ("w", True)):
+            pool.enter(name)
+            brain = pool.resolve(name, for_write)
+            assert len(brain.find({"where": {"type": "document"}, "limit": 60})["results"]) == 50  # projections built
+            pool.leave(name)
+            handles.append(weakref.ref(brain))
+            del brain
+        for entry in pool.resident_entries():
+            assert pool.evict(entry, "test")
+        assert [h() for h in handles] == [None, None]
+        assert A.give_back() == (A._TRIM is not None)
+        pool.enter("w")  # the writer readmits with its kept lease and its rows
+        assert pool.resolve("w", False).get("n49")["entity"]["key"] == "n49"
+        pool.leave("w")
+    finally:
+        gc.enable()
         pool.close_all()
 
 

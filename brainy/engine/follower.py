@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,7 +81,9 @@ class ProjectionFollower:
     suffix = ".proj"
 
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
-        self._brain = brain
+        # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
+        # that only a full collection frees (with all it held), long after the pool dropped it
+        self._brain: "Brain" = weakref.proxy(brain)
         self._lock = lock  # the brain's state lock: the durable head and the projections move together
         self._proj: Projections | None = None
         self._moves: dict[int, list[Move]] = {}
