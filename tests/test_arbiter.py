@@ -260,6 +260,54 @@ def test_health_reports_the_budget_and_the_sweep_evicts_without_losing_a_door(
         assert not (root / name / "locks" / "_writer.lock").exists(), name
 
 
+class _StreamServer:
+    """What the change-stream tests' SSE reader asks of a server, for one brain of a pool server."""
+
+    def __init__(self, server: Served, brain: str) -> None:
+        self.address, self.key, self.brain = (HOST, server.port), PERSON, brain
+
+    def path(self, door: str) -> str:
+        return f"/v1/brains/{self.brain}/{door}"
+
+
+@pytest.mark.slow
+def test_a_held_change_stream_never_loses_its_brain_to_an_eviction(
+        tmp_path: Path, keys: Path, launch: Callable[..., Served]) -> None:
+    """A budget of one byte over three brains: while a held change stream follows ``a``, writes to ``b`` and
+    ``c`` evict ``a`` again and again, and writes to ``a`` readmit it. The stream looks its brain up at
+    every drain, so it carries every commit of ``a``, in order, none lost or repeated, across the evictions."""
+    from test_change_stream import SseReader  # the raw-socket SSE reader of the change-stream tests
+
+    root = brains_dir(tmp_path, ["a", "b", "c"])
+    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys),
+                    env={A.OVERRIDE: "1", **NO_MODEL})
+    status, doc, _, _ = server.request("POST", "/v1/brains/a/add", PERSON, {"type": "thing", "id": "a0"})
+    assert status == 200, doc
+    a0 = doc["id"]
+    reader = SseReader(_StreamServer(server, "a"), "?since=0")
+    try:
+        assert reader.status == 200
+        first, caught = reader.events(2)
+        assert first["data"]["id"] == a0 and caught["event"] == "caught-up"
+        for i in range(1, 9):
+            for other in ("b", "c"):  # the arbiter closes a (idle, no door in flight) for these
+                status, doc, _, _ = server.request("POST", f"/v1/brains/{other}/add", PERSON,
+                                                   {"type": "thing", "id": f"{other}{i}"})
+                assert status == 200, doc
+            assert wait_until(lambda: "a" not in health_pool(server)["resident"], 10.0) is not None
+            status, doc, _, _ = server.request("POST", "/v1/brains/a/add", PERSON, {"type": "thing", "id": f"a{i}"})
+            assert status == 200, doc
+            frame = reader.events(1, timeout=15.0)[0]
+            while frame.get("event") != "change":  # a heartbeat may come between two frames
+                frame = reader.events(1, timeout=15.0)[0]
+            assert frame["data"]["id"] == doc["id"], frame
+            assert frame["id"] == f"{doc['generation']}.0"
+    finally:
+        reader.close()
+    assert server.stderr().count("brain a evicted") >= 8
+    assert server.stop() == 0
+
+
 @pytest.mark.slow
 def test_sigterm_with_fifty_open_brains_closes_every_one_cleanly(tmp_path: Path, keys: Path,
                                                                 launch: Callable[..., Served]) -> None:
