@@ -286,6 +286,27 @@ def test_persist_status_remembers_its_runs_across_a_restart(tmp_path):
     assert (snaps / BRAIN / "cut" / "IDENTITY").read_text() == "half a copy\n"
 
 
+def test_every_host_door_wants_the_service_key(hosted):
+    """All eight host doors refuse a person key that reaches the brain (ForbiddenError, 403) and change nothing:
+    no store provisioned, no marker, no key minted or revoked, no snapshot run."""
+    brains, snaps = hosted.extra["brains"], hosted.extra["snaps"]
+    keys_before = hosted.keys_path.read_bytes()
+    for method, path, doc in (("POST", "/v1/brains/fresh/provision", None),
+                              ("POST", f"/v1/brains/{BRAIN}/archive", None),
+                              ("POST", f"/v1/brains/{BRAIN}/unarchive", None),
+                              ("POST", "/v1/keys", {"principal": "person:x@example.com", "brains": [BRAIN]}),
+                              ("GET", "/v1/keys", None),
+                              ("DELETE", "/v1/keys/" + "0" * 64, None),
+                              ("POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"}),
+                              ("GET", f"/v1/brains/{BRAIN}/ceremonies/persist", None)):
+        refused(call(hosted, method, path, doc, key=PERSON_KEY), 403, "ForbiddenError")
+    assert not (brains / "fresh").exists() and not (brains / ".archived").exists()
+    assert hosted.keys_path.read_bytes() == keys_before
+    assert not (hosted.keys_path.with_name("revoked.json")).exists()
+    assert sorted(p.name for p in snaps.iterdir()) == ["operator-notes.txt"]
+    assert counts(hosted, BRAIN)["generation"] == 0
+
+
 def test_without_brains_dir_or_snapshots_dir_the_doors_refuse_by_name(tmp_path):
     """No --brains-dir: provision and archive refuse BrainsDirNotConfiguredError. No --snapshots-dir: persist and
     persistStatus refuse SnapshotRootNotConfiguredError, and every other door still serves."""
