@@ -418,16 +418,8 @@ def test_every_flush_leaves_a_snapshot_the_next_open_catches_up_from(tmp_path: P
         assert brain.projections_from == "snapshot at 2"
 
 
-def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> None:
-    """A served handle over more rows than a read may build itself: while its build cannot publish (here a
-    thread holds the state lock, as a long commit would), a find refuses ``ProjectionBehindError`` with the
-    stamp the build starts from and the committed generation, and answers once the build lands."""
-    store = tmp_path / "big"
-    init_store(store)
-    with Brain.open(store) as brain:
-        for batch in range(3):
-            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}"} for i in range(500)]})
-    brain = Brain.attach(store)
+def _held_lock(brain: Brain) -> tuple[threading.Event, threading.Thread]:
+    """A thread holding ``brain``'s state lock (as a long commit would) until the event it answers is set."""
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -437,19 +429,77 @@ def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> No
 
     holder = threading.Thread(target=hold)
     holder.start()
+    assert holding.wait(10)
+    return release, holder
+
+
+def _big_store(store: Path) -> None:
+    init_store(store)
+    with Brain.open(store) as brain:
+        for batch in range(3):
+            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}", "data": f"row {batch} {i}",
+                                      "metadata": {"batch": batch, "odd": i % 2 == 1}} for i in range(500)]})
+
+
+def test_a_served_read_answers_from_the_snapshot_read_in_place(tmp_path: Path) -> None:
+    """A served handle over more rows than a read may build itself, whose newest snapshot is at the head,
+    answers its first finds from that snapshot read in place (each section checked and decoded when a read
+    first needs it), even while its build cannot publish (a thread holds the state lock); the answers are
+    the built projections' own, and the build lands after."""
+    store = tmp_path / "big"
+    _big_store(store)
+    queries = [{"where": {"type": "thing"}, "limit": 10},
+               {"where": {"batch": 2, "odd": True}, "limit": 5, "orderBy": "id", "order": "desc"},
+               {"query": "row 1 7", "limit": 3}]
+    with Brain.attach(store) as built:
+        expected = [built.find(q) for q in queries]
+    brain = Brain.attach(store)
+    release, holder = _held_lock(brain)
     try:
-        assert holding.wait(10)
+        brain.follower.background = brain.vector_follower.background = True  # as the pool serves it
+        started = time.monotonic()
+        answers = [brain.find(q) for q in queries]
+        assert time.monotonic() - started < 5.0
+        assert brain.follower.built_from is None  # answered before the build could publish
+    finally:
+        release.set()
+        holder.join()
+    try:
+        for got, want in zip(answers, expected):
+            assert got.get("total") == want.get("total") and \
+                [r["entity"]["id"] for r in got["results"]] == [r["entity"]["id"] for r in want["results"]]
+        assert len(answers[2]["results"]) == 3
+        assert answers[0]["total"] == 1500 and answers[1]["total"] == 250
+        assert wait_until(lambda: brain.follower._built.is_set(), 20.0) is not None
+        assert brain.projections_from == "snapshot at 3"
+        assert brain.find(queries[1])["total"] == 250
+    finally:
+        brain.close()
+
+
+def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> None:
+    """A served handle whose snapshot is behind its head (here an attach past a writer's unflushed commit) has
+    nothing to read in place: while its build cannot publish, a find refuses ``ProjectionBehindError`` with
+    the stamp the build starts from and the committed generation, and answers once the build lands."""
+    store = tmp_path / "big"
+    _big_store(store)
+    writer = Brain.open(store, flush_bytes=1 << 40)
+    writer.addMany({"items": [{"type": "thing", "id": f"t{i}"} for i in range(10)]})
+    brain = Brain.attach(store)
+    release, holder = _held_lock(brain)
+    try:
         brain.follower.background = True
         with pytest.raises(R.ProjectionBehindError) as refused:
             brain.find({"where": {"type": "thing"}, "limit": 10})
         assert refused.value.status == 503
         wire = refused.value.to_wire()
-        assert wire["projection"] == "projections" and wire["stamp"] == 3 and wire["committed"] == 3
+        assert wire["projection"] == "projections" and wire["stamp"] == 3 and wire["committed"] == 4
     finally:
         release.set()
         holder.join()
     try:
         assert wait_until(lambda: brain.follower._built.is_set(), 20.0) is not None
-        assert brain.find({"where": {"type": "thing"}, "limit": 10})["total"] == 1500
+        assert brain.find({"where": {"type": "thing"}, "limit": 10})["total"] == 1510
     finally:
         brain.close()
+        writer.close()
