@@ -303,14 +303,8 @@ class InPlace:
             if at < 0 or length < 0 or self._base + at + length > len(data):
                 raise ValueError(f"section {name} runs past the end of the file")
         self.graph: "Graph | None" = None
-        self.all = _ints(self.section("all"))
-        dense = self.section("dense")
-        self._dense = dense.cast("B").cast(TYPECODE) if len(dense) else array(TYPECODE)
-        offsets = self.section("idOffsets")
-        self._offsets = offsets.cast("B").cast(TYPECODE)
-        self._text = self.section("idText")
-        if len(self._offsets) != len(self._dense) + 1:
-            raise ValueError("the id map's offsets do not match its dense ints")
+        self._all: array | None = None
+        self._id_map: tuple[Any, memoryview, memoryview] | None = None
         self.ids = _IdMap(self)
         self.postings = _Sections(self, "postings/", _postings)
         self.columns = _Sections(self, "columns/", _column)
@@ -325,8 +319,24 @@ class InPlace:
             raise ValueError(f"section {name}: checksum mismatch")
         return view
 
-    def __len__(self) -> int:
-        return len(self.all)
+    def __len__(self) -> int:  # from the section's size: a read that only counts the live set decodes nothing
+        return self._sections["all"][1] // 8
+
+    @property
+    def all(self) -> array:
+        if self._all is None:
+            self._all = _ints(self.section("all"))
+        return self._all
+
+    def id_map(self) -> tuple[Any, memoryview, memoryview]:
+        """The id map's sorted dense ints, offsets and text, checked the first time a read names an id."""
+        if self._id_map is None:
+            dense, offsets = self.section("dense"), self.section("idOffsets").cast("B").cast(TYPECODE)
+            dense = dense.cast("B").cast(TYPECODE) if len(dense) else array(TYPECODE)
+            if len(offsets) != len(dense) + 1:
+                raise ValueError("the id map's offsets do not match its dense ints")
+            self._id_map = dense, offsets, self.section("idText")
+        return self._id_map
 
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
@@ -341,16 +351,16 @@ class InPlace:
     def lengths(self) -> dict[int, int]:
         if self._lengths is None:
             keys, lengths = msgpack.unpackb(self.section("lengths"), raw=False)
-            self._lengths = dict(zip(_ints(keys), _ints(lengths, "I")))
+            self._lengths = _zipped(_ints(keys), _ints(lengths, "I"))
         return self._lengths
 
     def load(self) -> Projections:
         """Every section decoded into :class:`Projections` (the full load a served handle runs off the read path)."""
         proj = Projections()
         proj.stamp, proj.total_length = self.stamp, self.total_length
-        text = bytes(self._text)
-        offsets = self._offsets
-        proj.ids = {d: text[offsets[i]:offsets[i + 1]].decode("utf-8") for i, d in enumerate(self._dense)}
+        dense, offsets, text = self.id_map()
+        text = bytes(text)
+        proj.ids = {d: text[offsets[i]:offsets[i + 1]].decode("utf-8") for i, d in enumerate(dense)}
         proj.all = array(TYPECODE, self.all)
         for name in self._sections:
             if name.startswith("postings/"):
@@ -368,17 +378,17 @@ class _IdMap(Mapping[int, str]):
         self._snap = snap
 
     def __getitem__(self, dense: int) -> str:
-        snap = self._snap
-        i = bisect.bisect_left(snap._dense, dense)
-        if i == len(snap._dense) or snap._dense[i] != dense:
+        ints, offsets, text = self._snap.id_map()
+        i = bisect.bisect_left(ints, dense)
+        if i == len(ints) or ints[i] != dense:
             raise KeyError(dense)
-        return bytes(snap._text[snap._offsets[i]:snap._offsets[i + 1]]).decode("utf-8")
+        return bytes(text[offsets[i]:offsets[i + 1]]).decode("utf-8")
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._snap._dense)
+        return iter(self._snap.id_map()[0])
 
     def __len__(self) -> int:
-        return len(self._snap._dense)
+        return len(self._snap.id_map()[0])
 
 
 class _Sections(Mapping[str, Any]):
@@ -412,17 +422,29 @@ def _unpacked(data: memoryview) -> list[Any]:
     return [unpacker.unpack() for _ in range(unpacker.read_array_header())]
 
 
+def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) -> dict[Any, Any]:
+    """``dict(zip(keys, values))`` a chunk at a time: one C call over a million pairs would hold the interpreter
+    lock for a tenth of a second, and a read answered meanwhile (in place) would wait on the load."""
+    out: dict[Any, Any] = {}
+    pairs = zip(keys, values)
+    while True:
+        part = list(itertools.islice(pairs, chunk))
+        if not part:
+            return out
+        out.update(part)
+
+
 def _postings(data: memoryview) -> dict[tuple[str, Any], array]:
     return {(kind, value): _ints(posting) for kind, value, posting in _unpacked(data)}
 
 
 def _column(data: memoryview) -> dict[int, Any]:
     keys, values = msgpack.unpackb(data, raw=False)
-    return dict(zip(_ints(keys), _unpacked(memoryview(values))))
+    return _zipped(_ints(keys), _unpacked(memoryview(values)))
 
 
 def _terms(data: memoryview) -> dict[str, dict[int, int]]:
-    return {word: dict(zip(_ints(keys), _ints(tfs, "I"))) for word, keys, tfs in _unpacked(data)}
+    return {word: _zipped(_ints(keys), _ints(tfs, "I")) for word, keys, tfs in _unpacked(data)}
 
 
 _BY_ELEMENT = frozenset(("ids", "postings", "columns", "terms"))
