@@ -1,7 +1,7 @@
 """Benchmark: the first door on a brain after an open, clean or after a SIGKILL, at 10,000 and 100,000 entities.
 
     python perf/bench_cold_start.py --fast -p 2                    # quick look
-    python perf/bench_cold_start.py --sizes 10000,100000,1000000   # add a million (builds for a while)
+    python perf/bench_cold_start.py --sizes 10000,100000,1000000   # add a million (builds in about 15 min)
     python perf/bench_cold_start.py --stores DIR                   # reuse (or build once into) DIR
 
 The manager builds, once per size, the stores of ``bench_queries.py`` (its entities; commits of 1,000,
@@ -15,7 +15,8 @@ What is timed (every value is one open; what a loop sets up or closes is outside
 - ``first-find[clean|crashed N]``: attach and a two-predicate ``find`` answered in the read: the persisted
   snapshot decoded and caught up from the replayed tail (what an in-process open pays).
 - ``first-find-served[clean|crashed N]``: attach as the server's pool does (projections built on their
-  own thread from admission) and the same ``find``: its answer, or ``ProjectionBehindError`` after
+  own thread from admission) and the same ``find``: answered from the snapshot read in place when it is
+  at the head (the clean store), else its answer or ``ProjectionBehindError`` after
   ``READ_WAIT_SECONDS``, whichever comes first. The manager prints which it was.
 - ``flush-lock.encode[N]`` and ``flush-lock.copy[N]``: how long a flush holds the state lock (which
   every commit's acknowledgement takes) to persist the projections: the encode it held before, the

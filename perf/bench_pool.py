@@ -101,6 +101,9 @@ def sweep(root: Path, brains: int, hold: int) -> None:
     before = A.rss_bytes()
     for i in range(hold):
         door(probe, f"b{i:04d}")
+    for entry in probe.resident_entries():  # what a brain holds includes the projections its admission builds
+        assert entry.handle is not None
+        entry.handle.follower.settle()
     per_brain = max(1, (A.rss_bytes() - before) // hold)
     probe.close_all()
     pool = Pool(brains_dir=root, budget=budget(per_brain * hold))
@@ -118,7 +121,8 @@ def sweep(root: Path, brains: int, hold: int) -> None:
     b = pool.arbiter.budget.budget_bytes
     print(f"  sweep: {answered} doors over {brains} brains in {seconds:.1f} s, budget {b:,} bytes "
           f"({hold} brains at {per_brain:,}), largest held {worst:,} ({worst / b:.0%} of the budget), "
-          f"{pool.arbiter.evictions} evictions, {len(pool.resident_entries())} resident at the end", flush=True)
+          f"{pool.arbiter.evictions} evictions, {len(pool.resident_entries())} resident at the end "
+          f"(scale {pool.arbiter.scale:.2f})", flush=True)
     pool.close_all()
 
 

@@ -9,11 +9,13 @@ laid out as ``/proc`` and ``/sys/fs/cgroup`` are; the in-flight test drives a re
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -157,6 +159,38 @@ def test_the_only_open_brain_is_never_closed_for_budget(tmp_path: Path) -> None:
         pool.close_all()
 
 
+def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> None:
+    """An eviction frees the brain by reference counting as the pool drops it, not at the next full
+    collection (its followers refer to it weakly): with the collector off, nothing of a reader's or a
+    writer's handle outlives its eviction, and the allocator is asked to give the pages back."""
+    for name in ("r", "w"):
+        init_store(tmp_path / name)
+        with Brain.open(tmp_path / name) as brain:
+            brain.addMany({"items": [{"type": "document", "id": f"n{i}", "data": f"note {i}"} for i in range(50)]})
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1 << 40, "test", None, None, 0, overridden=True))
+    gc.disable()
+    try:
+        pool.arbiter.stop()
+        handles = []
+        for name, for_write in (("r", False), ("w", True)):
+            pool.enter(name)
+            brain = pool.resolve(name, for_write)
+            assert len(brain.find({"where": {"type": "document"}, "limit": 60})["results"]) == 50  # projections built
+            pool.leave(name)
+            handles.append(weakref.ref(brain))
+            del brain
+        for entry in pool.resident_entries():
+            assert pool.evict(entry, "test")
+        assert [h() for h in handles] == [None, None]
+        assert A.give_back() == (A._TRIM is not None)
+        pool.enter("w")  # the writer readmits with its kept lease and its rows
+        assert pool.resolve("w", False).get("n49")["entity"]["key"] == "n49"
+        pool.leave("w")
+    finally:
+        gc.enable()
+        pool.close_all()
+
+
 # --- the served pool ---------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -224,6 +258,54 @@ def test_health_reports_the_budget_and_the_sweep_evicts_without_losing_a_door(
     for name in names:  # SIGTERM: every brain, resident or evicted, closed cleanly
         assert (root / name / "locks" / "_writer.close").exists(), name
         assert not (root / name / "locks" / "_writer.lock").exists(), name
+
+
+class _StreamServer:
+    """What the change-stream tests' SSE reader asks of a server, for one brain of a pool server."""
+
+    def __init__(self, server: Served, brain: str) -> None:
+        self.address, self.key, self.brain = (HOST, server.port), PERSON, brain
+
+    def path(self, door: str) -> str:
+        return f"/v1/brains/{self.brain}/{door}"
+
+
+@pytest.mark.slow
+def test_a_held_change_stream_never_loses_its_brain_to_an_eviction(
+        tmp_path: Path, keys: Path, launch: Callable[..., Served]) -> None:
+    """A budget of one byte over three brains: while a held change stream follows ``a``, writes to ``b`` and
+    ``c`` evict ``a`` again and again, and writes to ``a`` readmit it. The stream looks its brain up at
+    every drain, so it carries every commit of ``a``, in order, none lost or repeated, across the evictions."""
+    from test_change_stream import SseReader  # the raw-socket SSE reader of the change-stream tests
+
+    root = brains_dir(tmp_path, ["a", "b", "c"])
+    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys),
+                    env={A.OVERRIDE: "1", **NO_MODEL})
+    status, doc, _, _ = server.request("POST", "/v1/brains/a/add", PERSON, {"type": "thing", "id": "a0"})
+    assert status == 200, doc
+    a0 = doc["id"]
+    reader = SseReader(_StreamServer(server, "a"), "?since=0")
+    try:
+        assert reader.status == 200
+        first, caught = reader.events(2)
+        assert first["data"]["id"] == a0 and caught["event"] == "caught-up"
+        for i in range(1, 9):
+            for other in ("b", "c"):  # the arbiter closes a (idle, no door in flight) for these
+                status, doc, _, _ = server.request("POST", f"/v1/brains/{other}/add", PERSON,
+                                                   {"type": "thing", "id": f"{other}{i}"})
+                assert status == 200, doc
+            assert wait_until(lambda: "a" not in health_pool(server)["resident"], 10.0) is not None
+            status, doc, _, _ = server.request("POST", "/v1/brains/a/add", PERSON, {"type": "thing", "id": f"a{i}"})
+            assert status == 200, doc
+            frame = reader.events(1, timeout=15.0)[0]
+            while frame.get("event") != "change":  # a heartbeat may come between two frames
+                frame = reader.events(1, timeout=15.0)[0]
+            assert frame["data"]["id"] == doc["id"], frame
+            assert frame["id"] == f"{doc['generation']}.0"
+    finally:
+        reader.close()
+    assert server.stderr().count("brain a evicted") >= 8
+    assert server.stop() == 0
 
 
 @pytest.mark.slow
@@ -336,16 +418,8 @@ def test_every_flush_leaves_a_snapshot_the_next_open_catches_up_from(tmp_path: P
         assert brain.projections_from == "snapshot at 2"
 
 
-def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> None:
-    """A served handle over more rows than a read may build itself: while its build cannot publish (here a
-    thread holds the state lock, as a long commit would), a find refuses ``ProjectionBehindError`` with the
-    stamp the build starts from and the committed generation, and answers once the build lands."""
-    store = tmp_path / "big"
-    init_store(store)
-    with Brain.open(store) as brain:
-        for batch in range(3):
-            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}"} for i in range(500)]})
-    brain = Brain.attach(store)
+def _held_lock(brain: Brain) -> tuple[threading.Event, threading.Thread]:
+    """A thread holding ``brain``'s state lock (as a long commit would) until the event it answers is set."""
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -355,19 +429,77 @@ def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> No
 
     holder = threading.Thread(target=hold)
     holder.start()
+    assert holding.wait(10)
+    return release, holder
+
+
+def _big_store(store: Path) -> None:
+    init_store(store)
+    with Brain.open(store) as brain:
+        for batch in range(3):
+            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}", "data": f"row {batch} {i}",
+                                      "metadata": {"batch": batch, "odd": i % 2 == 1}} for i in range(500)]})
+
+
+def test_a_served_read_answers_from_the_snapshot_read_in_place(tmp_path: Path) -> None:
+    """A served handle over more rows than a read may build itself, whose newest snapshot is at the head,
+    answers its first finds from that snapshot read in place (each section checked and decoded when a read
+    first needs it), even while its build cannot publish (a thread holds the state lock); the answers are
+    the built projections' own, and the build lands after."""
+    store = tmp_path / "big"
+    _big_store(store)
+    queries = [{"where": {"type": "thing"}, "limit": 10},
+               {"where": {"batch": 2, "odd": True}, "limit": 5, "orderBy": "id", "order": "desc"},
+               {"query": "row 1 7", "limit": 3}]
+    with Brain.attach(store) as built:
+        expected = [built.find(q) for q in queries]
+    brain = Brain.attach(store)
+    release, holder = _held_lock(brain)
     try:
-        assert holding.wait(10)
+        brain.follower.background = brain.vector_follower.background = True  # as the pool serves it
+        started = time.monotonic()
+        answers = [brain.find(q) for q in queries]
+        assert time.monotonic() - started < 5.0
+        assert brain.follower.built_from is None  # answered before the build could publish
+    finally:
+        release.set()
+        holder.join()
+    try:
+        for got, want in zip(answers, expected):
+            assert got.get("total") == want.get("total") and \
+                [r["entity"]["id"] for r in got["results"]] == [r["entity"]["id"] for r in want["results"]]
+        assert len(answers[2]["results"]) == 3
+        assert answers[0]["total"] == 1500 and answers[1]["total"] == 250
+        assert wait_until(lambda: brain.follower._built.is_set(), 20.0) is not None
+        assert brain.projections_from == "snapshot at 3"
+        assert brain.find(queries[1])["total"] == 250
+    finally:
+        brain.close()
+
+
+def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> None:
+    """A served handle whose snapshot is behind its head (here an attach past a writer's unflushed commit) has
+    nothing to read in place: while its build cannot publish, a find refuses ``ProjectionBehindError`` with
+    the stamp the build starts from and the committed generation, and answers once the build lands."""
+    store = tmp_path / "big"
+    _big_store(store)
+    writer = Brain.open(store, flush_bytes=1 << 40)
+    writer.addMany({"items": [{"type": "thing", "id": f"t{i}"} for i in range(10)]})
+    brain = Brain.attach(store)
+    release, holder = _held_lock(brain)
+    try:
         brain.follower.background = True
         with pytest.raises(R.ProjectionBehindError) as refused:
             brain.find({"where": {"type": "thing"}, "limit": 10})
         assert refused.value.status == 503
         wire = refused.value.to_wire()
-        assert wire["projection"] == "projections" and wire["stamp"] == 3 and wire["committed"] == 3
+        assert wire["projection"] == "projections" and wire["stamp"] == 3 and wire["committed"] == 4
     finally:
         release.set()
         holder.join()
     try:
         assert wait_until(lambda: brain.follower._built.is_set(), 20.0) is not None
-        assert brain.find({"where": {"type": "thing"}, "limit": 10})["total"] == 1500
+        assert brain.find({"where": {"type": "thing"}, "limit": 10})["total"] == 1510
     finally:
         brain.close()
+        writer.close()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from brainy.engine import Brain, init_store
+from brainy.net.backups import RECORDS
 
 from server import BRAIN, PERSON_KEY, SERVICE_KEY, Answer, ServerProcess, curl, start_server
 
@@ -241,6 +242,69 @@ def test_a_persisted_snapshot_reopens_with_the_same_counts(hosted):
     assert _settled(hosted, "archived")["state"] == "done"
     with Brain.attach(snaps / BRAIN / "archived") as opened:
         assert opened.counts()["entities"] == 7
+
+
+def test_persist_status_remembers_its_runs_across_a_restart(tmp_path):
+    """Each state a run reaches is appended to ``<root>/<brain>/.runs.jsonl``: a server started again over the
+    same snapshots root answers persistStatus with the runs an earlier process ran, as they ended; a run the
+    earlier process left in flight (its last record ``running``, as a SIGKILL mid-copy leaves it) answers
+    ``failed`` with ShuttingDownError; a torn last line is skipped; the records are only ever appended to."""
+    brains, snaps = tmp_path / "brains", tmp_path / "snaps"
+    snaps.mkdir()
+    with start_server(brains, extra_args=("--brains-dir", str(brains), "--snapshots-dir", str(snaps))) as first:
+        add(first, BRAIN, PERSON_KEY, "kept")
+        ok(call(first, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "before"}))
+        before = _settled(first, "before")
+        assert before["state"] == "done", before
+    records = snaps / BRAIN / RECORDS
+    states = [json.loads(line)["state"] for line in records.read_text().splitlines()]
+    assert states == ["queued", "running", "done"]
+    cut = dict(before, name="cut", state="running")  # a run its process never finished: the copy was cut off
+    del cut["finishedAt"], cut["files"], cut["bytes"]
+    (snaps / BRAIN / "cut").mkdir()
+    (snaps / BRAIN / "cut" / "IDENTITY").write_text("half a copy\n")
+    with open(records, "a") as f:
+        f.write(json.dumps(cut) + "\n" + '{"name": "torn", "sta')
+    written = records.read_bytes()
+
+    with start_server(tmp_path / "again", brain="other",
+                      extra_args=("--brains-dir", str(brains), "--snapshots-dir", str(snaps))) as second:
+        runs = ok(call(second, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"]
+        assert [r["name"] for r in runs] == ["before", "cut"]
+        assert runs[0] == before
+        assert runs[1]["state"] == "failed" and runs[1]["error"]["name"] == "ShuttingDownError", runs[1]
+        assert "finishedAt" not in runs[1] and runs[1]["generation"] == before["generation"]
+        refused(call(second, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "cut"}), 409,
+                "SnapshotTargetNotEmptyError")  # what the cut run wrote is left for the operator
+        ok(call(second, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "after"}))
+        assert _settled(second, "after")["state"] == "done"
+        assert [r["name"] for r in ok(call(second, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"]] == \
+            ["before", "cut", "after"]
+    assert records.read_bytes().startswith(written)  # appended to, never rewritten
+    after = [json.loads(line)["state"] for line in records.read_text().splitlines()[len(states) + 2:]]
+    assert after == ["queued", "running", "done"]  # the torn line did not swallow the next record
+    assert (snaps / BRAIN / "cut" / "IDENTITY").read_text() == "half a copy\n"
+
+
+def test_every_host_door_wants_the_service_key(hosted):
+    """All eight host doors refuse a person key that reaches the brain (ForbiddenError, 403) and change nothing:
+    no store provisioned, no marker, no key minted or revoked, no snapshot run."""
+    brains, snaps = hosted.extra["brains"], hosted.extra["snaps"]
+    keys_before = hosted.keys_path.read_bytes()
+    for method, path, doc in (("POST", "/v1/brains/fresh/provision", None),
+                              ("POST", f"/v1/brains/{BRAIN}/archive", None),
+                              ("POST", f"/v1/brains/{BRAIN}/unarchive", None),
+                              ("POST", "/v1/keys", {"principal": "person:x@example.com", "brains": [BRAIN]}),
+                              ("GET", "/v1/keys", None),
+                              ("DELETE", "/v1/keys/" + "0" * 64, None),
+                              ("POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"}),
+                              ("GET", f"/v1/brains/{BRAIN}/ceremonies/persist", None)):
+        refused(call(hosted, method, path, doc, key=PERSON_KEY), 403, "ForbiddenError")
+    assert not (brains / "fresh").exists() and not (brains / ".archived").exists()
+    assert hosted.keys_path.read_bytes() == keys_before
+    assert not (hosted.keys_path.with_name("revoked.json")).exists()
+    assert sorted(p.name for p in snaps.iterdir()) == ["operator-notes.txt"]
+    assert counts(hosted, BRAIN)["generation"] == 0
 
 
 def test_without_brains_dir_or_snapshots_dir_the_doors_refuse_by_name(tmp_path):

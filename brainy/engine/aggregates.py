@@ -31,6 +31,7 @@ import math
 import re
 import threading
 import uuid
+import weakref
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -495,7 +496,7 @@ class AggregateFollower:
     """
 
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
-        self._brain = brain
+        self._brain: "Brain" = weakref.proxy(brain)  # weakly, as the projection follower does (follower.py)
         self._lock = lock  # the brain's state lock: the durable head and this state move together
         self._state: Aggregates | None = None
         self._moves: dict[int, list[Move]] = {}

@@ -10,11 +10,13 @@ persisted, stamped with the generation they cover (built first if nothing has ne
 the next open finds a snapshot the log tail it replays can bring to the head.
 
 A served handle (``background``, set by the server's pool) never builds inside a read: the build
-runs on a thread of its own (:meth:`warm`, started at admission), and a read that arrives before it
-is done waits ``READ_WAIT_SECONDS`` for it, then refuses with ``ProjectionBehindError`` naming the
-stamp the build starts from and the committed generation (DOORS.md 11.4), so the first door on a
-brain answers in bounded time whatever its size. A store of at most ``INLINE_ROWS`` rows is built
-inside the read: that is bounded too.
+runs on a thread of its own (:meth:`warm`, started at admission). A read that arrives before it is
+done is answered from the newest snapshot read in place (``projections.InPlace``: mapped, each
+section decoded when a read first needs it) while that snapshot's stamp is the head, as after a
+clean close or a flush; otherwise it waits ``READ_WAIT_SECONDS`` for the build, then refuses with
+``ProjectionBehindError`` naming the stamp the build starts from and the committed generation
+(DOORS.md 11.4). Either way the first door on a brain answers in bounded time whatever its size. A
+store of at most ``INLINE_ROWS`` rows is built inside the read: that is bounded too.
 
 A projection the query doors read lives behind this one interface: :meth:`held` for a consistent
 read, :meth:`record` and :meth:`advance` to follow the commits. :class:`ProjectionFollower` keeps the
@@ -26,8 +28,10 @@ own snapshot and the graph caught up off the commit path. Both take the brain's 
 from __future__ import annotations
 
 import logging
+import mmap
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from brainy.contract import refusals as R
 from brainy.engine.files import write_durably
 from brainy.engine import vectors as V
-from brainy.engine.projections import (Projections, decode_snapshot, encode_snapshot, newest_snapshot,
+from brainy.engine.projections import (InPlace, Projections, decode_snapshot, encode_snapshot, newest_snapshot,
                                         snapshot_name)
 from brainy.engine.vectors import VectorIndex
 
@@ -80,7 +84,9 @@ class ProjectionFollower:
     suffix = ".proj"
 
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
-        self._brain = brain
+        # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
+        # that only a full collection frees (with all it held), long after the pool dropped it
+        self._brain: "Brain" = weakref.proxy(brain)
         self._lock = lock  # the brain's state lock: the durable head and the projections move together
         self._proj: Projections | None = None
         self._moves: dict[int, list[Move]] = {}
@@ -92,6 +98,7 @@ class ProjectionFollower:
         self._built = threading.Event()
         self._build_floor: int | None = None  # the generation a build in flight starts at or above
         self._starts_at = 0  # the stamp that build starts from (the refusal names it)
+        self._in_place: InPlace | None = None  # the snapshot at the head, read in place until the build lands
 
     @property
     def folder(self) -> Path:
@@ -127,12 +134,32 @@ class ProjectionFollower:
         """The projections at the durable head, built on first need, held still for the block."""
         if self._proj is None and self.background and \
                 self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
+            in_place = self._read_in_place()
+            if in_place is not None:  # immutable, and the head's own: no lock to hold
+                self.warm()
+                yield in_place  # type: ignore[misc]
+                return
             self._await_background()
         with self._lock:
             if self._proj is None:
                 self._build()
             assert self._proj is not None
             yield self._proj
+
+    def _read_in_place(self) -> InPlace | None:
+        """The newest snapshot read in place, while its stamp is the head (nothing to catch up); else None."""
+        head, found = self._brain.head, self._in_place
+        if found is None:
+            newest = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
+            if newest is None or newest[0] != head:
+                return None
+            try:
+                with open(newest[1], "rb") as f:
+                    found = InPlace(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            except (OSError, ValueError):
+                return None  # the build reads it again, and says why it could not
+            self._in_place = found
+        return found if found.stamp == head else None
 
     def warm(self) -> None:
         """Build the projections on a thread of their own, unless they are built or being built."""
@@ -189,6 +216,7 @@ class ProjectionFollower:
             self._proj = proj
             self._moves = {g: m for g, m in self._moves.items() if g > head}
             self.built_from = how
+            self._in_place = None
             self._built.set()
         log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
                  how, len(proj), (time.monotonic() - started) * 1000)
@@ -283,6 +311,9 @@ class VectorFollower(ProjectionFollower):
     def record(self, generation: int, moves: list[Move]) -> None:
         """Only entities carry the vectors the index holds (a relation's is not searched)."""
         super().record(generation, [m for m in moves if m[0] == "e"])
+
+    def _read_in_place(self) -> None:
+        return None  # the index's snapshot is one matrix: it is loaded whole, off the read path
 
     def _from_rows(self, head: int) -> VectorIndex:
         return VectorIndex.build(self._brain.at(head).entities(), head)

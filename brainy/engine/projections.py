@@ -24,8 +24,11 @@ nothing until the first query) and say so.
 from __future__ import annotations
 
 import bisect
+import itertools
+import mmap
 import re
 from array import array
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 import struct
@@ -214,62 +217,242 @@ class Projections:
 
 # -- snapshots (docs/store-format.md, "Projection snapshots") -------------------------------------------
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+MAGIC = b"brnyproj"
 _crc = struct.Struct("<I")
+_head = struct.Struct("<8sII")  # magic, head size, crc32 of the head
 
 
 def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
     return f"{stamp:020d}{suffix}"
 
 
-def encode_snapshot(proj: Projections) -> bytes:
-    """The projections as one MessagePack document followed by its crc32 (u32 little-endian).
-
-    Packed a member at a time (the same bytes as one ``packb`` of the whole map): a single C call
-    over an O(store) document would hold the interpreter lock throughout, and every commit and read
-    of the process would wait on a background flush."""
-    dense = array(TYPECODE, sorted(proj.ids))
-    members: list[tuple[str, Any, bool]] = [  # (key, value, packed element by element)
-        ("format", SNAPSHOT_FORMAT, False), ("stamp", proj.stamp, False), ("totalLength", proj.total_length, False),
-        ("dense", dense.tobytes(), False), ("ids", [proj.ids[d] for d in dense], True),
-        ("all", proj.all.tobytes(), False),
-        ("postings", [[path, kind, value, posting.tobytes()] for path, values in proj.postings.items()
-                      for (kind, value), posting in values.items()], True),
-        ("columns", [[path, array(TYPECODE, column.keys()).tobytes(), list(column.values())]
-                     for path, column in proj.columns.items()], True),
-        ("terms", [[word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
-                   for word, tfs in proj.terms.items()], True),
-        ("lengths", [array(TYPECODE, proj.lengths.keys()).tobytes(), array("I", proj.lengths.values()).tobytes()],
-         False),
-    ]
+def _packed(items: Iterable[Any]) -> bytes:
+    """A MessagePack array packed an element at a time: a single C call over an O(store) list would hold the
+    interpreter lock throughout, and every commit and read of the process would wait on a background flush."""
+    items = list(items)
     packer = msgpack.Packer(use_bin_type=True, autoreset=False)
-    packer.pack_map_header(len(members))
-    for key, value, by_element in members:
-        packer.pack(key)
-        if by_element:
-            packer.pack_array_header(len(value))
-            for element in value:
-                packer.pack(element)
-        else:
-            packer.pack(value)
-    body = packer.bytes()
-    return body + _crc.pack(zlib.crc32(body))
+    packer.pack_array_header(len(items))
+    for item in items:
+        packer.pack(item)
+    return packer.bytes()
 
 
-def _ints(data: bytes, typecode: str = TYPECODE) -> array:
+def encode_snapshot(proj: Projections) -> bytes:
+    """The projections as a head naming each section (offset, size, crc32) and the sections after it
+    (docs/store-format.md, "Projection snapshots"): each section can be checked and read alone, so a
+    snapshot at the head answers a query in place (:class:`InPlace`) before a full load lands."""
+    dense = array(TYPECODE, sorted(proj.ids))
+    texts = [proj.ids[d].encode("utf-8") for d in dense]
+    offsets = array(TYPECODE, [0])
+    offsets.extend(itertools.accumulate(len(t) for t in texts))
+    sections: list[tuple[str, bytes]] = [
+        ("dense", dense.tobytes()), ("idOffsets", offsets.tobytes()), ("idText", b"".join(texts)),
+        ("all", proj.all.tobytes()),
+        ("lengths", msgpack.packb([array(TYPECODE, proj.lengths.keys()).tobytes(),
+                                   array("I", proj.lengths.values()).tobytes()], use_bin_type=True)),
+        ("terms", _packed([word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+                          for word, tfs in proj.terms.items())),
+    ]
+    for path, values in proj.postings.items():
+        sections.append((f"postings/{path}", _packed([kind, value, posting.tobytes()]
+                                                     for (kind, value), posting in values.items())))
+    for path, column in proj.columns.items():
+        sections.append((f"columns/{path}", _packed([array(TYPECODE, column.keys()).tobytes(),
+                                                     _packed(column.values())])))
+    table, at = {}, 0
+    for name, data in sections:
+        table[name] = [at, len(data), zlib.crc32(data)]
+        at += len(data)
+    head = msgpack.packb({"format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
+                          "sections": table}, use_bin_type=True)
+    return b"".join([_head.pack(MAGIC, len(head), zlib.crc32(head)), head, *(data for _, data in sections)])
+
+
+def _ints(data: bytes | memoryview, typecode: str = TYPECODE) -> array:
     out = array(typecode)
     out.frombytes(data)
     return out
 
 
+class InPlace:
+    """A snapshot file read in place: its head at once, each section checked and decoded the first time a read
+    asks for it. It answers the reads :class:`Projections` answers (it is one, at its stamp, for reading);
+    nothing moves it: it serves only while its stamp is the head, until the full load lands."""
+
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        self._data = memoryview(data)
+        if len(data) < _head.size:
+            raise ValueError("shorter than its head")
+        magic, size, crc = _head.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise ValueError("not a snapshot of format 2")
+        head_bytes = self._data[_head.size:_head.size + size]
+        if zlib.crc32(head_bytes) != crc:
+            raise ValueError("head checksum mismatch")
+        try:
+            head = msgpack.unpackb(head_bytes, raw=False, strict_map_key=False)
+            if head["format"] != SNAPSHOT_FORMAT:
+                raise ValueError(f"snapshot format {head['format']}")
+            self.stamp, self.total_length = int(head["stamp"]), int(head["totalLength"])
+            self._sections: dict[str, list[int]] = head["sections"]
+        except (KeyError, TypeError, msgpack.UnpackException) as exc:
+            raise ValueError(f"head does not decode: {exc}") from None
+        self._base = _head.size + size
+        for name, (at, length, _) in self._sections.items():
+            if at < 0 or length < 0 or self._base + at + length > len(data):
+                raise ValueError(f"section {name} runs past the end of the file")
+        self.graph: "Graph | None" = None
+        self._all: array | None = None
+        self._id_map: tuple[Any, memoryview, memoryview] | None = None
+        self.ids = _IdMap(self)
+        self.postings = _Sections(self, "postings/", _postings)
+        self.columns = _Sections(self, "columns/", _column)
+        self._terms: dict[str, dict[int, int]] | None = None
+        self._lengths: dict[int, int] | None = None
+
+    def section(self, name: str) -> memoryview:
+        """One section's bytes, checked against its crc32 (ValueError when it does not check out)."""
+        at, length, crc = self._sections[name]
+        view = self._data[self._base + at:self._base + at + length]
+        if zlib.crc32(view) != crc:
+            raise ValueError(f"section {name}: checksum mismatch")
+        return view
+
+    def __len__(self) -> int:  # from the section's size: a read that only counts the live set decodes nothing
+        return self._sections["all"][1] // 8
+
+    @property
+    def all(self) -> array:
+        if self._all is None:
+            self._all = _ints(self.section("all"))
+        return self._all
+
+    def id_map(self) -> tuple[Any, memoryview, memoryview]:
+        """The id map's sorted dense ints, offsets and text, checked the first time a read names an id."""
+        if self._id_map is None:
+            dense, offsets = self.section("dense"), self.section("idOffsets").cast("B").cast(TYPECODE)
+            dense = dense.cast("B").cast(TYPECODE) if len(dense) else array(TYPECODE)
+            if len(offsets) != len(dense) + 1:
+                raise ValueError("the id map's offsets do not match its dense ints")
+            self._id_map = dense, offsets, self.section("idText")
+        return self._id_map
+
+    def posting(self, path: str, value: Any) -> array:
+        return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
+
+    @property
+    def terms(self) -> dict[str, dict[int, int]]:
+        if self._terms is None:
+            self._terms = _terms(self.section("terms"))
+        return self._terms
+
+    @property
+    def lengths(self) -> dict[int, int]:
+        if self._lengths is None:
+            keys, lengths = msgpack.unpackb(self.section("lengths"), raw=False)
+            self._lengths = _zipped(_ints(keys), _ints(lengths, "I"))
+        return self._lengths
+
+    def load(self) -> Projections:
+        """Every section decoded into :class:`Projections` (the full load a served handle runs off the read path)."""
+        proj = Projections()
+        proj.stamp, proj.total_length = self.stamp, self.total_length
+        dense, offsets, text = self.id_map()
+        text = bytes(text)
+        proj.ids = {d: text[offsets[i]:offsets[i + 1]].decode("utf-8") for i, d in enumerate(dense)}
+        proj.all = array(TYPECODE, self.all)
+        for name in self._sections:
+            if name.startswith("postings/"):
+                proj.postings[name[9:]] = _postings(self.section(name))
+            elif name.startswith("columns/"):
+                proj.columns[name[8:]] = _column(self.section(name))
+        proj.terms, proj.lengths = self.terms, self.lengths
+        return proj
+
+
+class _IdMap(Mapping[int, str]):
+    """The id map read in place: a dense int found by bisection in the sorted dense ints, its id sliced out."""
+
+    def __init__(self, snap: InPlace) -> None:
+        self._snap = snap
+
+    def __getitem__(self, dense: int) -> str:
+        ints, offsets, text = self._snap.id_map()
+        i = bisect.bisect_left(ints, dense)
+        if i == len(ints) or ints[i] != dense:
+            raise KeyError(dense)
+        return bytes(text[offsets[i]:offsets[i + 1]]).decode("utf-8")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._snap.id_map()[0])
+
+    def __len__(self) -> int:
+        return len(self._snap.id_map()[0])
+
+
+class _Sections(Mapping[str, Any]):
+    """Per-path sections (postings or order columns), each decoded the first time it is asked for."""
+
+    def __init__(self, snap: InPlace, prefix: str, decode: Any) -> None:
+        self._snap, self._prefix, self._decode = snap, prefix, decode
+        self._names = [name[len(prefix):] for name in snap._sections if name.startswith(prefix)]
+        self._decoded: dict[str, Any] = {}
+
+    def __getitem__(self, path: str) -> Any:
+        found = self._decoded.get(path)
+        if found is None:
+            name = self._prefix + path
+            if name not in self._snap._sections:
+                raise KeyError(path)
+            found = self._decoded[path] = self._decode(self._snap.section(name))
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _unpacked(data: memoryview) -> list[Any]:
+    """A section's MessagePack array, unpacked an element at a time (the reason :func:`_packed` packs so)."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    return [unpacker.unpack() for _ in range(unpacker.read_array_header())]
+
+
+def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) -> dict[Any, Any]:
+    """``dict(zip(keys, values))`` a chunk at a time: one C call over a million pairs would hold the interpreter
+    lock for a tenth of a second, and a read answered meanwhile (in place) would wait on the load."""
+    out: dict[Any, Any] = {}
+    pairs = zip(keys, values)
+    while True:
+        part = list(itertools.islice(pairs, chunk))
+        if not part:
+            return out
+        out.update(part)
+
+
+def _postings(data: memoryview) -> dict[tuple[str, Any], array]:
+    return {(kind, value): _ints(posting) for kind, value, posting in _unpacked(data)}
+
+
+def _column(data: memoryview) -> dict[int, Any]:
+    keys, values = msgpack.unpackb(data, raw=False)
+    return _zipped(_ints(keys), _unpacked(memoryview(values)))
+
+
+def _terms(data: memoryview) -> dict[str, dict[int, int]]:
+    return {word: _zipped(_ints(keys), _ints(tfs, "I")) for word, keys, tfs in _unpacked(data)}
+
+
 _BY_ELEMENT = frozenset(("ids", "postings", "columns", "terms"))
 
 
-def decode_snapshot(data: bytes) -> Projections:
-    """Projections from a snapshot; ValueError when it does not check out (it is then rebuilt, never trusted).
-
-    Unpacked a member at a time, for the reason :func:`encode_snapshot` packs so: a background load
-    must not hold the interpreter lock for the whole document."""
+def _decode_format_1(data: bytes) -> Projections:
+    """A snapshot of format 1 (one MessagePack document and its crc32), as stores written before format 2 hold
+    it: read whole, unpacked a member at a time; the next flush writes format 2."""
     if len(data) < 4 or zlib.crc32(memoryview(data)[:-4]) != _crc.unpack_from(data, len(data) - 4)[0]:
         raise ValueError("checksum mismatch")
     try:
@@ -282,7 +465,7 @@ def decode_snapshot(data: bytes) -> Projections:
                 doc[key] = [unpacker.unpack() for _ in range(unpacker.read_array_header())]
             else:
                 doc[key] = unpacker.unpack()
-                if key == "format" and doc[key] != SNAPSHOT_FORMAT:
+                if key == "format" and doc[key] != 1:
                     raise ValueError(f"snapshot format {doc['format']}")
         proj = Projections()
         proj.stamp, proj.total_length = doc["stamp"], doc["totalLength"]
@@ -299,6 +482,16 @@ def decode_snapshot(data: bytes) -> Projections:
     except (KeyError, TypeError, ValueError, msgpack.UnpackException) as exc:
         raise ValueError(f"snapshot does not decode: {exc}") from None
     return proj
+
+
+def decode_snapshot(data: bytes) -> Projections:
+    """Projections from a snapshot; ValueError when it does not check out (it is then rebuilt, never trusted)."""
+    if data[:len(MAGIC)] != MAGIC:
+        return _decode_format_1(data)
+    try:
+        return InPlace(data).load()
+    except (KeyError, TypeError, IndexError, UnicodeDecodeError, msgpack.UnpackException) as exc:
+        raise ValueError(f"snapshot does not decode: {exc}") from None
 
 
 def newest_snapshot(folder: Path, suffix: str = ".proj") -> tuple[int, Path] | None:

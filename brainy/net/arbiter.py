@@ -9,12 +9,16 @@ they hold more (seed 001, "The pool, and the arbiter under it").
   number it replaced.
 - **The charge is resident memory** (``VmRSS`` less the baseline at start), read on every tick for
   the price of a small file; a store's size on disk is never counted.
-- **Which brain closes** is ranked by what each holds (its engine counters plus its files' pages in
-  memory from ``/proc/self/smaps``, read only when a close has to be ranked), times how long it has
-  been idle, over how often it is asked for. A pass that closes several subtracts each one's share
-  before choosing the next, and stops once what the brains hold fits: the resident figure falls
-  late, or never (the allocator keeps freed memory for reuse), and closing more would free nothing. A brain with a door in flight is never closed; the only open brain is
-  never closed for budget (``overBudgetAdmissions``, once per episode).
+- **Which brain closes** is ranked by what each holds (its engine counters, ``mechanics.footprint``,
+  plus its files' pages in memory from ``/proc/self/smaps``, read only when a close has to be ranked),
+  times how long it has been idle, over how often it is asked for. The counted shares are scaled to
+  resident bytes by the ratio of the two at the resident figure's highest (``scale``: a new peak means
+  the allocator had nothing freed left to reuse, so what the counters miss there is real). A pass that
+  closes several subtracts each one's share before choosing the next, and stops once what the brains
+  hold fits (not once the resident excess is covered: the resident figure falls late or not at all,
+  the allocator keeping freed memory for the next admission, and past the fit closing more frees nothing). After a pass that closed, glibc's
+  ``malloc_trim`` hands free pages back (``give_back``; nothing on another libc). A brain with a door in flight is never closed; the only open brain is never closed
+  for budget (``overBudgetAdmissions``, once per episode).
 - **Idle windows** come from each brain's own cadence (``IDLE_CADENCES`` mean intervals), never
   below ``IDLE_FLOOR_SECONDS`` nor above ``IDLE_CAP_SECONDS``: idleness alone never closes a brain
   inside the floor; memory pressure does.
@@ -25,16 +29,20 @@ the writer lease, so readmission is an attach the next door pays, replaying noth
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
+import platform
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from brainy.engine.mechanics import footprint
+
 if TYPE_CHECKING:
-    from brainy.engine import Brain
     from brainy.net.pool import Entry, Pool
 
 log = logging.getLogger("brainy.arbiter")
@@ -47,7 +55,7 @@ IDLE_FLOOR_SECONDS = 60.0        # a door buys a minute of residency outright
 IDLE_CAP_SECONDS = 3600.0
 IDLE_CADENCES = 8                # a brain idle for this many of its own mean intervals has gone quiet
 TICK_SECONDS = 1.0
-PROJECTION_ROW_BYTES = 1_500     # the in-memory projections per entity (measured: RSS over rows, 10k-100k)
+SCALE_CAP = 4.0                  # the resident figure over the counted holdings is believed up to this ratio
 
 
 # -- the budget --------------------------------------------------------------------------------------------
@@ -210,17 +218,28 @@ def mapped_bytes(roots: Iterable[Path], proc: Path = Path("/proc")) -> dict[Path
     return held
 
 
-def engine_bytes(brain: "Brain") -> int:
-    """What the engine's own counters say a brain holds: its memtables, its projections, its vectors."""
-    sources = brain._sources
-    held = sources.mem.bytes + sum(m.bytes for m in sources.frozen)
-    proj = brain.follower._proj
-    if proj is not None:
-        held += len(proj) * PROJECTION_ROW_BYTES
-    index = brain.vector_follower._proj
-    if index is not None:
-        held += int(getattr(index, "_matrix").nbytes)
-    return held
+def _glibc_trim() -> "Any":
+    """glibc's ``malloc_trim``, or None elsewhere (musl, macOS): it hands the free pages at the top of the
+    heap and inside its arenas back to the kernel, which freeing alone does not."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_TRIM = _glibc_trim()
+
+
+def give_back() -> bool:
+    """Return the allocator's free pages to the kernel (glibc only); answers whether it could ask."""
+    if _TRIM is None:
+        return False
+    _TRIM(0)
+    return True
 
 
 @dataclass
@@ -262,6 +281,11 @@ class Arbiter:
         self.over_budget_admissions = 0
         self.evictions = 0
         self._over_episode = False
+        # the resident figure over what the brains count they hold, read at the resident figure's highest: a
+        # new peak means the allocator had no freed memory left to reuse, so the excess there is real overhead
+        # (allocator slack, the handles' untracked parts) that the counters miss
+        self.scale = 1.0
+        self._peak = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -310,6 +334,7 @@ class Arbiter:
         if over <= 0:
             self._over_episode = False
             self.evictions += len(closed)
+            self._give_back(closed)
             return closed
         resident = self.pool.resident_entries()
         if len(resident) <= 1:  # the only open brain is never closed for budget: it would only reopen
@@ -319,28 +344,43 @@ class Arbiter:
                 log.warning("brain %s alone holds more than the budget (%d bytes over); kept open and serving",
                             resident[0].name, over)
             self.evictions += len(closed)
+            self._give_back(closed)
             return closed
         shares = self.shares(resident)
-        # what the brains hold: once it fits, the rest of the excess is memory the allocator keeps for
-        # reuse after earlier closes (it does not go back to the kernel), and closing more would free none
+        # what the brains hold, scaled to resident bytes: once it fits, the rest of the excess is memory the
+        # allocator keeps for reuse after earlier closes, and closing more would free none
+        held = over + self.budget.budget_bytes
+        counted = sum(shares.values())
+        if held > self._peak and counted > 0:
+            self._peak, self.scale = held, min(SCALE_CAP, max(1.0, held / counted))
+        shares = {name: int(share * self.scale) for name, share in shares.items()}
         holding = sum(shares.values())
         ranked = sorted((e for e in resident if e.in_flight == 0),
                         key=lambda e: e.cadence.idle(now) * max(shares[e.name], 1) / e.cadence.rate(),
                         reverse=True)
         left = len(resident)
         for entry in ranked:
-            if over <= 0 or left <= 1 or holding <= self.budget.budget_bytes:
+            # not "until the excess is freed": the resident figure counts memory the allocator kept from
+            # earlier closes, which the next admissions reuse; what must fit is what the brains hold
+            if left <= 1 or holding <= self.budget.budget_bytes:
                 break
             if self.pool.evict(entry, f"over budget by {over} bytes; it held {shares[entry.name]} bytes"):
                 closed.append(entry.name)
-                over -= shares[entry.name]  # freed memory does not show in the resident figure at once
                 holding -= shares[entry.name]
                 left -= 1
-        if over > 0 and left <= 1 and not self._over_episode:
+        if holding > self.budget.budget_bytes and left <= 1 and not self._over_episode:
             self._over_episode = True
             self.over_budget_admissions += 1
         self.evictions += len(closed)
+        self._give_back(closed)
         return closed
+
+    @staticmethod
+    def _give_back(closed: list[str]) -> None:
+        """After closes, hand the freed pages back: a few microseconds a trim (measured), and the resident figure
+        then falls with what the closes freed rather than staying at its peak."""
+        if closed:
+            give_back()
 
     def shares(self, entries: list["Entry"]) -> dict[str, int]:
         """What each resident brain holds: its counters plus its files' resident pages."""
@@ -348,7 +388,7 @@ class Arbiter:
         out = {}
         for entry in entries:
             handle = entry.handle
-            counters = engine_bytes(handle) if handle is not None else 0
+            counters = footprint(handle) if handle is not None else 0
             out[entry.name] = counters + mapped.get(Path(os.path.realpath(entry.path)), 0)
         return out
 

@@ -18,11 +18,20 @@ would be a write-anywhere primitive on this host's disk), and writes ``<root>/<b
 
 A run copies one consistent generation (``brainy.engine.backup.freeze``: taken when the run is
 registered, so its ``generation`` is known at once), then attaches the copy read-only and checks it
-opens at that generation before it is ``done``. Runs are remembered for the life of the process.
+opens at that generation before it is ``done``.
+
+Runs outlive the process: each state a run reaches (``queued``, ``running``, then ``done`` or
+``failed``) is appended, as its ``persistStatus`` entry on one JSON line, to ``<root>/<brain>/.runs.jsonl``
+(``RECORDS``; a leading dot, so no snapshot name can be it) and flushed to disk. The file is only ever
+appended to, as nothing under the root is ever deleted or rewritten. After a restart ``persistStatus``
+answers each name's last line; a run whose last line is ``queued`` or ``running`` was cut off by the
+stop and answers ``failed`` with ``ShuttingDownError`` (what it wrote is left in place, and its target,
+no longer empty, refuses a new run of that name). A torn last line is skipped.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -39,6 +48,7 @@ from brainy.engine.backup import FileSet
 log = logging.getLogger("brainy.backups")
 
 SCRUBBED = "<snapshots-dir>"
+RECORDS = ".runs.jsonl"  # beside a brain's snapshots: every state its runs reached, one JSON line each
 # one legal segment, the brain-name law: no "/", no NUL, not starting with ".", at most 64 characters
 SEGMENT = re.compile(r"[^/.\x00][^/\x00]{0,63}")
 
@@ -83,7 +93,7 @@ class Run:
     finished_at: int | None = None
     files: int | None = None
     bytes: int | None = None
-    error: R.Refusal | None = None
+    error: R.Refusal | dict[str, Any] | None = None  # a refusal, or the wire form a record kept of one
     thread: threading.Thread | None = field(default=None, repr=False)
 
     def to_wire(self) -> dict[str, Any]:
@@ -94,8 +104,20 @@ class Run:
         if self.files is not None:
             out["files"], out["bytes"] = self.files, self.bytes
         if self.error is not None:
-            out["error"] = self.error.to_wire()
+            out["error"] = self.error.to_wire() if isinstance(self.error, R.Refusal) else self.error
         return out
+
+    @classmethod
+    def recorded(cls, brain: str, line: dict[str, Any]) -> "Run":
+        """A run from its last record, written by an earlier process: one it left in flight was cut off."""
+        run = cls(brain, line["name"], int(line["generation"]), int(line["startedAt"]), state=line["state"],
+                  finished_at=line.get("finishedAt"), files=line.get("files"), bytes=line.get("bytes"),
+                  error=line.get("error"))
+        if run.state in ("queued", "running"):
+            run.state = "failed"
+            run.error = R.ShuttingDownError("the server stopped before this run finished; what it wrote is left "
+                                            "in place").to_wire()
+        return run
 
 
 def _now_ms() -> int:
@@ -109,6 +131,7 @@ class Backups:
         self.root = root
         self.brains_dir = brains_dir
         self._runs: dict[tuple[str, str], Run] = {}
+        self._read: set[str] = set()  # the brains whose records this process has read
         self._lock = threading.Lock()
 
     def configured(self) -> Path:
@@ -138,6 +161,7 @@ class Backups:
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 raise self._refuse(R.SnapshotTargetNotEmptyError(f"{what} is a file, not a folder"),
                                    f"{path} is not a directory")
+        self._recall(brain)
         with self._lock:
             held = self._runs.get((brain, name))
             if held is not None and held.state in ("queued", "running"):
@@ -155,13 +179,68 @@ class Backups:
                                       daemon=True)
         with self._lock:
             self._runs[(brain, name)] = run
+        self._record(run)
         run.thread.start()
         return run
+
+    def _records(self, brain: str) -> Path | None:
+        """``<root>/<brain>/.runs.jsonl``, unless the brain's folder is not a plain directory (never followed)."""
+        if self.root is None:
+            return None
+        st = _lstat(self.root / brain)
+        return self.root / brain / RECORDS if st is not None and stat.S_ISDIR(st.st_mode) else None
+
+    def _record(self, run: Run) -> None:
+        """Append the state ``run`` reached to its brain's records, durably. A record that cannot be written is
+        narrated and the run goes on: the copy, not its record, is the backup."""
+        path = self._records(run.brain)
+        if path is None:
+            return
+        line = json.dumps(run.to_wire(), separators=(",", ":")).encode() + b"\n"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn line: ours starts a line of its own
+                    line = b"\n" + line
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.error("persist %s/%s: its %s state was not recorded: %s", run.brain, run.name, run.state, exc)
+
+    def _recall(self, brain: str) -> None:
+        """Read ``brain``'s records once: the runs an earlier process registered, each at its last state."""
+        with self._lock:
+            if brain in self._read:
+                return
+            self._read.add(brain)
+        path = self._records(brain)
+        last: dict[str, dict[str, Any]] = {}
+        try:
+            with open(path, "rb") as f:  # type: ignore[arg-type]
+                for raw in f:
+                    try:
+                        line = json.loads(raw)
+                        last[line["name"]] = line
+                    except (ValueError, TypeError, KeyError):
+                        continue  # a torn last line: the append a stop cut short
+        except (OSError, TypeError):
+            return
+        with self._lock:
+            for name, line in last.items():
+                if (brain, name) not in self._runs:
+                    try:
+                        self._runs[(brain, name)] = Run.recorded(brain, line)
+                    except (KeyError, TypeError, ValueError):
+                        log.warning("persist %s/%s: its record does not read; left out", brain, name)
 
     def _copy(self, run: Run, target: Path, files: FileSet) -> None:
         from brainy.engine import Brain  # the copy is checked by opening it as a store
 
         run.state = "running"
+        self._record(run)
         try:
             with files:
                 files.copy_to(target)
@@ -182,10 +261,12 @@ class Backups:
             run.state = "failed"
         finally:
             run.finished_at = _now_ms()
+            self._record(run)
 
     def runs(self, brain: str, name: str | None = None) -> list[Run]:
         """The runs of ``brain`` (one, when named), oldest first; a name no run has is SnapshotRunNotFoundError."""
         self.configured()
+        self._recall(brain)
         with self._lock:
             found = [r for (b, _), r in self._runs.items() if b == brain and (name is None or r.name == name)]
         if name is not None and not found:
