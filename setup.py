@@ -25,6 +25,7 @@ SPEEDUPS = [
     "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
     "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/engine/rows.py)
     "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
+    "h2frame",   # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
 ]
 
 

@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock", "vecpack", "wsframe"]
+__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "h2frame", "load", "picks", "postings", "sstblock", "vecpack", "wsframe"]
 
-NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe", "h2frame")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -85,3 +85,4 @@ h1frame: ModuleType
 postings: ModuleType
 cdc: ModuleType
 wsframe: ModuleType
+h2frame: ModuleType

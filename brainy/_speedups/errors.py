@@ -6,7 +6,7 @@ Plain Python on purpose: the compiled and the pure twin raise the very same clas
 
 from __future__ import annotations
 
-__all__ = ["BlockCorruptError", "REASONS", "VectorRefused"]
+__all__ = ["BlockCorruptError", "HeaderListTooLarge", "HpackError", "REASONS", "RequestMalformed", "VectorRefused"]
 
 # Every reason a data block can be refused for (docs/store-format.md, "Data block": a block that
 # fails any of these is a *torn table*). Short and lowercase, as leveldb words its Corruption
@@ -47,6 +47,29 @@ class BlockCorruptError(ValueError):
 class VectorRefused(ValueError):
     """A vector argument ``vecpack.pack`` will not pack; ``reason`` is one of ``not-a-list``, ``length``,
     ``not-a-number``, ``zero-vector`` (the caller turns it into the refusal the door names)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HpackError(ValueError):
+    """A header block that does not decode (RFC 7541): HTTP/2's COMPRESSION_ERROR, a connection error,
+    since the peer's and our dynamic tables can no longer agree. ``reason`` says what was wrong."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HeaderListTooLarge(HpackError):
+    """A header block decoding to more than the advertised SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 6.5.2,
+    counting each field as name + value + 32): refused before it is held whole."""
+
+
+class RequestMalformed(ValueError):
+    """An HTTP/2 request whose header fields break RFC 9113 8.1.1-8.3.1 (a stream error, PROTOCOL_ERROR);
+    ``reason`` says which rule."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
