@@ -490,11 +490,15 @@ class H2Connection:
             self._answered(stream_id)
             return
         size = len(body)
-        if trailers is None and size <= frame_size and size <= self._connection_window \
-                and size <= self._windows[stream_id]:
-            # the common answer: one DATA frame, ending the stream, within every window
+        if size <= frame_size and size <= self._connection_window and size <= self._windows[stream_id]:
+            # the common answer: one DATA frame within every window, ending the stream or followed by the
+            # trailers that do (gRPC's)
             self._connection_window -= size
-            self._out.append(h2frame.frame(DATA, END_STREAM, stream_id, body))
+            if trailers:
+                self._out.append(h2frame.frame(DATA, 0, stream_id, body))
+                self._out.append(encoder.headers(stream_id, trailers, True, frame_size))
+            else:
+                self._out.append(h2frame.frame(DATA, END_STREAM, stream_id, body))
             self._answered(stream_id)
             return
         self._sending[stream_id] = memoryview(body)
