@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,28 +70,37 @@ def main() -> None:
         keys = root / "keys"
         keys.touch(mode=0o600)  # a keys file others may read is refused
         keys.write_text(f"{KEY} person:measure *\n")
-        brainy = [sys.executable, "-m", "brainy.cli", "serve", "--brain", f"main={store}", "--keys", str(keys),
-                  "--listen"]
-        servers = [
-            ("floor h1 (uvloop+httptools)", [sys.executable, str(HERE / "floor_server.py")], "/", True, None),
-            ("floor h2 (h2 library alone)", [sys.executable, str(HERE / "h2lib_floor.py")], "/", False, None),
-            ("brainy h2 get", brainy, args.path, False, None),
-            ("brainy h1 get", brainy, args.path, True, None),
-        ]
-        if args.also:
-            servers += [("brainy h2 get (--also)", brainy, args.path, False, args.also)]
+
+        def brainy(copy: str) -> list[str]:
+            # each brainy server on its own copy of the store: two on one store would be a leader and a
+            # follower, not two of the same server
+            shutil.copytree(store, root / copy)
+            return [sys.executable, "-m", "brainy.cli", "serve", "--brain", f"main={root / copy}", "--keys", str(keys),
+                    "--listen"]
+
+        servers = [  # (command, the source tree it runs from)
+            ([sys.executable, str(HERE / "floor_server.py")], None),
+            ([sys.executable, str(HERE / "h2lib_floor.py")], None),
+            (brainy("now"), None),
+        ] + ([(brainy("also"), args.also)] if args.also else [])
+        cells = [  # (name, server, path, over HTTP/1.1)
+            ("floor h1 (uvloop+httptools)", 0, "/", True),
+            ("floor h2 (h2 library alone)", 1, "/", False),
+            ("brainy h2 get", 2, args.path, False),
+            ("brainy h1 get", 2, args.path, True),
+        ] + ([("brainy h2 get (--also)", 3, args.path, False)] if args.also else [])
         procs, ports = [], []
         try:
-            for name, command, path, h1, tree in servers:
+            for command, tree in servers:
                 ports.append(free_port())
                 procs.append(serve(command + [f"127.0.0.1:{ports[-1]}" if command[-1] == "--listen" else str(ports[-1])],
                                    args.server_cpu, ports[-1], tree))
             best: dict[tuple[str, int], tuple[float, float, float]] = {}
             for _ in range(args.rounds):  # interleaved: every cell once a round, so a busy spell hits them all
-                for (name, _, path, h1, _), port in zip(servers, ports):
+                for name, server, path, h1 in cells:
                     for connections, requests in RUNS:
-                        run = h2load(args.client_cpu, f"http://127.0.0.1:{port}{path}", connections, requests,
-                                     root / "log", h1)
+                        run = h2load(args.client_cpu, f"http://127.0.0.1:{ports[server]}{path}", connections,
+                                     requests, root / "log", h1)
                         key = (name, connections)
                         best[key] = min(best.get(key, run), run)  # the quietest round's (lowest p50)
         finally:
@@ -99,7 +109,7 @@ def main() -> None:
                 proc.wait(timeout=15)
         print(f"{'cell':<30}{'c':>4}{'n':>7}{'p50 µs':>9}{'p99 µs':>9}{'req/s':>9}")
         for connections, requests in RUNS:
-            for name, *_ in servers:
+            for name, *_ in cells:
                 p50, p99, rate = best[(name, connections)]
                 print(f"{name:<30}{connections:>4}{requests:>7}{p50:>9.0f}{p99:>9.0f}{rate:>9.0f}")
 

@@ -3,7 +3,7 @@ from typing import Iterable
 
 from typing_extensions import Buffer
 
-__all__ = ["Decoder", "Encoder", "frame", "huffman_decode", "huffman_encode", "parse_header"]
+__all__ = ["Decoder", "Encoder", "frame", "huffman_decode", "huffman_encode", "parse_header", "request_head"]
 
 Field = tuple[bytes, bytes]
 
@@ -11,6 +11,7 @@ def parse_header(data: Buffer, at: int = 0) -> tuple[int, int, int, int] | None:
 def frame(kind: int, flags: int, stream_id: int, payload: Buffer = b"") -> bytes: ...
 def huffman_decode(data: Buffer) -> bytes: ...
 def huffman_encode(data: Buffer) -> bytes: ...
+def request_head(fields: Iterable[Field]) -> tuple[str, str, str, dict[str, str], int]: ...
 
 class Decoder:
     max_table_size: int

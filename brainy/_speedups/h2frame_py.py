@@ -5,8 +5,9 @@
 What the connection (``brainy/net/h2.py``) needs at every frame, and nothing of its rules:
 :func:`parse_header` reads one frame header, :func:`frame` lays one out, :class:`Decoder` turns a
 header block into fields (static and dynamic table, Huffman, table-size updates, the header-list
-limit) and :class:`Encoder` turns fields into HEADERS and CONTINUATION frames. A block that does not
-decode raises :class:`~brainy._speedups.errors.HpackError` (or its :class:`HeaderListTooLarge`).
+limit), :func:`request_head` reads a request's fields once (and refuses a malformed one), and
+:class:`Encoder` turns fields into HEADERS and CONTINUATION frames. A block that does not decode
+raises :class:`~brainy._speedups.errors.HpackError` (or its :class:`HeaderListTooLarge`).
 The fixed tables are ``h2frame_tables``, shared with the compiled twin.
 """
 

@@ -139,7 +139,7 @@ class H2Stream(Stream):
         return RequestReceived(stream_id, Request(method, path, query, headers, b"".join(self.body)))
 
 
-class ConnectionError_(Exception):
+class ProtocolViolation(Exception):
     """A connection error (RFC 9113 5.4.1): GOAWAY with ``code``, then the end."""
 
     def __init__(self, code: int, reason: str) -> None:
@@ -214,7 +214,7 @@ class H2Connection:
                     break
                 length, kind, flags, stream_id = head
                 if length > MAX_FRAME_SIZE:
-                    raise ConnectionError_(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
+                    raise ProtocolViolation(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
                 if end - at - 9 < length:
                     break
                 payload = buffer[at + 9:at + 9 + length]
@@ -222,7 +222,7 @@ class H2Connection:
                 self._frame(kind, flags, stream_id, payload, out)
                 if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
                     return []
-        except ConnectionError_ as error:
+        except ProtocolViolation as error:
             self._fail(error.code)
             return []
         except HpackError:
@@ -246,11 +246,11 @@ class H2Connection:
     def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
         if not self._settled:
             if kind != SETTINGS or flags & ACK:
-                raise ConnectionError_(PROTOCOL_ERROR, "the first frame is not SETTINGS")
+                raise ProtocolViolation(PROTOCOL_ERROR, "the first frame is not SETTINGS")
             self._settled = True
         if self._continuing is not None:
             if kind != CONTINUATION or stream_id != self._continuing[0]:
-                raise ConnectionError_(PROTOCOL_ERROR, "a frame between HEADERS and its CONTINUATION")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a frame between HEADERS and its CONTINUATION")
             self._continuation(flags, payload, out)
         elif kind == HEADERS:
             self._headers(flags, stream_id, payload, out)
@@ -262,47 +262,47 @@ class H2Connection:
             self._settings(flags, stream_id, payload)
         elif kind == PING:
             if len(payload) != 8:
-                raise ConnectionError_(FRAME_SIZE_ERROR, "a PING not of 8 bytes")
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a PING not of 8 bytes")
             if stream_id:
-                raise ConnectionError_(PROTOCOL_ERROR, "a PING on a stream")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a PING on a stream")
             if not flags & ACK:
                 self._out.append(h2frame.frame(PING, ACK, 0, payload))
         elif kind == RST_STREAM:
             if len(payload) != 4:
-                raise ConnectionError_(FRAME_SIZE_ERROR, "a RST_STREAM not of 4 bytes")
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a RST_STREAM not of 4 bytes")
             if not stream_id or stream_id > self._highest:
-                raise ConnectionError_(PROTOCOL_ERROR, "a RST_STREAM on stream 0 or an idle stream")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a RST_STREAM on stream 0 or an idle stream")
             self._drop(stream_id, out)
         elif kind == PRIORITY:  # read and ignored: answers go out in the order they are ready
             if not stream_id:
-                raise ConnectionError_(PROTOCOL_ERROR, "a PRIORITY on stream 0")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a PRIORITY on stream 0")
             if len(payload) != 5:
                 self._reset(stream_id, FRAME_SIZE_ERROR, out)
         elif kind == GOAWAY:
             if stream_id:
-                raise ConnectionError_(PROTOCOL_ERROR, "a GOAWAY on a stream")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a GOAWAY on a stream")
             self.ended = True
         elif kind == PUSH_PROMISE:
-            raise ConnectionError_(PROTOCOL_ERROR, "a PUSH_PROMISE from a client")
+            raise ProtocolViolation(PROTOCOL_ERROR, "a PUSH_PROMISE from a client")
         elif kind == CONTINUATION:
-            raise ConnectionError_(PROTOCOL_ERROR, "a CONTINUATION with no HEADERS before it")
+            raise ProtocolViolation(PROTOCOL_ERROR, "a CONTINUATION with no HEADERS before it")
         # any other type is an extension this server does not speak: ignored (RFC 9113 5.5)
 
     @staticmethod
     def _unpadded(flags: int, payload: bytes) -> bytes:
         if flags & PADDED:
             if not payload or payload[0] >= len(payload):
-                raise ConnectionError_(PROTOCOL_ERROR, "padding as long as the frame")
+                raise ProtocolViolation(PROTOCOL_ERROR, "padding as long as the frame")
             return payload[1:len(payload) - payload[0]]
         return payload
 
     def _headers(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
         if not stream_id:
-            raise ConnectionError_(PROTOCOL_ERROR, "HEADERS on stream 0")
+            raise ProtocolViolation(PROTOCOL_ERROR, "HEADERS on stream 0")
         block = self._unpadded(flags, payload)
         if flags & PRIORITY_FLAG:
             if len(block) < 5:
-                raise ConnectionError_(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
             block = block[5:]
         if flags & END_HEADERS:
             self._block(stream_id, flags & END_STREAM, block, out)
@@ -314,7 +314,7 @@ class H2Connection:
         fragments.append(payload)
         if sum(map(len, fragments)) > self._max_header_bytes:
             # no block over the limit can decode to a list under it: refused before it is held whole
-            raise ConnectionError_(COMPRESSION_ERROR, "a header block over the header list limit")
+            raise ProtocolViolation(COMPRESSION_ERROR, "a header block over the header list limit")
         if flags & END_HEADERS:
             self._continuing = None
             self._block(stream_id, end_stream, b"".join(fragments), out)
@@ -324,11 +324,11 @@ class H2Connection:
         fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
         if stream_id in self._receiving:
             if not end_stream:
-                raise ConnectionError_(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
             self._ended(stream_id, out)  # trailers: the request is whole (their fields are not used)
             return
         if stream_id <= self._highest or not stream_id & 1:
-            raise ConnectionError_(PROTOCOL_ERROR if not stream_id & 1 else STREAM_CLOSED,
+            raise ProtocolViolation(PROTOCOL_ERROR if not stream_id & 1 else STREAM_CLOSED,
                                    "HEADERS on an even or a closed stream")
         self._highest = stream_id
         if self._closing is not None and stream_id > self._closing:
@@ -353,15 +353,15 @@ class H2Connection:
 
     def _data(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
         if not stream_id:
-            raise ConnectionError_(PROTOCOL_ERROR, "DATA on stream 0")
+            raise ProtocolViolation(PROTOCOL_ERROR, "DATA on stream 0")
         length = len(payload)
         if length > self._receive_window:
-            raise ConnectionError_(FLOW_CONTROL_ERROR, "DATA past the connection window")
+            raise ProtocolViolation(FLOW_CONTROL_ERROR, "DATA past the connection window")
         self._receive_window -= length
         window = self._receiving.get(stream_id)
         if window is None:
             if stream_id > self._highest:
-                raise ConnectionError_(PROTOCOL_ERROR, "DATA on an idle stream")
+                raise ProtocolViolation(PROTOCOL_ERROR, "DATA on an idle stream")
             self._reset(stream_id, STREAM_CLOSED, out)
             return
         if length > window:
@@ -417,14 +417,14 @@ class H2Connection:
 
     def _window_update(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "a WINDOW_UPDATE not of 4 bytes")
+            raise ProtocolViolation(FRAME_SIZE_ERROR, "a WINDOW_UPDATE not of 4 bytes")
         increment = int.from_bytes(payload, "big") & MAX_WINDOW
         if not stream_id:
             if not increment:
-                raise ConnectionError_(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
+                raise ProtocolViolation(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
             self._connection_window += increment
             if self._connection_window > MAX_WINDOW:
-                raise ConnectionError_(FLOW_CONTROL_ERROR, "the connection window over 2^31-1")
+                raise ProtocolViolation(FLOW_CONTROL_ERROR, "the connection window over 2^31-1")
         elif stream_id in self._windows:
             if not increment:
                 self._reset(stream_id, PROTOCOL_ERROR, [])
@@ -434,38 +434,38 @@ class H2Connection:
                 self._reset(stream_id, FLOW_CONTROL_ERROR, [])
                 return
         elif stream_id > self._highest:
-            raise ConnectionError_(PROTOCOL_ERROR, "a WINDOW_UPDATE on an idle stream")
+            raise ProtocolViolation(PROTOCOL_ERROR, "a WINDOW_UPDATE on an idle stream")
         self._opened = True
 
     def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id:
-            raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS on a stream")
+            raise ProtocolViolation(PROTOCOL_ERROR, "SETTINGS on a stream")
         if flags & ACK:
             if payload:
-                raise ConnectionError_(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
             return
         if len(payload) % 6:
-            raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS not a whole number of settings")
+            raise ProtocolViolation(FRAME_SIZE_ERROR, "SETTINGS not a whole number of settings")
         for at in range(0, len(payload), 6):
             setting = int.from_bytes(payload[at:at + 2], "big")
             value = int.from_bytes(payload[at + 2:at + 6], "big")
             if setting == S_HEADER_TABLE_SIZE:
                 self._encoder.set_max_table_size(value)
             elif setting == S_ENABLE_PUSH and value > 1:
-                raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH neither 0 nor 1")
+                raise ProtocolViolation(PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH neither 0 nor 1")
             elif setting == S_INITIAL_WINDOW_SIZE:
                 if value > MAX_WINDOW:
-                    raise ConnectionError_(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1")
+                    raise ProtocolViolation(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1")
                 delta = value - self._peer_initial_window
                 self._peer_initial_window = value
                 for open_id in self._windows:  # RFC 9113 6.9.2: every open stream's window moves by the change
                     self._windows[open_id] += delta
                     if self._windows[open_id] > MAX_WINDOW:
-                        raise ConnectionError_(FLOW_CONTROL_ERROR, "a stream window over 2^31-1")
+                        raise ProtocolViolation(FLOW_CONTROL_ERROR, "a stream window over 2^31-1")
                 self._opened = True
             elif setting == S_MAX_FRAME_SIZE:
                 if not 16384 <= value <= (1 << 24) - 1:
-                    raise ConnectionError_(PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range")
+                    raise ProtocolViolation(PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range")
                 self._peer_max_frame = value
         self._out.append(h2frame.frame(SETTINGS, ACK, 0, b""))
 
