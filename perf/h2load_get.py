@@ -38,6 +38,7 @@ def h2load(cpu: int, url: str, connections: int, requests: int, log: Path, h1: b
                "-H", f"authorization: Bearer {KEY}", f"--log-file={log}", url]
     if h1:
         command.insert(4, "--h1")
+    log.unlink(missing_ok=True)  # h2load appends to its log file: each run's figures are its own
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     rate = next(float(line.split()[3]) for line in out.splitlines() if line.startswith("finished in"))
     failed = next(line for line in out.splitlines() if line.startswith("requests:"))
