@@ -26,6 +26,7 @@ SPEEDUPS = [
     "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/engine/rows.py)
     "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
     "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/engine/vfs.py)
+    "h2frame",   # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
 ]
 
 

@@ -19,9 +19,10 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock", "textjoin", "vecpack", "wsframe"]
+__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "h2frame", "load", "picks", "postings", "sstblock", "textjoin",
+           "vecpack", "wsframe"]
 
-NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe", "textjoin")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe", "textjoin", "h2frame")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -86,3 +87,4 @@ postings: ModuleType
 cdc: ModuleType
 wsframe: ModuleType
 textjoin: ModuleType
+h2frame: ModuleType

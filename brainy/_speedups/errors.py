@@ -6,7 +6,8 @@ Plain Python on purpose: the compiled and the pure twin raise the very same clas
 
 from __future__ import annotations
 
-__all__ = ["BlockCorruptError", "REASONS", "TextStops", "VectorRefused"]
+__all__ = ["BlockCorruptError", "HeaderListTooLarge", "HpackError", "REASONS", "RequestMalformed", "TextStops",
+           "VectorRefused"]
 
 # Every reason a data block can be refused for (docs/store-format.md, "Data block": a block that
 # fails any of these is a *torn table*). Short and lowercase, as leveldb words its Corruption
@@ -63,3 +64,24 @@ class TextStops(ValueError):
 
     def __str__(self) -> str:
         return f"not UTF-8 from offset {self.offset}"
+class HpackError(ValueError):
+    """A header block that does not decode (RFC 7541): HTTP/2's COMPRESSION_ERROR, a connection error,
+    since the peer's and our dynamic tables can no longer agree. ``reason`` says what was wrong."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HeaderListTooLarge(HpackError):
+    """A header block decoding to more than the advertised SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 6.5.2,
+    counting each field as name + value + 32): refused before it is held whole."""
+
+
+class RequestMalformed(ValueError):
+    """An HTTP/2 request whose header fields break RFC 9113 8.1.1-8.3.1 (a stream error, PROTOCOL_ERROR);
+    ``reason`` says which rule."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

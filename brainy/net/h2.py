@@ -1,22 +1,30 @@
-"""HTTP/2 with prior knowledge, sans-IO: a server connection over the h2 library's own sans-IO state machine.
+"""HTTP/2 with prior knowledge, sans-IO: brainy's own server connection (RFC 9113) over the ``h2frame`` speedup.
 
 Bytes and time in (:meth:`H2Connection.receive_data`), request events out;
 answers in (:meth:`H2Connection.send_response`), bytes out
 (:meth:`H2Connection.data_to_send`). No socket, no task, no event loop: the
-glue (``brainy.net.glue.h2``) runs the app and writes what this framed.
+glue (``brainy.net.glue.h2``) runs the app and writes what this framed. The
+frame layout and HPACK are ``brainy._speedups.h2frame`` (compiled, with its
+pure twin); the rules of the protocol are here.
 
-* Many streams at once, up to :data:`MAX_CONCURRENT_STREAMS`; a stream's
-  request is handed out once whole (:class:`RequestReceived`), its body
-  acknowledged as it is consumed.
+* Many streams at once, up to :data:`MAX_CONCURRENT_STREAMS` (one past that is
+  refused with RST_STREAM REFUSED_STREAM); a stream's request is handed out
+  once whole (:class:`RequestReceived`).
 * A body over the limit is :class:`RequestRefused` (413), dropped as it comes.
-* An answer is queued whole (with its trailers, if it has any: gRPC's status)
-  and sent as DATA as the peer's flow-control
-  windows allow: what does not fit waits for a WINDOW_UPDATE or a SETTINGS
-  that grows the initial window (RFC 9113 6.9.2), both read here.
+* Flow control both ways. Ours: every stream may send :data:`STREAM_WINDOW`
+  (our SETTINGS_INITIAL_WINDOW_SIZE) and the connection :data:`CONNECTION_WINDOW`
+  (a WINDOW_UPDATE right after our SETTINGS), topped up once half is used, so
+  a client never waits a round trip per 16 KiB; a peer sending past either
+  window is a FLOW_CONTROL_ERROR. The peer's: an answer is queued whole (with
+  its trailers, if it has any: gRPC's status) and sent as DATA as its windows
+  allow; what does not fit waits for a WINDOW_UPDATE or a SETTINGS that grows
+  the initial window (RFC 9113 6.9.2).
 * A frame header announcing more than our SETTINGS_MAX_FRAME_SIZE ends the
   connection with FRAME_SIZE_ERROR as soon as its nine bytes land; any other
-  protocol violation ends it with the library's GOAWAY. Either way
-  :attr:`H2Connection.ended` turns true: write the bytes, then close.
+  connection error (RFC 9113 5.4.1) ends it with GOAWAY naming the error.
+  Either way :attr:`H2Connection.ended` turns true: write the bytes, then close.
+  A stream error (a malformed request, a window overrun on one stream) resets
+  that stream alone.
 * :meth:`H2Connection.close` is the polite end: GOAWAY at once, the streams in
   hand still answered, then the final GOAWAY and ``ended``.
 * The idle deadline runs while no stream is open (``brainy.net.deadlines``).
@@ -26,14 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-import h2.settings
-from hyperframe.frame import GoAwayFrame
-
+from brainy._speedups import h2frame
+from brainy._speedups.errors import HpackError, RequestMalformed
 from brainy.contract import refusals as R
 from brainy.net.deadlines import IDLE_SECONDS, DeadlinePassed, Deadlines
 from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Response
@@ -41,7 +43,22 @@ from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Respons
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 3.4: what a prior-knowledge client sends first
 # A resource defence: each open stream holds its headers and body until answered.
 MAX_CONCURRENT_STREAMS = 128
+MAX_FRAME_SIZE = 16384            # ours (RFC 9113 6.5.2's default, not raised: no request needs more)
+STREAM_WINDOW = 1 << 20           # what each stream may send us before we acknowledge any of it
+CONNECTION_WINDOW = 16 << 20      # what all streams together may send us; bounds what one connection buffers
+DEFAULT_WINDOW = 65535            # every window's start until SETTINGS or WINDOW_UPDATE says otherwise
+MAX_WINDOW = (1 << 31) - 1
 
+# Frame types and flags (RFC 9113 6)
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
+END_STREAM = ACK = 0x1
+END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+# Error codes (RFC 9113 7)
+NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR = 0x0, 0x1, 0x3, 0x5, 0x6
+REFUSED_STREAM, COMPRESSION_ERROR = 0x7, 0x9
+# Settings (RFC 9113 6.5.2)
+S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS, S_INITIAL_WINDOW_SIZE = 0x1, 0x2, 0x3, 0x4
+S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x5, 0x6
 
 @dataclass(frozen=True)
 class RequestReceived:
@@ -104,30 +121,71 @@ class Stream:
         return RequestReceived(stream_id, request)
 
 
+class H2Stream(Stream):
+    """An HTTP/2 stream's request: its head read once from its fields (``h2frame.request_head``)."""
+
+    __slots__ = ("request_head",)
+
+    def __init__(self, headers: list[tuple[bytes, bytes]], head: tuple[str, str, str, dict[str, str], int]) -> None:
+        super().__init__(headers)
+        self.request_head = head
+
+    def event(self, stream_id: int) -> "RequestReceived | RequestRefused":
+        self.handed_out = True
+        method, path, query, headers, _ = self.request_head
+        self.head = method == "HEAD"
+        if self.refused is not None:
+            return RequestRefused(stream_id, self.refused)
+        return RequestReceived(stream_id, Request(method, path, query, headers, b"".join(self.body)))
+
+
+class ProtocolViolation(Exception):
+    """A connection error (RFC 9113 5.4.1): GOAWAY with ``code``, then the end."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
 class H2Connection:
     """One HTTP/2 connection, server side, from the preface on (``now``: when its first bytes came)."""
 
     def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS, max_body: int = MAX_BODY,
                  max_header_bytes: int = MAX_HEADER_BYTES,
                  max_concurrent_streams: int = MAX_CONCURRENT_STREAMS, advertise: list[Header] | None = None) -> None:
-        config = h2.config.H2Configuration(client_side=False, header_encoding=None, validate_inbound_headers=True)
-        self._conn = h2.connection.H2Connection(config=config)
-        self._conn.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
-            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: max_header_bytes,
-        })
-        self._conn.initiate_connection()
         self._max_body = max_body
+        self._max_header_bytes = max_header_bytes
+        self._max_streams = max_concurrent_streams
         self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
-        self._streams: dict[int, Stream] = {}        # open streams, from their HEADERS until answered whole
+        self._decoder = h2frame.Decoder(4096, max_header_bytes)
+        self._encoder = h2frame.Encoder(4096)
+        self._streams: dict[int, H2Stream] = {}        # open streams, from their HEADERS until answered whole
+        self._receiving: dict[int, int] = {}         # streams the peer still sends on: our window left on each
+        self._windows: dict[int, int] = {}           # the peer's window on each open stream
         self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
         self._held: set[int] = set()  # streams whose answer is a stream still being written (send_stream_head)
         self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # what ends each of those answers (gRPC)
-        self._early = bytearray()  # our own frames, ahead of whatever the library queues after them
+        self._connection_window = DEFAULT_WINDOW     # the peer's connection window
+        self._receive_window = CONNECTION_WINDOW     # ours, left before the peer must wait for an update
+        self._peer_initial_window = DEFAULT_WINDOW
+        self._peer_max_frame = 16384
+        self._highest = 0         # the highest stream id the peer opened
+        self._continuing: tuple[int, int, list[bytes]] | None = None  # HEADERS awaiting CONTINUATION
+        self._settled = False     # the peer's first frame (its SETTINGS, RFC 9113 3.4) has arrived
+        self._preface_at = 0      # bytes of the preface read so far
+        self._buffer = b""        # the start of a frame not yet whole
         self._deadlines = Deadlines(now, idle_seconds)
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
-        self._skip = len(PREFACE)  # bytes before the next frame header starts (the preface comes first)
-        self._frame_head = b""     # the first bytes of a frame header split across reads
+        self._opened = False      # a window grew while reading: queued answers may move on
+        self._topping: set[int] = set()  # streams this read used half their window on: to grant again
+        self._out: list[bytes] = [
+            h2frame.frame(SETTINGS, 0, 0, b"".join(
+                setting.to_bytes(2, "big") + value.to_bytes(4, "big") for setting, value in (
+                    (S_MAX_CONCURRENT_STREAMS, max_concurrent_streams),
+                    (S_INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+                    (S_MAX_HEADER_LIST_SIZE, max_header_bytes)))),
+            h2frame.frame(WINDOW_UPDATE, 0, 0, (CONNECTION_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big")),
+        ]
         self.ended = False  # nothing more is read or framed: write data_to_send(), then close
 
     # -- bytes in -----------------------------------------------------------------------------------
@@ -137,88 +195,279 @@ class H2Connection:
         if self.ended:
             return []
         self._deadlines.heard(now, False)
-        if self._oversized_frame(data):
-            self._conn.close_connection(error_code=h2.errors.ErrorCodes.FRAME_SIZE_ERROR)
-            self.ended = True
-            return []
-        try:
-            events = self._conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self.ended = True  # the library queued a GOAWAY naming the violation
-            return []
-        out: list[H2Event] = []
-        window_opened = False
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                self._open(event, out)
-            elif isinstance(event, h2.events.DataReceived):
-                self._data(event)
-            elif isinstance(event, h2.events.StreamEnded):
-                self._complete(event.stream_id, out)
-            elif isinstance(event, h2.events.StreamReset):
-                stream = self._streams.pop(event.stream_id, None)
-                if stream is not None:
-                    self._sending.pop(event.stream_id, None)
-                    self._held.discard(event.stream_id)
-                    self._trailers.pop(event.stream_id, None)
-                    if stream.handed_out:
-                        out.append(StreamReset(event.stream_id))
-                    self._end_if_done()
-            elif isinstance(event, h2.events.WindowUpdated):
-                window_opened = True
-            elif isinstance(event, h2.events.RemoteSettingsChanged):
-                # a new initial window resizes every open stream's window (RFC 9113 6.9.2)
-                window_opened |= h2.settings.SettingCodes.INITIAL_WINDOW_SIZE in event.changed_settings
-            elif isinstance(event, h2.events.ConnectionTerminated):
-                self.ended = True  # the peer's GOAWAY: nothing it asked on this connection is answered
+        if self._preface_at < len(PREFACE):
+            take = len(PREFACE) - self._preface_at
+            if data[:take] != PREFACE[self._preface_at:self._preface_at + len(data[:take])]:
+                self.ended = True  # not HTTP/2: no GOAWAY (RFC 9113 3.4 lets it be left out)
                 return []
-        if window_opened and self._sending:
+            self._preface_at += len(data[:take])
+            data = data[take:]
+        buffer = self._buffer + data if self._buffer else data
+        out: list[H2Event] = []
+        self._opened = False
+        at, end = 0, len(buffer)
+        parse_header = h2frame.parse_header
+        try:
+            while True:
+                head = parse_header(buffer, at)
+                if head is None:
+                    break
+                length, kind, flags, stream_id = head
+                if length > MAX_FRAME_SIZE:
+                    raise ProtocolViolation(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
+                if end - at - 9 < length:
+                    break
+                payload = buffer[at + 9:at + 9 + length]
+                at += 9 + length
+                self._frame(kind, flags, stream_id, payload, out)
+                if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
+                    return []
+        except ProtocolViolation as error:
+            self._fail(error.code)
+            return []
+        except HpackError:
+            self._fail(COMPRESSION_ERROR)
+            return []
+        self._buffer = buffer[at:] if at < end else b""
+        if self._topping or self._receive_window < CONNECTION_WINDOW // 2:
+            self._top_up()
+        if self._opened and self._sending:
             self._pump()
         return out
 
-    def _oversized_frame(self, data: bytes) -> bool:
-        """True when a frame header in ``data`` announces a length over our SETTINGS_MAX_FRAME_SIZE.
+    def _fail(self, code: int) -> None:
+        self._out.append(self._goaway(code))
+        self.ended = True
 
-        The h2 library checks a frame's length only once the whole announced frame has arrived, so a
-        peer announcing 16 MiB would be buffered, unanswered, until 16 MiB came; each header is read
-        here as it lands instead (RFC 9113 4.2: FRAME_SIZE_ERROR)."""
-        at = 0
-        while at < len(data):
-            if self._skip:
-                step = min(self._skip, len(data) - at)
-                self._skip -= step
-                at += step
-                continue
-            take = 9 - len(self._frame_head)
-            self._frame_head += data[at:at + take]
-            at += take
-            if len(self._frame_head) < 9:
-                break
-            self._skip = int.from_bytes(self._frame_head[:3], "big")
-            self._frame_head = b""
-            if self._skip > self._conn.max_inbound_frame_size:
-                return True
-        return False
+    def _goaway(self, code: int, last: int | None = None) -> bytes:
+        last = self._highest if last is None else last
+        return h2frame.frame(GOAWAY, 0, 0, last.to_bytes(4, "big") + code.to_bytes(4, "big"))
 
-    def _open(self, event: h2.events.RequestReceived, out: list[H2Event]) -> None:
-        if self._closing is not None and event.stream_id > self._closing:
-            # past the polite GOAWAY's last stream: never processed, so the peer may retry it elsewhere
-            self._conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
+        if not self._settled:
+            if kind != SETTINGS or flags & ACK:
+                raise ProtocolViolation(PROTOCOL_ERROR, "the first frame is not SETTINGS")
+            self._settled = True
+        if self._continuing is not None:
+            if kind != CONTINUATION or stream_id != self._continuing[0]:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a frame between HEADERS and its CONTINUATION")
+            self._continuation(flags, payload, out)
+        elif kind == HEADERS:
+            self._headers(flags, stream_id, payload, out)
+        elif kind == DATA:
+            self._data(flags, stream_id, payload, out)
+        elif kind == WINDOW_UPDATE:
+            self._window_update(stream_id, payload)
+        elif kind == SETTINGS:
+            self._settings(flags, stream_id, payload)
+        elif kind == PING:
+            if len(payload) != 8:
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a PING not of 8 bytes")
+            if stream_id:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a PING on a stream")
+            if not flags & ACK:
+                self._out.append(h2frame.frame(PING, ACK, 0, payload))
+        elif kind == RST_STREAM:
+            if len(payload) != 4:
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a RST_STREAM not of 4 bytes")
+            if not stream_id or stream_id > self._highest:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a RST_STREAM on stream 0 or an idle stream")
+            self._drop(stream_id, out)
+        elif kind == PRIORITY:  # read and ignored: answers go out in the order they are ready
+            if not stream_id:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a PRIORITY on stream 0")
+            if len(payload) != 5:
+                self._reset(stream_id, FRAME_SIZE_ERROR, out)
+        elif kind == GOAWAY:
+            if stream_id:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a GOAWAY on a stream")
+            self.ended = True
+        elif kind == PUSH_PROMISE:
+            raise ProtocolViolation(PROTOCOL_ERROR, "a PUSH_PROMISE from a client")
+        elif kind == CONTINUATION:
+            raise ProtocolViolation(PROTOCOL_ERROR, "a CONTINUATION with no HEADERS before it")
+        # any other type is an extension this server does not speak: ignored (RFC 9113 5.5)
+
+    @staticmethod
+    def _unpadded(flags: int, payload: bytes) -> bytes:
+        if flags & PADDED:
+            if not payload or payload[0] >= len(payload):
+                raise ProtocolViolation(PROTOCOL_ERROR, "padding as long as the frame")
+            return payload[1:len(payload) - payload[0]]
+        return payload
+
+    def _headers(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
+        if not stream_id:
+            raise ProtocolViolation(PROTOCOL_ERROR, "HEADERS on stream 0")
+        block = self._unpadded(flags, payload)
+        if flags & PRIORITY_FLAG:
+            if len(block) < 5:
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
+            block = block[5:]
+        if flags & END_HEADERS:
+            self._block(stream_id, flags & END_STREAM, block, out)
+        else:
+            self._continuing = (stream_id, flags & END_STREAM, [block])
+
+    def _continuation(self, flags: int, payload: bytes, out: list[H2Event]) -> None:
+        stream_id, end_stream, fragments = self._continuing  # type: ignore[misc]
+        fragments.append(payload)
+        if sum(map(len, fragments)) > self._max_header_bytes:
+            # no block over the limit can decode to a list under it: refused before it is held whole
+            raise ProtocolViolation(COMPRESSION_ERROR, "a header block over the header list limit")
+        if flags & END_HEADERS:
+            self._continuing = None
+            self._block(stream_id, end_stream, b"".join(fragments), out)
+
+    def _block(self, stream_id: int, end_stream: int, block: bytes, out: list[H2Event]) -> None:
+        """A whole header block on ``stream_id``: a new stream's request, or an open one's trailers."""
+        fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
+        if stream_id in self._receiving:
+            if not end_stream:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
+            self._ended(stream_id, out)  # trailers: the request is whole (their fields are not used)
             return
-        self._streams[event.stream_id] = Stream(event.headers)
-        if event.stream_ended:
-            self._complete(event.stream_id, out)
+        if stream_id <= self._highest or not stream_id & 1:
+            raise ProtocolViolation(PROTOCOL_ERROR if not stream_id & 1 else STREAM_CLOSED,
+                                   "HEADERS on an even or a closed stream")
+        self._highest = stream_id
+        if self._closing is not None and stream_id > self._closing:
+            # past the polite GOAWAY's last stream: never processed, so the peer may retry it elsewhere
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, REFUSED_STREAM.to_bytes(4, "big")))
+            return
+        if len(self._streams) >= self._max_streams:
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, REFUSED_STREAM.to_bytes(4, "big")))
+            return
+        try:
+            head = h2frame.request_head(fields)
+        except RequestMalformed:
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
+            return
+        self._streams[stream_id] = H2Stream(fields, head)
+        self._windows[stream_id] = self._peer_initial_window
+        if end_stream:
+            self._receiving[stream_id] = 0
+            self._ended(stream_id, out)
+        else:
+            self._receiving[stream_id] = STREAM_WINDOW
 
-    def _data(self, event: h2.events.DataReceived) -> None:
-        stream = self._streams.get(event.stream_id)
-        self._conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-        if stream is not None:
-            stream.take(event.data, self._max_body)
+    def _data(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
+        if not stream_id:
+            raise ProtocolViolation(PROTOCOL_ERROR, "DATA on stream 0")
+        length = len(payload)
+        if length > self._receive_window:
+            raise ProtocolViolation(FLOW_CONTROL_ERROR, "DATA past the connection window")
+        self._receive_window -= length
+        window = self._receiving.get(stream_id)
+        if window is None:
+            if stream_id > self._highest:
+                raise ProtocolViolation(PROTOCOL_ERROR, "DATA on an idle stream")
+            self._reset(stream_id, STREAM_CLOSED, out)
+            return
+        if length > window:
+            self._reset(stream_id, FLOW_CONTROL_ERROR, out)
+            return
+        data = self._unpadded(flags, payload)
+        stream = self._streams[stream_id]
+        stream.take(data, self._max_body)
+        self._receiving[stream_id] = window - length
+        if flags & END_STREAM:
+            self._ended(stream_id, out)
+        elif window - length < STREAM_WINDOW // 2:
+            self._topping.add(stream_id)
 
-    def _complete(self, stream_id: int, out: list[H2Event]) -> None:
+    def _top_up(self) -> None:
+        """Grant again what this read consumed, once half a window is used: one WINDOW_UPDATE per read at
+        most for the connection and for each stream, after the frames it answers (a peer is held to what
+        it was told, never to a grant still unsent)."""
+        if self._receive_window < CONNECTION_WINDOW // 2:
+            self._out.append(h2frame.frame(WINDOW_UPDATE, 0, 0,
+                                           (CONNECTION_WINDOW - self._receive_window).to_bytes(4, "big")))
+            self._receive_window = CONNECTION_WINDOW
+        for stream_id in self._topping:
+            window = self._receiving.get(stream_id)
+            if window is not None:
+                self._out.append(h2frame.frame(WINDOW_UPDATE, 0, stream_id,
+                                               (STREAM_WINDOW - window).to_bytes(4, "big")))
+                self._receiving[stream_id] = STREAM_WINDOW
+        self._topping.clear()
+
+    def _ended(self, stream_id: int, out: list[H2Event]) -> None:
+        """The peer ended its side of ``stream_id``: its request is whole."""
+        del self._receiving[stream_id]
+        stream = self._streams[stream_id]
+        expected = stream.request_head[4]  # type: ignore[attr-defined]
+        if expected >= 0 and expected != stream.size and stream.refused is None:
+            self._reset(stream_id, PROTOCOL_ERROR, out)  # RFC 9113 8.1.1: the body is not its stated length
+            return
+        out.append(stream.event(stream_id))
+
+    def _reset(self, stream_id: int, code: int, out: list[H2Event]) -> None:
+        """A stream error (RFC 9113 5.4.2): RST_STREAM, and the stream is gone."""
+        self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big")))
+        self._drop(stream_id, out)
+
+    def _drop(self, stream_id: int, out: list[H2Event]) -> None:
         stream = self._streams.get(stream_id)
-        if stream is not None and not stream.handed_out:
-            out.append(stream.event(stream_id))
+        self._receiving.pop(stream_id, None)
+        if stream is not None:
+            self._answered(stream_id)
+            if stream.handed_out:
+                out.append(StreamReset(stream_id))
+
+    def _window_update(self, stream_id: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise ProtocolViolation(FRAME_SIZE_ERROR, "a WINDOW_UPDATE not of 4 bytes")
+        increment = int.from_bytes(payload, "big") & MAX_WINDOW
+        if not stream_id:
+            if not increment:
+                raise ProtocolViolation(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
+            self._connection_window += increment
+            if self._connection_window > MAX_WINDOW:
+                raise ProtocolViolation(FLOW_CONTROL_ERROR, "the connection window over 2^31-1")
+        elif stream_id in self._windows:
+            if not increment:
+                self._reset(stream_id, PROTOCOL_ERROR, [])
+                return
+            self._windows[stream_id] += increment
+            if self._windows[stream_id] > MAX_WINDOW:
+                self._reset(stream_id, FLOW_CONTROL_ERROR, [])
+                return
+        elif stream_id > self._highest:
+            raise ProtocolViolation(PROTOCOL_ERROR, "a WINDOW_UPDATE on an idle stream")
+        self._opened = True
+
+    def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id:
+            raise ProtocolViolation(PROTOCOL_ERROR, "SETTINGS on a stream")
+        if flags & ACK:
+            if payload:
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
+            return
+        if len(payload) % 6:
+            raise ProtocolViolation(FRAME_SIZE_ERROR, "SETTINGS not a whole number of settings")
+        for at in range(0, len(payload), 6):
+            setting = int.from_bytes(payload[at:at + 2], "big")
+            value = int.from_bytes(payload[at + 2:at + 6], "big")
+            if setting == S_HEADER_TABLE_SIZE:
+                self._encoder.set_max_table_size(value)
+            elif setting == S_ENABLE_PUSH and value > 1:
+                raise ProtocolViolation(PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH neither 0 nor 1")
+            elif setting == S_INITIAL_WINDOW_SIZE:
+                if value > MAX_WINDOW:
+                    raise ProtocolViolation(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1")
+                delta = value - self._peer_initial_window
+                self._peer_initial_window = value
+                for open_id in self._windows:  # RFC 9113 6.9.2: every open stream's window moves by the change
+                    self._windows[open_id] += delta
+                    if self._windows[open_id] > MAX_WINDOW:
+                        raise ProtocolViolation(FLOW_CONTROL_ERROR, "a stream window over 2^31-1")
+                self._opened = True
+            elif setting == S_MAX_FRAME_SIZE:
+                if not 16384 <= value <= (1 << 24) - 1:
+                    raise ProtocolViolation(PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range")
+                self._peer_max_frame = value
+        self._out.append(h2frame.frame(SETTINGS, ACK, 0, b""))
 
     # -- answers out --------------------------------------------------------------------------------
 
@@ -233,19 +482,29 @@ class H2Connection:
         if trailers is None:
             headers.append((b"content-length", str(len(response.body)).encode()))
         body = b"" if stream.head else response.body
-        try:
-            self._conn.send_headers(stream_id, headers, end_stream=not body and not trailers)
-            if trailers and not body:
-                self._conn.send_headers(stream_id, trailers, end_stream=True)
-        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            body = b""  # the stream closed under us: nothing more to send on it
-        if body:
-            self._sending[stream_id] = memoryview(body)
+        encoder, frame_size = self._encoder, self._peer_max_frame
+        self._out.append(encoder.headers(stream_id, headers, not body and not trailers, frame_size))
+        if not body:
             if trailers:
-                self._trailers[stream_id] = trailers
-            self._pump()
-        else:
+                self._out.append(encoder.headers(stream_id, trailers, True, frame_size))
             self._answered(stream_id)
+            return
+        size = len(body)
+        if size <= frame_size and size <= self._connection_window and size <= self._windows[stream_id]:
+            # the common answer: one DATA frame within every window, ending the stream or followed by the
+            # trailers that do (gRPC's)
+            self._connection_window -= size
+            if trailers:
+                self._out.append(h2frame.frame(DATA, 0, stream_id, body))
+                self._out.append(encoder.headers(stream_id, trailers, True, frame_size))
+            else:
+                self._out.append(h2frame.frame(DATA, END_STREAM, stream_id, body))
+            self._answered(stream_id)
+            return
+        self._sending[stream_id] = memoryview(body)
+        if trailers:
+            self._trailers[stream_id] = trailers
+        self._pump()
 
     def send_stream_head(self, stream_id: int, response: Response) -> None:
         """Queue the HEADERS of an answer whose body is a stream (no length): its DATA follows by
@@ -253,11 +512,7 @@ class H2Connection:
         if stream_id not in self._streams or self.ended:
             return
         headers = [(b":status", str(response.status).encode()), *response.headers]
-        try:
-            self._conn.send_headers(stream_id, headers, end_stream=False)
-        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            self._answered(stream_id)
-            return
+        self._out.append(self._encoder.headers(stream_id, headers, False, self._peer_max_frame))
         self._held.add(stream_id)
 
     def send_stream_data(self, stream_id: int, data: bytes) -> bool:
@@ -278,10 +533,8 @@ class H2Connection:
         if stream_id in self._sending:
             self._pump()
             return
-        try:
-            self._conn.end_stream(stream_id)
-        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-            pass
+        if not self.ended:
+            self._out.append(h2frame.frame(DATA, END_STREAM, stream_id, b""))
         self._answered(stream_id)
 
     def stream_backlog(self, stream_id: int) -> int:
@@ -291,47 +544,51 @@ class H2Connection:
 
     def _pump(self) -> None:
         """Send what the windows allow of every queued answer, oldest first, a frame at a time."""
+        frame, out = h2frame.frame, self._out
         for stream_id, view in list(self._sending.items()):
-            try:
-                while view:
-                    window = min(self._conn.local_flow_control_window(stream_id), self._conn.max_outbound_frame_size)
-                    if window <= 0:
-                        break
-                    chunk, view = view[:window], view[window:]
-                    trailers = None if view else self._trailers.pop(stream_id, None)
-                    self._conn.send_data(stream_id, chunk.tobytes(),
-                                         end_stream=not view and trailers is None and stream_id not in self._held)
-                    if trailers is not None:
-                        self._conn.send_headers(stream_id, trailers, end_stream=True)
-            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
-                view = memoryview(b"")  # the stream closed under us
-                self._held.discard(stream_id)
+            window = self._windows[stream_id]
+            while view:
+                size = min(len(view), window, self._connection_window, self._peer_max_frame)
+                if size <= 0:
+                    break
+                chunk, view = view[:size], view[size:]
+                window -= size
+                self._connection_window -= size
+                trailers = None if view else self._trailers.pop(stream_id, None)
+                end = not view and trailers is None and stream_id not in self._held
+                out.append(frame(DATA, END_STREAM if end else 0, stream_id, chunk))
+                if trailers is not None:
+                    out.append(self._encoder.headers(stream_id, trailers, True, self._peer_max_frame))
+            self._windows[stream_id] = window
             if view:
                 self._sending[stream_id] = view
             elif stream_id in self._held:
                 self._sending.pop(stream_id, None)  # all written; the stream goes on
             else:
                 self._answered(stream_id)
+            if self._connection_window <= 0:
+                break
 
     def _answered(self, stream_id: int) -> None:
         self._held.discard(stream_id)
         self._sending.pop(stream_id, None)
         self._trailers.pop(stream_id, None)
+        self._windows.pop(stream_id, None)
         self._streams.pop(stream_id, None)
         self._end_if_done()
 
     def _end_if_done(self) -> None:
         if self._closing is not None and not self._streams and not self.ended:
-            self._conn.close_connection(last_stream_id=self._closing)
+            self._out.append(self._goaway(NO_ERROR, self._closing))
             self.ended = True
 
     def data_to_send(self) -> bytes:
         """The bytes framed so far, handed over once (no IO here: the caller writes them)."""
-        if self._early:
-            out = bytes(self._early) + self._conn.data_to_send()
-            self._early = bytearray()
-            return out
-        return self._conn.data_to_send()
+        out = self._out
+        if not out:
+            return b""
+        self._out = []
+        return out[0] if len(out) == 1 else b"".join(out)
 
     @property
     def sending(self) -> bool:
@@ -342,16 +599,14 @@ class H2Connection:
 
     def close(self) -> None:
         """A polite end (RFC 9113 6.8): GOAWAY naming the last stream opened, those streams still answered,
-        then ``ended``. The library refuses to send anything after its own GOAWAY, so the first one is
-        framed here and the library's comes last, once the streams are answered."""
+        then the final GOAWAY and ``ended``."""
         if self.ended or self._closing is not None:
             return
-        self._closing = self._conn.highest_inbound_stream_id
+        self._closing = self._highest
         if not self._streams:
             self._end_if_done()
             return
-        self._early += self._conn.data_to_send()  # what the library framed before stays before
-        self._early += GoAwayFrame(0, last_stream_id=self._closing, error_code=0).serialize()
+        self._out.append(self._goaway(NO_ERROR, self._closing))
 
     # -- the deadline -------------------------------------------------------------------------------
 
