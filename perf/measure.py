@@ -1,7 +1,7 @@
 """Latency sweeps per transport: brainy against the floors, in the same run, load from the other core.
 
     python perf/measure.py [--requests N] [--rows N] [--writes N] [--repeat N] [--concurrency 1,8,64]
-                           [--only TEXT] [--grpcio] [--python-client]
+                           [--only TEXT] [--grpcio] [--python-client] [--before PYTHON]
 
 Builds a store, starts `brainy serve` on it (h1/h2, gRPC and h3 listeners, h3
 with a self-signed certificate made here) and three floors: a bare uvloop +
@@ -19,7 +19,10 @@ Sweeps each cell at each concurrency (``--concurrency``) and prints nearest-
 rank p50, p90 and p99, p99 over p50, the request count, requests per second
 and answer bytes (h2load's: headers included), each beside its floor's.
 ``--grpcio`` adds brainy's gRPC service on grpcio's own server, the candidate
-brainy's HTTP/2 layer was chosen over.
+brainy's HTTP/2 layer was chosen over. ``--before PYTHON`` serves the same
+doors from an earlier tree (installed in another venv, its interpreter named)
+on a store it builds, and follows each brainy h1/h2/gRPC row with its
+'before' row: before and after in one run, interleaved.
 
 Then the WebSocket pipelined 16 deep on one connection against h1 keep-alive at
 c=1 (both from this script's client), and the change feed's commit-to-frame
@@ -549,6 +552,9 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,8,64", help="connection counts swept (default 1,8,64)")
     parser.add_argument("--python-client", action="store_true",
                         help="load every cell from this script's own client, even where h2load is installed")
+    parser.add_argument("--before", metavar="PYTHON",
+                        help="also serve from this interpreter's brainy (an earlier tree installed in another venv), "
+                             "on a store it builds itself: each brainy h1/h2/gRPC row is followed by its 'before' row")
     args = parser.parse_args()
     server_cores, load_cores = split_cores()
     use_h2load = H2LOAD is not None and not args.python_client
@@ -582,14 +588,29 @@ def main() -> None:
         if args.grpcio:  # brainy's service on grpcio's own server: the candidate brainy's h2 layer was measured against
             procs.append(subprocess.Popen([*on_server, sys.executable, str(HERE / "grpcio_server.py"), "brainy",
                                            str(grpcio_port), str(store), str(keys)], stdout=subprocess.DEVNULL))
+        before_port = before_grpc_port = None
+        if args.before:  # the earlier tree on its own store (its own format), one listener of each TCP kind
+            before_port, before_grpc_port = free_port(), free_port()
+            subprocess.run([args.before, "-c", "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+                            "import measure; measure.build_store(Path(sys.argv[2]), int(sys.argv[3]))",
+                            str(HERE), str(root / "before"), str(args.rows)], check=True, cwd=root)
+            # cwd=root: `-c` and `-m` put the working directory first on sys.path, and it must not hold a brainy
+            procs.append(subprocess.Popen([*on_server, args.before, "-m", "brainy.cli", "serve",
+                                           "--listen", f"127.0.0.1:{before_port}",
+                                           "--listen", f"127.0.0.1:{before_grpc_port},grpc",
+                                           "--brain", f"main={root / 'before' / 'store'}", "--keys", str(keys)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root))
         if load_cores:  # this process is the Python client where h2load is not used: it loads from the other core
             os.sched_setaffinity(0, load_cores)
         try:
-            for p in (port, floor_port, h2_floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()):
+            for p in (port, floor_port, h2_floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()) \
+                    + ((before_port, before_grpc_port) if args.before else ()):
                 wait_ready(p)
             session = mcp_session(port)
             cells = build_cells(port, floor_port, h2_floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port,
                                 session, args.grpcio)
+            if args.before:
+                cells = with_before(cells, {port: before_port, grpc_port: before_grpc_port})
             run_cells(cells, args, use_h2load, load_cores, root)
             run_pipelined_and_feed(port, cells, args)
         finally:
@@ -676,6 +697,21 @@ def build_cells(port: int, floor_port: int, h2_floor_port: int, grpc_port: int, 
                   Cell("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc",
                        grpc(grpcio_port, "counts", "main"))]
     return cells
+
+
+def with_before(cells: list[Cell], ports: dict[int, int]) -> list[Cell]:
+    """Each brainy cell on an h1/h2 or gRPC port followed by the same cell on the earlier tree's port (MCP's
+    cells are left out: their session belongs to the first server)."""
+    out: list[Cell] = []
+    for cell in cells:
+        out.append(cell)
+        if cell.port in ports and "mcp" not in cell.name:
+            to = ports[cell.port]
+            load = None if cell.load is None else Load(cell.load.url.replace(f":{cell.port}/", f":{to}/", 1),
+                                                       cell.load.flags, cell.load.headers, cell.load.body)
+            out.append(Cell(f"{cell.name} before", to, cell.kind, cell.request,
+                            cell.floor if cell.floor != cell.name else f"{cell.name} before", load))
+    return out
 
 
 def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, load_cores: set[int] | None,
