@@ -158,6 +158,12 @@ class Resolved:
     below G: the unchanging sources hold nothing newer (everything they hold is at or below G0, and the
     read at G0 found nothing newer), so one memtable probe settles it. A flush or compaction swaps in
     new Sources, which start with nothing resolved. Bounded: past ``MAX_KEYS`` keys it starts again.
+
+    Each key also keeps the highest read generation its answer is known for (``through``): a read at
+    ``at`` between the version's generation and ``through`` needs no memtable probe either, since the
+    read at ``through`` found nothing newer and every version the memtable gains later is above the
+    durable head, so above ``through`` (a read's generation is durable). A page read again at the same
+    head, the common case, probes nothing.
     """
 
     MAX_KEYS = 1 << 17
@@ -167,7 +173,8 @@ class Resolved:
     def __init__(self, sources: "Sources") -> None:
         gens = [t.max_gen for t in sources.tables] + [m.max_generation for m in sources.frozen]
         self.settled = max(gens, default=0)
-        self.found: dict[bytes, int] = {}
+        # user key -> (generation of the version found, the highest read generation it is known for)
+        self.found: dict[bytes, tuple[int, int]] = {}
 
     @staticmethod
     def of(sources: "Sources") -> "Resolved":
@@ -179,17 +186,22 @@ class Resolved:
     def generation(self, sources: "Sources", key: bytes, generation: int) -> int | None:
         """The generation of the version of ``key`` a read at ``generation`` finds, when known without one."""
         known = self.found.get(key)
-        if known is None or generation < known:
+        if known is None or generation < known[0]:
             return None
+        if generation <= known[1]:
+            return known[0]
         newer = sources.mem.get(key, generation)
-        return known if newer is None or newer[0] <= known else None
+        if newer is not None and newer[0] > known[0]:
+            return None
+        self.found[key] = (known[0], generation)
+        return known[0]
 
     def note(self, key: bytes, read_at: int, generation: int) -> None:
         """A read at ``read_at`` found the version of ``key`` written at ``generation``."""
         if read_at >= self.settled:
             if len(self.found) >= self.MAX_KEYS:
                 self.found.clear()
-            self.found[key] = generation
+            self.found[key] = (generation, read_at)
 
 
 def answer(view: "Snapshot", key: bytes, generation: int, raw: bytes, include_vector: bool = False,
@@ -224,28 +236,32 @@ def lookup(view: "Snapshot", key: bytes, include_vector: bool = False, include_d
 def lookup_many(view: "Snapshot", keys: list[bytes], include_vector: bool = False,
                 include_data: bool = True) -> list[Any]:
     """:func:`lookup` of each key, in order: a page's rows, those known without a read found in one pass
-    under the cache's lock (a page of 1,000 rows is 1,000 dict probes, not 1,000 table lookups)."""
+    under the cache's lock (a page of 1,000 rows read again at its head is 1,000 dict probes, not 1,000
+    table lookups nor 1,000 memtable probes)."""
     if not view.wire and include_vector:
         return [lookup(view, key, True, include_data) for key in keys]
-    sources, at, serial = view.sources, view.generation, view.serial
-    found, probe = Resolved.of(sources).found.get, sources.mem.get
+    sources, at, serial, wire = view.sources, view.generation, view.serial, view.wire
+    resolved = Resolved.of(sources)
+    found, generation = resolved.found.get, resolved.generation
     entries = CACHE._entries
+    touch = entries.move_to_end
     out: list[Any] = []
     missing = []
     with CACHE._lock:
-        for i, key in enumerate(keys):
+        for key in keys:
             known = found(key)
-            if known is not None and at >= known:
-                newer = probe(key, at)
-                if newer is None or newer[0] <= known:
-                    slot = (serial, key, known, include_vector, include_data)
-                    entry = entries.get(slot)
-                    if entry is not None:
-                        entries.move_to_end(slot)
-                        out.append(entry[1] if view.wire else entry[1].msgpack_document())
-                        continue
-            out.append(None)
-            missing.append(i)
+            if known is not None and known[0] <= at <= known[1]:
+                gen = known[0]
+            else:
+                gen = generation(sources, key, at)
+            slot = (serial, key, gen, include_vector, include_data)
+            entry = None if gen is None else entries.get(slot)
+            if entry is None:
+                missing.append(len(out))
+                out.append(None)
+                continue
+            touch(slot)
+            out.append(entry[1] if wire else entry[1].msgpack_document())
         CACHE.hits += len(keys) - len(missing)
     for i in missing:
         out[i] = lookup(view, keys[i], include_vector, include_data)
