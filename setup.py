@@ -26,6 +26,7 @@ SPEEDUPS = [
     "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/engine/rows.py)
     "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
     "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/engine/vfs.py)
+    "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
 ]
 
 
