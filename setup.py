@@ -27,6 +27,7 @@ SPEEDUPS = [
     "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
     "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/engine/vfs.py)
     "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
+    "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/engine/encoded_rows.py)
 ]
 
 

@@ -19,9 +19,9 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "picks", "postings", "sstblock", "textjoin", "vecpack", "wirepack", "wsframe"]
+__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "load", "pagerows", "picks", "postings", "sstblock", "textjoin", "vecpack", "wirepack", "wsframe"]
 
-NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe", "textjoin", "wirepack")  # setup.py's SPEEDUPS
+NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe", "textjoin", "wirepack", "pagerows")  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 
@@ -87,3 +87,4 @@ cdc: ModuleType
 wsframe: ModuleType
 textjoin: ModuleType
 wirepack: ModuleType
+pagerows: ModuleType

@@ -10,7 +10,9 @@ placeholders, no callback per row, no split and join: a 1,000-row page is one pa
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
@@ -162,16 +164,20 @@ cdef int _pack(_Buffer out, object value, int depth) except -1:
         return _raw(out, value.float32_msgpack())
     if isinstance(value, (list, tuple)):
         return _array(out, list(value), depth)
-    if isinstance(value, dict):
-        return _map(out, dict(value), depth)
+    if isinstance(value, dict):  # read through dict's own items, as dict(value) would copy them
+        return _map(out, value, depth)
     raise TypeError(f"cannot pack {kind.__name__}")
 
 
-cdef int _map(_Buffer out, dict value, int depth) except -1:
-    out.sized(len(value), 0x80, 16, 0, 0xDE, 0xDF)
-    for key, item in value.items():
-        _pack(out, key, depth + 1)
-        _pack(out, item, depth + 1)
+cdef int _map(_Buffer out, object value, int depth) except -1:
+    """A dict or a subclass (a page's shared hit): read through dict's own storage, in insertion order."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject *key
+    cdef PyObject *item
+    out.sized(PyDict_Size(value), 0x80, 16, 0, 0xDE, 0xDF)
+    while PyDict_Next(value, &pos, &key, &item):
+        _pack(out, <object>key, depth + 1)
+        _pack(out, <object>item, depth + 1)
     return 0
 
 

@@ -25,6 +25,7 @@ from array import array
 from itertools import repeat
 from typing import Any, Callable, Iterable
 
+from brainy._speedups import pagerows
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.engine import aggregates
@@ -340,7 +341,7 @@ def _page(q: Query, view: Snapshot, ordered: list[int],
     entities = entities_of(window, ids, q.include_vector, q.include_data)
     if ranking is None and q.connected is None and q.shapes.passages is None:
         # a plain page (no scores, no sources, no passages): its hits built in one pass
-        results = [{"id": id_, "score": None, "entity": entity} for id_, entity in zip(ids, entities)]
+        results = pagerows.plain_hits(ids, entities)
     else:
         results = []
         for dense, id_, entity in zip(window, ids, entities):
