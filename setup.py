@@ -27,6 +27,8 @@ SPEEDUPS = [
     "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
     "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/engine/vfs.py)
     "h2frame",   # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
+    "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
+    "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/engine/encoded_rows.py)
 ]
 
 

@@ -84,12 +84,19 @@ def test_no_protocol_module_names_the_app_the_server_or_the_loop_even_lazily():
 
 def test_the_request_model_is_a_leaf():
     """``brainy.net.http`` imports only the contract's refusals, the codecs and the standard library; the
-    codecs only the refusals, the wire's vector type (a leaf of numpy, DOORS.md 0.3) and its pre-encoded
-    document type (a leaf of msgpack and orjson)."""
+    codecs only the refusals, the wire's vector type (a leaf of numpy, DOORS.md 0.3), its pre-encoded
+    document type (a leaf of msgpack and orjson) and the speedups (the MessagePack writer), which reach
+    nothing of ours beyond those two types and each other."""
     ours = {m for m in _imports("brainy.net.http") if m.startswith("brainy")}
     assert ours <= {"brainy.contract", "brainy.contract.refusals", "brainy.net", "brainy.net.codecs"}, ours
-    assert {m for m in _imports("brainy.net.codecs") if m.startswith("brainy")} <= {
-        "brainy.contract", "brainy.contract.refusals", "brainy.contract.vectors", "brainy.contract.encoded"}
+    leaves = {"brainy.contract", "brainy.contract.refusals", "brainy.contract.vectors", "brainy.contract.encoded"}
+    assert {m for m in _imports("brainy.net.codecs") if m.startswith("brainy")} <= leaves | {"brainy._speedups"}
+    code = "import sys, json, brainy.net.codecs\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('brainy'))))"
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                           check=True).stdout))
+    # and through the speedups and the refusals, nothing of ours but the contract: no engine, no other net module
+    assert {m for m in loaded if not m.startswith(("brainy._speedups", "brainy.contract"))} <= \
+        {"brainy", "brainy.net", "brainy.net.codecs"}, loaded
 
 
 def test_the_net_layer_has_no_import_cycle():

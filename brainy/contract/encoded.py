@@ -21,13 +21,15 @@ class Encoded(Mapping):
     Read as a mapping it is that document (decoded at each look, for a reader that peeks inside an
     answer, a test say); the codecs never look, they write its bytes."""
 
-    __slots__ = ("json", "msgpack", "fragment")
+    __slots__ = ("json", "msgpack", "fragment", "hit")
 
     def __init__(self, json: bytes, msgpack_: bytes) -> None:
         self.json = json
         self.msgpack = msgpack_
         # made once: orjson writes a Fragment's bytes as they are (orjson >= 3.10)
         self.fragment = orjson.Fragment(json)
+        # the plain page hit showing this document (brainy/_speedups/pagerows.pyx), made at its first page
+        self.hit: Hit | None = None
 
     @property
     def size(self) -> int:
@@ -53,3 +55,17 @@ class Encoded(Mapping):
 
     def __repr__(self) -> str:
         return f"Encoded({self.json[:60]!r}{'...' if len(self.json) > 60 else ''})"
+
+
+class Hit(dict):
+    """A plain page's hit, ``{"id", "score": None, "entity"}``, kept with its row version's
+    :class:`Encoded` and shared by every page that shows that version: read-only, so no answer can
+    change another's. Both encoders write it as the dict it is."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a page's hit is shared by every page that shows its row: it is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    setdefault = pop = popitem = clear = update = _read_only  # type: ignore[assignment]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import orjson
 
+from brainy._speedups import pagerows
 from brainy.contract.encoded import Encoded
 from brainy.contract.vectors import Vector
 from brainy.engine import rows
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
     from brainy.engine.snapshot import Snapshot, Sources
 
 DEFAULT_BUDGET = 64 << 20
-# the key tuple, the entry tuple, the Encoded and its Fragment, the OrderedDict's links: about this many bytes
-ENTRY_OVERHEAD = 360
+# the key tuple, the entry tuple, the Encoded and its Fragment, the OrderedDict's links, the plain hit a
+# page keeps with it (brainy/contract/encoded.py, Hit): about this many bytes
+ENTRY_OVERHEAD = 600
 _VECTOR_KEY = msgpack.packb("vector")
 
 
@@ -158,6 +160,12 @@ class Resolved:
     below G: the unchanging sources hold nothing newer (everything they hold is at or below G0, and the
     read at G0 found nothing newer), so one memtable probe settles it. A flush or compaction swaps in
     new Sources, which start with nothing resolved. Bounded: past ``MAX_KEYS`` keys it starts again.
+
+    Each key also keeps the highest read generation its answer is known for (``through``): a read at
+    ``at`` between the version's generation and ``through`` needs no memtable probe either, since the
+    read at ``through`` found nothing newer and every version the memtable gains later is above the
+    durable head, so above ``through`` (a read's generation is durable). A page read again at the same
+    head, the common case, probes nothing.
     """
 
     MAX_KEYS = 1 << 17
@@ -167,7 +175,8 @@ class Resolved:
     def __init__(self, sources: "Sources") -> None:
         gens = [t.max_gen for t in sources.tables] + [m.max_generation for m in sources.frozen]
         self.settled = max(gens, default=0)
-        self.found: dict[bytes, int] = {}
+        # user key -> (generation of the version found, the highest read generation it is known for)
+        self.found: dict[bytes, tuple[int, int]] = {}
 
     @staticmethod
     def of(sources: "Sources") -> "Resolved":
@@ -179,17 +188,22 @@ class Resolved:
     def generation(self, sources: "Sources", key: bytes, generation: int) -> int | None:
         """The generation of the version of ``key`` a read at ``generation`` finds, when known without one."""
         known = self.found.get(key)
-        if known is None or generation < known:
+        if known is None or generation < known[0]:
             return None
+        if generation <= known[1]:
+            return known[0]
         newer = sources.mem.get(key, generation)
-        return known if newer is None or newer[0] <= known else None
+        if newer is not None and newer[0] > known[0]:
+            return None
+        self.found[key] = (known[0], generation)
+        return known[0]
 
     def note(self, key: bytes, read_at: int, generation: int) -> None:
         """A read at ``read_at`` found the version of ``key`` written at ``generation``."""
         if read_at >= self.settled:
             if len(self.found) >= self.MAX_KEYS:
                 self.found.clear()
-            self.found[key] = generation
+            self.found[key] = (generation, read_at)
 
 
 def answer(view: "Snapshot", key: bytes, generation: int, raw: bytes, include_vector: bool = False,
@@ -224,29 +238,17 @@ def lookup(view: "Snapshot", key: bytes, include_vector: bool = False, include_d
 def lookup_many(view: "Snapshot", keys: list[bytes], include_vector: bool = False,
                 include_data: bool = True) -> list[Any]:
     """:func:`lookup` of each key, in order: a page's rows, those known without a read found in one pass
-    under the cache's lock (a page of 1,000 rows is 1,000 dict probes, not 1,000 table lookups)."""
+    under the cache's lock (brainy/_speedups/pagerows.pyx: a page of 1,000 rows read again at its head is
+    2,000 dict probes in one C loop, not 1,000 table lookups nor 1,000 memtable probes); the others
+    each by :func:`lookup`."""
     if not view.wire and include_vector:
         return [lookup(view, key, True, include_data) for key in keys]
-    sources, at, serial = view.sources, view.generation, view.serial
-    found, probe = Resolved.of(sources).found.get, sources.mem.get
-    entries = CACHE._entries
-    out: list[Any] = []
-    missing = []
     with CACHE._lock:
-        for i, key in enumerate(keys):
-            known = found(key)
-            if known is not None and at >= known:
-                newer = probe(key, at)
-                if newer is None or newer[0] <= known:
-                    slot = (serial, key, known, include_vector, include_data)
-                    entry = entries.get(slot)
-                    if entry is not None:
-                        entries.move_to_end(slot)
-                        out.append(entry[1] if view.wire else entry[1].msgpack_document())
-                        continue
-            out.append(None)
-            missing.append(i)
+        out, missing = pagerows.cached(keys, Resolved.of(view.sources).found, CACHE._entries, view.generation,
+                                       view.serial, include_vector, include_data)
         CACHE.hits += len(keys) - len(missing)
+    if not view.wire:
+        out = [made if made is None else made.msgpack_document() for made in out]
     for i in missing:
         out[i] = lookup(view, keys[i], include_vector, include_data)
     return out

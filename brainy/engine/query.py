@@ -19,10 +19,13 @@ ranked shapes (purpose, rerank, passages) work on the ranked legs' hits
 from __future__ import annotations
 
 import math
+import operator
 import time
 from array import array
+from itertools import repeat
 from typing import Any, Callable, Iterable
 
+from brainy._speedups import pagerows
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.engine import aggregates
@@ -326,23 +329,30 @@ class Ranking:
         return kept
 
 
-def _page(q: Query, view: Snapshot, ordered: list[int], entities_of: Callable[[list[int], bool, bool], list[Any]],
+def _page(q: Query, view: Snapshot, ordered: list[int],
+          entities_of: Callable[[list[int], list[str], bool, bool], list[Any]],
           id_of: Callable[[int], str], rows_of: Callable[[int], dict[str, Any]],
           ranking: Ranking | None, total: int | None, cost: dict[str, int], stages: Stages) -> dict[str, Any]:
-    """The answer's page: the hits' entities (``entities_of`` the window: encoded once per version for a
-    transport, brainy/engine/encoded_rows.py); ``rows_of``, the decoded row, only for what reads inside it
-    (passages)."""
+    """The answer's page: the hits' entities (``entities_of`` the window and its ids: encoded once per
+    version for a transport, brainy/engine/encoded_rows.py); ``rows_of``, the decoded row, only for what
+    reads inside it (passages)."""
     window = ordered[q.offset:q.offset + q.limit]
-    results = []
-    for dense, entity in zip(window, entities_of(window, q.include_vector, q.include_data)):
-        hit: dict[str, Any] = {"id": id_of(dense), "score": None, "entity": entity}
-        if ranking is not None:
-            ranking.hit(dense, hit, q.explain)
-        elif q.connected is not None:
-            hit["matchSource"] = "graph"
-        if q.shapes.passages is not None:
-            hit["passages"] = SH.passages(SH.text_of(rows_of(dense)), q.words, q.shapes.passages)
-        results.append(hit)
+    ids = list(map(id_of, window))  # once: an id map read in place finds each by bisection
+    entities = entities_of(window, ids, q.include_vector, q.include_data)
+    if ranking is None and q.connected is None and q.shapes.passages is None:
+        # a plain page (no scores, no sources, no passages): its hits built in one pass
+        results = pagerows.plain_hits(ids, entities)
+    else:
+        results = []
+        for dense, id_, entity in zip(window, ids, entities):
+            hit: dict[str, Any] = {"id": id_, "score": None, "entity": entity}
+            if ranking is not None:
+                ranking.hit(dense, hit, q.explain)
+            elif q.connected is not None:
+                hit["matchSource"] = "graph"
+            if q.shapes.passages is not None:
+                hit["passages"] = SH.passages(SH.text_of(rows_of(dense)), q.words, q.shapes.passages)
+            results.append(hit)
     more = q.offset + q.limit < len(ordered)
     cursor = None
     if more and q.door == "find":  # similar takes no cursor: its answer says there is more, and stops
@@ -455,12 +465,14 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             row = cache[dense] = rows.unpack(stored_of(dense)[2])
         return row
 
-    def entities_of(window: list[int], include_vector: bool, include_data: bool) -> list[Any]:
+    def entities_of(window: list[int], ids: list[str], include_vector: bool, include_data: bool) -> list[Any]:
         nonlocal read
-        fresh = [d for d in window if d not in stored]  # the others were read already, for the where or rerank
+        # the others were read already, for the where or rerank
+        fresh = [i for i, d in enumerate(window) if d not in stored] if stored else range(len(window))
         read += len(fresh)
-        looked = E.lookup_many(view, [K.entity_key(id_list[d]) for d in fresh], include_vector, include_data)
-        assert all(entity is not None for entity in looked), "the projections name a dense int that has no row"
+        looked = E.lookup_many(view, [K.entity_key(ids[i]) for i in fresh], include_vector, include_data)
+        # identity tests only, in C: an entity is a Mapping, whose == would run Python per row
+        assert all(map(operator.is_not, looked, repeat(None))), "the projections name a dense int that has no row"
         if len(fresh) == len(window):
             return looked
         fetched = iter(looked)
@@ -536,7 +548,7 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         kept = ranking.rerank(q, kept, found.__getitem__, vector, id_of)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
-    return _page(q, view, kept, lambda window, v, i: [E.answer(view, *stored[d], v, i) for d in window], id_of,
+    return _page(q, view, kept, lambda window, ids, v, i: [E.answer(view, *stored[d], v, i) for d in window], id_of,
                  found.__getitem__, ranking,
                  None if q.ranked else len(kept), cost, stages)
 

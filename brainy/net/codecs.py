@@ -8,15 +8,14 @@ bad UTF-8) is ``BodyDecodeError``: never half-read.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import msgpack
 import orjson
 
+from brainy._speedups import wirepack
 from brainy.contract import refusals as R
 from brainy.contract.encoded import Encoded
-from brainy.contract.vectors import Vector
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"
@@ -86,39 +85,8 @@ def to_json(document: Any) -> bytes:
     return orjson.dumps(document, default=_fragment)
 
 
-_PLACEHOLDER = os.urandom(16)
-_PLACEHOLDER_BIN = b"\xc4\x10" + _PLACEHOLDER  # as msgpack writes it: bin 8, 16 bytes
-
-
 def to_msgpack(document: Any) -> bytes:
     """MessagePack of a document, every :class:`~brainy.contract.vectors.Vector` in it an array of float32s
     (DOORS.md 0.3: 5 bytes a number, not 9) and every :class:`~brainy.contract.encoded.Encoded` its own
-    MessagePack bytes. msgpack packs one float width per call and writes no ready bytes, so each of them
-    is packed as a placeholder (a bin of the process's random nonce, never written out, so no document
-    can hold it) and spliced in afterwards: msgpack asks ``default`` in the order it writes, so the
-    placeholders come out in the order the pieces were taken."""
-    pieces: list[Encoded | Vector] = []
-    placeholder = _PLACEHOLDER
-
-    def default(value: Any) -> Any:
-        if type(value) is Encoded or isinstance(value, Vector):
-            pieces.append(value)
-            return placeholder
-        if isinstance(value, tuple):
-            return list(value)
-        if isinstance(value, list):
-            return list(value)
-        if isinstance(value, dict):
-            return dict(value)
-        raise TypeError(f"cannot pack {type(value).__name__}")
-
-    packed = msgpack.packb(document, use_bin_type=True, strict_types=True, default=default)
-    if not pieces:
-        return packed
-    parts = packed.split(_PLACEHOLDER_BIN)
-    assert len(parts) == len(pieces) + 1, "a placeholder's bytes turned up elsewhere in the document"
-    out = [parts[0]]
-    for piece, part in zip(pieces, parts[1:]):
-        out.append(piece.msgpack if type(piece) is Encoded else piece.float32_msgpack())
-        out.append(part)
-    return b"".join(out)
+    MessagePack bytes (brainy/_speedups/wirepack.pyx: one pass, the rows' bytes copied in)."""
+    return wirepack.pack(document)

@@ -1,0 +1,116 @@
+"""The pagerows speedup: a page's rows out of the row cache and its plain hits, both twins.
+
+``cached`` answers a key from the cache only when its version is known at the read's generation (the
+version's generation at or below it, the read at or below the highest generation it is known for), and
+touches each one found as most recently used, in page order; the others are None, their places listed.
+``plain_hits`` makes an encoded row's hit once and hands the same read-only hit to every page after,
+until the id it shows differs; a plain document's hit (a call in process) is always a fresh dict.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import msgpack
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brainy.contract.encoded import Hit
+from brainy.engine import init_store
+from brainy.engine.encoded_rows import encode_row
+from brainy.net import codecs
+from brainy.net import dispatch as X
+from brainy.net.pool import Pool
+from brainy.net.principal import Principal
+
+
+def _encoded(i: int):
+    return encode_row(msgpack.packb({"id": f"id-{i}", "type": "document", "metadata": {"n": i}}))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.one_of(st.none(), st.tuples(st.integers(0, 9), st.integers(0, 9))),
+                          st.booleans()), max_size=25),
+       st.integers(0, 9), st.booleans())
+def test_cached_answers_only_what_is_known_at_the_read_and_touches_it(pagerows_twins, rows, at, include_vector):
+    """Both twins answer alike and leave the cache in the same order."""
+    compiled, pure = pagerows_twins
+    found: dict[bytes, tuple[int, int]] = {}
+    entries: OrderedDict = OrderedDict()
+    keys = []
+    for n, known, cached in rows:
+        key = b"e" + n.to_bytes(2, "big")
+        keys.append(key)
+        if known is not None:
+            gen, through = min(known), max(known)
+            found[key] = (gen, through)
+            if cached:
+                entries[(7, key, gen, include_vector, True)] = (b"raw", f"answer {n}@{gen}", 1)
+    expected = [entries[(7, k, found[k][0], include_vector, True)][1]
+                if k in found and found[k][0] <= at <= found[k][1] and (7, k, found[k][0], include_vector, True) in entries
+                else None for k in keys]
+    orders = []
+    for twin in (compiled, pure):
+        table = OrderedDict(entries)
+        out, missing = twin.cached(keys, found, table, at, 7, include_vector, True)
+        assert out == expected
+        assert missing == [i for i, answer in enumerate(expected) if answer is None]
+        orders.append(list(table))
+    assert orders[0] == orders[1]
+    touched = [(7, k, found[k][0], include_vector, True) for k, answer in zip(keys, expected) if answer is not None]
+    if touched:  # the last row found is the most recently used
+        assert orders[0][-1] == touched[-1]
+
+
+def test_an_encoded_rows_hit_is_made_once_and_shared_read_only(pagerows_twin):
+    rows = [_encoded(i) for i in range(5)]
+    ids = [f"id-{i}" for i in range(5)]
+    first = pagerows_twin.plain_hits(ids, rows)
+    assert first == [{"id": i, "score": None, "entity": row} for i, row in zip(ids, rows)]
+    assert all(type(hit) is Hit for hit in first)
+    again = pagerows_twin.plain_hits(ids, rows)
+    assert all(a is b for a, b in zip(first, again))  # a page read again builds no dicts
+    for mutate in (lambda h: h.__setitem__("score", 1.0), lambda h: h.update(id="x"), lambda h: h.pop("id"),
+                   lambda h: h.setdefault("passages", []), lambda h: h.clear(), lambda h: h.__delitem__("id")):
+        with pytest.raises(TypeError):
+            mutate(first[0])
+    assert first[0] == {"id": "id-0", "score": None, "entity": rows[0]}
+    other = pagerows_twin.plain_hits(["another"], rows[:1])  # never a hit showing another id
+    assert other[0]["id"] == "another" and other[0]["entity"] is rows[0]
+
+
+def test_a_plain_documents_hit_is_fresh_every_time(pagerows_twin):
+    documents = [{"id": "a", "type": "document"}]
+    first, second = pagerows_twin.plain_hits(["a"], documents), pagerows_twin.plain_hits(["a"], documents)
+    assert first == second == [{"id": "a", "score": None, "entity": documents[0]}]
+    assert type(first[0]) is dict and first[0] is not second[0]
+    first[0]["passages"] = []  # a call in process owns its answer
+
+
+def test_a_served_page_read_again_shows_the_same_hits_and_a_commit_shows_the_new_row(tmp_path):
+    init_store(tmp_path / "main")
+    pool = Pool({"main": tmp_path / "main"})
+    try:
+        brain = pool.resolve("main", for_write=True)
+        brain.addMany({"items": [{"type": "thing", "id": f"t{i}", "metadata": {"n": i}} for i in range(40)]})
+        dispatcher, who = X.Dispatcher(pool), Principal.static_key("person:test")
+
+        def page() -> list:
+            return dispatcher.run(who, "find", "main", None, {"limit": 40})["results"]
+
+        first, again = page(), page()
+        assert [a is b for a, b in zip(first, again)] == [True] * 40
+        changed = first[3]["id"]
+        brain.update({"id": changed, "metadata": {"n": -1}})
+        after = page()
+        shown = {hit["id"]: hit for hit in after}
+        assert shown[changed]["entity"]["metadata"] == {"n": -1}
+        assert all(shown[h["id"]] is h for h in first if h["id"] != changed)  # the others still shared
+        packed = msgpack.unpackb(codecs.to_msgpack(X.Outcome("find", 0.1, answer={"results": after}).body()))
+        assert {hit["id"]: hit["entity"]["metadata"]["n"] for hit in packed["results"]}[changed] == -1
+        assert orjson.loads(codecs.to_json({"results": after}))["results"] == \
+            [{"id": h["id"], "score": None, "entity": h["entity"].document()} for h in after]
+    finally:
+        pool.close_all()
