@@ -18,6 +18,8 @@ What is timed (every value is one open; what a loop sets up or closes is outside
   own thread from admission) and the same ``find``: answered from the snapshot read in place when it is
   at the head (the clean store), else its answer or ``ProjectionBehindError`` after
   ``READ_WAIT_SECONDS``, whichever comes first. The manager prints which it was.
+- ``first-find-ordered-served[clean|crashed N]``: the same, the find ordered by ``createdAt`` (in place, the
+  order column's values of the candidates only, and ids only where values tie).
 - ``flush-lock.encode[N]`` and ``flush-lock.copy[N]``: how long a flush holds the state lock (which
   every commit's acknowledgement takes) to persist the projections: the encode it held before, the
   copy it holds now (the encode then runs on the copy, unlocked).
@@ -51,6 +53,7 @@ from brainy.engine.projections import Projections, encode_snapshot  # noqa: E402
 
 TAIL_COMMITS, TAIL_BATCH = 20, 100
 FIND = {"type": "document", "where": {"status": "open", "team": "t7"}, "limit": 10}
+ORDERED = dict(FIND, orderBy="createdAt", order="desc")  # the order column read for the candidates only
 KEY = "person-000001"  # a natural key every size holds
 
 CRASH = r"""
@@ -106,9 +109,9 @@ def time_open(store: Path, door: Callable[[Brain], Any], served: bool = False) -
     return run
 
 
-def served_find(brain: Brain) -> str:
+def served_find(brain: Brain, query: dict[str, Any] = FIND) -> str:
     try:
-        brain.find(FIND)
+        brain.find(query)
         return "answered"
     except R.ProjectionBehindError:
         return "ProjectionBehindError"
@@ -165,6 +168,8 @@ def main() -> None:
             runner.bench_time_func(f"first-get[{kind} {n}]", time_open(store, lambda b: b.get(KEY)))
             runner.bench_time_func(f"first-find[{kind} {n}]", time_open(store, lambda b: b.find(FIND)))
             runner.bench_time_func(f"first-find-served[{kind} {n}]", time_open(store, served_find, served=True))
+            runner.bench_time_func(f"first-find-ordered-served[{kind} {n}]",
+                                   time_open(store, lambda b: served_find(b, ORDERED), served=True))
         runner.bench_time_func(f"flush-lock.encode[{n}]", time_lock(root / f"clean-{n}", "encode"))
         runner.bench_time_func(f"flush-lock.copy[{n}]", time_lock(root / f"clean-{n}", "copy"))
 

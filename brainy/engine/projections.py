@@ -217,10 +217,12 @@ class Projections:
 
 # -- snapshots (docs/store-format.md, "Projection snapshots") -------------------------------------------
 
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
+PAGE_BYTES = 16384  # the unit a read in place checks: a lookup pays the pages it touches, not its section
 MAGIC = b"brnyproj"
 _crc = struct.Struct("<I")
 _head = struct.Struct("<8sII")  # magic, head size, crc32 of the head
+_offsets = struct.Struct("<QQ")  # two neighbouring u64 offsets: where one id or value starts and ends
 
 
 def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
@@ -238,16 +240,38 @@ def _packed(items: Iterable[Any]) -> bytes:
     return packer.bytes()
 
 
+def _offsets_of(parts: list[bytes]) -> bytes:
+    """len(parts) + 1 u64 offsets: part i is bytes [offsets[i], offsets[i+1]) of the parts joined."""
+    offsets = array(TYPECODE, [0])
+    offsets.extend(itertools.accumulate(len(p) for p in parts))
+    return offsets.tobytes()
+
+
+def _page_checks(parts: Iterable[bytes], page: int) -> array:
+    """The crc32 of every ``page`` bytes of the parts joined (the last page shorter), without joining them."""
+    checks, crc, filled = array("I"), 0, 0
+    for part in parts:
+        view, at = memoryview(part), 0
+        while at < len(view):
+            take = min(page - filled, len(view) - at)
+            crc = zlib.crc32(view[at:at + take], crc)
+            filled, at = filled + take, at + take
+            if filled == page:
+                checks.append(crc)
+                crc = filled = 0
+    if filled:
+        checks.append(crc)
+    return checks
+
+
 def encode_snapshot(proj: Projections) -> bytes:
-    """The projections as a head naming each section (offset, size, crc32) and the sections after it
-    (docs/store-format.md, "Projection snapshots"): each section can be checked and read alone, so a
-    snapshot at the head answers a query in place (:class:`InPlace`) before a full load lands."""
+    """The projections as a head naming each section (offset, size) and the crc32 of every page of the body, then
+    the sections (docs/store-format.md, "Projection snapshots"): a read in place checks only the pages it
+    touches, a posting is found by its value in its path's directory, an order column's value by its dense int."""
     dense = array(TYPECODE, sorted(proj.ids))
     texts = [proj.ids[d].encode("utf-8") for d in dense]
-    offsets = array(TYPECODE, [0])
-    offsets.extend(itertools.accumulate(len(t) for t in texts))
     sections: list[tuple[str, bytes]] = [
-        ("dense", dense.tobytes()), ("idOffsets", offsets.tobytes()), ("idText", b"".join(texts)),
+        ("dense", dense.tobytes()), ("idOffsets", _offsets_of(texts)), ("idText", b"".join(texts)),
         ("all", proj.all.tobytes()),
         ("lengths", msgpack.packb([array(TYPECODE, proj.lengths.keys()).tobytes(),
                                    array("I", proj.lengths.values()).tobytes()], use_bin_type=True)),
@@ -255,17 +279,26 @@ def encode_snapshot(proj: Projections) -> bytes:
                           for word, tfs in proj.terms.items())),
     ]
     for path, values in proj.postings.items():
-        sections.append((f"postings/{path}", _packed([kind, value, posting.tobytes()]
-                                                     for (kind, value), posting in values.items())))
+        directory, first = [], 0
+        for (kind, value), posting in values.items():
+            directory.append([kind, value, first, len(posting)])
+            first += len(posting)
+        sections.append((f"postings/{path}", _packed(directory)))
+        sections.append((f"postingInts/{path}", b"".join(posting.tobytes() for posting in values.values())))
+    packer = msgpack.Packer(use_bin_type=True)  # resets after each value: one value's bytes a call
     for path, column in proj.columns.items():
-        sections.append((f"columns/{path}", _packed([array(TYPECODE, column.keys()).tobytes(),
-                                                     _packed(column.values())])))
+        keys = sorted(column)  # a moved row re-enters its column last; a lookup bisects the sorted ints
+        packed = [packer.pack(column[d]) for d in keys]
+        sections.append((f"columns/{path}", array(TYPECODE, keys).tobytes()))
+        sections.append((f"columnOffsets/{path}", _offsets_of(packed)))
+        sections.append((f"columnValues/{path}", b"".join(packed)))
     table, at = {}, 0
     for name, data in sections:
-        table[name] = [at, len(data), zlib.crc32(data)]
+        table[name] = [at, len(data)]
         at += len(data)
+    pages = _page_checks((data for _, data in sections), PAGE_BYTES)
     head = msgpack.packb({"format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
-                          "sections": table}, use_bin_type=True)
+                          "sections": table, "pageBytes": PAGE_BYTES, "pages": pages.tobytes()}, use_bin_type=True)
     return b"".join([_head.pack(MAGIC, len(head), zlib.crc32(head)), head, *(data for _, data in sections)])
 
 
@@ -275,10 +308,16 @@ def _ints(data: bytes | memoryview, typecode: str = TYPECODE) -> array:
     return out
 
 
+def _int_view(data: memoryview) -> Any:
+    """A section of u64 read as ints where it lies (an empty one as an empty array)."""
+    return data.cast("B").cast(TYPECODE) if len(data) else array(TYPECODE)
+
+
 class InPlace:
-    """A snapshot file read in place: its head at once, each section checked and decoded the first time a read
-    asks for it. It answers the reads :class:`Projections` answers (it is one, at its stamp, for reading);
-    nothing moves it: it serves only while its stamp is the head, until the full load lands."""
+    """A snapshot file read in place: its head at once, the bytes of each section checked and decoded the first
+    time a read asks for them (format 3: by the page; format 2: the whole section). It answers the reads
+    :class:`Projections` answers (it is one, at its stamp, for reading); nothing moves it: it serves only
+    while its stamp is the head, until the full load lands."""
 
     def __init__(self, data: bytes | mmap.mmap) -> None:
         self._data = memoryview(data)
@@ -286,38 +325,70 @@ class InPlace:
             raise ValueError("shorter than its head")
         magic, size, crc = _head.unpack_from(data, 0)
         if magic != MAGIC:
-            raise ValueError("not a snapshot of format 2")
+            raise ValueError("not a snapshot of format 2 or 3")
         head_bytes = self._data[_head.size:_head.size + size]
         if zlib.crc32(head_bytes) != crc:
             raise ValueError("head checksum mismatch")
+        self._base = _head.size + size
         try:
             head = msgpack.unpackb(head_bytes, raw=False, strict_map_key=False)
-            if head["format"] != SNAPSHOT_FORMAT:
+            self.format = head["format"]
+            if self.format not in (2, 3):
                 raise ValueError(f"snapshot format {head['format']}")
             self.stamp, self.total_length = int(head["stamp"]), int(head["totalLength"])
             self._sections: dict[str, list[int]] = head["sections"]
+            self._pages: array | None = None
+            if self.format == 3:
+                self._page, self._pages = int(head["pageBytes"]), _ints(head["pages"], "I")
+                if self._page <= 0 or len(self._pages) != -(-(len(data) - self._base) // self._page):
+                    raise ValueError("the page checks do not cover the body (a torn file)")
+                self._verified = bytearray(len(self._pages))
         except (KeyError, TypeError, msgpack.UnpackException) as exc:
             raise ValueError(f"head does not decode: {exc}") from None
-        self._base = _head.size + size
-        for name, (at, length, _) in self._sections.items():
+        for name, (at, length, *_) in self._sections.items():
             if at < 0 or length < 0 or self._base + at + length > len(data):
                 raise ValueError(f"section {name} runs past the end of the file")
+        self._whole: set[str] = set()  # format 2: the sections checked whole already
         self.graph: "Graph | None" = None
         self._all: array | None = None
-        self._id_map: tuple[Any, memoryview, memoryview] | None = None
+        self._dense: Any = None
         self.ids = _IdMap(self)
-        self.postings = _Sections(self, "postings/", _postings)
-        self.columns = _Sections(self, "columns/", _column)
+        if self.format == 3:
+            self.postings = _Sections(self, "postings/", lambda path: _Posted(self, path))
+            self.columns = _Sections(self, "columns/", lambda path: _Column(self, path))
+        else:
+            self.postings = _Sections(self, "postings/", lambda path: _postings(self.section("postings/" + path)))
+            self.columns = _Sections(self, "columns/", lambda path: _column(self.section("columns/" + path)))
         self._terms: dict[str, dict[int, int]] | None = None
         self._lengths: dict[int, int] | None = None
 
+    def _checked_pages(self, at: int, length: int) -> None:
+        assert self._pages is not None
+        page, verified = self._page, self._verified
+        for p in range(at // page, (at + length - 1) // page + 1):
+            if not verified[p]:
+                start = self._base + p * page
+                if zlib.crc32(self._data[start:start + page]) != self._pages[p]:
+                    raise ValueError(f"page {p} (at {start}): checksum mismatch")
+                verified[p] = 1
+
+    def part(self, name: str, start: int, length: int) -> memoryview:
+        """Bytes [start, start + length) of one section, checked (ValueError when they do not check out)."""
+        at, size, *crc = self._sections[name]
+        if start < 0 or length < 0 or start + length > size:
+            raise ValueError(f"section {name}: bytes {start}+{length} lie outside it")
+        if self._pages is not None:
+            if length:
+                self._checked_pages(at + start, length)
+        elif name not in self._whole:
+            if zlib.crc32(self._data[self._base + at:self._base + at + size]) != crc[0]:
+                raise ValueError(f"section {name}: checksum mismatch")
+            self._whole.add(name)
+        return self._data[self._base + at + start:self._base + at + start + length]
+
     def section(self, name: str) -> memoryview:
-        """One section's bytes, checked against its crc32 (ValueError when it does not check out)."""
-        at, length, crc = self._sections[name]
-        view = self._data[self._base + at:self._base + at + length]
-        if zlib.crc32(view) != crc:
-            raise ValueError(f"section {name}: checksum mismatch")
-        return view
+        """One section's bytes, checked (ValueError when they do not check out)."""
+        return self.part(name, 0, self._sections[name][1])
 
     def __len__(self) -> int:  # from the section's size: a read that only counts the live set decodes nothing
         return self._sections["all"][1] // 8
@@ -328,15 +399,14 @@ class InPlace:
             self._all = _ints(self.section("all"))
         return self._all
 
-    def id_map(self) -> tuple[Any, memoryview, memoryview]:
-        """The id map's sorted dense ints, offsets and text, checked the first time a read names an id."""
-        if self._id_map is None:
-            dense, offsets = self.section("dense"), self.section("idOffsets").cast("B").cast(TYPECODE)
-            dense = dense.cast("B").cast(TYPECODE) if len(dense) else array(TYPECODE)
-            if len(offsets) != len(dense) + 1:
+    def dense(self) -> Any:
+        """The id map's sorted dense ints (checked whole the first time a read names an id)."""
+        if self._dense is None:
+            dense = _int_view(self.section("dense"))
+            if self._sections["idOffsets"][1] != 8 * (len(dense) + 1):
                 raise ValueError("the id map's offsets do not match its dense ints")
-            self._id_map = dense, offsets, self.section("idText")
-        return self._id_map
+            self._dense = dense
+        return self._dense
 
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
@@ -358,15 +428,18 @@ class InPlace:
         """Every section decoded into :class:`Projections` (the full load a served handle runs off the read path)."""
         proj = Projections()
         proj.stamp, proj.total_length = self.stamp, self.total_length
-        dense, offsets, text = self.id_map()
-        text = bytes(text)
+        dense, offsets = self.dense(), _int_view(self.section("idOffsets"))
+        text = bytes(self.section("idText"))
         proj.ids = {d: text[offsets[i]:offsets[i + 1]].decode("utf-8") for i, d in enumerate(dense)}
         proj.all = array(TYPECODE, self.all)
-        for name in self._sections:
-            if name.startswith("postings/"):
-                proj.postings[name[9:]] = _postings(self.section(name))
-            elif name.startswith("columns/"):
-                proj.columns[name[8:]] = _column(self.section(name))
+        for path in self.postings:
+            proj.postings[path] = dict(self.postings[path])
+        for path in self.columns:
+            if self.format == 3:
+                proj.columns[path] = _zipped(_int_view(self.section("columns/" + path)),
+                                             _stream(self.section("columnValues/" + path)))
+            else:
+                proj.columns[path] = self.columns[path]
         proj.terms, proj.lengths = self.terms, self.lengths
         return proj
 
@@ -378,34 +451,39 @@ class _IdMap(Mapping[int, str]):
         self._snap = snap
 
     def __getitem__(self, dense: int) -> str:
-        ints, offsets, text = self._snap.id_map()
+        ints = self._snap.dense()
         i = bisect.bisect_left(ints, dense)
         if i == len(ints) or ints[i] != dense:
             raise KeyError(dense)
-        return bytes(text[offsets[i]:offsets[i + 1]]).decode("utf-8")
+        return bytes(_slice(self._snap, "idOffsets", "idText", i)).decode("utf-8")
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._snap.id_map()[0])
+        return iter(self._snap.dense())
 
     def __len__(self) -> int:
-        return len(self._snap.id_map()[0])
+        return len(self._snap.dense())
+
+
+def _slice(snap: InPlace, offsets: str, text: str, i: int) -> memoryview:
+    """Item i of a text section indexed by an offsets section (u64, one more than the items)."""
+    start, end = _offsets.unpack(snap.part(offsets, 8 * i, 16))
+    return snap.part(text, start, end - start)
 
 
 class _Sections(Mapping[str, Any]):
-    """Per-path sections (postings or order columns), each decoded the first time it is asked for."""
+    """Per-path sections (postings or order columns), each read the first time it is asked for."""
 
-    def __init__(self, snap: InPlace, prefix: str, decode: Any) -> None:
-        self._snap, self._prefix, self._decode = snap, prefix, decode
+    def __init__(self, snap: InPlace, prefix: str, read: Any) -> None:
+        self._snap, self._prefix, self._read = snap, prefix, read
         self._names = [name[len(prefix):] for name in snap._sections if name.startswith(prefix)]
         self._decoded: dict[str, Any] = {}
 
     def __getitem__(self, path: str) -> Any:
         found = self._decoded.get(path)
         if found is None:
-            name = self._prefix + path
-            if name not in self._snap._sections:
+            if self._prefix + path not in self._snap._sections:
                 raise KeyError(path)
-            found = self._decoded[path] = self._decode(self._snap.section(name))
+            found = self._decoded[path] = self._read(path)
         return found
 
     def __iter__(self) -> Iterator[str]:
@@ -415,11 +493,77 @@ class _Sections(Mapping[str, Any]):
         return len(self._names)
 
 
+class _Posted(Mapping[tuple[str, Any], array]):
+    """One path's postings in place (format 3): its directory decoded, each value's ints read when asked for."""
+
+    def __init__(self, snap: InPlace, path: str) -> None:
+        self._snap, self._ints = snap, "postingInts/" + path
+        self._where = {(kind, value): (first, count)
+                       for kind, value, first, count in _unpacked(snap.section("postings/" + path))}
+
+    def __getitem__(self, key: tuple[str, Any]) -> array:
+        first, count = self._where[key]
+        return _ints(self._snap.part(self._ints, 8 * first, 8 * count))
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+class _Column(Mapping[int, Any]):
+    """One order column in place (format 3): a dense int found by bisection, its value unpacked alone."""
+
+    def __init__(self, snap: InPlace, path: str) -> None:
+        self._snap, self._path = snap, path
+        self._dense = _int_view(snap.section("columns/" + path))
+        if snap._sections["columnOffsets/" + path][1] != 8 * (len(self._dense) + 1):
+            raise ValueError(f"column {path}: its offsets do not match its dense ints")
+
+    def __getitem__(self, dense: int) -> Any:
+        ints = self._dense
+        i = bisect.bisect_left(ints, dense)
+        if i == len(ints) or ints[i] != dense:
+            raise KeyError(dense)
+        path = self._path
+        return msgpack.unpackb(_slice(self._snap, "columnOffsets/" + path, "columnValues/" + path, i), raw=False)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dense)
+
+    def __len__(self) -> int:
+        return len(self._dense)
+
+
+def column_values(column: Mapping[int, Any], wanted: Iterable[int]) -> dict[int, Any]:
+    """The values an order column holds for the dense ints ``wanted`` (the whole column when they are most of it),
+    in a dict the caller owns (it reads them after the lock, while commits move the column): a narrowed find
+    copies its own values, not the column, and a column read in place decodes only theirs."""
+    wanted = wanted if isinstance(wanted, (array, list)) else list(wanted)
+    if isinstance(column, dict) and 4 * len(wanted) >= len(column):
+        return column.copy()  # nearly all of it: one copy in C beats a lookup a row
+    out: dict[int, Any] = {}
+    for d in wanted:
+        try:
+            out[d] = column[d]
+        except KeyError:
+            pass
+    return out
+
+
 def _unpacked(data: memoryview) -> list[Any]:
     """A section's MessagePack array, unpacked an element at a time (the reason :func:`_packed` packs so)."""
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
     unpacker.feed(data)
     return [unpacker.unpack() for _ in range(unpacker.read_array_header())]
+
+
+def _stream(data: memoryview) -> Iterator[Any]:
+    """MessagePack values one after another (an order column's values), unpacked as they are asked for."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    return iter(unpacker)
 
 
 def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) -> dict[Any, Any]:
@@ -435,10 +579,12 @@ def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) ->
 
 
 def _postings(data: memoryview) -> dict[tuple[str, Any], array]:
+    """A format 2 postings section: [[kind, value, bin]] decoded whole."""
     return {(kind, value): _ints(posting) for kind, value, posting in _unpacked(data)}
 
 
 def _column(data: memoryview) -> dict[int, Any]:
+    """A format 2 order column: [bin (dense ints), bin (the values, one MessagePack array)] decoded whole."""
     keys, values = msgpack.unpackb(data, raw=False)
     return _zipped(_ints(keys), _unpacked(memoryview(values)))
 

@@ -18,6 +18,7 @@ ranked shapes (purpose, rerank, passages) work on the ranked legs' hits
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import time
@@ -35,7 +36,7 @@ from brainy.engine import keys as K
 from brainy.engine import rows
 from brainy.engine import semantic as S
 from brainy.engine import shapes as SH
-from brainy.engine.projections import TYPECODE, WORD, Projections, words
+from brainy.engine.projections import TYPECODE, WORD, Projections, column_values, words
 from brainy.engine.cursors import decode_cursor, encode_cursor
 from brainy.engine.registry import door
 from brainy.engine.snapshot import Snapshot
@@ -166,8 +167,8 @@ def _narrow(proj: Projections, q: Query) -> tuple[array, list[str]]:
     # one posting is its own intersection: uncopied, as proj.all is (a find copies what it keeps past the lock)
     candidates = P.intersect_many(parts) if len(parts) > 1 else parts[0] if parts else proj.all
     if q.exclude_vfs:
-        vfs = _union(posting for (kind, value), posting in proj.postings.get("subtype", {}).items()
-                     if kind == "string" and value.startswith("vfs."))
+        subtypes = proj.postings.get("subtype", {})  # the values first: only a vfs subtype's posting is read
+        vfs = _union(subtypes[key] for key in subtypes if key[0] == "string" and key[1].startswith("vfs."))
         candidates = P.difference(candidates, vfs)
     return candidates, used
 
@@ -225,11 +226,18 @@ def _sorted(dense_ints: list[int], value_of: Callable[[int], tuple[bool, Any]], 
     present, missing = [], []
     for d in dense_ints:
         has, value = value_of(d)
-        (present if has else missing).append((d, value))
-    present.sort(key=lambda dv: id_of(dv[0]))
-    present.sort(key=lambda dv: _order_key(dv[1], True)[1:], reverse=descending)
-    missing.sort(key=lambda dv: id_of(dv[0]))
-    return [d for d, _ in present] + [d for d, _ in missing]
+        if has:
+            present.append((_order_key(value, True)[1:], d))
+        else:
+            missing.append(d)
+    present.sort(key=lambda kd: kd[0], reverse=descending)
+    out: list[int] = []
+    # ids only where values tie: a read in place looks an id up in the snapshot, and most values are unique
+    for _, run in itertools.groupby(present, key=lambda kd: kd[0]):
+        tied = [d for _, d in run]
+        out.extend(sorted(tied, key=id_of) if len(tied) > 1 else tied)
+    missing.sort(key=id_of)
+    return out + missing
 
 
 def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
@@ -414,11 +422,12 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             else:
                 candidates = G.within(candidates, hops, graph.dense)
         # candidates are a subset of every row: as many means all of them (public only, on a store of public rows)
-        narrowed = len(candidates) < len(proj.all)
+        narrowed = len(candidates) < len(proj)
         if "text" in q.legs:
             text_scores, matched = _bm25(proj, q.text or "", set(candidates) if narrowed else None)
             stages.mark("text", len(text_scores))
-        columns = dict(proj.columns.get(q.order_by) or {}) if q.order_by else None
+        columns = None if not q.order_by else column_values(  # a ranked leg's hits are known only later: all rows
+            proj.columns.get(q.order_by) or {}, proj.all if q.ranked else candidates)
         matched_count = len(candidates)
         if not q.ranked:  # the page is cut from them after the lock: a copy, as later commits move the postings
             candidates = array(TYPECODE, candidates)
