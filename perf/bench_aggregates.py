@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyperf
+import stored  # perf/stored.py: the shared --store option
 
 from brainy.engine import Brain, init_store
 from brainy.engine import aggregates as A
@@ -160,23 +160,14 @@ def time_commit(define: bool):
     return run
 
 
-def _pass_store(cmd: list[str], args: Any) -> None:
-    cmd.extend(["--store", args.store])
-
-
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=_pass_store)
-    runner.argparser.add_argument("--store", help="a directory for the store (built there if it holds none)")
+    runner = stored.runner()
     args = runner.parse_args()
     _cache["args"] = args
     runner.metadata["description"] = "brainy aggregates over 20,000 entities: maintained vs recomputed"
     if not args.worker:
-        if args.store is None:
-            root = Path(tempfile.mkdtemp(prefix="brainy-bench-aggs-"))
-            atexit.register(shutil.rmtree, root, True)
-            args.store = str(root)
-        root = Path(args.store)
-        if not (root / "store" / "MANIFEST").exists():
+        root, missing = stored.root(args, "brainy-bench-aggs-")
+        if missing:
             print(f"building {ENTITIES:,} entities and {len(DEFINITIONS)} aggregates under {root} ...", flush=True)
             build(root / "store", ENTITIES, True).close()
     for name in ("by_cat", "by_day"):

@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import atexit
 import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import pyperf
+import stored  # perf/stored.py: the shared --store option
 
 from brainy.engine import Brain, init_store
 
@@ -115,26 +113,15 @@ def time_door(door: str, args_of: Any):
 
 # -- main ----------------------------------------------------------------------------------------------
 
-def _pass_store(cmd: list[str], args: Any) -> None:
-    cmd.extend(["--store", args.store])
-
-
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=_pass_store)
-    runner.argparser.add_argument("--store", help="a directory for the store (built there if it holds none; "
-                                                  "kept afterwards); default: a temp dir, removed at exit")
+    runner = stored.runner()
     args = runner.parse_args()
     _cache["args"] = args
     runner.metadata["description"] = "brainy graph walk over 100,000 relations"
 
     if not args.worker:
-        if args.store is None:
-            root = Path(tempfile.mkdtemp(prefix="brainy-bench-graph-"))
-            atexit.register(shutil.rmtree, root, True)
-            args.store = str(root)
-        root = Path(args.store)
-        root.mkdir(parents=True, exist_ok=True)
-        if not (root / "store" / "MANIFEST").exists():
+        root, missing = stored.root(args, "brainy-bench-graph-")
+        if missing:
             print(f"building {ENTITIES:,} entities and {RELATIONS:,} relations under {root} ...", flush=True)
             info = build_store(root / "store")
             print("  " + ", ".join(f"{k}: {v}" for k, v in info.items()), flush=True)

@@ -26,14 +26,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import random
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import orjson
 import pyperf
+import stored  # perf/stored.py: the shared --store option
 
 from brainy.engine import Brain, init_store
 from brainy.net import codecs
@@ -113,25 +112,14 @@ def time_orjson(loops: int) -> float:
     return pyperf.perf_counter() - started
 
 
-def _pass_store(cmd: list[str], args: Any) -> None:
-    cmd.extend(["--store", args.store])
-
-
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=_pass_store)
-    runner.argparser.add_argument("--store", help="a directory for the store (built there if it holds none; "
-                                                  "kept afterwards); default: a temp dir, removed at exit")
+    runner = stored.runner()
     args = runner.parse_args()
     _cache["args"] = args
     runner.metadata["description"] = "brainy answer bytes: a 1,000-row find page and a get, in process"
     if not args.worker:
-        if args.store is None:
-            root = Path(tempfile.mkdtemp(prefix="brainy-bench-pages-"))
-            atexit.register(shutil.rmtree, root, True)
-            args.store = str(root)
-        root = Path(args.store)
-        root.mkdir(parents=True, exist_ok=True)
-        if not (root / "store" / "MANIFEST").exists():
+        root, missing = stored.root(args, "brainy-bench-pages-")
+        if missing:
             print(f"building {ENTITIES:,} entities with vectors under {root} ...", flush=True)
             build_store(root / "store")
         print(f"  page answer: {len(answer_bytes('find', None, PAGE, False)):,} bytes JSON, "

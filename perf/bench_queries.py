@@ -44,8 +44,6 @@ import io
 import pickle
 import pstats
 import random
-import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,7 +51,7 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 import orjson
-import pyperf
+import stored  # perf/stored.py: the shared --store option
 
 from brainy._speedups import load
 from brainy.contract import arguments
@@ -391,14 +389,8 @@ def profiles(store: Path, text: str) -> None:
 
 # -- main ----------------------------------------------------------------------------------------------
 
-def _pass_store(cmd: list[str], args: Any) -> None:
-    cmd.extend(["--store", args.store])
-
-
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=_pass_store)
-    runner.argparser.add_argument("--store", help="a directory for the store (built there if it holds none; "
-                                                  "kept afterwards); default: a temp dir, removed at exit")
+    runner = stored.runner()
     runner.argparser.add_argument("--no-profile", action="store_true", help="skip the profiles of the finds")
     args = runner.parse_args()
     _cache["args"] = args
@@ -406,13 +398,8 @@ def main() -> None:
     runner.metadata["entities"] = str(ENTITIES)
 
     if not args.worker:
-        if args.store is None:
-            root = Path(tempfile.mkdtemp(prefix="brainy-bench-queries-"))
-            atexit.register(shutil.rmtree, root, True)
-            args.store = str(root)
-        root = Path(args.store)
-        root.mkdir(parents=True, exist_ok=True)
-        if not (root / "store" / "MANIFEST").exists():
+        root, missing = stored.root(args, "brainy-bench-queries-")
+        if missing:
             print(f"building {ENTITIES:,} entities under {root} ...", flush=True)
             info = build_store(root / "store")
             print("  " + ", ".join(f"{k}: {v:,}" if isinstance(v, int) else f"{k}: {v}" for k, v in info.items()))
