@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 HOST = "127.0.0.1"
-START_SECONDS = 15.0    # the server answers within this, or the start fails
+START_SECONDS = 20.0    # the server answers within this, or the start fails
 STOP_SECONDS = 15.0     # a signal to exit, or the stop fails
 REQUEST_SECONDS = 10.0  # one HTTP exchange
 
