@@ -73,14 +73,14 @@ class H1Connection:
         self._reset()
 
     def _reset(self) -> None:
-        self._url = bytearray()
+        self._url = b""
         self._headers: dict[str, str] = {}
         self._header_bytes = 0
-        self._body: list[bytes] = []
+        self._body: list[bytes] | None = None  # made at the first piece: most requests carry none
         self._body_bytes = 0
         self._refusal: R.Refusal | None = None
 
-    # httptools callbacks -----------------------------------------------------------------------
+    # httptools callbacks (one call each per request, one per header: kept short, they are the parse's cost) --
 
     def on_message_begin(self) -> None:
         self._reset()
@@ -88,15 +88,20 @@ class H1Connection:
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._count(len(url))
+        self._header_bytes += len(url)
+        if self._header_bytes > self._max_header:
+            self._count(0)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_bytes += len(name) + len(value) + 4
         if self._header_bytes > self._max_header:
             self._count(0)
         key = name.lower().decode("latin-1")
-        text = value.decode("latin-1")
-        self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
+        headers = self._headers
+        if key in headers:
+            headers[key] = f"{headers[key]}, {value.decode('latin-1')}"
+        else:
+            headers[key] = value.decode("latin-1")
 
     def _count(self, n: int) -> None:
         self._header_bytes += n
@@ -116,19 +121,23 @@ class H1Connection:
         if self._body_bytes > self._max_body:
             self._refusal = R.PayloadTooLargeError(f"the body is over {self._max_body} bytes", limit=self._max_body)
             raise _Stop
-        self._body.append(body)
+        if self._body is None:
+            self._body = [body]
+        else:
+            self._body.append(body)
 
     def on_message_complete(self) -> None:
-        url = bytes(self._url)
+        url = self._url
         if url[:1] == b"/":  # origin form, nearly every request: split it without a URL parser
             path, _, query = url.partition(b"?")
         else:
             parsed = httptools.parse_url(url)
             path, query = parsed.path or b"/", parsed.query or b""
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        pieces = self._body
+        body = b"" if pieces is None else pieces[0] if len(pieces) == 1 else b"".join(pieces)
         method = self._parser.get_method()
         request = Request(_METHODS.get(method) or method.decode("ascii"), path.decode("latin-1"),
-                          query.decode("latin-1"), self._headers, body)
+                          query.decode("latin-1") if query else "", self._headers, body)
         self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
         self._owed += 1
         self.mid_request = False
