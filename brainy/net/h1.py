@@ -1,7 +1,10 @@
 """HTTP/1.1, sans-IO: bytes and time in, request events out; responses in, bytes to send out.
 
-Parsing is httptools (keep-alive, pipelining, chunked bodies); response
-framing is the ``h1frame`` speedup. Limits are enforced while parsing, before
+Parsing is the ``h1frame`` speedup's ``parse_head`` for the plain request
+(no chunks, no upgrade, a body within the limit that has all arrived: nearly
+every request), between messages, and httptools for everything else
+(keep-alive, pipelining, chunked bodies, partial heads, what the fast parse
+declines); response framing is the ``h1frame`` speedup too. Limits are enforced while parsing, before
 a byte of an oversized request is buffered: a header block over
 ``max_header_bytes`` is ``HeaderTooLargeError`` (431) and a body over
 ``max_body`` is ``PayloadTooLargeError`` (413); a request that does not parse
@@ -150,6 +153,13 @@ class H1Connection:
         if self._failed:
             return []
         self._deadlines.heard(now, not self.mid_request)
+        if not self.mid_request:  # between messages: the plain requests first, without the parser's callbacks
+            taken = self._take_plain(data)
+            if taken == len(data) or self._failed:
+                events, self._events = self._events, []
+                return events
+            if taken:
+                data = data[taken:]
         try:
             self._parser.feed_data(data)
         except _Stop:
@@ -169,6 +179,30 @@ class H1Connection:
                 self._fail(R.MalformedRequestError(f"the request does not parse: {exc}", reason="parse"))
         events, self._events = self._events, []
         return events
+
+    def _take_plain(self, data: bytes) -> int:
+        """Read the whole plain requests at the start of ``data`` (``h1frame.parse_head``: no chunks, no
+        upgrade, a body within the limit and all here) into events; answer how many bytes they took. The
+        first request that is not plain, or not all here, is left with the rest for httptools, which is
+        between messages too. After a request that closes the connection nothing more is read."""
+        at = 0
+        end = len(data)
+        max_header = self._max_header
+        while at < end:
+            head = h1frame.parse_head(data, at, max_header)
+            if head is None:
+                return at
+            method, path, query, headers, keep_alive, length, body_at = head
+            if length > self._max_body or body_at + length > end:
+                return at  # httptools refuses it, or waits for the rest of it
+            at = body_at + length
+            body = data[body_at:at] if length else b""
+            self._events.append(RequestReceived(Request(method, path, query, headers, body), keep_alive))
+            self._owed += 1
+            if not keep_alive:
+                self._failed = True  # the connection ends with this answer: what follows is never read
+                return end
+        return at
 
     def _fail(self, refusal: R.Refusal | None) -> None:
         self._failed = True
