@@ -211,28 +211,19 @@ def frame_chunk(data):
 cdef tuple METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
-cdef Py_ssize_t method_of(const unsigned char* p, Py_ssize_t n) noexcept:
+cdef tuple METHOD_PREFIXES = tuple(m.encode() + b" " for m in METHODS)  # each with the SP after it
+
+
+cdef Py_ssize_t method_of(const unsigned char* p, Py_ssize_t n):
     # The index in METHODS of the method the request line starts with (its SP included), else -1.
-    if n >= 4 and memcmp(p, b"GET ", 4) == 0:
-        return 0
-    if n >= 5 and memcmp(p, b"HEAD ", 5) == 0:
-        return 1
-    if n >= 5 and memcmp(p, b"POST ", 5) == 0:
-        return 2
-    if n >= 4 and memcmp(p, b"PUT ", 4) == 0:
-        return 3
-    if n >= 6 and memcmp(p, b"PATCH ", 6) == 0:
-        return 4
-    if n >= 7 and memcmp(p, b"DELETE ", 7) == 0:
-        return 5
-    if n >= 8 and memcmp(p, b"OPTIONS ", 8) == 0:
-        return 6
+    cdef Py_ssize_t k, size
+    cdef bytes prefix
+    for k in range(len(METHOD_PREFIXES)):
+        prefix = <bytes>METHOD_PREFIXES[k]
+        size = PyBytes_GET_SIZE(prefix)
+        if n >= size and memcmp(p, PyBytes_AS_STRING(prefix), size) == 0:
+            return k
     return -1
-
-
-cdef inline bint is_vchar(unsigned char c) noexcept:
-    # field-vchar: FIELD but not SP or HTAB
-    return (CLASSES[c] & (FIELD | WSP)) == FIELD
 
 
 cdef int connection_tokens(const unsigned char* p, Py_ssize_t n, bint* close, bint* keep) noexcept:
