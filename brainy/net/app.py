@@ -251,23 +251,23 @@ class App:
 
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
         timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)
-        if outcome.ok and text and isinstance(text[0], sse.OpenedFeed):
-            return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
-        if outcome.ok and text:
+        refusal = outcome.refusal
+        if text and refusal is None:
+            if isinstance(text[0], sse.OpenedFeed):
+                return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
-        wants = _wants_msgpack(request.headers.get("accept"))
-        body, kind = codecs.encode(outcome.body(), wants)
-        headers = [(b"content-type", _CONTENT_TYPE[kind]), timing]
-        if outcome.refusal is not None:
-            headers += refusal_headers(outcome.refusal, self.mcp.resource_metadata)
+        body, kind = codecs.encode(outcome.body(), _wants_msgpack(request.headers.get("accept")))
+        if refusal is None:
+            return Response(200, [_CONTENT_TYPE_FIELD[kind], timing], body)
+        headers = [_CONTENT_TYPE_FIELD[kind], timing, *refusal_headers(refusal, self.mcp.resource_metadata)]
         return Response(outcome.status, headers, body)
 
 
 #: (method, path, Accept) matches the app remembers (bounded: a caller may send any number of paths).
 ROUTES_HELD = 4096
 OAUTH_PATH = S.BY_NAME["server.oauthProtectedResource"].path
-_CONTENT_TYPE = {codecs.JSON: codecs.JSON.encode(), codecs.MSGPACK: codecs.MSGPACK.encode()}
+_CONTENT_TYPE_FIELD = {kind: (b"content-type", kind.encode()) for kind in (codecs.JSON, codecs.MSGPACK)}
 # A client sends the same Accept on every request: its reading is remembered (bounded, as any cache of
 # what a caller sends must be).
 _wants_msgpack = functools.lru_cache(maxsize=256)(codecs.wants_msgpack)
