@@ -21,6 +21,7 @@ cdef enum:
     TCHAR = 1                 # token character, RFC 9110 section 5.6.2
     FIELD = 2                 # field-vchar, SP or HTAB, RFC 9110 section 5.5
     WSP = 4                   # SP or HTAB
+    TARGET = 8                # a request target's byte (origin form: RFC 3986 pchar, "/", "?", "%")
 
 
 cdef inline bint all_of(const unsigned char* p, Py_ssize_t n, const unsigned char* classes,

@@ -2,7 +2,7 @@
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "REASONS", "LAST_CHUNK"]
+__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
 
 REASONS: Final[dict[int, bytes]]
 LAST_CHUNK: Final[bytes]
@@ -16,3 +16,6 @@ def frame_response(
 ) -> bytes: ...
 def frame_chunked_head(status: int, headers: Iterable[tuple[bytes, bytes]], keep_alive: bool) -> bytes: ...
 def frame_chunk(data: bytes) -> bytes: ...
+def parse_head(
+    data: bytes, start: int, max_head: int
+) -> tuple[str, str, str, dict[str, str], bool, int, int] | None: ...

@@ -1,4 +1,4 @@
-# HTTP/1.1 response framing, compiled twin of h1frame_py.py (RFC 9112 sections 4, 6, 7.1).
+# HTTP/1.1 response framing and the plain request's head, compiled twin of h1frame_py.py (RFC 9112).
 #
 #   response     := status-line  header-line*  framing-line*  CRLF  body?
 #   status-line  := "HTTP/1.1" SP status: 3DIGIT SP reason CRLF    reason from REASONS, else empty
@@ -11,8 +11,13 @@
 # tests/test_h1frame.py runs against both. Each answer is one bytes object sized in a first pass
 # over the headers (which also checks them) and filled with memcpy in a second; the status lines
 # are built once, at import.
+#
+# parse_head reads the plain request's head (h1frame_py's grammar) in one pass over its bytes, and
+# answers None wherever the pure twin does: the caller then hands the bytes to httptools.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeLatin1
+from libc.string cimport memcmp
 from cpython.long cimport PyLong_AsLongAndOverflow
 from cpython.number cimport PyNumber_Index
 from cpython.tuple cimport PyTuple_GET_SIZE
@@ -22,7 +27,9 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 from brainy._speedups.h1frame_py import LAST_CHUNK, REASONS
 from brainy._speedups.h1frame_py import _check_header as py_check_header
 
-__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "REASONS", "LAST_CHUNK"]
+from brainy._speedups.h1frame_py import MAX_CONTENT_LENGTH_DIGITS
+
+__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
 
 # Index status - STATUS_MIN: "HTTP/1.1 <status> <reason>\r\n", the reason empty when unregistered.
 cdef list STATUS_LINES = [b"HTTP/1.1 %d %s\r\n" % (s, REASONS.get(s, b""))
@@ -44,6 +51,8 @@ cdef void fill_classes():
             CLASSES[c] |= WSP
     for c in tchars:
         CLASSES[c] |= TCHAR
+    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%":
+        CLASSES[c] |= TARGET
 
 
 fill_classes()
@@ -195,3 +204,129 @@ def frame_chunk(data):
     p = put(p, PyBytes_AS_STRING(data), n)
     crlf(p)
     return out
+
+
+# -- the plain request's head ---------------------------------------------------------------------
+
+cdef tuple METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+cdef tuple METHOD_PREFIXES = tuple(m.encode() + b" " for m in METHODS)  # each with the SP after it
+
+
+cdef Py_ssize_t method_of(const unsigned char* p, Py_ssize_t n):
+    # The index in METHODS of the method the request line starts with (its SP included), else -1.
+    cdef Py_ssize_t k, size
+    cdef bytes prefix
+    for k in range(len(METHOD_PREFIXES)):
+        prefix = <bytes>METHOD_PREFIXES[k]
+        size = PyBytes_GET_SIZE(prefix)
+        if n >= size and memcmp(p, PyBytes_AS_STRING(prefix), size) == 0:
+            return k
+    return -1
+
+
+cdef int connection_tokens(const unsigned char* p, Py_ssize_t n, bint* close, bint* keep) noexcept:
+    # Reads a connection value's tokens; -1 when one is upgrade (the full parser's case).
+    cdef Py_ssize_t i = 0, a, b
+    while i <= n:
+        a = i
+        while i < n and p[i] != 44:  # ","
+            i += 1
+        b = i
+        while a < b and (p[a] == 32 or p[a] == 9):
+            a += 1
+        while b > a and (p[b - 1] == 32 or p[b - 1] == 9):
+            b -= 1
+        if b - a == 5 and lower_eq(p + a, b"close", 5):
+            close[0] = True
+        elif b - a == 10 and lower_eq(p + a, b"keep-alive", 10):
+            keep[0] = True
+        elif b - a == 7 and lower_eq(p + a, b"upgrade", 7):
+            return -1
+        i += 1
+    return 0
+
+
+def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
+    """The head of the plain request at data[start:], or None (as h1frame_py.parse_head)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t end = data.find(b"\r\n\r\n", start, start + max_head)
+    cdef Py_ssize_t i, m, target_at, query_at, target_end, name_at, name_end, value_at, value_end, stop
+    cdef Py_ssize_t length = -1, digits, digits_end
+    cdef bint close = False, keep = False, minor_one
+    cdef dict headers
+    cdef unsigned char c
+    cdef const unsigned char* q
+    if end < 0:
+        return None
+    stop = end + 2  # the last field line's CRLF ends here
+    m = method_of(p + start, end - start)
+    if m < 0:
+        return None
+    method = METHODS[m]
+    i = start + len(<str>method) + 1
+    if p[i] != 47:  # "/": origin form only
+        return None
+    target_at = i
+    query_at = -1
+    while CLASSES[p[i]] & TARGET:
+        if p[i] == 63 and query_at < 0:  # "?"
+            query_at = i
+        i += 1
+    target_end = i
+    if i + 10 > stop or memcmp(p + i, b" HTTP/1.", 8) != 0 or (p[i + 8] != 48 and p[i + 8] != 49) \
+            or p[i + 9] != 13 or p[i + 10] != 10:
+        return None
+    minor_one = p[i + 8] == 49
+    i += 11
+    headers = {}
+    while i < stop:
+        name_at = i
+        while CLASSES[p[i]] & TCHAR:
+            i += 1
+        name_end = i
+        if name_end == name_at or p[i] != 58:  # ":"
+            return None
+        i += 1
+        while p[i] == 32 or p[i] == 9:
+            i += 1
+        value_at = i
+        while i < stop and CLASSES[p[i]] & FIELD:
+            i += 1
+        if i >= stop or p[i] != 13 or p[i + 1] != 10:
+            return None
+        value_end = i  # trailing OWS kept, as llhttp keeps it
+        i += 2
+        q = p + name_at
+        if name_end - name_at == 14 and lower_eq(q, b"content-length", 14):
+            digits_end = value_end
+            while digits_end > value_at and (p[digits_end - 1] == 32 or p[digits_end - 1] == 9):
+                digits_end -= 1  # the length's digits only
+            digits = digits_end - value_at
+            if length >= 0 or digits == 0 or digits > MAX_CONTENT_LENGTH_DIGITS:
+                return None
+            length = 0
+            for m in range(value_at, digits_end):
+                c = p[m]
+                if c < 48 or c > 57:
+                    return None
+                length = length * 10 + (c - 48)
+        elif name_end - name_at == 10 and lower_eq(q, b"connection", 10):
+            if connection_tokens(p + value_at, value_end - value_at, &close, &keep) < 0 or (close and keep):
+                return None
+        elif (name_end - name_at == 17 and lower_eq(q, b"transfer-encoding", 17)) or \
+                (name_end - name_at == 7 and lower_eq(q, b"upgrade", 7)):
+            return None
+        name = PyUnicode_DecodeLatin1(<const char*>q, name_end - name_at, NULL).lower()
+        value = PyUnicode_DecodeLatin1(<const char*>p + value_at, value_end - value_at, NULL)
+        known = headers.get(name)
+        headers[name] = value if known is None else f"{known}, {value}"
+    if query_at < 0:
+        path = PyUnicode_DecodeLatin1(<const char*>p + target_at, target_end - target_at, NULL)
+        query = ""
+    else:
+        path = PyUnicode_DecodeLatin1(<const char*>p + target_at, query_at - target_at, NULL)
+        query = PyUnicode_DecodeLatin1(<const char*>p + query_at + 1, target_end - query_at - 1, NULL)
+    return (method, path, query, headers, (not close) if minor_one else keep, length if length > 0 else 0,
+            end + 4)

@@ -1,4 +1,4 @@
-"""HTTP/1.1 response framing, pure-Python twin of ``h1frame.pyx`` (RFC 9112 sections 4, 6, 7.1).
+"""HTTP/1.1 response framing and the plain request's head, pure-Python twin of ``h1frame.pyx`` (RFC 9112).
 
 ::
 
@@ -19,6 +19,20 @@ but HTAB, no leading or trailing whitespace), and content-length and transfer-en
 the framing, so a caller may not set them. Anything this module frames therefore parses back to
 the same status, headers and body. Both twins have the same names, raise the same errors with the
 same messages (checked in the same order) and return byte-identical results.
+
+:func:`parse_head` reads the head of the one kind of request the server gets nearly always, and
+answers None for everything else, which the caller hands to the full parser (httptools)::
+
+    head    := method SP target SP "HTTP/1." ("0" | "1") CRLF  (field CRLF)*  CRLF
+    method  := "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"
+    target  := "/" (unreserved | sub-delims | ":" | "@" | "/" | "?" | "%")*   RFC 3986, origin form
+    field   := name: token ":" OWS value             value: field-vchar, SP and HTAB (its trailing OWS kept,
+                                                     as llhttp keeps it)
+
+None also when the head is not whole within ``max_head`` bytes, a field names transfer-encoding or
+upgrade, content-length is given twice or is not 1 to 18 digits, or connection names upgrade or
+both close and keep-alive. So the fast parse never decides a hard case: what it reads, llhttp reads
+the same (tests/test_h1frame.py checks that against httptools).
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ from __future__ import annotations
 import operator
 import re
 
-__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "REASONS", "LAST_CHUNK"]
+__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
 
 # RFC 9110 section 15 phrases, plus the registered extensions brainy may answer with. The compiled
 # twin builds its status lines from this table too, so the two cannot drift.
@@ -198,3 +212,64 @@ def frame_chunk(data: bytes) -> bytes:
     if not data:
         return LAST_CHUNK
     return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+# -- the plain request's head ---------------------------------------------------------------------
+
+_REQUEST_LINE = re.compile(rb"(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) "
+                           rb"HTTP/1\.([01])\r\n")
+# the value as llhttp hands it over: leading OWS dropped, trailing kept
+_FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([\t\x20-\x7e\x80-\xff]*)\r\n")
+MAX_CONTENT_LENGTH_DIGITS = 18  # fits a signed 64-bit length with room to spare
+
+
+def parse_head(data: bytes, start: int, max_head: int):
+    """The head of the plain request at ``data[start:]``: ``(method, path, query, headers, keep_alive,
+    content_length, body_start)``, or None for anything else (see the module's grammar).
+
+    ``path`` and ``query`` are the target split at its first ``?`` (still percent-encoded), ``headers``
+    has lowercase names, a repeated field's values joined by ", " in order, all text as latin-1;
+    ``keep_alive`` is as llhttp's should_keep_alive reads the version and connection; the body is
+    ``data[body_start:body_start + content_length]``, whether or not it has all arrived.
+    """
+    end = data.find(b"\r\n\r\n", start, start + max_head)
+    if end < 0:
+        return None
+    line = _REQUEST_LINE.match(data, start)
+    if line is None:
+        return None
+    headers: dict[str, str] = {}
+    length = -1
+    close = keep = False
+    pos = line.end()
+    while pos < end + 2:
+        field = _FIELD_LINE.match(data, pos, end + 2)
+        if field is None:
+            return None
+        pos = field.end()
+        name = field[1].lower().decode("latin-1")
+        value = field[2]
+        if name == "content-length":
+            digits = value.rstrip(b" \t")
+            if length >= 0 or not digits.isdigit() or len(digits) > MAX_CONTENT_LENGTH_DIGITS:
+                return None
+            length = int(digits)
+        elif name == "connection":
+            for token in value.lower().split(b","):
+                token = token.strip(b" \t")
+                if token == b"close":
+                    close = True
+                elif token == b"keep-alive":
+                    keep = True
+                elif token == b"upgrade":
+                    return None
+            if close and keep:
+                return None
+        elif name in ("transfer-encoding", "upgrade"):
+            return None
+        text = value.decode("latin-1")
+        headers[name] = f"{headers[name]}, {text}" if name in headers else text
+    path, _, query = line[2].partition(b"?")
+    keep_alive = not close if line[3] == b"1" else keep
+    return (line[1].decode("ascii"), path.decode("latin-1"), query.decode("latin-1"), headers, keep_alive,
+            max(length, 0), end + 4)

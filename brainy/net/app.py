@@ -42,6 +42,7 @@ class App:
         self.host = host if host is not None else Host(keys)
         self.auth_server = auth_server  # --auth-server: where a client gets a token (RFC 9728 discovery)
         self.router = Router(server=S.routes(configured=S.CONFIGURED_ONLY if auth_server else ()))
+        self._routes: dict[tuple[str, str, str | None], Match] = {}  # see _route
         self.dispatcher = Dispatcher(pool, reading_door, self.host)
         self.built_at = built_at
         self._contract = D.contract_envelope(__version__, built_at)
@@ -113,17 +114,30 @@ class App:
     async def _mcp_later(self, pending: Awaitable[HttpReply]) -> Response:
         return self._mcp_response(await pending)
 
+    def _route(self, method: str, path: str, accept: str | None) -> Match:
+        """The router's match, remembered per (method, path, Accept): a client asks the same paths again and
+        again. Only matches are kept (a refusal is made afresh), and a bounded number of them."""
+        key = (method, path, accept)
+        match = self._routes.get(key)
+        if match is None:
+            match = self.router.match(method, path, accept)
+            if len(self._routes) >= ROUTES_HELD:
+                self._routes.clear()
+            self._routes[key] = match
+        return match
+
     def _serve(self, request: Request, text: list[tuple[str, str]]) -> Answer:
-        match = self.router.match(request.method, request.path, request.headers.get("accept"))
+        match = self._route(request.method, request.path, request.headers.get("accept"))
         if match.server is not None:
             return self._server_door(match, request, text)
         door_name = match.door
-        door = D.BY_NAME.get(door_name) if door_name else None
         principal = self._principal(request)
         if len(request.body) > MAX_BODY:
             raise R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
         if request.method in ("GET", "HEAD", "DELETE"):
-            document: Any = query_document(door, request.query)
+            # no query, no arguments: the dispatcher fills the defaults from the door's plan
+            document: Any = query_document(D.BY_NAME.get(door_name) if door_name else None,
+                                           request.query) if request.query else None
         else:
             document = codecs.decode(request.body, request.headers.get("content-type"))
             if match.selector is not None:
@@ -237,21 +251,23 @@ class App:
 
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
         timing = (b"server-timing", b"brainy;dur=%.3f" % outcome.ms)
-        if outcome.ok and text and isinstance(text[0], sse.OpenedFeed):
-            return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
-        if outcome.ok and text:
+        refusal = outcome.refusal
+        if text and refusal is None:
+            if isinstance(text[0], sse.OpenedFeed):
+                return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
-        wants = _wants_msgpack(request.headers.get("accept"))
-        body, kind = codecs.encode(outcome.body(), wants)
-        headers = [(b"content-type", _CONTENT_TYPE[kind]), timing]
-        if outcome.refusal is not None:
-            headers += refusal_headers(outcome.refusal, self.mcp.resource_metadata)
+        body, kind = codecs.encode(outcome.body(), _wants_msgpack(request.headers.get("accept")))
+        if refusal is None:
+            return Response(200, [_CONTENT_TYPE_FIELD[kind], timing], body)
+        headers = [_CONTENT_TYPE_FIELD[kind], timing, *refusal_headers(refusal, self.mcp.resource_metadata)]
         return Response(outcome.status, headers, body)
 
 
+#: (method, path, Accept) matches the app remembers (bounded: a caller may send any number of paths).
+ROUTES_HELD = 4096
 OAUTH_PATH = S.BY_NAME["server.oauthProtectedResource"].path
-_CONTENT_TYPE = {codecs.JSON: codecs.JSON.encode(), codecs.MSGPACK: codecs.MSGPACK.encode()}
+_CONTENT_TYPE_FIELD = {kind: (b"content-type", kind.encode()) for kind in (codecs.JSON, codecs.MSGPACK)}
 # A client sends the same Accept on every request: its reading is remembered (bounded, as any cache of
 # what a caller sends must be).
 _wants_msgpack = functools.lru_cache(maxsize=256)(codecs.wants_msgpack)

@@ -134,6 +134,50 @@ TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.pa
 TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
 
 
+class Plan:
+    """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
+    the gate's questions stay per call (they read the principal), the door's own facts do not."""
+
+    __slots__ = ("door", "host", "writes_rows", "closed", "takes_id", "takes_brain", "_none", "_fresh")
+
+    def __init__(self, door: D.Door) -> None:
+        self.door = door
+        self.host = door.layer == "host"
+        self.writes_rows = "W" in door.sets
+        self.closed = _closed(door)  # the disposition's refusal, made afresh per call; None for a native door
+        self.takes_id = door.name in TAKES_ID
+        self.takes_brain = door.name in TAKES_BRAIN
+        # the checked document of a call that sends none (every plain get): the defaults, or the refusal of
+        # a required argument, which the full check gives on each such call
+        try:
+            self._none: dict[str, Any] | None = arguments.check(door, None)
+        except R.Refusal:
+            self._none = None
+        self._fresh = self._none is not None and any(isinstance(v, (list, dict)) for v in self._none.values())
+
+    def no_arguments(self) -> dict[str, Any]:
+        """The checked document of a call with no arguments: a new dict each call (a door may keep or change
+        what it is handed), its lists and maps new too."""
+        if self._none is None:
+            return arguments.check(self.door, None)
+        if self._fresh:
+            return arguments.check(self.door, None)
+        return self._none.copy()
+
+
+def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
+    if door.disposition == "notYetNative":
+        return lambda: R.NotYetNativeError(f"{door.name} arrives in {door.release}", door=door.name,
+                                           release=door.release)
+    if door.disposition == "inProcessOnly":
+        return lambda: R.InProcessOnlyError(f"{door.name} hands back a live object; call {door.instead} instead",
+                                            door=door.name, instead=door.instead)
+    return None
+
+
+PLANS: dict[str, Plan] = {name: Plan(d) for name, d in TABLE.items()}
+
+
 def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
     """The gate's questions, in order; raises the first refusal (DOORS.md 0.4)."""
     # 1. access class: the service key opens mechanics and host doors, and no others
@@ -198,46 +242,42 @@ class Dispatcher:
     @staticmethod
     def _outcome(door: str, started: int, answer: dict[str, Any] | None, exc: Exception | None) -> Outcome:
         if exc is None:
-            outcome = Outcome(door, 0.0, answer=answer)
-        elif isinstance(exc, R.Refusal):
-            outcome = Outcome(door, 0.0, refusal=exc)
+            return Outcome(door, round((time.perf_counter_ns() - started) / 1e6, 3), answer)
+        if isinstance(exc, R.Refusal):
+            refusal = exc
         else:  # a fault is logged under a reference, never shown
             ref = str(uuid.uuid4())
             log.error("internal error in door %s (ref %s)", door, ref, exc_info=exc)
-            outcome = Outcome(door, 0.0, refusal=R.InternalError(f"an unexpected fault; see the log under {ref}",
-                                                                   ref=ref))
-        outcome.ms = round((time.perf_counter_ns() - started) / 1e6, 3)
-        return outcome
+            refusal = R.InternalError(f"an unexpected fault; see the log under {ref}", ref=ref)
+        return Outcome(door, round((time.perf_counter_ns() - started) / 1e6, 3), None, refusal)
 
     def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
         """The gate and the door, without the clock: the answer, or an awaitable of it for a door that waits."""
-        door = TABLE.get(name) if isinstance(name, str) else None
-        if door is None:
+        plan = PLANS.get(name) if isinstance(name, str) else None
+        if plan is None:
             raise R.UnknownDoorError(f"no door is named {name!r}", door=str(name))
+        door = plan.door
         if brain is not None:
             check_brain_name(brain)
         gate(principal, door, brain)
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
         # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
         # commit path asks the policy guardrails before the write)
-        if "W" in door.sets and principal.caller is None:
+        if plan.writes_rows and principal.caller is None:
             raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
                                                "(X-Brainy-Caller)", door=door.name)
-        if door.disposition == "notYetNative":
-            raise R.NotYetNativeError(f"{door.name} arrives in {door.release}", door=door.name, release=door.release)
-        if door.disposition == "inProcessOnly":
-            raise R.InProcessOnlyError(f"{door.name} hands back a live object; call {door.instead} instead",
-                                       door=door.name, instead=door.instead)
+        if plan.closed is not None:
+            raise plan.closed()
         if document is not None and not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
-        if id_ is None and door.name in TAKES_ID:
+        if id_ is None and plan.takes_id:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
-        if brain is None and door.name in TAKES_BRAIN:
+        if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
-        document = arguments.check(door, document)
+        document = plan.no_arguments() if not document else arguments.check(door, document)
         entry = REGISTERED[door.name]
-        if door.layer == "host":  # the host's own doors reach archived and unborn brains: no door count
+        if plan.host:  # the host's own doors reach archived and unborn brains: no door count
             return entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
         self.brains.enter(brain)
         try:

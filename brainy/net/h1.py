@@ -1,7 +1,10 @@
 """HTTP/1.1, sans-IO: bytes and time in, request events out; responses in, bytes to send out.
 
-Parsing is httptools (keep-alive, pipelining, chunked bodies); response
-framing is the ``h1frame`` speedup. Limits are enforced while parsing, before
+Parsing is the ``h1frame`` speedup's ``parse_head`` for the plain request
+(no chunks, no upgrade, a body within the limit that has all arrived: nearly
+every request), between messages, and httptools for everything else
+(keep-alive, pipelining, chunked bodies, partial heads, what the fast parse
+declines); response framing is the ``h1frame`` speedup too. Limits are enforced while parsing, before
 a byte of an oversized request is buffered: a header block over
 ``max_header_bytes`` is ``HeaderTooLargeError`` (431) and a body over
 ``max_body`` is ``PayloadTooLargeError`` (413); a request that does not parse
@@ -73,14 +76,14 @@ class H1Connection:
         self._reset()
 
     def _reset(self) -> None:
-        self._url = bytearray()
+        self._url = b""
         self._headers: dict[str, str] = {}
         self._header_bytes = 0
-        self._body: list[bytes] = []
+        self._body: list[bytes] | None = None  # made at the first piece: most requests carry none
         self._body_bytes = 0
         self._refusal: R.Refusal | None = None
 
-    # httptools callbacks -----------------------------------------------------------------------
+    # httptools callbacks (one call each per request, one per header: kept short, they are the parse's cost) --
 
     def on_message_begin(self) -> None:
         self._reset()
@@ -88,15 +91,20 @@ class H1Connection:
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._count(len(url))
+        self._header_bytes += len(url)
+        if self._header_bytes > self._max_header:
+            self._count(0)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_bytes += len(name) + len(value) + 4
         if self._header_bytes > self._max_header:
             self._count(0)
         key = name.lower().decode("latin-1")
-        text = value.decode("latin-1")
-        self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
+        headers = self._headers
+        if key in headers:
+            headers[key] = f"{headers[key]}, {value.decode('latin-1')}"
+        else:
+            headers[key] = value.decode("latin-1")
 
     def _count(self, n: int) -> None:
         self._header_bytes += n
@@ -116,19 +124,23 @@ class H1Connection:
         if self._body_bytes > self._max_body:
             self._refusal = R.PayloadTooLargeError(f"the body is over {self._max_body} bytes", limit=self._max_body)
             raise _Stop
-        self._body.append(body)
+        if self._body is None:
+            self._body = [body]
+        else:
+            self._body.append(body)
 
     def on_message_complete(self) -> None:
-        url = bytes(self._url)
+        url = self._url
         if url[:1] == b"/":  # origin form, nearly every request: split it without a URL parser
             path, _, query = url.partition(b"?")
         else:
             parsed = httptools.parse_url(url)
             path, query = parsed.path or b"/", parsed.query or b""
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        pieces = self._body
+        body = b"" if pieces is None else pieces[0] if len(pieces) == 1 else b"".join(pieces)
         method = self._parser.get_method()
         request = Request(_METHODS.get(method) or method.decode("ascii"), path.decode("latin-1"),
-                          query.decode("latin-1"), self._headers, body)
+                          query.decode("latin-1") if query else "", self._headers, body)
         self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
         self._owed += 1
         self.mid_request = False
@@ -141,6 +153,13 @@ class H1Connection:
         if self._failed:
             return []
         self._deadlines.heard(now, not self.mid_request)
+        if not self.mid_request:  # between messages: the plain requests first, without the parser's callbacks
+            taken = self._take_plain(data)
+            if taken == len(data) or self._failed:
+                events, self._events = self._events, []
+                return events
+            if taken:
+                data = data[taken:]
         try:
             self._parser.feed_data(data)
         except _Stop:
@@ -160,6 +179,30 @@ class H1Connection:
                 self._fail(R.MalformedRequestError(f"the request does not parse: {exc}", reason="parse"))
         events, self._events = self._events, []
         return events
+
+    def _take_plain(self, data: bytes) -> int:
+        """Read the whole plain requests at the start of ``data`` (``h1frame.parse_head``: no chunks, no
+        upgrade, a body within the limit and all here) into events; answer how many bytes they took. The
+        first request that is not plain, or not all here, is left with the rest for httptools, which is
+        between messages too. After a request that closes the connection nothing more is read."""
+        at = 0
+        end = len(data)
+        max_header = self._max_header
+        while at < end:
+            head = h1frame.parse_head(data, at, max_header)
+            if head is None:
+                return at
+            method, path, query, headers, keep_alive, length, body_at = head
+            if length > self._max_body or body_at + length > end:
+                return at  # httptools refuses it, or waits for the rest of it
+            at = body_at + length
+            body = data[body_at:at] if length else b""
+            self._events.append(RequestReceived(Request(method, path, query, headers, body), keep_alive))
+            self._owed += 1
+            if not keep_alive:
+                self._failed = True  # the connection ends with this answer: what follows is never read
+                return end
+        return at
 
     def _fail(self, refusal: R.Refusal | None) -> None:
         self._failed = True

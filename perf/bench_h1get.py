@@ -1,0 +1,75 @@
+"""Benchmark: one h1 ``get`` through the whole sans-IO request path, no socket.
+
+    python perf/bench_h1get.py --fast          # quick look
+    python perf/bench_h1get.py -o get.json     # keep the figures (pyperf compare_to ...)
+
+What is timed: the bytes of one keep-alive ``GET /v1/brains/main/get/row-7`` (the headers h2load
+sends, a static key's bearer) fed to :class:`~brainy.net.h1.H1Connection`, the request handed to
+:meth:`App.handle <brainy.net.app.App.handle>` (route, credential, gate, the door on a 2,000-row
+store, the encoding), its answer framed and handed over: everything the server does per request
+but the event loop and the two syscalls. ``h1.parse`` times the parse alone, ``h1.answer`` the
+app and the framing alone.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pyperf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import measure  # noqa: E402  (the same store and key as the end-to-end sweep)
+import stored  # noqa: E402  (perf/stored.py: the shared --store option)
+
+from brainy.net.app import App  # noqa: E402
+from brainy.net.h1 import H1Connection  # noqa: E402
+from brainy.net.keys import KeyTable  # noqa: E402
+from brainy.net.pool import Pool  # noqa: E402
+
+REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\n"
+           b"accept: */*\r\nauthorization: Bearer " + measure.KEY.encode() + b"\r\n\r\n")
+
+
+def serving(root: Path) -> App:
+    """The app on ``root``'s store with one static key, as ``brainy serve`` builds it."""
+    keys = root / "keys"
+    if not keys.exists():
+        fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, f"{measure.KEY} person:measure *\n".encode())
+        os.close(fd)
+    return App(Pool({"main": root / "store"}), KeyTable.open(str(keys)), "1970-01-01T00:00:00Z")
+
+
+def main() -> None:
+    runner = stored.runner()
+    args = runner.parse_args()
+    if not args.worker:
+        root, missing = stored.root(args, "brainy-bench-h1get-")
+        if missing:
+            measure.build_store(root, 2000)
+    app = serving(Path(args.store))
+    conn = H1Connection()
+    [event] = conn.receive_data(REQUEST, 0.0)
+    conn.send_response(app.handle(event.request), True)
+    assert conn.data_to_send().startswith(b"HTTP/1.1 200 ")
+
+    def whole() -> None:
+        for event in conn.receive_data(REQUEST, 0.0):
+            conn.send_response(app.handle(event.request), event.keep_alive)
+        conn.data_to_send()
+
+    def parse() -> None:
+        conn.receive_data(REQUEST, 0.0)
+        conn._owed = 0
+
+    def answer() -> None:
+        conn.send_response(app.handle(event.request), True)
+        conn.data_to_send()
+
+    runner.bench_func("h1.get", whole)
+    runner.bench_func("h1.parse", parse)
+    runner.bench_func("h1.answer", answer)
+
+
+if __name__ == "__main__":
+    main()
