@@ -393,3 +393,23 @@ def test_a_damaged_snapshot_behind_the_head_is_refused_then_rebuilt(tmp_path: Pa
     assert brain.find({"where": {"team": "t1"}, "limit": 1000})["total"] == want
     assert brain.projections_from == "rows" and "projections-rebuilt" in [w["code"] for w in brain.warnings]
     brain.close()
+
+
+def test_pages_of_an_ordered_find_over_tied_values_follow_the_whole_order(tmp_path: Path) -> None:
+    """A page orders by id only the tied runs it reaches; page after page (by offset and by cursor), in both
+    directions, they read as the one long answer does."""
+    store = _store(tmp_path / "s")
+    with Brain.attach(store) as brain:
+        for order in ("asc", "desc"):
+            query = {"orderBy": "metadata.team", "order": order}
+            whole = [r["id"] for r in brain.find({**query, "limit": 1000})["results"]]
+            by_offset = [r["id"] for at in range(0, len(whole), 7)
+                         for r in brain.find({**query, "limit": 7, "offset": at})["results"]]
+            by_cursor, cursor = [], None
+            while True:
+                page = brain.find({**query, "limit": 11, **({"cursor": cursor} if cursor else {})})
+                by_cursor += [r["id"] for r in page["results"]]
+                cursor = page["cursor"]
+                if cursor is None:
+                    break
+            assert by_offset == by_cursor == whole and len(whole) == 299
