@@ -19,6 +19,7 @@ read surface against a full build).
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -156,9 +157,18 @@ class Overlaid:
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), _EMPTY)
 
+    def _unmasked(self, base: Any) -> Any:
+        """A snapshot posting less the mask: the posting itself (read-only, as every posting a read gets) when no
+        masked int falls in its range, as after a tail of adds, whose dense ints are past every snapshot's."""
+        masked = self.masked()
+        lo = bisect.bisect_left(masked, base[0])
+        if lo == len(masked) or masked[lo] > base[-1]:
+            return base
+        return P.difference(base, masked)
+
     def merged(self, base: Any, delta: Any) -> array:
         """A snapshot posting less the mask, with the touched rows' posting of the same value."""
-        kept = P.difference(base, self.masked()) if base is not None and len(base) else _EMPTY
+        kept = self._unmasked(base) if base is not None and len(base) else _EMPTY
         if delta is None or not len(delta):
             return kept
         return P.union(kept, delta) if len(kept) else array(TYPECODE, delta)
@@ -272,7 +282,10 @@ class _Column(Mapping[int, Any]):
         yield from (d for d in self._base if d not in self._mask)
 
     def __len__(self) -> int:
-        return len(self._delta) + sum(1 for d in self._base if d not in self._mask)
+        return len(self._delta) + len(self._base) - sum(1 for d in self._mask if d in self._base)
+
+    def __bool__(self) -> bool:  # a read asks it before it asks a value (``columns.get(path) or {}``)
+        return bool(self._delta) or len(self._base) > len(self._mask) or len(self) > 0
 
 
 class _Terms(Mapping[str, dict[int, int]]):

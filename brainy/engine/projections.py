@@ -77,6 +77,9 @@ def _walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
             yield path, value
 
 
+_ABSENT = object()
+
+
 def path_values(row: dict[str, Any], path: str) -> list[Any]:
     """The scalars :func:`leaves` yields for one path of a row, in the order it yields them, without walking
     the rest of the row (a metadata path is reached through each key that is a dotted prefix of it)."""
@@ -91,6 +94,13 @@ def path_values(row: dict[str, Any], path: str) -> list[Any]:
 
 
 def _values_at(node: dict[str, Any], path: str, out: list[Any]) -> None:
+    if "." not in path:  # only a key of that name reaches it (a nested key's path has a dot)
+        value = node.get(path, _ABSENT)
+        if isinstance(value, list):
+            out.extend(e for e in value if not isinstance(e, (dict, list)))
+        elif value is not _ABSENT and not isinstance(value, dict):
+            out.append(value)
+        return
     for key, value in node.items():
         if key == path:
             if isinstance(value, list):
