@@ -413,3 +413,22 @@ def test_pages_of_an_ordered_find_over_tied_values_follow_the_whole_order(tmp_pa
                 if cursor is None:
                     break
             assert by_offset == by_cursor == whole and len(whole) == 299
+
+
+@pytest.mark.slow
+def test_an_overlaid_snapshot_of_format_2_answers_as_a_full_build(tmp_path: Path) -> None:
+    """The tail of a crash laid over a snapshot of format 2 (its postings and columns decoded whole) reads as the
+    projections built from the rows do."""
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    _crash_after(store, "first")
+    found = newest_snapshot(store / "index")
+    assert found is not None
+    with Brain.attach(store) as brain:
+        found[1].write_bytes(_format_2(Projections.build(brain.at(found[0]).entities(), found[0])))
+    with Brain.attach(store) as brain:
+        over = _overlaid(brain)
+        assert over.base.format == 2 and over.base.stamp < brain.head
+        _same_reads(over, Projections.build(brain.at().entities(), brain.head))
