@@ -432,3 +432,24 @@ def test_an_overlaid_snapshot_of_format_2_answers_as_a_full_build(tmp_path: Path
         over = _overlaid(brain)
         assert over.base.format == 2 and over.base.stamp < brain.head
         _same_reads(over, Projections.build(brain.at().entities(), brain.head))
+
+
+def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warmed at admission, the build does not start beside the first read in place (FIRST_READ_GRACE_SECONDS,
+    lengthened here so that a slow machine cannot reach its end first): the read is answered from the snapshot
+    alone, and the build starts as soon as it is."""
+    import time
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    monkeypatch.setattr(F, "FIRST_READ_GRACE_SECONDS", 20.0)
+    with Brain.attach(store) as brain:
+        brain.follower.background = True
+        brain.follower.warm()  # as the pool admits it
+        assert not brain.follower._built.wait(0.3)  # held back, though a build of 1,200 rows takes less
+        assert brain.find({"where": {"team": "t1"}, "limit": 5})["total"] == 240
+        assert brain.follower.built_from is None  # answered in place
+        answered = time.monotonic()
+        assert brain.follower._built.wait(15) and time.monotonic() - answered < 15
+        assert brain.projections_from is not None
