@@ -157,7 +157,19 @@ class Table:
         self._index_doc = self._checked(index_offset, index_size, "index block")
         self._blocks: list[list] | None = None  # [last key, offset, size] a block, read where they lie
         self._last_keys: list[bytes] = []
-        self._stats: tuple[int, int, int] = (0, 0, 0)
+        try:  # the index's other fields, its blocks passed over unbuilt (a read asks every table's maxGen)
+            fields: dict[str, int] = {}
+            unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(self._index_doc), 1))
+            unpacker.feed(self._index_doc)
+            for _ in range(unpacker.read_map_header()):
+                name = unpacker.unpack()
+                if name == "blocks":
+                    unpacker.skip()
+                else:
+                    fields[name] = unpacker.unpack()
+            self.min_gen, self.max_gen, self.entries = fields["minGen"], fields["maxGen"], fields["entries"]
+        except Exception:
+            raise torn(path, "index block does not decode") from None
         self._cache: OrderedDict[int, tuple[list[bytes], list[int], list[bytes]]] = OrderedDict()
         self._lock = threading.Lock()
         self.size = size
@@ -174,30 +186,14 @@ class Table:
         try:
             index = msgpack.unpackb(self._index_doc, raw=False)
             blocks = index["blocks"]
-            self._stats = (index["minGen"], index["maxGen"], index["entries"])
             self._last_keys = [b[0] for b in blocks]
         except Exception:
             raise torn(self.path, "index block does not decode") from None
         finally:
             if collecting:
                 gc.enable()
-        self._blocks = blocks  # last: a thread that sees it sees the keys and the stats too
+        self._blocks = blocks  # last: a thread that sees it sees the keys too
         return blocks
-
-    @property
-    def min_gen(self) -> int:
-        self._index()
-        return self._stats[0]
-
-    @property
-    def max_gen(self) -> int:
-        self._index()
-        return self._stats[1]
-
-    @property
-    def entries(self) -> int:
-        self._index()
-        return self._stats[2]
 
     def _checked(self, offset: int, size: int, what: str) -> bytes:
         contents = self._map[offset:offset + size]
