@@ -15,9 +15,10 @@ What is timed (every value is one open; what a loop sets up or closes is outside
 - ``first-find[clean|crashed N]``: attach and a two-predicate ``find`` answered in the read: the persisted
   snapshot decoded and caught up from the replayed tail (what an in-process open pays).
 - ``first-find-served[clean|crashed N]``: attach as the server's pool does (projections built on their
-  own thread from admission) and the same ``find``: answered from the snapshot read in place when it is
-  at the head (the clean store), else its answer or ``ProjectionBehindError`` after
-  ``READ_WAIT_SECONDS``, whichever comes first. The manager prints which it was.
+  own thread from admission, once the first read in place is answered) and the same ``find``: answered
+  from the snapshot read in place, at the head (the clean store) or behind it with the replayed tail laid
+  over it (the crashed one, ``brainy/engine/overlaid.py``); ``ProjectionBehindError`` after
+  ``READ_WAIT_SECONDS`` only where no snapshot is reachable. The manager prints which it was.
 - ``first-find-ordered-served[clean|crashed N]``: the same, the find ordered by ``createdAt`` (in place, the
   order column's values of the candidates only, and ids only where values tie).
 - ``flush-lock.encode[N]`` and ``flush-lock.copy[N]``: how long a flush holds the state lock (which

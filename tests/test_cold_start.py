@@ -5,7 +5,9 @@ damaged page or a torn file never trusted, formats 2 and 1 still read. Real stor
 from __future__ import annotations
 
 import itertools
+import os
 import struct
+import threading
 import zlib
 from array import array
 from pathlib import Path
@@ -13,9 +15,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
+from brainy.engine import follower as F
 from brainy.engine.projections import (PAGE_BYTES, InPlace, Projections, column_values, decode_snapshot,
-                                       encode_snapshot, newest_snapshot)
+                                       encode_snapshot, leaves, newest_snapshot, path_values)
 from tests.test_arbiter import _held_lock
 
 
@@ -206,3 +210,246 @@ def test_a_format_1_snapshot_is_still_read(tmp_path: Path) -> None:
         "lengths": [array("Q", want.lengths.keys()).tobytes(), array("I", want.lengths.values()).tobytes()],
     }, use_bin_type=True)
     _same(decode_snapshot(body + zlib.crc32(body).to_bytes(4, "little")), want)
+
+
+# -- a snapshot behind the head, with the tail laid over it (brainy/engine/overlaid.py) ----------------------
+
+def _row(i: int, **extra: object) -> dict[str, object]:
+    return {"type": "document" if i % 3 else "thing", "id": f"d{i}", "data": f"note {i} about {i % 7} things",
+            "subtype": "memo" if i % 50 == 0 else None,
+            "metadata": {"team": f"t{i % 5}", "score": i / 2, "tags": [f"x{i % 3}", i % 4], "deep": {"n": i % 6},
+                         # one path reached twice (a dotted key and a nested one)
+                         "a.b": i % 2, "a": {"b": i % 3, "c": [{"x": 1}, i]}},
+            **extra}
+
+
+def test_a_rows_values_of_one_path_are_the_leaves_of_that_path() -> None:
+    row = {"id": "x", "type": "thing", "key": "k", "createdAt": 1, "metadata": {
+        "a.b": 1, "a": {"b": [2, {"no": 1}, 1], "c": {"d": None}}, "type": "meta", "t": [True, 1, [3]]}}
+    paths = {path for path, _ in leaves(row)} | {"nowhere", "a", "a.c"}
+    for path in paths:
+        assert path_values(row, path) == [v for p, v in leaves(row) if p == path], path
+
+
+def _same_reads(got: object, want: Projections) -> None:
+    """Every read surface of the projections, as a full build from the rows at the same generation holds it
+    (the id map compared on the live rows: an entry outlives its row, and only a live row's id is ever read)."""
+    assert got.stamp == want.stamp and len(got) == len(want)  # type: ignore[attr-defined, arg-type]
+    assert got.total_length == want.total_length and got.all == want.all  # type: ignore[attr-defined]
+    assert {d: got.ids[d] for d in want.all} == {d: want.ids[d] for d in want.all}  # type: ignore[attr-defined]
+    assert {p: dict(v) for p, v in got.postings.items() if len(v)} == \
+        {p: dict(v) for p, v in want.postings.items() if v}  # type: ignore[attr-defined]
+    for path, values in want.postings.items():
+        for key, posting in values.items():
+            assert got.posting(path, key[1]) == posting  # type: ignore[attr-defined]
+    assert {p: dict(c) for p, c in got.columns.items() if len(c)} == \
+        {p: c for p, c in want.columns.items() if c}  # type: ignore[attr-defined]
+    assert dict(got.terms) == want.terms and dict(got.lengths) == want.lengths  # type: ignore[attr-defined]
+
+
+def _overlaid(brain: Brain) -> object:
+    over = brain.follower._overlaid()
+    assert over is not None and over.stamp == brain.head
+    return over
+
+
+def test_an_overlaid_snapshot_answers_as_a_full_build(tmp_path: Path) -> None:
+    """A snapshot at the flushed generation, with commits after it laid over it (adds, changes, deletes, a key
+    moving to a new dense int, a row re-added, a field dropped, a subtype gained), answers every read as
+    the projections built from the rows do, at every step, and moves with each commit as it becomes durable."""
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(400)]})
+    steps = [
+        lambda b: b.addMany({"items": [_row(i) for i in range(400, 460)]}),
+        lambda b: b.update({"id": "d3", "metadata": {"team": "t9", "score": None}}),
+        lambda b: b.update({"id": "d4", "data": "entirely other words", "metadata": {"z": 1}, "merge": False}),
+        lambda b: b.remove({"id": "d5"}),
+        lambda b: b.remove({"id": "d401"}),  # added by the tail, then removed by it
+        lambda b: b.add({"type": "thing", "id": "d5", "metadata": {"team": "t0"}}),  # the key, at a new dense int
+        lambda b: b.update({"id": "d6", "subtype": "memo"}),
+        lambda b: b.addMany({"items": [_row(i, upsert=True, visibility="internal") for i in range(10, 30)]}),
+        lambda b: b.remove({"id": "d10"}),
+    ]
+    with Brain.open(store, flush_bytes=1 << 40) as brain:
+        stamp, held = brain.head, []
+        for step in steps:
+            step(brain)
+            over = _overlaid(brain)
+            assert over.base.stamp == stamp  # the snapshot at the flushed generation, never rebuilt
+            assert all(over is not earlier for earlier, _ in held)  # a read may hold those: moved in a copy
+            want = Projections.build(brain.at().entities(), brain.head)
+            _same_reads(over, want)
+            held.append((over, want))
+        for earlier, want in held:  # each still reads as the rows of its own generation
+            _same_reads(earlier, want)
+        assert brain.follower._overlay is over and brain.follower._proj is None
+        # a read that builds (this handle is not served) lands the full build, and the overlay goes
+        brain.find({"limit": 1})
+        assert brain.follower._overlay is None and brain.projections_from == f"snapshot at {stamp}"
+
+
+_CRASHING_WRITER = r"""
+import os, signal, sys
+from brainy.engine import Brain
+brain = Brain.open(sys.argv[1], flush_bytes=1 << 40)
+part = sys.argv[2]
+if part == "first":
+    brain.addMany({"items": [{"type": "document", "id": f"n{i}", "data": f"fresh words {i % 4}",
+                              "metadata": {"team": f"t{i % 3}", "score": 1000 + i}} for i in range(40)]})
+    brain.update({"id": "d3", "metadata": {"team": "t9"}})
+    brain.remove({"id": "d5"})
+else:
+    brain.update({"id": "n1", "data": "changed again", "metadata": {"score": -1}})
+    brain.remove({"id": "n2"})
+    brain.add({"type": "thing", "id": "d5", "metadata": {"team": "t1"}})  # the key, at a new dense int
+    brain.addMany({"items": [{"type": "document", "id": f"d{i}", "upsert": True, "data": "upserted",
+                              "metadata": {"team": "t2", "score": -i}} for i in range(20, 40)]})
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _crash_after(store: Path, part: str) -> None:
+    import subprocess
+    import sys
+    env = {**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}  # no model: rows stored unembedded
+    done = subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(store), part], env=env, timeout=120)
+    assert done.returncode == -9
+
+
+@pytest.mark.slow
+def test_a_served_find_after_a_crash_answers_from_the_overlaid_snapshot(tmp_path: Path) -> None:
+    """Two writers SIGKILLed in turn, each after commits that were durable but never flushed (the second one
+    recovered the first's tail on open): a served attach answers its first finds from the snapshot read in
+    place with the replayed tail laid over it, before its build can land, exactly as a full build answers them;
+    the overlay equals the projections built from the rows."""
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    _crash_after(store, "first")
+    _crash_after(store, "second")
+    queries = [{"type": "document", "where": {"team": "t2"}, "limit": 15},
+               {"where": {"team": "t9"}, "limit": 5},
+               {"where": {"team": {"in": ["t0", "t1"]}}, "orderBy": "metadata.score", "order": "desc", "limit": 30},
+               {"type": "thing", "orderBy": "createdAt", "order": "desc", "limit": 10, "offset": 3},
+               {"query": "fresh words upserted", "searchMode": "text", "limit": 20},
+               {"where": {"deep.n": 2}, "orderBy": "id", "limit": 50, "offset": 100}]
+    with Brain.attach(store) as built:  # not served: built in the read, from the snapshot and the tail
+        expected = [built.find(q) for q in queries]
+        assert built.recovery["replayedGenerations"] > 0
+    gate = threading.Event()
+    held = [F._builders().submit(gate.wait, 60) for _ in range(2)]  # the build cannot start: it queues behind
+    brain = Brain.attach(store)
+    try:
+        brain.follower.background = brain.vector_follower.background = True  # as the pool serves it
+        answers = [brain.find(q) for q in queries]
+        over = brain.follower._overlay
+        assert brain.follower.built_from is None and over is not None and over.stamp == brain.head
+        assert over.base.stamp < brain.head  # the snapshot is behind: the tail is laid over it
+        _same_reads(over, Projections.build(brain.at().entities(), brain.head))
+    finally:
+        gate.set()
+        [h.result() for h in held]
+        brain.close()
+    for got, want in zip(answers, expected):
+        assert got.get("total") == want.get("total") and got["generation"] == want["generation"]
+        assert [(r["entity"]["id"], r["score"]) for r in got["results"]] == \
+            [(r["entity"]["id"], r["score"]) for r in want["results"]]
+    assert answers[1]["total"] == 1 and answers[0]["total"] > 0
+
+
+@pytest.mark.slow
+def test_a_damaged_snapshot_behind_the_head_is_refused_then_rebuilt(tmp_path: Path) -> None:
+    """A served read that meets a damaged page of the snapshot under the overlay (after a crash) refuses by
+    name; the snapshot is not read in place again and the build, from the rows, answers the next read."""
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    _crash_after(store, "first")
+    found = newest_snapshot(store / "index")
+    assert found is not None
+    data = bytearray(found[1].read_bytes())
+    in_place = InPlace(bytes(data))
+    data[in_place._base + in_place._sections["postingInts/team"][0] + 8] ^= 0xFF
+    found[1].write_bytes(bytes(data))
+    with Brain.attach(store) as built:
+        want = len(Projections.build(built.at().entities(), built.head).posting("team", "t1"))
+    gate = threading.Event()
+    held = [F._builders().submit(gate.wait, 60) for _ in range(2)]
+    brain = Brain.attach(store)
+    try:
+        brain.follower.background = True
+        assert brain.head > in_place.stamp
+        with pytest.raises(R.ProjectionBehindError, match="damaged"):
+            brain.find({"where": {"team": "t1"}, "limit": 100})
+        assert brain.follower._overlay is None and brain.follower._in_place is None
+    finally:
+        gate.set()
+        [h.result() for h in held]
+    brain.follower.settle()
+    assert brain.find({"where": {"team": "t1"}, "limit": 1000})["total"] == want
+    assert brain.projections_from == "rows" and "projections-rebuilt" in [w["code"] for w in brain.warnings]
+    brain.close()
+
+
+def test_pages_of_an_ordered_find_over_tied_values_follow_the_whole_order(tmp_path: Path) -> None:
+    """A page orders by id only the tied runs it reaches; page after page (by offset and by cursor), in both
+    directions, they read as the one long answer does."""
+    store = _store(tmp_path / "s")
+    with Brain.attach(store) as brain:
+        for order in ("asc", "desc"):
+            query = {"orderBy": "metadata.team", "order": order}
+            whole = [r["id"] for r in brain.find({**query, "limit": 1000})["results"]]
+            by_offset = [r["id"] for at in range(0, len(whole), 7)
+                         for r in brain.find({**query, "limit": 7, "offset": at})["results"]]
+            by_cursor, cursor = [], None
+            while True:
+                page = brain.find({**query, "limit": 11, **({"cursor": cursor} if cursor else {})})
+                by_cursor += [r["id"] for r in page["results"]]
+                cursor = page["cursor"]
+                if cursor is None:
+                    break
+            assert by_offset == by_cursor == whole and len(whole) == 299
+
+
+@pytest.mark.slow
+def test_an_overlaid_snapshot_of_format_2_answers_as_a_full_build(tmp_path: Path) -> None:
+    """The tail of a crash laid over a snapshot of format 2 (its postings and columns decoded whole) reads as the
+    projections built from the rows do."""
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    _crash_after(store, "first")
+    found = newest_snapshot(store / "index")
+    assert found is not None
+    with Brain.attach(store) as brain:
+        found[1].write_bytes(_format_2(Projections.build(brain.at(found[0]).entities(), found[0])))
+    with Brain.attach(store) as brain:
+        over = _overlaid(brain)
+        assert over.base.format == 2 and over.base.stamp < brain.head
+        _same_reads(over, Projections.build(brain.at().entities(), brain.head))
+
+
+def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warmed at admission, the build does not start beside the first read in place (FIRST_READ_GRACE_SECONDS,
+    lengthened here so that a slow machine cannot reach its end first): the read is answered from the snapshot
+    alone, and the build starts as soon as it is."""
+    import time
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    monkeypatch.setattr(F, "FIRST_READ_GRACE_SECONDS", 20.0)
+    with Brain.attach(store) as brain:
+        brain.follower.background = True
+        brain.follower.warm()  # as the pool admits it
+        assert not brain.follower._built.wait(0.3)  # held back, though a build of 1,200 rows takes less
+        assert brain.find({"where": {"team": "t1"}, "limit": 5})["total"] == 240
+        assert brain.follower.built_from is None  # answered in place
+        answered = time.monotonic()
+        assert brain.follower._built.wait(15) and time.monotonic() - answered < 15
+        assert brain.projections_from is not None

@@ -33,7 +33,7 @@ def test_table_reads_agree_with_a_sorted_model(tmp_path):
     meta = sstable.write_table(path, iter(entries))
     assert meta["entries"] == len(entries)
     table = sstable.Table(path)
-    assert len(table._blocks) > 10
+    assert table._blocks is None and len(table._index()) > 10  # the index is decoded when first needed
     by_key: dict[bytes, list[tuple[int, bytes]]] = {}
     for key, gen, value in entries:
         by_key.setdefault(key, []).append((gen, value))
@@ -113,3 +113,19 @@ def test_torn_footer_refuses_at_open(tmp_path):
         with pytest.raises(R.StoreUnservableError) as exc:
             opener(path)
         assert exc.value.reason == "torn-sstable"
+
+
+def test_blooms_probed_together_say_what_each_table_s_bloom_says(tmp_path):
+    """Many keys against many tables at once: for each key, exactly the tables whose own bloom may hold it."""
+    rnd = random.Random(5)
+    made = []
+    for t in range(6):
+        path = tmp_path / f"{t}.sst"
+        sstable.write_table(path, iter(sorted((b"e" + bytes(rnd.randrange(256) for _ in range(16)), 1, b"v")
+                                               for _ in range(rnd.randrange(1, 400)))))
+        made.append(sstable.Table(path))
+    present = [key for table in made for key in table.block(0)[0][:5]]
+    keys = present + [bytes(rnd.randrange(256) for _ in range(17)) for _ in range(3000)]
+    holding = sstable.Blooms(made).holding(keys)
+    assert all(holding[key] == [t for t in made if t.may_contain(key)] for key in keys)
+    assert all(holding[key] for key in present) and sum(bool(holding[key]) for key in keys[len(present):]) < 300

@@ -33,7 +33,7 @@ from brainy.engine.follower import ProjectionFollower, VectorFollower
 from brainy.engine.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
 from brainy.engine.memtable import Memtable
 from brainy.engine.snapshot import Snapshot, Sources
-from brainy.engine.sstable import Table
+from brainy.engine.sstable import Probed, Table
 from brainy.engine.store import FORMAT, read_identity
 
 log = logging.getLogger("brainy.engine")
@@ -209,9 +209,17 @@ class Brain(CommitPath, Maintenance):
         self._sources = Sources(mem, (), tables)
         self._ledger = ledger
         found = log_.Scan()
-        replay = self._replay
-        for frame in log_.frames(root / "log", flushed, found, resume=resume):
-            replay(frame)  # streamed: the decoded frames are never all held at once
+        replay, sources, probed = self._replay, self._sources, None
+        try:
+            for frame in log_.frames(root / "log", flushed, found, resume=resume):
+                if len(tables) > 1:  # a frame's rows looked up only in the tables whose bloom may hold them
+                    if probed is None:
+                        probed = Probed(sources)
+                        self._sources = probed  # type: ignore[assignment]  (a replay asks lookup and scan only)
+                    probed.probe(frame.keys())
+                replay(frame)  # streamed: the decoded frames are never all held at once
+        finally:
+            self._sources = sources
         self._durable = self._applied
         self._ledger_durable = self._ledger.copy()
         self._log_position = found.position

@@ -10,12 +10,15 @@ persisted, stamped with the generation they cover (built first if nothing has ne
 the next open finds a snapshot the log tail it replays can bring to the head.
 
 A served handle (``background``, set by the server's pool) never builds inside a read: the build
-runs on a thread of its own (:meth:`warm`, started at admission). A read that arrives before it is
+runs on a thread of its own (:meth:`warm`, started at admission, which lets the first read in place
+finish first, for up to ``FIRST_READ_GRACE_SECONDS``). A read that arrives before it is
 done is answered from the newest snapshot read in place (``projections.InPlace``: mapped, each
 section decoded when a read first needs it) while that snapshot's stamp is the head, as after a
-clean close or a flush; otherwise it waits ``READ_WAIT_SECONDS`` for the build, then refuses with
-``ProjectionBehindError`` naming the stamp the build starts from and the committed generation
-(DOORS.md 11.4). Either way the first door on a brain answers in bounded time whatever its size. A
+clean close or a flush; when it is behind the head (a tail replayed after a crash) with the tail's
+moves laid over it (``overlaid.Overlaid``: the rows the tail touched answer for themselves, the
+snapshot for the rest); only when no snapshot is reachable does it wait ``READ_WAIT_SECONDS`` for
+the build, then refuse with ``ProjectionBehindError`` naming the stamp the build starts from and
+the committed generation (DOORS.md 11.4). Either way the first door on a brain answers in bounded time whatever its size. A
 store of at most ``INLINE_ROWS`` rows is built inside the read: that is bounded too.
 
 A projection the query doors read lives behind this one interface: :meth:`held` for a consistent
@@ -40,8 +43,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 from brainy.contract import refusals as R
 from brainy.engine.files import write_durably
 from brainy.engine import vectors as V
-from brainy.engine.projections import (InPlace, Projections, decode_snapshot, encode_snapshot, newest_snapshot,
-                                        snapshot_name)
+from brainy.engine.projections import (Damaged, InPlace, Projections, decode_snapshot, encode_snapshot,
+                                        newest_snapshot, snapshot_name)
+from brainy.engine.overlaid import Overlaid
 from brainy.engine.vectors import VectorIndex
 
 if TYPE_CHECKING:
@@ -53,6 +57,10 @@ Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", 
 
 READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
 INLINE_ROWS = 1_000      # a served read builds a store this small itself (about 0.1 ms a row from the rows)
+# How long a background build waits for the first read in place to finish before it starts. The build holds
+# the interpreter lock most of the time and its allocations trigger full collections (up to 98 ms each at a
+# million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80.
+FIRST_READ_GRACE_SECONDS = 0.25
 
 # Every background build of the process runs on these two long-lived threads: a fresh thread per build
 # left the allocator's per-thread arenas fragmented (9 to 32 KB of resident memory kept per admission,
@@ -98,7 +106,10 @@ class ProjectionFollower:
         self._built = threading.Event()
         self._build_floor: int | None = None  # the generation a build in flight starts at or above
         self._starts_at = 0  # the stamp that build starts from (the refusal names it)
-        self._in_place: InPlace | None = None  # the snapshot at the head, read in place until the build lands
+        self._in_place: InPlace | None = None  # the newest snapshot, mapped, read in place until the build lands
+        self._overlay: Overlaid | None = None  # that snapshot with the moves after its stamp laid over it
+        self._damaged = False  # a read in place met a damaged page: the snapshot is not read in place again
+        self._first_read = threading.Event()  # set once the first read in place is answered (or none can be)
 
     @property
     def folder(self) -> Path:
@@ -135,9 +146,15 @@ class ProjectionFollower:
         if self._proj is None and self.background and \
                 self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
             in_place = self._read_in_place()
+            if in_place is None:
+                in_place = self._overlaid()  # immutable too, at the head: no lock to hold either
             if in_place is not None:  # immutable, and the head's own: no lock to hold
                 self.warm()
-                yield in_place  # type: ignore[misc]
+                try:
+                    with self._refusing_damage():
+                        yield in_place  # type: ignore[misc]
+                finally:
+                    self._first_read.set()
                 return
             self._await_background()
         with self._lock:
@@ -146,12 +163,26 @@ class ProjectionFollower:
             assert self._proj is not None
             yield self._proj
 
+    @contextmanager
+    def _refusing_damage(self) -> Iterator[None]:
+        """A read in place that met a damaged page refuses by name; the snapshot is never read in place again,
+        and the build (already running) finds the damage too and builds from the rows, saying why."""
+        try:
+            yield
+        except Damaged as exc:
+            self._in_place, self._overlay, self._damaged = None, None, True
+            brain = self._brain
+            raise R.ProjectionBehindError(
+                f"the {self.name} snapshot of brain {brain.name!r} is damaged ({exc}); they are being rebuilt "
+                f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
+
     def _read_in_place(self) -> InPlace | None:
-        """The newest snapshot read in place, while its stamp is the head (nothing to catch up); else None."""
+        """The newest snapshot read in place, while its stamp is the head (nothing to catch up); else None.
+        One the moves this handle holds can bring to the head is mapped too, for :meth:`_overlaid`."""
         head, found = self._brain.head, self._in_place
-        if found is None:
+        if found is None and not self._damaged:
             newest = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
-            if newest is None or newest[0] != head:
+            if newest is None or not self._reachable(newest[0]):
                 return None
             try:
                 with open(newest[1], "rb") as f:
@@ -160,6 +191,30 @@ class ProjectionFollower:
                 return None  # the build reads it again, and says why it could not
             self._in_place = found
         return found if found.stamp == head else None
+
+    def _overlaid(self) -> Overlaid | None:
+        """The newest snapshot read in place with the moves after its stamp laid over it, at the head, when
+        the moves this handle holds reach from its stamp to the head; else None.
+
+        Taken without the lock: an overlay is never moved once made (a read holds it still, at its stamp),
+        and the moves above the flushed generation are kept, unchanged, until the build lands, so a read after
+        a commit lays the new moves over the last overlay, in a copy (what it costs is the tail's)."""
+        head, moves, over = self._brain.head, self._moves, self._overlay
+        if over is None:
+            self._read_in_place()  # maps the newest snapshot, whatever its stamp
+            base = self._in_place
+            if base is None or not self._reachable(base.stamp):
+                return None
+            over = Overlaid(base)
+        if over.stamp != head:
+            wanted = range(over.stamp + 1, head + 1)
+            if over.stamp > head or any(g not in moves for g in wanted):
+                return None  # the build landed meanwhile (it took the moves), or moved past this overlay
+            over = over.moved([moves[g] for g in wanted], head)
+            if self._proj is not None:
+                return None
+            self._overlay = over
+        return over
 
     def warm(self) -> None:
         """Build the projections on a thread of their own, unless they are built or being built."""
@@ -173,9 +228,11 @@ class ProjectionFollower:
         """Wait for a background build in flight (a flush persists what it built, a close lets it finish)."""
         building = self._building
         if building is not None:
+            self._first_read.set()  # whoever waits for the build wants it now
             building.result()  # _build_off_lock catches what a build raises
 
     def _await_background(self) -> None:
+        self._first_read.set()  # nothing to read in place: this read waits for the build, so it starts now
         self.warm()
         if not self._built.wait(READ_WAIT_SECONDS):
             brain = self._brain
@@ -186,6 +243,7 @@ class ProjectionFollower:
 
     def _build_off_lock(self) -> None:
         try:
+            self._first_read.wait(FIRST_READ_GRACE_SECONDS)
             self._build()
         except Exception:  # the next read (or flush) starts another; the log says why this one failed
             log.exception("brain %s: building the %s failed", self._brain.name, self.name)
@@ -216,7 +274,7 @@ class ProjectionFollower:
             self._proj = proj
             self._moves = {g: m for g, m in self._moves.items() if g > head}
             self.built_from = how
-            self._in_place = None
+            self._in_place = self._overlay = None
             self._built.set()
         log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
                  how, len(proj), (time.monotonic() - started) * 1000)
@@ -314,6 +372,9 @@ class VectorFollower(ProjectionFollower):
 
     def _read_in_place(self) -> None:
         return None  # the index's snapshot is one matrix: it is loaded whole, off the read path
+
+    def _overlaid(self) -> None:
+        return None
 
     def _from_rows(self, head: int) -> VectorIndex:
         return VectorIndex.build(self._brain.at(head).entities(), head)

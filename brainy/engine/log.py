@@ -73,6 +73,16 @@ class Frame:
                 raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: unknown op")
         return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"])
 
+    def keys(self) -> list[bytes]:
+        """The store keys of the entities and relations the frame's ops write (what its replay looks up first)."""
+        from brainy.engine import keys as K, rows  # the log's format needs neither; only a replay asks this
+
+        out = []
+        for op in self.ops:
+            id_ = op["id"] if op["o"] == "del" else rows.unpack(op["row"])["id"]
+            out.append(K.entity_key(id_) if op["k"] == "e" else K.relation_key(id_))
+        return out
+
 
 def encode_payload(generation: int, timestamp: int, author: str | None, via: str | None,
                    ops: list[dict[str, Any]]) -> bytes:

@@ -77,6 +77,40 @@ def _walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
             yield path, value
 
 
+_ABSENT = object()
+
+
+def path_values(row: dict[str, Any], path: str) -> list[Any]:
+    """The scalars :func:`leaves` yields for one path of a row, in the order it yields them, without walking
+    the rest of the row (a metadata path is reached through each key that is a dotted prefix of it)."""
+    out: list[Any] = []
+    if path in RESERVED_POSTED:
+        if path in row:
+            out.append(row[path])
+        elif path in ("subtype", "service"):
+            out.append(None)
+    _values_at(row.get("metadata") or {}, path, out)
+    return out
+
+
+def _values_at(node: dict[str, Any], path: str, out: list[Any]) -> None:
+    if "." not in path:  # only a key of that name reaches it (a nested key's path has a dot)
+        value = node.get(path, _ABSENT)
+        if isinstance(value, list):
+            out.extend(e for e in value if not isinstance(e, (dict, list)))
+        elif value is not _ABSENT and not isinstance(value, dict):
+            out.append(value)
+        return
+    for key, value in node.items():
+        if key == path:
+            if isinstance(value, list):
+                out.extend(e for e in value if not isinstance(e, (dict, list)))
+            elif not isinstance(value, dict):
+                out.append(value)
+        elif isinstance(value, dict) and path.startswith(key) and path[len(key):len(key) + 1] == ".":
+            _values_at(value, path[len(key) + 1:], out)
+
+
 def words(row: dict[str, Any]) -> list[str]:
     """The words of a row's text: its data (a string, or the strings inside an object) and string metadata."""
     texts: list[str] = []
@@ -225,6 +259,11 @@ _head = struct.Struct("<8sII")  # magic, head size, crc32 of the head
 _offsets = struct.Struct("<QQ")  # two neighbouring u64 offsets: where one id or value starts and ends
 
 
+class Damaged(ValueError):
+    """Bytes of a snapshot read in place that do not check out, found by a read (the head checked out when the
+    file was mapped): the snapshot is no longer used, and the projections are rebuilt from the rows."""
+
+
 def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
     return f"{stamp:020d}{suffix}"
 
@@ -354,7 +393,7 @@ class InPlace:
         self._dense: Any = None
         self.ids = _IdMap(self)
         if self.format == 3:
-            self.postings = _Sections(self, "postings/", lambda path: _Posted(self, path))
+            self.postings = _Sections(self, "postings/", lambda path: Posted(self, path))
             self.columns = _Sections(self, "columns/", lambda path: _Column(self, path))
         else:
             self.postings = _Sections(self, "postings/", lambda path: _postings(self.section("postings/" + path)))
@@ -369,20 +408,20 @@ class InPlace:
             if not verified[p]:
                 start = self._base + p * page
                 if zlib.crc32(self._data[start:start + page]) != self._pages[p]:
-                    raise ValueError(f"page {p} (at {start}): checksum mismatch")
+                    raise Damaged(f"page {p} (at {start}): checksum mismatch")
                 verified[p] = 1
 
     def part(self, name: str, start: int, length: int) -> memoryview:
         """Bytes [start, start + length) of one section, checked (ValueError when they do not check out)."""
         at, size, *crc = self._sections[name]
         if start < 0 or length < 0 or start + length > size:
-            raise ValueError(f"section {name}: bytes {start}+{length} lie outside it")
+            raise Damaged(f"section {name}: bytes {start}+{length} lie outside it")
         if self._pages is not None:
             if length:
                 self._checked_pages(at + start, length)
         elif name not in self._whole:
             if zlib.crc32(self._data[self._base + at:self._base + at + size]) != crc[0]:
-                raise ValueError(f"section {name}: checksum mismatch")
+                raise Damaged(f"section {name}: checksum mismatch")
             self._whole.add(name)
         return self._data[self._base + at + start:self._base + at + start + length]
 
@@ -404,7 +443,7 @@ class InPlace:
         if self._dense is None:
             dense = _int_view(self.section("dense"))
             if self._sections["idOffsets"][1] != 8 * (len(dense) + 1):
-                raise ValueError("the id map's offsets do not match its dense ints")
+                raise Damaged("the id map's offsets do not match its dense ints")
             self._dense = dense
         return self._dense
 
@@ -493,7 +532,7 @@ class _Sections(Mapping[str, Any]):
         return len(self._names)
 
 
-class _Posted(Mapping[tuple[str, Any], array]):
+class Posted(Mapping[tuple[str, Any], array]):
     """One path's postings in place (format 3): its directory decoded, each value's ints read when asked for."""
 
     def __init__(self, snap: InPlace, path: str) -> None:
@@ -504,6 +543,10 @@ class _Posted(Mapping[tuple[str, Any], array]):
     def __getitem__(self, key: tuple[str, Any]) -> array:
         first, count = self._where[key]
         return _ints(self._snap.part(self._ints, 8 * first, 8 * count))
+
+    def count(self, key: tuple[str, Any]) -> int:
+        """How many entities hold the value, from the directory (no posting read)."""
+        return self._where[key][1]
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return iter(self._where)
@@ -519,7 +562,7 @@ class _Column(Mapping[int, Any]):
         self._snap, self._path = snap, path
         self._dense = _int_view(snap.section("columns/" + path))
         if snap._sections["columnOffsets/" + path][1] != 8 * (len(self._dense) + 1):
-            raise ValueError(f"column {path}: its offsets do not match its dense ints")
+            raise Damaged(f"column {path}: its offsets do not match its dense ints")
 
     def __getitem__(self, dense: int) -> Any:
         ints = self._dense

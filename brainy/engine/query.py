@@ -221,8 +221,11 @@ def _order_key(value: Any, present: bool) -> tuple[int, int, Any]:
 
 
 def _sorted(dense_ints: list[int], value_of: Callable[[int], tuple[bool, Any]], id_of: Callable[[int], str],
-            descending: bool) -> list[int]:
-    """The key's value order; rows missing the key last (whatever the direction); ties on id ascending."""
+            descending: bool, upto: int | None = None) -> list[int]:
+    """The key's value order; rows missing the key last (whatever the direction); ties on id ascending.
+    ``upto``: only the first ``upto`` places are read (the page and the offset before it); a run of tied
+    values wholly past them is left as it is, its ids never looked up (a read in place finds each id in
+    the snapshot, and rows committed together share their createdAt: 3,693 lookups, 150 ms, at 1M)."""
     present, missing = [], []
     for d in dense_ints:
         has, value = value_of(d)
@@ -235,8 +238,9 @@ def _sorted(dense_ints: list[int], value_of: Callable[[int], tuple[bool, Any]], 
     # ids only where values tie: a read in place looks an id up in the snapshot, and most values are unique
     for _, run in itertools.groupby(present, key=lambda kd: kd[0]):
         tied = [d for _, d in run]
-        out.extend(sorted(tied, key=id_of) if len(tied) > 1 else tied)
-    missing.sort(key=id_of)
+        out.extend(sorted(tied, key=id_of) if len(tied) > 1 and (upto is None or len(out) < upto) else tied)
+    if upto is None or len(out) < upto:
+        missing.sort(key=id_of)
     return out + missing
 
 
@@ -396,8 +400,8 @@ def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable
     if ranking is not None and not q.order_by:
         fused = ranking.fused
         kept.sort(key=lambda d: (-fused[d], id_of(d)))
-    elif q.order_by:
-        kept = _sorted(kept, value_of, id_of, q.descending)
+    elif q.order_by:  # only the page is read from it (rerank, which reads further, takes no orderBy)
+        kept = _sorted(kept, value_of, id_of, q.descending, q.offset + q.limit)
     return kept
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import itertools
 import hashlib
 import mmap
 import os
@@ -21,7 +22,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import msgpack
 
@@ -152,24 +153,48 @@ class Table:
         self._bloom = self._checked(bloom_offset, bloom_size, "bloom block")
         if len(self._bloom) <= 4:
             raise torn(path, "bloom block holds no bits")
-        index_doc = self._checked(index_offset, index_size, "index block")
+        # checked at open, decoded when a lookup first gets past the bloom (most of a replayed tail's keys are in
+        # no table: an attach at a million rows opened 50 tables, 30 ms, to consult their blooms alone)
+        self._index_doc = self._checked(index_offset, index_size, "index block")
+        self._blocks: list[list] | None = None  # [last key, offset, size] a block, read where they lie
+        self._last_keys: list[bytes] = []
+        try:  # the index's other fields, its blocks passed over unbuilt (a read asks every table's maxGen)
+            fields: dict[str, int] = {}
+            unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(self._index_doc), 1))
+            unpacker.feed(self._index_doc)
+            for _ in range(unpacker.read_map_header()):
+                name = unpacker.unpack()
+                if name == "blocks":
+                    unpacker.skip()
+                else:
+                    fields[name] = unpacker.unpack()
+            self.min_gen, self.max_gen, self.entries = fields["minGen"], fields["maxGen"], fields["entries"]
+        except Exception:
+            raise torn(path, "index block does not decode") from None
+        self._cache: OrderedDict[int, tuple[list[bytes], list[int], list[bytes]]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def _index(self) -> list[list]:
+        """The block index, decoded the first time it is needed (two threads may both decode it: the same list)."""
+        blocks = self._blocks
+        if blocks is not None:
+            return blocks
         # The index is a list per block (100,000 at a million rows), none of them cyclic: the collections their
         # allocation would trigger cost twice the unpack (45 ms against 16 ms), so the collector waits for it.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            index = msgpack.unpackb(index_doc, raw=False)
-            self._blocks: list[list] = index["blocks"]  # [last key, offset, size] a block, read where they lie
-            self.min_gen, self.max_gen, self.entries = index["minGen"], index["maxGen"], index["entries"]
-            self._last_keys = [b[0] for b in self._blocks]
+            index = msgpack.unpackb(self._index_doc, raw=False)
+            blocks = index["blocks"]
+            self._last_keys = [b[0] for b in blocks]
         except Exception:
-            raise torn(path, "index block does not decode") from None
+            raise torn(self.path, "index block does not decode") from None
         finally:
             if collecting:
                 gc.enable()
-        self._cache: OrderedDict[int, tuple[list[bytes], list[int], list[bytes]]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.size = size
+        self._blocks = blocks  # last: a thread that sees it sees the keys too
+        return blocks
 
     def _checked(self, offset: int, size: int, what: str) -> bytes:
         contents = self._map[offset:offset + size]
@@ -186,7 +211,7 @@ class Table:
             if hit is not None:
                 self._cache.move_to_end(i)
                 return hit
-        _, offset, size = self._blocks[i]
+        _, offset, size = self._index()[i]
         try:
             decoded = sstblock.decode_block(self._map, offset, size)
         except BlockCorruptError as exc:
@@ -199,10 +224,11 @@ class Table:
 
     def get(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
         """The newest version of ``key`` at or below ``generation``, or None if the table has none."""
-        if not self.may_contain(key):
+        if not sstblock.bloom_holds(self._bloom, key):
             return None
+        blocks = self._index()
         i = bisect.bisect_left(self._last_keys, key)
-        while i < len(self._blocks):
+        while i < len(blocks):
             keys, gens, values = self.block(i)
             j = bisect.bisect_left(keys, key)
             while j < len(keys) and keys[j] == key:
@@ -216,8 +242,9 @@ class Table:
 
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
         """Every version with ``start <= key < stop`` (``stop`` None: to the end), in table order."""
+        blocks = self._index()
         i = bisect.bisect_left(self._last_keys, start)
-        while i < len(self._blocks):
+        while i < len(blocks):
             keys, gens, values = self.block(i)
             j = bisect.bisect_left(keys, start) if keys[0] < start else 0
             for j in range(j, len(keys)):
@@ -228,7 +255,7 @@ class Table:
 
     def verify(self) -> None:
         """Decode every block (checking every checksum)."""
-        for i, (_, offset, size) in enumerate(self._blocks):
+        for i, (_, offset, size) in enumerate(self._index()):
             try:
                 sstblock.decode_block(self._map, offset, size)
             except BlockCorruptError as exc:
@@ -236,3 +263,67 @@ class Table:
 
     def close(self) -> None:
         self._map.close()
+
+
+class Blooms:
+    """The bloom blocks of several tables, probed together for many keys (:meth:`holding`): each key hashed
+    once, each probe run over every table in one array operation. A replayed tail looks up thousands of keys,
+    most of them new, in every table (50 at a million rows); one call a key and table costs 1.1 us, half of
+    the attach. The same filter :func:`build_bloom` writes (docs/store-format.md, "Bloom block")."""
+
+    def __init__(self, tables: Iterable[Table]) -> None:
+        import numpy as np  # the vector index's dependency; only a replay pays for its import here
+
+        self._np = np
+        self.tables = list(tables)
+        sizes = [len(t._bloom) - 4 for t in self.tables]
+        self._bits = np.frombuffer(b"".join(t._bloom[4:] for t in self.tables), dtype=np.uint8)
+        self._starts = np.array([0, *itertools.accumulate(sizes)][:len(sizes)], dtype=np.uint64)[None, :]
+        self._m = np.array([8 * size for size in sizes], dtype=np.uint64)[None, :]
+        self._probes = np.array([_u32.unpack_from(t._bloom, 0)[0] for t in self.tables])
+
+    def holding(self, keys: list[bytes]) -> dict[bytes, list[Table]]:
+        """For each key, the tables (in their order) whose bloom may hold it: most often none."""
+        np = self._np
+        if not keys:
+            return {}
+        hashes = np.array([_bloom_hash(key) for key in keys], dtype=np.uint64)
+        h1, h2 = hashes[:, :1], hashes[:, 1:]
+        holds = np.ones((len(keys), len(self.tables)), dtype=bool)
+        three, seven = np.uint64(3), np.uint64(7)
+        for i in range(int(self._probes.max())):
+            b = (h1 + np.uint64(i) * h2) % self._m
+            bit = (self._bits[self._starts + (b >> three)] >> (b & seven).astype(np.uint8)) & 1
+            holds &= (bit == 1) | (i >= self._probes)[None, :]
+        tables = self.tables
+        out: dict[bytes, list[Table]] = {key: [] for key in keys}
+        for row, column in zip(*np.nonzero(holds)):
+            out[keys[row]].append(tables[column])
+        return out
+
+
+class Probed:
+    """Sources (brainy/engine/snapshot.py) whose lookups of keys probed ahead (:meth:`probe`) visit only the
+    memtables and the tables whose bloom may hold them, with the answers ``Sources.lookup`` gives; every other
+    key and every scan goes to the sources as it would. A replay looks its frames' rows up through it."""
+
+    def __init__(self, sources: Any) -> None:
+        self.sources = sources
+        self._blooms = Blooms(sources.tables)
+        self._holding: dict[bytes, list[Table]] = {}
+
+    def probe(self, keys: list[bytes]) -> None:
+        self._holding = self._blooms.holding(keys)
+
+    def lookup(self, key: bytes, generation: int) -> bytes | None:
+        holding = self._holding.get(key)
+        if holding is None:
+            return self.sources.lookup(key, generation)
+        for source in (self.sources.mem, *self.sources.frozen, *holding):
+            hit = source.get(key, generation)
+            if hit is not None:
+                return hit[1] or None
+        return None
+
+    def scan(self, start: bytes, stop: bytes | None, generation: int) -> Iterator[tuple[bytes, bytes]]:
+        return self.sources.scan(start, stop, generation)
