@@ -32,6 +32,7 @@ pure twin); the rules of the protocol are here.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from brainy._speedups import h2frame
@@ -53,14 +54,21 @@ MAX_WINDOW = (1 << 31) - 1
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
 END_STREAM = ACK = 0x1
 END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+_WHOLE_MASK = END_STREAM | END_HEADERS | PADDED | PRIORITY_FLAG
+_WHOLE = END_STREAM | END_HEADERS  # a request in one HEADERS frame, nothing to strip from its block
 # Error codes (RFC 9113 7)
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR = 0x0, 0x1, 0x3, 0x5, 0x6
 REFUSED_STREAM, COMPRESSION_ERROR = 0x7, 0x9
 # Settings (RFC 9113 6.5.2)
 S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS, S_INITIAL_WINDOW_SIZE = 0x1, 0x2, 0x3, 0x4
 S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x5, 0x6
+# A DATA frame's nine-byte header alone (RFC 9113 4.1: length and type in one 32-bit word, flags, stream):
+# a large answer's frames go out as header + a view of the body, the body never copied into frames
+_FRAME_HEAD = struct.Struct(">IBI")
+# the :status field of the answers a door gives most, made once rather than on every answer
+_STATUS = {code: (b":status", str(code).encode()) for code in (200, 201, 204, 304, 400, 401, 403, 404, 409, 413, 429)}
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestReceived:
     """A stream's request arrived whole: answer it with :meth:`H2Connection.send_response`."""
 
@@ -68,7 +76,7 @@ class RequestReceived:
     request: Request
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestRefused:
     """A stream's request broke a limit (its body is over ``max_body``): answer ``refusal`` on it."""
 
@@ -76,7 +84,7 @@ class RequestRefused:
     refusal: R.Refusal
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StreamReset:
     """The peer reset a stream whose request was handed out: its answer is no longer wanted."""
 
@@ -127,7 +135,13 @@ class H2Stream(Stream):
     __slots__ = ("request_head",)
 
     def __init__(self, headers: list[tuple[bytes, bytes]], head: tuple[str, str, str, dict[str, str], int]) -> None:
-        super().__init__(headers)
+        # Stream's fields set here, not by its __init__: one call less on every request
+        self.headers = headers
+        self.body: list[bytes] = []
+        self.size = 0
+        self.refused: R.Refusal | None = None
+        self.head = head[0] == "HEAD"
+        self.handed_out = False
         self.request_head = head
 
     def event(self, stream_id: int) -> "RequestReceived | RequestRefused":
@@ -161,7 +175,9 @@ class H2Connection:
         self._encoder = h2frame.Encoder(4096)
         self._streams: dict[int, H2Stream] = {}        # open streams, from their HEADERS until answered whole
         self._receiving: dict[int, int] = {}         # streams the peer still sends on: our window left on each
-        self._windows: dict[int, int] = {}           # the peer's window on each open stream
+        # the peer's window on each open stream, once it differs from the peer's initial window (a
+        # WINDOW_UPDATE, or DATA sent): a stream answered in one frame never gets an entry
+        self._windows: dict[int, int] = {}
         self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
         self._held: set[int] = set()  # streams whose answer is a stream still being written (send_stream_head)
         self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # what ends each of those answers (gRPC)
@@ -178,6 +194,7 @@ class H2Connection:
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
         self._opened = False      # a window grew while reading: queued answers may move on
         self._topping: set[int] = set()  # streams this read used half their window on: to grant again
+        self.framed_bytes = 0  # answer bytes framed by _pump and not yet handed over (a writer may write early)
         self._out: list[bytes] = [
             h2frame.frame(SETTINGS, 0, 0, b"".join(
                 setting.to_bytes(2, "big") + value.to_bytes(4, "big") for setting, value in (
@@ -219,6 +236,9 @@ class H2Connection:
                     break
                 payload = buffer[at + 9:at + 9 + length]
                 at += 9 + length
+                if kind == HEADERS and flags & _WHOLE_MASK == _WHOLE and self._continuing is None and self._settled:
+                    self._whole_request(stream_id, payload, out)  # the common frame: a request in one HEADERS
+                    continue
                 self._frame(kind, flags, stream_id, payload, out)
                 if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
                     return []
@@ -305,9 +325,31 @@ class H2Connection:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
             block = block[5:]
         if flags & END_HEADERS:
-            self._block(stream_id, flags & END_STREAM, block, out)
+            self._block(stream_id, flags & END_STREAM, self._decoder.decode(block), out)
         else:
             self._continuing = (stream_id, flags & END_STREAM, [block])
+
+    def _whole_request(self, stream_id: int, block: bytes, out: list[H2Event]) -> None:
+        """A HEADERS frame with END_HEADERS and END_STREAM, neither padded nor prioritised: on a new stream
+        under every limit, a body-less request handed out at once; anything else takes :meth:`_block`'s
+        path (the same rules, step by step)."""
+        fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
+        if (stream_id <= self._highest or not stream_id & 1 or self._closing is not None
+                or len(self._streams) >= self._max_streams):
+            self._block(stream_id, END_STREAM, fields, out)
+            return
+        self._highest = stream_id
+        try:
+            head = h2frame.request_head(fields)
+        except RequestMalformed:
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
+            return
+        if head[4] > 0:  # RFC 9113 8.1.1: a stated length the (empty) body does not have
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
+            return
+        stream = self._streams[stream_id] = H2Stream(fields, head)
+        stream.handed_out = True
+        out.append(RequestReceived(stream_id, Request(head[0], head[1], head[2], head[3], b"")))
 
     def _continuation(self, flags: int, payload: bytes, out: list[H2Event]) -> None:
         stream_id, end_stream, fragments = self._continuing  # type: ignore[misc]
@@ -317,11 +359,11 @@ class H2Connection:
             raise ProtocolViolation(COMPRESSION_ERROR, "a header block over the header list limit")
         if flags & END_HEADERS:
             self._continuing = None
-            self._block(stream_id, end_stream, b"".join(fragments), out)
+            self._block(stream_id, end_stream, self._decoder.decode(b"".join(fragments)), out)
 
-    def _block(self, stream_id: int, end_stream: int, block: bytes, out: list[H2Event]) -> None:
-        """A whole header block on ``stream_id``: a new stream's request, or an open one's trailers."""
-        fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
+    def _block(self, stream_id: int, end_stream: int, fields: list[tuple[bytes, bytes]], out: list[H2Event]) -> None:
+        """A whole header block on ``stream_id``, decoded (always: the dynamic table must follow every
+        block): a new stream's request, or an open one's trailers."""
         if stream_id in self._receiving:
             if not end_stream:
                 raise ProtocolViolation(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
@@ -344,7 +386,6 @@ class H2Connection:
             self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
             return
         self._streams[stream_id] = H2Stream(fields, head)
-        self._windows[stream_id] = self._peer_initial_window
         if end_stream:
             self._receiving[stream_id] = 0
             self._ended(stream_id, out)
@@ -425,11 +466,11 @@ class H2Connection:
             self._connection_window += increment
             if self._connection_window > MAX_WINDOW:
                 raise ProtocolViolation(FLOW_CONTROL_ERROR, "the connection window over 2^31-1")
-        elif stream_id in self._windows:
+        elif stream_id in self._streams:
             if not increment:
                 self._reset(stream_id, PROTOCOL_ERROR, [])
                 return
-            self._windows[stream_id] += increment
+            self._windows[stream_id] = self._windows.get(stream_id, self._peer_initial_window) + increment
             if self._windows[stream_id] > MAX_WINDOW:
                 self._reset(stream_id, FLOW_CONTROL_ERROR, [])
                 return
@@ -458,7 +499,9 @@ class H2Connection:
                     raise ProtocolViolation(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1")
                 delta = value - self._peer_initial_window
                 self._peer_initial_window = value
-                for open_id in self._windows:  # RFC 9113 6.9.2: every open stream's window moves by the change
+                # RFC 9113 6.9.2: every open stream's window moves by the change (those without an entry
+                # follow _peer_initial_window itself)
+                for open_id in self._windows:
                     self._windows[open_id] += delta
                     if self._windows[open_id] > MAX_WINDOW:
                         raise ProtocolViolation(FLOW_CONTROL_ERROR, "a stream window over 2^31-1")
@@ -477,7 +520,8 @@ class H2Connection:
         stream = self._streams.get(stream_id)
         if stream is None or self.ended:
             return
-        headers = [(b":status", str(response.status).encode()), *response.headers, *self._advertise]
+        status = _STATUS.get(response.status) or (b":status", str(response.status).encode())
+        headers = [status, *response.headers, *self._advertise]
         trailers = response.trailers
         if trailers is None:
             headers.append((b"content-length", str(len(response.body)).encode()))
@@ -490,7 +534,7 @@ class H2Connection:
             self._answered(stream_id)
             return
         size = len(body)
-        if size <= frame_size and size <= self._connection_window and size <= self._windows[stream_id]:
+        if size <= frame_size and size <= self._connection_window and size <= self._windows.get(stream_id, self._peer_initial_window):
             # the common answer: one DATA frame within every window, ending the stream or followed by the
             # trailers that do (gRPC's)
             self._connection_window -= size
@@ -511,8 +555,8 @@ class H2Connection:
         :meth:`send_stream_data` until :meth:`end_stream`."""
         if stream_id not in self._streams or self.ended:
             return
-        headers = [(b":status", str(response.status).encode()), *response.headers]
-        self._out.append(self._encoder.headers(stream_id, headers, False, self._peer_max_frame))
+        status = _STATUS.get(response.status) or (b":status", str(response.status).encode())
+        self._out.append(self._encoder.headers(stream_id, [status, *response.headers], False, self._peer_max_frame))
         self._held.add(stream_id)
 
     def send_stream_data(self, stream_id: int, data: bytes) -> bool:
@@ -543,10 +587,11 @@ class H2Connection:
         return len(queued) if queued is not None else 0
 
     def _pump(self) -> None:
-        """Send what the windows allow of every queued answer, oldest first, a frame at a time."""
-        frame, out = h2frame.frame, self._out
+        """Send what the windows allow of every queued answer, oldest first, a frame at a time: each frame
+        its header and a view of the body (the body is copied once, by the socket, not into frames)."""
+        head, out = _FRAME_HEAD.pack, self._out
         for stream_id, view in list(self._sending.items()):
-            window = self._windows[stream_id]
+            window = self._windows.get(stream_id, self._peer_initial_window)
             while view:
                 size = min(len(view), window, self._connection_window, self._peer_max_frame)
                 if size <= 0:
@@ -556,7 +601,9 @@ class H2Connection:
                 self._connection_window -= size
                 trailers = None if view else self._trailers.pop(stream_id, None)
                 end = not view and trailers is None and stream_id not in self._held
-                out.append(frame(DATA, END_STREAM if end else 0, stream_id, chunk))
+                out.append(head(size << 8 | DATA, END_STREAM if end else 0, stream_id))
+                out.append(chunk)
+                self.framed_bytes += size
                 if trailers is not None:
                     out.append(self._encoder.headers(stream_id, trailers, True, self._peer_max_frame))
             self._windows[stream_id] = window
@@ -588,7 +635,16 @@ class H2Connection:
         if not out:
             return b""
         self._out = []
+        self.framed_bytes = 0
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def buffers_to_send(self) -> list[bytes | memoryview]:
+        """What :meth:`data_to_send` would join, handed over once as its parts (views of a large answer's
+        body among them), for a writer that takes many buffers at once (``transport.writelines``)."""
+        out = self._out
+        self._out = []
+        self.framed_bytes = 0
+        return out
 
     @property
     def sending(self) -> bool:
