@@ -49,6 +49,7 @@ STREAM_WINDOW = 1 << 20           # what each stream may send us before we ackno
 CONNECTION_WINDOW = 16 << 20      # what all streams together may send us; bounds what one connection buffers
 DEFAULT_WINDOW = 65535            # every window's start until SETTINGS or WINDOW_UPDATE says otherwise
 MAX_WINDOW = (1 << 31) - 1
+SKIPPED_KEPT = 16                 # runs of skipped stream ids remembered (clients skip none: each is a sign)
 
 # Frame types and flags (RFC 9113 6)
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
@@ -186,6 +187,8 @@ class H2Connection:
         self._peer_initial_window = DEFAULT_WINDOW
         self._peer_max_frame = 16384
         self._highest = 0         # the highest stream id the peer opened
+        self._next_id = 1         # the id the peer's next stream has unless it skips some
+        self._skipped: list[tuple[int, int]] = []  # runs of ids the peer skipped (first, last), the latest kept
         self._continuing: tuple[int, int, list[bytes]] | None = None  # HEADERS awaiting CONTINUATION
         self._settled = False     # the peer's first frame (its SETTINGS, RFC 9113 3.4) has arrived
         self._preface_at = 0      # bytes of the preface read so far
@@ -338,7 +341,10 @@ class H2Connection:
                 or len(self._streams) >= self._max_streams):
             self._block(stream_id, END_STREAM, fields, out)
             return
-        self._highest = stream_id
+        if stream_id != self._next_id:
+            self._open_stream(stream_id)
+        else:
+            self._highest, self._next_id = stream_id, stream_id + 2
         try:
             head = h2frame.request_head(fields)
         except RequestMalformed:
@@ -369,10 +375,12 @@ class H2Connection:
                 raise ProtocolViolation(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
             self._ended(stream_id, out)  # trailers: the request is whole (their fields are not used)
             return
-        if stream_id <= self._highest or not stream_id & 1:
-            raise ProtocolViolation(PROTOCOL_ERROR if not stream_id & 1 else STREAM_CLOSED,
-                                   "HEADERS on an even or a closed stream")
-        self._highest = stream_id
+        if not stream_id & 1:
+            raise ProtocolViolation(PROTOCOL_ERROR, "HEADERS on an even stream (the server's to open)")
+        if stream_id <= self._highest:
+            self._late_headers(stream_id, out)
+            return
+        self._open_stream(stream_id)
         if self._closing is not None and stream_id > self._closing:
             # past the polite GOAWAY's last stream: never processed, so the peer may retry it elsewhere
             self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, REFUSED_STREAM.to_bytes(4, "big")))
@@ -391,6 +399,28 @@ class H2Connection:
             self._ended(stream_id, out)
         else:
             self._receiving[stream_id] = STREAM_WINDOW
+
+    def _open_stream(self, stream_id: int) -> None:
+        """The peer opened ``stream_id``, above every stream before it; the ids it skipped are kept (the
+        last :data:`SKIPPED_KEPT` runs of them) to tell a HEADERS reopening one from a late one."""
+        if stream_id != self._next_id:
+            self._skipped.append((self._next_id, stream_id - 2))
+            if len(self._skipped) > SKIPPED_KEPT:
+                del self._skipped[0]
+        self._highest, self._next_id = stream_id, stream_id + 2
+
+    def _late_headers(self, stream_id: int, out: list[H2Event]) -> None:
+        """HEADERS on an odd id at or below the highest the peer opened (RFC 9113 5.1). On a stream it
+        opened: half-closed (remote), its request whole and its answer not yet sent, or closed since (by
+        END_STREAM both ways or a RST_STREAM either way: not remembered), a stream error STREAM_CLOSED,
+        as 5.1 asks of the half-closed state and of a stream reset; the other streams go on (5.1 allows the
+        connection error only after END_STREAM both ways, and a forgotten stream cannot be told apart).
+        On an id it skipped, a connection error PROTOCOL_ERROR (5.1.1: a new stream's id is above every
+        stream's before it)."""
+        for low, high in self._skipped:
+            if low <= stream_id <= high:
+                raise ProtocolViolation(PROTOCOL_ERROR, "HEADERS opening a stream below one already opened")
+        self._reset(stream_id, STREAM_CLOSED, out)
 
     def _data(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
         if not stream_id:
