@@ -27,7 +27,10 @@ pure twin); the rules of the protocol are here.
   that stream alone.
 * :meth:`H2Connection.close` is the polite end: GOAWAY at once, the streams in
   hand still answered, then the final GOAWAY and ``ended``.
-* The idle deadline runs while no stream is open (``brainy.net.deadlines``).
+* The idle deadline runs while no stream is open (``brainy.net.deadlines``), and our SETTINGS must be
+  acknowledged within :data:`SETTINGS_ACK_SECONDS` (RFC 9113 6.5.3, else GOAWAY SETTINGS_TIMEOUT).
+* A HEADERS on a stream the peer already used resets that stream (STREAM_CLOSED); one on an id it
+  skipped ends the connection (PROTOCOL_ERROR), RFC 9113 5.1 and 5.1.1.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ STREAM_WINDOW = 1 << 20           # what each stream may send us before we ackno
 CONNECTION_WINDOW = 16 << 20      # what all streams together may send us; bounds what one connection buffers
 DEFAULT_WINDOW = 65535            # every window's start until SETTINGS or WINDOW_UPDATE says otherwise
 MAX_WINDOW = (1 << 31) - 1
+# RFC 9113 6.5.3: a peer that never acknowledges our SETTINGS may be held to defaults we do not keep
+# (our windows, our stream limit); nghttp2 waits as long
+SETTINGS_ACK_SECONDS = 10.0
 SKIPPED_KEPT = 16                 # runs of skipped stream ids remembered (clients skip none: each is a sign)
 
 # Frame types and flags (RFC 9113 6)
@@ -60,6 +66,7 @@ _WHOLE = END_STREAM | END_HEADERS  # a request in one HEADERS frame, nothing to 
 # Error codes (RFC 9113 7)
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR = 0x0, 0x1, 0x3, 0x5, 0x6
 REFUSED_STREAM, COMPRESSION_ERROR = 0x7, 0x9
+SETTINGS_TIMEOUT = 0x4
 # Settings (RFC 9113 6.5.2)
 S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS, S_INITIAL_WINDOW_SIZE = 0x1, 0x2, 0x3, 0x4
 S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x5, 0x6
@@ -194,6 +201,7 @@ class H2Connection:
         self._preface_at = 0      # bytes of the preface read so far
         self._buffer = b""        # the start of a frame not yet whole
         self._deadlines = Deadlines(now, idle_seconds)
+        self._settings_due: float | None = now + SETTINGS_ACK_SECONDS  # until the peer acknowledges ours
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
         self._opened = False      # a window grew while reading: queued answers may move on
         self._topping: set[int] = set()  # streams this read used half their window on: to grant again
@@ -514,6 +522,7 @@ class H2Connection:
         if flags & ACK:
             if payload:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
+            self._settings_due = None  # we send one SETTINGS only: this acknowledges it
             return
         if len(payload) % 6:
             raise ProtocolViolation(FRAME_SIZE_ERROR, "SETTINGS not a whole number of settings")
@@ -697,14 +706,27 @@ class H2Connection:
     # -- the deadline -------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        """When :meth:`timer_fired` should next be called; None while a stream is open."""
+        """When :meth:`timer_fired` should next be called: the idle deadline (none while a stream is open)
+        or, until the peer acknowledges our SETTINGS, that acknowledgement's, whichever comes first."""
         if self.ended:
             return None
-        return self._deadlines.due(bool(self._streams), False)
+        due = self._deadlines.due(bool(self._streams), False)
+        settings = self._settings_due
+        if settings is not None and (due is None or settings < due):
+            return settings
+        return due
 
     def timer_fired(self, now: float) -> DeadlinePassed | None:
-        """The idle deadline passed by ``now`` (the caller closes the connection), or None."""
+        """A deadline passed by ``now``, or None. ``"settings"``: our SETTINGS went unacknowledged for
+        :data:`SETTINGS_ACK_SECONDS`, a connection error SETTINGS_TIMEOUT (RFC 9113 6.5.3); ``"idle"``:
+        GOAWAY NO_ERROR (6.8). Either way :attr:`ended`: write the GOAWAY, then close."""
+        if self.ended:
+            return None
+        if self._settings_due is not None and now >= self._settings_due:
+            self._fail(SETTINGS_TIMEOUT)
+            return DeadlinePassed("settings", SETTINGS_ACK_SECONDS)
         passed = self._deadlines.passed(now, bool(self._streams), False)
         if passed is not None:
+            self._out.append(self._goaway(NO_ERROR))
             self.ended = True
         return passed

@@ -57,6 +57,9 @@ class H2Glue(FlushedOncePerPass, Session[H2Connection]):
         if self.conn.ended:
             self.transport.close()
 
+    def closing(self) -> None:
+        self._flush()  # the GOAWAY of a deadline (idle, or our SETTINGS never acknowledged)
+
     def _written_later(self) -> None:
         self._flush_soon()
         self.protocol.arm()
