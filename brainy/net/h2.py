@@ -161,6 +161,21 @@ class H2Stream(Stream):
         return RequestReceived(stream_id, Request(method, path, query, headers, b"".join(self.body)))
 
 
+class Answering:
+    """A stream whose request came whole in one HEADERS frame, handed out, its answer not yet sent: all that
+    is kept of it is whether it was a HEAD. Nothing more arrives on it (any DATA is STREAM_CLOSED), so the
+    two instances below stand for every such stream and are never changed."""
+
+    __slots__ = ("head", "handed_out")
+
+    def __init__(self, head: bool) -> None:
+        self.head = head
+        self.handed_out = True
+
+
+ANSWERING, ANSWERING_HEAD = Answering(False), Answering(True)
+
+
 class ProtocolViolation(Exception):
     """A connection error (RFC 9113 5.4.1): GOAWAY with ``code``, then the end."""
 
@@ -181,7 +196,7 @@ class H2Connection:
         self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
         self._decoder = h2frame.Decoder(4096, max_header_bytes)
         self._encoder = h2frame.Encoder(4096)
-        self._streams: dict[int, H2Stream] = {}        # open streams, from their HEADERS until answered whole
+        self._streams: dict[int, H2Stream | Answering] = {}  # open streams, from their HEADERS until answered whole
         self._receiving: dict[int, int] = {}         # streams the peer still sends on: our window left on each
         # the peer's window on each open stream, once it differs from the peer's initial window (a
         # WINDOW_UPDATE, or DATA sent): a stream answered in one frame never gets an entry
@@ -361,9 +376,9 @@ class H2Connection:
         if head[4] > 0:  # RFC 9113 8.1.1: a stated length the (empty) body does not have
             self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
             return
-        stream = self._streams[stream_id] = H2Stream(fields, head)
-        stream.handed_out = True
-        out.append(RequestReceived(stream_id, Request(head[0], head[1], head[2], head[3], b"")))
+        method = head[0]
+        self._streams[stream_id] = ANSWERING_HEAD if method == "HEAD" else ANSWERING
+        out.append(RequestReceived(stream_id, Request(method, head[1], head[2], head[3], b"")))
 
     def _continuation(self, flags: int, payload: bytes, out: list[H2Event]) -> None:
         stream_id, end_stream, fragments = self._continuing  # type: ignore[misc]
@@ -656,12 +671,18 @@ class H2Connection:
                 break
 
     def _answered(self, stream_id: int) -> None:
-        self._held.discard(stream_id)
-        self._sending.pop(stream_id, None)
-        self._trailers.pop(stream_id, None)
-        self._windows.pop(stream_id, None)
+        # each table tested before it is searched: on most answers all but _streams are empty
+        if self._held:
+            self._held.discard(stream_id)
+        if self._sending:
+            self._sending.pop(stream_id, None)
+        if self._trailers:
+            self._trailers.pop(stream_id, None)
+        if self._windows:
+            self._windows.pop(stream_id, None)
         self._streams.pop(stream_id, None)
-        self._end_if_done()
+        if self._closing is not None:
+            self._end_if_done()
 
     def _end_if_done(self) -> None:
         if self._closing is not None and not self._streams and not self.ended:

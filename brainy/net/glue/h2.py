@@ -49,11 +49,14 @@ class H2Glue(FlushedOncePerPass, Session[H2Connection]):
         self._flush_due = False
         if self._lost:  # an answer that finished as the connection went has nowhere to go
             return
+        large = self.conn.framed_bytes
         parts = self.conn.buffers_to_send()
         if len(parts) == 1:
             self.transport.write(parts[0])
-        elif parts:
+        elif large:
             self.transport.writelines(parts)
+        elif parts:
+            self.transport.write(b"".join(parts))  # small frames: one copy is cheaper than a buffer each
         if self.conn.ended:
             self.transport.close()
 
