@@ -588,7 +588,8 @@ class H2Connection:
             self._answered(stream_id)
             return
         size = len(body)
-        if size <= frame_size and size <= self._connection_window and size <= self._windows.get(stream_id, self._peer_initial_window):
+        window = self._windows.get(stream_id, self._peer_initial_window)
+        if size <= frame_size and size <= self._connection_window and size <= window:
             # the common answer: one DATA frame within every window, ending the stream or followed by the
             # trailers that do (gRPC's)
             self._connection_window -= size
