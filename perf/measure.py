@@ -16,8 +16,14 @@ The client column says which. A Python client is slower than the server it
 loads, so its rows measure the pair; h2load's measure the server.
 
 Sweeps each cell at each concurrency (``--concurrency``) and prints nearest-
-rank p50, p90 and p99, p99 over p50, the request count, requests per second
-and answer bytes (h2load's: headers included), each beside its floor's.
+rank p50, p90 and p99, p99 over p50, the request count, requests per second,
+the serving process's CPU per request (user + system over requests, every
+thread: on a shared box steadier than the wall figures, since a server waiting
+for its core loses time but spends no CPU) and answer bytes (h2load's: headers
+included), each beside its floor's. Above one connection a cell sends at least
+160 requests per connection (the 1,000-row page 8): one stall holds every
+request in flight, and with fewer it alone would be over 1% of them and set
+p99.
 ``--grpcio`` adds brainy's gRPC service on grpcio's own server, the candidate
 brainy's HTTP/2 layer was chosen over. ``--before PYTHON`` serves the same
 doors from an earlier tree (installed in another venv, its interpreter named)
@@ -469,10 +475,39 @@ def wait_ready(port: int, deadline: float = 20.0) -> None:
     raise SystemExit(f"nothing answered on port {port}")
 
 
-def quietest(measure, repeat: int) -> tuple[list[float], int, float]:
+def quietest(measure, repeat: int) -> tuple[list[float], int, float, float]:
     """The run with the lowest p50 of ``repeat`` runs of ``measure()``: on a shared box, the quietest stands for it."""
     runs = [measure() for _ in range(repeat)]
     return min(runs, key=lambda run: nearest_rank(run[0], 50))
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """The CPU time (user + system, every thread) the process ``pid`` has used, from each thread's
+    schedstat (nanoseconds, where /proc/PID/stat counts clock ticks); 0.0 when it is not known."""
+    if pid is None:
+        return 0.0
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def with_cpu(measure, pid: int | None):
+    """``measure`` with the server's CPU per request (microseconds) beside its figures: on a shared box
+    the steadier figure, since a server waiting for its core costs time but no CPU."""
+    def run() -> tuple[list[float], int, float, float]:
+        before = cpu_seconds(pid)
+        lat, size, rate = measure()
+        return lat, size, rate, (cpu_seconds(pid) - before) / max(1, len(lat)) * 1e6
+    return run
 
 
 # -- the cores: servers on one, load on the other ----------------------------------------------
@@ -611,7 +646,14 @@ def main() -> None:
                                 session, args.grpcio)
             if args.before:
                 cells = with_before(cells, {port: before_port, grpc_port: before_grpc_port})
-            run_cells(cells, args, use_h2load, load_cores, root)
+            # which process serves each port: its CPU per request is read beside each cell's figures
+            pids = {port: procs[0].pid, grpc_port: procs[0].pid, h3_port: procs[0].pid,
+                    floor_port: procs[1].pid, h2_floor_port: procs[2].pid, grpc_floor_port: procs[3].pid}
+            if args.grpcio:
+                pids[grpcio_port] = procs[4].pid
+            if args.before:
+                pids[before_port] = pids[before_grpc_port] = procs[-1].pid
+            run_cells(cells, args, use_h2load, load_cores, root, pids)
             run_pipelined_and_feed(port, cells, args)
         finally:
             for proc in procs:
@@ -715,7 +757,7 @@ def with_before(cells: list[Cell], ports: dict[int, int]) -> list[Cell]:
 
 
 def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, load_cores: set[int] | None,
-              tmp: Path) -> None:
+              tmp: Path, pids: dict[int, int] | None = None) -> None:
     def wanted(name: str) -> bool:
         return not args.only or args.only in name
 
@@ -723,32 +765,37 @@ def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, loa
     cells = [c for c in cells if wanted(c.name) or c.name in floors]  # a row is printed beside its floor
     if not cells:
         return
+    pids = pids or {}
     print(f"{'cell':<22}{'client':>8}{'c':>4}{'n':>7}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'p99/50':>7}"
-          f"{'req/s':>9}{'bytes':>8}")
+          f"{'req/s':>9}{'cpu us':>8}{'bytes':>8}")
     for concurrency in (int(c) for c in args.concurrency.split(",")):
-        floor: dict[str, tuple[float, float]] = {}
+        floor: dict[str, tuple[float, float, float]] = {}
         for cell in cells:
             by_h2load = use_h2load and cell.load is not None
             if not by_h2load and cell.request is None:
                 continue  # a cell only h2load sends
             total = args.requests if concurrency > 1 or by_h2load else max(1, args.requests // 4)
-            if cell.name.startswith("find 1000"):
+            page = cell.name.startswith("find 1000")
+            if page:
                 total = max(concurrency, total // 20)  # a 1,000-row page is ~200 KB: fewer of them
+            if concurrency > 1:
+                # one stall holds every request in flight: with fewer than 100 requests per connection it
+                # alone is over 1% of them and sets p99 whatever the rest did
+                total = max(total, (8 if page else 160) * concurrency)
             if by_h2load:
-                lat, size, rate = quietest(lambda: h2load_sweep(cell.load, concurrency, total, load_cores, tmp),
-                                           args.repeat)
+                measure = lambda: h2load_sweep(cell.load, concurrency, total, load_cores, tmp)  # noqa: E731
             else:
-                lat, size, rate = quietest(lambda: python_sweep(cell.port, cell.kind, cell.request, concurrency,
-                                                                total), args.repeat)
+                measure = lambda: python_sweep(cell.port, cell.kind, cell.request, concurrency, total)  # noqa: E731
+            lat, size, rate, cpu = quietest(with_cpu(measure, pids.get(cell.port)), args.repeat)
             p50 = nearest_rank(lat, 50)
             if cell.name == cell.floor:
-                floor[cell.name] = (p50, rate)
+                floor[cell.name] = (p50, rate, cpu)
             judged = floor.get(cell.floor)
             ratio = "" if cell.name == cell.floor or judged is None else \
-                f"  {p50 / judged[0]:.2f}x p50, {rate / judged[1]:.2f}x req/s"
+                f"  {p50 / judged[0]:.2f}x p50, {rate / judged[1]:.2f}x req/s, {cpu / judged[2]:.2f}x cpu"
             print(f"{cell.name:<22}{'h2load' if by_h2load else 'python':>8}{concurrency:>4}{len(lat):>7}{p50:>9.3f}"
                   f"{nearest_rank(lat, 90):>9.3f}{nearest_rank(lat, 99):>9.3f}{nearest_rank(lat, 99) / p50:>7.1f}"
-                  f"{rate:>9.0f}{size:>8}" + ratio, flush=True)
+                  f"{rate:>9.0f}{cpu:>8.1f}{size:>8}" + ratio, flush=True)
         print()
 
 

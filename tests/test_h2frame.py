@@ -21,7 +21,7 @@ from test_sansio_h2 import Pair, frames
 
 import brainy.net.h2 as h2mod
 from brainy._speedups.errors import HeaderListTooLarge, HpackError, RequestMalformed
-from brainy.net.h2 import CONNECTION_WINDOW, STREAM_WINDOW, H2Connection, RequestReceived
+from brainy.net.h2 import CONNECTION_WINDOW, STREAM_WINDOW, H2Connection, RequestReceived, StreamReset
 from brainy.net.http import Response
 
 TWINS = settings(deadline=None, max_examples=150)
@@ -370,6 +370,51 @@ def test_a_malformed_request_resets_its_stream_alone(twin):
     assert resets(server.data_to_send()) == [(1, h2.errors.ErrorCodes.PROTOCOL_ERROR)]
     [event] = server.receive_data(raw(0x1, 0x5, 3, GET), 0.0)
     assert event.stream_id == 3
+
+
+def test_headers_on_a_stream_awaiting_its_answer_resets_that_stream(twin):
+    """RFC 9113 5.1, half-closed (remote): a second HEADERS on a stream whose request is whole and not yet
+    answered is a stream error STREAM_CLOSED (RST_STREAM, the handed-out request reset), not a GOAWAY;
+    the connection serves the next stream."""
+    server, _ = settled()
+    [event] = server.receive_data(raw(0x1, 0x5, 1, GET), 0.0)
+    assert isinstance(event, RequestReceived)
+    assert server.receive_data(raw(0x1, 0x5, 1, GET), 0.0) == [StreamReset(1)]
+    assert resets(server.data_to_send()) == [(1, h2.errors.ErrorCodes.STREAM_CLOSED)] and not server.ended
+    server.send_response(1, Response(200, [], b"late"))  # the reset stream takes nothing
+    assert server.data_to_send() == b""
+    [event] = server.receive_data(raw(0x1, 0x5, 3, GET), 0.0)
+    assert event.stream_id == 3 and not server.ended
+
+
+def test_headers_on_a_closed_stream_reset_it_and_still_feed_the_hpack_table(twin):
+    """RFC 9113 5.1, closed: HEADERS on a stream already answered is RST_STREAM STREAM_CLOSED, the
+    connection going on; its block is decoded all the same (RFC 9113 4.3: the dynamic table follows
+    every block), so the next request may name the field it added."""
+    server, _ = settled()
+    server.receive_data(raw(0x1, 0x5, 1, GET), 0.0)
+    server.send_response(1, Response(200, [], b"one"))
+    server.data_to_send()
+    added = b"\x40\x06x-late\x03yes"  # a literal with incremental indexing (GET's :authority is one too)
+    assert server.receive_data(raw(0x1, 0x5, 1, GET + added), 0.0) == []
+    out = server.data_to_send()
+    assert resets(out) == [(1, h2.errors.ErrorCodes.STREAM_CLOSED)] and goaway_codes(out) == []
+    # indexed, dynamic entry 63: GET's own :authority has just become 62, x-late is the one before it
+    [event] = server.receive_data(raw(0x1, 0x5, 3, GET + b"\xbf"), 0.0)
+    assert event.stream_id == 3 and event.request.headers["x-late"] == "yes"
+
+
+def test_headers_reopening_a_skipped_stream_id_is_a_connection_error(twin):
+    """RFC 9113 5.1.1: a new stream's id is above every id the peer used; HEADERS on an id it skipped
+    (stream 3 after stream 5 opened) is a connection error PROTOCOL_ERROR; an even id is one too."""
+    server, _ = settled()
+    [event] = server.receive_data(raw(0x1, 0x5, 5, GET), 0.0)
+    assert event.stream_id == 5
+    assert server.receive_data(raw(0x1, 0x5, 3, GET), 0.0) == []
+    assert server.ended and goaway_codes(server.data_to_send()) == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+    server, _ = settled()
+    assert server.receive_data(raw(0x1, 0x5, 2, GET), 0.0) == []
+    assert server.ended and goaway_codes(server.data_to_send()) == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
 
 
 def test_a_body_unlike_its_content_length_resets_the_stream(twin):

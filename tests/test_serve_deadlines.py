@@ -149,6 +149,7 @@ def test_h2_is_closed_when_idle_and_never_while_a_stream_is_open():
     client.initiate_connection()
     server.receive_data(client.data_to_send(), 1.0)
     client.receive_data(server.data_to_send())
+    server.receive_data(client.data_to_send(), 1.0)  # the ACK of our SETTINGS: its deadline stops
     assert server.next_deadline() == 1.0 + IDLE
     client.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "t")],
                         end_stream=True)
@@ -158,6 +159,32 @@ def test_h2_is_closed_when_idle_and_never_while_a_stream_is_open():
     assert server.next_deadline() == 2.0 + IDLE
     assert server.timer_fired(2.0 + IDLE) == DeadlinePassed("idle", IDLE)
     assert server.ended
+
+
+def test_h2_settings_unacknowledged_end_the_connection_with_settings_timeout():
+    """RFC 9113 6.5.3: a peer that never acknowledges our SETTINGS is given SETTINGS_ACK_SECONDS, open
+    stream or not, then GOAWAY SETTINGS_TIMEOUT; an acknowledged SETTINGS leaves the idle deadline alone,
+    and the idle close says GOAWAY NO_ERROR (6.8)."""
+    from brainy.net.h2 import SETTINGS_ACK_SECONDS
+    server = H2Connection(0.0, idle_seconds=IDLE)
+    server.data_to_send()
+    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # the client's empty SETTINGS, its ACK of ours never sent
+    headers = b"\x00\x00\x06\x01\x05\x00\x00\x00\x01\x82\x86\x84\x41\x01t"  # GET / on stream 1
+    [event] = server.receive_data(H2_PREFACE + settings + headers, 1.0)
+    server.data_to_send()
+    assert server.next_deadline() == SETTINGS_ACK_SECONDS  # a stream is open: only this deadline runs
+    assert server.timer_fired(SETTINGS_ACK_SECONDS - 0.001) is None and not server.ended
+    assert server.timer_fired(SETTINGS_ACK_SECONDS) == DeadlinePassed("settings", SETTINGS_ACK_SECONDS)
+    out = server.data_to_send()
+    assert server.ended and out[3] == 0x7 and out[-4:] == (0x4).to_bytes(4, "big")  # GOAWAY SETTINGS_TIMEOUT
+
+    acked = H2Connection(0.0, idle_seconds=IDLE)
+    acked.receive_data(H2_PREFACE + settings + b"\x00\x00\x00\x04\x01\x00\x00\x00\x00", 1.0)
+    acked.data_to_send()
+    assert acked.next_deadline() == 1.0 + IDLE
+    assert acked.timer_fired(1.0 + IDLE) == DeadlinePassed("idle", IDLE)
+    out = acked.data_to_send()
+    assert acked.ended and out[3] == 0x7 and out[-4:] == bytes(4)  # GOAWAY NO_ERROR
 
 
 # -- the glue drives them: one real socket per deadline ---------------------------------------------
@@ -203,6 +230,27 @@ def test_an_idle_keep_alive_connection_is_closed(tmp_path):
         return waited
 
     assert 0.3 < _run(tmp_path, scenario) < 3
+
+
+def test_an_idle_h2_connection_is_told_goaway_before_the_close(tmp_path):
+    """Over a socket: an HTTP/2 connection idle past the limit reads the server's GOAWAY NO_ERROR, written
+    by the glue before it closes (RFC 9113 6.8), then EOF."""
+    async def scenario(host, port):
+        reader, writer = await asyncio.open_connection(host, port)
+        client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        client.initiate_connection()
+        writer.write(client.data_to_send())
+        events = []
+        started = time.monotonic()
+        while data := await asyncio.wait_for(reader.read(65536), 5):
+            events += client.receive_data(data)
+            writer.write(client.data_to_send())  # our SETTINGS ACK
+        writer.close()
+        return events, time.monotonic() - started
+
+    events, waited = _run(tmp_path, scenario)
+    [goaway] = [e for e in events if type(e).__name__ == "ConnectionTerminated"]
+    assert goaway.error_code == 0 and 0.5 <= waited < 3.0
 
 
 def test_the_request_limit_closes_a_silent_connection_and_a_trickling_one(tmp_path):

@@ -545,6 +545,28 @@ def test_h2_answers_larger_than_the_initial_window_arrive_whole(server, what):
         assert curl(server, "GET", "/contract.json", http2=True).result() == h1.result()
 
 
+def test_h2_large_answers_on_many_streams_at_once_arrive_whole(server):
+    """Eight batchGet answers of ~300 KB each, asked together on one connection whose windows let every
+    one out in one pass (their DATA frames framed as views of each body and written at once), each
+    arrive whole on its own stream, equal to the HTTP/1.1 answer."""
+    _fill(server, 40, 8000)
+    auth = (("authorization", f"Bearer {server.key}"), ("content-type", "application/json"))
+    bodies = [json.dumps({"ids": [f"row{(i + k) % 40}" for k in range(40)]}).encode() for i in range(8)]
+    expected = [curl(server, "POST", server.path("batchGet"), body, headers=auth) for body in bodies]
+    assert all(len(h1.body) > 4 * 65536 for h1 in expected)
+    window = (1 << 31) - 1
+    with H2Client(server.address, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window}) as client:
+        client.conn.increment_flow_control_window(window - 65535)
+        _settled(client, window)
+        streams = [client.start("POST", server.path("batchGet"), body, auth, flush=False) for body in bodies]
+        client.flush()
+        client.wait(streams)
+        for stream, h1 in zip(streams, expected):
+            answer = client.answer(stream)
+            assert answer.status == 200 and int(answer.headers["content-length"]) == len(answer.body)
+            assert _without_meta(answer.body) == _without_meta(h1.body)
+
+
 def _without_meta(body: bytes | bytearray) -> Any:
     doc = json.loads(body)
     doc.pop("_meta")

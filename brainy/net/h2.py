@@ -27,11 +27,15 @@ pure twin); the rules of the protocol are here.
   that stream alone.
 * :meth:`H2Connection.close` is the polite end: GOAWAY at once, the streams in
   hand still answered, then the final GOAWAY and ``ended``.
-* The idle deadline runs while no stream is open (``brainy.net.deadlines``).
+* The idle deadline runs while no stream is open (``brainy.net.deadlines``), and our SETTINGS must be
+  acknowledged within :data:`SETTINGS_ACK_SECONDS` (RFC 9113 6.5.3, else GOAWAY SETTINGS_TIMEOUT).
+* A HEADERS on a stream the peer already used resets that stream (STREAM_CLOSED); one on an id it
+  skipped ends the connection (PROTOCOL_ERROR), RFC 9113 5.1 and 5.1.1.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from brainy._speedups import h2frame
@@ -48,19 +52,31 @@ STREAM_WINDOW = 1 << 20           # what each stream may send us before we ackno
 CONNECTION_WINDOW = 16 << 20      # what all streams together may send us; bounds what one connection buffers
 DEFAULT_WINDOW = 65535            # every window's start until SETTINGS or WINDOW_UPDATE says otherwise
 MAX_WINDOW = (1 << 31) - 1
+# RFC 9113 6.5.3: a peer that never acknowledges our SETTINGS may be held to defaults we do not keep
+# (our windows, our stream limit); nghttp2 waits as long
+SETTINGS_ACK_SECONDS = 10.0
+SKIPPED_KEPT = 16                 # runs of skipped stream ids remembered (clients skip none: each is a sign)
 
 # Frame types and flags (RFC 9113 6)
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
 END_STREAM = ACK = 0x1
 END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+_WHOLE_MASK = END_STREAM | END_HEADERS | PADDED | PRIORITY_FLAG
+_WHOLE = END_STREAM | END_HEADERS  # a request in one HEADERS frame, nothing to strip from its block
 # Error codes (RFC 9113 7)
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED, FRAME_SIZE_ERROR = 0x0, 0x1, 0x3, 0x5, 0x6
 REFUSED_STREAM, COMPRESSION_ERROR = 0x7, 0x9
+SETTINGS_TIMEOUT = 0x4
 # Settings (RFC 9113 6.5.2)
 S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT_STREAMS, S_INITIAL_WINDOW_SIZE = 0x1, 0x2, 0x3, 0x4
 S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x5, 0x6
+# A DATA frame's nine-byte header alone (RFC 9113 4.1: length and type in one 32-bit word, flags, stream):
+# a large answer's frames go out as header + a view of the body, the body never copied into frames
+_FRAME_HEAD = struct.Struct(">IBI")
+# the :status field of the answers a door gives most, made once rather than on every answer
+_STATUS = {code: (b":status", str(code).encode()) for code in (200, 201, 204, 304, 400, 401, 403, 404, 409, 413, 429)}
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestReceived:
     """A stream's request arrived whole: answer it with :meth:`H2Connection.send_response`."""
 
@@ -68,7 +84,7 @@ class RequestReceived:
     request: Request
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestRefused:
     """A stream's request broke a limit (its body is over ``max_body``): answer ``refusal`` on it."""
 
@@ -76,7 +92,7 @@ class RequestRefused:
     refusal: R.Refusal
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StreamReset:
     """The peer reset a stream whose request was handed out: its answer is no longer wanted."""
 
@@ -127,7 +143,13 @@ class H2Stream(Stream):
     __slots__ = ("request_head",)
 
     def __init__(self, headers: list[tuple[bytes, bytes]], head: tuple[str, str, str, dict[str, str], int]) -> None:
-        super().__init__(headers)
+        # Stream's fields set here, not by its __init__: one call less on every request
+        self.headers = headers
+        self.body: list[bytes] = []
+        self.size = 0
+        self.refused: R.Refusal | None = None
+        self.head = head[0] == "HEAD"
+        self.handed_out = False
         self.request_head = head
 
     def event(self, stream_id: int) -> "RequestReceived | RequestRefused":
@@ -137,6 +159,21 @@ class H2Stream(Stream):
         if self.refused is not None:
             return RequestRefused(stream_id, self.refused)
         return RequestReceived(stream_id, Request(method, path, query, headers, b"".join(self.body)))
+
+
+class Answering:
+    """A stream whose request came whole in one HEADERS frame, handed out, its answer not yet sent: all that
+    is kept of it is whether it was a HEAD. Nothing more arrives on it (any DATA is STREAM_CLOSED), so the
+    two instances below stand for every such stream and are never changed."""
+
+    __slots__ = ("head", "handed_out")
+
+    def __init__(self, head: bool) -> None:
+        self.head = head
+        self.handed_out = True
+
+
+ANSWERING, ANSWERING_HEAD = Answering(False), Answering(True)
 
 
 class ProtocolViolation(Exception):
@@ -159,9 +196,11 @@ class H2Connection:
         self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
         self._decoder = h2frame.Decoder(4096, max_header_bytes)
         self._encoder = h2frame.Encoder(4096)
-        self._streams: dict[int, H2Stream] = {}        # open streams, from their HEADERS until answered whole
+        self._streams: dict[int, H2Stream | Answering] = {}  # open streams, from their HEADERS until answered whole
         self._receiving: dict[int, int] = {}         # streams the peer still sends on: our window left on each
-        self._windows: dict[int, int] = {}           # the peer's window on each open stream
+        # the peer's window on each open stream, once it differs from the peer's initial window (a
+        # WINDOW_UPDATE, or DATA sent): a stream answered in one frame never gets an entry
+        self._windows: dict[int, int] = {}
         self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
         self._held: set[int] = set()  # streams whose answer is a stream still being written (send_stream_head)
         self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # what ends each of those answers (gRPC)
@@ -170,14 +209,18 @@ class H2Connection:
         self._peer_initial_window = DEFAULT_WINDOW
         self._peer_max_frame = 16384
         self._highest = 0         # the highest stream id the peer opened
+        self._next_id = 1         # the id the peer's next stream has unless it skips some
+        self._skipped: list[tuple[int, int]] = []  # runs of ids the peer skipped (first, last), the latest kept
         self._continuing: tuple[int, int, list[bytes]] | None = None  # HEADERS awaiting CONTINUATION
         self._settled = False     # the peer's first frame (its SETTINGS, RFC 9113 3.4) has arrived
         self._preface_at = 0      # bytes of the preface read so far
         self._buffer = b""        # the start of a frame not yet whole
         self._deadlines = Deadlines(now, idle_seconds)
+        self._settings_due: float | None = now + SETTINGS_ACK_SECONDS  # until the peer acknowledges ours
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
         self._opened = False      # a window grew while reading: queued answers may move on
         self._topping: set[int] = set()  # streams this read used half their window on: to grant again
+        self.framed_bytes = 0  # answer bytes framed by _pump and not yet handed over (a writer may write early)
         self._out: list[bytes] = [
             h2frame.frame(SETTINGS, 0, 0, b"".join(
                 setting.to_bytes(2, "big") + value.to_bytes(4, "big") for setting, value in (
@@ -219,6 +262,9 @@ class H2Connection:
                     break
                 payload = buffer[at + 9:at + 9 + length]
                 at += 9 + length
+                if kind == HEADERS and flags & _WHOLE_MASK == _WHOLE and self._continuing is None and self._settled:
+                    self._whole_request(stream_id, payload, out)  # the common frame: a request in one HEADERS
+                    continue
                 self._frame(kind, flags, stream_id, payload, out)
                 if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
                     return []
@@ -305,9 +351,34 @@ class H2Connection:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "HEADERS too short for its priority")
             block = block[5:]
         if flags & END_HEADERS:
-            self._block(stream_id, flags & END_STREAM, block, out)
+            self._block(stream_id, flags & END_STREAM, self._decoder.decode(block), out)
         else:
             self._continuing = (stream_id, flags & END_STREAM, [block])
+
+    def _whole_request(self, stream_id: int, block: bytes, out: list[H2Event]) -> None:
+        """A HEADERS frame with END_HEADERS and END_STREAM, neither padded nor prioritised: on a new stream
+        under every limit, a body-less request handed out at once; anything else takes :meth:`_block`'s
+        path (the same rules, step by step)."""
+        fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
+        if (stream_id <= self._highest or not stream_id & 1 or self._closing is not None
+                or len(self._streams) >= self._max_streams):
+            self._block(stream_id, END_STREAM, fields, out)
+            return
+        if stream_id != self._next_id:
+            self._open_stream(stream_id)
+        else:
+            self._highest, self._next_id = stream_id, stream_id + 2
+        try:
+            head = h2frame.request_head(fields)
+        except RequestMalformed:
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
+            return
+        if head[4] > 0:  # RFC 9113 8.1.1: a stated length the (empty) body does not have
+            self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
+            return
+        method = head[0]
+        self._streams[stream_id] = ANSWERING_HEAD if method == "HEAD" else ANSWERING
+        out.append(RequestReceived(stream_id, Request(method, head[1], head[2], head[3], b"")))
 
     def _continuation(self, flags: int, payload: bytes, out: list[H2Event]) -> None:
         stream_id, end_stream, fragments = self._continuing  # type: ignore[misc]
@@ -317,20 +388,22 @@ class H2Connection:
             raise ProtocolViolation(COMPRESSION_ERROR, "a header block over the header list limit")
         if flags & END_HEADERS:
             self._continuing = None
-            self._block(stream_id, end_stream, b"".join(fragments), out)
+            self._block(stream_id, end_stream, self._decoder.decode(b"".join(fragments)), out)
 
-    def _block(self, stream_id: int, end_stream: int, block: bytes, out: list[H2Event]) -> None:
-        """A whole header block on ``stream_id``: a new stream's request, or an open one's trailers."""
-        fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
+    def _block(self, stream_id: int, end_stream: int, fields: list[tuple[bytes, bytes]], out: list[H2Event]) -> None:
+        """A whole header block on ``stream_id``, decoded (always: the dynamic table must follow every
+        block): a new stream's request, or an open one's trailers."""
         if stream_id in self._receiving:
             if not end_stream:
                 raise ProtocolViolation(PROTOCOL_ERROR, "a second HEADERS without END_STREAM")
             self._ended(stream_id, out)  # trailers: the request is whole (their fields are not used)
             return
-        if stream_id <= self._highest or not stream_id & 1:
-            raise ProtocolViolation(PROTOCOL_ERROR if not stream_id & 1 else STREAM_CLOSED,
-                                   "HEADERS on an even or a closed stream")
-        self._highest = stream_id
+        if not stream_id & 1:
+            raise ProtocolViolation(PROTOCOL_ERROR, "HEADERS on an even stream (the server's to open)")
+        if stream_id <= self._highest:
+            self._late_headers(stream_id, out)
+            return
+        self._open_stream(stream_id)
         if self._closing is not None and stream_id > self._closing:
             # past the polite GOAWAY's last stream: never processed, so the peer may retry it elsewhere
             self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, REFUSED_STREAM.to_bytes(4, "big")))
@@ -344,12 +417,33 @@ class H2Connection:
             self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
             return
         self._streams[stream_id] = H2Stream(fields, head)
-        self._windows[stream_id] = self._peer_initial_window
         if end_stream:
             self._receiving[stream_id] = 0
             self._ended(stream_id, out)
         else:
             self._receiving[stream_id] = STREAM_WINDOW
+
+    def _open_stream(self, stream_id: int) -> None:
+        """The peer opened ``stream_id``, above every stream before it; the ids it skipped are kept (the
+        last :data:`SKIPPED_KEPT` runs of them) to tell a HEADERS reopening one from a late one."""
+        if stream_id != self._next_id:
+            self._skipped.append((self._next_id, stream_id - 2))
+            if len(self._skipped) > SKIPPED_KEPT:
+                del self._skipped[0]
+        self._highest, self._next_id = stream_id, stream_id + 2
+
+    def _late_headers(self, stream_id: int, out: list[H2Event]) -> None:
+        """HEADERS on an odd id at or below the highest the peer opened (RFC 9113 5.1). On a stream it
+        opened: half-closed (remote), its request whole and its answer not yet sent, or closed since (by
+        END_STREAM both ways or a RST_STREAM either way: not remembered), a stream error STREAM_CLOSED,
+        as 5.1 asks of the half-closed state and of a stream reset; the other streams go on (5.1 allows the
+        connection error only after END_STREAM both ways, and a forgotten stream cannot be told apart).
+        On an id it skipped, a connection error PROTOCOL_ERROR (5.1.1: a new stream's id is above every
+        stream's before it)."""
+        for low, high in self._skipped:
+            if low <= stream_id <= high:
+                raise ProtocolViolation(PROTOCOL_ERROR, "HEADERS opening a stream below one already opened")
+        self._reset(stream_id, STREAM_CLOSED, out)
 
     def _data(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
         if not stream_id:
@@ -425,11 +519,11 @@ class H2Connection:
             self._connection_window += increment
             if self._connection_window > MAX_WINDOW:
                 raise ProtocolViolation(FLOW_CONTROL_ERROR, "the connection window over 2^31-1")
-        elif stream_id in self._windows:
+        elif stream_id in self._streams:
             if not increment:
                 self._reset(stream_id, PROTOCOL_ERROR, [])
                 return
-            self._windows[stream_id] += increment
+            self._windows[stream_id] = self._windows.get(stream_id, self._peer_initial_window) + increment
             if self._windows[stream_id] > MAX_WINDOW:
                 self._reset(stream_id, FLOW_CONTROL_ERROR, [])
                 return
@@ -443,6 +537,7 @@ class H2Connection:
         if flags & ACK:
             if payload:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
+            self._settings_due = None  # we send one SETTINGS only: this acknowledges it
             return
         if len(payload) % 6:
             raise ProtocolViolation(FRAME_SIZE_ERROR, "SETTINGS not a whole number of settings")
@@ -458,7 +553,9 @@ class H2Connection:
                     raise ProtocolViolation(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1")
                 delta = value - self._peer_initial_window
                 self._peer_initial_window = value
-                for open_id in self._windows:  # RFC 9113 6.9.2: every open stream's window moves by the change
+                # RFC 9113 6.9.2: every open stream's window moves by the change (those without an entry
+                # follow _peer_initial_window itself)
+                for open_id in self._windows:
                     self._windows[open_id] += delta
                     if self._windows[open_id] > MAX_WINDOW:
                         raise ProtocolViolation(FLOW_CONTROL_ERROR, "a stream window over 2^31-1")
@@ -477,7 +574,8 @@ class H2Connection:
         stream = self._streams.get(stream_id)
         if stream is None or self.ended:
             return
-        headers = [(b":status", str(response.status).encode()), *response.headers, *self._advertise]
+        status = _STATUS.get(response.status) or (b":status", str(response.status).encode())
+        headers = [status, *response.headers, *self._advertise]
         trailers = response.trailers
         if trailers is None:
             headers.append((b"content-length", str(len(response.body)).encode()))
@@ -490,7 +588,8 @@ class H2Connection:
             self._answered(stream_id)
             return
         size = len(body)
-        if size <= frame_size and size <= self._connection_window and size <= self._windows[stream_id]:
+        window = self._windows.get(stream_id, self._peer_initial_window)
+        if size <= frame_size and size <= self._connection_window and size <= window:
             # the common answer: one DATA frame within every window, ending the stream or followed by the
             # trailers that do (gRPC's)
             self._connection_window -= size
@@ -511,8 +610,8 @@ class H2Connection:
         :meth:`send_stream_data` until :meth:`end_stream`."""
         if stream_id not in self._streams or self.ended:
             return
-        headers = [(b":status", str(response.status).encode()), *response.headers]
-        self._out.append(self._encoder.headers(stream_id, headers, False, self._peer_max_frame))
+        status = _STATUS.get(response.status) or (b":status", str(response.status).encode())
+        self._out.append(self._encoder.headers(stream_id, [status, *response.headers], False, self._peer_max_frame))
         self._held.add(stream_id)
 
     def send_stream_data(self, stream_id: int, data: bytes) -> bool:
@@ -543,10 +642,11 @@ class H2Connection:
         return len(queued) if queued is not None else 0
 
     def _pump(self) -> None:
-        """Send what the windows allow of every queued answer, oldest first, a frame at a time."""
-        frame, out = h2frame.frame, self._out
+        """Send what the windows allow of every queued answer, oldest first, a frame at a time: each frame
+        its header and a view of the body (the body is copied once, by the socket, not into frames)."""
+        head, out = _FRAME_HEAD.pack, self._out
         for stream_id, view in list(self._sending.items()):
-            window = self._windows[stream_id]
+            window = self._windows.get(stream_id, self._peer_initial_window)
             while view:
                 size = min(len(view), window, self._connection_window, self._peer_max_frame)
                 if size <= 0:
@@ -556,7 +656,9 @@ class H2Connection:
                 self._connection_window -= size
                 trailers = None if view else self._trailers.pop(stream_id, None)
                 end = not view and trailers is None and stream_id not in self._held
-                out.append(frame(DATA, END_STREAM if end else 0, stream_id, chunk))
+                out.append(head(size << 8 | DATA, END_STREAM if end else 0, stream_id))
+                out.append(chunk)
+                self.framed_bytes += size
                 if trailers is not None:
                     out.append(self._encoder.headers(stream_id, trailers, True, self._peer_max_frame))
             self._windows[stream_id] = window
@@ -570,12 +672,18 @@ class H2Connection:
                 break
 
     def _answered(self, stream_id: int) -> None:
-        self._held.discard(stream_id)
-        self._sending.pop(stream_id, None)
-        self._trailers.pop(stream_id, None)
-        self._windows.pop(stream_id, None)
+        # each table tested before it is searched: on most answers all but _streams are empty
+        if self._held:
+            self._held.discard(stream_id)
+        if self._sending:
+            self._sending.pop(stream_id, None)
+        if self._trailers:
+            self._trailers.pop(stream_id, None)
+        if self._windows:
+            self._windows.pop(stream_id, None)
         self._streams.pop(stream_id, None)
-        self._end_if_done()
+        if self._closing is not None:
+            self._end_if_done()
 
     def _end_if_done(self) -> None:
         if self._closing is not None and not self._streams and not self.ended:
@@ -588,7 +696,16 @@ class H2Connection:
         if not out:
             return b""
         self._out = []
+        self.framed_bytes = 0
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def buffers_to_send(self) -> list[bytes | memoryview]:
+        """What :meth:`data_to_send` would join, handed over once as its parts (views of a large answer's
+        body among them), for a writer that takes many buffers at once (``transport.writelines``)."""
+        out = self._out
+        self._out = []
+        self.framed_bytes = 0
+        return out
 
     @property
     def sending(self) -> bool:
@@ -611,14 +728,27 @@ class H2Connection:
     # -- the deadline -------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        """When :meth:`timer_fired` should next be called; None while a stream is open."""
+        """When :meth:`timer_fired` should next be called: the idle deadline (none while a stream is open)
+        or, until the peer acknowledges our SETTINGS, that acknowledgement's, whichever comes first."""
         if self.ended:
             return None
-        return self._deadlines.due(bool(self._streams), False)
+        due = self._deadlines.due(bool(self._streams), False)
+        settings = self._settings_due
+        if settings is not None and (due is None or settings < due):
+            return settings
+        return due
 
     def timer_fired(self, now: float) -> DeadlinePassed | None:
-        """The idle deadline passed by ``now`` (the caller closes the connection), or None."""
+        """A deadline passed by ``now``, or None. ``"settings"``: our SETTINGS went unacknowledged for
+        :data:`SETTINGS_ACK_SECONDS`, a connection error SETTINGS_TIMEOUT (RFC 9113 6.5.3); ``"idle"``:
+        GOAWAY NO_ERROR (6.8). Either way :attr:`ended`: write the GOAWAY, then close."""
+        if self.ended:
+            return None
+        if self._settings_due is not None and now >= self._settings_due:
+            self._fail(SETTINGS_TIMEOUT)
+            return DeadlinePassed("settings", SETTINGS_ACK_SECONDS)
         passed = self._deadlines.passed(now, bool(self._streams), False)
         if passed is not None:
+            self._out.append(self._goaway(NO_ERROR))
             self.ended = True
         return passed

@@ -42,6 +42,10 @@ class Session(ABC, Generic[Conn]):
     def connection_lost(self) -> None:
         """The transport is gone: drop what waits on it."""
 
+    def closing(self) -> None:
+        """A deadline passed and the connection is about to close: write what ``conn`` framed on its way
+        out (HTTP/2's GOAWAY). Most sessions have nothing to say."""
+
     def pause_writing(self) -> None:
         """The transport's buffer is over its high-water mark: a session that streams or pipelines stops
         producing (the HTTP sessions answer one request's worth at a time and need not)."""

@@ -52,7 +52,7 @@ class StreamAnswers:
 
     def received(self, events: Iterable[H2Event]) -> None:
         for event in events:
-            if isinstance(event, RequestReceived):
+            if type(event) is RequestReceived:
                 self._answer(event.stream_id, event.request)
             elif isinstance(event, RequestRefused):
                 self.conn.send_response(event.stream_id, refusal_response(event.refusal))
@@ -65,19 +65,21 @@ class StreamAnswers:
                     feed.stop()
 
     def _answer(self, stream_id: int, request: Request) -> None:
-        self.server.in_flight += 1
+        # an answer given at once is never in flight (nothing else runs meanwhile): only one that waits counts
         answered = self.app.handle(request)
+        if type(answered) is Response:  # the common answer, tested first
+            self.conn.send_response(stream_id, answered)
+            return
         if isinstance(answered, StreamingResponse):
-            self.server.in_flight -= 1
             self.conn.send_stream_head(stream_id, answered)
             self.feeds[stream_id] = FeedRunner(answered.feed, StreamSink(self, stream_id),  # type: ignore[arg-type]
                                                self.app.pool)
             self.written()
             return
         if isinstance(answered, Response):
-            self.server.in_flight -= 1
             self.conn.send_response(stream_id, answered)
             return
+        self.server.in_flight += 1
         # the awaitable itself becomes the task, so one cancelled before it ran is closed, not left unawaited
         task = self.tasks[stream_id] = asyncio.ensure_future(answered)
         task.add_done_callback(functools.partial(self._answered_later, stream_id))

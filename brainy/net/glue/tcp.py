@@ -139,6 +139,8 @@ class HttpProtocol(asyncio.Protocol):
             return
         if passed.reason == "request":
             log.info("closing a connection whose request took over %.0f s to arrive", passed.seconds)
+        if self.session is not None:
+            self.session.closing()
         assert self.transport is not None
         self.transport.close()
 
