@@ -322,9 +322,11 @@ class Definition:
 class _Values:
     """One field's values within one group: what the ops reading it need to answer after any sequence of
     adds and removes (the present count; the numbers' count, exact sum and sum of squares; the count of
-    each number for min and max, with lazy heaps over them)."""
+    each number for min and max, with lazy heaps over them). Read from a snapshot, the counts stay as it
+    held them (``packed``: [[number, isFloat, count]] in value order, whose ends are the min and the max)
+    until a move needs them as a map: the first read after an open decodes no value it does not answer."""
 
-    __slots__ = ("present", "n", "sum", "squares", "counts", "low", "high", "summed", "squared")
+    __slots__ = ("present", "n", "sum", "squares", "counts", "low", "high", "summed", "squared", "packed")
 
     def __init__(self, ops: frozenset[str]) -> None:
         self.present = self.n = self.sum = self.squares = 0
@@ -333,10 +335,25 @@ class _Values:
         self.counts: dict[tuple[int | float, bool], int] | None = {} if ops & {"min", "max"} else None
         self.low: list[tuple[int | float, bool]] = []
         self.high: list[tuple[int | float, int]] = []
+        self.packed: list[list[Any]] | None = None
+
+    def unpack(self) -> None:
+        """The snapshot's counts as the map and heaps a move keeps."""
+        packed, self.packed = self.packed, None
+        if packed is not None:
+            self.counts = {(float(x) if f else x, f): c for x, f, c in packed}
+            self.low = list(self.counts)  # in value order, as the snapshot holds them: a heap already
+            self.high = [(-x, -f) for x, f in reversed(self.low)]
+
+    def held(self) -> list[list[Any]] | dict[tuple[int | float, bool], int] | None:
+        """The counts as a snapshot copies them: the packed list itself (never changed), else a copy of the map."""
+        return self.packed if self.packed is not None else None if self.counts is None else self.counts.copy()
 
     def move(self, value: Any, sign: int) -> None:
         if value is None or value is _MISSING:
             return
+        if self.packed is not None:
+            self.unpack()
         self.present += sign
         if not _number(value):
             return
@@ -374,6 +391,9 @@ class _Values:
         if op == "avg":
             return self.sum / (n << SCALE)
         if op in ("min", "max"):
+            if self.packed is not None:
+                x, f, _ = self.packed[0 if op == "min" else -1]
+                return float(x) if f else x
             assert self.counts is not None
             if op == "min":
                 while self.counts.get(self.low[0], 0) == 0:
@@ -514,8 +534,7 @@ Frozen = tuple[dict[str, Any], list[tuple[tuple[Any, ...], int, list[tuple[int, 
 
 def _frozen(aggregate: Aggregate) -> Frozen:
     return aggregate.definition.doc, [
-        (key, group.count, [(v.present, v.n, v.sum, v.squares, None if v.counts is None else v.counts.copy())
-                            for v in group.values])
+        (key, group.count, [(v.present, v.n, v.sum, v.squares, v.held()) for v in group.values])
         for key, group in aggregate.groups.items()]
 
 
@@ -525,7 +544,8 @@ def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any
         {"definition": definition, "groups": [
             [[_untoken(t) for t in key], count,
              [[present, n, format(total, "x"), format(squares, "x"),
-               None if counts is None else [[v, f, c] for (v, f), c in counts.items()]]
+               counts if counts is None or isinstance(counts, list) else
+               [[v, f, c] for (v, f), c in sorted(counts.items())]]
               for present, n, total, squares, counts in values]]
             for key, count, values in groups]}
         for definition, groups in built]}
@@ -556,9 +576,11 @@ def decode_snapshot(data: bytes) -> Aggregates:
                 for v, (present, n, total, squares, counts) in zip(group.values, fields, strict=True):
                     v.present, v.n, v.sum, v.squares = present, n, int(total, 16), int(squares, 16)
                     if v.counts is not None:
-                        v.counts = {(float(x) if f else x, f): c for x, f, c in counts}
-                        v.low = sorted(v.counts)
-                        v.high = sorted((-x, -f) for x, f in v.counts)
+                        if not isinstance(counts, list):
+                            raise ValueError("counts are [[number, isFloat, count]]")
+                        v.packed = counts
+                        if not counts:
+                            v.unpack()
                 aggregate.groups[tuple(_token(value) for value in values)] = group
             state.built[aggregate.definition.name] = aggregate
         for definition in doc["pending"]:
