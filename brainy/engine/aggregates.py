@@ -42,6 +42,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+import msgpack
 import orjson
 
 from brainy.contract import arguments
@@ -323,8 +324,9 @@ class _Values:
     """One field's values within one group: what the ops reading it need to answer after any sequence of
     adds and removes (the present count; the numbers' count, exact sum and sum of squares; the count of
     each number for min and max, with lazy heaps over them). Read from a snapshot, the counts stay as it
-    held them (``packed``: [[number, isFloat, count]] in value order, whose ends are the min and the max)
-    until a move needs them as a map: the first read after an open decodes no value it does not answer."""
+    held them (``packed``: the min entry, the max entry and the MessagePack of every [number, isFloat, count]
+    in value order) until a move needs them as a map: the first read after an open decodes no count it does
+    not answer."""
 
     __slots__ = ("present", "n", "sum", "squares", "counts", "low", "high", "summed", "squared", "packed")
 
@@ -335,18 +337,18 @@ class _Values:
         self.counts: dict[tuple[int | float, bool], int] | None = {} if ops & {"min", "max"} else None
         self.low: list[tuple[int | float, bool]] = []
         self.high: list[tuple[int | float, int]] = []
-        self.packed: list[list[Any]] | None = None
+        self.packed: tuple[list[Any], list[Any], bytes | memoryview] | None = None
 
     def unpack(self) -> None:
         """The snapshot's counts as the map and heaps a move keeps."""
         packed, self.packed = self.packed, None
         if packed is not None:
-            self.counts = {(float(x) if f else x, f): c for x, f, c in packed}
+            self.counts = {(float(x) if f else x, f): c for x, f, c in msgpack.unpackb(packed[2])}
             self.low = list(self.counts)  # in value order, as the snapshot holds them: a heap already
             self.high = [(-x, -f) for x, f in reversed(self.low)]
 
-    def held(self) -> list[list[Any]] | dict[tuple[int | float, bool], int] | None:
-        """The counts as a snapshot copies them: the packed list itself (never changed), else a copy of the map."""
+    def held(self) -> tuple[list[Any], list[Any], bytes | memoryview] | dict[tuple[int | float, bool], int] | None:
+        """The counts as a snapshot copies them: the packed ones themselves (never changed), else a copy of the map."""
         return self.packed if self.packed is not None else None if self.counts is None else self.counts.copy()
 
     def move(self, value: Any, sign: int) -> None:
@@ -392,7 +394,7 @@ class _Values:
             return self.sum / (n << SCALE)
         if op in ("min", "max"):
             if self.packed is not None:
-                x, f, _ = self.packed[0 if op == "min" else -1]
+                x, f, _ = self.packed[0 if op == "min" else 1]
                 return float(x) if f else x
             assert self.counts is not None
             if op == "min":
@@ -524,7 +526,7 @@ Move = tuple[dict[str, Any] | None, dict[str, Any] | None]
 MAGIC = b"brnyaggr"
 SNAPSHOT_FORMAT = 1
 SUFFIX = ".agg"
-_FRAME = struct.Struct("<8sQ")
+_FRAME = struct.Struct("<8sQQ")
 _CRC = struct.Struct("<I")
 
 # An aggregate's groups as the snapshot copies them under the lock: (key, count, [values]) with values
@@ -539,32 +541,49 @@ def _frozen(aggregate: Aggregate) -> Frozen:
 
 
 def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any]]) -> bytes:
-    """The state as its snapshot: a framed, checksummed JSON body."""
+    """The state as its snapshot: a JSON head, the min/max counts as MessagePack blobs after it, checksummed."""
+    blobs: list[bytes | memoryview] = []
+    at = 0
+
+    def packed(counts: Any) -> Any:
+        nonlocal at
+        if counts is None:
+            return None
+        if isinstance(counts, dict):
+            if not counts:
+                return []
+            ordered = [[v, f, c] for (v, f), c in sorted(counts.items())]
+            counts = (ordered[0], ordered[-1], msgpack.packb(ordered))
+        lo, hi, blob = counts
+        blobs.append(blob)
+        at += len(blob)
+        return [lo, hi, at - len(blob), len(blob)]
+
     doc = {"format": SNAPSHOT_FORMAT, "stamp": stamp, "pending": pending, "aggregates": [
         {"definition": definition, "groups": [
             [[_untoken(t) for t in key], count,
-             [[present, n, format(total, "x"), format(squares, "x"),
-               counts if counts is None or isinstance(counts, list) else
-               [[v, f, c] for (v, f), c in sorted(counts.items())]]
+             [[present, n, format(total, "x"), format(squares, "x"), packed(counts)]
               for present, n, total, squares, counts in values]]
             for key, count, values in groups]}
         for definition, groups in built]}
-    body = orjson.dumps(doc)  # a row's integers fit in 64 bits and its floats are finite (rows.py): orjson takes them
-    return _FRAME.pack(MAGIC, len(body)) + body + _CRC.pack(zlib.crc32(body))
+    head = orjson.dumps(doc)  # a row's integers fit in 64 bits and its floats are finite (rows.py): orjson takes them
+    body = b"".join([_FRAME.pack(MAGIC, len(head), at), head, *blobs])
+    return body + _CRC.pack(zlib.crc32(body))
 
 
 def decode_snapshot(data: bytes) -> Aggregates:
     """The state a snapshot holds; ValueError when it does not check out (it is then rebuilt, never trusted)."""
     if len(data) < _FRAME.size + _CRC.size:
         raise ValueError("shorter than its frame")
-    magic, size = _FRAME.unpack_from(data)
-    if magic != MAGIC or _FRAME.size + size + _CRC.size != len(data):
+    magic, head_size, blobs_size = _FRAME.unpack_from(data)
+    if magic != MAGIC or _FRAME.size + head_size + blobs_size + _CRC.size != len(data):
         raise ValueError("not an aggregate snapshot, or torn")
-    body = memoryview(data)[_FRAME.size:_FRAME.size + size]
-    if zlib.crc32(body) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
+    view = memoryview(data)
+    if zlib.crc32(view[:-_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
         raise ValueError("checksum mismatch")
+    blobs = view[_FRAME.size + head_size:len(data) - _CRC.size]
     try:
-        doc = orjson.loads(body)
+        doc = orjson.loads(view[_FRAME.size:_FRAME.size + head_size])
         if doc["format"] != SNAPSHOT_FORMAT:
             raise ValueError(f"format {doc['format']!r}, not {SNAPSHOT_FORMAT}")
         state = Aggregates(int(doc["stamp"]))
@@ -575,12 +594,11 @@ def decode_snapshot(data: bytes) -> Aggregates:
                 group.count = count
                 for v, (present, n, total, squares, counts) in zip(group.values, fields, strict=True):
                     v.present, v.n, v.sum, v.squares = present, n, int(total, 16), int(squares, 16)
-                    if v.counts is not None:
-                        if not isinstance(counts, list):
-                            raise ValueError("counts are [[number, isFloat, count]]")
-                        v.packed = counts
-                        if not counts:
-                            v.unpack()
+                    if v.counts is not None and counts:  # [] is an empty map, already there
+                        lo, hi, offset, size = counts
+                        if not 0 <= offset <= offset + size <= len(blobs):
+                            raise ValueError("counts outside the blobs")
+                        v.packed = (lo, hi, blobs[offset:offset + size])
                 aggregate.groups[tuple(_token(value) for value in values)] = group
             state.built[aggregate.definition.name] = aggregate
         for definition in doc["pending"]:
