@@ -192,3 +192,28 @@ def test_the_widest_integers_and_exact_sums_round_trip(tmp_path: Path) -> None:
         assert brain.aggregate_follower.built_from.startswith("snapshot at")
     assert repr(after) == repr(before)
     assert DEFINITIONS  # the shared workload is the other tests' oracle
+
+
+def test_min_and_max_read_from_a_snapshot_follow_every_move(tmp_path: Path) -> None:
+    """After a reopen the counts stay packed: a new extreme moved in answers at once, removing a packed end
+    answers the next one, and a flush with changes pending writes them merged; every step equals the oracle."""
+    path = new_store(tmp_path)
+    with Brain.open(path) as brain:
+        _define_all(brain)
+        ids = {p: brain.add({"type": "product", "metadata": {"cat": "a", "price": p}}, caller=CALLER)["id"]
+               for p in (5, 1, 9, 1.5, 7)}
+        twin = brain.add({"type": "product", "metadata": {"cat": "a", "price": 9}}, caller=CALLER)["id"]
+    steps = [lambda b: b.add({"type": "product", "metadata": {"cat": "a", "price": 0.5}}, caller=CALLER),
+             lambda b: b.add({"type": "product", "metadata": {"cat": "a", "price": 12}}, caller=CALLER),
+             lambda b: b.remove({"id": ids[1]}, caller=CALLER),
+             lambda b: b.remove({"id": ids[9]}, caller=CALLER),
+             lambda b: b.update({"id": twin, "metadata": {"price": 2}}, caller=CALLER)]
+    for step in steps:  # each from a fresh reopen of the snapshot, so each meets packed counts
+        with Brain.open(path, flush_bytes=1 << 30) as brain:
+            check_all(brain)
+            assert brain.aggregate_follower.built_from.startswith("snapshot at")
+            step(brain)
+            check_all(brain)
+            brain.flush()
+    with Brain.open(path) as brain:
+        check_all(brain)

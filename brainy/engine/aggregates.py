@@ -75,6 +75,7 @@ MAX_GROUP_BY = 8
 ROW_FIELDS = ENTITY_FIELDS | {"weight", "confidence"}
 SCALE = 1074  # every finite double is a whole multiple of 2**-SCALE
 HOUR, DAY = 3_600_000, 86_400_000
+PACKED_CHANGES = 4_096  # numbers moved in or out of a snapshot's counts before they are decoded into a map
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _MISSING: Any = object()
@@ -320,13 +321,35 @@ class Definition:
 
 # -- running state --------------------------------------------------------------------------------------
 
+Key = tuple[int | float, bool]  # a number and whether it is a double: what min and max count
+Packed = tuple[list[Any], list[Any], "bytes | memoryview"]  # a snapshot's counts: min entry, max entry, MessagePack
+
+
+def _key(x: Any, f: bool) -> Key:
+    return (float(x) if f else x, bool(f))
+
+
+def _merged(blob: "bytes | memoryview", adjustments: dict[Key, int]) -> dict[Key, int]:
+    """A snapshot's counts (in value order) with the moves made since applied."""
+    counts = {_key(x, f): c for x, f, c in msgpack.unpackb(blob)}
+    for key, delta in adjustments.items():
+        held = counts.get(key, 0) + delta
+        if held:
+            counts[key] = held
+        else:
+            del counts[key]
+    return counts
+
+
 class _Values:
     """One field's values within one group: what the ops reading it need to answer after any sequence of
     adds and removes (the present count; the numbers' count, exact sum and sum of squares; the count of
-    each number for min and max, with lazy heaps over them). Read from a snapshot, the counts stay as it
-    held them (``packed``: the min entry, the max entry and the MessagePack of every [number, isFloat, count]
-    in value order) until a move needs them as a map: the first read after an open decodes no count it does
-    not answer."""
+    each number for min and max, with lazy heaps over them).
+
+    Read from a snapshot, the counts stay as it held them (``packed``: the min entry, the max entry and
+    the MessagePack of every [number, isFloat, count] in value order), and ``counts`` holds only the moves
+    made since (number -> net change): min and max are the packed ends or a number moved in, so neither a
+    read nor a move decodes them, until a move empties a packed end (or the changes grow many)."""
 
     __slots__ = ("present", "n", "sum", "squares", "counts", "low", "high", "summed", "squared", "packed")
 
@@ -334,28 +357,30 @@ class _Values:
         self.present = self.n = self.sum = self.squares = 0
         self.summed = bool(ops & {"sum", "avg", "stddev", "variance"})
         self.squared = bool(ops & {"stddev", "variance"})
-        self.counts: dict[tuple[int | float, bool], int] | None = {} if ops & {"min", "max"} else None
-        self.low: list[tuple[int | float, bool]] = []
+        self.counts: dict[Key, int] | None = {} if ops & {"min", "max"} else None
+        self.low: list[Key] = []
         self.high: list[tuple[int | float, int]] = []
-        self.packed: tuple[list[Any], list[Any], bytes | memoryview] | None = None
+        self.packed: Packed | None = None
 
     def unpack(self) -> None:
-        """The snapshot's counts as the map and heaps a move keeps."""
+        """The snapshot's counts, with the changes since, as the map and heaps a move keeps."""
         packed, self.packed = self.packed, None
         if packed is not None:
-            self.counts = {(float(x) if f else x, f): c for x, f, c in msgpack.unpackb(packed[2])}
-            self.low = list(self.counts)  # in value order, as the snapshot holds them: a heap already
+            assert self.counts is not None
+            self.counts = _merged(packed[2], self.counts)
+            self.low = sorted(self.counts)  # nearly in order already: the snapshot's order, a few moved in
             self.high = [(-x, -f) for x, f in reversed(self.low)]
 
-    def held(self) -> tuple[list[Any], list[Any], bytes | memoryview] | dict[tuple[int | float, bool], int] | None:
-        """The counts as a snapshot copies them: the packed ones themselves (never changed), else a copy of the map."""
-        return self.packed if self.packed is not None else None if self.counts is None else self.counts.copy()
+    def held(self) -> tuple[list[Any], list[Any], "bytes | memoryview", dict[Key, int]] | dict[Key, int] | None:
+        """The counts as a snapshot copies them: the packed ones themselves (never changed) and a copy of the
+        changes since, else a copy of the map."""
+        if self.counts is None:
+            return None
+        return (*self.packed, self.counts.copy()) if self.packed is not None else self.counts.copy()
 
     def move(self, value: Any, sign: int) -> None:
         if value is None or value is _MISSING:
             return
-        if self.packed is not None:
-            self.unpack()
         self.present += sign
         if not _number(value):
             return
@@ -373,14 +398,19 @@ class _Values:
             held = counts.get(key, 0) + sign
             if held:
                 counts[key] = held
-                if held == 1 and sign == 1:
-                    heapq.heappush(self.low, key)
-                    heapq.heappush(self.high, (-key[0], -key[1]))
             else:
                 del counts[key]
-                if len(self.low) > 2 * len(counts) + 16:  # stale entries outnumber live ones
-                    self.low = sorted(counts)
-                    self.high = sorted((-v, -f) for v, f in counts)
+            if self.packed is not None:
+                if sign < 0 and any(_key(x, f) == key and c + held == 0 for x, f, c in self.packed[:2]) or \
+                        len(counts) > PACKED_CHANGES:
+                    self.unpack()  # an end is gone: the next one is in the blob
+                return
+            if held == 1 and sign == 1:
+                heapq.heappush(self.low, key)
+                heapq.heappush(self.high, (-key[0], -key[1]))
+            elif not held and len(self.low) > 2 * len(counts) + 16:  # stale entries outnumber live ones
+                self.low = sorted(counts)
+                self.high = sorted((-v, -f) for v, f in counts)
 
     def value(self, op: str) -> int | float | None:
         n = self.n
@@ -393,10 +423,11 @@ class _Values:
         if op == "avg":
             return self.sum / (n << SCALE)
         if op in ("min", "max"):
-            if self.packed is not None:
-                x, f, _ = self.packed[0 if op == "min" else 1]
-                return float(x) if f else x
             assert self.counts is not None
+            if self.packed is not None:  # the packed end (still held: else it was unpacked) or a number moved in
+                x, f, _ = self.packed[0 if op == "min" else 1]
+                moved_in = [key for key, delta in self.counts.items() if delta > 0]
+                return (min if op == "min" else max)([_key(x, f), *moved_in])[0]
             if op == "min":
                 while self.counts.get(self.low[0], 0) == 0:
                     heapq.heappop(self.low)
@@ -549,12 +580,15 @@ def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any
         nonlocal at
         if counts is None:
             return None
+        if isinstance(counts, tuple):
+            lo, hi, blob, changes = counts
+            if changes:  # moves since the snapshot it came from: merged here, outside the lock
+                counts = _merged(blob, changes)
         if isinstance(counts, dict):
             if not counts:
                 return []
             ordered = [[v, f, c] for (v, f), c in sorted(counts.items())]
-            counts = (ordered[0], ordered[-1], msgpack.packb(ordered))
-        lo, hi, blob = counts
+            lo, hi, blob = ordered[0], ordered[-1], msgpack.packb(ordered)
         blobs.append(blob)
         at += len(blob)
         return [lo, hi, at - len(blob), len(blob)]
@@ -599,6 +633,8 @@ def decode_snapshot(data: bytes) -> Aggregates:
                         if not 0 <= offset <= offset + size <= len(blobs):
                             raise ValueError("counts outside the blobs")
                         v.packed = (lo, hi, blobs[offset:offset + size])
+                        if _key(*lo[:2]) > _key(*hi[:2]) or lo[2] <= 0 or hi[2] <= 0:
+                            raise ValueError("counts whose ends are not a min and a max")
                 aggregate.groups[tuple(_token(value) for value in values)] = group
             state.built[aggregate.definition.name] = aggregate
         for definition in doc["pending"]:
