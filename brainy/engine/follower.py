@@ -82,6 +82,7 @@ class ProjectionFollower:
 
     name = "projections"
     suffix = ".proj"
+    suffixes: tuple[str, ...] = (suffix,)  # every suffix its snapshot files are written under
 
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
         # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
@@ -303,6 +304,7 @@ class VectorFollower(ProjectionFollower):
 
     name = "vectors"
     suffix = V.SUFFIX
+    suffixes = (V.SUFFIX, V.DELTA_SUFFIX)  # a base and the deltas after it
 
     def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
         super().__init__(brain, lock)
