@@ -347,6 +347,7 @@ class Brain(CommitPath, Maintenance):
             if failed is None and self._lease is not None and self._lease.fence_holds():
                 if not self.flush():
                     self.follower.persist(build=True)
+                    self.aggregate_follower.persist()
                 self.vector_follower.persist()
             assert self._log is not None and self._lease is not None
             self._log.close()

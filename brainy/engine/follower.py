@@ -90,6 +90,7 @@ class ProjectionFollower:
 
     name = "projections"
     suffix = ".proj"
+    suffixes: tuple[str, ...] = (suffix,)  # every suffix its snapshot files are written under
 
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
         # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
@@ -361,6 +362,7 @@ class VectorFollower(ProjectionFollower):
 
     name = "vectors"
     suffix = V.SUFFIX
+    suffixes = (V.SUFFIX, V.DELTA_SUFFIX)  # a base and the deltas after it
 
     def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
         super().__init__(brain, lock)
@@ -377,18 +379,23 @@ class VectorFollower(ProjectionFollower):
         return None
 
     def _from_rows(self, head: int) -> VectorIndex:
+        with self._lock:  # a store whose ledger counts no vectored entity has an empty index: no row read
+            if self._brain.durable_ledger.n["vectoredEntities"] == 0:
+                empty = VectorIndex()
+                empty.stamp = self._brain.head
+                return empty
         return VectorIndex.build(self._brain.at(head).entities(), head)
 
-    def _decode(self, data: bytes) -> VectorIndex:
-        return VectorIndex.decode(data)
-
-    def _reachable(self, stamp: int) -> bool:
-        return stamp <= self._brain.head  # an index older than the flushed generation is caught up from rows
+    def _persisted(self) -> VectorIndex | None:
+        """The index the newest base and its deltas hold (docs/store-format.md, "Vector index snapshots")."""
+        index, why = V.read_chain(self.folder, self._brain.head)
+        self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
+        return index
 
     def _caught_up(self, index: VectorIndex) -> VectorIndex:
         brain = self._brain
-        if index.stamp < brain.flushed:
-            # the log tail this handle replayed starts at the flushed generation: the rows bring it up
+        if any(g not in self._moves for g in range(index.stamp + 1, brain.head + 1)):
+            # the moves this handle holds start at the flushed generation: the rows bring an older index up
             index.rows_caught_up(brain.at(brain.head).entities(), brain.head)
         return index
 
@@ -427,13 +434,21 @@ class VectorFollower(ProjectionFollower):
             self._catching_up = False
 
     def persist(self, at_flush: bool = False) -> None:
-        """Write the index out (at a flush, only once a good part of it changed since it last was: the
-        snapshot is the whole matrix, and a flush comes every few thousand vectored rows)."""
+        """Write the next link of the index's snapshot chain: a delta of the slots written and killed since the
+        last (copied under the lock, encoded outside it), or a base when one is due (its dense ints copied under the
+        lock, its graph serialised under the index's graph lock only). A flush loads the index first if nothing has needed it since the open."""
         self.settle()
+        if self._proj is None and at_flush:
+            self._build()
         index = self._proj
-        if index is None or (at_flush and index.changed < max(V.PERSIST_AFTER, len(index) // 2)):
+        if index is None:
             return
-        with index.graph_lock, self._lock:
-            stamp, data = index.stamp, index.encode()
-            index.changed = 0
-        self._write(stamp, data)
+        with self._lock:
+            kind = index.next_link()
+            if kind is None:
+                return
+            frozen = index.freeze(base=kind == "base")
+        if frozen.is_base:
+            with index.graph_lock:
+                index.graph_for(frozen)
+        V.write_link(self.folder, frozen, frozen.encode())

@@ -96,6 +96,7 @@ class Maintenance:
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
             self.follower.persist(build=True)  # the next open catches up from it, never from the rows
             self.vector_follower.persist(at_flush=True)
+            self.aggregate_follower.persist()
             return True
 
     def compact(self: "Brain") -> bool:

@@ -52,7 +52,9 @@ def _followers(brain: "Brain") -> list["ProjectionFollower"]:
 
 
 def _projection(brain: "Brain", follower: "ProjectionFollower") -> dict[str, Any]:
-    found = newest_snapshot(follower.folder, follower.suffix) if follower.folder.is_dir() else None
+    links = [n for n in (newest_snapshot(follower.folder, x) for x in follower.suffixes) if n] \
+        if follower.folder.is_dir() else []
+    found = max(links) if links else None  # the vector index's newest link may be a delta
     persisted = 0 if found is None else _size(found[1])
     if follower.built_from is not None:  # built: followed to the durable head
         return {"name": follower.name, "stamp": brain.head, "behind": 0, "bytes": persisted}
@@ -159,13 +161,23 @@ def warm(brain: "Brain", names: list[str] | None) -> dict[str, Any]:
 
 
 def repair(brain: "Brain", names: list[str] | None, embed_missing: bool, dry_run: bool) -> dict[str, Any]:
-    """Rebuild the projections that are behind (or those named), persisting each; then, with ``embed_missing``,
-    embed every entity with text and no vector, in batches of one commit each. A writer's door."""
+    """With ``embed_missing``, embed every entity with text and no vector, in batches of one commit each; then
+    rebuild the projections that are behind (or those named), persisting each. A writer's door."""
     followers = {f.name: f for f in _followers(brain)}
     unknown = sorted(set(names or ()) - set(followers))
     if unknown:
         raise R.InvalidArgumentError(f"projections: {unknown} are none of {sorted(followers)}", field="projections",
                                      reason="out-of-range")
+    embedded = 0
+    if embed_missing:  # first: the projections below then follow its commits to the head
+        snap = brain.at()
+        missing = [{"id": row["id"], "data": row["data"]} for row in snap.entities()
+                   if not row.get("hasVector") and embedder.text_of(row.get("data")) is not None]
+        if missing and not dry_run:
+            embedder.embed_many([embedder.text_of(missing[0]["data"]) or ""])  # EmbeddingModelMissingError first
+            for start in range(0, len(missing), MAX_BATCH):
+                brain.write("updateMany", {"items": missing[start:start + MAX_BATCH]})
+        embedded = len(missing)
     repaired = []
     for name, follower in followers.items():
         state = _projection(brain, follower)
@@ -176,16 +188,6 @@ def repair(brain: "Brain", names: list[str] | None, embed_missing: bool, dry_run
                 pass
             follower.persist()
         repaired.append({"projection": name, "fromStamp": state["stamp"], "toStamp": brain.head})
-    embedded = 0
-    if embed_missing:
-        snap = brain.at()
-        missing = [{"id": row["id"], "data": row["data"]} for row in snap.entities()
-                   if not row.get("hasVector") and embedder.text_of(row.get("data")) is not None]
-        if missing and not dry_run:
-            embedder.embed_many([embedder.text_of(missing[0]["data"]) or ""])  # EmbeddingModelMissingError first
-            for start in range(0, len(missing), MAX_BATCH):
-                brain.write("updateMany", {"items": missing[start:start + MAX_BATCH]})
-        embedded = len(missing)
     return {"brain": brain.name, "repaired": repaired, "embedded": embedded, "quarantined": [],
             "generation": brain.head}
 

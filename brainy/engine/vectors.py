@@ -10,6 +10,9 @@ be trusted. Its layout is the law in docs/store-format.md, "Vector index snapsho
 - **The graph.** Slots below :attr:`VectorIndex.graphed` are also in an HNSW graph (faiss
   ``IndexHNSWFlat``, inner product, ids = slots). The slots above are the fresh tail, scanned
   exactly. :meth:`VectorIndex.catch_up` adds the tail to the graph in one batch, off the commit path.
+- **Snapshots.** A base (the whole index, graph included) and deltas appended at each flush (the slots
+  written and killed since the link before), a new base once the deltas pass a quarter of it
+  (:meth:`VectorIndex.freeze`, :func:`write_link`, :func:`read_chain`).
 - **Exact, or the graph.** A search is an exact scan while the index is small, when a filter keeps
   few rows, when the graph is busy catching up, and for a past generation (:meth:`VectorIndex.exact`);
   otherwise the graph answers (with a predicate for a large filter) and the tail is scanned beside it.
@@ -25,12 +28,16 @@ import struct
 import threading
 import zlib
 from array import array
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 import faiss
 import numpy as np
 
 from brainy.engine import rows
+from brainy.engine.files import write_durably
+from brainy.engine.projections import newest_snapshot, snapshot_name
 
 DIMENSIONS = rows.DIMENSIONS
 EXACT_BELOW = 4_096         # live vectors under which every search is an exact scan (about 0.2 ms)
@@ -40,7 +47,10 @@ COMPACT_AFTER = 4_096       # dead slots (at least as many as the live ones) pas
 HNSW_M = 16                 # graph degree: recall against memory (faiss's own default is 32)
 EF_CONSTRUCTION = 128
 EF_SEARCH = 256             # recall@10 0.96 on clustered vectors at 100,000, 128 gives 0.88 (perf/bench_vectors.py)
-PERSIST_AFTER = 16_384      # slots changed before a flush writes the index out again (a close always does)
+BASE_AFTER = 4              # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
+BASE_AFTER_MIN = 1_024      # ... and at least this many (a small base is cheap to write again anyway)
+MAX_DELTAS = 64             # ... or once this many deltas follow it (each is a file the next open reads)
+SERIALISE_WAIT_SECONDS = 0.5  # how long a search waits for a flush serialising the graph, at most
 NO_SLOT = -1
 
 
@@ -70,7 +80,10 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
 class VectorIndex:
     def __init__(self, graph: bool = True) -> None:
         self.stamp = 0
-        self.changed = 0                 # slots killed or written since the index was last persisted
+        self.link: Link | None = None    # the last snapshot link written or read (None: the next is a base)
+        self._killed: list[int] = []      # slots below link.count killed since that link
+        self._epoch = 0                   # compactions so far: a graph serialised for a base must be of its slots
+        self._serialising = False         # the graph lock is held to serialise the graph: a search waits for it
         self.graphed = 0
         self._count = 0                  # slots written, dead ones included
         self._live = 0
@@ -116,7 +129,8 @@ class VectorIndex:
         self._slot[dense[:n]] = np.arange(n)
         self._matrix, self._dense, self._count = matrix, dense, n
         self._graph, self.graphed, self._dead_in_graph, self._bitmap = None, 0, 0, None
-        self.changed += 1
+        self.link, self._killed = None, []  # the slots are renumbered: a delta cannot say it
+        self._epoch += 1
 
     @property
     def pending(self) -> int:
@@ -139,20 +153,24 @@ class VectorIndex:
     def _write(self, dense: int, vector: bytes) -> None:
         if dense < len(self._slot) and self._slot[dense] != NO_SLOT:
             self._kill(dense)
+        self._append(dense, unit(vector))
+
+    def _append(self, dense: int, vector: np.ndarray) -> None:
+        """Take the next slot for ``dense`` (NO_SLOT: a slot dead already, as a delta may hold one)."""
         slot = self._count
         if slot == len(self._dense):
             self._matrix = np.concatenate([self._matrix, np.empty_like(self._matrix)])
             self._dense = np.concatenate([self._dense, np.full(len(self._dense), NO_SLOT, np.int64)])
-        if dense >= len(self._slot):
-            grown = np.full(max(dense + 1, 2 * len(self._slot)), NO_SLOT, np.int64)
-            grown[:len(self._slot)] = self._slot
-            self._slot = grown
-        self._matrix[slot] = unit(vector)
+        if dense != NO_SLOT:
+            if dense >= len(self._slot):
+                grown = np.full(max(dense + 1, 2 * len(self._slot)), NO_SLOT, np.int64)
+                grown[:len(self._slot)] = self._slot
+                self._slot = grown
+            self._slot[dense] = slot
+            self._live += 1
+        self._matrix[slot] = vector
         self._dense[slot] = dense
-        self._slot[dense] = slot
         self._count += 1
-        self._live += 1
-        self.changed += 1
 
     def _kill(self, dense: int) -> None:
         if dense >= len(self._slot):
@@ -163,7 +181,8 @@ class VectorIndex:
         self._slot[dense] = NO_SLOT
         self._dense[slot] = NO_SLOT
         self._live -= 1
-        self.changed += 1
+        if self.link is not None and slot < self.link.count:
+            self._killed.append(slot)
         if slot < self.graphed:
             self._dead_in_graph += 1
             self._bitmap = None
@@ -237,7 +256,7 @@ class VectorIndex:
         if slots is not None and len(slots) == self._live:
             slots = None  # the filter keeps every vectored row
         small = self._live <= EXACT_BELOW if slots is None else len(slots) <= EXACT_CANDIDATES
-        if small or self._graph is None or self.graphed == 0 or not self.graph_lock.acquire(blocking=False):
+        if small or self._graph is None or self.graphed == 0 or not self._graph_taken():
             return (*self._exact(query, k, slots), "exact")
         try:
             found = self._graph_search(query, k, slots)
@@ -246,6 +265,12 @@ class VectorIndex:
         if found is None:  # the filtered walk could not fill the page: the exact scan can
             return (*self._exact(query, k, slots), "exact")
         return (*found, "graph")
+
+    def _graph_taken(self) -> bool:
+        """Take the graph lock for a search: at once, or after a flush's serialisation of the graph (milliseconds);
+        never while a catch-up holds it (seconds: the search scans exactly instead)."""
+        return self.graph_lock.acquire(blocking=False) or \
+            (self._serialising and self.graph_lock.acquire(timeout=SERIALISE_WAIT_SECONDS))
 
     def exact(self, query: np.ndarray, k: int, allowed: array | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The exact scan alone: every live vector (or the allowed ones) scored."""
@@ -300,14 +325,83 @@ class VectorIndex:
     # -- snapshots (docs/store-format.md, "Vector index snapshots") ----------------------------------
 
     def encode(self) -> bytes:
-        """The index as its snapshot. The caller holds :attr:`graph_lock` and the brain's lock."""
-        graph = faiss.serialize_index(self._graph).tobytes() if self._graph is not None and self.graphed else b""
-        count = self._count
-        header = _HEADER.pack(MAGIC, SNAPSHOT_FORMAT, self.stamp, DIMENSIONS, count,
-                              self.graphed if graph else 0, len(graph))
-        body = b"".join((header, self._dense[:count].astype("<i8").tobytes(),
-                         self._matrix[:count].astype("<f4").tobytes(), graph))
-        return body + _CRC.pack(zlib.crc32(body))
+        """The index as a base snapshot. The caller holds :attr:`graph_lock` and the brain's lock."""
+        frozen = self.freeze(base=True)
+        self.graph_for(frozen)
+        return frozen.encode()
+
+    def next_link(self) -> str | None:
+        """What the next snapshot link must be: "base", "delta", or None when nothing changed since the last."""
+        link = self.link
+        if link is None:
+            return "base"
+        if link.stamp == self.stamp:
+            return None
+        since = link.since_base + (self._count - link.count) + len(self._killed)
+        small = since <= max(BASE_AFTER_MIN, link.base_slots // BASE_AFTER)
+        return "delta" if small and link.deltas < MAX_DELTAS else "base"
+
+    def freeze(self, base: bool) -> "Frozen":
+        """The next snapshot link, copied, and recorded as written: a base, or a delta of what changed since the
+        last link. The caller holds the brain's lock (and :attr:`graph_lock` for a base: its graph is
+        serialised by :meth:`Frozen.encode`)."""
+        link, count = self.link, self._count
+        if link is not None and not base:
+            since = link.since_base + (count - link.count) + len(self._killed)
+            frozen = Frozen(self.stamp, link.base, link.stamp, link.count, self._dense[link.count:count].copy(),
+                            self._matrix[link.count:count].copy(), np.asarray(self._killed, np.int64))
+            self.link, self._killed = Link(link.base, self.stamp, count, link.base_slots, since, link.deltas + 1), []
+            return frozen
+        # the matrix's rows below the count are never written again: a reference, not a copy
+        frozen = Frozen(self.stamp, self.stamp, self.stamp, 0, self._dense[:count].copy(), self._matrix[:count],
+                        None, epoch=self._epoch)
+        self.link, self._killed = Link(self.stamp, self.stamp, count, count, 0, 0), []
+        return frozen
+
+    def graph_for(self, frozen: "Frozen") -> None:
+        """Serialise the graph into a frozen base, if it is of the base's slots (no compaction since, and no slot
+        past the base's in it); else the base goes without one and the next open builds the graph again. The
+        caller holds :attr:`graph_lock` only: a commit and a read never wait on this."""
+        graph = self._graph
+        if graph is not None and self._epoch == frozen.epoch and 0 < graph.ntotal <= len(frozen.dense):
+            self._serialising = True
+            try:
+                frozen.graph, frozen.graphed = faiss.serialize_index(graph).tobytes(), graph.ntotal
+            finally:
+                self._serialising = False
+
+    def apply_delta(self, data: bytes) -> None:
+        """Append one delta to the index read so far; ValueError when it does not check out or does not follow."""
+        if len(data) < _DELTA.size + _CRC.size or zlib.crc32(data[:-4]) != _CRC.unpack_from(data, len(data) - 4)[0]:
+            raise ValueError("checksum mismatch")
+        magic, form, stamp, base, previous, dims, first, written, killed = _DELTA.unpack_from(data)
+        if magic != DELTA_MAGIC or form != SNAPSHOT_FORMAT or dims != DIMENSIONS:
+            raise ValueError(f"not a vector index delta of format {SNAPSHOT_FORMAT} at {DIMENSIONS} dimensions")
+        link = self.link
+        if link is None or base != link.base or previous != link.stamp or first != self._count or stamp <= previous:
+            raise ValueError("it does not follow the chain read so far")
+        at = _DELTA.size
+        dense_at = at + 8 * killed
+        vectors_at = dense_at + 8 * written
+        if vectors_at + 4 * DIMENSIONS * written + _CRC.size != len(data):
+            raise ValueError("sizes do not add up")
+        kills = np.frombuffer(data, "<i8", killed, at)
+        dense_ints = np.frombuffer(data, "<i8", written, dense_at)
+        if len(kills) and not (0 <= kills.min() and kills.max() < first) or \
+                len(dense_ints) and dense_ints.min() < NO_SLOT:
+            raise ValueError("a slot or dense int out of range")  # checked before anything is applied
+        for slot in kills.tolist():
+            dense = int(self._dense[slot])
+            if dense != NO_SLOT:
+                self._kill(dense)
+        vectors = np.frombuffer(data, "<f4", DIMENSIONS * written, vectors_at).reshape(written, DIMENSIONS)
+        for dense, vector in zip(dense_ints.tolist(), vectors):
+            if dense != NO_SLOT and dense < len(self._slot) and self._slot[dense] != NO_SLOT:
+                self._kill(dense)  # never two live slots for one entity, whatever a delta says
+            self._append(dense, vector)
+        self.stamp = stamp
+        self.link = Link(base, stamp, self._count, link.base_slots, link.since_base + written + killed, link.deltas + 1)
+        self._killed = []
 
     @classmethod
     def decode(cls, data: bytes) -> "VectorIndex":
@@ -339,11 +433,105 @@ class VectorIndex:
                 raise ValueError("the graph does not hold the slots the header names")
             index._graph = graph
             index.graph_grown(graphed)
+        index.link = Link(stamp, stamp, count, count, 0, 0)
         return index
 
 
 MAGIC = b"BVX1"
+DELTA_MAGIC = b"BVD1"
 SNAPSHOT_FORMAT = 1
 _HEADER = struct.Struct("<4sIQIxxxxQQQ")
+_DELTA = struct.Struct("<4sIQQQIxxxxQQQ")
 _CRC = struct.Struct("<I")
 SUFFIX = ".vec"
+DELTA_SUFFIX = ".vecd"
+
+
+@dataclass(frozen=True)
+class Link:
+    """Where the snapshot chain of an index stands: its base's stamp, the last link's stamp and slot count, the
+    base's slots, the slots the deltas since the base wrote and killed, and how many deltas there are."""
+
+    base: int
+    stamp: int
+    count: int
+    base_slots: int
+    since_base: int
+    deltas: int
+
+
+@dataclass
+class Frozen:
+    """One link copied under the brain's lock (:meth:`VectorIndex.freeze`), encoded without it. A base has
+    ``killed`` None and the matrix rows by reference (never written again), and its ``graph`` serialised by
+    :meth:`VectorIndex.graph_for` under the index's graph lock."""
+
+    stamp: int
+    base: int
+    previous: int
+    first: int
+    dense: np.ndarray
+    vectors: np.ndarray
+    killed: np.ndarray | None
+    epoch: int = 0
+    graph: bytes = b""
+    graphed: int = 0
+
+    @property
+    def is_base(self) -> bool:
+        return self.killed is None
+
+    def encode(self) -> bytes:
+        written = len(self.dense)
+        if self.killed is None:
+            header = _HEADER.pack(MAGIC, SNAPSHOT_FORMAT, self.stamp, DIMENSIONS, written, self.graphed,
+                                  len(self.graph))
+            parts = (header, self.dense.astype("<i8").tobytes(), self.vectors.astype("<f4").tobytes(), self.graph)
+        else:
+            header = _DELTA.pack(DELTA_MAGIC, SNAPSHOT_FORMAT, self.stamp, self.base, self.previous, DIMENSIONS,
+                                 self.first, written, len(self.killed))
+            parts = (header, self.killed.astype("<i8").tobytes(), self.dense.astype("<i8").tobytes(),
+                     self.vectors.astype("<f4").tobytes())
+        body = b"".join(parts)
+        return body + _CRC.pack(zlib.crc32(body))
+
+
+def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
+    """Write one link; a base removes every older base and delta."""
+    folder.mkdir(exist_ok=True)
+    name = snapshot_name(frozen.stamp, SUFFIX if frozen.is_base else DELTA_SUFFIX)
+    write_durably(folder / name, data)
+    if frozen.is_base:
+        for older in [*folder.glob("*" + SUFFIX), *folder.glob("*" + DELTA_SUFFIX)]:
+            if older.name != name:
+                older.unlink(missing_ok=True)
+
+
+def read_chain(folder: Path, head: int) -> tuple[VectorIndex | None, list[str]]:
+    """The index the newest base and its deltas (up to ``head``) hold, and why any part was not used. A base that
+    does not check out gives None; a delta that does not ends the chain at the link before it."""
+    found = newest_snapshot(folder, SUFFIX) if folder.is_dir() else None
+    if found is None:
+        return None, []
+    stamp, path = found
+    if stamp > head:
+        return None, [f"snapshot {path.name} is above the head {head}"]
+    try:
+        index = VectorIndex.decode(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        return None, [f"snapshot {path.name}: {exc}"]
+    if index.stamp != stamp:
+        return None, [f"snapshot {path.name} holds generation {index.stamp}"]
+    cut = len(DELTA_SUFFIX)
+    deltas = sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + DELTA_SUFFIX) if p.name[:-cut].isdigit())
+    for at, delta in deltas:
+        if at <= stamp:
+            continue  # another base's, or older than this one
+        if at > head:
+            break
+        try:
+            index.apply_delta(delta.read_bytes())
+        except (OSError, ValueError) as exc:
+            # the chain stands at the last link that checked out; later deltas cannot follow it
+            return index, [f"delta {delta.name}: {exc}; the index stands at generation {index.stamp}"]
+    return index, []

@@ -1,0 +1,227 @@
+"""The vector index's snapshot chain (docs/store-format.md, "Vector index snapshots"): a base and the deltas every
+flush appends, compacted into a new base; read back exactly after a clean reopen and after a SIGKILL with a
+tail (real processes); a damaged delta ends the chain and the rows bring the index up; a base-only store
+(written before deltas) still reads.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from brainy.engine import Brain
+from brainy.engine import vectors as V
+from brainy.engine.vectors import VectorIndex, read_chain
+from helpers import flip, new_store
+from test_vectors import DIM, _assert_same, _clustered, oracle
+
+DELTA = "\n".join((
+    "import sys",
+    "import numpy as np",
+    "from brainy.engine import Brain",
+    "",
+    "def fill(brain, rng, first, n):",
+    "    x = rng.standard_normal((n, 384)).astype(np.float32)",
+    "    brain.addMany({'items': [{'type': 'thing', 'id': f'v{first + i}', 'vector': x[i].tolist(),",
+    "                              'metadata': {'g': (first + i) % 7}} for i in range(n)]})",
+    ""))
+
+
+def add_range(brain: Brain, x: np.ndarray, start: int, stop: int) -> None:
+    brain.addMany({"items": [{"type": "thing", "id": f"v{i}", "vector": x[i].tolist(), "metadata": {"g": i % 7}}
+                             for i in range(start, stop)]})
+
+
+def opened(tmp_path: Path, seed: int, n: int, first: int) -> tuple[Path, np.random.Generator, np.ndarray, Brain]:
+    """A writer that never flushes by itself over ``first`` of ``n`` clustered vectors, its index built."""
+    path = new_store(tmp_path)
+    rng = np.random.default_rng(seed)
+    x = _clustered(rng, n, 12)
+    brain = Brain.open(path, flush_bytes=1 << 30)
+    add_range(brain, x, 0, first)
+    brain.find({"vector": x[0].tolist()})
+    return path, rng, x, brain
+
+
+def chain(path: Path) -> list[str]:
+    return sorted(p.name for p in (path / "index").glob("*.vec*"))
+
+
+def check(brain: Brain, rng: np.random.Generator, queries: int = 6) -> None:
+    """Unfiltered and filtered semantic finds equal the oracle over the head's rows."""
+    for _ in range(queries):
+        q = rng.standard_normal(DIM).astype(np.float32)
+        _assert_same(brain.find({"vector": q.tolist(), "limit": 10}), oracle(brain, q, 10))
+        keep = lambda row: row["metadata"].get("g") == 3  # noqa: E731
+        _assert_same(brain.find({"vector": q.tolist(), "limit": 10, "where": {"g": 3}}), oracle(brain, q, 10, keep))
+
+
+def index_state(brain: Brain) -> tuple[int, int, dict[int, bytes]]:
+    """An index as what it answers from: its stamp, its live count, each live entity's unit vector."""
+    with brain.at().vectors() as index:
+        live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[:index._count] if d != V.NO_SLOT}
+        return index.stamp, len(index), live
+
+
+def test_a_delta_is_as_documented_and_follows_its_base():
+    """The header's fields in place, 64 bytes; killed slots, written dense ints (-1 for one dead already) and the
+    vectors after it; applied to its base it gives the index it was frozen from."""
+    index = VectorIndex()
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((6, DIM)).astype(np.float32)
+    for dense in range(3):
+        index.apply(None, {"denseInt": dense, "vector": vectors[dense].tobytes()})
+    index.stamp = 2
+    base = index.freeze(base=True)
+    index.graph_for(base)
+    base_bytes = base.encode()
+    index.apply({"denseInt": 1, "vector": vectors[1].tobytes()}, None)                        # slot 1 killed
+    index.apply(None, {"denseInt": 7, "vector": vectors[3].tobytes()})                        # slot 3
+    index.apply(None, {"denseInt": 8, "vector": vectors[4].tobytes()})                        # slot 4 ...
+    index.apply({"denseInt": 8, "vector": vectors[4].tobytes()}, {"denseInt": 8, "vector": vectors[5].tobytes()})
+    index.stamp = 5
+    assert index.next_link() == "delta"
+    delta = index.freeze(base=False)
+    data = delta.encode()
+    assert len(data) == 64 + 8 * 1 + 8 * 3 + 4 * DIM * 3 + 4 and data[:4] == b"BVD1"
+    assert V._DELTA.unpack_from(data)[1:] == (1, 5, 2, 2, DIM, 3, 3, 1)
+    assert np.frombuffer(data, "<i8", 1, 64).tolist() == [1]
+    assert np.frombuffer(data, "<i8", 3, 72).tolist() == [7, -1, 8]  # ... killed by the update: dead already
+    back = VectorIndex.decode(base_bytes)
+    back.apply_delta(data)
+    assert back.stamp == 5 and len(back) == len(index) == 4
+    for dense in (0, 2, 7, 8):
+        assert back.vector_of(dense).tobytes() == index.vector_of(dense).tobytes()
+    assert back.vector_of(1) is None
+    with pytest.raises(ValueError, match="does not follow"):
+        back.apply_delta(data)  # its previous link is 2, the chain stands at 5
+    assert index.next_link() is None  # nothing changed since
+
+
+def test_every_flush_appends_a_delta_and_a_reopen_reads_the_chain_exactly(tmp_path: Path) -> None:
+    """Each flush writes a small delta (never the whole matrix again); the deltas past a quarter of the base
+    compact into a new base that removes the old chain; every reopen answers from the chain as the rows do."""
+    path, rng, x, brain = opened(tmp_path, 2, 2400, 2000)
+    with brain:
+        brain.vector_follower.catch_up()
+        brain.flush()
+        base = chain(path)
+        assert base == [f"{brain.head:020d}.vec"]
+        for round_ in range(3):
+            add_range(brain, x, 2000 + 100 * round_, 2100 + 100 * round_)
+            for i in range(round_, 300, 3):
+                brain.update({"id": f"v{i}", "vector": (-x[i]).tolist()})
+            brain.remove({"id": f"v{1000 + round_}"})
+            brain.flush()
+            assert len(chain(path)) == 2 + round_ and chain(path)[-1] == f"{brain.head:020d}.vecd"
+            size = (path / "index" / chain(path)[-1]).stat().st_size
+            assert size < 300 * 4 * DIM  # the slots written since, not the matrix
+        before = index_state(brain)
+        check(brain, rng)
+    with Brain.open(path) as brain:
+        assert index_state(brain) == before
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        check(brain, rng)
+        with brain.at().vectors() as index:
+            assert 0 < index.graphed <= 2000  # the base's graph, the deltas' slots its tail
+        for round_ in range(4):  # past a quarter of the base's 2,000 slots, and 1,024: a new base
+            for i in range(300):
+                brain.update({"id": f"v{i}", "vector": x[(i + round_ + 1) % 2400].tolist()})
+            brain.flush()
+        assert chain(path)[0] != base[0] and chain(path)[0].endswith(".vec")
+        assert len([n for n in chain(path) if n.endswith(".vec")]) == 1
+        after = index_state(brain)
+    with Brain.open(path) as brain:
+        assert index_state(brain) == after
+        check(brain, rng)
+
+
+@pytest.mark.slow
+def test_after_a_sigkill_the_index_is_caught_up_from_the_chain_and_the_tail(tmp_path: Path) -> None:
+    """A real writer flushes a base and a delta, commits a tail of vector writes, updates and removes, and is
+    SIGKILLed; the reopen reads the chain at the flushed generation and the replayed tail brings it to the
+    head, never the rows; its recovery flush appends a delta at the head the next open reads."""
+    path = new_store(tmp_path)
+    script = DELTA + "\n".join((
+        "brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)",
+        "rng = np.random.default_rng(3)",
+        "fill(brain, rng, 0, 1500)",
+        "brain.find({'vector': [1.0] * 384})",
+        "brain.flush()",
+        "fill(brain, rng, 1500, 200)",
+        "for i in range(0, 100, 2): brain.update({'id': f'v{i}', 'vector': [float(i % 5 + 1)] + [0.5] * 383})",
+        "brain.flush()",
+        "fill(brain, rng, 1700, 150)",
+        "for i in range(1, 100, 2): brain.update({'id': f'v{i}', 'metadata': {'g': 3}})",
+        "for i in range(100, 140): brain.remove({'id': f'v{i}'})",
+        "for i in range(1500, 1520): brain.update({'id': f'v{i}', 'vector': [0.25] * 384})",
+        "print(brain.flushed, brain.head, flush=True)",
+        "import os, signal",
+        "os.kill(os.getpid(), signal.SIGKILL)", ""))
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    flushed, head = map(int, done.stdout.split())
+    assert chain(path)[-1] == f"{flushed:020d}.vecd"
+    rng = np.random.default_rng(4)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        assert any(w["code"] == "recovered-after-crash" for w in brain.warnings)
+        check(brain, rng)
+        assert brain.vector_follower.built_from == f"snapshot at {flushed}"
+        deadline = time.monotonic() + 60
+        while brain.flushed != head and time.monotonic() < deadline:  # the recovery flush, on its own thread
+            time.sleep(0.02)
+        assert brain.flushed == head
+        before = index_state(brain)
+    assert chain(path)[-1] == f"{head:020d}.vecd"
+    with Brain.open(path) as brain:
+        assert index_state(brain) == before
+        assert brain.vector_follower.built_from == f"snapshot at {head}"
+        check(brain, rng)
+
+
+def test_a_damaged_delta_ends_the_chain_and_the_rows_bring_the_index_up(tmp_path: Path) -> None:
+    path, rng, x, brain = opened(tmp_path, 5, 400, 300)
+    with brain:
+        brain.flush()
+        for start in (300, 350):
+            add_range(brain, x, start, start + 50)
+            brain.update({"id": f"v{start - 1}", "vector": x[0].tolist()})
+            brain.flush()
+        first_delta = chain(path)[1]
+        before = index_state(brain)
+    flip(path / "index" / first_delta, 80)
+    index, why = read_chain(path / "index", 10 ** 9)
+    assert index is not None and index.stamp == int(chain(path)[0][:-4]) and "checksum" in why[0]
+    with Brain.open(path) as brain:
+        check(brain, rng)
+        assert any(w["code"] == "vectors-rebuilt" and first_delta in w["message"] for w in brain.warnings)
+        assert index_state(brain)[1:] == before[1:]
+    for name in chain(path):
+        if name.endswith(".vec"):
+            flip(path / "index" / name, 60)
+    with Brain.open(path) as brain:  # a damaged base: nothing of the chain is used
+        check(brain, rng)
+        assert brain.vector_follower.built_from == "rows"
+
+
+def test_a_store_without_vectors_persists_an_empty_index_without_reading_a_row(tmp_path: Path) -> None:
+    """The ledger counts no vectored entity: the flush's index is empty, built without a scan, and its chain
+    is a tiny base and tiny deltas."""
+    path = new_store(tmp_path)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        brain.addMany({"items": [{"type": "thing", "id": f"t{i}", "metadata": {"n": i}} for i in range(50)]})
+        brain.flush()
+        assert brain.vector_follower.built_from == "rows"
+        brain.add({"type": "thing", "id": "t-last"})
+        brain.flush()
+        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [52, 68]
+    with Brain.open(path) as brain:
+        with brain.at().vectors() as index:
+            assert len(index) == 0
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
