@@ -360,17 +360,23 @@ def test_a_served_find_after_a_crash_answers_from_the_overlaid_snapshot(tmp_path
     assert answers[1]["total"] == 1 and answers[0]["total"] > 0
 
 
-@pytest.mark.slow
-def test_a_damaged_snapshot_behind_the_head_is_refused_then_rebuilt(tmp_path: Path) -> None:
-    """A served read that meets a damaged page of the snapshot under the overlay (after a crash) refuses by
-    name; the snapshot is not read in place again and the build, from the rows, answers the next read."""
-    store = tmp_path / "s"
+def _crashed_after_a_flush(store: Path) -> tuple[Path, tuple[int, Path]]:
+    """A store of 1,200 rows flushed, then a writer SIGKILLed after its first unflushed commit: its newest
+    projection snapshot (stamp, path) is behind the head."""
     init_store(store)
     with Brain.open(store) as brain:
         brain.addMany({"items": [_row(i) for i in range(1200)]})
     _crash_after(store, "first")
     found = newest_snapshot(store / "index")
     assert found is not None
+    return store, found
+
+
+@pytest.mark.slow
+def test_a_damaged_snapshot_behind_the_head_is_refused_then_rebuilt(tmp_path: Path) -> None:
+    """A served read that meets a damaged page of the snapshot under the overlay (after a crash) refuses by
+    name; the snapshot is not read in place again and the build, from the rows, answers the next read."""
+    store, found = _crashed_after_a_flush(tmp_path / "s")
     data = bytearray(found[1].read_bytes())
     in_place = InPlace(bytes(data))
     data[in_place._base + in_place._sections["postingInts/team"][0] + 8] ^= 0xFF
@@ -419,13 +425,7 @@ def test_pages_of_an_ordered_find_over_tied_values_follow_the_whole_order(tmp_pa
 def test_an_overlaid_snapshot_of_format_2_answers_as_a_full_build(tmp_path: Path) -> None:
     """The tail of a crash laid over a snapshot of format 2 (its postings and columns decoded whole) reads as the
     projections built from the rows do."""
-    store = tmp_path / "s"
-    init_store(store)
-    with Brain.open(store) as brain:
-        brain.addMany({"items": [_row(i) for i in range(1200)]})
-    _crash_after(store, "first")
-    found = newest_snapshot(store / "index")
-    assert found is not None
+    store, found = _crashed_after_a_flush(tmp_path / "s")
     with Brain.attach(store) as brain:
         found[1].write_bytes(_format_2(Projections.build(brain.at(found[0]).entities(), found[0])))
     with Brain.attach(store) as brain:
