@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET = 64 << 20
 # the key tuple, the entry tuple, the Encoded and its Fragment, the OrderedDict's links, the plain hit a
-# page keeps with it (brainy/contract/encoded.py, Hit): about this many bytes
-ENTRY_OVERHEAD = 600
+# page keeps with it and its two heads (brainy/contract/encoded.py, Hit, plain_hit): about this many bytes
+ENTRY_OVERHEAD = 760
 _VECTOR_KEY = msgpack.packb("vector")
 
 

@@ -499,7 +499,8 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             return _find_by_rows(q, view)
     ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores,
                       purpose) if q.ranked else None
-    kept = sorted(ranking.fused) if ranking is not None else list(candidates)
+    # unranked and unordered, the candidates' array is the order: the page is sliced from it, never listed whole
+    kept = sorted(ranking.fused) if ranking is not None else candidates if not q.order_by else list(candidates)
     if needs_rows:
         kept = [d for d in kept if residual.matches(row_of(d))]
     if ranking is not None and ranking.fusing:
