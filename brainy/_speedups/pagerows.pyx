@@ -3,8 +3,10 @@
 
 ``cached``: the cached answer of each key whose version is known at the read's generation without a
 read (brainy/engine/encoded_rows.py, ``Resolved``: key -> (generation of the version, the highest read
-generation it is known for)), each one found touched as most recently used; None for the others, whose
-places are listed. The caller holds the cache's lock. One C loop: two dict probes and a touch a row.
+generation it is known for)), each one found marked used (``Encoded.used``: the cache's sweep gives it a
+second chance, brainy/engine/encoded_rows.py); None for the others, whose places are listed. The caller holds
+the cache's lock. One C loop: two dict probes and a mark a row (moving each entry to the end of the
+OrderedDict cost more than the probes).
 
 ``plain_hits``: a plain page's hits (no score, sources or passages), ``{"id", "score", "entity"}``. An
 :class:`~brainy.contract.encoded.Encoded` entity's hit is made once and kept with it (a read-only
@@ -17,6 +19,7 @@ for the same hits, without a call back a row).
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLong
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 
@@ -32,22 +35,23 @@ def cached(list keys, dict found, entries, at, serial, include_vector, include_d
     cdef Py_ssize_t i, n = PyList_GET_SIZE(keys)
     cdef PyObject *known
     cdef PyObject *entry
-    cdef object key, gen, slot
+    cdef object key, gen, slot, made
     cdef list out = [None] * n
     cdef list missing = []
-    cdef dict table = <dict>entries  # an OrderedDict is a dict: probed as one, touched through its own method
-    touch = entries.move_to_end
+    cdef dict table = <dict>entries  # an OrderedDict is a dict: probed as one
+    cdef long long read_at = at  # generations are machine integers: compared in C, not as objects
     for i in range(n):
         key = <object>PyList_GET_ITEM(keys, i)
         known = PyDict_GetItem(found, key)
         if known is not NULL:
             gen = <object>PyTuple_GET_ITEM(<object>known, 0)
-            if gen <= at <= <object>PyTuple_GET_ITEM(<object>known, 1):
+            if PyLong_AsLongLong(gen) <= read_at <= PyLong_AsLongLong(<object>PyTuple_GET_ITEM(<object>known, 1)):
                 slot = (serial, key, gen, include_vector, include_data)
                 entry = PyDict_GetItem(table, slot)
                 if entry is not NULL:
-                    touch(slot)
-                    out[i] = <object>PyTuple_GET_ITEM(<object>entry, 1)
+                    made = <object>PyTuple_GET_ITEM(<object>entry, 1)
+                    made.used = True
+                    out[i] = made
                     continue
         missing.append(i)
     return out, missing

@@ -2,8 +2,9 @@
 
 ``cached``: the cached answer of each key whose version is known at the read's generation without a
 read (brainy/engine/encoded_rows.py, ``Resolved``: key -> (generation of the version, the highest read
-generation it is known for)), each one found touched as most recently used; None for the others, whose
-places are listed. The caller holds the cache's lock.
+generation it is known for)), each one found marked used (``Encoded.used``: the cache's sweep gives it a
+second chance, brainy/engine/encoded_rows.py); None for the others, whose places are listed. The caller holds
+the cache's lock.
 
 ``plain_hits``: a plain page's hits (no score, sources or passages), ``{"id", "score", "entity"}``. An
 :class:`~brainy.contract.encoded.Encoded` entity's hit is made once and kept with it (a read-only
@@ -27,7 +28,7 @@ __all__ = ["cached", "hits_json", "plain_hits"]
 def cached(keys: list[bytes], found: dict[bytes, tuple[int, int]], entries: OrderedDict, at: int, serial: int,
            include_vector: bool, include_data: bool) -> tuple[list[Any], list[int]]:
     """``(answers, missing)``: each key's cached answer (an entry's second item) or None, and the places of the Nones."""
-    known_of, entry_of, touch = found.get, entries.get, entries.move_to_end
+    known_of, entry_of = found.get, entries.get
     out: list[Any] = []
     missing: list[int] = []
     for key in keys:
@@ -36,7 +37,7 @@ def cached(keys: list[bytes], found: dict[bytes, tuple[int, int]], entries: Orde
             slot = (serial, key, known[0], include_vector, include_data)
             entry = entry_of(slot)
             if entry is not None:
-                touch(slot)
+                entry[1].used = True
                 out.append(entry[1])
                 continue
         missing.append(len(out))

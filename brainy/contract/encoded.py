@@ -21,7 +21,7 @@ class Encoded(Mapping):
     Read as a mapping it is that document (decoded at each look, for a reader that peeks inside an
     answer, a test say); the codecs never look, they write its bytes."""
 
-    __slots__ = ("json", "msgpack", "fragment", "hit")
+    __slots__ = ("json", "msgpack", "fragment", "hit", "used")
 
     def __init__(self, json: bytes, msgpack_: bytes) -> None:
         self.json = json
@@ -30,6 +30,8 @@ class Encoded(Mapping):
         self.fragment = orjson.Fragment(json)
         # the plain page hit showing this document (brainy/_speedups/pagerows.pyx), made at its first page
         self.hit: Hit | None = None
+        # read since the row cache's sweep last passed it (brainy/engine/encoded_rows.py, RowCache)
+        self.used = False
 
     @property
     def size(self) -> int:
