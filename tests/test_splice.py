@@ -299,6 +299,26 @@ def test_the_cache_keeps_to_its_byte_budget():
     assert cache.cached((1, b"e0", 0, False, True)) is None          # the oldest left
 
 
+def test_an_entry_read_since_the_sweep_passed_it_outlives_the_unread():
+    """The second chance: of the oldest entries, the one read (a page hit marks it) stays while newer unread
+    ones leave; the entry just made never makes room for itself."""
+    def raw(i: int) -> bytes:
+        return rows.pack({"id": f"{i}", "type": "thing", "data": "w" * 300, "generation": i})
+
+    one = max(encoded_rows.encode_row(raw(i)).size + len(raw(i)) + encoded_rows.ENTRY_OVERHEAD for i in range(11))
+    cache = encoded_rows.RowCache(one * 10 + one // 2)  # room for ten
+    slots = [(1, b"e%d" % i, i, False, True) for i in range(10)]
+    for i, slot in enumerate(slots):
+        cache.encoded(slot, raw(i))
+    assert len(cache) == 10
+    kept = cache.cached(slots[0])  # the oldest, read
+    newest = (1, b"e10", 10, False, True)
+    assert cache.encoded(newest, raw(10)) is not None
+    assert cache.cached(slots[0]) is kept and cache.cached(newest) is not None
+    assert cache.cached(slots[1]) is None  # the oldest unread left in its place
+    assert cache.bytes <= cache.budget
+
+
 def test_the_dispatcher_hands_rows_out_encoded_and_a_call_in_process_plain(tmp_path):
     """What each asker gets: a transport's call (the dispatcher) answers rows as Encoded bytes, which the
     codecs splice; ``Brain.call`` in process answers plain documents, equal to the decoded bytes."""

@@ -2,7 +2,7 @@
 
 ``cached`` answers a key from the cache only when its version is known at the read's generation (the
 version's generation at or below it, the read at or below the highest generation it is known for), and
-touches each one found as most recently used, in page order; the others are None, their places listed.
+marks each one found used (moving nothing); the others are None, their places listed.
 ``plain_hits`` makes an encoded row's hit once and hands the same read-only hit to every page after,
 until the id it shows differs; a plain document's hit (a call in process) is always a fresh dict.
 """
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainy.contract.encoded import Hit
+from brainy.contract.encoded import Encoded, Hit, Hits
 from brainy.engine import init_store
 from brainy.engine.encoded_rows import encode_row
 from brainy.net import codecs
@@ -34,8 +34,9 @@ def _encoded(i: int):
 @given(st.lists(st.tuples(st.integers(0, 30), st.one_of(st.none(), st.tuples(st.integers(0, 9), st.integers(0, 9))),
                           st.booleans()), max_size=25),
        st.integers(0, 9), st.booleans())
-def test_cached_answers_only_what_is_known_at_the_read_and_touches_it(pagerows_twins, rows, at, include_vector):
-    """Both twins answer alike and leave the cache in the same order."""
+def test_cached_answers_only_what_is_known_at_the_read_and_marks_it_used(pagerows_twins, rows, at, include_vector):
+    """Both twins answer alike, mark used exactly the answers they hand out, and move no entry: the cache's
+    sweep gives a marked entry its second chance (brainy/engine/encoded_rows.py)."""
     compiled, pure = pagerows_twins
     found: dict[bytes, tuple[int, int]] = {}
     entries: OrderedDict = OrderedDict()
@@ -46,22 +47,21 @@ def test_cached_answers_only_what_is_known_at_the_read_and_touches_it(pagerows_t
         if known is not None:
             gen, through = min(known), max(known)
             found[key] = (gen, through)
-            if cached:
-                entries[(7, key, gen, include_vector, True)] = (b"raw", f"answer {n}@{gen}", 1)
+            if cached and (7, key, gen, include_vector, True) not in entries:
+                entries[(7, key, gen, include_vector, True)] = (b"raw", _encoded(n), 1)
     expected = [entries[(7, k, found[k][0], include_vector, True)][1]
                 if k in found and found[k][0] <= at <= found[k][1] and (7, k, found[k][0], include_vector, True) in entries
                 else None for k in keys]
-    orders = []
     for twin in (compiled, pure):
+        for _, made, _ in entries.values():
+            made.used = False
         table = OrderedDict(entries)
         out, missing = twin.cached(keys, found, table, at, 7, include_vector, True)
-        assert out == expected
+        assert [a is b for a, b in zip(out, expected)] == [True] * len(keys)
         assert missing == [i for i, answer in enumerate(expected) if answer is None]
-        orders.append(list(table))
-    assert orders[0] == orders[1]
-    touched = [(7, k, found[k][0], include_vector, True) for k, answer in zip(keys, expected) if answer is not None]
-    if touched:  # the last row found is the most recently used
-        assert orders[0][-1] == touched[-1]
+        assert list(table) == list(entries)  # nothing moved
+        handed = {id(made) for made in expected if made is not None}
+        assert all(made.used == (id(made) in handed) for _, made, _ in entries.values())
 
 
 def test_an_encoded_rows_hit_is_made_once_and_shared_read_only(pagerows_twin):
@@ -114,3 +114,47 @@ def test_a_served_page_read_again_shows_the_same_hits_and_a_commit_shows_the_new
             [{"id": h["id"], "score": None, "entity": h["entity"].document()} for h in after]
     finally:
         pool.close_all()
+
+
+IDS = st.one_of(st.text(max_size=40), st.sampled_from(["é" * 40, "x" * 300, 'quo"te\\', "\x00\x1f", "日本"]))
+METADATA = st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1),
+                                                          st.floats(allow_nan=False, allow_infinity=False),
+                                                          st.text(max_size=30)), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(IDS, METADATA, st.text(max_size=60)), max_size=30))
+def test_a_page_of_hits_is_joined_byte_for_byte_as_the_plain_page_encodes(pagerows_twins, wirepack_twins, rows):
+    """The law of the join: a page of shared hits (``Hits``) written as heads and rows' bytes, in JSON
+    (``hits_json``, codecs.to_json) and MessagePack (both wirepack twins), is byte for byte the plain page
+    (the same hits as fresh dicts of decoded documents) as orjson and msgpack write it."""
+    encoded = [encode_row(msgpack.packb({"id": id_, "type": "thing", "metadata": m, "data": d}))
+               for id_, m, d in rows]
+    ids = [id_ for id_, _, _ in rows]
+    plain = [{"id": id_, "score": None, "entity": orjson.loads(e.json)} for id_, e in zip(ids, encoded)]
+    envelope = {"brain": "main", "generation": 3}
+    want_json = orjson.dumps({"results": plain, **envelope})
+    want_msgpack = msgpack.packb({"results": plain, **envelope}, use_bin_type=True)
+    for pagerows in pagerows_twins:
+        hits = pagerows.plain_hits(ids, encoded)
+        assert type(hits) is Hits
+        for twin in pagerows_twins:
+            assert twin.hits_json(hits) == orjson.dumps(plain)
+        assert codecs.to_json({"results": hits, **envelope}) == want_json
+        for packer in wirepack_twins:
+            assert packer.pack({"results": hits, **envelope}) == want_msgpack
+        for e in encoded:
+            e.hit = None  # the other twin makes its own hits
+
+
+def test_a_page_of_hits_changed_after_it_was_made_is_written_as_it_now_stands(pagerows_twin, wirepack_twin):
+    """Hits is a list: a reader that appends a plain hit or a hit of another id gets that list written,
+    never the join of what the page held before (the join refuses what is not a shared hit of a row)."""
+    rows = [_encoded(i) for i in range(3)]
+    hits = pagerows_twin.plain_hits([f"id-{i}" for i in range(3)], rows)
+    hits.append({"id": "extra", "score": 0.5, "entity": {"type": "x"}})
+    assert pagerows_twin.hits_json(hits) is None and pagerows_twin.hits_json([1, 2]) is None
+    plain = [{**h, "entity": h["entity"].document()} if isinstance(h["entity"], Encoded) else h for h in hits]
+    assert orjson.loads(codecs.to_json({"results": hits})) == {"results": plain}
+    assert msgpack.unpackb(wirepack_twin.pack({"results": hits})) == {"results": plain}
+    assert pagerows_twin.plain_hits(["a"], [{"id": "a"}]).__class__ is list  # a call in process: plain dicts

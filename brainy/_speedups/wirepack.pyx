@@ -10,13 +10,13 @@ placeholders, no callback per row, no split and join: a 1,000-row page is one pa
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_Next, PyDict_Size
+from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
-from brainy.contract.encoded import Encoded
+from brainy.contract.encoded import Encoded, Hit, Hits
 from brainy.contract.vectors import Vector
 
 __all__ = ["pack"]
@@ -153,7 +153,9 @@ cdef int _pack(_Buffer out, object value, int depth) except -1:
         return _float(out, value)
     if kind is dict:
         return _map(out, value, depth)
-    if kind is list or kind is tuple:
+    if kind is Hit:
+        return _hit(out, value, depth)
+    if kind is list or kind is tuple or kind is Hits:
         return _array(out, value, depth)
     if kind is bytes or kind is bytearray or kind is memoryview:
         if kind is not bytes:
@@ -179,6 +181,17 @@ cdef int _map(_Buffer out, object value, int depth) except -1:
         _pack(out, <object>key, depth + 1)
         _pack(out, <object>item, depth + 1)
     return 0
+
+
+cdef int _hit(_Buffer out, object hit, int depth) except -1:
+    """A page's shared hit: its MessagePack head then its entity's bytes, when it holds an encoded row and its
+    head (brainy/contract/encoded.py, ``plain_hit``); else the dict it is."""
+    cdef PyObject *entity = PyDict_GetItem(hit, "entity")
+    head = getattr(hit, "msgpack_head", None)
+    if entity is NULL or type(<object>entity) is not Encoded or type(head) is not bytes or PyDict_Size(hit) != 3:
+        return _map(out, hit, depth)
+    _raw(out, head)
+    return _raw(out, (<object>entity).msgpack)
 
 
 cdef int _array(_Buffer out, object value, int depth) except -1:

@@ -483,7 +483,9 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         # the others were read already, for the where or rerank
         fresh = [i for i, d in enumerate(window) if d not in stored] if stored else range(len(window))
         read += len(fresh)
-        looked = E.lookup_many(view, [K.entity_key(ids[i]) for i in fresh], include_vector, include_data)
+        # mapped, not a comprehension: the key cache's C wrapper called a row without a Python frame
+        keys = list(map(K.entity_key, ids if len(fresh) == len(ids) else [ids[i] for i in fresh]))
+        looked = E.lookup_many(view, keys, include_vector, include_data)
         # identity tests only, in C: an entity is a Mapping, whose == would run Python per row
         assert all(map(operator.is_not, looked, repeat(None))), "the projections name a dense int that has no row"
         if len(fresh) == len(window):
@@ -499,7 +501,8 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             return _find_by_rows(q, view)
     ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores,
                       purpose) if q.ranked else None
-    kept = sorted(ranking.fused) if ranking is not None else list(candidates)
+    # unranked and unordered, the candidates' array is the order: the page is sliced from it, never listed whole
+    kept = sorted(ranking.fused) if ranking is not None else candidates if not q.order_by else list(candidates)
     if needs_rows:
         kept = [d for d in kept if residual.matches(row_of(d))]
     if ranking is not None and ranking.fusing:
