@@ -212,11 +212,11 @@ class Brain(CommitPath, Maintenance):
         replay, sources, probed = self._replay, self._sources, None
         try:
             for frame in log_.frames(root / "log", flushed, found, resume=resume):
-                if len(tables) > 1:  # a frame's rows looked up only in the tables whose bloom may hold them
+                if tables:  # a frame's rows looked up only in the tables that may hold them (sstable.Probed)
                     if probed is None:
-                        probed = Probed(sources)
+                        probed = Probed(sources, int(manifest["nextDenseInt"]))
                         self._sources = probed  # type: ignore[assignment]  (a replay asks lookup and scan only)
-                    probed.probe(frame.keys())
+                    probed.probe(frame.written())
                 replay(frame)  # streamed: the decoded frames are never all held at once
         finally:
             self._sources = sources

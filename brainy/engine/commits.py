@@ -91,7 +91,7 @@ class CommitPath:
 
     def _replay(self: "Brain", frame: log_.Frame) -> None:
         txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)
-        txn.replay(frame.ops)
+        txn.replay(frame.ops, [row for _, row in frame.written()])
         self._apply(txn, frame.generation, frame.timestamp)
 
     def _writable(self: "Brain") -> None:

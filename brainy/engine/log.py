@@ -58,6 +58,7 @@ class Frame:
     author: str | None
     via: str | None
     ops: list[dict[str, Any]]
+    _written: list[tuple[bytes, dict[str, Any] | None]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def decode(cls, payload: bytes | memoryview, segment: str) -> "Frame":
@@ -73,15 +74,23 @@ class Frame:
                 raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: unknown op")
         return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"])
 
-    def keys(self) -> list[bytes]:
-        """The store keys of the entities and relations the frame's ops write (what its replay looks up first)."""
+    def written(self) -> list[tuple[bytes, dict[str, Any] | None]]:
+        """Each op's store key with the row it puts (None for a delete), each row decoded once for the whole
+        replay (the bloom probe, the fresh-key test and the ops' apply all ask for it)."""
         from brainy.engine import keys as K, rows  # the log's format needs neither; only a replay asks this
 
-        out = []
-        for op in self.ops:
-            id_ = op["id"] if op["o"] == "del" else rows.unpack(op["row"])["id"]
-            out.append(K.entity_key(id_) if op["k"] == "e" else K.relation_key(id_))
-        return out
+        if self._written is None:
+            out = []
+            for op in self.ops:
+                row = None if op["o"] == "del" else rows.unpack(op["row"])
+                id_ = op["id"] if row is None else row["id"]
+                out.append((K.entity_key(id_) if op["k"] == "e" else K.relation_key(id_), row))
+            self._written = out
+        return self._written
+
+    def keys(self) -> list[bytes]:
+        """The store keys of the entities and relations the frame's ops write (what its replay looks up first)."""
+        return [key for key, _ in self.written()]
 
 
 def encode_payload(generation: int, timestamp: int, author: str | None, via: str | None,

@@ -166,12 +166,12 @@ class Txn:
         self._set(K.adjacency_key(b, rid), b"")
         self._set(K.identity_key(a, b, row["type"], row.get("subtype")), b"")
 
-    def replay(self, ops: list[dict[str, Any]]) -> None:
-        """Apply the ops of a logged frame."""
-        for op in ops:
+    def replay(self, ops: list[dict[str, Any]], decoded: list[dict[str, Any] | None] | None = None) -> None:
+        """Apply the ops of a logged frame; ``decoded`` (if given) holds each put's row already unpacked."""
+        for i, op in enumerate(ops):
             if op["o"] == "put":
                 raw = op["row"]
-                row = rows.unpack(raw)
+                row = rows.unpack(raw) if decoded is None else decoded[i]
                 (self.put_entity if op["k"] == "e" else self.put_relation)(row, raw)
             else:
                 (self.delete_entity if op["k"] == "e" else self.delete_relation)(op["id"])
