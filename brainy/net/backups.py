@@ -249,7 +249,9 @@ class Backups:
                 if copy.head != run.generation:
                     raise R.StoreUnservableError(f"the copy opens at generation {copy.head}, not {run.generation}",
                                                  reason="unreadable-generation-stamp")
-            run.files, run.bytes, run.state = count, size, "done"
+            # finishedAt before the state: a poll on another thread never sees a finished run without its time
+            run.files, run.bytes, run.finished_at = count, size, _now_ms()
+            run.state = "done"
             log.info("persist %s/%s: generation %d, %d files, %d bytes, into %s", run.brain, run.name,
                      run.generation, count, size, target)
         except Exception as exc:  # a failed run carries its refusal; nothing it wrote is removed
@@ -258,9 +260,9 @@ class Backups:
             scrubbed = text.replace(str(self.root), SCRUBBED) if self.root is not None else text
             run.error = exc if isinstance(exc, R.Refusal) and str(self.root) not in text else \
                 R.InternalError(scrubbed, ref=f"persist:{run.brain}/{run.name}")
+            run.finished_at = _now_ms()
             run.state = "failed"
         finally:
-            run.finished_at = _now_ms()
             self._record(run)
 
     def runs(self, brain: str, name: str | None = None) -> list[Run]:
