@@ -141,6 +141,7 @@ def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
             brain.addMany({"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist(),
                                       "metadata": {"p": i % 100, "m": i % 1000}} for i in range(start, start + 2000)]})
         brain.find({"vector": x[0].tolist()})      # builds the index (all tail, exact)
+        graph_in(brain)  # the catch-up that find started, done (else it could hold the graph lock below)
         brain.vector_follower.catch_up()
         with brain.at().vectors() as index:
             assert index.graphed == n and index.pending == 0

@@ -407,10 +407,13 @@ class VectorFollower(ProjectionFollower):
 
     @contextmanager
     def held(self) -> Iterator[VectorIndex]:
-        if self._proj is None and self.background and self._chain_reachable():
-            with self._lock:  # bounded: the slots are checked and copied, the graph is left to the catch-up
+        if self._proj is None and self.background and self._chain_reachable() and \
+                self._lock.acquire(timeout=READ_WAIT_SECONDS):  # never longer on a lock another thread holds
+            try:  # bounded: the slots are checked and copied, the graph is left to the catch-up
                 if self._proj is None:
                     self._build()
+            finally:
+                self._lock.release()
         with super().held() as index:
             self._maybe_catch_up(index)
             yield index
@@ -441,7 +444,6 @@ class VectorFollower(ProjectionFollower):
                     index.graph_taken()
                     if why is not None:
                         self._brain.warnings.append({"code": "vectors-rebuilt", "message": why})
-                with self._lock:
                     if index.wasteful:
                         index.compact()
                     start, vectors = index.tail()

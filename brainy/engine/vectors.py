@@ -167,20 +167,45 @@ class VectorIndex:
     def _append(self, dense: int, vector: np.ndarray) -> None:
         """Take the next slot for ``dense`` (NO_SLOT: a slot dead already, as a delta may hold one)."""
         slot = self._count
-        if slot == len(self._dense):
-            more = max(1024, len(self._dense))
-            self._matrix = np.concatenate([self._matrix, np.empty((more, DIMENSIONS), np.float32)])
-            self._dense = np.concatenate([self._dense, np.full(more, NO_SLOT, np.int64)])
+        self._room(slot + 1, dense)
         if dense != NO_SLOT:
-            if dense >= len(self._slot):
-                grown = np.full(max(dense + 1, 2 * len(self._slot)), NO_SLOT, np.int64)
-                grown[:len(self._slot)] = self._slot
-                self._slot = grown
             self._slot[dense] = slot
             self._live += 1
         self._matrix[slot] = vector
         self._dense[slot] = dense
         self._count += 1
+
+    def _room(self, slots: int, dense: int) -> None:
+        """Grow the matrix to hold ``slots`` slots (doubling) and the slot map to hold dense int ``dense``."""
+        if slots > len(self._dense):
+            more = max(1024, slots - len(self._dense), len(self._dense))
+            self._matrix = np.concatenate([self._matrix, np.empty((more, DIMENSIONS), np.float32)])
+            self._dense = np.concatenate([self._dense, np.full(more, NO_SLOT, np.int64)])
+        if dense >= len(self._slot):
+            grown = np.full(max(dense + 1, 2 * len(self._slot)), NO_SLOT, np.int64)
+            grown[:len(self._slot)] = self._slot
+            self._slot = grown
+
+    def _append_many(self, dense_ints: np.ndarray, vectors: np.ndarray) -> None:
+        """:meth:`_append` for a delta's slots in one go (a Python loop over 20,000 slots took 0.4 s of an open)."""
+        alive = dense_ints[dense_ints != NO_SLOT]
+        if len(np.unique(alive)) < len(alive):  # one entity twice in one delta: slot by slot, the later one wins
+            for dense, vector in zip(dense_ints.tolist(), vectors):
+                if dense != NO_SLOT and dense < len(self._slot) and self._slot[dense] != NO_SLOT:
+                    self._kill(dense)
+                self._append(dense, vector)
+            return
+        for dense in alive[alive < len(self._slot)].tolist():
+            if self._slot[dense] != NO_SLOT:
+                self._kill(dense)  # never two live slots for one entity, whatever a delta says
+        start, end = self._count, self._count + len(dense_ints)
+        self._room(end, int(alive.max(initial=NO_SLOT)))
+        self._matrix[start:end] = vectors
+        self._dense[start:end] = dense_ints
+        slots = np.arange(start, end)
+        self._slot[dense_ints[dense_ints != NO_SLOT]] = slots[dense_ints != NO_SLOT]
+        self._live += len(alive)
+        self._count = end
 
     def _kill(self, dense: int) -> None:
         if dense >= len(self._slot):
@@ -434,10 +459,7 @@ class VectorIndex:
             if dense != NO_SLOT:
                 self._kill(dense)
         vectors = np.frombuffer(data, "<f4", DIMENSIONS * written, vectors_at).reshape(written, DIMENSIONS)
-        for dense, vector in zip(dense_ints.tolist(), vectors):
-            if dense != NO_SLOT and dense < len(self._slot) and self._slot[dense] != NO_SLOT:
-                self._kill(dense)  # never two live slots for one entity, whatever a delta says
-            self._append(dense, vector)
+        self._append_many(dense_ints, vectors)
         self.stamp = stamp
         self.link = Link(base, stamp, self._count, link.base_slots, link.since_base + written + killed, link.deltas + 1)
         self._killed = []
