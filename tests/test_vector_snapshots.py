@@ -7,9 +7,11 @@ tail (real processes); a damaged delta ends the chain and the rows bring the ind
 from __future__ import annotations
 
 import signal
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,7 @@ from brainy.engine import Brain
 from brainy.engine import vectors as V
 from brainy.engine.vectors import VectorIndex, read_chain
 from helpers import flip, new_store
-from test_vectors import DIM, _assert_same, _clustered, oracle
+from test_vectors import DIM, _assert_same, _clustered, graph_in, oracle
 
 DELTA = "\n".join((
     "import sys",
@@ -128,8 +130,10 @@ def test_every_flush_appends_a_delta_and_a_reopen_reads_the_chain_exactly(tmp_pa
         assert index_state(brain) == before
         assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
         check(brain, rng)
-        with brain.at().vectors() as index:
-            assert 0 < index.graphed <= 2000  # the base's graph, the deltas' slots its tail
+        graph_in(brain)
+        with brain.at().vectors() as index:  # the base's graph, loaded off the read path, then the tail put in it
+            assert 0 < index.graphed == index._graph.ntotal and not index.graph_waiting
+        assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
         for round_ in range(4):  # past a quarter of the base's 2,000 slots, and 1,024: a new base
             for i in range(300):
                 brain.update({"id": f"v{i}", "vector": x[(i + round_ + 1) % 2400].tolist()})
@@ -220,8 +224,114 @@ def test_a_store_without_vectors_persists_an_empty_index_without_reading_a_row(t
         assert brain.vector_follower.built_from == "rows"
         brain.add({"type": "thing", "id": "t-last"})
         brain.flush()
-        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [52, 68]
+        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [56, 68]
     with Brain.open(path) as brain:
         with brain.at().vectors() as index:
             assert len(index) == 0
         assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+
+
+def graphed_store(tmp_path: Path, seed: int, n: int = 6_000) -> tuple[Path, list[np.ndarray], Path]:
+    """A store of ``n`` vectors in tight clusters of ten (past the exact-only size, and a graph walk finds a
+    cluster whole, so the graph's page and the exact one agree), its graph caught up, flushed into a base with
+    the graph, closed cleanly; queries near some clusters; and that base's path."""
+    path = new_store(tmp_path)
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((n // 10, DIM)).astype(np.float32)
+    x = np.repeat(centers, 10, axis=0) + 0.05 * rng.standard_normal((n, DIM)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        add_range(brain, x, 0, n)
+        brain.find({"vector": x[0].tolist()})
+        brain.vector_follower.catch_up()
+        brain.flush()
+    (base,) = [n for n in chain(path) if n.endswith(".vec")]
+    queries = [V.unit(centers[c] + 0.05 * rng.standard_normal(DIM)) for c in rng.integers(0, n // 10, 5)]
+    return path, queries, path / "index" / base
+
+
+def check_near(brain: Brain, queries: list[np.ndarray]) -> None:
+    for q in queries:
+        _assert_same(brain.find({"vector": q.tolist(), "limit": 10}), oracle(brain, q, 10))
+
+
+def test_the_first_search_after_a_reopen_scans_exactly_and_the_graph_then_gives_the_same_hits(tmp_path: Path) -> None:
+    """The base's slots are checked and answer at once by the exact scan (what exact() does); its graph is
+    checked and loaded off the read path, and then answers the same pages."""
+    path, queries, base = graphed_store(tmp_path, 11)
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why and index.graph_waiting and index.graphed == 0
+    first = [index.search(q, 10) for q in queries]
+    assert all(how == "exact" for _, _, how in first)
+    for (scores, dense, _), q in zip(first, queries):
+        want_scores, want_dense = index.exact(q, 10)
+        assert dense.tolist() == want_dense.tolist() and np.allclose(scores, want_scores)
+    index.catch_up()
+    assert not index.graph_waiting and index.graphed == index._graph.ntotal == 6_000
+    for (scores, dense, _), q in zip(first, queries):
+        s2, d2, how = index.search(q, 10)
+        assert how == "graph" and d2.tolist() == dense.tolist() and np.allclose(s2, scores)
+    with Brain.open(path) as brain:  # the same through a brain: exact first, the graph once it is in
+        check_near(brain, queries)
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        graph_in(brain)
+        with brain.at().vectors() as held:
+            assert held.graphed == 6_000 and not held.graph_waiting
+        check_near(brain, queries)
+        assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+
+
+def test_a_damaged_section_of_a_base_is_refused(tmp_path: Path) -> None:
+    """A damaged graph section: the checked slots still answer, the graph is built again from them, the
+    warnings say so. A damaged vectors section: nothing of the base is trusted, the rows rebuild the index."""
+    path, queries, base = graphed_store(tmp_path, 12)
+    count, graph_bytes = struct.unpack_from("<QQ", base.read_bytes(), 24)[0], struct.unpack_from("<Q", base.read_bytes(), 40)[0]
+    graph_at = 48 + 8 * count + 4 * DIM * count
+    flip(base, graph_at + graph_bytes // 2)
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why  # the slots check out; the graph is checked when it is loaded
+    assert "graph section: checksum mismatch" in index.take_graph() and index._graph is None
+    with Brain.open(path) as brain:
+        check_near(brain, queries)
+        graph_in(brain)
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        assert any(w["code"] == "vectors-rebuilt" and "graph section" in w["message"] for w in brain.warnings)
+        with brain.at().vectors() as held:
+            assert held.graphed == 6_000  # built again from the slots
+        check_near(brain, queries)
+    path, queries, base = graphed_store(tmp_path / "again", 13)
+    flip(base, 48 + 8 * 6_000 + 4 * DIM * 100)  # one vector
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is None and "checksum mismatch" in why[0]
+    with Brain.open(path) as brain:
+        check_near(brain, queries)
+        assert brain.vector_follower.built_from == "rows"
+        assert any(w["code"] == "vectors-rebuilt" for w in brain.warnings)
+
+
+def as_format_1(data: bytes) -> bytes:
+    """A format 2 base written as format 1: the same header (format 1) and body, one crc32 over both."""
+    body = data[:4] + struct.pack("<I", 1) + data[8:-8]
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def test_a_format_1_base_is_still_read(tmp_path: Path) -> None:
+    """A base written before format 2 (one checksum over all) is checked whole, then read the same way: the
+    first search scans exactly, the graph loads off the read path; a damaged one is refused."""
+    path, queries, base = graphed_store(tmp_path, 14)
+    before = VectorIndex.decode(base.read_bytes())
+    old = as_format_1(base.read_bytes())
+    base.write_bytes(old)
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why and index.graph_waiting
+    assert index.take_graph() is None and index.stamp == before.stamp and len(index) == len(before)
+    with pytest.raises(ValueError):
+        VectorIndex.decode(old[:-10] + bytes([old[-10] ^ 1]) + old[-9:])  # a byte of the graph: format 1 checks all
+    with Brain.open(path) as brain:
+        check_near(brain, queries)
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        graph_in(brain)
+        with brain.at().vectors() as held:
+            assert held.graphed == 6_000
+        check_near(brain, queries)
+        assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]

@@ -6,6 +6,9 @@ The oracle is numpy cosine over every live row of the generation read, ordered b
 from __future__ import annotations
 
 import random
+import struct
+import time
+import zlib
 
 import numpy as np
 import pytest
@@ -39,6 +42,14 @@ def oracle(brain: Brain, vector, k: int, keep=lambda row: True, generation: int 
               if r.get("vector") and r.get("visibility", "public") in tiers and keep(r)]
     scored.sort(key=lambda t: (-t[1], t[0]))
     return scored[:k]
+
+
+def graph_in(brain: Brain) -> None:
+    """Wait for the graph's background catch-up (a snapshot's graph loaded, the tail put in) to finish."""
+    deadline = time.monotonic() + 60
+    while brain.vector_follower._catching_up:
+        assert time.monotonic() < deadline, "the graph's catch-up never finished"
+        time.sleep(0.01)
 
 
 def _assert_same(answer: dict, want: list[tuple[str, float]]) -> None:
@@ -130,6 +141,7 @@ def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
             brain.addMany({"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist(),
                                       "metadata": {"p": i % 100, "m": i % 1000}} for i in range(start, start + 2000)]})
         brain.find({"vector": x[0].tolist()})      # builds the index (all tail, exact)
+        graph_in(brain)  # the catch-up that find started, done (else it could hold the graph lock below)
         brain.vector_follower.catch_up()
         with brain.at().vectors() as index:
             assert index.graphed == n and index.pending == 0
@@ -197,6 +209,8 @@ def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
                          oracle(brain, q, 10))
         brain.close()
         brain = Brain.open(path)   # the compacted index persisted at the close, read back
+        brain.find({"vector": x[0].tolist()})
+        graph_in(brain)  # its graph loaded off the read path
         with brain.at().vectors() as index:
             assert len(index) == n and index.graphed == n and not index.wasteful
         assert V.COMPACT_AFTER <= 2 * n
@@ -224,6 +238,7 @@ def test_the_vector_index_persists_stamped_and_is_rebuilt_when_it_cannot_be_trus
     brain = Brain.open(path)
     _assert_same(brain.find({"vector": q.tolist()}), want)
     assert brain.vector_follower.built_from == "snapshot at 1"
+    graph_in(brain)  # the snapshot's graph is loaded off the read path
     with brain.at().vectors() as index:
         assert index.graphed == 300
     # rows written after the snapshot, flushed past it, then a crash: the snapshot is older than the tables
@@ -244,7 +259,8 @@ def test_the_vector_index_persists_stamped_and_is_rebuilt_when_it_cannot_be_trus
     brain.close()
 
     snapshot = sorted((path / "index").glob("*.vec"))[-1]
-    flip(snapshot, snapshot.stat().st_size // 2)
+    slots = struct.unpack_from("<Q", snapshot.read_bytes(), 24)[0]
+    flip(snapshot, 48 + 8 * slots + 10)  # in the vectors section: nothing of the base is trusted
     data = snapshot.read_bytes()
     brain = Brain.attach(path)
     _assert_same(brain.find({"vector": q.tolist()}), want)
@@ -265,12 +281,14 @@ def test_the_snapshot_format_is_as_documented():
     index.apply({"denseInt": 2, "vector": vec.tobytes()}, {"denseInt": 2, "vector": vec2.tobytes()})
     index.stamp = 4
     data = index.encode()
-    assert len(data) == 6228 and data[:4] == b"BVX1"
+    assert len(data) == 6232 and data[:4] == b"BVX1" and data[4:8] == (2).to_bytes(4, "little")
+    assert struct.unpack_from("<II", data, 6224) == (zlib.crc32(data[:6224]), 0)  # slotsCrc, graphCrc (no graph)
     assert np.frombuffer(data, "<i8", 4, 48).tolist() == [0, -1, 5, 2]
     back = VectorIndex.decode(data)
     assert back.stamp == 4 and len(back) == 3 and back.vector_of(2)[1] == pytest.approx(1 / np.sqrt(5))
-    with pytest.raises(ValueError):
-        VectorIndex.decode(data[:-1] + bytes([data[-1] ^ 1]))
+    for at in (100, len(data) - 5, len(data) - 1):  # a vector, the slots' checksum, the graph's
+        with pytest.raises(ValueError):
+            VectorIndex.decode(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
 
 
 def test_hybrid_fuses_the_text_and_semantic_legs(tmp_path):

@@ -387,8 +387,9 @@ class VectorFollower(ProjectionFollower):
         return VectorIndex.build(self._brain.at(head).entities(), head)
 
     def _persisted(self) -> VectorIndex | None:
-        """The index the newest base and its deltas hold (docs/store-format.md, "Vector index snapshots")."""
-        index, why = V.read_chain(self.folder, self._brain.head)
+        """The index the newest base and its deltas hold (docs/store-format.md, "Vector index snapshots"): its
+        slots checked and copied, its graph left to :meth:`catch_up` (searches scan exactly until it is in)."""
+        index, why = V.read_chain(self.folder, self._brain.head, graph_later=True)
         self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
         return index
 
@@ -406,24 +407,43 @@ class VectorFollower(ProjectionFollower):
 
     @contextmanager
     def held(self) -> Iterator[VectorIndex]:
+        if self._proj is None and self.background and self._chain_reachable() and \
+                self._lock.acquire(timeout=READ_WAIT_SECONDS):  # never longer on a lock another thread holds
+            try:  # bounded: the slots are checked and copied, the graph is left to the catch-up
+                if self._proj is None:
+                    self._build()
+            finally:
+                self._lock.release()
         with super().held() as index:
             self._maybe_catch_up(index)
             yield index
 
+    def _chain_reachable(self) -> bool:
+        """Whether the newest link of the snapshot chain is one the moves this handle holds bring to the head."""
+        if not self.folder.is_dir():
+            return False
+        found = [f for f in (newest_snapshot(self.folder, s) for s in self.suffixes) if f is not None]
+        return bool(found) and self._reachable(max(stamp for stamp, _ in found))
+
     def _maybe_catch_up(self, index: VectorIndex) -> None:
-        if (index.pending >= V.TAIL_MAX or index.wasteful) and not self._catching_up:
+        if (index.pending >= V.TAIL_MAX or index.wasteful or index.graph_waiting) and not self._catching_up:
             self._catching_up = True
             threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
 
     def catch_up(self) -> None:
         """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
-        built again, as one long tail). Searches meanwhile scan exactly; commits never wait on it."""
+        built again, as one long tail); first, the graph a snapshot held is checked and deserialised. Searches
+        meanwhile scan exactly; commits never wait on it."""
         try:
             index = self._proj
             if index is None:
                 return
             with index.graph_lock:
+                why = index.take_graph()
                 with self._lock:
+                    index.graph_taken()
+                    if why is not None:
+                        self._brain.warnings.append({"code": "vectors-rebuilt", "message": why})
                     if index.wasteful:
                         index.compact()
                     start, vectors = index.tail()
