@@ -158,9 +158,7 @@ class Plan:
     def no_arguments(self) -> dict[str, Any]:
         """The checked document of a call with no arguments: a new dict each call (a door may keep or change
         what it is handed), its lists and maps new too."""
-        if self._none is None:
-            return arguments.check(self.door, None)
-        if self._fresh:
+        if self._none is None or self._fresh:  # the refusal, or defaults holding lists and maps: checked afresh
             return arguments.check(self.door, None)
         return self._none.copy()
 
