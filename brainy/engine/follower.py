@@ -244,7 +244,8 @@ class ProjectionFollower:
 
     def _build_off_lock(self) -> None:
         try:
-            self._first_read.wait(FIRST_READ_GRACE_SECONDS)
+            if self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:  # else no read is in place to wait for
+                self._first_read.wait(FIRST_READ_GRACE_SECONDS)
             self._build()
         except Exception:  # the next read (or flush) starts another; the log says why this one failed
             log.exception("brain %s: building the %s failed", self._brain.name, self.name)
