@@ -159,6 +159,32 @@ def test_the_only_open_brain_is_never_closed_for_budget(tmp_path: Path) -> None:
         pool.close_all()
 
 
+def test_a_pass_over_budget_closes_down_to_the_low_water_mark(tmp_path: Path, monkeypatch: Any) -> None:
+    """Hysteresis: a pass that must close closes until the brains hold LOW_WATER of the budget, not just under
+    it, so the next admission (and the memory a background build borrows) does not put it over again at once.
+    Ten brains holding 110 each against a budget of 1,000: the budget alone would close one, the mark closes
+    two (990 is over 900; 880 is not)."""
+    names = [f"b{i}" for i in range(10)]
+    for name in names:
+        init_store(tmp_path / name)
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1000, "test", None, None, 0, overridden=True))
+    try:
+        pool.arbiter.stop()
+        for name in names:
+            pool.enter(name)
+            pool.resolve(name, False)
+            pool.leave(name)
+        proc = fake_proc(tmp_path / "fake", "0::/\n", rss_kb=0)
+        (proc / "self" / "status").write_text("Name:\tbrainy\nVmRSS:\t1100 kB\n")
+        pool.arbiter.proc, pool.arbiter.budget = proc, A.Budget(1000 * 1024, "test", None, None, 0, overridden=True)
+        monkeypatch.setattr(pool.arbiter, "shares", lambda entries: {e.name: 100 * 1024 for e in entries})
+        assert A.LOW_WATER == 0.9
+        assert len(pool.arbiter.rebalance()) == 2
+        assert len(pool.resident_entries()) == 8
+    finally:
+        pool.close_all()
+
+
 def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> None:
     """An eviction frees the brain by reference counting as the pool drops it, not at the next full
     collection (its followers refer to it weakly): with the collector off, nothing of a reader's or a

@@ -319,6 +319,37 @@ def test_an_entry_read_since_the_sweep_passed_it_outlives_the_unread():
     assert cache.bytes <= cache.budget
 
 
+def test_a_cached_answer_holds_its_own_size_not_the_encoder_buffer():
+    """What the cache counts is what it holds: 1,000 small rows' answers take about their counted bytes, where
+    orjson's own bytes would keep its ~4 KiB working buffer each (4 MB for these)."""
+    import tracemalloc
+    raws = [rows.pack({"id": f"r{i}", "type": "thing", "data": f"note {i}", "generation": i}) for i in range(1000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        made = [encoded_rows.encode_row(raw) for raw in raws]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    counted = sum(m.size for m in made)
+    assert held < 3 * counted + 1000 * 400, (held, counted)
+
+
+def test_a_closed_handle_leaves_nothing_in_the_cache(tmp_path):
+    """A handle's close drops its answers: no later read can name its serial, so they would only hold memory."""
+    init_store(tmp_path / "b")
+    handle = Brain.open(tmp_path / "b")
+    handle.addMany({"items": [{"type": "thing", "id": f"t{i}", "data": f"w {i}"} for i in range(20)]})
+    for i in range(20):
+        codecs.to_json(call(handle.at().for_wire(), "get", f"t{i}"))
+    mine = [slot for slot in list(encoded_rows.CACHE._entries) if slot[0] == handle.serial]
+    assert len(mine) == 20
+    before = encoded_rows.CACHE.bytes
+    handle.close()
+    assert not [slot for slot in list(encoded_rows.CACHE._entries) if slot[0] == handle.serial]
+    assert encoded_rows.CACHE.bytes < before and handle.serial not in encoded_rows.CACHE._by_serial
+
+
 def test_the_dispatcher_hands_rows_out_encoded_and_a_call_in_process_plain(tmp_path):
     """What each asker gets: a transport's call (the dispatcher) answers rows as Encoded bytes, which the
     codecs splice; ``Brain.call`` in process answers plain documents, equal to the decoded bytes."""

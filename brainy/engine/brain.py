@@ -22,7 +22,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import lease as L
 from brainy.engine import log as log_
-from brainy.engine import policy, registry
+from brainy.engine import encoded_rows, policy, registry
 from brainy.engine import aggregates, embedder, graph, importer, memory, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
 from brainy.engine.aggregates import AggregateFollower
 from brainy.engine.blobs import BlobStore, Swept
@@ -362,6 +362,7 @@ class Brain(CommitPath, Maintenance):
         self.follower.settle()  # a background build reads the tables about to close
         self.vector_follower.settle()
         self._closed = True
+        encoded_rows.CACHE.forget(self.serial)
         self.blobs.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)

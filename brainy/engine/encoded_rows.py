@@ -20,6 +20,8 @@ names them, since a handle's versions are written once under a generation and ne
 encodings, the stored bytes the entry checks against, and a fixed overhead per entry. Entries leave
 oldest first, but one read since the sweep last passed it gets a second chance (CLOCK): a hit only
 marks its entry (``Encoded.used``), where moving it to the newest end cost a page of 1,000 hits ~55 µs.
+A handle's close drops its entries (:meth:`RowCache.forget`): no later read can name its serial, and a pool
+sweeping a thousand brains would otherwise fill the cache with answers no one can ask for again.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def encode_row(raw: bytes, include_vector: bool = False, include_data: bool = Tr
             kept.append(raw[start:end])
     body = b"".join(kept)
     plain = map_header(len(kept)) + body
-    json = orjson.dumps(msgpack.unpackb(plain, raw=False))
+    # orjson's bytes keep their whole ~4 KiB working buffer: a cached answer is copied to its own size, or
+    # a 100-byte row would hold 4 KiB for as long as it is kept
+    json = bytes(memoryview(orjson.dumps(msgpack.unpackb(plain, raw=False))))
     if not include_vector or vector is None:
         return Encoded(json, plain)
     # public_view puts the vector last: so do both encodings here
@@ -102,6 +106,7 @@ class RowCache:
         self.bytes = 0
         self.hits = self.misses = 0
         self._entries: OrderedDict[tuple[int, bytes, int, bool, bool], tuple[bytes, Encoded, int]] = OrderedDict()
+        self._by_serial: dict[int, set[tuple[int, bytes, int, bool, bool]]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -135,6 +140,7 @@ class RowCache:
                 self.bytes -= old[2]
             if cost <= self.budget:
                 self._entries[slot] = (raw, made, cost)
+                self._by_serial.setdefault(slot[0], set()).add(slot)
                 self.bytes += cost
                 while self.bytes > self.budget:
                     oldest, kept = self._entries.popitem(last=False)
@@ -145,11 +151,30 @@ class RowCache:
                         self._entries[oldest] = kept
                         continue
                     self.bytes -= kept[2]
+                    self._unindex(oldest)
+            elif old is not None:
+                self._unindex(slot)
         return made
+
+    def _unindex(self, slot: tuple[int, bytes, int, bool, bool]) -> None:
+        slots = self._by_serial.get(slot[0])
+        if slots is not None:
+            slots.discard(slot)
+            if not slots:
+                del self._by_serial[slot[0]]
+
+    def forget(self, serial: int) -> None:
+        """Drop every answer kept for the handle ``serial`` (it closed)."""
+        with self._lock:
+            for slot in self._by_serial.pop(serial, ()):
+                entry = self._entries.pop(slot, None)
+                if entry is not None:
+                    self.bytes -= entry[2]
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._by_serial.clear()
             self.bytes = 0
 
 

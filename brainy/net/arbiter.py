@@ -15,7 +15,8 @@ they hold more (seed 001, "The pool, and the arbiter under it").
   resident bytes by the ratio of the two at the resident figure's highest (``scale``: a new peak means
   the allocator had nothing freed left to reuse, so what the counters miss there is real). A pass that
   closes several subtracts each one's share before choosing the next, and stops once what the brains
-  hold fits (not once the resident excess is covered: the resident figure falls late or not at all,
+  hold fits under ``LOW_WATER`` of the budget, leaving room for the next admission and for what a background
+  build borrows (not once the resident excess is covered: the resident figure falls late or not at all,
   the allocator keeping freed memory for the next admission, and past the fit closing more frees nothing). After a pass that closed, glibc's
   ``malloc_trim`` hands free pages back (``give_back``; nothing on another libc). A brain with a door in flight is never closed; the only open brain is never closed
   for budget (``overBudgetAdmissions``, once per episode).
@@ -55,6 +56,7 @@ IDLE_FLOOR_SECONDS = 60.0        # a door buys a minute of residency outright
 IDLE_CAP_SECONDS = 3600.0
 IDLE_CADENCES = 8                # a brain idle for this many of its own mean intervals has gone quiet
 TICK_SECONDS = 1.0
+LOW_WATER = 0.9                  # a pass over budget closes until the brains hold this share of it, at most
 SCALE_CAP = 4.0                  # the resident figure over the counted holdings is believed up to this ratio
 
 
@@ -362,7 +364,7 @@ class Arbiter:
         for entry in ranked:
             # not "until the excess is freed": the resident figure counts memory the allocator kept from
             # earlier closes, which the next admissions reuse; what must fit is what the brains hold
-            if left <= 1 or holding <= self.budget.budget_bytes:
+            if left <= 1 or holding <= self.budget.budget_bytes * LOW_WATER:
                 break
             if self.pool.evict(entry, f"over budget by {over} bytes; it held {shares[entry.name]} bytes"):
                 closed.append(entry.name)
