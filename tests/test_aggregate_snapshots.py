@@ -67,12 +67,9 @@ def test_a_clean_close_with_a_tail_is_caught_up_from_the_snapshot(tmp_path: Path
         assert brain.aggregate_follower.built_from == f"snapshot at {brain.head}"
 
 
-@pytest.mark.slow
-def test_after_a_sigkill_the_state_is_caught_up_from_the_snapshot_and_the_tail(tmp_path: Path) -> None:
-    """A real writer process flushes (the snapshot), commits a tail and is SIGKILLed; the reopen answers every
-    aggregate exactly from the snapshot and the replayed tail, and its recovery flush writes a new snapshot
-    the next open starts from."""
-    path = new_store(tmp_path)
+def crashed_writer(path: Path) -> tuple[int, int]:
+    """A real writer process defines the aggregates, flushes (the snapshot), commits a tail and is SIGKILLed:
+    the flushed generation and the head it reached."""
     script = (
         "import os, random, signal, sys\n"
         "sys.path.insert(0, sys.argv[2])\n"
@@ -92,6 +89,16 @@ def test_after_a_sigkill_the_state_is_caught_up_from_the_snapshot_and_the_tail(t
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
     flushed, head = map(int, done.stdout.split())
+    return flushed, head
+
+
+@pytest.mark.slow
+def test_after_a_sigkill_the_state_is_caught_up_from_the_snapshot_and_the_tail(tmp_path: Path) -> None:
+    """A real writer process flushes (the snapshot), commits a tail and is SIGKILLed; the reopen answers every
+    aggregate exactly from the snapshot and the replayed tail, and its recovery flush writes a new snapshot
+    the next open starts from."""
+    path = new_store(tmp_path)
+    flushed, head = crashed_writer(path)
     assert [p.name for p in snapshots(path)] == [f"{flushed:020d}{SUFFIX}"]
     with Brain.open(path) as brain:
         assert any(w["code"] == "recovered-after-crash" for w in brain.warnings)
@@ -106,6 +113,26 @@ def test_after_a_sigkill_the_state_is_caught_up_from_the_snapshot_and_the_tail(t
     with Brain.open(path) as brain:
         check_all(brain)
         assert brain.aggregate_follower.built_from == f"snapshot at {head}"
+
+
+@pytest.mark.slow
+def test_a_writer_claimed_from_a_reader_catches_up_from_the_snapshot_with_the_reader_moves(tmp_path: Path) -> None:
+    """The pool's claim: a reader attached after a crash replayed the tail; the writer opened from it reads only
+    the log written since, and takes over the tail's aggregate moves with the rest, so its aggregates load
+    from the snapshot, never from the rows."""
+    path = new_store(tmp_path)
+    flushed, head = crashed_writer(path)
+    reader = Brain.attach(path)
+    try:
+        assert reader.head == head
+        writer = Brain.open(path, reader=reader)
+    finally:
+        reader.close()
+    with writer:
+        assert writer.role == "writer" and writer.head == head
+        check_all(writer)
+        assert writer.aggregate_follower.built_from == f"snapshot at {flushed}"
+        assert not [w for w in writer.warnings if w["code"] == "aggregates-rebuilt"]
 
 
 @pytest.mark.parametrize("damage", ["flipped", "torn", "empty", "foreign"])

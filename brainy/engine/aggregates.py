@@ -669,6 +669,12 @@ class AggregateFollower:
     def folder(self) -> Path:
         return self._brain.path / "index"
 
+    def adopt(self, other: "AggregateFollower") -> None:
+        """Take over the moves a read-only handle of the same store replayed above the flushed generation, and
+        how far back they reach: the newest snapshot then loads and catches up here, where without them this
+        handle would find a gap after it and build every definition from the rows again."""
+        self._moves, self._reach = dict(other._moves), other._reach
+
     def record(self, generation: int, entity_moves: list[Move]) -> None:
         if self._reach is None:
             self._reach = self._brain.flushed

@@ -201,7 +201,7 @@ class Brain(CommitPath, Maintenance):
             self._next_dense, self._applied, self._last_ts = reader._next_dense, reader._applied, reader._last_ts
             self.follower.adopt(reader.follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
-            self.vector_follower.adopt(reader.vector_follower.moves())
+            self.aggregate_follower.adopt(reader.aggregate_follower)
         at = manifest.get("logAt")
         if resume is None and isinstance(at, dict):  # the flush said where its generation's frame ends
             resume = log_.Position(int(at["segment"]), int(at["offset"]), flushed)
