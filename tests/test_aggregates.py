@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -143,7 +144,10 @@ def oracle(definition: dict[str, Any], entities: list[dict[str, Any]]) -> dict[s
             values = [v for v in (_read(r, spec["field"]) for r in members) if _numeric(v)]
             if spec["op"] == "sum":
                 total = sum((Fraction(v) for v in values), Fraction(0))
-                metrics[name] = int(total) if total.denominator == 1 else float(total)
+                if total.denominator == 1 and -(1 << 63) <= total < 1 << 64:
+                    metrics[name] = int(total)
+                elif abs(total) <= Fraction(sys.float_info.max):
+                    metrics[name] = float(total)
             elif not values:
                 continue
             elif spec["op"] == "avg":
@@ -153,8 +157,11 @@ def oracle(definition: dict[str, Any], entities: list[dict[str, Any]]) -> dict[s
                 metrics[name] = (min if spec["op"] == "min" else max)(keyed)[0]
             else:
                 mean = sum(map(Fraction, values)) / len(values)
-                variance = float(sum((Fraction(v) - mean) ** 2 for v in values) / len(values))
-                metrics[name] = variance if spec["op"] == "variance" else math.sqrt(variance)
+                exact = sum((Fraction(v) - mean) ** 2 for v in values) / len(values)
+                if exact <= Fraction(sys.float_info.max):
+                    metrics[name] = float(exact) if spec["op"] == "variance" else math.sqrt(float(exact))
+                elif spec["op"] == "stddev":  # past a double: only its root is answered
+                    metrics[name] = float(math.isqrt(int(exact)))
         out[canonical] = {"groupKey": keys[canonical], "metrics": metrics, "count": len(members)}
     return out
 
@@ -299,6 +306,31 @@ def test_min_and_max_survive_removing_the_extreme(tmp_path):
         assert extremes() == (5, 9)
         brain.update({"id": twin, "metadata": {"price": 2}}, caller=CALLER)
         assert extremes() == (2, 5)
+
+
+def test_metrics_past_the_wire_numbers_are_answered_or_left_out_never_a_fault(tmp_path):
+    """A whole sum past 64 bits is the nearest double; a sum or variance past the largest double is left out of
+    its group; stddev, the root, is always answered; every answer encodes in JSON and MessagePack."""
+    from brainy.net import codecs
+    big = sys.float_info.max
+    groups = {"ints": [1 << 62] * 8, "spread": [1e300, -1e300], "huge": [big, big], "fine": [1.5, 2.5]}
+    definition = {"name": "wide", "source": {}, "groupBy": ["g"],
+                  "metrics": {op: {"op": op, "field": "v"} for op in ("sum", "avg", "variance", "stddev")}}
+    with Brain.open(new_store(tmp_path)) as brain:
+        brain.defineAggregate(definition, caller=CALLER)
+        for g, values in groups.items():
+            for v in values:
+                brain.add({"type": "thing", "metadata": {"g": g, "v": v}}, caller=CALLER)
+        answer = brain.aggregate({"name": "wide"})
+        got = {r["groupKey"]["g"]: r["metrics"] for r in answer["rows"]}
+        assert got["ints"] == {"sum": float(1 << 65), "avg": float(1 << 62), "variance": 0.0, "stddev": 0.0}
+        assert isinstance(got["ints"]["sum"], float)
+        assert got["spread"] == {"sum": 0, "avg": 0.0, "stddev": 1e300}  # variance 1e600: left out
+        assert got["huge"] == {"avg": big, "variance": 0.0, "stddev": 0.0}  # sum 2 x max: left out
+        assert got["fine"] == {"sum": 4.0, "avg": 2.0, "variance": 0.25, "stddev": 0.5}
+        assert answered(answer["rows"]) == oracle(definition, list(brain.at().entities()))
+        assert json.loads(codecs.to_json(answer))["rows"] == answer["rows"]
+        assert codecs.to_msgpack(answer)
 
 
 # -- the doors -----------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ heaps over them), so removing the extreme finds the next one.
 Choices the catalogue leaves open, made here (and in docs/store-format.md): a source counts the
 ``public`` and ``internal`` tiers, never ``system``; ``variance`` and ``stddev`` are the
 population figures; ``count`` with a field counts the rows holding a non-null value; the other
-ops read numbers only. ``aggregate`` orders by ``count`` unless ``orderBy`` names a group key or
+ops read numbers only; a ``sum`` or ``variance`` past the largest double is left out of its group, as a metric of no
+numbers is (``stddev``, its root, always fits). ``aggregate`` orders by ``count`` unless ``orderBy`` names a group key or
 a metric, rows missing the key last, ties on the group key ascending.
 """
 
@@ -190,11 +191,17 @@ def _exact(x: int | float) -> int:
     return numerator << (SCALE - denominator.bit_length() + 1)
 
 
-def _rounded(numerator: int, denominator: int) -> int | float:
-    """numerator / denominator, rounded once (int / int is correctly rounded); a whole sum stays an int."""
+def _rounded(numerator: int, denominator: int) -> int | float | None:
+    """numerator / denominator, rounded once (int / int is correctly rounded); a whole sum stays an int while it
+    is one the wire carries (64 bits), then is the nearest double; None beyond the largest double."""
     if numerator % denominator == 0:
-        return numerator // denominator
-    return numerator / denominator
+        whole = numerator // denominator
+        if -(1 << 63) <= whole < 1 << 64:
+            return whole
+    try:
+        return numerator / denominator
+    except OverflowError:
+        return None
 
 
 def _number(value: Any) -> bool:
@@ -435,7 +442,11 @@ class _Values:
             while self.counts.get((-self.high[0][0], -self.high[0][1] == 1), 0) == 0:
                 heapq.heappop(self.high)
             return -self.high[0][0]
-        variance = (n * self.squares - self.sum * self.sum) / ((n * n) << (2 * SCALE))
+        spread, scale = n * self.squares - self.sum * self.sum, (n * n) << (2 * SCALE)
+        try:
+            variance = spread / scale
+        except OverflowError:  # past a double: left out; its root never is, and is the whole part's root
+            return None if op == "variance" else float(math.isqrt(spread // scale))
         return variance if op == "variance" else math.sqrt(variance)
 
 
