@@ -453,3 +453,35 @@ def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkey
         answered = time.monotonic()
         assert brain.follower._built.wait(15) and time.monotonic() - answered < 15
         assert brain.projections_from is not None
+
+
+@pytest.mark.slow
+def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> None:
+    """The recovery flush builds the projections on its own thread, registered as the build in flight: the first
+    served read's warm-up waits for that build instead of decoding the snapshot a second time beside it."""
+    import time
+    store, _ = _crashed_after_a_flush(tmp_path / "s")
+    brain = Brain.attach(store)
+    try:
+        follower = brain.follower
+        follower.background = True
+        decoded: list[float] = []
+        real = follower._persisted
+
+        def slow_persisted() -> object:  # a spy: counts the decodes and widens the window a second could open
+            decoded.append(time.monotonic())
+            time.sleep(0.3)
+            return real()
+
+        follower._persisted = slow_persisted  # type: ignore[method-assign]
+        flush = threading.Thread(target=follower.ensure_built)  # as the flush after recovery calls it
+        flush.start()
+        while not decoded:
+            time.sleep(0.005)
+        follower.warm()  # what the pool's admission and a served read's first miss do
+        assert brain.find({"where": {"team": "t1"}, "limit": 5})["total"] > 0
+        flush.join(30)
+        follower.settle()
+        assert len(decoded) == 1 and follower.built_from is not None and follower.built_from.startswith("snapshot")
+    finally:
+        brain.close()

@@ -340,7 +340,30 @@ class ProjectionFollower:
         if self._proj is None:
             found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
             if found is None or found[0] != self._brain.head:
-                self._build()
+                self._build_as_the_one_in_flight()
+
+    def _build_as_the_one_in_flight(self) -> None:
+        """Build here, on the caller's thread, registered as the build in flight: a read's :meth:`warm` meanwhile
+        waits for this one rather than starting a second (after a crash the recovery flush and the first read
+        would otherwise each decode the whole snapshot, and the read's door would wait on both for the GIL)."""
+        with self._guard:
+            mine = self._proj is None and self._building is None
+            if mine:
+                self._build_floor = self._brain.flushed
+                self._building = Future()
+        if not mine:
+            self.settle()
+            if self._proj is not None:
+                return
+            self._build()  # the one in flight failed (logged): once more here, raising what it raises
+            return
+        try:
+            self._build()
+        finally:
+            with self._guard:
+                building, self._building, self._build_floor = self._building, None, None
+            assert isinstance(building, Future)
+            building.set_result(None)
 
     def _write(self, stamp: int, data: bytes) -> None:
         folder, name = self.folder, snapshot_name(stamp, self.suffix)
