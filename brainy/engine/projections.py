@@ -613,12 +613,11 @@ def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) ->
     """``dict(zip(keys, values))`` a chunk at a time: one C call over a million pairs would hold the interpreter
     lock for a tenth of a second, and a read answered meanwhile (in place) would wait on the load."""
     out: dict[Any, Any] = {}
-    pairs = zip(keys, values)
-    while True:
-        part = list(itertools.islice(pairs, chunk))
-        if not part:
-            return out
-        out.update(part)
+    ints = keys.tolist() if hasattr(keys, "tolist") else list(keys)  # one C pass: the ints of a view or array
+    rest = iter(values)
+    for at in range(0, len(ints), chunk):  # dict.update over zip: no tuple list made per chunk (~30% less)
+        out.update(zip(ints[at:at + chunk], itertools.islice(rest, chunk)))
+    return out
 
 
 def _postings(data: memoryview) -> dict[tuple[str, Any], array]:
