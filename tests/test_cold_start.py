@@ -485,3 +485,47 @@ def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> Non
         assert len(decoded) == 1 and follower.built_from is not None and follower.built_from.startswith("snapshot")
     finally:
         brain.close()
+
+
+_KILLED_AT_THE_SWAP = """
+import os, signal, sys
+from brainy.engine import Brain
+from brainy.engine.maintenance import Maintenance
+brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)
+brain.defineAggregate({"name": "teams", "source": {}, "groupBy": ["team"], "metrics": {"n": {"op": "count"}}},
+                      caller="person:pat")
+brain.addMany({"items": [{"type": "document", "id": f"d{i}", "metadata": {"team": f"t{i % 3}"}}
+                         for i in range(1200)]})
+assert brain.flush()
+brain.addMany({"items": [{"type": "document", "id": f"e{i}", "metadata": {"team": "t9"}} for i in range(50)]})
+swap = Maintenance._write_manifest
+
+def swap_then_die(self, *args):  # the real swap, then the power cut before anything else of the flush
+    swap(self, *args)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+Maintenance._write_manifest = swap_then_die
+brain.flush()
+"""
+
+
+@pytest.mark.slow
+def test_a_crash_just_after_the_manifest_swap_leaves_snapshots_the_next_open_reaches(tmp_path: Path) -> None:
+    """A real writer SIGKILLed right after a flush swapped the MANIFEST: the projection and aggregate snapshots
+    were written before the swap, so the next open loads both from them (caught up with the tail), never
+    from the rows."""
+    import subprocess
+    import sys
+    store = tmp_path / "s"
+    init_store(store)
+    env = {**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}
+    done = subprocess.run([sys.executable, "-c", _KILLED_AT_THE_SWAP, str(store)], env=env, timeout=120)
+    assert done.returncode == -9
+    with Brain.attach(store) as brain:
+        assert brain.flushed == brain.head  # the swap landed: the 50 rows are in the tables
+        assert brain.find({"where": {"team": "t9"}, "limit": 100})["total"] == 50
+        rows = {r["groupKey"]["team"]: r["count"] for r in brain.aggregate({"name": "teams"})["rows"]}
+        assert rows == {"t0": 400, "t1": 400, "t2": 400, "t9": 50}
+        assert brain.projections_from == f"snapshot at {brain.head}"
+        assert brain.aggregate_follower.built_from == f"snapshot at {brain.head}"
+        assert not [w for w in brain.warnings if w["code"].endswith("-rebuilt")]

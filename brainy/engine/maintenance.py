@@ -89,14 +89,18 @@ class Maintenance:
             entry["file"] = f"sst/{number:010d}.sst"
             table = Table(self.path / entry["file"])
             tables = [entry] + list(self._manifest["tables"])
+            # the snapshots go first, stamped at or above the generation this flush makes the flushed one: a
+            # crash before the swap leaves them within the replayed tail's reach, where written after it, a
+            # crash between the two left the last ones behind the flushed generation and the next open
+            # rebuilt them from the rows
+            self.follower.persist(build=True)
+            self.aggregate_follower.persist()
             self._write_manifest(generation, timestamp, next_dense, ledger, tables,
                                  {"segment": at.first, "offset": at.offset})
             with self._commit_lock:
                 s = self._sources
                 self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
-            self.follower.persist(build=True)  # the next open catches up from it, never from the rows
             self.vector_follower.persist(at_flush=True)
-            self.aggregate_follower.persist()
             return True
 
     def compact(self: "Brain") -> bool:
