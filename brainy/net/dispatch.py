@@ -28,7 +28,7 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder, policy, registry
-from brainy.engine.registry import HOST, door
+from brainy.engine.registry import HOST, READ, door
 from brainy.net import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
 from brainy.net import reading_door
 from brainy.net.principal import Principal
@@ -147,13 +147,14 @@ class Plan:
     """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
     the gate's questions stay per call (they read the principal), the door's own facts do not."""
 
-    __slots__ = ("door", "host", "writes_rows", "closed", "takes_id", "takes_brain", "_none", "_fresh")
+    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_id", "takes_brain", "_none", "_fresh")
 
     def __init__(self, door: D.Door) -> None:
         self.door = door
         self.host = door.layer == "host"
         self.writes_rows = "W" in door.sets
         self.closed = _closed(door)  # the disposition's refusal, made afresh per call; None for a native door
+        self.guarded = self.writes_rows or self.closed is not None  # the caller rule or the disposition applies
         self.takes_id = door.name in TAKES_ID
         self.takes_brain = door.name in TAKES_BRAIN
         # the checked document of a call that sends none (every plain get): the defaults, or the refusal of
@@ -271,11 +272,12 @@ class Dispatcher:
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
         # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
         # commit path asks the policy guardrails before the write)
-        if plan.writes_rows and principal.caller is None:
-            raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
-                                               "(X-Brainy-Caller)", door=door.name)
-        if plan.closed is not None:
-            raise plan.closed()
+        if plan.guarded:
+            if plan.writes_rows and principal.caller is None:
+                raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no "
+                                                   "caller (X-Brainy-Caller)", door=door.name)
+            if plan.closed is not None:
+                raise plan.closed()
         if document is not None and not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
@@ -290,7 +292,7 @@ class Dispatcher:
             return entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
         entered = brains.enter(brain)
         try:
-            if entry.runs == registry.READ:
+            if entry.runs == READ:
                 texts = entry.embeds(document) if entry.embeds is not None else ()
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
                     result = self._read_warmed(entry, entered, id_, document, texts)

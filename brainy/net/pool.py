@@ -339,7 +339,7 @@ class Pool:
 
     def enter(self, name: str) -> Entry:
         """A door is in flight on ``name``: answers its entry, for :meth:`held` and :meth:`left`."""
-        entry = self._entry(name)
+        entry = self._entries.get(name) or self._entry(name)  # the common case without a call
         entry.in_flight += 1  # before the handle is resolved: the arbiter never closes it under this door
         entry.cadence.touch(time.monotonic())
         return entry
