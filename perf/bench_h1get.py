@@ -8,7 +8,9 @@ sends, a static key's bearer) fed to :class:`~brainy.net.h1.H1Connection`, the r
 :meth:`App.handle <brainy.net.app.App.handle>` (route, credential, gate, the door on a 2,000-row
 store, the encoding), its answer framed and handed over: everything the server does per request
 but the event loop and the two syscalls. ``h1.parse`` times the parse alone, ``h1.answer`` the
-app and the framing alone.
+app and the framing alone. ``h1.served`` is ``h1.get`` through the connection's glue too (the accepted
+connection's :class:`~brainy.net.glue.tcp.HttpProtocol` and the h1 glue, on a transport that only keeps what
+is written): everything but the event loop's own callback and the two syscalls.
 """
 
 import os
@@ -21,7 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402  (the same store and key as the end-to-end sweep)
 import stored  # noqa: E402  (perf/stored.py: the shared --store option)
 
+import uvloop  # noqa: E402
+
 from brainy.net.app import App  # noqa: E402
+from brainy.net.glue.tcp import HttpProtocol  # noqa: E402
+from brainy.net.server import Server  # noqa: E402
 from brainy.net.h1 import H1Connection  # noqa: E402
 from brainy.net.keys import KeyTable  # noqa: E402
 from brainy.net.pool import Pool  # noqa: E402
@@ -38,6 +44,38 @@ def serving(root: Path) -> App:
         os.write(fd, f"{measure.KEY} person:measure *\n".encode())
         os.close(fd)
     return App(Pool({"main": root / "store"}), KeyTable.open(str(keys)), "1970-01-01T00:00:00Z")
+
+
+class Written:
+    """A transport that keeps what is written (a loopback socket's part of the path is not timed here)."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default  # no socket: TCP_NODELAY is not set
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def accepted(app: App) -> tuple[HttpProtocol, Written]:
+    """One accepted connection of a server with ``app``, as the event loop makes it."""
+    transport = Written()
+    loop = uvloop.new_event_loop()
+
+    async def made() -> HttpProtocol:
+        protocol = HttpProtocol(app, Server(app, []), ("h1", "h2"))
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        return protocol
+
+    return loop.run_until_complete(made()), transport
 
 
 def main() -> None:
@@ -66,7 +104,16 @@ def main() -> None:
         conn.send_response(app.handle(event.request), True)
         conn.data_to_send()
 
+    protocol, transport = accepted(app)
+    protocol.data_received(REQUEST)
+    assert transport.written[-1].startswith(b"HTTP/1.1 200 ")
+
+    def served() -> None:
+        protocol.data_received(REQUEST)
+        transport.written.clear()
+
     runner.bench_func("h1.get", whole)
+    runner.bench_func("h1.served", served)
     runner.bench_func("h1.parse", parse)
     runner.bench_func("h1.answer", answer)
 

@@ -194,3 +194,30 @@ def test_an_unexpected_fault_is_an_internal_error_with_a_ref(served, monkeypatch
     out = run(dispatcher, PERSON, "counts")
     assert out.refusal.name == "InternalError" and out.status == 500
     assert out.refusal.ref in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+def test_reads_at_the_head_share_one_snapshot_until_a_commit_moves_it(served):
+    """A transport's reads at the head share one snapshot while the head stands (none made per request), and
+    the first read after a commit stands at the new head: a row written is read, never the row before it."""
+    dispatcher, brain = served
+    first = brain.wire_head()
+    assert first is brain.wire_head() and first.wire and first.generation == brain.head
+    before = run(dispatcher, PERSON, "get", id="a")
+    assert before.answer["entity"] is not None and before.answer["generation"] == first.generation
+    brain.update({"id": "a", "data": "moved"})
+    moved = brain.wire_head()
+    assert moved is not first and moved.generation == brain.head == first.generation + 1
+    after = run(dispatcher, PERSON, "get", id="a")
+    assert after.answer["generation"] == moved.generation
+    assert after.answer["entity"].msgpack_document()["data"] == "moved"
+
+
+def test_a_door_in_flight_is_counted_on_the_entry_it_entered(served):
+    """The dispatcher counts a door in flight on the pool entry it entered and leaves that same entry, so the
+    arbiter never closes a brain under a door; none is counted once the answer is out."""
+    dispatcher, _ = served
+    entry = dispatcher.brains.enter("main")
+    assert entry.in_flight == 1
+    dispatcher.brains.left(entry)
+    assert run(dispatcher, PERSON, "get", id="a").ok
+    assert entry.in_flight == 0

@@ -482,3 +482,91 @@ def test_the_twins_frame_a_conversation_byte_for_byte(h2frame_twins, monkeypatch
             wire.append(out)
         outputs.append(wire)
     assert outputs[0] == outputs[1]
+
+
+# -- a unary call: HEADERS, then its one DATA with END_STREAM, in one read -----------------------------
+
+GRPC = [(":method", "POST"), (":scheme", "http"), (":path", "/brainy.v1.Brainy/Get"), (":authority", "t"),
+        ("content-type", "application/grpc"), ("te", "trailers")]
+
+
+def unary_calls(cases: list[tuple[list[tuple[str, str]], int, int, bytes]]) -> list[list[bytes]]:
+    """Each case ``(fields, DATA flags, DATA stream (0: the call's own), DATA payload)`` as its two frames, on
+    streams 1, 3, 5, ..., the blocks from one HPACK encoder (so the dynamic table carries across calls)."""
+    encoder = hpack.Encoder()
+    calls = []
+    for i, (fields, flags, on, payload) in enumerate(cases):
+        stream = 2 * i + 1
+        calls.append([raw(0x1, 0x4, stream, encoder.encode(fields)), raw(0x0, flags, on or stream, payload)])
+    return calls
+
+
+def conversation(reads: list[bytes], **options) -> tuple[list[tuple], bytes]:
+    """A settled server fed ``reads`` one at a time, every request answered as it comes: what it handed out
+    (comparable) and every byte it framed."""
+    server = H2Connection(0.0, **options)
+    wire = [server.data_to_send()]
+    server.receive_data(h2mod.PREFACE + raw(0x4, 0, 0, b""), 0.0)
+    seen = []
+    for data in reads:
+        for event in server.receive_data(data, 0.0):
+            if isinstance(event, RequestReceived):
+                seen.append(("request", event.stream_id, event.request))
+                server.send_response(event.stream_id, Response(200, [(b"content-type", b"application/grpc")],
+                                                               b"\x00" * 5, [(b"grpc-status", b"0")]))
+            else:
+                seen.append((type(event).__name__, event.stream_id, getattr(getattr(event, "refusal", None),
+                                                                            "name", None)))
+        wire.append(server.data_to_send())
+    return seen, b"".join(wire)
+
+
+UNARY_CASES = {
+    "plain": [(GRPC, 0x1, 0, b"\x00\x00\x00\x00\x03abc")] * 3,
+    "empty-body": [(GRPC, 0x1, 0, b"")],
+    "stated-length": [(GRPC + [("content-length", "3")], 0x1, 0, b"abc")],
+    "wrong-length": [(GRPC + [("content-length", "5")], 0x1, 0, b"abc"), (GRPC, 0x1, 0, b"ok")],
+    "over-max-body": [(GRPC, 0x1, 0, b"x" * 65), (GRPC, 0x1, 0, b"fits")],
+    "padded": [(GRPC, 0x1 | 0x8, 0, b"\x02abc\x00\x00")],
+    "not-ended": [(GRPC, 0x0, 0, b"abc")],
+    "other-stream": [(GRPC, 0x1, 0, b"a"), (GRPC, 0x1, 1, b"b")],
+    "malformed": [([(":method", "POST"), (":scheme", "http"), (":authority", "t")], 0x1, 0, b"abc"),
+                  (GRPC, 0x1, 0, b"after")],
+    "frame-size": [(GRPC, 0x1, 0, b"x" * 16385)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNARY_CASES))
+def test_a_unary_call_in_one_read_is_read_as_its_frames_one_by_one(twin, case):
+    """HEADERS then its DATA with END_STREAM in one read (a unary gRPC call) is handed out exactly as the two
+    frames read one at a time are: the same events, the same bytes out (resets, refusals, window updates),
+    and the HPACK table the same after it, for the plain call and for every shape that is not."""
+    calls = unary_calls(UNARY_CASES[case])
+    one_read = conversation([b"".join(call) for call in calls], max_body=64)
+    by_frame = conversation([frame for call in calls for frame in call], max_body=64)
+    assert one_read == by_frame
+
+
+def test_a_plain_unary_call_takes_the_short_path(twin):
+    """A unary call whose two frames came in one read is handed out from them at once, with its body, its
+    stream kept as one answering (nothing more may arrive on it)."""
+    server, _ = settled()
+    [call] = unary_calls([(GRPC, 0x1, 0, b"\x00\x00\x00\x00\x02hi")])
+    [event] = server.receive_data(b"".join(call), 0.0)
+    assert event.request.method == "POST" and event.request.path == "/brainy.v1.Brainy/Get"
+    assert event.request.body == b"\x00\x00\x00\x00\x02hi" and event.request.headers["te"] == "trailers"
+    assert server._streams[1] is h2mod.ANSWERING
+    # half-closed (remote): more DATA resets it, STREAM_CLOSED, and the request handed out is withdrawn
+    assert server.receive_data(raw(0x0, 0x1, 1, b"late"), 0.0) == [StreamReset(1)]
+    assert resets(server.data_to_send()) == [(1, h2.errors.ErrorCodes.STREAM_CLOSED)]
+
+
+def test_unary_calls_past_half_the_connection_window_are_topped_up_as_frame_by_frame(twin):
+    """The DATA a short path takes counts against the connection's window: calls past half of it get the same
+    WINDOW_UPDATE, at the same point, as the frames read one at a time."""
+    count = CONNECTION_WINDOW // 2 // 16384 + 2
+    calls = unary_calls([(GRPC, 0x1, 0, b"y" * 16384)] * count)
+    one_read = conversation([b"".join(call) for call in calls])
+    assert one_read == conversation([frame for call in calls for frame in call])
+    updates = [f for f in frames(one_read[1]) if type(f).__name__ == "WindowUpdateFrame" and f.stream_id == 0]
+    assert len(updates) == 2  # the one after our SETTINGS, then the top-up

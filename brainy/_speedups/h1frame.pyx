@@ -58,6 +58,34 @@ cdef void fill_classes():
 fill_classes()
 
 
+# The field names nearly every request carries, handed out as these very strings: a plain request's head
+# makes no string for them (the pure twin makes equal ones; only the objects differ).
+cdef tuple KNOWN_NAMES = ("host", "user-agent", "accept", "authorization", "content-type", "content-length",
+                          "connection", "accept-encoding", "accept-language", "x-brainy-caller", "origin",
+                          "referer", "cookie", "te", "cache-control", "pragma")
+cdef tuple KNOWN_RAW = tuple(name.encode("ascii") for name in KNOWN_NAMES)
+cdef enum:
+    NAME_BUFFER = 32  # names longer than this are decoded and lowered as the pure twin does
+
+
+cdef object field_name(const unsigned char* q, Py_ssize_t n):
+    # The lowercase name of the field at q[:n] (a token: ASCII), a known one without a new string.
+    cdef unsigned char folded[NAME_BUFFER]
+    cdef Py_ssize_t k
+    cdef unsigned char c
+    cdef bytes raw
+    if n > NAME_BUFFER:
+        return PyUnicode_DecodeLatin1(<const char*>q, n, NULL).lower()
+    for k in range(n):
+        c = q[k]
+        folded[k] = c + 32 if 65 <= c <= 90 else c
+    for k in range(PyTuple_GET_SIZE(KNOWN_RAW)):
+        raw = <bytes>KNOWN_RAW[k]
+        if PyBytes_GET_SIZE(raw) == n and memcmp(folded, PyBytes_AS_STRING(raw), n) == 0:
+            return KNOWN_NAMES[k]
+    return PyUnicode_DecodeLatin1(<const char*>folded, n, NULL)
+
+
 cdef Py_ssize_t check_status(object status) except -1:
     cdef int overflow = 0
     cdef long v
@@ -318,7 +346,7 @@ def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
         elif (name_end - name_at == 17 and lower_eq(q, b"transfer-encoding", 17)) or \
                 (name_end - name_at == 7 and lower_eq(q, b"upgrade", 7)):
             return None
-        name = PyUnicode_DecodeLatin1(<const char*>q, name_end - name_at, NULL).lower()
+        name = field_name(q, name_end - name_at)
         value = PyUnicode_DecodeLatin1(<const char*>p + value_at, value_end - value_at, NULL)
         known = headers.get(name)
         headers[name] = value if known is None else f"{known}, {value}"

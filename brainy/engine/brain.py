@@ -279,6 +279,19 @@ class Brain(CommitPath, Maintenance):
         self._check_open()
         return Snapshot(self, self._sources, self._durable if generation is None else generation)
 
+    #: :meth:`wire_head`'s (sources, durable generation, snapshot), remade once either moves.
+    _wire_head: tuple[Sources, int, Snapshot] | None = None
+
+    def wire_head(self) -> Snapshot:
+        """``at().for_wire()``, one object while the durable head and the sources stand: every transport read
+        at the head shares it (a snapshot holds nothing a read changes), instead of two made per request."""
+        held = self._wire_head
+        if held is None or held[0] is not self._sources or held[1] != self._durable or self._closed:
+            snap = self.at().for_wire()  # a closed handle refuses here
+            self._wire_head = (snap.sources, snap.generation, snap)
+            return snap
+        return held[2]
+
     # -- the doors, in process -----------------------------------------------------------------
 
     def call(self, door: str, *positional: Any, caller: str | None = None, via: str | None = None,

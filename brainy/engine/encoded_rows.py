@@ -255,7 +255,7 @@ def answer(view: "Snapshot", key: bytes, generation: int, raw: bytes, include_ve
 def lookup(view: "Snapshot", key: bytes, include_vector: bool = False, include_data: bool = True) -> Any:
     """The answer of the row under user key ``key`` as ``view`` reads it (:func:`answer`), None when absent."""
     sources, at = view.sources, view.generation
-    resolved = Resolved.of(sources)
+    resolved = sources.resolved or Resolved.of(sources)
     if view.wire or not include_vector:
         known = resolved.generation(sources, key, at)
         if known is not None:

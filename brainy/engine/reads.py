@@ -21,7 +21,7 @@ MAX_BATCH_GET = 1000
 def get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """``{entity | None, generation}``: one entity by id or natural key."""
     key, _ = K.resolve(id_)
-    return {"entity": _entity(snap, key, args["includeVector"], args["includeData"]),
+    return {"entity": E.lookup(snap, K.entity_key(key), args["includeVector"], args["includeData"]),
             "generation": snap.generation}
 
 

@@ -89,12 +89,13 @@ class Sources:
 
 
 class Snapshot:
-    __slots__ = ("_store", "_sources", "generation", "wire")
+    __slots__ = ("_store", "_sources", "generation", "wire", "serial")
 
     def __init__(self, store: "Brain", sources: Sources, generation: int) -> None:
         self._store = store
         self._sources = sources
         self.generation = generation
+        self.serial: int = store.serial  # the brain handle's serial, unique in the process (a row answer's key)
         # a transport's read: its page doors hand rows out as encoded bytes (brainy/engine/encoded_rows.py)
         self.wire = False
 
@@ -147,11 +148,6 @@ class Snapshot:
         """What this snapshot reads: a flush or compaction swaps in new sources, and these keep their tables
         and frozen memtables unchanged; their live memtable only gains versions above the durable head."""
         return self._sources
-
-    @property
-    def serial(self) -> int:
-        """The brain handle's serial, unique in the process."""
-        return self._store.serial
 
     # -- keys and rows ---------------------------------------------------------------------------
 

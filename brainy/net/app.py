@@ -22,7 +22,7 @@ from brainy.engine import embedder
 from brainy.engine.feed import LogTail
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
-from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name, gate
+from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name, elapsed_ms, gate
 from brainy.net.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.keys import KeyTable, apply_caller_assertion
@@ -71,7 +71,7 @@ class App:
             reply = self.mcp.handle(request.method, request.headers, request.body, time.monotonic())
             return self._mcp_response(reply) if isinstance(reply, HttpReply) else self._mcp_later(reply)
         text: list[tuple[str, str]] = []  # a text answer (/agent, /llms.txt): (content type, body)
-        outcome = self.dispatcher.timed(request.path, lambda: self._serve(request, text))
+        outcome = self.dispatcher.timed(request.path, self._serve, request, text)
         if isinstance(outcome, Outcome):
             return self._respond(request, outcome, text)
         return self._respond_later(request, outcome, text)
@@ -81,7 +81,7 @@ class App:
         caller whose credential passed, else ``(refusal, None)``. Everything is checked before the upgrade
         is granted (DOORS.md 10.2), so a caller that failed never holds a live socket."""
         granted: list[tuple[Principal, str]] = []
-        outcome = self.dispatcher.timed(request.path, lambda: self._grant(request, granted))
+        outcome = self.dispatcher.timed(request.path, self._grant, request, granted)
         if isinstance(outcome, Outcome) and outcome.ok and granted:
             principal, accept = granted[0]
             return Response(101, ws.switching_headers(accept), b""), principal
@@ -215,7 +215,7 @@ class App:
         source = "commits" if brain.role == "writer" else "log-file"
         stream = sse.ChangeStream(name, fresh.cursor, 0.0, held=True, source=source, limit=limit)
         stream.commits_landed(commits, 0.0)
-        stream.catch_up_done(more, round((time.perf_counter_ns() - started) / 1e6, 3), 0.0)
+        stream.catch_up_done(more, elapsed_ms(started), 0.0)
         text.append(sse.OpenedFeed(name, stream, fresh))
         return {}
 

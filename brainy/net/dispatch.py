@@ -28,7 +28,7 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder, policy, registry
-from brainy.engine.registry import HOST, door
+from brainy.engine.registry import HOST, READ, door
 from brainy.net import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
 from brainy.net import reading_door
 from brainy.net.principal import Principal
@@ -50,9 +50,11 @@ class Brains(Protocol):
 
     def health(self, name: str) -> dict[str, Any]: ...
 
-    def enter(self, name: str) -> None: ...
+    def enter(self, name: str) -> Any: ...
 
-    def leave(self, name: str) -> None: ...
+    def held(self, entered: Any, for_write: bool) -> Brain: ...
+
+    def left(self, entered: Any) -> None: ...
 
 
 @dataclass(slots=True)
@@ -79,6 +81,13 @@ class Outcome:
         doc = dict(self.answer) if self.refusal is None else {"error": self.refusal.to_wire()}
         doc["_meta"] = {"ms": self.ms}
         return doc
+
+
+def elapsed_ms(started: int) -> float:
+    """The milliseconds since ``started`` (a ``perf_counter_ns``), to the microsecond: the whole microseconds
+    rounded in integers, then divided once (a float's ``round(x, 3)`` costs four times as much, and every
+    answer pays it)."""
+    return (time.perf_counter_ns() - started + 500) // 1000 / 1000
 
 
 def check_brain_name(name: Any) -> str:
@@ -138,13 +147,14 @@ class Plan:
     """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
     the gate's questions stay per call (they read the principal), the door's own facts do not."""
 
-    __slots__ = ("door", "host", "writes_rows", "closed", "takes_id", "takes_brain", "_none", "_fresh")
+    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_id", "takes_brain", "_none", "_fresh")
 
     def __init__(self, door: D.Door) -> None:
         self.door = door
         self.host = door.layer == "host"
         self.writes_rows = "W" in door.sets
         self.closed = _closed(door)  # the disposition's refusal, made afresh per call; None for a native door
+        self.guarded = self.writes_rows or self.closed is not None  # the caller rule or the disposition applies
         self.takes_id = door.name in TAKES_ID
         self.takes_brain = door.name in TAKES_BRAIN
         # the checked document of a call that sends none (every plain get): the defaults, or the refusal of
@@ -211,23 +221,24 @@ class Dispatcher:
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
         """Run one door for one principal; never raises for a refusal, always answers an Outcome."""
-        outcome = self.timed(door, lambda: self.run(principal, door, brain, id, document))
+        outcome = self.timed(door, self.run, principal, door, brain, id, document)
         return outcome if isinstance(outcome, Outcome) else await outcome
 
-    def timed(self, door: str, work: Callable[[], Answer]) -> "Outcome | Awaitable[Outcome]":
-        """The one clock of a call: run ``work`` (a transport's whole handling of one request, the gate
-        and the door included) and answer its Outcome with the measured milliseconds.
+    def timed(self, door: str, work: Callable[..., Answer], *args: Any) -> "Outcome | Awaitable[Outcome]":
+        """The one clock of a call: run ``work(*args)`` (a transport's whole handling of one request, the gate
+        and the door included) and answer its Outcome with the measured milliseconds. The arguments are
+        passed rather than closed over: no closure is made per request.
 
         A door that answers without waiting (every read) is answered here and now, with no task
         and no await; one that must wait (a write's shared fsync) answers an awaitable Outcome.
         """
         started = time.perf_counter_ns()
         try:
-            answer = work()
+            answer = work(*args)
         except Exception as exc:
             return self._outcome(door, started, None, exc)
         if isinstance(answer, dict):
-            return self._outcome(door, started, answer, None)
+            return Outcome(door, elapsed_ms(started), answer, None)
         return self._later(door, started, answer)
 
     async def _later(self, door: str, started: int, pending: Awaitable[dict[str, Any]]) -> Outcome:
@@ -240,14 +251,14 @@ class Dispatcher:
     @staticmethod
     def _outcome(door: str, started: int, answer: dict[str, Any] | None, exc: Exception | None) -> Outcome:
         if exc is None:
-            return Outcome(door, round((time.perf_counter_ns() - started) / 1e6, 3), answer)
+            return Outcome(door, elapsed_ms(started), answer, None)
         if isinstance(exc, R.Refusal):
             refusal = exc
         else:  # a fault is logged under a reference, never shown
             ref = str(uuid.uuid4())
             log.error("internal error in door %s (ref %s)", door, ref, exc_info=exc)
             refusal = R.InternalError(f"an unexpected fault; see the log under {ref}", ref=ref)
-        return Outcome(door, round((time.perf_counter_ns() - started) / 1e6, 3), None, refusal)
+        return Outcome(door, elapsed_ms(started), None, refusal)
 
     def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
         """The gate and the door, without the clock: the answer, or an awaitable of it for a door that waits."""
@@ -261,11 +272,12 @@ class Dispatcher:
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
         # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
         # commit path asks the policy guardrails before the write)
-        if plan.writes_rows and principal.caller is None:
-            raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no caller "
-                                               "(X-Brainy-Caller)", door=door.name)
-        if plan.closed is not None:
-            raise plan.closed()
+        if plan.guarded:
+            if plan.writes_rows and principal.caller is None:
+                raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no "
+                                                   "caller (X-Brainy-Caller)", door=door.name)
+            if plan.closed is not None:
+                raise plan.closed()
         if document is not None and not isinstance(document, dict):
             raise R.InvalidArgumentError("the argument document must be an object", field="document",
                                          reason="wrong-type")
@@ -275,41 +287,42 @@ class Dispatcher:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
         document = plan.no_arguments() if not document else arguments.check(door, document)
         entry = REGISTERED[door.name]
+        brains = self.brains
         if plan.host:  # the host's own doors reach archived and unborn brains: no door count
-            return entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
-        self.brains.enter(brain)
+            return entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
+        entered = brains.enter(brain)
         try:
-            if entry.runs == registry.READ:
+            if entry.runs == READ:
                 texts = entry.embeds(document) if entry.embeds is not None else ()
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
-                    result = self._read_warmed(entry, brain, id_, document, texts)
+                    result = self._read_warmed(entry, entered, id_, document, texts)
                 else:
                     with policy.asking(principal):
-                        result = entry.fn(self.brains.resolve(brain, False).at().for_wire(), id_, document)
+                        result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
             elif entry.runs == registry.WRITE:
-                result = self.brains.resolve(brain, True).awrite(door.name, document, caller=principal.caller,
+                result = brains.held(entered, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via, roles=principal.roles)
                 if door.name == "memory.write":  # then the reading door's link, once the commit is durable
                     result = reading_door.after_write(self.reading_door, principal, document, result)
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
             else:
-                result = entry.fn(Call(principal, door, brain, id_, document, self.brains, self.host))
+                result = entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
         except BaseException:
-            self.brains.leave(brain)
+            brains.left(entered)
             raise
         if isinstance(result, dict):
-            self.brains.leave(brain)
+            brains.left(entered)
             return result
-        return self._finish(brain, result)
+        return self._finish(entered, result)
 
-    async def _read_warmed(self, entry: registry.Registered, brain: str, id_: Any, document: dict[str, Any],
+    async def _read_warmed(self, entry: registry.Registered, entered: Any, id_: Any, document: dict[str, Any],
                            texts: list[str]) -> dict[str, Any]:
         await embedder.run(embedder.warm, texts)
-        return entry.fn(self.brains.resolve(brain, False).at().for_wire(), id_, document)
+        return entry.fn(self.brains.held(entered, False).wire_head(), id_, document)
 
-    async def _finish(self, brain: str, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    async def _finish(self, entered: Any, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:
             return await pending
         finally:
-            self.brains.leave(brain)
+            self.brains.left(entered)

@@ -55,7 +55,7 @@ class GrpcService:
             return G.failed(G.UNIMPLEMENTED, f"{request.method} {request.path} is not an rpc of "
                             f"{D.GRPC_PACKAGE}.{D.GRPC_SERVICE}")
         status: list[int] = []  # set when a failure met on the way in is the transport's, not the door's
-        outcome = self.dispatcher.timed(door, lambda: self._call(request, door, status))
+        outcome = self.dispatcher.timed(door, self._call, request, door, status)
         if isinstance(outcome, Outcome):
             return self._respond(outcome, status)
         return self._respond_later(outcome, status)

@@ -262,9 +262,16 @@ class H2Connection:
                     break
                 payload = buffer[at + 9:at + 9 + length]
                 at += 9 + length
-                if kind == HEADERS and flags & _WHOLE_MASK == _WHOLE and self._continuing is None and self._settled:
-                    self._whole_request(stream_id, payload, out)  # the common frame: a request in one HEADERS
-                    continue
+                if kind == HEADERS and self._continuing is None and self._settled:
+                    shape = flags & _WHOLE_MASK
+                    if shape == _WHOLE:
+                        self._whole_request(stream_id, payload, out)  # the common frame: a request in one HEADERS
+                        continue
+                    if shape == END_HEADERS:  # a body follows: in this very read, for a unary gRPC call
+                        after = self._unary_request(stream_id, payload, buffer, at, end, out)
+                        if after is not None:
+                            at = after
+                            continue
                 self._frame(kind, flags, stream_id, payload, out)
                 if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
                     return []
@@ -360,14 +367,10 @@ class H2Connection:
         under every limit, a body-less request handed out at once; anything else takes :meth:`_block`'s
         path (the same rules, step by step)."""
         fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
-        if (stream_id <= self._highest or not stream_id & 1 or self._closing is not None
-                or len(self._streams) >= self._max_streams):
+        if not self._opens_plainly(stream_id):
             self._block(stream_id, END_STREAM, fields, out)
             return
-        if stream_id != self._next_id:
-            self._open_stream(stream_id)
-        else:
-            self._highest, self._next_id = stream_id, stream_id + 2
+        self._opened_in_order(stream_id)
         try:
             head = h2frame.request_head(fields)
         except RequestMalformed:
@@ -376,9 +379,58 @@ class H2Connection:
         if head[4] > 0:  # RFC 9113 8.1.1: a stated length the (empty) body does not have
             self._out.append(h2frame.frame(RST_STREAM, 0, stream_id, PROTOCOL_ERROR.to_bytes(4, "big")))
             return
+        self._hand_out(stream_id, head, b"", out)
+
+    def _unary_request(self, stream_id: int, block: bytes, buffer: bytes, at: int, end: int,
+                       out: list[H2Event]) -> int | None:
+        """A HEADERS frame with END_HEADERS alone (neither padded nor prioritised) and, right behind it in the
+        same read, its stream's one DATA frame with END_STREAM, unpadded: a unary gRPC call, a small POST. On
+        a new stream under every limit, with a body within the windows, ``max_body`` and any stated length,
+        the request is handed out at once, as the two frames' own paths would hand it out; answers where the
+        frame after the DATA starts. None, with nothing read (not even the block), when that DATA frame is
+        not there whole: the HEADERS takes its own path. A request that is not plain after all takes the
+        step-by-step path from its decoded block, and its DATA then its own (answers ``at``)."""
+        head = h2frame.parse_header(buffer, at)
+        if head is None:
+            return None
+        length, kind, flags, data_stream = head
+        # a DATA frame is at most MAX_FRAME_SIZE, far inside a new stream's window (STREAM_WINDOW)
+        if (kind != DATA or flags != END_STREAM or data_stream != stream_id or length > MAX_FRAME_SIZE
+                or end - at - 9 < length or length > self._receive_window or length > self._max_body):
+            return None
+        fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
+        if not self._opens_plainly(stream_id):
+            self._block(stream_id, 0, fields, out)
+            return at
+        try:
+            request = h2frame.request_head(fields)
+        except RequestMalformed:
+            request = None
+        if request is None or (request[4] >= 0 and request[4] != length):  # refused step by step (8.1.1)
+            self._block(stream_id, 0, fields, out)
+            return at
+        self._opened_in_order(stream_id)
+        self._receive_window -= length  # the connection's window counts every DATA byte (topped up after the read)
+        self._hand_out(stream_id, request, buffer[at + 9:at + 9 + length], out)
+        return at + 9 + length
+
+    def _opens_plainly(self, stream_id: int) -> bool:
+        """Whether a request on ``stream_id`` opens a new stream under every limit (nothing to refuse)."""
+        return (stream_id > self._highest and stream_id & 1 == 1 and self._closing is None
+                and len(self._streams) < self._max_streams)
+
+    def _opened_in_order(self, stream_id: int) -> None:
+        if stream_id != self._next_id:
+            self._open_stream(stream_id)
+        else:
+            self._highest, self._next_id = stream_id, stream_id + 2
+
+    def _hand_out(self, stream_id: int, head: tuple[str, str, str, dict[str, str], int], body: bytes,
+                  out: list[H2Event]) -> None:
+        """A request whose stream the peer has ended already, handed out whole: nothing more arrives on it."""
         method = head[0]
         self._streams[stream_id] = ANSWERING_HEAD if method == "HEAD" else ANSWERING
-        out.append(RequestReceived(stream_id, Request(method, head[1], head[2], head[3], b"")))
+        out.append(RequestReceived(stream_id, Request(method, head[1], head[2], head[3], body)))
 
     def _continuation(self, flags: int, payload: bytes, out: list[H2Event]) -> None:
         stream_id, end_stream, fragments = self._continuing  # type: ignore[misc]

@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -399,7 +400,7 @@ def _unauthenticated() -> R.Refusal:
     return R.UnauthenticatedError(UNAUTHENTICATED_MESSAGE)
 
 
-def _bearer(authorization: str | bytes | None) -> str:
+def _read_bearer(authorization: str | bytes | None) -> str:
     """The credential of ``Authorization: Bearer <credential>``, or the one flat refusal."""
     if authorization is None:
         raise _unauthenticated()
@@ -410,6 +411,12 @@ def _bearer(authorization: str | bytes | None) -> str:
     if len(parts) != 2 or parts[0].lower() != "bearer" or not parts[1].isascii() or not parts[1].isprintable():
         raise _unauthenticated()
     return parts[1]
+
+
+# A keep-alive client sends the same Authorization on every request: its reading is remembered (bounded, as
+# any cache of what a caller sends must be; a refusal is never kept). Only the split is remembered: the
+# table, the revoked list and a token's verification are asked on every request.
+_bearer = functools.lru_cache(maxsize=256)(_read_bearer)
 
 
 def _b64url(segment: str) -> bytes:
@@ -550,6 +557,7 @@ class KeyTable:
             raise R.BRAINY_KEY_UNKNOWN_ISSUER(
                 f"the token's issuer {iss!r} is not trusted: no issuers file is configured, so no issuer is",
                 iss=iss)
+        now = time.monotonic() if now is None else now  # one clock read for both files' reload checks
         self.refresh(now)
         principal = self._table.get(credential)
         if principal is None or self.is_revoked(credential, now):

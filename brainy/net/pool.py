@@ -146,7 +146,10 @@ class Pool:
 
     def resolve(self, name: str, for_write: bool) -> Brain:
         """The handle a door on ``name`` uses; a write claims the lease if nobody live holds it."""
-        entry = self._entry(name)
+        return self.held(self._entry(name), for_write)
+
+    def held(self, entry: Entry, for_write: bool) -> Brain:
+        """:meth:`resolve` for the entry a door :meth:`enter` ed: the name is not looked up again."""
         with entry.lock:
             handle = entry.handle
             if handle is not None and (not for_write or handle.role == "writer"):
@@ -154,7 +157,7 @@ class Pool:
             if entry.kept is not None:
                 return self._readmit(entry)
             if not for_write:
-                return self._admitted(entry, Brain.attach(entry.path, name=name))
+                return self._admitted(entry, Brain.attach(entry.path, name=entry.name))
             return self._claim(entry, force=False)
 
     def _admitted(self, entry: Entry, handle: Brain) -> Brain:
@@ -334,16 +337,24 @@ class Pool:
             block["since"], block["footprintBytes"] = int(entry.since * 1000), footprint(handle)
         return block
 
-    def enter(self, name: str) -> None:
-        entry = self._entry(name)
+    def enter(self, name: str) -> Entry:
+        """A door is in flight on ``name``: answers its entry, for :meth:`held` and :meth:`left`."""
+        entry = self._entries.get(name) or self._entry(name)  # the common case without a call
         entry.in_flight += 1  # before the handle is resolved: the arbiter never closes it under this door
         entry.cadence.touch(time.monotonic())
+        return entry
 
     def leave(self, name: str) -> None:
         # the entry entered, even if an archive has since taken it out of the table
         entry = self._entries.get(name) or self._retiring.get(name)
         if entry is not None:
             entry.in_flight -= 1
+
+    @staticmethod
+    def left(entry: Entry) -> None:
+        """The door that :meth:`enter` ed ``entry`` is done (its entry, even if an archive has since taken it
+        out of the table)."""
+        entry.in_flight -= 1
 
     async def retire(self, name: str, drain_seconds: float = 10.0) -> dict[str, Any] | None:
         """Close ``name`` and forget it (host.archive): the doors in flight finish first (bounded), then the

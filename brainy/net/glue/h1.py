@@ -46,20 +46,21 @@ class H1Glue(Session[H1Connection]):
     def _drain(self) -> None:
         """Answer queued requests in the order they came, each at once unless its door waits."""
         transport = self.transport
-        while self._queue and not self._closing:
-            event = self._queue.popleft()
-            if isinstance(event, ProtocolFailed):
-                self._write(refusal_response(event.refusal), keep_alive=False, head=False)
+        server, app, queue = self.server, self.app, self._queue
+        while queue and not self._closing:
+            event = queue.popleft()
+            if type(event) is not RequestReceived:  # a failure or an upgrade: the connection's last event
+                if isinstance(event, ProtocolFailed):
+                    self._write(refusal_response(event.refusal), keep_alive=False, head=False)
+                else:
+                    self._upgrade(event)
                 return
-            if isinstance(event, UpgradeRequested):
-                self._upgrade(event)
-                return
-            self.server.in_flight += 1
-            answered = self.app.handle(event.request)
+            server.in_flight += 1
+            answered = app.handle(event.request)
             if not isinstance(answered, Response):
                 self._waiting = asyncio.get_running_loop().create_task(self._later(answered, event))
                 return
-            self.server.in_flight -= 1
+            server.in_flight -= 1
             if not self._answer(answered, event):
                 return
         if self._paused and len(self._queue) < MAX_PIPELINE // 2:
