@@ -471,8 +471,8 @@ def test_a_writer_appends_after_reading_in_place_and_a_reopen_answers_the_same(t
                 if not held._slots._parts:
                     break
             assert time.monotonic() < deadline, "no compaction"
-        with brain.at().vectors() as held:
-            assert held._count == len(held) and held._slots.owned.flags.writeable
+        with brain.at().vectors() as held:  # one owned matrix (updates after the compaction may have killed some)
+            assert not held._slots._parts and held._slots.owned.flags.writeable and held._count < 6_300 + 1_000
         check_near(brain, queries)
         after = index_state(brain)
     with Brain.open(path) as brain:
