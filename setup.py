@@ -110,6 +110,8 @@ setup(
         "numpy>=1.26",               # the vector index's matrix and its exact scan (BLAS); the embedder's tensors
         "faiss-cpu>=1.8",            # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
                                      # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
+        "crc32c>=2.4,<3",            # CRC-32C (hardware, 14 GB/s here against zlib crc32's 2.3) for the vector
+                                     # snapshots' chunk checksums: a first search checks the slots it scans
         # The embedder (brainy/engine/embedder.py): all-MiniLM-L6-v2 run on the box, nothing fetched.
         "onnxruntime>=1.17",         # runs the model (no PyTorch)
         "tokenizers>=0.15",          # its WordPiece tokenizer

@@ -31,7 +31,10 @@ snapshot files' sizes. ``--fresh K`` instead times each first door in K new proc
 imports outside it) and prints the values, without pyperf: what a before-and-after
 comparison on a 1,000,000-entity store can afford when the "before" scans every row. ``--served`` marks each
 handle as the server's pool does (``background``: the postings read in place, no projection built inside a
-read), which isolates the vector index's own part of the first find.
+read), which isolates the vector index's own part of the first find. ``--rewrite-from OLD`` copies the
+``vec-*`` stores another version built under ``OLD`` (a 1,000,000-vector store takes most of an hour to
+build) and rewrites their vector snapshot files in this version's formats, the chain's shape kept (the same
+links at the same stamps, the graph's bytes as they were): the same stores, as this version would write them.
 """
 
 from __future__ import annotations
@@ -81,6 +84,23 @@ for c, items in enumerate(commits):
         brain.flush()
 os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+def rewrite_vector_snapshots(old: Path, store: Path) -> None:
+    """``old`` copied to ``store``, its vector base and deltas written again in this version's formats."""
+    import crc32c
+    from brainy.engine import vectors as V
+    from brainy.engine.files import write_durably
+    shutil.copytree(old, store)
+    for path in sorted((store / "index").glob("*" + V.SUFFIX)):
+        index = V.VectorIndex.decode(V._mapped(path), graph_later=True, name=path.name)
+        frozen = index.freeze(base=True)
+        index.graph_for(frozen)
+        write_durably(path, frozen.encode())
+    for path in sorted((store / "index").glob("*" + V.DELTA_SUFFIX)):
+        body = bytearray(path.read_bytes()[:-4])
+        body[4:8] = V.DELTA_FORMAT.to_bytes(4, "little")
+        write_durably(path, bytes(body) + V._CRC.pack(crc32c.crc32c(body)))
 
 
 def _crash(script: str, store: Path, *args: Any) -> None:
@@ -271,6 +291,8 @@ def main() -> None:
     runner.argparser.add_argument("--million", help="a 1,000,000-entity store of bench_cold_start.py to copy")
     runner.argparser.add_argument("--fresh", type=int, help="time each first door in this many new processes, "
                                                             "without pyperf")
+    runner.argparser.add_argument("--rewrite-from", help="a --stores directory of another version: its vec-* "
+                                  "stores copied and their vector snapshots rewritten in this version's formats")
     runner.argparser.add_argument("--served", action="store_true", help="with --fresh: the handle as the server's "
                                   "pool serves it (the projections read in place, never built inside a read)")
     args = runner.parse_args()
@@ -283,6 +305,10 @@ def main() -> None:
         for n in sizes:
             build_aggregates(root, n, Path(args.million) if args.million else None)
         for n in vector_sizes:
+            if args.rewrite_from:
+                for kind in ("clean", "crashed"):
+                    if not (root / f"vec-{kind}-{n}" / "MANIFEST").exists():
+                        rewrite_vector_snapshots(Path(args.rewrite_from) / f"vec-{kind}-{n}", root / f"vec-{kind}-{n}")
             build_vectors(root, n)
         if args.fresh:
             fresh(root, sizes, vector_sizes, args.fresh, args.served)

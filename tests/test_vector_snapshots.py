@@ -7,6 +7,7 @@ tail (real processes); a damaged delta ends the chain and the rows bring the ind
 from __future__ import annotations
 
 import signal
+from array import array
 import struct
 import subprocess
 import sys
@@ -14,9 +15,11 @@ import time
 import zlib
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import pytest
 
+from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.engine import vectors as V
 from brainy.engine.vectors import VectorIndex, read_chain
@@ -67,8 +70,12 @@ def check(brain: Brain, rng: np.random.Generator, queries: int = 6) -> None:
 def index_state(brain: Brain) -> tuple[int, int, dict[int, bytes]]:
     """An index as what it answers from: its stamp, its live count, each live entity's unit vector."""
     with brain.at().vectors() as index:
-        live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[:index._count] if d != V.NO_SLOT}
-        return index.stamp, len(index), live
+        return index_of(index)
+
+
+def index_of(index: VectorIndex) -> tuple[int, int, dict[int, bytes]]:
+    live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[:index._count] if d != V.NO_SLOT}
+    return index.stamp, len(index), live
 
 
 def test_a_delta_is_as_documented_and_follows_its_base():
@@ -92,7 +99,8 @@ def test_a_delta_is_as_documented_and_follows_its_base():
     delta = index.freeze(base=False)
     data = delta.encode()
     assert len(data) == 64 + 8 * 1 + 8 * 3 + 4 * DIM * 3 + 4 and data[:4] == b"BVD1"
-    assert V._DELTA.unpack_from(data)[1:] == (1, 5, 2, 2, DIM, 3, 3, 1)
+    assert V._DELTA.unpack_from(data)[1:] == (2, 5, 2, 2, DIM, 3, 3, 1)
+    assert struct.unpack_from("<I", data, len(data) - 4)[0] == crc32c.crc32c(data[:-4])
     assert np.frombuffer(data, "<i8", 1, 64).tolist() == [1]
     assert np.frombuffer(data, "<i8", 3, 72).tolist() == [7, -1, 8]  # ... killed by the update: dead already
     back = VectorIndex.decode(base_bytes)
@@ -104,6 +112,13 @@ def test_a_delta_is_as_documented_and_follows_its_base():
     with pytest.raises(ValueError, match="does not follow"):
         back.apply_delta(data)  # its previous link is 2, the chain stands at 5
     assert index.next_link() is None  # nothing changed since
+    old = data[:4] + struct.pack("<I", 1) + data[8:-4]  # format 1, as stores written before format 2 hold
+    old += struct.pack("<I", zlib.crc32(old))
+    older = VectorIndex.decode(base_bytes)
+    older.apply_delta(old)
+    assert index_of(older) == index_of(back)
+    with pytest.raises(ValueError, match="checksum"):
+        VectorIndex.decode(base_bytes).apply_delta(old[:-4] + struct.pack("<I", crc32c.crc32c(old[:-4])))
 
 
 def test_every_flush_appends_a_delta_and_a_reopen_reads_the_chain_exactly(tmp_path: Path) -> None:
@@ -224,7 +239,7 @@ def test_a_store_without_vectors_persists_an_empty_index_without_reading_a_row(t
         assert brain.vector_follower.built_from == "rows"
         brain.add({"type": "thing", "id": "t-last"})
         brain.flush()
-        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [56, 68]
+        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [68, 68]
     with Brain.open(path) as brain:
         with brain.at().vectors() as index:
             assert len(index) == 0
@@ -281,13 +296,21 @@ def test_the_first_search_after_a_reopen_scans_exactly_and_the_graph_then_gives_
         assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
 
 
-def test_a_damaged_section_of_a_base_is_refused(tmp_path: Path) -> None:
-    """A damaged graph section: the checked slots still answer, the graph is built again from them, the
-    warnings say so. A damaged vectors section: nothing of the base is trusted, the rows rebuild the index."""
+def layout(base: Path) -> dict[str, int]:
+    """Where a format 3 base's sections start (docs/store-format.md, "Vector index snapshots"), from its header."""
+    data = base.read_bytes()
+    assert struct.unpack_from("<I", data, 4)[0] == 3
+    count, graphed, graph_bytes, chunk = struct.unpack_from("<QQQI", data, 24)
+    vectors = -(-(56 + 8 * count + 4 * -(-count // chunk) + 4) // 64) * 64
+    return {"count": count, "chunk": chunk, "vectors": vectors, "graph": vectors + 4 * DIM * count,
+            "graphBytes": graph_bytes}
+
+
+def test_a_damaged_graph_is_built_again_from_the_checked_slots(tmp_path: Path) -> None:
+    """A damaged graph section: the slots still answer, the graph is built again from them, the warnings say so."""
     path, queries, base = graphed_store(tmp_path, 12)
-    count, graph_bytes = struct.unpack_from("<QQ", base.read_bytes(), 24)[0], struct.unpack_from("<Q", base.read_bytes(), 40)[0]
-    graph_at = 48 + 8 * count + 4 * DIM * count
-    flip(base, graph_at + graph_bytes // 2)
+    at = layout(base)
+    flip(base, at["graph"] + at["graphBytes"] // 2)
     index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
     assert index is not None and not why  # the slots check out; the graph is checked when it is loaded
     assert "graph section: checksum mismatch" in index.take_graph() and index._graph is None
@@ -299,14 +322,74 @@ def test_a_damaged_section_of_a_base_is_refused(tmp_path: Path) -> None:
         with brain.at().vectors() as held:
             assert held.graphed == 6_000  # built again from the slots
         check_near(brain, queries)
-    path, queries, base = graphed_store(tmp_path / "again", 13)
-    flip(base, 48 + 8 * 6_000 + 4 * DIM * 100)  # one vector
+
+
+def test_a_damaged_header_or_dense_section_is_refused_at_the_open(tmp_path: Path) -> None:
+    """The header and the dense ints are checked before anything is read in place: damaged, nothing of the base is
+    trusted and the rows rebuild the index, which answers the first search."""
+    for at, what in ((30, "header checksum"), (56 + 8 * 3_000, "dense section checksum")):
+        path, queries, base = graphed_store(tmp_path / str(at), 13)
+        flip(base, at)
+        index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+        assert index is None and what in why[0]
+        with Brain.open(path) as brain:
+            check_near(brain, queries)
+            assert brain.vector_follower.built_from == "rows"
+            assert any(w["code"] == "vectors-rebuilt" and what in w["message"] for w in brain.warnings)
+
+
+def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the_index(tmp_path: Path) -> None:
+    """One byte flipped in the middle of the vectors section: the open checks out (header, dense ints), the read
+    that meets the chunk refuses by name, never answering from it, and the next read answers from the rows: in
+    process (rebuilt inside it) and served (rebuilt in the background, the reads refusing meanwhile). A damaged
+    chunk no read touched is found by the graph's thread, before the graph could score it."""
+    for served in (False, True):
+        path, queries, base = graphed_store(tmp_path / str(served), 14)
+        at = layout(base)
+        flip(base, at["vectors"] + 4 * DIM * 3_000 + 17)  # slot 3,000, in the middle of the file
+        index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+        assert index is not None and not why
+        with pytest.raises(V.Damaged, match="chunk 11 "):
+            index.search(queries[0], 10)
+        with Brain.open(path) as brain:
+            brain.follower.background = brain.vector_follower.background = served
+            with pytest.raises(R.ProjectionBehindError, match="damaged"):
+                brain.find({"vector": queries[0].tolist(), "limit": 10})
+            assert any(w["code"] == "vectors-rebuilt" and "chunk 11 " in w["message"] for w in brain.warnings)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    check_near(brain, queries)
+                    break
+                except R.ProjectionBehindError:  # served: the rebuild runs on its own thread
+                    assert served and time.monotonic() < deadline
+                    time.sleep(0.05)
+            assert brain.vector_follower.built_from == "rows"
+            graph_in(brain)
+        with Brain.open(path) as brain:  # the close wrote a new base, from the rows
+            check_near(brain, queries)
+            assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+    path, queries, base = graphed_store(tmp_path / "untouched", 15)
+    flip(base, layout(base)["vectors"] + 4 * DIM * 5_990)  # the last chunk
     index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
-    assert index is None and "checksum mismatch" in why[0]
-    with Brain.open(path) as brain:
-        check_near(brain, queries)
-        assert brain.vector_follower.built_from == "rows"
-        assert any(w["code"] == "vectors-rebuilt" for w in brain.warnings)
+    allowed = array("Q", range(10))
+    scores, dense, how = index.search(queries[0], 3, allowed=allowed)  # reads chunk 0 only
+    assert how == "exact" and len(dense) == 3 and set(dense.tolist()) <= set(range(10))
+    assert dense.tolist() == index.exact(queries[0], 3, allowed)[1].tolist()
+    with pytest.raises(V.Damaged, match="chunk 23 "):
+        index.take_graph()
+    assert index._graph is None
+
+
+def as_format_2(data: bytes) -> bytes:
+    """A format 3 base written as format 2 (as stores written before format 3 hold): its 48-byte header, dense
+    ints, vectors and graph, then zlib's crc32 of header, dense ints and vectors, and of the graph."""
+    magic, _, stamp, dims, count, graphed, graph_bytes = struct.unpack_from("<4sIQIxxxxQQQ", data)
+    vectors_at = len(data) - 4 - graph_bytes - 4 * DIM * count
+    slots = struct.pack("<4sIQIxxxxQQQ", magic, 2, stamp, dims, count, graphed, graph_bytes) + \
+        data[56:56 + 8 * count] + data[vectors_at:vectors_at + 4 * DIM * count]
+    graph = data[vectors_at + 4 * DIM * count:-4]
+    return slots + graph + struct.pack("<II", zlib.crc32(slots), zlib.crc32(graph))
 
 
 def as_format_1(data: bytes) -> bytes:
@@ -315,23 +398,103 @@ def as_format_1(data: bytes) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
 
-def test_a_format_1_base_is_still_read(tmp_path: Path) -> None:
-    """A base written before format 2 (one checksum over all) is checked whole, then read the same way: the
-    first search scans exactly, the graph loads off the read path; a damaged one is refused."""
-    path, queries, base = graphed_store(tmp_path, 14)
-    before = VectorIndex.decode(base.read_bytes())
-    old = as_format_1(base.read_bytes())
-    base.write_bytes(old)
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
-    assert index is not None and not why and index.graph_waiting
-    assert index.take_graph() is None and index.stamp == before.stamp and len(index) == len(before)
-    with pytest.raises(ValueError):
-        VectorIndex.decode(old[:-10] + bytes([old[-10] ^ 1]) + old[-9:])  # a byte of the graph: format 1 checks all
-    with Brain.open(path) as brain:
+def test_format_1_and_2_bases_are_still_read(tmp_path: Path) -> None:
+    """A base written before format 3 (format 2: zlib crc32s of the slots and of the graph; format 1: one over
+    all) is checked whole at the open, then read in place the same way: the first search scans exactly, the
+    graph loads off the read path; a damaged one is refused at the open; the next base is format 3."""
+    for form in (2, 1):
+        path, queries, base = graphed_store(tmp_path / str(form), 16)
+        before = index_of(VectorIndex.decode(base.read_bytes()))
+        old = as_format_2(base.read_bytes())
+        if form == 1:
+            old = as_format_1(old)
+        base.write_bytes(old)
+        index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+        assert index is not None and not why and index.graph_waiting and index_of(index) == before
+        assert index.take_graph() is None
+        count = struct.unpack_from("<Q", old, 24)[0]
+        for at in (48 + 8 * count + 4 * DIM * 100, len(old) - 10):  # a vector; a byte of the graph (format 1)
+            if form == 2 and at == len(old) - 10:
+                continue  # format 2's graph has a checksum of its own, checked when the graph is loaded
+            with pytest.raises(ValueError, match="checksum"):
+                VectorIndex.decode(old[:at] + bytes([old[at] ^ 1]) + old[at + 1:])
+        with Brain.open(path, flush_bytes=1 << 30) as brain:
+            check_near(brain, queries)
+            assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+            graph_in(brain)
+            with brain.at().vectors() as held:
+                assert held.graphed == 6_000
+            check_near(brain, queries)
+            assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+            with brain.at().vectors() as held:  # a new base (as a compaction's would be) is written as format 3
+                held.link = None
+            brain.add({"type": "thing", "id": "new", "vector": queries[0].tolist()})
+            brain.flush()
+        (newer,) = [n for n in chain(path) if n.endswith(".vec")]
+        assert struct.unpack_from("<I", (path / "index" / newer).read_bytes(), 4)[0] == 3
+
+
+def test_a_writer_appends_after_reading_in_place_and_a_reopen_answers_the_same(tmp_path: Path) -> None:
+    """The base's slots stay a read-only view of the mapped file; the slots written after it (new vectors,
+    updates) live in the owned part; a flush appends a delta, and the reopen reads the base and the delta in
+    place and answers as the rows do. A compaction after an in-place open makes one owned matrix."""
+    path, queries, base = graphed_store(tmp_path, 17)
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((500, DIM)).astype(np.float32)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
         check_near(brain, queries)
+        with brain.at().vectors() as held:
+            assert [len(part.rows) for part in held._slots._parts] == [6_000]
+            assert not held._slots._parts[0].rows.flags.writeable  # the mapped file, never copied
+        brain.addMany({"items": [{"type": "thing", "id": f"n{i}", "vector": x[i].tolist()} for i in range(300)]})
+        for i in range(0, 6_000, 50):
+            brain.update({"id": f"v{i}", "vector": x[300 + i // 50].tolist()})
+        check_near(brain, queries)
+        brain.flush()
+        assert chain(path)[-1].endswith(".vecd")
+        before = index_state(brain)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        assert index_state(brain) == before
+        check_near(brain, queries)
+        with brain.at().vectors() as held:  # the base and the delta, both read in place
+            assert [len(part.rows) for part in held._slots._parts] == [6_000, 300 + 120]
+        graph_in(brain)
+        rows_ = [r for r in brain.at().entities() if r.get("vector")]
+        for r in rows_:  # every vector moved a little (its cluster kept): the dead slots outnumber the live
+            moved = np.frombuffer(r["vector"], "<f4") + 0.001 * rng.standard_normal(DIM).astype(np.float32)
+            brain.update({"id": r["id"], "vector": moved.tolist()})
+        deadline = time.monotonic() + 120
+        while True:
+            check_near(brain, queries)
+            graph_in(brain)
+            with brain.at().vectors() as held:
+                if not held._slots._parts:
+                    break
+            assert time.monotonic() < deadline, "no compaction"
+        with brain.at().vectors() as held:  # one owned matrix (updates after the compaction may have killed some)
+            assert not held._slots._parts and held._slots.owned.flags.writeable and held._count < 6_300 + 1_000
+        check_near(brain, queries)
+        after = index_state(brain)
+    with Brain.open(path) as brain:
+        assert index_state(brain) == after
+        check_near(brain, queries)
+
+
+def test_a_served_first_search_answers_from_the_mapped_slots_while_the_graph_loads(tmp_path: Path) -> None:
+    """As the server's pool serves a handle: the first find is the exact answer from the slots read in place,
+    the graph loads on its own thread and then gives the same pages."""
+    path, queries, base = graphed_store(tmp_path, 18)
+    with Brain.open(path) as brain:
+        brain.follower.background = brain.vector_follower.background = True
+        want = [oracle(brain, q, 10) for q in queries]  # from the rows
+        first = [brain.find({"vector": q.tolist(), "limit": 10}) for q in queries]
         assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        for answer, exact in zip(first, want):
+            _assert_same(answer, exact)
         graph_in(brain)
         with brain.at().vectors() as held:
-            assert held.graphed == 6_000
-        check_near(brain, queries)
-        assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+            assert held.graphed == 6_000 and held._slots.checked
+        for q, exact, answer in zip(queries, want, first):  # the graph's pages: the same hits
+            again = brain.find({"vector": q.tolist(), "limit": 10})
+            _assert_same(again, exact)
+            assert [h["id"] for h in again["results"]] == [h["id"] for h in answer["results"]]

@@ -8,14 +8,15 @@ from __future__ import annotations
 import random
 import struct
 import time
-import zlib
 
+import crc32c
 import numpy as np
 import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, embedder
-from brainy.engine.vectors import VectorIndex
+from brainy.engine import vectors as V
+from brainy.engine.vectors import VectorIndex, unit
 
 from helpers import flip, new_store
 
@@ -178,8 +179,6 @@ def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
 def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
     """Every vector replaced twice: the dead slots outnumber the live, the follower's catch-up drops them and
     builds the graph again, and the answers stay the oracle's before, during and after."""
-    from brainy.engine import vectors as V
-
     path = new_store(tmp_path)
     rng = np.random.default_rng(12)
     n = 2500
@@ -281,14 +280,21 @@ def test_the_snapshot_format_is_as_documented():
     index.apply({"denseInt": 2, "vector": vec.tobytes()}, {"denseInt": 2, "vector": vec2.tobytes()})
     index.stamp = 4
     data = index.encode()
-    assert len(data) == 6232 and data[:4] == b"BVX1" and data[4:8] == (2).to_bytes(4, "little")
-    assert struct.unpack_from("<II", data, 6224) == (zlib.crc32(data[:6224]), 0)  # slotsCrc, graphCrc (no graph)
-    assert np.frombuffer(data, "<i8", 4, 48).tolist() == [0, -1, 5, 2]
+    assert len(data) == 6276 and data[:4] == b"BVX1" and data[4:8] == (3).to_bytes(4, "little")
+    assert struct.unpack_from("<II", data, 48) == (256, crc32c.crc32c(data[:52]))  # chunkSlots, headerCrc
+    assert np.frombuffer(data, "<i8", 4, 56).tolist() == [0, -1, 5, 2]
+    assert struct.unpack_from("<I", data, 88)[0] == crc32c.crc32c(data[128:128 + 4 * 1536])  # the one chunk
+    assert struct.unpack_from("<I", data, 92)[0] == crc32c.crc32c(data[56:92])  # denseCrc
+    assert data[96:128] == bytes(32) and struct.unpack_from("<I", data, 6272)[0] == 0  # pad, graphCrc (no graph)
     back = VectorIndex.decode(data)
     assert back.stamp == 4 and len(back) == 3 and back.vector_of(2)[1] == pytest.approx(1 / np.sqrt(5))
-    for at in (100, len(data) - 5, len(data) - 1):  # a vector, the slots' checksum, the graph's
+    for at in (20, 60, 90, len(data) - 1):  # the header, a dense int, the chunk's checksum, the graph's
         with pytest.raises(ValueError):
             VectorIndex.decode(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    read = VectorIndex.decode(data[:200] + bytes([data[200] ^ 1]) + data[201:])  # a vector: read in place, and
+    for read_it in (lambda: read.search(unit(vec2), 2), lambda: read.vector_of(2)):  # refused when read
+        with pytest.raises(V.Damaged):
+            read_it()
 
 
 def test_hybrid_fuses_the_text_and_semantic_legs(tmp_path):

@@ -374,6 +374,7 @@ class Brain(CommitPath, Maintenance):
                 self._lease.abandon()
         self.follower.settle()  # a background build reads the tables about to close
         self.vector_follower.settle()
+        self.vector_follower.release()  # the snapshot files its index reads in place
         self._closed = True
         encoded_rows.CACHE.forget(self.serial)
         self.blobs.close()

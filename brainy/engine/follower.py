@@ -412,7 +412,11 @@ class VectorFollower(ProjectionFollower):
 
     def _persisted(self) -> VectorIndex | None:
         """The index the newest base and its deltas hold (docs/store-format.md, "Vector index snapshots"): its
-        slots checked and copied, its graph left to :meth:`catch_up` (searches scan exactly until it is in)."""
+        header and dense ints checked, its vectors read in place (each chunk checked as a read first touches
+        it), its graph left to :meth:`catch_up` (searches scan exactly until it is in). None once a read found
+        the chain damaged."""
+        if self._damaged:
+            return None
         index, why = V.read_chain(self.folder, self._brain.head, graph_later=True)
         self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
         return index
@@ -433,18 +437,47 @@ class VectorFollower(ProjectionFollower):
     def held(self) -> Iterator[VectorIndex]:
         if self._proj is None and self.background and self._chain_reachable() and \
                 self._lock.acquire(timeout=READ_WAIT_SECONDS):  # never longer on a lock another thread holds
-            try:  # bounded: the slots are checked and copied, the graph is left to the catch-up
-                if self._proj is None:
+            try:  # bounded: the header and dense ints are checked, the vectors read in place, the graph left
+                if self._proj is None:  # to the catch-up
                     self._build()
             finally:
                 self._lock.release()
-        with super().held() as index:
-            self._maybe_catch_up(index)
-            yield index
+        index = None
+        try:
+            with super().held() as index:
+                self._maybe_catch_up(index)
+                yield index
+        except V.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
+            brain = self._brain
+            self._discard(index, exc)
+            raise R.ProjectionBehindError(
+                f"the vector index snapshot of brain {brain.name!r} is damaged ({exc}); it is being rebuilt "
+                f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
+
+    def _discard(self, index: VectorIndex | None, exc: Exception) -> None:
+        """Drop an index whose mapped slots failed a check, never to read its snapshot chain again in this handle:
+        the next build (started here for a served handle, else by the next read) is from the rows."""
+        with self._lock:
+            if index is not None and self._proj is index:
+                self._proj, self.built_from = None, None
+                self._built.clear()
+            if not self._damaged:
+                self._damaged = True
+                self._brain.warnings.append({"code": "vectors-rebuilt", "message": f"{exc}; the index is "
+                                             f"rebuilt from the rows"})
+        if self.background:
+            self.warm()
+
+    def release(self) -> None:
+        """At the handle's close: let the index and the snapshot files it reads in place go (a graph loader still
+        running holds them until it is done)."""
+        with self._lock:
+            self._proj = None
 
     def _chain_reachable(self) -> bool:
-        """Whether the newest link of the snapshot chain is one the moves this handle holds bring to the head."""
-        if not self.folder.is_dir():
+        """Whether the newest link of the snapshot chain is one the moves this handle holds bring to the head
+        (never once a read found it damaged)."""
+        if self._damaged or not self.folder.is_dir():
             return False
         found = [f for f in (newest_snapshot(self.folder, s) for s in self.suffixes) if f is not None]
         return bool(found) and self._reachable(max(stamp for stamp, _ in found))
@@ -458,8 +491,8 @@ class VectorFollower(ProjectionFollower):
         """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
         built again, as one long tail); first, the graph a snapshot held is checked and deserialised. Searches
         meanwhile scan exactly; commits never wait on it."""
+        index = self._proj
         try:
-            index = self._proj
             if index is None:
                 return
             with index.graph_lock:
@@ -474,6 +507,8 @@ class VectorFollower(ProjectionFollower):
                 index.grow_graph(start, vectors)
                 with self._lock:
                     index.graph_grown(start + len(vectors))
+        except V.Damaged as exc:  # a chunk no read had touched yet: the reads refuse from now on, until rebuilt
+            self._discard(index, exc)
         finally:
             self._catching_up = False
 
@@ -482,17 +517,25 @@ class VectorFollower(ProjectionFollower):
         last (copied under the lock, encoded outside it), or a base when one is due (its dense ints copied under the
         lock, its graph serialised under the index's graph lock only). A flush loads the index first if nothing has needed it since the open."""
         self.settle()
-        if self._proj is None and at_flush:
-            self._build()
-        index = self._proj
-        if index is None:
-            return
-        with self._lock:
-            kind = index.next_link()
-            if kind is None:
+        for _ in range(2):  # once more when the index was read from a damaged chain: from the rows, then
+            if self._proj is None and at_flush:
+                self._build()
+            index = self._proj
+            if index is None:
                 return
-            frozen = index.freeze(base=kind == "base")
-        if frozen.is_base:
-            with index.graph_lock:
-                index.graph_for(frozen)
-        V.write_link(self.folder, frozen, frozen.encode())
+            with self._lock:
+                kind = index.next_link()
+                if kind is None:
+                    return
+                frozen = index.freeze(base=kind == "base")
+            if frozen.is_base:
+                with index.graph_lock:
+                    index.graph_for(frozen)
+            try:
+                data = frozen.encode()
+            except V.Damaged as exc:  # a new base never carries slots that failed their check
+                self._discard(index, exc)
+                self.settle()
+                continue
+            V.write_link(self.folder, frozen, data)
+            return
