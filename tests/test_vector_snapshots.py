@@ -22,6 +22,7 @@ import pytest
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.engine import vectors as V
+from brainy.engine.mechanics import footprint
 from brainy.engine.vectors import VectorIndex, read_chain
 from helpers import flip, new_store
 from test_vectors import DIM, _assert_same, _clustered, graph_in, oracle
@@ -446,9 +447,14 @@ def test_a_writer_appends_after_reading_in_place_and_a_reopen_answers_the_same(t
         with brain.at().vectors() as held:
             assert [len(part.rows) for part in held._slots._parts] == [6_000]
             assert not held._slots._parts[0].rows.flags.writeable  # the mapped file, never copied
+            assert held._slots.heap_bytes() == 0  # what the arbiter's counters charge: mapped pages are smaps'
+        mapped_only = footprint(brain)
         brain.addMany({"items": [{"type": "thing", "id": f"n{i}", "vector": x[i].tolist()} for i in range(300)]})
         for i in range(0, 6_000, 50):
             brain.update({"id": f"v{i}", "vector": x[300 + i // 50].tolist()})
+        with brain.at().vectors() as held:
+            assert held._slots.heap_bytes() == 420 * DIM * 4
+        assert footprint(brain) - mapped_only >= 420 * DIM * 4
         check_near(brain, queries)
         brain.flush()
         assert chain(path)[-1].endswith(".vecd")

@@ -87,7 +87,7 @@ def memtable_bytes(brain: "Brain") -> int:
 
 def footprint(brain: "Brain") -> int:
     """What an open brain holds in this process's heap, by its own counters: its memtables, its tables'
-    decoded block caches, its projections, its vector index's filled rows, and the handle itself. Its mapped
+    decoded block caches, its projections, its vector index's filled owned rows, and the handle itself. Its mapped
     files' resident pages are not here: the arbiter reads those from ``/proc/self/smaps`` when it ranks."""
     held = HANDLE_BYTES + memtable_bytes(brain)
     held += sum(len(table._cache) for table in brain._sources.tables) * CACHED_BLOCK_BYTES
@@ -95,9 +95,8 @@ def footprint(brain: "Brain") -> int:
     if proj is not None:
         held += len(proj) * PROJECTION_ROW_BYTES
     index = brain.vector_follower._proj
-    if index is not None:  # the matrix doubles ahead of its rows: only the filled rows are touched pages
-        matrix = index._matrix
-        held += index._count * matrix.shape[1] * matrix.itemsize
+    if index is not None:  # its owned slots; a snapshot's slots read in place are mapped pages
+        held += index._slots.heap_bytes()
     return held
 
 

@@ -137,6 +137,11 @@ class Slots:
     def __len__(self) -> int:
         return self._mapped + self._owned
 
+    def heap_bytes(self) -> int:
+        """The bytes of the owned slots filled so far (the part doubles ahead of them, untouched); mapped slots
+        are file pages, which the arbiter counts from ``/proc/self/smaps``."""
+        return self._owned * self.owned.shape[1] * self.owned.itemsize
+
     @property
     def checked(self) -> bool:
         """Every mapped chunk checked (the graph may score any slot)."""
