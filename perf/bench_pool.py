@@ -53,11 +53,11 @@ def lay_out(root: Path, brains: int) -> None:
 
 def door(pool: Pool, name: str, key: str = "n1-99") -> None:
     """One read door on ``name`` as the dispatcher runs it: in flight, resolved (readmitting), answered."""
-    pool.enter(name)
+    entered = pool.enter(name)
     try:
         assert pool.resolve(name, False).get(key)["entity"]["key"] == key
     finally:
-        pool.leave(name)
+        pool.left(entered)
 
 
 def budget(bytes_: int) -> A.Budget:

@@ -122,21 +122,21 @@ def test_eviction_ranks_the_idle_first_and_never_closes_a_brain_with_a_door_in_f
     try:
         pool.arbiter.stop()  # every pass is this test's own
         for name in "abcd":
-            pool.enter(name)
+            entered = pool.enter(name)
             pool.resolve(name, True).write("add", {"type": "thing", "id": f"{name}1"}, caller="person:pat")
-            pool.leave(name)
+            pool.left(entered)
             time.sleep(0.05)
-        pool.enter("a")  # a door in flight on the most idle brain
+        entered = pool.enter("a")  # a door in flight on the most idle brain
         assert pool.arbiter.rebalance() == ["b", "c", "d"]
         assert [e.name for e in pool.resident_entries()] == ["a"]
         assert pool.report()["writerBrains"] == ["a", "b", "c", "d"]
         assert (tmp_path / "b" / "locks" / "_writer.lock").exists()  # the lease outlives the residency
         assert not (tmp_path / "b" / "locks" / "_writer.close").exists()
-        pool.leave("a")
-        pool.enter("b")
+        pool.left(entered)
+        entered = pool.enter("b")
         assert pool.resolve("b", False).get("b1")["entity"]["key"] == "b1"
         assert pool.resolve("b", False).role == "writer"
-        pool.leave("b")
+        pool.left(entered)
     finally:
         pool.close_all()
     for name in "abcd":
@@ -149,9 +149,9 @@ def test_the_only_open_brain_is_never_closed_for_budget(tmp_path: Path) -> None:
     pool = Pool(brains_dir=tmp_path, budget=A.Budget(1, "test", None, None, 0, overridden=True))
     try:
         pool.arbiter.stop()
-        pool.enter("solo")
+        entered = pool.enter("solo")
         pool.resolve("solo", False)
-        pool.leave("solo")
+        pool.left(entered)
         assert pool.arbiter.rebalance() == [] and pool.arbiter.rebalance() == []
         assert [e.name for e in pool.resident_entries()] == ["solo"]
         assert pool.report()["overBudgetAdmissions"] == 1  # once per episode, not once per pass
@@ -171,9 +171,9 @@ def test_a_pass_over_budget_closes_down_to_the_low_water_mark(tmp_path: Path, mo
     try:
         pool.arbiter.stop()
         for name in names:
-            pool.enter(name)
+            entered = pool.enter(name)
             pool.resolve(name, False)
-            pool.leave(name)
+            pool.left(entered)
         proc = fake_proc(tmp_path / "fake", "0::/\n", rss_kb=0)
         (proc / "self" / "status").write_text("Name:\tbrainy\nVmRSS:\t1100 kB\n")
         pool.arbiter.proc, pool.arbiter.budget = proc, A.Budget(1000 * 1024, "test", None, None, 0, overridden=True)
@@ -199,19 +199,19 @@ def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> N
         pool.arbiter.stop()
         handles = []
         for name, for_write in (("r", False), ("w", True)):
-            pool.enter(name)
+            entered = pool.enter(name)
             brain = pool.resolve(name, for_write)
             assert len(brain.find({"where": {"type": "document"}, "limit": 60})["results"]) == 50  # projections built
-            pool.leave(name)
+            pool.left(entered)
             handles.append(weakref.ref(brain))
             del brain
         for entry in pool.resident_entries():
             assert pool.evict(entry, "test")
         assert [h() for h in handles] == [None, None]
         assert A.give_back() == (A._TRIM is not None)
-        pool.enter("w")  # the writer readmits with its kept lease and its rows
+        entered = pool.enter("w")  # the writer readmits with its kept lease and its rows
         assert pool.resolve("w", False).get("n49")["entity"]["key"] == "n49"
-        pool.leave("w")
+        pool.left(entered)
     finally:
         gc.enable()
         pool.close_all()

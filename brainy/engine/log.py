@@ -88,10 +88,6 @@ class Frame:
             self._written = out
         return self._written
 
-    def keys(self) -> list[bytes]:
-        """The store keys of the entities and relations the frame's ops write (what its replay looks up first)."""
-        return [key for key, _ in self.written()]
-
 
 def encode_payload(generation: int, timestamp: int, author: str | None, via: str | None,
                    ops: list[dict[str, Any]]) -> bytes:

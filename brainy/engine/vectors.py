@@ -78,15 +78,10 @@ class _Mapped:
     def checked(self) -> bool:
         return self._unchecked == 0
 
-    def check(self, first: int, last: int) -> None:
-        """Check chunks ``first`` to ``last`` (inclusive) that no read has checked yet; Damaged if one fails."""
-        done = self._checked
-        if done is None or self._unchecked == 0:
-            return
-        size = self.chunk
-        for c in range(first, last + 1):
-            if not done[c]:
-                self._check_one(c, size)
+    def check(self, c: int) -> None:
+        """Check chunk ``c`` unless a read has already; Damaged if it fails."""
+        if self._checked is not None and not self._checked[c]:
+            self._check_one(c, self.chunk)
 
     def check_all(self, reverse: bool = False) -> None:
         """Every chunk; ``reverse`` (the graph's thread) from the end, so a first scan running from the start
@@ -196,7 +191,7 @@ class Slots:
             at = slots[inside] - start
             if not part.checked:
                 for c in np.unique(at // part.chunk).tolist():
-                    part.check(c, c)
+                    part.check(c)
             out[inside] = part.rows[at]
         return out
 
@@ -280,11 +275,6 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return self._live
-
-    @property
-    def _matrix(self) -> np.ndarray:
-        """The owned part of the slot matrix (what a footprint counts as this index's heap)."""
-        return self._slots.owned
 
     @property
     def wasteful(self) -> bool:

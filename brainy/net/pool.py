@@ -344,12 +344,6 @@ class Pool:
         entry.cadence.touch(time.monotonic())
         return entry
 
-    def leave(self, name: str) -> None:
-        # the entry entered, even if an archive has since taken it out of the table
-        entry = self._entries.get(name) or self._retiring.get(name)
-        if entry is not None:
-            entry.in_flight -= 1
-
     @staticmethod
     def left(entry: Entry) -> None:
         """The door that :meth:`enter` ed ``entry`` is done (its entry, even if an archive has since taken it
