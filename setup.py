@@ -121,7 +121,9 @@ setup(
                                      # float32 weights, 83 MB, and require sentence-transformers, so PyTorch)
     ],
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "pyperf>=2.6",
+        "test": ["pytest>=8",
+                 "pytest-xdist>=3.5",  # the suite on two worker processes: the box's two cores, one file per worker at a time
+                 "hypothesis>=6.100", "pyperf>=2.6",
                  "cryptography>=42",  # an ed25519 independent of pynacl, to sign the tests' tokens
                  "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
                  "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
