@@ -127,7 +127,8 @@ class App:
         return match
 
     def _serve(self, request: Request, text: list[tuple[str, str]]) -> Answer:
-        match = self._route(request.method, request.path, request.headers.get("accept"))
+        method, path, accept = request.method, request.path, request.headers.get("accept")
+        match = self._routes.get((method, path, accept)) or self._route(method, path, accept)  # remembered: no call
         if match.server is not None:
             return self._server_door(match, request, text)
         door_name = match.door
