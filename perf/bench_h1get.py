@@ -10,7 +10,10 @@ store, the encoding), its answer framed and handed over: everything the server d
 but the event loop and the two syscalls. ``h1.parse`` times the parse alone, ``h1.answer`` the
 app and the framing alone. ``h1.served`` is ``h1.get`` through the connection's glue too (the accepted
 connection's :class:`~brainy.net.glue.tcp.HttpProtocol` and the h1 glue, on a transport that only keeps what
-is written): everything but the event loop's own callback and the two syscalls.
+is written): everything but the event loop's own callback and the two syscalls. ``h2.served`` is the same
+``get`` over HTTP/2 through the same connection object and the h2 glue (h2load's HEADERS frames, one hpack
+encoder's blocks, framed ahead), each request followed by one pass of the event loop, since the h2 glue
+writes at the end of the pass: the loop's pass is timed too.
 """
 
 import os
@@ -23,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402  (the same store and key as the end-to-end sweep)
 import stored  # noqa: E402  (perf/stored.py: the shared --store option)
 
+import asyncio  # noqa: E402
+
+import bench_h2frame  # noqa: E402  (its h2load-shaped GET frames)
 import uvloop  # noqa: E402
 
 from brainy.net.app import App  # noqa: E402
@@ -78,6 +84,37 @@ def accepted(app: App) -> tuple[HttpProtocol, Written]:
     return loop.run_until_complete(made()), transport
 
 
+def served_h2(loops: int, app: App) -> float:
+    """``loops`` h2 ``get``s on one accepted connection, each read answered and its answer written in one pass
+    of the event loop (the glue writes when the pass ends)."""
+    transport = Written()
+    loop = uvloop.new_event_loop()
+    heads = bench_h2frame.requests(loops + 1)
+
+    async def run() -> float:
+        protocol = HttpProtocol(app, Server(app, []), ("h1", "h2"))
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        protocol.data_received(bench_h2frame.PREFACE_AND_SETTINGS + SETTINGS_ACK + heads[0])
+        await asyncio.sleep(0)
+        assert b"\x00\x01\x00\x00\x00\x01" in b"".join(transport.written)  # stream 1's answer DATA
+        transport.written.clear()
+        timer = pyperf.perf_counter
+        started = timer()
+        for head in heads[1:]:
+            protocol.data_received(head)
+            await asyncio.sleep(0)
+            transport.written.clear()
+        return timer() - started
+
+    try:
+        return loop.run_until_complete(run())
+    finally:
+        loop.close()
+
+
+SETTINGS_ACK = bytes(3) + b"\x04\x01" + bytes(4)
+
+
 def main() -> None:
     runner = stored.runner()
     args = runner.parse_args()
@@ -114,6 +151,7 @@ def main() -> None:
 
     runner.bench_func("h1.get", whole)
     runner.bench_func("h1.served", served)
+    runner.bench_time_func("h2.served", served_h2, app)
     runner.bench_func("h1.parse", parse)
     runner.bench_func("h1.answer", answer)
 

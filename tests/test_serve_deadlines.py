@@ -189,14 +189,14 @@ def test_h2_settings_unacknowledged_end_the_connection_with_settings_timeout():
 
 # -- the glue drives them: one real socket per deadline ---------------------------------------------
 
-def _run(tmp_path, scenario):
+def _run(tmp_path, scenario, idle_seconds=0.6, request_seconds=0.4):
     init_store(tmp_path / "notes")
     keys = write_keys(tmp_path / "keys", "notes")
 
     async def main():
         app = App(Pool({"notes": tmp_path / "notes"}), KeyTable.open(str(keys)), "2026-01-01T00:00:00Z")
         server = Server(app, [Listen("127.0.0.1", 0)])
-        server.idle_seconds, server.request_seconds = 0.6, 0.4
+        server.idle_seconds, server.request_seconds = idle_seconds, request_seconds
         await server.start()
         try:
             return await scenario(*server.addresses[0])
@@ -216,6 +216,25 @@ async def _closed_after(reader: asyncio.StreamReader, limit: float) -> float:
             pass
     except ConnectionResetError:
         pass
+    return time.monotonic() - started
+
+
+async def _trickled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> float:
+    """Send a request a byte every 50 ms until the server closes the connection; the seconds that took."""
+    started = time.monotonic()
+    for byte in GET[:-4] + b"\r\nX-Slow: " + b"a" * 200:
+        if reader.at_eof() or writer.is_closing():
+            break
+        try:
+            writer.write(bytes([byte]))
+            await writer.drain()
+        except ConnectionError:
+            break
+        await asyncio.sleep(0.05)
+        if time.monotonic() - started > 4:
+            raise AssertionError("the trickling request was never cut off")
+    await _closed_after(reader, 5)
+    writer.close()
     return time.monotonic() - started
 
 
@@ -264,24 +283,27 @@ def test_the_request_limit_closes_a_silent_connection_and_a_trickling_one(tmp_pa
 
     async def trickling(host, port):
         reader, writer = await asyncio.open_connection(host, port)
-        started = time.monotonic()
-        for byte in GET[:-4] + b"\r\nX-Slow: " + b"a" * 200:
-            if reader.at_eof() or writer.is_closing():
-                break
-            try:
-                writer.write(bytes([byte]))
-                await writer.drain()
-            except ConnectionError:
-                break
-            await asyncio.sleep(0.05)
-            if time.monotonic() - started > 4:
-                raise AssertionError("the trickling request was never cut off")
-        await _closed_after(reader, 5)
-        writer.close()
-        return time.monotonic() - started
+        return await _trickled(reader, writer)
 
     async def both(host, port):
         return await asyncio.gather(silent(host, port), trickling(host, port))
 
     waited_silent, waited_trickling = _run(tmp_path, both)
     assert waited_silent < 3 and waited_trickling < 3
+
+
+def test_a_request_trickled_after_an_answer_is_cut_off_at_the_request_limit_not_the_idle_one(tmp_path):
+    """Over a socket: a keep-alive connection answered once holds its timer at the idle deadline (3 s here);
+    a second request then trickled a byte every 50 ms is cut off once the request limit (0.4 s) has passed,
+    well before that timer: the glue asks for the deadline again when a read starts a request's clock."""
+    async def scenario(host, port):
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(GET)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        await asyncio.sleep(0.6)  # past the accept's request deadline: the one timer is at the idle one now
+        return await _trickled(reader, writer)
+
+    assert 0.3 < _run(tmp_path, scenario, idle_seconds=3.0, request_seconds=0.4) < 1.5

@@ -127,11 +127,12 @@ class App:
         return match
 
     def _serve(self, request: Request, text: list[tuple[str, str]]) -> Answer:
-        match = self._route(request.method, request.path, request.headers.get("accept"))
+        method, path, accept = request.method, request.path, request.headers.get("accept")
+        match = self._routes.get((method, path, accept)) or self._route(method, path, accept)  # remembered: no call
         if match.server is not None:
             return self._server_door(match, request, text)
         door_name = match.door
-        principal = self._principal(request)
+        principal = self.credential(request.headers)
         if len(request.body) > MAX_BODY:
             raise R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
         if request.method in ("GET", "HEAD", "DELETE"):
@@ -257,9 +258,14 @@ class App:
                 return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
-        body, kind = codecs.encode(outcome.body(), _wants_msgpack(request.headers.get("accept")))
-        if refusal is None:
-            return Response(200, [_CONTENT_TYPE_FIELD[kind], timing], body)
+        msgpack_out = _wants_msgpack(request.headers.get("accept"))
+        if refusal is None:  # the answer, its _meta merged in here (Outcome.body's, without the call)
+            document = dict(outcome.answer)  # type: ignore[arg-type]
+            document["_meta"] = {"ms": outcome.ms}
+            if msgpack_out:
+                return Response(200, [_MSGPACK_FIELD, timing], codecs.to_msgpack(document))
+            return Response(200, [_JSON_FIELD, timing], codecs.to_json(document))
+        body, kind = codecs.encode(outcome.body(), msgpack_out)
         headers = [_CONTENT_TYPE_FIELD[kind], timing, *refusal_headers(refusal, self.mcp.resource_metadata)]
         return Response(outcome.status, headers, body)
 
@@ -268,6 +274,7 @@ class App:
 ROUTES_HELD = 4096
 OAUTH_PATH = S.BY_NAME["server.oauthProtectedResource"].path
 _CONTENT_TYPE_FIELD = {kind: (b"content-type", kind.encode()) for kind in (codecs.JSON, codecs.MSGPACK)}
+_JSON_FIELD, _MSGPACK_FIELD = _CONTENT_TYPE_FIELD[codecs.JSON], _CONTENT_TYPE_FIELD[codecs.MSGPACK]
 # A client sends the same Accept on every request: its reading is remembered (bounded, as any cache of
 # what a caller sends must be).
 _wants_msgpack = functools.lru_cache(maxsize=256)(codecs.wants_msgpack)

@@ -147,7 +147,8 @@ class Plan:
     """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
     the gate's questions stay per call (they read the principal), the door's own facts do not."""
 
-    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_id", "takes_brain", "_none", "_fresh")
+    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_id", "takes_brain", "_none", "_fresh",
+                 "defaults")
 
     def __init__(self, door: D.Door) -> None:
         self.door = door
@@ -164,6 +165,8 @@ class Plan:
         except R.Refusal:
             self._none = None
         self._fresh = self._none is not None and any(isinstance(v, (list, dict)) for v in self._none.values())
+        # what no_arguments copies when a copy is all it does (every plain get), read by run without a call
+        self.defaults = None if self._none is None or self._fresh else self._none
 
     def no_arguments(self) -> dict[str, Any]:
         """The checked document of a call with no arguments: a new dict each call (a door may keep or change
@@ -266,7 +269,7 @@ class Dispatcher:
         if plan is None:
             raise R.UnknownDoorError(f"no door is named {name!r}", door=str(name))
         door = plan.door
-        if brain is not None:
+        if brain is not None and (type(brain) is not str or brain not in _LEGAL_NAMES):  # a name not yet seen
             check_brain_name(brain)
         gate(principal, door, brain)
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
@@ -285,7 +288,11 @@ class Dispatcher:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
-        document = plan.no_arguments() if not document else arguments.check(door, document)
+        if document:
+            document = arguments.check(door, document)
+        else:
+            defaults = plan.defaults
+            document = defaults.copy() if defaults is not None else plan.no_arguments()
         entry = REGISTERED[door.name]
         brains = self.brains
         if plan.host:  # the host's own doors reach archived and unborn brains: no door count

@@ -212,10 +212,20 @@ class H1Connection:
     def send_response(self, response: Response, keep_alive: bool, head: bool = False) -> None:
         """Frame the answer to the oldest event still owed one (``head``: the body left out, its length
         stated; ``keep_alive`` false: ``connection: close``, and the caller closes after writing)."""
+        self._out.append(self.respond(response, keep_alive, head))
+
+    def respond(self, response: Response, keep_alive: bool, head: bool = False) -> bytes:
+        """:meth:`send_response`, then :meth:`data_to_send`, in one call: the bytes to write, this answer's
+        after any framed before it (the glue writes every answer as it is given, so nearly always it alone,
+        handed over as framed)."""
         headers = response.headers + self._advertise if self._advertise else response.headers
-        self._out.append(h1frame.frame_response(response.status, headers, response.body, keep_alive, head))
+        framed = h1frame.frame_response(response.status, headers, response.body, keep_alive, head)
         if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
             self._owed -= 1
+        if self._out:
+            self._out.append(framed)
+            return self.data_to_send()
+        return framed
 
     def send_stream_head(self, response: Response) -> None:
         """Frame the head of an answer whose body is a stream (chunked, then ``connection: close``): the

@@ -370,7 +370,10 @@ class H2Connection:
         if not self._opens_plainly(stream_id):
             self._block(stream_id, END_STREAM, fields, out)
             return
-        self._opened_in_order(stream_id)
+        if stream_id == self._next_id:  # in order, as every client opens them: _open_stream's short branch
+            self._highest, self._next_id = stream_id, stream_id + 2
+        else:
+            self._open_stream(stream_id)
         try:
             head = h2frame.request_head(fields)
         except RequestMalformed:
@@ -409,7 +412,7 @@ class H2Connection:
         if request is None or (request[4] >= 0 and request[4] != length):  # refused step by step (8.1.1)
             self._block(stream_id, 0, fields, out)
             return at
-        self._opened_in_order(stream_id)
+        self._open_stream(stream_id)
         self._receive_window -= length  # the connection's window counts every DATA byte (topped up after the read)
         self._hand_out(stream_id, request, buffer[at + 9:at + 9 + length], out)
         return at + 9 + length
@@ -418,12 +421,6 @@ class H2Connection:
         """Whether a request on ``stream_id`` opens a new stream under every limit (nothing to refuse)."""
         return (stream_id > self._highest and stream_id & 1 == 1 and self._closing is None
                 and len(self._streams) < self._max_streams)
-
-    def _opened_in_order(self, stream_id: int) -> None:
-        if stream_id != self._next_id:
-            self._open_stream(stream_id)
-        else:
-            self._highest, self._next_id = stream_id, stream_id + 2
 
     def _hand_out(self, stream_id: int, head: tuple[str, str, str, dict[str, str], int], body: bytes,
                   out: list[H2Event]) -> None:

@@ -36,7 +36,9 @@ class H1Glue(Session[H1Connection]):
         self._feed: FeedRunner | None = None  # the held change stream this connection carries, once asked
 
     def data_received(self, data: bytes, now: float) -> None:
-        self._queue.extend(self.conn.receive_data(data, now))
+        conn = self.conn
+        self._queue.extend(conn.receive_data(data, now))
+        self.hastens = conn.mid_request  # a request part-way in: its arrival deadline runs from now
         if len(self._queue) >= MAX_PIPELINE:
             self.transport.pause_reading()
             self._paused = True
@@ -104,8 +106,7 @@ class H1Glue(Session[H1Connection]):
         return keep_alive
 
     def _write(self, response: Response, keep_alive: bool, head: bool) -> None:
-        self.conn.send_response(response, keep_alive, head)
-        self.transport.write(self.conn.data_to_send())
+        self.transport.write(self.conn.respond(response, keep_alive, head))
         if not keep_alive:
             self._closing = True
             self.transport.close()

@@ -22,6 +22,13 @@ Conn = TypeVar("Conn")
 class Session(ABC, Generic[Conn]):
     """One connection's glue once its protocol is known, over that protocol's sans-IO object ``conn``."""
 
+    # True after a read that may have brought ``conn``'s deadline earlier than any it reported before (an
+    # HTTP/1.1 request begun and not yet whole starts its arrival clock): only then, or while no timer is
+    # kept, does the connection ask ``conn`` for its deadline again after a read. Every other deadline only
+    # moves later as bytes come (the idle one) or is fixed when ``conn`` is made (HTTP/2's SETTINGS
+    # acknowledgement), and the timer already set for an earlier one finds the later one when it fires.
+    hastens = False
+
     def __init__(self, protocol: "HttpProtocol", conn: Conn) -> None:
         assert protocol.transport is not None
         self.protocol = protocol

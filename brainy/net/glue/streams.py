@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
 from brainy.net.h2 import H2Event, RequestReceived, RequestRefused, StreamReset
-from brainy.net.http import Request, Response, StreamingResponse, refusal_response
+from brainy.net.http import Response, StreamingResponse, refusal_response
 
 if TYPE_CHECKING:
     from brainy.net.server import Server
@@ -51,9 +51,16 @@ class StreamAnswers:
         self.feeds: dict[int, FeedRunner] = {}  # held change streams, by stream
 
     def received(self, events: Iterable[H2Event]) -> None:
+        handle, conn = self.app.handle, self.conn
         for event in events:
             if type(event) is RequestReceived:
-                self._answer(event.stream_id, event.request)
+                # an answer given at once is never in flight (nothing else runs meanwhile): only one that
+                # waits counts (_answer)
+                answered = handle(event.request)
+                if type(answered) is Response:  # the common answer, framed here: one call fewer
+                    conn.send_response(event.stream_id, answered)
+                else:
+                    self._answer(event.stream_id, answered)
             elif isinstance(event, RequestRefused):
                 self.conn.send_response(event.stream_id, refusal_response(event.refusal))
             elif isinstance(event, StreamReset):
@@ -64,12 +71,9 @@ class StreamAnswers:
                 if feed is not None:
                     feed.stop()
 
-    def _answer(self, stream_id: int, request: Request) -> None:
-        # an answer given at once is never in flight (nothing else runs meanwhile): only one that waits counts
-        answered = self.app.handle(request)
-        if type(answered) is Response:  # the common answer, tested first
-            self.conn.send_response(stream_id, answered)
-            return
+    def _answer(self, stream_id: int, answered: Any) -> None:
+        """The app's answer to a stream's request when it is not a plain :class:`Response`: a held stream,
+        a Response subclass, or an awaitable run as a task."""
         if isinstance(answered, StreamingResponse):
             self.conn.send_stream_head(stream_id, answered)
             self.feeds[stream_id] = FeedRunner(answered.feed, StreamSink(self, stream_id),  # type: ignore[arg-type]

@@ -67,8 +67,11 @@ class HttpProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = self._loop.time()
-        if self.session is not None:
-            self.session.data_received(data, now)
+        session = self.session
+        if session is not None:
+            session.data_received(data, now)
+            if self._timer is not None and not session.hastens:
+                return  # the deadline moved later, if at all: the timer set finds it (arm's docstring)
         else:
             chosen = self._reader.receive_data(data, now)
             if chosen is None:
