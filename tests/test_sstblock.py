@@ -5,6 +5,7 @@ tests taking ``sstblock_twins`` compare the two directly.
 """
 
 import mmap
+from array import array
 import os
 import pickle
 import struct
@@ -517,3 +518,70 @@ def test_bloom_holds_every_key_and_the_twins_agree_on_the_rest(sstblock_twins, k
 def test_an_empty_bloom_holds_nothing(sstblock_twin):
     contents = _bloom_oracle([], 64, 7)
     assert not any(sstblock_twin.bloom_holds(contents, bytes([i])) for i in range(50))
+
+
+# -- the index block (docs/store-format.md, "Index block") ---------------------------------------------
+
+def _index_doc(rows, extra=None):
+    import msgpack
+    doc = {"blocks": [list(r) for r in rows], "minGen": 1, "maxGen": 9, "entries": len(rows)}
+    doc.update(extra or {})
+    return msgpack.packb(doc, use_bin_type=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.binary(max_size=300), st.integers(0, U64_MAX), st.integers(0, U64_MAX)),
+                     max_size=80),
+       gens=st.tuples(st.integers(-2**63, U64_MAX), st.integers(-2**63, U64_MAX)))
+def test_the_index_decodes_as_msgpack_reads_it_in_both_twins(sstblock_twins, rows, gens):
+    """Every width of key, offset and size msgpack writes (fix, 8, 16, 32, 64 bits), any other field an int."""
+    import msgpack
+    data = _index_doc(rows, {"minGen": gens[0], "maxGen": gens[1]})
+    want = [b[0] for b in msgpack.unpackb(data, raw=False)["blocks"]]
+    for twin in sstblock_twins:
+        keys, offsets, sizes = twin.decode_index(data)
+        assert keys == want == [r[0] for r in rows]
+        assert list(offsets) == [r[1] for r in rows] and list(sizes) == [r[2] for r in rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.binary(max_size=40), st.integers(0, 2**40), st.integers(0, 5000)),
+                     min_size=1, max_size=20),
+       cut=st.integers(0, 10_000), at=st.integers(0, 10_000), bit=st.integers(0, 7))
+def test_a_damaged_or_truncated_index_is_refused_or_read_alike_by_both_twins(sstblock_twins, rows, cut, at, bit):
+    compiled, pure = sstblock_twins
+    data = _index_doc(rows)
+    flipped = bytearray(data)
+    flipped[at % len(data)] ^= 1 << bit
+    for damaged, refused in ((data[:cut % len(data)], True), (bytes(flipped), False), (data + b"\x00", True)):
+        answers = []
+        for twin in (compiled, pure):
+            try:
+                answers.append(twin.decode_index(damaged))
+            except ValueError as exc:
+                answers.append(str(exc))
+        assert answers[0] == answers[1]
+        if refused:  # a flipped bit may still leave a well-formed index (another key, offset or size)
+            assert isinstance(answers[0], str) and "does not decode" in answers[0]
+
+
+def test_index_edge_cases_in_both_twins(sstblock_twin):
+    import msgpack
+    assert sstblock_twin.decode_index(_index_doc([])) == ([], array("Q"), array("Q"))
+    many = [(i.to_bytes(3, "big"), i, i % 7) for i in range(70_000)]  # array32, map's other fields after
+    keys, offsets, sizes = sstblock_twin.decode_index(_index_doc(many))
+    assert keys == [r[0] for r in many] and list(offsets) == list(range(70_000))
+    refused = [
+        msgpack.packb({"minGen": 1}),                                        # no blocks
+        msgpack.packb({"blocks": [["k", 1, 2]]}, use_bin_type=True),          # a str key
+        msgpack.packb({"blocks": [[b"k", -1, 2]]}, use_bin_type=True),        # a negative offset
+        msgpack.packb({"blocks": [[b"k", 1]]}, use_bin_type=True),            # a short row
+        msgpack.packb({"blocks": [[b"k", 1, 2]], "minGen": 1.5}, use_bin_type=True),  # a float field
+        msgpack.packb([1, 2]),                                               # not a map
+        b"",
+    ]
+    for data in refused:
+        with pytest.raises(ValueError, match="index block does not decode"):
+            sstblock_twin.decode_index(data)
+    twice = msgpack.packb({"blocks": [[b"a", 1, 2]], "x": None, "y": True}, use_bin_type=True)
+    assert sstblock_twin.decode_index(twice) == ([b"a"], array("Q", [1]), array("Q", [2]))

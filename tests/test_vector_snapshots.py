@@ -504,3 +504,72 @@ def test_a_served_first_search_answers_from_the_mapped_slots_while_the_graph_loa
             again = brain.find({"vector": q.tolist(), "limit": 10})
             _assert_same(again, exact)
             assert [h["id"] for h in again["results"]] == [h["id"] for h in answer["results"]]
+
+
+def test_a_first_scan_split_on_two_threads_answers_what_one_thread_does(tmp_path: Path, monkeypatch) -> None:
+    """The first scan after an open shares the unchecked chunks with the scan helper thread (here from two on: the
+    store has 24): every score, and so every page, is the one a scan on one thread gives, and every chunk is
+    counted checked once."""
+    path, queries, base = graphed_store(tmp_path, 19)
+    alone, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    monkeypatch.setattr(V, "SPLIT_UNCHECKED", 10 ** 9)
+    want = [alone.search(q, 10) for q in queries]
+    want_scores = alone._slots.scores(queries[0])
+    monkeypatch.setattr(V, "SPLIT_UNCHECKED", 2)
+    for q, (scores, dense, how) in zip(queries, want):
+        split, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+        (part,) = split._slots._parts
+        assert part._unchecked == len(part.crcs) == 24
+        got_scores, got_dense, got_how = split.search(q, 10)
+        assert got_how == how == "exact" and got_dense.tolist() == dense.tolist()
+        assert got_scores.tolist() == scores.tolist()
+        assert part._unchecked == 0 and part._checked.all() and split._slots.checked
+    split, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert split._slots.scores(queries[0]).tolist() == want_scores.tolist()
+
+
+def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the_index(tmp_path: Path,
+                                                                                       monkeypatch) -> None:
+    """A byte flipped in chunk 19 of 24, in the half the scan helper thread checks: the search raises Damaged and
+    answers nothing; served, the find refuses by name and the rows rebuild the index, which then answers."""
+    monkeypatch.setattr(V, "SPLIT_UNCHECKED", 2)
+    path, queries, base = graphed_store(tmp_path, 20)
+    flip(base, layout(base)["vectors"] + 4 * DIM * 5_000 + 3)  # slot 5,000: chunk 19
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why
+    with pytest.raises(V.Damaged, match="chunk 19 "):
+        index.search(queries[0], 10)
+    with Brain.open(path) as brain:
+        brain.follower.background = brain.vector_follower.background = True
+        with pytest.raises(R.ProjectionBehindError, match="damaged"):
+            brain.find({"vector": queries[0].tolist(), "limit": 10})
+        assert any(w["code"] == "vectors-rebuilt" and "chunk 19 " in w["message"] for w in brain.warnings)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                check_near(brain, queries)
+                break
+            except R.ProjectionBehindError:  # the rebuild runs on its own thread
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert brain.vector_follower.built_from == "rows"
+        graph_in(brain)
+
+
+def test_the_graph_is_taken_only_once_the_first_search_has_answered(tmp_path: Path) -> None:
+    """Served, the first read of the index runs with no graph thread beside it: while it is held the snapshot's
+    graph still waits and no catch-up runs; once it has answered the catch-up takes the graph. A commit before
+    that read starts nothing either."""
+    path, queries, base = graphed_store(tmp_path, 21)
+    with Brain.open(path) as brain:
+        brain.follower.background = brain.vector_follower.background = True
+        brain.add({"type": "thing", "id": "early", "vector": queries[0].tolist()})
+        assert not brain.vector_follower._catching_up
+        with brain.at().vectors() as held:
+            scores, dense, how = held.search(queries[1], 10)
+            assert how == "exact" and held.graph_waiting and held.graphed == 0
+            assert not brain.vector_follower._catching_up
+        graph_in(brain)
+        with brain.at().vectors() as held:
+            assert not held.graph_waiting and held.graphed == 6_001
+        check_near(brain, queries)

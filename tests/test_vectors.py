@@ -193,9 +193,17 @@ def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
             if round_ == 0:
                 brain.find({"vector": x[0].tolist()})   # the index exists from here on and follows the commits
                 brain.vector_follower.catch_up()
-        with brain.at().vectors() as index:
-            assert index.wasteful and len(index) == n
-            before = [index.search(q, 10)[1].tolist() for q in x[:20]]
+                with brain.at().vectors() as index:
+                    # the catch-ups the next commits start wait on the graph's lock: the dead slots stay, whenever
+                    # those threads run, until the test has seen them
+                    graph_lock = index.graph_lock
+                graph_lock.acquire()
+        try:
+            with brain.at().vectors() as index:
+                assert index.wasteful and len(index) == n
+                before = [index.search(q, 10)[1].tolist() for q in x[:20]]
+        finally:
+            graph_lock.release()
         brain.vector_follower.catch_up()                # what the follower's thread runs
         with brain.at().vectors() as index:
             assert not index.wasteful and index.pending == 0 and index.graphed == n and len(index) == n

@@ -1,10 +1,11 @@
 # Types for the compiled sstblock (sstblock.pyx); the pure twin sstblock_py.py has the same surface.
+from array import array
 from collections.abc import Sequence
 from typing import Final
 
 from typing_extensions import Buffer
 
-__all__ = ["encode_block", "decode_block", "crc32", "bloom_holds", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "decode_index", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL: Final[int]
 
@@ -17,3 +18,4 @@ def encode_block(
 ) -> bytes: ...
 def decode_block(buf: Buffer, offset: int, size: int) -> tuple[list[bytes], list[int], list[bytes]]: ...
 def bloom_holds(contents: Buffer, key: bytes) -> bool: ...
+def decode_index(contents: Buffer) -> tuple[list[bytes], array[int], array[int]]: ...

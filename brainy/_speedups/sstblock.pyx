@@ -14,11 +14,12 @@ from cpython.number cimport PyNumber_Index
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
+from array import array
 from hashlib import blake2b
 
 from brainy._speedups.errors import BlockCorruptError
 
-__all__ = ["encode_block", "decode_block", "crc32", "bloom_holds", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "decode_index", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
 
@@ -254,3 +255,119 @@ def bloom_holds(const unsigned char[::1] contents, bytes key):
         if not contents[4 + (b >> 3)] & (1 << (b & 7)):
             return False
     return True
+
+
+# --- the index block (docs/store-format.md, "Index block") ---------------------------------------
+# A MessagePack map {"blocks": [[last_key (bin), offset, size], ...], "minGen", "maxGen", "entries"}, read
+# straight into a list of last keys and two arrays: no list per block (326,686 at 1.8 GB, 74 ms through
+# msgpack, and the collections they provoked after), the same answers as sstblock_py.decode_index.
+
+cdef class _Reader:
+    cdef const unsigned char* p
+    cdef Py_ssize_t at, size
+
+    cdef int need(self, Py_ssize_t n) except -1:
+        if n > self.size - self.at:
+            raise ValueError("index block does not decode: it ends early")
+        return 0
+
+    cdef uint64_t uint_be(self, int width) except? 0xFFFFFFFFFFFFFFFF:
+        cdef uint64_t v = 0
+        cdef int i
+        self.need(width)
+        for i in range(width):
+            v = (v << 8) | self.p[self.at + i]
+        self.at += width
+        return v
+
+    cdef Py_ssize_t length(self, unsigned char fix_base, unsigned char fix_mask, unsigned char w8,
+                           unsigned char w16, unsigned char w32, str what) except -1:
+        """The length a str/bin/array/map header says (fix_mask 0: no fix form)."""
+        cdef unsigned char t
+        self.need(1)
+        t = self.p[self.at]
+        self.at += 1
+        if fix_mask and (t & ~fix_mask) == fix_base:
+            return t & fix_mask
+        if w8 and t == w8:
+            return <Py_ssize_t>self.uint_be(1)
+        if t == w16:
+            return <Py_ssize_t>self.uint_be(2)
+        if t == w32:
+            return <Py_ssize_t>self.uint_be(4)
+        raise ValueError(f"index block does not decode: {what} expected")
+
+    cdef uint64_t unsigned(self) except? 0xFFFFFFFFFFFFFFFF:
+        cdef unsigned char t
+        self.need(1)
+        t = self.p[self.at]
+        self.at += 1
+        if t < 0x80:
+            return t
+        if 0xcc <= t <= 0xcf:
+            return self.uint_be(1 << (t - 0xcc))
+        raise ValueError("index block does not decode: an offset or size is not an unsigned int")
+
+    cdef int skip_scalar(self) except -1:
+        """Pass over a field other than the blocks: an int, nil or a bool."""
+        cdef unsigned char t
+        self.need(1)
+        t = self.p[self.at]
+        self.at += 1
+        if t < 0x80 or t >= 0xe0 or t in (0xc0, 0xc2, 0xc3):
+            return 0
+        if 0xcc <= t <= 0xcf:
+            self.uint_be(1 << (t - 0xcc))
+            return 0
+        if 0xd0 <= t <= 0xd3:
+            self.uint_be(1 << (t - 0xd0))
+            return 0
+        raise ValueError("index block does not decode: a field is not an int")
+
+
+def decode_index(contents):
+    """The block index of a table: (last keys, offsets, sizes), one each per data block in file order;
+    ValueError when the contents are not such a map."""
+    cdef Py_buffer view
+    cdef _Reader r = _Reader()
+    cdef Py_ssize_t fields, n, i, klen, name_len
+    cdef list keys = None
+    cdef object offsets = None, sizes = None
+    cdef unsigned long long[::1] at_of, size_of
+    PyObject_GetBuffer(contents, &view, PyBUF_SIMPLE)
+    try:
+        r.p, r.at, r.size = <const unsigned char*>view.buf, 0, view.len
+        fields = r.length(0x80, 0x0f, 0, 0xde, 0xdf, "a map")
+        for _ in range(fields):
+            name_len = r.length(0xa0, 0x1f, 0xd9, 0xda, 0xdb, "a field name")
+            r.need(name_len)
+            name = PyBytes_FromStringAndSize(<const char*>r.p + r.at, name_len).decode()
+            r.at += name_len
+            if name != "blocks":
+                r.skip_scalar()
+                continue
+            n = r.length(0x90, 0x0f, 0, 0xdc, 0xdd, "the blocks array")
+            keys, offsets, sizes = [], _uints(n), _uints(n)
+            at_of, size_of = offsets, sizes
+            for i in range(n):
+                if r.length(0x90, 0x0f, 0, 0xdc, 0xdd, "a block's row") != 3:
+                    raise ValueError("index block does not decode: a block's row is not [last key, offset, size]")
+                klen = r.length(0, 0, 0xc4, 0xc5, 0xc6, "a last key (bin)")
+                r.need(klen)
+                keys.append(PyBytes_FromStringAndSize(<const char*>r.p + r.at, klen))
+                r.at += klen
+                at_of[i] = r.unsigned()
+                size_of[i] = r.unsigned()
+        if r.at != r.size:
+            raise ValueError("index block does not decode: bytes after the map")
+        if keys is None:
+            raise ValueError("index block does not decode: no blocks")
+    except UnicodeDecodeError:
+        raise ValueError("index block does not decode: a field name is not UTF-8") from None
+    finally:
+        PyBuffer_Release(&view)
+    return keys, offsets, sizes
+
+
+cdef object _uints(Py_ssize_t n):
+    return array("Q", bytes(8 * n))

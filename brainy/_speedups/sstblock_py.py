@@ -18,13 +18,14 @@ errors for the same damage (checked in the same order) and produce byte-identica
 from __future__ import annotations
 
 import hashlib
+from array import array
 import operator
 import struct
 import zlib
 
 from brainy._speedups.errors import BlockCorruptError
 
-__all__ = ["encode_block", "decode_block", "crc32", "bloom_holds", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "decode_index", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
 _U64_MAX = (1 << 64) - 1
@@ -220,3 +221,92 @@ def bloom_holds(contents: bytes, key: bytes) -> bool:
         if not contents[4 + (b >> 3)] & (1 << (b & 7)):
             return False
     return True
+
+
+# --- the index block (docs/store-format.md, "Index block") ---------------------------------------
+# A MessagePack map {"blocks": [[last_key (bin), offset, size], ...], "minGen", "maxGen", "entries"}, read
+# byte by byte into a list of last keys and two arrays, accepting and refusing exactly what the compiled twin
+# does (the other fields: ints, nil or bools; a block's offset and size: unsigned ints; its key: bin).
+
+class _Reader:
+    def __init__(self, data: memoryview) -> None:
+        self.data, self.at = data, 0
+
+    def byte(self) -> int:
+        self.need(1)
+        self.at += 1
+        return self.data[self.at - 1]
+
+    def need(self, n: int) -> None:
+        if n > len(self.data) - self.at:
+            raise ValueError("index block does not decode: it ends early")
+
+    def uint_be(self, width: int) -> int:
+        self.need(width)
+        self.at += width
+        return int.from_bytes(self.data[self.at - width:self.at], "big")
+
+    def length(self, fix: tuple[int, int] | None, w8: int | None, w16: int, w32: int, what: str) -> int:
+        t = self.byte()
+        if fix is not None and t & ~fix[1] & 0xff == fix[0]:
+            return t & fix[1]
+        if w8 is not None and t == w8:
+            return self.uint_be(1)
+        if t == w16:
+            return self.uint_be(2)
+        if t == w32:
+            return self.uint_be(4)
+        raise ValueError(f"index block does not decode: {what} expected")
+
+    def unsigned(self) -> int:
+        t = self.byte()
+        if t < 0x80:
+            return t
+        if 0xcc <= t <= 0xcf:
+            return self.uint_be(1 << (t - 0xcc))
+        raise ValueError("index block does not decode: an offset or size is not an unsigned int")
+
+    def skip_scalar(self) -> None:
+        t = self.byte()
+        if t < 0x80 or t >= 0xe0 or t in (0xc0, 0xc2, 0xc3):
+            return
+        if 0xcc <= t <= 0xcf:
+            self.uint_be(1 << (t - 0xcc))
+        elif 0xd0 <= t <= 0xd3:
+            self.uint_be(1 << (t - 0xd0))
+        else:
+            raise ValueError("index block does not decode: a field is not an int")
+
+
+def decode_index(contents) -> tuple[list[bytes], array, array]:
+    """The block index of a table: (last keys, offsets, sizes), one each per data block in file order;
+    ValueError when the contents are not such a map."""
+    r = _Reader(memoryview(contents).cast("B"))
+    keys = offsets = sizes = None
+    for _ in range(r.length((0x80, 0x0f), None, 0xde, 0xdf, "a map")):
+        name_len = r.length((0xa0, 0x1f), 0xd9, 0xda, 0xdb, "a field name")
+        r.need(name_len)
+        try:
+            name = bytes(r.data[r.at:r.at + name_len]).decode()
+        except UnicodeDecodeError:
+            raise ValueError("index block does not decode: a field name is not UTF-8") from None
+        r.at += name_len
+        if name != "blocks":
+            r.skip_scalar()
+            continue
+        n = r.length((0x90, 0x0f), None, 0xdc, 0xdd, "the blocks array")
+        keys, offsets, sizes = [], array("Q", bytes(8 * n)), array("Q", bytes(8 * n))
+        for i in range(n):
+            if r.length((0x90, 0x0f), None, 0xdc, 0xdd, "a block's row") != 3:
+                raise ValueError("index block does not decode: a block's row is not [last key, offset, size]")
+            klen = r.length(None, 0xc4, 0xc5, 0xc6, "a last key (bin)")
+            r.need(klen)
+            keys.append(bytes(r.data[r.at:r.at + klen]))
+            r.at += klen
+            offsets[i] = r.unsigned()
+            sizes[i] = r.unsigned()
+    if r.at != len(r.data):
+        raise ValueError("index block does not decode: bytes after the map")
+    if keys is None:
+        raise ValueError("index block does not decode: no blocks")
+    return keys, offsets, sizes

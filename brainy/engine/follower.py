@@ -445,8 +445,9 @@ class VectorFollower(ProjectionFollower):
         index = None
         try:
             with super().held() as index:
-                self._maybe_catch_up(index)
                 yield index
+            self._first_read.set()
+            self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
         except V.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
             brain = self._brain
             self._discard(index, exc)
@@ -483,18 +484,29 @@ class VectorFollower(ProjectionFollower):
         return bool(found) and self._reachable(max(stamp for stamp, _ in found))
 
     def _maybe_catch_up(self, index: VectorIndex) -> None:
-        if (index.pending >= V.TAIL_MAX or index.wasteful or index.graph_waiting) and not self._catching_up:
-            self._catching_up = True
+        """Start the catch-up when the tail is long, most slots are dead, or a snapshot's graph waits to be taken.
+        Only the first read of the handle (once it has answered) starts the taking of a snapshot's graph: a commit
+        before it does not (a tail past ``TAIL_MAX`` still does, and its thread waits for that read first)."""
+        waiting = index.graph_waiting and self._first_read.is_set()
+        if index.pending >= V.TAIL_MAX or index.wasteful or waiting:
+            with self._lock:  # two reads answered at once start one thread
+                if self._catching_up:
+                    return
+                self._catching_up = True
             threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
 
     def catch_up(self) -> None:
         """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
         built again, as one long tail); first, the graph a snapshot held is checked and deserialised. Searches
-        meanwhile scan exactly; commits never wait on it."""
+        meanwhile scan exactly; commits never wait on it. It starts once the handle's first read has answered
+        (or after ``FIRST_READ_GRACE_SECONDS``): beside that read, its check of the slots and faiss's load of the
+        graph (1.5 GB copied at a million slots) took the memory bandwidth and cores the read's first checked
+        scan needs (it made the first search at 1M take 600-800 ms)."""
         index = self._proj
         try:
             if index is None:
                 return
+            self._first_read.wait(FIRST_READ_GRACE_SECONDS)
             with index.graph_lock:
                 why = index.take_graph()
                 with self._lock:
