@@ -339,6 +339,24 @@ def test_a_damaged_header_or_dense_section_is_refused_at_the_open(tmp_path: Path
             assert any(w["code"] == "vectors-rebuilt" and what in w["message"] for w in brain.warnings)
 
 
+def refused_then_rebuilt(brain: Brain, queries: np.ndarray, chunk: int, served: bool) -> None:
+    """The first find meets damaged chunk ``chunk``: it refuses by name, the warning names the chunk, and the index
+    rebuilt from the rows then answers (served: on its own thread, the reads refusing meanwhile)."""
+    with pytest.raises(R.ProjectionBehindError, match="damaged"):
+        brain.find({"vector": queries[0].tolist(), "limit": 10})
+    assert any(w["code"] == "vectors-rebuilt" and f"chunk {chunk} " in w["message"] for w in brain.warnings)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            check_near(brain, queries)
+            break
+        except R.ProjectionBehindError:  # served: the rebuild runs on its own thread
+            assert served and time.monotonic() < deadline
+            time.sleep(0.05)
+    assert brain.vector_follower.built_from == "rows"
+    graph_in(brain)
+
+
 def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the_index(tmp_path: Path) -> None:
     """One byte flipped in the middle of the vectors section: the open checks out (header, dense ints), the read
     that meets the chunk refuses by name, never answering from it, and the next read answers from the rows: in
@@ -354,19 +372,7 @@ def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the
             index.search(queries[0], 10)
         with Brain.open(path) as brain:
             brain.follower.background = brain.vector_follower.background = served
-            with pytest.raises(R.ProjectionBehindError, match="damaged"):
-                brain.find({"vector": queries[0].tolist(), "limit": 10})
-            assert any(w["code"] == "vectors-rebuilt" and "chunk 11 " in w["message"] for w in brain.warnings)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    check_near(brain, queries)
-                    break
-                except R.ProjectionBehindError:  # served: the rebuild runs on its own thread
-                    assert served and time.monotonic() < deadline
-                    time.sleep(0.05)
-            assert brain.vector_follower.built_from == "rows"
-            graph_in(brain)
+            refused_then_rebuilt(brain, queries, 11, served)
         with Brain.open(path) as brain:  # the close wrote a new base, from the rows
             check_near(brain, queries)
             assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
@@ -541,19 +547,7 @@ def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the
         index.search(queries[0], 10)
     with Brain.open(path) as brain:
         brain.follower.background = brain.vector_follower.background = True
-        with pytest.raises(R.ProjectionBehindError, match="damaged"):
-            brain.find({"vector": queries[0].tolist(), "limit": 10})
-        assert any(w["code"] == "vectors-rebuilt" and "chunk 19 " in w["message"] for w in brain.warnings)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                check_near(brain, queries)
-                break
-            except R.ProjectionBehindError:  # the rebuild runs on its own thread
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-        assert brain.vector_follower.built_from == "rows"
-        graph_in(brain)
+        refused_then_rebuilt(brain, queries, 19, served=True)
 
 
 def test_the_graph_is_taken_only_once_the_first_search_has_answered(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ import mmap
 import threading
 import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -47,6 +47,7 @@ from brainy.engine.projections import (Damaged, InPlace, Projections, decode_sna
                                         newest_snapshot, snapshot_name)
 from brainy.engine.overlaid import Overlaid
 from brainy.engine.vectors import VectorIndex
+from brainy.engine.workers import LongLived
 
 if TYPE_CHECKING:
     from brainy.engine.brain import Brain
@@ -62,19 +63,9 @@ INLINE_ROWS = 1_000      # a served read builds a store this small itself (about
 # million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80.
 FIRST_READ_GRACE_SECONDS = 0.25
 
-# Every background build of the process runs on these two long-lived threads: a fresh thread per build
-# left the allocator's per-thread arenas fragmented (9 to 32 KB of resident memory kept per admission,
-# measured over 500 admissions), against none for builds on one thread.
-_BUILDERS: ThreadPoolExecutor | None = None
-_BUILDERS_LOCK = threading.Lock()
-
-
-def _builders() -> ThreadPoolExecutor:
-    global _BUILDERS
-    with _BUILDERS_LOCK:
-        if _BUILDERS is None:
-            _BUILDERS = ThreadPoolExecutor(2, thread_name_prefix="brainy-projections-build")
-        return _BUILDERS
+# Every background build of the process runs on these two long-lived threads (brainy/engine/workers.py says
+# why not a thread per build).
+_builders = LongLived(2, "brainy-projections-build")
 
 
 def _apply(proj: Projections, moves: list[Move]) -> None:

@@ -156,7 +156,6 @@ class Table:
         # no table: an attach at a million rows opened 50 tables, 30 ms, to consult their blooms alone)
         self._index_doc = self._checked(index_offset, index_size, "index block")
         self._blocks: list[bytes] | None = None  # the last key of each block, once decoded
-        self._last_keys: list[bytes] = []
         self._offsets: Any = None  # array("Q"): where each block lies, and its size
         self._sizes: Any = None
         try:  # the index's other fields, its blocks passed over unbuilt (a read asks every table's maxGen)
@@ -188,7 +187,7 @@ class Table:
             keys, self._offsets, self._sizes = sstblock.decode_index(self._index_doc)
         except ValueError:
             raise torn(self.path, "index block does not decode") from None
-        self._blocks = self._last_keys = keys  # last: a thread that sees them sees the offsets too
+        self._blocks = keys  # last: a thread that sees them sees the offsets too
         return keys
 
     def _checked(self, offset: int, size: int, what: str) -> bytes:
@@ -223,7 +222,7 @@ class Table:
         if not sstblock.bloom_holds(self._bloom, key):
             return None
         blocks = self._index()
-        i = bisect.bisect_left(self._last_keys, key)
+        i = bisect.bisect_left(blocks, key)
         while i < len(blocks):
             keys, gens, values = self.block(i)
             j = bisect.bisect_left(keys, key)
@@ -239,7 +238,7 @@ class Table:
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
         """Every version with ``start <= key < stop`` (``stop`` None: to the end), in table order."""
         blocks = self._index()
-        i = bisect.bisect_left(self._last_keys, start)
+        i = bisect.bisect_left(blocks, start)
         while i < len(blocks):
             keys, gens, values = self.block(i)
             j = bisect.bisect_left(keys, start) if keys[0] < start else 0

@@ -31,7 +31,6 @@ import struct
 import threading
 import zlib
 from array import array
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -43,6 +42,7 @@ import numpy as np
 from brainy.engine import rows
 from brainy.engine.files import write_durably
 from brainy.engine.projections import newest_snapshot, snapshot_name
+from brainy.engine.workers import LongLived
 
 DIMENSIONS = rows.DIMENSIONS
 EXACT_BELOW = 4_096         # live vectors under which every search is an exact scan (about 0.2 ms)
@@ -140,16 +140,7 @@ class _Mapped:
 # process, not one per search), the other half on the searching thread. crc32c and the matmul release the
 # interpreter lock, so the halves run on two cores: 132-136 ms against 231 ms on one for the 3,907 chunks of
 # a million slots (perf, measured on the project's box).
-_SCAN_HELPER: ThreadPoolExecutor | None = None
-_SCAN_HELPER_LOCK = threading.Lock()
-
-
-def _scan_helper() -> ThreadPoolExecutor:
-    global _SCAN_HELPER
-    with _SCAN_HELPER_LOCK:
-        if _SCAN_HELPER is None:
-            _SCAN_HELPER = ThreadPoolExecutor(1, thread_name_prefix="brainy-vectors-scan")
-        return _SCAN_HELPER
+_scan_helper = LongLived(1, "brainy-vectors-scan")
 
 
 class Slots:
