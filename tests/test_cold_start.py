@@ -457,10 +457,12 @@ def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkey
 
 @pytest.mark.slow
 def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> None:
-    """The recovery flush builds the projections on its own thread, registered as the build in flight: the first
+    """When the chain cannot take a delta (here its base is of format 2, which a flush writes again as format 3),
+    the recovery flush builds the projections on its own thread, registered as the build in flight: the first
     served read's warm-up waits for that build instead of decoding the snapshot a second time beside it."""
     import time
-    store, _ = _crashed_after_a_flush(tmp_path / "s")
+    store, found = _crashed_after_a_flush(tmp_path / "s")
+    found[1].write_bytes(_format_2(decode_snapshot(found[1].read_bytes())))
     brain = Brain.attach(store)
     try:
         follower = brain.follower
@@ -474,7 +476,7 @@ def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> Non
             return real()
 
         follower._persisted = slow_persisted  # type: ignore[method-assign]
-        flush = threading.Thread(target=follower.ensure_built)  # as the flush after recovery calls it
+        flush = threading.Thread(target=follower.prepare_flush)  # as the flush after recovery calls it
         flush.start()
         while not decoded:
             time.sleep(0.005)

@@ -6,8 +6,9 @@ to it, in generation order (:meth:`advance`), so a query never sees a commit tha
 acknowledged. The projections are built on first need (an open pays nothing until the first
 query): from the newest persisted snapshot when the moves this handle holds can bring it to the
 head, else from the rows; :attr:`built_from` says which. At each flush and clean close they are
-persisted, stamped with the generation they cover (built first if nothing has needed them yet), so
-the next open finds a snapshot the log tail it replays can bring to the head.
+persisted as the next link of a chain (``chain.py``: a base, and a delta of what the commits since it touched,
+which is what a flush writes unless a base is due), so the next open finds a snapshot the log tail it replays
+can bring to the head, and a flush costs what changed, not the store.
 
 A served handle (``background``, set by the server's pool) never builds inside a read: the build
 runs on a thread of its own (:meth:`warm`, started at admission, which lets the first read in place
@@ -31,7 +32,6 @@ own snapshot and the graph caught up off the commit path. Both take the brain's 
 from __future__ import annotations
 
 import logging
-import mmap
 import threading
 import time
 import weakref
@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from brainy.contract import refusals as R
-from brainy.engine.files import write_durably
+from brainy.engine import chain
 from brainy.engine import vectors as V
-from brainy.engine.projections import (Damaged, InPlace, Projections, decode_snapshot, encode_snapshot,
-                                        newest_snapshot, snapshot_name)
+from brainy.engine.projections import Damaged, InPlace, Projections, encode_snapshot, head_check, newest_snapshot
 from brainy.engine.overlaid import Overlaid
 from brainy.engine.vectors import VectorIndex
 from brainy.engine.workers import LongLived
@@ -80,8 +79,9 @@ class ProjectionFollower:
     """Keeps the query projections (postings, words, order columns, the id map) at the durable head."""
 
     name = "projections"
-    suffix = ".proj"
-    suffixes: tuple[str, ...] = (suffix,)  # every suffix its snapshot files are written under
+    suffix = chain.BASE_SUFFIX
+    suffixes: tuple[str, ...] = (suffix, chain.DELTA_SUFFIX)  # every suffix its snapshot files are written under
+    keeps_delta = True  # whether the moves after the chain's stamp are kept for the next delta (chain.py)
 
     def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
         # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
@@ -98,10 +98,14 @@ class ProjectionFollower:
         self._built = threading.Event()
         self._build_floor: int | None = None  # the generation a build in flight starts at or above
         self._starts_at = 0  # the stamp that build starts from (the refusal names it)
-        self._in_place: InPlace | None = None  # the newest snapshot, mapped, read in place until the build lands
+        self._in_place: InPlace | chain.Layered | None = None  # the newest chain, mapped, read until the build lands
         self._overlay: Overlaid | None = None  # that snapshot with the moves after its stamp laid over it
         self._damaged = False  # a read in place met a damaged page: the snapshot is not read in place again
         self._first_read = threading.Event()  # set once the first read in place is answered (or none can be)
+        # the chain's delta as this writer moves it (read from the newest delta at the first flush), and the entity
+        # moves of every commit after its stamp: a flush folds them in and writes it as the chain's next link
+        self._delta: chain.Delta | None = None
+        self._unsaved: dict[int, list[Move]] = {}
 
     @property
     def folder(self) -> Path:
@@ -110,6 +114,8 @@ class ProjectionFollower:
     def adopt(self, moves: dict[int, list[Move]]) -> None:
         """Take over the moves another handle of the same store recorded above the flushed generation."""
         self._moves = dict(moves)
+        if self.keeps_delta:
+            self._unsaved = {g: [m for m in ms if m[0] == "e"] for g, ms in moves.items()}
 
     def moves(self) -> dict[int, list[Move]]:
         return self._moves
@@ -117,6 +123,8 @@ class ProjectionFollower:
     def record(self, generation: int, moves: list[Move]) -> None:
         """The entity and relation moves of one commit, applied once it is durable."""
         self._moves[generation] = moves
+        if self.keeps_delta:
+            self._unsaved[generation] = [m for m in moves if m[0] == "e"]
 
     def advance(self, durable: int, flushed: int) -> None:
         """The commit at ``durable`` is acknowledged: move the projections up to it. The caller holds the lock."""
@@ -168,17 +176,17 @@ class ProjectionFollower:
                 f"the {self.name} snapshot of brain {brain.name!r} is damaged ({exc}); they are being rebuilt "
                 f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
 
-    def _read_in_place(self) -> InPlace | None:
-        """The newest snapshot read in place, while its stamp is the head (nothing to catch up); else None.
-        One the moves this handle holds can bring to the head is mapped too, for :meth:`_overlaid`."""
+    def _read_in_place(self) -> InPlace | chain.Layered | None:
+        """The newest chain read in place (its delta laid over its base), while its stamp is the head (nothing to
+        catch up); else None. One the moves this handle holds can bring to the head is mapped too, for
+        :meth:`_overlaid`."""
         head, found = self._brain.head, self._in_place
         if found is None and not self._damaged:
-            newest = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
-            if newest is None or not self._reachable(newest[0]):
+            newest = chain.newest(self.folder)
+            if newest is None or not self._reachable(newest.stamp):
                 return None
             try:
-                with open(newest[1], "rb") as f:
-                    found = InPlace(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                found = chain.mapped(newest)
             except (OSError, ValueError):
                 return None  # the build reads it again, and says why it could not
             self._in_place = found
@@ -279,59 +287,107 @@ class ProjectionFollower:
     def _from_rows(self, head: int) -> Any:
         return Projections.build(self._brain.at(head).entities(), head)
 
-    def _decode(self, data: bytes) -> Any:
-        return decode_snapshot(data)
-
     def _persisted(self) -> Projections | None:
-        """The newest persisted snapshot, if the moves this handle holds can bring it to the head.
+        """The newest persisted chain decoded whole, if the moves this handle holds can bring it to the head.
 
         One the log tail cannot reach (older than the flushed generation, or newer than this handle's
         head) or that does not check out is left alone: the projections are rebuilt from the rows and the
         warnings say why.
         """
-        found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
+        found = chain.newest(self.folder)
         if found is None:
             return None
-        stamp, path = found
-        brain = self._brain
-        if not self._reachable(stamp):
+        name, brain = (found.delta or found.base)[1].name, self._brain
+        if not self._reachable(found.stamp):
             brain.warnings.append({"code": f"{self.name}-rebuilt", "message":
-                                   f"snapshot {path.name} is outside generations {brain.flushed}..{brain.head}"})
+                                   f"snapshot {name} is outside generations {brain.flushed}..{brain.head}"})
             return None
         try:
-            proj = self._decode(path.read_bytes())
+            proj = chain.load(found)
         except (OSError, ValueError) as exc:
-            brain.warnings.append({"code": f"{self.name}-rebuilt", "message": f"snapshot {path.name}: {exc}"})
+            brain.warnings.append({"code": f"{self.name}-rebuilt", "message": f"snapshot {name}: {exc}"})
             return None
-        return proj if proj.stamp == stamp else None
+        return proj if proj.stamp == found.stamp else None
 
     def _reachable(self, stamp: int) -> bool:
         """Whether the moves this handle holds bring a snapshot at ``stamp`` to the head."""
         return self._brain.flushed <= stamp <= self._brain.head
 
     def persist(self, build: bool = False) -> None:
-        """Write the projections out, stamped with the generation they cover; older snapshots go. ``build``
-        (a flush): build them first if nothing has needed them yet, so the next open finds a snapshot.
+        """Write the chain's next link, stamped with the generation it covers: a delta of what the commits since
+        the base touched, or a base when one is due (none reachable, or the delta past its share of the base).
+        ``build`` (a flush, a close): build the projections first when a base is due and nothing has needed
+        them yet, so the next open finds a snapshot.
 
-        The lock is held only for a copy (commits wait on it to move the projections); the encode, the
+        A base's lock is held only for a copy (commits wait on it to move the projections); the encode, the
         O(store) part, runs on the copy unlocked."""
-        if build:
-            self.ensure_built()
+        self.settle()
+        if self._delta_written():
+            return
+        if self._proj is None:
+            if not build:
+                return
+            self._build_as_the_one_in_flight()
         with self._lock:
             if self._proj is None:
                 return
             frozen = self._proj.copy()
-        self._write(frozen.stamp, encode_snapshot(frozen))
+            self._unsaved = {g: m for g, m in self._unsaved.items() if g > frozen.stamp}
+        data = encode_snapshot(frozen)
+        chain.write_base(self.folder, frozen.stamp, data)
+        self._delta = chain.Delta(frozen.stamp, head_check(data), len(data))
 
-    def ensure_built(self) -> None:
-        """Build the projections now unless they are built or a snapshot at the head already holds them. A
-        flush calls it before it moves the flushed generation on, while the last snapshot is still reachable
-        from the moves this handle holds."""
+    def _delta_written(self) -> bool:
+        """Fold the commits since the chain's stamp into its delta and write it; False when a base is due instead."""
+        brain, delta = self._brain, self._delta
+        if delta is None:
+            found = chain.newest(self.folder)
+            if found is None or not self._reachable(found.stamp):
+                return False
+            if found.stamp == brain.head:
+                return True  # the chain is at the head already: nothing to write
+            try:
+                delta = chain.Delta.read(found)
+            except (OSError, ValueError):  # an older format's base, or damage: a base is due (built from the chain,
+                return False                # which says why when it cannot be read either)
+        with self._lock:
+            head = brain.head
+            wanted = range(delta.stamp + 1, head + 1)
+            if any(g not in self._unsaved for g in wanted):
+                self._delta = None  # every commit records its moves (an empty list too): a gap needs a base
+                return False
+            commits = [self._unsaved[g] for g in wanted]
+        self._delta = None  # until it is written: a failure below leaves a base due, never a delta missing moves
+        if not commits:
+            self._delta = delta
+            return True
+        for moves in commits:
+            for _, before, after in moves:
+                delta.apply(before, after)
+        delta.stamp = head
+        data = delta.encode()
+        if delta.due_a_base(len(data)):
+            return False
+        chain.write_delta(self.folder, head, data)
+        with self._lock:
+            self._unsaved = {g: m for g, m in self._unsaved.items() if g > head}
+        self._delta = delta
+        return True
+
+    def prepare_flush(self) -> None:
+        """Before a flush moves the flushed generation on: make sure the chain can take its next link. Its
+        delta is read (it costs what changed since the base) when the moves this handle holds reach the
+        chain; else the projections are built now, while the last snapshot is still reachable from them."""
         self.settle()
-        if self._proj is None:
-            found = newest_snapshot(self.folder, self.suffix) if self.folder.is_dir() else None
-            if found is None or found[0] != self._brain.head:
-                self._build_as_the_one_in_flight()
+        if self._proj is None and self._delta is None:
+            found = chain.newest(self.folder)
+            if found is not None and self._reachable(found.stamp):
+                try:
+                    self._delta = chain.Delta.read(found)
+                    return
+                except (OSError, ValueError):
+                    pass  # the build below reads the chain again and says why it could not
+            self._build_as_the_one_in_flight()
 
     def _build_as_the_one_in_flight(self) -> None:
         """Build here, on the caller's thread, registered as the build in flight: a read's :meth:`warm` meanwhile
@@ -356,15 +412,6 @@ class ProjectionFollower:
             assert isinstance(building, Future)
             building.set_result(None)
 
-    def _write(self, stamp: int, data: bytes) -> None:
-        folder, name = self.folder, snapshot_name(stamp, self.suffix)
-        if (folder / name).exists():
-            return
-        folder.mkdir(exist_ok=True)
-        write_durably(folder / name, data)
-        for older in folder.glob("*" + self.suffix):
-            if older.name != name:
-                older.unlink(missing_ok=True)
 
 
 class VectorFollower(ProjectionFollower):
@@ -378,6 +425,7 @@ class VectorFollower(ProjectionFollower):
     name = "vectors"
     suffix = V.SUFFIX
     suffixes = (V.SUFFIX, V.DELTA_SUFFIX)  # a base and the deltas after it
+    keeps_delta = False  # its chain's deltas are the index's own (vectors.py)
 
     def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
         super().__init__(brain, lock)

@@ -68,7 +68,7 @@ class Maintenance:
         """Write the memtable out as a table now. Answers whether there was anything to write."""
         with self._maint_lock:
             if len(self._mem):
-                self.follower.ensure_built()  # from the last snapshot, while the flushed generation reaches it
+                self.follower.prepare_flush()  # its delta read, or the projections built while the chain is reachable
             with self._commit_lock:
                 mem = self._mem
                 if not len(mem):

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import msgpack
 
+from brainy._speedups import postings as P
 from brainy.engine.where import kind_of
 
 if TYPE_CHECKING:
@@ -197,6 +198,26 @@ class Projections:
         if self.graph is not None:
             self.graph.relation(before, after)
 
+    def unpost(self, row: dict[str, Any]) -> None:
+        """Take a row out without a row to take its place (a delta's voided rows, laid on its base)."""
+        self._unpost(row)
+
+    def merge(self, other: "Projections") -> None:
+        """Merge in the projections of rows this holds none of (a delta's, once its voided rows are unposted)."""
+        self.ids.update(other.ids)
+        self.all = P.union(self.all, other.all) if len(self.all) else array(TYPECODE, other.all)
+        for path, values in other.postings.items():
+            mine = self.postings.setdefault(path, {})
+            for key, posting in values.items():
+                found = mine.get(key)
+                mine[key] = P.union(found, posting) if found else array(TYPECODE, posting)
+        for path, column in other.columns.items():
+            self.columns.setdefault(path, {}).update(column)
+        for word, tfs in other.terms.items():
+            self.terms.setdefault(word, {}).update(tfs)
+        self.lengths.update(other.lengths)
+        self.total_length += other.total_length
+
     def _post(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]
         self.ids[dense] = row["id"]
@@ -264,11 +285,18 @@ class Damaged(ValueError):
     file was mapped): the snapshot is no longer used, and the projections are rebuilt from the rows."""
 
 
+def head_check(data: bytes) -> int:
+    """The crc32 of a snapshot's head, from its first 16 bytes (ValueError when they are not a snapshot's)."""
+    if len(data) < _head.size or data[:len(MAGIC)] != MAGIC:
+        raise ValueError("not a snapshot of format 2 or 3")
+    return _head.unpack_from(data, 0)[2]
+
+
 def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
     return f"{stamp:020d}{suffix}"
 
 
-def _packed(items: Iterable[Any]) -> bytes:
+def packed(items: Iterable[Any]) -> bytes:
     """A MessagePack array packed an element at a time: a single C call over an O(store) list would hold the
     interpreter lock throughout, and every commit and read of the process would wait on a background flush."""
     items = list(items)
@@ -303,7 +331,8 @@ def _page_checks(parts: Iterable[bytes], page: int) -> array:
     return checks
 
 
-def encode_snapshot(proj: Projections) -> bytes:
+def encode_snapshot(proj: Projections, extra_head: dict[str, Any] | None = None,
+                    extra_sections: Iterable[tuple[str, bytes]] = ()) -> bytes:
     """The projections as a head naming each section (offset, size) and the crc32 of every page of the body, then
     the sections (docs/store-format.md, "Projection snapshots"): a read in place checks only the pages it
     touches, a posting is found by its value in its path's directory, an order column's value by its dense int."""
@@ -314,7 +343,7 @@ def encode_snapshot(proj: Projections) -> bytes:
         ("all", proj.all.tobytes()),
         ("lengths", msgpack.packb([array(TYPECODE, proj.lengths.keys()).tobytes(),
                                    array("I", proj.lengths.values()).tobytes()], use_bin_type=True)),
-        ("terms", _packed([word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+        ("terms", packed([word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
                           for word, tfs in proj.terms.items())),
     ]
     for path, values in proj.postings.items():
@@ -322,22 +351,24 @@ def encode_snapshot(proj: Projections) -> bytes:
         for (kind, value), posting in values.items():
             directory.append([kind, value, first, len(posting)])
             first += len(posting)
-        sections.append((f"postings/{path}", _packed(directory)))
+        sections.append((f"postings/{path}", packed(directory)))
         sections.append((f"postingInts/{path}", b"".join(posting.tobytes() for posting in values.values())))
     packer = msgpack.Packer(use_bin_type=True)  # resets after each value: one value's bytes a call
     for path, column in proj.columns.items():
         keys = sorted(column)  # a moved row re-enters its column last; a lookup bisects the sorted ints
-        packed = [packer.pack(column[d]) for d in keys]
+        encoded = [packer.pack(column[d]) for d in keys]
         sections.append((f"columns/{path}", array(TYPECODE, keys).tobytes()))
-        sections.append((f"columnOffsets/{path}", _offsets_of(packed)))
-        sections.append((f"columnValues/{path}", b"".join(packed)))
+        sections.append((f"columnOffsets/{path}", _offsets_of(encoded)))
+        sections.append((f"columnValues/{path}", b"".join(encoded)))
+    sections.extend(extra_sections)  # a delta's masked ints and voided rows (brainy/engine/chain.py)
     table, at = {}, 0
     for name, data in sections:
         table[name] = [at, len(data)]
         at += len(data)
     pages = _page_checks((data for _, data in sections), PAGE_BYTES)
     head = msgpack.packb({"format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
-                          "sections": table, "pageBytes": PAGE_BYTES, "pages": pages.tobytes()}, use_bin_type=True)
+                          "sections": table, "pageBytes": PAGE_BYTES, "pages": pages.tobytes(), **(extra_head or {})},
+                         use_bin_type=True)
     return b"".join([_head.pack(MAGIC, len(head), zlib.crc32(head)), head, *(data for _, data in sections)])
 
 
@@ -365,12 +396,13 @@ class InPlace:
         magic, size, crc = _head.unpack_from(data, 0)
         if magic != MAGIC:
             raise ValueError("not a snapshot of format 2 or 3")
+        self.check = crc  # the head's crc32: what a delta names its base by
         head_bytes = self._data[_head.size:_head.size + size]
         if zlib.crc32(head_bytes) != crc:
             raise ValueError("head checksum mismatch")
         self._base = _head.size + size
         try:
-            head = msgpack.unpackb(head_bytes, raw=False, strict_map_key=False)
+            self.head = head = msgpack.unpackb(head_bytes, raw=False, strict_map_key=False)
             self.format = head["format"]
             if self.format not in (2, 3):
                 raise ValueError(f"snapshot format {head['format']}")
@@ -428,6 +460,10 @@ class InPlace:
     def section(self, name: str) -> memoryview:
         """One section's bytes, checked (ValueError when they do not check out)."""
         return self.part(name, 0, self._sections[name][1])
+
+    def ints(self, name: str) -> array:
+        """A section of u64, checked and copied out."""
+        return _ints(self.section(name))
 
     def __len__(self) -> int:  # from the section's size: a read that only counts the live set decodes nothing
         return self._sections["all"][1] // 8
@@ -538,7 +574,7 @@ class Posted(Mapping[tuple[str, Any], array]):
     def __init__(self, snap: InPlace, path: str) -> None:
         self._snap, self._ints = snap, "postingInts/" + path
         self._where = {(kind, value): (first, count)
-                       for kind, value, first, count in _unpacked(snap.section("postings/" + path))}
+                       for kind, value, first, count in unpacked(snap.section("postings/" + path))}
 
     def __getitem__(self, key: tuple[str, Any]) -> array:
         first, count = self._where[key]
@@ -595,8 +631,8 @@ def column_values(column: Mapping[int, Any], wanted: Iterable[int]) -> dict[int,
     return out
 
 
-def _unpacked(data: memoryview) -> list[Any]:
-    """A section's MessagePack array, unpacked an element at a time (the reason :func:`_packed` packs so)."""
+def unpacked(data: memoryview) -> list[Any]:
+    """A section's MessagePack array, unpacked an element at a time (the reason :func:`packed` packs so)."""
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
     unpacker.feed(data)
     return [unpacker.unpack() for _ in range(unpacker.read_array_header())]
@@ -622,17 +658,17 @@ def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) ->
 
 def _postings(data: memoryview) -> dict[tuple[str, Any], array]:
     """A format 2 postings section: [[kind, value, bin]] decoded whole."""
-    return {(kind, value): _ints(posting) for kind, value, posting in _unpacked(data)}
+    return {(kind, value): _ints(posting) for kind, value, posting in unpacked(data)}
 
 
 def _column(data: memoryview) -> dict[int, Any]:
     """A format 2 order column: [bin (dense ints), bin (the values, one MessagePack array)] decoded whole."""
     keys, values = msgpack.unpackb(data, raw=False)
-    return _zipped(_ints(keys), _unpacked(memoryview(values)))
+    return _zipped(_ints(keys), unpacked(memoryview(values)))
 
 
 def _terms(data: memoryview) -> dict[str, dict[int, int]]:
-    return {word: _zipped(_ints(keys), _ints(tfs, "I")) for word, keys, tfs in _unpacked(data)}
+    return {word: _zipped(_ints(keys), _ints(tfs, "I")) for word, keys, tfs in unpacked(data)}
 
 
 _BY_ELEMENT = frozenset(("ids", "postings", "columns", "terms"))
