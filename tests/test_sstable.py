@@ -49,6 +49,22 @@ def test_table_reads_agree_with_a_sorted_model(tmp_path):
     table.close()
 
 
+def test_a_prefetch_asks_for_the_block_a_lookup_reads_and_decodes_nothing(tmp_path):
+    """Prefetching every key (the kernel reads the blocks ahead) leaves the table's answers as they were, and no
+    block decoded until a lookup reads it; a key past the last block asks for nothing."""
+    entries = _entries()
+    path = tmp_path / "t.sst"
+    sstable.write_table(path, iter(entries))
+    table = sstable.Table(path)
+    for key, _, _ in entries:
+        table.prefetch(key)
+    table.prefetch(b"\xff" * 8)
+    assert not table._cache
+    assert [table.get(key, gen) for key, gen, _ in entries] == [(gen, value) for _, gen, value in entries]
+    table.prefetch(entries[0][0])  # decoded now: not asked again
+    table.close()
+
+
 def test_bloom_filter_has_no_false_negatives(tmp_path):
     """Every key in a table passes its bloom filter; most absent keys do not."""
     entries = _entries(500)

@@ -223,6 +223,16 @@ class Table:
                 self._cache.popitem(last=False)
         return decoded
 
+    def prefetch(self, key: bytes) -> None:
+        """Ask the kernel to read ahead the block a lookup of ``key`` reads first, unless it is decoded already. A
+        replay asks for all of a frame's blocks before it reads one: from a cold page cache each read alone was
+        a disk read waited for in turn (150 us a block at a million rows); asked together they are read at once."""
+        i, blocks = self._first_block(key)
+        if i < blocks and i not in self._cache:
+            offset = self._offsets[i]
+            start = offset - offset % mmap.PAGESIZE
+            self._map.madvise(mmap.MADV_WILLNEED, start, offset + self._sizes[i] + 4 - start)
+
     def get(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
         """The newest version of ``key`` at or below ``generation``, or None if the table has none."""
         if not sstblock.bloom_holds(self._bloom, key):
@@ -332,6 +342,9 @@ class Probed:
         for key, new in fresh.items():
             if new:
                 holding[key] = []
+            else:
+                for table in holding[key]:
+                    table.prefetch(key)
         self._holding = holding
 
     def lookup(self, key: bytes, generation: int) -> bytes | None:
