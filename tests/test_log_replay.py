@@ -346,5 +346,5 @@ def test_a_tail_of_new_rows_reads_no_table_to_replay(tmp_path):
     with Brain.attach(store) as attached:
         assert attached.recovery["replayedGenerations"] == 6
         opened = attached._sources.tables
-        assert len(opened) == 3 and all(t._blocks is None and not t._cache for t in opened)
+        assert len(opened) == 3 and all(t._bounds is None and not t._cache for t in opened)
         assert attached.counts({})["entities"] == 630 and attached.get("new599")["entity"]["key"] == "new599"

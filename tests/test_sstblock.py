@@ -4,6 +4,7 @@ Every test taking ``sstblock_twin`` runs once with the compiled twin and once wi
 tests taking ``sstblock_twins`` compare the two directly.
 """
 
+import bisect
 import mmap
 from array import array
 import os
@@ -529,19 +530,45 @@ def _index_doc(rows, extra=None):
     return msgpack.packb(doc, use_bin_type=True)
 
 
+def _last_keys(twin, data):
+    """The last keys, offsets and sizes ``read_index`` finds, the keys cut out where it says they lie."""
+    bounds, offsets, sizes = twin.read_index(data)
+    return [bytes(data[bounds[2 * i]:bounds[2 * i + 1]]) for i in range(len(bounds) // 2)], offsets, sizes
+
+
 @settings(max_examples=200, deadline=None)
 @given(rows=st.lists(st.tuples(st.binary(max_size=300), st.integers(0, U64_MAX), st.integers(0, U64_MAX)),
                      max_size=80),
        gens=st.tuples(st.integers(-2**63, U64_MAX), st.integers(-2**63, U64_MAX)))
-def test_the_index_decodes_as_msgpack_reads_it_in_both_twins(sstblock_twins, rows, gens):
+def test_the_index_reads_as_msgpack_reads_it_in_both_twins(sstblock_twins, rows, gens):
     """Every width of key, offset and size msgpack writes (fix, 8, 16, 32, 64 bits), any other field an int."""
     import msgpack
     data = _index_doc(rows, {"minGen": gens[0], "maxGen": gens[1]})
     want = [b[0] for b in msgpack.unpackb(data, raw=False)["blocks"]]
     for twin in sstblock_twins:
-        keys, offsets, sizes = twin.decode_index(data)
+        keys, offsets, sizes = _last_keys(twin, data)
         assert keys == want == [r[0] for r in rows]
         assert list(offsets) == [r[1] for r in rows] and list(sizes) == [r[2] for r in rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.binary(max_size=12), max_size=60), probes=st.lists(st.binary(max_size=13), max_size=20))
+def test_the_index_is_searched_in_place_as_bisect_searches_its_keys_in_both_twins(sstblock_twins, keys, probes):
+    """Short and long keys, prefixes of each other, the empty key, probes before, between, on and after them."""
+    keys = sorted(keys)
+    data = _index_doc([(k, i, 1) for i, k in enumerate(keys)])
+    for twin in sstblock_twins:
+        bounds, _, _ = twin.read_index(data)
+        for probe in [*probes, *keys, *(k + b"\x00" for k in keys), *(k[:-1] for k in keys)]:
+            assert twin.bisect_index(data, bounds, probe) == bisect.bisect_left(keys, probe)
+
+
+def test_bounds_past_the_index_are_refused_in_both_twins(sstblock_twins):
+    data = _index_doc([(b"a", 1, 2), (b"b", 3, 4)])
+    for twin in sstblock_twins:
+        bounds, _, _ = twin.read_index(data)
+        with pytest.raises(ValueError, match="past the index"):
+            twin.bisect_index(data[:bounds[-1] - 1], bounds, b"b")
 
 
 @settings(max_examples=300, deadline=None)
@@ -557,7 +584,7 @@ def test_a_damaged_or_truncated_index_is_refused_or_read_alike_by_both_twins(sst
         answers = []
         for twin in (compiled, pure):
             try:
-                answers.append(twin.decode_index(damaged))
+                answers.append(twin.read_index(damaged))
             except ValueError as exc:
                 answers.append(str(exc))
         assert answers[0] == answers[1]
@@ -567,9 +594,9 @@ def test_a_damaged_or_truncated_index_is_refused_or_read_alike_by_both_twins(sst
 
 def test_index_edge_cases_in_both_twins(sstblock_twin):
     import msgpack
-    assert sstblock_twin.decode_index(_index_doc([])) == ([], array("Q"), array("Q"))
+    assert sstblock_twin.read_index(_index_doc([])) == (array("Q"), array("Q"), array("Q"))
     many = [(i.to_bytes(3, "big"), i, i % 7) for i in range(70_000)]  # array32, map's other fields after
-    keys, offsets, sizes = sstblock_twin.decode_index(_index_doc(many))
+    keys, offsets, sizes = _last_keys(sstblock_twin, _index_doc(many))
     assert keys == [r[0] for r in many] and list(offsets) == list(range(70_000))
     refused = [
         msgpack.packb({"minGen": 1}),                                        # no blocks
@@ -582,6 +609,6 @@ def test_index_edge_cases_in_both_twins(sstblock_twin):
     ]
     for data in refused:
         with pytest.raises(ValueError, match="index block does not decode"):
-            sstblock_twin.decode_index(data)
+            sstblock_twin.read_index(data)
     twice = msgpack.packb({"blocks": [[b"a", 1, 2]], "x": None, "y": True}, use_bin_type=True)
-    assert sstblock_twin.decode_index(twice) == ([b"a"], array("Q", [1]), array("Q", [2]))
+    assert _last_keys(sstblock_twin, twice) == ([b"a"], array("Q", [1]), array("Q", [2]))

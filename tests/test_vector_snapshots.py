@@ -193,6 +193,8 @@ def test_after_a_sigkill_the_index_is_caught_up_from_the_chain_and_the_tail(tmp_
         assert any(w["code"] == "recovered-after-crash" for w in brain.warnings)
         check(brain, rng)
         assert brain.vector_follower.built_from == f"snapshot at {flushed}"
+        # the tail's moves, taken in one batch, hold every acknowledged vector as an index built from the rows does
+        assert index_state(brain)[1:] == index_of(VectorIndex.build(brain.at().entities(), brain.head))[1:]
         deadline = time.monotonic() + 60
         while brain.flushed != head and time.monotonic() < deadline:  # the recovery flush, on its own thread
             time.sleep(0.02)
@@ -567,3 +569,19 @@ def test_the_graph_is_taken_only_once_the_first_search_has_answered(tmp_path: Pa
         with brain.at().vectors() as held:
             assert not held.graph_waiting and held.graphed == 6_001
         check_near(brain, queries)
+
+
+def test_the_chain_is_read_with_room_for_the_tail_and_the_dense_ints_minted(tmp_path: Path) -> None:
+    """The moves after the chain fill the arrays the read sized for them: no copy of the slot map or the dense
+    ints grown by the first moves of a replayed tail."""
+    path, rng, x, brain = opened(tmp_path, 9, 300, 200)
+    with brain:
+        brain.flush()
+        head = brain.head
+    assert chain(path)
+    index, why = read_chain(path / "index", head, tail=100, dense_ints=5_000)
+    assert why == [] and len(index) == 200 and len(index._slot) >= 5_000
+    slot_map, dense_ints = index._slot, index._dense
+    index.apply_all((None, {"denseInt": 4_000 + i, "vector": v.tobytes()}) for i, v in enumerate(x[200:]))
+    assert index._slot is slot_map and index._dense is dense_ints and len(index) == 300
+    assert index.vector_of(4_099).tobytes() == V.unit(x[299].tobytes()).tobytes()

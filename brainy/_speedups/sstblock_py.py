@@ -25,7 +25,7 @@ import zlib
 
 from brainy._speedups.errors import BlockCorruptError
 
-__all__ = ["encode_block", "decode_block", "decode_index", "crc32", "bloom_holds", "RESTART_INTERVAL"]
+__all__ = ["encode_block", "decode_block", "read_index", "bisect_index", "crc32", "bloom_holds", "RESTART_INTERVAL"]
 
 RESTART_INTERVAL = 16  # "Every 16th entry is a restart point"
 _U64_MAX = (1 << 64) - 1
@@ -278,11 +278,12 @@ class _Reader:
             raise ValueError("index block does not decode: a field is not an int")
 
 
-def decode_index(contents) -> tuple[list[bytes], array, array]:
-    """The block index of a table: (last keys, offsets, sizes), one each per data block in file order;
-    ValueError when the contents are not such a map."""
+def read_index(contents) -> tuple[array, array, array]:
+    """The block index of a table, read in place: (key bounds, offsets, sizes), one each per data block in file
+    order; a block's last key is ``contents[bounds[2 * i]:bounds[2 * i + 1]]`` (no bytes object a block:
+    :func:`bisect_index` compares them where they lie). ValueError when the contents are not such a map."""
     r = _Reader(memoryview(contents).cast("B"))
-    keys = offsets = sizes = None
+    bounds = offsets = sizes = None
     for _ in range(r.length((0x80, 0x0f), None, 0xde, 0xdf, "a map")):
         name_len = r.length((0xa0, 0x1f), 0xd9, 0xda, 0xdb, "a field name")
         r.need(name_len)
@@ -295,18 +296,34 @@ def decode_index(contents) -> tuple[list[bytes], array, array]:
             r.skip_scalar()
             continue
         n = r.length((0x90, 0x0f), None, 0xdc, 0xdd, "the blocks array")
-        keys, offsets, sizes = [], array("Q", bytes(8 * n)), array("Q", bytes(8 * n))
+        bounds, offsets, sizes = array("Q", bytes(16 * n)), array("Q", bytes(8 * n)), array("Q", bytes(8 * n))
         for i in range(n):
             if r.length((0x90, 0x0f), None, 0xdc, 0xdd, "a block's row") != 3:
                 raise ValueError("index block does not decode: a block's row is not [last key, offset, size]")
             klen = r.length(None, 0xc4, 0xc5, 0xc6, "a last key (bin)")
             r.need(klen)
-            keys.append(bytes(r.data[r.at:r.at + klen]))
+            bounds[2 * i], bounds[2 * i + 1] = r.at, r.at + klen
             r.at += klen
             offsets[i] = r.unsigned()
             sizes[i] = r.unsigned()
     if r.at != len(r.data):
         raise ValueError("index block does not decode: bytes after the map")
-    if keys is None:
+    if bounds is None:
         raise ValueError("index block does not decode: no blocks")
-    return keys, offsets, sizes
+    return bounds, offsets, sizes
+
+
+def bisect_index(contents, bounds, key: bytes) -> int:
+    """``bisect.bisect_left`` over the last keys :func:`read_index` found in ``contents``: the first block whose
+    last key is at or after ``key``."""
+    data = memoryview(contents).cast("B")
+    lo, hi = 0, len(bounds) // 2
+    if hi and bounds[2 * hi - 1] > len(data):
+        raise ValueError("the key bounds lie past the index")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if bytes(data[bounds[2 * mid]:bounds[2 * mid + 1]]) < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

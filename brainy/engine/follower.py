@@ -269,8 +269,7 @@ class ProjectionFollower:
             if self._proj is not None:  # a read built it meanwhile: the moves ours needed are gone
                 return
             head = brain.head
-            for g in sorted(g for g in self._moves if proj.stamp < g <= head):
-                _apply(proj, self._moves[g])
+            self._apply_all(proj, [self._moves[g] for g in sorted(g for g in self._moves if proj.stamp < g <= head)])
             proj.stamp = max(proj.stamp, head)
             self._proj = proj
             self._moves = {g: m for g, m in self._moves.items() if g > head}
@@ -279,6 +278,11 @@ class ProjectionFollower:
             self._built.set()
         log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
                  how, len(proj), (time.monotonic() - started) * 1000)
+
+    def _apply_all(self, proj: Any, commits: list[list[Move]]) -> None:
+        """The moves of these commits, in order (the vector index takes them in one batch)."""
+        for moves in commits:
+            _apply(proj, moves)
 
     def _caught_up(self, proj: Any) -> Any:
         """A persisted snapshot brought to the flushed generation, if it is older (only the vector index can be)."""
@@ -456,9 +460,14 @@ class VectorFollower(ProjectionFollower):
         the chain damaged."""
         if self._damaged:
             return None
-        index, why = V.read_chain(self.folder, self._brain.head, graph_later=True)
-        self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
+        brain = self._brain
+        tail = sum(len(moves) for moves in list(self._moves.values()))  # each move writes a slot at most
+        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain._next_dense)
+        brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
         return index
+
+    def _apply_all(self, proj: Any, commits: list[list[Move]]) -> None:
+        proj.apply_all((before, after) for moves in commits for _, before, after in moves)
 
     def _caught_up(self, index: VectorIndex) -> VectorIndex:
         brain = self._brain

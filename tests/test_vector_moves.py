@@ -1,0 +1,84 @@
+"""The vector index's moves taken in one batch (``VectorIndex.apply_all``, what a replayed tail's first read
+applies) leave exactly the index the same moves one at a time leave: the same slots, the same vectors bit for
+bit, the same dead slots and kills since the last link, the same count of dead slots in the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brainy.engine import vectors as V
+from brainy.engine.vectors import VectorIndex
+
+DIM = V.DIMENSIONS
+_POOL = np.random.default_rng(7).standard_normal((6, DIM)).astype(np.float32)
+
+
+def _vector(i: int) -> bytes:
+    return _POOL[i].tobytes()
+
+
+def _index(rows: dict[int, dict], linked: bool, graphed: bool) -> VectorIndex:
+    index = VectorIndex.build(rows.values(), 1)
+    if linked:
+        index.freeze(base=True)  # slots killed below the link are then listed for the next delta
+    if graphed:
+        index.catch_up()
+    return index
+
+
+def _state(index: VectorIndex) -> tuple:
+    count = index._count
+    slot = index._slot
+    return (count, index._live, index._dense[:count].tolist(), index._slots.copy(0, count).tobytes(),
+            {d: int(slot[d]) for d in range(len(slot)) if slot[d] != V.NO_SLOT}, list(index._killed),
+            index._dead_in_graph, index.graphed)
+
+
+# an op on one of a few entities: put a vector from the pool (or none), or remove it
+_ops = st.lists(st.tuples(st.integers(0, 7), st.sampled_from(["put", "put", "bare", "remove"]), st.integers(0, 5)),
+                max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(start=st.dictionaries(st.integers(0, 7), st.integers(0, 5), max_size=8), ops=_ops,
+       linked=st.booleans(), graphed=st.booleans())
+def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start, ops, linked, graphed):
+    rows = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
+    moves = []
+    for dense, op, v in ops:  # each move from the entity's row as it stands to its next (None: absent)
+        before = rows.get(dense)
+        after = None if op == "remove" else {"denseInt": dense, **({"vector": _vector(v)} if op == "put" else {})}
+        moves.append((before, after))
+        rows.pop(dense, None)
+        if after is not None:
+            rows[dense] = after
+    initial = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
+    one_at_a_time, batched = _index(initial, linked, graphed), _index(initial, linked, graphed)
+    for before, after in moves:
+        one_at_a_time.apply(before, after)
+    batched.apply_all(iter(moves))
+    assert _state(batched) == _state(one_at_a_time)
+    live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[:batched._count] if d != V.NO_SLOT}
+    assert live == {d: V.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
+
+
+def test_a_batch_of_vectors_is_scaled_bit_for_bit_as_one_at_a_time():
+    vectors = np.random.default_rng(3).standard_normal((500, DIM)).astype(np.float32) * 7
+    raw = [v.tobytes() for v in vectors]
+    assert V._units(raw).tobytes() == b"".join(V.unit(v).tobytes() for v in raw)
+    assert V._units([v.tolist() for v in vectors]).tobytes() == V._units(raw).tobytes()
+
+
+def test_a_zero_vector_in_a_batch_fails_where_one_at_a_time_fails():
+    good = {"denseInt": 0, "vector": _vector(1)}
+    zero = {"denseInt": 1, "vector": bytes(4 * DIM)}
+    one_at_a_time, batched = VectorIndex(), VectorIndex()
+    with pytest.raises(ValueError, match="zero vector"):
+        for before, after in [(None, good), (None, zero)]:
+            one_at_a_time.apply(before, after)
+    with pytest.raises(ValueError, match="zero vector"):
+        batched.apply_all([(None, good), (None, zero)])
+    assert _state(batched) == _state(one_at_a_time)
