@@ -20,7 +20,7 @@ import pytest
 from brainy.contract import refusals as R
 from brainy.engine import Brain, chain, init_store
 from brainy.engine import follower as F
-from brainy.engine.projections import InPlace, Projections
+from brainy.engine.projections import InPlace, Projections, encode_snapshot
 from tests.test_cold_start import _row, _same_reads
 
 
@@ -282,3 +282,17 @@ def test_writers_killed_between_flushes_leave_a_chain_that_answers_every_acknowl
             assert brain.find({"where": {"round": f"{kill + 1}-{acknowledged - 1}"}, "limit": 100})["total"] == 21
             assert brain.find({"where": {"team": "moved"}, "limit": 100})["total"] == moved
         assert _links(store)[0] == [base]
+
+
+def test_a_base_already_at_its_stamp_is_kept_and_named_by_its_own_check(tmp_path: Path) -> None:
+    """Writing a base where one is already at that stamp keeps the file and names it by the file's own check (the
+    same projections may encode to other bytes), so the deltas after it stay tied to the base on disk."""
+    store = tmp_path / "s"
+    base = _based(store, range(50))
+    path = store / "index" / f"{base:020d}{chain.BASE_SUFFIX}"
+    on_disk = path.read_bytes()
+    other = Projections()
+    other.stamp = base
+    delta = chain.write_base(store / "index", base, encode_snapshot(other))
+    assert path.read_bytes() == on_disk and delta.base_check == InPlace(on_disk).check
+    assert (delta.base, delta.stamp, delta.base_bytes) == (base, base, len(on_disk))

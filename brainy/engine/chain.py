@@ -16,6 +16,7 @@ the rows at the delta's stamp.
 from __future__ import annotations
 
 import mmap
+import os
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ import msgpack
 from brainy.engine.files import write_durably
 from brainy.engine.overlaid import Overlaid
 from brainy.engine.projections import (SNAPSHOT_FORMAT, TYPECODE, InPlace, Projections, decode_snapshot,
-                                       encode_snapshot, newest_snapshot, packed, snapshot_name, unpacked, words)
+                                       encode_snapshot, head_check, newest_snapshot, packed, snapshot_name,
+                                       unpacked, words)
 
 BASE_SUFFIX = ".proj"
 DELTA_SUFFIX = ".projd"
@@ -222,12 +224,19 @@ def write_delta(folder: Path, stamp: int, data: bytes) -> None:
             older.unlink(missing_ok=True)
 
 
-def write_base(folder: Path, stamp: int, data: bytes) -> None:
-    """A new base, durable before every older link goes (the older deltas name older bases)."""
-    name = snapshot_name(stamp, BASE_SUFFIX)
+def write_base(folder: Path, stamp: int, data: bytes) -> Delta:
+    """A new base, durable before every older link goes (the older deltas name older bases); the empty delta after
+    it. A base already there at the stamp is kept, and named by its own check (the same projections may encode to
+    other bytes: their maps' order follows their history)."""
+    path = folder / snapshot_name(stamp, BASE_SUFFIX)
     folder.mkdir(exist_ok=True)
-    if not (folder / name).exists():
-        write_durably(folder / name, data)
+    if path.exists():
+        with open(path, "rb") as f:
+            check, size = head_check(f.read(16)), os.fstat(f.fileno()).st_size
+    else:
+        write_durably(path, data)
+        check, size = head_check(data), len(data)
     for older in [*folder.glob("*" + BASE_SUFFIX), *folder.glob("*" + DELTA_SUFFIX)]:
-        if older.name != name:
+        if older != path:
             older.unlink(missing_ok=True)
+    return Delta(stamp, check, size)

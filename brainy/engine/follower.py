@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from brainy.contract import refusals as R
 from brainy.engine import chain
 from brainy.engine import vectors as V
-from brainy.engine.projections import Damaged, InPlace, Projections, encode_snapshot, head_check, newest_snapshot
+from brainy.engine.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
 from brainy.engine.overlaid import Overlaid
 from brainy.engine.vectors import VectorIndex
 from brainy.engine.workers import LongLived
@@ -106,6 +106,7 @@ class ProjectionFollower:
         # moves of every commit after its stamp: a flush folds them in and writes it as the chain's next link
         self._delta: chain.Delta | None = None
         self._unsaved: dict[int, list[Move]] = {}
+        self._linking = threading.Lock()  # one link written at a time (a flush, a close, the repair door)
 
     @property
     def folder(self) -> Path:
@@ -326,20 +327,19 @@ class ProjectionFollower:
         A base's lock is held only for a copy (commits wait on it to move the projections); the encode, the
         O(store) part, runs on the copy unlocked."""
         self.settle()
-        if self._delta_written():
-            return
-        if self._proj is None:
-            if not build:
+        with self._linking:
+            if self._delta_written():
                 return
-            self._build_as_the_one_in_flight()
-        with self._lock:
             if self._proj is None:
-                return
-            frozen = self._proj.copy()
-            self._unsaved = {g: m for g, m in self._unsaved.items() if g > frozen.stamp}
-        data = encode_snapshot(frozen)
-        chain.write_base(self.folder, frozen.stamp, data)
-        self._delta = chain.Delta(frozen.stamp, head_check(data), len(data))
+                if not build:
+                    return
+                self._build_as_the_one_in_flight()
+            with self._lock:
+                if self._proj is None:
+                    return
+                frozen = self._proj.copy()
+                self._unsaved = {g: m for g, m in self._unsaved.items() if g > frozen.stamp}
+            self._delta = chain.write_base(self.folder, frozen.stamp, encode_snapshot(frozen))
 
     def _delta_written(self) -> bool:
         """Fold the commits since the chain's stamp into its delta and write it; False when a base is due instead."""
@@ -383,7 +383,9 @@ class ProjectionFollower:
         delta is read (it costs what changed since the base) when the moves this handle holds reach the
         chain; else the projections are built now, while the last snapshot is still reachable from them."""
         self.settle()
-        if self._proj is None and self._delta is None:
+        with self._linking:
+            if self._proj is not None or self._delta is not None:
+                return
             found = chain.newest(self.folder)
             if found is not None and self._reachable(found.stamp):
                 try:
@@ -415,7 +417,6 @@ class ProjectionFollower:
                 building, self._building, self._build_floor = self._building, None, None
             assert isinstance(building, Future)
             building.set_result(None)
-
 
 
 class VectorFollower(ProjectionFollower):
