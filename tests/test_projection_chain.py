@@ -18,7 +18,7 @@ import msgpack
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain, chain, init_store
+from brainy.engine import Brain, chain, init_store, mechanics
 from brainy.engine import follower as F
 from brainy.engine.projections import InPlace, Projections, encode_snapshot
 from tests.test_cold_start import _row, _same_reads
@@ -85,6 +85,11 @@ def test_each_flush_writes_a_delta_that_answers_as_a_full_build(tmp_path: Path) 
         assert brain.flush()
         assert brain.follower.built_from is None and _links(store) == ([base], [brain.head])
         _chain_reads_as_built(store, brain)
+        found = chain.newest(store / "index")
+        assert found is not None and found.delta is not None
+        entry = {p["name"]: p for p in mechanics.diagnostics(brain, deep=False)["projections"]}["projections"]
+        assert entry["stamp"] == found.stamp and entry["behind"] == 0 and \
+            entry["bytes"] == found.base[1].stat().st_size + found.delta[1].stat().st_size  # the whole chain
         assert brain.find({"where": {"team": "t9"}})["total"] == 0  # d3 moved on to t1
         assert brain.projections_from == f"snapshot at {brain.head}"  # the build, when a read needs it, is the chain
 

@@ -54,8 +54,9 @@ def _followers(brain: "Brain") -> list["ProjectionFollower"]:
 def _projection(brain: "Brain", follower: "ProjectionFollower") -> dict[str, Any]:
     links = [n for n in (newest_snapshot(follower.folder, x) for x in follower.suffixes) if n] \
         if follower.folder.is_dir() else []
-    found = max(links) if links else None  # the vector index's newest link may be a delta
-    persisted = 0 if found is None else _size(found[1])
+    found = max(links) if links else None  # the newest link of its chain may be a delta
+    # every link on disk: a chain's older links are removed once a newer one is durable, so these are its chain
+    persisted = sum(_size(p) for x in follower.suffixes for p in follower.folder.glob("*" + x)) if links else 0
     if follower.built_from is not None:  # built: followed to the durable head
         return {"name": follower.name, "stamp": brain.head, "behind": 0, "bytes": persisted}
     stamp = 0 if found is None else found[0]
