@@ -42,7 +42,7 @@ the stream is woken by the commit, not by the answer).
 
 ``--repeat N`` runs each sweep N times and shows the quietest (lowest p50); the
 writes are timed once. ``--only TEXT`` keeps the rows whose name contains TEXT
-(and their floors). Clients set TCP_NODELAY. Loopback only; every loop is
+(or one of TEXT's comma-separated parts) and their floors. Clients set TCP_NODELAY. Loopback only; every loop is
 bounded by its request or write count.
 """
 
@@ -588,7 +588,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
     parser.add_argument("--writes", type=int, default=200, help="writes timed to their frame (default 200)")
     parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
-    parser.add_argument("--only", help="only the rows whose name contains this (and their floors)")
+    parser.add_argument("--only", help="only the rows whose name contains this, or one of these comma-separated "
+                                       "texts (and their floors)")
     parser.add_argument("--repeat", type=int, default=1, help="sweeps per cell; the one with the lowest p50 is shown")
     parser.add_argument("--concurrency", default="1,8,64", help="connection counts swept (default 1,8,64)")
     parser.add_argument("--python-client", action="store_true",
@@ -762,10 +763,15 @@ def with_before(cells: list[Cell], ports: dict[int, int]) -> list[Cell]:
     return out
 
 
+def chosen(only: str | None, name: str) -> bool:
+    """Whether ``--only`` keeps the row ``name``: it names one of the comma-separated texts (no --only: all)."""
+    return not only or any(text in name for text in only.split(","))
+
+
 def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, load_cores: set[int] | None,
               tmp: Path, pids: dict[int, int] | None = None) -> None:
     def wanted(name: str) -> bool:
-        return not args.only or args.only in name
+        return chosen(args.only, name)
 
     floors = {c.floor for c in cells if wanted(c.name)}
     cells = [c for c in cells if wanted(c.name) or c.name in floors]  # a row is printed beside its floor
@@ -809,7 +815,7 @@ def run_pipelined_and_feed(port: int, cells: list[Cell], args: argparse.Namespac
     """The WebSocket pipelined 16 deep on one connection against h1 keep-alive at c=1 (both this script's own
     client, so the two are loaded alike), then the change feed's commit-to-frame latency."""
     def wanted(name: str) -> bool:
-        return not args.only or args.only in name
+        return chosen(args.only, name)
 
     request_of = {c.name: c.request for c in cells}
     for door in ("get", "counts"):

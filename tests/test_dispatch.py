@@ -221,3 +221,12 @@ def test_a_door_in_flight_is_counted_on_the_entry_it_entered(served):
     dispatcher.brains.left(entry)
     assert run(dispatcher, PERSON, "get", id="a").ok
     assert entry.in_flight == 0
+
+
+def test_every_read_of_who_is_asking_is_registered_asks():
+    """The dispatcher binds who is asking (policy.asking) only around the reads registered ``asks``: a read
+    whose function reads the binding and is not registered so would find it unbound (None)."""
+    from brainy.engine import registry
+    readers = {name for name, entry in registry.REGISTERED.items()
+               if entry.runs == registry.READ and "_ASKING" in entry.fn.__code__.co_names}
+    assert readers == {name for name, entry in registry.REGISTERED.items() if entry.asks} == {"policy.check"}

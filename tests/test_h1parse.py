@@ -131,6 +131,20 @@ def test_start_reads_the_next_pipelined_request(h1frame_twin):
     assert h1frame_twin.parse_head(data, after, MAX)[1] == "/v1/brains/main/get/row-7"
 
 
+def test_the_head_limit_counts_from_start(h1frame_twin):
+    """The blank line is looked for in ``data[start:start + max_head]`` only (the compiled twin's memmem as
+    the pure twin's bytes.find): a head of the limit's size is read, one byte over is declined, and a start
+    past the bytes finds nothing, whatever request precedes it."""
+    first, second = READ[8], READ[0]
+    data = first + second
+    at, twin = len(first), h1frame_twin
+    assert twin.parse_head(data, at, len(second))[1] == "/v1/brains/main/get/row-7"
+    assert twin.parse_head(data, at, len(second) - 1) is None
+    assert twin.parse_head(data, at, 3) is None and twin.parse_head(data, at, 0) is None
+    assert twin.parse_head(data, len(data), MAX) is None and twin.parse_head(data, len(data) + 9, MAX) is None
+    assert twin.parse_head(data[:-1], at, MAX) is None  # the blank line not all here
+
+
 # --- generated heads ------------------------------------------------------------------------------
 
 TCHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

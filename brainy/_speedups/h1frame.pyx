@@ -18,6 +18,9 @@
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeLatin1
 from libc.string cimport memcmp
+
+cdef extern from "string.h":
+    void* memmem(const void* haystack, size_t haystack_len, const void* needle, size_t needle_len)  # GNU, as Python.h asks for
 from cpython.long cimport PyLong_AsLongAndOverflow
 from cpython.number cimport PyNumber_Index
 from cpython.tuple cimport PyTuple_GET_SIZE
@@ -279,13 +282,21 @@ cdef int connection_tokens(const unsigned char* p, Py_ssize_t n, bint* close, bi
 def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
     """The head of the plain request at data[start:], or None (as h1frame_py.parse_head)."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t end = data.find(b"\r\n\r\n", start, start + max_head)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t span = (size if size - start < max_head else start + max_head) - start
+    cdef const unsigned char* found
+    cdef Py_ssize_t end = -1
     cdef Py_ssize_t i, m, target_at, query_at, target_end, name_at, name_end, value_at, value_end, stop
     cdef Py_ssize_t length = -1, digits, digits_end
     cdef bint close = False, keep = False, minor_one
     cdef dict headers
     cdef unsigned char c
     cdef const unsigned char* q
+    # data.find(b"\r\n\r\n", start, start + max_head), without a method call
+    if 0 <= start and span >= 4:
+        found = <const unsigned char*>memmem(p + start, span, b"\r\n\r\n", 4)
+        if found != NULL:
+            end = found - p
     if end < 0:
         return None
     stop = end + 2  # the last field line's CRLF ends here

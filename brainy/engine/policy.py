@@ -79,8 +79,8 @@ class Asking(Protocol):
 
 
 #: Who the read being answered is for. A read door's function sees a snapshot and its arguments, never
-#: the credential; ``policy.check`` alone defaults to the request's caller, so the dispatcher (and
-#: ``Brain.call`` in process) binds it around the reads they run (:class:`asking`).
+#: the credential; ``policy.check`` alone defaults to the request's caller, so the dispatcher binds it
+#: around the reads registered ``asks`` (that one), and ``Brain.call`` in process around its reads (:class:`asking`).
 _ASKING: ContextVar[Asking | None] = ContextVar("brainy_policy_asking", default=None)
 
 
@@ -653,7 +653,7 @@ def list_audit(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             "hasMore": more}
 
 
-@door("policy.check", READ)
+@door("policy.check", READ, asks=True)  # its caller defaults to who is asking
 def check(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Whether the rules would stop a write, and which. With ``args`` the door's own rule is run on a
     scratch transaction over this snapshot (never committed), so a ``where`` is tested against the

@@ -38,14 +38,17 @@ class Registered:
     # a write's work before its commit lock, off the event loop: ``fn(brain, args) -> (args, prepared)``, the
     # arguments completed (a summary a language provider wrote) and what the rule reads as ``ctx.prepared``
     prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
+    # a read that reads who is asking (``policy.asking``, bound by the dispatcher around it); every other read
+    # sees only its snapshot and arguments, and the binding (a ContextVar set and reset) is not paid for it
+    asks: bool = False
 
 
 REGISTERED: dict[str, Registered] = {}
 
 
 def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[str]] | None = None,
-         prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
-         ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
+         asks: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
         raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}, {MODEL}")
@@ -54,7 +57,7 @@ def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[st
         if name in REGISTERED:
             raise RuntimeError(f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and "
                                f"{fn.__qualname__}")
-        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares)
+        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks)
         return fn
     return register
 

@@ -303,9 +303,11 @@ class Dispatcher:
                 texts = entry.embeds(document) if entry.embeds is not None else ()
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
                     result = self._read_warmed(entry, entered, id_, document, texts)
-                else:
+                elif entry.asks:  # a read of who is asking (policy.check's default caller)
                     with policy.asking(principal):
                         result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
+                else:
+                    result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
             elif entry.runs == registry.WRITE:
                 result = brains.held(entered, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via, roles=principal.roles)

@@ -63,7 +63,9 @@ class H1Connection:
     def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS,
                  request_seconds: float = REQUEST_SECONDS, max_header_bytes: int = MAX_HEADER_BYTES,
                  max_body: int = MAX_BODY, advertise: list[Header] | None = None) -> None:
-        self._parser = httptools.HttpRequestParser(self)
+        # made at the first bytes the plain parse declines (most connections never have one): the parser holds
+        # this object's callbacks, a cycle only the collector would free once the connection closes
+        self._parser: httptools.HttpRequestParser | None = None
         self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
         self._max_header = max_header_bytes
         self._max_body = max_body
@@ -138,10 +140,12 @@ class H1Connection:
             path, query = parsed.path or b"/", parsed.query or b""
         pieces = self._body
         body = b"" if pieces is None else pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        method = self._parser.get_method()
+        parser = self._parser
+        assert parser is not None  # this callback runs inside its feed_data
+        method = parser.get_method()
         request = Request(_METHODS.get(method) or method.decode("ascii"), path.decode("latin-1"),
                           query.decode("latin-1") if query else "", self._headers, body)
-        self._events.append(RequestReceived(request, self._parser.should_keep_alive()))
+        self._events.append(RequestReceived(request, parser.should_keep_alive()))
         self._owed += 1
         self.mid_request = False
 
@@ -160,6 +164,8 @@ class H1Connection:
                 return events
             if taken:
                 data = data[taken:]
+        if self._parser is None:
+            self._parser = httptools.HttpRequestParser(self)
         try:
             self._parser.feed_data(data)
         except _Stop:

@@ -101,9 +101,23 @@ class StreamAnswers:
             feed.stop()
 
     def cancel_all(self) -> None:
+        """The connection is gone: every answer that waits is cancelled, every held stream ends, and nothing
+        framed later is written. The glue is let go (``written`` and ``transport_backlog`` were its): the
+        connection's objects are freed by reference counting as it closes, not left as a cycle for the
+        collector (glue.tcp's connection_lost says why that matters)."""
         for task in list(self.tasks.values()):
             task.cancel()
         self.stop_feeds()
+        self.written = _nowhere
+        self.transport_backlog = _empty
+
+
+def _nowhere() -> None:
+    """Where an answer framed after its connection went is written: nowhere."""
+
+
+def _empty() -> int:
+    return 0
 
 
 class StreamSink:

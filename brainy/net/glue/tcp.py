@@ -59,11 +59,17 @@ class HttpProtocol(asyncio.Protocol):
         self.arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # Every reference back to this object (the timer's callback, the session's) is dropped here: a closed
+        # connection is freed by reference counting as it closes, not left as cyclic garbage (21 objects an
+        # h1 connection, 36 an h2) that pushes the collector into more passes, whose pauses land in the p99
+        # of every other connection (perf/measure.py's 64 connections, opened afresh each sweep).
         self.server.connections.discard(self)
         if self._timer is not None:
             self._timer.cancel()
-        if self.session is not None:
-            self.session.connection_lost()
+            self._timer = None
+        session, self.session = self.session, None
+        if session is not None:
+            session.connection_lost()
 
     def data_received(self, data: bytes) -> None:
         now = self._loop.time()
