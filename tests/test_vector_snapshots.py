@@ -56,7 +56,8 @@ def opened(tmp_path: Path, seed: int, n: int, first: int) -> tuple[Path, np.rand
 
 
 def chain(path: Path) -> list[str]:
-    return sorted(p.name for p in (path / "index").glob("*.vec*"))
+    """The chain's files, base and deltas (a base's quantised copy, ``.vecq``, is beside it, not in it)."""
+    return sorted(p.name for suffix in ("*.vec", "*.vecd") for p in (path / "index").glob(suffix))
 
 
 def check(brain: Brain, rng: np.random.Generator, queries: int = 6) -> None:
@@ -268,6 +269,12 @@ def graphed_store(tmp_path: Path, seed: int, n: int = 6_000) -> tuple[Path, list
     return path, queries, path / "index" / base
 
 
+def without_copy(base: Path) -> None:
+    """A base without its quantised copy, as every store written before copies holds: the exact scan reads the
+    float32 slots, every chunk of them."""
+    base.with_suffix(".vecq").unlink()
+
+
 def check_near(brain: Brain, queries: list[np.ndarray]) -> None:
     for q in queries:
         _assert_same(brain.find({"vector": q.tolist(), "limit": 10}), oracle(brain, q, 10))
@@ -366,6 +373,7 @@ def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the
     chunk no read touched is found by the graph's thread, before the graph could score it."""
     for served in (False, True):
         path, queries, base = graphed_store(tmp_path / str(served), 14)
+        without_copy(base)
         at = layout(base)
         flip(base, at["vectors"] + 4 * DIM * 3_000 + 17)  # slot 3,000, in the middle of the file
         index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
@@ -519,6 +527,7 @@ def test_a_first_scan_split_on_two_threads_answers_what_one_thread_does(tmp_path
     store has 24): every score, and so every page, is the one a scan on one thread gives, and every chunk is
     counted checked once."""
     path, queries, base = graphed_store(tmp_path, 19)
+    without_copy(base)
     alone, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
     monkeypatch.setattr(V, "SPLIT_UNCHECKED", 10 ** 9)
     want = [alone.search(q, 10) for q in queries]
@@ -542,6 +551,7 @@ def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the
     answers nothing; served, the find refuses by name and the rows rebuild the index, which then answers."""
     monkeypatch.setattr(V, "SPLIT_UNCHECKED", 2)
     path, queries, base = graphed_store(tmp_path, 20)
+    without_copy(base)
     flip(base, layout(base)["vectors"] + 4 * DIM * 5_000 + 3)  # slot 5,000: chunk 19
     index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
     assert index is not None and not why

@@ -5,6 +5,13 @@ numbers (an int or a float, never a bool), not all zero. Anything else raises
 :class:`~brainy._speedups.errors.VectorRefused` with its ``reason``: ``"not-a-list"``, ``"length"``,
 ``"not-a-number"`` (a non-number, a bool, a value past float32's range, NaN or infinity) or
 ``"zero-vector"``. Which reason wins when several apply: the order just given.
+
+``code_bounds(codes, query, scales, step, per_scale, constant, out)`` writes into ``out`` (float32, one per row)
+``scale * (step * dot + per_scale) + constant`` computed in float64, ``dot`` the exact product of the row of
+``codes`` (a C-contiguous int8 matrix: a base's quantised copy) with ``query`` (int16, as long as a row; rows
+of at most 516 cells, so no sum leaves int32) and ``scale`` the row's in ``scales`` (float32): the upper bound
+of each slot's score (brainy/engine/vectors.py). ValueError when the shapes do not fit together. Float64
+products of these integers are exact and the rest is the same float64 arithmetic, so the twins agree to the bit.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import numpy as np
 
 from brainy._speedups.errors import VectorRefused
 
-__all__ = ["pack"]
+__all__ = ["code_bounds", "pack"]
 
 _NUMBERS = frozenset((int, float))
 
@@ -37,3 +44,13 @@ def pack(value: Any, dimensions: int) -> bytes:
     if not packed.any():
         raise VectorRefused("zero-vector")
     return packed.tobytes()
+
+
+def code_bounds(codes: np.ndarray, query: np.ndarray, scales: np.ndarray, step: float, per_scale: float,
+                constant: float, out: np.ndarray) -> None:
+    if codes.ndim != 2 or codes.shape[1] != len(query) or len(out) != len(codes) or len(scales) != len(codes):
+        raise ValueError("codes, query, scales and out do not fit together")
+    if codes.shape[1] > 516:
+        raise ValueError("rows longer than 516 cells could overflow int32")
+    dots = codes.astype(np.float64) @ query.astype(np.float64)
+    out[:] = (scales.astype(np.float64) * (step * dots + per_scale) + constant).astype(np.float32)

@@ -1,0 +1,202 @@
+"""A base's quantised copy (docs/store-format.md, "Vector index snapshots"): written beside every base, read in
+place, each chunk of codes checked before it is scored; the exact scan's first pass over it, whose bound makes
+the answer the plain float32 scan's to the bit; its damage refused like the float32 slots'; a base without it
+scanned as before."""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from pathlib import Path
+
+import crc32c
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brainy._speedups import load
+from brainy.engine import Brain
+from brainy.engine import vectors as V
+from brainy.engine.vectors import VectorIndex, read_chain, write_link
+from helpers import flip
+from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt
+from test_vectors import DIM
+
+TWINS = [load("vecpack", "cython"), load("vecpack", "python")]
+
+
+def copy_of(base: Path) -> Path:
+    return base.with_suffix(".vecq")
+
+
+def quantised_layout(copy: Path) -> dict[str, int]:
+    """Where a quantised copy's sections start, from its header."""
+    data = copy.read_bytes()
+    magic, form, stamp, dims, count, chunk, _ = struct.unpack_from("<4sIQIxxxxQII", data)
+    assert (magic, form, dims) == (b"BVQ1", 1, DIM)
+    chunks = -(-count // chunk)
+    return {"stamp": stamp, "count": count, "chunk": chunk, "scales": 40, "crcs": 40 + 4 * count,
+            "codes": -(-(40 + 4 * count + 4 * chunks + 4) // 64) * 64}
+
+
+def test_the_copy_is_as_documented_and_written_with_every_base(tmp_path: Path) -> None:
+    """The flush that writes a base writes its copy, named by the base's stamp: the header, the scales, each
+    chunk's crc32c and the codes as docs/store-format.md says; a new base removes the older copy."""
+    path, queries, base = graphed_store(tmp_path, 31, n=600)
+    copy = copy_of(base)
+    data = copy.read_bytes()
+    at = quantised_layout(copy)
+    assert at["stamp"] == int(base.stem) and at["count"] == 600 and at["chunk"] == 256
+    assert struct.unpack_from("<I", data, 36)[0] == crc32c.crc32c(data[:36])
+    assert len(data) == at["codes"] + DIM * 600
+    front_crc_at = at["crcs"] + 4 * 3  # three chunks
+    assert struct.unpack_from("<I", data, front_crc_at)[0] == crc32c.crc32c(data[40:front_crc_at])
+    assert not any(data[front_crc_at + 4:at["codes"]])  # the pad
+    scales = np.frombuffer(data, "<f4", 600, at["scales"])
+    codes = np.frombuffer(data, np.int8, 600 * DIM, at["codes"]).reshape(600, DIM)
+    for c in range(3):
+        assert struct.unpack_from("<I", data, at["crcs"] + 4 * c)[0] == \
+            crc32c.crc32c(codes[256 * c:256 * (c + 1)].tobytes())
+    index, _ = read_chain(path / "index", 10 ** 9)
+    x = index._slots.copy(0, 600)
+    assert np.abs(codes).max() == 127 and (np.abs(codes).max(axis=1) == 127).all()
+    assert np.allclose(scales, np.abs(x).max(axis=1) / 127)
+    assert (np.abs(x - scales[:, None] * codes) <= scales[:, None] / 2 * (1 + 1e-6)).all()
+    with Brain.open(path) as brain:
+        brain.add({"type": "thing", "id": "new", "vector": queries[0].tolist()})
+        with brain.at().vectors() as held:
+            held.link = None  # the next flush writes a base
+        brain.flush()
+        (newer,) = (path / "index").glob("*.vec")
+        assert sorted(p.name for p in (path / "index").glob("*.vecq")) == [copy_of(newer).name]
+        assert quantised_layout(copy_of(newer))["count"] == 601
+
+
+def test_the_twins_bound_codes_alike() -> None:
+    """``code_bounds``: the exact int8 x int16 product (even at the extremes, 384 x 127 x 32,767, inside int32),
+    then scale * (step * dot + per_scale) + constant in float64; both twins to the bit."""
+    rng = np.random.default_rng(3)
+    codes = rng.integers(-127, 128, (700, DIM), dtype=np.int8)
+    query = rng.integers(-32767, 32768, DIM).astype(np.int16)
+    scales = rng.random(700).astype(np.float32)
+    codes[0], query[:] = 127, 32767
+    dots = (codes.astype(np.int64) @ query.astype(np.int64)).astype(np.float64)
+    want = (scales.astype(np.float64) * (1e-5 * dots + 0.25) + 0.5).astype(np.float32)
+    for twin in TWINS:
+        out = np.empty(700, np.float32)
+        twin.code_bounds(codes, query, scales, 1e-5, 0.25, 0.5, out)
+        assert out.tobytes() == want.tobytes()
+        with pytest.raises(ValueError):
+            twin.code_bounds(codes, query[:-1], scales, 1e-5, 0.25, 0.5, out)
+
+
+def chain_pair(folder: Path) -> tuple[VectorIndex, VectorIndex]:
+    """The chain read twice: once with its copy, once as a base without one (the plain float32 scan)."""
+    quick, _ = read_chain(folder, 10 ** 9, graph_later=True)
+    plain, _ = read_chain(folder, 10 ** 9, graph_later=True)
+    assert quick._slots.quantised
+    plain._slots.base.quantised = None
+    return quick, plain
+
+
+vectors_st = st.integers(1, 1_200)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=vectors_st, seed=st.integers(0, 2 ** 32 - 1), clusters=st.integers(1, 40), spread=st.sampled_from([0, 1e-3, 0.05, 1]),
+       dead=st.floats(0, 0.9), tail=st.integers(0, 300), late_dead=st.floats(0, 0.5), ks=st.lists(st.integers(1, 60), min_size=1,
+       max_size=4), twin=st.sampled_from(TWINS))
+def test_the_bounded_scan_answers_what_the_plain_scan_does(monkeypatch, n, seed, clusters, spread, dead, tail, late_dead,
+                                                           ks, twin) -> None:
+    """Random vectors (tight clusters, exact duplicates: ties), slots dead in the base and killed after it, a tail of
+    owned slots, random k and queries (some a stored vector: a tie at the top): the ids and the scores, bit for bit,
+    of the scan of every float32 row, with either twin's product."""
+    monkeypatch.setattr(V, "vecpack", twin)
+    monkeypatch.setattr(V, "QUANTISED_SCAN", True)
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((clusters, DIM)).astype(np.float32)
+    x = centers[rng.integers(0, clusters, n + tail)] + spread * rng.standard_normal((n + tail, DIM)).astype(np.float32)
+    index = VectorIndex(graph=False)
+    for i in range(n):
+        index.apply(None, {"denseInt": i, "vector": x[i].tobytes()})
+    for i in np.flatnonzero(rng.random(n) < dead).tolist():
+        index.apply({"denseInt": i, "vector": x[i].tobytes()}, None)
+    index.stamp = 1
+    frozen = index.freeze(base=True)
+    with tempfile.TemporaryDirectory() as folder:
+        write_link(Path(folder), frozen, frozen.encode())
+        quick, plain = chain_pair(Path(folder))
+    late = np.flatnonzero(rng.random(n) < late_dead).tolist()
+    for held in (quick, plain):
+        for i in range(n, n + tail):
+            held.apply(None, {"denseInt": i, "vector": x[i].tobytes()})
+        for i in late:
+            held.apply({"denseInt": i, "vector": x[i].tobytes()}, None)
+    queries = [V.unit(rng.standard_normal(DIM)), V.unit(x[rng.integers(0, n + tail)]),
+               V.unit(centers[0] + 0.01 * rng.standard_normal(DIM))]
+    for q in queries:
+        for k in ks:
+            got_scores, got_dense = quick.exact(q, k)
+            want_scores, want_dense = plain.exact(q, k)
+            assert got_dense.tolist() == want_dense.tolist()
+            assert got_scores.tobytes() == want_scores.tobytes()
+
+
+def test_a_first_search_reads_few_float32_chunks(tmp_path: Path) -> None:
+    """Clustered unit vectors: the first search scores the codes of every chunk and the float32 rows of few, and
+    answers as the rows do; the graph's thread still checks every float32 chunk before the graph takes over."""
+    path, queries, base = graphed_store(tmp_path, 32, n=10_000)
+    index, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    part = index._slots.base
+    chunks = len(part.crcs)
+    quick = index.exact(queries[0], 10)
+    assert part.quantised.checked and part._unchecked >= chunks - 4
+    with Brain.open(path) as brain:
+        check_near(brain, queries)
+    plain, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    plain._slots.base.quantised = None
+    want = plain.exact(queries[0], 10)
+    assert quick[1].tolist() == want[1].tolist() and quick[0].tobytes() == want[0].tobytes()
+    index.take_graph()
+    assert part._unchecked == 0
+
+
+@pytest.mark.parametrize("served", [False, True])
+def test_a_damaged_chunk_of_codes_is_never_used_and_the_rows_rebuild_the_index(tmp_path: Path, served: bool) -> None:
+    """One byte flipped in chunk 5 of the codes: the open checks out, the search that meets it raises Damaged and
+    answers nothing; through a brain the find refuses by name and the rows rebuild the index, which answers."""
+    path, queries, base = graphed_store(tmp_path, 33)
+    copy = copy_of(base)
+    flip(copy, quantised_layout(copy)["codes"] + DIM * (5 * 256 + 7) + 11)
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why and index._slots.quantised
+    with pytest.raises(V.Damaged, match="quantised codes chunk 5 "):
+        index.search(queries[0], 10)
+    with Brain.open(path) as brain:
+        brain.follower.background = brain.vector_follower.background = served
+        refused_then_rebuilt(brain, queries, 5, served)
+
+
+@pytest.mark.parametrize("where", ["header", "scales", "stamp", "gone"])
+def test_a_copy_that_does_not_check_out_is_not_used(tmp_path: Path, where: str) -> None:
+    """A damaged header or scales, a copy of another base, or none at all (every store written before copies): the
+    copy is not used, and the float32 scan answers as the rows do."""
+    path, queries, base = graphed_store(tmp_path, 34, n=1_000)
+    copy = copy_of(base)
+    if where == "header":
+        flip(copy, 30)
+    elif where == "scales":
+        flip(copy, 40 + 4 * 500)
+    elif where == "stamp":
+        data = bytearray(copy.read_bytes())
+        data[8:16] = struct.pack("<Q", int(base.stem) - 1)  # under the base's name, a copy of another base
+        data[36:40] = struct.pack("<I", crc32c.crc32c(bytes(data[:36])))
+        copy.write_bytes(bytes(data))
+    else:
+        copy.unlink()
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why and not index._slots.quantised
+    with Brain.open(path) as brain:
+        check_near(brain, queries)
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
