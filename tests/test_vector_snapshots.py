@@ -348,6 +348,19 @@ def test_a_damaged_header_or_dense_section_is_refused_at_the_open(tmp_path: Path
             assert any(w["code"] == "vectors-rebuilt" and what in w["message"] for w in brain.warnings)
 
 
+def damaged_base(where: Path, seed: int, slot: int, byte: int, chunk: int) -> tuple[Path, np.ndarray]:
+    """A graphed store whose base (without its quantised copy) has one byte of slot ``slot``'s vector flipped: the
+    chain still opens (its header and dense ints check out), and the search that meets chunk ``chunk`` raises."""
+    path, queries, base = graphed_store(where, seed)
+    without_copy(base)
+    flip(base, layout(base)["vectors"] + 4 * DIM * slot + byte)
+    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    assert index is not None and not why
+    with pytest.raises(V.Damaged, match=f"chunk {chunk} "):
+        index.search(queries[0], 10)
+    return path, queries
+
+
 def refused_then_rebuilt(brain: Brain, queries: np.ndarray, chunk: int, served: bool) -> None:
     """The first find meets damaged chunk ``chunk``: it refuses by name, the warning names the chunk, and the index
     rebuilt from the rows then answers (served: on its own thread, the reads refusing meanwhile)."""
@@ -372,14 +385,7 @@ def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the
     process (rebuilt inside it) and served (rebuilt in the background, the reads refusing meanwhile). A damaged
     chunk no read touched is found by the graph's thread, before the graph could score it."""
     for served in (False, True):
-        path, queries, base = graphed_store(tmp_path / str(served), 14)
-        without_copy(base)
-        at = layout(base)
-        flip(base, at["vectors"] + 4 * DIM * 3_000 + 17)  # slot 3,000, in the middle of the file
-        index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
-        assert index is not None and not why
-        with pytest.raises(V.Damaged, match="chunk 11 "):
-            index.search(queries[0], 10)
+        path, queries = damaged_base(tmp_path / str(served), 14, 3_000, 17, 11)  # slot 3,000: mid-file
         with Brain.open(path) as brain:
             brain.follower.background = brain.vector_follower.background = served
             refused_then_rebuilt(brain, queries, 11, served)
@@ -550,13 +556,7 @@ def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the
     """A byte flipped in chunk 19 of 24, in the half the scan helper thread checks: the search raises Damaged and
     answers nothing; served, the find refuses by name and the rows rebuild the index, which then answers."""
     monkeypatch.setattr(V, "SPLIT_UNCHECKED", 2)
-    path, queries, base = graphed_store(tmp_path, 20)
-    without_copy(base)
-    flip(base, layout(base)["vectors"] + 4 * DIM * 5_000 + 3)  # slot 5,000: chunk 19
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
-    assert index is not None and not why
-    with pytest.raises(V.Damaged, match="chunk 19 "):
-        index.search(queries[0], 10)
+    path, queries = damaged_base(tmp_path, 20, 5_000, 3, 19)
     with Brain.open(path) as brain:
         brain.follower.background = brain.vector_follower.background = True
         refused_then_rebuilt(brain, queries, 19, served=True)

@@ -346,14 +346,11 @@ class ProjectionFollower:
         brain, delta = self._brain, self._delta
         if delta is None:
             found = chain.newest(self.folder)
-            if found is None or not self._reachable(found.stamp):
-                return False
-            if found.stamp == brain.head:
+            if found is not None and found.stamp == brain.head and self._reachable(found.stamp):
                 return True  # the chain is at the head already: nothing to write
-            try:
-                delta = chain.Delta.read(found)
-            except (OSError, ValueError):  # an older format's base, or damage: a base is due (built from the chain,
-                return False                # which says why when it cannot be read either)
+            delta = self._chain_delta(found)
+            if delta is None:
+                return False
         with self._lock:
             head = brain.head
             wanted = range(delta.stamp + 1, head + 1)
@@ -386,14 +383,19 @@ class ProjectionFollower:
         with self._linking:
             if self._proj is not None or self._delta is not None:
                 return
-            found = chain.newest(self.folder)
-            if found is not None and self._reachable(found.stamp):
-                try:
-                    self._delta = chain.Delta.read(found)
-                    return
-                except (OSError, ValueError):
-                    pass  # the build below reads the chain again and says why it could not
-            self._build_as_the_one_in_flight()
+            self._delta = self._chain_delta(chain.newest(self.folder))
+            if self._delta is None:
+                self._build_as_the_one_in_flight()  # it reads the chain again, and says why it could not
+
+    def _chain_delta(self, found: chain.Found | None) -> chain.Delta | None:
+        """The delta the newest chain ends with, when the moves this handle holds reach it and it reads; else None
+        (none reachable, an older format's base, damage): the next link is then a base."""
+        if found is None or not self._reachable(found.stamp):
+            return None
+        try:
+            return chain.Delta.read(found)
+        except (OSError, ValueError):
+            return None
 
     def _build_as_the_one_in_flight(self) -> None:
         """Build here, on the caller's thread, registered as the build in flight: a read's :meth:`warm` meanwhile

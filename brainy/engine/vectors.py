@@ -26,6 +26,7 @@ and the commit that chose them carry the figures.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import struct
 import threading
@@ -1058,7 +1059,7 @@ def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
     if frozen.is_base:
         copy = snapshot_name(frozen.stamp, QUANTISED_SUFFIX)
         write_durably(folder / copy, encode_quantised(frozen.stamp, frozen.vectors.contiguous(len(frozen.dense))))
-        for older in [*folder.glob("*" + SUFFIX), *folder.glob("*" + DELTA_SUFFIX), *folder.glob("*" + QUANTISED_SUFFIX)]:
+        for older in [p for suffix in (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX) for p in folder.glob("*" + suffix)]:
             if older.name not in (name, copy):
                 older.unlink(missing_ok=True)
 
@@ -1112,7 +1113,8 @@ def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int)
     if crc32c.crc32c(view[_QUANTISED.size:front_crc_at]) != _CRC.unpack_from(view, front_crc_at)[0]:
         raise ValueError("front checksum mismatch")
     return _Codes(name, np.frombuffer(view, np.int8, DIMENSIONS * count, codes_at).reshape(count, DIMENSIONS),
-                  np.frombuffer(view, "<f4", count, _QUANTISED.size), np.frombuffer(view, "<u4", chunks, crcs_at), chunk)
+                  np.frombuffer(view, "<f4", count, _QUANTISED.size), np.frombuffer(view, "<u4", chunks, crcs_at),
+                  chunk)
 
 
 def _read_quantised(folder: Path, index: VectorIndex) -> None:
@@ -1121,10 +1123,8 @@ def _read_quantised(folder: Path, index: VectorIndex) -> None:
     path = folder / snapshot_name(index.stamp, QUANTISED_SUFFIX)
     base = index._slots.base
     if base is not None and path.is_file():
-        try:
+        with contextlib.suppress(OSError, ValueError):
             base.quantised = decode_quantised(_mapped(path), path.name, index.stamp, len(base.rows))
-        except (OSError, ValueError):
-            pass
 
 
 def read_chain(folder: Path, head: int, graph_later: bool = False, tail: int = 0,
@@ -1146,8 +1146,9 @@ def read_chain(folder: Path, head: int, graph_later: bool = False, tail: int = 0
                                           if p.name[:-cut].isdigit()) if stamp < at <= head]
     copied = (folder / snapshot_name(stamp, QUANTISED_SUFFIX)).is_file()
     try:
-        index = VectorIndex.decode(_mapped(path, ahead=not copied), graph_later, room=sum(_written(p) for _, p in deltas) + tail,
-                                   name=path.name, dense_ints=dense_ints)
+        room = sum(_written(p) for _, p in deltas) + tail
+        index = VectorIndex.decode(_mapped(path, ahead=not copied), graph_later, room=room, name=path.name,
+                                   dense_ints=dense_ints)
     except (OSError, ValueError) as exc:
         return None, [f"snapshot {path.name}: {exc}"]
     if index.stamp != stamp:
