@@ -4,15 +4,9 @@
 from libc.stdint cimport uint32_t, uint64_t
 
 
-cdef extern from "zlib.h" nogil:
-    # Linked with -lz (setup.py); renamed so the module's own Python-level crc32 can keep its name.
-    unsigned long zlib_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len)
-
-
 cdef enum:
     CRC_SIZE = 4
     NUM_RESTARTS_SIZE = 4
-    CRC_CHUNK = 1 << 30    # zlib's crc32 takes an unsigned int length
 
 
 cdef enum:
@@ -83,7 +77,7 @@ cdef inline Py_ssize_t shared_prefix(const unsigned char* a, Py_ssize_t alen,
     return i
 
 
-cdef uint32_t crc32_of(const unsigned char* p, Py_ssize_t n) noexcept nogil
+cdef uint32_t crc32_of(const unsigned char* p, Py_ssize_t n) except? 0
 cdef int corrupt(str reason, object at) except -1
 cdef int varint_failed(int status, Py_ssize_t at) except -1
 cdef tuple decode_from(const unsigned char* data, Py_ssize_t size)

@@ -21,7 +21,8 @@ import hashlib
 from array import array
 import operator
 import struct
-import zlib
+
+from isal.isal_zlib import crc32 as _crc32
 
 from brainy._speedups.errors import BlockCorruptError
 
@@ -37,7 +38,7 @@ _NUM_RESTARTS_SIZE = 4
 
 def crc32(data) -> int:
     """The crc32 (zlib's, as an unsigned int) of a bytes-like object."""
-    return zlib.crc32(data)
+    return _crc32(data)
 
 
 def _varint(out: bytearray, v: int) -> None:
@@ -109,7 +110,7 @@ def encode_block(keys, gens, values, restart_interval: int = RESTART_INTERVAL) -
         raise ValueError(f"a data block's contents must fit u32 offsets, got {size} bytes")
     out += struct.pack(f"<{len(restarts)}I", *restarts)
     out += _U32.pack(len(restarts))
-    out += _U32.pack(zlib.crc32(out))
+    out += _U32.pack(_crc32(out))
     return bytes(out)
 
 
@@ -144,7 +145,7 @@ def decode_block(buf, offset: int, size: int) -> tuple[list[bytes], list[int], l
             raise BlockCorruptError("truncated block read")
         data = view[offset:offset + size].tobytes()  # one copy: the bytes checked are the bytes read
         (stored,) = _U32.unpack(view[offset + size:offset + size + _CRC_SIZE])
-    if zlib.crc32(data) != stored:
+    if _crc32(data) != stored:
         raise BlockCorruptError("block checksum mismatch")
     if size < _NUM_RESTARTS_SIZE:
         raise BlockCorruptError("block too short")

@@ -37,7 +37,6 @@ import threading
 import time
 import uuid
 import weakref
-import zlib
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -51,9 +50,10 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import keys as K
 from brainy.engine import rows
-from brainy.engine.registry import WRITE, door
+from brainy.engine.crc import crc32
 from brainy.engine.files import write_durably
 from brainy.engine.projections import newest_snapshot, snapshot_name
+from brainy.engine.registry import WRITE, door
 from brainy.engine.rows import invalid
 from brainy.engine.snapshot import Snapshot
 from brainy.engine.txn import Txn
@@ -613,7 +613,7 @@ def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any
         for definition, groups in built]}
     head = orjson.dumps(doc)  # a row's integers fit in 64 bits and its floats are finite (rows.py): orjson takes them
     body = b"".join([_FRAME.pack(MAGIC, len(head), at), head, *blobs])
-    return body + _CRC.pack(zlib.crc32(body))
+    return body + _CRC.pack(crc32(body))
 
 
 def decode_snapshot(data: bytes) -> Aggregates:
@@ -624,7 +624,7 @@ def decode_snapshot(data: bytes) -> Aggregates:
     if magic != MAGIC or _FRAME.size + head_size + blobs_size + _CRC.size != len(data):
         raise ValueError("not an aggregate snapshot, or torn")
     view = memoryview(data)
-    if zlib.crc32(view[:-_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
+    if crc32(view[:-_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
         raise ValueError("checksum mismatch")
     blobs = view[_FRAME.size + head_size:len(data) - _CRC.size]
     try:

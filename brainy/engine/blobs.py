@@ -19,7 +19,6 @@ import hashlib
 import os
 import struct
 import threading
-import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Callable, Iterable, Iterator
 
 from brainy._speedups import cdc
 from brainy.contract import refusals as R
+from brainy.engine.crc import crc32
 from brainy.engine.files import fsync_dir
 
 MAGIC = b"brainybl"
@@ -62,7 +62,7 @@ def pack_name(number: int) -> str:
 
 def encode_header() -> bytes:
     head = MAGIC + struct.pack("<I", VERSION)
-    return head + struct.pack("<I", zlib.crc32(head))
+    return head + struct.pack("<I", crc32(head))
 
 
 def encode_recipe(chunks: list[tuple[int, bytes]]) -> bytes:
@@ -175,7 +175,7 @@ class BlobStore:
                 if len(head) < HEADER_SIZE and last:
                     return found, 0  # a pack whose header never landed: nothing in it yet
                 magic, version, crc = _header.unpack_from(head.ljust(HEADER_SIZE, b"\0"), 0)
-                if magic != MAGIC or zlib.crc32(head[:12]) != crc or version != VERSION:
+                if magic != MAGIC or crc32(head[:12]) != crc or version != VERSION:
                     raise R.StoreUnservableError(f"blobs/{path.name}: bad pack header", reason="torn-blob-pack")
                 offset = HEADER_SIZE
             end = os.fstat(f.fileno()).st_size
@@ -255,7 +255,7 @@ class BlobStore:
             os.fsync(self._fd)  # seal: everything in it is durable before the next pack begins
             self._new_pack(self._last + 1)
         assert self._fd is not None
-        crc = zlib.crc32(payload)
+        crc = crc32(payload)
         head = _record.pack(kind, len(payload), key, crc)
         offset = self._size
         written = os.writev(self._fd, [head, payload])  # one call a record
@@ -346,7 +346,7 @@ class BlobStore:
         if where is None:
             raise self._corrupt(address_text, path, "its recipe is in no pack")
         payload = self._payload(where)
-        if len(payload) != where.length or zlib.crc32(payload) != where.crc:
+        if len(payload) != where.length or crc32(payload) != where.crc:
             raise self._corrupt(address_text, path, "its recipe fails its checksum")
         try:
             return decode_recipe(payload)
@@ -556,7 +556,7 @@ class BlobStore:
             intact = True
             for kind, key, where in live:
                 payload = os.pread(fd, where.length, where.offset)
-                if len(payload) != where.length or zlib.crc32(payload) != where.crc or (
+                if len(payload) != where.length or crc32(payload) != where.crc or (
                         kind == CHUNK and hashlib.sha256(payload).digest() != key):
                     intact = False  # a damaged live record: its pack stays, for the read that names it
                     break

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from pathlib import Path
 from typing import Any
+
+from brainy.engine.crc import crc32
 
 
 class DocumentUnreadable(Exception):
@@ -56,7 +57,7 @@ def write_durably(path: Path, data: bytes) -> None:
 def encode_document(body: dict[str, Any]) -> bytes:
     """A JSON object on one line, then ``crc32:<hex>`` of that line."""
     line = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
-    return line + b"\ncrc32:%08x\n" % zlib.crc32(line)
+    return line + b"\ncrc32:%08x\n" % crc32(line)
 
 
 def decode_document(path: Path, data: bytes) -> dict[str, Any]:
@@ -67,7 +68,7 @@ def decode_document(path: Path, data: bytes) -> dict[str, Any]:
         want = int(rest[6:14], 16)
     except ValueError:
         raise DocumentUnreadable(path, "bad checksum line") from None
-    if zlib.crc32(line) != want or rest[14:].strip():
+    if crc32(line) != want or rest[14:].strip():
         raise DocumentUnreadable(path, "checksum mismatch")
     try:
         body = json.loads(line)

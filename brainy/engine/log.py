@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import struct
 import threading
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,6 +22,7 @@ from typing import Any, Iterator
 import msgpack
 
 from brainy.contract import refusals as R
+from brainy.engine.crc import crc32
 from brainy.engine.files import fsync_dir
 
 MAGIC = b"brainylg"
@@ -44,11 +44,11 @@ def segment_name(first_generation: int) -> str:
 
 def encode_header() -> bytes:
     head = MAGIC + struct.pack("<I", VERSION)
-    return head + struct.pack("<I", zlib.crc32(head))
+    return head + struct.pack("<I", crc32(head))
 
 
 def encode_frame(payload: bytes) -> bytes:
-    return _frame_header.pack(len(payload), zlib.crc32(payload)) + payload
+    return _frame_header.pack(len(payload), crc32(payload)) + payload
 
 
 @dataclass
@@ -246,14 +246,14 @@ def _read_segment(path: Path, first: int, sealed: bool, after: int, tail: Scan,
             tail.last_segment, tail.good_end, tail.torn_bytes = path, 0, len(data)
             return generation
         magic, version, crc = _header.unpack_from(data, 0)
-        if magic != MAGIC or zlib.crc32(view[:12]) != crc:
+        if magic != MAGIC or crc32(view[:12]) != crc:
             raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name, "bad segment header")
         if version != VERSION:
             raise _refuse("segment-version", name, f"segment version {version}")
         pos = HEADER_SIZE
     else:
         pos = base
-    unpack_header, crc32 = _frame_header.unpack_from, zlib.crc32
+    unpack_header = _frame_header.unpack_from
     while pos < end:
         if end - pos < FRAME_HEADER_SIZE:
             if sealed:

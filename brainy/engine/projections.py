@@ -32,12 +32,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 import struct
-import zlib
 from pathlib import Path
 
 import msgpack
 
 from brainy._speedups import postings as P
+from brainy.engine.crc import crc32
 from brainy.engine.where import kind_of
 
 if TYPE_CHECKING:
@@ -321,7 +321,7 @@ def _page_checks(parts: Iterable[bytes], page: int) -> array:
         view, at = memoryview(part), 0
         while at < len(view):
             take = min(page - filled, len(view) - at)
-            crc = zlib.crc32(view[at:at + take], crc)
+            crc = crc32(view[at:at + take], crc)
             filled, at = filled + take, at + take
             if filled == page:
                 checks.append(crc)
@@ -369,7 +369,7 @@ def encode_snapshot(proj: Projections, extra_head: dict[str, Any] | None = None,
     head = msgpack.packb({"format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
                           "sections": table, "pageBytes": PAGE_BYTES, "pages": pages.tobytes(), **(extra_head or {})},
                          use_bin_type=True)
-    return b"".join([_head.pack(MAGIC, len(head), zlib.crc32(head)), head, *(data for _, data in sections)])
+    return b"".join([_head.pack(MAGIC, len(head), crc32(head)), head, *(data for _, data in sections)])
 
 
 def _ints(data: bytes | memoryview, typecode: str = TYPECODE) -> array:
@@ -398,7 +398,7 @@ class InPlace:
             raise ValueError("not a snapshot of format 2 or 3")
         self.check = crc  # the head's crc32: what a delta names its base by
         head_bytes = self._data[_head.size:_head.size + size]
-        if zlib.crc32(head_bytes) != crc:
+        if crc32(head_bytes) != crc:
             raise ValueError("head checksum mismatch")
         self._base = _head.size + size
         try:
@@ -439,7 +439,7 @@ class InPlace:
         for p in range(at // page, (at + length - 1) // page + 1):
             if not verified[p]:
                 start = self._base + p * page
-                if zlib.crc32(self._data[start:start + page]) != self._pages[p]:
+                if crc32(self._data[start:start + page]) != self._pages[p]:
                     raise Damaged(f"page {p} (at {start}): checksum mismatch")
                 verified[p] = 1
 
@@ -452,7 +452,7 @@ class InPlace:
             if length:
                 self._checked_pages(at + start, length)
         elif name not in self._whole:
-            if zlib.crc32(self._data[self._base + at:self._base + at + size]) != crc[0]:
+            if crc32(self._data[self._base + at:self._base + at + size]) != crc[0]:
                 raise Damaged(f"section {name}: checksum mismatch")
             self._whole.add(name)
         return self._data[self._base + at + start:self._base + at + start + length]
@@ -677,7 +677,7 @@ _BY_ELEMENT = frozenset(("ids", "postings", "columns", "terms"))
 def _decode_format_1(data: bytes) -> Projections:
     """A snapshot of format 1 (one MessagePack document and its crc32), as stores written before format 2 hold
     it: read whole, unpacked a member at a time; the next flush writes format 2."""
-    if len(data) < 4 or zlib.crc32(memoryview(data)[:-4]) != _crc.unpack_from(data, len(data) - 4)[0]:
+    if len(data) < 4 or crc32(memoryview(data)[:-4]) != _crc.unpack_from(data, len(data) - 4)[0]:
         raise ValueError("checksum mismatch")
     try:
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(data))

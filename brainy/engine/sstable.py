@@ -18,7 +18,6 @@ import mmap
 import os
 import struct
 import threading
-import zlib
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -28,6 +27,7 @@ import msgpack
 from brainy._speedups import sstblock
 from brainy._speedups.errors import BlockCorruptError
 from brainy.contract import refusals as R
+from brainy.engine.crc import crc32
 from brainy.engine.files import fsync_dir
 
 MAGIC = b"brnysst1"
@@ -67,7 +67,7 @@ def build_bloom(keys: list[bytes]) -> bytes:
 
 
 def _with_crc(contents: bytes) -> bytes:
-    return contents + _u32.pack(zlib.crc32(contents))
+    return contents + _u32.pack(crc32(contents))
 
 
 def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict:
@@ -121,7 +121,7 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
         index_offset = offset
         out.write(index_block)
         head = struct.pack("<QIQIQI", index_offset, len(index_doc), bloom_offset, len(bloom) - 4, count, VERSION)
-        out.write(head + _u32.pack(zlib.crc32(head)) + MAGIC)
+        out.write(head + _u32.pack(crc32(head)) + MAGIC)
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
@@ -142,7 +142,7 @@ class Table:
         mm = self._map
         (index_offset, index_size, bloom_offset, bloom_size, entries, version, crc,
          magic) = _footer.unpack_from(mm, size - FOOTER_SIZE)
-        if magic != MAGIC or zlib.crc32(mm[size - FOOTER_SIZE:size - 12]) != crc:
+        if magic != MAGIC or crc32(mm[size - FOOTER_SIZE:size - 12]) != crc:
             raise torn(path, "bad footer")
         if version != VERSION:
             raise R.StoreUnservableError(f"table {path.name} has version {version}", reason="newer-record-profile",
@@ -198,7 +198,7 @@ class Table:
 
     def _checked(self, offset: int, size: int, what: str) -> bytes:
         contents = self._map[offset:offset + size]
-        if zlib.crc32(contents) != _u32.unpack_from(self._map, offset + size)[0]:
+        if crc32(contents) != _u32.unpack_from(self._map, offset + size)[0]:
             raise torn(self.path, f"{what} checksum mismatch")
         return contents
 

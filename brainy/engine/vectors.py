@@ -30,7 +30,6 @@ import contextlib
 import mmap
 import struct
 import threading
-import zlib
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ import numpy as np
 
 from brainy._speedups import picks, vecpack
 from brainy.engine import rows
+from brainy.engine.crc import crc32
 from brainy.engine.files import write_durably
 from brainy.engine.projections import newest_snapshot, snapshot_name
 from brainy.engine.workers import LongLived
@@ -823,7 +823,7 @@ class VectorIndex:
         magic, form, stamp, base, previous, dims, first, written, killed = _DELTA.unpack_from(view)
         if magic != DELTA_MAGIC or form not in (1, DELTA_FORMAT) or dims != DIMENSIONS:
             raise ValueError(f"not a vector index delta of format 1 or {DELTA_FORMAT} at {DIMENSIONS} dimensions")
-        crc = zlib.crc32 if form == 1 else crc32c.crc32c
+        crc = crc32 if form == 1 else crc32c.crc32c
         if crc(view[:-4]) != _CRC.unpack_from(view, len(view) - 4)[0]:
             raise ValueError("checksum mismatch")
         link = self.link
@@ -876,15 +876,15 @@ class VectorIndex:
             if vectors_at + 4 * DIMENSIONS * count + graph_bytes + trailer != len(view):
                 raise ValueError("sizes do not add up")
             if form == 1:
-                checked = zlib.crc32(view[:-4]) == _CRC.unpack_from(view, len(view) - 4)[0]
+                checked = crc32(view[:-4]) == _CRC.unpack_from(view, len(view) - 4)[0]
                 graph_crc = None  # checked with the rest
             else:
                 slots_crc, graph_crc = _CRCS.unpack_from(view, len(view) - _CRCS.size)
-                checked = zlib.crc32(view[:vectors_at + 4 * DIMENSIONS * count]) == slots_crc and \
+                checked = crc32(view[:vectors_at + 4 * DIMENSIONS * count]) == slots_crc and \
                     (graph_bytes or graph_crc == 0)
             if not checked:
                 raise ValueError("checksum mismatch")
-            crc = zlib.crc32
+            crc = crc32
         if graphed > count:
             raise ValueError("sizes do not add up")
         index = cls()
@@ -957,7 +957,7 @@ class GraphPart:
     size: int
     graphed: int
     crc: int | None  # the base's graphCrc; None: format 1, checked whole with the slots
-    crc_of: Any = zlib.crc32  # how graphCrc is computed: zlib's crc32 (format 2) or crc32c (format 3)
+    crc_of: Any = crc32  # how graphCrc is computed: zlib's crc32 (format 2) or crc32c (format 3)
 
     def _view(self) -> memoryview:
         part = memoryview(self.data)[self.at:self.at + self.size]
