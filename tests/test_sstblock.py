@@ -199,6 +199,26 @@ def test_crc32_is_zlibs(sstblock_twin):
         assert sstblock_twin.crc32(data) == zlib.crc32(data)
 
 
+def test_the_engines_crc32_is_zlibs():
+    """brainy/engine/crc.py's crc32 (ISA-L's) gives zlib's values at every length around its folding widths,
+    continued from a running value as zlib's is, over a mapped file's view as over bytes."""
+    import mmap
+    import random
+
+    from brainy.engine.crc import crc32
+
+    rnd = random.Random(7)
+    for n in [*range(0, 300), 4095, 4096, 4097, 65536 + 13, 1 << 20]:
+        data = rnd.randbytes(n)
+        assert crc32(data) == zlib.crc32(data)
+        assert crc32(data[n // 2:], crc32(data[:n // 2])) == zlib.crc32(data)
+    with mmap.mmap(-1, 1 << 16) as mapped:
+        mapped[:] = rnd.randbytes(1 << 16)
+        view = memoryview(mapped)[5:60000]
+        assert crc32(view) == zlib.crc32(view)
+        view.release()
+
+
 # --- damage -----------------------------------------------------------------------------------
 
 def fixed_block(twin):
