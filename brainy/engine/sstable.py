@@ -223,21 +223,28 @@ class Table:
                 self._cache.popitem(last=False)
         return decoded
 
-    def prefetch(self, key: bytes) -> None:
+    def prefetch(self, key: bytes) -> tuple[int, int]:
         """Ask the kernel to read ahead the block a lookup of ``key`` reads first, unless it is decoded already. A
         replay asks for all of a frame's blocks before it reads one: from a cold page cache each read alone was
-        a disk read waited for in turn (150 us a block at a million rows); asked together they are read at once."""
-        i, blocks = self._first_block(key)
-        if i < blocks and i not in self._cache:
+        a disk read waited for in turn (150 us a block at a million rows); asked together they are read at once.
+        Answers where the lookup starts (``get``'s ``first``), so it searches the index once."""
+        first = self._first_block(key)
+        i = first[0]
+        if i < first[1] and i not in self._cache:
             offset = self._offsets[i]
             start = offset - offset % mmap.PAGESIZE
             self._map.madvise(mmap.MADV_WILLNEED, start, offset + self._sizes[i] + 4 - start)
+        return first
 
-    def get(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
-        """The newest version of ``key`` at or below ``generation``, or None if the table has none."""
-        if not sstblock.bloom_holds(self._bloom, key):
-            return None
-        i, blocks = self._first_block(key)
+    def get(self, key: bytes, generation: int, first: tuple[int, int] | None = None) -> tuple[int, bytes] | None:
+        """The newest version of ``key`` at or below ``generation``, or None if the table has none. ``first``,
+        what :meth:`prefetch` answered for ``key`` once its bloom passed it: the bloom and the index not asked
+        again."""
+        if first is None:
+            if not sstblock.bloom_holds(self._bloom, key):
+                return None
+            first = self._first_block(key)
+        i, blocks = first
         while i < blocks:
             keys, gens, values = self.block(i)
             j = bisect.bisect_left(keys, key)
@@ -327,7 +334,7 @@ class Probed:
         self.sources = sources
         self._blooms: Blooms | None = None  # built for the first key no fresh row vouches for
         self._fresh_from = fresh_from
-        self._holding: dict[bytes, list[Table]] = {}
+        self._holding: dict[bytes, list[tuple[Table, tuple[int, int]]]] = {}  # each table, where its lookup starts
 
     def probe(self, written: list[tuple[bytes, dict[str, Any] | None]]) -> None:
         """Probe for the keys a frame writes (``log.Frame.written``: each op's key and the row it puts)."""
@@ -338,21 +345,20 @@ class Probed:
         probed = [key for key, new in fresh.items() if not new]
         if probed and self._blooms is None:
             self._blooms = Blooms(self.sources.tables)  # 1.5 ms at a million rows, spared a tail of new rows
-        holding = self._blooms.holding(probed) if self._blooms is not None and probed else {}
-        for key, new in fresh.items():
-            if new:
-                holding[key] = []
-            else:
-                for table in holding[key]:
-                    table.prefetch(key)
-        self._holding = holding
+        tables = self._blooms.holding(probed) if self._blooms is not None and probed else {}
+        self._holding = {key: [] if new else [(table, table.prefetch(key)) for table in tables[key]]
+                         for key, new in fresh.items()}
 
     def lookup(self, key: bytes, generation: int) -> bytes | None:
         holding = self._holding.get(key)
         if holding is None:
             return self.sources.lookup(key, generation)
-        for source in (self.sources.mem, *self.sources.frozen, *holding):
+        for source in (self.sources.mem, *self.sources.frozen):
             hit = source.get(key, generation)
+            if hit is not None:
+                return hit[1] or None
+        for table, first in holding:
+            hit = table.get(key, generation, first)
             if hit is not None:
                 return hit[1] or None
         return None
