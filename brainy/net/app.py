@@ -25,7 +25,7 @@ from brainy.net import server_doors as S
 from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name, elapsed_ms, gate
 from brainy.net.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
-from brainy.net.keys import KeyTable, apply_caller_assertion
+from brainy.net.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.pool import Pool
 from brainy.net.principal import Principal
@@ -105,7 +105,9 @@ class App:
     def credential(self, headers: dict[str, str]) -> Principal:
         """The principal a request's headers prove (every transport's: HTTP, MCP, gRPC metadata), or a refusal."""
         principal = self.keys.authenticate(headers.get("authorization"))
-        return apply_caller_assertion(principal, headers)
+        if CALLER_HEADER in headers or OWNER_HEADER in headers or ROLES_HEADER in headers:  # asserted: read it
+            return apply_caller_assertion(principal, headers)
+        return principal
 
     @staticmethod
     def _mcp_response(reply: HttpReply) -> Response:
