@@ -2,6 +2,12 @@
 
     python perf/bench_h1get.py --fast          # quick look
     python perf/bench_h1get.py -o get.json     # keep the figures (pyperf compare_to ...)
+    python perf/bench_h1get.py --count 2500 --store DIR   # no timing: h1.served 300 + 2,500 times, for callgrind
+
+``--count N`` runs the ``h1.served`` path (below) 300 times, then N times, and exits: under ``valgrind
+--tool=callgrind`` the difference of two counts (N=2500 less N=500, over 2,000) is the instructions one
+request costs, whatever else the machine does (``PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1``; the store in DIR
+is built on the first run, so both counts read the same one).
 
 What is timed: the bytes of one keep-alive ``GET /v1/brains/main/get/row-7`` (the headers h2load
 sends, a static key's bearer) fed to :class:`~brainy.net.h1.H1Connection`, the request handed to
@@ -16,6 +22,7 @@ encoder's blocks, framed ahead), each request followed by one pass of the event 
 writes at the end of the pass: the loop's pass is timed too.
 """
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -115,7 +122,28 @@ def served_h2(loops: int, app: App) -> float:
 SETTINGS_ACK = bytes(3) + b"\x04\x01" + bytes(4)
 
 
+def count(requests: int, store: str) -> None:
+    """``h1.served`` 300 times, then ``requests`` times, untimed (``--count``: for an instruction count)."""
+    root = Path(store)
+    if not (root / "store" / "MANIFEST").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        measure.build_store(root, 2000)
+    protocol, transport = accepted(serving(root))
+    protocol.data_received(REQUEST)
+    assert transport.written[-1].startswith(b"HTTP/1.1 200 ")
+    for _ in range(300 + requests):
+        protocol.data_received(REQUEST)
+        transport.written.clear()
+
+
 def main() -> None:
+    if "--count" in sys.argv:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--count", type=int, required=True)
+        parser.add_argument("--store", required=True)
+        args = parser.parse_args()
+        count(args.count, args.store)
+        return
     runner = stored.runner()
     args = runner.parse_args()
     if not args.worker:
