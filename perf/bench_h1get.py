@@ -40,9 +40,9 @@ import uvloop  # noqa: E402
 
 from brainy.net.app import App  # noqa: E402
 from brainy.net.glue.tcp import HttpProtocol  # noqa: E402
+from brainy.net.serve import open_keys  # noqa: E402
 from brainy.net.server import Server  # noqa: E402
 from brainy.net.h1 import H1Connection  # noqa: E402
-from brainy.net.keys import KeyTable  # noqa: E402
 from brainy.net.pool import Pool  # noqa: E402
 
 REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\n"
@@ -50,13 +50,15 @@ REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nu
 
 
 def serving(root: Path) -> App:
-    """The app on ``root``'s store with one static key, as ``brainy serve`` builds it."""
+    """The app on ``root``'s store with one static key, as ``brainy serve`` builds it: the keys table opened by
+    :func:`~brainy.net.serve.open_keys`, so with the token verifier and the revoked list (beside the keys
+    file; absent, so empty, unless a run placed one) that every request's credential check asks."""
     keys = root / "keys"
     if not keys.exists():
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, f"{measure.KEY} person:measure *\n".encode())
         os.close(fd)
-    return App(Pool({"main": root / "store"}), KeyTable.open(str(keys)), "1970-01-01T00:00:00Z")
+    return App(Pool({"main": root / "store"}), open_keys(str(keys), mint_if_missing=False), "1970-01-01T00:00:00Z")
 
 
 class Written:
