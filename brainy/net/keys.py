@@ -462,8 +462,9 @@ class KeyTable:
         """The key minted at first start, for the caller to print once; None when the file was placed."""
         self.token_verifier = token_verifier
         self.revoked = revoked
-        """The revoked list (``brainy.net.tokens.Placed``: ``value`` jti -> exp, ``refresh``), or None. A static
-        key is listed there under its SHA-256 (seed 001, "Revocation")."""
+        """The revoked list (``brainy.net.tokens.Placed``: ``value`` jti -> exp, ``refresh``, and the ``watch`` and
+        ``generation`` a remembered key is checked against), or None. A static key is listed there under its
+        SHA-256 (seed 001, "Revocation")."""
         self._table = table
         self._watch = Watch(path, CHECK_INTERVAL, signature)
         self.generation = 0
