@@ -2,6 +2,12 @@
 
     python perf/bench_h1get.py --fast          # quick look
     python perf/bench_h1get.py -o get.json     # keep the figures (pyperf compare_to ...)
+    python perf/bench_h1get.py --count 2500 --store DIR   # no timing: h1.served 300 + 2,500 times, for callgrind
+
+``--count N`` runs the ``h1.served`` path (below) 300 times, then N times, and exits: under ``valgrind
+--tool=callgrind`` the difference of two counts (N=2500 less N=500, over 2,000) is the instructions one
+request costs, whatever else the machine does (``PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1``; the store in DIR
+is built on the first run, so both counts read the same one).
 
 What is timed: the bytes of one keep-alive ``GET /v1/brains/main/get/row-7`` (the headers h2load
 sends, a static key's bearer) fed to :class:`~brainy.net.h1.H1Connection`, the request handed to
@@ -16,6 +22,7 @@ encoder's blocks, framed ahead), each request followed by one pass of the event 
 writes at the end of the pass: the loop's pass is timed too.
 """
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -33,9 +40,9 @@ import uvloop  # noqa: E402
 
 from brainy.net.app import App  # noqa: E402
 from brainy.net.glue.tcp import HttpProtocol  # noqa: E402
+from brainy.net.serve import open_keys  # noqa: E402
 from brainy.net.server import Server  # noqa: E402
 from brainy.net.h1 import H1Connection  # noqa: E402
-from brainy.net.keys import KeyTable  # noqa: E402
 from brainy.net.pool import Pool  # noqa: E402
 
 REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\n"
@@ -43,13 +50,15 @@ REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nu
 
 
 def serving(root: Path) -> App:
-    """The app on ``root``'s store with one static key, as ``brainy serve`` builds it."""
+    """The app on ``root``'s store with one static key, as ``brainy serve`` builds it: the keys table opened by
+    :func:`~brainy.net.serve.open_keys`, so with the token verifier and the revoked list (beside the keys
+    file; absent, so empty, unless a run placed one) that every request's credential check asks."""
     keys = root / "keys"
     if not keys.exists():
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, f"{measure.KEY} person:measure *\n".encode())
         os.close(fd)
-    return App(Pool({"main": root / "store"}), KeyTable.open(str(keys)), "1970-01-01T00:00:00Z")
+    return App(Pool({"main": root / "store"}), open_keys(str(keys), mint_if_missing=False), "1970-01-01T00:00:00Z")
 
 
 class Written:
@@ -115,7 +124,28 @@ def served_h2(loops: int, app: App) -> float:
 SETTINGS_ACK = bytes(3) + b"\x04\x01" + bytes(4)
 
 
+def count(requests: int, store: str) -> None:
+    """``h1.served`` 300 times, then ``requests`` times, untimed (``--count``: for an instruction count)."""
+    root = Path(store)
+    if not (root / "store" / "MANIFEST").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        measure.build_store(root, 2000)
+    protocol, transport = accepted(serving(root))
+    protocol.data_received(REQUEST)
+    assert transport.written[-1].startswith(b"HTTP/1.1 200 ")
+    for _ in range(300 + requests):
+        protocol.data_received(REQUEST)
+        transport.written.clear()
+
+
 def main() -> None:
+    if "--count" in sys.argv:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--count", type=int, required=True)
+        parser.add_argument("--store", required=True)
+        args = parser.parse_args()
+        count(args.count, args.store)
+        return
     runner = stored.runner()
     args = runner.parse_args()
     if not args.worker:

@@ -209,3 +209,25 @@ def wait_until(check: Callable[[], bool], timeout: float, step: float = 0.02) ->
         if time.monotonic() - started > timeout:
             return None
         time.sleep(step)
+
+
+class KeptAlive:
+    """One keep-alive HTTP/1.1 connection to a server: every request on the same socket, which each request
+    asserts (``http.client`` would otherwise reconnect silently after a close)."""
+
+    def __init__(self, port: int, host: str = HOST, timeout: float = REQUEST_SECONDS) -> None:
+        self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        self.conn.connect()
+        self.sock = self.conn.sock
+
+    def request(self, method: str, path: str, key: str | None = None) -> tuple[int, dict[str, Any]]:
+        """One exchange on this connection: (status, document)."""
+        self.conn.request(method, path, headers={"Authorization": f"Bearer {key}"} if key is not None else {})
+        response = self.conn.getresponse()
+        raw = response.read()
+        assert not response.will_close, "the server closed the keep-alive connection"
+        assert self.conn.sock is self.sock, "the request went out on another connection"
+        return response.status, json.loads(raw) if raw else {}
+
+    def close(self) -> None:
+        self.conn.close()

@@ -269,6 +269,38 @@ def test_no_stat_between_checks(keys_path, monkeypatch):
     assert len(calls) == 1
 
 
+def test_a_remembered_key_holds_only_while_its_table_and_revoked_list_do(keys_path, tmp_path, monkeypatch):
+    """A static key proven once is answered from memory (the same Principal, no parse, no hash) while neither
+    the table nor the revoked list moved; a reload, a mint and a revocation each move a generation, so the next
+    request is asked afresh; a refusal is never remembered."""
+    from brainy.net import tokens as T
+    revoked = T.Placed(tmp_path / "revoked.json", T.parse_revoked, T.RevokedFileError, 0o022, {},
+                       keep_when_gone=True).load(0.0)
+    table = K.KeyTable.open(keys_path, revoked=revoked)
+    first = table.authenticate(bearer(PERSON_KEY), now=0.0)
+    hashed = []
+    real_fingerprint = K.fingerprint
+    monkeypatch.setattr(K, "fingerprint", lambda key: hashed.append(key) or real_fingerprint(key))
+    assert all(table.authenticate(bearer(PERSON_KEY), now=0.01 * step) is first for step in range(5))
+    assert hashed == []
+
+    newcomer = "bky_newcomer0000000000000"
+    assert isinstance(refusal_of(table, bearer(newcomer), now=0.1), R.UnauthenticatedError)
+    replace(keys_path, SEED_EXAMPLE + f"{newcomer} person:newcomer notes\n")
+    before = table.generation
+    assert table.reload() and table.generation > before
+    assert table.authenticate(bearer(newcomer), now=0.1).id == "person:newcomer"  # the refusal was not kept
+    minted = table.mint("person:minted", ["notes"])
+    assert table.authenticate(bearer(minted), now=0.1).id == "person:minted"
+
+    before = revoked.generation
+    T.add_revocation(revoked.path, real_fingerprint(PERSON_KEY), 253402300799)
+    revoked.load()  # as host.revokeKey does before it answers
+    assert revoked.generation > before
+    assert isinstance(refusal_of(table, bearer(PERSON_KEY), now=0.2), R.UnauthenticatedError)
+    assert table.authenticate(bearer(newcomer), now=0.2).id == "person:newcomer"
+
+
 def test_removed_line_stops_answering_within_a_second_in_real_time(keys_path):
     """With the real monotonic clock, a removed key is refused once the interval has passed."""
     table = K.KeyTable.open(keys_path)

@@ -11,15 +11,16 @@ from __future__ import annotations
 import re
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from brainy.engine import init_store
-from brainy.net.keys import parse_keys
+from brainy.net.keys import CHECK_INTERVAL, fingerprint, parse_keys
 
-from launch import (HOST, START_SECONDS, Served, free_port, place_keys, refused, wait_until,
+from launch import (HOST, START_SECONDS, KeptAlive, Served, free_port, place_keys, refused, wait_until,
                     without_meta)
 from launch import launch  # noqa: F401  (a pytest fixture, used by name)
 
@@ -229,6 +230,47 @@ def test_a_removed_line_stops_answering_within_a_second(server: Served, tmp_path
     assert took is not None, "the removed key kept answering"
     assert took < 1.0, f"the removed key took {took:.2f} s to stop answering"
     assert server.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
+
+
+def test_a_revoked_key_is_refused_on_the_next_request_of_its_own_connection(server: Served) -> None:
+    """The keys table remembers a keep-alive caller's proven key, and a revocation ends that at once:
+    ``DELETE /v1/keys/{sha256}`` on another connection, and the very next request on the caller's connection,
+    already open and already answered with that key, is the flat 401; the connection's other keys answer."""
+    kept = KeptAlive(server.port)
+    try:
+        for _ in range(3):  # answered, and remembered, on this connection
+            assert kept.request("GET", "/v1/brains/b1/counts", SPARE)[0] == 200
+        status, doc, _, _ = server.request("DELETE", f"/v1/keys/{fingerprint(SPARE)}", OPERATOR)
+        assert status == 200 and doc["revoked"] is True and doc["known"] is True, doc
+        status, doc = kept.request("GET", "/v1/brains/b1/counts", SPARE)
+        assert status == 401 and doc["error"]["name"] == "UnauthenticatedError", doc
+        assert kept.request("GET", "/v1/brains/b1/counts", SPARE)[0] == 401  # and stays refused
+        assert kept.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
+    finally:
+        kept.close()
+
+
+def test_a_removed_line_is_refused_on_its_own_keep_alive_connection(server: Served, tmp_path: Path) -> None:
+    """A key's line removed from the file while its caller's connection is open and answered: once the
+    file's next check is due (CHECK_INTERVAL), the next request on that same connection is the flat 401,
+    within a second; a minted key answers on the very next request of an open connection."""
+    kept = KeptAlive(server.port)
+    try:
+        for _ in range(3):
+            assert kept.request("GET", "/v1/brains/b1/counts", SPARE)[0] == 200
+        place_keys(tmp_path / "cfg" / "keys", [line for line in LINES if SPARE not in line])
+        time.sleep(CHECK_INTERVAL + 0.05)  # the file's next check is due
+        status, doc = kept.request("GET", "/v1/brains/b1/counts", SPARE)
+        assert status == 401 and doc["error"]["name"] == "UnauthenticatedError", doc
+        assert kept.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
+
+        status, doc, _, _ = server.request("POST", "/v1/keys", OPERATOR,
+                                           body={"principal": "person:fresh", "brains": ["b1"]})
+        assert status == 200, doc
+        assert kept.request("GET", "/v1/brains/b1/counts", doc["key"])[0] == 200
+        assert kept.request("GET", "/v1/brains/b1/counts", SPARE)[0] == 401
+    finally:
+        kept.close()
 
 
 def test_a_reload_that_would_open_the_file_keeps_the_last_good_table(server: Served, tmp_path: Path) -> None:

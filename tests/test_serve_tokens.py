@@ -26,8 +26,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from brainy.engine import init_store
+from brainy.net.keys import fingerprint
 
-from launch import HOST, REQUEST_SECONDS, Served, free_port, wait_until
+from launch import HOST, REQUEST_SECONDS, KeptAlive, Served, free_port, wait_until
 from launch import launch  # noqa: F401  (a pytest fixture, used by name)
 
 RELOAD_SECONDS = 6.0  # the issue's bound: 5 s of check window and a second of slack
@@ -254,6 +255,35 @@ def test_a_rotated_kid_and_a_revoked_jti_take_effect_within_six_seconds(
     assert wait_until(refusal_logged, RELOAD_SECONDS) is not None, child.stderr()
     assert set(answers) == {200} and ask(child, "GET", "/v1/brains/b1/counts", rotated)[0] == 200
     assert child.proc.poll() is None
+
+
+def test_an_expired_token_and_a_listed_static_key_are_refused_on_their_own_keep_alive_connection(
+        server: Served, cfg: Path) -> None:
+    """What a keep-alive connection's caller proved is asked again on every request: a token answered on its
+    connection is BRAINY_KEY_EXPIRED on the first request after its exp, on that same connection; a static key
+    answered on its connection is the flat 401 once a hand-edited revoked list naming its SHA-256 is read
+    (within 6 s), polled on that same connection."""
+    kept = KeptAlive(server.port)
+    try:
+        exp = int(time.time()) + 2
+        brief = token(exp=exp)
+        for _ in range(3):
+            assert kept.request("GET", "/v1/brains/b1/counts", brief)[0] == 200
+            assert kept.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
+        time.sleep(max(0.0, exp - time.time()) + 0.05)
+        status, doc = kept.request("GET", "/v1/brains/b1/counts", brief)
+        assert status == 401 and doc["error"]["name"] == "BRAINY_KEY_EXPIRED" and doc["error"]["exp"] == exp, doc
+
+        place(cfg / "revoked.json", json.dumps({"revoked": [
+            {"jti": "gone", "exp": int(time.time()) + 3600},
+            {"jti": fingerprint(ALICE), "exp": int(time.time()) + 3600}]}))
+        refused = wait_until(lambda: kept.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 401, RELOAD_SECONDS)
+        assert refused is not None, "the listed key still answered on its connection after 6 s"
+        status, doc = kept.request("GET", "/v1/brains/b1/counts", ALICE)
+        assert status == 401 and doc["error"]["name"] == "UnauthenticatedError", doc
+        assert kept.request("GET", "/v1/brains/b1/counts", ORDERS)[0] == 200
+    finally:
+        kept.close()
 
 
 # --- 4. refused starts ------------------------------------------------------------------------------------

@@ -54,6 +54,21 @@ def test_natural_key_maps_to_a_stable_id(brain):
     assert brain.add({"type": "thing", "id": uid.upper()})["id"] == uid
 
 
+def test_get_remembers_an_ids_row_key_and_never_a_refusal_nor_a_row(brain):
+    """get keeps what an id's text resolves to (its row key) and nothing else: a refused id is refused again
+    and never kept, both spellings of a UUID read one row, and a write after a get is read by the next get."""
+    from brainy.engine import reads
+    a = brain.add({"type": "person", "id": "ada", "data": "first"})
+    assert brain.get("ada")["entity"]["data"] == "first"
+    assert brain.get(a["id"].upper())["entity"]["id"] == a["id"]
+    for _ in range(2):
+        with pytest.raises(R.InvalidArgumentError):
+            brain.get("bad\x01id")
+    assert "bad\x01id" not in reads._ROW_KEYS
+    brain.update({"id": "ada", "data": "second"})
+    assert brain.get("ada")["entity"]["data"] == "second"
+
+
 def test_vectors_are_kept_as_float32(brain):
     """A vector of 384 numbers is stored and read back; other lengths and zero vectors refuse."""
     a = brain.add({"type": "thing", "vector": VEC})

@@ -20,9 +20,21 @@ MAX_BATCH_GET = 1000
 @door("get")
 def get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """``{entity | None, generation}``: one entity by id or natural key."""
-    key, _ = K.resolve(id_)
-    return {"entity": E.lookup(snap, K.entity_key(key), args["includeVector"], args["includeData"]),
+    row_key = _ROW_KEYS.get(id_) if type(id_) is str else None
+    if row_key is None:
+        key, _ = K.resolve(id_)
+        row_key = K.entity_key(key)
+        if len(_ROW_KEYS) >= ROW_KEYS_HELD:
+            _ROW_KEYS.clear()
+        _ROW_KEYS[id_] = row_key
+    return {"entity": E.lookup(snap, row_key, args["includeVector"], args["includeData"]),
             "generation": snap.generation}
+
+
+#: An id's entity row key, as ``get`` last resolved it (a function of the id's text alone: a refusal is never
+#: kept; bounded, since a caller may send any number of ids): a hot id is read again and again.
+ROW_KEYS_HELD = 1 << 16
+_ROW_KEYS: dict[str, bytes] = {}
 
 
 def _entity(snap: Snapshot, id_: str, include_vector: bool, include_data: bool) -> Any:

@@ -252,6 +252,7 @@ class Cadence:
     mean: float | None = None
 
     def touch(self, now: float) -> None:
+        # Pool.enter does the same inline (every door pays it): change both together.
         interval = now - self.last
         self.mean = interval if self.mean is None else 0.8 * self.mean + 0.2 * interval
         self.last = now

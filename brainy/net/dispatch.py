@@ -240,8 +240,8 @@ class Dispatcher:
             answer = work(*args)
         except Exception as exc:
             return self._outcome(door, started, None, exc)
-        if isinstance(answer, dict):
-            return Outcome(door, elapsed_ms(started), answer, None)
+        if isinstance(answer, dict):  # elapsed_ms, inline: every read pays it
+            return Outcome(door, (time.perf_counter_ns() - started + 500) // 1000 / 1000, answer, None)
         return self._later(door, started, answer)
 
     async def _later(self, door: str, started: int, pending: Awaitable[dict[str, Any]]) -> Outcome:

@@ -156,8 +156,10 @@ class H1Connection:
         completed. Each event is owed one :meth:`send_response`, in the order given."""
         if self._failed:
             return []
-        self._deadlines.heard(now, not self.mid_request)
+        deadlines = self._deadlines  # Deadlines.heard, inline: every read pays it
+        deadlines.last_data = now
         if not self.mid_request:  # between messages: the plain requests first, without the parser's callbacks
+            deadlines.request_began = now
             taken = self._take_plain(data)
             if taken == len(data) or self._failed:
                 events, self._events = self._events, []

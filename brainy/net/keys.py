@@ -73,6 +73,10 @@ MINTED_PRINCIPAL = "person:local"
 # while a busy server stats at most four times a second, never once per request.
 CHECK_INTERVAL = 0.25
 
+# Authorization values whose static key the table remembers (bounded: only a valid key's are kept, but one
+# key may be sent under any number of spellings of the scheme).
+KNOWN_HELD = 256
+
 # The same segment law as brainy.net.dispatch.BRAIN_NAME (kept here so reading
 # the keys file does not import the engine): no "/", not starting with ".",
 # at most 64 characters; "." and ".." are refused by the leading-dot rule.
@@ -458,10 +462,18 @@ class KeyTable:
         """The key minted at first start, for the caller to print once; None when the file was placed."""
         self.token_verifier = token_verifier
         self.revoked = revoked
-        """The revoked list (``brainy.net.tokens.Placed``: ``value`` jti -> exp, ``refresh``), or None. A static
-        key is listed there under its SHA-256 (seed 001, "Revocation")."""
+        """The revoked list (``brainy.net.tokens.Placed``: ``value`` jti -> exp, ``refresh``, and the ``watch`` and
+        ``generation`` a remembered key is checked against), or None. A static key is listed there under its
+        SHA-256 (seed 001, "Revocation")."""
         self._table = table
         self._watch = Watch(path, CHECK_INTERVAL, signature)
+        self.generation = 0
+        """Moves whenever the table is taken afresh (a reload, a mint's reload, a revocation's): with the revoked
+        list's own generation, what a remembered principal (:meth:`authenticate`) was proven under."""
+        # Authorization value -> (principal, generation, revoked list's generation): a keep-alive caller sends the
+        # same header on every request, and its static key is resolved once per table, not once per request.
+        # Only successes are kept, and only for a key the revoked list does not name at all.
+        self._known: dict[str | bytes, tuple[Principal, int, int]] = {}
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, mint_if_missing: bool = False,
@@ -534,6 +546,7 @@ class KeyTable:
             return False
         self._table = table
         self._watch.seen = signature
+        self.generation += 1
         log.info("keys file %s reloaded: %d keys", self.path, len(table))
         return True
 
@@ -548,6 +561,24 @@ class KeyTable:
         file": a missing issuers file trusts nobody), so it answers
         BRAINY_KEY_UNKNOWN_ISSUER, or BRAINY_KEY_MALFORMED if it does not parse.
         """
+        known = self._known.get(authorization)  # type: ignore[arg-type]
+        if known is not None:  # a static key proven before: still so if neither file moved since
+            now = time.monotonic() if now is None else now
+            # each file's reload check (Watch.moved's first test inline: a comparison, not two calls)
+            checked = self._watch.checked_at
+            if checked is None or not 0 <= now - checked < CHECK_INTERVAL:
+                self.refresh(now)
+            revoked = self.revoked
+            if revoked is None:
+                if known[1] == self.generation:
+                    return known[0]
+            else:
+                watch = revoked.watch
+                checked = watch.checked_at
+                if checked is None or not 0 <= now - checked < watch.interval:
+                    revoked.refresh(now)
+                if known[1] == self.generation and known[2] == revoked.generation:
+                    return known[0]
         credential = _bearer(authorization)
         if credential.startswith(TOKEN_PREFIX):
             verifier = token_verifier or self.token_verifier
@@ -559,9 +590,20 @@ class KeyTable:
                 iss=iss)
         now = time.monotonic() if now is None else now  # one clock read for both files' reload checks
         self.refresh(now)
+        revoked = self.revoked
+        if revoked is not None:
+            revoked.refresh(now)
+        # the generations before the reads: a reload between them leaves the remembered answer already stale
+        generation, revoked_generation = self.generation, 0 if revoked is None else revoked.generation
         principal = self._table.get(credential)
         if principal is None or self.is_revoked(credential, now):
             raise _unauthenticated()  # a revoked static key fails flat, as a removed one does
+        # remembered only while the revoked list names it not at all (an entry past its exp would count again
+        # were the wall clock set back): what a hit answers is then exactly what this path would
+        if revoked is None or fingerprint(credential) not in revoked.value:
+            if len(self._known) >= KNOWN_HELD:
+                self._known.clear()
+            self._known[authorization] = (principal, generation, revoked_generation)  # type: ignore[index]
         return principal
 
     def is_revoked(self, credential: str, now: float | None = None) -> bool:

@@ -322,7 +322,10 @@ class Placed(Generic[T]):
         self._empty = empty
         self._keep_when_gone = keep_when_gone
         self.value: T = empty
-        self._watch = Watch(path, RELOAD_INTERVAL, None)
+        self.generation = 0
+        """Moves whenever :attr:`value` is taken afresh (a load, a reload, a file gone empty): what a cache of an
+        answer read from the value (the keys table's remembered principals) compares to know it still holds."""
+        self.watch = Watch(path, RELOAD_INTERVAL, None)
 
     def _read(self) -> tuple[T, tuple[int, ...]]:
         data, signature = read_placed(self.path, lambda reason: self._refuse(self.path, reason), self._mask)
@@ -330,29 +333,32 @@ class Placed(Generic[T]):
 
     def load(self, now: float | None = None) -> "Placed[T]":
         """The first read, at start: a missing file is its empty value; any other failure raises."""
-        self._watch.checked_at = time.monotonic() if now is None else now
+        self.watch.checked_at = time.monotonic() if now is None else now
         try:
-            self.value, self._watch.seen = self._read()
+            self.value, self.watch.seen = self._read()
         except FileNotFoundError:
-            self.value, self._watch.seen = self._empty, None
+            self.value, self.watch.seen = self._empty, None
+        self.generation += 1
         return self
 
     def refresh(self, now: float | None = None) -> bool:
         """Re-read the file if it moved and the interval has passed; True when a new value was taken."""
-        if not self._watch.moved(now):
+        if not self.watch.moved(now):
             return False
         try:
-            self.value, self._watch.seen = self._read()
+            self.value, self.watch.seen = self._read()
         except FileNotFoundError:
             if self._keep_when_gone:
                 log.error("%s %s is gone; keeping the last good one", self._refuse.what, self.path)
                 return False
             log.warning("%s %s is gone; from now on it is empty", self._refuse.what, self.path)
             self.value = self._empty
+            self.generation += 1
             return True
         except TokenFileError as exc:
             log.error("reload refused, keeping the last good %s: %s", self._refuse.what, exc)
             return False
+        self.generation += 1
         log.info("%s %s reloaded", self._refuse.what, self.path)
         return True
 
