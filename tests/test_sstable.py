@@ -49,6 +49,31 @@ def test_table_reads_agree_with_a_sorted_model(tmp_path):
     table.close()
 
 
+def test_the_index_fields_read_from_its_end_are_those_of_the_whole_index(tmp_path):
+    """A table's minGen, maxGen and entries, read from the end of its index block without passing over the
+    blocks, are what the whole block says; an index laid out otherwise (its fields first, as another writer may
+    order them) is read in order, to the same values; a block whose tail is not those three fields is not
+    trusted to its tail."""
+    import msgpack
+
+    entries = _entries()
+    path = tmp_path / "t.sst"
+    meta = sstable.write_table(path, iter(entries))
+    table = sstable.Table(path)
+    whole = msgpack.unpackb(table._index_doc, raw=False)
+    assert sstable._tail_fields(table._index_doc) == {k: whole[k] for k in ("minGen", "maxGen", "entries")}
+    assert (table.min_gen, table.max_gen, table.entries) == (meta["minGen"], meta["maxGen"], meta["entries"])
+    table.close()
+    reordered = msgpack.packb({"minGen": whole["minGen"], "maxGen": whole["maxGen"], "entries": whole["entries"],
+                               "blocks": whole["blocks"]}, use_bin_type=True)
+    assert sstable._tail_fields(reordered) is None
+    extra = msgpack.packb({"blocks": whole["blocks"], "minGen": 1, "maxGen": 2, "entries": 3, "x": 4},
+                          use_bin_type=True)
+    assert sstable._tail_fields(extra) is None
+    wrong = msgpack.packb({"blocks": whole["blocks"], "minGen": 1, "maxGen": "2", "entries": 3}, use_bin_type=True)
+    assert sstable._tail_fields(wrong) is None
+
+
 def test_a_prefetch_asks_for_the_block_a_lookup_reads_and_decodes_nothing(tmp_path):
     """Prefetching every key (the kernel reads the blocks ahead) leaves the table's answers as they were, and no
     block decoded until a lookup reads it; a key past the last block asks for nothing."""

@@ -129,6 +129,28 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
     return {"size": path.stat().st_size, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}
 
 
+_FIELDS = ("minGen", "maxGen", "entries")
+
+
+def _tail_fields(doc: bytes) -> dict[str, int] | None:
+    """The index block's minGen, maxGen and entries read from its end, where :func:`write_table` puts them (after
+    "blocks"), without passing over the blocks: None when the block is not laid out so (the caller then reads it
+    in order). Skipping the blocks was a walk of every block's row: 78M instructions, 20 ms, of an attach at a
+    million rows."""
+    if not doc.startswith(b"\x84\xa6blocks"):
+        return None
+    at = doc.rfind(b"\xa6minGen", max(0, len(doc) - 64))
+    if at < 0:
+        return None
+    try:
+        fields = msgpack.unpackb(b"\x83" + doc[at:], raw=False)
+    except (ValueError, msgpack.UnpackException):
+        return None
+    if list(fields) != list(_FIELDS) or not all(type(fields[name]) is int for name in _FIELDS):
+        return None
+    return fields
+
+
 class Table:
     """A read handle on one table: footer, bloom and index in memory, blocks read through a cache."""
 
@@ -159,15 +181,17 @@ class Table:
         self._offsets: Any = None  # array("Q"): where each block lies, and its size
         self._sizes: Any = None
         try:  # the index's other fields, its blocks passed over unbuilt (a read asks every table's maxGen)
-            fields: dict[str, int] = {}
-            unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(self._index_doc), 1))
-            unpacker.feed(self._index_doc)
-            for _ in range(unpacker.read_map_header()):
-                name = unpacker.unpack()
-                if name == "blocks":
-                    unpacker.skip()
-                else:
-                    fields[name] = unpacker.unpack()
+            fields = _tail_fields(self._index_doc)
+            if fields is None:
+                fields = {}
+                unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(self._index_doc), 1))
+                unpacker.feed(self._index_doc)
+                for _ in range(unpacker.read_map_header()):
+                    name = unpacker.unpack()
+                    if name == "blocks":
+                        unpacker.skip()
+                    else:
+                        fields[name] = unpacker.unpack()
             self.min_gen, self.max_gen, self.entries = fields["minGen"], fields["maxGen"], fields["entries"]
         except Exception:
             raise torn(path, "index block does not decode") from None
