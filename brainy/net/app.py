@@ -92,15 +92,12 @@ class App:
         match = self.router.match(request.method, request.path, request.headers.get("accept"))
         if match.server != "server.ws":
             raise R.MalformedRequestError(f"{request.path} does not switch protocols", reason="upgrade")
-        principal = self._principal(request)
+        principal = self.credential(request.headers)
         granted.append((principal, ws.check_handshake(request.method, request.headers)))
         return {}
 
     async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]) -> Response:
         return self._respond(request, await pending, text)
-
-    def _principal(self, request: Request) -> Principal:
-        return self.credential(request.headers)
 
     def credential(self, headers: dict[str, str]) -> Principal:
         """The principal a request's headers prove (every transport's: HTTP, MCP, gRPC metadata), or a refusal."""
@@ -134,10 +131,7 @@ class App:
         if match.server is not None:
             return self._server_door(match, request, text)
         door_name = match.door
-        headers = request.headers  # App.credential, inline: every door pays it
-        principal = self.keys.authenticate(headers.get("authorization"))
-        if CALLER_HEADER in headers or OWNER_HEADER in headers or ROLES_HEADER in headers:
-            principal = apply_caller_assertion(principal, headers)
+        principal = self.credential(request.headers)
         if len(request.body) > MAX_BODY:
             raise R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
         if request.method in ("GET", "HEAD", "DELETE"):
@@ -167,7 +161,7 @@ class App:
         """A server door (DOORS.md 10.2): the credential its ``who`` asks for, then its disposition, then its
         handler. The brain in its path is checked as a door's is, before the disposition."""
         door = S.BY_NAME[str(match.server)]
-        principal = None if door.who == "anyone" else self._principal(request)
+        principal = None if door.who == "anyone" else self.credential(request.headers)
         if door.disposition != "native":
             if "brain" in match.params:
                 check_brain_name(match.params["brain"])
