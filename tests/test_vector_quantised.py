@@ -200,3 +200,17 @@ def test_a_copy_that_does_not_check_out_is_not_used(tmp_path: Path, where: str) 
     with Brain.open(path) as brain:
         check_near(brain, queries)
         assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 40_000), st.integers(0, 40), st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+def test_the_largest_bounds_are_selected_as_a_selection_over_every_value_would(n, k, seed, ties, dead):
+    """The bounded scan's k seed slots (``V._largest``, which reads each run's largest first) hold the k largest
+    values, ties and dead slots (-inf) included, whatever the length against the run."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 50, n).astype(np.float32) if ties else rng.standard_normal(n).astype(np.float32)
+    if dead and n:
+        values[rng.random(n) < 0.3] = -np.inf
+    picked = V._largest(values, k)
+    assert len(picked) == min(k, n) and len(set(picked.tolist())) == len(picked)
+    assert np.array_equal(np.sort(values[picked]), np.sort(values)[n - len(picked):])
