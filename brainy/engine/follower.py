@@ -437,6 +437,13 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
+        self._ahead: V.Ahead | None = None  # the base's quantised copy, checked from the open on (vectors.py)
+
+    def check_ahead(self) -> None:
+        """At the open: begin checking the base's quantised copy on another thread while the log is replayed."""
+        if self._ahead is not None:  # an open read the MANIFEST again
+            self._ahead.checked.cancel()
+        self._ahead = V.check_ahead(self.folder)
 
     def record(self, generation: int, moves: list[Move]) -> None:
         """Only entities carry the vectors the index holds (a relation's is not searched)."""
@@ -465,7 +472,9 @@ class VectorFollower(ProjectionFollower):
             return None
         brain = self._brain
         tail = sum(len(moves) for moves in list(self._moves.values()))  # each move writes a slot at most
-        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain._next_dense)
+        ahead, self._ahead = self._ahead, None
+        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain._next_dense,
+                                  ahead=ahead)
         brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
         return index
 
@@ -525,6 +534,9 @@ class VectorFollower(ProjectionFollower):
         running holds them until it is done)."""
         with self._lock:
             self._proj = None
+            if self._ahead is not None:
+                self._ahead.checked.cancel()  # one under way ends on its own; its map goes with it
+                self._ahead = None
 
     def _chain_reachable(self) -> bool:
         """Whether the newest link of the snapshot chain is one the moves this handle holds bring to the head
