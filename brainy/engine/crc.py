@@ -33,20 +33,25 @@ def _times(matrix: Sequence[int], vector: int) -> int:
     return total
 
 
+def _composed(outer: Sequence[int], inner: Sequence[int]) -> list[int]:
+    """The matrix applying ``inner`` then ``outer``."""
+    return [_times(outer, column) for column in inner]
+
+
 @lru_cache(maxsize=8)
 def _advance(size: int) -> tuple[tuple[int, ...], ...]:
     """What ``size`` zero bytes do to a CRC-32C register, as four tables of 256 (one per byte of the register),
     built by squaring the one-zero-bit operator as zlib's crc32_combine does."""
     power = [CRC32C_POLY] + [1 << n for n in range(31)]  # one zero bit
     for _ in range(3):  # 2, 4, then 8 zero bits: one byte
-        power = [_times(power, column) for column in power]
+        power = _composed(power, power)
     matrix = [1 << n for n in range(32)]
     while size:
         if size & 1:
-            matrix = [_times(power, column) for column in matrix]
+            matrix = _composed(power, matrix)
         size >>= 1
         if size:
-            power = [_times(power, column) for column in power]
+            power = _composed(power, power)
     values = np.arange(256, dtype=np.uint32)
     tables = []
     for b in range(4):  # a register byte's value maps to the xor of the columns its bits pick
@@ -61,15 +66,12 @@ def crc32c_joined(crcs: Sequence[int], size: int, last: int) -> int:
     """The CRC-32C of parts laid end to end, from each part's own: every part ``size`` bytes but the last,
     ``last`` (crc(A + B) is crc(A) advanced over len(B) zero bytes, xor crc(B)). One pass over a whole section can
     then vouch for every chunk checksum it holds."""
-    if not len(crcs):
-        return 0
     crcs = [int(crc) for crc in crcs]
-    t0, t1, t2, t3 = _advance(size)
-    joined = crcs[0]
-    for crc in crcs[1:-1]:
-        joined = t0[joined & 255] ^ t1[(joined >> 8) & 255] ^ t2[(joined >> 16) & 255] ^ t3[joined >> 24] ^ crc
-    if len(crcs) > 1:
-        t0, t1, t2, t3 = _advance(last)
-        joined = t0[joined & 255] ^ t1[(joined >> 8) & 255] ^ t2[(joined >> 16) & 255] ^ t3[joined >> 24] \
-            ^ crcs[-1]
+    if not crcs:
+        return 0
+    joined, t0, t1, t2, t3 = crcs[0], *_advance(size)
+    for i in range(1, len(crcs)):
+        if i == len(crcs) - 1:
+            t0, t1, t2, t3 = _advance(last)
+        joined = t0[joined & 255] ^ t1[(joined >> 8) & 255] ^ t2[(joined >> 16) & 255] ^ t3[joined >> 24] ^ crcs[i]
     return joined

@@ -441,9 +441,14 @@ class VectorFollower(ProjectionFollower):
 
     def check_ahead(self) -> None:
         """At the open: begin checking the base's quantised copy on another thread while the log is replayed."""
-        if self._ahead is not None:  # an open read the MANIFEST again
-            self._ahead.checked.cancel()
+        self._drop_ahead()  # an open that read the MANIFEST again
         self._ahead = V.check_ahead(self.folder)
+
+    def _drop_ahead(self) -> None:
+        """Call off a check not begun; one under way ends on its own, and its map goes with it."""
+        if self._ahead is not None:
+            self._ahead.checked.cancel()
+            self._ahead = None
 
     def record(self, generation: int, moves: list[Move]) -> None:
         """Only entities carry the vectors the index holds (a relation's is not searched)."""
@@ -456,6 +461,7 @@ class VectorFollower(ProjectionFollower):
         return None
 
     def _from_rows(self, head: int) -> VectorIndex:
+        self._drop_ahead()  # an index from the rows reads no copy
         with self._lock:  # a store whose ledger counts no vectored entity has an empty index: no row read
             if self._brain.durable_ledger.n["vectoredEntities"] == 0:
                 empty = VectorIndex()
@@ -534,9 +540,7 @@ class VectorFollower(ProjectionFollower):
         running holds them until it is done)."""
         with self._lock:
             self._proj = None
-            if self._ahead is not None:
-                self._ahead.checked.cancel()  # one under way ends on its own; its map goes with it
-                self._ahead = None
+            self._drop_ahead()
 
     def _chain_reachable(self) -> bool:
         """Whether the newest link of the snapshot chain is one the moves this handle holds bring to the head

@@ -117,23 +117,21 @@ class _Mapped:
                 if not self._checked[c]:
                     self._check_one(c, self.chunk)
 
-    def check_whole(self) -> bool:
+    def check_whole(self) -> None:
         """Every chunk in one pass: the section's CRC-32C, the interpreter lock let go for all of it (so the reads
         of another thread go on meanwhile), against the chunk checksums joined end to end. All are marked checked
         when the two agree; when they do not, none is, and the reads check chunk by chunk and name the one that
         fails."""
         if self._checked is None or not self._unchecked:
-            return True
+            return
         assert self.crcs is not None
         size = self.chunk * self.rows.strides[0]
         whole = memoryview(self.rows).cast("B")
         last = len(whole) - size * (len(self.crcs) - 1)
-        if crc32c.crc32c(whole, gil_release_mode=1) != crc32c_joined(self.crcs, size, last):
-            return False
-        with self._tally:
-            self._checked[:] = True
-            self._unchecked = 0
-        return True
+        if crc32c.crc32c(whole, gil_release_mode=1) == crc32c_joined(self.crcs, size, last):
+            with self._tally:
+                self._checked[:] = True
+                self._unchecked = 0
 
     def _check_one(self, c: int, size: int) -> None:
         assert self._checked is not None and self.crcs is not None
