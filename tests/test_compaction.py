@@ -63,22 +63,31 @@ def test_small_flushes_never_rewrite_the_large_table_and_every_version_survives(
     pasts: dict[int, dict[str, object]] = {}
     with Brain.open(store, flush_bytes=2048, compact_at=5) as brain:  # the maintenance thread flushes and compacts
         numbered = brain._next_table
-        for round in range(40):
-            brain.update({"id": f"k{round}", "metadata": {"n": -round}})
-            brain.add({"type": "thing", "id": f"new{round}", "metadata": {"round": round}})
-            if round % 10 == 9:
+
+        def merged() -> bool:  # a table number spent on a merge: more made since than are held besides the large one
+            return brain._next_table - numbered > len(brain._manifest["tables"]) - 1
+
+        # a tiered merge waits for a flush at least as large as the one before it, and how large each flush is
+        # depends on when the thread wakes: write on (bounded) until one merge has been seen
+        rounds = 0
+        while rounds < 40 or (not merged() and rounds < 2000):
+            brain.update({"id": f"k{rounds}", "metadata": {"n": -rounds}})
+            brain.add({"type": "thing", "id": f"new{rounds}", "metadata": {"round": rounds}})
+            if rounds % 10 == 9 and rounds < 100:
                 pasts[brain.head] = {row["key"]: row["metadata"] for row in brain.at(brain.head).entities()}
+            rounds += 1
         deadline = time.monotonic() + 30
         while len(brain._sources.frozen) or len(brain._mem) > 2048:  # let the last flushes land
             assert time.monotonic() < deadline
             time.sleep(0.01)
         files = [t["file"] for t in brain._manifest["tables"]]
         assert files[-1] == big and 2 <= len(files) <= 8, files
-        assert brain._next_table - numbered > len(files)  # tables made by flushes and merged since
+        assert merged()
         for generation, want in pasts.items():
             assert {row["key"]: row["metadata"] for row in brain.at(generation).entities()} == want
         now = _keys(brain)
-        assert now["k3"] == {"n": -3} and now["new39"] == {"round": 39} and len(now) == 3040
+        last = rounds - 1
+        assert now["k3"] == {"n": -3} and now[f"new{last}"] == {"round": last} and len(now) == 3000 + rounds
         assert brain.compact()
         assert len(brain._manifest["tables"]) == 1 and _keys(brain) == now
         for generation, want in pasts.items():
