@@ -242,17 +242,19 @@ def test_an_open_checks_a_large_copy_ahead_and_a_damaged_chunk_is_still_named(tm
     if damaged:
         flip(copy, quantised_layout(copy)["codes"] + DIM * (5 * 256 + 7) + 11)
     ahead = V.check_ahead(path / "index")
-    assert ahead is not None and ahead.path == copy
-    of, codes = ahead.checked.result()
+    assert ahead is not None and sorted(ahead.checks) == sorted([base.name, copy.name])
+    of, codes = ahead.checks[copy.name].result()
     assert of == int(base.stem) and codes.checked is not damaged
     with Brain.open(path) as brain:
         brain.follower.background = brain.vector_follower.background = True
         opened = brain.vector_follower._ahead
-        assert opened is not None and opened.path == copy
+        assert opened is not None and sorted(opened.checks) == sorted([base.name, copy.name])
+        checked, prepared = opened.checks[copy.name], opened.checks[base.name]
         if damaged:
             refused_then_rebuilt(brain, queries, 5, True)
             return
         check_near(brain, queries)
         with brain.vector_follower.held() as index:
-            assert index._slots.base.quantised is opened.checked.result()[1]  # the copy the open checked, taken
+            assert index._slots.base.quantised is checked.result()[1]  # the copy the open checked, taken
+            assert index._slot is prepared.result().slot  # and the base's arrays it made
         assert brain.vector_follower._ahead is None

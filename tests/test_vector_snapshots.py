@@ -208,16 +208,22 @@ def test_after_a_sigkill_the_index_is_caught_up_from_the_chain_and_the_tail(tmp_
         check(brain, rng)
 
 
-def test_a_damaged_delta_ends_the_chain_and_the_rows_bring_the_index_up(tmp_path: Path) -> None:
-    path, rng, x, brain = opened(tmp_path, 5, 400, 300)
+def based_and_two_deltas(tmp_path: Path, seed: int) -> tuple[Path, np.random.Generator, tuple[int, int, dict]]:
+    """A store whose chain is a base of 300 vectors and two deltas (50 written and one updated each), closed; and
+    the index's state at the close."""
+    path, rng, x, brain = opened(tmp_path, seed, 400, 300)
     with brain:
         brain.flush()
         for start in (300, 350):
             add_range(brain, x, start, start + 50)
             brain.update({"id": f"v{start - 1}", "vector": x[0].tolist()})
             brain.flush()
-        first_delta = chain(path)[1]
-        before = index_state(brain)
+        return path, rng, index_state(brain)
+
+
+def test_a_damaged_delta_ends_the_chain_and_the_rows_bring_the_index_up(tmp_path: Path) -> None:
+    path, rng, before = based_and_two_deltas(tmp_path, 5)
+    first_delta = chain(path)[1]
     flip(path / "index" / first_delta, 80)
     index, why = read_chain(path / "index", 10 ** 9)
     assert index is not None and index.stamp == int(chain(path)[0][:-4]) and "checksum" in why[0]
@@ -231,6 +237,70 @@ def test_a_damaged_delta_ends_the_chain_and_the_rows_bring_the_index_up(tmp_path
     with Brain.open(path) as brain:  # a damaged base: nothing of the chain is used
         check(brain, rng)
         assert brain.vector_follower.built_from == "rows"
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(tmp_path: Path, monkeypatch,
+                                                                               damaged: bool) -> None:
+    """Deltas checked ahead (any size counts as large here): each is mapped and its checksum found good on the
+    ahead thread, and the chain's read takes those maps unchecked again and reads what a plain read does. A delta
+    with a flipped byte is not taken: the read checks it itself and ends the chain before it, naming it."""
+    monkeypatch.setattr(V, "AHEAD_DELTA_BYTES", 1)
+    path, rng, _ = based_and_two_deltas(tmp_path, 9)
+    deltas = [name for name in chain(path) if name.endswith(".vecd")]
+    assert len(deltas) == 2
+    if damaged:
+        flip(path / "index" / deltas[0], 80)
+    plain, plain_why = read_chain(path / "index", 10 ** 9)
+    ahead = V.check_ahead(path / "index")
+    assert ahead is not None and sorted(ahead.checks) == deltas  # a base this small is not read ahead
+    checked = [ahead.checks[name].result() is not None for name in deltas]
+    assert checked == [not damaged, True]
+    taken: list[bool] = []
+    apply_delta = VectorIndex.apply_delta
+    monkeypatch.setattr(VectorIndex, "apply_delta",
+                        lambda self, data, name=None, checked=False: (taken.append(checked),
+                                                                      apply_delta(self, data, name, checked))[1])
+    index, why = read_chain(path / "index", 10 ** 9, ahead=ahead)
+    assert index is not None and plain is not None and index_of(index) == index_of(plain) and why == plain_why
+    assert taken == ([False] if damaged else [True, True])  # after the damaged one, none is read
+    if damaged:
+        assert deltas[0] in why[0] and "checksum" in why[0]
+    with Brain.open(path) as brain:
+        assert brain.vector_follower._ahead is not None
+        check(brain, rng)
+        if damaged:
+            assert any(w["code"] == "vectors-rebuilt" and deltas[0] in w["message"] for w in brain.warnings)
+        else:
+            assert brain.vector_follower.built_from == f"snapshot at {int(deltas[-1][:-5])}"
+        assert brain.vector_follower._ahead is None
+
+
+def test_a_base_read_ahead_gives_the_arrays_a_decode_makes_and_is_used_only_where_it_fits(tmp_path: Path) -> None:
+    """The dense ints and slot map made ahead of a base (with room) are taken by a decode of those very bytes
+    that wants no more room than they have, and it reads what a plain decode does; a decode wanting more room,
+    or of other bytes, makes its own."""
+    path, rng, x, brain = opened(tmp_path, 13, 300, 300)
+    with brain:
+        for i in range(0, 300, 9):
+            brain.update({"id": f"v{i}", "vector": x[(i + 1) % 300].tolist()})  # dead slots in the base
+        brain.compact()
+        brain.flush()
+    base = next(p for p in (path / "index").glob("*.vec"))
+    prepared = V._prepared(base, False, 40, 500)
+    assert prepared is not None
+    plain = index_of(VectorIndex.decode(base.read_bytes(), room=40, dense_ints=500))
+    taken = VectorIndex.decode(prepared.data, room=40, dense_ints=500, prepared=prepared)
+    assert taken._slot is prepared.slot and taken._dense is prepared.dense and index_of(taken) == plain
+    wider = VectorIndex.decode(prepared.data, room=4000, dense_ints=500, prepared=prepared)
+    assert wider._slot is not prepared.slot and len(wider._slot) >= 4000 and index_of(wider) == plain
+    other = VectorIndex.decode(base.read_bytes(), room=40, dense_ints=500, prepared=prepared)
+    assert other._slot is not prepared.slot and index_of(other) == plain
+    assert np.array_equal(taken._slot[:len(other._slot)], other._slot)
+    flip(base, 200)  # in the dense section: not prepared, and the decode says why
+    assert V._prepared(base, False, 40, 500) is None
+    with pytest.raises(ValueError, match="dense section"):
+        VectorIndex.decode(base.read_bytes())
 
 
 def test_a_store_without_vectors_persists_an_empty_index_without_reading_a_row(tmp_path: Path) -> None:

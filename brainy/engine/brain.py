@@ -185,7 +185,8 @@ class Brain(CommitPath, Maintenance):
                                          reason="unreadable-generation-stamp") from None
         if writer:
             self._remove_orphans(manifest)
-        self.vector_follower.check_ahead()  # on another thread, while the tables open and the log replays
+        # on another thread, while the tables open and the log replays
+        self.vector_follower.check_ahead(int(manifest["nextDenseInt"]))
         tables = tuple(Table(root / t["file"]) for t in manifest["tables"])
         self._manifest = manifest
         self._next_table = int(manifest["nextTable"])

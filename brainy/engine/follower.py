@@ -437,17 +437,18 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
-        self._ahead: V.Ahead | None = None  # the base's quantised copy, checked from the open on (vectors.py)
+        self._ahead: V.Ahead | None = None  # the copy and deltas checked from the open on (vectors.py)
 
-    def check_ahead(self) -> None:
-        """At the open: begin checking the base's quantised copy on another thread while the log is replayed."""
+    def check_ahead(self, dense_ints: int) -> None:
+        """At the open: begin reading the chain's large files on another thread while the log is replayed
+        (``dense_ints``: the MANIFEST's next dense int)."""
         self._drop_ahead()  # an open that read the MANIFEST again
-        self._ahead = V.check_ahead(self.folder)
+        self._ahead = V.check_ahead(self.folder, dense_ints)
 
     def _drop_ahead(self) -> None:
         """Call off a check not begun; one under way ends on its own, and its map goes with it."""
         if self._ahead is not None:
-            self._ahead.checked.cancel()
+            self._ahead.cancel()
             self._ahead = None
 
     def record(self, generation: int, moves: list[Move]) -> None:

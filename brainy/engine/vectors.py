@@ -852,9 +852,10 @@ class VectorIndex:
             finally:
                 self._serialising = False
 
-    def apply_delta(self, data: bytes | mmap.mmap, name: str | None = None) -> None:
+    def apply_delta(self, data: bytes | mmap.mmap, name: str | None = None, checked: bool = False) -> None:
         """Append one delta to the index read so far; ValueError when it does not check out or does not follow.
-        ``name`` (the file's, when ``data`` is it mapped): its vectors are read in place, not copied."""
+        ``name`` (the file's, when ``data`` is it mapped): its vectors are read in place, not copied. ``checked``:
+        its checksum was found good on these very bytes already (mapped and checked ahead, :func:`check_ahead`)."""
         view = memoryview(data)
         if len(view) < _DELTA.size + _CRC.size:
             raise ValueError("sizes do not add up")
@@ -862,7 +863,7 @@ class VectorIndex:
         if magic != DELTA_MAGIC or form not in (1, DELTA_FORMAT) or dims != DIMENSIONS:
             raise ValueError(f"not a vector index delta of format 1 or {DELTA_FORMAT} at {DIMENSIONS} dimensions")
         crc = crc32 if form == 1 else crc32c.crc32c
-        if crc(view[:-4]) != _CRC.unpack_from(view, len(view) - 4)[0]:
+        if not checked and crc(view[:-4]) != _CRC.unpack_from(view, len(view) - 4)[0]:
             raise ValueError("checksum mismatch")
         link = self.link
         if link is None or base != link.base or previous != link.stamp or first != self._count or stamp <= previous:
@@ -889,7 +890,7 @@ class VectorIndex:
 
     @classmethod
     def decode(cls, data: bytes | mmap.mmap, graph_later: bool = False, room: int = 0,
-               name: str = "base", dense_ints: int = 0) -> "VectorIndex":
+               name: str = "base", dense_ints: int = 0, prepared: "Prepared | None" = None) -> "VectorIndex":
         """An index from its base snapshot (bytes, or the file mapped); ValueError when it does not check out (it is
         then rebuilt, never trusted). The vectors are read in place (``name``: the file's, for the warnings):
         format 3's header and dense ints are checked here and each vectors chunk when a read first touches it;
@@ -897,15 +898,18 @@ class VectorIndex:
         unless ``graph_later``: it is then left for :meth:`take_graph`, off the read path, and searches scan
         exactly meanwhile (a format 1 base's graph is checked with its slots). ``room``: the slots the deltas
         and the log's tail will add (their dense ints are reserved for); ``dense_ints``: the dense ints minted so
-        far (the slot map holds them all from the start)."""
+        far (the slot map holds them all from the start). ``prepared``: the dense ints and slot map
+        :func:`check_ahead` made of these very bytes, used when they have that room."""
         view = memoryview(data)
         if len(view) < _HEADER.size + _CRC.size:
             raise ValueError("sizes do not add up")
         magic, form, stamp, dims, count, graphed, graph_bytes = _HEADER.unpack_from(view)
         if magic != MAGIC or form not in (1, 2, SNAPSHOT_FORMAT) or dims != DIMENSIONS:
             raise ValueError(f"not a vector index snapshot of format 1 to {SNAPSHOT_FORMAT} at {DIMENSIONS} dimensions")
+        if prepared is not None and (prepared.data is not data or (prepared.stamp, prepared.count) != (stamp, count)):
+            prepared = None  # made of other bytes
         if form == SNAPSHOT_FORMAT:
-            layout = _layout(view, count, graph_bytes)
+            layout = _layout(view, count, graph_bytes) if prepared is None else prepared.layout
             dense_at, vectors_at, crcs, chunk, graph_crc = layout
             crc = crc32c.crc32c
         else:
@@ -926,18 +930,13 @@ class VectorIndex:
         if graphed > count:
             raise ValueError("sizes do not add up")
         index = cls()
-        index._dense = np.empty(max(1024, count + room), np.int64)  # past the count: written before it is read
-        index._dense[:count] = np.frombuffer(view, "<i8", count, dense_at)
-        if count and index._dense[:count].min() < NO_SLOT:
-            raise ValueError("a dense int out of range")
+        if prepared is not None and prepared.fits(room, dense_ints):
+            index._dense, index._slot, live = prepared.dense, prepared.slot, prepared.live
+        else:
+            index._dense, index._slot, live, _ = _slot_arrays(view, count, dense_at, room, dense_ints)
         index._slots.map(name, np.frombuffer(view, "<f4", DIMENSIONS * count, vectors_at).reshape(count, DIMENSIONS),
                          crcs, chunk)
-        live = index._dense[:count] != NO_SLOT
-        top = int(index._dense[:count].max(initial=NO_SLOT))
-        # room for the dense ints the deltas mint (new entities take the next ones): grown once, here, not by them
-        index._slot = np.full(max(1024, top + 1 + room, dense_ints), NO_SLOT, np.int64)
-        index._slot[index._dense[:count][live]] = np.flatnonzero(live)
-        index._count, index._live, index.stamp = count, int(np.count_nonzero(live)), stamp
+        index._count, index._live, index.stamp = count, live, stamp
         index.link = Link(stamp, stamp, count, count, 0, 0)
         if graph_bytes:
             index._graph_part = GraphPart(data, vectors_at + 4 * DIMENSIONS * count, graph_bytes, graphed,
@@ -956,6 +955,42 @@ def _grown_slot_map(slot: np.ndarray, size: int) -> np.ndarray:
     grown[:len(slot)] = slot
     grown[len(slot):] = NO_SLOT
     return grown
+
+
+def _slot_arrays(view: memoryview, count: int, dense_at: int, room: int,
+                 dense_ints: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """A base's dense ints (owned, with ``room`` past its count) and its slot map (dense int -> slot, room for
+    ``room`` more and for ``dense_ints``): ``(dense, slot map, live slots, largest dense int)``; ValueError when a
+    dense int is out of range."""
+    dense = np.empty(max(1024, count + room), np.int64)  # past the count: written before it is read
+    dense[:count] = np.frombuffer(view, "<i8", count, dense_at)
+    if count and dense[:count].min() < NO_SLOT:
+        raise ValueError("a dense int out of range")
+    live = dense[:count] != NO_SLOT
+    top = int(dense[:count].max(initial=NO_SLOT))
+    # room for the dense ints the deltas mint (new entities take the next ones): grown once, here, not by them
+    slot = np.full(max(1024, top + 1 + room, dense_ints), NO_SLOT, np.int64)
+    slot[dense[:count][live]] = np.flatnonzero(live)
+    return dense, slot, int(np.count_nonzero(live)), top
+
+
+@dataclass
+class Prepared:
+    """A format 3 base read ahead (:func:`check_ahead`): its file mapped, its header and dense section checked
+    (``layout``, as :func:`_layout` answers it) and the arrays :func:`_slot_arrays` makes of it, with room."""
+    data: mmap.mmap
+    stamp: int
+    count: int
+    layout: tuple[int, int, np.ndarray, int, int]
+    dense: np.ndarray
+    slot: np.ndarray
+    live: int
+    top: int
+
+    def fits(self, room: int, dense_ints: int) -> bool:
+        """Whether the arrays have the room a decode for ``room`` and ``dense_ints`` would give them, or more."""
+        return len(self.dense) >= max(1024, self.count + room) and \
+            len(self.slot) >= max(1024, self.top + 1 + room, dense_ints)
 
 
 def _layout(view: memoryview, count: int, graph_bytes: int) -> tuple[int, int, np.ndarray, int, int]:
@@ -1157,31 +1192,78 @@ def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int)
 
 @dataclass
 class Ahead:
-    """A base's quantised copy checked off the read path: mapped, its header and front checked, and its codes
-    checked whole (:meth:`_Mapped.check_whole`) on the ahead helper's thread, begun when a handle opens."""
-    path: Path
-    checked: "Future[tuple[int, _Codes] | None]"  # the generation it copies and the copy; None: not read
+    """What an open reads and checks off the read path, on the ahead helper's thread, begun when a handle opens, by
+    file name: a large base's dense ints and slot map (:class:`Prepared`), its quantised copy (mapped, its header
+    and front checked, its codes checked whole, :meth:`_Mapped.check_whole`: the generation it copies and the
+    copy), and the deltas after the base (each mapped, its checksum found good). A result of None: not read."""
+    checks: "dict[str, Future[Any]]"
+
+    def take(self, path: Path) -> Any:
+        """What was read ahead of the file at ``path`` (waited for if under way), or None: the read reads it itself
+        (a check not yet begun is called off, so the two threads share the work)."""
+        checking = self.checks.pop(path.name, None)
+        if checking is None or checking.cancel():
+            return None
+        return checking.result()
+
+    def cancel(self) -> None:
+        """Call off the checks not begun; one under way ends on its own, and its map goes with it."""
+        for checking in self.checks.values():
+            checking.cancel()
 
 
-AHEAD_SLOTS = 65_536  # a base this large has its copy checked ahead (below it, the scan's own checks take < 5 ms)
+AHEAD_SLOTS = 65_536  # a base this large is read ahead, its copy checked (below it, the scan's checks take < 5 ms)
+AHEAD_DELTA_BYTES = AHEAD_SLOTS * DIMENSIONS  # deltas this large in all are checked ahead (each a whole-file pass)
+AHEAD_ROOM = 65_536  # the slots and dense ints a base read ahead has room for past its deltas and the MANIFEST's
 # one thread for every handle of the process: a check is one GIL-free pass at the memory's pace
 _ahead_helper = LongLived(1, "brainy-vectors-ahead")
 
 
-def check_ahead(folder: Path) -> Ahead | None:
-    """Begin checking the newest base's quantised copy, if it is large, so the first scan after an open finds
-    every chunk checked and its pages mapped: 364 MB at a million slots, 50-70 ms of a first search, overlapped
-    with the open's replay of the log instead. None when there is nothing to check ahead."""
+def check_ahead(folder: Path, dense_ints: int = 0) -> Ahead | None:
+    """Begin reading the newest base's dense ints and checking its quantised copy, if the base is large, and the
+    deltas after it, if they are, so that the read of the index and the first scan after an open find them done:
+    at a million slots the base's two arrays (16 MB, 17 ms in a new process, mostly faulting their pages in), the
+    copy's 364 MB (50-70 ms) and 95 MB of deltas after a crash (13-19 ms), overlapped with the open's replay of the
+    log instead. ``dense_ints``: the MANIFEST's next dense int. None when there is nothing to do ahead."""
     found = newest_snapshot(folder, SUFFIX) if folder.is_dir() else None
     if found is None:
         return None
-    path = folder / snapshot_name(found[0], QUANTISED_SUFFIX)
+    stamp, base = found
+    copy = folder / snapshot_name(stamp, QUANTISED_SUFFIX)
+    deltas = [p for _, p in _deltas(folder, stamp)]
     try:
-        if path.stat().st_size < AHEAD_SLOTS * DIMENSIONS:
-            return None
+        large = base.stat().st_size >= AHEAD_SLOTS * 4 * DIMENSIONS
+        copied = copy.is_file()
+        copy_large = copied and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
+        written = [_written(p) for p in deltas]
+        sized = sum(p.stat().st_size for p in deltas) >= AHEAD_DELTA_BYTES
     except OSError:
         return None
-    return Ahead(path, _ahead_helper().submit(_checked_ahead, path))
+    helper, checks = _ahead_helper(), {}
+    if large:  # the read of the index wants the arrays first, the scan the copy last
+        checks[base.name] = helper.submit(_prepared, base, copied, sum(written) + AHEAD_ROOM, dense_ints + AHEAD_ROOM)
+    if sized:
+        checks.update((p.name, helper.submit(_checked_delta, p)) for p in deltas)
+    if large and copy_large:
+        checks[copy.name] = helper.submit(_checked_ahead, copy)
+    return Ahead(checks) if checks else None
+
+
+def _prepared(path: Path, copied: bool, room: int, dense_ints: int) -> Prepared | None:
+    """A format 3 base mapped as :func:`read_chain` maps it, its header and dense section checked and its arrays
+    made (numpy lets the interpreter lock go while it fills them); None when it is not one or does not check
+    out (the read then reads it itself, and says why)."""
+    try:
+        mapped = _mapped(path, ahead=not copied)
+        view = memoryview(mapped)
+        magic, form, stamp, dims, count, _, graph_bytes = _HEADER.unpack_from(view)
+        if magic != MAGIC or form != SNAPSHOT_FORMAT or dims != DIMENSIONS:
+            return None
+        layout = _layout(view, count, graph_bytes)
+        dense, slot, live, top = _slot_arrays(view, count, layout[0], room, dense_ints)
+    except (OSError, ValueError, struct.error):
+        return None
+    return Prepared(mapped, stamp, count, layout, dense, slot, live, top)
 
 
 def _checked_ahead(path: Path) -> tuple[int, _Codes] | None:
@@ -1196,6 +1278,28 @@ def _checked_ahead(path: Path) -> tuple[int, _Codes] | None:
     return of, codes
 
 
+def _checked_delta(path: Path) -> mmap.mmap | None:
+    """A delta of this format mapped, its checksum computed with the interpreter lock let go; None when it does not
+    check out (its read then checks it again and says why) or is of format 1."""
+    try:
+        mapped = _mapped(path)
+    except (OSError, ValueError):
+        return None
+    view = memoryview(mapped)
+    if len(view) < _DELTA.size + _CRC.size or _DELTA.unpack_from(view)[1] != DELTA_FORMAT:
+        return None
+    if crc32c.crc32c(view[:-4], gil_release_mode=1) != _CRC.unpack_from(view, len(view) - 4)[0]:
+        return None
+    return mapped
+
+
+def _deltas(folder: Path, stamp: int, head: int | None = None) -> list[tuple[int, Path]]:
+    """The deltas after the base of ``stamp`` (up to ``head``), by stamp."""
+    cut = len(DELTA_SUFFIX)
+    return [(at, p) for at, p in sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + DELTA_SUFFIX)
+                                        if p.name[:-cut].isdigit()) if stamp < at and (head is None or at <= head)]
+
+
 def _read_quantised(folder: Path, index: VectorIndex, ahead: Ahead | None = None) -> None:
     """Give the base an index was just read from its quantised copy, if it has one that checks out. One that does
     not is let be: it only ever speeds the scan, which then reads the float32 slots (no rebuild is owed).
@@ -1205,11 +1309,10 @@ def _read_quantised(folder: Path, index: VectorIndex, ahead: Ahead | None = None
     base = index._slots.base
     if base is None or not path.is_file():
         return
-    if ahead is not None and ahead.path == path and not ahead.checked.cancel():
-        read = ahead.checked.result()
-        if read is not None and read[0] == index.stamp and len(read[1].rows) == len(base.rows):
-            base.quantised = read[1]
-            return
+    read = ahead.take(path) if ahead is not None else None
+    if read is not None and read[0] == index.stamp and len(read[1].rows) == len(base.rows):
+        base.quantised = read[1]
+        return
     with contextlib.suppress(OSError, ValueError):
         base.quantised = decode_quantised(_mapped(path), path.name, index.stamp, len(base.rows))
 
@@ -1229,14 +1332,13 @@ def read_chain(folder: Path, head: int, graph_later: bool = False, tail: int = 0
     stamp, path = found
     if stamp > head:
         return None, [f"snapshot {path.name} is above the head {head}"]
-    cut = len(DELTA_SUFFIX)
-    deltas = [(at, p) for at, p in sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + DELTA_SUFFIX)
-                                          if p.name[:-cut].isdigit()) if stamp < at <= head]
+    deltas = _deltas(folder, stamp, head)
     copied = (folder / snapshot_name(stamp, QUANTISED_SUFFIX)).is_file()
     try:
         room = sum(_written(p) for _, p in deltas) + tail
-        index = VectorIndex.decode(_mapped(path, ahead=not copied), graph_later, room=room, name=path.name,
-                                   dense_ints=dense_ints)
+        prepared = ahead.take(path) if ahead is not None else None
+        index = VectorIndex.decode(prepared.data if prepared else _mapped(path, ahead=not copied), graph_later,
+                                   room=room, name=path.name, dense_ints=dense_ints, prepared=prepared)
     except (OSError, ValueError) as exc:
         return None, [f"snapshot {path.name}: {exc}"]
     if index.stamp != stamp:
@@ -1244,7 +1346,8 @@ def read_chain(folder: Path, head: int, graph_later: bool = False, tail: int = 0
     _read_quantised(folder, index, ahead)
     for _, delta in deltas:
         try:
-            index.apply_delta(_mapped(delta), delta.name)
+            checked = ahead.take(delta) if ahead is not None else None
+            index.apply_delta(checked or _mapped(delta), delta.name, checked=checked is not None)
         except (OSError, ValueError) as exc:
             # the chain stands at the last link that checked out; later deltas cannot follow it
             return index, [f"delta {delta.name}: {exc}; the index stands at generation {index.stamp}"]
