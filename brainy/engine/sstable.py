@@ -229,7 +229,11 @@ class Table:
     def may_contain(self, key: bytes) -> bool:
         return sstblock.bloom_holds(self._bloom, key)
 
-    def block(self, i: int) -> tuple[list[bytes], list[int], list[bytes]]:
+    def block(self, i: int, point: bool = False) -> tuple[list[bytes], list[int], list[bytes]]:
+        """Data block ``i`` decoded (kept in the block cache). ``point`` (a lookup, not a scan): the kernel is asked
+        for exactly the block's pages before they are touched. A fault on a page not in memory otherwise reads
+        around it as far as the device's read-ahead (8 MB on this box's disk): 1.9 ms for a 5 KB block of a
+        cold table against 76 us asked for, while a scan wants that read-around, and keeps it."""
         with self._lock:
             hit = self._cache.get(i)
             if hit is not None:
@@ -237,6 +241,8 @@ class Table:
                 return hit
         self._index()
         offset, size = self._offsets[i], self._sizes[i]
+        if point:
+            self._will_need(offset, size)
         try:
             decoded = sstblock.decode_block(self._map, offset, size)
         except BlockCorruptError as exc:
@@ -255,10 +261,13 @@ class Table:
         first = self._first_block(key)
         i = first[0]
         if i < first[1] and i not in self._cache:
-            offset = self._offsets[i]
-            start = offset - offset % mmap.PAGESIZE
-            self._map.madvise(mmap.MADV_WILLNEED, start, offset + self._sizes[i] + 4 - start)
+            self._will_need(self._offsets[i], self._sizes[i])
         return first
+
+    def _will_need(self, offset: int, size: int) -> None:
+        """Ask the kernel to read the pages of the block at ``offset`` (and its checksum), and only those."""
+        start = offset - offset % mmap.PAGESIZE
+        self._map.madvise(mmap.MADV_WILLNEED, start, offset + size + 4 - start)
 
     def get(self, key: bytes, generation: int, first: tuple[int, int] | None = None) -> tuple[int, bytes] | None:
         """The newest version of ``key`` at or below ``generation``, or None if the table has none. ``first``,
@@ -270,7 +279,7 @@ class Table:
             first = self._first_block(key)
         i, blocks = first
         while i < blocks:
-            keys, gens, values = self.block(i)
+            keys, gens, values = self.block(i, point=True)
             j = bisect.bisect_left(keys, key)
             while j < len(keys) and keys[j] == key:
                 if gens[j] <= generation:
