@@ -1239,13 +1239,15 @@ def check_ahead(folder: Path, dense_ints: int = 0) -> Ahead | None:
         sized = sum(p.stat().st_size for p in deltas) >= AHEAD_DELTA_BYTES
     except OSError:
         return None
+    # the copy first, the largest: an open with no log to replay reads the base and the deltas itself while this
+    # thread checks the copy, and one with a long replay finds all of it done
     helper, checks = _ahead_helper(), {}
-    if large:  # the read of the index wants the arrays first, the scan the copy last
+    if large and copy_large:
+        checks[copy.name] = helper.submit(_checked_ahead, copy)
+    if large:
         checks[base.name] = helper.submit(_prepared, base, copied, sum(written) + AHEAD_ROOM, dense_ints + AHEAD_ROOM)
     if sized:
         checks.update((p.name, helper.submit(_checked_delta, p)) for p in deltas)
-    if large and copy_large:
-        checks[copy.name] = helper.submit(_checked_ahead, copy)
     return Ahead(checks) if checks else None
 
 
