@@ -437,7 +437,7 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
-        self._ahead: V.Ahead | None = None  # the copy and deltas checked from the open on (vectors.py)
+        self._ahead: V.Ahead | None = None  # the chain's large files, read from the open on (vectors.py)
 
     def check_ahead(self, dense_ints: int) -> None:
         """At the open: begin reading the chain's large files on another thread while the log is replayed
