@@ -77,8 +77,10 @@ class _Mapped:
     """One snapshot file's vectors section, read in place: a read-only view of the mapped file, and the
     checksum of each chunk of ``chunk`` slots (None: the section was checked whole when it was read)."""
 
-    def __init__(self, name: str, rows: np.ndarray, crcs: np.ndarray | None, chunk: int) -> None:
+    def __init__(self, name: str, rows: np.ndarray, crcs: np.ndarray | None, chunk: int,
+                 source: tuple[mmap.mmap, int] | None = None) -> None:
         self.name, self.rows, self.crcs, self.chunk = name, rows, crcs, chunk
+        self._source = source  # the mapped file the rows lie in, and where they start in it
         self.quantised: _Codes | None = None  # the base's quantised copy of these rows, if it has one
         self._unchecked = 0 if crcs is None else len(crcs)
         self._checked = None if crcs is None else np.zeros(len(crcs), bool)
@@ -102,6 +104,22 @@ class _Mapped:
         scores = np.empty(len(self.rows[lo:lo + self.chunk]), np.float32)
         self._score(lo, lo + self.chunk, query, scores)
         return scores
+
+    def will_need(self, chunks: list[int]) -> None:
+        """Ask the kernel for the pages of these chunks not checked yet, all at once, before a read checks them one
+        by one: a base with a copy is mapped without read-ahead, and a fault on a page not in memory read around
+        it as far as the disk's read-ahead, one chunk after another (247 ms for the 28 chunks of a first search
+        at a million slots with the file evicted)."""
+        if self._source is None or self._checked is None:
+            return
+        mapped, at = self._source
+        size = self.chunk * self.rows.strides[0]
+        end = at + self.rows.nbytes
+        for c in chunks:
+            if not self._checked[c]:
+                lo = at + c * size
+                start = lo - lo % mmap.PAGESIZE
+                mapped.madvise(mmap.MADV_WILLNEED, start, min(lo + size, end) - start)
 
     def check(self, c: int) -> None:
         """Check chunk ``c`` unless a read has already; Damaged if it fails."""
@@ -235,11 +253,13 @@ class Slots:
         """Every mapped chunk checked (the graph may score any slot)."""
         return all(part.checked for part in self._parts)
 
-    def map(self, name: str, rows: np.ndarray, crcs: np.ndarray | None = None, chunk: int = CHUNK_SLOTS) -> None:
-        """Take a snapshot file's vectors section in place as the next slots (before any slot is owned)."""
+    def map(self, name: str, rows: np.ndarray, crcs: np.ndarray | None = None, chunk: int = CHUNK_SLOTS,
+            source: tuple[mmap.mmap, int] | None = None) -> None:
+        """Take a snapshot file's vectors section in place as the next slots (before any slot is owned); ``source``:
+        the mapped file they lie in and where they start in it."""
         assert self._owned == 0, "mapped slots come before owned ones"
         if len(rows):
-            self._parts.append(_Mapped(name, rows, crcs, chunk))
+            self._parts.append(_Mapped(name, rows, crcs, chunk, source))
             self._starts.append(self._mapped)
             self._mapped += len(rows)
 
@@ -340,6 +360,7 @@ class Slots:
                 continue
             at = slots[inside] - start
             chunks, which = np.unique(at // part.chunk, return_inverse=True)
+            part.will_need(chunks.tolist())
             for i, c in enumerate(chunks.tolist()):
                 mine = which == i
                 out[inside[mine]] = part.chunk_scores(c, query)[at[mine] - c * part.chunk]
@@ -935,7 +956,7 @@ class VectorIndex:
         else:
             index._dense, index._slot, live, _ = _slot_arrays(view, count, dense_at, room, dense_ints)
         index._slots.map(name, np.frombuffer(view, "<f4", DIMENSIONS * count, vectors_at).reshape(count, DIMENSIONS),
-                         crcs, chunk)
+                         crcs, chunk, (data, vectors_at) if isinstance(data, mmap.mmap) else None)
         index._count, index._live, index.stamp = count, live, stamp
         index.link = Link(stamp, stamp, count, count, 0, 0)
         if graph_bytes:
