@@ -927,7 +927,8 @@ class VectorIndex:
         magic, form, stamp, dims, count, graphed, graph_bytes = _HEADER.unpack_from(view)
         if magic != MAGIC or form not in (1, 2, SNAPSHOT_FORMAT) or dims != DIMENSIONS:
             raise ValueError(f"not a vector index snapshot of format 1 to {SNAPSHOT_FORMAT} at {DIMENSIONS} dimensions")
-        if prepared is not None and (prepared.data is not data or (prepared.stamp, prepared.count) != (stamp, count)):
+        if prepared is not None and (prepared.data is not data or
+                                     (prepared.stamp, prepared.count) != (stamp, count)):
             prepared = None  # made of other bytes
         if form == SNAPSHOT_FORMAT:
             layout = _layout(view, count, graph_bytes) if prepared is None else prepared.layout
@@ -1251,25 +1252,27 @@ def check_ahead(folder: Path, dense_ints: int = 0) -> Ahead | None:
         return None
     stamp, base = found
     copy = folder / snapshot_name(stamp, QUANTISED_SUFFIX)
-    deltas = [p for _, p in _deltas(folder, stamp)]
     try:
-        large = base.stat().st_size >= AHEAD_SLOTS * 4 * DIMENSIONS
+        # a small base has small deltas too (a new base is written once they pass a quarter of it): a small
+        # store's open lists and reads nothing more
+        if base.stat().st_size < AHEAD_SLOTS * 4 * DIMENSIONS:
+            return None
         copied = copy.is_file()
         copy_large = copied and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
-        written = [_written(p) for p in deltas]
+        deltas = [p for _, p in _deltas(folder, stamp)]
         sized = sum(p.stat().st_size for p in deltas) >= AHEAD_DELTA_BYTES
     except OSError:
         return None
     # the copy first, the largest: an open with no log to replay reads the base and the deltas itself while this
     # thread checks the copy, and one with a long replay finds all of it done
     helper, checks = _ahead_helper(), {}
-    if large and copy_large:
+    if copy_large:
         checks[copy.name] = helper.submit(_checked_ahead, copy)
-    if large:
-        checks[base.name] = helper.submit(_prepared, base, copied, sum(written) + AHEAD_ROOM, dense_ints + AHEAD_ROOM)
+    room = sum(_written(p) for p in deltas) + AHEAD_ROOM
+    checks[base.name] = helper.submit(_prepared, base, copied, room, dense_ints + AHEAD_ROOM)
     if sized:
         checks.update((p.name, helper.submit(_checked_delta, p)) for p in deltas)
-    return Ahead(checks) if checks else None
+    return Ahead(checks)
 
 
 def _prepared(path: Path, copied: bool, room: int, dense_ints: int) -> Prepared | None:
