@@ -318,18 +318,50 @@ def _crash_after(store: Path, part: str) -> None:
     assert done.returncode == -9
 
 
+def _crashed_twice(store: Path) -> Path:
+    """A store of 1,200 flushed rows, then two writers SIGKILLed in turn after durable, unflushed commits."""
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    _crash_after(store, "first")
+    _crash_after(store, "second")
+    return store
+
+
+@pytest.mark.slow
+def test_a_replayed_tail_probed_in_runs_reads_as_one_probed_a_frame_at_a_time(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frames of a crashed writer's tail (updates and removals of flushed rows, a removed key added again at a
+    new dense int, upserts) are replayed in runs whose keys are probed together: whatever the run's bound, the
+    attach holds the same rows and counts as one probed a frame at a time, and probes once a run."""
+    from brainy.engine import brain as B
+    from brainy.engine.sstable import Probed
+
+    store = _crashed_twice(tmp_path / "s")
+    probes: list[int] = []
+    real_probe = Probed.probe
+    monkeypatch.setattr(Probed, "probe", lambda self, written: probes.append(len(written)) or real_probe(self, written))
+    seen = []
+    for bound in (1, 3, B.PROBE_AHEAD_OPS):
+        monkeypatch.setattr(B, "PROBE_AHEAD_OPS", bound)
+        probes.clear()
+        with Brain.attach(store) as brain:
+            assert brain.recovery["replayedGenerations"] > 2
+            seen.append(([dict(row) for row in brain.at().entities()], brain.durable_ledger.n, list(probes)))
+    (one, counts, per_frame), (threes, counts3, _), (whole, counts_all, runs) = seen
+    assert threes == whole == one and counts3 == counts_all == counts
+    assert len(per_frame) > 2 and runs == [sum(per_frame)]  # every frame's keys, in one run
+    by_key = {row["key"]: row for row in whole}
+    assert by_key["d3"]["metadata"]["team"] == "t9" and by_key["d5"]["type"] == "thing" and "n2" not in by_key
+
+
 @pytest.mark.slow
 def test_a_served_find_after_a_crash_answers_from_the_overlaid_snapshot(tmp_path: Path) -> None:
     """Two writers SIGKILLed in turn, each after commits that were durable but never flushed (the second one
     recovered the first's tail on open): a served attach answers its first finds from the snapshot read in
     place with the replayed tail laid over it, before its build can land, exactly as a full build answers them;
     the overlay equals the projections built from the rows."""
-    store = tmp_path / "s"
-    init_store(store)
-    with Brain.open(store) as brain:
-        brain.addMany({"items": [_row(i) for i in range(1200)]})
-    _crash_after(store, "first")
-    _crash_after(store, "second")
+    store = _crashed_twice(tmp_path / "s")
     queries = [{"type": "document", "where": {"team": "t2"}, "limit": 15},
                {"where": {"team": "t9"}, "limit": 5},
                {"where": {"team": {"in": ["t0", "t1"]}}, "orderBy": "metadata.score", "order": "desc", "limit": 30},

@@ -156,6 +156,26 @@ def test_torn_footer_refuses_at_open(tmp_path):
         assert exc.value.reason == "torn-sstable"
 
 
+def test_an_open_asks_for_its_footer_then_its_bloom_and_index_and_no_block(tmp_path, monkeypatch):
+    """A table's open asks the kernel for exactly the pages it reads (a cold page touched unasked reads the
+    device's read-ahead around it): the footer, then the bloom and index blocks before it; no data block."""
+    asked: list[tuple[int, int]] = []
+    real = sstable.Table._will_need
+    monkeypatch.setattr(sstable.Table, "_will_need", lambda self, at, n: asked.append((at, n)) or real(self, at, n))
+    path = tmp_path / "t.sst"
+    sstable.write_table(path, iter(_entries()))
+    table = sstable.Table(path)
+    size = path.stat().st_size
+    footer, tail = asked
+    assert footer == (size - sstable.FOOTER_SIZE, sstable.FOOTER_SIZE - 4)  # and its last 4 bytes: the whole footer
+    table._index()
+    first_block_end = table._offsets[0] + table._sizes[0]
+    assert tail[0] >= table._offsets[-1] + table._sizes[-1] + 4 > first_block_end  # after every data block
+    assert tail[0] + tail[1] + 4 == size - sstable.FOOTER_SIZE  # up to the footer
+    assert table.get(_entries()[0][0], 10**6) is not None and len(asked) == 3  # a lookup asks for its block
+    table.close()
+
+
 def test_blooms_probed_together_say_what_each_table_s_bloom_says(tmp_path):
     """Many keys against many tables at once: for each key, exactly the tables whose own bloom may hold it."""
     rnd = random.Random(5)

@@ -391,11 +391,14 @@ class InPlace:
 
     def __init__(self, data: bytes | mmap.mmap) -> None:
         self._data = memoryview(data)
+        self._map = data if isinstance(data, mmap.mmap) else None  # a mapped file: its pages asked for
         if len(data) < _head.size:
             raise ValueError("shorter than its head")
         magic, size, crc = _head.unpack_from(data, 0)
         if magic != MAGIC:
             raise ValueError("not a snapshot of format 2 or 3")
+        if self._map is not None and _head.size + size <= len(data):
+            self._map.madvise(mmap.MADV_WILLNEED, 0, _head.size + size)
         self.check = crc  # the head's crc32: what a delta names its base by
         head_bytes = self._data[_head.size:_head.size + size]
         if crc32(head_bytes) != crc:
@@ -436,7 +439,14 @@ class InPlace:
     def _checked_pages(self, at: int, length: int) -> None:
         assert self._pages is not None
         page, verified = self._page, self._verified
-        for p in range(at // page, (at + length - 1) // page + 1):
+        first, last = at // page, (at + length - 1) // page
+        if self._map is not None and not all(verified[first:last + 1]):
+            # asked for exactly: a first touch of a cold page read 8 MB around it (this disk's read-ahead),
+            # and a first find checks a few dozen single pages scattered over the file
+            start = self._base + first * page
+            start -= start % mmap.PAGESIZE
+            self._map.madvise(mmap.MADV_WILLNEED, start, min(self._base + (last + 1) * page, len(self._map)) - start)
+        for p in range(first, last + 1):
             if not verified[p]:
                 start = self._base + p * page
                 if crc32(self._data[start:start + page]) != self._pages[p]:
