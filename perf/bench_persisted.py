@@ -238,6 +238,7 @@ started = time.perf_counter()
 brain = Brain.attach(sys.argv[1])
 if sys.argv[4] == "served":  # as the server's pool serves a handle: no read builds a projection inline
     brain.follower.background = brain.vector_follower.background = True
+    brain.follower.door_ends_first_read = brain.vector_follower.door_ends_first_read = True
 try:
     (B.first_aggregate if sys.argv[2] == "agg" else B.first_vector_find)(brain)
     how = "from " + (getattr(brain.aggregate_follower if sys.argv[2] == "agg" else brain.vector_follower,
@@ -245,6 +246,9 @@ try:
 except Exception as exc:
     how = "refused: " + type(exc).__name__
 print(f"{(time.perf_counter() - started) * 1000:.0f} ms {how}")
+if sys.argv[4] == "served":  # the door has answered: the pool lets what waited for it start
+    brain.follower.first_door_done()
+    brain.vector_follower.first_door_done()
 B.closed(brain)
 """
 

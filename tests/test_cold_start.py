@@ -487,6 +487,36 @@ def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkey
         assert brain.projections_from is not None
 
 
+def test_a_pool_served_build_waits_for_the_first_door_not_its_hold_of_the_projections(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handle the pool serves holds its build back until its first door has answered (the pool's ``left``),
+    not only until the door lets go of the projections: a find then still reads its page's rows, and a build
+    beside them took the disk and the interpreter lock they need. Then it starts at once."""
+    import time
+    from brainy.net.pool import Pool
+
+    store = tmp_path / "s"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(1200)]})
+    monkeypatch.setattr(F, "FIRST_READ_GRACE_SECONDS", 20.0)
+    pool = Pool({"main": store})
+    try:
+        entry = pool.enter("main")
+        brain = pool.held(entry, False)
+        assert brain.find({"where": {"team": "t1"}, "limit": 5})["total"] == 240  # the projections let go
+        assert brain.follower.built_from is None and not brain.follower._built.wait(0.3)  # the door goes on
+        pool.left(entry)
+        answered = time.monotonic()
+        assert brain.follower._built.wait(15) and time.monotonic() - answered < 15
+        entry = pool.enter("main")
+        pool.held(entry, False).find({"limit": 1})
+        pool.left(entry)  # a later door tells nobody again
+        assert not entry.unanswered
+    finally:
+        pool.close_all()
+
+
 @pytest.mark.slow
 def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> None:
     """When the chain cannot take a delta (here its base is of format 2, which a flush writes again as format 3),

@@ -12,7 +12,7 @@ can bring to the head, and a flush costs what changed, not the store.
 
 A served handle (``background``, set by the server's pool) never builds inside a read: the build
 runs on a thread of its own (:meth:`warm`, started at admission, which lets the first read in place
-finish first, for up to ``FIRST_READ_GRACE_SECONDS``). A read that arrives before it is
+finish first, for up to ``FIRST_READ_GRACE_SECONDS``; for a pool's handle, the whole first door). A read that arrives before it is
 done is answered from the newest snapshot read in place (``projections.InPlace``: mapped, each
 section decoded when a read first needs it) while that snapshot's stamp is the head, as after a
 clean close or a flush; when it is behind the head (a tail replayed after a crash) with the tail's
@@ -59,8 +59,9 @@ READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build b
 INLINE_ROWS = 1_000      # a served read builds a store this small itself (about 0.1 ms a row from the rows)
 # How long a background build waits for the first read in place to finish before it starts. The build holds
 # the interpreter lock most of the time and its allocations trigger full collections (up to 98 ms each at a
-# million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80.
-FIRST_READ_GRACE_SECONDS = 0.25
+# million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80, and
+# a first vector find at 1M after a crash with a cold page cache (300-600 ms) 450-960 ms instead of 330-500.
+FIRST_READ_GRACE_SECONDS = 1.0
 
 # Every background build of the process runs on these two long-lived threads (brainy/engine/workers.py says
 # why not a thread per build).
@@ -102,6 +103,9 @@ class ProjectionFollower:
         self._overlay: Overlaid | None = None  # that snapshot with the moves after its stamp laid over it
         self._damaged = False  # a read in place met a damaged page: the snapshot is not read in place again
         self._first_read = threading.Event()  # set once the first read in place is answered (or none can be)
+        # set by the server's pool for a handle it serves: the first read ends with the first door, which the pool
+        # reports (first_door_done), not as the door lets go of the projections (a find then reads its page's rows)
+        self.door_ends_first_read = False
         # the chain's delta as this writer moves it (read from the newest delta at the first flush), and the entity
         # moves of every commit after its stamp: a flush folds them in and writes it as the chain's next link
         self._delta: chain.Delta | None = None
@@ -155,7 +159,8 @@ class ProjectionFollower:
                     with self._refusing_damage():
                         yield in_place  # type: ignore[misc]
                 finally:
-                    self._first_read.set()
+                    if not self.door_ends_first_read:
+                        self._first_read.set()
                 return
             self._await_background()
         with self._lock:
@@ -224,6 +229,11 @@ class ProjectionFollower:
                 return
             self._build_floor = self._brain.flushed
             self._building = _builders().submit(self._build_off_lock)
+
+    def first_door_done(self) -> None:
+        """The handle's first door has answered (the pool says so, for a handle whose ``door_ends_first_read``
+        it set): the work held back for the first read may start."""
+        self._first_read.set()
 
     def settle(self) -> None:
         """Wait for a background build in flight (a flush persists what it built, a close lets it finish)."""
@@ -513,7 +523,8 @@ class VectorFollower(ProjectionFollower):
         try:
             with super().held() as index:
                 yield index
-            self._first_read.set()
+            if not self.door_ends_first_read:
+                self._first_read.set()
             self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
         except V.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
             brain = self._brain
@@ -550,6 +561,12 @@ class VectorFollower(ProjectionFollower):
             return False
         found = [f for f in (newest_snapshot(self.folder, s) for s in self.suffixes) if f is not None]
         return bool(found) and self._reachable(max(stamp for stamp, _ in found))
+
+    def first_door_done(self) -> None:
+        super().first_door_done()
+        index = self._proj
+        if index is not None:
+            self._maybe_catch_up(index)  # a snapshot's graph waited for this
 
     def _maybe_catch_up(self, index: VectorIndex) -> None:
         """Start the catch-up when the tail is long, most slots are dead, or a snapshot's graph waits to be taken.

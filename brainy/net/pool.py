@@ -47,6 +47,7 @@ class Entry:
     cadence: Cadence = field(default_factory=Cadence)
     kept: tuple[lease.Claim, lease.Lease] | None = None  # the writer lease an eviction kept
     kept_generation: int = 0  # the generation the evicted writer closed at (its clean close names it)
+    unanswered: bool = False  # the handle's first door has not yet answered (left tells its followers when it has)
 
     @property
     def writer(self) -> bool:
@@ -163,6 +164,8 @@ class Pool:
     def _admitted(self, entry: Entry, handle: Brain) -> Brain:
         """``handle`` is now the entry's: it builds its projections off the read path, from now."""
         handle.follower.background = handle.vector_follower.background = True
+        handle.follower.door_ends_first_read = handle.vector_follower.door_ends_first_read = True
+        entry.unanswered = True
         handle.follower.warm()
         entry.handle, entry.since = handle, time.time()
         self.arbiter.start()
@@ -351,8 +354,14 @@ class Pool:
     @staticmethod
     def left(entry: Entry) -> None:
         """The door that :meth:`enter` ed ``entry`` is done (its entry, even if an archive has since taken it
-        out of the table)."""
+        out of the table). After the handle's first door, the builds its followers held back for it may start."""
         entry.in_flight -= 1
+        if entry.unanswered:
+            entry.unanswered = False
+            handle = entry.handle
+            if handle is not None:
+                handle.follower.first_door_done()
+                handle.vector_follower.first_door_done()
 
     async def retire(self, name: str, drain_seconds: float = 10.0) -> dict[str, Any] | None:
         """Close ``name`` and forget it (host.archive): the doors in flight finish first (bounded), then the
