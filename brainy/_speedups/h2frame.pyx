@@ -460,6 +460,15 @@ cdef class Encoder:
             _put_integer(b, size, 5, 0x20)
         self._updates = []
         for name, value in fields:
+            if name in _UNINDEXED and value:
+                # a value that changes with every answer (the timing, the length): never in either table whole, so
+                # its name's index and the literal, without the lookups of the whole field (the same bytes)
+                name_index = _NAMES.get(name, 0)
+                _put_integer(b, name_index, 4, 0)
+                if not name_index:
+                    _put_string(b, name, self.huffman)
+                _put_string(b, value, self.huffman)
+                continue
             field = (name, value)
             index = _FULL.get(field)
             if index is None:
