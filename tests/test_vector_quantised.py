@@ -5,6 +5,7 @@ scanned as before."""
 
 from __future__ import annotations
 
+import os
 import struct
 import tempfile
 from pathlib import Path
@@ -228,6 +229,53 @@ def test_chunk_checksums_joined_are_the_checksum_of_the_chunks_end_to_end(size, 
     assert crc32c_joined(crcs, size, last) == crc32c.crc32c(b"".join(chunks))
     crcs[rng.integers(0, parts)] ^= 1 << int(rng.integers(0, 32))
     assert crc32c_joined(crcs, size, last) != crc32c.crc32c(b"".join(chunks))
+
+
+def _evicted(path: Path) -> None:
+    """``path``'s pages dropped from the page cache (they are clean: written and fsynced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_reading_ahead_of_cold_files_waits_for_the_open_and_of_cached_ones_does_not(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """With the copy out of the page cache, nothing is read ahead until the open says its own reads are done (the
+    disk is what the two would share); with it cached, the reading ahead begins at once. Either way an open
+    then finds the same checks done and answers as the rows do."""
+    import gc
+    import threading
+    import time
+
+    monkeypatch.setattr(V, "AHEAD_SLOTS", 1)
+    path, queries, base = graphed_store(tmp_path, 35)
+    copy = copy_of(base)
+    copy.read_bytes()
+    assert V._cached(copy)
+    opened = threading.Event()
+    ahead = V.check_ahead(path / "index", 0, opened)
+    assert ahead is not None and ahead.checks[copy.name].result(10) is not None  # not waited for
+    del ahead  # and its map of the copy: mapped pages stay in the cache
+    gc.collect()
+    _evicted(copy)
+    assert not V._cached(copy)
+    opened = threading.Event()
+    ahead = V.check_ahead(path / "index", 0, opened)
+    assert ahead is not None
+    time.sleep(0.3)
+    assert not any(check.done() or check.running() for check in ahead.checks.values())  # held back
+    opened.set()
+    assert ahead.checks[copy.name].result(10) is not None and ahead.checks[base.name].result(10) is not None
+    del ahead
+    gc.collect()
+    _evicted(copy)
+    with Brain.open(path) as brain:  # the open sets its own event: its checks run once its reads are done
+        brain.follower.background = brain.vector_follower.background = True
+        assert brain.vector_follower._ahead.checks[copy.name].result(10) is not None
+        check_near(brain, queries)
 
 
 @pytest.mark.parametrize("damaged", [False, True])

@@ -188,8 +188,17 @@ class Brain(CommitPath, Maintenance):
                                          reason="unreadable-generation-stamp") from None
         if writer:
             self._remove_orphans(manifest)
-        # on another thread, while the tables open and the log replays
-        self.vector_follower.check_ahead(int(manifest["nextDenseInt"]))
+        # on another thread, while the tables open and the log replays (after, if the files are cold)
+        opened = threading.Event()
+        self.vector_follower.check_ahead(int(manifest["nextDenseInt"]), opened)
+        try:
+            self._load_rows(root, manifest, ledger, flushed, writer, segment_bytes, reader)
+        finally:
+            opened.set()
+
+    def _load_rows(self, root: Path, manifest: dict[str, Any], ledger: Ledger, flushed: int, writer: bool,
+                   segment_bytes: int, reader: "Brain | None") -> None:
+        """The open past its MANIFEST: the tables, the log's tail replayed over them, the writer's log."""
         tables = tuple(Table(root / t["file"]) for t in manifest["tables"])
         self._manifest = manifest
         self._next_table = int(manifest["nextTable"])

@@ -449,11 +449,12 @@ class VectorFollower(ProjectionFollower):
         self._catching_up = False
         self._ahead: V.Ahead | None = None  # the chain's large files, read from the open on (vectors.py)
 
-    def check_ahead(self, dense_ints: int) -> None:
+    def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
         """At the open: begin reading the chain's large files on another thread while the log is replayed
-        (``dense_ints``: the MANIFEST's next dense int)."""
+        (``dense_ints``: the MANIFEST's next dense int; ``opened``: set once the open's own reads are done, which
+        reading ahead of files not in the page cache waits for)."""
         self._drop_ahead()  # an open that read the MANIFEST again
-        self._ahead = V.check_ahead(self.folder, dense_ints)
+        self._ahead = V.check_ahead(self.folder, dense_ints, opened)
 
     def _drop_ahead(self) -> None:
         """Call off a check not begun; one under way ends on its own, and its map goes with it."""
