@@ -247,8 +247,7 @@ except Exception as exc:
     how = "refused: " + type(exc).__name__
 print(f"{(time.perf_counter() - started) * 1000:.0f} ms {how}")
 if sys.argv[4] == "served":  # the door has answered: the pool lets what waited for it start
-    brain.follower.first_door_done()
-    brain.vector_follower.first_door_done()
+    brain.first_door_done()
 B.closed(brain)
 """
 

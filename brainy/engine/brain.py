@@ -253,17 +253,25 @@ class Brain(CommitPath, Maintenance):
         self._sources = probed  # type: ignore[assignment]  (a replay asks lookup and scan only)
         run: list[log_.Frame] = []
         ops = 0
-        for frame in itertools.chain(frames, (None,)):
-            if frame is not None:
-                run.append(frame)
-                ops += len(frame.ops)
-                if ops < PROBE_AHEAD_OPS:
-                    continue
-            if run:
-                probed.probe([written for held in run for written in held.written()])
-                for held in run:
-                    self._replay(held)
+        for frame in frames:
+            run.append(frame)
+            ops += len(frame.ops)
+            if ops >= PROBE_AHEAD_OPS:
+                self._replay_run(run, probed)
                 run, ops = [], 0
+        if run:
+            self._replay_run(run, probed)
+
+    def _replay_run(self, run: list[log_.Frame], probed: Probed) -> None:
+        probed.probe([written for frame in run for written in frame.written()])
+        for frame in run:
+            self._replay(frame)
+
+    def first_door_done(self) -> None:
+        """The first door on this handle has answered (the server's pool says so, for a handle whose followers'
+        ``door_ends_first_read`` it set): the builds held back for it may start."""
+        self.follower.first_door_done()
+        self.vector_follower.first_door_done()
 
     def _lends_to(self, other: "Brain", manifest: dict[str, Any]) -> bool:
         """Whether this read-only handle's state can seed ``other``'s open of the same store: it read the

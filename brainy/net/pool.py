@@ -360,8 +360,7 @@ class Pool:
             entry.unanswered = False
             handle = entry.handle
             if handle is not None:
-                handle.follower.first_door_done()
-                handle.vector_follower.first_door_done()
+                handle.first_door_done()
 
     async def retire(self, name: str, drain_seconds: float = 10.0) -> dict[str, Any] | None:
         """Close ``name`` and forget it (host.archive): the doors in flight finish first (bounded), then the
