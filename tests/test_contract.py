@@ -16,7 +16,7 @@ from brainy.contract import refusals as R
 P = D.BRAIN_PREFIX
 
 #: The release plan (api-contract.md): which release makes each door native.
-# Refusals brainy adds to the catalogue's 86 (api-contract.md, "Refusals beyond the catalogue").
+# Refusals brainy adds to the catalogue's 89 (api-contract.md, "Refusals beyond the catalogue").
 BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 
 # The 0.3.0 doors that have landed so far (the query doors of that release follow).
@@ -44,6 +44,7 @@ RELEASE_PLAN = {
     "0.3.0": {"find", "related", "explain", "now", "history", "asOf", "diff", "export", "changes", "fields"},
     "0.5.0": {"traverse", "similar", "embed", "embedBatch", "similarity", "import", "aggregate", "aggregates",
               "defineAggregate", "removeAggregate", "repair", "snapshot", "warm", "stats", "diagnostics"},
+    "0.7.0": {"host.move"},
 }
 IN_PROCESS_ONLY = {"use", "storageAdapter", "onChange"}
 
@@ -56,15 +57,15 @@ def test_contract_loads_and_import_validates_it():
 
 
 def test_108_doors_and_9_server_doors():
-    """DOORS.md 12.1: 108 contract doors plus the server's own 9."""
-    assert len(D.DOORS) == 108
+    """DOORS.md 12.1: 109 contract doors plus the server's own 9."""
+    assert len(D.DOORS) == 109
     assert len(D.SERVER_DOORS) == 9
 
 
 def test_per_layer_counts_match_doors_md_12_1():
     """DOORS.md 12.1: the per-layer and read/write counts of every layer."""
     by_layer = Counter(d.layer for d in D.DOORS)
-    assert by_layer == {"engine": 47, "vfs": 17, "accords": 13, "memory": 14, "policy": 9, "host": 8}
+    assert by_layer == {"engine": 47, "vfs": 17, "accords": 13, "memory": 14, "policy": 9, "host": 9}
     split = Counter((d.layer, d.kind) for d in D.DOORS)
     assert (split["vfs", "read"], split["vfs", "write"]) == (7, 10)
     assert (split["accords", "read"], split["accords", "write"]) == (5, 8)
@@ -120,7 +121,7 @@ def test_dispositions_follow_the_release_plan():
     assert {d.name for d in D.DOORS if d.native} == landed
     for layer in ("accords", "memory", "policy"):
         assert {d.release for d in D.DOORS if d.layer == layer and not d.native} <= {"0.6.0"}
-    assert {d.name for d in D.DOORS if d.layer == "host"} == LANDED_HOST
+    assert {d.name for d in D.DOORS if d.layer == "host"} == LANDED_HOST | RELEASE_PLAN["0.7.0"]
 
 
 def test_in_process_only_doors_say_what_to_call_instead():
@@ -141,6 +142,7 @@ FIXED = {
     "changes": ("GET", P + "/changes"),
     "host.persist": ("POST", P + "/ceremonies/persist"),
     "host.persistStatus": ("GET", P + "/ceremonies/persist"),
+    "host.move": ("POST", P + "/move"),
     "host.revokeKey": ("DELETE", "/v1/keys/{sha256}"),
     "host.mintKey": ("POST", "/v1/keys"),
     "host.listKeys": ("GET", "/v1/keys"),
@@ -188,7 +190,7 @@ def test_params_match_their_method():
 def test_every_named_refusal_exists():
     """Every refusal a door or a set names is in the refusal table and has a class."""
     table = {r["name"] for r in D.CONTRACT.refusals}
-    assert len(table) == 86 + len(BRAINY_REFUSALS)
+    assert len(table) == 89 + len(BRAINY_REFUSALS)
     for door in D.DOORS + D.SERVER_DOORS:
         for name in door.refusals:
             assert name in table, (door.name, name)

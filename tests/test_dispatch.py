@@ -81,7 +81,7 @@ def test_the_registry_refuses_a_contract_it_does_not_match(monkeypatch):
 
 
 def test_every_door_answers_or_refuses_by_name(served):
-    """Each of the 108 doors, called with an empty document, answers a non-empty object or a registered refusal."""
+    """Each of the 109 doors, called with an empty document, answers a non-empty object or a registered refusal."""
     dispatcher, _ = served
     for door in D.DOORS:
         who = SERVICE_KEY if door.access == "service" else PERSON

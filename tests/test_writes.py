@@ -281,4 +281,4 @@ def test_refusals_carry_their_wire_identity():
     assert exc.to_wire() == {"name": "EntityNotFoundError", "message": exc.message, "id": "x"}
     with pytest.raises(TypeError):
         R.EntityNotFoundError(colour="red")
-    assert len(R.REGISTRY) == 86 + 2  # the catalogue's, and brainy's two transport refusals
+    assert len(R.REGISTRY) == 89 + 2  # the catalogue's, and brainy's two transport refusals

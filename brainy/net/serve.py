@@ -106,7 +106,7 @@ def identity(auth_server: str | None, sign_in: str | None) -> str | None:
                                      reason="exclusive")
     if sign_in is not None:
         raise R.SignInModuleUnavailableError(f"--sign-in {sign_in}: no sign-in module can be loaded (brainy ships "
-                                             "none); point --auth-server at an identity service instead")
+                                             "none); point --auth-server at an identity service instead", module=sign_in)
     if auth_server is not None:
         parts = urlsplit(auth_server)
         if parts.scheme not in ("https", "http") or not parts.netloc or parts.query or parts.fragment:
