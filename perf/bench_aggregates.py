@@ -36,7 +36,7 @@ from typing import Any
 import stored  # perf/stored.py: the shared --store option
 
 from brainy.engine import Brain, init_store
-from brainy.engine import aggregates as A
+from brainy.index import aggregates as A
 
 ENTITIES = 20_000
 BATCH = 1_000

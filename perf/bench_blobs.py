@@ -26,7 +26,7 @@ from pathlib import Path
 import pyperf
 
 from brainy._speedups import load
-from brainy.engine.blobs import BlobStore
+from brainy.store.blobs import BlobStore
 
 MiB = 1 << 20
 _dir = Path(tempfile.mkdtemp(prefix="brainy-bench-blobs-"))

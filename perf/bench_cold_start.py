@@ -17,7 +17,7 @@ What is timed (every value is one open; what a loop sets up or closes is outside
 - ``first-find-served[clean|crashed N]``: attach as the server's pool does (projections built on their
   own thread from admission, once the first read in place is answered) and the same ``find``: answered
   from the snapshot read in place, at the head (the clean store) or behind it with the replayed tail laid
-  over it (the crashed one, ``brainy/engine/overlaid.py``); ``ProjectionBehindError`` after
+  over it (the crashed one, ``brainy/index/overlaid.py``); ``ProjectionBehindError`` after
   ``READ_WAIT_SECONDS`` only where no snapshot is reachable. The manager prints which it was.
 - ``first-find-ordered-served[clean|crashed N]``: the same, the find ordered by ``createdAt`` (in place, the
   order column's values of the candidates only, and ids only where values tie).
@@ -50,7 +50,7 @@ import bench_queries as BQ  # noqa: E402  (the same entities as the query benchm
 
 from brainy.contract import refusals as R  # noqa: E402
 from brainy.engine import Brain, init_store  # noqa: E402
-from brainy.engine.projections import Projections, encode_snapshot  # noqa: E402
+from brainy.index.projections import Projections, encode_snapshot  # noqa: E402
 
 TAIL_COMMITS, TAIL_BATCH = 20, 100
 FIND = {"type": "document", "where": {"status": "open", "team": "t7"}, "limit": 10}

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import pyperf
 
-from brainy.engine import Brain, embedder, init_store
+from brainy.engine import Brain, init_store
+from brainy.index import embedder
 
 RECORDS = 20_000
 PER_COMMIT = 500

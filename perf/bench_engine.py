@@ -37,10 +37,11 @@ from pathlib import Path
 import pyperf
 
 from brainy._speedups import load
-from brainy.engine import Brain, embedder, init_store
-from brainy.engine import log as log_
+from brainy.engine import Brain, init_store
+from brainy.index import embedder
+from brainy.store import log as log_
 from brainy.engine.brain import FLUSH_BYTES
-from brainy.engine.sstable import Table
+from brainy.store.sstable import Table
 
 ENTITIES = 20_000
 TX_OPS = 100

@@ -43,7 +43,7 @@ from brainy.net.glue.tcp import HttpProtocol  # noqa: E402
 from brainy.net.serve import open_keys  # noqa: E402
 from brainy.net.server import Server  # noqa: E402
 from brainy.net.h1 import H1Connection  # noqa: E402
-from brainy.net.pool import Pool  # noqa: E402
+from brainy.host.pool import Pool  # noqa: E402
 
 REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\n"
            b"accept: */*\r\nauthorization: Bearer " + measure.KEY.encode() + b"\r\n\r\n")

@@ -29,8 +29,9 @@ from typing import Any
 
 import pyperf
 
-from brainy.engine import Brain, backup, init_store
-from brainy.net.keys import KeyTable
+from brainy.engine import Brain, init_store
+from brainy.store import backup
+from brainy.auth.keys import KeyTable
 
 
 def _pass_root(cmd: list[str], args: Any) -> None:

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pyperf
 
-from brainy.engine import Brain, embedder, init_store
+from brainy.engine import Brain, init_store
+from brainy.index import embedder
 
 MEMORIES = 10_000
 STORE_ENV = "BRAINY_BENCH_MEMORY_STORE"

@@ -36,9 +36,9 @@ import stored  # perf/stored.py: the shared --store option
 
 from brainy.engine import Brain, init_store
 from brainy.net import codecs
-from brainy.net import dispatch as X
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 ENTITIES = 2_000
 IN_MEMTABLE = 500

@@ -89,8 +89,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 def rewrite_vector_snapshots(old: Path, store: Path) -> None:
     """``old`` copied to ``store``, its vector base and deltas written again in this version's formats."""
     import crc32c
-    from brainy.engine import vectors as V
-    from brainy.engine.files import write_durably
+    from brainy.index import vectors as V
+    from brainy.store.files import write_durably
     shutil.copytree(old, store)
     for path in sorted((store / "index").glob("*" + V.SUFFIX)):
         index = V.VectorIndex.decode(V._mapped(path), graph_later=True, name=path.name)
@@ -184,7 +184,7 @@ def closed(brain: Brain) -> None:
 
 
 def time_aggregate_flush(store: Path, part: str) -> Callable[[int], float]:
-    from brainy.engine import aggregates as A
+    from brainy.index import aggregates as A
 
     def run(loops: int) -> float:
         with Brain.attach(store) as brain, brain.at().aggregates() as state:  # loaded outside the clock
@@ -317,7 +317,7 @@ def main() -> None:
             fresh(root, sizes, vector_sizes, args.fresh, args.served)
             return
         report(root, sizes, vector_sizes)
-    persisted = hasattr(__import__("brainy.engine.aggregates", fromlist=["x"]), "encode_snapshot")
+    persisted = hasattr(__import__("brainy.index.aggregates", fromlist=["x"]), "encode_snapshot")
     for n in sizes:
         for kind in ("clean", "crashed"):
             runner.bench_time_func(f"first-aggregate[{kind} {n}]", time_first(root / f"agg-{kind}-{n}", first_aggregate))

@@ -26,7 +26,8 @@ from typing import Any
 
 import pyperf
 
-from brainy.engine import Brain, init_store, policy, writes
+from brainy.engine import Brain, init_store
+from brainy.doors import policy, writes
 
 CALLER = "person:bench"
 RULES = 20

@@ -35,8 +35,8 @@ os.environ.setdefault("BRAINY_EMBED_MODEL_DIR", "/nonexistent-model-dir")  # no 
 import pyperf  # noqa: E402
 
 from brainy.engine import Brain, init_store  # noqa: E402
-from brainy.net import arbiter as A  # noqa: E402
-from brainy.net.pool import Pool  # noqa: E402
+from brainy.host import arbiter as A  # noqa: E402
+from brainy.host.pool import Pool  # noqa: E402
 
 
 def lay_out(root: Path, brains: int) -> None:

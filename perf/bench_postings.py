@@ -3,7 +3,7 @@
     python perf/bench_postings.py --fast          # quick look
     python perf/bench_postings.py -o post.json    # keep the figures (pyperf compare_to ...)
 
-Three shapes a find meets (brainy/engine/where.py, "The planner's part"):
+Three shapes a find meets (brainy/index/where.py, "The planner's part"):
 
 - ``intersect 1k x 100k``: a rare value against a common one (ratio 100: the galloping path);
 - ``intersect 50k x 50k``: two common values of one size (the linear merge);

@@ -57,9 +57,9 @@ from brainy._speedups import load
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.engine import Brain, init_store
-from brainy.engine import query as Q
-from brainy.engine import rows as ROWS
-from brainy.engine import sstable as SST
+from brainy.doors import query as Q
+from brainy.store import rows as ROWS
+from brainy.store import sstable as SST
 
 ENTITIES = 100_000
 BATCH = 1_000

@@ -41,7 +41,7 @@ import numpy as np
 import pyperf
 
 from brainy.engine import Brain, init_store
-from brainy.engine import vectors as V
+from brainy.index import vectors as V
 
 DIM = 384
 BATCH = 1_000
@@ -107,10 +107,10 @@ def profile_ingest() -> None:
     """Where a durable ingest's time goes: the commit path's parts, timed by shims around them."""
     from brainy.contract import arguments as A
     from brainy.engine import commits as C
-    from brainy.engine import log as L
+    from brainy.store import log as L
     from brainy.engine import maintenance as M
-    from brainy.engine import rows as ROWS
-    from brainy.engine.follower import ProjectionFollower, VectorFollower
+    from brainy.store import rows as ROWS
+    from brainy.index.follower import ProjectionFollower, VectorFollower
     spent: dict[str, float] = {}
 
     def shim(owner, name, label):

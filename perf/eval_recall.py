@@ -9,7 +9,7 @@ only the name (or "what", "does") outvote the one that answers.
     python perf/eval_recall.py            # the table, one line per fusion
     python perf/eval_recall.py --json     # the same, as JSON
 
-Every fusion runs through recall's own ranking (``brainy.engine.memory.recall.rank``) on a real store with the
+Every fusion runs through recall's own ranking (``brainy.doors.memory.recall.rank``) on a real store with the
 real embedder; only the ``Fusion`` differs. The fusion recall ships is the one this measurement chose.
 """
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from brainy.engine import init_store  # noqa: E402
 from brainy.engine.brain import Brain  # noqa: E402
-from brainy.engine.memory import recall as RC  # noqa: E402
+from brainy.doors.memory import recall as RC  # noqa: E402
 
 # (memory, question): the question names the subject and paraphrases the fact
 SET: list[tuple[str, str]] = [

@@ -40,8 +40,8 @@ class _Brainy(grpc.GenericRpcHandler):
     def __init__(self, store: Path, keys: Path) -> None:
         from brainy.net.app import App
         from brainy.net.grpc_service import GrpcService
-        from brainy.net.keys import KeyTable
-        from brainy.net.pool import Pool
+        from brainy.auth.keys import KeyTable
+        from brainy.host.pool import Pool
 
         app = App(Pool({"main": store}), KeyTable.open(str(keys)),
                   datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))

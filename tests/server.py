@@ -33,7 +33,7 @@ import h2.events
 import msgpack
 
 from brainy.engine import init_store
-from brainy.net import issuer
+from brainy.auth import issuer
 
 HOST = "127.0.0.1"
 BRAIN = "notes"

@@ -1,7 +1,7 @@
 """Aggregates (DOORS.md 5.1, 5.2, 4.4): defineAggregate, removeAggregate, aggregates, aggregate and find's
 aggregated shape, against a brute-force oracle that recomputes every aggregate from the snapshot's rows.
 
-The oracle is written apart from brainy/engine/aggregates.py: exact sums by Fraction, windows by
+The oracle is written apart from brainy/index/aggregates.py: exact sums by Fraction, windows by
 datetime.replace, extremes by min/max over the values. The maintained answer must equal it exactly
 (the same JSON, so 1 and 1.0 are told apart) across adds, updates that move rows between groups,
 removes, flushes, compactions, a reopen, and asOf at past generations.
@@ -22,7 +22,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine.where import compile_where
+from brainy.index.where import compile_where
 from helpers import new_store
 from server import curl
 
@@ -546,7 +546,7 @@ def test_bad_aggregate_queries_are_refused_by_field(tmp_path):
 def test_a_definition_name_cannot_take_a_callers_row(tmp_path):
     """A definition's id derives from its name in a namespace of its own; a row a caller put at that id is
     never overwritten (InvalidArgumentError {field: name, reason: id-taken})."""
-    from brainy.engine.aggregates import definition_id
+    from brainy.index.aggregates import definition_id
 
     with Brain.open(new_store(tmp_path)) as brain:
         brain.add({"type": "thing", "id": definition_id("sales")}, caller=CALLER)

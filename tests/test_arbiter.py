@@ -24,9 +24,9 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.engine.files import read_document
-from brainy.net import arbiter as A
-from brainy.net.pool import Pool
+from brainy.store.files import read_document
+from brainy.host import arbiter as A
+from brainy.host.pool import Pool
 
 from launch import HOST, Served, place_keys, wait_until
 from launch import launch  # noqa: F401  (a pytest fixture, used by name)
@@ -506,7 +506,7 @@ def test_a_served_read_answers_from_the_snapshot_read_in_place(tmp_path: Path) -
 def test_a_served_read_refuses_rather_than_build_inside_it(tmp_path: Path) -> None:
     """A served handle whose snapshot is behind its head (here an attach past a writer's unflushed commit)
     answers from that snapshot with the commits after it laid over it, even while its build cannot publish
-    (brainy/engine/overlaid.py); one with no snapshot to read has nothing to answer from: while its build
+    (brainy/index/overlaid.py); one with no snapshot to read has nothing to answer from: while its build
     cannot publish, a find refuses ``ProjectionBehindError`` with the stamp the build starts from and the
     committed generation, and answers once the build lands."""
     store = tmp_path / "big"

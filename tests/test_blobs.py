@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import blobs as B
+from brainy.store import blobs as B
 
 PROCS = Path(__file__).parent / "procs"
 

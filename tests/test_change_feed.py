@@ -1,5 +1,5 @@
 """The held change stream's parts, without a server: the sans-IO :class:`~brainy.net.sse.ChangeStream` on a
-fake clock, the resume rule, and the log tail (brainy/engine/feed.py) over a real store whose log another
+fake clock, the resume rule, and the log tail (brainy/doors/feed.py) over a real store whose log another
 handle writes (seed 001, "The change feed"; STYLE 12: a torn tail is not corruption).
 """
 
@@ -9,8 +9,8 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.engine import log as log_
-from brainy.engine.feed import LogTail
+from brainy.store import log as log_
+from brainy.doors.feed import LogTail
 from brainy.net import sse
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.engine import follower as F
-from brainy.engine.projections import (PAGE_BYTES, InPlace, Projections, column_values, decode_snapshot,
+from brainy.index import follower as F
+from brainy.index.projections import (PAGE_BYTES, InPlace, Projections, column_values, decode_snapshot,
                                        encode_snapshot, leaves, newest_snapshot, path_values)
 from tests.test_arbiter import _held_lock
 
@@ -212,7 +212,7 @@ def test_a_format_1_snapshot_is_still_read(tmp_path: Path) -> None:
     _same(decode_snapshot(body + zlib.crc32(body).to_bytes(4, "little")), want)
 
 
-# -- a snapshot behind the head, with the tail laid over it (brainy/engine/overlaid.py) ----------------------
+# -- a snapshot behind the head, with the tail laid over it (brainy/index/overlaid.py) ----------------------
 
 def _row(i: int, **extra: object) -> dict[str, object]:
     return {"type": "document" if i % 3 else "thing", "id": f"d{i}", "data": f"note {i} about {i % 7} things",
@@ -335,7 +335,7 @@ def test_a_replayed_tail_probed_in_runs_reads_as_one_probed_a_frame_at_a_time(tm
     new dense int, upserts) are replayed in runs whose keys are probed together: whatever the run's bound, the
     attach holds the same rows and counts as one probed a frame at a time, and probes once a run."""
     from brainy.engine import brain as B
-    from brainy.engine.sstable import Probed
+    from brainy.store.sstable import Probed
 
     store = _crashed_twice(tmp_path / "s")
     probes: list[int] = []
@@ -493,7 +493,7 @@ def test_a_pool_served_build_waits_for_the_first_door_not_its_hold_of_the_projec
     not only until the door lets go of the projections: a find then still reads its page's rows, and a build
     beside them took the disk and the interpreter lock they need. Then it starts at once."""
     import time
-    from brainy.net.pool import Pool
+    from brainy.host.pool import Pool
 
     store = tmp_path / "s"
     init_store(store)

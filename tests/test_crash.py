@@ -28,7 +28,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.engine.files import read_document
+from brainy.store.files import read_document
 
 WRITER = Path(__file__).parent / "procs" / "writer.py"
 SEED = int(os.environ.get("BRAINY_CRASH_SEED") or random.SystemRandom().randrange(1 << 32))

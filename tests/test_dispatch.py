@@ -9,9 +9,9 @@ import pytest
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.net import dispatch as X
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 from helpers import new_store
 
@@ -64,7 +64,7 @@ def test_every_native_door_has_one_registered_function():
 def test_the_registry_refuses_a_contract_it_does_not_match(monkeypatch):
     """A native door without a function, a function without a native door, and a function of the wrong
     shape each fail the join by name."""
-    from brainy.engine import registry
+    from brainy.doors import registry
 
     def join_with(doors, extra=None):
         monkeypatch.setattr(registry, "REGISTERED", dict(X.REGISTERED, **(extra or {})))
@@ -189,7 +189,7 @@ def test_unknown_doors_and_bad_names_refuse_by_name(served):
 def test_an_unexpected_fault_is_an_internal_error_with_a_ref(served, monkeypatch, caplog):
     """A fault inside a door answers InternalError carrying a ref that names the logged traceback."""
     dispatcher, _ = served
-    from brainy.engine import registry
+    from brainy.doors import registry
     monkeypatch.setitem(X.REGISTERED, "counts", registry.Registered("counts", registry.READ, lambda *a: 1 / 0))
     out = run(dispatcher, PERSON, "counts")
     assert out.refusal.name == "InternalError" and out.status == 500
@@ -226,7 +226,7 @@ def test_a_door_in_flight_is_counted_on_the_entry_it_entered(served):
 def test_every_read_of_who_is_asking_is_registered_asks():
     """The dispatcher binds who is asking (policy.asking) only around the reads registered ``asks``: a read
     whose function reads the binding and is not registered so would find it unbound (None)."""
-    from brainy.engine import registry
+    from brainy.doors import registry
     readers = {name for name, entry in registry.REGISTERED.items()
                if entry.runs == registry.READ and "_ASKING" in entry.fn.__code__.co_names}
     assert readers == {name for name, entry in registry.REGISTERED.items() if entry.asks} == {"policy.check"}

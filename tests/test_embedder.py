@@ -20,12 +20,13 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.contract.vectors import Vector
-from brainy.engine import Brain, embedder
-from brainy.engine.writes import texts
+from brainy.engine import Brain
+from brainy.index import embedder
+from brainy.doors.writes import texts
 from brainy.net import codecs
-from brainy.net import dispatch as X
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 from helpers import new_store
 from server import curl, start_server
@@ -349,7 +350,7 @@ def test_relations_get_their_datas_embedding_or_their_endpoints_mean(brain):
 
 def _relations(brain):
     """Every stored relation row with its vector, read straight from the brain's snapshot."""
-    from brainy.engine import keys as K, rows
+    from brainy.store import keys as K, rows
     snap = brain.at()
     out = []
     for key, raw in brain._sources.scan(K.RELATION, K.prefix_end(K.RELATION), snap.generation):

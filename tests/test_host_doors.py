@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from brainy.engine import Brain, init_store
-from brainy.net.backups import RECORDS
+from brainy.host.backups import RECORDS
 
 from server import BRAIN, PERSON_KEY, SERVICE_KEY, Answer, ServerProcess, curl, start_server
 

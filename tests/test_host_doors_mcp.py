@@ -12,9 +12,9 @@ import pytest
 
 from brainy.engine import init_store
 from brainy.net.app import App
-from brainy.net.keys import KeyTable
-from brainy.net.pool import Pool
-from brainy.net.tokens import TokenVerifier
+from brainy.auth.keys import KeyTable
+from brainy.host.pool import Pool
+from brainy.auth.tokens import TokenVerifier
 
 from test_mcp_session import INIT, SERVICE_KEY, Http, opened
 

@@ -9,7 +9,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, StoreExistsError, init_store
-from brainy.engine.files import read_document
+from brainy.store.files import read_document
 
 
 def brainy(*args, cwd):
@@ -55,7 +55,7 @@ def test_open_and_attach_refuse_a_path_with_no_store(tmp_path):
 
 def test_a_newer_format_is_refused(tmp_path):
     """A store written by a newer format refuses by name rather than being misread."""
-    from brainy.engine.files import write_document
+    from brainy.store.files import write_document
 
     identity = init_store(tmp_path / "b")
     write_document(tmp_path / "b" / "IDENTITY", {**identity, "format": 2})

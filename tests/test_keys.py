@@ -12,8 +12,8 @@ import time
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.net import keys as K
-from brainy.net.principal import Principal
+from brainy.auth import keys as K
+from brainy.auth.principal import Principal
 
 PERSON_KEY = "bky_9f3a0000000000000000person"
 BUSINESS_KEY = "bky_2c81000000000000000business"
@@ -147,7 +147,7 @@ def test_invalid_utf8_names_its_line():
 
 def test_brain_name_law_matches_the_dispatcher():
     """The keys file accepts exactly the brain names the dispatcher does."""
-    from brainy.net import dispatch
+    from brainy.host import dispatch
 
     assert K.BRAIN_NAME.pattern == dispatch.BRAIN_NAME.pattern
 
@@ -273,7 +273,7 @@ def test_a_remembered_key_holds_only_while_its_table_and_revoked_list_do(keys_pa
     """A static key proven once is answered from memory (the same Principal, no parse, no hash) while neither
     the table nor the revoked list moved; a reload, a mint and a revocation each move a generation, so the next
     request is asked afresh; a refusal is never remembered."""
-    from brainy.net import tokens as T
+    from brainy.auth import tokens as T
     revoked = T.Placed(tmp_path / "revoked.json", T.parse_revoked, T.RevokedFileError, 0o022, {},
                        keep_when_gone=True).load(0.0)
     table = K.KeyTable.open(keys_path, revoked=revoked)

@@ -25,7 +25,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.engine.files import read_document
+from brainy.store.files import read_document
 
 WRITER = Path(__file__).parent / "procs" / "writer.py"
 LOCK = Path("locks") / "_writer.lock"

@@ -14,7 +14,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine import log as log_
+from brainy.store import log as log_
 
 from helpers import fill, flip, new_store, segments
 

@@ -14,7 +14,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine import log as log_
+from brainy.store import log as log_
 
 from helpers import new_store, segments, tables
 
@@ -211,7 +211,7 @@ def test_a_torn_tail_seen_by_the_reader_is_cut_by_the_writer_it_seeds(tmp_path):
 
 def test_the_pool_claims_the_writer_from_the_reader_it_holds(tmp_path):
     """A read opens an attach; the first write then claims the writer from it, reading no frame again."""
-    from brainy.net.pool import Pool
+    from brainy.host.pool import Pool
 
     path = new_store(tmp_path)
     first = Brain.open(path, flush_bytes=1 << 40)

@@ -21,9 +21,9 @@ import quicktok
 from brainy.contract import doors as D
 from brainy.engine import init_store
 from brainy.net import mcp as M
-from brainy.net.dispatch import Dispatcher
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host.dispatch import Dispatcher
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 LIST_BUDGET = 12_000
 TOOL_BUDGET = 200

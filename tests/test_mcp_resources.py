@@ -18,10 +18,10 @@ from brainy.contract import mcp_resources as MR
 from brainy.contract.onboarding import mcp_instructions
 from brainy.engine import init_store
 from brainy.net import mcp as M
-from brainy.net.dispatch import Dispatcher
+from brainy.host.dispatch import Dispatcher
 from brainy.net.mcp import resources
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 ROOT = Path(__file__).resolve().parent.parent
 DOORS_MD = ROOT.parent / "shared" / "DOORS.md"

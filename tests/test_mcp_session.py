@@ -22,10 +22,10 @@ from brainy.contract import refusals as R
 from brainy.engine import init_store
 from brainy.net import mcp as M
 from brainy.net.app import App, Request, Response
-from brainy.net.dispatch import Dispatcher
-from brainy.net.keys import KeyTable
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host.dispatch import Dispatcher
+from brainy.auth.keys import KeyTable
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 ONE_KEY = "bky_mcp_session_one_brain_0123456789"
 TWO_KEY = "bky_mcp_session_two_brains_012345678"

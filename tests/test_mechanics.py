@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from brainy.engine import Brain, init_store
-from brainy.engine.store import FOLDERS
+from brainy.store.directory import FOLDERS
 
 from server import BRAIN, PERSON_KEY, start_server
 from test_host_doors import add, call, counts, ok, refused

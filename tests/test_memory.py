@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import embedder, init_store, language
+from brainy.index import embedder
+from brainy.engine import init_store
+from brainy.doors import language
 from brainy.engine.brain import Brain
 
 ME = "person:agent@example.com"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain, vfs
+from brainy.engine import Brain
+from brainy.doors import vfs
 
 from helpers import new_store
 

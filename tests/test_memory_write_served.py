@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from brainy.net import issuer
+from brainy.auth import issuer
 
 from server import PERSON, PERSON_KEY, SERVICE_KEY, Receiver, ServerProcess, start_server, trusted_issuer
 

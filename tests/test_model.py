@@ -26,8 +26,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.engine import keys as K
-from brainy.engine.taxonomy import NOUN_TYPES
+from brainy.store import keys as K
+from brainy.store.taxonomy import NOUN_TYPES
 
 FLUSH_BYTES = 2048   # a few commits fill it, so the maintenance thread flushes on its own
 COMPACT_AT = 3       # and compacts on its own

@@ -21,7 +21,7 @@ SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "bra
            "brainy.net.grpc", "brainy.net.h3")
 # what a protocol object must never pull in: the app and everything behind it, the listeners, the
 # glue, and any IO (STYLE 1: it never imports asyncio/uvloop or touches a socket or a clock)
-FORBIDDEN = ("brainy.net.app", "brainy.net.server", "brainy.net.glue", "brainy.net.dispatch", "brainy.net.mcp",
+FORBIDDEN = ("brainy.net.app", "brainy.net.server", "brainy.net.glue", "brainy.host.dispatch", "brainy.net.mcp",
              "brainy.engine", "asyncio", "uvloop", "socket")
 CLOCK = ("time",)
 # aioquic's TLS 1.3 (under brainy.net.h3) imports the standard ssl module, which imports socket at its top:

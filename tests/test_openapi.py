@@ -231,8 +231,8 @@ def test_get_openapi_json_serves_the_committed_copy_to_anyone(tmp_path):
     with Server-Timing; it is served as text, so no _meta is merged into it."""
     from brainy.engine import init_store
     from brainy.net.app import App, Request, Response
-    from brainy.net.keys import KeyTable
-    from brainy.net.pool import Pool
+    from brainy.auth.keys import KeyTable
+    from brainy.host.pool import Pool
 
     init_store(tmp_path / "notes")
     keys = tmp_path / "keys"

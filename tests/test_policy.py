@@ -7,8 +7,9 @@ import pytest
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import Brain, policy
-from brainy.engine import keys as K
+from brainy.engine import Brain
+from brainy.doors import policy
+from brainy.store import keys as K
 
 from helpers import new_store
 

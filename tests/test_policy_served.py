@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from brainy.contract import doors as D
-from brainy.net import issuer
+from brainy.auth import issuer
 
 from server import PERSON, PERSON_KEY, SERVICE_KEY, ServerProcess, start_server, trusted_issuer
 

@@ -18,9 +18,11 @@ import msgpack
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain, chain, init_store, mechanics
-from brainy.engine import follower as F
-from brainy.engine.projections import InPlace, Projections, encode_snapshot
+from brainy.engine import Brain, init_store
+from brainy.index import chain
+from brainy.doors import mechanics
+from brainy.index import follower as F
+from brainy.index.projections import InPlace, Projections, encode_snapshot
 from tests.test_cold_start import _row, _same_reads
 
 
@@ -107,7 +109,7 @@ def test_a_delta_keeps_no_vector(tmp_path: Path) -> None:
         assert brain.flush()
         found = chain.newest(store / "index")
         assert found is not None and found.delta is not None
-        from brainy.engine.projections import unpacked
+        from brainy.index.projections import unpacked
         voided = unpacked(InPlace(found.delta[1].read_bytes()).section("voided"))
         assert [row["metadata"] for row in voided] == [{"n": 1}] and "vector" not in voided[0]
         _chain_reads_as_built(store, brain)

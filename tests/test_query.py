@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine.where import compile_where
+from brainy.index.where import compile_where
 
 from helpers import new_store
 
@@ -52,7 +52,7 @@ def _expected(brain: Brain, query: dict) -> list[dict]:
     rows.sort(key=lambda r: r["denseInt"])
     order_by = query.get("orderBy")
     if order_by:
-        from brainy.engine.query import _column_value, _sorted
+        from brainy.doors.query import _column_value, _sorted
         by_dense = {r["denseInt"]: r for r in rows}
         dense = _sorted(list(by_dense), lambda d: _column_value(by_dense[d], order_by), lambda d: by_dense[d]["id"],
                         query.get("order") == "desc")

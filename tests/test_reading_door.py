@@ -13,8 +13,8 @@ from typing import Any, Iterator
 import pytest
 
 from brainy.engine import init_store
-from brainy.net import reading_door as RD
-from brainy.net.principal import OWNER_TRIPLE, Principal
+from brainy.auth import reading_door as RD
+from brainy.auth.principal import OWNER_TRIPLE, Principal
 
 from server import HOST, SERVICE_KEY, Receiver, free_port, start_server
 

@@ -18,7 +18,7 @@ from typing import Callable
 import pytest
 
 from brainy.engine import init_store
-from brainy.net.keys import CHECK_INTERVAL, fingerprint, parse_keys
+from brainy.auth.keys import CHECK_INTERVAL, fingerprint, parse_keys
 
 from launch import (HOST, START_SECONDS, KeptAlive, Served, free_port, place_keys, refused, wait_until,
                     without_meta)

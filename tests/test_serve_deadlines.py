@@ -21,8 +21,8 @@ from brainy.net.deadlines import DeadlinePassed
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
 from brainy.net.h2 import H2Connection
 from brainy.net.http import Response
-from brainy.net.keys import KeyTable
-from brainy.net.pool import Pool
+from brainy.auth.keys import KeyTable
+from brainy.host.pool import Pool
 from brainy.net.preface import H2_PREFACE, PrefaceReader
 from brainy.net.server import Listen, Server
 

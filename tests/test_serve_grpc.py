@@ -221,8 +221,8 @@ def test_tcp_nodelay_is_set_on_grpc_sockets(tmp_path: Path) -> None:
 
     from brainy.net.app import App
     from brainy.net.h2 import PREFACE
-    from brainy.net.keys import KeyTable
-    from brainy.net.pool import Pool
+    from brainy.auth.keys import KeyTable
+    from brainy.host.pool import Pool
     from brainy.net.server import Listen, Server
 
     init_store(tmp_path / "notes")

@@ -364,7 +364,7 @@ def test_a_brain_added_to_the_brains_dir_while_running_is_served(tmp_path: Path,
 def test_a_claimed_writer_inherits_the_readers_commit_listeners(tmp_path):
     """A held change stream opened while the pool held only a reader listens on that reader: the writer the
     first write claims takes the listener over, so the commit wakes the stream instead of its 2-second tick."""
-    from brainy.net.pool import Pool
+    from brainy.host.pool import Pool
 
     init_store(tmp_path / "b")
     pool = Pool({"b": tmp_path / "b"})

@@ -685,8 +685,8 @@ def test_tcp_nodelay_is_set_on_every_accepted_socket(tmp_path):
     import uvloop
 
     from brainy.net.app import App
-    from brainy.net.keys import KeyTable
-    from brainy.net.pool import Pool
+    from brainy.auth.keys import KeyTable
+    from brainy.host.pool import Pool
     from brainy.net.preface import H2_PREFACE
     from brainy.net.server import Listen, Server
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import pytest
 
 from brainy.engine import Brain, init_store
-from brainy.net.keys import parse_keys
+from brainy.auth.keys import parse_keys
 
 from launch import (HOST, REQUEST_SECONDS, START_SECONDS, STOP_SECONDS, Served, place_keys, refused)
 from launch import launch  # noqa: F401  (a pytest fixture, used by name)

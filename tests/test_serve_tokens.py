@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from brainy.engine import init_store
-from brainy.net.keys import fingerprint
+from brainy.auth.keys import fingerprint
 
 from launch import HOST, REQUEST_SECONDS, KeptAlive, Served, free_port, wait_until
 from launch import launch  # noqa: F401  (a pytest fixture, used by name)

@@ -20,8 +20,8 @@ from brainy.net import routes
 from brainy.net import server_doors as S
 from brainy.net.app import SERVER_HANDLERS, App, Request, Response
 from brainy.net.http import StreamingResponse
-from brainy.net.keys import KeyTable
-from brainy.net.pool import Pool
+from brainy.auth.keys import KeyTable
+from brainy.host.pool import Pool
 
 KEY = "bky_server_doors_person_key_0123456"
 SERVICE_KEY = "bks_server_doors_service_key_012345"

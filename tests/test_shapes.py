@@ -1,6 +1,6 @@
 """find's ranked shapes (DOORS.md 4.1): purpose, rerank and passages, against exact oracles.
 
-The oracles are written here from the laws in brainy/engine/shapes.py's docstring: numpy cosine over
+The oracles are written here from the laws in brainy/doors/shapes.py's docstring: numpy cosine over
 the rows' stored vectors, the proximity formula by brute force over every window, the fusion formula.
 """
 
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain, embedder
-from brainy.engine import shapes as SH
+from brainy.engine import Brain
+from brainy.index import embedder
+from brainy.doors import shapes as SH
 
 from helpers import new_store
 

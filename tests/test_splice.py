@@ -1,4 +1,4 @@
-"""Pages spliced from bytes (brainy/engine/encoded_rows.py, brainy/net/codecs.py): a transport's answer, its
+"""Pages spliced from bytes (brainy/index/encoded_rows.py, brainy/net/codecs.py): a transport's answer, its
 rows encoded once per version and spliced into the envelope, is document for document the answer built
 the old way (each row decoded, ``rows.public_view``, the whole answer encoded), in JSON and in
 MessagePack, at the head and at a past generation, and never stale across a commit, a flush or a
@@ -27,13 +27,15 @@ from hypothesis import strategies as st
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract.encoded import Encoded
-from brainy.engine import Brain, encoded_rows, init_store
-from brainy.engine import keys as K
-from brainy.engine import registry, rows
+from brainy.engine import Brain, init_store
+from brainy.index import encoded_rows
+from brainy.store import keys as K
+from brainy.doors import registry
+from brainy.store import rows
 from brainy.net import codecs
-from brainy.net import dispatch as X
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 WHO = Principal.static_key("person:splice")
 RESERVED = rows.RESERVED_METADATA

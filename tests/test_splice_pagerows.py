@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from brainy.contract.encoded import Encoded, Hit, Hits
 from brainy.engine import init_store
-from brainy.engine.encoded_rows import encode_row
+from brainy.index.encoded_rows import encode_row
 from brainy.net import codecs
-from brainy.net import dispatch as X
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 
 def _encoded(i: int):
@@ -36,7 +36,7 @@ def _encoded(i: int):
        st.integers(0, 9), st.booleans())
 def test_cached_answers_only_what_is_known_at_the_read_and_marks_it_used(pagerows_twins, rows, at, include_vector):
     """Both twins answer alike, mark used exactly the answers they hand out, and move no entry: the cache's
-    sweep gives a marked entry its second chance (brainy/engine/encoded_rows.py)."""
+    sweep gives a marked entry its second chance (brainy/index/encoded_rows.py)."""
     compiled, pure = pagerows_twins
     found: dict[bytes, tuple[int, int]] = {}
     entries: OrderedDict = OrderedDict()

@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from brainy.engine import Brain
-from brainy.engine import rows
+from brainy.store import rows
 from brainy.net import codecs
 from server import H2Client, ServerProcess, curl, free_port, start_server
 from test_serve_grpc import Rpc, stubs  # noqa: F401  (the stubs fixture, compiled from docs/brainy.proto)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from brainy.contract.encoded import Encoded
 from brainy.contract.vectors import Vector
-from brainy.engine.encoded_rows import encode_row
+from brainy.index.encoded_rows import encode_row
 
 INTS = st.one_of(st.integers(-40, 300), st.integers(-2**63, 2**64 - 1),
                  st.sampled_from([2**7, 2**8, 2**15, 2**16, 2**31, 2**32, 2**63, -2**7 - 1, -2**15 - 1, -2**31 - 1]))

@@ -8,7 +8,7 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine import sstable
+from brainy.store import sstable
 
 from helpers import fill, flip, new_store, tables
 

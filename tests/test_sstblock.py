@@ -200,12 +200,12 @@ def test_crc32_is_zlibs(sstblock_twin):
 
 
 def test_the_engines_crc32_is_zlibs():
-    """brainy/engine/crc.py's crc32 (ISA-L's) gives zlib's values at every length around its folding widths,
+    """brainy/store/crc.py's crc32 (ISA-L's) gives zlib's values at every length around its folding widths,
     continued from a running value as zlib's is, over a mapped file's view as over bytes."""
     import mmap
     import random
 
-    from brainy.engine.crc import crc32
+    from brainy.store.crc import crc32
 
     rnd = random.Random(7)
     for n in [*range(0, 300), 4095, 4096, 4097, 65536 + 13, 1 << 20]:

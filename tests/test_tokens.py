@@ -22,10 +22,10 @@ from nacl.bindings import crypto_core_ed25519_is_valid_point
 
 from brainy import cli
 from brainy.contract import refusals as R
-from brainy.net import issuer as I
-from brainy.net import tokens as T
-from brainy.net.keys import KeyTable
-from brainy.net.principal import Principal
+from brainy.auth import issuer as I
+from brainy.auth import tokens as T
+from brainy.auth.keys import KeyTable
+from brainy.auth.principal import Principal
 
 NOW = 1_800_000_000  # wall-clock seconds every verification below is asked at
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainy.engine import vectors as V
-from brainy.engine.vectors import VectorIndex
+from brainy.index import vectors as V
+from brainy.index.vectors import VectorIndex
 
 DIM = V.DIMENSIONS
 _POOL = np.random.default_rng(7).standard_normal((6, DIM)).astype(np.float32)

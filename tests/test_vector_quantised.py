@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from brainy._speedups import load
 from brainy.engine import Brain
-from brainy.engine import vectors as V
-from brainy.engine.crc import crc32c_joined
-from brainy.engine.vectors import VectorIndex, read_chain, write_link
+from brainy.index import vectors as V
+from brainy.store.crc import crc32c_joined
+from brainy.index.vectors import VectorIndex, read_chain, write_link
 from helpers import flip
 from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt
 from test_vectors import DIM

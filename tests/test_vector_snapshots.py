@@ -21,9 +21,9 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine import vectors as V
-from brainy.engine.mechanics import footprint
-from brainy.engine.vectors import VectorIndex, read_chain
+from brainy.index import vectors as V
+from brainy.doors.mechanics import footprint
+from brainy.index.vectors import VectorIndex, read_chain
 from helpers import flip, new_store
 from test_vectors import DIM, _assert_same, _clustered, graph_in, oracle
 

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain, embedder
-from brainy.engine import vectors as V
-from brainy.engine.vectors import VectorIndex, unit
+from brainy.engine import Brain
+from brainy.index import embedder
+from brainy.index import vectors as V
+from brainy.index.vectors import VectorIndex, unit
 
 from helpers import flip, new_store
 

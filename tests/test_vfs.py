@@ -22,8 +22,8 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.engine import blobs as B
-from brainy.engine import vfs
+from brainy.store import blobs as B
+from brainy.doors import vfs
 from helpers import new_store
 
 PROCS = Path(__file__).parent / "procs"

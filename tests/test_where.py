@@ -1,7 +1,7 @@
 """The `where` filter (door catalogue, section 3): every operator and alias, the kind rules, array
 and missing-field semantics, the refusals with their locations, the planner's split, and a property
 test of the compiled predicates against a small reference interpreter written here from the
-catalogue rather than from ``brainy/engine/where.py``.
+catalogue rather than from ``brainy/index/where.py``.
 """
 
 import re
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brainy.contract import refusals as R
-from brainy.engine.where import MAX_DEPTH, Equality, compile_where
+from brainy.index.where import MAX_DEPTH, Equality, compile_where
 
 PROPERTY = settings(deadline=None, max_examples=300)
 

@@ -57,7 +57,7 @@ def test_natural_key_maps_to_a_stable_id(brain):
 def test_get_remembers_an_ids_row_key_and_never_a_refusal_nor_a_row(brain):
     """get keeps what an id's text resolves to (its row key) and nothing else: a refused id is refused again
     and never kept, both spellings of a UUID read one row, and a write after a get is read by the next get."""
-    from brainy.engine import reads
+    from brainy.doors import reads
     a = brain.add({"type": "person", "id": "ada", "data": "first"})
     assert brain.get("ada")["entity"]["data"] == "first"
     assert brain.get(a["id"].upper())["entity"]["id"] == a["id"]

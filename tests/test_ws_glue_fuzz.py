@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from brainy.engine import init_store
 from brainy.net.app import App
 from brainy.net.glue.tcp import HttpProtocol
-from brainy.net.keys import KeyTable
-from brainy.net.pool import Pool
+from brainy.auth.keys import KeyTable
+from brainy.host.pool import Pool
 from brainy.net.server import Server
 from test_wsframe import client_frame
 

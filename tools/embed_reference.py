@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from brainy.engine import embedder  # noqa: E402  (the same tokenizer and truncation as the embedder)
+from brainy.index import embedder  # noqa: E402  (the same tokenizer and truncation as the embedder)
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "minilm_float32_reference.json"
 HEADS, LAYERS, EPS = 12, 6, 1e-12

@@ -2,9 +2,9 @@
 """A page's rows out of the row cache and its plain hits, compiled: the twin of ``pagerows_py.py``.
 
 ``cached``: the cached answer of each key whose version is known at the read's generation without a
-read (brainy/engine/encoded_rows.py, ``Resolved``: key -> (generation of the version, the highest read
+read (brainy/index/encoded_rows.py, ``Resolved``: key -> (generation of the version, the highest read
 generation it is known for)), each one found marked used (``Encoded.used``: the cache's sweep gives it a
-second chance, brainy/engine/encoded_rows.py); None for the others, whose places are listed. The caller holds
+second chance, brainy/index/encoded_rows.py); None for the others, whose places are listed. The caller holds
 the cache's lock. One C loop: two dict probes and a mark a row (moving each entry to the end of the
 OrderedDict cost more than the probes).
 

@@ -1,9 +1,9 @@
 """A page's rows out of the row cache and its plain hits, pure Python: the twin of ``pagerows.pyx``.
 
 ``cached``: the cached answer of each key whose version is known at the read's generation without a
-read (brainy/engine/encoded_rows.py, ``Resolved``: key -> (generation of the version, the highest read
+read (brainy/index/encoded_rows.py, ``Resolved``: key -> (generation of the version, the highest read
 generation it is known for)), each one found marked used (``Encoded.used``: the cache's sweep gives it a
-second chance, brainy/engine/encoded_rows.py); None for the others, whose places are listed. The caller holds
+second chance, brainy/index/encoded_rows.py); None for the others, whose places are listed. The caller holds
 the cache's lock.
 
 ``plain_hits``: a plain page's hits (no score, sources or passages), ``{"id", "score", "entity"}``. An

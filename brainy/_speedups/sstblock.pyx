@@ -31,7 +31,7 @@ cdef object U32_MAX = (1 << 32) - 1
 
 
 cdef uint32_t crc32_of(const unsigned char* p, Py_ssize_t n) except? 0:
-    # ISA-L's crc32 (brainy/engine/crc.py) through its Python entry: a block is 4 KiB or more, so the call's
+    # ISA-L's crc32 (brainy/store/crc.py) through its Python entry: a block is 4 KiB or more, so the call's
     # 0.1 us is small beside zlib's 3 us for the same bytes in C
     return _crc32(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
 

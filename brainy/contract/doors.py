@@ -43,7 +43,7 @@ from brainy.contract import types as T
 
 #: The contract this process serves: the shipped one, or ``BRAINY_CONTRACT`` naming a copy — how a door
 #: under development is served before its entry lands (its function must be registered, or the import
-#: fails by name: see ``brainy.engine.registry``).
+#: fails by name: see ``brainy.doors.registry``).
 CONTRACT_PATH = Path(os.environ.get("BRAINY_CONTRACT") or Path(__file__).with_name("api-contract.json"))
 
 #: Door layers in contract order; ``/contract.json`` lists them in this order, then ``server``.

@@ -2,7 +2,7 @@
 
 An answer may carry an :class:`Encoded` wherever a document stands (a row of a page, say): the codecs
 (``brainy/net/codecs.py``) splice its bytes into the answer's encoding instead of encoding a dict again.
-The engine makes them for a transport's calls only (``brainy/engine/encoded_rows.py``); a call in
+The engine makes them for a transport's calls only (``brainy/index/encoded_rows.py``); a call in
 process gets plain documents.
 """
 
@@ -30,7 +30,7 @@ class Encoded(Mapping):
         self.fragment = orjson.Fragment(json)
         # the plain page hit showing this document (brainy/_speedups/pagerows.pyx), made at its first page
         self.hit: Hit | None = None
-        # read since the row cache's sweep last passed it (brainy/engine/encoded_rows.py, RowCache)
+        # read since the row cache's sweep last passed it (brainy/index/encoded_rows.py, RowCache)
         self.used = False
 
     @property

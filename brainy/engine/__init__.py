@@ -4,6 +4,6 @@
 """
 
 from brainy.engine.brain import Brain
-from brainy.engine.store import StoreExistsError, init_store
+from brainy.store.directory import StoreExistsError, init_store
 
 __all__ = ["Brain", "StoreExistsError", "init_store"]

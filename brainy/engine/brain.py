@@ -20,25 +20,27 @@ from typing import Any, Callable, Iterable
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import lease as L
-from brainy.engine import log as log_
-from brainy.engine import encoded_rows, policy, registry
-from brainy.engine import aggregates, embedder, graph, importer, memory, reads, query, timetravel, vfs, writes  # noqa: F401  (each registers its doors)
-from brainy.engine.aggregates import AggregateFollower
-from brainy.engine.blobs import BlobStore, Swept
+from brainy.store import lease as L
+from brainy.store import log as log_
+from brainy.index import encoded_rows
+from brainy.doors import policy, registry
+from brainy.index import aggregates, embedder, graph  # noqa: F401  (each registers its doors)
+from brainy.doors import importer, memory, reads, query, timetravel, vfs, writes
+from brainy.index.aggregates import AggregateFollower
+from brainy.store.blobs import BlobStore, Swept
 from brainy.engine.commits import CommitPath
-from brainy.engine.counts import Ledger
-from brainy.engine.files import DocumentUnreadable, read_document
-from brainy.engine.follower import ProjectionFollower, VectorFollower
+from brainy.store.counts import Ledger
+from brainy.store.files import DocumentUnreadable, read_document
+from brainy.index.follower import ProjectionFollower, VectorFollower
 from brainy.engine.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
-from brainy.engine.memtable import Memtable
-from brainy.engine.snapshot import Snapshot, Sources
-from brainy.engine.sstable import Probed, Table
-from brainy.engine.store import FORMAT, read_identity
+from brainy.store.memtable import Memtable
+from brainy.index.snapshot import Snapshot, Sources
+from brainy.store.sstable import Probed, Table
+from brainy.store.directory import FORMAT, read_identity
 
 log = logging.getLogger("brainy.engine")
 # one serial per handle in the process: what an answer cached per row version is keyed by beside the
-# row's key and generation (brainy/engine/encoded_rows.py), since two stores may share both
+# row's key and generation (brainy/index/encoded_rows.py), since two stores may share both
 _SERIALS = itertools.count(1)
 # the ops of a replayed tail's frames probed together (Brain._replay_probed): their rows held decoded at once,
 # a bounded number of them, however long the tail
@@ -88,7 +90,7 @@ class Brain(CommitPath, Maintenance):
         self._log_position: log_.Position | None = None  # where the open's read of the log stopped
         self.log_read: log_.Scan | None = None  # what that read cost
         # called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
-        # change feeds (brainy/engine/feed.py), which then read the log; never needed for correctness
+        # change feeds (brainy/doors/feed.py), which then read the log; never needed for correctness
         self.on_durable: list[Callable[[], None]] = []
         # file content (docs/store-format.md, "Blobs"): read-only until the writer's open claims the lease
         self.blobs = BlobStore(path / "blobs", writable=False)

@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import keys as K
-from brainy.engine import log as log_
-from brainy.engine import embedder, policy, registry, rows, vfs
-from brainy.engine.txn import Txn
-from brainy.engine.writes import Context, texts
+from brainy.store import keys as K
+from brainy.store import log as log_
+from brainy.index import embedder
+from brainy.doors import policy, registry, vfs
+from brainy.store import rows
+from brainy.store.txn import Txn
+from brainy.doors.writes import Context, texts
 
 if TYPE_CHECKING:
     from brainy.engine.brain import Brain
@@ -118,7 +120,7 @@ class CommitPath:
 
         The guardrails (DOORS 9.3) are asked after the rule staged its ops and before anything is
         appended: a refused write is dropped, its audit event committed in its place, and
-        :class:`~brainy.engine.policy.Audited` raised for the caller to wait on before it refuses."""
+        :class:`~brainy.doors.policy.Audited` raised for the caller to wait on before it refuses."""
         rule = _rule(door)
         args = arguments.check(D.BY_NAME[door], args)
         with self._commit_lock:

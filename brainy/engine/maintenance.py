@@ -16,13 +16,13 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterator
 
 from brainy.contract import refusals as R
-from brainy.engine.blobs import Swept
-from brainy.engine.counts import Ledger
-from brainy.engine.files import write_document
-from brainy.engine.memtable import Memtable
-from brainy.engine.snapshot import Sources
-from brainy.engine.sstable import Table, write_table
-from brainy.engine.store import FORMAT, ledger_name
+from brainy.store.blobs import Swept
+from brainy.store.counts import Ledger
+from brainy.store.files import write_document
+from brainy.store.memtable import Memtable
+from brainy.index.snapshot import Sources
+from brainy.store.sstable import Table, write_table
+from brainy.store.directory import FORMAT, ledger_name
 
 if TYPE_CHECKING:
     from brainy.engine.brain import Brain
@@ -132,7 +132,7 @@ class Maintenance:
         (``BlobStore.sweep``; ``garbage_share``: how much of a pack must be garbage for it to be rewritten).
         None when a referenced recipe does not read: a sweep that cannot tell which chunks a file needs
         collects nothing (the read of that file names the damage). The answer is kept as ``swept``."""
-        from brainy.engine import vfs  # vfs is a door layer over the engine: imported when first needed
+        from brainy.doors import vfs  # vfs is a door layer over the engine: imported when first needed
         with self._maint_lock:
             try:
                 self.swept = self.blobs.sweep(lambda: vfs.addresses(self.at()), garbage_share)

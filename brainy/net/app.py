@@ -18,18 +18,18 @@ from brainy.contract import doors as D
 from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
-from brainy.engine import embedder
-from brainy.engine.feed import LogTail
+from brainy.index import embedder
+from brainy.doors.feed import LogTail
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
-from brainy.net.dispatch import Answer, Dispatcher, Outcome, check_brain_name, elapsed_ms, gate
-from brainy.net.host_doors import Host
+from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name, elapsed_ms, gate
+from brainy.host.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
-from brainy.net.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, KeyTable, apply_caller_assertion
+from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, KeyTable, apply_caller_assertion
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
-from brainy.net.reading_door import ReadingDoor
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
+from brainy.auth.reading_door import ReadingDoor
 from brainy.net.routes import Match, Router, query_document
 
 

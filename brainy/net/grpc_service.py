@@ -25,7 +25,7 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.net import codecs
 from brainy.net import grpc as G
-from brainy.net.dispatch import Answer, Outcome
+from brainy.host.dispatch import Answer, Outcome
 from brainy.net.http import Request, Response
 
 if TYPE_CHECKING:

@@ -13,17 +13,17 @@ from urllib.parse import urlsplit
 
 from brainy.contract import refusals as R
 
-from brainy.engine import language
+from brainy.doors import language
 from brainy.net.app import App
-from brainy.net.backups import Backups, check_start
-from brainy.net.host_doors import Host
-from brainy.net.keys import KeyTable, default_keys_path
-from brainy.net.pool import Pool
-from brainy.net.reading_door import ReadingDoor
-from brainy.net.reading_door import configure as configure_reading_door
+from brainy.host.backups import Backups, check_start
+from brainy.host.host_doors import Host
+from brainy.auth.keys import KeyTable, default_keys_path
+from brainy.host.pool import Pool
+from brainy.auth.reading_door import ReadingDoor
+from brainy.auth.reading_door import configure as configure_reading_door
 from brainy.net.server import Listen, Server, serve_until_stopped
 from brainy.net.tls import Certificate, judge
-from brainy.net.tokens import TokenVerifier, default_issuers_path
+from brainy.auth.tokens import TokenVerifier, default_issuers_path
 
 log = logging.getLogger("brainy.serve")
 

@@ -5,7 +5,7 @@ absent (DESIGN.md, "The door table is a law"):
 
 * a native one answers through its handler, a table the app builds and joins here
   (``join``) against the contract in both directions, as the door dispatcher joins its
-  engine table (``brainy/net/dispatch.py``): a native server door without a handler, or a
+  engine table (``brainy/host/dispatch.py``): a native server door without a handler, or a
   handler without a native server door, stops the import by name;
 * a native one that is a transport of its own (``/mcp``, ``HANDED_OFF``) is handed its
   path before routing, since it frames its own replies;

@@ -1,7 +1,7 @@
 """The held change stream, sans-IO: ``GET P/changes`` with ``Accept: text/event-stream`` (DOORS.md 10.2, 1.4).
 
 Transport-neutral: a :class:`ChangeStream` is handed commits (read from the log
-by ``brainy.engine.feed``) and time, and hands back the bytes of the event stream
+by ``brainy.doors.feed``) and time, and hands back the bytes of the event stream
 (:meth:`ChangeStream.data_to_send`) for whichever transport carries it (h1
 chunked, an h2 stream, an h3 stream); it never reads a file, a socket or a clock.
 
@@ -144,7 +144,7 @@ class ChangeStream:
 @dataclass
 class OpenedFeed:
     """A stream past its checks and its first catch-up: the glue holds it (``brainy.net.glue.sse``), reading
-    ``tail`` (a ``brainy.engine.feed.LogTail``) for ``brain`` and writing what ``stream`` frames."""
+    ``tail`` (a ``brainy.doors.feed.LogTail``) for ``brain`` and writing what ``stream`` frames."""
 
     brain: str
     stream: ChangeStream

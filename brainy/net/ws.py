@@ -38,7 +38,7 @@ import orjson
 from brainy._speedups import wsframe
 from brainy.contract import refusals as R
 from brainy.net import codecs
-from brainy.net.dispatch import Outcome
+from brainy.host.dispatch import Outcome
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 1.3: what the accept value hashes the key with
 MAX_FRAME = 8 << 20   # FrameTooLargeError above this (DOORS.md 11.1)

@@ -10,7 +10,7 @@ import random
 import sys
 from pathlib import Path
 
-from brainy.engine.blobs import BlobStore
+from brainy.store.blobs import BlobStore
 
 folder, seed = Path(sys.argv[1]), int(sys.argv[2])
 store = BlobStore(folder, writable=True, seal_bytes=4 << 20)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from brainy.engine.registry import door
+from brainy.doors.registry import door
 
 
 @door("echo")

@@ -24,7 +24,7 @@ from brainy.net.sse import OpenedFeed
 
 if TYPE_CHECKING:
     from brainy.engine import Brain
-    from brainy.net.pool import Pool
+    from brainy.host.pool import Pool
 
 log = logging.getLogger("brainy.serve")
 

@@ -24,7 +24,7 @@ from brainy.net.h1 import H1Connection
 from brainy.net.h2 import H2Connection
 from brainy.net.http import refusal_response
 from brainy.net.preface import PrefaceReader, ProtocolChosen
-from brainy.net.principal import Principal
+from brainy.auth.principal import Principal
 from brainy.net.ws import WsConnection
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from brainy.net import ws
-from brainy.net.dispatch import Answer, Outcome
+from brainy.host.dispatch import Answer, Outcome
 from brainy.net.glue.session import FlushedOncePerPass, Session
-from brainy.net.principal import Principal
+from brainy.auth.principal import Principal
 
 if TYPE_CHECKING:
     from brainy.net.glue.tcp import HttpProtocol

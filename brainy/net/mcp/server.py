@@ -20,13 +20,13 @@ from brainy import __version__
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import MCP_PROTOCOL, mcp_instructions
-from brainy.net.dispatch import Dispatcher, Outcome
+from brainy.host.dispatch import Dispatcher, Outcome
 from brainy.net.mcp import resources
 from brainy.net.mcp.jsonrpc import (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NO_REPLY, JsonDoc, Message,
                                     ProtocolError, Reply, error_reply, refusal_error)
 from brainy.net.mcp.lifecycle import Action, Session
 from brainy.net.mcp.tools import SHAPES, TOOL_DOORS, TOOLS, tool_refusal, tool_result
-from brainy.net.principal import Principal
+from brainy.auth.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
 

@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from brainy.contract import refusals as R
-from brainy.net.dispatch import Dispatcher, Outcome
-from brainy.net.keys import KeyTable
+from brainy.host.dispatch import Dispatcher, Outcome
+from brainy.auth.keys import KeyTable
 from brainy.net.mcp.jsonrpc import (NO_REPLY, Message, ProtocolError, error_reply, parse_message, refusal_error,
                                     request_id)
 from brainy.net.mcp.lifecycle import Input, Session
 from brainy.net.mcp.server import McpServer, finish
 from brainy.net.mcp.stdio import LineReceived, StdioFraming
-from brainy.net.pool import Pool
-from brainy.net.principal import Principal
+from brainy.host.pool import Pool
+from brainy.auth.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
 
@@ -151,7 +151,7 @@ def _reader(loop: asyncio.AbstractEventLoop, feed: Callable[[bytes | None], None
 
 def open_stdio(brain: Path, keys_path: str | None, environ: dict[str, str]) -> tuple[Pool, KeyTable, str]:
     """The pool, the keys and the bearer a ``brainy mcp`` runs with; StdioRefused when it cannot start."""
-    from brainy.engine.store import read_identity
+    from brainy.store.directory import read_identity
 
     key = environ.get(KEY_VARIABLE, "").strip()
     if not key:
@@ -204,8 +204,8 @@ def run(pool: Pool, keys: KeyTable, bearer: str) -> int:
 
 def main(brain: str, keys_path: str | None) -> int:
     """``brainy mcp [--brain PATH] [--keys FILE]``: 0 after a session, 2 when it cannot start."""
-    from brainy.net.keys import KeysFileError
-    from brainy.net.tokens import TokenFileError
+    from brainy.auth.keys import KeysFileError
+    from brainy.auth.tokens import TokenFileError
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")

@@ -20,13 +20,13 @@ import orjson
 
 from brainy.contract import refusals as R
 from brainy.net import codecs
-from brainy.net.dispatch import Outcome
+from brainy.host.dispatch import Outcome
 from brainy.net.http import refusal_headers
 from brainy.net.mcp.jsonrpc import (MAX_MESSAGE, NO_REPLY, Message, ProtocolError, Reply, error_reply, parse_message,
                                     refusal_error, request_id)
 from brainy.net.mcp.lifecycle import Input, Session, State
 from brainy.net.mcp.server import PROTOCOL_VERSION, McpServer, finish
-from brainy.net.principal import Principal
+from brainy.auth.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
 

@@ -1,0 +1,260 @@
+"""memory.recall and memory.context: what the agent knows about something, ranked (DOORS 9.2).
+
+Both legs are find's own (``brainy/doors/query.py``): the meaning leg is find's semantic leg, the word leg
+find's BM25 over the word postings, each narrowed first by the metadata postings to the memories asked for
+(kind, scope, status, tags). Only the fusion is recall's:
+
+    score = relevance × (0.5 + 0.5 × strength) × recency
+    relevance = cosine + TEXT_WEIGHT × (bm25 / the best bm25 among the candidates)
+    recency = 0.5 ** (age in days / recencyHalfLifeDays), only when asked; age from ``createdAt`` to now
+
+The word leg never counts a stop word (a question's "what", "does", "to"), and its part is small next to
+the meaning leg's: it breaks ties and lifts an exact name, it never outvotes meaning. A plain RRF over ranks
+fails exactly where memory lives, several memories sharing the question's subject (DOORS 9.2 gives the
+reference figures); ``perf/eval_recall.py`` measures the candidates on such a set and chose this one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from brainy.contract import arguments
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.index import embedder
+from brainy.engine.commits import now_ms
+from brainy.doors.memory import records as M
+from brainy.index.projections import WORD
+from brainy.doors.query import Query, run_find
+from brainy.doors.registry import door
+from brainy.store.rows import invalid
+from brainy.index.snapshot import Snapshot
+from brainy.index.vectors import unit
+
+TEXT_WEIGHT = 0.1    # chosen by perf/eval_recall.py; the measurement is in its commit message
+LEG_DEPTH = 20       # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read
+DAY_MS = 86_400_000
+ANY = object()       # a scope left out: every scope
+
+# Words a question is made of that say nothing about what it asks: never a word match (DOORS 9.2).
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between
+both but by can could did do does doing done down during each few for from further had has have having he
+her here hers herself him himself his how i if in into is it its itself just know like me more most my
+myself no nor not now of off on once only or other our ours ourselves out over own same she should so some
+such than that the their theirs them themselves then there these they this those through to too under until
+up us very was we were what when where which while who whom whose why will with would you your yours
+yourself yourselves s t don doesn didn isn wasn aren tell remember recall anything something thing things
+""".split())
+
+
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` the word leg may match: lower-cased alphanumeric runs, stop words left out."""
+    return [w for w in dict.fromkeys(WORD.findall(text.lower())) if w not in STOP_WORDS]
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the legs' scores become one relevance: ``semantic`` × cosine + ``text`` × max-normalised BM25, or
+    with ``rrf`` set, Σ 1 / (rrf + rank) over the legs (the plain RRF recall must not ship; kept to measure)."""
+
+    semantic: float = 1.0
+    text: float = TEXT_WEIGHT
+    rrf: int | None = None
+    stop_words: bool = True   # leave stop words out of the word leg
+
+    def relevance(self, cosine: dict[str, float], words: dict[str, float]) -> dict[str, tuple[float, dict[str, float]]]:
+        """Each candidate's relevance and each leg's part of it."""
+        out: dict[str, tuple[float, dict[str, float]]] = {}
+        if self.rrf is not None:
+            ranks = {leg: {i: r for r, i in enumerate(sorted(s, key=lambda i: (-s[i], i)), 1)}
+                     for leg, s in (("semantic", cosine if self.semantic else {}), ("text", words if self.text else {}))}
+            for i in set(ranks["semantic"]) | set(ranks["text"]):
+                parts = {leg: 1 / (self.rrf + r[i]) for leg, r in ranks.items() if i in r}
+                out[i] = (sum(parts.values()), parts)
+            return out
+        best = max(words.values(), default=0.0)
+        for i in set(cosine) | set(words):
+            parts: dict[str, float] = {}
+            if self.semantic and i in cosine:
+                parts["semantic"] = self.semantic * max(cosine[i], 0.0)
+            if self.text and best > 0 and words.get(i):
+                parts["text"] = self.text * words[i] / best
+            out[i] = (sum(parts.values()), parts)
+        return out
+
+
+SHIPPED = Fusion()
+MEANING_ONLY = Fusion(text=0.0)
+WORDS_ONLY = Fusion(semantic=0.0, text=1.0)
+
+
+def narrowing(kinds: Iterable[str], scope: Any = ANY, tags: list[str] | None = None,
+              include_retired: bool = False) -> dict[str, Any]:
+    """The find arguments that keep only the memories asked for (the metadata leg, from the postings)."""
+    where: dict[str, Any] = {}
+    if not include_retired:
+        where["status"] = "active"
+    if scope is not ANY:
+        where["scope"] = scope
+    if tags:
+        where["tags"] = {"hasAll": tags}
+    document: dict[str, Any] = {"subtype": [M.subtype(k) for k in kinds], "visibility": "internal"}
+    if where:
+        document["where"] = where
+    return document
+
+
+def leg(view: Snapshot, narrowed: dict[str, Any], limit: int, **search: Any) -> dict[str, tuple[float, dict]]:
+    """One ranked leg of find over the narrowed memories: id -> (score, row as find answers it)."""
+    # not door "find": a leg is never paged, so no cursor is minted (its digest would hash the query vector)
+    q = Query(arguments.check(D.BY_NAME["find"], {**narrowed, **search, "limit": limit}), door="memory.recall")
+    # in_process: the leg reads inside each hit's entity, so it takes rows as documents, not encoded bytes
+    return {hit["id"]: (hit["score"], hit["entity"]) for hit in run_find(q, view.in_process())["results"]}
+
+
+def _cosines(view: Snapshot, rows_: list[dict[str, Any]], query: np.ndarray) -> dict[str, float]:
+    """The cosine of each row's vector with the query: from the vector index at the head (no row read), from
+    the rows at a past generation (whose index would be built from every row)."""
+    if not rows_:
+        return {}
+    if view.at_head:
+        with view.vectors() as index:
+            if index.stamp == view.generation:
+                vectors = {r["id"]: index.vector_of(r["denseInt"]) for r in rows_}
+                return {i: float(np.dot(v, query)) if v is not None else 0.0 for i, v in vectors.items()}
+    stored = {r["id"]: (view.entity(r["id"]) or {}).get("vector") for r in rows_}
+    return {i: float(np.dot(unit(v), query)) if v else 0.0 for i, v in stored.items()}
+
+
+def rank(view: Snapshot, text: str, narrowed: dict[str, Any], limit: int, fusion: Fusion = SHIPPED,
+         half_life_days: float | None = None, min_score: float | None = None, now: int | None = None
+         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The recalled memories, best first ({memory, score, why}), and the meaning leg's report."""
+    depth = max(LEG_DEPTH, 2 * limit)
+    found: dict[str, dict[str, Any]] = {}
+    words: dict[str, float] = {}
+    cosine: dict[str, float] = {}
+    query_words = content_words(text) if fusion.stop_words else list(dict.fromkeys(WORD.findall(text.lower())))
+    if fusion.text and query_words:
+        for id_, (score, row) in leg(view, narrowed, depth, query=" ".join(query_words), searchMode="text").items():
+            words[id_], found[id_] = score, row
+    semantic: dict[str, Any] = {"served": True}
+    if fusion.semantic:
+        try:
+            vector = embedder.embed_one(text)[0]
+        except R.EmbeddingModelMissingError as missing:
+            semantic = {"served": False, "reason": f"EmbeddingModelMissingError: {missing.message}"}
+            if not fusion.rrf:
+                fusion = Fusion(semantic=0.0, text=1.0, stop_words=fusion.stop_words)  # words alone, said so
+        else:
+            for id_, (score, row) in leg(view, narrowed, depth, vector=vector.tolist(),
+                                         searchMode="vector").items():
+                cosine[id_], found[id_] = score, row
+            if not fusion.rrf:  # a word hit the meaning leg did not reach is scored by its own vector
+                cosine.update(_cosines(view, [found[i] for i in words.keys() - cosine.keys()], vector))
+    else:
+        semantic = {"served": False, "reason": "the fusion measured runs no meaning leg"}
+    hits = []
+    for id_, (relevance, parts) in fusion.relevance(cosine, words).items():
+        row = found[id_]
+        record = M.record(row)
+        why: dict[str, float] = dict(parts)
+        why["strength"] = record["strength"]
+        score = relevance * (0.5 + 0.5 * record["strength"])
+        if half_life_days is not None:
+            age_days = max(0, (now or 0) - row["createdAt"]) / DAY_MS
+            why["recency"] = 0.5 ** (age_days / half_life_days)
+            score *= why["recency"]
+        if min_score is not None and score < min_score:
+            continue
+        hits.append({"memory": record, "score": score, "why": why})
+    hits.sort(key=lambda h: (-h["score"], h["memory"]["id"]))
+    return hits[:limit], semantic
+
+
+def _query_text(a: dict[str, Any]) -> list[str]:
+    text = a.get("query")
+    return [text] if isinstance(text, str) and text.strip() else []
+
+
+def _scope(a: dict[str, Any]) -> Any:
+    return a["scope"] if a.get("scope") is not None else ANY
+
+
+@door("memory.recall", embeds=_query_text)
+def recall(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
+    text = M.text(a.get("query"), "query")
+    limit = _int(a["limit"], "limit", 1, 100)
+    half_life = a.get("recencyHalfLifeDays")
+    if half_life is not None and not half_life > 0:
+        raise invalid("recencyHalfLifeDays", "out-of-range", "must be more than 0")
+    narrowed = narrowing(M.kinds(a.get("kinds")), _scope(a), M.tags(a.get("tags")), a["includeRetired"])
+    hits, semantic = rank(view, text, narrowed, limit, SHIPPED, half_life, a.get("minScore"), now_ms())
+    return {"memories": hits, "text": {"served": True}, "semantic": semantic}
+
+
+def _int(value: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise invalid(field, "out-of-range", f"an integer from {lo} to {hi}")
+    return value
+
+
+# -- context ------------------------------------------------------------------------------------------------
+
+def estimate(text: str) -> int:
+    """Tokens as DOORS 9.2 estimates them: ⌈characters / 4⌉."""
+    return math.ceil(len(text) / 4)
+
+
+@door("memory.context", embeds=_query_text)
+def context(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
+    """One Markdown block within the budget: recent turns, then facts and preferences, then summaries; each
+    section's lines in rank order, and whatever does not fit left out (``truncated``)."""
+    from brainy.doors.memory.timeline import recent_turns  # the timeline reads, which use this module's estimate
+
+    budget = _int(a["budgetTokens"], "budgetTokens", 1, 1_000_000)
+    recent = _int(a["recentTurns"], "recentTurns", 0, 1000)
+    kinds = M.kinds(a.get("kinds"))
+    turns = recent_turns(view, a["conversation"], recent) if a.get("conversation") is not None else []
+    text = a.get("query")
+    if text is None and turns:
+        text = turns[-1]["text"]
+    sections: list[tuple[str, list[tuple[dict[str, Any], str]]]] = []
+    if turns:
+        sections.append(("Recent turns", [(t, f"- **{t['role']}** (#{t['seq']}): {t['text']}") for t in turns]))
+    if text is not None and text.strip():
+        hits, _ = rank(view, text, narrowing([k for k in kinds if k != "turn"], _scope(a)), 20)
+        memories = [h["memory"] for h in hits]
+    else:  # nothing to ask: the strongest memories
+        from brainy.doors.memory.browse import strongest
+        memories = strongest(view, [k for k in kinds if k != "turn"], _scope(a), 20)
+    known = [(m, f"- {m['text']}" + (f" _({m['kind']})_" if m["kind"] == "preference" else ""))
+             for m in memories if m["kind"] in ("fact", "preference", "note")]
+    summaries = [(m, f"- {m['text']}") for m in memories if m["kind"] == "abstract"]
+    if known:
+        sections.append(("Facts and preferences", known))
+    if summaries:
+        sections.append(("Summaries", summaries))
+    out: list[str] = []
+    used: list[dict[str, str]] = []
+    truncated = False
+    for title, lines in sections:
+        heading = f"## {title}\n"
+        if estimate("".join(out) + heading + lines[0][1] + "\n") > budget:
+            truncated = True
+            continue
+        out.append(heading)
+        for memory, line in lines:
+            if estimate("".join(out) + line + "\n") > budget:
+                truncated = True
+                break
+            out.append(line + "\n")
+            used.append({"id": memory["id"], "kind": memory["kind"]})
+        out.append("\n")
+    block = "".join(out).rstrip("\n") + ("\n" if out else "")
+    return {"context": block, "used": used, "tokensEstimated": estimate(block), "truncated": truncated}

@@ -1,0 +1,339 @@
+"""The one dispatcher every transport calls: ``dispatch(principal, door, brain, id, document)``.
+
+It takes the one clock of the call, asks the gate's questions in the seeds'
+order (access class, reach, ruling, token scope, then the door), checks the
+argument document against the door's declared arguments, resolves the brain,
+calls the door's registered function, and answers an :class:`Outcome`
+carrying the answer or the refusal and the measured milliseconds. Transports
+only encode it.
+
+Which function answers a door is the registry (``brainy.doors.registry``),
+joined to the contract at import: every native door has exactly one function
+and every function is a native door's, so nothing outside the contract is
+callable and no contract door is silently absent. A read runs on the brain's
+read snapshot at its head, a write on its commit path, a host door here, a
+model door on the embedder's threads without opening the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol, Union
+
+from brainy.contract import arguments
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.index import embedder
+from brainy.doors import policy, registry
+from brainy.doors.registry import HOST, READ, door
+from brainy.host import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
+from brainy.auth import reading_door
+from brainy.auth.principal import Principal
+from brainy.auth.reading_door import ReadingDoor
+
+log = logging.getLogger("brainy.dispatch")
+
+BRAIN_NAME = re.compile(r"[^/.][^/]{0,63}")
+
+
+class Brains(Protocol):
+    """Where the dispatcher finds a brain by name: the pool."""
+
+    def resolve(self, name: str, for_write: bool) -> Brain: ...
+
+    def init(self, name: str, force: bool = False) -> dict[str, Any]: ...
+
+    async def close(self, name: str) -> dict[str, Any]: ...
+
+    def health(self, name: str) -> dict[str, Any]: ...
+
+    def enter(self, name: str) -> Any: ...
+
+    def held(self, entered: Any, for_write: bool) -> Brain: ...
+
+    def left(self, entered: Any) -> None: ...
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A door's answer or refusal, with the call's one measured wall time."""
+
+    door: str
+    ms: float
+    answer: dict[str, Any] | None = None
+    refusal: R.Refusal | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.refusal is None
+
+    @property
+    def status(self) -> int:
+        if self.refusal is None:
+            return 200
+        return self.refusal.status or 500
+
+    def body(self) -> dict[str, Any]:
+        """The wire document: the answer or ``{"error": ...}``, with ``_meta.ms`` merged in."""
+        doc = dict(self.answer) if self.refusal is None else {"error": self.refusal.to_wire()}
+        doc["_meta"] = {"ms": self.ms}
+        return doc
+
+
+def elapsed_ms(started: int) -> float:
+    """The milliseconds since ``started`` (a ``perf_counter_ns``), to the microsecond: the whole microseconds
+    rounded in integers, then divided once (a float's ``round(x, 3)`` costs four times as much, and every
+    answer pays it)."""
+    return (time.perf_counter_ns() - started + 500) // 1000 / 1000
+
+
+def check_brain_name(name: Any) -> str:
+    if type(name) is str and name in _LEGAL_NAMES:  # every request names its brain: checked once per name
+        return name
+    if not isinstance(name, str) or not BRAIN_NAME.fullmatch(name) or name in (".", ".."):
+        raise R.BrainNameInvalidError(f"{name!r} is not one legal brain name segment", brain=str(name))
+    if len(_LEGAL_NAMES) < LEGAL_NAMES_HELD:
+        _LEGAL_NAMES.add(name)
+    return name
+
+
+#: Names that passed :func:`check_brain_name` (bounded: a caller may send any number of names).
+LEGAL_NAMES_HELD = 4096
+_LEGAL_NAMES: set[str] = set()
+
+
+@dataclass
+class Call:
+    """One door call past the gate: what a host door needs to answer it."""
+
+    principal: Principal
+    door: D.Door
+    brain: str
+    id: Any
+    document: dict[str, Any]
+    brains: Brains
+    host: Any = None  # the provisioning doors' ground (brainy.host.host_doors.Host)
+
+
+Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
+
+
+# The doors the process answers (the pool holds the brains); every other native door is the engine's.
+@door("init", HOST)
+def _init(c: Call) -> dict[str, Any]:
+    return c.brains.init(c.brain, c.document["force"])
+
+
+@door("close", HOST)
+def _close(c: Call) -> Awaitable[dict[str, Any]]:
+    return c.brains.close(c.brain)
+
+
+@door("health", HOST)
+def _health(c: Call) -> dict[str, Any]:
+    return c.brains.health(c.brain)
+
+
+REGISTERED = registry.join(D.DOORS)
+TABLE: dict[str, D.Door] = dict(D.BY_NAME)
+TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.path_params))
+TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
+
+
+class Plan:
+    """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
+    the gate's questions stay per call (they read the principal), the door's own facts do not."""
+
+    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_id", "takes_brain", "_none", "_fresh",
+                 "defaults")
+
+    def __init__(self, door: D.Door) -> None:
+        self.door = door
+        self.host = door.layer == "host"
+        self.writes_rows = "W" in door.sets
+        self.closed = _closed(door)  # the disposition's refusal, made afresh per call; None for a native door
+        self.guarded = self.writes_rows or self.closed is not None  # the caller rule or the disposition applies
+        self.takes_id = door.name in TAKES_ID
+        self.takes_brain = door.name in TAKES_BRAIN
+        # the checked document of a call that sends none (every plain get): the defaults, or the refusal of
+        # a required argument, which the full check gives on each such call
+        try:
+            self._none: dict[str, Any] | None = arguments.check(door, None)
+        except R.Refusal:
+            self._none = None
+        self._fresh = self._none is not None and any(isinstance(v, (list, dict)) for v in self._none.values())
+        # what no_arguments copies when a copy is all it does (every plain get), read by run without a call
+        self.defaults = None if self._none is None or self._fresh else self._none
+
+    def no_arguments(self) -> dict[str, Any]:
+        """The checked document of a call with no arguments: a new dict each call (a door may keep or change
+        what it is handed), its lists and maps new too."""
+        if self._none is None or self._fresh:  # the refusal, or defaults holding lists and maps: checked afresh
+            return arguments.check(self.door, None)
+        return self._none.copy()
+
+
+def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
+    if door.disposition == "notYetNative":
+        return lambda: R.NotYetNativeError(f"{door.name} arrives in {door.release}", door=door.name,
+                                           release=door.release)
+    if door.disposition == "inProcessOnly":
+        return lambda: R.InProcessOnlyError(f"{door.name} hands back a live object; call {door.instead} instead",
+                                            door=door.name, instead=door.instead)
+    return None
+
+
+PLANS: dict[str, Plan] = {name: Plan(d) for name, d in TABLE.items()}
+
+
+def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
+    """The gate's questions, in order; raises the first refusal (DOORS.md 0.4)."""
+    # 1. access class: the service key opens mechanics and host doors, and no others
+    if (door.access == "service") != principal.service_key:
+        raise R.ForbiddenError(f"{door.name} is a {door.access} door; this key is "
+                               f"{'the service key' if principal.service_key else 'a principal key'}",
+                               reason="access-class")
+    # 2. reach
+    if brain is not None:
+        if principal.token_brain is not None:
+            if brain != principal.token_brain:
+                raise R.BRAINY_KEY_BRAIN(f"the token was minted for brain {principal.token_brain!r}", brain=brain)
+        elif principal.brains is not None and brain not in principal.brains:
+            raise R.ForbiddenError("this key does not reach that brain", reason="reach")
+    # 3. ruling: the strict owner rung is the owner triple on a minted token
+    if door.rung == "ownerTriple" and not principal.owner_triple:
+        raise R.PolicyOwnerScopeRequiredError(f"{door.name} needs a token scoped read, write and owner",
+                                              door=door.name)
+    # 4. token scope
+    if principal.scope is not None and door.kind == "write" and "write" not in principal.scope:
+        raise R.BRAINY_KEY_SCOPE(f"{door.name} writes; the token's scope is {sorted(principal.scope)}",
+                                 door=door.name, scope=sorted(principal.scope))
+
+
+class Dispatcher:
+    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None, host: Any = None) -> None:
+        self.brains = brains
+        # the --reading-door receiver (brainy/auth/reading_door.py), None when not configured: memory.write
+        # asks it for a link after its commit (reading_door.door_url)
+        self.reading_door = reading_door
+        self.host = host
+
+    async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
+                       document: Any = None) -> Outcome:
+        """Run one door for one principal; never raises for a refusal, always answers an Outcome."""
+        outcome = self.timed(door, self.run, principal, door, brain, id, document)
+        return outcome if isinstance(outcome, Outcome) else await outcome
+
+    def timed(self, door: str, work: Callable[..., Answer], *args: Any) -> "Outcome | Awaitable[Outcome]":
+        """The one clock of a call: run ``work(*args)`` (a transport's whole handling of one request, the gate
+        and the door included) and answer its Outcome with the measured milliseconds. The arguments are
+        passed rather than closed over: no closure is made per request.
+
+        A door that answers without waiting (every read) is answered here and now, with no task
+        and no await; one that must wait (a write's shared fsync) answers an awaitable Outcome.
+        """
+        started = time.perf_counter_ns()
+        try:
+            answer = work(*args)
+        except Exception as exc:
+            return self._outcome(door, started, None, exc)
+        if isinstance(answer, dict):  # elapsed_ms, inline: every read pays it
+            return Outcome(door, (time.perf_counter_ns() - started + 500) // 1000 / 1000, answer, None)
+        return self._later(door, started, answer)
+
+    async def _later(self, door: str, started: int, pending: Awaitable[dict[str, Any]]) -> Outcome:
+        try:
+            answer = await pending
+        except Exception as exc:
+            return self._outcome(door, started, None, exc)
+        return self._outcome(door, started, answer, None)
+
+    @staticmethod
+    def _outcome(door: str, started: int, answer: dict[str, Any] | None, exc: Exception | None) -> Outcome:
+        if exc is None:
+            return Outcome(door, elapsed_ms(started), answer, None)
+        if isinstance(exc, R.Refusal):
+            refusal = exc
+        else:  # a fault is logged under a reference, never shown
+            ref = str(uuid.uuid4())
+            log.error("internal error in door %s (ref %s)", door, ref, exc_info=exc)
+            refusal = R.InternalError(f"an unexpected fault; see the log under {ref}", ref=ref)
+        return Outcome(door, elapsed_ms(started), None, refusal)
+
+    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
+        """The gate and the door, without the clock: the answer, or an awaitable of it for a door that waits."""
+        plan = PLANS.get(name) if isinstance(name, str) else None
+        if plan is None:
+            raise R.UnknownDoorError(f"no door is named {name!r}", door=str(name))
+        door = plan.door
+        if brain is not None and (type(brain) is not str or brain not in _LEGAL_NAMES):  # a name not yet seen
+            check_brain_name(brain)
+        gate(principal, door, brain)
+        # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
+        # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
+        # commit path asks the policy guardrails before the write)
+        if plan.guarded:
+            if plan.writes_rows and principal.caller is None:
+                raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no "
+                                                   "caller (X-Brainy-Caller)", door=door.name)
+            if plan.closed is not None:
+                raise plan.closed()
+        if document is not None and not isinstance(document, dict):
+            raise R.InvalidArgumentError("the argument document must be an object", field="document",
+                                         reason="wrong-type")
+        if id_ is None and plan.takes_id:
+            raise R.InvalidArgumentError("id: required", field="id", reason="missing")
+        if brain is None and plan.takes_brain:
+            raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
+        if document:
+            document = arguments.check(door, document)
+        else:
+            defaults = plan.defaults
+            document = defaults.copy() if defaults is not None else plan.no_arguments()
+        entry = REGISTERED[door.name]
+        brains = self.brains
+        if plan.host:  # the host's own doors reach archived and unborn brains: no door count
+            return entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
+        entered = brains.enter(brain)
+        try:
+            if entry.runs == READ:
+                texts = entry.embeds(document) if entry.embeds is not None else ()
+                if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
+                    result = self._read_warmed(entry, entered, id_, document, texts)
+                elif entry.asks:  # a read of who is asking (policy.check's default caller)
+                    with policy.asking(principal):
+                        result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
+                else:
+                    result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
+            elif entry.runs == registry.WRITE:
+                result = brains.held(entered, True).awrite(door.name, document, caller=principal.caller,
+                                                                 via=principal.via, roles=principal.roles)
+                if door.name == "memory.write":  # then the reading door's link, once the commit is durable
+                    result = reading_door.after_write(self.reading_door, principal, document, result)
+            elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
+                result = embedder.run(entry.fn, document)
+            else:
+                result = entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
+        except BaseException:
+            brains.left(entered)
+            raise
+        if isinstance(result, dict):
+            brains.left(entered)
+            return result
+        return self._finish(entered, result)
+
+    async def _read_warmed(self, entry: registry.Registered, entered: Any, id_: Any, document: dict[str, Any],
+                           texts: list[str]) -> dict[str, Any]:
+        await embedder.run(embedder.warm, texts)
+        return entry.fn(self.brains.held(entered, False).wire_head(), id_, document)
+
+    async def _finish(self, entered: Any, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return await pending
+        finally:
+            self.brains.left(entered)

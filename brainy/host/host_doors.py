@@ -1,0 +1,180 @@
+"""The host provisioning doors (DOORS.md 10.3): everything a sign-up or an offboarding does, over the wire.
+
+Seed 001, "Provisioning — the service key's own doors". Each wants the service key (the gate asks:
+they are ``access: service``) and takes effect without a restart. Three laws:
+
+1. Nothing is ever deleted. ``host.archive`` closes the brain and writes a marker beside the stores
+   (``brainy.host.archive``); the store is untouched, and ``host.unarchive`` serves the same rows again.
+2. The marker lives outside the store.
+3. A key is shown exactly once: ``host.mintKey`` answers it, and no door reads one back; listings carry
+   fingerprints (SHA-256), which are also what a key is revoked under.
+
+Each door is a HOST function ``fn(call)`` (``brainy.doors.registry``). They never enter the pool's
+door count (an archived brain is theirs to reach, and ``host.provision`` names a brain that is not
+there yet); what the process holds for them is the :class:`Host` on the call.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain, init_store
+from brainy.store import backup
+from brainy.doors.registry import HOST, door
+from brainy.host import archive
+from brainy.host.backups import Backups
+from brainy.auth.keys import EVERY_BRAIN, SERVICE_REACH, KeyTable, fingerprint
+from brainy.auth.tokens import STATIC_KEY_EXP, add_revocation
+
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+MINTABLE_KINDS = ("person:", "business:", "service:")
+
+
+@dataclass
+class Host:
+    """What the host doors act on: the brains directory (from the pool), the keys file, the backups."""
+
+    keys: KeyTable
+    backups: Backups = field(default_factory=lambda: Backups(None, None))
+
+    @property
+    def revoked_path(self) -> Path:
+        """Where revocations are written: the revoked list the keys table reads (seed 001: by default
+        ``revoked.json`` beside the keys file)."""
+        placed = self.keys.revoked
+        return placed.path if placed is not None else self.keys.path.with_name("revoked.json")
+
+
+def _brains_dir(c: Any) -> Path:
+    found = c.brains.brains_dir
+    if found is None:
+        raise R.BrainsDirNotConfiguredError(f"{c.door.name} needs --brains-dir, and this server was started "
+                                            "without one")
+    return Path(found)
+
+
+@door("host.provision", HOST)
+def _provision(c: Any) -> dict[str, Any]:
+    """A new empty store at ``<brains-dir>/<brain>``, exactly as ``brainy init`` writes one."""
+    root = _brains_dir(c)
+    target = root / c.brain
+    try:
+        c.brains.path_of(c.brain, archived_ok=True)
+        taken = True
+    except R.NoSuchBrainError:
+        taken = False
+    if taken or archive.archived_at(root, c.brain) is not None:
+        raise R.BrainExistsError(f"a brain named {c.brain!r} already exists (archived names included)",
+                                 brain=c.brain)
+    try:
+        target.mkdir()  # exclusive: two provisions of one name race here, and one of them loses by name
+    except FileExistsError:
+        raise R.BrainExistsError(f"{c.brain!r} is already taken under the brains directory", brain=c.brain) from None
+    identity = init_store(target)
+    return {"brain": c.brain, "created": True, "storeId": identity["storeId"], "generation": 0}
+
+
+@door("host.archive", HOST)
+async def _archive(c: Any) -> dict[str, Any]:
+    """Mark the brain archived, then close it (its doors in flight finish first). An archived one answers as is."""
+    root = _brains_dir(c)
+    c.brains.path_of(c.brain, archived_ok=True)  # NoSuchBrainError for a name that is no brain
+    at, wrote = archive.mark(root, c.brain)
+    if wrote:
+        await c.brains.retire(c.brain)
+    return {"brain": c.brain, "archived": True, "archivedAt": at}
+
+
+@door("host.unarchive", HOST)
+def _unarchive(c: Any) -> dict[str, Any]:
+    root = _brains_dir(c)
+    c.brains.path_of(c.brain, archived_ok=True)
+    archive.unmark(root, c.brain)
+    return {"brain": c.brain, "archived": False}
+
+
+@door("host.mintKey", HOST)
+def _mint_key(c: Any) -> dict[str, Any]:
+    principal, brains = c.document["principal"], c.document["brains"]
+    if not principal.startswith(MINTABLE_KINDS):
+        raise R.InvalidArgumentError("principal: must be person:…, business:… or service:…", field="principal",
+                                     reason="out-of-range")
+    if brains == SERVICE_REACH or (isinstance(brains, list) and SERVICE_REACH in brains):
+        raise R.InvalidArgumentError("brains: the service key (!) is never minted over the wire", field="brains",
+                                     reason="out-of-range")
+    if isinstance(brains, str) and brains != EVERY_BRAIN:
+        raise R.InvalidArgumentError('brains: a list of brain names, or "*"', field="brains", reason="wrong-type")
+    if isinstance(brains, list) and not brains:
+        raise R.InvalidArgumentError("brains: name at least one brain", field="brains", reason="out-of-range")
+    key = c.host.keys.mint(principal, brains)
+    return {"key": key, "sha256": fingerprint(key), "principal": principal, "brains": brains}
+
+
+def _listed_revoked(host: Host) -> dict[str, int]:
+    placed = host.keys.revoked
+    if placed is None:
+        return {}
+    placed.load()  # the list as it stands now, so a listing right after a revocation shows it
+    return placed.value
+
+
+@door("host.listKeys", HOST)
+def _list_keys(c: Any) -> dict[str, Any]:
+    """Every principal key's fingerprint, principal and reach. The service key is the operator's, placed by
+    hand and never minted over the wire; it is not listed either."""
+    c.host.keys.reload()
+    revoked, now = _listed_revoked(c.host), time.time()
+    keys = []
+    for sha, principal in c.host.keys.entries():
+        if principal.service_key:
+            continue
+        keys.append({"sha256": sha, "principal": principal.id,
+                     "brains": EVERY_BRAIN if principal.brains is None else sorted(principal.brains),
+                     "revoked": sha in revoked and now < revoked[sha]})
+    return {"keys": keys}
+
+
+@door("host.revokeKey", HOST)
+def _revoke_key(c: Any) -> dict[str, Any]:
+    """List a static key's SHA-256 in the revoked file, with the last second of 9999 as its exp; the very next
+    request with that key is refused (the list is re-read before this answers)."""
+    sha = c.id
+    if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
+        raise R.InvalidArgumentError("sha256: 64 lowercase hex characters, the key's SHA-256", field="sha256",
+                                     reason="malformed")
+    add_revocation(c.host.revoked_path, sha, STATIC_KEY_EXP)
+    _listed_revoked(c.host)
+    c.host.keys.reload()
+    known = any(found == sha for found, _ in c.host.keys.entries())
+    return {"sha256": sha, "revoked": True, "known": known, "exp": STATIC_KEY_EXP}
+
+
+@door("host.persist", HOST)
+def _persist(c: Any) -> dict[str, Any]:
+    """Back the brain up to ``<root>/<brain>/<name>``: every check first, then a run of one generation."""
+    backups: Backups = c.host.backups
+    backups.configured()
+    path = c.brains.path_of(c.brain, archived_ok=True)
+    target = backups.target(c.brain, c.document["name"])
+    archived = c.brains.brains_dir is not None and archive.archived_at(Path(c.brains.brains_dir), c.brain) is not None
+    if archived:  # an archived brain is closed: read it through an attach of its own, held only to take the set
+        with Brain.attach(path, name=c.brain) as attached:
+            files = backup.freeze(attached)
+    else:
+        files = backup.freeze(c.brains.resolve(c.brain, False))
+    run = backups.start(c.brain, c.document["name"], target, files)
+    return {"brain": c.brain, "name": run.name, "run": {"state": run.state, "startedAt": run.started_at,
+                                                       "generation": run.generation}}
+
+
+@door("host.persistStatus", HOST)
+def _persist_status(c: Any) -> dict[str, Any]:
+    c.host.backups.configured()
+    c.brains.path_of(c.brain, archived_ok=True)
+    return {"runs": [r.to_wire() for r in c.host.backups.runs(c.brain, c.document.get("name"))]}
+

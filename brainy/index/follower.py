@@ -1,0 +1,639 @@
+"""The projection follower: keeps the query projections at the brain's durable head.
+
+It follows the commit path. Each commit (and each frame replayed on open) hands it the entity
+and relation moves it made (:meth:`record`); when a commit becomes durable the follower applies the moves up
+to it, in generation order (:meth:`advance`), so a query never sees a commit that was not
+acknowledged. The projections are built on first need (an open pays nothing until the first
+query): from the newest persisted snapshot when the moves this handle holds can bring it to the
+head, else from the rows; :attr:`built_from` says which. At each flush and clean close they are
+persisted as the next link of a chain (``chain.py``: a base, and a delta of what the commits since it touched,
+which is what a flush writes unless a base is due), so the next open finds a snapshot the log tail it replays
+can bring to the head, and a flush costs what changed, not the store.
+
+A served handle (``background``, set by the server's pool) never builds inside a read: the build
+runs on a thread of its own (:meth:`warm`, started at admission, which lets the first read in place
+finish first, for up to ``FIRST_READ_GRACE_SECONDS``; for a pool's handle, the whole first door). A read that arrives before it is
+done is answered from the newest snapshot read in place (``projections.InPlace``: mapped, each
+section decoded when a read first needs it) while that snapshot's stamp is the head, as after a
+clean close or a flush; when it is behind the head (a tail replayed after a crash) with the tail's
+moves laid over it (``overlaid.Overlaid``: the rows the tail touched answer for themselves, the
+snapshot for the rest); only when no snapshot is reachable does it wait ``READ_WAIT_SECONDS`` for
+the build, then refuse with ``ProjectionBehindError`` naming the stamp the build starts from and
+the committed generation (DOORS.md 11.4). Either way the first door on a brain answers in bounded time whatever its size. A
+store of at most ``INLINE_ROWS`` rows is built inside the read: that is bounded too.
+
+A projection the query doors read lives behind this one interface: :meth:`held` for a consistent
+read, :meth:`record` and :meth:`advance` to follow the commits. :class:`ProjectionFollower` keeps the
+postings, words and order columns; :class:`VectorFollower` the vector index, the same way, with its
+own snapshot and the graph caught up off the commit path. Both take the brain's state lock (an
+``RLock``), so a read holding both sees them at one generation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from brainy.contract import refusals as R
+from brainy.index import chain
+from brainy.index import vectors as V
+from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
+from brainy.index.overlaid import Overlaid
+from brainy.index.vectors import VectorIndex
+from brainy.store.workers import LongLived
+
+if TYPE_CHECKING:
+    from brainy.engine.brain import Brain
+
+log = logging.getLogger("brainy.engine")
+
+Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", before, after)
+
+READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
+INLINE_ROWS = 1_000      # a served read builds a store this small itself (about 0.1 ms a row from the rows)
+# How long a background build waits for the first read in place to finish before it starts. The build holds
+# the interpreter lock most of the time and its allocations trigger full collections (up to 98 ms each at a
+# million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80, and
+# a first vector find at 1M after a crash with a cold page cache (300-600 ms) 450-960 ms instead of 330-500.
+FIRST_READ_GRACE_SECONDS = 1.0
+
+# Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
+# why not a thread per build).
+_builders = LongLived(2, "brainy-projections-build")
+
+
+def _apply(proj: Projections, moves: list[Move]) -> None:
+    for kind, before, after in moves:
+        if kind == "e":
+            proj.apply(before, after)
+        else:
+            proj.apply_relation(before, after)
+
+
+class ProjectionFollower:
+    """Keeps the query projections (postings, words, order columns, the id map) at the durable head."""
+
+    name = "projections"
+    suffix = chain.BASE_SUFFIX
+    suffixes: tuple[str, ...] = (suffix, chain.DELTA_SUFFIX)  # every suffix its snapshot files are written under
+    keeps_delta = True  # whether the moves after the chain's stamp are kept for the next delta (chain.py)
+
+    def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
+        # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
+        # that only a full collection frees (with all it held), long after the pool dropped it
+        self._brain: "Brain" = weakref.proxy(brain)
+        self._lock = lock  # the brain's state lock: the durable head and the projections move together
+        self._proj: Projections | None = None
+        self._moves: dict[int, list[Move]] = {}
+        self.built_from: str | None = None  # "rows" or "snapshot at G", once built
+        self.census: tuple[int, dict[str, Any]] | None = None  # the counts door's answer at one generation
+        self.background = False  # a served handle: reads never build; warm() builds off the read path
+        self._building: Future[None] | None = None
+        self._guard = threading.Lock()  # the build in flight's bookkeeping: never the state lock a read would wait on
+        self._built = threading.Event()
+        self._build_floor: int | None = None  # the generation a build in flight starts at or above
+        self._starts_at = 0  # the stamp that build starts from (the refusal names it)
+        self._in_place: InPlace | chain.Layered | None = None  # the newest chain, mapped, read until the build lands
+        self._overlay: Overlaid | None = None  # that snapshot with the moves after its stamp laid over it
+        self._damaged = False  # a read in place met a damaged page: the snapshot is not read in place again
+        self._first_read = threading.Event()  # set once the first read in place is answered (or none can be)
+        # set by the server's pool for a handle it serves: the first read ends with the first door, which the pool
+        # reports (first_door_done), not as the door lets go of the projections (a find then reads its page's rows)
+        self.door_ends_first_read = False
+        # the chain's delta as this writer moves it (read from the newest delta at the first flush), and the entity
+        # moves of every commit after its stamp: a flush folds them in and writes it as the chain's next link
+        self._delta: chain.Delta | None = None
+        self._unsaved: dict[int, list[Move]] = {}
+        self._linking = threading.Lock()  # one link written at a time (a flush, a close, the repair door)
+
+    @property
+    def folder(self) -> Path:
+        return self._brain.path / "index"
+
+    def adopt(self, moves: dict[int, list[Move]]) -> None:
+        """Take over the moves another handle of the same store recorded above the flushed generation."""
+        self._moves = dict(moves)
+        if self.keeps_delta:
+            self._unsaved = {g: [m for m in ms if m[0] == "e"] for g, ms in moves.items()}
+
+    def moves(self) -> dict[int, list[Move]]:
+        return self._moves
+
+    def record(self, generation: int, moves: list[Move]) -> None:
+        """The entity and relation moves of one commit, applied once it is durable."""
+        self._moves[generation] = moves
+        if self.keeps_delta:
+            self._unsaved[generation] = [m for m in moves if m[0] == "e"]
+
+    def advance(self, durable: int, flushed: int) -> None:
+        """The commit at ``durable`` is acknowledged: move the projections up to it. The caller holds the lock."""
+        proj = self._proj
+        if proj is not None:
+            for g in sorted(g for g in self._moves if g <= durable):
+                moves = self._moves.pop(g)
+                if g > proj.stamp:
+                    _apply(proj, moves)
+                    proj.stamp = g
+        else:  # not built yet: keep what a snapshot at or after the flushed generation (or a build in flight) needs
+            floor = flushed if self._build_floor is None else min(flushed, self._build_floor)
+            for g in [g for g in self._moves if g <= floor]:
+                del self._moves[g]
+
+    @contextmanager
+    def held(self) -> Iterator[Projections]:
+        """The projections at the durable head, built on first need, held still for the block."""
+        if self._proj is None and self.background and \
+                self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
+            in_place = self._read_in_place()
+            if in_place is None:
+                in_place = self._overlaid()  # immutable too, at the head: no lock to hold either
+            if in_place is not None:  # immutable, and the head's own: no lock to hold
+                self.warm()
+                try:
+                    with self._refusing_damage():
+                        yield in_place  # type: ignore[misc]
+                finally:
+                    if not self.door_ends_first_read:
+                        self._first_read.set()
+                return
+            self._await_background()
+        with self._lock:
+            if self._proj is None:
+                self._build()
+            assert self._proj is not None
+            yield self._proj
+
+    @contextmanager
+    def _refusing_damage(self) -> Iterator[None]:
+        """A read in place that met a damaged page refuses by name; the snapshot is never read in place again,
+        and the build (already running) finds the damage too and builds from the rows, saying why."""
+        try:
+            yield
+        except Damaged as exc:
+            self._in_place, self._overlay, self._damaged = None, None, True
+            brain = self._brain
+            raise R.ProjectionBehindError(
+                f"the {self.name} snapshot of brain {brain.name!r} is damaged ({exc}); they are being rebuilt "
+                f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
+
+    def _read_in_place(self) -> InPlace | chain.Layered | None:
+        """The newest chain read in place (its delta laid over its base), while its stamp is the head (nothing to
+        catch up); else None. One the moves this handle holds can bring to the head is mapped too, for
+        :meth:`_overlaid`."""
+        head, found = self._brain.head, self._in_place
+        if found is None and not self._damaged:
+            newest = chain.newest(self.folder)
+            if newest is None or not self._reachable(newest.stamp):
+                return None
+            try:
+                found = chain.mapped(newest)
+            except (OSError, ValueError):
+                return None  # the build reads it again, and says why it could not
+            self._in_place = found
+        return found if found.stamp == head else None
+
+    def _overlaid(self) -> Overlaid | None:
+        """The newest snapshot read in place with the moves after its stamp laid over it, at the head, when
+        the moves this handle holds reach from its stamp to the head; else None.
+
+        Taken without the lock: an overlay is never moved once made (a read holds it still, at its stamp),
+        and the moves above the flushed generation are kept, unchanged, until the build lands, so a read after
+        a commit lays the new moves over the last overlay, in a copy (what it costs is the tail's)."""
+        head, moves, over = self._brain.head, self._moves, self._overlay
+        if over is None:
+            self._read_in_place()  # maps the newest snapshot, whatever its stamp
+            base = self._in_place
+            if base is None or not self._reachable(base.stamp):
+                return None
+            over = Overlaid(base)
+        if over.stamp != head:
+            wanted = range(over.stamp + 1, head + 1)
+            if over.stamp > head or any(g not in moves for g in wanted):
+                return None  # the build landed meanwhile (it took the moves), or moved past this overlay
+            over = over.moved([moves[g] for g in wanted], head)
+            if self._proj is not None:
+                return None
+            self._overlay = over
+        return over
+
+    def warm(self) -> None:
+        """Build the projections on a thread of their own, unless they are built or being built."""
+        with self._guard:
+            if self._proj is not None or self._building is not None:
+                return
+            self._build_floor = self._brain.flushed
+            self._building = _builders().submit(self._build_off_lock)
+
+    def first_door_done(self) -> None:
+        """The handle's first door has answered (the pool says so, for a handle whose ``door_ends_first_read``
+        it set): the work held back for the first read may start."""
+        self._first_read.set()
+
+    def settle(self) -> None:
+        """Wait for a background build in flight (a flush persists what it built, a close lets it finish)."""
+        building = self._building
+        if building is not None:
+            self._first_read.set()  # whoever waits for the build wants it now
+            building.result()  # _build_off_lock catches what a build raises
+
+    def _await_background(self) -> None:
+        self._first_read.set()  # nothing to read in place: this read waits for the build, so it starts now
+        self.warm()
+        if not self._built.wait(READ_WAIT_SECONDS):
+            brain = self._brain
+            raise R.ProjectionBehindError(
+                f"the {self.name} of brain {brain.name!r} are being built (from generation {self._starts_at} "
+                f"to {brain.head}); retry shortly", projection=self.name, stamp=self._starts_at,
+                committed=brain.head)
+
+    def _build_off_lock(self) -> None:
+        try:
+            if self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:  # else no read is in place to wait for
+                self._first_read.wait(FIRST_READ_GRACE_SECONDS)
+            self._build()
+        except Exception:  # the next read (or flush) starts another; the log says why this one failed
+            log.exception("brain %s: building the %s failed", self._brain.name, self.name)
+        finally:
+            with self._guard:
+                self._building, self._build_floor = None, None
+
+    def _build(self) -> None:
+        """Build from the newest reachable snapshot (or the rows) and publish at the head. Unless the caller
+        holds the lock (an in-process read), the O(store) part runs unlocked: the catch-up to the head and
+        the publication take it."""
+        brain = self._brain
+        started, head = time.monotonic(), brain.head
+        proj, how = self._persisted(), "rows"
+        if proj is not None:
+            how = f"snapshot at {proj.stamp}"
+            self._starts_at = proj.stamp
+            proj = self._caught_up(proj)
+        else:
+            proj = self._from_rows(head)
+        with self._lock:
+            if self._proj is not None:  # a read built it meanwhile: the moves ours needed are gone
+                return
+            head = brain.head
+            self._apply_all(proj, [self._moves[g] for g in sorted(g for g in self._moves if proj.stamp < g <= head)])
+            proj.stamp = max(proj.stamp, head)
+            self._proj = proj
+            self._moves = {g: m for g, m in self._moves.items() if g > head}
+            self.built_from = how
+            self._in_place = self._overlay = None
+            self._built.set()
+        log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
+                 how, len(proj), (time.monotonic() - started) * 1000)
+
+    def _apply_all(self, proj: Any, commits: list[list[Move]]) -> None:
+        """The moves of these commits, in order (the vector index takes them in one batch)."""
+        for moves in commits:
+            _apply(proj, moves)
+
+    def _caught_up(self, proj: Any) -> Any:
+        """A persisted snapshot brought to the flushed generation, if it is older (only the vector index can be)."""
+        return proj
+
+    def _from_rows(self, head: int) -> Any:
+        return Projections.build(self._brain.at(head).entities(), head)
+
+    def _persisted(self) -> Projections | None:
+        """The newest persisted chain decoded whole, if the moves this handle holds can bring it to the head.
+
+        One the log tail cannot reach (older than the flushed generation, or newer than this handle's
+        head) or that does not check out is left alone: the projections are rebuilt from the rows and the
+        warnings say why.
+        """
+        found = chain.newest(self.folder)
+        if found is None:
+            return None
+        name, brain = (found.delta or found.base)[1].name, self._brain
+        if not self._reachable(found.stamp):
+            brain.warnings.append({"code": f"{self.name}-rebuilt", "message":
+                                   f"snapshot {name} is outside generations {brain.flushed}..{brain.head}"})
+            return None
+        try:
+            proj = chain.load(found)
+        except (OSError, ValueError) as exc:
+            brain.warnings.append({"code": f"{self.name}-rebuilt", "message": f"snapshot {name}: {exc}"})
+            return None
+        return proj if proj.stamp == found.stamp else None
+
+    def _reachable(self, stamp: int) -> bool:
+        """Whether the moves this handle holds bring a snapshot at ``stamp`` to the head."""
+        return self._brain.flushed <= stamp <= self._brain.head
+
+    def persist(self, build: bool = False) -> None:
+        """Write the chain's next link, stamped with the generation it covers: a delta of what the commits since
+        the base touched, or a base when one is due (none reachable, or the delta past its share of the base).
+        ``build`` (a flush, a close): build the projections first when a base is due and nothing has needed
+        them yet, so the next open finds a snapshot.
+
+        A base's lock is held only for a copy (commits wait on it to move the projections); the encode, the
+        O(store) part, runs on the copy unlocked."""
+        self.settle()
+        with self._linking:
+            if self._delta_written():
+                return
+            if self._proj is None:
+                if not build:
+                    return
+                self._build_as_the_one_in_flight()
+            with self._lock:
+                if self._proj is None:
+                    return
+                frozen = self._proj.copy()
+                self._unsaved = {g: m for g, m in self._unsaved.items() if g > frozen.stamp}
+            self._delta = chain.write_base(self.folder, frozen.stamp, encode_snapshot(frozen))
+
+    def _delta_written(self) -> bool:
+        """Fold the commits since the chain's stamp into its delta and write it; False when a base is due instead."""
+        brain, delta = self._brain, self._delta
+        if delta is None:
+            found = chain.newest(self.folder)
+            if found is not None and found.stamp == brain.head and self._reachable(found.stamp):
+                return True  # the chain is at the head already: nothing to write
+            delta = self._chain_delta(found)
+            if delta is None:
+                return False
+        with self._lock:
+            head = brain.head
+            wanted = range(delta.stamp + 1, head + 1)
+            if any(g not in self._unsaved for g in wanted):
+                self._delta = None  # every commit records its moves (an empty list too): a gap needs a base
+                return False
+            commits = [self._unsaved[g] for g in wanted]
+        self._delta = None  # until it is written: a failure below leaves a base due, never a delta missing moves
+        if not commits:
+            self._delta = delta
+            return True
+        for moves in commits:
+            for _, before, after in moves:
+                delta.apply(before, after)
+        delta.stamp = head
+        data = delta.encode()
+        if delta.due_a_base(len(data)):
+            return False
+        chain.write_delta(self.folder, head, data)
+        with self._lock:
+            self._unsaved = {g: m for g, m in self._unsaved.items() if g > head}
+        self._delta = delta
+        return True
+
+    def prepare_flush(self) -> None:
+        """Before a flush moves the flushed generation on: make sure the chain can take its next link. Its
+        delta is read (it costs what changed since the base) when the moves this handle holds reach the
+        chain; else the projections are built now, while the last snapshot is still reachable from them."""
+        self.settle()
+        with self._linking:
+            if self._proj is not None or self._delta is not None:
+                return
+            self._delta = self._chain_delta(chain.newest(self.folder))
+            if self._delta is None:
+                self._build_as_the_one_in_flight()  # it reads the chain again, and says why it could not
+
+    def _chain_delta(self, found: chain.Found | None) -> chain.Delta | None:
+        """The delta the newest chain ends with, when the moves this handle holds reach it and it reads; else None
+        (none reachable, an older format's base, damage): the next link is then a base."""
+        if found is None or not self._reachable(found.stamp):
+            return None
+        try:
+            return chain.Delta.read(found)
+        except (OSError, ValueError):
+            return None
+
+    def _build_as_the_one_in_flight(self) -> None:
+        """Build here, on the caller's thread, registered as the build in flight: a read's :meth:`warm` meanwhile
+        waits for this one rather than starting a second (after a crash the recovery flush and the first read
+        would otherwise each decode the whole snapshot, and the read's door would wait on both for the GIL)."""
+        with self._guard:
+            mine = self._proj is None and self._building is None
+            if mine:
+                self._build_floor = self._brain.flushed
+                self._building = Future()
+        if not mine:
+            self.settle()
+            if self._proj is not None:
+                return
+            self._build()  # the one in flight failed (logged): once more here, raising what it raises
+            return
+        try:
+            self._build()
+        finally:
+            with self._guard:
+                building, self._building, self._build_floor = self._building, None, None
+            assert isinstance(building, Future)
+            building.set_result(None)
+
+
+class VectorFollower(ProjectionFollower):
+    """Keeps the vector index at the durable head, as :class:`ProjectionFollower` keeps the postings.
+
+    A commit's moves cost a copy of each vector into the index; the graph, whose insertion is the
+    expensive part, is caught up by a background thread once the tail passes ``TAIL_MAX``, holding
+    the index's graph lock and the brain's lock only to read the tail and to publish the graph.
+    """
+
+    name = "vectors"
+    suffix = V.SUFFIX
+    suffixes = (V.SUFFIX, V.DELTA_SUFFIX)  # a base and the deltas after it
+    keeps_delta = False  # its chain's deltas are the index's own (vectors.py)
+
+    def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
+        super().__init__(brain, lock)
+        self._catching_up = False
+        self._ahead: V.Ahead | None = None  # the chain's large files, read from the open on (vectors.py)
+
+    def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
+        """At the open: begin reading the chain's large files on another thread while the log is replayed
+        (``dense_ints``: the MANIFEST's next dense int; ``opened``: set once the open's own reads are done, which
+        reading ahead of files not in the page cache waits for)."""
+        self._drop_ahead()  # an open that read the MANIFEST again
+        self._ahead = V.check_ahead(self.folder, dense_ints, opened)
+
+    def _drop_ahead(self) -> None:
+        """Call off a check not begun; one under way ends on its own, and its map goes with it."""
+        if self._ahead is not None:
+            self._ahead.cancel()
+            self._ahead = None
+
+    def record(self, generation: int, moves: list[Move]) -> None:
+        """Only entities carry the vectors the index holds (a relation's is not searched)."""
+        super().record(generation, [m for m in moves if m[0] == "e"])
+
+    def _read_in_place(self) -> None:
+        return None  # the index's snapshot is one matrix: it is loaded whole, off the read path
+
+    def _overlaid(self) -> None:
+        return None
+
+    def _from_rows(self, head: int) -> VectorIndex:
+        self._drop_ahead()  # an index from the rows reads no copy
+        with self._lock:  # a store whose ledger counts no vectored entity has an empty index: no row read
+            if self._brain.durable_ledger.n["vectoredEntities"] == 0:
+                empty = VectorIndex()
+                empty.stamp = self._brain.head
+                return empty
+        return VectorIndex.build(self._brain.at(head).entities(), head)
+
+    def _persisted(self) -> VectorIndex | None:
+        """The index the newest base and its deltas hold (docs/store-format.md, "Vector index snapshots"): its
+        header and dense ints checked, its vectors read in place (each chunk checked as a read first touches
+        it), its graph left to :meth:`catch_up` (searches scan exactly until it is in). None once a read found
+        the chain damaged."""
+        if self._damaged:
+            return None
+        brain = self._brain
+        tail = sum(len(moves) for moves in list(self._moves.values()))  # each move writes a slot at most
+        ahead, self._ahead = self._ahead, None
+        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain._next_dense,
+                                  ahead=ahead)
+        brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
+        return index
+
+    def _apply_all(self, proj: Any, commits: list[list[Move]]) -> None:
+        proj.apply_all((before, after) for moves in commits for _, before, after in moves)
+
+    def _caught_up(self, index: VectorIndex) -> VectorIndex:
+        brain = self._brain
+        if any(g not in self._moves for g in range(index.stamp + 1, brain.head + 1)):
+            # the moves this handle holds start at the flushed generation: the rows bring an older index up
+            index.rows_caught_up(brain.at(brain.head).entities(), brain.head)
+        return index
+
+    def advance(self, durable: int, flushed: int) -> None:
+        super().advance(durable, flushed)
+        if self._proj is not None:
+            self._maybe_catch_up(self._proj)
+
+    @contextmanager
+    def held(self) -> Iterator[VectorIndex]:
+        if self._proj is None and self.background and self._chain_reachable() and \
+                self._lock.acquire(timeout=READ_WAIT_SECONDS):  # never longer on a lock another thread holds
+            try:  # bounded: the header and dense ints are checked, the vectors read in place, the graph left
+                if self._proj is None:  # to the catch-up
+                    self._build()
+            finally:
+                self._lock.release()
+        index = None
+        try:
+            with super().held() as index:
+                yield index
+            if not self.door_ends_first_read:
+                self._first_read.set()
+            self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
+        except V.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
+            brain = self._brain
+            self._discard(index, exc)
+            raise R.ProjectionBehindError(
+                f"the vector index snapshot of brain {brain.name!r} is damaged ({exc}); it is being rebuilt "
+                f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
+
+    def _discard(self, index: VectorIndex | None, exc: Exception) -> None:
+        """Drop an index whose mapped slots failed a check, never to read its snapshot chain again in this handle:
+        the next build (started here for a served handle, else by the next read) is from the rows."""
+        with self._lock:
+            if index is not None and self._proj is index:
+                self._proj, self.built_from = None, None
+                self._built.clear()
+            if not self._damaged:
+                self._damaged = True
+                self._brain.warnings.append({"code": "vectors-rebuilt", "message": f"{exc}; the index is "
+                                             f"rebuilt from the rows"})
+        if self.background:
+            self.warm()
+
+    def release(self) -> None:
+        """At the handle's close: let the index and the snapshot files it reads in place go (a graph loader still
+        running holds them until it is done)."""
+        with self._lock:
+            self._proj = None
+            self._drop_ahead()
+
+    def _chain_reachable(self) -> bool:
+        """Whether the newest link of the snapshot chain is one the moves this handle holds bring to the head
+        (never once a read found it damaged)."""
+        if self._damaged or not self.folder.is_dir():
+            return False
+        found = [f for f in (newest_snapshot(self.folder, s) for s in self.suffixes) if f is not None]
+        return bool(found) and self._reachable(max(stamp for stamp, _ in found))
+
+    def first_door_done(self) -> None:
+        super().first_door_done()
+        index = self._proj
+        if index is not None:
+            self._maybe_catch_up(index)  # a snapshot's graph waited for this
+
+    def _maybe_catch_up(self, index: VectorIndex) -> None:
+        """Start the catch-up when the tail is long, most slots are dead, or a snapshot's graph waits to be taken.
+        Only the first read of the handle (once it has answered) starts the taking of a snapshot's graph: a commit
+        before it does not (a tail past ``TAIL_MAX`` still does, and its thread waits for that read first)."""
+        waiting = index.graph_waiting and self._first_read.is_set()
+        if index.pending >= V.TAIL_MAX or index.wasteful or waiting:
+            with self._lock:  # two reads answered at once start one thread
+                if self._catching_up:
+                    return
+                self._catching_up = True
+            threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+
+    def catch_up(self) -> None:
+        """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
+        built again, as one long tail); first, the graph a snapshot held is checked and deserialised. Searches
+        meanwhile scan exactly; commits never wait on it. It starts once the handle's first read has answered
+        (or after ``FIRST_READ_GRACE_SECONDS``): beside that read, its check of the slots and faiss's load of the
+        graph (1.5 GB copied at a million slots) took the memory bandwidth and cores the read's first checked
+        scan needs (it made the first search at 1M take 600-800 ms)."""
+        index = self._proj
+        try:
+            if index is None:
+                return
+            self._first_read.wait(FIRST_READ_GRACE_SECONDS)
+            with index.graph_lock:
+                why = index.take_graph()
+                with self._lock:
+                    index.graph_taken()
+                    if why is not None:
+                        self._brain.warnings.append({"code": "vectors-rebuilt", "message": why})
+                    if index.wasteful:
+                        index.compact()
+                    start, vectors = index.tail()
+                index.grow_graph(start, vectors)
+                with self._lock:
+                    index.graph_grown(start + len(vectors))
+        except V.Damaged as exc:  # a chunk no read had touched yet: the reads refuse from now on, until rebuilt
+            self._discard(index, exc)
+        finally:
+            self._catching_up = False
+
+    def persist(self, at_flush: bool = False) -> None:
+        """Write the next link of the index's snapshot chain: a delta of the slots written and killed since the
+        last (copied under the lock, encoded outside it), or a base when one is due (its dense ints copied under the
+        lock, its graph serialised under the index's graph lock only). A flush loads the index first if nothing has needed it since the open."""
+        self.settle()
+        for _ in range(2):  # once more when the index was read from a damaged chain: from the rows, then
+            if self._proj is None and at_flush:
+                self._build()
+            index = self._proj
+            if index is None:
+                return
+            with self._lock:
+                kind = index.next_link()
+                if kind is None:
+                    return
+                frozen = index.freeze(base=kind == "base")
+            if frozen.is_base:
+                with index.graph_lock:
+                    index.graph_for(frozen)
+            try:
+                data = frozen.encode()
+            except V.Damaged as exc:  # a new base never carries slots that failed their check
+                self._discard(index, exc)
+                self.settle()
+                continue
+            V.write_link(self.folder, frozen, data)
+            return

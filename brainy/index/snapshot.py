@@ -1,0 +1,267 @@
+"""A read snapshot: the store as one read sees it. Every read door answers from one.
+
+A snapshot is a generation and the sources as they stood when it was taken (the live memtable,
+the frozen ones, the tables), not a copy: every version is tagged with the generation that wrote
+it, so reading at ``generation`` takes, for each key, the newest version at or below it. A flush
+or compaction that swaps the sources afterwards leaves a snapshot reading what it took: a frozen
+memtable stays whole, and an unlinked table's open map keeps serving.
+
+``asOf`` is the same door run on an older snapshot (:meth:`Snapshot.at`). The projections the
+query doors plan from are reached through :meth:`Snapshot.projections`, which holds them still for
+the block that reads them; they stand at the durable head, or are built from the rows of a past
+generation.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator
+
+from brainy.contract import refusals as R
+from brainy.store import keys as K
+from brainy.store import log as log_
+from brainy.store import rows
+from brainy.store.counts import Ledger
+from brainy.index.projections import Projections
+from brainy.index.vectors import VectorIndex
+
+if TYPE_CHECKING:
+    from brainy.index.aggregates import Aggregates
+    from brainy.engine.brain import Brain
+    from brainy.store.memtable import Memtable
+    from brainy.store.sstable import Table
+
+SHAPE = {"dimensions": rows.DIMENSIONS, "metric": "cosine", "model": "all-MiniLM-L6-v2"}
+
+
+class Sources:
+    """What a read consults, newest first: the live memtable, frozen memtables, tables."""
+
+    __slots__ = ("mem", "frozen", "tables", "resolved")
+
+    def __init__(self, mem: "Memtable", frozen: tuple["Memtable", ...], tables: tuple["Table", ...]) -> None:
+        self.mem, self.frozen, self.tables = mem, frozen, tables
+        # which version of a key reads through these sources found (brainy/index/encoded_rows.py, Resolved)
+        self.resolved: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.mem
+        yield from self.frozen
+        yield from self.tables
+
+    def lookup(self, key: bytes, generation: int) -> bytes | None:
+        hit = self.version(key, generation)
+        return hit[1] if hit is not None else None
+
+    def version(self, key: bytes, generation: int) -> tuple[int, bytes] | None:
+        """``(the generation that wrote it, its value)`` of the version of ``key`` read at ``generation``."""
+        for source in self:
+            hit = source.get(key, generation)
+            if hit is not None:
+                return hit if hit[1] else None
+        return None
+
+    def scan(self, start: bytes, stop: bytes | None, generation: int) -> Iterator[tuple[bytes, bytes]]:
+        for key, _, value in self.scan_versions(start, stop, generation):
+            yield key, value
+
+    def scan_versions(self, start: bytes, stop: bytes | None, generation: int) -> Iterator[tuple[bytes, int, bytes]]:
+        """:meth:`scan` with the generation that wrote each value."""
+        decided: dict[bytes, tuple[int, bytes]] = {}
+        for source in self:
+            for key, gen, value in source.scan(start, stop):
+                if gen <= generation and key not in decided:
+                    decided[key] = (gen, value)
+        for key in sorted(decided):
+            gen, value = decided[key]
+            if value:
+                yield key, gen, value
+
+    def versions(self, key: bytes, generation: int) -> list[tuple[int, bytes]]:
+        """Every version of ``key`` at or below ``generation``, newest first (a tombstone's value is empty)."""
+        found: dict[int, bytes] = {}
+        stop = key + b"\x00"
+        for source in self:
+            for k, gen, value in source.scan(key, stop):
+                if k == key and gen <= generation:
+                    found.setdefault(gen, value)
+        return sorted(found.items(), reverse=True)
+
+
+class Snapshot:
+    __slots__ = ("_store", "_sources", "generation", "wire", "serial")
+
+    def __init__(self, store: "Brain", sources: Sources, generation: int) -> None:
+        self._store = store
+        self._sources = sources
+        self.generation = generation
+        self.serial: int = store.serial  # the brain handle's serial, unique in the process (a row answer's key)
+        # a transport's read: its page doors hand rows out as encoded bytes (brainy/index/encoded_rows.py)
+        self.wire = False
+
+    def for_wire(self) -> "Snapshot":
+        """This snapshot for a transport's call: rows of its answers come encoded, for the codecs to splice."""
+        return self._with_wire(True)
+
+    def in_process(self) -> "Snapshot":
+        """This snapshot with rows handed out as plain documents (a door reading another's answer)."""
+        return self._with_wire(False)
+
+    def _with_wire(self, wire: bool) -> "Snapshot":
+        if self.wire == wire:
+            return self
+        snap = Snapshot(self._store, self._sources, self.generation)
+        snap.wire = wire
+        return snap
+
+    # -- what it stands at -----------------------------------------------------------------------
+
+    @property
+    def brain(self) -> str:
+        """The brain's name, as answers carry it."""
+        return self._store.name
+
+    @property
+    def head(self) -> int:
+        """The store's durable head now (a snapshot's own generation may be older)."""
+        return self._store.head
+
+    @property
+    def at_head(self) -> bool:
+        return self.generation == self._store.head
+
+    @property
+    def blobs(self) -> Any:
+        """The store's file content (``brainy/store/blobs.py``): every read of it verified."""
+        return self._store.blobs
+
+    @property
+    def created_at(self) -> int:
+        return self._store.created_at
+
+    def at(self, generation: int) -> "Snapshot":
+        """The same store at another generation, at or below the head (handing rows out as this one does)."""
+        return self._store.at(generation)._with_wire(self.wire)
+
+    @property
+    def sources(self) -> Sources:
+        """What this snapshot reads: a flush or compaction swaps in new sources, and these keep their tables
+        and frozen memtables unchanged; their live memtable only gains versions above the durable head."""
+        return self._sources
+
+    # -- keys and rows ---------------------------------------------------------------------------
+
+    def lookup(self, key: bytes) -> bytes | None:
+        return self._sources.lookup(key, self.generation)
+
+    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        return self._sources.scan(start, stop, self.generation)
+
+    def versions(self, key: bytes) -> list[tuple[int, bytes]]:
+        return self._sources.versions(key, self.generation)
+
+    def every_version(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """(key, generation, value) of every version at or below the generation of every key in the range,
+        source by source (a key's versions may come from several; a tombstone's value is empty)."""
+        for source in self._sources:
+            for key, gen, value in source.scan(start, stop):
+                if gen <= self.generation:
+                    yield key, gen, value
+
+    def version(self, key: bytes) -> tuple[int, bytes] | None:
+        """``(the generation that wrote it, its stored bytes)`` of ``key`` as this snapshot reads it."""
+        return self._sources.version(key, self.generation)
+
+    def scan_versions(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """(key, the generation that wrote it, value) of each key's newest live version in the range, in key
+        order (:meth:`every_version` gives them all)."""
+        return self._sources.scan_versions(start, stop, self.generation)
+
+    def entity(self, id_: str) -> dict[str, Any] | None:
+        raw = self.lookup(K.entity_key(id_))
+        return rows.unpack(raw) if raw else None
+
+    def relation(self, id_: str) -> dict[str, Any] | None:
+        raw = self.lookup(K.relation_key(id_))
+        return rows.unpack(raw) if raw else None
+
+    def entities(self) -> Iterator[dict[str, Any]]:
+        """Every entity row, in id order."""
+        for _, raw in self.scan(K.ENTITY, b"f"):
+            yield rows.unpack(raw)
+
+    def relations(self) -> Iterator[dict[str, Any]]:
+        """Every relation row, in id order."""
+        for _, raw in self.scan(K.RELATION, b"s"):
+            yield rows.unpack(raw)
+
+    def commit(self, generation: int) -> dict[str, Any]:
+        """The commit record of ``generation`` (at or below this snapshot's)."""
+        raw = self.lookup(K.commit_key(generation))
+        if raw is None:  # every commit writes its record; a gap is damage, not an empty answer
+            raise R.FactLogRefusedError(f"generation {generation} has no commit record", reason="missing-segment")
+        return rows.unpack(raw)
+
+    def timestamp(self, generation: int) -> int:
+        """When ``generation`` was committed (the store's creation for generation 0)."""
+        return self.created_at if generation == 0 else self.commit(generation)["timestamp"]
+
+    def frames(self, after: int) -> Iterator[log_.Frame]:
+        """The fact log's frames above ``after``, read lazily (the change feed and diff stop at their end)."""
+        return log_.frames(self._store.path / "log", after)
+
+    # -- derived state ---------------------------------------------------------------------------
+
+    @contextmanager
+    def projections(self) -> Iterator[Projections]:
+        """The query projections, held still for the block: at the durable head for a head snapshot (their
+        ``stamp`` says which generation they cover), built from this generation's rows for a past one."""
+        if self.at_head:
+            with self._store.follower.held() as proj:
+                yield proj
+        else:
+            yield Projections.build(self.entities(), self.generation)
+
+    def aggregates(self) -> ContextManager["Aggregates"]:
+        """The maintained aggregates at the durable head, held still for the block (a head snapshot's only:
+        a past one computes its aggregates from its rows, brainy/index/aggregates.py)."""
+        assert self.at_head, "a past snapshot computes its aggregates from its rows"
+        return self._store.aggregate_follower.held()
+
+    @contextmanager
+    def vectors(self) -> Iterator[VectorIndex]:
+        """The vector index, held still for the block: at the durable head for a head snapshot (searched by
+        its graph or exactly), built from this generation's rows for a past one (searched exactly)."""
+        if self.at_head:
+            with self._store.vector_follower.held() as index:
+                yield index
+        else:
+            yield VectorIndex.build(self.entities(), self.generation, graph=False)
+
+    def ledger(self) -> Ledger:
+        """The counts as of this snapshot: the brain's own ledger at its head, else counted from the rows."""
+        if self.at_head:
+            return self._store.durable_ledger
+        ledger = Ledger()
+        for row in self.entities():
+            ledger.move("e", None, row)
+        for row in self.relations():
+            ledger.move("r", None, row)
+        ledger.generation = self.generation
+        ledger.last_updated = self.commit(self.generation)["timestamp"] if self.generation else 0
+        return ledger
+
+    def census(self) -> dict[str, Any]:
+        """The census the counts door answers. A generation's census never changes, so the head's is kept
+        by the follower and built once per generation."""
+        follower = self._store.follower
+        cached = follower.census
+        if cached is not None and cached[0] == self.generation:
+            return dict(cached[1])
+        ledger = self.ledger()
+        answer: dict[str, Any] = {"brain": self.brain}
+        answer.update(ledger.answer())
+        answer.update(shape=dict(SHAPE), lastUpdated=ledger.last_updated, allCountsSuspect=False)
+        if self.at_head:
+            follower.census = (self.generation, answer)
+        return dict(answer)

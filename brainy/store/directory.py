@@ -1,0 +1,80 @@
+"""Making a store, and knowing one when we see it (docs/store-format.md)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from brainy.contract import refusals as R
+from brainy.store import keys as K
+from brainy.store import log as log_
+from brainy.store.counts import Ledger
+from brainy.store.files import DocumentUnreadable, fsync_dir, read_document, write_document
+
+FORMAT = 1
+FOLDERS = ("log", "sst", "ledger", "locks", "index")
+
+
+def ledger_name(generation: int) -> str:
+    return f"ledger/{generation:020d}.counts"
+
+
+def not_a_store(path: Path) -> R.Refusal:
+    return R.StoreNotFoundError(f"{path} holds no brainy store; create one with `brainy init {path}`",
+                                cure=f"brainy init {path}")
+
+
+def read_identity(root: Path) -> dict[str, Any]:
+    """The store's IDENTITY, or a named refusal: no store here, or one from a newer brainy."""
+    if not (root / "IDENTITY").exists():
+        raise not_a_store(root)
+    try:
+        identity = read_document(root / "IDENTITY")
+    except DocumentUnreadable as exc:
+        raise R.StoreUnservableError(f"IDENTITY does not read: {exc.reason}",
+                                     reason="unreadable-generation-stamp") from None
+    if not isinstance(identity.get("format"), int) or identity["format"] > FORMAT:
+        raise R.StoreUnservableError(f"the store has format {identity.get('format')}; this brainy reads {FORMAT}",
+                                     reason="newer-record-profile")
+    return identity
+
+
+class StoreExistsError(Exception):
+    """``brainy init`` on a path that is already a store, or a directory that is not empty."""
+
+
+def init_store(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Write a new, empty store at ``path``: the only way a store comes to exist.
+
+    Refuses an existing store or a non-empty directory; overwrites nothing.
+    """
+    root = Path(path)
+    if root.exists():
+        if not root.is_dir():
+            raise StoreExistsError(f"{root} exists and is not a directory")
+        if (root / "IDENTITY").exists():
+            raise StoreExistsError(f"{root} is already a brainy store")
+        if any(root.iterdir()):
+            raise StoreExistsError(f"{root} is not empty; brainy init writes only into a new or empty directory")
+    else:
+        root.mkdir(parents=True)
+        fsync_dir(root.parent)
+    identity = {"format": FORMAT, "product": "brainy", "storeId": K.uuid7(),
+                "createdAt": time.time_ns() // 1_000_000}
+    for folder in FOLDERS:
+        (root / folder).mkdir()
+    with open(root / "log" / log_.segment_name(1), "wb") as f:
+        f.write(log_.encode_header())
+        f.flush()
+        os.fsync(f.fileno())
+    write_document(root / ledger_name(0), Ledger().to_doc())
+    write_document(root / "MANIFEST", {"format": FORMAT, "storeId": identity["storeId"], "generation": 0,
+                                       "timestamp": 0, "nextTable": 1, "nextDenseInt": 1,
+                                       "ledger": ledger_name(0), "tables": []})
+    for folder in FOLDERS:
+        fsync_dir(root / folder)
+    # IDENTITY last: a directory without it is not a store, so a crash mid-init leaves no half store
+    write_document(root / "IDENTITY", identity)
+    return identity

@@ -1,0 +1,242 @@
+"""The writer lease: one writer per store, claimed and fenced through ``locks/``.
+
+A claim is a small table of cases (docs/store-format.md, "The writer lease"):
+
+    lease file   lock taken   close record matches   ->  outcome
+    absent       yes          -                          writer, fresh
+    present      yes          yes                        writer, leftover-after-clean-close
+    present      yes          no                         writer, stale-after-crash (recovery runs)
+    any          no (live)    -                          reader, BRAINY_WRITER_LOCKED
+    other host, heartbeat < 30 s                         reader, BRAINY_WRITER_LOCKED
+    force                                                writer, forced (lease file replaced)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from brainy.contract import refusals as R
+from brainy.store.files import fsync_dir
+
+RECORD_SIZE = 512
+HEARTBEAT_SECONDS = 5.0
+REMOTE_STALE_MS = 30_000
+
+LOCK = "_writer.lock"
+CLOSE = "_writer.close"
+HANDOFF = "_writer.handoff"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The lease record at ``path``; None when absent or empty; ValueError when unreadable."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not raw.strip():
+        return None
+    record = json.loads(raw)
+    if not isinstance(record, dict):
+        raise ValueError("lease record is not an object")
+    return record
+
+
+def holder_of(record: dict[str, Any]) -> dict[str, Any]:
+    return {"pid": record.get("pid"), "hostname": record.get("hostname"), "startedAt": record.get("startedAt")}
+
+
+@dataclass
+class Claim:
+    """How an open came by its role: the writer block of the init door."""
+
+    role: str                         # "writer" | "reader"
+    claim_path: str | None = None     # fresh | leftover-after-clean-close | stale-after-crash | forced
+    record: dict[str, Any] | None = None
+    holder: dict[str, Any] | None = None
+
+    def writer_block(self) -> dict[str, Any]:
+        if self.role == "writer":
+            assert self.record is not None
+            return {"role": "writer", "pid": self.record["pid"], "hostname": self.record["hostname"],
+                    "startedAt": self.record["startedAt"], "heartbeat": self.record["heartbeat"],
+                    "claimPath": self.claim_path}
+        return {"role": "reader", "refused": "BRAINY_WRITER_LOCKED", "holder": self.holder}
+
+
+class Lease:
+    """A held writer lease: the locked file, its fence, and its heartbeat."""
+
+    def __init__(self, locks: Path, fd: int, record: dict[str, Any]) -> None:
+        self.locks = locks
+        self._fd = fd
+        self.record = record
+        st = os.fstat(fd)
+        self._identity = (st.st_dev, st.st_ino)
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name="brainy-lease-heartbeat", daemon=True)
+        self._beat.start()
+
+    @property
+    def path(self) -> Path:
+        return self.locks / LOCK
+
+    def fence_holds(self) -> bool:
+        """True while the lease path still names the file this process locked."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity
+
+    def check_fence(self) -> None:
+        if not self.fence_holds():
+            raise R.WriterFenceLostError("this process's writer lease was claimed away; it writes nothing more")
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            if not self.fence_holds():
+                return
+            self.record["heartbeat"] = now_ms()
+            try:
+                _write_record(self._fd, self.record)
+            except OSError:
+                return
+
+    def release(self, generation: int) -> bool:
+        """Record the clean close, remove the lease file, unlock. Answers whether the record was written."""
+        self._stop.set()
+        self._beat.join()
+        recorded = False
+        if self.fence_holds():
+            close = {"pid": self.record["pid"], "hostname": self.record["hostname"], "closedAt": now_ms(),
+                     "generation": generation, "fence": self.record["fence"]}
+            _write_file(self.locks / CLOSE, json.dumps(close).encode())
+            recorded = True
+            os.unlink(self.path)
+            fsync_dir(self.locks)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        return recorded
+
+    def abandon(self) -> None:
+        """Drop the lease as a crash would: no close record (tests and fatal paths)."""
+        self._stop.set()
+        os.close(self._fd)
+
+
+def _write_record(fd: int, record: dict[str, Any]) -> None:
+    data = json.dumps(record, separators=(",", ":")).encode()
+    if len(data) > RECORD_SIZE:
+        raise ValueError("lease record too long")
+    os.pwrite(fd, data.ljust(RECORD_SIZE), 0)
+    os.fsync(fd)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _new_record(store_id: str) -> dict[str, Any]:
+    t = now_ms()
+    return {"pid": os.getpid(), "hostname": socket.gethostname(), "startedAt": t, "heartbeat": t,
+            "fence": os.urandom(16).hex(), "storeId": store_id}
+
+
+def claim(locks: Path, store_id: str, force: bool = False) -> tuple[Claim, Lease | None]:
+    """Claim the writer lease of the store whose ``locks/`` directory this is. Never waits."""
+    locks.mkdir(exist_ok=True)
+    path = locks / LOCK
+    for _ in range(16):  # the lease file can be swapped under us; retry on the file the path names now
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            try:
+                record = read_record(path) or {}
+            except ValueError:
+                record = {}
+            if force:
+                return _force(locks, store_id)
+            return Claim("reader", holder=holder_of(record)), None
+        st, now = os.fstat(fd), None
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            pass
+        if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)  # locked a file that was just removed or replaced
+            continue
+        try:
+            previous = read_record(path)
+        except ValueError:
+            previous = {"fence": None}  # unreadable and unlocked: its holder is gone
+        if (previous and previous.get("hostname") not in (None, socket.gethostname())
+                and now_ms() - int(previous.get("heartbeat") or 0) < REMOTE_STALE_MS and not force):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return Claim("reader", holder=holder_of(previous)), None
+        if force and previous:
+            path_taken = "forced"
+        elif previous is None:
+            path_taken = "fresh"
+        else:
+            try:
+                close = json.loads((locks / CLOSE).read_bytes())
+            except (OSError, ValueError):
+                close = None
+            matched = isinstance(close, dict) and close.get("fence") == previous.get("fence") and previous.get("fence")
+            path_taken = "leftover-after-clean-close" if matched else "stale-after-crash"
+        record = _new_record(store_id)
+        (locks / HANDOFF).touch()
+        os.ftruncate(fd, 0)
+        _write_record(fd, record)
+        _discard(locks / CLOSE)
+        _discard(locks / HANDOFF)
+        fsync_dir(locks)
+        return Claim("writer", path_taken, record), Lease(locks, fd, record)
+    raise RuntimeError("the writer lease kept changing hands during the claim")
+
+
+def _force(locks: Path, store_id: str) -> tuple[Claim, Lease]:
+    """Replace a live holder's lease file with ours: its fence breaks at its next commit."""
+    (locks / HANDOFF).touch()
+    fsync_dir(locks)
+    tmp = locks / (LOCK + ".forced")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    record = _new_record(store_id)
+    _write_record(fd, record)
+    os.replace(tmp, locks / LOCK)
+    _discard(locks / CLOSE)
+    _discard(locks / HANDOFF)
+    fsync_dir(locks)
+    return Claim("writer", "forced", record), Lease(locks, fd, record)
+
+
+def _discard(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def handoff_in_flight(locks: Path) -> bool:
+    return (locks / HANDOFF).exists()

@@ -1,0 +1,212 @@
+"""Entity and relation documents: validating arguments and building rows (door catalogue, section 1).
+
+Every check raises a named refusal with the field it concerns, before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from typing import Any, Callable
+
+import msgpack
+
+from brainy._speedups import vecpack
+from brainy._speedups.errors import VectorRefused
+from brainy.contract import refusals as R
+from brainy.contract.vectors import Vector
+from brainy.store.taxonomy import NOUN_TYPES, RESERVED_SUBTYPE_PREFIXES, VERB_TYPES
+
+DIMENSIONS = 384
+VISIBILITIES_SETTABLE = ("public", "internal")
+SUBTYPE = re.compile(r"[a-z0-9._-]{1,64}")
+
+ENTITY_FIELDS = frozenset((
+    "id", "key", "type", "subtype", "service", "data", "metadata", "hasVector", "vector", "visibility",
+    "confidence", "weight", "createdAt", "updatedAt", "createdBy", "updatedBy", "generation", "denseInt"))
+RELATION_FIELDS = ENTITY_FIELDS | {"from", "to"}
+# Reserved field names a metadata bag may not reuse at its top level (section 1.1).
+RESERVED_METADATA = ENTITY_FIELDS | {"from", "to"}
+
+
+def invalid(field: str, reason: str, message: str) -> R.Refusal:
+    return R.InvalidArgumentError(f"{field}: {message}", field=field, reason=reason)
+
+
+def check_args(args: Any, allowed: frozenset[str], where: str = "") -> dict[str, Any]:
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise invalid(where or "args", "wrong-type", "the arguments must be an object")
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise invalid(f"{where}{unknown[0]}", "unknown-argument", f"not an argument of this door (takes {sorted(allowed)})")
+    return args
+
+
+def need(args: dict[str, Any], name: str, where: str = "") -> Any:
+    if name not in args or args[name] is None:
+        raise invalid(where + name, "missing", "required")
+    return args[name]
+
+
+def string(value: Any, field: str, nullable: bool = False) -> str | None:
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        raise invalid(field, "wrong-type", "must be a string")
+    return value
+
+
+def boolean(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(field, "wrong-type", "must be true or false")
+    return value
+
+
+def integer(value: Any, field: str, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(field, "wrong-type", "must be an integer")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise invalid(field, "out-of-range", f"must be between {lo} and {hi}")
+    return value
+
+
+def unit_number(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise invalid(field, "wrong-type", "must be a number")
+    if not 0 <= value <= 1:
+        raise invalid(field, "out-of-range", "must be between 0 and 1")
+    return float(value)
+
+
+def listed(value: Any, field: str, check: Callable[[Any, str], Any]) -> list[Any] | None:
+    """A ``T | T[]`` argument as a checked list (None when left out); an empty list is refused."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise invalid(field, "bad-operand", "an empty list matches nothing; leave it out")
+    return [check(item, field) for item in items]
+
+
+def noun(value: Any, field: str = "type") -> str:
+    if value not in NOUN_TYPES or not isinstance(value, str):
+        raise invalid(field, "unknown-type", f"{value!r} is not a noun type (use 'custom' with a subtype)")
+    return value
+
+
+def verb(value: Any, field: str = "type") -> str:
+    if value not in VERB_TYPES or not isinstance(value, str):
+        raise invalid(field, "unknown-type", f"{value!r} is not a verb type")
+    return value
+
+
+def subtype(value: Any, field: str = "subtype") -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not SUBTYPE.fullmatch(value):
+        raise invalid(field, "bad-subtype", "a subtype is 1 to 64 of [a-z0-9._-]")
+    if value.startswith(RESERVED_SUBTYPE_PREFIXES):
+        raise invalid(field, "reserved-subtype", f"the prefix of {value!r} belongs to a layer")
+    return value
+
+
+def visibility(value: Any, field: str = "visibility") -> str:
+    if value not in VISIBILITIES_SETTABLE:
+        raise invalid(field, "bad-visibility", "must be 'public' or 'internal'")
+    return value
+
+
+def metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid(field, "wrong-type", "must be an object")
+    for key in value:
+        if not isinstance(key, str):
+            raise invalid(field, "wrong-type", "keys must be strings")
+        if key in RESERVED_METADATA:
+            raise invalid(f"{field}.{key}", "reserved-field", f"{key!r} is a reserved field name")
+    _check_storable(value, field)
+    return value
+
+
+def _check_storable(value: Any, field: str, depth: int = 0) -> None:
+    if depth > 32:
+        raise invalid(field, "too-deep", "nested more than 32 levels")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise invalid(field, "wrong-type", "object keys must be strings")
+            _check_storable(v, f"{field}.{k}", depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_storable(v, f"{field}[{i}]", depth + 1)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise invalid(field, "wrong-type", "numbers must be finite")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not -(1 << 63) <= value < (1 << 64):
+            raise invalid(field, "out-of-range", "integers must fit in 64 bits")
+    elif value is not None and not isinstance(value, (str, bool)):
+        raise invalid(field, "wrong-type", "not a JSON value")
+
+
+def content(value: Any, field: str = "data") -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        _check_storable(value, field)
+        return value
+    raise invalid(field, "wrong-type", "must be a string or an object")
+
+
+def vector(value: Any, field: str = "vector") -> bytes:
+    """A 384-number vector as 1,536 bytes of float32; a zero vector is never stored."""
+    try:
+        return vecpack.pack(value, DIMENSIONS)
+    except VectorRefused as refused:
+        if refused.reason == "length":
+            raise R.DimensionMismatchError(f"{field}: expected {DIMENSIONS} numbers, got {len(value)}",
+                                           expected=DIMENSIONS, got=len(value)) from None
+        if refused.reason == "zero-vector":
+            raise invalid(field, "zero-vector", "a zero vector means nothing and is never stored") from None
+        if refused.reason == "not-a-list":
+            raise invalid(field, "wrong-type", "must be an array of numbers") from None
+        raise invalid(field, "wrong-type", "must be an array of finite numbers") from None
+
+
+def vector_out(blob: bytes) -> Vector:
+    """A stored vector as the wire carries it (DOORS.md 0.3, ``brainy/contract/vectors.py``)."""
+    return Vector.of_float32(blob)
+
+
+def mean_vector(a: bytes, b: bytes) -> bytes:
+    va, vb = array("f", a), array("f", b)
+    return array("f", [(x + y) / 2 for x, y in zip(va, vb)]).tobytes()
+
+
+def pack(row: dict[str, Any]) -> bytes:
+    return msgpack.packb(row, use_bin_type=True)
+
+
+def unpack(data: bytes) -> dict[str, Any]:
+    return msgpack.unpackb(data, raw=False)
+
+
+def public_view(row: dict[str, Any], include_vector: bool = False, include_data: bool = True) -> dict[str, Any]:
+    """The wire document of a stored row."""
+    out = dict(row)
+    blob = out.pop("vector", None)
+    if include_vector and blob is not None:
+        out["vector"] = vector_out(blob)
+    if not include_data:
+        out.pop("data", None)
+    return out
+
+

@@ -1,0 +1,194 @@
+"""One commit in the making: an overlay of user keys over the store, and the ops it logs.
+
+The four low-level ops (entity put/delete, relation put/delete) are the only
+way rows change. A live commit reaches them through the write doors; replay
+reaches them straight from a log frame. Both derive the same adjacency and
+identity keys and move the counts ledger the same way, so a replayed store
+equals the one that was acknowledged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from brainy.store import keys as K
+from brainy.store import rows
+
+Reader = Callable[[bytes], "bytes | None"]
+Scanner = Callable[[bytes, "bytes | None"], Iterator[tuple[bytes, bytes]]]
+
+_MISSING = object()
+
+
+class Txn:
+    def __init__(self, read: Reader, scan: Scanner, next_dense: int, generation: int, timestamp: int,
+                 caller: str | None = None, via: str | None = None) -> None:
+        self._read = read
+        self._scan = scan
+        self.overlay: dict[bytes, bytes] = {}   # an empty value is a tombstone
+        self.ops: list[dict[str, Any]] = []
+        self.moves: list[tuple[str, dict | None, dict | None]] = []
+        self.next_dense = next_dense
+        self.generation = generation
+        self.timestamp = timestamp
+        self.caller = caller
+        self.via = via
+        self._undo: list[tuple[bytes, object]] = []
+
+    # -- reading through the overlay -------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self.overlay.get(key)
+        if value is None:
+            value = self._read(key)
+        return value or None
+
+    def committed(self, key: bytes) -> bytes | None:
+        """``key`` as the store held it before this commit, under no staged op (what was in force when the
+        write began: the policy guardrails read their rules so, and a write cannot lift them by removing them)."""
+        return self._read(key) or None
+
+    def entity(self, id_: str) -> dict[str, Any] | None:
+        raw = self.get(K.entity_key(id_))
+        return rows.unpack(raw) if raw else None
+
+    def relation(self, id_: str) -> dict[str, Any] | None:
+        raw = self.get(K.relation_key(id_))
+        return rows.unpack(raw) if raw else None
+
+    def scan(self, start: bytes, stop: bytes | None) -> list[bytes]:
+        """Live keys in ``[start, stop)``, the overlay over the store."""
+        found = {key for key, _ in self._scan(start, stop)}
+        for key, value in self.overlay.items():
+            if key >= start and (stop is None or key < stop):
+                if value:
+                    found.add(key)
+                else:
+                    found.discard(key)
+        return sorted(found)
+
+    def touching(self, entity_id: str) -> list[str]:
+        """Ids of the relations touching an entity, ascending."""
+        prefix = K.adjacency_prefix(entity_id)
+        return [K.relation_id_of_adjacency(k) for k in self.scan(prefix, K.prefix_end(prefix))]
+
+    def relation_by_identity(self, from_id: str, to_id: str, verb: str, subtype: str | None) -> str | None:
+        raw = self.get(K.identity_key(from_id, to_id, verb, subtype))
+        return rows.unpack(raw) if raw else None
+
+    # -- savepoints, so one failed item of a batch leaves the rest ---------------------------
+
+    def savepoint(self) -> tuple[int, int, int, int]:
+        return len(self._undo), len(self.ops), len(self.moves), self.next_dense
+
+    def rollback(self, point: tuple[int, int, int, int]) -> None:
+        undo_len, ops_len, moves_len, self.next_dense = point
+        while len(self._undo) > undo_len:
+            key, previous = self._undo.pop()
+            if previous is _MISSING:
+                del self.overlay[key]
+            else:
+                self.overlay[key] = previous  # type: ignore[assignment]
+        del self.ops[ops_len:]
+        del self.moves[moves_len:]
+
+    def _set(self, key: bytes, value: bytes) -> None:
+        self._undo.append((key, self.overlay.get(key, _MISSING)))
+        self.overlay[key] = value
+
+    # -- the four ops ----------------------------------------------------------------------
+
+    def mint(self) -> int:
+        value = self.next_dense
+        self.next_dense += 1
+        return value
+
+    def put_entity(self, row: dict[str, Any], raw: bytes | None = None) -> None:
+        before = self.entity(row["id"])
+        if raw is None:
+            raw = rows.pack(row)
+        else:
+            self.next_dense = max(self.next_dense, row["denseInt"] + 1)
+        self._set(K.entity_key(row["id"]), raw)
+        self._repost(before, row)
+        self.ops.append({"k": "e", "o": "put", "row": raw})
+        self.moves.append(("e", before, row))
+
+    def delete_entity(self, id_: str) -> None:
+        before = self.entity(id_)
+        self._set(K.entity_key(id_), b"")
+        self._repost(before, None)
+        self.ops.append({"k": "e", "o": "del", "id": id_})
+        self.moves.append(("e", before, None))
+
+    def put_relation(self, row: dict[str, Any], raw: bytes | None = None) -> None:
+        before = self.relation(row["id"])
+        if raw is None:
+            raw = rows.pack(row)
+        else:
+            self.next_dense = max(self.next_dense, row["denseInt"] + 1)
+        if before is not None:
+            self._unindex(before)
+        self._index(row)
+        self._set(K.relation_key(row["id"]), raw)
+        self.ops.append({"k": "r", "o": "put", "row": raw})
+        self.moves.append(("r", before, row))
+
+    def delete_relation(self, id_: str) -> None:
+        before = self.relation(id_)
+        if before is not None:
+            self._unindex(before)
+        self._set(K.relation_key(id_), b"")
+        self.ops.append({"k": "r", "o": "del", "id": id_})
+        self.moves.append(("r", before, None))
+
+    def _repost(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """Keep the path posting (``p`` keys) of a vfs node: derived from its rows, as ``a`` and ``q`` are."""
+        old, new = _vfs_path(before), _vfs_path(after)
+        if old is not None and old != new:
+            self._set(K.path_key(old), b"")
+        if new is not None and (new != old or not self.get(K.path_key(new))):
+            assert after is not None
+            self._set(K.path_key(new), rows.pack(after["id"]))
+
+    def _index(self, row: dict[str, Any]) -> None:
+        rid, a, b = row["id"], row["from"], row["to"]
+        if a == b:
+            self._set(K.adjacency_key(a, rid), rows.pack(K.OUT | K.IN))
+        else:
+            self._set(K.adjacency_key(a, rid), rows.pack(K.OUT))
+            self._set(K.adjacency_key(b, rid), rows.pack(K.IN))
+        self._set(K.identity_key(a, b, row["type"], row.get("subtype")), rows.pack(rid))
+
+    def _unindex(self, row: dict[str, Any]) -> None:
+        rid, a, b = row["id"], row["from"], row["to"]
+        self._set(K.adjacency_key(a, rid), b"")
+        self._set(K.adjacency_key(b, rid), b"")
+        self._set(K.identity_key(a, b, row["type"], row.get("subtype")), b"")
+
+    def replay(self, ops: list[dict[str, Any]], decoded: list[dict[str, Any] | None] | None = None) -> None:
+        """Apply the ops of a logged frame; ``decoded`` (if given) holds each put's row already unpacked."""
+        for i, op in enumerate(ops):
+            if op["o"] == "put":
+                raw = op["row"]
+                row = rows.unpack(raw) if decoded is None else decoded[i]
+                (self.put_entity if op["k"] == "e" else self.put_relation)(row, raw)
+            else:
+                (self.delete_entity if op["k"] == "e" else self.delete_relation)(op["id"])
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(entity ops, relation ops) of this commit."""
+        e = sum(1 for op in self.ops if op["k"] == "e")
+        return e, len(self.ops) - e
+
+
+VFS_SUBTYPES = ("vfs.file", "vfs.directory")
+
+
+def _vfs_path(row: dict[str, Any] | None) -> str | None:
+    """The path a vfs node's row stands at (None for any other row)."""
+    if row is None or row.get("subtype") not in VFS_SUBTYPES:
+        return None
+    path = (row.get("metadata") or {}).get("path")
+    return path if isinstance(path, str) else None
