@@ -36,6 +36,7 @@ from typing import Any
 import stored  # perf/stored.py: the shared --store option
 
 from brainy.engine import Brain, init_store
+from brainy.doors import aggregates as AD
 from brainy.index import aggregates as A
 
 ENTITIES = 20_000
@@ -107,8 +108,8 @@ def time_recomputed(name: str):
         started = time.perf_counter()
         for _ in range(loops):
             snap = b.at()
-            definition = A._definition_at(snap, name)
-            A.page(definition, A.Aggregate(definition, snap.entities()).rows(), args)
+            definition = AD._definition_at(snap, name)
+            AD.page(definition, A.Aggregate(definition, snap.entities()).rows(), args)
         return time.perf_counter() - started
     return run
 

@@ -35,6 +35,7 @@ import numpy as np
 import pyperf
 
 from brainy.engine import Brain, init_store
+from brainy.doors import models
 from brainy.index import embedder
 
 RECORDS = 20_000
@@ -90,7 +91,7 @@ def items(with_vectors: bool) -> list[list[dict]]:
 
 
 def time_embed_one(loops: int) -> float:
-    embed = embedder.embed
+    embed = models.embed
     doc = {"text": "what do I know about the customer's deadline?"}
     embed(doc)
     t0 = time.perf_counter()
@@ -100,7 +101,7 @@ def time_embed_one(loops: int) -> float:
 
 
 def time_embed_batch(loops: int) -> float:
-    batch = embedder.embed_batch
+    batch = models.embed_batch
     doc = {"texts": texts(BATCH)}
     batch(doc)
     t0 = time.perf_counter()

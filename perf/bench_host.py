@@ -30,7 +30,6 @@ from typing import Any
 import pyperf
 
 from brainy.engine import Brain, init_store
-from brainy.store import backup
 from brainy.auth.keys import KeyTable
 
 
@@ -78,13 +77,13 @@ def main() -> None:
     copies = iter(range(1 << 30))
 
     def listing() -> None:
-        with backup.freeze(brain) as files:
+        with brain.hold_files() as files:
             files.listing()
 
     def persist() -> None:
         target = ROOT / f"copy-{os.getpid()}-{next(copies)}"
         target.mkdir()
-        with backup.freeze(brain) as files:
+        with brain.hold_files() as files:
             files.copy_to(target)
         Brain.attach(target).close()
         shutil.rmtree(target)

@@ -184,7 +184,7 @@ def closed(brain: Brain) -> None:
 
 
 def time_aggregate_flush(store: Path, part: str) -> Callable[[int], float]:
-    from brainy.index import aggregates as A
+    from brainy.index import aggregate_follower as A
 
     def run(loops: int) -> float:
         with Brain.attach(store) as brain, brain.at().aggregates() as state:  # loaded outside the clock

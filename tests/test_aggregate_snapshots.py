@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from brainy.engine import Brain
-from brainy.index.aggregates import SUFFIX, decode_snapshot
+from brainy.index.aggregate_follower import SUFFIX, decode_snapshot
 from helpers import new_store
 from test_aggregates import CALLER, DEFINITIONS, _define_all, _write, check_all
 

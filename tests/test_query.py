@@ -52,7 +52,8 @@ def _expected(brain: Brain, query: dict) -> list[dict]:
     rows.sort(key=lambda r: r["denseInt"])
     order_by = query.get("orderBy")
     if order_by:
-        from brainy.doors.query import _column_value, _sorted
+        from brainy.doors.query import _column_value
+        from brainy.index.where import sort_by_value as _sorted
         by_dense = {r["denseInt"]: r for r in rows}
         dense = _sorted(list(by_dense), lambda d: _column_value(by_dense[d], order_by), lambda d: by_dense[d]["id"],
                         query.get("order") == "desc")

@@ -21,15 +21,28 @@ and a store without a log is ``NoFactLogError``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from brainy.contract import refusals as R
 from brainy.store import log as log_
 from brainy.store import rows
-from brainy.engine.brain import Brain
 from brainy.doors.timetravel import change_frame
+from brainy.index.snapshot import Snapshot
 
 Commit = list[dict[str, Any]]  # one commit's change frames, in op order
+
+
+class Brain(Protocol):
+    """What a feed reads of the brain it follows: its name, its role (a writer's log is its own to read to
+    the end) and its durable head, and snapshots of its rows."""
+
+    name: str
+    role: str
+
+    @property
+    def head(self) -> int: ...
+
+    def at(self, generation: int | None = None) -> Snapshot: ...
 
 
 class _Tags:

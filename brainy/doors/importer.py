@@ -37,7 +37,7 @@ from brainy.contract import refusals as R
 from brainy.store import keys as K
 from brainy.doors.registry import WRITE, door
 from brainy.store.txn import Txn
-from brainy.doors.writes import TX_DOORS, Context, _nested
+from brainy.doors.writes import TX_DOORS, Context, _nested, texts
 
 log = logging.getLogger("brainy.engine")
 
@@ -183,7 +183,17 @@ def rows_of(a: dict[str, Any]) -> list[Row]:
     return list(reader(a))
 
 
-@door("import", WRITE)
+def _texts_of(a: dict[str, Any]) -> list[str]:
+    """The texts the import's rows store, as each row's own door would embed them (``writes.texts``); none
+    when the rows do not read (the rule refuses them)."""
+    try:
+        rows = rows_of(a)
+    except R.Refusal:
+        return []
+    return [text for row in rows for text in texts(row.door, row.args)]
+
+
+@door("import", WRITE, embeds=_texts_of)
 def import_rows(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     rows = rows_of(a)
     on_conflict, keep_going = a["onConflict"], a["continueOnError"]

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ContextManager, Protocol
 
 from brainy import __version__
 from brainy.contract import refusals as R
-from brainy.store import backup
 from brainy.index import embedder
 from brainy.store.blobs import BlobStore
 from brainy.store import log as log_
@@ -26,9 +25,43 @@ from brainy.index.projections import newest_snapshot
 from brainy.store.rows import DIMENSIONS
 from brainy.doors.writes import MAX_BATCH
 
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
-    from brainy.index.follower import ProjectionFollower
+from brainy.index.follower import ProjectionFollower, VectorFollower
+from brainy.index.snapshot import Snapshot, Sources
+from brainy.store.backup import FileSet
+from brainy.store.counts import Ledger
+
+
+class Brain(Protocol):
+    """What the mechanics read of one open brain: its files and tables, its followers, its lease, and the
+    writes a repair makes. The brain handle (``brainy/engine/brain.py``) is one."""
+
+    name: str
+    path: Path
+    warnings: list[dict[str, str]]
+    follower: ProjectionFollower
+    vector_follower: VectorFollower
+
+    @property
+    def head(self) -> int: ...
+
+    @property
+    def durable_ledger(self) -> Ledger: ...
+
+    @property
+    def sources(self) -> Sources: ...
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
+    def at(self, generation: int | None = None) -> Snapshot: ...
+
+    def verify(self) -> Any: ...
+
+    def writer_block(self) -> dict[str, Any] | None: ...
+
+    def write(self, door: str, args: Any) -> Any: ...
+
+    def hold_files(self) -> ContextManager[FileSet]: ...
 
 # warm's projection names, and the follower that holds each: metadata postings, the words index, the
 # relation postings and the id map are all parts of one projection set
@@ -36,7 +69,7 @@ WARMABLE = {"metadata": "projections", "words": "projections", "graph": "project
             "vectors": "vectors"}
 
 
-def scrub(brain: "Brain", text: str) -> str:
+def scrub(brain: Brain, text: str) -> str:
     """``text`` with the store's host path taken out, so a file is named as the store names it."""
     return text.replace(str(brain.path) + "/", "").replace(str(brain.path), ".")
 
@@ -48,11 +81,11 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _followers(brain: "Brain") -> list["ProjectionFollower"]:
+def _followers(brain: Brain) -> list[ProjectionFollower]:
     return [brain.follower, brain.vector_follower]
 
 
-def _projection(brain: "Brain", follower: "ProjectionFollower") -> dict[str, Any]:
+def _projection(brain: Brain, follower: ProjectionFollower) -> dict[str, Any]:
     links = [n for n in (newest_snapshot(follower.folder, x) for x in follower.suffixes) if n] \
         if follower.folder.is_dir() else []
     found = max(links) if links else None  # the newest link of its chain may be a delta
@@ -64,7 +97,7 @@ def _projection(brain: "Brain", follower: "ProjectionFollower") -> dict[str, Any
     return {"name": follower.name, "stamp": stamp, "behind": max(0, brain.head - stamp), "bytes": persisted}
 
 
-def _folder_bytes(brain: "Brain", folder: str, suffix: str) -> tuple[int, int]:
+def _folder_bytes(brain: Brain, folder: str, suffix: str) -> tuple[int, int]:
     where = brain.path / folder
     if not where.is_dir():
         return 0, 0
@@ -81,18 +114,18 @@ PROJECTION_ROW_BYTES = 1_500
 CACHED_BLOCK_BYTES = 2 * 4096
 
 
-def memtable_bytes(brain: "Brain") -> int:
+def memtable_bytes(brain: Brain) -> int:
     """What the brain's memtables hold (the mapped tables are the kernel's pages, counted apart)."""
-    sources = brain._sources
+    sources = brain.sources
     return sources.mem.bytes + sum(m.bytes for m in sources.frozen)
 
 
-def footprint(brain: "Brain") -> int:
+def footprint(brain: Brain) -> int:
     """What an open brain holds in this process's heap, by its own counters: its memtables, its tables'
     decoded block caches, its projections, its vector index's filled owned rows, and the handle itself. Its mapped
     files' resident pages are not here: the arbiter reads those from ``/proc/self/smaps`` when it ranks."""
     held = HANDLE_BYTES + memtable_bytes(brain)
-    held += sum(len(table._cache) for table in brain._sources.tables) * CACHED_BLOCK_BYTES
+    held += sum(len(table._cache) for table in brain.sources.tables) * CACHED_BLOCK_BYTES
     proj = brain.follower._proj
     if proj is not None:
         held += len(proj) * PROJECTION_ROW_BYTES
@@ -102,11 +135,11 @@ def footprint(brain: "Brain") -> int:
     return held
 
 
-def diagnostics(brain: "Brain", deep: bool) -> dict[str, Any]:
+def diagnostics(brain: Brain, deep: bool) -> dict[str, Any]:
     """Files, projections and lease of one brain, and the problems found; ``deep`` checks every checksum."""
     segments = log_._segments(brain.path / "log")
-    tables = brain._manifest["tables"]
-    sources = brain._sources
+    tables = brain.manifest["tables"]
+    sources = brain.sources
     problems = [{"code": w["code"], "detail": scrub(brain, w["message"])} for w in brain.warnings]
     if deep:
         try:
@@ -134,14 +167,14 @@ def diagnostics(brain: "Brain", deep: bool) -> dict[str, Any]:
     }
 
 
-def snapshot(brain: "Brain") -> dict[str, Any]:
+def snapshot(brain: Brain) -> dict[str, Any]:
     """The exact file set of the durable generation (``brainy.store.backup``), with sizes and checksums."""
-    with backup.freeze(brain) as files:
+    with brain.hold_files() as files:
         return {"brain": brain.name, "generation": files.generation, "createdAt": files.created_at,
                 "files": files.listing()}
 
 
-def warm(brain: "Brain", names: list[str] | None) -> dict[str, Any]:
+def warm(brain: Brain, names: list[str] | None) -> dict[str, Any]:
     """Build the named projections now (default: all), so the first read pays nothing; what each cost."""
     asked = list(dict.fromkeys(names if names is not None else WARMABLE))
     unknown = [name for name in asked if name not in WARMABLE]
@@ -161,7 +194,7 @@ def warm(brain: "Brain", names: list[str] | None) -> dict[str, Any]:
     return {"brain": brain.name, "warmed": warmed}
 
 
-def repair(brain: "Brain", names: list[str] | None, embed_missing: bool, dry_run: bool) -> dict[str, Any]:
+def repair(brain: Brain, names: list[str] | None, embed_missing: bool, dry_run: bool) -> dict[str, Any]:
     """With ``embed_missing``, embed every entity with text and no vector, in batches of one commit each; then
     rebuild the projections that are behind (or those named), persisting each. A writer's door."""
     followers = {f.name: f for f in _followers(brain)}
@@ -193,10 +226,10 @@ def repair(brain: "Brain", names: list[str] | None, embed_missing: bool, dry_run
             "generation": brain.head}
 
 
-def stats(brain: "Brain") -> dict[str, Any]:
+def stats(brain: Brain) -> dict[str, Any]:
     """Sizes by part, row counts and the embedder's state (the door adds the residency)."""
     ledger = brain.durable_ledger.to_doc()
-    tables = brain._manifest["tables"]
+    tables = brain.manifest["tables"]
     _, pack_bytes = _folder_bytes(brain, "blobs", ".pack")
     _, index_bytes = _folder_bytes(brain, "index", "")
     return {

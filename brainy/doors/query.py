@@ -11,14 +11,13 @@ fused; ``connected`` keeps only the entities the graph walk reaches
 the orderBy column. A find pinned at a past generation (asOf, or a cursor from
 an older head) reads that generation's rows instead, with the same evaluator:
 slower, never different. The aggregated shape (``aggregate``) is answered by
-``brainy/index/aggregates.py`` over the rows the metadata leg selects. The
+``brainy/doors/aggregates.py`` over the rows the metadata leg selects. The
 ranked shapes (purpose, rerank, passages) work on the ranked legs' hits
 (``brainy/doors/shapes.py``).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import operator
 import time
@@ -29,9 +28,10 @@ from typing import Any, Callable, Iterable
 from brainy._speedups import pagerows
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
-from brainy.index import aggregates
+from brainy.doors import aggregates
 from brainy.index import encoded_rows as E
-from brainy.index import graph as G
+from brainy.doors import traverse as G
+from brainy.index.graph import StoredAdjacency, graph_at_head
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.doors import semantic as S
@@ -42,7 +42,7 @@ from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
 from brainy.index.snapshot import Snapshot
 from brainy.index.vectors import VectorIndex, unit
-from brainy.index.where import Predicate, compile_where, kind_of
+from brainy.index.where import Predicate, compile_where, sort_by_value
 
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
@@ -225,42 +225,6 @@ def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[di
     return scores, matched
 
 
-# -- order ---------------------------------------------------------------------------------------------
-
-_KIND_RANK = {"number": 0, "string": 1, "boolean": 2, "null": 3}
-
-
-def _order_key(value: Any, present: bool) -> tuple[int, int, Any]:
-    if not present:
-        return (1, 0, 0)
-    kind = kind_of(value)
-    return (0, _KIND_RANK.get(kind, 4), value if kind in ("number", "string", "boolean") else 0)
-
-
-def _sorted(dense_ints: list[int], value_of: Callable[[int], tuple[bool, Any]], id_of: Callable[[int], str],
-            descending: bool, upto: int | None = None) -> list[int]:
-    """The key's value order; rows missing the key last (whatever the direction); ties on id ascending.
-    ``upto``: only the first ``upto`` places are read (the page and the offset before it); a run of tied
-    values wholly past them is left as it is, its ids never looked up (a read in place finds each id in
-    the snapshot, and rows committed together share their createdAt: 3,693 lookups, 150 ms, at 1M)."""
-    present, missing = [], []
-    for d in dense_ints:
-        has, value = value_of(d)
-        if has:
-            present.append((_order_key(value, True)[1:], d))
-        else:
-            missing.append(d)
-    present.sort(key=lambda kd: kd[0], reverse=descending)
-    out: list[int] = []
-    # ids only where values tie: a read in place looks an id up in the snapshot, and most values are unique
-    for _, run in itertools.groupby(present, key=lambda kd: kd[0]):
-        tied = [d for _, d in run]
-        out.extend(sorted(tied, key=id_of) if len(tied) > 1 and (upto is None or len(out) < upto) else tied)
-    if upto is None or len(out) < upto:
-        missing.sort(key=id_of)
-    return out + missing
-
-
 def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
     if path in ("id", "key", "type", "subtype", "service", "visibility", "createdAt", "updatedAt", "createdBy",
                 "updatedBy", "hasVector", "generation", "denseInt"):
@@ -418,7 +382,7 @@ def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable
         fused = ranking.fused
         kept.sort(key=lambda d: (-fused[d], id_of(d)))
     elif q.order_by:  # only the page is read from it (rerank, which reads further, takes no orderBy)
-        kept = _sorted(kept, value_of, id_of, q.descending, q.offset + q.limit)
+        kept = sort_by_value(kept, value_of, id_of, q.descending, q.offset + q.limit)
     return kept
 
 
@@ -438,7 +402,7 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         needs_rows = not residual.matches_all
         text_scores = matched = graph_scores = None
         if q.connected is not None:
-            graph = G.graph_at_head(proj, snap.at(proj.stamp))
+            graph = graph_at_head(proj, snap.at(proj.stamp))
             hops = G.reachable(graph, q.connected)
             if q.graph_ranked:  # one more ranked leg: hits it does not reach may still come from the others
                 graph_scores = G.graph_signal(hops, graph.dense.get, set(candidates))
@@ -553,7 +517,7 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     stages.mark("metadata", len(found))
     text_scores = matched = semantic = graph_scores = purpose = vector = None
     if q.connected is not None:
-        hops = G.reachable(G.StoredAdjacency(view), q.connected)
+        hops = G.reachable(StoredAdjacency(view), q.connected)
         if q.graph_ranked:
             graph_scores = {d: 1.0 / hops[row["id"]] for d, row in found.items() if row["id"] in hops}
         else:

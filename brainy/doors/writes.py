@@ -81,14 +81,8 @@ def _texts(door: Any, a: Any, found: dict[str, None]) -> None:
         for op in a["ops"]:
             if isinstance(op, dict):
                 _texts(op.get("door"), op.get("args"), found)
-    elif door == "import":
-        from brainy.doors.importer import rows_of  # it builds on this module's rules
-        try:
-            rows = rows_of(a)
-        except R.Refusal:
-            return  # the rule refuses it
-        for row in rows:
-            _texts(row.door, row.args, found)
+    elif isinstance(door, str) and (entry := REGISTERED.get(door)) is not None and entry.embeds is not None:
+        found.update(dict.fromkeys(entry.embeds(a)))  # a door built on these rules says what it stores (import)
 
 
 def _stamp(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> None:

@@ -24,9 +24,11 @@ from brainy.store import lease as L
 from brainy.store import log as log_
 from brainy.index import encoded_rows
 from brainy.doors import policy, registry
-from brainy.index import aggregates, embedder, graph  # noqa: F401  (each registers its doors)
-from brainy.doors import importer, memory, reads, query, timetravel, vfs, writes
-from brainy.index.aggregates import AggregateFollower
+# each door family registers its doors when imported
+from brainy.doors import aggregates, importer, memory, models, reads, query, similar  # noqa: F401
+from brainy.doors import timetravel, traverse, vfs, writes  # noqa: F401
+from brainy.index.aggregate_follower import AggregateFollower
+from brainy.store.backup import FileSet, take
 from brainy.store.blobs import BlobStore, Swept
 from brainy.engine.commits import CommitPath
 from brainy.store.counts import Ledger
@@ -306,6 +308,33 @@ class Brain(CommitPath, Maintenance):
     def durable_ledger(self) -> Ledger:
         """The counts ledger at the durable head."""
         return self._ledger_durable
+
+    def hold_files(self) -> FileSet:
+        """The file set of the durable generation, held open (``brainy/store/backup.py``): what the ``snapshot``
+        door lists and ``host.persist`` copies. A writer first makes every appended frame durable, so the log's
+        whole length is the generation's; a reader holds the log up to where its read stopped."""
+        self._check_open()
+        if self.role == "writer":
+            assert self._log is not None
+            with self._maint_lock, self._commit_lock:
+                self._log.sync_all()
+                return take(self.path, self._applied, self._manifest, None)
+        return take(self.path, self.head, self._manifest, self._log_position)
+
+    @property
+    def sources(self) -> Sources:
+        """What a read consults now: the live memtable, the frozen ones, the tables (the mechanics count them)."""
+        return self._sources
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The MANIFEST this handle read or last wrote: its tables and ledger."""
+        return self._manifest
+
+    @property
+    def next_dense(self) -> int:
+        """The next dense int a new entity will take (the vector follower reads it when it reads a chain)."""
+        return self._next_dense
 
     def _check_open(self) -> None:
         if self._closed:

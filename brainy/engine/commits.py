@@ -13,27 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.store import keys as K
 from brainy.store import log as log_
+from brainy.store.clock import now_ms
 from brainy.index import embedder
 from brainy.doors import policy, registry, vfs
 from brainy.store import rows
 from brainy.store.txn import Txn
 from brainy.doors.writes import Context, texts
-
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _rule(door: str) -> Any:
@@ -56,7 +49,7 @@ def embeddings(door: str, args: Any, staged: "vfs.PreparedFile | None" = None) -
     return {text: vector.tobytes() for text, vector in zip(wanted, vectors)}
 
 
-def _prepared(brain: "Brain", door: str, args: Any) -> tuple[Any, dict[str, Any] | None]:
+def _prepared(brain: Any, door: str, args: Any) -> tuple[Any, dict[str, Any] | None]:
     """A write's arguments completed by its door's ``prepares`` (registry.py), before the commit lock."""
     entry = registry.REGISTERED.get(door)
     if entry is None or entry.prepares is None:
@@ -67,12 +60,12 @@ def _prepared(brain: "Brain", door: str, args: Any) -> tuple[Any, dict[str, Any]
 class CommitPath:
     """The commit half of a :class:`~brainy.engine.brain.Brain`."""
 
-    def _txn(self: "Brain", generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
+    def _txn(self, generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
         applied, sources = self._applied, self._sources
         return Txn(lambda key: sources.lookup(key, applied), lambda a, b: sources.scan(a, b, applied),
                    self._next_dense, generation, timestamp, caller, via)
 
-    def _apply(self: "Brain", txn: Txn, generation: int, timestamp: int) -> None:
+    def _apply(self, txn: Txn, generation: int, timestamp: int) -> None:
         entities, relations = txn.counts
         txn.overlay[K.commit_key(generation)] = rows.pack({
             "timestamp": timestamp, "ops": len(txn.ops), "entities": entities, "relations": relations,
@@ -91,12 +84,12 @@ class CommitPath:
         self.vector_follower.record(generation, txn.moves)
         self.aggregate_follower.record(generation, [(b, a) for kind, b, a in txn.moves if kind == "e"])
 
-    def _replay(self: "Brain", frame: log_.Frame) -> None:
+    def _replay(self, frame: log_.Frame) -> None:
         txn = self._txn(frame.generation, frame.timestamp, frame.author, frame.via)
         txn.replay(frame.ops, [row for _, row in frame.written()])
         self._apply(txn, frame.generation, frame.timestamp)
 
-    def _writable(self: "Brain") -> None:
+    def _writable(self) -> None:
         self._check_open()
         if self.role != "writer":
             holder = self.claim.holder if self.claim and self.claim.holder else {}
@@ -109,7 +102,7 @@ class CommitPath:
         assert self._lease is not None
         self._lease.check_fence()
 
-    def _commit(self: "Brain", door: str, args: Any, caller: str | None, via: str | None,
+    def _commit(self, door: str, args: Any, caller: str | None, via: str | None,
                 vectors: dict[str, bytes] | None = None, roles: tuple[str, ...] = (),
                 prepared: dict[str, Any] | None = None, staged: Any = None,
                 ) -> tuple[dict[str, Any], int]:
@@ -152,7 +145,7 @@ class CommitPath:
         answer.update(generation=generation, timestamp=timestamp)
         return answer, seq
 
-    def _durable_at(self: "Brain", seq: int, generation: int) -> None:
+    def _durable_at(self, seq: int, generation: int) -> None:
         assert self._log is not None
         self._log.wait(seq)
         with self._state_lock:
@@ -169,7 +162,7 @@ class CommitPath:
         for wake in tuple(self.on_durable):
             wake()
 
-    def write(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
+    def write(self, door: str, args: Any = None, *, caller: str | None = None,
               via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
         asserted roles, which a policy rule's ``role:<name>`` subject matches. A file's content is stored
@@ -189,13 +182,13 @@ class CommitPath:
                 self._durable_at(seq, answer["generation"])
         return answer
 
-    def _workers(self: "Brain") -> ThreadPoolExecutor:
+    def _workers(self) -> ThreadPoolExecutor:
         """The fsync (and file staging) workers, never the event loop."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(4, thread_name_prefix="brainy-fsync")
         return self._pool
 
-    async def awrite(self: "Brain", door: str, args: Any = None, *, caller: str | None = None,
+    async def awrite(self, door: str, args: Any = None, *, caller: str | None = None,
                      via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
@@ -220,6 +213,6 @@ class CommitPath:
                 await self._adurable_at(seq, answer["generation"])
         return answer
 
-    async def _adurable_at(self: "Brain", seq: int, generation: int) -> None:
+    async def _adurable_at(self, seq: int, generation: int) -> None:
         """:meth:`_durable_at` on the fsync workers, never on the loop."""
         await asyncio.get_running_loop().run_in_executor(self._workers(), self._durable_at, seq, generation)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from brainy.contract import refusals as R
 from brainy.store.blobs import Swept
@@ -23,9 +23,7 @@ from brainy.store.memtable import Memtable
 from brainy.index.snapshot import Sources
 from brainy.store.sstable import Table, write_table
 from brainy.store.directory import FORMAT, ledger_name
-
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
+from brainy.doors import vfs  # which blobs the files reference: what a sweep keeps
 
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5          # compact (the newest run of tables, compact_run) once there are this many
@@ -35,17 +33,17 @@ SWEEP_AT = 64 << 20     # sweep the blob packs once refused writes have stored t
 class Maintenance:
     """The flush and compaction half of a writer :class:`~brainy.engine.brain.Brain`."""
 
-    def _start_maintenance(self: "Brain") -> None:
+    def _start_maintenance(self) -> None:
         self._maint = threading.Thread(target=self._maintain, name="brainy-maintenance", daemon=True)
         self._maint.start()
 
-    def _stop_maintenance(self: "Brain") -> None:
+    def _stop_maintenance(self) -> None:
         if self._maint is not None:
             self._stopping = True
             self._wake.set()
             self._maint.join()
 
-    def _maintain(self: "Brain") -> None:
+    def _maintain(self) -> None:
         while not self._stopping:
             self._wake.wait(1.0)
             self._wake.clear()
@@ -64,7 +62,7 @@ class Maintenance:
                 self._maint_error = exc
                 return
 
-    def flush(self: "Brain") -> bool:
+    def flush(self) -> bool:
         """Write the memtable out as a table now. Answers whether there was anything to write."""
         with self._maint_lock:
             if len(self._mem):
@@ -103,7 +101,7 @@ class Maintenance:
             self.vector_follower.persist(at_flush=True)
             return True
 
-    def compact(self: "Brain", tiered: bool = False) -> bool:
+    def compact(self, tiered: bool = False) -> bool:
         """Merge every table into one, keeping every version; ``tiered`` (the maintenance thread's): only the newest
         run :func:`compact_run` picks. Answers whether it merged anything."""
         with self._maint_lock:
@@ -127,12 +125,11 @@ class Maintenance:
                 (t.path).unlink()
             return True
 
-    def sweep_blobs(self: "Brain", garbage_share: float = 0.5) -> Swept | None:
+    def sweep_blobs(self, garbage_share: float = 0.5) -> Swept | None:
         """Collect the blob records no file row of any retained generation names, nor a write in flight
         (``BlobStore.sweep``; ``garbage_share``: how much of a pack must be garbage for it to be rewritten).
         None when a referenced recipe does not read: a sweep that cannot tell which chunks a file needs
         collects nothing (the read of that file names the damage). The answer is kept as ``swept``."""
-        from brainy.doors import vfs  # vfs is a door layer over the engine: imported when first needed
         with self._maint_lock:
             try:
                 self.swept = self.blobs.sweep(lambda: vfs.addresses(self.at()), garbage_share)
@@ -140,7 +137,7 @@ class Maintenance:
                 self.swept = None
             return self.swept
 
-    def _write_manifest(self: "Brain", generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
+    def _write_manifest(self, generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
                         tables: list[dict[str, Any]], log_at: dict[str, int] | None) -> None:
         old = self._manifest
         ledger_file = old["ledger"]

@@ -39,12 +39,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from brainy.doors.mechanics import footprint
-
-if TYPE_CHECKING:
-    from brainy.host.pool import Entry, Pool
 
 log = logging.getLogger("brainy.arbiter")
 
@@ -273,11 +270,29 @@ class Cadence:
 
 # -- the arbiter -------------------------------------------------------------------------------------------
 
+class Resident(Protocol):
+    """A brain the pool holds, as the arbiter weighs it (the pool's ``Entry``)."""
+
+    name: str
+    path: Path
+    handle: Any  # the open brain, or None while it is not resident
+    in_flight: int
+    cadence: Cadence
+
+
+class Evicting(Protocol):
+    """What the arbiter asks of the pool (``brainy/host/pool.py``): the residents, and to close one."""
+
+    def resident_entries(self) -> Sequence[Resident]: ...
+
+    def evict(self, entry: Any, why: str) -> bool: ...
+
+
 class Arbiter:
     """Decides residency for one pool: a thread wakes every tick (and after each admission), closes the brains
     idle past their window, then, while the brains hold more than the budget, the best-ranked closable one."""
 
-    def __init__(self, pool: "Pool", budget: Budget | None = None, proc: Path = Path("/proc")) -> None:
+    def __init__(self, pool: Evicting, budget: Budget | None = None, proc: Path = Path("/proc")) -> None:
         self.pool = pool
         self.proc = proc
         self.budget = budget or derive(proc)
@@ -385,7 +400,7 @@ class Arbiter:
         if closed:
             give_back()
 
-    def shares(self, entries: list["Entry"]) -> dict[str, int]:
+    def shares(self, entries: Sequence[Resident]) -> dict[str, int]:
         """What each resident brain holds: its counters plus its files' resident pages."""
         mapped = mapped_bytes([e.path for e in entries], self.proc)
         out = {}

@@ -24,7 +24,6 @@ from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.store import backup
 from brainy.doors.registry import HOST, door
 from brainy.host import archive
 from brainy.host.backups import Backups
@@ -164,9 +163,9 @@ def _persist(c: Any) -> dict[str, Any]:
     archived = c.brains.brains_dir is not None and archive.archived_at(Path(c.brains.brains_dir), c.brain) is not None
     if archived:  # an archived brain is closed: read it through an attach of its own, held only to take the set
         with Brain.attach(path, name=c.brain) as attached:
-            files = backup.freeze(attached)
+            files = attached.hold_files()
     else:
-        files = backup.freeze(c.brains.resolve(c.brain, False))
+        files = c.brains.resolve(c.brain, False).hold_files()
     run = backups.start(c.brain, c.document["name"], target, files)
     return {"brain": c.brain, "name": run.name, "run": {"state": run.state, "startedAt": run.started_at,
                                                        "generation": run.generation}}

@@ -38,18 +38,16 @@ import weakref
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from brainy.contract import refusals as R
 from brainy.index import chain
 from brainy.index import vectors as V
 from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
 from brainy.index.overlaid import Overlaid
+from brainy.index.snapshot import Followed
 from brainy.index.vectors import VectorIndex
 from brainy.store.workers import LongLived
-
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
 
 log = logging.getLogger("brainy.engine")
 
@@ -84,10 +82,10 @@ class ProjectionFollower:
     suffixes: tuple[str, ...] = (suffix, chain.DELTA_SUFFIX)  # every suffix its snapshot files are written under
     keeps_delta = True  # whether the moves after the chain's stamp are kept for the next delta (chain.py)
 
-    def __init__(self, brain: "Brain", lock: threading.Lock) -> None:
+    def __init__(self, brain: Followed, lock: threading.Lock) -> None:
         # weakly: the brain holds its followers, and a strong link back would make every closed brain a cycle
         # that only a full collection frees (with all it held), long after the pool dropped it
-        self._brain: "Brain" = weakref.proxy(brain)
+        self._brain: Followed = weakref.proxy(brain)
         self._lock = lock  # the brain's state lock: the durable head and the projections move together
         self._proj: Projections | None = None
         self._moves: dict[int, list[Move]] = {}
@@ -444,7 +442,7 @@ class VectorFollower(ProjectionFollower):
     suffixes = (V.SUFFIX, V.DELTA_SUFFIX)  # a base and the deltas after it
     keeps_delta = False  # its chain's deltas are the index's own (vectors.py)
 
-    def __init__(self, brain: "Brain", lock: threading.RLock) -> None:
+    def __init__(self, brain: Followed, lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
         self._ahead: V.Ahead | None = None  # the chain's large files, read from the open on (vectors.py)
@@ -491,7 +489,7 @@ class VectorFollower(ProjectionFollower):
         brain = self._brain
         tail = sum(len(moves) for moves in list(self._moves.values()))  # each move writes a slot at most
         ahead, self._ahead = self._ahead, None
-        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain._next_dense,
+        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain.next_dense,
                                   ahead=ahead)
         brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
         return index

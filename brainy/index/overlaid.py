@@ -22,14 +22,11 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brainy._speedups import postings as P
-from brainy.index.projections import (COLUMN_ONLY, TYPECODE, InPlace, Posted, Projections, leaves, path_values,
-                                       value_key, words)
-
-if TYPE_CHECKING:
-    from brainy.index.graph import Graph
+from brainy.index.projections import (COLUMN_ONLY, TYPECODE, Adjacency, InPlace, Posted, Projections, leaves,
+                                       path_values, value_key, words)
 
 _EMPTY = array(TYPECODE)
 
@@ -54,7 +51,7 @@ class Overlaid:
         self._live: list[int] | None = None
         self._all: array | None = None
         self._terms: dict[str, dict[int, int]] = {}
-        self.graph: "Graph | None" = None
+        self.graph: "Adjacency | None" = None
         self.ids = _Ids(self)
         self.postings = _Postings(self)
         self.columns = _Columns(self)

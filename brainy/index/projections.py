@@ -29,7 +29,7 @@ import mmap
 import re
 from array import array
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import struct
 from pathlib import Path
@@ -40,14 +40,20 @@ from brainy._speedups import postings as P
 from brainy.store.crc import crc32
 from brainy.index.where import kind_of
 
-if TYPE_CHECKING:
-    from brainy.index.graph import Graph
-
 RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
 # Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
 COLUMN_ONLY = ("id", "createdAt", "updatedAt", "generation")
 WORD = re.compile(r"[^\W_]+")
 TYPECODE = "Q"
+
+
+class Adjacency(Protocol):
+    """What the projections ask of the graph they carry (``brainy/index/graph.py``'s ``Graph``, built on the
+    first walk): to move with each entity and relation version, as the postings do."""
+
+    def entity(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None: ...
+
+    def relation(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None: ...
 
 
 def value_key(value: Any) -> tuple[str, Any]:
@@ -156,7 +162,7 @@ class Projections:
         self.lengths: dict[int, int] = {}
         self.total_length = 0
         self.all = array(TYPECODE)
-        self.graph: "Graph | None" = None
+        self.graph: "Adjacency | None" = None
 
     @classmethod
     def build(cls, entities: Iterator[dict[str, Any]], stamp: int) -> "Projections":
@@ -423,7 +429,7 @@ class InPlace:
             if at < 0 or length < 0 or self._base + at + length > len(data):
                 raise ValueError(f"section {name} runs past the end of the file")
         self._whole: set[str] = set()  # format 2: the sections checked whole already
-        self.graph: "Graph | None" = None
+        self.graph: "Adjacency | None" = None
         self._all: array | None = None
         self._dense: Any = None
         self.ids = _IdMap(self)

@@ -15,7 +15,8 @@ generation.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ContextManager, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol, TypeVar
 
 from brainy.contract import refusals as R
 from brainy.store import keys as K
@@ -25,11 +26,14 @@ from brainy.store.counts import Ledger
 from brainy.index.projections import Projections
 from brainy.index.vectors import VectorIndex
 
+from brainy.index.aggregates import Aggregates
+from brainy.store.blobs import BlobStore
+
 if TYPE_CHECKING:
-    from brainy.index.aggregates import Aggregates
-    from brainy.engine.brain import Brain
     from brainy.store.memtable import Memtable
     from brainy.store.sstable import Table
+
+T_co = TypeVar("T_co", covariant=True)
 
 SHAPE = {"dimensions": rows.DIMENSIONS, "metric": "cosine", "model": "all-MiniLM-L6-v2"}
 
@@ -88,10 +92,58 @@ class Sources:
         return sorted(found.items(), reverse=True)
 
 
+class Holds(Protocol[T_co]):
+    """A follower as a read sees it: what it keeps, held still for a block."""
+
+    def held(self) -> ContextManager[T_co]: ...
+
+
+class HoldsProjections(Holds[Projections], Protocol):
+    census: tuple[int, dict[str, Any]] | None  # the counts door's answer at one generation, kept for the next
+
+
+class Followed(Protocol):
+    """What a follower reads of the brain whose index it keeps (``brainy/index/follower.py``,
+    ``aggregate_follower.py``): where it lives, how far its generations reach, and snapshots of its rows.
+    The brain handle (``brainy/engine/brain.py``) is one; nothing below it imports it."""
+
+    name: str
+    path: Path
+    warnings: list[dict[str, str]]
+
+    @property
+    def head(self) -> int: ...
+
+    @property
+    def flushed(self) -> int: ...
+
+    @property
+    def durable_ledger(self) -> Ledger: ...
+
+    @property
+    def next_dense(self) -> int: ...
+
+    def at(self, generation: int | None = None) -> "Snapshot": ...
+
+
+class ReadStore(Followed, Protocol):
+    """What a read snapshot reads of its brain: the followers' state at the durable head, the blobs, and the
+    handle's serial (a row answer's cache key, ``brainy/index/encoded_rows.py``)."""
+
+    serial: int
+    blobs: BlobStore
+    follower: HoldsProjections
+    aggregate_follower: Holds[Aggregates]
+    vector_follower: Holds[VectorIndex]
+
+    @property
+    def created_at(self) -> int: ...
+
+
 class Snapshot:
     __slots__ = ("_store", "_sources", "generation", "wire", "serial")
 
-    def __init__(self, store: "Brain", sources: Sources, generation: int) -> None:
+    def __init__(self, store: ReadStore, sources: Sources, generation: int) -> None:
         self._store = store
         self._sources = sources
         self.generation = generation
@@ -222,7 +274,7 @@ class Snapshot:
         else:
             yield Projections.build(self.entities(), self.generation)
 
-    def aggregates(self) -> ContextManager["Aggregates"]:
+    def aggregates(self) -> ContextManager[Aggregates]:
         """The maintained aggregates at the durable head, held still for the block (a head snapshot's only:
         a past one computes its aggregates from its rows, brainy/index/aggregates.py)."""
         assert self.at_head, "a past snapshot computes its aggregates from its rows"

@@ -102,6 +102,7 @@ what is left; a planner that narrows by only some of them runs ``matches`` inste
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -620,3 +621,39 @@ def _metadata_resolver(segments: list[str]) -> Callable[[dict[str, Any]], Any]:
 
         return resolve_one
     return lambda row: _descend(row.get("metadata", _MISSING), segments)
+
+
+# -- order (find's, and the aggregate door's) ---------------------------------------------------------------------------------------------
+
+_KIND_RANK = {"number": 0, "string": 1, "boolean": 2, "null": 3}
+
+
+def order_key(value: Any, present: bool) -> tuple[int, int, Any]:
+    if not present:
+        return (1, 0, 0)
+    kind = kind_of(value)
+    return (0, _KIND_RANK.get(kind, 4), value if kind in ("number", "string", "boolean") else 0)
+
+
+def sort_by_value(dense_ints: list[int], value_of: Callable[[int], tuple[bool, Any]], id_of: Callable[[int], str],
+            descending: bool, upto: int | None = None) -> list[int]:
+    """The key's value order; rows missing the key last (whatever the direction); ties on id ascending.
+    ``upto``: only the first ``upto`` places are read (the page and the offset before it); a run of tied
+    values wholly past them is left as it is, its ids never looked up (a read in place finds each id in
+    the snapshot, and rows committed together share their createdAt: 3,693 lookups, 150 ms, at 1M)."""
+    present, missing = [], []
+    for d in dense_ints:
+        has, value = value_of(d)
+        if has:
+            present.append((order_key(value, True)[1:], d))
+        else:
+            missing.append(d)
+    present.sort(key=lambda kd: kd[0], reverse=descending)
+    out: list[int] = []
+    # ids only where values tie: a read in place looks an id up in the snapshot, and most values are unique
+    for _, run in itertools.groupby(present, key=lambda kd: kd[0]):
+        tied = [d for _, d in run]
+        out.extend(sorted(tied, key=id_of) if len(tied) > 1 and (upto is None or len(out) < upto) else tied)
+    if upto is None or len(out) < upto:
+        missing.sort(key=id_of)
+    return out + missing

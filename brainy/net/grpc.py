@@ -24,7 +24,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from brainy.contract import doors as D
-from brainy.net.http import Header, Response
+from brainy.net.http import Response
 
 SERVICE_PATH = f"/{D.GRPC_PACKAGE}.{D.GRPC_SERVICE}/"  # every rpc's :path is this plus its name
 CONTENT_TYPE = b"application/grpc"  # gRPC's media type; "+proto" is the same message form

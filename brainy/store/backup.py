@@ -23,15 +23,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from brainy.contract import refusals as R
 from brainy.store import log as log_
 from brainy.store.files import fsync_dir, read_document, write_all
 from brainy.store.directory import FOLDERS
-
-if TYPE_CHECKING:
-    from brainy.engine.brain import Brain
 
 CHUNK = 1 << 20
 
@@ -117,19 +114,11 @@ def _open(root: Path, name: str, size: int | None = None) -> Held:
     return Held(name, fd, os.fstat(fd).st_size if size is None else size)
 
 
-def freeze(brain: "Brain") -> FileSet:
-    """The file set of ``brain``'s durable generation, held open (see the module's doc)."""
-    brain._check_open()
-    if brain.role == "writer":
-        assert brain._log is not None
-        with brain._maint_lock, brain._commit_lock:
-            brain._log.sync_all()  # every appended frame durable: the log's whole length is the generation's
-            return _take(brain, brain._applied, brain._manifest, None)
-    return _take(brain, brain.head, brain._manifest, brain._log_position)
-
-
-def _take(brain: "Brain", generation: int, manifest: dict[str, object], position: log_.Position | None) -> FileSet:
-    root = brain.path
+def take(root: Path, generation: int, manifest: dict[str, object], position: log_.Position | None) -> FileSet:
+    """The file set of the store at ``root`` as of ``generation``: its identity, its ``manifest`` (which must
+    still be the one on disk) with the tables and ledger it names, the log up to ``position`` (all of it when
+    None) and the blob packs, each held open. The brain handle calls this with its own state held still
+    (``Brain.hold_files``)."""
     taken = FileSet(generation, time.time_ns() // 1_000_000)
     try:
         on_disk = read_document(root / "MANIFEST")

@@ -18,12 +18,12 @@ import json
 import os
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.store.clock import now_ms  # noqa: F401  (lease.now_ms: what the pool reads a heartbeat against)
 from brainy.store.files import fsync_dir
 
 RECORD_SIZE = 512
@@ -33,10 +33,6 @@ REMOTE_STALE_MS = 30_000
 LOCK = "_writer.lock"
 CLOSE = "_writer.close"
 HANDOFF = "_writer.handoff"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def read_record(path: Path) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.index import embedder
-from brainy.engine.commits import now_ms
+from brainy.store.clock import now_ms
 from brainy.doors.memory import records as M
 from brainy.index.projections import WORD
 from brainy.doors.query import Query, run_find
@@ -209,52 +209,3 @@ def _int(value: Any, field: str, lo: int, hi: int) -> int:
 def estimate(text: str) -> int:
     """Tokens as DOORS 9.2 estimates them: ⌈characters / 4⌉."""
     return math.ceil(len(text) / 4)
-
-
-@door("memory.context", embeds=_query_text)
-def context(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
-    """One Markdown block within the budget: recent turns, then facts and preferences, then summaries; each
-    section's lines in rank order, and whatever does not fit left out (``truncated``)."""
-    from brainy.doors.memory.timeline import recent_turns  # the timeline reads, which use this module's estimate
-
-    budget = _int(a["budgetTokens"], "budgetTokens", 1, 1_000_000)
-    recent = _int(a["recentTurns"], "recentTurns", 0, 1000)
-    kinds = M.kinds(a.get("kinds"))
-    turns = recent_turns(view, a["conversation"], recent) if a.get("conversation") is not None else []
-    text = a.get("query")
-    if text is None and turns:
-        text = turns[-1]["text"]
-    sections: list[tuple[str, list[tuple[dict[str, Any], str]]]] = []
-    if turns:
-        sections.append(("Recent turns", [(t, f"- **{t['role']}** (#{t['seq']}): {t['text']}") for t in turns]))
-    if text is not None and text.strip():
-        hits, _ = rank(view, text, narrowing([k for k in kinds if k != "turn"], _scope(a)), 20)
-        memories = [h["memory"] for h in hits]
-    else:  # nothing to ask: the strongest memories
-        from brainy.doors.memory.browse import strongest
-        memories = strongest(view, [k for k in kinds if k != "turn"], _scope(a), 20)
-    known = [(m, f"- {m['text']}" + (f" _({m['kind']})_" if m["kind"] == "preference" else ""))
-             for m in memories if m["kind"] in ("fact", "preference", "note")]
-    summaries = [(m, f"- {m['text']}") for m in memories if m["kind"] == "abstract"]
-    if known:
-        sections.append(("Facts and preferences", known))
-    if summaries:
-        sections.append(("Summaries", summaries))
-    out: list[str] = []
-    used: list[dict[str, str]] = []
-    truncated = False
-    for title, lines in sections:
-        heading = f"## {title}\n"
-        if estimate("".join(out) + heading + lines[0][1] + "\n") > budget:
-            truncated = True
-            continue
-        out.append(heading)
-        for memory, line in lines:
-            if estimate("".join(out) + line + "\n") > budget:
-                truncated = True
-                break
-            out.append(line + "\n")
-            used.append({"id": memory["id"], "kind": memory["kind"]})
-        out.append("\n")
-    block = "".join(out).rstrip("\n") + ("\n" if out else "")
-    return {"context": block, "used": used, "tokensEstimated": estimate(block), "truncated": truncated}
