@@ -245,7 +245,7 @@ def test_entries_round_trip():
 
 
 def test_refusal_table_is_untouched_by_the_door_table():
-    """The refusals section stays the one refusals.py reads: every entry, same order."""
+    """The refusals section stays the one refusals.py is generated from: every entry, same order."""
     doc = json.loads(D.CONTRACT_PATH.read_text("utf-8"))
     assert [r["name"] for r in doc["refusals"]] == list(R.REGISTRY)
 

@@ -1,104 +1,1008 @@
-"""Named refusals: one root, one class per refusal name in ``api-contract.json``.
+# Generated from brainy/contract/api-contract.json by tools/gen_contract.py: do not edit.
+# Change the contract's "refusals" table, then regenerate with `python tools/gen_contract.py`.
+"""Named refusals: one class per entry of ``api-contract.json``'s ``refusals`` table, in its order.
 
-The classes are made at import from the contract's ``refusals`` table, as the door
-table validated it (``brainy/contract/doors.py``: names unique, fields plain names and
-never ``name`` or ``message``, which every refusal's wire document already holds), so
-the table is the only place a refusal's name, HTTP status and fields are written.
-A refusal is raised where a rule breaks and turned into a wire answer at one
-boundary (the dispatcher); every transport carries it as
-``{"error": {"name", "message", ...fields}}``.
+Each class carries its entry: ``status`` (the HTTP status; ``None`` for the WebSocket frame classes and
+the startup-only refusal), ``required`` and ``optional`` (the wire fields), ``meaning`` (the default
+message; the docstring says the same) and, where the entry has one, ``ws`` (the WebSocket frame or
+close code). The root ``Refusal``, ``REGISTRY`` and ``by_name`` are ``brainy/contract/_refusal_base.py``,
+where each class registers itself under its name as it is made.
 
-Several names (``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError``,
-``IsADirectoryError``) shadow Python builtins, so callers import this module
-(``from brainy.contract import refusals as R``) rather than its names.
+Several names (``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError``, ``IsADirectoryError``) shadow Python
+builtins, so callers import this module (``from brainy.contract import refusals as R``) rather than its names.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from brainy.contract.doors import CONTRACT
+from brainy.contract._refusal_base import REGISTRY, Refusal, by_name
 
 
-class Refusal(Exception):
-    """The root of every named refusal.
+# Request and transport
+class BodyDecodeError(Refusal):
+    """The body's bytes do not decode cleanly in the declared encoding (e.g. a JSON body declared as msgpack, extra
+    bytes after the document, invalid UTF-8)."""
 
-    ``fields`` are the class's wire fields (section 11 of the door catalogue);
-    an unknown field is a programming error and raises ``TypeError`` at once.
-    """
-
-    name: ClassVar[str] = "Refusal"
-    status: ClassVar[int | None] = None
-    required: ClassVar[tuple[str, ...]] = ()
-    optional: ClassVar[tuple[str, ...]] = ()
-    meaning: ClassVar[str] = ""
-    ws: ClassVar[dict[str, Any] | None] = None
-
-    def __init__(self, message: str | None = None, **fields: Any) -> None:
-        allowed = set(self.required) | set(self.optional)
-        unknown = set(fields) - allowed
-        if unknown:
-            raise TypeError(f"{self.name} has no field(s) {sorted(unknown)}")
-        missing = [f for f in self.required if f not in fields]
-        if missing:
-            raise TypeError(f"{self.name} needs field(s) {missing}")
-        self.message = message or self.meaning
-        self.fields = fields
-        super().__init__(self.message)
-
-    def to_wire(self) -> dict[str, Any]:
-        """The refusal document: ``{"name", "message", ...fields}``."""
-        body: dict[str, Any] = {"name": self.name, "message": self.message}
-        for key, value in self.fields.items():
-            body[key] = value.to_wire() if isinstance(value, Refusal) else value
-        return body
-
-    def __getattr__(self, item: str) -> Any:
-        fields = self.__dict__.get("fields", {})
-        if item in fields:
-            return fields[item]
-        raise AttributeError(item)
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
-        return f"{self.name}({inner})"
-
-
-REGISTRY: dict[str, type[Refusal]] = {}
-
-
-def _define(entry: Mapping[str, Any]) -> type[Refusal]:
-    name = entry["name"]
-    if name in REGISTRY:
-        raise RuntimeError(f"api-contract.json: refusal {name!r} is listed twice")
-    cls = type(
-        name,
-        (Refusal,),
-        {
-            "name": name,
-            "status": entry.get("status"),
-            "required": tuple(entry.get("fields", ())),
-            "optional": tuple(entry.get("optional", ())),
-            "meaning": entry.get("meaning", ""),
-            "ws": entry.get("ws"),
-            "__module__": __name__,
-            "__doc__": entry.get("meaning", ""),
-        },
+    status = 400
+    required = ("encoding",)
+    optional = ("offset",)
+    meaning = (
+        "The body's bytes do not decode cleanly in the declared encoding (e.g. a JSON body declared as msgpack, extra "
+        "bytes after the document, invalid UTF-8)."
     )
-    REGISTRY[name] = cls
-    return cls
 
 
-def _load() -> None:
-    # A broken contract has already stopped the import of the door table, naming the entry.
-    for entry in CONTRACT.refusals:
-        globals()[entry["name"]] = _define(entry)
+class UnsupportedMediaTypeError(Refusal):
+    """The body is neither JSON nor MessagePack."""
+
+    status = 415
+    required = ("contentType",)
+    optional = ()
+    meaning = "The body is neither JSON nor MessagePack."
 
 
-_load()
+class PayloadTooLargeError(Refusal):
+    """The body is over the request limit (64 MiB by default)."""
+
+    status = 413
+    required = ("limit",)
+    optional = ()
+    meaning = "The body is over the request limit (64 MiB by default)."
 
 
-def by_name(name: str) -> type[Refusal]:
-    """The refusal class registered under ``name``."""
-    return REGISTRY[name]
+class UnknownDoorError(Refusal):
+    """No door exists at this path or under this name."""
+
+    status = 404
+    required = ()
+    optional = ("door", "path")
+    meaning = "No door exists at this path or under this name."
+
+
+class MethodNotAllowedError(Refusal):
+    """The path exists, but with a different method."""
+
+    status = 405
+    required = ("allowed",)
+    optional = ()
+    meaning = "The path exists, but with a different method."
+
+
+class InvalidArgumentError(Refusal):
+    """An argument is missing, has the wrong type, is out of range, breaks the door's rules, or uses a reserved field
+    or subtype."""
+
+    status = 400
+    required = ("field", "reason")
+    optional = ("matched",)
+    meaning = (
+        "An argument is missing, has the wrong type, is out of range, breaks the door's rules, or uses a reserved "
+        "field or subtype."
+    )
+
+
+class CursorInvalidError(Refusal):
+    """The cursor is malformed, or belongs to another door or query."""
+
+    status = 400
+    required = ()
+    optional = ()
+    meaning = "The cursor is malformed, or belongs to another door or query."
+
+
+class BadQueryParameterError(Refusal):
+    """A change-feed parameter is unusable (since past head, or a limit below 1 or fractional)."""
+
+    status = 400
+    required = ("param",)
+    optional = ("head",)
+    meaning = "A change-feed parameter is unusable (since past head, or a limit below 1 or fractional)."
+
+
+class ProtocolVersionError(Refusal):
+    """The MCP-Protocol-Version header is not the one revision served."""
+
+    status = 400
+    required = ("supported",)
+    optional = ()
+    meaning = "The MCP-Protocol-Version header is not the one revision served."
+
+
+class TransportNotWiredError(Refusal):
+    """The protocol asked for is not built into this build."""
+
+    status = 501
+    required = ("transport",)
+    optional = ()
+    meaning = "The protocol asked for is not built into this build."
+
+
+class BinaryFrameError(Refusal):
+    """A binary WebSocket frame; only JSON text frames are spoken. The session stays open."""
+
+    status = None
+    required = ()
+    optional = ()
+    meaning = "A binary WebSocket frame; only JSON text frames are spoken. The session stays open."
+    ws: ClassVar[dict[str, Any] | None] = {"frame": "error"}
+
+
+class FragmentedFrameError(Refusal):
+    """A fragmented WebSocket message; it is not reassembled. The session stays open."""
+
+    status = None
+    required = ()
+    optional = ()
+    meaning = "A fragmented WebSocket message; it is not reassembled. The session stays open."
+    ws: ClassVar[dict[str, Any] | None] = {"frame": "error"}
+
+
+class UnmaskedFrameError(Refusal):
+    """A client frame without a mask. The session ends."""
+
+    status = None
+    required = ()
+    optional = ()
+    meaning = "A client frame without a mask. The session ends."
+    ws: ClassVar[dict[str, Any] | None] = {"close": 1002}
+
+
+class ReservedBitError(Refusal):
+    """A frame with a reserved bit set. The session ends."""
+
+    status = None
+    required = ()
+    optional = ()
+    meaning = "A frame with a reserved bit set. The session ends."
+    ws: ClassVar[dict[str, Any] | None] = {"close": 1002}
+
+
+class FrameTooLargeError(Refusal):
+    """A frame over 8 MiB. The session ends."""
+
+    status = None
+    required = ("limit",)
+    optional = ()
+    meaning = "A frame over 8 MiB. The session ends."
+    ws: ClassVar[dict[str, Any] | None] = {"close": 1009}
+
+
+class ControlFrameTooLargeError(Refusal):
+    """A control frame payload over 125 bytes. The session ends."""
+
+    status = None
+    required = ()
+    optional = ()
+    meaning = "A control frame payload over 125 bytes. The session ends."
+    ws: ClassVar[dict[str, Any] | None] = {"close": 1002}
+
+
+class MalformedRequestError(Refusal):
+    """The request does not parse as HTTP (a bad request line, a broken chunk, garbage, a bad preface). The
+    connection closes after the answer."""
+
+    status = 400
+    required = ("reason",)
+    optional = ()
+    meaning = (
+        "The request does not parse as HTTP (a bad request line, a broken chunk, garbage, a bad preface). The "
+        "connection closes after the answer."
+    )
+
+
+class HeaderTooLargeError(Refusal):
+    """The request's header block is over the limit (64 KiB by default). The connection closes after the answer."""
+
+    status = 431
+    required = ("limit",)
+    optional = ()
+    meaning = (
+        "The request's header block is over the limit (64 KiB by default). The connection closes after the answer."
+    )
+
+
+class ShuttingDownError(Refusal):
+    """The server is draining for a stop."""
+
+    status = 503
+    required = ()
+    optional = ()
+    meaning = "The server is draining for a stop."
+
+
+class InternalError(Refusal):
+    """An unexpected fault. Details go to the log under ref."""
+
+    status = 500
+    required = ("ref",)
+    optional = ()
+    meaning = "An unexpected fault. Details go to the log under ref."
+
+
+# Identity and authority
+class UnauthenticatedError(Refusal):
+    """No bearer, a non-bearer scheme, or an unknown, removed or revoked static key. All of these get one message, so
+    they cannot be told apart."""
+
+    status = 401
+    required = ()
+    optional = ()
+    meaning = (
+        "No bearer, a non-bearer scheme, or an unknown, removed or revoked static key. All of these get one message, "
+        "so they cannot be told apart."
+    )
+
+
+class BRAINY_KEY_MALFORMED(Refusal):
+    """A bk1. token that does not parse: wrong segments, bad base64url or JSON, or missing claims."""
+
+    status = 401
+    required = ()
+    optional = ()
+    meaning = "A bk1. token that does not parse: wrong segments, bad base64url or JSON, or missing claims."
+
+
+class BRAINY_KEY_UNKNOWN_ISSUER(Refusal):
+    """The token's issuer is not in the issuers file, or there is no issuers file."""
+
+    status = 401
+    required = ("iss",)
+    optional = ()
+    meaning = "The token's issuer is not in the issuers file, or there is no issuers file."
+
+
+class BRAINY_KEY_BAD_SIGNATURE(Refusal):
+    """The signature does not verify against the issuer's key (or the key named by kid)."""
+
+    status = 401
+    required = ()
+    optional = ()
+    meaning = "The signature does not verify against the issuer's key (or the key named by kid)."
+
+
+class BRAINY_KEY_REVOKED(Refusal):
+    """The token's jti is in the revoked file and still inside that entry's exp."""
+
+    status = 401
+    required = ("jti",)
+    optional = ()
+    meaning = "The token's jti is in the revoked file and still inside that entry's exp."
+
+
+class BRAINY_KEY_EXPIRED(Refusal):
+    """The token is past its exp."""
+
+    status = 401
+    required = ("exp",)
+    optional = ()
+    meaning = "The token is past its exp."
+
+
+class BRAINY_KEY_SCOPE(Refusal):
+    """The token's scope lacks write, and the door is a write."""
+
+    status = 403
+    required = ("door", "scope")
+    optional = ()
+    meaning = "The token's scope lacks write, and the door is a write."
+
+
+class BRAINY_KEY_BRAIN(Refusal):
+    """The token was minted for a different brain."""
+
+    status = 403
+    required = ("brain",)
+    optional = ()
+    meaning = "The token was minted for a different brain."
+
+
+class ForbiddenError(Refusal):
+    """ "reach" """
+
+    status = 403
+    required = ("reason",)
+    optional = ()
+    meaning = '"reach"'
+
+
+class PolicyOwnerScopeRequiredError(Refusal):
+    """policy.ratify, policy.unlock or policy.freeze called without the owner triple. Static keys always get this."""
+
+    status = 403
+    required = ("door",)
+    optional = ()
+    meaning = (
+        "policy.ratify, policy.unlock or policy.freeze called without the owner triple. Static keys always get this."
+    )
+
+
+class GuardrailOwnerScopeRequiredError(Refusal):
+    """Alias: the host's former spelling of PolicyOwnerScopeRequiredError. Never emitted; listed so old clients can
+    map it."""
+
+    status = 403
+    required = ("door",)
+    optional = ()
+    meaning = (
+        "Alias: the host's former spelling of PolicyOwnerScopeRequiredError. Never emitted; listed so old clients can "
+        "map it."
+    )
+
+
+class GuardrailOwnerCredentialUnavailableError(Refusal):
+    """Retired: a static key calling a ruling door now gets PolicyOwnerScopeRequiredError. Never emitted."""
+
+    status = 403
+    required = ()
+    optional = ()
+    meaning = "Retired: a static key calling a ruling door now gets PolicyOwnerScopeRequiredError. Never emitted."
+
+
+class CallerAssertionRefusedError(Refusal):
+    """ "malformed" """
+
+    status = 403
+    required = ("reason",)
+    optional = ()
+    meaning = '"malformed"'
+
+
+class ServiceKeyCannotWriteError(Refusal):
+    """A service-kind static key with no asserted caller called a row-writing door."""
+
+    status = 403
+    required = ("door",)
+    optional = ()
+    meaning = "A service-kind static key with no asserted caller called a row-writing door."
+
+
+class OwnerRungRequiredError(Refusal):
+    """accords.decide without the owner rung (an owner triple, or an asserted owner)."""
+
+    status = 403
+    required = ("door",)
+    optional = ()
+    meaning = "accords.decide without the owner rung (an owner triple, or an asserted owner)."
+
+
+class AccordsHostCannotWriteError(Refusal):
+    """An accords write reached the profile with no caller (in-process use with no caller bound)."""
+
+    status = 403
+    required = ("missing",)
+    optional = ()
+    meaning = "An accords write reached the profile with no caller (in-process use with no caller bound)."
+
+
+class MemoryHostCannotWriteError(Refusal):
+    """The same, for memory writes."""
+
+    status = 403
+    required = ("missing",)
+    optional = ()
+    meaning = "The same, for memory writes."
+
+
+class GuardrailRefusedError(Refusal):
+    """An active policy rule forbids this write."""
+
+    status = 403
+    required = ("rules", "caller", "via")
+    optional = ()
+    meaning = "An active policy rule forbids this write."
+
+
+# Disposition
+class NotYetNativeError(Refusal):
+    """The door is in the contract, but its implementation has not landed; release is when it arrives. Never a silent
+    no-op."""
+
+    status = 501
+    required = ("door", "release")
+    optional = ()
+    meaning = (
+        "The door is in the contract, but its implementation has not landed; release is when it arrives. Never a "
+        "silent no-op."
+    )
+
+
+class InProcessOnlyError(Refusal):
+    """The door deals in a live in-process object; instead names what to call over a wire."""
+
+    status = 501
+    required = ("door", "instead")
+    optional = ()
+    meaning = "The door deals in a live in-process object; instead names what to call over a wire."
+
+
+# Brains, stores, the lease, and indexes
+class NoSuchBrainError(Refusal):
+    """This process serves no brain by that name. It is never used for an archived brain."""
+
+    status = 404
+    required = ("brain",)
+    optional = ()
+    meaning = "This process serves no brain by that name. It is never used for an archived brain."
+
+
+class BrainNameInvalidError(Refusal):
+    """The name is not one legal segment (it contains / or %2F, is . or .., starts with ., or is over 64 characters)."""
+
+    status = 400
+    required = ("brain",)
+    optional = ()
+    meaning = (
+        "The name is not one legal segment (it contains / or %2F, is . or .., starts with ., or is over 64 characters)."
+    )
+
+
+class BrainArchivedError(Refusal):
+    """The brain is archived. Its rows are intact, and host.unarchive serves it again."""
+
+    status = 423
+    required = ("brain", "archivedAt")
+    optional = ()
+    meaning = "The brain is archived. Its rows are intact, and host.unarchive serves it again."
+
+
+class BrainExistsError(Refusal):
+    """host.provision on a name already taken (archived names included)."""
+
+    status = 409
+    required = ("brain",)
+    optional = ()
+    meaning = "host.provision on a name already taken (archived names included)."
+
+
+class BrainsDirNotConfiguredError(Refusal):
+    """host.provision on a server started without --brains-dir."""
+
+    status = 503
+    required = ()
+    optional = ()
+    meaning = "host.provision on a server started without --brains-dir."
+
+
+class StoreNotFoundError(Refusal):
+    """The path holds no store. The starter uses this for ./brain."""
+
+    status = 404
+    required = ("cure",)
+    optional = ()
+    meaning = "The path holds no store. The starter uses this for ./brain."
+
+
+class StoreUnservableError(Refusal):
+    """The store cannot be served as it stands: writer-handoff-in-flight, torn-sstable, newer-record-profile,
+    unreadable-generation-stamp, unattested-projection."""
+
+    status = 409
+    required = ("reason",)
+    optional = ("file",)
+    meaning = (
+        "The store cannot be served as it stands: writer-handoff-in-flight, torn-sstable, newer-record-profile, "
+        "unreadable-generation-stamp, unattested-projection."
+    )
+
+
+class BRAINY_WRITER_LOCKED(Refusal):
+    """Another live process holds the writer lease, so writes cannot be taken here. init reports the same code inside
+    its answer."""
+
+    status = 409
+    required = ("holder",)
+    optional = ()
+    meaning = (
+        "Another live process holds the writer lease, so writes cannot be taken here. init reports the same code "
+        "inside its answer."
+    )
+
+
+class WriterFenceLostError(Refusal):
+    """This process's lease was claimed away (for example by a forced open), so it stops writing."""
+
+    status = 409
+    required = ()
+    optional = ()
+    meaning = "This process's lease was claimed away (for example by a forced open), so it stops writing."
+
+
+class ProjectionBehindError(Refusal):
+    """An index's stamp is behind the committed generation. The server refuses rather than running a recovery scan
+    inside a read."""
+
+    status = 503
+    required = ("projection", "stamp", "committed")
+    optional = ()
+    meaning = (
+        "An index's stamp is behind the committed generation. The server refuses rather than running a recovery scan "
+        "inside a read."
+    )
+
+
+class IndexNotAttachedError(Refusal):
+    """A leg needs an index this residency has not attached (e.g. no vectors in a read-only attach). The refusal
+    names where the query can be served."""
+
+    status = 409
+    required = ("absent", "servedBy")
+    optional = ()
+    meaning = (
+        "A leg needs an index this residency has not attached (e.g. no vectors in a read-only attach). The refusal "
+        "names where the query can be served."
+    )
+
+
+class OrderBudgetExceededError(Refusal):
+    """orderBy would need to read more rows than the budget allows."""
+
+    status = 422
+    required = ("matched", "budget", "cure")
+    optional = ()
+    meaning = "orderBy would need to read more rows than the budget allows."
+
+
+# Rows
+class EntityNotFoundError(Refusal):
+    """The entity a write, an anchor or similar.to names does not exist. (get answers null instead.)"""
+
+    status = 404
+    required = ("id",)
+    optional = ()
+    meaning = "The entity a write, an anchor or similar.to names does not exist. (get answers null instead.)"
+
+
+class RelationNotFoundError(Refusal):
+    """The relation does not exist."""
+
+    status = 404
+    required = ("id",)
+    optional = ()
+    meaning = "The relation does not exist."
+
+
+class EntityExistsError(Refusal):
+    """add or import with an id that already exists, and no upsert / onConflict."""
+
+    status = 409
+    required = ("id",)
+    optional = ()
+    meaning = "add or import with an id that already exists, and no upsert / onConflict."
+
+
+class DimensionMismatchError(Refusal):
+    """A vector of the wrong length."""
+
+    status = 422
+    required = ("expected", "got")
+    optional = ()
+    meaning = "A vector of the wrong length."
+
+
+class PreconditionFailedError(Refusal):
+    """The ifGeneration or ifMatch precondition does not hold."""
+
+    status = 412
+    required = ("expected", "actual")
+    optional = ()
+    meaning = "The ifGeneration or ifMatch precondition does not hold."
+
+
+class TransactionAbortedError(Refusal):
+    """One op or item in an all-or-nothing batch was refused, so nothing was written."""
+
+    status = 409
+    required = ("index", "error")
+    optional = ()
+    meaning = "One op or item in an all-or-nothing batch was refused, so nothing was written."
+
+
+class AggregateNotFoundError(Refusal):
+    """No aggregate is defined under that name."""
+
+    status = 404
+    required = ("aggregate",)
+    optional = ()
+    meaning = "No aggregate is defined under that name."
+
+
+class ImportFormatError(Refusal):
+    """The import content does not parse as the declared format."""
+
+    status = 422
+    required = ("reason",)
+    optional = ("line",)
+    meaning = "The import content does not parse as the declared format."
+
+
+# Time and the log
+class GenerationAheadError(Refusal):
+    """A generation past the brain's head."""
+
+    status = 400
+    required = ("generation", "head")
+    optional = ()
+    meaning = "A generation past the brain's head."
+
+
+class GenerationCompactedError(Refusal):
+    """That generation is no longer retained."""
+
+    status = 410
+    required = ("generation", "oldestRetained")
+    optional = ()
+    meaning = "That generation is no longer retained."
+
+
+class NoFactLogError(Refusal):
+    """The store has no fact log to read changes from."""
+
+    status = 409
+    required = ()
+    optional = ()
+    meaning = "The store has no fact log to read changes from."
+
+
+class FactLogRefusedError(Refusal):
+    """The log cannot be read as it stands: manifest-version, missing-segment, segment-order, torn-sealed-segment,
+    v1-segment, unknown-record-type. The server never reads around the damage."""
+
+    status = 409
+    required = ("reason",)
+    optional = ()
+    meaning = (
+        "The log cannot be read as it stands: manifest-version, missing-segment, segment-order, torn-sealed-segment, "
+        "v1-segment, unknown-record-type. The server never reads around the damage."
+    )
+
+
+# Files
+class FileNotFoundError(Refusal):
+    """No such path (or, for a create, no such parent)."""
+
+    status = 404
+    required = ("path",)
+    optional = ()
+    meaning = "No such path (or, for a create, no such parent)."
+
+
+class FileExistsError(Refusal):
+    """The target path already exists."""
+
+    status = 409
+    required = ("path",)
+    optional = ()
+    meaning = "The target path already exists."
+
+
+class NotADirectoryError(Refusal):
+    """A directory was needed, and a file is there."""
+
+    status = 409
+    required = ("path",)
+    optional = ()
+    meaning = "A directory was needed, and a file is there."
+
+
+class IsADirectoryError(Refusal):
+    """A file was needed, and a directory is there."""
+
+    status = 409
+    required = ("path",)
+    optional = ()
+    meaning = "A file was needed, and a directory is there."
+
+
+class DirectoryNotEmptyError(Refusal):
+    """rmdir without recursive on a directory that is not empty."""
+
+    status = 409
+    required = ("path",)
+    optional = ()
+    meaning = "rmdir without recursive on a directory that is not empty."
+
+
+class InvalidPathError(Refusal):
+    """The path is not absolute and normalised, is too long, or would move a directory into itself."""
+
+    status = 400
+    required = ("path", "reason")
+    optional = ()
+    meaning = "The path is not absolute and normalised, is too long, or would move a directory into itself."
+
+
+class TextDecodeError(Refusal):
+    """The bytes are not valid UTF-8 from offset onward."""
+
+    status = 422
+    required = ("offset", "cure")
+    optional = ()
+    meaning = "The bytes are not valid UTF-8 from offset onward."
+
+
+class BlobCorruptError(Refusal):
+    """The stored bytes do not hash to their address. They are reported as corruption and never served."""
+
+    status = 500
+    required = ("address", "path")
+    optional = ()
+    meaning = "The stored bytes do not hash to their address. They are reported as corruption and never served."
+
+
+# Model and language
+class EmbeddingModelMissingError(Refusal):
+    """No embedding model files were found. searched lists every place that was checked."""
+
+    status = 503
+    required = ("searched",)
+    optional = ()
+    meaning = "No embedding model files were found. searched lists every place that was checked."
+
+
+class LanguageProviderUnavailableError(Refusal):
+    """A door needs generated text (e.g. memory.abstract without text), and no language provider is configured."""
+
+    status = 503
+    required = ()
+    optional = ()
+    meaning = "A door needs generated text (e.g. memory.abstract without text), and no language provider is configured."
+
+
+# Profiles
+class RecordNotFoundError(Refusal):
+    """No profile record has that id. For a bare accords id, probed lists the prefixed forms that were tried."""
+
+    status = 404
+    required = ("id",)
+    optional = ("probed",)
+    meaning = "No profile record has that id. For a bare accords id, probed lists the prefixed forms that were tried."
+
+
+class RecordAmbiguousError(Refusal):
+    """A bare accords id matches records of several kinds."""
+
+    status = 409
+    required = ("ids",)
+    optional = ()
+    meaning = "A bare accords id matches records of several kinds."
+
+
+class RecordStateError(Refusal):
+    """The record's state forbids this (closed, already retired, not a proposal, not yours, seq conflict)."""
+
+    status = 409
+    required = ("state", "reason")
+    optional = ("expected", "actual")
+    meaning = "The record's state forbids this (closed, already retired, not a proposal, not yours, seq conflict)."
+
+
+class MandateAmbiguousError(Refusal):
+    """Accords rule A1: more than one live mandate."""
+
+    status = 409
+    required = ("ids",)
+    optional = ()
+    meaning = "Accords rule A1: more than one live mandate."
+
+
+class TimelineCorruptError(Refusal):
+    """Rule A2: a timeline's positions are not one gap-free range."""
+
+    status = 500
+    required = ("expected", "found")
+    optional = ()
+    meaning = "Rule A2: a timeline's positions are not one gap-free range."
+
+
+class PolicyLockedError(Refusal):
+    """The rule is locked, or the board is frozen. The owner must policy.unlock first."""
+
+    status = 423
+    required = ("rule", "frozen")
+    optional = ()
+    meaning = "The rule is locked, or the board is frozen. The owner must policy.unlock first."
+
+
+# Host
+class SnapshotRootNotConfiguredError(Refusal):
+    """host.persist on a server started without --snapshots-dir. Every other door still serves."""
+
+    status = 503
+    required = ()
+    optional = ()
+    meaning = "host.persist on a server started without --snapshots-dir. Every other door still serves."
+
+
+class SnapshotRootUnusableError(Refusal):
+    """The snapshots root is the brains directory, or is inside it, or contains it."""
+
+    status = 409
+    required = ()
+    optional = ()
+    meaning = "The snapshots root is the brains directory, or is inside it, or contains it."
+
+
+class SnapshotNameInvalidError(Refusal):
+    """The snapshot name is not one legal segment."""
+
+    status = 400
+    required = ("snapshot",)
+    optional = ()
+    meaning = "The snapshot name is not one legal segment."
+
+
+class SnapshotTargetUnsafeError(Refusal):
+    """The brain folder or the target is a symlink."""
+
+    status = 409
+    required = ()
+    optional = ()
+    meaning = "The brain folder or the target is a symlink."
+
+
+class SnapshotTargetNotEmptyError(Refusal):
+    """The target already holds files."""
+
+    status = 409
+    required = ()
+    optional = ()
+    meaning = "The target already holds files."
+
+
+class SnapshotRunNotFoundError(Refusal):
+    """No backup run by that name."""
+
+    status = 404
+    required = ("snapshot",)
+    optional = ()
+    meaning = "No backup run by that name."
+
+
+class KeyLineRefusedError(Refusal):
+    """The key line a mint would append fails the keys-file parser, so nothing is written."""
+
+    status = 422
+    required = ("reason",)
+    optional = ()
+    meaning = "The key line a mint would append fails the keys-file parser, so nothing is written."
+
+
+class SignInModuleUnavailableError(Refusal):
+    """--sign-in MODULE was given, but MODULE will not import or exposes no create_sign_in (the default is brainy's
+    own module)."""
+
+    status = None
+    required = ("module",)
+    optional = ()
+    meaning = (
+        "--sign-in MODULE was given, but MODULE will not import or exposes no create_sign_in (the default is brainy's "
+        "own module)."
+    )
+
+
+class FleetNotConfiguredError(Refusal):
+    """host.move on a server started without --fleet. Every other door still serves."""
+
+    status = 503
+    required = ()
+    optional = ()
+    meaning = "host.move on a server started without --fleet. Every other door still serves."
+
+
+class NodeUnknownError(Refusal):
+    """No live node of the fleet has that name."""
+
+    status = 404
+    required = ("node",)
+    optional = ()
+    meaning = "No live node of the fleet has that name."
+
+
+class BrainMovedError(Refusal):
+    """This process no longer owns the brain: it was moved or failed over to node at epoch. A fenced write is refused
+    with it and nothing is appended; a proxying node retries at the new owner instead."""
+
+    status = 409
+    required = ("brain", "node", "epoch")
+    optional = ()
+    meaning = (
+        "This process no longer owns the brain: it was moved or failed over to node at epoch. A fenced write is "
+        "refused with it and nothing is appended; a proxying node retries at the new owner instead."
+    )
+
+
+__all__ = [
+    "BRAINY_KEY_BAD_SIGNATURE",
+    "BRAINY_KEY_BRAIN",
+    "BRAINY_KEY_EXPIRED",
+    "BRAINY_KEY_MALFORMED",
+    "BRAINY_KEY_REVOKED",
+    "BRAINY_KEY_SCOPE",
+    "BRAINY_KEY_UNKNOWN_ISSUER",
+    "BRAINY_WRITER_LOCKED",
+    "REGISTRY",
+    "AccordsHostCannotWriteError",
+    "AggregateNotFoundError",
+    "BadQueryParameterError",
+    "BinaryFrameError",
+    "BlobCorruptError",
+    "BodyDecodeError",
+    "BrainArchivedError",
+    "BrainExistsError",
+    "BrainMovedError",
+    "BrainNameInvalidError",
+    "BrainsDirNotConfiguredError",
+    "CallerAssertionRefusedError",
+    "ControlFrameTooLargeError",
+    "CursorInvalidError",
+    "DimensionMismatchError",
+    "DirectoryNotEmptyError",
+    "EmbeddingModelMissingError",
+    "EntityExistsError",
+    "EntityNotFoundError",
+    "FactLogRefusedError",
+    "FileExistsError",
+    "FileNotFoundError",
+    "FleetNotConfiguredError",
+    "ForbiddenError",
+    "FragmentedFrameError",
+    "FrameTooLargeError",
+    "GenerationAheadError",
+    "GenerationCompactedError",
+    "GuardrailOwnerCredentialUnavailableError",
+    "GuardrailOwnerScopeRequiredError",
+    "GuardrailRefusedError",
+    "HeaderTooLargeError",
+    "ImportFormatError",
+    "InProcessOnlyError",
+    "IndexNotAttachedError",
+    "InternalError",
+    "InvalidArgumentError",
+    "InvalidPathError",
+    "IsADirectoryError",
+    "KeyLineRefusedError",
+    "LanguageProviderUnavailableError",
+    "MalformedRequestError",
+    "MandateAmbiguousError",
+    "MemoryHostCannotWriteError",
+    "MethodNotAllowedError",
+    "NoFactLogError",
+    "NoSuchBrainError",
+    "NodeUnknownError",
+    "NotADirectoryError",
+    "NotYetNativeError",
+    "OrderBudgetExceededError",
+    "OwnerRungRequiredError",
+    "PayloadTooLargeError",
+    "PolicyLockedError",
+    "PolicyOwnerScopeRequiredError",
+    "PreconditionFailedError",
+    "ProjectionBehindError",
+    "ProtocolVersionError",
+    "RecordAmbiguousError",
+    "RecordNotFoundError",
+    "RecordStateError",
+    "Refusal",
+    "RelationNotFoundError",
+    "ReservedBitError",
+    "ServiceKeyCannotWriteError",
+    "ShuttingDownError",
+    "SignInModuleUnavailableError",
+    "SnapshotNameInvalidError",
+    "SnapshotRootNotConfiguredError",
+    "SnapshotRootUnusableError",
+    "SnapshotRunNotFoundError",
+    "SnapshotTargetNotEmptyError",
+    "SnapshotTargetUnsafeError",
+    "StoreNotFoundError",
+    "StoreUnservableError",
+    "TextDecodeError",
+    "TimelineCorruptError",
+    "TransactionAbortedError",
+    "TransportNotWiredError",
+    "UnauthenticatedError",
+    "UnknownDoorError",
+    "UnmaskedFrameError",
+    "UnsupportedMediaTypeError",
+    "WriterFenceLostError",
+    "by_name",
+]
