@@ -133,7 +133,8 @@ setup(
                  "openapi-spec-validator>=0.7",  # to validate the generated docs/openapi.json as OpenAPI 3.1
                  "websockets>=12",    # an independent RFC 6455 client, to speak to /v1/ws
                  "grpcio>=1.60",        # a stock gRPC client (and perf/measure.py's grpcio floor server)
-                 "grpcio-tools>=1.60"],  # stock protoc: the tests compile docs/brainy.proto and call every rpc
+                 "grpcio-tools>=1.60",  # stock protoc: the tests compile docs/brainy.proto and call every rpc
+                 "ruff>=0.6"],  # the linter and formatter the generated refusal module is held to
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

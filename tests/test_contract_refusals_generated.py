@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -187,7 +186,6 @@ def test_the_generator_writes_any_table_faithfully(gen, monkeypatch):
         gen.refusals_text([*AWKWARD, AWKWARD[0]])
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
 def test_ruff_finds_nothing_to_change():
     """The module passes ruff's default rules and its formatter, at the repository's line length."""
     for args in (["check"], ["format", "--check"]):
