@@ -22,6 +22,7 @@ from aioquic.quic.connection import QuicConnection
 
 from brainy.net.h2 import H2Event, Stream, StreamReset
 from brainy.net.http import MAX_BODY, Response
+from brainy.net.quic_shim import unacknowledged_bytes
 
 ALPN = ["h3"]  # exactly h3: offering more would let a client negotiate what this listener does not serve
 
@@ -102,10 +103,9 @@ class H3Connection:
 
     def stream_backlog(self, stream_id: int) -> int:
         """Bytes of a streamed body QUIC holds unacknowledged (back-pressure reads it); aioquic keeps them in
-        the stream's sender until the peer acknowledges them."""
-        stream = self._quic._streams.get(stream_id)  # aioquic exposes no public measure of it
-        sender = getattr(stream, "sender", None)
-        return len(getattr(sender, "_buffer", b""))
+        the stream's sender until the peer acknowledges them, and exposes no public measure of it (the one
+        reach is :func:`brainy.net.quic_shim.unacknowledged_bytes`)."""
+        return unacknowledged_bytes(self._quic, stream_id)
 
     @property
     def busy(self) -> bool:

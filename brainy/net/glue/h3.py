@@ -29,6 +29,7 @@ from aioquic.quic.packet import pull_quic_header
 
 from brainy.net.glue.streams import StreamAnswers
 from brainy.net.h3 import ALPN, H3Connection
+from brainy.net.quic_shim import connection_routes
 
 if TYPE_CHECKING:
     from brainy.net.app import App
@@ -65,9 +66,21 @@ class H3Protocol(QuicConnectionProtocol):
 
 
 class H3Endpoint(QuicServer):
-    """One h3 listener's UDP endpoint: aioquic's server, which can stop accepting without closing."""
+    """One h3 listener's UDP endpoint: aioquic's server, which can stop accepting without closing.
+
+    It keeps its own references to what it was handed (the configuration, the socket's transport); which
+    connection a datagram belongs to is aioquic's private record, read through ``brainy.net.quic_shim``."""
 
     accepting = True
+
+    def __init__(self, *, configuration: QuicConfiguration, **kwargs: Any) -> None:
+        super().__init__(configuration=configuration, **kwargs)
+        self.configuration = configuration
+        self.udp: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.udp = transport  # type: ignore[assignment]  # a datagram endpoint's transport
+        super().connection_made(transport)
 
     def datagram_received(self, data: bytes | str, addr: Any) -> None:
         if not self.accepting and not self._known(bytes(data)):
@@ -76,18 +89,18 @@ class H3Endpoint(QuicServer):
 
     def _known(self, data: bytes) -> bool:
         try:
-            header = pull_quic_header(Buffer(data=data), host_cid_length=self._configuration.connection_id_length)
+            header = pull_quic_header(Buffer(data=data), host_cid_length=self.configuration.connection_id_length)
         except ValueError:
             return False
-        return header.destination_cid in self._protocols
+        return header.destination_cid in connection_routes(self)
 
     def connections(self) -> list[H3Protocol]:
-        return list({id(p): p for p in self._protocols.values()}.values())  # type: ignore[misc]
+        return list({id(p): p for p in connection_routes(self).values()}.values())  # type: ignore[misc]
 
     @property
     def address(self) -> tuple[str, int]:
-        assert self._transport is not None
-        host, port = self._transport.get_extra_info("sockname")[:2]
+        assert self.udp is not None
+        host, port = self.udp.get_extra_info("sockname")[:2]
         return host, port
 
 
