@@ -31,14 +31,13 @@ import base64
 import binascii
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from brainy._speedups import wsframe
 from brainy.contract import refusals as R
 from brainy.net import codecs
-from brainy.host.dispatch import Outcome
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 1.3: what the accept value hashes the key with
 MAX_FRAME = 8 << 20   # FrameTooLargeError above this (DOORS.md 11.1)
@@ -311,7 +310,21 @@ def ref_of(payload: bytes) -> Any:
     return document.get("ref") if isinstance(document, dict) else None
 
 
-def answer(ref: Any, door: str | None, outcome: Outcome) -> bytes:
+class CallOutcome(Protocol):
+    """What :func:`answer` reads of a call's outcome (the dispatcher's ``brainy.net.dispatch.Outcome``, which
+    this module does not import: the session knows nothing above it)."""
+
+    @property
+    def ms(self) -> float: ...
+
+    @property
+    def answer(self) -> Any: ...
+
+    @property
+    def refusal(self) -> R.Refusal | None: ...
+
+
+def answer(ref: Any, door: str | None, outcome: CallOutcome) -> bytes:
     """The answer frame of one call: ``{ref, ok: true, door, result, meta}`` or ``{ref, ok: false, door, error,
     meta}``, ``meta.ms`` the dispatcher's one clock."""
     if outcome.refusal is None:
