@@ -14,14 +14,13 @@ from __future__ import annotations
 import logging
 import uuid
 from types import MappingProxyType
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
 from brainy import __version__
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import MCP_PROTOCOL, mcp_instructions
-from brainy.host.dispatch import Dispatcher, Outcome
-from brainy.net.mcp import resources
+import brainy.net.mcp.resources as resources
 from brainy.net.mcp.jsonrpc import (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NO_REPLY, JsonDoc, Message,
                                     ProtocolError, Reply, error_reply, refusal_error)
 from brainy.net.mcp.lifecycle import Action, Session
@@ -36,6 +35,29 @@ INSTRUCTIONS = "/_brainy/mcp/instructions.md"
 #: The one protocol revision served: one revision, not a range (seed 000, "MCP").
 PROTOCOL_VERSION = MCP_PROTOCOL
 SERVER_INFO = MappingProxyType({"name": "brainy", "title": "brainy", "version": __version__})
+
+
+class CallOutcome(Protocol):
+    """What is read of a call's outcome (the dispatcher's ``brainy.net.dispatch.Outcome``): the answer or the
+    refusal, and the call's one measured wall time."""
+
+    @property
+    def ms(self) -> float: ...
+
+    @property
+    def answer(self) -> Any: ...
+
+    @property
+    def refusal(self) -> R.Refusal | None: ...
+
+
+class Dispatching(Protocol):
+    """What the MCP methods use of the one dispatcher (``brainy.net.dispatch.Dispatcher``), which this package
+    does not import (it sits below the dispatcher): the gate and the door, and the call's one clock."""
+
+    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Any: ...
+
+    def timed(self, door: str, work: Callable[..., Any], *args: Any) -> "CallOutcome | Awaitable[CallOutcome]": ...
 
 
 def fault(where: str, exc: BaseException) -> R.Refusal:
@@ -62,7 +84,7 @@ class McpServer:
     pool's ``brains_for``): exactly one means ``brain`` may be left out of a call.
     """
 
-    def __init__(self, dispatcher: Dispatcher, reach: Callable[[Principal], Sequence[str]]) -> None:
+    def __init__(self, dispatcher: Dispatching, reach: Callable[[Principal], Sequence[str]]) -> None:
         self.dispatcher = dispatcher
         self.reach = reach
         self._methods: Mapping[str, Callable[[Principal, Mapping[str, Any]], Any]] = MappingProxyType({
@@ -111,7 +133,7 @@ class McpServer:
             return error_reply(id_, exc.error())
 
     def exchange(self, session: Session, authenticate: Callable[[], Principal],
-                 message: Message) -> "Outcome | Awaitable[Outcome]":
+                 message: Message) -> "CallOutcome | Awaitable[CallOutcome]":
         """``handle`` under the dispatcher's one clock, the credential proven inside it (stdio's path).
 
         A refusal of the credential becomes the Outcome's refusal; :func:`finish` turns it into
@@ -284,7 +306,7 @@ class McpServer:
             raise resources.refused(refusal) from None
 
 
-def finish(outcome: Outcome, message: Message | None) -> JsonDoc:
+def finish(outcome: CallOutcome, message: Message | None) -> JsonDoc:
     """The reply to send once the clock stopped: the answer stamped with ``_meta.ms``, or the refusal as an error.
 
     ``NO_REPLY`` when nothing is owed (a notification or a response, even a refused one).

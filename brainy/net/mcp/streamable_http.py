@@ -13,19 +13,19 @@ import ipaddress
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import orjson
 
 from brainy.contract import refusals as R
 from brainy.net import codecs
-from brainy.host.dispatch import Outcome
 from brainy.net.http import refusal_headers
 from brainy.net.mcp.jsonrpc import (MAX_MESSAGE, NO_REPLY, Message, ProtocolError, Reply, error_reply, parse_message,
                                     refusal_error, request_id)
 from brainy.net.mcp.lifecycle import Input, Session, State
-from brainy.net.mcp.server import PROTOCOL_VERSION, McpServer, finish
+from brainy.net.mcp.server import PROTOCOL_VERSION, CallOutcome, McpServer, finish
 from brainy.auth.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
@@ -106,11 +106,11 @@ class StreamableHttp:
         exchange = _Exchange()
         outcome = self.server.dispatcher.timed(
             "server.mcp", lambda: self._serve(method, headers, body, now, exchange))
-        if isinstance(outcome, Outcome):
-            return self._reply(outcome, exchange)
-        return self._reply_later(outcome, exchange)
+        if isinstance(outcome, Awaitable):  # the clock's answer is an Outcome now, or an awaitable of one later
+            return self._reply_later(outcome, exchange)
+        return self._reply(outcome, exchange)
 
-    async def _reply_later(self, pending: Awaitable[Outcome], exchange: _Exchange) -> HttpReply:
+    async def _reply_later(self, pending: Awaitable[CallOutcome], exchange: _Exchange) -> HttpReply:
         return self._reply(await pending, exchange)
 
     # -- the request ----------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class StreamableHttp:
 
     # -- the reply ------------------------------------------------------------------------------
 
-    def _reply(self, outcome: Outcome, exchange: _Exchange) -> HttpReply:
+    def _reply(self, outcome: CallOutcome, exchange: _Exchange) -> HttpReply:
         headers = [(b"server-timing", b"brainy;dur=%.3f" % outcome.ms)]
         refusal = outcome.refusal
         if refusal is not None:
