@@ -7,6 +7,8 @@ place those meet the event loop (STYLE 2):
 
 * ``tcp``: the asyncio protocol of an accepted TCP connection: TCP_NODELAY, the
   preface that tells h1 from h2, the loop's time, and the connection's one timer;
+* ``seams``: what the glue is handed from above (the app, the server), as narrow
+  Protocols: no glue module imports the app or the server (STYLE 15);
 * ``session``: the seam between ``tcp`` and a transport's glue (what each one does);
 * ``h1``: HTTP/1.1 requests handed to the app in order (pipelining), answers written;
 * ``h2``: HTTP/2 streams handed to the app at once, a task only for an answer that waits.

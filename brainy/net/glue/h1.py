@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from brainy.net.glue.session import Session
+from brainy.net.glue.seams import HttpHandler
+from brainy.net.glue.session import Connection, Session
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
 from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
 from brainy.net.http import Response, StreamingResponse, refusal_response
-
-if TYPE_CHECKING:
-    from brainy.net.glue.tcp import HttpProtocol
 
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 
@@ -27,7 +25,9 @@ MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 class H1Glue(Session[H1Connection]):
     """An HTTP/1.1 connection's requests, answered one after another in the order they came."""
 
-    def __init__(self, protocol: "HttpProtocol", conn: H1Connection) -> None:
+    app: HttpHandler  # an HTTP/1.1 listener's: it also judges the /v1/ws upgrade
+
+    def __init__(self, protocol: Connection, conn: H1Connection) -> None:
         super().__init__(protocol, conn)
         self._queue: collections.deque[RequestReceived | UpgradeRequested | ProtocolFailed] = collections.deque()
         self._waiting: asyncio.Task[None] | None = None

@@ -10,14 +10,9 @@ pass of the event loop, and closes once it has ended.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from brainy.net.glue.session import FlushedOncePerPass, Session
+from brainy.net.glue.session import Connection, FlushedOncePerPass, Session
 from brainy.net.glue.streams import StreamAnswers
 from brainy.net.h2 import H2Connection
-
-if TYPE_CHECKING:
-    from brainy.net.glue.tcp import HttpProtocol
 
 # A read whose answers framed this much body is written at once, not at the end of the loop's pass: 64
 # connections each holding a 1,000-row page (380 KB) until the pass ends kept 24 MB alive per pass, and
@@ -29,7 +24,7 @@ WRITE_NOW_BYTES = 64 << 10
 class H2Glue(FlushedOncePerPass, Session[H2Connection]):
     """An HTTP/2 connection's streams, each answered as soon as its door answers."""
 
-    def __init__(self, protocol: "HttpProtocol", conn: H2Connection) -> None:
+    def __init__(self, protocol: Connection, conn: H2Connection) -> None:
         super().__init__(protocol, conn)
         self._answers = StreamAnswers(self.app, self.server, conn, self._written_later,
                                       lambda: self.transport.get_write_buffer_size())

@@ -27,20 +27,19 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, QuicEvent
 from aioquic.quic.packet import pull_quic_header
 
+from brainy.net.glue.seams import Handler, Serving
 from brainy.net.glue.streams import StreamAnswers
 from brainy.net.h3 import ALPN, H3Connection
 from brainy.net.quic_shim import connection_routes
 
 if TYPE_CHECKING:
-    from brainy.net.app import App
-    from brainy.net.server import Server
     from brainy.net.tls import Certificate
 
 
 class H3Protocol(QuicConnectionProtocol):
     """One QUIC connection on an h3 listener."""
 
-    def __init__(self, quic: Any, *, app: "App", server: "Server", **kwargs: Any) -> None:
+    def __init__(self, quic: Any, *, app: Handler, server: Serving, **kwargs: Any) -> None:
         super().__init__(quic, **kwargs)
         self.conn = H3Connection(quic)
         self._answers = StreamAnswers(app, server, self.conn, self._written_later)
@@ -104,7 +103,7 @@ class H3Endpoint(QuicServer):
         return host, port
 
 
-async def open_endpoint(app: "App", server: "Server", host: str, port: int,
+async def open_endpoint(app: Handler, server: Serving, host: str, port: int,
                         certificate: "Certificate") -> H3Endpoint:
     """Bind one h3 listener: ALPN exactly h3, the host's certificate and key."""
     configuration = QuicConfiguration(is_client=False, alpn_protocols=list(ALPN))

@@ -11,12 +11,27 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from brainy.net.glue.tcp import HttpProtocol
+from brainy.net.glue.seams import Handler, Serving
+from brainy.auth.principal import Principal
 
 Conn = TypeVar("Conn")
+
+
+class Connection(Protocol):
+    """What a session reads of the accepted connection it serves (:class:`~brainy.net.glue.tcp.HttpProtocol`,
+    which this module does not import: ``tcp`` builds the sessions)."""
+
+    app: Handler
+    server: Serving
+    transport: asyncio.Transport | None
+
+    def arm(self) -> None:
+        """Keep the connection's one timer at the deadline ``conn`` now reports."""
+
+    def switch_to_websocket(self, principal: Principal, rest: bytes) -> None:
+        """From here the connection is a WebSocket session (an HTTP/1.1 upgrade was granted)."""
 
 
 class Session(ABC, Generic[Conn]):
@@ -29,7 +44,7 @@ class Session(ABC, Generic[Conn]):
     # acknowledgement), and the timer already set for an earlier one finds the later one when it fires.
     hastens = False
 
-    def __init__(self, protocol: "HttpProtocol", conn: Conn) -> None:
+    def __init__(self, protocol: Connection, conn: Conn) -> None:
         assert protocol.transport is not None
         self.protocol = protocol
         self.app = protocol.app

@@ -24,11 +24,16 @@ from brainy.net.sse import OpenedFeed
 
 if TYPE_CHECKING:
     from brainy.engine import Brain
-    from brainy.host.pool import Pool
 
 log = logging.getLogger("brainy.serve")
 
 BACKLOG_BYTES = 1 << 20  # a sink holding more than this unwritten is backlogged
+
+
+class Brains(Protocol):
+    """What a held stream reads of the brain pool (``brainy.host.pool.Pool``): a brain's live handle by name."""
+
+    def resolve(self, name: str, for_write: bool) -> "Brain": ...
 
 
 class Sink(Protocol):
@@ -45,7 +50,7 @@ class Sink(Protocol):
 class FeedRunner:
     """Holds one opened stream on ``sink`` until it ends, the peer goes, or the server stops."""
 
-    def __init__(self, feed: OpenedFeed, sink: Sink, pool: "Pool") -> None:
+    def __init__(self, feed: OpenedFeed, sink: Sink, pool: Brains) -> None:
         self.feed = feed
         self.sink = sink
         self.pool = pool

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
+from brainy.net.glue.seams import Handler, Serving
 from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
 from brainy.net.h2 import H2Event, RequestReceived, RequestRefused, StreamReset
 from brainy.net.http import Response, StreamingResponse, refusal_response
-
-if TYPE_CHECKING:
-    from brainy.net.server import Server
 
 
 class Answers(Protocol):
@@ -40,7 +38,7 @@ class Answers(Protocol):
 class StreamAnswers:
     """The streams of one connection ``conn``, answered by ``app`` as they complete."""
 
-    def __init__(self, app: Any, server: "Server", conn: Answers, written: Callable[[], None],
+    def __init__(self, app: Handler, server: Serving, conn: Answers, written: Callable[[], None],
                  transport_backlog: Callable[[], int] = lambda: 0) -> None:
         self.app = app
         self.server = server

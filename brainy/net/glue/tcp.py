@@ -13,31 +13,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from brainy.contract import refusals as R
 from brainy.net.deadlines import Timed
 from brainy.net.glue.h1 import H1Glue
 from brainy.net.glue.h2 import H2Glue
+from brainy.net.glue.seams import Handler, Serving
 from brainy.net.glue.ws import WsGlue
 from brainy.net.h1 import H1Connection
 from brainy.net.h2 import H2Connection
-from brainy.net.http import refusal_response
+from brainy.net.http import Header, refusal_response
 from brainy.net.preface import PrefaceReader, ProtocolChosen
 from brainy.auth.principal import Principal
 from brainy.net.ws import WsConnection
 
-if TYPE_CHECKING:
-    from brainy.net.app import App
-    from brainy.net.server import Server
-
 log = logging.getLogger("brainy.serve")
+
+
+class Listening(Serving, Protocol):
+    """What an accepted connection reads of the server that accepted it (``brainy.net.server.Server``, which
+    this module does not import: the server builds the connections): the set of its open connections, the
+    Alt-Svc fields to advertise, and the deadlines a connection keeps."""
+
+    connections: set[HttpProtocol]
+    advertised: list[Header]
+    idle_seconds: float
+    request_seconds: float
 
 
 class HttpProtocol(asyncio.Protocol):
     """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both)."""
 
-    def __init__(self, app: "App", server: "Server", protocols: tuple[str, ...], advertise: bool = True) -> None:
+    def __init__(self, app: Handler, server: Listening, protocols: tuple[str, ...], advertise: bool = True) -> None:
         self.app = app
         self.server = server
         self.protocols = protocols

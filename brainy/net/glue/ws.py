@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brainy.net import ws
 from brainy.host.dispatch import Answer, Outcome
-from brainy.net.glue.session import FlushedOncePerPass, Session
+from brainy.net.glue.seams import HttpHandler
+from brainy.net.glue.session import Connection, FlushedOncePerPass, Session
 from brainy.auth.principal import Principal
-
-if TYPE_CHECKING:
-    from brainy.net.glue.tcp import HttpProtocol
 
 MAX_IN_FLIGHT = 64  # calls waiting on one session before reading pauses
 
@@ -43,7 +41,9 @@ def _only_brain(principal: Principal) -> str | None:
 class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
     """One upgraded connection's WebSocket session for ``principal``, checked before the upgrade."""
 
-    def __init__(self, protocol: "HttpProtocol", conn: ws.WsConnection, principal: Principal) -> None:
+    app: HttpHandler  # the handler that granted the upgrade: its dispatcher runs the calls
+
+    def __init__(self, protocol: Connection, conn: ws.WsConnection, principal: Principal) -> None:
         super().__init__(protocol, conn)
         self.principal = principal
         self.dispatcher = self.app.dispatcher
