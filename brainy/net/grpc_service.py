@@ -19,17 +19,15 @@ the service does not declare. Every answer carries ``brainy-ms``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import Any, Awaitable, Protocol
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.net import codecs
 from brainy.net import grpc as G
-from brainy.host.dispatch import Answer, Outcome
+from brainy.host.dispatch import Answer, Dispatcher, Outcome
 from brainy.net.http import Request, Response
-
-if TYPE_CHECKING:
-    from brainy.net.app import App
+from brainy.auth.principal import Principal
 
 RPCS = D.grpc_service()  # rpc name -> door name
 _TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
@@ -39,10 +37,20 @@ IDENTITY = frozenset({R.UnauthenticatedError.name, R.BRAINY_KEY_MALFORMED.name, 
 _JSON = "application/json"
 
 
+class Served(Protocol):
+    """What the service uses of the HTTP app it stands beside (:class:`~brainy.net.app.App`, not imported
+    here): the one dispatcher, the brain pool, and the credential check every transport shares."""
+
+    dispatcher: Dispatcher
+    pool: Any  # brainy.host.pool.Pool: who reaches which brain (brains_for), and what the glue hands a held stream
+
+    def credential(self, headers: dict[str, str]) -> Principal: ...
+
+
 class GrpcService:
     """The service over ``app``'s dispatcher, keys and pool; :meth:`handle` is what the HTTP/2 glue calls."""
 
-    def __init__(self, app: "App") -> None:
+    def __init__(self, app: Served) -> None:
         self.app = app
         self.dispatcher = app.dispatcher
         self.pool = app.pool
