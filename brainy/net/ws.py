@@ -311,7 +311,7 @@ def ref_of(payload: bytes) -> Any:
 
 
 class CallOutcome(Protocol):
-    """What :func:`answer` reads of a call's outcome (the dispatcher's ``brainy.net.dispatch.Outcome``, which
+    """What :func:`answer` reads of a call's outcome (the dispatcher's ``brainy.host.dispatch.Outcome``, which
     this module does not import: the session knows nothing above it)."""
 
     @property

@@ -38,7 +38,7 @@ SERVER_INFO = MappingProxyType({"name": "brainy", "title": "brainy", "version": 
 
 
 class CallOutcome(Protocol):
-    """What is read of a call's outcome (the dispatcher's ``brainy.net.dispatch.Outcome``): the answer or the
+    """What is read of a call's outcome (the dispatcher's ``brainy.host.dispatch.Outcome``): the answer or the
     refusal, and the call's one measured wall time."""
 
     @property
@@ -52,7 +52,7 @@ class CallOutcome(Protocol):
 
 
 class Dispatching(Protocol):
-    """What the MCP methods use of the one dispatcher (``brainy.net.dispatch.Dispatcher``), which this package
+    """What the MCP methods use of the one dispatcher (``brainy.host.dispatch.Dispatcher``), which this package
     does not import (it sits below the dispatcher): the gate and the door, and the call's one clock."""
 
     def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Any: ...
