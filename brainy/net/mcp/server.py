@@ -26,6 +26,7 @@ from brainy.net.mcp.jsonrpc import (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_
 from brainy.net.mcp.lifecycle import Action, Session
 from brainy.net.mcp.tools import SHAPES, TOOL_DOORS, TOOLS, tool_refusal, tool_result
 from brainy.auth.principal import Principal
+from brainy.net.ws import CallOutcome  # what a call's outcome is read for, as the WebSocket session reads it
 
 log = logging.getLogger("brainy.mcp")
 
@@ -35,20 +36,6 @@ INSTRUCTIONS = "/_brainy/mcp/instructions.md"
 #: The one protocol revision served: one revision, not a range (seed 000, "MCP").
 PROTOCOL_VERSION = MCP_PROTOCOL
 SERVER_INFO = MappingProxyType({"name": "brainy", "title": "brainy", "version": __version__})
-
-
-class CallOutcome(Protocol):
-    """What is read of a call's outcome (the dispatcher's ``brainy.host.dispatch.Outcome``): the answer or the
-    refusal, and the call's one measured wall time."""
-
-    @property
-    def ms(self) -> float: ...
-
-    @property
-    def answer(self) -> Any: ...
-
-    @property
-    def refusal(self) -> R.Refusal | None: ...
 
 
 class Dispatching(Protocol):
