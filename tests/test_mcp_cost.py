@@ -42,7 +42,7 @@ class Served:
 
     def __init__(self, pool: Pool, brains: list[str]) -> None:
         principal = Principal.static_key("person:agent@example.com", frozenset(brains))
-        self.http = M.StreamableHttp(M.McpServer(Dispatcher(pool), lambda p: brains), lambda h: principal)
+        self.http = M.StreamableHttp(M.McpServer(Dispatcher(pool)), lambda h: principal)
         opened = self.http.handle("POST", {}, orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                                                             "params": INIT}), 0.0)
         assert opened.status == 200, opened

@@ -99,7 +99,7 @@ def test_an_entitys_history_reads_through_the_history_door(tmp_path):
     init_store(tmp_path / "notes")
     pool = Pool({"notes": tmp_path / "notes"})
     try:
-        server = M.McpServer(Dispatcher(pool), lambda p: ["notes"])
+        server = M.McpServer(Dispatcher(pool))
         principal = Principal.static_key("person:reader@example.com", frozenset({"notes"}))
         session = M.Session("s", ("", "", None), state=M.State.READY)
 

@@ -137,7 +137,7 @@ def test_any_sequence_of_inputs_walks_the_table(tmp_path_factory, inputs):
     root = tmp_path_factory.mktemp("walk")
     init_store(root / "notes")
     pool = Pool({"notes": root / "notes"})
-    server = M.McpServer(Dispatcher(pool), lambda p: ["notes"])
+    server = M.McpServer(Dispatcher(pool))
     principal = Principal.static_key("person:walker@example.com", frozenset({"notes"}))
     session = M.Session("s", ("", "", None))
     try:
@@ -391,7 +391,7 @@ def test_sessions_are_bounded_and_expire(tmp_path):
     init_store(tmp_path / "notes")
     pool = Pool({"notes": tmp_path / "notes"})
     principal = Principal.static_key("person:p@example.com", frozenset({"notes"}))
-    http = M.StreamableHttp(M.McpServer(Dispatcher(pool), lambda p: ["notes"]), lambda h: principal,
+    http = M.StreamableHttp(M.McpServer(Dispatcher(pool)), lambda h: principal,
                             max_sessions=3, idle_seconds=10.0)
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
     ids = []

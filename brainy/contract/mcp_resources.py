@@ -39,6 +39,8 @@ class ResourceTemplate:
     description: str
     #: Document fields filled from the address: field name -> text with placeholders.
     fills: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: The door answers a stored file, served as the resource's own text and media type (not as JSON).
+    file: bool = False
 
     @property
     def placeholders(self) -> tuple[str, ...]:
@@ -69,8 +71,13 @@ RESOURCE_TEMPLATES: tuple[ResourceTemplate, ...] = (
                      "Every version of one entity (the history door)."),
     ResourceTemplate("brainy://skills/{path}", "readFile", "skill", "A skill",
                      "A document of the store's /skills/ folder (the readFile door).",
-                     MappingProxyType({"path": "/skills/{path}"})),
+                     MappingProxyType({"path": "/skills/{path}"}), file=True),
 )
+
+#: The skills: the template that reads one (and, as it does, any store file MCP serves), and the door
+#: whose listing of the folder names them in ``resources/list``.
+SKILL = RESOURCE_TEMPLATES[-1]
+SKILLS_LISTED_BY = "readdir"
 
 
 def join_to_doors(templates: tuple[ResourceTemplate, ...]) -> None:

@@ -41,6 +41,9 @@ class Registered:
     # a read that reads who is asking (``policy.asking``, bound by the dispatcher around it); every other read
     # sees only its snapshot and arguments, and the binding (a ContextVar set and reset) is not paid for it
     asks: bool = False
+    # a write whose answer names a reading-door link (``doorUrl``), which only a server with a receiver can
+    # ask for: the dispatcher completes the answer once the commit is durable (brainy/auth/reading_door.py)
+    links: bool = False
 
 
 REGISTERED: dict[str, Registered] = {}
@@ -48,7 +51,7 @@ REGISTERED: dict[str, Registered] = {}
 
 def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[str]] | None = None,
          prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
-         asks: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         asks: bool = False, links: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
         raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}, {MODEL}")
@@ -57,7 +60,7 @@ def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[st
         if name in REGISTERED:
             raise RuntimeError(f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and "
                                f"{fn.__qualname__}")
-        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks)
+        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks, links)
         return fn
     return register
 

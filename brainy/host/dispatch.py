@@ -22,17 +22,17 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol, Union
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Union
 
-from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.index import embedder
-from brainy.doors import policy, registry
+from brainy.doors import calling, registry
 from brainy.doors.registry import HOST, READ, door
 from brainy.host import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
 from brainy.auth import reading_door
+from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, apply_caller_assertion
 from brainy.auth.principal import Principal
 from brainy.auth.reading_door import ReadingDoor
 
@@ -46,6 +46,10 @@ class Brains(Protocol):
 
     def resolve(self, name: str, for_write: bool) -> Brain: ...
 
+    def reach(self, principal: Principal) -> list[str]: ...
+
+    def only_brain(self, principal: Principal) -> str | None: ...
+
     def init(self, name: str, force: bool = False) -> dict[str, Any]: ...
 
     async def close(self, name: str) -> dict[str, Any]: ...
@@ -57,6 +61,12 @@ class Brains(Protocol):
     def held(self, entered: Any, for_write: bool) -> Brain: ...
 
     def left(self, entered: Any) -> None: ...
+
+
+class Authenticating(Protocol):
+    """What the dispatcher asks of the key table (``brainy.auth.keys.KeyTable``)."""
+
+    def authenticate(self, authorization: str | None) -> Principal: ...
 
 
 @dataclass(slots=True)
@@ -141,7 +151,6 @@ def _health(c: Call) -> dict[str, Any]:
 
 REGISTERED = registry.join(D.DOORS)
 TABLE: dict[str, D.Door] = dict(D.BY_NAME)
-TAKES_ID = frozenset(d.name for d in D.DOORS if any(p.name == "id" for p in d.path_params))
 TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
 
 
@@ -149,8 +158,7 @@ class Plan:
     """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
     the gate's questions stay per call (they read the principal), the door's own facts do not."""
 
-    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_id", "takes_brain", "_none", "_fresh",
-                 "defaults")
+    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_brain", "checked")
 
     def __init__(self, door: D.Door) -> None:
         self.door = door
@@ -158,24 +166,8 @@ class Plan:
         self.writes_rows = "W" in door.sets
         self.closed = _closed(door)  # the disposition's refusal, made afresh per call; None for a native door
         self.guarded = self.writes_rows or self.closed is not None  # the caller rule or the disposition applies
-        self.takes_id = door.name in TAKES_ID
         self.takes_brain = door.name in TAKES_BRAIN
-        # the checked document of a call that sends none (every plain get): the defaults, or the refusal of
-        # a required argument, which the full check gives on each such call
-        try:
-            self._none: dict[str, Any] | None = arguments.check(door, None)
-        except R.Refusal:
-            self._none = None
-        self._fresh = self._none is not None and any(isinstance(v, (list, dict)) for v in self._none.values())
-        # what no_arguments copies when a copy is all it does (every plain get), read by run without a call
-        self.defaults = None if self._none is None or self._fresh else self._none
-
-    def no_arguments(self) -> dict[str, Any]:
-        """The checked document of a call with no arguments: a new dict each call (a door may keep or change
-        what it is handed), its lists and maps new too."""
-        if self._none is None or self._fresh:  # the refusal, or defaults holding lists and maps: checked afresh
-            return arguments.check(self.door, None)
-        return self._none.copy()
+        self.checked = calling.CHECKED[door.name]  # the argument check Brain.call makes too
 
 
 def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
@@ -216,16 +208,47 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
 
 
 class Dispatcher:
-    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None, host: Any = None) -> None:
+    """The one road to a door from every transport: :meth:`credential` proves who calls, :meth:`call` runs the
+    gate and the door under one clock and answers an :class:`Outcome`, :meth:`hold` opens a held change feed;
+    a transport only frames what they answer."""
+
+    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None, host: Any = None,
+                 keys: Authenticating | None = None) -> None:
         self.brains = brains
+        self.keys = keys  # None: a dispatcher whose callers are proven elsewhere (tests, in-process use)
         # the --reading-door receiver (brainy/auth/reading_door.py), None when not configured: memory.write
         # asks it for a link after its commit (reading_door.door_url)
         self.reading_door = reading_door
         self.host = host
 
+    def credential(self, headers: Mapping[str, str]) -> Principal:
+        """The principal a request's headers prove (every transport's: HTTP headers, gRPC metadata, the MCP
+        session's, the bearer stdio was started with), or the credential's refusal."""
+        if self.keys is None:
+            raise R.UnauthenticatedError("this dispatcher holds no key table to prove a credential against")
+        principal = self.keys.authenticate(headers.get("authorization"))
+        if CALLER_HEADER in headers or OWNER_HEADER in headers or ROLES_HEADER in headers:  # asserted: read it
+            return apply_caller_assertion(principal, headers)
+        return principal
+
+    def reach(self, principal: Principal) -> list[str]:
+        """The names of the brains ``principal`` reaches here."""
+        return self.brains.reach(principal)
+
+    def only_brain(self, principal: Principal) -> str | None:
+        """The brain a call that names none reaches (DOORS 0.2): the one rule every transport's calls meet in
+        :meth:`run`, asked beforehand only by MCP, whose tool list leaves ``brain`` out for such a key."""
+        return self.brains.only_brain(principal)
+
+    def call(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
+             document: Any = None) -> "Outcome | Awaitable[Outcome]":
+        """One door for one principal under its own clock: the Outcome now for a door that does not wait (every
+        read), else an awaitable of it. Never raises for a refusal."""
+        return self.timed(door, self.run, principal, door, brain, id, document)
+
     async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
                        document: Any = None) -> Outcome:
-        """Run one door for one principal; never raises for a refusal, always answers an Outcome."""
+        """:meth:`call`, awaited."""
         outcome = self.timed(door, self.run, principal, door, brain, id, document)
         return outcome if isinstance(outcome, Outcome) else await outcome
 
@@ -271,6 +294,8 @@ class Dispatcher:
         if plan is None:
             raise R.UnknownDoorError(f"no door is named {name!r}", door=str(name))
         door = plan.door
+        if brain is None and plan.takes_brain:  # DOORS 0.2: a key that reaches one brain may leave it out
+            brain = self.brains.only_brain(principal)
         if brain is not None and (type(brain) is not str or brain not in _LEGAL_NAMES):  # a name not yet seen
             check_brain_name(brain)
         gate(principal, door, brain)
@@ -283,18 +308,9 @@ class Dispatcher:
                                                    "caller (X-Brainy-Caller)", door=door.name)
             if plan.closed is not None:
                 raise plan.closed()
-        if document is not None and not isinstance(document, dict):
-            raise R.InvalidArgumentError("the argument document must be an object", field="document",
-                                         reason="wrong-type")
-        if id_ is None and plan.takes_id:
-            raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
-        if document:
-            document = arguments.check(door, document)
-        else:
-            defaults = plan.defaults
-            document = defaults.copy() if defaults is not None else plan.no_arguments()
+        document = plan.checked.document(id_, document)
         entry = REGISTERED[door.name]
         brains = self.brains
         if plan.host:  # the host's own doors reach archived and unborn brains: no door count
@@ -304,16 +320,13 @@ class Dispatcher:
             if entry.runs == READ:
                 texts = entry.embeds(document) if entry.embeds is not None else ()
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
-                    result = self._read_warmed(entry, entered, id_, document, texts)
-                elif entry.asks:  # a read of who is asking (policy.check's default caller)
-                    with policy.asking(principal):
-                        result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
+                    result = self._read_warmed(entry, entered, id_, document, texts, principal)
                 else:
-                    result = entry.fn(brains.held(entered, False).wire_head(), id_, document)
+                    result = calling.read(entry, brains.held(entered, False).wire_head(), id_, document, principal)
             elif entry.runs == registry.WRITE:
                 result = brains.held(entered, True).awrite(door.name, document, caller=principal.caller,
                                                                  via=principal.via, roles=principal.roles)
-                if door.name == "memory.write":  # then the reading door's link, once the commit is durable
+                if entry.links:  # then the reading door's link, once the commit is durable
                     result = reading_door.after_write(self.reading_door, principal, document, result)
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
                 result = embedder.run(entry.fn, document)
@@ -328,9 +341,9 @@ class Dispatcher:
         return self._finish(entered, result)
 
     async def _read_warmed(self, entry: registry.Registered, entered: Any, id_: Any, document: dict[str, Any],
-                           texts: list[str]) -> dict[str, Any]:
+                           texts: list[str], principal: Principal) -> dict[str, Any]:
         await embedder.run(embedder.warm, texts)
-        return entry.fn(self.brains.held(entered, False).wire_head(), id_, document)
+        return calling.read(entry, self.brains.held(entered, False).wire_head(), id_, document, principal)
 
     async def _finish(self, entered: Any, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:

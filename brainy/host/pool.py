@@ -312,15 +312,24 @@ class Pool:
                 "overBudgetAdmissions": arbiter["overBudgetAdmissions"],
                 "fenceLost": fence_lost}
 
-    def brains_for(self, principal: Any) -> list[dict[str, Any]]:
-        """``GET /v1/brains``: the brains a credential reaches (the service key sees every name), with state."""
+    def reach(self, principal: Any) -> list[str]:
+        """The names of the brains a credential reaches here (the service key reaches every name)."""
         known = self.known()
         if principal.token_brain is not None:
-            names = [b for b in known if b == principal.token_brain]
-        elif principal.brains is None or principal.service_key:
-            names = known
-        else:
-            names = [b for b in known if b in principal.brains]
+            return [b for b in known if b == principal.token_brain]
+        if principal.brains is None or principal.service_key:
+            return known
+        return [b for b in known if b in principal.brains]
+
+    def only_brain(self, principal: Any) -> str | None:
+        """The one rule for a call that names no brain (DOORS 0.2), on every transport: the brain a credential
+        reaches here when it reaches exactly one, else None (and the door's ``brain: required``)."""
+        names = self.reach(principal)
+        return names[0] if len(names) == 1 else None
+
+    def brains_for(self, principal: Any) -> list[dict[str, Any]]:
+        """``GET /v1/brains``: the brains a credential reaches (the service key sees every name), with state."""
+        names = self.reach(principal)
         out = []
         for name in names:
             entry = self._entries.get(name)

@@ -25,7 +25,7 @@ from brainy.net import server_doors as S
 from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name, elapsed_ms, gate
 from brainy.host.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
-from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, KeyTable, apply_caller_assertion
+from brainy.auth.keys import KeyTable
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.host.pool import Pool
 from brainy.auth.principal import Principal
@@ -43,15 +43,14 @@ class App:
         self.auth_server = auth_server  # --auth-server: where a client gets a token (RFC 9728 discovery)
         self.router = Router(server=S.routes(configured=S.CONFIGURED_ONLY if auth_server else ()))
         self._routes: dict[tuple[str, str, str | None], Match] = {}  # see _route
-        self.dispatcher = Dispatcher(pool, reading_door, self.host)
+        self.dispatcher = Dispatcher(pool, reading_door, self.host, keys)
         self.built_at = built_at
         self._contract = D.contract_envelope(__version__, built_at)
         self._openapi: str | None = None  # GET /openapi.json, rendered on first call
         self.started = time.monotonic()
         self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
-        self.mcp = StreamableHttp(McpServer(self.dispatcher, lambda p: [b["name"] for b in pool.brains_for(p)]),
-                                  self.credential)
+        self.mcp = StreamableHttp(McpServer(self.dispatcher), self.dispatcher.credential)
         self._base_url = base_url
         self.base_url = base_url
 
@@ -92,19 +91,12 @@ class App:
         match = self.router.match(request.method, request.path, request.headers.get("accept"))
         if match.server != "server.ws":
             raise R.MalformedRequestError(f"{request.path} does not switch protocols", reason="upgrade")
-        principal = self.credential(request.headers)
+        principal = self.dispatcher.credential(request.headers)
         granted.append((principal, ws.check_handshake(request.method, request.headers)))
         return {}
 
     async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]) -> Response:
         return self._respond(request, await pending, text)
-
-    def credential(self, headers: dict[str, str]) -> Principal:
-        """The principal a request's headers prove (every transport's: HTTP, MCP, gRPC metadata), or a refusal."""
-        principal = self.keys.authenticate(headers.get("authorization"))
-        if CALLER_HEADER in headers or OWNER_HEADER in headers or ROLES_HEADER in headers:  # asserted: read it
-            return apply_caller_assertion(principal, headers)
-        return principal
 
     @staticmethod
     def _mcp_response(reply: HttpReply) -> Response:
@@ -131,7 +123,7 @@ class App:
         if match.server is not None:
             return self._server_door(match, request, text)
         door_name = match.door
-        principal = self.credential(request.headers)
+        principal = self.dispatcher.credential(request.headers)
         if len(request.body) > MAX_BODY:
             raise R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
         if request.method in ("GET", "HEAD", "DELETE"):
@@ -161,7 +153,7 @@ class App:
         """A server door (DOORS.md 10.2): the credential its ``who`` asks for, then its disposition, then its
         handler. The brain in its path is checked as a door's is, before the disposition."""
         door = S.BY_NAME[str(match.server)]
-        principal = None if door.who == "anyone" else self.credential(request.headers)
+        principal = None if door.who == "anyone" else self.dispatcher.credential(request.headers)
         if door.disposition != "native":
             if "brain" in match.params:
                 check_brain_name(match.params["brain"])

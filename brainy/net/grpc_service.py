@@ -19,7 +19,7 @@ the service does not declare. Every answer carries ``brainy-ms``.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Protocol
+from typing import Any, Awaitable
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
@@ -27,33 +27,19 @@ from brainy.net import codecs
 from brainy.net import grpc as G
 from brainy.host.dispatch import Answer, Dispatcher, Outcome
 from brainy.net.http import Request, Response
-from brainy.auth.principal import Principal
 
 RPCS = D.grpc_service()  # rpc name -> door name
-_TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
 # The refusals an rpc answers as a status, not in its answer: who the caller is was not established.
 IDENTITY = frozenset({R.UnauthenticatedError.name, R.BRAINY_KEY_MALFORMED.name, R.BRAINY_KEY_UNKNOWN_ISSUER.name,
                       R.BRAINY_KEY_BAD_SIGNATURE.name, R.BRAINY_KEY_REVOKED.name, R.BRAINY_KEY_EXPIRED.name})
 _JSON = "application/json"
 
 
-class Served(Protocol):
-    """What the service uses of the HTTP app it stands beside (:class:`~brainy.net.app.App`, not imported
-    here): the one dispatcher, the brain pool, and the credential check every transport shares."""
-
-    dispatcher: Dispatcher
-    pool: Any  # brainy.host.pool.Pool: who reaches which brain (brains_for), and what the glue hands a held stream
-
-    def credential(self, headers: dict[str, str]) -> Principal: ...
-
-
 class GrpcService:
-    """The service over ``app``'s dispatcher, keys and pool; :meth:`handle` is what the HTTP/2 glue calls."""
+    """The service over the one dispatcher; :meth:`handle` is what the HTTP/2 glue calls."""
 
-    def __init__(self, app: Served) -> None:
-        self.app = app
-        self.dispatcher = app.dispatcher
-        self.pool = app.pool
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]":
         """The answer to one rpc, now for a door that does not wait (every read), or an awaitable of it."""
@@ -70,7 +56,7 @@ class GrpcService:
 
     def _call(self, request: Request, door: str, status: list[int]) -> Answer:
         try:
-            principal = self.app.credential(request.headers)
+            principal = self.dispatcher.credential(request.headers)
         except R.Refusal as refusal:
             if refusal.name in IDENTITY:
                 status.append(G.UNAUTHENTICATED)
@@ -84,16 +70,9 @@ class GrpcService:
         except R.Refusal:
             status.append(G.INVALID_ARGUMENT)
             raise
-        brain = message.brain or self._only_brain(principal, door)
-        return self.dispatcher.run(principal, door, brain, message.id or message.sha256 or None, document)
-
-    def _only_brain(self, principal: Any, door: str) -> str | None:
-        """A call that names no brain reaches the one brain of a one-brain key; otherwise the dispatcher's
-        ``brain: required`` answers it."""
-        if door not in _TAKES_BRAIN:
-            return None
-        reach = self.pool.brains_for(principal)
-        return reach[0]["name"] if len(reach) == 1 else None
+        # a call that names no brain reaches the one brain of a one-brain key (the dispatcher's rule)
+        return self.dispatcher.run(principal, door, message.brain or None, message.id or message.sha256 or None,
+                                   document)
 
     async def _respond_later(self, pending: Awaitable[Outcome], status: list[int]) -> Response:
         return self._respond(await pending, status)

@@ -71,7 +71,7 @@ def _note_follows_its_file(txn: Txn, ctx: Context, moved: dict[str, Any]) -> Non
     put(txn, {**note, "metadata": {**note["metadata"], "path": path}}, note)
 
 
-@door("memory.write", WRITE, embeds=note_texts)
+@door("memory.write", WRITE, embeds=note_texts, links=True)
 def write(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     prepared = vfs.staged(ctx, P.check(a["path"]))

@@ -29,15 +29,6 @@ from brainy.auth.principal import Principal
 MAX_IN_FLIGHT = 64  # calls waiting on one session before reading pauses
 
 
-def _only_brain(principal: Principal) -> str | None:
-    """The brain a call that names none reaches: a token's brain, or a one-brain key's (DOORS.md 0.2)."""
-    if principal.token_brain is not None:
-        return principal.token_brain
-    if principal.brains is not None and len(principal.brains) == 1:
-        return next(iter(principal.brains))
-    return None
-
-
 class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
     """One upgraded connection's WebSocket session for ``principal``, checked before the upgrade."""
 
@@ -77,8 +68,8 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
     def _run(self, payload: bytes, called: list[ws.WsCall]) -> Answer:
         call = ws.parse_call(payload)
         called.append(call)
-        brain = call.brain if call.brain is not None else _only_brain(self.principal)
-        return self.dispatcher.run(self.principal, call.door, brain, call.id, call.body)
+        # a call that names no brain reaches the one brain of a one-brain key (the dispatcher's rule)
+        return self.dispatcher.run(self.principal, call.door, call.brain, call.id, call.body)
 
     def _answered(self, ref: Any, door: str | None, task: "asyncio.Future[Outcome]") -> None:
         self.server.in_flight -= 1

@@ -145,6 +145,14 @@ def contents(uri: str, answer: JsonDoc) -> JsonDoc:
             "_meta": {"ms": 0.0}}
 
 
+def read(uri: str, template: ResourceTemplate, outcome: Any) -> JsonDoc:
+    """``resources/read``'s answer from the door's outcome (``brainy.net.ws.CallOutcome``): the contents, or the
+    refusal raised as a JSON-RPC error."""
+    if outcome.refusal is not None:
+        raise refused(outcome.refusal)
+    return file_contents(uri, outcome.answer) if template.file else contents(uri, outcome.answer)
+
+
 def refused(refusal: R.Refusal) -> ProtocolError:
     """A refused read as a JSON-RPC error, the refusal whole in data.
 
@@ -155,5 +163,5 @@ def refused(refusal: R.Refusal) -> ProtocolError:
     return ProtocolError(code, refusal.message, refusal.to_wire())
 
 
-__all__ = ["MIME_TYPE", "address", "contents", "door_arguments", "file_contents", "front_matter", "refused",
+__all__ = ["MIME_TYPE", "address", "contents", "door_arguments", "file_contents", "front_matter", "read", "refused",
            "resources_for", "skills", "templates"]

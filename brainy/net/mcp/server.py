@@ -11,14 +11,13 @@ one clock: :func:`finish` stamps ``result._meta.ms``.
 
 from __future__ import annotations
 
-import logging
-import uuid
 from types import MappingProxyType
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence, TypeGuard
 
 from brainy import __version__
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.mcp_resources import SKILL, SKILLS_LISTED_BY, ResourceTemplate
 from brainy.contract.onboarding import MCP_PROTOCOL, mcp_instructions
 import brainy.net.mcp.resources as resources
 from brainy.net.mcp.jsonrpc import (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NO_REPLY, JsonDoc, Message,
@@ -28,7 +27,6 @@ from brainy.net.mcp.tools import SHAPES, TOOL_DOORS, TOOLS, tool_refusal, tool_r
 from brainy.auth.principal import Principal
 from brainy.net.ws import CallOutcome  # what a call's outcome is read for, as the WebSocket session reads it
 
-log = logging.getLogger("brainy.mcp")
 
 #: The store's own ceremony, served as initialize.instructions when present (seed 000, "MCP").
 INSTRUCTIONS = "/_brainy/mcp/instructions.md"
@@ -42,16 +40,14 @@ class Dispatching(Protocol):
     """What the MCP methods use of the one dispatcher (``brainy.host.dispatch.Dispatcher``), which this package
     does not import (it sits below the dispatcher): the gate and the door, and the call's one clock."""
 
-    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Any: ...
+    def call(self, principal: Principal, name: str, brain: str | None, id_: Any,
+             document: Any) -> "CallOutcome | Awaitable[CallOutcome]": ...
+
+    def reach(self, principal: Principal) -> Sequence[str]: ...
+
+    def only_brain(self, principal: Principal) -> str | None: ...
 
     def timed(self, door: str, work: Callable[..., Any], *args: Any) -> "CallOutcome | Awaitable[CallOutcome]": ...
-
-
-def fault(where: str, exc: BaseException) -> R.Refusal:
-    """An unexpected exception, logged under a reference and never shown (as the dispatcher does)."""
-    ref = str(uuid.uuid4())
-    log.error("internal error in %s (ref %s)", where, ref, exc_info=exc)
-    return R.InternalError(f"an unexpected fault; see the log under {ref}", ref=ref)
 
 
 def stamp(reply: JsonDoc, ms: float) -> JsonDoc:
@@ -67,13 +63,13 @@ def stamp(reply: JsonDoc, ms: float) -> JsonDoc:
 class McpServer:
     """The MCP methods over one dispatcher. Transport-free: the glue brings the session and the principal.
 
-    ``reach(principal)`` answers the names of the brains a credential reaches here (the
-    pool's ``brains_for``): exactly one means ``brain`` may be left out of a call.
+    The dispatcher's ``reach(principal)`` answers the names of the brains a credential reaches here, and
+    its ``only_brain`` the one rule for a call that leaves ``brain`` out.
     """
 
-    def __init__(self, dispatcher: Dispatching, reach: Callable[[Principal], Sequence[str]]) -> None:
+    def __init__(self, dispatcher: Dispatching) -> None:
         self.dispatcher = dispatcher
-        self.reach = reach
+        self.reach = dispatcher.reach
         self._methods: Mapping[str, Callable[[Principal, Mapping[str, Any]], Any]] = MappingProxyType({
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
@@ -160,15 +156,13 @@ class McpServer:
         }
 
     def _store_file(self, principal: Principal, brains: list[str], path: str) -> str | None:
-        """A text file of the one brain the key reaches, read through readFile; None when there is no one
-        brain, no such file, or the read is refused (the caller then answers its default)."""
+        """A text file of the one brain the key reaches, read as a skill is; None when there is no one brain,
+        no such file, or the read is refused (the caller then answers its default)."""
         if len(brains) != 1:
             return None
-        try:
-            answer = self.dispatcher.run(principal, "readFile", brains[0], None, {"path": path})
-        except R.Refusal:
-            return None
-        return answer["content"] if isinstance(answer, dict) else None
+        outcome = self.dispatcher.call(principal, SKILL.door, brains[0], None, {"path": path})
+        answer = outcome.answer if _now(outcome) else None
+        return answer["content"] if answer is not None else None
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -216,51 +210,39 @@ class McpServer:
     def _only_brain(self, principal: Principal, asked: str) -> str:
         """The brain a call (a tool, an address) that names none reaches: the one brain of a one-brain key, else
         a parameter error."""
+        brain = self.dispatcher.only_brain(principal)
+        if brain is not None:
+            return brain
         brains = list(self.reach(principal))
-        if len(brains) == 1:
-            return brains[0]
         raise ProtocolError(INVALID_PARAMS, f"{asked}: the argument 'brain' is required: this key reaches "
                             f"{len(brains)} brains here", {"brains": brains[:64]})
 
     def _call(self, principal: Principal, door: D.Door, brain: str | None, id_: Any,
               document: JsonDoc | None) -> "JsonDoc | Awaitable[JsonDoc]":
         """One door through the dispatcher: the answer or the refusal, both as a tool result."""
-        try:
-            if door.layer == "vfs" and document is not None and D.VFS_SELECTOR in document:
-                # DOORS.md 0.2: off HTTP the tool names the vfs door; op may be sent, and must agree.
-                document = dict(document)
-                if document.pop(D.VFS_SELECTOR) != door.name:
-                    raise R.InvalidArgumentError(f"op: this tool is the {door.name} door",
-                                                 field=D.VFS_SELECTOR, reason="unknown-door")
-            answer = self.dispatcher.run(principal, door.name, brain, id_, document)
-        except R.Refusal as refusal:
-            return tool_refusal(refusal)
-        except Exception as exc:
-            return tool_refusal(fault(door.name, exc))
-        if isinstance(answer, dict):
-            return tool_result(answer)
-        return self._call_later(door.name, answer)
+        if door.layer == "vfs" and document is not None and D.VFS_SELECTOR in document:
+            # DOORS.md 0.2: off HTTP the tool names the vfs door; op may be sent, and must agree.
+            document = dict(document)
+            if document.pop(D.VFS_SELECTOR) != door.name:
+                return tool_refusal(R.InvalidArgumentError(f"op: this tool is the {door.name} door",
+                                                           field=D.VFS_SELECTOR, reason="unknown-door"))
+        outcome = self.dispatcher.call(principal, door.name, brain, id_, document)
+        return _tool(outcome) if _now(outcome) else self._call_later(outcome)
 
     @staticmethod
-    async def _call_later(door: str, pending: Awaitable[JsonDoc]) -> JsonDoc:
-        try:
-            return tool_result(await pending)
-        except R.Refusal as refusal:
-            return tool_refusal(refusal)
-        except Exception as exc:
-            return tool_refusal(fault(door, exc))
+    async def _call_later(pending: Awaitable[CallOutcome]) -> JsonDoc:
+        return _tool(await pending)
 
     # -- resources ------------------------------------------------------------------------------
 
     def _resources_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
         brains = list(self.reach(principal))
         listed = resources.resources_for(brains)
-        if len(brains) == 1 and D.BY_NAME["readdir"].native:
-            try:  # the store's skills, read through readdir (their text inline, for the front matter)
-                listing = self.dispatcher.run(principal, "readdir", brains[0], None, {"path": resources.SKILLS})
-            except R.Refusal:  # no /skills yet, or nothing this key may read: no skills to list
-                listing = {}
-            listed += resources.skills(listing if isinstance(listing, dict) else {})
+        if len(brains) == 1 and D.BY_NAME[SKILLS_LISTED_BY].native:
+            # the store's skills, their text inline for the front matter; none when there is no /skills yet,
+            # or nothing this key may read
+            outcome = self.dispatcher.call(principal, SKILLS_LISTED_BY, brains[0], None, {"path": resources.SKILLS})
+            listed += resources.skills((outcome.answer if _now(outcome) else None) or {})
         return {"resources": listed}
 
     def _templates_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
@@ -271,26 +253,28 @@ class McpServer:
         if not isinstance(uri, str):
             raise ProtocolError(INVALID_PARAMS, "resources/read: the argument 'uri' is required")
         template, values = resources.address(uri)
-        door = D.BY_NAME[template.door]
         brain, id_, document = resources.door_arguments(template, values)
         if brain is None:
             brain = self._only_brain(principal, uri)
-        try:
-            answer = self.dispatcher.run(principal, door.name, brain, id_, document)
-        except R.Refusal as refusal:
-            raise resources.refused(refusal) from None
-        except Exception as exc:
-            raise resources.refused(fault(door.name, exc)) from None
-        if isinstance(answer, dict):
-            return resources.file_contents(uri, answer) if door.name == "readFile" else resources.contents(uri, answer)
-        return self._read_later(uri, answer)
+        outcome = self.dispatcher.call(principal, template.door, brain, id_, document)
+        if _now(outcome):
+            return resources.read(uri, template, outcome)
+        return self._read_later(uri, template, outcome)
 
     @staticmethod
-    async def _read_later(uri: str, pending: Awaitable[JsonDoc]) -> JsonDoc:
-        try:  # no read door waits today; this keeps the path whole for one that will
-            return resources.contents(uri, await pending)
-        except R.Refusal as refusal:
-            raise resources.refused(refusal) from None
+    async def _read_later(uri: str, template: ResourceTemplate, pending: Awaitable[CallOutcome]) -> JsonDoc:
+        return resources.read(uri, template, await pending)  # no read door waits today; a later one may
+
+
+def _now(outcome: "CallOutcome | Awaitable[CallOutcome]") -> TypeGuard[CallOutcome]:
+    """The dispatcher answered at once (every read): an outcome, not an awaitable of one."""
+    return not hasattr(outcome, "__await__")
+
+
+def _tool(outcome: CallOutcome) -> JsonDoc:
+    """A door's outcome as a tool result: its answer, or its refusal flagged ``isError``."""
+    assert outcome.refusal is not None or outcome.answer is not None
+    return tool_refusal(outcome.refusal) if outcome.refusal is not None else tool_result(outcome.answer)
 
 
 def finish(outcome: CallOutcome, message: Message | None) -> JsonDoc:

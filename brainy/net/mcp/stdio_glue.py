@@ -170,12 +170,12 @@ def open_stdio(brain: Path, keys_path: str | None, environ: dict[str, str]) -> t
 def run(pool: Pool, keys: KeyTable, bearer: str) -> int:
     """Serve one session over stdin/stdout until the input ends or a signal; close the brain; 0."""
     write = _protocol_stdout()
-    dispatcher = Dispatcher(pool)
-    server = McpServer(dispatcher, lambda p: [b["name"] for b in pool.brains_for(p)])
+    dispatcher = Dispatcher(pool, keys=keys)
+    server = McpServer(dispatcher)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        stdio = StdioServer(server, lambda: keys.authenticate(bearer), write)
+        stdio = StdioServer(server, lambda: dispatcher.credential({"authorization": bearer}), write)
         done = asyncio.Event()
 
         def feed(chunk: bytes | None) -> None:
