@@ -17,13 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.store import lease as L
 from brainy.store import log as log_
 from brainy.index import encoded_rows
-from brainy.doors import policy, registry
+from brainy.doors import calling, policy, registry
 # each door family registers its doors when imported
 from brainy.doors import aggregates, importer, memory, models, reads, query, similar  # noqa: F401
 from brainy.doors import timetravel, traverse, vfs, writes  # noqa: F401
@@ -371,26 +370,22 @@ class Brain(CommitPath, Maintenance):
         """Run one native door in process: ``call("get", id, {...})`` or ``call("find", {...})``; keyword
         options join the argument document. The same argument check as every transport, then the
         door's registered function (a write returns once its commit is durable)."""
-        contract = D.BY_NAME.get(door)
         entry = registry.REGISTERED.get(door)
-        if contract is None or entry is None or entry.runs == registry.HOST:
+        if door not in D.BY_NAME or entry is None or entry.runs == registry.HOST:
             raise R.UnknownDoorError(f"{door!r} is not a door a brain answers in process", door=door)
-        takes_id = any(p.name == "id" for p in contract.path_params)
-        if len(positional) > 1 + takes_id:
-            raise TypeError(f"{door}() takes {'an id and ' if takes_id else ''}one argument document")
-        id_ = positional[0] if takes_id and positional else None
-        document = positional[takes_id] if len(positional) > takes_id else None
+        checked = calling.CHECKED[door]
+        if len(positional) > 1 + checked.takes_id:
+            raise TypeError(f"{door}() takes {'an id and ' if checked.takes_id else ''}one argument document")
+        id_ = positional[0] if checked.takes_id and positional else None
+        document = positional[checked.takes_id] if len(positional) > checked.takes_id else None
         if options:
             document = {**(document or {}), **options}
-        document = arguments.check(contract, document)
+        document = checked.document(id_, document)
         if entry.runs == registry.WRITE:
             return self.write(door, document, caller=caller, via=via, roles=roles)
         if entry.runs == registry.MODEL:  # answered by the model, in the caller's thread
             return entry.fn(document)
-        if takes_id and id_ is None:
-            raise R.InvalidArgumentError("id: required", field="id", reason="missing")
-        with policy.asking(policy.Actor(caller, via, roles)):  # policy.check's default caller
-            return entry.fn(self.at(), id_, document)
+        return calling.read(entry, self.at(), id_, document, policy.Actor(caller, via, roles))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         entry = registry.REGISTERED.get(name)
