@@ -10,6 +10,7 @@ import pytest
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
 from brainy.store import log as log_
+from brainy.doors import feed
 from brainy.doors.feed import LogTail
 from brainy.net import sse
 
@@ -51,18 +52,18 @@ def test_resume_lands_on_a_commit_boundary():
     """Last-Event-ID wins over since: after a commit's last op it resumes after the commit, inside one at its
     start; since past the head, a malformed id, and a limit that is not a positive integer refuse."""
     ops = {4: 3, 5: 1}.get
-    assert sse.resume_cursor("4.2", 0, 5, ops) == 4
-    assert sse.resume_cursor("4.0", 5, 5, ops) == 3
-    assert sse.resume_cursor(None, "head", 5, ops) == 5
-    assert sse.resume_cursor("", 2, 5, ops) == 2
+    assert feed.resume_cursor("4.2", 0, 5, ops) == 4
+    assert feed.resume_cursor("4.0", 5, 5, ops) == 3
+    assert feed.resume_cursor(None, "head", 5, ops) == 5
+    assert feed.resume_cursor("", 2, 5, ops) == 2
     for bad_id, since in [(None, 6), ("9.0", 0), ("4", 0), ("x.1", 0)]:
         with pytest.raises(R.BadQueryParameterError) as refused:
-            sse.resume_cursor(bad_id, since, 5, ops)
+            feed.resume_cursor(bad_id, since, 5, ops)
         assert refused.value.fields["head"] == 5
     for limit in (0, -1, True, 1.5):
         with pytest.raises(R.BadQueryParameterError):
-            sse.check_limit(limit)
-    assert sse.check_limit(None) is None and sse.check_limit(3) == 3
+            feed.check_limit(limit)
+    assert feed.check_limit(None) is None and feed.check_limit(3) == 3
 
 
 def test_a_frame_not_yet_whole_is_not_landed_and_never_refuses(tmp_path):

@@ -230,3 +230,42 @@ def test_every_read_of_who_is_asking_is_registered_asks():
     readers = {name for name, entry in registry.REGISTERED.items()
                if entry.runs == registry.READ and "_ASKING" in entry.fn.__code__.co_names}
     assert readers == {name for name, entry in registry.REGISTERED.items() if entry.asks} == {"policy.check"}
+
+
+def test_the_changes_door_is_held_open_past_the_same_gate_and_drained_through_the_pool(served):
+    """Dispatcher.hold: the gate a call of the door meets, then the first catch-up; every later drain enters and
+    leaves the brain in the pool as a door does, and follows its commits; only a door a server door holds open
+    may be held, and only with the held feed's arguments."""
+    dispatcher, brain = served
+    held = dispatcher.hold(PERSON, "changes", "main", {"since": 0})
+    assert [commit[0]["generation"] for commit in held.commits] == [1, 2]
+    assert (held.cursor, held.more, held.source, held.limit) == (brain.head, False, "commits", None)
+    woken: list[int] = []
+    held.listen(lambda: woken.append(1))
+    added = brain.add({"type": "person", "id": "c"})
+    assert woken and [(frame["generation"], frame["id"]) for commit in held.drain() for frame in commit] == [
+        (added["generation"], added["id"])]
+    assert dispatcher.brains._entries["main"].in_flight == 0
+    held.close()
+    brain.add({"type": "person", "id": "d"})
+    assert len(woken) == 1  # closed: no longer listening
+    with pytest.raises(R.ForbiddenError):
+        dispatcher.hold(Principal.static_key("person:ada", frozenset({"other"})), "changes", "main", {})
+    with pytest.raises(R.UnknownDoorError):
+        dispatcher.hold(PERSON, "find", "main", {})
+    with pytest.raises(R.BadQueryParameterError):
+        dispatcher.hold(PERSON, "changes", "main", {"types": ["person"]})
+    paged = dispatcher.hold(PERSON, "changes", "main", {"since": 0, "limit": 1})
+    assert len(paged.commits) == 1 and paged.more and paged.limit == 1
+
+
+def test_a_call_that_names_no_brain_reaches_the_one_brain_of_its_key(served, tmp_path):
+    """DOORS 0.2, one rule on every transport (Pool.only_brain in Dispatcher.run): a key reaching exactly one
+    brain here may leave it out; one reaching several is answered brain: required."""
+    dispatcher, _ = served
+    assert run(dispatcher, PERSON, "counts", brain=None).answer["entities"] == 2
+    dispatcher.brains._named["second"] = new_store(tmp_path / "second")
+    refused = run(dispatcher, PERSON, "counts", brain=None).refusal
+    assert refused is not None and refused.fields == {"field": "brain", "reason": "missing"}
+    one = Principal.static_key("person:ada", frozenset({"main"}))
+    assert run(dispatcher, one, "counts", brain=None).answer["entities"] == 2

@@ -133,3 +133,33 @@ def test_the_net_layer_has_no_import_cycle():
         return seen
 
     assert [m for m in layer if m in reachable(m)] == []
+
+
+# Words that are door names and also the transports' own words: a WebSocket close and an MCP session's
+# close, a key table's counts() method, a change frame's generation field. Any other door name written in
+# brainy/net is a transport naming a door.
+NOT_DOORS = {"ws.py": {"close"}, "lifecycle.py": {"close"}, "app.py": {"counts"}, "sse.py": {"generation"},
+             "serve.py": {"generation"}}
+DOOR_NAMES = frozenset(door["name"] for door in
+                       json.loads((NET.parent / "contract" / "api-contract.json").read_text())["doors"])
+
+
+def _doors_named(path: Path, allowed: frozenset[str] | set[str] = frozenset()) -> list[tuple[int, str]]:
+    """Every string literal in ``path`` that is a door's name, but for ``allowed``."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DOOR_NAMES
+            and node.value not in allowed]
+
+
+def test_no_transport_names_a_door(tmp_path):
+    """One road (the dispatcher): no transport's code names a door to treat it apart; a door's route, tool,
+    rpc and resource are the contract's tables, read, never written out here. The dispatcher names only the
+    host doors it registers."""
+    named = {str(p.relative_to(NET)): _doors_named(p, NOT_DOORS.get(p.name, set())) for p in NET.rglob("*.py")}
+    assert {where: found for where, found in named.items() if found} == {}
+    dispatch = NET.parent / "host" / "dispatch.py"
+    registered = {"init", "close", "health"}
+    assert _doors_named(dispatch, registered) == []
+    planted = tmp_path / "planted.py"
+    planted.write_text('if door.name == "memory.write":\n    pass\n')
+    assert _doors_named(planted) == [(1, "memory.write")]

@@ -34,7 +34,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -258,6 +258,9 @@ class ServerDoor:
     disposition: str
     release: str | None = None
     instead: str | None = None
+    #: The door whose route this server door shares, told apart by ``accept``: the door's answer held open
+    #: (the changes door as a live stream). Not a field of the contract's entry: it is where the route is.
+    holds: str | None = None
 
     layer = SERVER_LAYER
 
@@ -649,7 +652,7 @@ def load(doc: Any) -> Contract:
             raise _fail(where, f"route {sdoor.method} {sdoor.path} is already a door's, and no accept tells them apart")
         if any((s.method, s.path, s.accept) == (*route, sdoor.accept) for s in server):
             raise _fail(where, f"route {sdoor.method} {sdoor.path} is listed twice")
-        server.append(sdoor)
+        server.append(replace(sdoor, holds=routes[route]) if route in routes else sdoor)
 
     return Contract(version, tuple(doors), tuple(server), sets, refusals)
 

@@ -21,7 +21,7 @@ and a store without a log is ``NoFactLogError``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from brainy.contract import refusals as R
 from brainy.store import log as log_
@@ -123,3 +123,43 @@ class LogTail:
                 tags = row.get("metadata", {}).get("tags", [])
                 self._written[row["id"]] = list(tags) if isinstance(tags, list) else []
         self._written_to = frame.generation
+
+
+#: The arguments of the changes door a held feed takes: where to start and the page (the rest are a page's).
+HELD_ARGUMENTS = frozenset({"since", "limit"})
+
+
+def _since(value: Any, head: int, param: str) -> int:
+    if value == "head":
+        return head
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise R.BadQueryParameterError(f"{param}: a generation, or head", param=param, head=head)
+    if value > head:
+        raise R.BadQueryParameterError(f"{param}: {value} is past the head {head}", param=param, head=head)
+    return value
+
+
+def resume_cursor(last_event_id: str | None, since: Any, head: int, ops_of: Callable[[int], int | None]) -> int:
+    """The generation the stream starts after, always a commit boundary.
+
+    ``Last-Event-ID: g.i`` wins over ``since`` (the stream itself delivered that frame): it resumes after
+    commit ``g`` when ``i`` was its last op (``ops_of(g)`` counts them), else at ``g - 1``, so a commit
+    cut mid-way comes again whole (at-least-once, dedup on the pair). ``since`` past ``head`` refuses."""
+    if last_event_id is not None and last_event_id.strip():
+        generation, dot, index = last_event_id.strip().partition(".")
+        if not (generation.isdigit() and dot and index.isdigit()):
+            raise R.BadQueryParameterError("Last-Event-ID: <generation>.<index>, as the stream sent it",
+                                           param="Last-Event-ID", head=head)
+        g, i = int(generation), int(index)
+        _since(g, head, "Last-Event-ID")
+        return g if g == 0 or ops_of(g) == i + 1 else g - 1
+    return _since(since, head, "since")
+
+
+def check_limit(limit: Any) -> int | None:
+    """The page's frame count, None for a held stream with no limit; refuses what is not a positive integer."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise R.BadQueryParameterError("limit: a positive whole number", param="limit")
+    return limit

@@ -28,9 +28,10 @@ from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.index import embedder
-from brainy.doors import calling, registry
+from brainy.doors import calling, feed, registry
 from brainy.doors.registry import HOST, READ, door
 from brainy.host import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
+from brainy.host.feeds import HeldFeed
 from brainy.auth import reading_door
 from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, apply_caller_assertion
 from brainy.auth.principal import Principal
@@ -77,6 +78,7 @@ class Outcome:
     ms: float
     answer: dict[str, Any] | None = None
     refusal: R.Refusal | None = None
+    held: HeldFeed | None = None  # a held answer (the changes door as a live feed), its answer {}
 
     @property
     def ok(self) -> bool:
@@ -130,7 +132,7 @@ class Call:
     host: Any = None  # the provisioning doors' ground (brainy.host.host_doors.Host)
 
 
-Answer = Union[dict[str, Any], Awaitable[dict[str, Any]]]
+Answer = Union[dict[str, Any], Awaitable[dict[str, Any]], HeldFeed]
 
 
 # The doors the process answers (the pool holds the brains); every other native door is the engine's.
@@ -150,6 +152,8 @@ def _health(c: Call) -> dict[str, Any]:
 
 
 REGISTERED = registry.join(D.DOORS)
+#: The doors whose answer may be held open (:meth:`Dispatcher.hold`): those a server door serves live.
+HOLDS = frozenset(d.holds for d in D.SERVER_DOORS if d.holds)
 TABLE: dict[str, D.Door] = dict(D.BY_NAME)
 TAKES_BRAIN = frozenset(d.name for d in D.DOORS if any(p.name == "brain" for p in d.path_params))
 
@@ -158,7 +162,7 @@ class Plan:
     """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
     the gate's questions stay per call (they read the principal), the door's own facts do not."""
 
-    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_brain", "checked")
+    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_brain", "checked", "holds")
 
     def __init__(self, door: D.Door) -> None:
         self.door = door
@@ -168,6 +172,7 @@ class Plan:
         self.guarded = self.writes_rows or self.closed is not None  # the caller rule or the disposition applies
         self.takes_brain = door.name in TAKES_BRAIN
         self.checked = calling.CHECKED[door.name]  # the argument check Brain.call makes too
+        self.holds = door.name in HOLDS
 
 
 def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
@@ -267,6 +272,8 @@ class Dispatcher:
             return self._outcome(door, started, None, exc)
         if isinstance(answer, dict):  # elapsed_ms, inline: every read pays it
             return Outcome(door, (time.perf_counter_ns() - started + 500) // 1000 / 1000, answer, None)
+        if isinstance(answer, HeldFeed):
+            return Outcome(door, elapsed_ms(started), {}, None, answer)
         return self._later(door, started, answer)
 
     async def _later(self, door: str, started: int, pending: Awaitable[dict[str, Any]]) -> Outcome:
@@ -339,6 +346,26 @@ class Dispatcher:
             brains.left(entered)
             return result
         return self._finish(entered, result)
+
+    def hold(self, principal: Principal, name: str, brain: str | None, document: dict[str, Any],
+             resume: str | None = None) -> HeldFeed:
+        """A door's answer held open: the changes door as a live feed of whole commits (DOORS.md 10.2), past
+        the gate a call of it meets, resuming at the commit boundary ``resume`` (the stream's
+        ``Last-Event-ID``) or ``document``'s ``since`` names, its first catch-up read. Under :meth:`timed` it
+        is the Outcome's ``held``; a transport frames it and asks it for each later drain."""
+        plan = PLANS.get(name) if isinstance(name, str) else None
+        if plan is None or not plan.holds:
+            raise R.UnknownDoorError(f"no door named {name!r} is held open", door=str(name))
+        if brain is None:
+            brain = self.brains.only_brain(principal)
+        brain = check_brain_name(brain)
+        gate(principal, plan.door, brain)
+        stray = sorted(set(document) - feed.HELD_ARGUMENTS)
+        if stray:
+            raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])
+        held = HeldFeed(self.brains, brain, feed.check_limit(document.get("limit")))
+        held.open(document.get("since", 0), resume)
+        return held
 
     async def _read_warmed(self, entry: registry.Registered, entered: Any, id_: Any, document: dict[str, Any],
                            texts: list[str], principal: Principal) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.index import embedder
-from brainy.doors.feed import LogTail
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
-from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name, elapsed_ms, gate
+from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name
+from brainy.host.feeds import HeldFeed
 from brainy.host.host_doors import Host
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.auth.keys import KeyTable
@@ -149,7 +149,7 @@ class App:
                                          field=str(match.selector), reason="unknown-door")
         return chosen
 
-    def _server_door(self, match: Match, request: Request, text: list[tuple[str, str]]) -> dict[str, Any]:
+    def _server_door(self, match: Match, request: Request, text: list[tuple[str, str]]) -> "dict[str, Any] | HeldFeed":
         """A server door (DOORS.md 10.2): the credential its ``who`` asks for, then its disposition, then its
         handler. The brain in its path is checked as a door's is, before the disposition."""
         door = S.BY_NAME[str(match.server)]
@@ -181,35 +181,15 @@ class App:
         text.append((openapi.JSON, self._openapi))
         return {}
 
-    def _changes_stream_door(self, principal: Principal, text: list[Any], match: Match,
-                             request: Request) -> dict[str, Any]:
-        """``GET P/changes`` with ``Accept: text/event-stream``: the changes door's gate, the resume cursor and
-        the first catch-up here (so a refusal is an HTTP answer), then the held stream (``glue.sse``)."""
-        started = time.perf_counter_ns()
-        name = check_brain_name(match.params["brain"])
-        gate(principal, D.BY_NAME["changes"], name)
-        document = query_document(D.BY_NAME["changes"], request.query)
-        stray = sorted(set(document) - {"since", "limit"})
-        if stray:
-            raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])
-        limit = sse.check_limit(document.get("limit"))
-        brain = self.pool.resolve(name, False)
-        # the writer's head is its durable generation; an attach's is the last whole frame of the log
-        head = brain.head if brain.role == "writer" else LogTail(brain.path, brain.head).landed(brain)
-        since = document.get("since", 0)
-
-        def ops_of(generation: int) -> int | None:
-            return brain.at().commit(generation)["ops"] if generation <= brain.head else None
-
-        cursor = sse.resume_cursor(request.headers.get("last-event-id"), since, head, ops_of)
-        fresh = LogTail(brain.path, cursor)
-        commits, more = fresh.drain(brain, limit)
-        source = "commits" if brain.role == "writer" else "log-file"
-        stream = sse.ChangeStream(name, fresh.cursor, 0.0, held=True, source=source, limit=limit)
-        stream.commits_landed(commits, 0.0)
-        stream.catch_up_done(more, elapsed_ms(started), 0.0)
-        text.append(sse.OpenedFeed(name, stream, fresh))
-        return {}
+    def _changes_stream_door(self, principal: Principal, text: list[tuple[str, str]], match: Match,
+                             request: Request) -> HeldFeed:
+        """``GET P/changes`` with ``Accept: text/event-stream``: the door this server door shares a route with,
+        held open by the dispatcher past its gate and its first catch-up (so a refusal is an HTTP answer);
+        the Outcome's ``held`` is then framed as the stream (:meth:`_respond`, ``glue.sse``)."""
+        door = S.BY_NAME[str(match.server)].holds
+        assert door is not None
+        return self.dispatcher.hold(principal, door, match.params["brain"], query_document(D.BY_NAME[door], request.query),
+                                    request.headers.get("last-event-id"))
 
     def _ws_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         """``GET /v1/ws`` that asked for no upgrade: the session is only reached by one (:meth:`upgrade`)."""
@@ -246,9 +226,9 @@ class App:
         if timing is None:
             timing = _timing(outcome.ms)
         refusal = outcome.refusal
+        if outcome.held is not None:
+            return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=sse.opened(outcome.held, outcome.ms))
         if text and refusal is None:
-            if isinstance(text[0], sse.OpenedFeed):
-                return StreamingResponse(200, [*sse.HEADERS, timing], b"", feed=text[0])
             kind, body = text[0]
             return Response(200, [(b"content-type", kind.encode()), timing], body.encode())
         msgpack_out = _wants_msgpack(request.headers.get("accept"))

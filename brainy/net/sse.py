@@ -14,14 +14,14 @@ Seed 001, "The change feed", whose laws these are: frames come whole commits at 
 time; ``caught-up`` follows the first catch-up; then the stream is held, woken
 by a commit and draining the log on its own tick (:data:`POLL_SECONDS`) either
 way; a ``limit`` ends the stream after the page (no new commit past it). Resume
-lands on a commit boundary (:func:`resume_cursor`): ``Last-Event-ID`` wins over
-``since``, and a ``since`` past the head refuses with the head.
+lands on a commit boundary (``brainy.doors.feed.resume_cursor``): ``Last-Event-ID``
+wins over ``since``, and a ``since`` past the head refuses with the head.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from brainy.contract import refusals as R
 from brainy.net import codecs
@@ -31,42 +31,6 @@ HEARTBEAT_SECONDS = 15.0  # a comment line down an idle stream
 MEDIA_TYPE = "text/event-stream"
 HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store"),
            (b"x-accel-buffering", b"no")]
-
-
-def _since(value: Any, head: int, param: str) -> int:
-    if value == "head":
-        return head
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise R.BadQueryParameterError(f"{param}: a generation, or head", param=param, head=head)
-    if value > head:
-        raise R.BadQueryParameterError(f"{param}: {value} is past the head {head}", param=param, head=head)
-    return value
-
-
-def resume_cursor(last_event_id: str | None, since: Any, head: int, ops_of: Callable[[int], int | None]) -> int:
-    """The generation the stream starts after, always a commit boundary.
-
-    ``Last-Event-ID: g.i`` wins over ``since`` (the stream itself delivered that frame): it resumes after
-    commit ``g`` when ``i`` was its last op (``ops_of(g)`` counts them), else at ``g - 1``, so a commit
-    cut mid-way comes again whole (at-least-once, dedup on the pair). ``since`` past ``head`` refuses."""
-    if last_event_id is not None and last_event_id.strip():
-        generation, dot, index = last_event_id.strip().partition(".")
-        if not (generation.isdigit() and dot and index.isdigit()):
-            raise R.BadQueryParameterError("Last-Event-ID: <generation>.<index>, as the stream sent it",
-                                           param="Last-Event-ID", head=head)
-        g, i = int(generation), int(index)
-        _since(g, head, "Last-Event-ID")
-        return g if g == 0 or ops_of(g) == i + 1 else g - 1
-    return _since(since, head, "since")
-
-
-def check_limit(limit: Any) -> int | None:
-    """The page's frame count, None for a held stream with no limit; refuses what is not a positive integer."""
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise R.BadQueryParameterError("limit: a positive whole number", param="limit")
-    return limit
 
 
 def _event(name: str, document: Any, id_: str | None = None) -> bytes:
@@ -141,11 +105,36 @@ class ChangeStream:
         return out
 
 
-@dataclass
-class OpenedFeed:
-    """A stream past its checks and its first catch-up: the glue holds it (``brainy.net.glue.sse``), reading
-    ``tail`` (a ``brainy.doors.feed.LogTail``) for ``brain`` and writing what ``stream`` frames."""
+class Held(Protocol):
+    """What a stream reads of the dispatcher's held feed (``brainy.host.feeds.HeldFeed``): its first catch-up,
+    then a drain at a time, the brain's commits waking it between ticks."""
 
     brain: str
+    cursor: int
+    source: str
+    limit: int | None
+    commits: list[list[dict[str, Any]]]
+    more: bool
+
+    def drain(self) -> list[list[dict[str, Any]]]: ...
+
+    def listen(self, wake: Callable[[], None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class OpenedFeed:
+    """A stream past its checks and its first catch-up: the glue holds it (``brainy.net.glue.sse``), draining
+    ``feed`` and writing what ``stream`` frames."""
+
     stream: ChangeStream
-    tail: Any
+    feed: Held
+
+
+def opened(feed: Held, ms: float) -> OpenedFeed:
+    """The stream of a held feed the dispatcher opened in ``ms``: its first catch-up framed, then ``caught-up``."""
+    stream = ChangeStream(feed.brain, feed.cursor, 0.0, held=True, source=feed.source, limit=feed.limit)
+    stream.commits_landed(feed.commits, 0.0)
+    stream.catch_up_done(feed.more, ms, 0.0)
+    return OpenedFeed(stream, feed)

@@ -109,7 +109,7 @@ class H1Glue(Session[H1Connection]):
             self.conn.send_stream_head(response)
             self.transport.write(self.conn.data_to_send())
             self._closing = True  # the stream is the connection's last answer
-            self._feed = FeedRunner(response.feed, _ChunkedSink(self), self.app.pool)  # type: ignore[arg-type]
+            self._feed = FeedRunner(response.feed, _ChunkedSink(self))  # type: ignore[arg-type]
             return False
         keep_alive = event.keep_alive and not self.server.stopping
         self._write(response, keep_alive, event.request.method == "HEAD")

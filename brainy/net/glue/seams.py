@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable, Protocol
 
-from brainy.net.glue.sse import Brains
 from brainy.net.http import Request, Response
 from brainy.auth.principal import Principal
 
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
 
 class Handler(Protocol):
     """Answers a request: a :class:`Response` now (every read), or an awaitable of one (a door that waits)."""
-
-    pool: Brains  # a held change stream's brains (glue.sse.FeedRunner)
 
     def handle(self, request: Request) -> "Response | Awaitable[Response]": ...
 

@@ -74,8 +74,7 @@ class StreamAnswers:
         a Response subclass, or an awaitable run as a task."""
         if isinstance(answered, StreamingResponse):
             self.conn.send_stream_head(stream_id, answered)
-            self.feeds[stream_id] = FeedRunner(answered.feed, StreamSink(self, stream_id),  # type: ignore[arg-type]
-                                               self.app.pool)
+            self.feeds[stream_id] = FeedRunner(answered.feed, StreamSink(self, stream_id))  # type: ignore[arg-type]
             self.written()
             return
         if isinstance(answered, Response):
