@@ -89,18 +89,19 @@ os.kill(os.getpid(), signal.SIGKILL)
 def rewrite_vector_snapshots(old: Path, store: Path) -> None:
     """``old`` copied to ``store``, its vector base and deltas written again in this version's formats."""
     import crc32c
+    from brainy.index import vector_format as F
     from brainy.index import vectors as V
     from brainy.store.files import write_durably
     shutil.copytree(old, store)
-    for path in sorted((store / "index").glob("*" + V.SUFFIX)):
-        index = V.VectorIndex.decode(V._mapped(path), graph_later=True, name=path.name)
+    for path in sorted((store / "index").glob("*" + F.SUFFIX)):
+        index = V.VectorIndex.decode(F._mapped(path), graph_later=True, name=path.name)
         frozen = index.freeze(base=True)
         index.graph_for(frozen)
         write_durably(path, frozen.encode())
-    for path in sorted((store / "index").glob("*" + V.DELTA_SUFFIX)):
+    for path in sorted((store / "index").glob("*" + F.DELTA_SUFFIX)):
         body = bytearray(path.read_bytes()[:-4])
-        body[4:8] = V.DELTA_FORMAT.to_bytes(4, "little")
-        write_durably(path, bytes(body) + V._CRC.pack(crc32c.crc32c(body)))
+        body[4:8] = F.DELTA_FORMAT.to_bytes(4, "little")
+        write_durably(path, bytes(body) + F._CRC.pack(crc32c.crc32c(body)))
 
 
 def _crash(script: str, store: Path, *args: Any) -> None:

@@ -55,18 +55,21 @@ def test_check_names_the_module_when_the_contract_changes(gen, monkeypatch, caps
 
 
 def test_every_refusal_is_a_class_statement():
-    """Statically: one top-level ``class <name>(Refusal)`` per entry, in the table's order, and no ``type()``."""
+    """Statically: one top-level ``class <name>(Refusal)`` per entry, in the table's order, and no ``type()``;
+    ``meaning`` is written once: as the docstring, and apart only where the docstring cannot give it back."""
     tree = ast.parse(MODULE.read_text("utf-8"))
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
     assert [c.name for c in classes] == [entry["name"] for entry in D.CONTRACT.refusals]
-    for cls in classes:
+    for cls, entry in zip(classes, D.CONTRACT.refusals):
         assert [ast.unparse(b) for b in cls.bases] == ["Refusal"], cls.name
         assigned = {
             (t.id if isinstance(t, ast.Name) else None)
             for node in cls.body
             for t in ([node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", []))
         }
-        assert {"status", "required", "optional", "meaning"} <= assigned, cls.name
+        assert {"status", "required", "optional"} <= assigned, cls.name
+        said = base.meaning_of(ast.get_docstring(cls, clean=False))
+        assert ("meaning" in assigned) == (said != entry.get("meaning", "")), cls.name
     calls = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     assert not calls & {"type", "globals", "setattr"}
     head = MODULE.read_text("utf-8").splitlines()[:2]
@@ -182,8 +185,42 @@ def test_the_generator_writes_any_table_faithfully(gen, monkeypatch):
         )
         assert _words(cls.__doc__) == _words(entry["meaning"])
     assert namespace["SilentError"].__doc__ is None
+    # only the meaning wrapping would change (a tab, a newline) is written apart from its docstring
+    stated = [block.split("(")[0] for block in text.split("class ")[1:] if "\n    meaning = " in block]
+    assert stated == ["EscapedError"]
     with pytest.raises(ValueError, match="QuotedError"):
         gen.refusals_text([*AWKWARD, AWKWARD[0]])
+
+
+def test_a_class_means_what_its_docstring_says():
+    """The root reads ``meaning`` from a class's own docstring, its lines joined by single spaces; a ``meaning``
+    the class states wins, and a class with neither keeps its parent's."""
+    spec = importlib.util.spec_from_file_location("refusal_base_copy", base.__file__)
+    assert spec is not None and spec.loader is not None
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)  # its own REGISTRY: these classes never meet the real ones
+
+    class WrappedError(fresh.Refusal):
+        """A meaning said over
+        two lines."""
+
+    class QuotedError(fresh.Refusal):
+        """ "reach" """
+
+    class StatedError(fresh.Refusal):
+        """A docstring."""
+
+        meaning = "A\tmeaning of its own."
+
+    class ChildError(WrappedError):
+        pass
+
+    assert WrappedError.meaning == "A meaning said over two lines."
+    assert QuotedError.meaning == '"reach"'
+    assert StatedError.meaning == "A\tmeaning of its own."
+    assert ChildError.meaning == WrappedError.meaning
+    assert fresh.Refusal.meaning == "" and fresh.meaning_of(None) == ""
+    assert WrappedError().message == "A meaning said over two lines."
 
 
 def test_ruff_finds_nothing_to_change():

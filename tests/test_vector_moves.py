@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainy.index import vectors as V
+from brainy.index import vector_matrix as M
 from brainy.index.vectors import VectorIndex
 
-DIM = V.DIMENSIONS
+DIM = M.DIMENSIONS
 _POOL = np.random.default_rng(7).standard_normal((6, DIM)).astype(np.float32)
 
 
@@ -33,7 +33,7 @@ def _state(index: VectorIndex) -> tuple:
     count = index._count
     slot = index._slot
     return (count, index._live, index._dense[:count].tolist(), index._slots.copy(0, count).tobytes(),
-            {d: int(slot[d]) for d in range(len(slot)) if slot[d] != V.NO_SLOT}, list(index._killed),
+            {d: int(slot[d]) for d in range(len(slot)) if slot[d] != M.NO_SLOT}, list(index._killed),
             index._dead_in_graph, index.graphed)
 
 
@@ -61,15 +61,15 @@ def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start,
         one_at_a_time.apply(before, after)
     batched.apply_all(iter(moves))
     assert _state(batched) == _state(one_at_a_time)
-    live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[:batched._count] if d != V.NO_SLOT}
-    assert live == {d: V.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
+    live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[:batched._count] if d != M.NO_SLOT}
+    assert live == {d: M.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
 
 
 def test_a_batch_of_vectors_is_scaled_bit_for_bit_as_one_at_a_time():
     vectors = np.random.default_rng(3).standard_normal((500, DIM)).astype(np.float32) * 7
     raw = [v.tobytes() for v in vectors]
-    assert V._units(raw).tobytes() == b"".join(V.unit(v).tobytes() for v in raw)
-    assert V._units([v.tolist() for v in vectors]).tobytes() == V._units(raw).tobytes()
+    assert M._units(raw).tobytes() == b"".join(M.unit(v).tobytes() for v in raw)
+    assert M._units([v.tolist() for v in vectors]).tobytes() == M._units(raw).tobytes()
 
 
 def test_a_zero_vector_in_a_batch_fails_where_one_at_a_time_fails():

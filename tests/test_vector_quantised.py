@@ -18,9 +18,12 @@ from hypothesis import strategies as st
 
 from brainy._speedups import load
 from brainy.engine import Brain
+from brainy.index import vector_format as F
+from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
 from brainy.store.crc import crc32c_joined
-from brainy.index.vectors import VectorIndex, read_chain, write_link
+from brainy.index.vector_format import write_link
+from brainy.index.vectors import VectorIndex, read_chain
 from helpers import flip
 from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt
 from test_vectors import DIM
@@ -114,7 +117,7 @@ def test_the_bounded_scan_answers_what_the_plain_scan_does(monkeypatch, n, seed,
     """Random vectors (tight clusters, exact duplicates: ties), slots dead in the base and killed after it, a tail of
     owned slots, random k and queries (some a stored vector: a tie at the top): the ids and the scores, bit for bit,
     of the scan of every float32 row, with either twin's product."""
-    monkeypatch.setattr(V, "vecpack", twin)
+    monkeypatch.setattr(M, "vecpack", twin)
     monkeypatch.setattr(V, "QUANTISED_SCAN", True)
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((clusters, DIM)).astype(np.float32)
@@ -135,8 +138,8 @@ def test_the_bounded_scan_answers_what_the_plain_scan_does(monkeypatch, n, seed,
             held.apply(None, {"denseInt": i, "vector": x[i].tobytes()})
         for i in late:
             held.apply({"denseInt": i, "vector": x[i].tobytes()}, None)
-    queries = [V.unit(rng.standard_normal(DIM)), V.unit(x[rng.integers(0, n + tail)]),
-               V.unit(centers[0] + 0.01 * rng.standard_normal(DIM))]
+    queries = [M.unit(rng.standard_normal(DIM)), M.unit(x[rng.integers(0, n + tail)]),
+               M.unit(centers[0] + 0.01 * rng.standard_normal(DIM))]
     for q in queries:
         for k in ks:
             got_scores, got_dense = quick.exact(q, k)
@@ -173,7 +176,7 @@ def test_a_damaged_chunk_of_codes_is_never_used_and_the_rows_rebuild_the_index(t
     flip(copy, quantised_layout(copy)["codes"] + DIM * (5 * 256 + 7) + 11)
     index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
     assert index is not None and not why and index._slots.quantised
-    with pytest.raises(V.Damaged, match="quantised codes chunk 5 "):
+    with pytest.raises(M.Damaged, match="quantised codes chunk 5 "):
         index.search(queries[0], 10)
     with Brain.open(path) as brain:
         brain.follower.background = brain.vector_follower.background = served
@@ -207,13 +210,13 @@ def test_a_copy_that_does_not_check_out_is_not_used(tmp_path: Path, where: str) 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 40_000), st.integers(0, 40), st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
 def test_the_largest_bounds_are_selected_as_a_selection_over_every_value_would(n, k, seed, ties, dead):
-    """The bounded scan's k seed slots (``V._largest``, which reads each run's largest first) hold the k largest
+    """The bounded scan's k seed slots (``M._largest``, which reads each run's largest first) hold the k largest
     values, ties and dead slots (-inf) included, whatever the length against the run."""
     rng = np.random.default_rng(seed)
     values = rng.integers(0, 50, n).astype(np.float32) if ties else rng.standard_normal(n).astype(np.float32)
     if dead and n:
         values[rng.random(n) < 0.3] = -np.inf
-    picked = V._largest(values, k)
+    picked = M._largest(values, k)
     assert len(picked) == min(k, n) and len(set(picked.tolist())) == len(picked)
     assert np.array_equal(np.sort(values[picked]), np.sort(values)[n - len(picked):])
 
@@ -250,20 +253,20 @@ def test_reading_ahead_of_cold_files_waits_for_the_open_and_of_cached_ones_does_
     import threading
     import time
 
-    monkeypatch.setattr(V, "AHEAD_SLOTS", 1)
+    monkeypatch.setattr(F, "AHEAD_SLOTS", 1)
     path, queries, base = graphed_store(tmp_path, 35)
     copy = copy_of(base)
     copy.read_bytes()
-    assert V._cached(copy)
+    assert F._cached(copy)
     opened = threading.Event()
-    ahead = V.check_ahead(path / "index", 0, opened)
+    ahead = F.check_ahead(path / "index", 0, opened)
     assert ahead is not None and ahead.checks[copy.name].result(10) is not None  # not waited for
     del ahead  # and its map of the copy: mapped pages stay in the cache
     gc.collect()
     _evicted(copy)
-    assert not V._cached(copy)
+    assert not F._cached(copy)
     opened = threading.Event()
-    ahead = V.check_ahead(path / "index", 0, opened)
+    ahead = F.check_ahead(path / "index", 0, opened)
     assert ahead is not None
     time.sleep(0.3)
     assert not any(check.done() or check.running() for check in ahead.checks.values())  # held back
@@ -284,12 +287,12 @@ def test_an_open_checks_a_large_copy_ahead_and_a_damaged_chunk_is_still_named(tm
     """A copy checked ahead (every copy counts as large here): the open begins it on its own thread, and the first
     search finds every chunk of codes checked and answers as the rows do. With one byte of chunk 5 flipped the
     whole pass disagrees, nothing is marked, and the search that meets chunk 5 refuses by name as before."""
-    monkeypatch.setattr(V, "AHEAD_SLOTS", 1)
+    monkeypatch.setattr(F, "AHEAD_SLOTS", 1)
     path, queries, base = graphed_store(tmp_path, 35)
     copy = copy_of(base)
     if damaged:
         flip(copy, quantised_layout(copy)["codes"] + DIM * (5 * 256 + 7) + 11)
-    ahead = V.check_ahead(path / "index")
+    ahead = F.check_ahead(path / "index")
     assert ahead is not None and sorted(ahead.checks) == sorted([base.name, copy.name])
     of, codes = ahead.checks[copy.name].result()
     assert of == int(base.stem) and codes.checked is not damaged

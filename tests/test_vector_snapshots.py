@@ -21,7 +21,8 @@ import pytest
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-from brainy.index import vectors as V
+from brainy.index import vector_format as F
+from brainy.index import vector_matrix as M
 from brainy.doors.mechanics import footprint
 from brainy.index.vectors import VectorIndex, read_chain
 from helpers import flip, new_store
@@ -76,7 +77,7 @@ def index_state(brain: Brain) -> tuple[int, int, dict[int, bytes]]:
 
 
 def index_of(index: VectorIndex) -> tuple[int, int, dict[int, bytes]]:
-    live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[:index._count] if d != V.NO_SLOT}
+    live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[:index._count] if d != M.NO_SLOT}
     return index.stamp, len(index), live
 
 
@@ -101,7 +102,7 @@ def test_a_delta_is_as_documented_and_follows_its_base():
     delta = index.freeze(base=False)
     data = delta.encode()
     assert len(data) == 64 + 8 * 1 + 8 * 3 + 4 * DIM * 3 + 4 and data[:4] == b"BVD1"
-    assert V._DELTA.unpack_from(data)[1:] == (2, 5, 2, 2, DIM, 3, 3, 1)
+    assert F._DELTA.unpack_from(data)[1:] == (2, 5, 2, 2, DIM, 3, 3, 1)
     assert struct.unpack_from("<I", data, len(data) - 4)[0] == crc32c.crc32c(data[:-4])
     assert np.frombuffer(data, "<i8", 1, 64).tolist() == [1]
     assert np.frombuffer(data, "<i8", 3, 72).tolist() == [7, -1, 8]  # ... killed by the update: dead already
@@ -245,15 +246,15 @@ def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(t
     """Deltas checked ahead (any base and deltas count as large here): each is mapped and its checksum found good on the
     ahead thread, and the chain's read takes those maps unchecked again and reads what a plain read does. A delta
     with a flipped byte is not taken: the read checks it itself and ends the chain before it, naming it."""
-    monkeypatch.setattr(V, "AHEAD_SLOTS", 1)
-    monkeypatch.setattr(V, "AHEAD_DELTA_BYTES", 1)
+    monkeypatch.setattr(F, "AHEAD_SLOTS", 1)
+    monkeypatch.setattr(F, "AHEAD_DELTA_BYTES", 1)
     path, rng, _ = based_and_two_deltas(tmp_path, 9)
     deltas = [name for name in chain(path) if name.endswith(".vecd")]
     assert len(deltas) == 2
     if damaged:
         flip(path / "index" / deltas[0], 80)
     plain, plain_why = read_chain(path / "index", 10 ** 9)
-    ahead = V.check_ahead(path / "index")
+    ahead = F.check_ahead(path / "index")
     assert ahead is not None and set(deltas) <= set(ahead.checks)
     checked = [ahead.checks[name].result() is not None for name in deltas]
     assert checked == [not damaged, True]
@@ -280,11 +281,11 @@ def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(t
 def test_a_small_store_is_not_read_ahead(tmp_path: Path, monkeypatch) -> None:
     """Below AHEAD_SLOTS a base and its deltas are left to the read (they are small: a new base is written once the
     deltas pass a quarter of it), whatever the deltas' threshold."""
-    monkeypatch.setattr(V, "AHEAD_DELTA_BYTES", 1)
+    monkeypatch.setattr(F, "AHEAD_DELTA_BYTES", 1)
     path, _, _ = based_and_two_deltas(tmp_path, 11)
-    assert V.check_ahead(path / "index") is None
-    monkeypatch.setattr(V, "AHEAD_SLOTS", 1)
-    assert V.check_ahead(path / "index") is not None
+    assert F.check_ahead(path / "index") is None
+    monkeypatch.setattr(F, "AHEAD_SLOTS", 1)
+    assert F.check_ahead(path / "index") is not None
 
 
 def test_a_base_read_ahead_gives_the_arrays_a_decode_makes_and_is_used_only_where_it_fits(tmp_path: Path) -> None:
@@ -298,7 +299,7 @@ def test_a_base_read_ahead_gives_the_arrays_a_decode_makes_and_is_used_only_wher
         brain.compact()
         brain.flush()
     base = next(p for p in (path / "index").glob("*.vec"))
-    prepared = V._prepared(base, False, 40, 500)
+    prepared = F._prepared(base, False, 40, 500)
     assert prepared is not None
     plain = index_of(VectorIndex.decode(base.read_bytes(), room=40, dense_ints=500))
     taken = VectorIndex.decode(prepared.data, room=40, dense_ints=500, prepared=prepared)
@@ -309,7 +310,7 @@ def test_a_base_read_ahead_gives_the_arrays_a_decode_makes_and_is_used_only_wher
     assert other._slot is not prepared.slot and index_of(other) == plain
     assert np.array_equal(taken._slot[:len(other._slot)], other._slot)
     flip(base, 200)  # in the dense section: not prepared, and the decode says why
-    assert V._prepared(base, False, 40, 500) is None
+    assert F._prepared(base, False, 40, 500) is None
     with pytest.raises(ValueError, match="dense section"):
         VectorIndex.decode(base.read_bytes())
 
@@ -346,7 +347,7 @@ def graphed_store(tmp_path: Path, seed: int, n: int = 6_000) -> tuple[Path, list
         brain.vector_follower.catch_up()
         brain.flush()
     (base,) = [n for n in chain(path) if n.endswith(".vec")]
-    queries = [V.unit(centers[c] + 0.05 * rng.standard_normal(DIM)) for c in rng.integers(0, n // 10, 5)]
+    queries = [M.unit(centers[c] + 0.05 * rng.standard_normal(DIM)) for c in rng.integers(0, n // 10, 5)]
     return path, queries, path / "index" / base
 
 
@@ -437,7 +438,7 @@ def damaged_base(where: Path, seed: int, slot: int, byte: int, chunk: int) -> tu
     flip(base, layout(base)["vectors"] + 4 * DIM * slot + byte)
     index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
     assert index is not None and not why
-    with pytest.raises(V.Damaged, match=f"chunk {chunk} "):
+    with pytest.raises(M.Damaged, match=f"chunk {chunk} "):
         index.search(queries[0], 10)
     return path, queries
 
@@ -480,7 +481,7 @@ def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the
     scores, dense, how = index.search(queries[0], 3, allowed=allowed)  # reads chunk 0 only
     assert how == "exact" and len(dense) == 3 and set(dense.tolist()) <= set(range(10))
     assert dense.tolist() == index.exact(queries[0], 3, allowed)[1].tolist()
-    with pytest.raises(V.Damaged, match="chunk 23 "):
+    with pytest.raises(M.Damaged, match="chunk 23 "):
         index.take_graph()
     assert index._graph is None
 
@@ -616,10 +617,10 @@ def test_a_first_scan_split_on_two_threads_answers_what_one_thread_does(tmp_path
     path, queries, base = graphed_store(tmp_path, 19)
     without_copy(base)
     alone, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
-    monkeypatch.setattr(V, "SPLIT_UNCHECKED", 10 ** 9)
+    monkeypatch.setattr(M, "SPLIT_UNCHECKED", 10 ** 9)
     want = [alone.search(q, 10) for q in queries]
     want_scores = alone._slots.scores(queries[0])
-    monkeypatch.setattr(V, "SPLIT_UNCHECKED", 2)
+    monkeypatch.setattr(M, "SPLIT_UNCHECKED", 2)
     for q, (scores, dense, how) in zip(queries, want):
         split, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
         (part,) = split._slots._parts
@@ -636,7 +637,7 @@ def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the
                                                                                        monkeypatch) -> None:
     """A byte flipped in chunk 19 of 24, in the half the scan helper thread checks: the search raises Damaged and
     answers nothing; served, the find refuses by name and the rows rebuild the index, which then answers."""
-    monkeypatch.setattr(V, "SPLIT_UNCHECKED", 2)
+    monkeypatch.setattr(M, "SPLIT_UNCHECKED", 2)
     path, queries = damaged_base(tmp_path, 20, 5_000, 3, 19)
     with Brain.open(path) as brain:
         brain.follower.background = brain.vector_follower.background = True
@@ -675,4 +676,4 @@ def test_the_chain_is_read_with_room_for_the_tail_and_the_dense_ints_minted(tmp_
     slot_map, dense_ints = index._slot, index._dense
     index.apply_all((None, {"denseInt": 4_000 + i, "vector": v.tobytes()}) for i, v in enumerate(x[200:]))
     assert index._slot is slot_map and index._dense is dense_ints and len(index) == 300
-    assert index.vector_of(4_099).tobytes() == V.unit(x[299].tobytes()).tobytes()
+    assert index.vector_of(4_099).tobytes() == M.unit(x[299].tobytes()).tobytes()

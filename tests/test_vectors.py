@@ -16,8 +16,10 @@ import pytest
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.index import embedder
+from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
-from brainy.index.vectors import VectorIndex, unit
+from brainy.index.vector_matrix import unit
+from brainy.index.vectors import VectorIndex
 
 from helpers import flip, new_store
 
@@ -303,7 +305,7 @@ def test_the_snapshot_format_is_as_documented():
             VectorIndex.decode(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
     read = VectorIndex.decode(data[:200] + bytes([data[200] ^ 1]) + data[201:])  # a vector: read in place, and
     for read_it in (lambda: read.search(unit(vec2), 2), lambda: read.vector_of(2)):  # refused when read
-        with pytest.raises(V.Damaged):
+        with pytest.raises(M.Damaged):
             read_it()
 
 

@@ -18,6 +18,7 @@ table alone; nothing here imports it, so a stale or broken copy is always rewrit
 from __future__ import annotations
 
 import argparse
+import ast
 import builtins
 import re
 import sys
@@ -32,6 +33,7 @@ if str(ROOT) not in sys.path:
 
 from brainy import __version__  # noqa: E402
 from brainy.contract import doors, openapi  # noqa: E402
+from brainy.contract._refusal_base import meaning_of  # noqa: E402
 
 #: builtAt of the committed copy; the served document carries the real build stamp.
 BUILT_AT_PLACEHOLDER = "1970-01-01T00:00:00Z"
@@ -64,9 +66,9 @@ _REFUSALS_HEAD = '''\
 
 Each class carries its entry: ``status`` (the HTTP status; ``None`` for the WebSocket frame classes and
 the startup-only refusal), ``required`` and ``optional`` (the wire fields), ``meaning`` (the default
-message; the docstring says the same) and, where the entry has one, ``ws`` (the WebSocket frame or
-close code). The root ``Refusal``, ``REGISTRY`` and ``by_name`` are ``brainy/contract/_refusal_base.py``,
-where each class registers itself under its name as it is made.
+message: its docstring, which the root reads it from, so it is written once) and, where the entry has one,
+``ws`` (the WebSocket frame or close code). The root ``Refusal``, ``REGISTRY`` and ``by_name`` are
+``brainy/contract/_refusal_base.py``, where each class registers itself under its name as it is made.
 
 {shadowing}
 """
@@ -115,15 +117,19 @@ def _dunder_all_order(name: str) -> tuple[int, list[Any]]:
 
 
 def _refusal_class(entry: Mapping[str, Any]) -> str:
-    """One refusal's ``class`` statement; the root's ``__init_subclass__`` sets ``name`` and registers it."""
+    """One refusal's ``class`` statement; the root's ``__init_subclass__`` sets ``name`` and registers it, and
+    reads ``meaning`` from the docstring, so ``meaning`` is written apart only when the docstring cannot give
+    it back exactly (wrapping makes one space of a tab, a newline or a run of spaces)."""
     meaning = entry.get("meaning", "")
     lines = [f"class {entry['name']}(Refusal):"]
-    if meaning:
-        lines += [_docstring(meaning), ""]
+    docstring = _docstring(meaning) if meaning else None
+    if docstring is not None:
+        lines += [docstring, ""]
     lines.append(_assign("status", entry.get("status")))
     lines.append(_assign("required", tuple(entry.get("fields", ()))))
     lines.append(_assign("optional", tuple(entry.get("optional", ()))))
-    lines.append(_assign("meaning", meaning))
+    if meaning_of(None if docstring is None else ast.literal_eval(docstring.strip())) != meaning:
+        lines.append(_assign("meaning", meaning))
     if entry.get("ws") is not None:  # annotated as the root annotates it: a dict in a class body is a ClassVar
         lines.append(_assign("ws: ClassVar[dict[str, Any] | None]", entry["ws"]))
     return "\n".join(lines) + "\n"

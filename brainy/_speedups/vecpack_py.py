@@ -10,7 +10,7 @@ numbers (an int or a float, never a bool), not all zero. Anything else raises
 ``scale * (step * dot + per_scale) + constant`` computed in float64, ``dot`` the exact product of the row of
 ``codes`` (a C-contiguous int8 matrix: a base's quantised copy) with ``query`` (int16, as long as a row; rows
 of at most 516 cells, so no sum leaves int32) and ``scale`` the row's in ``scales`` (float32): the upper bound
-of each slot's score (brainy/index/vectors.py). ValueError when the shapes do not fit together. Float64
+of each slot's score (brainy/index/vector_matrix.py). ValueError when the shapes do not fit together. Float64
 products of these integers are exact and the rest is the same float64 arithmetic, so the twins agree to the bit.
 """
 

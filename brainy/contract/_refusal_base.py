@@ -6,7 +6,9 @@ table stays the only place a refusal's name, HTTP status and fields are written 
 linters and type checkers see every class. Each class registers itself as it is created
 (``Refusal.__init_subclass__``): its name is its class name, and a name defined twice stops the
 import. Import the classes from ``refusals`` (``from brainy.contract import refusals as R``),
-which also gives ``R.Refusal``, ``R.REGISTRY`` and ``R.by_name``; this module is its base.
+which also gives ``R.Refusal``, ``R.REGISTRY`` and ``R.by_name``; this module is its base. A class's
+``meaning`` (its default message) is its docstring (:func:`meaning_of`), so the generated module
+writes it once; a class states ``meaning`` apart only where its docstring cannot say it exactly.
 
 A refusal is raised where a rule breaks and turned into a wire answer at one boundary (the
 dispatcher); every transport carries it as ``{"error": {"name", "message", ...fields}}``.
@@ -14,6 +16,7 @@ dispatcher); every transport carries it as ``{"error": {"name", "message", ...fi
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar
 
 
@@ -32,12 +35,17 @@ class Refusal(Exception):
     ws: ClassVar[dict[str, Any] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register the new class under its own name; a name already registered is refused."""
+        """Register the new class under its own name; a name already registered is refused. A class with a
+        docstring and no ``meaning`` of its own means what its docstring says; one with neither keeps its
+        parent's."""
         super().__init_subclass__(**kwargs)
         name = cls.__name__
         if name in REGISTRY:
             raise RuntimeError(f"refusal {name!r} is defined twice: {REGISTRY[name].__module__} already has it")
         cls.name = name
+        doc = cls.__dict__.get("__doc__")
+        if doc and "meaning" not in cls.__dict__:
+            cls.meaning = meaning_of(doc)
         REGISTRY[name] = cls
 
     def __init__(self, message: str | None = None, **fields: Any) -> None:
@@ -77,3 +85,10 @@ REGISTRY: dict[str, type[Refusal]] = {}
 def by_name(name: str) -> type[Refusal]:
     """The refusal class registered under ``name``."""
     return REGISTRY[name]
+
+
+def meaning_of(doc: str | None) -> str:
+    """The meaning a refusal's docstring says: its lines joined by single spaces, with the space the generator
+    puts between a quote at either end and the docstring's own quotes dropped (tools/gen_contract.py wraps the
+    meaning into the docstring; it states ``meaning`` apart wherever this does not give it back exactly)."""
+    return " ".join(inspect.cleandoc(doc).split("\n")).strip() if doc else ""

@@ -4,9 +4,9 @@
 
 Each class carries its entry: ``status`` (the HTTP status; ``None`` for the WebSocket frame classes and
 the startup-only refusal), ``required`` and ``optional`` (the wire fields), ``meaning`` (the default
-message; the docstring says the same) and, where the entry has one, ``ws`` (the WebSocket frame or
-close code). The root ``Refusal``, ``REGISTRY`` and ``by_name`` are ``brainy/contract/_refusal_base.py``,
-where each class registers itself under its name as it is made.
+message: its docstring, which the root reads it from, so it is written once) and, where the entry has one,
+``ws`` (the WebSocket frame or close code). The root ``Refusal``, ``REGISTRY`` and ``by_name`` are
+``brainy/contract/_refusal_base.py``, where each class registers itself under its name as it is made.
 
 Several names (``FileNotFoundError``, ``FileExistsError``, ``NotADirectoryError``, ``IsADirectoryError``) shadow Python
 builtins, so callers import this module (``from brainy.contract import refusals as R``) rather than its names.
@@ -25,10 +25,6 @@ class BodyDecodeError(Refusal):
     status = 400
     required = ("encoding",)
     optional = ("offset",)
-    meaning = (
-        "The body's bytes do not decode cleanly in the declared encoding (e.g. a JSON body declared as msgpack, extra "
-        "bytes after the document, invalid UTF-8)."
-    )
 
 
 class UnsupportedMediaTypeError(Refusal):
@@ -37,7 +33,6 @@ class UnsupportedMediaTypeError(Refusal):
     status = 415
     required = ("contentType",)
     optional = ()
-    meaning = "The body is neither JSON nor MessagePack."
 
 
 class PayloadTooLargeError(Refusal):
@@ -46,7 +41,6 @@ class PayloadTooLargeError(Refusal):
     status = 413
     required = ("limit",)
     optional = ()
-    meaning = "The body is over the request limit (64 MiB by default)."
 
 
 class UnknownDoorError(Refusal):
@@ -55,7 +49,6 @@ class UnknownDoorError(Refusal):
     status = 404
     required = ()
     optional = ("door", "path")
-    meaning = "No door exists at this path or under this name."
 
 
 class MethodNotAllowedError(Refusal):
@@ -64,7 +57,6 @@ class MethodNotAllowedError(Refusal):
     status = 405
     required = ("allowed",)
     optional = ()
-    meaning = "The path exists, but with a different method."
 
 
 class InvalidArgumentError(Refusal):
@@ -74,10 +66,6 @@ class InvalidArgumentError(Refusal):
     status = 400
     required = ("field", "reason")
     optional = ("matched",)
-    meaning = (
-        "An argument is missing, has the wrong type, is out of range, breaks the door's rules, or uses a reserved "
-        "field or subtype."
-    )
 
 
 class CursorInvalidError(Refusal):
@@ -86,7 +74,6 @@ class CursorInvalidError(Refusal):
     status = 400
     required = ()
     optional = ()
-    meaning = "The cursor is malformed, or belongs to another door or query."
 
 
 class BadQueryParameterError(Refusal):
@@ -95,7 +82,6 @@ class BadQueryParameterError(Refusal):
     status = 400
     required = ("param",)
     optional = ("head",)
-    meaning = "A change-feed parameter is unusable (since past head, or a limit below 1 or fractional)."
 
 
 class ProtocolVersionError(Refusal):
@@ -104,7 +90,6 @@ class ProtocolVersionError(Refusal):
     status = 400
     required = ("supported",)
     optional = ()
-    meaning = "The MCP-Protocol-Version header is not the one revision served."
 
 
 class TransportNotWiredError(Refusal):
@@ -113,7 +98,6 @@ class TransportNotWiredError(Refusal):
     status = 501
     required = ("transport",)
     optional = ()
-    meaning = "The protocol asked for is not built into this build."
 
 
 class BinaryFrameError(Refusal):
@@ -122,7 +106,6 @@ class BinaryFrameError(Refusal):
     status = None
     required = ()
     optional = ()
-    meaning = "A binary WebSocket frame; only JSON text frames are spoken. The session stays open."
     ws: ClassVar[dict[str, Any] | None] = {"frame": "error"}
 
 
@@ -132,7 +115,6 @@ class FragmentedFrameError(Refusal):
     status = None
     required = ()
     optional = ()
-    meaning = "A fragmented WebSocket message; it is not reassembled. The session stays open."
     ws: ClassVar[dict[str, Any] | None] = {"frame": "error"}
 
 
@@ -142,7 +124,6 @@ class UnmaskedFrameError(Refusal):
     status = None
     required = ()
     optional = ()
-    meaning = "A client frame without a mask. The session ends."
     ws: ClassVar[dict[str, Any] | None] = {"close": 1002}
 
 
@@ -152,7 +133,6 @@ class ReservedBitError(Refusal):
     status = None
     required = ()
     optional = ()
-    meaning = "A frame with a reserved bit set. The session ends."
     ws: ClassVar[dict[str, Any] | None] = {"close": 1002}
 
 
@@ -162,7 +142,6 @@ class FrameTooLargeError(Refusal):
     status = None
     required = ("limit",)
     optional = ()
-    meaning = "A frame over 8 MiB. The session ends."
     ws: ClassVar[dict[str, Any] | None] = {"close": 1009}
 
 
@@ -172,7 +151,6 @@ class ControlFrameTooLargeError(Refusal):
     status = None
     required = ()
     optional = ()
-    meaning = "A control frame payload over 125 bytes. The session ends."
     ws: ClassVar[dict[str, Any] | None] = {"close": 1002}
 
 
@@ -183,10 +161,6 @@ class MalformedRequestError(Refusal):
     status = 400
     required = ("reason",)
     optional = ()
-    meaning = (
-        "The request does not parse as HTTP (a bad request line, a broken chunk, garbage, a bad preface). The "
-        "connection closes after the answer."
-    )
 
 
 class HeaderTooLargeError(Refusal):
@@ -195,9 +169,6 @@ class HeaderTooLargeError(Refusal):
     status = 431
     required = ("limit",)
     optional = ()
-    meaning = (
-        "The request's header block is over the limit (64 KiB by default). The connection closes after the answer."
-    )
 
 
 class ShuttingDownError(Refusal):
@@ -206,7 +177,6 @@ class ShuttingDownError(Refusal):
     status = 503
     required = ()
     optional = ()
-    meaning = "The server is draining for a stop."
 
 
 class InternalError(Refusal):
@@ -215,7 +185,6 @@ class InternalError(Refusal):
     status = 500
     required = ("ref",)
     optional = ()
-    meaning = "An unexpected fault. Details go to the log under ref."
 
 
 # Identity and authority
@@ -226,10 +195,6 @@ class UnauthenticatedError(Refusal):
     status = 401
     required = ()
     optional = ()
-    meaning = (
-        "No bearer, a non-bearer scheme, or an unknown, removed or revoked static key. All of these get one message, "
-        "so they cannot be told apart."
-    )
 
 
 class BRAINY_KEY_MALFORMED(Refusal):
@@ -238,7 +203,6 @@ class BRAINY_KEY_MALFORMED(Refusal):
     status = 401
     required = ()
     optional = ()
-    meaning = "A bk1. token that does not parse: wrong segments, bad base64url or JSON, or missing claims."
 
 
 class BRAINY_KEY_UNKNOWN_ISSUER(Refusal):
@@ -247,7 +211,6 @@ class BRAINY_KEY_UNKNOWN_ISSUER(Refusal):
     status = 401
     required = ("iss",)
     optional = ()
-    meaning = "The token's issuer is not in the issuers file, or there is no issuers file."
 
 
 class BRAINY_KEY_BAD_SIGNATURE(Refusal):
@@ -256,7 +219,6 @@ class BRAINY_KEY_BAD_SIGNATURE(Refusal):
     status = 401
     required = ()
     optional = ()
-    meaning = "The signature does not verify against the issuer's key (or the key named by kid)."
 
 
 class BRAINY_KEY_REVOKED(Refusal):
@@ -265,7 +227,6 @@ class BRAINY_KEY_REVOKED(Refusal):
     status = 401
     required = ("jti",)
     optional = ()
-    meaning = "The token's jti is in the revoked file and still inside that entry's exp."
 
 
 class BRAINY_KEY_EXPIRED(Refusal):
@@ -274,7 +235,6 @@ class BRAINY_KEY_EXPIRED(Refusal):
     status = 401
     required = ("exp",)
     optional = ()
-    meaning = "The token is past its exp."
 
 
 class BRAINY_KEY_SCOPE(Refusal):
@@ -283,7 +243,6 @@ class BRAINY_KEY_SCOPE(Refusal):
     status = 403
     required = ("door", "scope")
     optional = ()
-    meaning = "The token's scope lacks write, and the door is a write."
 
 
 class BRAINY_KEY_BRAIN(Refusal):
@@ -292,7 +251,6 @@ class BRAINY_KEY_BRAIN(Refusal):
     status = 403
     required = ("brain",)
     optional = ()
-    meaning = "The token was minted for a different brain."
 
 
 class ForbiddenError(Refusal):
@@ -301,7 +259,6 @@ class ForbiddenError(Refusal):
     status = 403
     required = ("reason",)
     optional = ()
-    meaning = '"reach"'
 
 
 class PolicyOwnerScopeRequiredError(Refusal):
@@ -310,9 +267,6 @@ class PolicyOwnerScopeRequiredError(Refusal):
     status = 403
     required = ("door",)
     optional = ()
-    meaning = (
-        "policy.ratify, policy.unlock or policy.freeze called without the owner triple. Static keys always get this."
-    )
 
 
 class GuardrailOwnerScopeRequiredError(Refusal):
@@ -322,10 +276,6 @@ class GuardrailOwnerScopeRequiredError(Refusal):
     status = 403
     required = ("door",)
     optional = ()
-    meaning = (
-        "Alias: the host's former spelling of PolicyOwnerScopeRequiredError. Never emitted; listed so old clients can "
-        "map it."
-    )
 
 
 class GuardrailOwnerCredentialUnavailableError(Refusal):
@@ -334,7 +284,6 @@ class GuardrailOwnerCredentialUnavailableError(Refusal):
     status = 403
     required = ()
     optional = ()
-    meaning = "Retired: a static key calling a ruling door now gets PolicyOwnerScopeRequiredError. Never emitted."
 
 
 class CallerAssertionRefusedError(Refusal):
@@ -343,7 +292,6 @@ class CallerAssertionRefusedError(Refusal):
     status = 403
     required = ("reason",)
     optional = ()
-    meaning = '"malformed"'
 
 
 class ServiceKeyCannotWriteError(Refusal):
@@ -352,7 +300,6 @@ class ServiceKeyCannotWriteError(Refusal):
     status = 403
     required = ("door",)
     optional = ()
-    meaning = "A service-kind static key with no asserted caller called a row-writing door."
 
 
 class OwnerRungRequiredError(Refusal):
@@ -361,7 +308,6 @@ class OwnerRungRequiredError(Refusal):
     status = 403
     required = ("door",)
     optional = ()
-    meaning = "accords.decide without the owner rung (an owner triple, or an asserted owner)."
 
 
 class AccordsHostCannotWriteError(Refusal):
@@ -370,7 +316,6 @@ class AccordsHostCannotWriteError(Refusal):
     status = 403
     required = ("missing",)
     optional = ()
-    meaning = "An accords write reached the profile with no caller (in-process use with no caller bound)."
 
 
 class MemoryHostCannotWriteError(Refusal):
@@ -379,7 +324,6 @@ class MemoryHostCannotWriteError(Refusal):
     status = 403
     required = ("missing",)
     optional = ()
-    meaning = "The same, for memory writes."
 
 
 class GuardrailRefusedError(Refusal):
@@ -388,7 +332,6 @@ class GuardrailRefusedError(Refusal):
     status = 403
     required = ("rules", "caller", "via")
     optional = ()
-    meaning = "An active policy rule forbids this write."
 
 
 # Disposition
@@ -399,10 +342,6 @@ class NotYetNativeError(Refusal):
     status = 501
     required = ("door", "release")
     optional = ()
-    meaning = (
-        "The door is in the contract, but its implementation has not landed; release is when it arrives. Never a "
-        "silent no-op."
-    )
 
 
 class InProcessOnlyError(Refusal):
@@ -411,7 +350,6 @@ class InProcessOnlyError(Refusal):
     status = 501
     required = ("door", "instead")
     optional = ()
-    meaning = "The door deals in a live in-process object; instead names what to call over a wire."
 
 
 # Brains, stores, the lease, and indexes
@@ -421,7 +359,6 @@ class NoSuchBrainError(Refusal):
     status = 404
     required = ("brain",)
     optional = ()
-    meaning = "This process serves no brain by that name. It is never used for an archived brain."
 
 
 class BrainNameInvalidError(Refusal):
@@ -430,9 +367,6 @@ class BrainNameInvalidError(Refusal):
     status = 400
     required = ("brain",)
     optional = ()
-    meaning = (
-        "The name is not one legal segment (it contains / or %2F, is . or .., starts with ., or is over 64 characters)."
-    )
 
 
 class BrainArchivedError(Refusal):
@@ -441,7 +375,6 @@ class BrainArchivedError(Refusal):
     status = 423
     required = ("brain", "archivedAt")
     optional = ()
-    meaning = "The brain is archived. Its rows are intact, and host.unarchive serves it again."
 
 
 class BrainExistsError(Refusal):
@@ -450,7 +383,6 @@ class BrainExistsError(Refusal):
     status = 409
     required = ("brain",)
     optional = ()
-    meaning = "host.provision on a name already taken (archived names included)."
 
 
 class BrainsDirNotConfiguredError(Refusal):
@@ -459,7 +391,6 @@ class BrainsDirNotConfiguredError(Refusal):
     status = 503
     required = ()
     optional = ()
-    meaning = "host.provision on a server started without --brains-dir."
 
 
 class StoreNotFoundError(Refusal):
@@ -468,7 +399,6 @@ class StoreNotFoundError(Refusal):
     status = 404
     required = ("cure",)
     optional = ()
-    meaning = "The path holds no store. The starter uses this for ./brain."
 
 
 class StoreUnservableError(Refusal):
@@ -478,10 +408,6 @@ class StoreUnservableError(Refusal):
     status = 409
     required = ("reason",)
     optional = ("file",)
-    meaning = (
-        "The store cannot be served as it stands: writer-handoff-in-flight, torn-sstable, newer-record-profile, "
-        "unreadable-generation-stamp, unattested-projection."
-    )
 
 
 class BRAINY_WRITER_LOCKED(Refusal):
@@ -491,10 +417,6 @@ class BRAINY_WRITER_LOCKED(Refusal):
     status = 409
     required = ("holder",)
     optional = ()
-    meaning = (
-        "Another live process holds the writer lease, so writes cannot be taken here. init reports the same code "
-        "inside its answer."
-    )
 
 
 class WriterFenceLostError(Refusal):
@@ -503,7 +425,6 @@ class WriterFenceLostError(Refusal):
     status = 409
     required = ()
     optional = ()
-    meaning = "This process's lease was claimed away (for example by a forced open), so it stops writing."
 
 
 class ProjectionBehindError(Refusal):
@@ -513,10 +434,6 @@ class ProjectionBehindError(Refusal):
     status = 503
     required = ("projection", "stamp", "committed")
     optional = ()
-    meaning = (
-        "An index's stamp is behind the committed generation. The server refuses rather than running a recovery scan "
-        "inside a read."
-    )
 
 
 class IndexNotAttachedError(Refusal):
@@ -526,10 +443,6 @@ class IndexNotAttachedError(Refusal):
     status = 409
     required = ("absent", "servedBy")
     optional = ()
-    meaning = (
-        "A leg needs an index this residency has not attached (e.g. no vectors in a read-only attach). The refusal "
-        "names where the query can be served."
-    )
 
 
 class OrderBudgetExceededError(Refusal):
@@ -538,7 +451,6 @@ class OrderBudgetExceededError(Refusal):
     status = 422
     required = ("matched", "budget", "cure")
     optional = ()
-    meaning = "orderBy would need to read more rows than the budget allows."
 
 
 # Rows
@@ -548,7 +460,6 @@ class EntityNotFoundError(Refusal):
     status = 404
     required = ("id",)
     optional = ()
-    meaning = "The entity a write, an anchor or similar.to names does not exist. (get answers null instead.)"
 
 
 class RelationNotFoundError(Refusal):
@@ -557,7 +468,6 @@ class RelationNotFoundError(Refusal):
     status = 404
     required = ("id",)
     optional = ()
-    meaning = "The relation does not exist."
 
 
 class EntityExistsError(Refusal):
@@ -566,7 +476,6 @@ class EntityExistsError(Refusal):
     status = 409
     required = ("id",)
     optional = ()
-    meaning = "add or import with an id that already exists, and no upsert / onConflict."
 
 
 class DimensionMismatchError(Refusal):
@@ -575,7 +484,6 @@ class DimensionMismatchError(Refusal):
     status = 422
     required = ("expected", "got")
     optional = ()
-    meaning = "A vector of the wrong length."
 
 
 class PreconditionFailedError(Refusal):
@@ -584,7 +492,6 @@ class PreconditionFailedError(Refusal):
     status = 412
     required = ("expected", "actual")
     optional = ()
-    meaning = "The ifGeneration or ifMatch precondition does not hold."
 
 
 class TransactionAbortedError(Refusal):
@@ -593,7 +500,6 @@ class TransactionAbortedError(Refusal):
     status = 409
     required = ("index", "error")
     optional = ()
-    meaning = "One op or item in an all-or-nothing batch was refused, so nothing was written."
 
 
 class AggregateNotFoundError(Refusal):
@@ -602,7 +508,6 @@ class AggregateNotFoundError(Refusal):
     status = 404
     required = ("aggregate",)
     optional = ()
-    meaning = "No aggregate is defined under that name."
 
 
 class ImportFormatError(Refusal):
@@ -611,7 +516,6 @@ class ImportFormatError(Refusal):
     status = 422
     required = ("reason",)
     optional = ("line",)
-    meaning = "The import content does not parse as the declared format."
 
 
 # Time and the log
@@ -621,7 +525,6 @@ class GenerationAheadError(Refusal):
     status = 400
     required = ("generation", "head")
     optional = ()
-    meaning = "A generation past the brain's head."
 
 
 class GenerationCompactedError(Refusal):
@@ -630,7 +533,6 @@ class GenerationCompactedError(Refusal):
     status = 410
     required = ("generation", "oldestRetained")
     optional = ()
-    meaning = "That generation is no longer retained."
 
 
 class NoFactLogError(Refusal):
@@ -639,7 +541,6 @@ class NoFactLogError(Refusal):
     status = 409
     required = ()
     optional = ()
-    meaning = "The store has no fact log to read changes from."
 
 
 class FactLogRefusedError(Refusal):
@@ -649,10 +550,6 @@ class FactLogRefusedError(Refusal):
     status = 409
     required = ("reason",)
     optional = ()
-    meaning = (
-        "The log cannot be read as it stands: manifest-version, missing-segment, segment-order, torn-sealed-segment, "
-        "v1-segment, unknown-record-type. The server never reads around the damage."
-    )
 
 
 # Files
@@ -662,7 +559,6 @@ class FileNotFoundError(Refusal):
     status = 404
     required = ("path",)
     optional = ()
-    meaning = "No such path (or, for a create, no such parent)."
 
 
 class FileExistsError(Refusal):
@@ -671,7 +567,6 @@ class FileExistsError(Refusal):
     status = 409
     required = ("path",)
     optional = ()
-    meaning = "The target path already exists."
 
 
 class NotADirectoryError(Refusal):
@@ -680,7 +575,6 @@ class NotADirectoryError(Refusal):
     status = 409
     required = ("path",)
     optional = ()
-    meaning = "A directory was needed, and a file is there."
 
 
 class IsADirectoryError(Refusal):
@@ -689,7 +583,6 @@ class IsADirectoryError(Refusal):
     status = 409
     required = ("path",)
     optional = ()
-    meaning = "A file was needed, and a directory is there."
 
 
 class DirectoryNotEmptyError(Refusal):
@@ -698,7 +591,6 @@ class DirectoryNotEmptyError(Refusal):
     status = 409
     required = ("path",)
     optional = ()
-    meaning = "rmdir without recursive on a directory that is not empty."
 
 
 class InvalidPathError(Refusal):
@@ -707,7 +599,6 @@ class InvalidPathError(Refusal):
     status = 400
     required = ("path", "reason")
     optional = ()
-    meaning = "The path is not absolute and normalised, is too long, or would move a directory into itself."
 
 
 class TextDecodeError(Refusal):
@@ -716,7 +607,6 @@ class TextDecodeError(Refusal):
     status = 422
     required = ("offset", "cure")
     optional = ()
-    meaning = "The bytes are not valid UTF-8 from offset onward."
 
 
 class BlobCorruptError(Refusal):
@@ -725,7 +615,6 @@ class BlobCorruptError(Refusal):
     status = 500
     required = ("address", "path")
     optional = ()
-    meaning = "The stored bytes do not hash to their address. They are reported as corruption and never served."
 
 
 # Model and language
@@ -735,7 +624,6 @@ class EmbeddingModelMissingError(Refusal):
     status = 503
     required = ("searched",)
     optional = ()
-    meaning = "No embedding model files were found. searched lists every place that was checked."
 
 
 class LanguageProviderUnavailableError(Refusal):
@@ -744,7 +632,6 @@ class LanguageProviderUnavailableError(Refusal):
     status = 503
     required = ()
     optional = ()
-    meaning = "A door needs generated text (e.g. memory.abstract without text), and no language provider is configured."
 
 
 # Profiles
@@ -754,7 +641,6 @@ class RecordNotFoundError(Refusal):
     status = 404
     required = ("id",)
     optional = ("probed",)
-    meaning = "No profile record has that id. For a bare accords id, probed lists the prefixed forms that were tried."
 
 
 class RecordAmbiguousError(Refusal):
@@ -763,7 +649,6 @@ class RecordAmbiguousError(Refusal):
     status = 409
     required = ("ids",)
     optional = ()
-    meaning = "A bare accords id matches records of several kinds."
 
 
 class RecordStateError(Refusal):
@@ -772,7 +657,6 @@ class RecordStateError(Refusal):
     status = 409
     required = ("state", "reason")
     optional = ("expected", "actual")
-    meaning = "The record's state forbids this (closed, already retired, not a proposal, not yours, seq conflict)."
 
 
 class MandateAmbiguousError(Refusal):
@@ -781,7 +665,6 @@ class MandateAmbiguousError(Refusal):
     status = 409
     required = ("ids",)
     optional = ()
-    meaning = "Accords rule A1: more than one live mandate."
 
 
 class TimelineCorruptError(Refusal):
@@ -790,7 +673,6 @@ class TimelineCorruptError(Refusal):
     status = 500
     required = ("expected", "found")
     optional = ()
-    meaning = "Rule A2: a timeline's positions are not one gap-free range."
 
 
 class PolicyLockedError(Refusal):
@@ -799,7 +681,6 @@ class PolicyLockedError(Refusal):
     status = 423
     required = ("rule", "frozen")
     optional = ()
-    meaning = "The rule is locked, or the board is frozen. The owner must policy.unlock first."
 
 
 # Host
@@ -809,7 +690,6 @@ class SnapshotRootNotConfiguredError(Refusal):
     status = 503
     required = ()
     optional = ()
-    meaning = "host.persist on a server started without --snapshots-dir. Every other door still serves."
 
 
 class SnapshotRootUnusableError(Refusal):
@@ -818,7 +698,6 @@ class SnapshotRootUnusableError(Refusal):
     status = 409
     required = ()
     optional = ()
-    meaning = "The snapshots root is the brains directory, or is inside it, or contains it."
 
 
 class SnapshotNameInvalidError(Refusal):
@@ -827,7 +706,6 @@ class SnapshotNameInvalidError(Refusal):
     status = 400
     required = ("snapshot",)
     optional = ()
-    meaning = "The snapshot name is not one legal segment."
 
 
 class SnapshotTargetUnsafeError(Refusal):
@@ -836,7 +714,6 @@ class SnapshotTargetUnsafeError(Refusal):
     status = 409
     required = ()
     optional = ()
-    meaning = "The brain folder or the target is a symlink."
 
 
 class SnapshotTargetNotEmptyError(Refusal):
@@ -845,7 +722,6 @@ class SnapshotTargetNotEmptyError(Refusal):
     status = 409
     required = ()
     optional = ()
-    meaning = "The target already holds files."
 
 
 class SnapshotRunNotFoundError(Refusal):
@@ -854,7 +730,6 @@ class SnapshotRunNotFoundError(Refusal):
     status = 404
     required = ("snapshot",)
     optional = ()
-    meaning = "No backup run by that name."
 
 
 class KeyLineRefusedError(Refusal):
@@ -863,7 +738,6 @@ class KeyLineRefusedError(Refusal):
     status = 422
     required = ("reason",)
     optional = ()
-    meaning = "The key line a mint would append fails the keys-file parser, so nothing is written."
 
 
 class SignInModuleUnavailableError(Refusal):
@@ -873,10 +747,6 @@ class SignInModuleUnavailableError(Refusal):
     status = None
     required = ("module",)
     optional = ()
-    meaning = (
-        "--sign-in MODULE was given, but MODULE will not import or exposes no create_sign_in (the default is brainy's "
-        "own module)."
-    )
 
 
 class FleetNotConfiguredError(Refusal):
@@ -885,7 +755,6 @@ class FleetNotConfiguredError(Refusal):
     status = 503
     required = ()
     optional = ()
-    meaning = "host.move on a server started without --fleet. Every other door still serves."
 
 
 class NodeUnknownError(Refusal):
@@ -894,7 +763,6 @@ class NodeUnknownError(Refusal):
     status = 404
     required = ("node",)
     optional = ()
-    meaning = "No live node of the fleet has that name."
 
 
 class BrainMovedError(Refusal):
@@ -904,10 +772,6 @@ class BrainMovedError(Refusal):
     status = 409
     required = ("brain", "node", "epoch")
     optional = ()
-    meaning = (
-        "This process no longer owns the brain: it was moved or failed over to node at epoch. A fenced write is "
-        "refused with it and nothing is appended; a proxying node retries at the new owner instead."
-    )
 
 
 __all__ = [

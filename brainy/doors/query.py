@@ -41,7 +41,8 @@ from brainy.store.counts import Ledger
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
 from brainy.index.snapshot import Snapshot
-from brainy.index.vectors import VectorIndex, unit
+from brainy.index.vector_matrix import unit
+from brainy.index.vectors import VectorIndex
 from brainy.index.where import Predicate, compile_where, sort_by_value
 
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")

@@ -24,7 +24,7 @@ from brainy.index import embedder
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.index.snapshot import Snapshot
-from brainy.index.vectors import unit
+from brainy.index.vector_matrix import unit
 
 SEMANTIC_MODES = ("semantic", "vector", "hybrid")
 HYBRID_DEPTH = 100   # the semantic leg's hits in a fusion: fixed, so each page of a cursor fuses the same lists

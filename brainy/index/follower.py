@@ -42,6 +42,8 @@ from typing import Any, Iterator
 
 from brainy.contract import refusals as R
 from brainy.index import chain
+from brainy.index import vector_format as VF
+from brainy.index import vector_matrix as VM
 from brainy.index import vectors as V
 from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
 from brainy.index.overlaid import Overlaid
@@ -438,21 +440,21 @@ class VectorFollower(ProjectionFollower):
     """
 
     name = "vectors"
-    suffix = V.SUFFIX
-    suffixes = (V.SUFFIX, V.DELTA_SUFFIX)  # a base and the deltas after it
+    suffix = VF.SUFFIX
+    suffixes = (VF.SUFFIX, VF.DELTA_SUFFIX)  # a base and the deltas after it
     keeps_delta = False  # its chain's deltas are the index's own (vectors.py)
 
     def __init__(self, brain: Followed, lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
-        self._ahead: V.Ahead | None = None  # the chain's large files, read from the open on (vectors.py)
+        self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
 
     def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
         """At the open: begin reading the chain's large files on another thread while the log is replayed
         (``dense_ints``: the MANIFEST's next dense int; ``opened``: set once the open's own reads are done, which
         reading ahead of files not in the page cache waits for)."""
         self._drop_ahead()  # an open that read the MANIFEST again
-        self._ahead = V.check_ahead(self.folder, dense_ints, opened)
+        self._ahead = VF.check_ahead(self.folder, dense_ints, opened)
 
     def _drop_ahead(self) -> None:
         """Call off a check not begun; one under way ends on its own, and its map goes with it."""
@@ -525,7 +527,7 @@ class VectorFollower(ProjectionFollower):
             if not self.door_ends_first_read:
                 self._first_read.set()
             self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
-        except V.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
+        except VM.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
             brain = self._brain
             self._discard(index, exc)
             raise R.ProjectionBehindError(
@@ -603,7 +605,7 @@ class VectorFollower(ProjectionFollower):
                 index.grow_graph(start, vectors)
                 with self._lock:
                     index.graph_grown(start + len(vectors))
-        except V.Damaged as exc:  # a chunk no read had touched yet: the reads refuse from now on, until rebuilt
+        except VM.Damaged as exc:  # a chunk no read had touched yet: the reads refuse from now on, until rebuilt
             self._discard(index, exc)
         finally:
             self._catching_up = False
@@ -629,9 +631,9 @@ class VectorFollower(ProjectionFollower):
                     index.graph_for(frozen)
             try:
                 data = frozen.encode()
-            except V.Damaged as exc:  # a new base never carries slots that failed their check
+            except VM.Damaged as exc:  # a new base never carries slots that failed their check
                 self._discard(index, exc)
                 self.settle()
                 continue
-            V.write_link(self.folder, frozen, data)
+            VF.write_link(self.folder, frozen, data)
             return

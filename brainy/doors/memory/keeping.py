@@ -28,7 +28,7 @@ from brainy.index.projections import WORD
 from brainy.doors.registry import WRITE, door
 from brainy.store.rows import invalid
 from brainy.store.txn import Txn
-from brainy.index.vectors import unit
+from brainy.index.vector_matrix import unit
 from brainy.doors.writes import Context, _put_relation, _stamp
 
 DEDUPE = 0.95          # cosine at which a new memory is the one already held (DOORS 9.2)

@@ -33,7 +33,7 @@ from brainy.doors.query import Query, run_find
 from brainy.doors.registry import door
 from brainy.store.rows import invalid
 from brainy.index.snapshot import Snapshot
-from brainy.index.vectors import unit
+from brainy.index.vector_matrix import unit
 
 TEXT_WEIGHT = 0.1    # chosen by perf/eval_recall.py; the measurement is in its commit message
 LEG_DEPTH = 20       # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read

@@ -1,0 +1,436 @@
+"""The vector index's snapshot files: their layouts, how a link is encoded and written, and the reading ahead
+of a chain at an open. The law is docs/store-format.md, "Vector index snapshots":
+
+- **A base** (``<stamp>.vec``) holds the whole index, graph included; **deltas** (``<stamp>.vecd``) after it
+  hold the slots written and killed since the link before; a base's **quantised copy** (``<stamp>.vecq``)
+  holds its slots as int8 codes with a scale each. :class:`Link` says where an index's chain stands,
+  :class:`Frozen` is one link copied to be encoded, :func:`write_link` writes it.
+- **Reading ahead.** :func:`check_ahead` begins, when a handle opens, to read and check a large chain's files
+  on a helper thread (:class:`Ahead`), so that the read of the index finds them done.
+
+The index (``brainy/index/vectors.py``) freezes itself into links and decodes them, and reads its chain
+(``read_chain``); this module stands below it and knows only the slot matrix (``vector_matrix.py``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import crc32c
+import faiss
+import numpy as np
+
+from brainy.store.crc import crc32
+from brainy.store.files import write_durably
+from brainy.index.projections import newest_snapshot, snapshot_name
+from brainy.index.vector_matrix import CHUNK_SLOTS, CODE_MAX, DIMENSIONS, NO_SLOT, _Codes
+from brainy.store.workers import LongLived
+
+
+def _slot_arrays(view: memoryview, count: int, dense_at: int, room: int,
+                 dense_ints: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """A base's dense ints (owned, with ``room`` past its count) and its slot map (dense int -> slot, room for
+    ``room`` more and for ``dense_ints``): ``(dense, slot map, live slots, largest dense int)``; ValueError when a
+    dense int is out of range."""
+    dense = np.empty(max(1024, count + room), np.int64)  # past the count: written before it is read
+    dense[:count] = np.frombuffer(view, "<i8", count, dense_at)
+    if count and dense[:count].min() < NO_SLOT:
+        raise ValueError("a dense int out of range")
+    live = dense[:count] != NO_SLOT
+    top = int(dense[:count].max(initial=NO_SLOT))
+    # room for the dense ints the deltas mint (new entities take the next ones): grown once, here, not by them
+    slot = np.full(max(1024, top + 1 + room, dense_ints), NO_SLOT, np.int64)
+    slot[dense[:count][live]] = np.flatnonzero(live)
+    return dense, slot, int(np.count_nonzero(live)), top
+
+
+@dataclass
+class Prepared:
+    """A format 3 base read ahead (:func:`check_ahead`): its file mapped, its header and dense section checked
+    (``layout``, as :func:`_layout` answers it) and the arrays :func:`_slot_arrays` makes of it, with room."""
+    data: mmap.mmap
+    stamp: int
+    count: int
+    layout: tuple[int, int, np.ndarray, int, int]
+    dense: np.ndarray
+    slot: np.ndarray
+    live: int
+    top: int
+
+    def fits(self, room: int, dense_ints: int) -> bool:
+        """Whether the arrays have the room a decode for ``room`` and ``dense_ints`` would give them, or more."""
+        return len(self.dense) >= max(1024, self.count + room) and \
+            len(self.slot) >= max(1024, self.top + 1 + room, dense_ints)
+
+
+def _layout(view: memoryview, count: int, graph_bytes: int) -> tuple[int, int, np.ndarray, int, int]:
+    """Where a format 3 base's sections are, its header and dense section checked: (dense at, vectors at, the
+    chunks' checksums, slots a chunk, graphCrc); ValueError when they do not check out."""
+    if len(view) < _HEADER3.size + _CRC.size:
+        raise ValueError("sizes do not add up")
+    *_, chunk, header_crc = _HEADER3.unpack_from(view)
+    if crc32c.crc32c(view[:_HEADER3.size - 4]) != header_crc or chunk == 0:
+        raise ValueError("header checksum mismatch")
+    chunks = -(-count // chunk)
+    dense_at = _HEADER3.size
+    crcs_at = dense_at + 8 * count
+    dense_crc_at = crcs_at + 4 * chunks
+    vectors_at = _aligned(dense_crc_at + _CRC.size)
+    if vectors_at + 4 * DIMENSIONS * count + graph_bytes + _CRC.size != len(view):
+        raise ValueError("sizes do not add up")
+    if crc32c.crc32c(view[dense_at:dense_crc_at]) != _CRC.unpack_from(view, dense_crc_at)[0]:
+        raise ValueError("dense section checksum mismatch")
+    graph_crc = _CRC.unpack_from(view, len(view) - _CRC.size)[0]
+    if not graph_bytes and graph_crc != 0:
+        raise ValueError("checksum mismatch")
+    return dense_at, vectors_at, np.frombuffer(view, "<u4", chunks, crcs_at), chunk, graph_crc
+
+
+def _aligned(at: int) -> int:
+    """The vectors section starts on a 64-byte boundary of the file (a cache line: whole rows per line)."""
+    return -(-at // 64) * 64
+
+
+@dataclass
+class GraphPart:
+    """A base's graph section, as read: checked (format 2 and 3) and deserialised only when the graph is wanted."""
+
+    data: bytes | mmap.mmap
+    at: int
+    size: int
+    graphed: int
+    crc: int | None  # the base's graphCrc; None: format 1, checked whole with the slots
+    crc_of: Any = crc32  # how graphCrc is computed: zlib's crc32 (format 2) or crc32c (format 3)
+
+    def _view(self) -> memoryview:
+        part = memoryview(self.data)[self.at:self.at + self.size]
+        if self.crc is not None and self.crc_of(part) != self.crc:
+            raise ValueError("checksum mismatch")
+        return part
+
+    def checked(self) -> bytes:
+        return bytes(self._view())
+
+    def load(self) -> Any:
+        # read in place: faiss copies what it deserialises, so no copy of the section is made first
+        graph = faiss.deserialize_index(np.frombuffer(self._view(), np.uint8))
+        if graph.ntotal != self.graphed:
+            raise ValueError("the graph does not hold the slots the header names")
+        return graph
+
+
+MAGIC = b"BVX1"
+DELTA_MAGIC = b"BVD1"
+SNAPSHOT_FORMAT = 3   # a base's: crc32c of its header, of its dense ints, of each chunk of vectors, of its graph
+DELTA_FORMAT = 2      # a delta's: crc32c of it all (format 1: zlib's crc32, still read)
+_HEADER = struct.Struct("<4sIQIxxxxQQQ")
+_HEADER3 = struct.Struct("<4sIQIxxxxQQQII")  # format 3: chunkSlots and headerCrc after format 2's header
+_DELTA = struct.Struct("<4sIQQQIxxxxQQQ")
+_CRC = struct.Struct("<I")
+_CRCS = struct.Struct("<II")  # a format 2 base's slotsCrc and graphCrc
+QUANTISED_MAGIC = b"BVQ1"
+QUANTISED_FORMAT = 1
+_QUANTISED = struct.Struct("<4sIQIxxxxQII")  # a quantised copy's header, headerCrc last
+SUFFIX = ".vec"
+DELTA_SUFFIX = ".vecd"
+QUANTISED_SUFFIX = ".vecq"
+QUANTISE_ROWS = 65_536      # slots quantised at a time when a copy is written (float64 work space: 200 MB)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Where the snapshot chain of an index stands: its base's stamp, the last link's stamp and slot count, the
+    base's slots, the slots the deltas since the base wrote and killed, and how many deltas there are."""
+
+    base: int
+    stamp: int
+    count: int
+    base_slots: int
+    since_base: int
+    deltas: int
+
+
+@dataclass
+class Frozen:
+    """One link copied under the brain's lock (:meth:`VectorIndex.freeze`), encoded without it. A base has
+    ``killed`` None and the index's :class:`Slots` by reference (the slots below its count are never written
+    again), and its ``graph`` serialised by :meth:`VectorIndex.graph_for` under the index's graph lock; a delta
+    has its vectors copied."""
+
+    stamp: int
+    base: int
+    previous: int
+    first: int
+    dense: np.ndarray
+    vectors: Any  # Slots (a base) or np.ndarray (a delta)
+    killed: np.ndarray | None
+    epoch: int = 0
+    graph: bytes = b""
+    graphed: int = 0
+
+    @property
+    def is_base(self) -> bool:
+        return self.killed is None
+
+    def encode(self) -> bytes:
+        """The link's file (Damaged when a base's mapped slots fail a check: it is then not written)."""
+        written = len(self.dense)
+        if self.killed is None:
+            vectors = b"".join(part.astype("<f4", copy=False).tobytes()
+                               for part in self.vectors.contiguous(written))
+            view, row = memoryview(vectors), 4 * DIMENSIONS
+            chunks = np.array([crc32c.crc32c(view[at:at + CHUNK_SLOTS * row])
+                               for at in range(0, len(vectors), CHUNK_SLOTS * row)], "<u4")
+            head = _HEADER3.pack(MAGIC, SNAPSHOT_FORMAT, self.stamp, DIMENSIONS, written, self.graphed,
+                                 len(self.graph), CHUNK_SLOTS, 0)[:-4]
+            dense = self.dense.astype("<i8").tobytes() + chunks.tobytes()
+            front = b"".join((head, _CRC.pack(crc32c.crc32c(head)), dense, _CRC.pack(crc32c.crc32c(dense))))
+            pad = bytes(_aligned(len(front)) - len(front))
+            return b"".join((front, pad, vectors, self.graph, _CRC.pack(crc32c.crc32c(self.graph))))
+        header = _DELTA.pack(DELTA_MAGIC, DELTA_FORMAT, self.stamp, self.base, self.previous, DIMENSIONS,
+                             self.first, written, len(self.killed))
+        body = b"".join((header, self.killed.astype("<i8").tobytes(), self.dense.astype("<i8").tobytes(),
+                         self.vectors.astype("<f4").tobytes()))
+        return body + _CRC.pack(crc32c.crc32c(body))
+
+
+def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
+    """Write one link; a base then its quantised copy, and removes every older base, delta and copy."""
+    folder.mkdir(exist_ok=True)
+    name = snapshot_name(frozen.stamp, SUFFIX if frozen.is_base else DELTA_SUFFIX)
+    write_durably(folder / name, data)
+    if frozen.is_base:
+        copy = snapshot_name(frozen.stamp, QUANTISED_SUFFIX)
+        write_durably(folder / copy, encode_quantised(frozen.stamp, frozen.vectors.contiguous(len(frozen.dense))))
+        for older in [p for suffix in (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX) for p in folder.glob("*" + suffix)]:
+            if older.name not in (name, copy):
+                older.unlink(missing_ok=True)
+
+
+def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors as int8 codes and one float32 scale each: ``scale = max |x| / 127``, ``code = round(x / scale)``,
+    so no cell lies more than half a scale from its code times the scale."""
+    scales = (np.abs(vectors).max(axis=1) / CODE_MAX).astype(np.float32)
+    wide = np.where(scales > 0, scales, 1).astype(np.float64)
+    codes = np.clip(np.rint(vectors / wide[:, None]), -CODE_MAX, CODE_MAX).astype(np.int8)
+    return codes, scales
+
+
+def encode_quantised(stamp: int, parts: list[np.ndarray]) -> bytes:
+    """A base's quantised copy (docs/store-format.md, "Vector index snapshots") of its slots, given in order."""
+    codes, scales = [], []
+    for part in parts:
+        for at in range(0, len(part), QUANTISE_ROWS):
+            c, s = quantise(part[at:at + QUANTISE_ROWS])
+            codes.append(c.tobytes())
+            scales.append(s.astype("<f4").tobytes())
+    body = b"".join(codes)
+    slots = len(body) // DIMENSIONS
+    view, size = memoryview(body), CHUNK_SLOTS * DIMENSIONS
+    crcs = np.array([crc32c.crc32c(view[at:at + size]) for at in range(0, len(body), size)], "<u4")
+    head = _QUANTISED.pack(QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, DIMENSIONS, slots, CHUNK_SLOTS, 0)[:-4]
+    front = b"".join(scales) + crcs.tobytes()
+    start = b"".join((head, _CRC.pack(crc32c.crc32c(head)), front, _CRC.pack(crc32c.crc32c(front))))
+    return b"".join((start, bytes(_aligned(len(start)) - len(start)), body))
+
+
+def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int) -> _Codes:
+    """A base's quantised copy read in place, its header and front checked; ValueError when they do not check out
+    or it is not the copy of the base of ``stamp`` and ``slots``."""
+    view = memoryview(data)
+    if len(view) < _QUANTISED.size:
+        raise ValueError("sizes do not add up")
+    magic, form, of, dims, count, chunk, header_crc = _QUANTISED.unpack_from(view)
+    if magic != QUANTISED_MAGIC or form != QUANTISED_FORMAT or dims != DIMENSIONS:
+        raise ValueError(f"not a quantised copy of format {QUANTISED_FORMAT} at {DIMENSIONS} dimensions")
+    if crc32c.crc32c(view[:_QUANTISED.size - 4]) != header_crc or chunk == 0:
+        raise ValueError("header checksum mismatch")
+    if of != stamp or count != slots:
+        raise ValueError(f"it copies a base of generation {of} and {count} slots")
+    chunks = -(-count // chunk)
+    crcs_at = _QUANTISED.size + 4 * count
+    front_crc_at = crcs_at + 4 * chunks
+    codes_at = _aligned(front_crc_at + _CRC.size)
+    if codes_at + DIMENSIONS * count != len(view):
+        raise ValueError("sizes do not add up")
+    if crc32c.crc32c(view[_QUANTISED.size:front_crc_at]) != _CRC.unpack_from(view, front_crc_at)[0]:
+        raise ValueError("front checksum mismatch")
+    return _Codes(name, np.frombuffer(view, np.int8, DIMENSIONS * count, codes_at).reshape(count, DIMENSIONS),
+                  np.frombuffer(view, "<f4", count, _QUANTISED.size), np.frombuffer(view, "<u4", chunks, crcs_at),
+                  chunk)
+
+
+@dataclass
+class Ahead:
+    """What an open reads and checks off the read path, on the ahead helper's thread, begun when a handle opens, by
+    file name: a large base's dense ints and slot map (:class:`Prepared`), its quantised copy (mapped, its header
+    and front checked, its codes checked whole, :meth:`_Mapped.check_whole`: the generation it copies and the
+    copy), and the deltas after the base (each mapped, its checksum found good). A result of None: not read."""
+    checks: "dict[str, Future[Any]]"
+
+    def take(self, path: Path) -> Any:
+        """What was read ahead of the file at ``path`` (waited for if under way), or None: the read reads it itself
+        (a check not yet begun is called off, so the two threads share the work)."""
+        checking = self.checks.pop(path.name, None)
+        if checking is None or checking.cancel():
+            return None
+        return checking.result()
+
+    def cancel(self) -> None:
+        """Call off the checks not begun; one under way ends on its own, and its map goes with it."""
+        for checking in self.checks.values():
+            checking.cancel()
+
+
+AHEAD_SLOTS = 65_536  # a base this large is read ahead, its copy checked (below it, the scan's checks take < 5 ms)
+AHEAD_DELTA_BYTES = AHEAD_SLOTS * DIMENSIONS  # deltas this large in all are checked ahead (each a whole-file pass)
+AHEAD_ROOM = 65_536  # the slots and dense ints a base read ahead has room for past its deltas and the MANIFEST's
+# one thread for every handle of the process: a check is one GIL-free pass at the memory's pace
+_ahead_helper = LongLived(1, "brainy-vectors-ahead")
+
+
+def check_ahead(folder: Path, dense_ints: int = 0, opened: threading.Event | None = None) -> Ahead | None:
+    """Begin reading the newest base's dense ints and checking its quantised copy, if the base is large, and the
+    deltas after it, if they are, so that the read of the index and the first scan after an open find them done:
+    at a million slots the base's two arrays (16 MB, 17 ms in a new process, mostly faulting their pages in), the
+    copy's 364 MB (50-70 ms) and 95 MB of deltas after a crash (13-19 ms), overlapped with the open's replay of the
+    log instead. ``dense_ints``: the MANIFEST's next dense int. None when there is nothing to do ahead.
+
+    ``opened``, set once the open has read what it reads itself: when the files are not in the page cache, the
+    reading ahead waits for it (at most ``OPEN_WAIT_SECONDS``). Then the disk, not the memory, is what the two
+    threads share, and a first door that is not a vector search (a ``get`` after a crash, at a million rows:
+    195-330 ms while 450 MB were read beside the open) waits for no byte of the index."""
+    found = newest_snapshot(folder, SUFFIX) if folder.is_dir() else None
+    if found is None:
+        return None
+    stamp, base = found
+    copy = folder / snapshot_name(stamp, QUANTISED_SUFFIX)
+    try:
+        # a small base has small deltas too (a new base is written once they pass a quarter of it): a small
+        # store's open lists and reads nothing more
+        if base.stat().st_size < AHEAD_SLOTS * 4 * DIMENSIONS:
+            return None
+        copied = copy.is_file()
+        copy_large = copied and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
+        deltas = [p for _, p in _deltas(folder, stamp)]
+        sized = sum(p.stat().st_size for p in deltas) >= AHEAD_DELTA_BYTES
+    except OSError:
+        return None
+    # the copy first, the largest: an open with no log to replay reads the base and the deltas itself while this
+    # thread checks the copy, and one with a long replay finds all of it done
+    helper, checks = _ahead_helper(), {}
+    if opened is not None and not _cached(copy if copy_large else base):
+        helper.submit(opened.wait, OPEN_WAIT_SECONDS)  # the helper's jobs run in turn: every one after this
+    if copy_large:
+        checks[copy.name] = helper.submit(_checked_ahead, copy)
+    room = sum(_written(p) for p in deltas) + AHEAD_ROOM
+    checks[base.name] = helper.submit(_prepared, base, copied, room, dense_ints + AHEAD_ROOM)
+    if sized:
+        checks.update((p.name, helper.submit(_checked_delta, p)) for p in deltas)
+    return Ahead(checks)
+
+
+OPEN_WAIT_SECONDS = 2.0  # the most the reading ahead of cold files waits for the open's own reads
+
+
+def _cached(path: Path) -> bool:
+    """Whether the first, middle and last bytes of ``path`` are in the page cache (a read that would wait for the
+    disk is refused, ``RWF_NOWAIT``); True where that cannot be asked, so the reading ahead begins at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        size, probe = os.fstat(fd).st_size, bytearray(1)
+        for at in (0, size // 2, max(0, size - 1)):
+            os.preadv(fd, [probe], at, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return False
+    except (OSError, AttributeError, ValueError):  # no RWF_NOWAIT here (an older kernel, another system)
+        return True
+    finally:
+        os.close(fd)
+    return True
+
+
+def _prepared(path: Path, copied: bool, room: int, dense_ints: int) -> Prepared | None:
+    """A format 3 base mapped as :func:`read_chain` maps it, its header and dense section checked and its arrays
+    made (numpy lets the interpreter lock go while it fills them); None when it is not one or does not check
+    out (the read then reads it itself, and says why)."""
+    try:
+        mapped = _mapped(path, ahead=not copied)
+        view = memoryview(mapped)
+        magic, form, stamp, dims, count, _, graph_bytes = _HEADER.unpack_from(view)
+        if magic != MAGIC or form != SNAPSHOT_FORMAT or dims != DIMENSIONS:
+            return None
+        layout = _layout(view, count, graph_bytes)
+        dense, slot, live, top = _slot_arrays(view, count, layout[0], room, dense_ints)
+    except (OSError, ValueError, struct.error):
+        return None
+    return Prepared(mapped, stamp, count, layout, dense, slot, live, top)
+
+
+def _checked_ahead(path: Path) -> tuple[int, _Codes] | None:
+    try:
+        mapped = _mapped(path)
+        header = _QUANTISED.unpack_from(mapped)
+        of, count = header[2], header[4]
+        codes = decode_quantised(mapped, path.name, of, count)
+    except (OSError, ValueError, struct.error):
+        return None  # the read of the index takes it up again, and says why
+    codes.check_whole()
+    return of, codes
+
+
+def _checked_delta(path: Path) -> mmap.mmap | None:
+    """A delta of this format mapped, its checksum computed with the interpreter lock let go; None when it does not
+    check out (its read then checks it again and says why) or is of format 1."""
+    try:
+        mapped = _mapped(path)
+    except (OSError, ValueError):
+        return None
+    view = memoryview(mapped)
+    if len(view) < _DELTA.size + _CRC.size or _DELTA.unpack_from(view)[1] != DELTA_FORMAT:
+        return None
+    if crc32c.crc32c(view[:-4], gil_release_mode=1) != _CRC.unpack_from(view, len(view) - 4)[0]:
+        return None
+    return mapped
+
+
+def _deltas(folder: Path, stamp: int, head: int | None = None) -> list[tuple[int, Path]]:
+    """The deltas after the base of ``stamp`` (up to ``head``), by stamp."""
+    cut = len(DELTA_SUFFIX)
+    return [(at, p) for at, p in sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + DELTA_SUFFIX)
+                                        if p.name[:-cut].isdigit()) if stamp < at and (head is None or at <= head)]
+
+
+
+def _mapped(path: Path, ahead: bool = True) -> mmap.mmap:
+    """A snapshot file mapped read-only. Not populated: its pages are touched as the reads check them (at
+    1,000,000 vectors, populating the 1.5 GB map took longer than the first search), and read ahead unless
+    ``ahead`` is False (a base with a quantised copy: its first scan reads a few dozen chunks of it, which
+    must not queue behind the whole file; the graph's thread later reads it in order)."""
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    if ahead and hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_WILLNEED)
+    return mapped
+
+
+def _written(path: Path) -> int:
+    """The slots a delta says it writes (its header only; the whole delta is checked when it is applied)."""
+    try:
+        with open(path, "rb") as f:
+            header, size = f.read(_DELTA.size), path.stat().st_size
+    except OSError:
+        return 0
+    if len(header) < _DELTA.size:
+        return 0
+    return min(_DELTA.unpack(header)[7], size // (8 + 4 * DIMENSIONS))  # a damaged header claims no more than fits
