@@ -138,15 +138,15 @@ def _time_gets(brain: Brain, keys: list[str], loops: int) -> float:
 
 def time_get_memtable(loops: int) -> float:
     brain, keys = filled_brain()
-    assert not brain._sources.tables
+    assert not brain.sources.tables
     return _time_gets(brain, keys, loops)
 
 
 def flushed_brain() -> tuple[Brain, list[str]]:
     brain, keys = filled_brain()
-    if brain._sources.tables == ():
+    if brain.sources.tables == ():
         brain.flush()
-        assert len(brain._sources.tables) == 1 and not len(brain._sources.mem)
+        assert len(brain.sources.tables) == 1 and not len(brain.sources.mem)
     return brain, keys
 
 
@@ -161,7 +161,7 @@ def real_block() -> tuple[Table, int, int]:
     """A data block from the middle of the flushed table: (table, offset, size)."""
     if "block" not in _cache:
         brain, _ = flushed_brain()
-        table = Table(brain._sources.tables[0].path)  # a handle of our own, so the brain's cache stays out of it
+        table = Table(brain.sources.tables[0].path)  # a handle of our own, so the brain's cache stays out of it
         offset, size = table._handles[len(table._handles) // 2]
         _cache["block"] = (table, offset, size)
     return _cache["block"]  # type: ignore[return-value]
@@ -198,22 +198,20 @@ def crashed_store(path: Path, mib: int) -> None:
     brain = Brain.open(path, flush_bytes=1 << 40)  # flushed here, by size, so the tail is the same each run
     target, i, seq, gen = mib << 20, 0, 0, 0
     tail_from = None
-    while brain._log._size < target:
-        answer, seq = brain._commit("add", row(i), None, None)
+    while brain.commits.log._size < target:
+        answer, seq = brain.writes.commit("add", row(i), None, None)
         gen, i = answer["generation"], i + 1
         if i % 500 == 0:
-            brain._durable_at(seq, gen)
+            brain.commits.durable_at(seq, gen)
         if tail_from is None:
-            if brain._log._size >= target - OPEN_TAIL * brain._log._size / i:
+            if brain.commits.log._size >= target - OPEN_TAIL * brain.commits.log._size / i:
                 brain.flush()
                 tail_from = gen
-            elif brain._mem.bytes >= FLUSH_BYTES:
+            elif brain.state.mem.bytes >= FLUSH_BYTES:
                 brain.flush()
-    brain._durable_at(seq, gen)
-    brain._stopping = True
-    brain._wake.set()
-    brain._maint.join()
-    brain._log.close()
+    brain.commits.durable_at(seq, gen)
+    brain.maintenance.stop()
+    brain.commits.log.close()
     brain._lease.abandon()  # as a kill leaves it: no flush, no close record
     assert len(log_._segments(path / "log")) == 1
 

@@ -69,9 +69,9 @@ def build(path: Path) -> None:
     vectors, _ = embedder.embed_many(data)
     with Brain.open(path) as brain:
         for text, vector in zip(data, vectors):
-            answer, seq = brain._commit("memory.remember", {"text": text, "dedupe": False}, ME, None,
+            answer, seq = brain.writes.commit("memory.remember", {"text": text, "dedupe": False}, ME, None,
                                         {text: vector.tobytes()})
-            brain._durable_at(seq, answer["generation"])
+            brain.commits.durable_at(seq, answer["generation"])
         for i in range(20):
             brain.call("memory.turn", {"conversation": "planning", "role": ("user", "assistant")[i % 2],
                                        "text": f"Let us go over item {i} of the launch checklist"}, caller=ME)

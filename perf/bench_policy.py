@@ -54,7 +54,7 @@ def _store(kind: str) -> Brain:
 
 
 def _staged(brain: Brain) -> Any:
-    txn = brain._txn(brain.head + 1, 0, CALLER, None)
+    txn = brain.commits.txn(brain.head + 1, 0, CALLER, None)
     writes.add(txn, {**ROW, "visibility": "public", "upsert": False}, writes.Context("bench"))
     return txn
 

@@ -145,10 +145,10 @@ def build_store(path: Path) -> dict[str, Any]:
             written += len(batch)
             if written % FLUSH_EVERY == 0:
                 brain.flush()
-        flushed_tables = len(brain._sources.tables)
+        flushed_tables = len(brain.sources.tables)
         brain.compact()
-        assert len(brain._sources.tables) == 1 and not len(brain._sources.mem)
-        table = brain._sources.tables[0]
+        assert len(brain.sources.tables) == 1 and not len(brain.sources.mem)
+        table = brain.sources.tables[0]
         info = {"tables before compaction": flushed_tables, "table bytes": table.size,
                 "table blocks": len(table._handles), "versions": table.entries, "generation": brain.head}
     finally:

@@ -106,9 +106,9 @@ def build(folder: Path) -> None:
 def profile_ingest() -> None:
     """Where a durable ingest's time goes: the commit path's parts, timed by shims around them."""
     from brainy.contract import arguments as A
-    from brainy.engine import commits as C
+    from brainy.store import commit_path as C
     from brainy.store import log as L
-    from brainy.engine import maintenance as M
+    from brainy.store import maintenance as M
     from brainy.store import rows as ROWS
     from brainy.index.follower import ProjectionFollower, VectorFollower
     spent: dict[str, float] = {}
@@ -125,7 +125,7 @@ def profile_ingest() -> None:
         setattr(owner, name, timed)
         return original
 
-    saved = [(C.CommitPath, "_apply", shim(C.CommitPath, "_apply", "apply (memtable, ledger, record)")),
+    saved = [(C.CommitPath, "apply", shim(C.CommitPath, "apply", "apply (memtable, ledger, record)")),
              (L.LogWriter, "append", shim(L.LogWriter, "append", "log append")),
              (L.LogWriter, "wait", shim(L.LogWriter, "wait", "fsync wait")),
              (ProjectionFollower, "advance", shim(ProjectionFollower, "advance", "postings follower")),

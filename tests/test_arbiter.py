@@ -449,7 +449,7 @@ def _held_lock(brain: Brain) -> tuple[threading.Event, threading.Thread]:
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with brain._state_lock:
+        with brain.state.state_lock:
             holding.set()
             release.wait(30)
 

@@ -554,7 +554,7 @@ def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> Non
 _KILLED_AT_THE_SWAP = """
 import os, signal, sys
 from brainy.engine import Brain
-from brainy.engine.maintenance import Maintenance
+from brainy.store.maintenance import Maintenance
 brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)
 brain.defineAggregate({"name": "teams", "source": {}, "groupBy": ["team"], "metrics": {"n": {"op": "count"}}},
                       caller="person:pat")

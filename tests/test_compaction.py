@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brainy.engine import Brain, init_store
-from brainy.engine.maintenance import compact_run
+from brainy.store.maintenance import compact_run
 
 
 def test_the_run_is_the_newest_tables_each_no_larger_than_those_before_it() -> None:
@@ -59,13 +59,13 @@ def test_small_flushes_never_rewrite_the_large_table_and_every_version_survives(
         brain.addMany({"items": [{"type": "thing", "id": f"k{i}", "data": "x" * 200, "metadata": {"n": i}}
                                  for i in range(3000)]})
         assert brain.flush()
-        big = brain._manifest["tables"][0]["file"]
+        big = brain.manifest["tables"][0]["file"]
     pasts: dict[int, dict[str, object]] = {}
     with Brain.open(store, flush_bytes=2048, compact_at=5) as brain:  # the maintenance thread flushes and compacts
-        numbered = brain._next_table
+        numbered = brain.state.next_table
 
         def merged() -> bool:  # a table number spent on a merge: more made since than are held besides the large one
-            return brain._next_table - numbered > len(brain._manifest["tables"]) - 1
+            return brain.state.next_table - numbered > len(brain.manifest["tables"]) - 1
 
         # a tiered merge waits for a flush at least as large as the one before it, and how large each flush is
         # depends on when the thread wakes: write on (bounded) until one merge has been seen
@@ -77,10 +77,10 @@ def test_small_flushes_never_rewrite_the_large_table_and_every_version_survives(
                 pasts[brain.head] = {row["key"]: row["metadata"] for row in brain.at(brain.head).entities()}
             rounds += 1
         deadline = time.monotonic() + 30
-        while len(brain._sources.frozen) or len(brain._mem) > 2048:  # let the last flushes land
+        while len(brain.sources.frozen) or len(brain.state.mem) > 2048:  # let the last flushes land
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        files = [t["file"] for t in brain._manifest["tables"]]
+        files = [t["file"] for t in brain.manifest["tables"]]
         assert files[-1] == big and 2 <= len(files) <= 8, files
         assert merged()
         for generation, want in pasts.items():
@@ -89,7 +89,7 @@ def test_small_flushes_never_rewrite_the_large_table_and_every_version_survives(
         last = rounds - 1
         assert now["k3"] == {"n": -3} and now[f"new{last}"] == {"round": last} and len(now) == 3000 + rounds
         assert brain.compact()
-        assert len(brain._manifest["tables"]) == 1 and _keys(brain) == now
+        assert len(brain.manifest["tables"]) == 1 and _keys(brain) == now
         for generation, want in pasts.items():
             assert {row["key"]: row["metadata"] for row in brain.at(generation).entities()} == want
     with Brain.attach(store) as brain:

@@ -353,7 +353,7 @@ def _relations(brain):
     from brainy.store import keys as K, rows
     snap = brain.at()
     out = []
-    for key, raw in brain._sources.scan(K.RELATION, K.prefix_end(K.RELATION), snap.generation):
+    for key, raw in brain.sources.scan(K.RELATION, K.prefix_end(K.RELATION), snap.generation):
         row = rows.unpack(raw)
         out.append(rows.public_view(row, include_vector=True))
     return out
@@ -399,10 +399,10 @@ def test_a_commit_never_holds_its_lock_while_embedding(brain, monkeypatch):
     real = embedder.embed_many
 
     def watching(batch):
-        acquired = brain._commit_lock.acquire(blocking=False)
+        acquired = brain.state.commit_lock.acquire(blocking=False)
         if acquired:
-            brain._commit_lock.release()
-        held.append(not acquired or brain._commit_lock._is_owned())
+            brain.state.commit_lock.release()
+        held.append(not acquired or brain.state.commit_lock._is_owned())
         return real(batch)
     monkeypatch.setattr(embedder, "embed_many", watching)
     brain.add({"type": "concept", "data": ACME})

@@ -24,7 +24,7 @@ def _store_with_frames(tmp_path, n=3, **opts):
     brain = Brain.open(path, **opts)
     fill(brain, n)
     brain._lease.abandon()  # as if killed: no flush, no close record
-    brain._log.close()
+    brain.commits.log.close()
     return path
 
 
@@ -172,7 +172,7 @@ def test_segments_rotate_and_replay_across_them(tmp_path):
     brain = Brain.open(path, segment_bytes=1024)
     fill(brain, 30)
     brain._lease.abandon()
-    brain._log.close()
+    brain.commits.log.close()
     assert len(segments(path)) > 2
     names = [int(p.name[:-4]) for p in segments(path)]
     assert names[0] == 1 and names == sorted(names)

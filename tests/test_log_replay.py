@@ -25,18 +25,16 @@ def _commit_many(brain: Brain, n: int, start: int = 0) -> None:
     """``n`` single-row commits through the real commit path, fsynced 500 at a time (so the test is quick)."""
     seq = gen = 0
     for i in range(start, start + n):
-        answer, seq = brain._commit("add", {"type": "thing", "id": f"k{i}", "data": f"row {i}"}, None, None)
+        answer, seq = brain.writes.commit("add", {"type": "thing", "id": f"k{i}", "data": f"row {i}"}, None, None)
         gen = answer["generation"]
         if i % 500 == 0:
-            brain._durable_at(seq, gen)
-    brain._durable_at(seq, gen)
+            brain.commits.durable_at(seq, gen)
+    brain.commits.durable_at(seq, gen)
 
 
 def _crash(brain: Brain) -> None:
-    brain._stopping = True
-    brain._wake.set()
-    brain._maint.join()
-    brain._log.close()
+    brain.maintenance.stop()
+    brain.commits.log.close()
     brain._lease.abandon()  # as a kill leaves it: no flush, no close record
 
 
@@ -72,7 +70,7 @@ def test_open_reads_checks_and_decodes_each_byte_once(tmp_path):
     assert len(frames) == FRAMES
     brain = Brain.attach(path)
     try:
-        flushed = brain._flushed
+        flushed = brain.flushed
         assert flushed == FRAMES - 3000 and brain.head == FRAMES
         cost = brain.log_read
         # the flush's MANIFEST says where its generation's frame ends: only the frames above it are read
@@ -345,6 +343,6 @@ def test_a_tail_of_new_rows_reads_no_table_to_replay(tmp_path):
     _crash(brain)
     with Brain.attach(store) as attached:
         assert attached.recovery["replayedGenerations"] == 6
-        opened = attached._sources.tables
+        opened = attached.sources.tables
         assert len(opened) == 3 and all(t._bounds is None and not t._cache for t in opened)
         assert attached.counts({})["entities"] == 630 and attached.get("new599")["entity"]["key"] == "new599"

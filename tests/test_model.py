@@ -699,8 +699,8 @@ class BrainMachine(RuleBasedStateMachine):
     def head_is_the_models(self) -> None:
         """head is the number of committed writes; the background job has not failed."""
         assert self.brain.head == self.model.head
-        assert self.brain._maint_error is None
-        event(f"tables at some step: {min(len(self.brain._sources.tables), 3)}")
+        assert self.brain.maintenance.error is None
+        event(f"tables at some step: {min(len(self.brain.sources.tables), 3)}")
         if self.model.head >= 30:
             event("30+ commits")
 

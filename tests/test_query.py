@@ -246,7 +246,7 @@ def test_projections_persist_with_their_stamp_and_catch_up_from_the_log(tmp_path
     assert len(_find_all(brain, {"m": 1})) == 8 and brain.projections_from == "snapshot at 30"
     brain.update({"id": "s1", "metadata": {"m": 2}})
     brain._lease.abandon()  # a crash: the snapshot stays at 30, the log holds generation 31
-    brain._log.close()
+    brain.commits.log.close()
 
     brain = Brain.open(path)
     assert len(_find_all(brain, {"m": 1})) == 7 and brain.projections_from == "snapshot at 30"

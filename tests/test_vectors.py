@@ -256,7 +256,7 @@ def test_the_vector_index_persists_stamped_and_is_rebuilt_when_it_cannot_be_trus
     brain.remove({"id": "p10"})
     brain.flush()
     brain._lease.abandon()
-    brain._log.close()
+    brain.commits.log.close()
     # the flush wrote a delta onto the base (tests/test_vector_snapshots.py); without it, as a store written
     # before deltas holds, the base is behind the flushed generation
     assert sorted(p.name for p in (path / "index").glob("*.vec*")) == [f"{1:020d}.vec", f"{1:020d}.vecq",

@@ -249,7 +249,8 @@ def stopping(read: Any, board_raw: bytes | None, door_name: str, actor: Actor,
 def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any = None) -> R.Refusal | None:
     """The commit path's question, asked after ``door_name``'s rule staged its ops on ``txn`` and before
     anything is appended: GuardrailRefusedError when an active rule stops this write, else None.
-    ``holder`` (the writing Brain) keeps its compiled rules between writes."""
+    ``holder`` (the writing handle's write doors, brainy/engine/commits.py) keeps its compiled rules between
+    writes."""
     if not governs(door_name):
         return None
     raw = txn.committed(K.entity_key(BOARD_ID))  # the rules in force when the write began

@@ -2,9 +2,12 @@
 
 This module opens and closes a store (the lease, the MANIFEST, the tables, the
 log replayed past the flushed generation) and answers the doors in process. The
-handle's other parts live beside it: the commit path (``commits.py``), the
-writer's flush and compaction (``maintenance.py``), the projection follower
-(``follower.py``); a read runs on a read snapshot (``snapshot.py``).
+handle owns its parts and hands each the others it works with: the head they
+share (brainy/store/head.py), the commit path below the doors
+(brainy/store/commit_path.py) and the write doors on it (``commits.py``), the
+writer's flush, compaction and sweep (brainy/store/maintenance.py), the
+followers (brainy/index/follower.py, behind ``followers.py``); a read runs on a
+read snapshot (brainy/index/snapshot.py).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import itertools
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -29,13 +32,16 @@ from brainy.doors import timetravel, traverse, vfs, writes  # noqa: F401
 from brainy.index.aggregate_follower import AggregateFollower
 from brainy.store.backup import FileSet, take
 from brainy.store.blobs import BlobStore, Swept
-from brainy.engine.commits import CommitPath
+from brainy.engine.commits import Writes
+from brainy.engine.followers import Followers
+from brainy.store.commit_path import CommitPath
 from brainy.store.counts import Ledger
 from brainy.store.files import DocumentUnreadable, read_document
+from brainy.store.head import HeadState
 from brainy.index.follower import ProjectionFollower, VectorFollower
-from brainy.engine.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
-from brainy.store.memtable import Memtable
-from brainy.index.snapshot import Snapshot, Sources
+from brainy.store.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
+from brainy.index.snapshot import Snapshot
+from brainy.store.sources import Sources
 from brainy.store.sstable import Probed, Table
 from brainy.store.directory import FORMAT, read_identity
 
@@ -48,7 +54,13 @@ _SERIALS = itertools.count(1)
 PROBE_AHEAD_OPS = 8192
 
 
-class Brain(CommitPath, Maintenance):
+def _referenced(brain: "Brain") -> Callable[[], set[str]]:
+    """What a blob sweep of ``brain`` keeps: the blobs its files name at the durable head (``brain`` a weak proxy,
+    so the maintenance holding this does not hold the brain)."""
+    return lambda: vfs.addresses(brain.at())
+
+
+class Brain:
     """A store directory, open. Use :meth:`open` (the writer, or a reader if the lease is held) or
     :meth:`attach` (read-only, frozen at the generation it resolved).
 
@@ -67,34 +79,22 @@ class Brain(CommitPath, Maintenance):
         self.recovery: dict[str, Any] | None = None
         self._lease: L.Lease | None = None
         self.kept_lease: tuple[L.Claim, L.Lease] | None = None  # what an eviction's close kept
-        self._log: log_.LogWriter | None = None
-        self._commit_lock = threading.RLock()
-        self._state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
-        self._maint_lock = threading.Lock()
         self._closed = False
-        self._stopping = False
-        self._flush_bytes = FLUSH_BYTES
-        self._compact_at = COMPACT_AT
-        self._wake = threading.Event()
-        self._maint: threading.Thread | None = None
-        self._maint_error: BaseException | None = None
-        self._flush_due = False  # a recovery replayed a tail: the maintenance thread flushes it at once
-        self._sweep_due = False  # a crash may have left blobs no commit references: the maintenance thread sweeps
-        self.swept: Swept | None = None  # what the last blob sweep did (maintenance.py)
-        self._pool: ThreadPoolExecutor | None = None
-        self._ledgers: dict[int, Ledger] = {}
-        self.follower = ProjectionFollower(self, self._state_lock)
+        # what the commit path and the maintenance share, and its locks: the followers move under its state lock
+        self.state = HeadState()
+        self.follower = ProjectionFollower(self, self.state.state_lock)
         # not ``aggregates``: that is a door's name, and every door's name is a method here
-        self.aggregate_follower = AggregateFollower(self, self._state_lock)
-        self.vector_follower = VectorFollower(self, self._state_lock)
-        self._last_seq = 0
+        self.aggregate_follower = AggregateFollower(self, self.state.state_lock)
+        self.vector_follower = VectorFollower(self, self.state.state_lock)
         self._log_position: log_.Position | None = None  # where the open's read of the log stopped
         self.log_read: log_.Scan | None = None  # what that read cost
-        # called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
-        # change feeds (brainy/doors/feed.py), which then read the log; never needed for correctness
-        self.on_durable: list[Callable[[], None]] = []
         # file content (docs/store-format.md, "Blobs"): read-only until the writer's open claims the lease
         self.blobs = BlobStore(path / "blobs", writable=False)
+        followers = Followers(self.follower, self.vector_follower, self.aggregate_follower)
+        self.commits = CommitPath(self.state, followers)  # the log is the writer's, once its open has read it
+        self.maintenance = Maintenance(path, self.state, self.commits, followers, self.blobs,
+                                       _referenced(weakref.proxy(self)))
+        self.writes = Writes(self, self.commits, self.maintenance)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -126,7 +126,7 @@ class Brain(CommitPath, Maintenance):
         brain = cls(root, name or root.resolve().name)
         brain.role, brain.claim, brain._lease = "writer", claim, lease
         brain.blobs.writable = True
-        brain._flush_bytes, brain._compact_at = flush_bytes, compact_at
+        brain.maintenance.flush_bytes, brain.maintenance.compact_at = flush_bytes, compact_at
         try:
             brain._load(writer=True, segment_bytes=segment_bytes, reader=reader)
         except BaseException:
@@ -136,11 +136,9 @@ class Brain(CommitPath, Maintenance):
             brain.warnings.append({"code": "recovered-after-crash", "message":
                                    f"the last writer left no close record; replayed "
                                    f"{brain.recovery['replayedGenerations']} generation(s) from the log"})
-            brain._flush_due = brain.recovery["replayedGenerations"] > 0
-            brain._sweep_due = True
-        brain._start_maintenance()
-        if brain._flush_due or brain._sweep_due:
-            brain._wake.set()
+            brain.maintenance.flush_due = brain.recovery["replayedGenerations"] > 0
+            brain.maintenance.sweep_due = True
+        brain.maintenance.start()
         return brain
 
     @classmethod
@@ -203,30 +201,22 @@ class Brain(CommitPath, Maintenance):
                    segment_bytes: int, reader: "Brain | None") -> None:
         """The open past its MANIFEST: the tables, the log's tail replayed over them, the writer's log."""
         tables = tuple(Table(root / t["file"]) for t in manifest["tables"])
-        self._manifest = manifest
-        self._next_table = int(manifest["nextTable"])
-        self._flushed = flushed
-        self._last_ts = int(manifest.get("timestamp", 0))
-        mem = Memtable()
-        self._next_dense = int(manifest["nextDenseInt"])
-        self._applied = flushed
+        state = self.state
+        state.stand_at(manifest, ledger, tables)
         resume = None
         if reader is not None and reader._lends_to(self, manifest):
             # the reader's memtable holds every frame it replayed above the same flushed generation; it
             # never writes again, and its own reads stay at its generation, below whatever lands here
-            mem, ledger, resume = reader._mem, reader._ledger.copy(), reader._log_position
-            self._next_dense, self._applied, self._last_ts = reader._next_dense, reader._applied, reader._last_ts
+            state.adopt(reader.state)
+            resume = reader._log_position
             self.follower.adopt(reader.follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
             self.aggregate_follower.adopt(reader.aggregate_follower)
         at = manifest.get("logAt")
         if resume is None and isinstance(at, dict):  # the flush said where its generation's frame ends
             resume = log_.Position(int(at["segment"]), int(at["offset"]), flushed)
-        self._mem = mem
-        self._sources = Sources(mem, (), tables)
-        self._ledger = ledger
         found = log_.Scan()
-        replay, sources = self._replay, self._sources
+        replay, sources = self.commits.replay, state.sources
         try:
             if tables:  # the rows looked up only in the tables that may hold them, asked for together
                 self._replay_probed(log_.frames(root / "log", flushed, found, resume=resume),
@@ -235,25 +225,24 @@ class Brain(CommitPath, Maintenance):
                 for frame in log_.frames(root / "log", flushed, found, resume=resume):
                     replay(frame)  # streamed: the decoded frames are never all held at once
         finally:
-            self._sources = sources
-        self._durable = self._applied
-        self._ledger_durable = self._ledger.copy()
+            state.sources = sources
+        state.settle()
         self._log_position = found.position
         self.log_read = found
-        self.recovery = {"replayedGenerations": self._applied - flushed}
+        self.recovery = {"replayedGenerations": state.applied - flushed}
         if found.torn_bytes:
             self.warnings.append({"code": "torn-tail", "message":
                                   f"{found.torn_bytes} byte(s) of a commit that never landed were "
                                   f"{'dropped' if writer else 'ignored'} at the end of the log"})
         if writer:
-            self._log = log_.LogWriter(root / "log", found, segment_bytes)
+            self.commits.log = log_.LogWriter(root / "log", found, segment_bytes)
 
     def _replay_probed(self, frames: Iterable[log_.Frame], probed: Probed) -> None:
         """Replay ``frames`` with their rows looked up through ``probed`` (sstable.Probed), the frames taken in
         runs of up to :data:`PROBE_AHEAD_OPS` ops, each run's keys probed together: the blocks every lookup of
         the run reads first are asked of the kernel at once. A frame at a time asked for a frame's few dozen
         blocks and waited for each read (a cold tail of 14 frames at a million rows: 1,044 blocks, 150 ms)."""
-        self._sources = probed  # type: ignore[assignment]  (a replay asks lookup and scan only)
+        self.state.sources = probed  # type: ignore[assignment]  (a replay asks lookup and scan only)
         run: list[log_.Frame] = []
         ops = 0
         for frame in frames:
@@ -268,7 +257,7 @@ class Brain(CommitPath, Maintenance):
     def _replay_run(self, run: list[log_.Frame], probed: Probed) -> None:
         probed.probe([written for frame in run for written in frame.written()])
         for frame in run:
-            self._replay(frame)
+            self.commits.replay(frame)
 
     def first_door_done(self) -> None:
         """The first door on this handle has answered (the server's pool says so, for a handle whose followers'
@@ -280,7 +269,7 @@ class Brain(CommitPath, Maintenance):
         """Whether this read-only handle's state can seed ``other``'s open of the same store: it read the
         log from the same flushed tables, and nothing has closed it."""
         return (self.role != "writer" and not self._closed and self.path == other.path
-                and self._manifest == manifest and self._log_position is not None)
+                and self.state.manifest == manifest and self._log_position is not None)
 
     def _remove_orphans(self, manifest: dict[str, Any]) -> None:
         """Files a crash left behind mid-flush: temp files and tables no MANIFEST names."""
@@ -301,39 +290,40 @@ class Brain(CommitPath, Maintenance):
     @property
     def flushed(self) -> int:
         """The generation the tables cover."""
-        return self._flushed
+        return self.state.flushed
 
     @property
     def durable_ledger(self) -> Ledger:
         """The counts ledger at the durable head."""
-        return self._ledger_durable
+        return self.state.durable_ledger
 
     def hold_files(self) -> FileSet:
         """The file set of the durable generation, held open (``brainy/store/backup.py``): what the ``snapshot``
         door lists and ``host.persist`` copies. A writer first makes every appended frame durable, so the log's
         whole length is the generation's; a reader holds the log up to where its read stopped."""
         self._check_open()
+        state = self.state
         if self.role == "writer":
-            assert self._log is not None
-            with self._maint_lock, self._commit_lock:
-                self._log.sync_all()
-                return take(self.path, self._applied, self._manifest, None)
-        return take(self.path, self.head, self._manifest, self._log_position)
+            assert self.commits.log is not None
+            with self.maintenance.lock, state.commit_lock:
+                self.commits.log.sync_all()
+                return take(self.path, state.applied, state.manifest, None)
+        return take(self.path, self.head, state.manifest, self._log_position)
 
     @property
     def sources(self) -> Sources:
         """What a read consults now: the live memtable, the frozen ones, the tables (the mechanics count them)."""
-        return self._sources
+        return self.state.sources
 
     @property
     def manifest(self) -> dict[str, Any]:
         """The MANIFEST this handle read or last wrote: its tables and ledger."""
-        return self._manifest
+        return self.state.manifest
 
     @property
     def next_dense(self) -> int:
         """The next dense int a new entity will take (the vector follower reads it when it reads a chain)."""
-        return self._next_dense
+        return self.state.next_dense
 
     def _check_open(self) -> None:
         if self._closed:
@@ -342,13 +332,14 @@ class Brain(CommitPath, Maintenance):
     @property
     def head(self) -> int:
         """The durable generation: what reads see."""
-        return self._durable
+        return self.state.durable
 
     def at(self, generation: int | None = None) -> Snapshot:
         """The read snapshot at ``generation`` (default: the durable head, what reads see). (Not named
         ``snapshot``: that is a mechanics door's name, and every door's name is a method here.)"""
         self._check_open()
-        return Snapshot(self, self._sources, self._durable if generation is None else generation)
+        state = self.state
+        return Snapshot(self, state.sources, state.durable if generation is None else generation)
 
     #: :meth:`wire_head`'s (sources, durable generation, snapshot), remade once either moves.
     _wire_head: tuple[Sources, int, Snapshot] | None = None
@@ -357,11 +348,63 @@ class Brain(CommitPath, Maintenance):
         """``at().for_wire()``, one object while the durable head and the sources stand: every transport read
         at the head shares it (a snapshot holds nothing a read changes), instead of two made per request."""
         held = self._wire_head
-        if held is None or held[0] is not self._sources or held[1] != self._durable or self._closed:
+        if held is None or held[0] is not self.state.sources or held[1] != self.state.durable or self._closed:
             snap = self.at().for_wire()  # a closed handle refuses here
             self._wire_head = (snap.sources, snap.generation, snap)
             return snap
         return held[2]
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def write(self, door: str, args: Any = None, *, caller: str | None = None,
+              via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+        """Run the write door ``door``; returns once the commit is durable (``commits.Writes.write``)."""
+        return self.writes.write(door, args, caller=caller, via=via, roles=roles)
+
+    async def awrite(self, door: str, args: Any = None, *, caller: str | None = None,
+                     via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+        """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
+        never on the loop (``commits.Writes.awrite``)."""
+        return await self.writes.awrite(door, args, caller=caller, via=via, roles=roles)
+
+    def check_writable(self) -> None:
+        """Refuse unless this handle may write now: open, the writer, its maintenance sound, its lease fenced."""
+        self._check_open()
+        if self.role != "writer":
+            holder = self.claim.holder if self.claim and self.claim.holder else {}
+            raise R.BRAINY_WRITER_LOCKED(
+                "this handle is read-only" + (f"; the writer lease is held by {holder}" if holder else
+                                              " (a read-only attach); open the store with Brain.open to write"),
+                holder=holder)
+        if self.maintenance.error is not None:
+            raise R.InternalError(f"background flush failed: {self.maintenance.error}", ref="maintenance")
+        assert self._lease is not None
+        self._lease.check_fence()
+
+    @property
+    def on_durable(self) -> list[Callable[[], None]]:
+        """Called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
+        change feeds (brainy/doors/feed.py), which then read the log; never needed for correctness."""
+        return self.commits.on_durable
+
+    def flush(self) -> bool:
+        """Write the memtable out as a table now. Answers whether there was anything to write."""
+        return self.maintenance.flush()
+
+    def compact(self, tiered: bool = False) -> bool:
+        """Merge every table into one, keeping every version; ``tiered``: only the newest run
+        (``maintenance.compact_run``). Answers whether it merged anything."""
+        return self.maintenance.compact(tiered)
+
+    def sweep_blobs(self, garbage_share: float = 0.5) -> Swept | None:
+        """Collect the blob records no file row of any retained generation names, nor a write in flight
+        (``Maintenance.sweep_blobs``). The answer is kept as :attr:`swept`."""
+        return self.maintenance.sweep_blobs(garbage_share)
+
+    @property
+    def swept(self) -> Swept | None:
+        """What the last blob sweep did."""
+        return self.maintenance.swept
 
     # -- the doors, in process -----------------------------------------------------------------
 
@@ -402,7 +445,7 @@ class Brain(CommitPath, Maintenance):
         Refuses by name at the first damage; answers what it checked.
         """
         self._check_open()
-        tables = self._sources.tables
+        tables = self.state.sources.tables
         for table in tables:
             table.verify()
         last = log_.verify(self.path / "log")
@@ -422,20 +465,20 @@ class Brain(CommitPath, Maintenance):
             return {"brain": self.name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False}
         recorded = released = False
         if self.role == "writer":
-            self._stop_maintenance()
-            failed = self._maint_error
+            self.maintenance.stop()
+            failed = self.maintenance.error
             if failed is None and self._lease is not None and self._lease.fence_holds():
                 if not self.flush():
                     self.follower.persist(build=True)
                     self.aggregate_follower.persist()
                 self.vector_follower.persist()
-            assert self._log is not None and self._lease is not None
-            self._log.close()
+            assert self.commits.log is not None and self._lease is not None
+            self.commits.log.close()
             if failed is None and keep_lease:
                 assert self.claim is not None
                 self.kept_lease = (self.claim, self._lease)
             elif failed is None:
-                recorded = self._lease.release(self._applied)
+                recorded = self._lease.release(self.state.applied)
                 released = True
             else:
                 self._lease.abandon()
@@ -445,9 +488,8 @@ class Brain(CommitPath, Maintenance):
         self._closed = True
         encoded_rows.CACHE.forget(self.serial)
         self.blobs.close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        for table in self._sources.tables:
+        self.writes.shutdown()
+        for table in self.state.sources.tables:
             try:
                 table.close()
             except BufferError:

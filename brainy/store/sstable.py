@@ -358,7 +358,7 @@ class Blooms:
 
 
 class Probed:
-    """Sources (brainy/index/snapshot.py) whose lookups of keys probed ahead (:meth:`probe`) visit only the
+    """Sources (sources.py) whose lookups of keys probed ahead (:meth:`probe`) visit only the
     memtables and the tables whose bloom may hold them, with the answers ``Sources.lookup`` gives; every other
     key and every scan goes to the sources as it would. A replay looks its frames' rows up through it.
 

@@ -13,35 +13,87 @@ from __future__ import annotations
 
 import heapq
 import threading
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from brainy.contract import refusals as R
-from brainy.store.blobs import Swept
+from brainy.store.blobs import BlobStore, Swept
+from brainy.store.commit_path import CommitPath
 from brainy.store.counts import Ledger
 from brainy.store.files import write_document
+from brainy.store.head import HeadState
 from brainy.store.memtable import Memtable
-from brainy.index.snapshot import Sources
+from brainy.store.sources import Sources
 from brainy.store.sstable import Table, write_table
 from brainy.store.directory import FORMAT, ledger_name
-from brainy.doors import vfs  # which blobs the files reference: what a sweep keeps
 
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5          # compact (the newest run of tables, compact_run) once there are this many
 SWEEP_AT = 64 << 20     # sweep the blob packs once refused writes have stored this much (and after a crash)
 
 
+class Persists(Protocol):
+    """What keeps snapshots of an index beside the tables, as a flush sees it (the brain's followers, behind
+    brainy/engine/followers.py)."""
+
+    def prepare_flush(self) -> None:
+        """Before a flush takes a memtable that holds rows, outside the commit lock."""
+
+    def persist(self) -> None:
+        """The snapshots stamped at or above the generation the flush is about to make the flushed one, written
+        before the MANIFEST swap."""
+
+    def persist_flushed(self) -> None:
+        """What is written once the swap made the flush's generation the flushed one."""
+
+
 class Maintenance:
-    """The flush and compaction half of a writer :class:`~brainy.engine.brain.Brain`."""
+    """The flush, compaction and blob sweep of the store at ``path``, over its ``head``: ``commits`` waited on
+    (a table never holds a commit the log might lose), ``followers`` persisted at each flush, ``blobs`` swept
+    keeping what ``referenced`` names (called when the sweep needs it). ``flush_bytes`` and ``compact_at`` are
+    when the thread flushes and compacts.
 
-    def _start_maintenance(self) -> None:
-        self._maint = threading.Thread(target=self._maintain, name="brainy-maintenance", daemon=True)
-        self._maint.start()
+    Every handle has one: only a writer's runs the thread (:meth:`start`), and only a writer's has a log to
+    flush past."""
 
-    def _stop_maintenance(self) -> None:
-        if self._maint is not None:
+    def __init__(self, path: Path, head: HeadState, commits: CommitPath, followers: Persists, blobs: BlobStore,
+                 referenced: Callable[[], Iterable[str]], flush_bytes: int = FLUSH_BYTES,
+                 compact_at: int = COMPACT_AT) -> None:
+        self.path = path
+        self.head = head
+        self.commits = commits
+        self.followers = followers
+        self.blobs = blobs
+        self.referenced = referenced
+        self.flush_bytes = flush_bytes
+        self.compact_at = compact_at
+        self.lock = threading.Lock()  # one flush, compaction or sweep at a time
+        self.error: BaseException | None = None  # what stopped the thread: writes refuse from then on, naming it
+        self.flush_due = False  # a recovery replayed a tail: the thread flushes it at once
+        self.sweep_due = False  # a crash may have left blobs no commit references: the thread sweeps
+        self.swept: Swept | None = None  # what the last blob sweep did
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Run the thread; it goes to work at once when a flush or a sweep is due."""
+        self._thread = threading.Thread(target=self._maintain, name="brainy-maintenance", daemon=True)
+        self._thread.start()
+        if self.flush_due or self.sweep_due:
+            self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the thread (if it runs) and wait for it: what it is doing ends first."""
+        if self._thread is not None:
             self._stopping = True
             self._wake.set()
-            self._maint.join()
+            self._thread.join()
+
+    def committed(self) -> None:
+        """A commit was applied (the caller holds the commit lock): wake the thread once the memtable is full."""
+        if self.head.mem.bytes >= self.flush_bytes:
+            self._wake.set()
 
     def _maintain(self) -> None:
         while not self._stopping:
@@ -50,77 +102,77 @@ class Maintenance:
             if self._stopping:
                 return
             try:
-                if self._mem.bytes >= self._flush_bytes or self._flush_due:
-                    self._flush_due = False
+                if self.head.mem.bytes >= self.flush_bytes or self.flush_due:
+                    self.flush_due = False
                     self.flush()
-                if len(self._sources.tables) >= self._compact_at:
+                if len(self.head.sources.tables) >= self.compact_at:
                     self.compact(tiered=True)
-                if self._sweep_due or self.blobs.orphaned >= SWEEP_AT:
-                    self._sweep_due = False
+                if self.sweep_due or self.blobs.orphaned >= SWEEP_AT:
+                    self.sweep_due = False
                     self.sweep_blobs()
             except BaseException as exc:  # writes refuse from now on, naming this
-                self._maint_error = exc
+                self.error = exc
                 return
 
     def flush(self) -> bool:
         """Write the memtable out as a table now. Answers whether there was anything to write."""
-        with self._maint_lock:
-            if len(self._mem):
-                self.follower.prepare_flush()  # its delta read, or the projections built while the chain is reachable
-            with self._commit_lock:
-                mem = self._mem
+        head = self.head
+        with self.lock:
+            if len(head.mem):
+                self.followers.prepare_flush()
+            with head.commit_lock:
+                mem = head.mem
                 if not len(mem):
                     return False
-                generation, seq = self._applied, self._last_seq
-                ledger, next_dense, timestamp = self._ledger.copy(), self._next_dense, self._last_ts
-                assert self._log is not None
-                at = self._log.position()  # where generation's frame ends: the next open reads from there
-                self._mem = Memtable()
-                s = self._sources
-                self._sources = Sources(self._mem, (mem,) + s.frozen, s.tables)
-            assert self._log is not None
+                generation, seq = head.applied, head.last_seq
+                ledger, next_dense, timestamp = head.ledger.copy(), head.next_dense, head.last_ts
+                assert self.commits.log is not None
+                at = self.commits.log.position()  # where generation's frame ends: the next open reads from there
+                head.mem = Memtable()
+                s = head.sources
+                head.sources = Sources(head.mem, (mem,) + s.frozen, s.tables)
             if seq:
-                self._durable_at(seq, generation)  # a table never holds a commit the log might lose
-            number = self._next_table
-            self._next_table += 1
+                self.commits.durable_at(seq, generation)  # a table never holds a commit the log might lose
+            number = head.next_table
+            head.next_table += 1
             entry = write_table(self.path / "sst" / f"{number:010d}.sst", mem.entries())
             entry["file"] = f"sst/{number:010d}.sst"
             table = Table(self.path / entry["file"])
-            tables = [entry] + list(self._manifest["tables"])
+            tables = [entry] + list(head.manifest["tables"])
             # the snapshots go first, stamped at or above the generation this flush makes the flushed one: a
             # crash before the swap leaves them within the replayed tail's reach, where written after it, a
             # crash between the two left the last ones behind the flushed generation and the next open
             # rebuilt them from the rows
-            self.follower.persist(build=True)
-            self.aggregate_follower.persist()
+            self.followers.persist()
             self._write_manifest(generation, timestamp, next_dense, ledger, tables,
                                  {"segment": at.first, "offset": at.offset})
-            with self._commit_lock:
-                s = self._sources
-                self._sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
-            self.vector_follower.persist(at_flush=True)
+            with head.commit_lock:
+                s = head.sources
+                head.sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
+            self.followers.persist_flushed()
             return True
 
     def compact(self, tiered: bool = False) -> bool:
         """Merge every table into one, keeping every version; ``tiered`` (the maintenance thread's): only the newest
         run :func:`compact_run` picks. Answers whether it merged anything."""
-        with self._maint_lock:
-            every = self._sources.tables
+        head = self.head
+        with self.lock:
+            every = head.sources.tables
             old = every[:compact_run([t.size for t in every])] if tiered else every
             if len(old) < 2:
                 return False
-            number = self._next_table
-            self._next_table += 1
+            number = head.next_table
+            head.next_table += 1
             name = f"sst/{number:010d}.sst"
             entry = write_table(self.path / name, _merge(old))
             entry["file"] = name
             table = Table(self.path / name)
-            manifest = self._manifest
+            manifest = head.manifest
             self._write_manifest(manifest["generation"], manifest["timestamp"], manifest["nextDenseInt"],
                                  None, [entry] + manifest["tables"][len(old):], manifest.get("logAt"))
-            with self._commit_lock:
-                s = self._sources
-                self._sources = Sources(s.mem, s.frozen, (table,) + s.tables[len(old):])
+            with head.commit_lock:
+                s = head.sources
+                head.sources = Sources(s.mem, s.frozen, (table,) + s.tables[len(old):])
             for t in old:  # open maps keep serving readers that still hold them
                 (t.path).unlink()
             return True
@@ -130,28 +182,28 @@ class Maintenance:
         (``BlobStore.sweep``; ``garbage_share``: how much of a pack must be garbage for it to be rewritten).
         None when a referenced recipe does not read: a sweep that cannot tell which chunks a file needs
         collects nothing (the read of that file names the damage). The answer is kept as ``swept``."""
-        with self._maint_lock:
+        with self.lock:
             try:
-                self.swept = self.blobs.sweep(lambda: vfs.addresses(self.at()), garbage_share)
+                self.swept = self.blobs.sweep(self.referenced, garbage_share)
             except R.BlobCorruptError:
                 self.swept = None
             return self.swept
 
     def _write_manifest(self, generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
                         tables: list[dict[str, Any]], log_at: dict[str, int] | None) -> None:
-        old = self._manifest
+        head = self.head
+        old = head.manifest
         ledger_file = old["ledger"]
         if ledger is not None and generation != old["generation"]:
             ledger_file = ledger_name(generation)
             write_document(self.path / ledger_file, ledger.to_doc())
         manifest = {"format": FORMAT, "storeId": old["storeId"], "generation": generation, "timestamp": timestamp,
-                    "nextTable": self._next_table, "nextDenseInt": next_dense, "ledger": ledger_file,
+                    "nextTable": head.next_table, "nextDenseInt": next_dense, "ledger": ledger_file,
                     "tables": tables}
         if log_at is not None:
             manifest["logAt"] = log_at
         write_document(self.path / "MANIFEST", manifest)
-        self._manifest = manifest
-        self._flushed = generation
+        head.flushed_to(manifest)
         if ledger_file != old["ledger"]:
             (self.path / old["ledger"]).unlink(missing_ok=True)
 

@@ -1,0 +1,128 @@
+"""The commit path below the doors: a commit's transaction begun at the head, its frame appended to the log, its
+keys applied, and the durable head moved once the shared fsync lands.
+
+What a commit stages is the doors' business (brainy/engine/commits.py runs a door's rule on :meth:`begin`'s
+transaction, under the head's commit lock); what happens to it after is this module's, and the same for every
+door. A commit's frame is appended (written, not yet durable) and its keys applied to the memtable at once, under
+the commit lock, so the next commit reads it; reads take the durable generation, so none sees it before
+:meth:`CommitPath.durable_at` has waited (outside the lock) for the fsync it shares with whoever else waits, and
+moved the durable head and the followers up to it. An open replays the log's frames through the same
+:meth:`CommitPath.replay`, so a replayed head equals the one that was acknowledged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+from brainy.store import keys as K
+from brainy.store import log as log_
+from brainy.store import rows
+from brainy.store.clock import now_ms
+from brainy.store.head import HeadState
+from brainy.store.txn import Txn
+
+Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", row before, row after)
+
+
+class Follows(Protocol):
+    """What keeps an index of the rows at the durable head, as the commit path sees it (the brain's followers,
+    brainy/index/follower.py, behind brainy/engine/followers.py)."""
+
+    def record(self, generation: int, moves: list[Move]) -> None:
+        """The entity and relation moves of the commit at ``generation``, applied, not yet durable."""
+
+    def advance(self, generation: int, flushed: int) -> None:
+        """The commit at ``generation`` is durable (the tables cover ``flushed``); called under the state lock."""
+
+
+class CommitPath:
+    """One handle's commit path over its ``head``: ``followers`` told of every commit applied and of every move of
+    the durable head, ``log`` appended to and waited on.
+
+    A read-only handle's has no log (``log`` None): it only replays. A writer's open gives it the log once the
+    replay has found where the log ends."""
+
+    def __init__(self, head: HeadState, followers: Follows, log: log_.LogWriter | None = None) -> None:
+        self.head = head
+        self.followers = followers
+        self.log = log
+        # called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
+        # change feeds (brainy/doors/feed.py), which then read the log; never needed for correctness
+        self.on_durable: list[Callable[[], None]] = []
+
+    def txn(self, generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
+        """A transaction writing ``generation`` over every commit applied so far."""
+        head = self.head
+        applied, sources = head.applied, head.sources
+        return Txn(lambda key: sources.lookup(key, applied), lambda a, b: sources.scan(a, b, applied),
+                   head.next_dense, generation, timestamp, caller, via)
+
+    def begin(self, caller: str | None, via: str | None) -> Txn:
+        """The next commit's transaction: the generation after the applied one, stamped now (never before the last
+        commit). The caller holds the commit lock until it has appended it or dropped it."""
+        head = self.head
+        return self.txn(head.applied + 1, max(now_ms(), head.last_ts), caller, via)
+
+    def again(self, txn: Txn) -> Txn:
+        """A fresh transaction in ``txn``'s place: its generation, timestamp, author and service, nothing staged
+        (a refused write's audit event is committed so, in the refused write's place)."""
+        return self.txn(txn.generation, txn.timestamp, txn.caller, txn.via)
+
+    def append(self, txn: Txn) -> tuple[int, bytes]:
+        """Write ``txn``'s frame to the log (not yet durable) and apply it to the head; answers the frame's log
+        sequence (what :meth:`durable_at` waits for) and its payload. The caller holds the commit lock."""
+        generation, timestamp = txn.generation, txn.timestamp
+        payload = log_.encode_payload(generation, timestamp, txn.caller, txn.via, txn.ops)
+        assert self.log is not None
+        seq = self.log.append(generation, payload)
+        self.apply(txn)
+        head = self.head
+        head.ledgers[generation] = head.ledger.copy()
+        head.last_seq = seq
+        return seq, payload
+
+    def apply(self, txn: Txn) -> None:
+        """Apply ``txn`` to the head: its keys and its commit row to the memtable, its moves to the ledger and the
+        followers; the head's generation is then ``txn``'s."""
+        generation, timestamp = txn.generation, txn.timestamp
+        entities, relations = txn.counts
+        txn.overlay[K.commit_key(generation)] = rows.pack({
+            "timestamp": timestamp, "ops": len(txn.ops), "entities": entities, "relations": relations,
+            "author": txn.caller, "via": txn.via})
+        head = self.head
+        mem = head.mem
+        for key, value in txn.overlay.items():
+            mem.put(key, generation, value)
+        ledger = head.ledger
+        for kind, before, after in txn.moves:
+            ledger.move(kind, before, after)
+        ledger.generation, ledger.last_updated = generation, timestamp
+        head.next_dense = txn.next_dense
+        head.applied = generation
+        head.last_ts = timestamp
+        self.followers.record(generation, txn.moves)
+
+    def replay(self, frame: log_.Frame) -> None:
+        """Apply a frame the log holds, as its commit was applied when it was made."""
+        txn = self.txn(frame.generation, frame.timestamp, frame.author, frame.via)
+        txn.replay(frame.ops, [row for _, row in frame.written()])
+        self.apply(txn)
+
+    def durable_at(self, seq: int, generation: int) -> None:
+        """Return once the frame ``seq`` (the commit at ``generation``) is durable, the durable head moved up to it:
+        its ledger the durable one and the followers advanced, under the state lock, then :attr:`on_durable`
+        called. A head already at or past ``generation`` (a later commit's wait moved it) stays."""
+        assert self.log is not None
+        self.log.wait(seq)
+        head = self.head
+        with head.state_lock:
+            if generation > head.durable:
+                head.durable = generation
+                head.durable_ledger = head.ledgers[generation]
+                for g in [g for g in head.ledgers if g <= generation]:
+                    del head.ledgers[g]
+                self.followers.advance(generation, head.flushed)
+            else:
+                return
+        for wake in tuple(self.on_durable):
+            wake()

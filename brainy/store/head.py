@@ -1,0 +1,77 @@
+"""A handle's head: the MANIFEST it stands on, the commits applied above it, and how far of them is durable.
+
+The commit path (``commit_path.py``) moves it a commit at a time, applying each commit's keys to the memtable and
+its moves to the counts ledger, then the durable generation once the commit's fsync lands; the writer's
+maintenance (``maintenance.py``) swaps its memtable and sources at a flush or compaction and its MANIFEST at the
+swap. Reads take the durable generation and the sources from it, and never wait on a commit.
+
+Two locks guard it. ``commit_lock`` serialises the commits, and the maintenance's swaps of the memtable and the
+sources against them. ``state_lock`` is the durable head's: the durable generation and ledger move under it,
+together with what the followers keep at that generation (they are handed the same lock). Where both are held,
+the commit lock is taken first.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from brainy.store.counts import Ledger
+from brainy.store.memtable import Memtable
+from brainy.store.sources import Sources
+from brainy.store.sstable import Table
+
+
+class HeadState:
+    """The state one handle's commit path and maintenance share, and its two locks.
+
+    Empty until :meth:`stand_at` puts it on a MANIFEST (the open does, before it replays the log's tail)."""
+
+    def __init__(self) -> None:
+        self.commit_lock = threading.RLock()
+        self.state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
+        self.manifest: dict[str, Any] = {}  # the MANIFEST this handle read or last wrote
+        self.flushed = 0                    # the generation the tables cover: the MANIFEST's
+        self.next_table = 0                 # the number the next table file takes
+        self.mem = Memtable()               # the live memtable: every version applied since the last flush took it
+        self.sources = Sources(self.mem, (), ())
+        self.applied = 0                    # the last generation applied to the memtable (durable or not)
+        self.ledger = Ledger()              # the counts at ``applied``
+        self.next_dense = 0                 # the dense int the next new entity takes
+        self.last_ts = 0                    # the last commit's timestamp: a commit's is never below it
+        self.last_seq = 0                   # the log sequence of the last commit appended (0: none since the open)
+        self.durable = 0                    # the durable generation: what reads see
+        self.durable_ledger = Ledger()      # the counts at ``durable``
+        # the ledger as each applied, not yet durable generation left it: the durable one once that generation is
+        self.ledgers: dict[int, Ledger] = {}
+
+    def stand_at(self, manifest: dict[str, Any], ledger: Ledger, tables: tuple[Table, ...]) -> None:
+        """Stand on ``manifest``: its flushed generation with ``ledger`` (its counts) and ``tables`` (its tables,
+        open), an empty memtable above them."""
+        flushed = int(manifest["generation"])
+        self.manifest = manifest
+        self.next_table = int(manifest["nextTable"])
+        self.flushed = self.applied = flushed
+        self.last_ts = int(manifest.get("timestamp", 0))
+        self.next_dense = int(manifest["nextDenseInt"])
+        self.mem = Memtable()
+        self.sources = Sources(self.mem, (), tables)
+        self.ledger = ledger
+
+    def adopt(self, other: "HeadState") -> None:
+        """Take over what ``other``, a head standing on the same MANIFEST, applied above it: its memtable (the
+        other never writes again) and a copy of its ledger, its generation, dense int and timestamp."""
+        self.mem, self.ledger = other.mem, other.ledger.copy()
+        self.next_dense, self.applied, self.last_ts = other.next_dense, other.applied, other.last_ts
+        self.sources = Sources(self.mem, (), self.sources.tables)
+
+    def settle(self) -> None:
+        """Everything applied is durable (the open's replay of frames the log holds): the durable head is the
+        applied one."""
+        self.durable = self.applied
+        self.durable_ledger = self.ledger.copy()
+
+    def flushed_to(self, manifest: dict[str, Any]) -> None:
+        """A flush or compaction swapped the MANIFEST: the tables now cover its generation."""
+        self.manifest = manifest
+        self.flushed = int(manifest["generation"])
