@@ -125,13 +125,13 @@ def footprint(brain: Brain) -> int:
     decoded block caches, its projections, its vector index's filled owned rows, and the handle itself. Its mapped
     files' resident pages are not here: the arbiter reads those from ``/proc/self/smaps`` when it ranks."""
     held = HANDLE_BYTES + memtable_bytes(brain)
-    held += sum(len(table._cache) for table in brain.sources.tables) * CACHED_BLOCK_BYTES
-    proj = brain.follower._proj
+    held += sum(table.cached_blocks for table in brain.sources.tables) * CACHED_BLOCK_BYTES
+    proj = brain.follower.kept
     if proj is not None:
         held += len(proj) * PROJECTION_ROW_BYTES
-    index = brain.vector_follower._proj
+    index = brain.vector_follower.kept
     if index is not None:  # its owned slots; a snapshot's slots read in place are mapped pages
-        held += index._slots.heap_bytes()
+        held += index.heap_bytes()
     return held
 
 

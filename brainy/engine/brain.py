@@ -259,6 +259,23 @@ class Brain:
         for frame in run:
             self.commits.replay(frame)
 
+    def served(self) -> None:
+        """This handle now answers a server's doors (the pool's admission): its followers build off the read
+        path, from now, and hold their builds back until the first door has answered (:meth:`first_door_done`)."""
+        self.follower.background = self.vector_follower.background = True
+        self.follower.door_ends_first_read = self.vector_follower.door_ends_first_read = True
+        self.follower.warm()
+
+    @property
+    def fence_holds(self) -> bool:
+        """Whether this handle is the writer and its lease's fence still holds (no other process took it)."""
+        return self._lease is not None and self._lease.fence_holds()
+
+    @property
+    def lease(self) -> L.Lease | None:
+        """The writer lease this handle holds; None for a read-only attach."""
+        return self._lease
+
     def first_door_done(self) -> None:
         """The first door on this handle has answered (the server's pool says so, for a handle whose followers'
         ``door_ends_first_read`` it set): the builds held back for it may start."""

@@ -4,7 +4,8 @@ A held feed (``GET P/changes`` as a Server-Sent Events stream, DOORS.md 10.2) is
 opened by :meth:`brainy.host.dispatch.Dispatcher.hold` past the same gate as any
 call, and every drain after that reads the brain as a door does: the brain is
 entered in the pool (so the arbiter never closes the handle under a read), its
-live handle looked up afresh (a brain closed and reopened is a new handle, and
+live handle looked up afresh (a brain closed and reopened, or evicted and
+readmitted, is a new handle, and
 the feed follows it, listening for its commits), and left. The transport only
 frames what it drains (``brainy.net.sse``).
 """
@@ -27,9 +28,10 @@ class Followed(feed_.Brain, Protocol):
 
 
 class Pool(Protocol):
-    """What a held feed asks of the pool (``brainy.host.pool.Pool``): a door's way in, and out."""
+    """What a held feed asks of the pool (``brainy.host.pool.Pool``): a read's way in (not a door's arrival:
+    a stream's tick does not keep its brain resident), and out."""
 
-    def enter(self, name: str) -> Any: ...
+    def follow(self, name: str) -> Any: ...
 
     def held(self, entered: Any, for_write: bool) -> Followed: ...
 
@@ -55,7 +57,7 @@ class HeldFeed:
     def open(self, since: Any, resume: str | None) -> None:
         """Resume at the commit boundary ``resume`` (a ``Last-Event-ID``) or ``since`` names, and read the first
         catch-up (at most ``limit`` frames, whole commits)."""
-        entered = self.pool.enter(self.brain)
+        entered = self.pool.follow(self.brain)
         try:
             handle = self.pool.held(entered, False)
             # the writer's head is its durable generation; an attach's is the last whole frame of the log
@@ -81,7 +83,7 @@ class HeldFeed:
         """The commits landed since the last drain, whole and in order; the log's damage refused by name. A
         brain closed between the lookup and the read answers nothing this time: the next drain reads it anew."""
         assert self._tail is not None, "open the feed first"
-        entered = self.pool.enter(self.brain)
+        entered = self.pool.follow(self.brain)
         try:
             handle = self._follow(self.pool.held(entered, False))
             commits, _ = self._tail.drain(handle)
@@ -97,7 +99,7 @@ class HeldFeed:
         self._wake = None
 
     def _current(self) -> Followed:
-        entered = self.pool.enter(self.brain)
+        entered = self.pool.follow(self.brain)
         try:
             return self.pool.held(entered, False)
         finally:

@@ -84,7 +84,7 @@ def lease_of(entry: Entry) -> lease.Lease | None:
     """The writer lease ``entry`` holds, resident or kept across an eviction."""
     if entry.kept is not None:
         return entry.kept[1]
-    return entry.handle._lease if entry.handle is not None else None
+    return entry.handle.lease if entry.handle is not None else None
 
 
 class Pool:
@@ -163,10 +163,8 @@ class Pool:
 
     def _admitted(self, entry: Entry, handle: Brain) -> Brain:
         """``handle`` is now the entry's: it builds its projections off the read path, from now."""
-        handle.follower.background = handle.vector_follower.background = True
-        handle.follower.door_ends_first_read = handle.vector_follower.door_ends_first_read = True
         entry.unanswered = True
-        handle.follower.warm()
+        handle.served()
         entry.handle, entry.since = handle, time.time()
         self.arbiter.start()
         self.arbiter.admitted()
@@ -278,7 +276,7 @@ class Pool:
         handle = entry.handle or self.resolve(name, for_write=False)
         checks = []
         if handle.role == "writer":
-            fence = handle._lease is not None and handle._lease.fence_holds()
+            fence = handle.fence_holds
             checks.append({"name": "writer-lease", "status": "pass" if fence else "fail",
                            "detail": "this process holds the lease" if fence else "this process's fence was lost"})
             checks.append({"name": "write-doors", "status": "pass", "detail": "writes are answered here"})
@@ -358,6 +356,14 @@ class Pool:
         mean = cadence.mean
         cadence.mean = now - cadence.last if mean is None else 0.8 * mean + 0.2 * (now - cadence.last)
         cadence.last = now
+        return entry
+
+    def follow(self, name: str) -> Entry:
+        """A held feed's drain is in flight on ``name``: counted as a door is, so the arbiter never closes the
+        handle under the read, but no door arrived (the arbiter's cadence is the doors', and a stream's tick
+        must not keep its brain resident). Ended by :meth:`left`."""
+        entry = self._entries.get(name) or self._entry(name)
+        entry.in_flight += 1
         return entry
 
     @staticmethod

@@ -145,6 +145,12 @@ class ProjectionFollower:
             for g in [g for g in self._moves if g <= floor]:
                 del self._moves[g]
 
+    @property
+    def kept(self) -> Any:
+        """What this follower keeps built right now, without waiting or building (None: nothing yet): the
+        projections, or a vector follower's index."""
+        return self._proj
+
     @contextmanager
     def held(self) -> Iterator[Projections]:
         """The projections at the durable head, built on first need, held still for the block."""

@@ -81,6 +81,11 @@ class VectorIndex:
         self._bitmap: np.ndarray | None = None   # live slots of the graph, kept until a slot dies
         self.graph_lock = threading.Lock()       # held by whoever writes or serialises the graph
 
+    def heap_bytes(self) -> int:
+        """What this index's owned slot rows hold in the heap (slots read in place from a snapshot are mapped
+        pages, not counted)."""
+        return self._slots.heap_bytes()
+
     @classmethod
     def build(cls, entities: Iterable[dict[str, Any]], stamp: int, graph: bool = True) -> "VectorIndex":
         """From the rows. The graph is left to :meth:`catch_up`: until then every search is exact."""

@@ -204,6 +204,11 @@ class Table:
         self._lock = threading.Lock()
         self.size = size
 
+    @property
+    def cached_blocks(self) -> int:
+        """How many decoded blocks this table holds in its cache (the host's footprint counts them)."""
+        return len(self._cache)
+
     def _index(self) -> Any:
         """Where each block's last key lies in the index block, read with the blocks' offsets and sizes the first
         time they are needed (two threads may both read them: equal arrays). ``sstblock.read_index`` reads them
