@@ -134,7 +134,8 @@ setup(
                  "websockets>=12",    # an independent RFC 6455 client, to speak to /v1/ws
                  "grpcio>=1.60",        # a stock gRPC client (and perf/measure.py's grpcio floor server)
                  "grpcio-tools>=1.60",  # stock protoc: the tests compile docs/brainy.proto and call every rpc
-                 "ruff>=0.6"],  # the linter and formatter the generated refusal module is held to
+                 "ruff>=0.6",  # the linter and formatter the generated refusal module is held to
+                 "mypy==2.4.1"],  # the type check tests/test_types.py runs; exact, as each release finds new errors
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -67,12 +67,14 @@ class Hit(dict):
     written as heads and rows' bytes (brainy/_speedups/pagerows.pyx ``hits_json``, wirepack.pyx)."""
 
     __slots__ = ("json_head", "msgpack_head")
+    json_head: bytes
+    msgpack_head: bytes
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a page's hit is shared by every page that shows its row: it is read-only")
 
-    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
-    setdefault = pop = popitem = clear = update = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    setdefault = pop = popitem = clear = update = _read_only
 
 
 _SCORE_ENTITY = msgpack.packb("score") + msgpack.packb(None) + msgpack.packb("entity")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from brainy.contract import doors as D
@@ -70,7 +71,7 @@ _TEXT_ANSWERS: dict[str, tuple[str, dict[str, Any]]] = {
 _SCHEMAS = "#/components/schemas/"
 _META = {"$ref": _SCHEMAS + "Meta"}
 _TIMING = {"Server-Timing": {"$ref": "#/components/headers/Server-Timing"}}
-_BEARER = [{"bearer": []}]
+_BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 def _refusal_table(contract: D.Contract) -> dict[str, Any]:
@@ -137,7 +138,7 @@ class _Responses:
                 by_status.setdefault(status, []).append(name)
         prefix = "mcp." if jsonrpc else ""
         out = {str(status): self._ref(f"{prefix}{status}." + ".".join(by_status[status]),
-                                      lambda s=status: _refused(by_status[s], jsonrpc=jsonrpc))
+                                      partial(_refused, by_status[status], jsonrpc=jsonrpc))
                for status in sorted(by_status)}
         out["default"] = self._ref(prefix + "beforeADoor", lambda: _refused(
             BEFORE_A_DOOR, "Before any door is known, a request can also be refused with", jsonrpc=jsonrpc))

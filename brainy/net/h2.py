@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import cast
 
 from brainy._speedups import h2frame
 from brainy._speedups.errors import HpackError, RequestMalformed
@@ -221,7 +222,7 @@ class H2Connection:
         self._opened = False      # a window grew while reading: queued answers may move on
         self._topping: set[int] = set()  # streams this read used half their window on: to grant again
         self.framed_bytes = 0  # answer bytes framed by _pump and not yet handed over (a writer may write early)
-        self._out: list[bytes] = [
+        self._out: list[bytes | memoryview] = [
             h2frame.frame(SETTINGS, 0, 0, b"".join(
                 setting.to_bytes(2, "big") + value.to_bytes(4, "big") for setting, value in (
                     (S_MAX_CONCURRENT_STREAMS, max_concurrent_streams),
@@ -511,7 +512,7 @@ class H2Connection:
             self._reset(stream_id, FLOW_CONTROL_ERROR, out)
             return
         data = self._unpadded(flags, payload)
-        stream = self._streams[stream_id]
+        stream = cast(H2Stream, self._streams[stream_id])  # receiving, so not Answering (which receives nothing)
         stream.take(data, self._max_body)
         self._receiving[stream_id] = window - length
         if flags & END_STREAM:
@@ -538,8 +539,8 @@ class H2Connection:
     def _ended(self, stream_id: int, out: list[H2Event]) -> None:
         """The peer ended its side of ``stream_id``: its request is whole."""
         del self._receiving[stream_id]
-        stream = self._streams[stream_id]
-        expected = stream.request_head[4]  # type: ignore[attr-defined]
+        stream = cast(H2Stream, self._streams[stream_id])  # receiving, so not Answering (which receives nothing)
+        expected = stream.request_head[4]
         if expected >= 0 and expected != stream.size and stream.refused is None:
             self._reset(stream_id, PROTOCOL_ERROR, out)  # RFC 9113 8.1.1: the body is not its stated length
             return
@@ -746,7 +747,8 @@ class H2Connection:
             return b""
         self._out = []
         self.framed_bytes = 0
-        return out[0] if len(out) == 1 else b"".join(out)
+        # a lone part is a frame: a body's view is never without its frame's header before it
+        return cast(bytes, out[0]) if len(out) == 1 else b"".join(out)
 
     def buffers_to_send(self) -> list[bytes | memoryview]:
         """What :meth:`data_to_send` would join, handed over once as its parts (views of a large answer's

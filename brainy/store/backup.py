@@ -23,7 +23,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, cast
 
 from brainy.contract import refusals as R
 from brainy.store import log as log_
@@ -126,7 +126,7 @@ def take(root: Path, generation: int, manifest: dict[str, object], position: log
             raise R.StoreUnservableError("the store's MANIFEST moved since this handle read it; ask again",
                                          reason="writer-handoff-in-flight")
         names = ["IDENTITY", "MANIFEST", str(manifest["ledger"])]
-        names += [str(t["file"]) for t in manifest["tables"]]  # type: ignore[union-attr]
+        names += [str(t["file"]) for t in cast("list[dict[str, object]]", manifest["tables"])]
         for name in names:
             taken.files.append(_open(root, name))
         for first, path in log_._segments(root / "log"):

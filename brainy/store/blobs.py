@@ -281,8 +281,8 @@ class BlobStore:
         view = memoryview(data).cast("B")
         whole = hashlib.sha256()
         for n, key in prefix:
-            for piece in self._chunk_bytes(key, n, None):
-                whole.update(piece)
+            for stored in self._chunk_bytes(key, n, None):
+                whole.update(stored)
         chunks = list(prefix)
         start, new_chunks, new_bytes = 0, 0, 0
         with self._lock:

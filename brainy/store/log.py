@@ -17,7 +17,7 @@ import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import msgpack
 
@@ -201,8 +201,9 @@ def frames(log_dir: Path, after: int, tail: Scan | None = None, *, resume: Posit
         if first != expected:
             reason = "missing-segment" if first > expected else "segment-order"
             raise _refuse(reason, path.name, f"expected a segment starting at generation {expected}")
-        resuming = resume is not None and first == resume.first and resume.offset >= HEADER_SIZE
-        at = (resume.offset, resume.generation) if resuming else None
+        at: tuple[int, int] | None = None
+        if resume is not None and first == resume.first and resume.offset >= HEADER_SIZE:
+            at = resume.offset, resume.generation
         last = yield from _read_segment(path, first, sealed, after, tail, at, decode_all)
         expected = last + 1
     tail.last_generation = expected - 1
@@ -224,7 +225,7 @@ def _zero_tail(view: memoryview, pos: int, tail: Scan) -> bool:
 
 
 def _read_segment(path: Path, first: int, sealed: bool, after: int, tail: Scan,
-                  at: tuple[int, int] | None, decode_all: bool) -> Iterator[Frame]:
+                  at: tuple[int, int] | None, decode_all: bool) -> Generator[Frame, None, int]:
     """Read one segment, yielding its frames above ``after``; answer the last generation it holds
     (first - 1 if none). ``at`` (offset, generation) starts the read past frames already read."""
     name = path.name

@@ -191,11 +191,11 @@ def mean_vector(a: bytes, b: bytes) -> bytes:
     return array("f", [(x + y) / 2 for x, y in zip(va, vb)]).tobytes()
 
 
-def pack(row: dict[str, Any]) -> bytes:
-    return msgpack.packb(row, use_bin_type=True)
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
 
 
-def unpack(data: bytes) -> dict[str, Any]:
+def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False)
 
 

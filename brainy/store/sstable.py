@@ -93,7 +93,9 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
             out.write(block)
             index.append([keys[-1], offset, len(block) - 4])
             offset += len(block)
-            keys.clear(), gens.clear(), values.clear()
+            keys.clear()
+            gens.clear()
+            values.clear()
             pending = 0
 
         for key, gen, value in entries:

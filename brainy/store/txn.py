@@ -9,7 +9,7 @@ equals the one that was acknowledged.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 from brainy.store import keys as K
 from brainy.store import rows
@@ -171,7 +171,8 @@ class Txn:
         for i, op in enumerate(ops):
             if op["o"] == "put":
                 raw = op["row"]
-                row = rows.unpack(raw) if decoded is None else decoded[i]
+                # a None in ``decoded`` stands for a delete's row: a put's is there
+                row = rows.unpack(raw) if decoded is None else cast("dict[str, Any]", decoded[i])
                 (self.put_entity if op["k"] == "e" else self.put_relation)(row, raw)
             else:
                 (self.delete_entity if op["k"] == "e" else self.delete_relation)(op["id"])

@@ -175,7 +175,7 @@ class McpServer:
     def _tools_call(self, principal: Principal, params: Mapping[str, Any]) -> Any:
         name = params.get("name")
         door = TOOL_DOORS.get(name) if isinstance(name, str) else None
-        if door is None:
+        if door is None or not isinstance(name, str):
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         arguments = params.get("arguments")
         if arguments is None:
