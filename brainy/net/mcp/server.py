@@ -12,7 +12,8 @@ one clock: :func:`finish` stamps ``result._meta.ms``.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence, TypeGuard
+from collections.abc import Awaitable
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from brainy import __version__
 from brainy.contract import doors as D
@@ -161,7 +162,7 @@ class McpServer:
         if len(brains) != 1:
             return None
         outcome = self.dispatcher.call(principal, SKILL.door, brains[0], None, {"path": path})
-        answer = outcome.answer if _now(outcome) else None
+        answer = None if isinstance(outcome, Awaitable) else outcome.answer
         return answer["content"] if answer is not None else None
 
     # -- tools ----------------------------------------------------------------------------------
@@ -227,7 +228,7 @@ class McpServer:
                 return tool_refusal(R.InvalidArgumentError(f"op: this tool is the {door.name} door",
                                                            field=D.VFS_SELECTOR, reason="unknown-door"))
         outcome = self.dispatcher.call(principal, door.name, brain, id_, document)
-        return _tool(outcome) if _now(outcome) else self._call_later(outcome)
+        return self._call_later(outcome) if isinstance(outcome, Awaitable) else _tool(outcome)
 
     @staticmethod
     async def _call_later(pending: Awaitable[CallOutcome]) -> JsonDoc:
@@ -242,7 +243,7 @@ class McpServer:
             # the store's skills, their text inline for the front matter; none when there is no /skills yet,
             # or nothing this key may read
             outcome = self.dispatcher.call(principal, SKILLS_LISTED_BY, brains[0], None, {"path": resources.SKILLS})
-            listed += resources.skills((outcome.answer if _now(outcome) else None) or {})
+            listed += resources.skills((None if isinstance(outcome, Awaitable) else outcome.answer) or {})
         return {"resources": listed}
 
     def _templates_list(self, principal: Principal, params: Mapping[str, Any]) -> JsonDoc:
@@ -257,18 +258,13 @@ class McpServer:
         if brain is None:
             brain = self._only_brain(principal, uri)
         outcome = self.dispatcher.call(principal, template.door, brain, id_, document)
-        if _now(outcome):
-            return resources.read(uri, template, outcome)
-        return self._read_later(uri, template, outcome)
+        if isinstance(outcome, Awaitable):  # the dispatcher answers at once for a door that does not wait
+            return self._read_later(uri, template, outcome)
+        return resources.read(uri, template, outcome)
 
     @staticmethod
     async def _read_later(uri: str, template: ResourceTemplate, pending: Awaitable[CallOutcome]) -> JsonDoc:
         return resources.read(uri, template, await pending)  # no read door waits today; a later one may
-
-
-def _now(outcome: "CallOutcome | Awaitable[CallOutcome]") -> TypeGuard[CallOutcome]:
-    """The dispatcher answered at once (every read): an outcome, not an awaitable of one."""
-    return not hasattr(outcome, "__await__")
 
 
 def _tool(outcome: CallOutcome) -> JsonDoc:
