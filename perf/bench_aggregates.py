@@ -35,8 +35,8 @@ from typing import Any
 
 import stored  # perf/stored.py: the shared --store option
 
-from brainy.engine import Brain, init_store
 from brainy.doors import aggregates as AD
+from brainy.engine import Brain, init_store
 from brainy.index import aggregates as A
 
 ENTITIES = 20_000
@@ -47,23 +47,47 @@ DAY = 86_400_000
 START = 1_767_225_600_000  # 2026-01-01
 
 DEFINITIONS = (
-    {"name": "by_cat", "source": {"type": "product"}, "groupBy": ["cat"],
-     "metrics": {"n": {"op": "count"}, "total": {"op": "sum", "field": "price"},
-                 "mean": {"op": "avg", "field": "price"}, "lo": {"op": "min", "field": "price"},
-                 "hi": {"op": "max", "field": "price"}, "sd": {"op": "stddev", "field": "price"}}},
-    {"name": "by_day", "source": {"type": "product"}, "groupBy": [{"field": "when", "window": "day"}, "region"],
-     "metrics": {"qty": {"op": "sum", "field": "qty"}}},
-    {"name": "by_region", "source": {"type": "product", "where": {"qty": {"gt": 0}}}, "groupBy": ["region"],
-     "metrics": {"v": {"op": "variance", "field": "qty"}, "hi": {"op": "max", "field": "price"}}},
+    {
+        "name": "by_cat",
+        "source": {"type": "product"},
+        "groupBy": ["cat"],
+        "metrics": {
+            "n": {"op": "count"},
+            "total": {"op": "sum", "field": "price"},
+            "mean": {"op": "avg", "field": "price"},
+            "lo": {"op": "min", "field": "price"},
+            "hi": {"op": "max", "field": "price"},
+            "sd": {"op": "stddev", "field": "price"},
+        },
+    },
+    {
+        "name": "by_day",
+        "source": {"type": "product"},
+        "groupBy": [{"field": "when", "window": "day"}, "region"],
+        "metrics": {"qty": {"op": "sum", "field": "qty"}},
+    },
+    {
+        "name": "by_region",
+        "source": {"type": "product", "where": {"qty": {"gt": 0}}},
+        "groupBy": ["region"],
+        "metrics": {"v": {"op": "variance", "field": "qty"}, "hi": {"op": "max", "field": "price"}},
+    },
 )
 
 _cache: dict[str, Any] = {}
 
 
 def item(rnd: random.Random) -> dict[str, Any]:
-    return {"type": "product", "metadata": {
-        "cat": f"c{rnd.randrange(12)}", "region": f"r{rnd.randrange(5)}", "price": round(rnd.uniform(1, 500), 2),
-        "qty": rnd.randrange(0, 20), "when": START + rnd.randrange(365 * DAY)}}
+    return {
+        "type": "product",
+        "metadata": {
+            "cat": f"c{rnd.randrange(12)}",
+            "region": f"r{rnd.randrange(5)}",
+            "price": round(rnd.uniform(1, 500), 2),
+            "qty": rnd.randrange(0, 20),
+            "when": START + rnd.randrange(365 * DAY),
+        },
+    }
 
 
 def build(path: Path, entities: int, define: bool) -> Brain:
@@ -79,6 +103,7 @@ def build(path: Path, entities: int, define: bool) -> Brain:
 
 
 # -- in a worker ---------------------------------------------------------------------------------------
+
 
 def reader() -> Brain:
     if "reader" not in _cache:
@@ -98,6 +123,7 @@ def time_maintained(name: str):
         for _ in range(loops):
             b.aggregate(args)
         return time.perf_counter() - started
+
     return run
 
 
@@ -111,6 +137,7 @@ def time_recomputed(name: str):
             definition = AD._definition_at(snap, name)
             AD.page(definition, A.Aggregate(definition, snap.entities()).rows(), args)
         return time.perf_counter() - started
+
     return run
 
 
@@ -158,6 +185,7 @@ def time_commit(define: bool):
         for batch in batches:
             brain.addMany(batch, caller=CALLER)
         return time.perf_counter() - started
+
     return run
 
 
@@ -176,8 +204,9 @@ def main() -> None:
         runner.bench_time_func(f"aggregate.recomputed[{name}]", time_recomputed(name))
     runner.bench_time_func("apply[100 moves x 3 aggregates]", time_apply)
     for define in (False, True):
-        runner.bench_time_func(f"commit.addMany[100][{3 if define else 0} aggregates]", time_commit(define),
-                               inner_loops=1)
+        runner.bench_time_func(
+            f"commit.addMany[100][{3 if define else 0} aggregates]", time_commit(define), inner_loops=1
+        )
 
 
 if __name__ == "__main__":

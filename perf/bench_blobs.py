@@ -41,6 +41,7 @@ def time_put(size: int):
         for c in contents:
             _store.put(c)
         return time.perf_counter() - t0
+
     return run
 
 
@@ -52,6 +53,7 @@ def time_read(size: int):
         for _ in range(loops):
             _store.read_all(address)
         return time.perf_counter() - t0
+
     return run
 
 
@@ -64,6 +66,7 @@ def time_cdc(which: str):
         for _ in range(loops):
             twin.cuts(data)
         return time.perf_counter() - t0
+
     return run
 
 
@@ -71,7 +74,7 @@ def dedup_figure() -> str:
     data = bytearray(random.Random(1).randbytes(100 * MiB))
     store = BlobStore(_dir / "dedup", writable=True)
     store.put(bytes(data))
-    data[50 * MiB:50 * MiB + 1024] = random.Random(2).randbytes(1024)
+    data[50 * MiB : 50 * MiB + 1024] = random.Random(2).randbytes(1024)
     edited = store.put(bytes(data))
     return f"{edited.new_bytes} bytes new of {len(data)} ({edited.new_chunks} new chunks of {edited.chunks})"
 

@@ -38,8 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("BRAINY_EMBED_MODEL_DIR", "/nonexistent-model-dir")  # no model: rows stored unembedded
 
@@ -107,6 +108,7 @@ def time_open(store: Path, door: Callable[[Brain], Any], served: bool = False) -
             total += time.perf_counter() - started
             brain.close()
         return total
+
     return run
 
 
@@ -126,6 +128,7 @@ def time_lock(store: Path, how: str) -> Callable[[int], float]:
         for _ in range(loops):
             proj.copy() if how == "copy" else encode_snapshot(proj)
         return time.perf_counter() - started
+
     return run
 
 
@@ -160,8 +163,11 @@ def main() -> None:
                     outcome = served_find(brain)
                     replayed = brain.recovery["replayedGenerations"] if brain.recovery else 0
                 print(f"  {kind}-{n}: replays {replayed} generation(s); first served find: {outcome}", flush=True)
-            print(f"  {n}: projections from the rows (the first find before every flush persisted them): "
-                  f"{rows * 1000:.0f} ms", flush=True)
+            print(
+                f"  {n}: projections from the rows (the first find before every flush persisted them): "
+                f"{rows * 1000:.0f} ms",
+                flush=True,
+            )
     root = Path(args.stores)
     for n in sizes:
         for kind in ("clean", "crashed"):
@@ -169,8 +175,10 @@ def main() -> None:
             runner.bench_time_func(f"first-get[{kind} {n}]", time_open(store, lambda b: b.get(KEY)))
             runner.bench_time_func(f"first-find[{kind} {n}]", time_open(store, lambda b: b.find(FIND)))
             runner.bench_time_func(f"first-find-served[{kind} {n}]", time_open(store, served_find, served=True))
-            runner.bench_time_func(f"first-find-ordered-served[{kind} {n}]",
-                                   time_open(store, lambda b: served_find(b, ORDERED), served=True))
+            runner.bench_time_func(
+                f"first-find-ordered-served[{kind} {n}]",
+                time_open(store, lambda b: served_find(b, ORDERED), served=True),
+            )
         runner.bench_time_func(f"flush-lock.encode[{n}]", time_lock(root / f"clean-{n}", "encode"))
         runner.bench_time_func(f"flush-lock.copy[{n}]", time_lock(root / f"clean-{n}", "copy"))
 

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import pyperf
 
-from brainy.engine import Brain, init_store
 from brainy.doors import models
+from brainy.engine import Brain, init_store
 from brainy.index import embedder
 
 RECORDS = 20_000
@@ -71,12 +71,23 @@ def texts(n: int) -> list[str]:
     """Distinct sentences shaped like what agents store: a few clauses, 12 to 20 words."""
     rng = random.Random(11)
     who = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark", "Wayne", "Wonka"]
-    what = ["the quarterly report", "a signed contract", "the invoice", "a demo", "the migration plan",
-            "new pricing", "the security review", "a status update"]
+    what = [
+        "the quarterly report",
+        "a signed contract",
+        "the invoice",
+        "a demo",
+        "the migration plan",
+        "new pricing",
+        "the security review",
+        "a status update",
+    ]
     when = ["by Friday", "next Tuesday", "before the board meeting", "end of month", "this afternoon"]
     then = ["follow up with Dana", "loop in legal", "check the budget", "book a room", "send the draft"]
-    return [f"Note {i}: {rng.choice(who)} wants {rng.choice(what)} {rng.choice(when)}; "
-            f"{rng.choice(then)} and {rng.choice(then)}." for i in range(n)]
+    return [
+        f"Note {i}: {rng.choice(who)} wants {rng.choice(what)} {rng.choice(when)}; "
+        f"{rng.choice(then)} and {rng.choice(then)}."
+        for i in range(n)
+    ]
 
 
 def items(with_vectors: bool) -> list[list[dict]]:
@@ -87,7 +98,7 @@ def items(with_vectors: bool) -> list[list[dict]]:
         vectors = np.load(os.environ[VECTORS_ENV]) if os.environ.get(VECTORS_ENV) else embedder.embed_many(data)[0]
         for row, vector in zip(rows, vectors):
             row["vector"] = vector.tolist()
-    return [rows[i:i + PER_COMMIT] for i in range(0, RECORDS, PER_COMMIT)]
+    return [rows[i : i + PER_COMMIT] for i in range(0, RECORDS, PER_COMMIT)]
 
 
 def time_embed_one(loops: int) -> float:
@@ -121,11 +132,13 @@ def time_ingest(with_vectors: bool):
             async def ingest() -> None:
                 for batch in commits:
                     await brain.awrite("addMany", {"items": batch}, caller="person:bench")
+
             t0 = time.perf_counter()
             asyncio.run(ingest())
             total += time.perf_counter() - t0
             assert brain.counts()["vectoredEntities"] == RECORDS
         return total
+
     return run
 
 

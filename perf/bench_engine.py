@@ -38,9 +38,9 @@ import pyperf
 
 from brainy._speedups import load
 from brainy.engine import Brain, init_store
+from brainy.engine.brain import FLUSH_BYTES
 from brainy.index import embedder
 from brainy.store import log as log_
-from brainy.engine.brain import FLUSH_BYTES
 from brainy.store.sstable import Table
 
 ENTITIES = 20_000
@@ -78,8 +78,12 @@ def new_brain(name: str, **options: int) -> Brain:
 
 def row(i: int) -> dict:
     """An entity shaped like a small real one: a natural key, a sentence of data, a few metadata fields."""
-    return {"type": "document", "id": f"doc-{i:06d}", "data": f"document {i} about topic {i % 97}",
-            "metadata": {"n": i, "topic": f"t{i % 97}", "tags": ["bench", f"g{i % 7}"]}}
+    return {
+        "type": "document",
+        "id": f"doc-{i:06d}",
+        "data": f"document {i} about topic {i % 97}",
+        "metadata": {"n": i, "topic": f"t{i % 97}", "tags": ["bench", f"g{i % 7}"]},
+    }
 
 
 def filled_brain() -> tuple[Brain, list[str]]:
@@ -95,6 +99,7 @@ def filled_brain() -> tuple[Brain, list[str]]:
 
 
 # -- commits ------------------------------------------------------------------------------------------
+
 
 def time_add(loops: int) -> float:
     brain = _cache.get("add") or _cache.setdefault("add", new_brain("add"))
@@ -127,6 +132,7 @@ def time_transact(loops: int) -> float:
 
 # -- reads --------------------------------------------------------------------------------------------
 
+
 def _time_gets(brain: Brain, keys: list[str], loops: int) -> float:
     get = brain.get
     n = len(keys)
@@ -157,6 +163,7 @@ def time_get_tables(loops: int) -> float:
 
 # -- block decoding -----------------------------------------------------------------------------------
 
+
 def real_block() -> tuple[Table, int, int]:
     """A data block from the middle of the flushed table: (table, offset, size)."""
     if "block" not in _cache:
@@ -177,6 +184,7 @@ def time_decode(which: str):
         for _ in range(loops):
             decode(mm, offset, size)
         return time.perf_counter() - t0
+
     return run
 
 
@@ -240,6 +248,7 @@ def time_open(path: Path):
             total += time.perf_counter() - t0
             brain.close()
         return total
+
     return run
 
 

@@ -52,8 +52,14 @@ def build_store(path: Path) -> dict[str, Any]:
     brain = Brain.open(path, flush_bytes=1 << 40, compact_at=1 << 30)
     try:
         for start in range(0, ENTITIES, BATCH):
-            brain.addMany({"items": [{"type": "person" if i % 3 == 0 else "thing", "id": f"n{i:05d}",
-                                      "metadata": {"i": i}} for i in range(start, start + BATCH)]})
+            brain.addMany(
+                {
+                    "items": [
+                        {"type": "person" if i % 3 == 0 else "thing", "id": f"n{i:05d}", "metadata": {"i": i}}
+                        for i in range(start, start + BATCH)
+                    ]
+                }
+            )
         seen: set[tuple[int, int, str]] = set()  # relating the same three again would update, not add
         while len(seen) < RELATIONS:
             items = []
@@ -82,13 +88,18 @@ def first_walk(store: Path) -> dict[str, Any]:
         walk = b.traverse({"from": ANCHORS[0], "depth": 3})
         built = time.perf_counter() - started
         found = b.find({"connected": {"node": ANCHORS[0], "depth": 2}, "limit": 10})
-        return {"first walk seconds (graph build)": round(built, 2), "traverse.depth3 nodes": len(walk["nodes"]),
-                "traverse truncated": walk["truncated"], "connected.depth2 reachable": found["total"]}
+        return {
+            "first walk seconds (graph build)": round(built, 2),
+            "traverse.depth3 nodes": len(walk["nodes"]),
+            "traverse truncated": walk["truncated"],
+            "connected.depth2 reachable": found["total"],
+        }
     finally:
         b.close()
 
 
 # -- in a worker -------------------------------------------------------------------------------------------
+
 
 def brain() -> Brain:
     """The store attached read-only, its projections and graph built (outside every timed loop)."""
@@ -108,10 +119,12 @@ def time_door(door: str, args_of: Any):
         for i in range(loops):
             call(documents[i % len(documents)])
         return time.perf_counter() - t0
+
     return run
 
 
 # -- main ----------------------------------------------------------------------------------------------
+
 
 def main() -> None:
     runner = stored.runner()
@@ -129,13 +142,15 @@ def main() -> None:
 
     results: dict[str, Any] = {}
     results["traverse.depth3"] = runner.bench_time_func(
-        "traverse.depth3", time_door("traverse", lambda a: {"from": a, "depth": 3}))
+        "traverse.depth3", time_door("traverse", lambda a: {"from": a, "depth": 3})
+    )
     results["traverse.depth3[no entities]"] = runner.bench_time_func(
         "traverse.depth3[no entities]",
-        time_door("traverse", lambda a: {"from": a, "depth": 3, "includeEntities": False}))
+        time_door("traverse", lambda a: {"from": a, "depth": 3, "includeEntities": False}),
+    )
     results["find.connected.depth2"] = runner.bench_time_func(
-        "find.connected.depth2",
-        time_door("find", lambda a: {"connected": {"node": a, "depth": 2}, "limit": 10}))
+        "find.connected.depth2", time_door("find", lambda a: {"connected": {"node": a, "depth": 2}, "limit": 10})
+    )
 
     if args.worker or any(r is None for r in results.values()):
         return

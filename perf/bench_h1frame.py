@@ -22,8 +22,10 @@ HEADERS = [
     (b"x-brainy-generation", b"48213"),
     (b"x-brainy-ms", b"0.214"),
 ]
-BODY = (b'{"id":"doc-004217","type":"document","generation":48213,'
-        b'"data":"document 4217 about topic 46","metadata":{"n":4217}}')
+BODY = (
+    b'{"id":"doc-004217","type":"document","generation":48213,'
+    b'"data":"document 4217 about topic 46","metadata":{"n":4217}}'
+)
 BIG_BODY = (b'{"items":[' + b",".join([BODY] * 17) + b"]}")[:2000]
 EVENT = b'event: change\ndata: {"generation": 48214, "op": "add", "id": "doc-004218"}\n\n'
 

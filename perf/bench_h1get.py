@@ -30,23 +30,24 @@ from pathlib import Path
 import pyperf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import measure  # noqa: E402  (the same store and key as the end-to-end sweep)
-import stored  # noqa: E402  (perf/stored.py: the shared --store option)
-
 import asyncio  # noqa: E402
 
 import bench_h2frame  # noqa: E402  (its h2load-shaped GET frames)
+import measure  # noqa: E402  (the same store and key as the end-to-end sweep)
+import stored  # noqa: E402  (perf/stored.py: the shared --store option)
 import uvloop  # noqa: E402
 
+from brainy.host.pool import Pool  # noqa: E402
 from brainy.net.app import App  # noqa: E402
 from brainy.net.glue.tcp import HttpProtocol  # noqa: E402
+from brainy.net.h1 import H1Connection  # noqa: E402
 from brainy.net.serve import open_keys  # noqa: E402
 from brainy.net.server import Server  # noqa: E402
-from brainy.net.h1 import H1Connection  # noqa: E402
-from brainy.host.pool import Pool  # noqa: E402
 
-REQUEST = (b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\n"
-           b"accept: */*\r\nauthorization: Bearer " + measure.KEY.encode() + b"\r\n\r\n")
+REQUEST = (
+    b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\n"
+    b"accept: */*\r\nauthorization: Bearer " + measure.KEY.encode() + b"\r\n\r\n"
+)
 
 
 def serving(root: Path) -> App:

@@ -26,13 +26,24 @@ import brainy.net.h2 as h2mod
 from brainy._speedups import load
 from brainy.net.http import Response
 
-REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/v1/brains/main/get/row-7"),
-           (b":authority", b"127.0.0.1"), (b"user-agent", b"h2load nghttp2/1.52.0"),
-           (b"authorization", b"Bearer bky_" + b"m" * 32)]
-ANSWER = [(b":status", b"200"), (b"content-type", b"application/json"), (b"server-timing", b"door;dur=0.041"),
-          (b"content-length", b"112")]
-BODY = (b'{"id":"row-7","type":"thing","data":"row 7","metadata":{"i":7,"tags":["a","b"]},'
-        b'"generation":4,"_meta":{"ms":0.041}}')
+REQUEST = [
+    (b":method", b"GET"),
+    (b":scheme", b"http"),
+    (b":path", b"/v1/brains/main/get/row-7"),
+    (b":authority", b"127.0.0.1"),
+    (b"user-agent", b"h2load nghttp2/1.52.0"),
+    (b"authorization", b"Bearer bky_" + b"m" * 32),
+]
+ANSWER = [
+    (b":status", b"200"),
+    (b"content-type", b"application/json"),
+    (b"server-timing", b"door;dur=0.041"),
+    (b"content-length", b"112"),
+]
+BODY = (
+    b'{"id":"row-7","type":"thing","data":"row 7","metadata":{"i":7,"tags":["a","b"]},'
+    b'"generation":4,"_meta":{"ms":0.041}}'
+)
 
 
 def blocks() -> tuple[bytes, bytes]:
@@ -43,8 +54,15 @@ def blocks() -> tuple[bytes, bytes]:
 
 # the preface, empty SETTINGS, and the connection window opened all the way (a round of millions of answers
 # must not wait on it)
-PREFACE_AND_SETTINGS = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)
-                        + b"\x00\x00\x04\x08\x00" + bytes(4) + (0x7FFFFFFF - 65535).to_bytes(4, "big"))
+PREFACE_AND_SETTINGS = (
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    + bytes(3)
+    + b"\x04"
+    + bytes(5)
+    + b"\x00\x00\x04\x08\x00"
+    + bytes(4)
+    + (0x7FFFFFFF - 65535).to_bytes(4, "big")
+)
 
 
 def requests(loops: int) -> list[bytes]:

@@ -29,8 +29,8 @@ from typing import Any
 
 import pyperf
 
-from brainy.engine import Brain, init_store
 from brainy.auth.keys import KeyTable
+from brainy.engine import Brain, init_store
 
 
 def _pass_root(cmd: list[str], args: Any) -> None:
@@ -41,8 +41,11 @@ def build(store: Path, keys: Path) -> None:
     init_store(store)
     with Brain.open(store) as brain:
         for start in range(0, 22_000, 1_000):
-            brain.write("addMany", {"items": [{"type": "concept", "data": f"row {i} of the bench"}
-                                              for i in range(start, start + 1_000)]}, caller="person:bench")
+            brain.write(
+                "addMany",
+                {"items": [{"type": "concept", "data": f"row {i} of the bench"} for i in range(start, start + 1_000)]},
+                caller="person:bench",
+            )
             if start == 19_000:
                 brain.flush()
     lines = "".join(f"bky_bench_key_{i:08d}_abcdefgh  person:p{i}@example.com  store\n" for i in range(1_000))
@@ -93,8 +96,10 @@ def main() -> None:
 
     runner.bench_func("snapshot.listing", listing)
     runner.bench_func("persist.copy", persist)
-    runner.bench_func("import.jsonl[1000]", lambda: brain.write("import", {"format": "jsonl", "content": content},
-                                                                caller="person:bench"))
+    runner.bench_func(
+        "import.jsonl[1000]",
+        lambda: brain.write("import", {"format": "jsonl", "content": content}, caller="person:bench"),
+    )
     runner.bench_func("keys.mint[1000 lines]", lambda: keys.mint("person:new@example.com", ["store"]))
 
 

@@ -49,17 +49,65 @@ _fresh = itertools.count()
 def texts(n: int, seed: int = 7) -> list[str]:
     """Distinct memories shaped like an agent's: a subject, what holds of it, and a detail."""
     rng = random.Random(seed)
-    who = ["Alice", "Bob", "Carmen", "Deepak", "Elena", "Farid", "Grace", "Hiro", "Acme Corp", "Project Atlas",
-           "the user", "the office", "Grandma Rosa", "Max the dog", "the billing service", "the mobile app"]
-    what = ["prefers", "asked about", "is blocked on", "finished", "complained about", "wants", "scheduled",
-            "forgot", "approved", "is allergic to", "moved", "renewed"]
-    thing = ["green tea", "the Q3 report", "a dentist appointment", "the Lisbon trip", "invoice exports",
-             "the staging database", "dark mode", "the marathon plan", "a new laptop", "penicillin",
-             "the kitchen rota", "the annual contract", "Japanese lessons", "the API rate limits"]
-    when = ["on Monday", "last week", "in March", "before the launch", "every morning", "since 2021",
-            "after lunch", "at the offsite"]
-    return [f"{rng.choice(who)} {rng.choice(what)} {rng.choice(thing)} {rng.choice(when)} (note {i})"
-            for i in range(n)]
+    who = [
+        "Alice",
+        "Bob",
+        "Carmen",
+        "Deepak",
+        "Elena",
+        "Farid",
+        "Grace",
+        "Hiro",
+        "Acme Corp",
+        "Project Atlas",
+        "the user",
+        "the office",
+        "Grandma Rosa",
+        "Max the dog",
+        "the billing service",
+        "the mobile app",
+    ]
+    what = [
+        "prefers",
+        "asked about",
+        "is blocked on",
+        "finished",
+        "complained about",
+        "wants",
+        "scheduled",
+        "forgot",
+        "approved",
+        "is allergic to",
+        "moved",
+        "renewed",
+    ]
+    thing = [
+        "green tea",
+        "the Q3 report",
+        "a dentist appointment",
+        "the Lisbon trip",
+        "invoice exports",
+        "the staging database",
+        "dark mode",
+        "the marathon plan",
+        "a new laptop",
+        "penicillin",
+        "the kitchen rota",
+        "the annual contract",
+        "Japanese lessons",
+        "the API rate limits",
+    ]
+    when = [
+        "on Monday",
+        "last week",
+        "in March",
+        "before the launch",
+        "every morning",
+        "since 2021",
+        "after lunch",
+        "at the offsite",
+    ]
+    return [f"{rng.choice(who)} {rng.choice(what)} {rng.choice(thing)} {rng.choice(when)} (note {i})" for i in range(n)]
 
 
 def build(path: Path) -> None:
@@ -69,12 +117,20 @@ def build(path: Path) -> None:
     vectors, _ = embedder.embed_many(data)
     with Brain.open(path) as brain:
         for text, vector in zip(data, vectors):
-            answer, seq = brain.writes.commit("memory.remember", {"text": text, "dedupe": False}, ME, None,
-                                        {text: vector.tobytes()})
+            answer, seq = brain.writes.commit(
+                "memory.remember", {"text": text, "dedupe": False}, ME, None, {text: vector.tobytes()}
+            )
             brain.commits.durable_at(seq, answer["generation"])
         for i in range(20):
-            brain.call("memory.turn", {"conversation": "planning", "role": ("user", "assistant")[i % 2],
-                                       "text": f"Let us go over item {i} of the launch checklist"}, caller=ME)
+            brain.call(
+                "memory.turn",
+                {
+                    "conversation": "planning",
+                    "role": ("user", "assistant")[i % 2],
+                    "text": f"Let us go over item {i} of the launch checklist",
+                },
+                caller=ME,
+            )
         settled(brain)  # the graph built here, and persisted at the close, so no worker builds it
 
 
@@ -113,8 +169,14 @@ def opened() -> Brain:
     return brain
 
 
-QUESTIONS = ["What does Alice drink?", "Which report did Bob finish?", "What is the user allergic to?",
-             "When is the Lisbon trip?", "What did Acme Corp complain about?", "What does Max the dog eat?"]
+QUESTIONS = [
+    "What does Alice drink?",
+    "Which report did Bob finish?",
+    "What is the user allergic to?",
+    "When is the Lisbon trip?",
+    "What did Acme Corp complain about?",
+    "What does Max the dog eat?",
+]
 
 
 def time_recall_warm(loops: int) -> float:

@@ -26,19 +26,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import orjson
 import pyperf
 import stored  # perf/stored.py: the shared --store option
 
+from brainy.auth.principal import Principal
 from brainy.engine import Brain, init_store
-from brainy.net import codecs
 from brainy.host import dispatch as X
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
+from brainy.net import codecs
 
 ENTITIES = 2_000
 IN_MEMTABLE = 500
@@ -54,12 +55,24 @@ def entities(rnd: random.Random) -> list[dict[str, Any]]:
     vectors = np.random.default_rng(SEED).standard_normal((ENTITIES, 384)).astype("<f4")
     out = []
     for i in range(ENTITIES):
-        metadata = {"status": rnd.choice(["open", "closed", "brouillon", "überprüft"]),
-                    "rank": rnd.randint(-10**6, 10**6), "score": rnd.random() * 100, "done": rnd.random() < 0.5, "owner": None,
-                    "tags": rnd.sample(["a", "b", "c", "d", "é", "日本"], 3),
-                    "where": {"x": rnd.random(), "y": [1, 2.5, "three"]}}
-        out.append({"type": "document", "id": f"doc-{i:05d}", "metadata": metadata,
-                    "data": f"note {i}: the quick brown fox ✓ {rnd.random()}", "vector": vectors[i].tolist()})
+        metadata = {
+            "status": rnd.choice(["open", "closed", "brouillon", "überprüft"]),
+            "rank": rnd.randint(-(10**6), 10**6),
+            "score": rnd.random() * 100,
+            "done": rnd.random() < 0.5,
+            "owner": None,
+            "tags": rnd.sample(["a", "b", "c", "d", "é", "日本"], 3),
+            "where": {"x": rnd.random(), "y": [1, 2.5, "three"]},
+        }
+        out.append(
+            {
+                "type": "document",
+                "id": f"doc-{i:05d}",
+                "metadata": metadata,
+                "data": f"note {i}: the quick brown fox ✓ {rnd.random()}",
+                "vector": vectors[i].tolist(),
+            }
+        )
     return out
 
 
@@ -69,7 +82,7 @@ def build_store(path: Path) -> None:
     try:
         items = entities(random.Random(SEED))
         for start in range(0, ENTITIES, 250):
-            brain.addMany({"items": items[start:start + 250]})
+            brain.addMany({"items": items[start : start + 250]})
             if start + 250 == ENTITIES - IN_MEMTABLE:
                 brain.flush()
     finally:
@@ -99,6 +112,7 @@ def timed(door: str, id_: Any, document: dict[str, Any], msgpack_out: bool) -> C
         for _ in range(loops):
             answer_bytes(door, id_, document, msgpack_out)
         return pyperf.perf_counter() - started
+
     return run
 
 
@@ -122,13 +136,19 @@ def main() -> None:
         if missing:
             print(f"building {ENTITIES:,} entities with vectors under {root} ...", flush=True)
             build_store(root / "store")
-        print(f"  page answer: {len(answer_bytes('find', None, PAGE, False)):,} bytes JSON, "
-              f"{len(answer_bytes('find', None, PAGE, True)):,} MessagePack", flush=True)
+        print(
+            f"  page answer: {len(answer_bytes('find', None, PAGE, False)):,} bytes JSON, "
+            f"{len(answer_bytes('find', None, PAGE, True)):,} MessagePack",
+            flush=True,
+        )
         asyncio.set_event_loop(None)
     one = "doc-01234"
     results: dict[str, Any] = {}
-    for name, door, id_, document in (("find.page[1000]", "find", None, PAGE), ("get", "get", one, {}),
-                                      ("get.vector", "get", one, {"includeVector": True})):
+    for name, door, id_, document in (
+        ("find.page[1000]", "find", None, PAGE),
+        ("get", "get", one, {}),
+        ("get.vector", "get", one, {"includeVector": True}),
+    ):
         for encoding, msgpack_out in (("json", False), ("msgpack", True)):
             label = f"{name}.{encoding}"
             results[label] = runner.bench_time_func(label, timed(door, id_, document, msgpack_out))

@@ -45,8 +45,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("BRAINY_EMBED_MODEL_DIR", "/nonexistent-model-dir")  # no model: only given vectors
 
@@ -59,9 +60,17 @@ import bench_vectors as BV  # noqa: E402  (the vectored rows)
 
 from brainy.engine import Brain, init_store  # noqa: E402
 
-BY_TEAM = {"name": "by_team", "source": {}, "groupBy": ["team", "status"],
-           "metrics": {"n": {"op": "count"}, "mean": {"op": "avg", "field": "score"},
-                       "hi": {"op": "max", "field": "score"}, "owned": {"op": "count", "field": "owner"}}}
+BY_TEAM = {
+    "name": "by_team",
+    "source": {},
+    "groupBy": ["team", "status"],
+    "metrics": {
+        "n": {"op": "count"},
+        "mean": {"op": "avg", "field": "score"},
+        "hi": {"op": "max", "field": "score"},
+        "owned": {"op": "count", "field": "owner"},
+    },
+}
 FLUSH_EVERY = 20_000
 TAIL_NEW, TAIL_UPDATES, TAIL_BATCH = 2_000, 1_000, 100
 
@@ -89,9 +98,11 @@ os.kill(os.getpid(), signal.SIGKILL)
 def rewrite_vector_snapshots(old: Path, store: Path) -> None:
     """``old`` copied to ``store``, its vector base and deltas written again in this version's formats."""
     import crc32c
+
     from brainy.index import vector_format as F
     from brainy.index import vectors as V
     from brainy.store.files import write_durably
+
     shutil.copytree(old, store)
     for path in sorted((store / "index").glob("*" + F.SUFFIX)):
         index = V.VectorIndex.decode(F._mapped(path), graph_later=True, name=path.name)
@@ -105,8 +116,9 @@ def rewrite_vector_snapshots(old: Path, store: Path) -> None:
 
 
 def _crash(script: str, store: Path, *args: Any) -> None:
-    done = subprocess.run([sys.executable, "-c", script, str(store), str(Path(__file__).resolve().parent),
-                           *map(str, args)])
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(store), str(Path(__file__).resolve().parent), *map(str, args)]
+    )
     assert done.returncode == -9, done
 
 
@@ -173,6 +185,7 @@ def time_first(store: Path, door: Callable[[Brain], Any]) -> Callable[[int], flo
             total += time.perf_counter() - started
             closed(brain)
         return total
+
     return run
 
 
@@ -199,6 +212,7 @@ def time_aggregate_flush(store: Path, part: str) -> Callable[[int], float]:
                     A.encode_snapshot(state.stamp, frozen, [])
                 total += time.perf_counter() - started
         return total
+
     return run
 
 
@@ -210,7 +224,7 @@ def time_vector_flush(store: Path, part: str) -> Callable[[int], float]:
             rng = np.random.default_rng(1)
             if index.link is None:  # built from the rows: the chain starts with a base
                 index.freeze(base=True)
-            top = int(index._dense[:len(index._dense)].max()) + 1
+            top = int(index._dense[: len(index._dense)].max()) + 1
             for _ in range(loops):
                 for i in range(2_000):  # a flush's worth of new vectors, and 200 killed (outside the clock)
                     index.apply(None, {"denseInt": top, "vector": x[i].tobytes()})
@@ -227,6 +241,7 @@ def time_vector_flush(store: Path, part: str) -> Callable[[int], float]:
                     frozen.encode()
                 total += time.perf_counter() - started
         return total
+
     return run
 
 
@@ -258,10 +273,23 @@ def fresh(root: Path, sizes: list[int], vector_sizes: list[int], runs: int, serv
         for n in ns:
             for kind in ("clean", "crashed"):
                 store = root / f"{prefix}-{kind}-{n}"
-                values = [subprocess.run([sys.executable, "-c", FRESH, str(store), prefix,
-                                          str(Path(__file__).resolve().parent), "served" if served else "attach"],
-                                         capture_output=True, text=True, check=True).stdout.strip()
-                          for _ in range(runs)]
+                values = [
+                    subprocess.run(
+                        [
+                            sys.executable,
+                            "-c",
+                            FRESH,
+                            str(store),
+                            prefix,
+                            str(Path(__file__).resolve().parent),
+                            "served" if served else "attach",
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout.strip()
+                    for _ in range(runs)
+                ]
                 print(f"  {store.name}: {'; '.join(values)}", flush=True)
 
 
@@ -281,10 +309,12 @@ def report(root: Path, sizes: list[int], vector_sizes: list[int]) -> None:
                 follower = brain.aggregate_follower if prefix == "agg" else brain.vector_follower
                 how = getattr(follower, "built_from", None) or "rows"
                 closed(brain)
-                files = sorted((p.name, p.stat().st_size) for p in (store / "index").iterdir()
-                               if not p.name.endswith(".proj"))
-                print(f"  {prefix}-{kind}-{n}: first door {took * 1000:.0f} ms from {how}; "
-                      f"snapshots {files}", flush=True)
+                files = sorted(
+                    (p.name, p.stat().st_size) for p in (store / "index").iterdir() if not p.name.endswith(".proj")
+                )
+                print(
+                    f"  {prefix}-{kind}-{n}: first door {took * 1000:.0f} ms from {how}; snapshots {files}", flush=True
+                )
 
 
 def main() -> None:
@@ -293,12 +323,20 @@ def main() -> None:
     runner.argparser.add_argument("--sizes", default="10000,100000", help="entity counts for the aggregates")
     runner.argparser.add_argument("--vector-sizes", default="10000,100000", help="vector counts")
     runner.argparser.add_argument("--million", help="a 1,000,000-entity store of bench_cold_start.py to copy")
-    runner.argparser.add_argument("--fresh", type=int, help="time each first door in this many new processes, "
-                                                            "without pyperf")
-    runner.argparser.add_argument("--rewrite-from", help="a --stores directory of another version: its vec-* "
-                                  "stores copied and their vector snapshots rewritten in this version's formats")
-    runner.argparser.add_argument("--served", action="store_true", help="with --fresh: the handle as the server's "
-                                  "pool serves it (the projections read in place, never built inside a read)")
+    runner.argparser.add_argument(
+        "--fresh", type=int, help="time each first door in this many new processes, without pyperf"
+    )
+    runner.argparser.add_argument(
+        "--rewrite-from",
+        help="a --stores directory of another version: its vec-* "
+        "stores copied and their vector snapshots rewritten in this version's formats",
+    )
+    runner.argparser.add_argument(
+        "--served",
+        action="store_true",
+        help="with --fresh: the handle as the server's "
+        "pool serves it (the projections read in place, never built inside a read)",
+    )
     args = runner.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     vector_sizes = [int(s) for s in args.vector_sizes.split(",") if s]
@@ -321,19 +359,26 @@ def main() -> None:
     persisted = hasattr(__import__("brainy.index.aggregates", fromlist=["x"]), "encode_snapshot")
     for n in sizes:
         for kind in ("clean", "crashed"):
-            runner.bench_time_func(f"first-aggregate[{kind} {n}]", time_first(root / f"agg-{kind}-{n}", first_aggregate))
+            runner.bench_time_func(
+                f"first-aggregate[{kind} {n}]", time_first(root / f"agg-{kind}-{n}", first_aggregate)
+            )
         if persisted:
             for part in ("copy", "encode"):
-                runner.bench_time_func(f"flush{'-lock' if part == 'copy' else ''}.aggregates[{n}]",
-                                       time_aggregate_flush(root / f"agg-clean-{n}", part))
+                runner.bench_time_func(
+                    f"flush{'-lock' if part == 'copy' else ''}.aggregates[{n}]",
+                    time_aggregate_flush(root / f"agg-clean-{n}", part),
+                )
     for n in vector_sizes:
         for kind in ("clean", "crashed"):
-            runner.bench_time_func(f"first-vector-find[{kind} {n}]",
-                                   time_first(root / f"vec-{kind}-{n}", first_vector_find))
+            runner.bench_time_func(
+                f"first-vector-find[{kind} {n}]", time_first(root / f"vec-{kind}-{n}", first_vector_find)
+            )
         if persisted:
             for part in ("copy", "encode"):
-                runner.bench_time_func(f"flush{'-lock' if part == 'copy' else ''}.vectors[{n}]",
-                                       time_vector_flush(root / f"vec-clean-{n}", part))
+                runner.bench_time_func(
+                    f"flush{'-lock' if part == 'copy' else ''}.vectors[{n}]",
+                    time_vector_flush(root / f"vec-clean-{n}", part),
+                )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ from typing import Any
 
 import pyperf
 
-from brainy.engine import Brain, init_store
 from brainy.doors import policy, writes
+from brainy.engine import Brain, init_store
 
 CALLER = "person:bench"
 RULES = 20
@@ -46,8 +46,11 @@ def _store(kind: str) -> Brain:
         for i in range(RULES if kind != "none" else 0):
             subject = f"person:other{i}" if kind == "others" else CALLER
             extra = {"where": {"tier": "gold"}} if kind == "where" else {}
-            rid = brain.call("policy.propose", {"subject": subject, "doors": ["add"], "reason": f"rule {i}",
-                                                **extra}, caller="person:owner")["id"]
+            rid = brain.call(
+                "policy.propose",
+                {"subject": subject, "doors": ["add"], "reason": f"rule {i}", **extra},
+                caller="person:owner",
+            )["id"]
             brain.call("policy.ratify", {"id": rid}, caller="person:owner")
         _cache[kind] = brain
     return _cache[kind]
@@ -79,8 +82,11 @@ def bench_commit(loops: int, kind: str) -> float:
 
 def main() -> None:
     runner = pyperf.Runner()
-    for kind, label in (("none", "no rule"), ("others", f"{RULES} rules, other subjects"),
-                        ("where", f"{RULES} rules, where not matching")):
+    for kind, label in (
+        ("none", "no rule"),
+        ("others", f"{RULES} rules, other subjects"),
+        ("where", f"{RULES} rules, where not matching"),
+    ):
         runner.bench_time_func(f"refusal[{label}]", bench_refusal, kind)
     for kind, label in (("none", "no rule"), ("where", f"{RULES} rules, where not matching")):
         runner.bench_time_func(f"commit.add[{label}]", bench_commit, kind)

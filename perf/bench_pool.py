@@ -27,8 +27,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("BRAINY_EMBED_MODEL_DIR", "/nonexistent-model-dir")  # no model: rows stored unembedded
 
@@ -47,8 +48,13 @@ def lay_out(root: Path, brains: int) -> None:
         init_store(path)
         with Brain.open(path) as brain:
             for c in range(2):
-                brain.addMany({"items": [{"type": "document", "id": f"n{c}-{j}", "data": f"note {i} {c} {j}"}
-                                         for j in range(100)]})
+                brain.addMany(
+                    {
+                        "items": [
+                            {"type": "document", "id": f"n{c}-{j}", "data": f"note {i} {c} {j}"} for j in range(100)
+                        ]
+                    }
+                )
 
 
 def door(pool: Pool, name: str, key: str = "n1-99") -> None:
@@ -75,6 +81,7 @@ def time_start(root: Path) -> Callable[[int], float]:
             total += time.perf_counter() - started
             pool.close_all()
         return total
+
     return run
 
 
@@ -92,6 +99,7 @@ def time_readmit(root: Path) -> Callable[[int], float]:
             total += time.perf_counter() - started
         pool.close_all()
         return total
+
     return run
 
 
@@ -119,10 +127,13 @@ def sweep(root: Path, brains: int, hold: int) -> None:
             worst = max(worst, pool.arbiter.held_bytes())
     seconds = time.perf_counter() - started
     b = pool.arbiter.budget.budget_bytes
-    print(f"  sweep: {answered} doors over {brains} brains in {seconds:.1f} s, budget {b:,} bytes "
-          f"({hold} brains at {per_brain:,}), largest held {worst:,} ({worst / b:.0%} of the budget), "
-          f"{pool.arbiter.evictions} evictions, {len(pool.resident_entries())} resident at the end "
-          f"(scale {pool.arbiter.scale:.2f})", flush=True)
+    print(
+        f"  sweep: {answered} doors over {brains} brains in {seconds:.1f} s, budget {b:,} bytes "
+        f"({hold} brains at {per_brain:,}), largest held {worst:,} ({worst / b:.0%} of the budget), "
+        f"{pool.arbiter.evictions} evictions, {len(pool.resident_entries())} resident at the end "
+        f"(scale {pool.arbiter.scale:.2f})",
+        flush=True,
+    )
     pool.close_all()
 
 

@@ -45,10 +45,11 @@ import pickle
 import pstats
 import random
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 import stored  # perf/stored.py: the shared --store option
@@ -56,14 +57,14 @@ import stored  # perf/stored.py: the shared --store option
 from brainy._speedups import load
 from brainy.contract import arguments
 from brainy.contract import doors as D
-from brainy.engine import Brain, init_store
 from brainy.doors import query as Q
+from brainy.engine import Brain, init_store
 from brainy.store import rows as ROWS
 from brainy.store import sstable as SST
 
 ENTITIES = 100_000
 BATCH = 1_000
-FLUSH_EVERY = 20_000        # five tables, then one compaction
+FLUSH_EVERY = 20_000  # five tables, then one compaction
 VOCABULARY = 3_000
 SEED = 20250605
 
@@ -75,17 +76,46 @@ OWNERS = 2_000
 
 FIND2 = {"type": "document", "where": {"status": "open", "team": "t7"}, "limit": 10}
 PAGE = {"where": {"status": "open"}, "limit": 1000}
-TEXT_RANKS = (40, 180)      # vocabulary ranks of the two query words: one common, one rarer
+TEXT_RANKS = (40, 180)  # vocabulary ranks of the two query words: one common, one rarer
 
 _cache: dict[str, Any] = {}
 
 
 # -- the store -----------------------------------------------------------------------------------------
 
+
 def vocabulary(rnd: random.Random) -> list[str]:
     """3,000 distinct pronounceable words, most common first."""
-    onsets = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
-              "br", "ch", "cl", "dr", "fl", "gr", "pl", "sh", "st", "th", "tr"]
+    onsets = [
+        "b",
+        "c",
+        "d",
+        "f",
+        "g",
+        "h",
+        "k",
+        "l",
+        "m",
+        "n",
+        "p",
+        "r",
+        "s",
+        "t",
+        "v",
+        "w",
+        "z",
+        "br",
+        "ch",
+        "cl",
+        "dr",
+        "fl",
+        "gr",
+        "pl",
+        "sh",
+        "st",
+        "th",
+        "tr",
+    ]
     vowels = ["a", "e", "i", "o", "u", "ai", "ea", "ou"]
     codas = ["", "", "n", "r", "s", "t", "l", "m", "nd", "st"]
     seen: dict[str, None] = {}
@@ -112,7 +142,7 @@ def entities(seed: int = SEED) -> Iterator[list[dict[str, Any]]]:
     type_names, type_cum = [t for t, _ in TYPES], _cumulative([w for _, w in TYPES])
     status_names, status_cum = [s for s, _ in STATUS], _cumulative([w for _, w in STATUS])
     people = 0
-    for start in range(0, ENTITIES, BATCH):
+    for _start in range(0, ENTITIES, BATCH):
         batch = []
         for _ in range(BATCH):
             kind = rnd.choices(type_names, cum_weights=type_cum)[0]
@@ -149,8 +179,13 @@ def build_store(path: Path) -> dict[str, Any]:
         brain.compact()
         assert len(brain.sources.tables) == 1 and not len(brain.sources.mem)
         table = brain.sources.tables[0]
-        info = {"tables before compaction": flushed_tables, "table bytes": table.size,
-                "table blocks": len(table._handles), "versions": table.entries, "generation": brain.head}
+        info = {
+            "tables before compaction": flushed_tables,
+            "table bytes": table.size,
+            "table blocks": len(table._handles),
+            "versions": table.entries,
+            "generation": brain.head,
+        }
     finally:
         brain.close()
     info["build seconds"] = round(time.perf_counter() - started, 1)
@@ -166,8 +201,12 @@ def fixtures(store: Path) -> dict[str, Any]:
             pass
         built = time.perf_counter() - started
         q = Q.Query(arguments.check(D.BY_NAME["find"], FIND2))  # the document as the dispatcher hands it
-        lists = [proj.posting("type", "document"), proj.posting("visibility", "public"),
-                 proj.posting("status", "open"), proj.posting("team", "t7")]
+        lists = [
+            proj.posting("type", "document"),
+            proj.posting("visibility", "public"),
+            proj.posting("status", "open"),
+            proj.posting("team", "t7"),
+        ]
         candidates, used = Q._narrow(proj, q)
         assert used == ["type", "visibility", "status", "team"], used
         assert Q.P.intersect_many(lists) == candidates  # the very lists find intersects, in its order
@@ -181,14 +220,21 @@ def fixtures(store: Path) -> dict[str, Any]:
         assert len(two["results"]) == 10
         return {
             "lists": {"find2": lists, "status": lists[2], "team": lists[3]},
-            "page": page, "text": text,
-            "sizes": {"type=document": len(lists[0]), "visibility=public": len(lists[1]),
-                      "status=open": len(lists[2]), "team=t7": len(lists[3]), "find2 candidates": len(candidates),
-                      "page candidates": page["cost"]["candidates"], "page rowsRead": page["cost"]["rowsRead"],
-                      "page total": page["total"],
-                      f"docs with {words[TEXT_RANKS[0]]!r}": len(proj.terms.get(words[TEXT_RANKS[0]], ())),
-                      f"docs with {words[TEXT_RANKS[1]]!r}": len(proj.terms.get(words[TEXT_RANKS[1]], ())),
-                      "page answer bytes (orjson)": len(orjson.dumps(page))},
+            "page": page,
+            "text": text,
+            "sizes": {
+                "type=document": len(lists[0]),
+                "visibility=public": len(lists[1]),
+                "status=open": len(lists[2]),
+                "team=t7": len(lists[3]),
+                "find2 candidates": len(candidates),
+                "page candidates": page["cost"]["candidates"],
+                "page rowsRead": page["cost"]["rowsRead"],
+                "page total": page["total"],
+                f"docs with {words[TEXT_RANKS[0]]!r}": len(proj.terms.get(words[TEXT_RANKS[0]], ())),
+                f"docs with {words[TEXT_RANKS[1]]!r}": len(proj.terms.get(words[TEXT_RANKS[1]], ())),
+                "page answer bytes (orjson)": len(orjson.dumps(page)),
+            },
             "projections seconds": round(built, 1),
         }
     finally:
@@ -196,6 +242,7 @@ def fixtures(store: Path) -> dict[str, Any]:
 
 
 # -- in a worker -------------------------------------------------------------------------------------------
+
 
 def _store() -> Path:
     return Path(_cache["args"].store)
@@ -227,6 +274,7 @@ def time_find(args_of: Any):
         for _ in range(loops):
             find(args)
         return time.perf_counter() - t0
+
     return run
 
 
@@ -252,10 +300,12 @@ def time_postings(which: str, op: str, lists_of: str):
         for _ in range(loops):
             fn(*args)
         return time.perf_counter() - t0
+
     return run
 
 
 # -- the profile of a page (in the manager, after the benchmarks) ---------------------------------------
+
 
 @contextmanager
 def shims(acc: dict[str, float]) -> Iterator[dict[str, int]]:
@@ -292,6 +342,7 @@ def shims(acc: dict[str, float]) -> Iterator[dict[str, int]]:
                 return fn(*args)
             finally:
                 acc["postings"] += perf() - t
+
         return call
 
     def intersect_many(lists: Any) -> Any:
@@ -308,9 +359,16 @@ def shims(acc: dict[str, float]) -> Iterator[dict[str, int]]:
     _difference = postings_call(real_p.difference)
     SST.sstblock = SimpleNamespace(decode_block=decode_block, encode_block=real_block.encode_block)
     ROWS.unpack = unpack
-    Q.P = SimpleNamespace(intersect_many=intersect_many, union_many=union_many, difference=difference,
-                          intersect=postings_call(real_p.intersect), union=postings_call(real_p.union),
-                          contains=real_p.contains, valid=real_p.valid, TYPECODE=real_p.TYPECODE)
+    Q.P = SimpleNamespace(
+        intersect_many=intersect_many,
+        union_many=union_many,
+        difference=difference,
+        intersect=postings_call(real_p.intersect),
+        union=postings_call(real_p.union),
+        contains=real_p.contains,
+        valid=real_p.valid,
+        TYPECODE=real_p.TYPECODE,
+    )
     try:
         yield calls
     finally:
@@ -338,11 +396,15 @@ def profile_find(b: Brain, name: str, args: dict[str, Any], runs: int, top: int)
     rest = total - decode - acc["postings"]
     per = 1e3 / runs
     print(f"  wall clock, timed shims, no profiler: {total * per:.2f} ms per find")
-    print(f"    decoding     {_pct(decode, total)}  {decode * per:7.3f} ms  "
-          f"(sstblock.decode_block {acc['decode_block'] * per:.3f} ms over {calls['decode_block'] / runs:.0f} "
-          f"blocks, rows.unpack {acc['unpack'] * per:.3f} ms over {calls['unpack'] / runs:.0f} rows)")
-    print(f"    intersecting {_pct(acc['postings'], total)}  {acc['postings'] * per:7.3f} ms  "
-          f"({calls['postings'] / runs:.0f} postings calls)")
+    print(
+        f"    decoding     {_pct(decode, total)}  {decode * per:7.3f} ms  "
+        f"(sstblock.decode_block {acc['decode_block'] * per:.3f} ms over {calls['decode_block'] / runs:.0f} "
+        f"blocks, rows.unpack {acc['unpack'] * per:.3f} ms over {calls['unpack'] / runs:.0f} rows)"
+    )
+    print(
+        f"    intersecting {_pct(acc['postings'], total)}  {acc['postings'] * per:7.3f} ms  "
+        f"({calls['postings'] / runs:.0f} postings calls)"
+    )
     print(f"    the rest     {_pct(rest, total)}  {rest * per:7.3f} ms")
 
     # 2. cProfile, the same shims: where "the rest" goes
@@ -362,8 +424,10 @@ def profile_find(b: Brain, name: str, args: dict[str, Any], runs: int, top: int)
     decode_p = cum("decode_block") + cum("unpack")
     inter_p = cum("intersect_many") + cum("union_many") + cum("difference")
     print(f"  under cProfile (pure Python inflated): {total_p * per:.2f} ms per find")
-    print(f"    decoding     {_pct(decode_p, total_p)}   intersecting {_pct(inter_p, total_p)}   "
-          f"the rest {_pct(total_p - decode_p - inter_p, total_p)}")
+    print(
+        f"    decoding     {_pct(decode_p, total_p)}   intersecting {_pct(inter_p, total_p)}   "
+        f"the rest {_pct(total_p - decode_p - inter_p, total_p)}"
+    )
     print(f"  top {top} functions by own time (cProfile; {runs} runs):")
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
@@ -388,6 +452,7 @@ def profiles(store: Path, text: str) -> None:
 
 
 # -- main ----------------------------------------------------------------------------------------------
+
 
 def main() -> None:
     runner = stored.runner()
@@ -414,7 +479,8 @@ def main() -> None:
     results["find.page[1000]"] = runner.bench_time_func("find.page[1000]", time_find(PAGE))
     results["orjson.page[1000]"] = runner.bench_time_func("orjson.page[1000]", time_orjson)
     results["find.text"] = runner.bench_time_func(
-        "find.text", time_find(lambda: {"query": fixture("text"), "limit": 10}))
+        "find.text", time_find(lambda: {"query": fixture("text"), "limit": 10})
+    )
     for which in ("cython", "python"):
         try:
             load("postings", which)

@@ -46,8 +46,11 @@ from brainy.index import vectors as V
 DIM = 384
 BATCH = 1_000
 SEED = 20251201
-STORES = {"clustered-20k": (20_000, "clustered"), "clustered-100k": (100_000, "clustered"),
-          "random-20k": (20_000, "random")}
+STORES = {
+    "clustered-20k": (20_000, "clustered"),
+    "clustered-100k": (100_000, "clustered"),
+    "random-20k": (20_000, "random"),
+}
 WORDS = [f"w{i}" for i in range(50)]
 QUERIES = 200
 
@@ -69,8 +72,15 @@ def queries(x: np.ndarray, seed: int = SEED + 1) -> np.ndarray:
 
 
 def items(x: np.ndarray, start: int, stop: int, rnd: random.Random) -> list[dict]:
-    return [{"type": "document", "vector": x[i].tolist(), "data": " ".join(rnd.choices(WORDS, k=4)),
-             "metadata": {"p": i % 100, "m": i % 1000}} for i in range(start, stop)]
+    return [
+        {
+            "type": "document",
+            "vector": x[i].tolist(),
+            "data": " ".join(rnd.choices(WORDS, k=4)),
+            "metadata": {"p": i % 100, "m": i % 1000},
+        }
+        for i in range(start, stop)
+    ]
 
 
 def ingest(path: Path, x: np.ndarray) -> float:
@@ -93,8 +103,10 @@ def build(folder: Path) -> None:
         if path.exists():
             continue
         took = ingest(path, vectors(n, kind))
-        print(f"{name}: ingested {n:,} rows with given vectors in {took:.1f} s ({n / took:,.0f} records/s durable)",
-              flush=True)
+        print(
+            f"{name}: ingested {n:,} rows with given vectors in {took:.1f} s ({n / took:,.0f} records/s durable)",
+            flush=True,
+        )
         brain = Brain.open(path)
         started = time.perf_counter()
         brain.find({"vector": vectors(1, "random")[0].tolist()})  # builds the index from the rows
@@ -106,11 +118,12 @@ def build(folder: Path) -> None:
 def profile_ingest() -> None:
     """Where a durable ingest's time goes: the commit path's parts, timed by shims around them."""
     from brainy.contract import arguments as A
+    from brainy.index.follower import ProjectionFollower, VectorFollower
     from brainy.store import commit_path as C
     from brainy.store import log as L
     from brainy.store import maintenance as M
     from brainy.store import rows as ROWS
-    from brainy.index.follower import ProjectionFollower, VectorFollower
+
     spent: dict[str, float] = {}
 
     def shim(owner, name, label):
@@ -122,19 +135,22 @@ def profile_ingest() -> None:
                 return original(*a, **k)
             finally:
                 spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+
         setattr(owner, name, timed)
         return original
 
-    saved = [(C.CommitPath, "apply", shim(C.CommitPath, "apply", "apply (memtable, ledger, record)")),
-             (L.LogWriter, "append", shim(L.LogWriter, "append", "log append")),
-             (L.LogWriter, "wait", shim(L.LogWriter, "wait", "fsync wait")),
-             (ProjectionFollower, "advance", shim(ProjectionFollower, "advance", "postings follower")),
-             (VectorFollower, "advance", shim(VectorFollower, "advance", "vector follower")),
-             (L, "encode_payload", shim(L, "encode_payload", "frame encode")),
-             (ROWS, "vector", shim(ROWS, "vector", "vector argument check")),
-             (A, "check", shim(A, "check", "argument check (door and items)")),
-             (M.Maintenance, "flush", shim(M.Maintenance, "flush", "flush (background thread)")),
-             (M.Maintenance, "compact", shim(M.Maintenance, "compact", "compaction (background thread)"))]
+    saved = [
+        (C.CommitPath, "apply", shim(C.CommitPath, "apply", "apply (memtable, ledger, record)")),
+        (L.LogWriter, "append", shim(L.LogWriter, "append", "log append")),
+        (L.LogWriter, "wait", shim(L.LogWriter, "wait", "fsync wait")),
+        (ProjectionFollower, "advance", shim(ProjectionFollower, "advance", "postings follower")),
+        (VectorFollower, "advance", shim(VectorFollower, "advance", "vector follower")),
+        (L, "encode_payload", shim(L, "encode_payload", "frame encode")),
+        (ROWS, "vector", shim(ROWS, "vector", "vector argument check")),
+        (A, "check", shim(A, "check", "argument check (door and items)")),
+        (M.Maintenance, "flush", shim(M.Maintenance, "flush", "flush (background thread)")),
+        (M.Maintenance, "compact", shim(M.Maintenance, "compact", "compaction (background thread)")),
+    ]
     folder = Path(tempfile.mkdtemp(prefix="brainy-ingest-"))
     try:
         x = vectors(20_000, "clustered")
@@ -154,8 +170,10 @@ def profile_ingest() -> None:
         for owner, name, original in saved:
             setattr(owner, name, original)
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"ingest 20,000 with given vectors: {20_000 / took:,.0f} records/s durable (index not yet built), "
-          f"{20_000 / queried:,.0f} records/s into a queried store (index followed)")
+    print(
+        f"ingest 20,000 with given vectors: {20_000 / took:,.0f} records/s durable (index not yet built), "
+        f"{20_000 / queried:,.0f} records/s into a queried store (index followed)"
+    )
     total = took + queried
     for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
         print(f"  {label:<34} {seconds:6.2f} s  {100 * seconds / total:5.1f}% of both runs")
@@ -180,8 +198,11 @@ def recall(folder: Path) -> None:
                     times.append(time.perf_counter() - t)
                     got += len(truth & {d - 1 for d in dense.tolist()})  # row i has dense int i + 1
                     total += 10
-            print(f"{name}: efSearch {ef}: recall@10 {got / total:.3f}, index.search p50 "
-                  f"{1000 * float(np.median(times)):.3f} ms ({how})", flush=True)
+            print(
+                f"{name}: efSearch {ef}: recall@10 {got / total:.3f}, index.search p50 "
+                f"{1000 * float(np.median(times)):.3f} ms ({how})",
+                flush=True,
+            )
         V.EF_SEARCH = chosen
         brain.close()
 
@@ -231,6 +252,7 @@ def main() -> None:
                     for _ in range(loops):
                         search(qa[nxt()], 10)
                     return time.perf_counter() - t
+
             return run
 
         def door(extra: dict):
@@ -240,6 +262,7 @@ def main() -> None:
                 for _ in range(loops):
                     brain.find({"vector": qs[nxt()], "limit": 10, "includeData": False, **extra})
                 return time.perf_counter() - t
+
             return run
 
         runner.bench_time_func(f"index.top10[{name}]", index("search"))

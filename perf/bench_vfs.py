@@ -76,40 +76,67 @@ def time_write(size: int, encoding: str):
         for i in range(loops):
             text = content(size, encoding)
             t0 = time.perf_counter()
-            brain().writeFile({"path": f"/bench/{encoding}-{size}-{i % 4}", "content": text, "encoding": encoding,
-                               "createParents": True, "embed": False}, caller=CALLER)
+            brain().writeFile(
+                {
+                    "path": f"/bench/{encoding}-{size}-{i % 4}",
+                    "content": text,
+                    "encoding": encoding,
+                    "createParents": True,
+                    "embed": False,
+                },
+                caller=CALLER,
+            )
             total += time.perf_counter() - t0
         return total
+
     return run
 
 
 def time_read(size: int, encoding: str):
     path = f"/read/{encoding}-{size}"
-    brain().writeFile({"path": path, "content": content(size, encoding), "encoding": encoding,
-                       "createParents": True, "embed": False}, caller=CALLER)
+    brain().writeFile(
+        {"path": path, "content": content(size, encoding), "encoding": encoding, "createParents": True, "embed": False},
+        caller=CALLER,
+    )
 
     def run(loops: int) -> float:
         t0 = time.perf_counter()
         for _ in range(loops):
             brain().readFile({"path": path, "encoding": encoding})
         return time.perf_counter() - t0
+
     return run
 
 
 def dedup_figure() -> str:
     b = brain()
     data = bytearray(random.Random(1).randbytes(100 * MiB))
-    b.writeFile({"path": "/dedup.bin", "content": binascii.b2a_base64(data, newline=False).decode(),
-                 "encoding": "base64", "embed": False}, caller=CALLER)
+    b.writeFile(
+        {
+            "path": "/dedup.bin",
+            "content": binascii.b2a_base64(data, newline=False).decode(),
+            "encoding": "base64",
+            "embed": False,
+        },
+        caller=CALLER,
+    )
     before = b.blobs.disk_bytes()
-    data[50 * MiB:50 * MiB + 1024] = random.Random(2).randbytes(1024)
-    b.writeFile({"path": "/dedup.bin", "content": binascii.b2a_base64(data, newline=False).decode(),
-                 "encoding": "base64", "embed": False}, caller=CALLER)
+    data[50 * MiB : 50 * MiB + 1024] = random.Random(2).randbytes(1024)
+    b.writeFile(
+        {
+            "path": "/dedup.bin",
+            "content": binascii.b2a_base64(data, newline=False).decode(),
+            "encoding": "base64",
+            "embed": False,
+        },
+        caller=CALLER,
+    )
     grown = b.blobs.disk_bytes() - before
     return f"{grown} bytes of new chunks on disk for {len(data)} rewritten ({grown / 1024:.1f} KiB)"
 
 
 # -- over the wire ---------------------------------------------------------------------------------------
+
 
 def serve(folder: Path) -> tuple[int, subprocess.Popen[bytes]]:
     """A ``brainy serve`` of a store whose /read/ files are written (in process, before it starts)."""
@@ -117,8 +144,16 @@ def serve(folder: Path) -> tuple[int, subprocess.Popen[bytes]]:
     filled = Brain.open(folder / "store")
     for size in (MiB, 100 * MiB):
         for encoding in ("base64", "utf-8"):
-            filled.writeFile({"path": f"/read/{encoding}-{size}", "content": content(size, encoding),
-                              "encoding": encoding, "createParents": True, "embed": False}, caller=CALLER)
+            filled.writeFile(
+                {
+                    "path": f"/read/{encoding}-{size}",
+                    "content": content(size, encoding),
+                    "encoding": encoding,
+                    "createParents": True,
+                    "embed": False,
+                },
+                caller=CALLER,
+            )
     filled.close()
     keys = folder / "keys"
     keys.write_text(f"{KEY} {CALLER} *\n")
@@ -126,9 +161,22 @@ def serve(folder: Path) -> tuple[int, subprocess.Popen[bytes]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--brain", f"main={folder / 'store'}", "--keys", str(keys)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "brainy.cli",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--brain",
+            f"main={folder / 'store'}",
+            "--keys",
+            str(keys),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -141,8 +189,9 @@ def serve(folder: Path) -> tuple[int, subprocess.Popen[bytes]]:
 
 
 def vfs_call(connection: http.client.HTTPConnection, body: bytes) -> bytes:
-    connection.request("POST", "/v1/brains/main/vfs", body, {"authorization": f"Bearer {KEY}",
-                                                             "content-type": "application/json"})
+    connection.request(
+        "POST", "/v1/brains/main/vfs", body, {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    )
     response = connection.getresponse()
     answer = response.read()
     if response.status != 200:
@@ -162,6 +211,7 @@ def wire_read(port: int, size: int, encoding: str):
         elapsed = time.perf_counter() - t0
         connection.close()
         return elapsed
+
     return run
 
 
@@ -170,22 +220,33 @@ def wire_write(port: int, size: int, encoding: str):
         connection = http.client.HTTPConnection("127.0.0.1", port)
         total = 0.0
         for i in range(loops):
-            body = json.dumps({"op": "writeFile", "path": f"/wire/{encoding}-{size}-{i % 4}",
-                               "content": content(size, encoding), "encoding": encoding, "createParents": True,
-                               "embed": False}).encode()
+            body = json.dumps(
+                {
+                    "op": "writeFile",
+                    "path": f"/wire/{encoding}-{size}-{i % 4}",
+                    "content": content(size, encoding),
+                    "encoding": encoding,
+                    "createParents": True,
+                    "embed": False,
+                }
+            ).encode()
             t0 = time.perf_counter()
             vfs_call(connection, body)
             total += time.perf_counter() - t0
         connection.close()
         return total
+
     return run
 
 
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=lambda cmd, args: cmd.extend(
-        ["--wire", "--port", str(args.port)] if args.wire else []))
+    runner = pyperf.Runner(
+        add_cmdline_args=lambda cmd, args: cmd.extend(["--wire", "--port", str(args.port)] if args.wire else [])
+    )
     runner.argparser.add_argument("--wire", action="store_true", help="also over h1 to a real brainy serve")
-    runner.argparser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)  # the master's server, for its workers
+    runner.argparser.add_argument(
+        "--port", type=int, default=0, help=argparse.SUPPRESS
+    )  # the master's server, for its workers
     args = runner.parse_args()
     runner.metadata["description"] = "brainy vfs: writeFile and readFile through the door"
     if not args.worker:
@@ -202,8 +263,9 @@ def main() -> None:
             runner.bench_time_func(f"readFile[{encoding}, {name}]", time_read(size, encoding))
             if args.wire:  # a request body is at most 64 MiB (PayloadTooLargeError): the large write is 32 MiB
                 sent = min(size, WIRE_WRITE_MAX)
-                runner.bench_time_func(f"wire writeFile[{encoding}, {sent // MiB} MiB]",
-                                       wire_write(args.port, sent, encoding))
+                runner.bench_time_func(
+                    f"wire writeFile[{encoding}, {sent // MiB} MiB]", wire_write(args.port, sent, encoding)
+                )
                 runner.bench_time_func(f"wire readFile[{encoding}, {name}]", wire_read(args.port, size, encoding))
 
 

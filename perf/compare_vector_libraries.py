@@ -7,29 +7,35 @@ numpy/BLAS scan. Data: ``random`` (Gaussian, unit length) or ``clustered`` (n/20
 queries near stored vectors (noise 0.1), 200 of them. Not a pyperf benchmark: a one-off table for the
 commit that chose; the engine's own figures are perf/bench_vectors.py's.
 """
+
 import statistics
 import sys
 import time
 
 import numpy as np
-
 from bench_vectors import queries, vectors
+
 
 def data(n, kind, seed=7):
     """The bench's data sets (perf/bench_vectors.py), at this script's seed."""
     x = vectors(n, kind, seed)
     return x, queries(x, seed + 1)
 
+
 def exact(x, q, k=10):
     s = x @ q
     i = np.argpartition(-s, k)[:k]
     return i[np.argsort(-s[i])]
 
+
 def p50(fn, qs):
     ts = []
     for q in qs:
-        t = time.perf_counter(); fn(q); ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fn(q)
+        ts.append(time.perf_counter() - t)
     return statistics.median(ts) * 1000
+
 
 def recall(fn, x, qs):
     r = 0
@@ -38,6 +44,7 @@ def recall(fn, x, qs):
         r += len(truth & set(np.asarray(fn(q)).tolist()[:10])) / 10
     return r / len(qs)
 
+
 def run(n, kind, which):
     x, qs = data(n, kind)
     out = {}
@@ -45,6 +52,7 @@ def run(n, kind, which):
         out["exact"] = (0.0, p50(lambda q: exact(x, q), qs), 1.0)
     if "usearch" in which:
         from usearch.index import Index
+
         t = time.perf_counter()
         idx = Index(ndim=384, metric="ip", dtype="f32", connectivity=16, expansion_add=128, expansion_search=64)
         idx.add(np.arange(n), x, threads=1)
@@ -56,6 +64,7 @@ def run(n, kind, which):
             out[f"usearch ef{ef}"] = (b, p50(f, qs), recall(f, x, qs))
     if "hnswlib" in which:
         import hnswlib
+
         t = time.perf_counter()
         idx = hnswlib.Index(space="ip", dim=384)
         idx.init_index(max_elements=n, ef_construction=128, M=16)
@@ -68,6 +77,7 @@ def run(n, kind, which):
             out[f"hnswlib ef{ef}"] = (b, p50(f, qs), recall(f, x, qs))
     if "faiss" in which:
         import faiss
+
         faiss.omp_set_num_threads(1)
         t = time.perf_counter()
         idx = faiss.IndexHNSWFlat(384, 16, faiss.METRIC_INNER_PRODUCT)
@@ -78,12 +88,16 @@ def run(n, kind, which):
             idx.hnsw.efSearch = ef
             f = lambda q: idx.search(q[None, :], 10)[1][0]
             out[f"faiss-hnsw ef{ef}"] = (b, p50(f, qs), recall(f, x, qs))
-        fl = faiss.IndexFlatIP(384); fl.add(x)
+        fl = faiss.IndexFlatIP(384)
+        fl.add(x)
         f = lambda q: fl.search(q[None, :], 10)[1][0]
         out["faiss-flat"] = (0.0, p50(f, qs), recall(f, x, qs))
     for k, (b, p, r) in out.items():
         print(f"{n:>7} {kind:>9} {k:<18} build {b:7.2f} s  p50 {p:6.3f} ms  recall@10 {r:.3f}", flush=True)
 
+
 if __name__ == "__main__":
-    n = int(sys.argv[1]); kind = sys.argv[2]; which = sys.argv[3].split(",")
+    n = int(sys.argv[1])
+    kind = sys.argv[2]
+    which = sys.argv[3].split(",")
     run(n, kind, which)

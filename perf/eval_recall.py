@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from brainy.doors.memory import recall as RC  # noqa: E402
 from brainy.engine import init_store  # noqa: E402
 from brainy.engine.brain import Brain  # noqa: E402
-from brainy.doors.memory import recall as RC  # noqa: E402
 
 # (memory, question): the question names the subject and paraphrases the fact
 SET: list[tuple[str, str]] = [
@@ -52,7 +52,10 @@ SET: list[tuple[str, str]] = [
     ("Acme Corp pays in US dollars by wire transfer", "How does Acme settle its bills?"),
     ("Acme Corp has 340 seats on the enterprise plan", "How many licences has Acme bought?"),
     ("The user prefers answers in British English", "Which spelling should I use with the user?"),
-    ("The user wants code examples in Python rather than JavaScript", "Which programming language should samples be in for the user?"),
+    (
+        "The user wants code examples in Python rather than JavaScript",
+        "Which programming language should samples be in for the user?",
+    ),
     ("The user is in the Central European time zone", "What hours does the user keep?"),
     ("The user dislikes long preambles and wants the answer first", "How should I structure replies to the user?"),
     ("The user's laptop is a 2021 MacBook Pro with an M1 chip", "What computer does the user work on?"),
@@ -61,7 +64,10 @@ SET: list[tuple[str, str]] = [
     ("Grandma Rosa gets confused by video calls and prefers the phone", "How is it best to reach Rosa?"),
     ("Grandma Rosa moved into the Oak Lane care home in 2023", "Where does Rosa live now?"),
     ("Grandma Rosa loves crossword puzzles from the Sunday paper", "What hobby keeps Rosa busy?"),
-    ("The office wifi password changes on the first Monday of each month", "How often is the office network key rotated?"),
+    (
+        "The office wifi password changes on the first Monday of each month",
+        "How often is the office network key rotated?",
+    ),
     ("The office closes at 6 pm on Fridays", "Until when is the office open at the end of the week?"),
     ("The office printer on floor 2 jams with thick paper", "Which printer in the office gives trouble?"),
     ("The office kitchen is cleaned by a service on Wednesdays", "When does someone tidy the office kitchen?"),
@@ -89,8 +95,10 @@ def measure() -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as directory:
         init_store(Path(directory) / "eval")
         with Brain.open(Path(directory) / "eval") as brain:
-            ids = [brain.call("memory.remember", {"text": text, "dedupe": False}, caller="person:eval")["id"]
-                   for text, _ in SET]
+            ids = [
+                brain.call("memory.remember", {"text": text, "dedupe": False}, caller="person:eval")["id"]
+                for text, _ in SET
+            ]
             view = brain.at()
             narrowed = RC.narrowing(RC.M.KNOWN)
             for name, fusion in FUSIONS.items():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -38,13 +38,12 @@ class _Brainy(grpc.GenericRpcHandler):
     """Every rpc to :class:`~brainy.net.grpc_service.GrpcService`, its Response unwrapped into grpcio's terms."""
 
     def __init__(self, store: Path, keys: Path) -> None:
-        from brainy.net.app import App
-        from brainy.net.grpc_service import GrpcService
         from brainy.auth.keys import KeyTable
         from brainy.host.pool import Pool
+        from brainy.net.app import App
+        from brainy.net.grpc_service import GrpcService
 
-        app = App(Pool({"main": store}), KeyTable.open(str(keys)),
-                  datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        app = App(Pool({"main": store}), KeyTable.open(str(keys)), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         self.service_ = GrpcService(app)
 
     def service(self, details):
@@ -68,8 +67,10 @@ class _Brainy(grpc.GenericRpcHandler):
         # initial-metadata send would be one more trip through grpcio's core per call)
         context.set_trailing_metadata((("brainy-ms", fields["brainy-ms"]),))
         if "grpc-status" in fields:
-            await context.abort(grpc.StatusCode(next(c for c in grpc.StatusCode if c.value[0] ==
-                                                     int(fields["grpc-status"]))), fields.get("grpc-message", ""))
+            await context.abort(
+                grpc.StatusCode(next(c for c in grpc.StatusCode if c.value[0] == int(fields["grpc-status"]))),
+                fields.get("grpc-message", ""),
+            )
         return response.body[5:]
 
 

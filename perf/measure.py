@@ -57,6 +57,7 @@ import math
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,6 @@ import aioquic.h3.events
 import h2.config
 import h2.connection
 import h2.events
-import ssl
 import uvloop
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.quic.configuration import QuicConfiguration
@@ -111,11 +111,11 @@ class H1Client(asyncio.Protocol):
                 return
             head = bytes(self.buf[:end]).lower()
             i = head.find(b"content-length:")
-            length = int(head[i + 15:head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
+            length = int(head[i + 15 : head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None])
             self.need = end + 4 + length
         if len(self.buf) >= self.need:
-            body = bytes(self.buf[self.need - (self.need - self.buf.find(b"\r\n\r\n") - 4):self.need])
-            del self.buf[:self.need]
+            body = bytes(self.buf[self.need - (self.need - self.buf.find(b"\r\n\r\n") - 4) : self.need])
+            del self.buf[: self.need]
             self.need = -1
             self.waiter.set_result(body)
 
@@ -219,9 +219,13 @@ class WsClient(asyncio.Protocol):
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.transport = transport
         nonce = base64.b64encode(os.urandom(16)).decode()
-        transport.write((f"GET /v1/ws HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-                         f"sec-websocket-version: 13\r\nsec-websocket-key: {nonce}\r\n"
-                         f"authorization: Bearer {KEY}\r\n\r\n").encode())
+        transport.write(
+            (
+                f"GET /v1/ws HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                f"sec-websocket-version: 13\r\nsec-websocket-key: {nonce}\r\n"
+                f"authorization: Bearer {KEY}\r\n\r\n"
+            ).encode()
+        )
 
     def data_received(self, data):
         self.buf += data
@@ -230,7 +234,7 @@ class WsClient(asyncio.Protocol):
             if end < 0:
                 return
             assert self.buf.startswith(b"HTTP/1.1 101"), bytes(self.buf[:200])
-            del self.buf[:end + 4]
+            del self.buf[: end + 4]
             self.ready.set_result(None)
         while len(self.buf) >= 2:
             n, at = self.buf[1] & 0x7F, 2
@@ -244,8 +248,8 @@ class WsClient(asyncio.Protocol):
                 n, at = int.from_bytes(self.buf[2:10], "big"), 10
             if len(self.buf) < at + n:
                 return
-            body = bytes(self.buf[at:at + n])
-            del self.buf[:at + n]
+            body = bytes(self.buf[at : at + n])
+            del self.buf[: at + n]
             self.waiters.popleft().set_result(body)
 
     async def request(self, frame: bytes) -> bytes:
@@ -271,8 +275,9 @@ async def connect(port: int, kind: str):
     """One client connection of ``kind``, answered when it can carry a request (QUIC handshake, ws upgrade done)."""
     loop = asyncio.get_running_loop()
     if kind == "h3":
-        _, client = await loop.create_datagram_endpoint(lambda: H3Client(QuicConnection(configuration=H3_CLIENT)),
-                                                        remote_addr=("127.0.0.1", port))
+        _, client = await loop.create_datagram_endpoint(
+            lambda: H3Client(QuicConnection(configuration=H3_CLIENT)), remote_addr=("127.0.0.1", port)
+        )
         client.connect(("127.0.0.1", port))
         await client.wait_connected()
         return client
@@ -352,7 +357,7 @@ class SseClient(asyncio.Protocol):
             end = self.buf.find(b".", at)
             if end < 0:
                 return
-            generation = int(self.buf[at + 4:end])
+            generation = int(self.buf[at + 4 : end])
             self.buf = self.buf[end:]
             self.arrived.setdefault(generation, now)
             waiter = self.waiters.pop(generation, None)
@@ -382,13 +387,19 @@ async def commit_to_frame(port: int, writes: int) -> list[float]:
 
 
 def h1_get(path: str, accept: str = "application/json") -> bytes:
-    return (f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\n"
-            f"accept: {accept}\r\n\r\n").encode()
+    return (
+        f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\naccept: {accept}\r\n\r\n"
+    ).encode()
 
 
 def h2_get(path: str, scheme: bytes = b"http") -> list[tuple[bytes, bytes]]:
-    return [(b":method", b"GET"), (b":path", path.encode()), (b":scheme", scheme), (b":authority", b"127.0.0.1"),
-            (b"authorization", f"Bearer {KEY}".encode())]
+    return [
+        (b":method", b"GET"),
+        (b":path", path.encode()),
+        (b":scheme", scheme),
+        (b":authority", b"127.0.0.1"),
+        (b"authorization", f"Bearer {KEY}".encode()),
+    ]
 
 
 def self_signed(root: Path) -> tuple[Path, Path]:
@@ -403,29 +414,48 @@ def self_signed(root: Path) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "measure")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
     (root / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (root / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
+    (root / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return root / "cert.pem", root / "key.pem"
 
 
 def grpc_call(rpc: str, brain: str = "", id_: str = "") -> tuple[list[tuple[bytes, bytes]], bytes]:
     """A unary call of brainy.v1.Brainy/<rpc>: DoorRequest{brain, id} (fields 1 and 2) as its one message."""
     fields = b"".join(bytes([n << 3 | 2, len(v)]) + v.encode() for n, v in ((1, brain), (2, id_)) if v)
-    return ([(b":method", b"POST"), (b":path", f"/brainy.v1.Brainy/{rpc}".encode()), (b":scheme", b"http"),
-             (b":authority", b"127.0.0.1"), (b"content-type", b"application/grpc"), (b"te", b"trailers"),
-             (b"authorization", f"Bearer {KEY}".encode())], b"\x00" + len(fields).to_bytes(4, "big") + fields)
+    return (
+        [
+            (b":method", b"POST"),
+            (b":path", f"/brainy.v1.Brainy/{rpc}".encode()),
+            (b":scheme", b"http"),
+            (b":authority", b"127.0.0.1"),
+            (b"content-type", b"application/grpc"),
+            (b"te", b"trailers"),
+            (b"authorization", f"Bearer {KEY}".encode()),
+        ],
+        b"\x00" + len(fields).to_bytes(4, "big") + fields,
+    )
 
 
 def h1_post(path: str, body: bytes, headers: dict[str, str]) -> bytes:
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    return (f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\n{head}"
-            f"content-length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\n{head}"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 MCP_JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -433,16 +463,32 @@ MCP_JSON = {"content-type": "application/json", "accept": "application/json, tex
 
 def mcp_session(port: int) -> str:
     """Open one MCP session (initialize, then notifications/initialized) and answer its Mcp-Session-Id."""
-    init = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "measure", "version": "1"}}})
+    init = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "measure", "version": "1"},
+            },
+        }
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(h1_post("/mcp", init.encode(), MCP_JSON))
         head = sock.recv(65536).split(b"\r\n\r\n", 1)[0].decode("latin-1")
-    session = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
-                   if line.lower().startswith("mcp-session-id:"))
+    session = next(
+        line.split(":", 1)[1].strip() for line in head.split("\r\n") if line.lower().startswith("mcp-session-id:")
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(h1_post("/mcp", b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
-                             {**MCP_JSON, "mcp-session-id": session}))
+        sock.sendall(
+            h1_post(
+                "/mcp",
+                b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                {**MCP_JSON, "mcp-session-id": session},
+            )
+        )
         answer = sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 202"), f"notifications/initialized was not accepted: {answer!r}"
     return session
@@ -450,8 +496,9 @@ def mcp_session(port: int) -> str:
 
 def mcp_call(session: str, tool: str, arguments: dict) -> bytes:
     """tools/call of one door as an MCP client sends it (brain left out: the key reaches one brain)."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": tool, "arguments": arguments}}).encode()
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    ).encode()
     return h1_post("/mcp", body, {**MCP_JSON, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"})
 
 
@@ -462,8 +509,14 @@ def build_store(root: Path, rows: int) -> Path:
     init_store(path)
     brain = Brain.open(path)
     for start in range(0, rows, 500):
-        brain.addMany({"items": [{"type": "thing", "id": f"row-{i}", "data": f"row {i}",
-                                  "metadata": {"i": i, "tags": ["a", "b"]}} for i in range(start, min(rows, start + 500))]})
+        brain.addMany(
+            {
+                "items": [
+                    {"type": "thing", "id": f"row-{i}", "data": f"row {i}", "metadata": {"i": i, "tags": ["a", "b"]}}
+                    for i in range(start, min(rows, start + 500))
+                ]
+            }
+        )
     brain.close()
     return path
 
@@ -507,10 +560,12 @@ def cpu_seconds(pid: int | None) -> float:
 def with_cpu(measure, pid: int | None):
     """``measure`` with the server's CPU per request (microseconds) beside its figures: on a shared box
     the steadier figure, since a server waiting for its core costs time but no CPU."""
+
     def run() -> tuple[list[float], int, float, float]:
         before = cpu_seconds(pid)
         lat, size, rate = measure()
         return lat, size, rate, (cpu_seconds(pid) - before) / max(1, len(lat)) * 1e6
+
     return run
 
 
@@ -548,14 +603,26 @@ class Load:
     body: bytes | None = None
 
 
-def h2load_sweep(load: Load, concurrency: int, total: int, cores: set[int] | None,
-                 tmp: Path) -> tuple[list[float], int, float]:
+def h2load_sweep(
+    load: Load, concurrency: int, total: int, cores: set[int] | None, tmp: Path
+) -> tuple[list[float], int, float]:
     """One h2load run pinned to ``cores``: sorted per-request milliseconds (its --log-file), the answer size
     (bytes received over requests, headers included: h2load does not split them), requests per second."""
     log = tmp / "h2load.log"
     log.unlink(missing_ok=True)  # h2load appends
-    argv = [*pinned(cores), H2LOAD, *load.flags, "-c", str(concurrency), "-n", str(total), "-m", "1",
-            "--log-file", str(log)]
+    argv = [
+        *pinned(cores),
+        H2LOAD,
+        *load.flags,
+        "-c",
+        str(concurrency),
+        "-n",
+        str(total),
+        "-m",
+        "1",
+        "--log-file",
+        str(log),
+    ]
     for header in load.headers:
         argv += ["-H", header]
     if load.body is not None:
@@ -570,7 +637,7 @@ def h2load_sweep(load: Load, concurrency: int, total: int, cores: set[int] | Non
     if failed:
         raise SystemExit(f"h2load: {failed} of {len(rows)} requests to {load.url} failed\n{out}")
     # the connect round left out above one connection (the module's docstring says why)
-    steady = sorted(rows, key=lambda r: int(r[0]))[concurrency if concurrency > 1 else 0:]
+    steady = sorted(rows, key=lambda r: int(r[0]))[concurrency if concurrency > 1 else 0 :]
     latencies = sorted(int(r[2]) / 1000 for r in steady)
     rate = float(out.split(" req/s")[0].rsplit(",", 1)[1])
     traffic = int(out.split("traffic: ")[1].split("(")[1].split(")")[0])  # "197.27KB (202000) total"
@@ -588,21 +655,33 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000, help="entities in the store (default 2000)")
     parser.add_argument("--writes", type=int, default=200, help="writes timed to their frame (default 200)")
     parser.add_argument("--grpcio", action="store_true", help="also brainy's gRPC service on grpcio's own server")
-    parser.add_argument("--only", help="only the rows whose name contains this, or one of these comma-separated "
-                                       "texts (and their floors)")
+    parser.add_argument(
+        "--only",
+        help="only the rows whose name contains this, or one of these comma-separated texts (and their floors)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="sweeps per cell; the one with the lowest p50 is shown")
     parser.add_argument("--concurrency", default="1,8,64", help="connection counts swept (default 1,8,64)")
-    parser.add_argument("--python-client", action="store_true",
-                        help="load every cell from this script's own client, even where h2load is installed")
-    parser.add_argument("--before", metavar="PYTHON",
-                        help="also serve from this interpreter's brainy (an earlier tree installed in another venv), "
-                             "on a store it builds itself: each brainy h1/h2/gRPC row is followed by its 'before' row")
+    parser.add_argument(
+        "--python-client",
+        action="store_true",
+        help="load every cell from this script's own client, even where h2load is installed",
+    )
+    parser.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="also serve from this interpreter's brainy (an earlier tree installed in another venv), "
+        "on a store it builds itself: each brainy h1/h2/gRPC row is followed by its 'before' row",
+    )
     args = parser.parse_args()
     server_cores, load_cores = split_cores()
     use_h2load = H2LOAD is not None and not args.python_client
     if not use_h2load:
-        print("h2load not found (Debian: nghttp2-client): every cell is loaded by this script's own client"
-              if H2LOAD is None else "every cell is loaded by this script's own client", file=sys.stderr)
+        print(
+            "h2load not found (Debian: nghttp2-client): every cell is loaded by this script's own client"
+            if H2LOAD is None
+            else "every cell is loaded by this script's own client",
+            file=sys.stderr,
+        )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         store = build_store(root, args.rows)
@@ -611,51 +690,126 @@ def main() -> None:
         os.write(fd, f"{KEY} person:measure *\n{SERVICE} service:ops !\n".encode())
         os.close(fd)
         port, floor_port, h2_floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port = (
-            free_port() for _ in range(7))
+            free_port() for _ in range(7)
+        )
         cert, key = self_signed(root)
         on_server = pinned(server_cores)
         procs = [
-            subprocess.Popen([*on_server, sys.executable, "-m", "brainy.cli", "serve", "--listen", f"127.0.0.1:{port}",
-                              "--listen", f"127.0.0.1:{grpc_port},grpc", "--listen", f"127.0.0.1:{h3_port},h3",
-                              "--tls-cert", str(cert), "--tls-key", str(key),
-                              "--brain", f"main={store}", "--keys", str(keys)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-            subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_server.py"), str(floor_port)],
-                             stdout=subprocess.DEVNULL),
-            subprocess.Popen([*on_server, sys.executable, str(HERE / "floor_server.py"), str(h2_floor_port), "h2"],
-                             stdout=subprocess.DEVNULL),
-            subprocess.Popen([*on_server, sys.executable, str(HERE / "grpcio_server.py"), "floor",
-                              str(grpc_floor_port)], stdout=subprocess.DEVNULL),
+            subprocess.Popen(
+                [
+                    *on_server,
+                    sys.executable,
+                    "-m",
+                    "brainy.cli",
+                    "serve",
+                    "--listen",
+                    f"127.0.0.1:{port}",
+                    "--listen",
+                    f"127.0.0.1:{grpc_port},grpc",
+                    "--listen",
+                    f"127.0.0.1:{h3_port},h3",
+                    "--tls-cert",
+                    str(cert),
+                    "--tls-key",
+                    str(key),
+                    "--brain",
+                    f"main={store}",
+                    "--keys",
+                    str(keys),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+            subprocess.Popen(
+                [*on_server, sys.executable, str(HERE / "floor_server.py"), str(floor_port)], stdout=subprocess.DEVNULL
+            ),
+            subprocess.Popen(
+                [*on_server, sys.executable, str(HERE / "floor_server.py"), str(h2_floor_port), "h2"],
+                stdout=subprocess.DEVNULL,
+            ),
+            subprocess.Popen(
+                [*on_server, sys.executable, str(HERE / "grpcio_server.py"), "floor", str(grpc_floor_port)],
+                stdout=subprocess.DEVNULL,
+            ),
         ]
         if args.grpcio:  # brainy's service on grpcio's own server: the candidate brainy's h2 layer was measured against
-            procs.append(subprocess.Popen([*on_server, sys.executable, str(HERE / "grpcio_server.py"), "brainy",
-                                           str(grpcio_port), str(store), str(keys)], stdout=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        *on_server,
+                        sys.executable,
+                        str(HERE / "grpcio_server.py"),
+                        "brainy",
+                        str(grpcio_port),
+                        str(store),
+                        str(keys),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                )
+            )
         before_port = before_grpc_port = None
         if args.before:  # the earlier tree on its own store (its own format), one listener of each TCP kind
             before_port, before_grpc_port = free_port(), free_port()
-            subprocess.run([args.before, "-c", "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-                            "import measure; measure.build_store(Path(sys.argv[2]), int(sys.argv[3]))",
-                            str(HERE), str(root / "before"), str(args.rows)], check=True, cwd=root)
+            subprocess.run(
+                [
+                    args.before,
+                    "-c",
+                    "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+                    "import measure; measure.build_store(Path(sys.argv[2]), int(sys.argv[3]))",
+                    str(HERE),
+                    str(root / "before"),
+                    str(args.rows),
+                ],
+                check=True,
+                cwd=root,
+            )
             # cwd=root: `-c` and `-m` put the working directory first on sys.path, and it must not hold a brainy
-            procs.append(subprocess.Popen([*on_server, args.before, "-m", "brainy.cli", "serve",
-                                           "--listen", f"127.0.0.1:{before_port}",
-                                           "--listen", f"127.0.0.1:{before_grpc_port},grpc",
-                                           "--brain", f"main={root / 'before' / 'store'}", "--keys", str(keys)],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        *on_server,
+                        args.before,
+                        "-m",
+                        "brainy.cli",
+                        "serve",
+                        "--listen",
+                        f"127.0.0.1:{before_port}",
+                        "--listen",
+                        f"127.0.0.1:{before_grpc_port},grpc",
+                        "--brain",
+                        f"main={root / 'before' / 'store'}",
+                        "--keys",
+                        str(keys),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=root,
+                )
+            )
         if load_cores:  # this process is the Python client where h2load is not used: it loads from the other core
             os.sched_setaffinity(0, load_cores)
         try:
-            for p in (port, floor_port, h2_floor_port, grpc_port, grpc_floor_port) + ((grpcio_port,) if args.grpcio else ()) \
-                    + ((before_port, before_grpc_port) if args.before else ()):
+            for p in (
+                (port, floor_port, h2_floor_port, grpc_port, grpc_floor_port)
+                + ((grpcio_port,) if args.grpcio else ())
+                + ((before_port, before_grpc_port) if args.before else ())
+            ):
                 wait_ready(p)
             session = mcp_session(port)
-            cells = build_cells(port, floor_port, h2_floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port,
-                                session, args.grpcio)
+            cells = build_cells(
+                port, floor_port, h2_floor_port, grpc_port, grpc_floor_port, grpcio_port, h3_port, session, args.grpcio
+            )
             if args.before:
                 cells = with_before(cells, {port: before_port, grpc_port: before_grpc_port})
             # which process serves each port: its CPU per request is read beside each cell's figures
-            pids = {port: procs[0].pid, grpc_port: procs[0].pid, h3_port: procs[0].pid,
-                    floor_port: procs[1].pid, h2_floor_port: procs[2].pid, grpc_floor_port: procs[3].pid}
+            pids = {
+                port: procs[0].pid,
+                grpc_port: procs[0].pid,
+                h3_port: procs[0].pid,
+                floor_port: procs[1].pid,
+                h2_floor_port: procs[2].pid,
+                grpc_floor_port: procs[3].pid,
+            }
             if args.grpcio:
                 pids[grpcio_port] = procs[4].pid
             if args.before:
@@ -674,17 +828,26 @@ class Cell:
 
     name: str
     port: int
-    kind: str                 # the Python client's kind: h1, h2, grpc, h3, ws
-    request: Any              # the Python client's request
-    floor: str                # the name of the cell it is judged against (itself for a floor)
+    kind: str  # the Python client's kind: h1, h2, grpc, h3, ws
+    request: Any  # the Python client's request
+    floor: str  # the name of the cell it is judged against (itself for a floor)
     load: Load | None = None  # how h2load sends it; None: only the Python client can (h3, the WebSocket)
 
 
 FIND_PAGE = json.dumps({"limit": 1000, "type": "thing"}).encode()
 
 
-def build_cells(port: int, floor_port: int, h2_floor_port: int, grpc_port: int, grpc_floor_port: int,
-                grpcio_port: int, h3_port: int, session: str, grpcio: bool) -> list[Cell]:
+def build_cells(
+    port: int,
+    floor_port: int,
+    h2_floor_port: int,
+    grpc_port: int,
+    grpc_floor_port: int,
+    grpcio_port: int,
+    h3_port: int,
+    session: str,
+    grpcio: bool,
+) -> list[Cell]:
     auth = f"authorization: Bearer {KEY}"
     base = f"http://127.0.0.1:{port}"
     msgpack = "accept: application/msgpack"
@@ -697,23 +860,46 @@ def build_cells(port: int, floor_port: int, h2_floor_port: int, grpc_port: int, 
 
     def grpc(at: int, rpc: str, brain: str = "", id_: str = "") -> Load:
         headers, message = grpc_call(rpc, brain, id_)
-        return Load(f"http://127.0.0.1:{at}/brainy.v1.Brainy/{rpc}", [],
-                    ["content-type: application/grpc", "te: trailers", auth], message)
+        return Load(
+            f"http://127.0.0.1:{at}/brainy.v1.Brainy/{rpc}",
+            [],
+            ["content-type: application/grpc", "te: trailers", auth],
+            message,
+        )
 
     mcp_get = mcp_call(session, "brainy_get", {"id": "row-7"})
     mcp_counts = mcp_call(session, "brainy_counts", {})
-    mcp_headers = [f"{k}: {v}" for k, v in {**MCP_JSON, "mcp-session-id": session,
-                                           "mcp-protocol-version": "2025-06-18"}.items()]
+    mcp_headers = [
+        f"{k}: {v}" for k, v in {**MCP_JSON, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}.items()
+    ]
     find_json = "content-type: application/json"
     cells = [
-        Cell("floor h1", floor_port, "h1", h1_get("/"), "floor h1", Load(f"http://127.0.0.1:{floor_port}/", ["--h1"], [])),
-        Cell("floor h2", h2_floor_port, "h2", h2_get("/"), "floor h2", Load(f"http://127.0.0.1:{h2_floor_port}/", [], [])),
-        Cell("get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1", h1("/v1/brains/main/get/row-7")),
-        Cell("get h1 msgpack", port, "h1", h1_get("/v1/brains/main/get/row-7", "application/msgpack"), "floor h1",
-             h1("/v1/brains/main/get/row-7", msgpack)),
+        Cell(
+            "floor h1", floor_port, "h1", h1_get("/"), "floor h1", Load(f"http://127.0.0.1:{floor_port}/", ["--h1"], [])
+        ),
+        Cell(
+            "floor h2", h2_floor_port, "h2", h2_get("/"), "floor h2", Load(f"http://127.0.0.1:{h2_floor_port}/", [], [])
+        ),
+        Cell(
+            "get h1 json", port, "h1", h1_get("/v1/brains/main/get/row-7"), "floor h1", h1("/v1/brains/main/get/row-7")
+        ),
+        Cell(
+            "get h1 msgpack",
+            port,
+            "h1",
+            h1_get("/v1/brains/main/get/row-7", "application/msgpack"),
+            "floor h1",
+            h1("/v1/brains/main/get/row-7", msgpack),
+        ),
         Cell("get h2", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h1", h2("/v1/brains/main/get/row-7")),
-        Cell("get h2 vs h2 floor", port, "h2", h2_get("/v1/brains/main/get/row-7"), "floor h2",
-             h2("/v1/brains/main/get/row-7")),
+        Cell(
+            "get h2 vs h2 floor",
+            port,
+            "h2",
+            h2_get("/v1/brains/main/get/row-7"),
+            "floor h2",
+            h2("/v1/brains/main/get/row-7"),
+        ),
         # h2load speaks no h3 here: h3 is judged against h2 loaded by the same (Python) client
         Cell("get h2 python", port, "h2", h2_get("/v1/brains/main/get/row-7"), "get h2 python"),
         Cell("get h3", h3_port, "h3", h2_get("/v1/brains/main/get/row-7", b"https"), "get h2 python"),
@@ -721,30 +907,75 @@ def build_cells(port: int, floor_port: int, h2_floor_port: int, grpc_port: int, 
         Cell("counts h2", port, "h2", h2_get("/v1/brains/main/counts"), "floor h1", h2("/v1/brains/main/counts")),
         Cell("counts h2 python", port, "h2", h2_get("/v1/brains/main/counts"), "counts h2 python"),
         Cell("counts h3", h3_port, "h3", h2_get("/v1/brains/main/counts", b"https"), "counts h2 python"),
-        Cell("find 1000 h1 json", port, "h1", h1_post("/v1/brains/main/find", FIND_PAGE,
-                                                      {"content-type": "application/json"}), "floor h1",
-             h1("/v1/brains/main/find", find_json, body=FIND_PAGE)),
-        Cell("find 1000 h1 msgpack", port, "h1", h1_post("/v1/brains/main/find", FIND_PAGE,
-                                                         {"content-type": "application/json",
-                                                          "accept": "application/msgpack"}), "floor h1",
-             h1("/v1/brains/main/find", find_json, msgpack, body=FIND_PAGE)),
+        Cell(
+            "find 1000 h1 json",
+            port,
+            "h1",
+            h1_post("/v1/brains/main/find", FIND_PAGE, {"content-type": "application/json"}),
+            "floor h1",
+            h1("/v1/brains/main/find", find_json, body=FIND_PAGE),
+        ),
+        Cell(
+            "find 1000 h1 msgpack",
+            port,
+            "h1",
+            h1_post(
+                "/v1/brains/main/find", FIND_PAGE, {"content-type": "application/json", "accept": "application/msgpack"}
+            ),
+            "floor h1",
+            h1("/v1/brains/main/find", find_json, msgpack, body=FIND_PAGE),
+        ),
         Cell("find 1000 h2", port, "h2", None, "floor h1", h2("/v1/brains/main/find", find_json, body=FIND_PAGE)),
-        Cell("get mcp", port, "h1", mcp_get, "floor h1", h1("/mcp", *mcp_headers, body=mcp_get.split(b"\r\n\r\n", 1)[1])),
-        Cell("counts mcp", port, "h1", mcp_counts, "floor h1",
-             h1("/mcp", *mcp_headers, body=mcp_counts.split(b"\r\n\r\n", 1)[1])),
+        Cell(
+            "get mcp", port, "h1", mcp_get, "floor h1", h1("/mcp", *mcp_headers, body=mcp_get.split(b"\r\n\r\n", 1)[1])
+        ),
+        Cell(
+            "counts mcp",
+            port,
+            "h1",
+            mcp_counts,
+            "floor h1",
+            h1("/mcp", *mcp_headers, body=mcp_counts.split(b"\r\n\r\n", 1)[1]),
+        ),
         Cell("get ws", port, "ws", ws_frame({"ref": 1, "door": "get", "brain": "main", "id": "row-7"}), "floor h1"),
         Cell("counts ws", port, "ws", ws_frame({"ref": 1, "door": "counts", "brain": "main"}), "floor h1"),
         Cell("floor grpc", grpc_floor_port, "grpc", grpc_call("get"), "floor grpc", grpc(grpc_floor_port, "get")),
-        Cell("get grpc", grpc_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc",
-             grpc(grpc_port, "get", "main", "row-7")),
-        Cell("counts grpc", grpc_port, "grpc", grpc_call("counts", "main"), "floor grpc",
-             grpc(grpc_port, "counts", "main")),
+        Cell(
+            "get grpc",
+            grpc_port,
+            "grpc",
+            grpc_call("get", "main", "row-7"),
+            "floor grpc",
+            grpc(grpc_port, "get", "main", "row-7"),
+        ),
+        Cell(
+            "counts grpc",
+            grpc_port,
+            "grpc",
+            grpc_call("counts", "main"),
+            "floor grpc",
+            grpc(grpc_port, "counts", "main"),
+        ),
     ]
     if grpcio:
-        cells += [Cell("get grpc/grpcio", grpcio_port, "grpc", grpc_call("get", "main", "row-7"), "floor grpc",
-                       grpc(grpcio_port, "get", "main", "row-7")),
-                  Cell("counts grpc/grpcio", grpcio_port, "grpc", grpc_call("counts", "main"), "floor grpc",
-                       grpc(grpcio_port, "counts", "main"))]
+        cells += [
+            Cell(
+                "get grpc/grpcio",
+                grpcio_port,
+                "grpc",
+                grpc_call("get", "main", "row-7"),
+                "floor grpc",
+                grpc(grpcio_port, "get", "main", "row-7"),
+            ),
+            Cell(
+                "counts grpc/grpcio",
+                grpcio_port,
+                "grpc",
+                grpc_call("counts", "main"),
+                "floor grpc",
+                grpc(grpcio_port, "counts", "main"),
+            ),
+        ]
     return cells
 
 
@@ -756,10 +987,26 @@ def with_before(cells: list[Cell], ports: dict[int, int]) -> list[Cell]:
         out.append(cell)
         if cell.port in ports and "mcp" not in cell.name:
             to = ports[cell.port]
-            load = None if cell.load is None else Load(cell.load.url.replace(f":{cell.port}/", f":{to}/", 1),
-                                                       cell.load.flags, cell.load.headers, cell.load.body)
-            out.append(Cell(f"{cell.name} before", to, cell.kind, cell.request,
-                            cell.floor if cell.floor != cell.name else f"{cell.name} before", load))
+            load = (
+                None
+                if cell.load is None
+                else Load(
+                    cell.load.url.replace(f":{cell.port}/", f":{to}/", 1),
+                    cell.load.flags,
+                    cell.load.headers,
+                    cell.load.body,
+                )
+            )
+            out.append(
+                Cell(
+                    f"{cell.name} before",
+                    to,
+                    cell.kind,
+                    cell.request,
+                    cell.floor if cell.floor != cell.name else f"{cell.name} before",
+                    load,
+                )
+            )
     return out
 
 
@@ -768,8 +1015,14 @@ def chosen(only: str | None, name: str) -> bool:
     return not only or any(text in name for text in only.split(","))
 
 
-def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, load_cores: set[int] | None,
-              tmp: Path, pids: dict[int, int] | None = None) -> None:
+def run_cells(
+    cells: list[Cell],
+    args: argparse.Namespace,
+    use_h2load: bool,
+    load_cores: set[int] | None,
+    tmp: Path,
+    pids: dict[int, int] | None = None,
+) -> None:
     def wanted(name: str) -> bool:
         return chosen(args.only, name)
 
@@ -778,8 +1031,10 @@ def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, loa
     if not cells:
         return
     pids = pids or {}
-    print(f"{'cell':<22}{'client':>8}{'c':>4}{'n':>7}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'p99/50':>7}"
-          f"{'req/s':>9}{'cpu us':>8}{'bytes':>8}")
+    print(
+        f"{'cell':<22}{'client':>8}{'c':>4}{'n':>7}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'p99/50':>7}"
+        f"{'req/s':>9}{'cpu us':>8}{'bytes':>8}"
+    )
     for concurrency in (int(c) for c in args.concurrency.split(",")):
         floor: dict[str, tuple[float, float, float]] = {}
         for cell in cells:
@@ -803,17 +1058,24 @@ def run_cells(cells: list[Cell], args: argparse.Namespace, use_h2load: bool, loa
             if cell.name == cell.floor:
                 floor[cell.name] = (p50, rate, cpu)
             judged = floor.get(cell.floor)
-            ratio = "" if cell.name == cell.floor or judged is None else \
-                f"  {p50 / judged[0]:.2f}x p50, {rate / judged[1]:.2f}x req/s, {cpu / judged[2]:.2f}x cpu"
-            print(f"{cell.name:<22}{'h2load' if by_h2load else 'python':>8}{concurrency:>4}{len(lat):>7}{p50:>9.3f}"
-                  f"{nearest_rank(lat, 90):>9.3f}{nearest_rank(lat, 99):>9.3f}{nearest_rank(lat, 99) / p50:>7.1f}"
-                  f"{rate:>9.0f}{cpu:>8.1f}{size:>8}" + ratio, flush=True)
+            ratio = (
+                ""
+                if cell.name == cell.floor or judged is None
+                else f"  {p50 / judged[0]:.2f}x p50, {rate / judged[1]:.2f}x req/s, {cpu / judged[2]:.2f}x cpu"
+            )
+            print(
+                f"{cell.name:<22}{'h2load' if by_h2load else 'python':>8}{concurrency:>4}{len(lat):>7}{p50:>9.3f}"
+                f"{nearest_rank(lat, 90):>9.3f}{nearest_rank(lat, 99):>9.3f}{nearest_rank(lat, 99) / p50:>7.1f}"
+                f"{rate:>9.0f}{cpu:>8.1f}{size:>8}" + ratio,
+                flush=True,
+            )
         print()
 
 
 def run_pipelined_and_feed(port: int, cells: list[Cell], args: argparse.Namespace) -> None:
     """The WebSocket pipelined 16 deep on one connection against h1 keep-alive at c=1 (both this script's own
     client, so the two are loaded alike), then the change feed's commit-to-frame latency."""
+
     def wanted(name: str) -> bool:
         return chosen(args.only, name)
 
@@ -822,16 +1084,22 @@ def run_pipelined_and_feed(port: int, cells: list[Cell], args: argparse.Namespac
         name = f"{door} ws pipelined 16"
         if not wanted(name):
             continue
-        _, _, h1_rate = quietest(lambda: python_sweep(port, "h1", request_of[f"{door} h1 json"], 1, args.requests),
-                                 args.repeat)
-        lat, size, rate = quietest(lambda: uvloop.run(pipelined(port, request_of[f"{door} ws"], 16, args.requests * 4)),
-                                   args.repeat)
-        print(f"{name:<26}{rate:>9.0f} calls/s  {rate / h1_rate:.2f}x h1 keep-alive c=1 "
-              f"({h1_rate:.0f} req/s, the same client); batch p50 {nearest_rank(lat, 50):.3f} ms")
+        _, _, h1_rate = quietest(
+            lambda: python_sweep(port, "h1", request_of[f"{door} h1 json"], 1, args.requests), args.repeat
+        )
+        lat, size, rate = quietest(
+            lambda: uvloop.run(pipelined(port, request_of[f"{door} ws"], 16, args.requests * 4)), args.repeat
+        )
+        print(
+            f"{name:<26}{rate:>9.0f} calls/s  {rate / h1_rate:.2f}x h1 keep-alive c=1 "
+            f"({h1_rate:.0f} req/s, the same client); batch p50 {nearest_rank(lat, 50):.3f} ms"
+        )
     if wanted("commit-to-frame"):
         gaps = uvloop.run(commit_to_frame(port, args.writes))
-        print(f"{'commit-to-frame':<26}p50 {nearest_rank(gaps, 50):.3f} ms  p99 {nearest_rank(gaps, 99):.3f} ms"
-              f"  ({len(gaps)} writes; from the write's acknowledgement)")
+        print(
+            f"{'commit-to-frame':<26}p50 {nearest_rank(gaps, 50):.3f} ms  p99 {nearest_rank(gaps, 99):.3f} ms"
+            f"  ({len(gaps)} writes; from the write's acknowledgement)"
+        )
 
 
 if __name__ == "__main__":

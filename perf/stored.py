@@ -28,8 +28,11 @@ def _pass_store(cmd: list[str], args: argparse.Namespace) -> None:
 
 def runner() -> pyperf.Runner:
     made = pyperf.Runner(add_cmdline_args=_pass_store)
-    made.argparser.add_argument("--store", help="a directory for the store (built there if it holds none; "
-                                                "kept afterwards); default: a temp dir, removed at exit")
+    made.argparser.add_argument(
+        "--store",
+        help="a directory for the store (built there if it holds none; "
+        "kept afterwards); default: a temp dir, removed at exit",
+    )
     return made
 
 

@@ -23,6 +23,7 @@ def _twin(name: str, which: str):
 def _twin_fixtures(name: str) -> tuple:
     """``<name>_twin`` (each twin in turn: every test taking it runs once per twin) and ``<name>_twins``
     (both at once, ``(cython, python)``, for tests that compare them)."""
+
     @pytest.fixture(scope="session", params=["cython", "python"], ids=["cython", "python"], name=f"{name}_twin")
     def each(request):
         return _twin(name, request.param)
@@ -30,6 +31,7 @@ def _twin_fixtures(name: str) -> tuple:
     @pytest.fixture(scope="session", name=f"{name}_twins")
     def both():
         return _twin(name, "cython"), _twin(name, "python")
+
     return each, both
 
 

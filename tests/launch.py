@@ -17,14 +17,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 HOST = "127.0.0.1"
-START_SECONDS = 20.0    # the server answers within this, or the start fails
-STOP_SECONDS = 15.0     # a signal to exit, or the stop fails
+START_SECONDS = 20.0  # the server answers within this, or the start fails
+STOP_SECONDS = 15.0  # a signal to exit, or the stop fails
 REQUEST_SECONDS = 10.0  # one HTTP exchange
 
 
@@ -61,15 +62,23 @@ class Served:
         full = {k: v for k, v in os.environ.items() if k not in ("BRAINY_KEYS", "BRAINY_SERVE_ISSUERS")}
         full["XDG_CONFIG_HOME"] = str(cwd / "xdg")  # never the real ~/.config, whatever a test forgets
         full.update(env or {})
-        self.proc = subprocess.Popen([sys.executable, "-m", "brainy.cli", *args], cwd=cwd, env=full,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "brainy.cli", *args],
+            cwd=cwd,
+            env=full,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.out: list[str] = []
         self.err: list[str] = []
         self.port = 0
         self._moved = threading.Condition()
-        self._pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.out), daemon=True),
-                       threading.Thread(target=self._pump, args=(self.proc.stderr, self.err), daemon=True)]
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.out), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.err), daemon=True),
+        ]
         for pump in self._pumps:
             pump.start()
 
@@ -104,11 +113,12 @@ class Served:
                     return found
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not any(p.is_alive() for p in self._pumps)):
-                    raise AssertionError(f"no {pattern!r} on {stream} (exit {self.proc.poll()}); "
-                                         f"stderr:\n{''.join(self.err)[-3000:]}")
+                    raise AssertionError(
+                        f"no {pattern!r} on {stream} (exit {self.proc.poll()}); stderr:\n{''.join(self.err)[-3000:]}"
+                    )
                 self._moved.wait(min(left, 0.1))
 
-    def ready(self) -> "Served":
+    def ready(self) -> Served:
         """Wait (bounded) for the listening line, then until the port answers a request."""
         self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+)")[1])
         deadline = time.monotonic() + START_SECONDS
@@ -122,9 +132,15 @@ class Served:
                 raise AssertionError(f"port {self.port} never answered; stderr:\n{self.stderr()[-3000:]}")
             time.sleep(0.02)
 
-    def request(self, method: str, path: str, key: str | None = None, body: Any = None,
-                headers: dict[str, str] | None = None, timeout: float = REQUEST_SECONDS,
-                ) -> tuple[int, dict[str, Any], bytes, dict[str, str]]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        key: str | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = REQUEST_SECONDS,
+    ) -> tuple[int, dict[str, Any], bytes, dict[str, str]]:
         """One exchange on a fresh connection: (status, document, raw body, lowercased headers).
 
         ``path`` is sent exactly as given (no normalisation), so ``..`` and ``%2F`` reach the server.
@@ -165,8 +181,9 @@ class Served:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout)
-            raise AssertionError(f"did not exit within {timeout} s of signal {sig}; stderr:\n"
-                                 f"{self.stderr()[-3000:]}") from None
+            raise AssertionError(
+                f"did not exit within {timeout} s of signal {sig}; stderr:\n{self.stderr()[-3000:]}"
+            ) from None
         finally:
             self.close_pipes()
         return code

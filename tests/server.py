@@ -22,27 +22,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import h2.config
 import h2.connection
 import h2.events
 import msgpack
 
-from brainy.engine import init_store
 from brainy.auth import issuer
+from brainy.engine import init_store
 
 HOST = "127.0.0.1"
 BRAIN = "notes"
 PERSON = "person:tester@example.com"
 PERSON_KEY = "bky_protocol_tests_person_0123456789"
 SERVICE_KEY = "bks_protocol_tests_service_0123456789"
-START_SECONDS = 20.0   # the server answers within this, or the start fails
-STOP_SECONDS = 15.0    # SIGTERM to exit, or the stop fails
-START_ATTEMPTS = 3     # a free port can be taken between our close and the server's bind
+START_SECONDS = 20.0  # the server answers within this, or the start fails
+STOP_SECONDS = 15.0  # SIGTERM to exit, or the stop fails
+START_ATTEMPTS = 3  # a free port can be taken between our close and the server's bind
 
 
 @dataclass
@@ -90,12 +91,11 @@ def free_port(host: str = HOST) -> int:
         return int(sock.getsockname()[1])
 
 
-def write_keys(path: Path, brain: str, person_key: str = PERSON_KEY, service_key: str = SERVICE_KEY,
-               principal: str = PERSON) -> Path:
+def write_keys(
+    path: Path, brain: str, person_key: str = PERSON_KEY, service_key: str = SERVICE_KEY, principal: str = PERSON
+) -> Path:
     """A keys file at mode 0600: one person key reaching ``brain``, one ``!`` service key."""
-    text = (f"# keys for the protocol tests\n"
-            f"{person_key}  {principal}  {brain}\n"
-            f"{service_key}  service:operator  !\n")
+    text = f"# keys for the protocol tests\n{person_key}  {principal}  {brain}\n{service_key}  service:operator  !\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)
@@ -138,9 +138,13 @@ def trusted_issuer(directory: Path) -> issuer.IssuerKeyFile:
 
 
 @contextlib.contextmanager
-def start_server(directory: Path, brain: str = BRAIN, extra_args: tuple[str, ...] = (),
-                 command: tuple[str, ...] = ("-m", "brainy.cli"), env_extra: dict[str, str] | None = None,
-                 ) -> Iterator[ServerProcess]:
+def start_server(
+    directory: Path,
+    brain: str = BRAIN,
+    extra_args: tuple[str, ...] = (),
+    command: tuple[str, ...] = ("-m", "brainy.cli"),
+    env_extra: dict[str, str] | None = None,
+) -> Iterator[ServerProcess]:
     """Serve a fresh store named ``brain`` from ``directory``; stop it (SIGTERM) on the way out.
 
     ``command`` is what ``python`` runs (the ``brainy`` command, or a script that wraps it)."""
@@ -154,10 +158,25 @@ def start_server(directory: Path, brain: str = BRAIN, extra_args: tuple[str, ...
     for _attempt in range(START_ATTEMPTS):
         port = free_port()
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, *command, "serve", "--listen", f"{HOST}:{port}",
-                                     "--brain", f"{brain}={store}", "--keys", str(keys_path), *extra_args],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=directory)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    *command,
+                    "serve",
+                    "--listen",
+                    f"{HOST}:{port}",
+                    "--brain",
+                    f"{brain}={store}",
+                    "--keys",
+                    str(keys_path),
+                    *extra_args,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=directory,
+            )
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline and proc.poll() is None and not _answers(HOST, port):
             time.sleep(0.05)
@@ -256,8 +275,16 @@ def media(encoding: str) -> str:
     return "application/msgpack" if encoding == "msgpack" else "application/json"
 
 
-def curl(server: ServerProcess, method: str, path: str, body: bytes | None = None, *,
-         headers: tuple[tuple[str, str], ...] = (), http2: bool = False, timeout: float = TIMEOUT) -> Answer:
+def curl(
+    server: ServerProcess,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    *,
+    headers: tuple[tuple[str, str], ...] = (),
+    http2: bool = False,
+    timeout: float = TIMEOUT,
+) -> Answer:
     """One request with curl: HTTP/1.1, or HTTP/2 with prior knowledge."""
     args = ["curl", "-sS", "-i", "--max-time", str(timeout), "-H", "Expect:"]
     args.append("--http2-prior-knowledge" if http2 else "--http1.1")
@@ -290,7 +317,7 @@ class H1Client:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "H1Client":
+    def __enter__(self) -> H1Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -300,8 +327,13 @@ class H1Client:
         self.sock.sendall(data)
 
     @staticmethod
-    def request(method: str, path: str, body: bytes | None = None, headers: tuple[tuple[str, str], ...] = (),
-                host: str = "127.0.0.1") -> bytes:
+    def request(
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+        host: str = "127.0.0.1",
+    ) -> bytes:
         lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"] + [f"{k}: {v}" for k, v in headers]
         if body is not None:
             lines.append(f"Content-Length: {len(body)}")
@@ -337,7 +369,7 @@ class H1Client:
             while time.monotonic() < deadline:
                 if not self._fill():
                     return True
-        except socket.timeout:
+        except TimeoutError:
             return False
         except ConnectionResetError:
             return True
@@ -351,8 +383,13 @@ class H2Client:
     the test decides when the window opens, by :meth:`ack`.
     """
 
-    def __init__(self, address: tuple[str, int], timeout: float = TIMEOUT, auto_ack: bool = True,
-                 settings: dict[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        timeout: float = TIMEOUT,
+        auto_ack: bool = True,
+        settings: dict[int, int] | None = None,
+    ) -> None:
         self.address = address
         self.timeout = timeout
         self.auto_ack = auto_ack
@@ -370,7 +407,7 @@ class H2Client:
         self.eof = False
         self.unacked: dict[int, int] = {}
 
-    def __enter__(self) -> "H2Client":
+    def __enter__(self) -> H2Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -384,13 +421,24 @@ class H2Client:
         if data:
             self.sock.sendall(data)
 
-    def start(self, method: str, path: str, body: bytes | None = None,
-              headers: tuple[tuple[str, str], ...] = (), flush: bool = True) -> int:
+    def start(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+        flush: bool = True,
+    ) -> int:
         """Open one stream for one request (its body as the windows allow); answer the stream id. With
         ``flush=False`` a body that fits the window stays queued until the next :meth:`flush`."""
         stream_id = self.conn.get_next_available_stream_id()
-        fields = [(":method", method), (":path", path), (":scheme", "http"),
-                  (":authority", f"{self.address[0]}:{self.address[1]}"), *headers]
+        fields = [
+            (":method", method),
+            (":path", path),
+            (":scheme", "http"),
+            (":authority", f"{self.address[0]}:{self.address[1]}"),
+            *headers,
+        ]
         if body is not None:
             fields.append(("content-length", str(len(body))))
         self.conn.send_headers(stream_id, fields, end_stream=not body)
@@ -415,7 +463,7 @@ class H2Client:
         self.sock.settimeout(self.timeout if timeout is None else timeout)
         try:
             data = self.sock.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             return False
         except ConnectionResetError:
             data = b""
@@ -430,8 +478,7 @@ class H2Client:
                 if self.auto_ack:
                     self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                 else:
-                    self.unacked[event.stream_id] = (self.unacked.get(event.stream_id, 0)
-                                                     + event.flow_controlled_length)
+                    self.unacked[event.stream_id] = self.unacked.get(event.stream_id, 0) + event.flow_controlled_length
             elif isinstance(event, h2.events.StreamEnded):
                 self.ended.add(event.stream_id)
             elif isinstance(event, h2.events.StreamReset):
@@ -469,14 +516,16 @@ class H2Client:
         plain = [(k, v) for k, v in headers if not k.startswith(":")]
         return _answer(status, plain, bytes(self.bodies.get(stream_id, b"")))
 
-    def call(self, method: str, path: str, body: bytes | None = None,
-             headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+    def call(
+        self, method: str, path: str, body: bytes | None = None, headers: tuple[tuple[str, str], ...] = ()
+    ) -> Answer:
         stream_id = self.start(method, path, body, headers)
         self.wait([stream_id])
         return self.answer(stream_id)
 
 
 # -- a reading-door receiver --------------------------------------------------------------------------
+
 
 class Receiver:
     """A real HTTP receiver on loopback: answers as ``mode`` says and keeps what it was sent."""
@@ -489,13 +538,18 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 length = int(self.headers.get("Content-Length", "0"))
-                receiver.seen.append(({k.lower(): v for k, v in self.headers.items()},
-                                      json.loads(self.rfile.read(length))))
+                receiver.seen.append(
+                    ({k.lower(): v for k, v in self.headers.items()}, json.loads(self.rfile.read(length)))
+                )
                 if receiver.mode == "slow":
                     time.sleep(1.0)
-                status, body = {"ok": (200, b'{"doorUrl": "https://door.example/d/1"}'),
-                                "500": (500, b'{"error": "down"}'), "nourl": (200, b'{"url": "x"}'),
-                                "notjson": (200, b"<html>"), "slow": (200, b'{"doorUrl": "late"}')}[receiver.mode]
+                status, body = {
+                    "ok": (200, b'{"doorUrl": "https://door.example/d/1"}'),
+                    "500": (500, b'{"error": "down"}'),
+                    "nourl": (200, b'{"url": "x"}'),
+                    "notjson": (200, b"<html>"),
+                    "slow": (200, b'{"doorUrl": "late"}'),
+                }[receiver.mode]
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import new_store
+from test_aggregates import CALLER, DEFINITIONS, _define_all, _write, check_all
 
 from brainy.engine import Brain
 from brainy.index.aggregate_follower import SUFFIX, decode_snapshot
-from helpers import new_store
-from test_aggregates import CALLER, DEFINITIONS, _define_all, _write, check_all
 
 
 def snapshots(path: Path) -> list[Path]:
@@ -46,7 +46,7 @@ def test_a_flush_persists_the_state_and_a_reopen_reads_it_exactly(tmp_path: Path
     fill(path, 3)
     (only,) = snapshots(path)
     with Brain.open(path) as brain:
-        assert int(only.name[:-len(SUFFIX)]) == brain.head == brain.flushed
+        assert int(only.name[: -len(SUFFIX)]) == brain.head == brain.flushed
         assert decode_snapshot(only.read_bytes()).pending == {}  # the flush built them
         check_all(brain)
         assert brain.aggregate_follower.built_from == f"snapshot at {brain.head}"
@@ -84,9 +84,14 @@ def crashed_writer(path: Path) -> tuple[int, int]:
         "brain.flush()\n"
         "for _ in range(60): _write(brain, rng, live)\n"
         "print(brain.flushed, brain.head, flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n")
-    done = subprocess.run([sys.executable, "-c", script, str(path), str(Path(__file__).parent)],
-                          capture_output=True, text=True, timeout=120)
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     flushed, head = map(int, done.stdout.split())
     return flushed, head
@@ -144,7 +149,7 @@ def test_a_damaged_or_torn_snapshot_is_refused_and_rebuilt(tmp_path: Path, damag
     if damage == "flipped":
         data[len(data) // 2] ^= 0x20
     elif damage == "torn":
-        data = data[:len(data) - 9]
+        data = data[: len(data) - 9]
     elif damage == "empty":
         data = bytearray()
     else:
@@ -205,13 +210,28 @@ def test_the_widest_integers_and_exact_sums_round_trip(tmp_path: Path) -> None:
     """Group keys and extremes at both ends of the 64-bit range a row holds, and exact sums far wider than 64
     bits (kept in units of 2**-1074), answer the same after a reopen from the snapshot."""
     path = new_store(tmp_path)
-    wide = {"name": "wide", "source": {"type": "product"}, "groupBy": ["cat"],
-            "metrics": {"lo": {"op": "min", "field": "price"}, "hi": {"op": "max", "field": "price"},
-                        "total": {"op": "sum", "field": "price"}, "sd": {"op": "stddev", "field": "price"}}}
+    wide = {
+        "name": "wide",
+        "source": {"type": "product"},
+        "groupBy": ["cat"],
+        "metrics": {
+            "lo": {"op": "min", "field": "price"},
+            "hi": {"op": "max", "field": "price"},
+            "total": {"op": "sum", "field": "price"},
+            "sd": {"op": "stddev", "field": "price"},
+        },
+    }
     with Brain.open(path) as brain:
         brain.defineAggregate(wide, caller=CALLER)
-        for cat, price in ((2 ** 64 - 1, -(2 ** 63)), (2 ** 64 - 1, 5e-324), (2 ** 64 - 1, 1e150), ("x", 1.0),
-                           ("x", 1), ("x", -0.0), (-(2 ** 63), 2 ** 64 - 1)):
+        for cat, price in (
+            (2**64 - 1, -(2**63)),
+            (2**64 - 1, 5e-324),
+            (2**64 - 1, 1e150),
+            ("x", 1.0),
+            ("x", 1),
+            ("x", -0.0),
+            (-(2**63), 2**64 - 1),
+        ):
             brain.add({"type": "product", "metadata": {"cat": cat, "price": price}}, caller=CALLER)
         before = brain.aggregate({"name": "wide"})
     with Brain.open(path) as brain:
@@ -227,14 +247,18 @@ def test_min_and_max_read_from_a_snapshot_follow_every_move(tmp_path: Path) -> N
     path = new_store(tmp_path)
     with Brain.open(path) as brain:
         _define_all(brain)
-        ids = {p: brain.add({"type": "product", "metadata": {"cat": "a", "price": p}}, caller=CALLER)["id"]
-               for p in (5, 1, 9, 1.5, 7)}
+        ids = {
+            p: brain.add({"type": "product", "metadata": {"cat": "a", "price": p}}, caller=CALLER)["id"]
+            for p in (5, 1, 9, 1.5, 7)
+        }
         twin = brain.add({"type": "product", "metadata": {"cat": "a", "price": 9}}, caller=CALLER)["id"]
-    steps = [lambda b: b.add({"type": "product", "metadata": {"cat": "a", "price": 0.5}}, caller=CALLER),
-             lambda b: b.add({"type": "product", "metadata": {"cat": "a", "price": 12}}, caller=CALLER),
-             lambda b: b.remove({"id": ids[1]}, caller=CALLER),
-             lambda b: b.remove({"id": ids[9]}, caller=CALLER),
-             lambda b: b.update({"id": twin, "metadata": {"price": 2}}, caller=CALLER)]
+    steps = [
+        lambda b: b.add({"type": "product", "metadata": {"cat": "a", "price": 0.5}}, caller=CALLER),
+        lambda b: b.add({"type": "product", "metadata": {"cat": "a", "price": 12}}, caller=CALLER),
+        lambda b: b.remove({"id": ids[1]}, caller=CALLER),
+        lambda b: b.remove({"id": ids[9]}, caller=CALLER),
+        lambda b: b.update({"id": twin, "metadata": {"price": 2}}, caller=CALLER),
+    ]
     for step in steps:  # each from a fresh reopen of the snapshot, so each meets packed counts
         with Brain.open(path, flush_bytes=1 << 30) as brain:
             check_all(brain)

@@ -13,43 +13,71 @@ import json
 import math
 import random
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import new_store
+from server import curl
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.index.where import compile_where
-from helpers import new_store
-from server import curl
 
 CALLER = "person:tester"
-UTC = timezone.utc
+UTC = UTC
 
-SALES = {"name": "sales", "source": {"type": "product"}, "groupBy": ["cat"],
-         "metrics": {"n": {"op": "count"}, "priced": {"op": "count", "field": "price"},
-                     "total": {"op": "sum", "field": "price"}, "mean": {"op": "avg", "field": "price"},
-                     "lo": {"op": "min", "field": "price"}, "hi": {"op": "max", "field": "price"},
-                     "sd": {"op": "stddev", "field": "price"}, "var": {"op": "variance", "field": "qty"}}}
-DAILY = {"name": "daily", "source": {"type": ["product", "event"], "where": {"qty": {"gte": 2}}},
-         "groupBy": [{"field": "when", "window": "day"}, "cat"],
-         "metrics": {"qty": {"op": "sum", "field": "qty"}, "first": {"op": "min", "field": "when"}}}
-WEEKS = {"name": "weeks", "source": {}, "groupBy": [{"field": "when", "window": "week"}, "specs.tier"],
-         "metrics": {"hi": {"op": "max", "field": "qty"}}}
-MONTHS = {"name": "months", "source": {"subtype": "sale"},
-          "groupBy": [{"field": "when", "window": "month"}, {"field": "createdAt", "window": "year"}],
-          "metrics": {"v": {"op": "variance", "field": "price"}}}
-QUARTERS = {"name": "quarters", "source": {"service": "shop"}, "groupBy": [{"field": "when", "window": "quarter"}],
-            "metrics": {"n": {"op": "count", "field": "cat"}}}
-HOURS = {"name": "hours", "source": {"where": {"cat": {"in": ["a", "b"]}}},
-         "groupBy": [{"field": "when", "window": "hour"}], "metrics": {"s": {"op": "sum", "field": "price"}}}
+SALES = {
+    "name": "sales",
+    "source": {"type": "product"},
+    "groupBy": ["cat"],
+    "metrics": {
+        "n": {"op": "count"},
+        "priced": {"op": "count", "field": "price"},
+        "total": {"op": "sum", "field": "price"},
+        "mean": {"op": "avg", "field": "price"},
+        "lo": {"op": "min", "field": "price"},
+        "hi": {"op": "max", "field": "price"},
+        "sd": {"op": "stddev", "field": "price"},
+        "var": {"op": "variance", "field": "qty"},
+    },
+}
+DAILY = {
+    "name": "daily",
+    "source": {"type": ["product", "event"], "where": {"qty": {"gte": 2}}},
+    "groupBy": [{"field": "when", "window": "day"}, "cat"],
+    "metrics": {"qty": {"op": "sum", "field": "qty"}, "first": {"op": "min", "field": "when"}},
+}
+WEEKS = {
+    "name": "weeks",
+    "source": {},
+    "groupBy": [{"field": "when", "window": "week"}, "specs.tier"],
+    "metrics": {"hi": {"op": "max", "field": "qty"}},
+}
+MONTHS = {
+    "name": "months",
+    "source": {"subtype": "sale"},
+    "groupBy": [{"field": "when", "window": "month"}, {"field": "createdAt", "window": "year"}],
+    "metrics": {"v": {"op": "variance", "field": "price"}},
+}
+QUARTERS = {
+    "name": "quarters",
+    "source": {"service": "shop"},
+    "groupBy": [{"field": "when", "window": "quarter"}],
+    "metrics": {"n": {"op": "count", "field": "cat"}},
+}
+HOURS = {
+    "name": "hours",
+    "source": {"where": {"cat": {"in": ["a", "b"]}}},
+    "groupBy": [{"field": "when", "window": "hour"}],
+    "metrics": {"s": {"op": "sum", "field": "price"}},
+}
 DEFINITIONS = (SALES, DAILY, WEEKS, MONTHS, QUARTERS, HOURS)
 
 
 # -- the oracle ------------------------------------------------------------------------------------------
+
 
 def _read(row: dict[str, Any], path: str) -> Any:
     head, *rest = path.split(".")
@@ -138,8 +166,11 @@ def oracle(definition: dict[str, Any], entities: list[dict[str, Any]]) -> dict[s
         metrics: dict[str, Any] = {}
         for name, spec in definition["metrics"].items():
             if spec["op"] == "count":
-                metrics[name] = len(members) if "field" not in spec else sum(
-                    1 for r in members if _read(r, spec["field"]) is not None)
+                metrics[name] = (
+                    len(members)
+                    if "field" not in spec
+                    else sum(1 for r in members if _read(r, spec["field"]) is not None)
+                )
                 continue
             values = [v for v in (_read(r, spec["field"]) for r in members) if _numeric(v)]
             if spec["op"] == "sum":
@@ -178,14 +209,18 @@ def check_all(brain: Brain, generation: int | None = None) -> None:
         if generation is None:
             got = brain.aggregate({"name": definition["name"], "limit": 1000})
         else:
-            got = brain.asOf({"generation": generation, "read": {"door": "aggregate",
-                                                                 "args": {"name": definition["name"],
-                                                                          "limit": 1000}}})["result"]
+            got = brain.asOf(
+                {
+                    "generation": generation,
+                    "read": {"door": "aggregate", "args": {"name": definition["name"], "limit": 1000}},
+                }
+            )["result"]
         expected = oracle(definition, entities)
         assert got["generation"] == view.generation
         assert got["total"] == len(expected)
-        assert json.dumps(answered(got["rows"]), sort_keys=True) == json.dumps(expected, sort_keys=True), \
-            definition["name"]
+        assert json.dumps(answered(got["rows"]), sort_keys=True) == json.dumps(expected, sort_keys=True), definition[
+            "name"
+        ]
 
 
 # -- a random workload -------------------------------------------------------------------------------------
@@ -197,8 +232,7 @@ def _metadata(rng: random.Random) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if rng.random() < 0.9:
         meta["cat"] = rng.choice(["a", "b", "c", 1, 1.0, True, None])
-    price = rng.choice([rng.randint(-5, 50), round(rng.uniform(-10, 100), 3), 0.1, 0.2, 0.3, 1e16, -0.0,
-                        "n/a", False])
+    price = rng.choice([rng.randint(-5, 50), round(rng.uniform(-10, 100), 3), 0.1, 0.2, 0.3, 1e16, -0.0, "n/a", False])
     if rng.random() < 0.85:
         meta["price"] = price
     meta["qty"] = rng.randint(0, 6)
@@ -212,9 +246,11 @@ def _metadata(rng: random.Random) -> dict[str, Any]:
 def _write(brain: Brain, rng: random.Random, live: list[str]) -> None:
     roll = rng.random()
     if roll < 0.5 or len(live) < 5:
-        args: dict[str, Any] = {"type": rng.choice(["product", "product", "event", "thing"]),
-                                "metadata": _metadata(rng),
-                                "visibility": rng.choice(["public", "public", "internal"])}
+        args: dict[str, Any] = {
+            "type": rng.choice(["product", "product", "event", "thing"]),
+            "metadata": _metadata(rng),
+            "visibility": rng.choice(["public", "public", "internal"]),
+        }
         if rng.random() < 0.3:
             args["subtype"] = "sale"
         if rng.random() < 0.3:
@@ -222,8 +258,12 @@ def _write(brain: Brain, rng: random.Random, live: list[str]) -> None:
         live.append(brain.add(args, caller=CALLER)["id"])
     elif roll < 0.85:  # moves rows between groups, and in and out of sources
         target = rng.choice(live)
-        patch: dict[str, Any] = {"id": target, "metadata": _metadata(rng) if rng.random() < 0.5 else
-                                 {"cat": rng.choice(["a", "b", "c"]), "price": rng.randint(0, 9)}}
+        patch: dict[str, Any] = {
+            "id": target,
+            "metadata": _metadata(rng)
+            if rng.random() < 0.5
+            else {"cat": rng.choice(["a", "b", "c"]), "price": rng.randint(0, 9)},
+        }
         if rng.random() < 0.2:
             patch["type"] = rng.choice(["product", "event", "thing"])
         brain.update(patch, caller=CALLER)
@@ -292,8 +332,10 @@ def test_min_and_max_survive_removing_the_extreme(tmp_path):
     copy of a duplicated extreme only then moves it."""
     with Brain.open(new_store(tmp_path)) as brain:
         brain.defineAggregate(SALES, caller=CALLER)
-        ids = {p: brain.add({"type": "product", "metadata": {"cat": "a", "price": p}}, caller=CALLER)["id"]
-               for p in (5, 1, 9)}
+        ids = {
+            p: brain.add({"type": "product", "metadata": {"cat": "a", "price": p}}, caller=CALLER)["id"]
+            for p in (5, 1, 9)
+        }
         twin = brain.add({"type": "product", "metadata": {"cat": "a", "price": 9}}, caller=CALLER)["id"]
 
         def extremes() -> tuple[Any, Any]:
@@ -312,10 +354,15 @@ def test_metrics_past_the_wire_numbers_are_answered_or_left_out_never_a_fault(tm
     """A whole sum past 64 bits is the nearest double; a sum or variance past the largest double is left out of
     its group; stddev, the root, is always answered; every answer encodes in JSON and MessagePack."""
     from brainy.net import codecs
+
     big = sys.float_info.max
     groups = {"ints": [1 << 62] * 8, "spread": [1e300, -1e300], "huge": [big, big], "fine": [1.5, 2.5]}
-    definition = {"name": "wide", "source": {}, "groupBy": ["g"],
-                  "metrics": {op: {"op": op, "field": "v"} for op in ("sum", "avg", "variance", "stddev")}}
+    definition = {
+        "name": "wide",
+        "source": {},
+        "groupBy": ["g"],
+        "metrics": {op: {"op": op, "field": "v"} for op in ("sum", "avg", "variance", "stddev")},
+    }
     with Brain.open(new_store(tmp_path)) as brain:
         brain.defineAggregate(definition, caller=CALLER)
         for g, values in groups.items():
@@ -335,6 +382,7 @@ def test_metrics_past_the_wire_numbers_are_answered_or_left_out_never_a_fault(tm
 
 # -- the doors -----------------------------------------------------------------------------------------------
 
+
 def test_define_answers_groups_and_replaced_and_is_stored_as_a_system_row(tmp_path):
     """defineAggregate answers {name, replaced, groups} and stores a system row (measurement,
     engine.aggregate) that find shows only with visibility system; a second define replaces it in place."""
@@ -347,13 +395,18 @@ def test_define_answers_groups_and_replaced_and_is_stored_as_a_system_row(tmp_pa
         again = brain.defineAggregate({**SALES, "groupBy": []}, caller=CALLER)
         assert (again["replaced"], again["groups"]) == (True, 1)
         assert brain.aggregate({"name": "sales"})["rows"] == [
-            {"groupKey": {}, "metrics": {"n": 3, "priced": 3, "total": 3, "mean": 1.0, "lo": 1, "hi": 1, "sd": 0.0},
-             "count": 3}]  # var reads qty, which no row holds: left out
+            {
+                "groupKey": {},
+                "metrics": {"n": 3, "priced": 3, "total": 3, "mean": 1.0, "lo": 1, "hi": 1, "sd": 0.0},
+                "count": 3,
+            }
+        ]  # var reads qty, which no row holds: left out
         assert brain.aggregates()["aggregates"] == [{**SALES, "groupBy": []}]
         assert brain.find({})["total"] == 3
         stored = brain.find({"visibility": "system"})["results"]
         assert [(h["entity"]["type"], h["entity"]["subtype"], h["entity"]["visibility"]) for h in stored] == [
-            ("measurement", "engine.aggregate", "system")]
+            ("measurement", "engine.aggregate", "system")
+        ]
         assert stored[0]["entity"]["data"] == {**SALES, "groupBy": []}
         assert brain.counts()["entities"] == 3 and brain.counts()["entitiesAllTiers"] == 4
 
@@ -412,18 +465,29 @@ def test_find_aggregated_shape_applies_finds_metadata_filters(tmp_path):
         pinned = brain.head
         for _ in range(20):
             _write(brain, rng, live)
-        filters = ({}, {"where": {"qty": {"gt": 2}}}, {"visibility": "all"}, {"type": "event"},
-                   {"visibility": "internal", "where": {"cat": "a"}}, {"service": "shop", "subtype": ["sale"]})
+        filters = (
+            {},
+            {"where": {"qty": {"gt": 2}}},
+            {"visibility": "all"},
+            {"type": "event"},
+            {"visibility": "internal", "where": {"cat": "a"}},
+            {"service": "shop", "subtype": ["sale"]},
+        )
         for generation in (None, pinned):
             view = brain.at(generation)
             for extra in filters:
                 q = compile_where(extra.get("where"))
                 tiers = extra.get("visibility", "public")
                 tiers = ["public", "internal", "system"] if tiers == "all" else [tiers]
-                selected = [r for r in view.entities() if r.get("visibility", "public") in tiers and q.matches(r)
-                            and r["type"] == extra.get("type", r["type"])
-                            and r.get("service") == extra.get("service", r.get("service"))
-                            and r.get("subtype") in extra.get("subtype", [r.get("subtype")])]
+                selected = [
+                    r
+                    for r in view.entities()
+                    if r.get("visibility", "public") in tiers
+                    and q.matches(r)
+                    and r["type"] == extra.get("type", r["type"])
+                    and r.get("service") == extra.get("service", r.get("service"))
+                    and r.get("subtype") in extra.get("subtype", [r.get("subtype")])
+                ]
                 for definition in (SALES, DAILY, WEEKS):
                     query = {"aggregate": {"name": definition["name"], "limit": 1000}, **extra}
                     if generation is None:
@@ -458,6 +522,7 @@ def test_find_aggregated_shape_pages_with_a_cursor(tmp_path):
 
 # -- refusals ------------------------------------------------------------------------------------------------
 
+
 def _refused(call: Any, name: str, **fields: Any) -> R.Refusal:
     with pytest.raises(R.Refusal) as caught:
         call()
@@ -473,20 +538,27 @@ def test_aggregate_not_found_is_refused_by_every_door_that_names_one(tmp_path):
     with Brain.open(new_store(tmp_path)) as brain:
         brain.add({"type": "product", "metadata": {"cat": "a"}}, caller=CALLER)
         before = brain.head
-        for door in (lambda: brain.aggregate({"name": "sales"}),
-                     lambda: brain.removeAggregate({"name": "sales"}, caller=CALLER),
-                     lambda: brain.removeAggregate({"name": "Not A Name"}, caller=CALLER),
-                     lambda: brain.find({"aggregate": "sales"}),
-                     lambda: brain.find({"aggregate": {"name": "sales"}})):
+        for door in (
+            lambda: brain.aggregate({"name": "sales"}),
+            lambda: brain.removeAggregate({"name": "sales"}, caller=CALLER),
+            lambda: brain.removeAggregate({"name": "Not A Name"}, caller=CALLER),
+            lambda: brain.find({"aggregate": "sales"}),
+            lambda: brain.find({"aggregate": {"name": "sales"}}),
+        ):
             _refused(door, "AggregateNotFoundError")
         refusal = _refused(lambda: brain.aggregate({"name": "weekly"}), "AggregateNotFoundError", aggregate="weekly")
         assert refusal.to_wire()["aggregate"] == "weekly" and refusal.status == 404
         brain.defineAggregate(SALES, caller=CALLER)
-        _refused(lambda: brain.asOf({"generation": before, "read": {"door": "aggregate", "args": {"name": "sales"}}}),
-                 "AggregateNotFoundError", aggregate="sales")
-        _refused(lambda: brain.asOf({"generation": before, "read": {"door": "find",
-                                                                    "args": {"aggregate": "sales"}}}),
-                 "AggregateNotFoundError", aggregate="sales")
+        _refused(
+            lambda: brain.asOf({"generation": before, "read": {"door": "aggregate", "args": {"name": "sales"}}}),
+            "AggregateNotFoundError",
+            aggregate="sales",
+        )
+        _refused(
+            lambda: brain.asOf({"generation": before, "read": {"door": "find", "args": {"aggregate": "sales"}}}),
+            "AggregateNotFoundError",
+            aggregate="sales",
+        )
         brain.removeAggregate({"name": "sales"}, caller=CALLER)
         _refused(lambda: brain.aggregate({"name": "sales"}), "AggregateNotFoundError", aggregate="sales")
 
@@ -517,8 +589,12 @@ def test_a_bad_definition_is_refused_by_field_and_writes_nothing(tmp_path, chang
     """defineAggregate checks the whole definition before its first op: InvalidArgumentError {field, reason},
     and the generation does not move."""
     with Brain.open(new_store(tmp_path)) as brain:
-        _refused(lambda: brain.defineAggregate({**SALES, **change}, caller=CALLER), "InvalidArgumentError",
-                 field=field, reason=reason)
+        _refused(
+            lambda: brain.defineAggregate({**SALES, **change}, caller=CALLER),
+            "InvalidArgumentError",
+            field=field,
+            reason=reason,
+        )
         assert brain.head == 0
 
 
@@ -527,20 +603,30 @@ def test_bad_aggregate_queries_are_refused_by_field(tmp_path):
     aggregated shape takes no ranked leg; a missing name is refused by the contract's check."""
     with Brain.open(new_store(tmp_path)) as brain:
         brain.defineAggregate(SALES, caller=CALLER)
-        for args, field, reason in (({"where": {"total": {"nope": 1}}}, "where.total", "unknown-operator"),
-                                    ({"order": "up"}, "order", "bad-operand"),
-                                    ({"orderBy": "price"}, "orderBy", "unknown-field"),
-                                    ({"limit": 0}, "limit", "out-of-range"),
-                                    ({"offset": -1}, "offset", "out-of-range")):
-            _refused(lambda: brain.aggregate({"name": "sales", **args}), "InvalidArgumentError", field=field,
-                     reason=reason)
+        for args, field, reason in (
+            ({"where": {"total": {"nope": 1}}}, "where.total", "unknown-operator"),
+            ({"order": "up"}, "order", "bad-operand"),
+            ({"orderBy": "price"}, "orderBy", "unknown-field"),
+            ({"limit": 0}, "limit", "out-of-range"),
+            ({"offset": -1}, "offset", "out-of-range"),
+        ):
+            _refused(
+                lambda: brain.aggregate({"name": "sales", **args}), "InvalidArgumentError", field=field, reason=reason
+            )
         _refused(lambda: brain.aggregate({}), "InvalidArgumentError", field="name", reason="missing")
-        _refused(lambda: brain.find({"aggregate": {"name": "sales", "size": 3}}), "InvalidArgumentError",
-                 field="aggregate.size", reason="unknown-argument")
-        _refused(lambda: brain.find({"aggregate": 7}), "InvalidArgumentError", field="aggregate",
-                 reason="wrong-type")
-        _refused(lambda: brain.find({"aggregate": "sales", "query": "words"}), "InvalidArgumentError",
-                 field="aggregate", reason="ranked-and-aggregated")
+        _refused(
+            lambda: brain.find({"aggregate": {"name": "sales", "size": 3}}),
+            "InvalidArgumentError",
+            field="aggregate.size",
+            reason="unknown-argument",
+        )
+        _refused(lambda: brain.find({"aggregate": 7}), "InvalidArgumentError", field="aggregate", reason="wrong-type")
+        _refused(
+            lambda: brain.find({"aggregate": "sales", "query": "words"}),
+            "InvalidArgumentError",
+            field="aggregate",
+            reason="ranked-and-aggregated",
+        )
 
 
 def test_a_definition_name_cannot_take_a_callers_row(tmp_path):
@@ -550,10 +636,12 @@ def test_a_definition_name_cannot_take_a_callers_row(tmp_path):
 
     with Brain.open(new_store(tmp_path)) as brain:
         brain.add({"type": "thing", "id": definition_id("sales")}, caller=CALLER)
-        _refused(lambda: brain.defineAggregate(SALES, caller=CALLER), "InvalidArgumentError", field="name",
-                 reason="id-taken")
-        _refused(lambda: brain.removeAggregate({"name": "sales"}, caller=CALLER), "AggregateNotFoundError",
-                 aggregate="sales")
+        _refused(
+            lambda: brain.defineAggregate(SALES, caller=CALLER), "InvalidArgumentError", field="name", reason="id-taken"
+        )
+        _refused(
+            lambda: brain.removeAggregate({"name": "sales"}, caller=CALLER), "AggregateNotFoundError", aggregate="sales"
+        )
 
 
 def test_the_four_doors_answer_over_http(server):
@@ -574,5 +662,8 @@ def test_the_four_doors_answer_over_http(server):
     assert post("find", {"aggregate": "sales"}).result()["rows"] == rows
     assert post("removeAggregate", {"name": "sales"}).status == 200
     missing = post("aggregate", {"name": "sales"})
-    assert (missing.status, missing.refusal, missing.doc["error"]["aggregate"]) == (404, "AggregateNotFoundError",
-                                                                                   "sales")
+    assert (missing.status, missing.refusal, missing.doc["error"]["aggregate"]) == (
+        404,
+        "AggregateNotFoundError",
+        "sales",
+    )

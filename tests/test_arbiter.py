@@ -11,25 +11,29 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import signal
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from launch import (
+    HOST,
+    Served,
+    launch,  # noqa: F401  (a pytest fixture, used by name)
+    place_keys,
+    wait_until,
+)
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-from brainy.store.files import read_document
 from brainy.host import arbiter as A
 from brainy.host.pool import Pool
-
-from launch import HOST, Served, place_keys, wait_until
-from launch import launch  # noqa: F401  (a pytest fixture, used by name)
+from brainy.store.files import read_document
 
 PERSON = "bky_arbiter_person_every_brain1"
 OPERATOR = "bks_arbiter_operator_service_k1"
@@ -40,8 +44,14 @@ GIB = 1 << 30
 
 # --- the budget, derived from a control-group tree ---------------------------------------------------------
 
-def fake_proc(root: Path, cgroup: str, total_kb: int | None = 8 * (1 << 20), available_kb: int | None = None,
-              rss_kb: int = 100_000) -> Path:
+
+def fake_proc(
+    root: Path,
+    cgroup: str,
+    total_kb: int | None = 8 * (1 << 20),
+    available_kb: int | None = None,
+    rss_kb: int = 100_000,
+) -> Path:
     proc = root / "proc"
     (proc / "self").mkdir(parents=True)
     (proc / "self" / "cgroup").write_text(cgroup)
@@ -83,8 +93,7 @@ def test_a_v1_memory_hierarchy_is_read_and_no_limit_is_none(tmp_path: Path) -> N
     fs = tmp_path / "cgroup"
     limit_file(fs / "memory" / "docker" / "abc" / "memory.limit_in_bytes", str(GIB))
     limit_file(fs / "memory" / "docker" / "memory.limit_in_bytes", "9223372036854771712")
-    proc = fake_proc(tmp_path, "12:cpu,cpuacct:/docker/abc\n7:memory:/docker/abc\n",
-                     available_kb=512 * 1024, rss_kb=0)
+    proc = fake_proc(tmp_path, "12:cpu,cpuacct:/docker/abc\n7:memory:/docker/abc\n", available_kb=512 * 1024, rss_kb=0)
     budget = A.derive(proc, fs, environ={})
     assert (budget.limit_bytes, budget.limit_source) == (GIB, "cgroup1:/docker/abc")
     room = 512 << 20
@@ -111,6 +120,7 @@ def test_nothing_published_is_floored_and_an_override_replaces_the_derived_figur
 
 
 # --- eviction order and the in-flight exclusion (a real pool over real stores) -----------------------------
+
 
 def test_eviction_ranks_the_idle_first_and_never_closes_a_brain_with_a_door_in_flight(tmp_path: Path) -> None:
     """Under a budget nothing fits in, a pass closes brains until one is left: never the one a door is in
@@ -219,6 +229,7 @@ def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> N
 
 # --- the served pool ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
     path = tmp_path / "cfg" / "keys"
@@ -242,22 +253,32 @@ def brains_dir(tmp_path: Path, names: list[str]) -> Path:
 
 @pytest.mark.slow
 def test_health_reports_the_budget_and_the_sweep_evicts_without_losing_a_door(
-        tmp_path: Path, keys: Path, launch: Callable[..., Served]) -> None:
+    tmp_path: Path, keys: Path, launch: Callable[..., Served]
+) -> None:
     """A budget of one byte (the override) over twelve brains: concurrent writes and reads on all of them
     are every one answered (a door never loses its brain), the arbiter keeps evicting, every acknowledged
     write reads back, and ``/v1/health`` carries DOORS 10.2's pool block with the override named."""
     names = [f"w{i:02d}" for i in range(12)]
     root = brains_dir(tmp_path, names)
-    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys),
-                    env={A.OVERRIDE: "1", **NO_MODEL})
+    server = launch(
+        "serve",
+        "--listen",
+        f"{HOST}:0",
+        "--brains-dir",
+        str(root),
+        "--keys",
+        str(keys),
+        env={A.OVERRIDE: "1", **NO_MODEL},
+    )
 
     def work(i: int) -> list[tuple[str, str]]:
         written = []
         for round_ in range(4):
             name = names[(i + round_ * 5) % len(names)]
             id_ = f"t{i}-{round_}"
-            status, doc, _, _ = server.request("POST", f"/v1/brains/{name}/add", PERSON,
-                                               {"type": "thing", "id": id_, "data": f"sweep {i}"})
+            status, doc, _, _ = server.request(
+                "POST", f"/v1/brains/{name}/add", PERSON, {"type": "thing", "id": id_, "data": f"sweep {i}"}
+            )
             assert status == 200, doc
             written.append((name, id_))
             status, doc, _, _ = server.request("GET", f"/v1/brains/{name}/get/{id_}", PERSON)
@@ -271,8 +292,18 @@ def test_health_reports_the_budget_and_the_sweep_evicts_without_losing_a_door(
         status, doc, _, _ = server.request("GET", f"/v1/brains/{name}/get/{id_}", PERSON)
         assert status == 200 and doc["entity"]["key"] == id_, (name, id_, doc)
     pool = health_pool(server)
-    assert set(pool) >= {"budgetBytes", "derivation", "floored", "overridden", "heldBytes", "knownBrains",
-                         "resident", "writers", "writerBrains", "overBudgetAdmissions"}
+    assert set(pool) >= {
+        "budgetBytes",
+        "derivation",
+        "floored",
+        "overridden",
+        "heldBytes",
+        "knownBrains",
+        "resident",
+        "writers",
+        "writerBrains",
+        "overBudgetAdmissions",
+    }
     assert set(pool["derivation"]) == {"limitSource", "limitBytes", "availableBytes", "rssBytes", "baselineBytes"}
     assert pool["budgetBytes"] == 1 and pool["overridden"] and pool["knownBrains"] == 12
     assert pool["writers"] == 12 and pool["writerBrains"] == names  # the writer role outlives a residency
@@ -298,15 +329,24 @@ class _StreamServer:
 
 @pytest.mark.slow
 def test_a_held_change_stream_never_loses_its_brain_to_an_eviction(
-        tmp_path: Path, keys: Path, launch: Callable[..., Served]) -> None:
+    tmp_path: Path, keys: Path, launch: Callable[..., Served]
+) -> None:
     """A budget of one byte over three brains: while a held change stream follows ``a``, writes to ``b`` and
     ``c`` evict ``a`` again and again, and writes to ``a`` readmit it. The stream looks its brain up at
     every drain, so it carries every commit of ``a``, in order, none lost or repeated, across the evictions."""
     from test_change_stream import SseReader  # the raw-socket SSE reader of the change-stream tests
 
     root = brains_dir(tmp_path, ["a", "b", "c"])
-    server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys),
-                    env={A.OVERRIDE: "1", **NO_MODEL})
+    server = launch(
+        "serve",
+        "--listen",
+        f"{HOST}:0",
+        "--brains-dir",
+        str(root),
+        "--keys",
+        str(keys),
+        env={A.OVERRIDE: "1", **NO_MODEL},
+    )
     status, doc, _, _ = server.request("POST", "/v1/brains/a/add", PERSON, {"type": "thing", "id": "a0"})
     assert status == 200, doc
     a0 = doc["id"]
@@ -317,8 +357,9 @@ def test_a_held_change_stream_never_loses_its_brain_to_an_eviction(
         assert first["data"]["id"] == a0 and caught["event"] == "caught-up"
         for i in range(1, 9):
             for other in ("b", "c"):  # the arbiter closes a (idle, no door in flight) for these
-                status, doc, _, _ = server.request("POST", f"/v1/brains/{other}/add", PERSON,
-                                                   {"type": "thing", "id": f"{other}{i}"})
+                status, doc, _, _ = server.request(
+                    "POST", f"/v1/brains/{other}/add", PERSON, {"type": "thing", "id": f"{other}{i}"}
+                )
                 assert status == 200, doc
             assert wait_until(lambda: "a" not in health_pool(server)["resident"], 10.0) is not None
             status, doc, _, _ = server.request("POST", "/v1/brains/a/add", PERSON, {"type": "thing", "id": f"a{i}"})
@@ -335,8 +376,9 @@ def test_a_held_change_stream_never_loses_its_brain_to_an_eviction(
 
 
 @pytest.mark.slow
-def test_sigterm_with_fifty_open_brains_closes_every_one_cleanly(tmp_path: Path, keys: Path,
-                                                                launch: Callable[..., Served]) -> None:
+def test_sigterm_with_fifty_open_brains_closes_every_one_cleanly(
+    tmp_path: Path, keys: Path, launch: Callable[..., Served]
+) -> None:
     names = [f"s{i:02d}" for i in range(50)]
     root = brains_dir(tmp_path, names)
     server = launch("serve", "--listen", f"{HOST}:0", "--brains-dir", str(root), "--keys", str(keys), env=NO_MODEL)
@@ -372,9 +414,11 @@ def test_a_thousand_names_open_nothing_at_start(tmp_path: Path, keys: Path, laun
 
 # --- the first door after a SIGKILL -------------------------------------------------------------------------
 
+
 @pytest.mark.slow
-def test_the_first_doors_after_a_sigkill_answer_every_acknowledged_write(tmp_path: Path, keys: Path,
-                                                                        launch: Callable[..., Served]) -> None:
+def test_the_first_doors_after_a_sigkill_answer_every_acknowledged_write(
+    tmp_path: Path, keys: Path, launch: Callable[..., Served]
+) -> None:
     """Writes acknowledged, then SIGKILL (no flush, no close record): after a restart the first read answers
     the rows, a find answers them or refuses ``ProjectionBehindError`` (503, with its stamp and the committed
     generation) while the projections build off the read path, and the recovery is flushed at once, so the
@@ -398,8 +442,9 @@ def test_the_first_doors_after_a_sigkill_answer_every_acknowledged_write(tmp_pat
     assert status == 200 and doc["entity"]["key"] == ids[-1], doc
 
     def found() -> dict[str, Any] | None:
-        status, doc, _, _ = second.request("POST", "/v1/brains/k/find", PERSON,
-                                           {"where": {"type": "thing"}, "limit": 1000})
+        status, doc, _, _ = second.request(
+            "POST", "/v1/brains/k/find", PERSON, {"where": {"type": "thing"}, "limit": 1000}
+        )
         if status == 503:
             error = doc["error"]
             assert error["name"] == "ProjectionBehindError" and error["projection"] == "projections", error
@@ -421,8 +466,9 @@ def test_the_first_doors_after_a_sigkill_answer_every_acknowledged_write(tmp_pat
         assert brain.recovery == {"replayedGenerations": 0} and brain.head == 11
         snapshots = sorted(p.name for p in (store / "index").glob("*.proj"))
         assert snapshots == [f"{11:020d}.proj"], snapshots
-        assert sorted(h["entity"]["key"] for h in brain.find({"where": {"type": "thing"}, "limit": 1000})["results"]) == \
-            sorted(ids + ["after"])
+        assert sorted(
+            h["entity"]["key"] for h in brain.find({"where": {"type": "thing"}, "limit": 1000})["results"]
+        ) == sorted(ids + ["after"])
 
 
 def test_every_flush_leaves_a_snapshot_the_next_open_catches_up_from(tmp_path: Path) -> None:
@@ -463,8 +509,19 @@ def _big_store(store: Path) -> None:
     init_store(store)
     with Brain.open(store) as brain:
         for batch in range(3):
-            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}", "data": f"row {batch} {i}",
-                                      "metadata": {"batch": batch, "odd": i % 2 == 1}} for i in range(500)]})
+            brain.addMany(
+                {
+                    "items": [
+                        {
+                            "type": "thing",
+                            "id": f"r{batch}-{i}",
+                            "data": f"row {batch} {i}",
+                            "metadata": {"batch": batch, "odd": i % 2 == 1},
+                        }
+                        for i in range(500)
+                    ]
+                }
+            )
 
 
 def test_a_served_read_answers_from_the_snapshot_read_in_place(tmp_path: Path) -> None:
@@ -474,9 +531,11 @@ def test_a_served_read_answers_from_the_snapshot_read_in_place(tmp_path: Path) -
     the built projections' own, and the build lands after."""
     store = tmp_path / "big"
     _big_store(store)
-    queries = [{"where": {"type": "thing"}, "limit": 10},
-               {"where": {"batch": 2, "odd": True}, "limit": 5, "orderBy": "id", "order": "desc"},
-               {"query": "row 1 7", "limit": 3}]
+    queries = [
+        {"where": {"type": "thing"}, "limit": 10},
+        {"where": {"batch": 2, "odd": True}, "limit": 5, "orderBy": "id", "order": "desc"},
+        {"query": "row 1 7", "limit": 3},
+    ]
     with Brain.attach(store) as built:
         expected = [built.find(q) for q in queries]
     brain = Brain.attach(store)
@@ -492,8 +551,9 @@ def test_a_served_read_answers_from_the_snapshot_read_in_place(tmp_path: Path) -
         holder.join()
     try:
         for got, want in zip(answers, expected):
-            assert got.get("total") == want.get("total") and \
-                [r["entity"]["id"] for r in got["results"]] == [r["entity"]["id"] for r in want["results"]]
+            assert got.get("total") == want.get("total") and [r["entity"]["id"] for r in got["results"]] == [
+                r["entity"]["id"] for r in want["results"]
+            ]
         assert len(answers[2]["results"]) == 3
         assert answers[0]["total"] == 1500 and answers[1]["total"] == 250
         assert wait_until(lambda: brain.follower._built.is_set(), 20.0) is not None

@@ -31,9 +31,11 @@ def rand(n: int, seed: int = 1) -> bytes:
 
 # -- the chunker ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("size", [0, 1, 8191, 8192, 8193, 16384, 65536, 65537, 300_000])
 def test_both_twins_cut_alike(cdc_twin, size):
     from brainy._speedups import load
+
     data = rand(size, size)
     assert cdc_twin.cuts(data) == load("cdc", "python").cuts(data)
 
@@ -52,7 +54,7 @@ def test_a_cut_depends_only_on_the_bytes_since_the_last(cdc_twin):
     data = rand(800_000, 3)
     ends = cdc_twin.cuts(data)
     for i in (0, 3, len(ends) // 2, len(ends) - 2):
-        assert cdc_twin.cuts(data, ends[i]) == ends[i + 1:]
+        assert cdc_twin.cuts(data, ends[i]) == ends[i + 1 :]
 
 
 def test_a_change_in_the_middle_moves_only_nearby_cuts(cdc_twin):
@@ -65,6 +67,7 @@ def test_a_change_in_the_middle_moves_only_nearby_cuts(cdc_twin):
 
 # -- packs ---------------------------------------------------------------------------------------------
 
+
 def test_content_round_trips_byte_for_byte(tmp_path):
     store = B.BlobStore(tmp_path / "blobs", writable=True)
     for n in (0, 1, 5000, 70_000, 3_000_000):
@@ -74,8 +77,7 @@ def test_content_round_trips_byte_for_byte(tmp_path):
         assert store.read_all(stored.address) == data and store.size(stored.address) == n
     store.close()
     reopened = B.BlobStore(tmp_path / "blobs", writable=False)
-    assert reopened.read_all(B.address(hashlib.sha256(rand(70_000, 70_000)).digest())) \
-        == rand(70_000, 70_000)
+    assert reopened.read_all(B.address(hashlib.sha256(rand(70_000, 70_000)).digest())) == rand(70_000, 70_000)
 
 
 def test_the_same_bytes_are_stored_once_and_a_small_edit_stores_little(tmp_path):
@@ -84,7 +86,7 @@ def test_the_same_bytes_are_stored_once_and_a_small_edit_stores_little(tmp_path)
     first = store.put(bytes(data))
     again = store.put(bytes(data))
     assert again.address == first.address and again.new_bytes == 0
-    data[10 << 20:(10 << 20) + 1024] = rand(1024, 10)
+    data[10 << 20 : (10 << 20) + 1024] = rand(1024, 10)
     edited = store.put(bytes(data))
     assert edited.address != first.address and edited.new_bytes < 256 << 10
     assert store.read_all(edited.address) == bytes(data)
@@ -165,8 +167,7 @@ def test_unreferenced_records_are_what_a_sweep_could_collect(tmp_path):
     store.put(rand(100_000, 41))
     records, size = store.unreferenced([keep.address])
     assert records >= 2 and 100_000 <= size < 100_000 + 2000
-    assert store.unreferenced([keep.address, B.address(hashlib.sha256(rand(100_000, 41)).digest())]) \
-        == (0, 0)
+    assert store.unreferenced([keep.address, B.address(hashlib.sha256(rand(100_000, 41)).digest())]) == (0, 0)
 
 
 def test_the_sweep_collects_what_nothing_reaches_and_keeps_every_referenced_byte(tmp_path):
@@ -174,10 +175,10 @@ def test_the_sweep_collects_what_nothing_reaches_and_keeps_every_referenced_byte
     the old pack goes; a reader that indexed the old pack finds the copies; a pack with little garbage is
     left whole."""
     store = B.BlobStore(tmp_path / "blobs", writable=True, seal_bytes=400_000)
-    kept = [store.put(rand(150_000, 50))]                         # pack 1: 150 KB live ...
-    lost = [store.put(rand(150_000, 60 + i)) for i in range(2)]   # ... 300 KB garbage, then it seals
+    kept = [store.put(rand(150_000, 50))]  # pack 1: 150 KB live ...
+    lost = [store.put(rand(150_000, 60 + i)) for i in range(2)]  # ... 300 KB garbage, then it seals
     kept += [store.put(rand(200_000, 70)), store.put(rand(100_000, 71))]  # pack 2: live
-    store.put(rand(40_000, 72))                                   # and a little garbage
+    store.put(rand(40_000, 72))  # and a little garbage
     seeds = (50, 70, 71)
     live = [s.address for s in kept]
     reader = B.BlobStore(tmp_path / "blobs", writable=False)
@@ -203,6 +204,7 @@ def test_the_sweep_waits_for_a_write_in_flight_and_keeps_what_it_stored(tmp_path
     """A write's content is stored before its commit names it: a sweep started in between waits for the write
     to end and only then reads what is referenced, so it never collects the content of a commit landing."""
     import threading
+
     store = B.BlobStore(tmp_path / "blobs", writable=True)
     committed: list[str] = []
     done: list[B.Swept] = []
@@ -238,8 +240,9 @@ def test_a_sigkill_during_writes_loses_no_content_that_was_put(tmp_path):
     folder = tmp_path / "blobs"
     printed: list[tuple[str, int, int]] = []
     for round_ in range(5):
-        proc = subprocess.Popen([sys.executable, str(PROCS / "blob_writer.py"), str(folder), str(round_)],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(PROCS / "blob_writer.py"), str(folder), str(round_)], stdout=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 20
         lines = 0
         while lines < 3 + round_ and time.monotonic() < deadline:

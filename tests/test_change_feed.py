@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain, init_store
-from brainy.store import log as log_
 from brainy.doors import feed
 from brainy.doors.feed import LogTail
+from brainy.engine import Brain, init_store
 from brainy.net import sse
+from brainy.store import log as log_
 
 
 def test_the_tick_and_the_heartbeat():
@@ -81,10 +81,10 @@ def test_a_frame_not_yet_whole_is_not_landed_and_never_refuses(tmp_path):
         payload = log_.encode_payload(2, frame.timestamp + 1, None, None, frame.ops)
         torn = log_.encode_frame(payload)
         with open(segment, "ab") as out:
-            out.write(torn[:len(torn) // 2])
+            out.write(torn[: len(torn) // 2])
         assert tail.drain(reader) == ([], False)
         with open(segment, "ab") as out:
-            out.write(torn[len(torn) // 2:])
+            out.write(torn[len(torn) // 2 :])
         commits, more = tail.drain(reader)
         assert [[(f["generation"], f["index"], f["id"]) for f in c] for c in commits] == [[(2, 0, first["id"])]]
         assert commits[0][0]["entity"]["metadata"] == {"tags": ["t"]} and more is False

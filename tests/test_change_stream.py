@@ -18,9 +18,11 @@ pytestmark = pytest.mark.slow
 
 
 def _call(server, door: str, body: dict, key: str | None = None) -> dict:
-    request = urllib.request.Request(server.url + server.path(door), data=json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {key or server.key}",
-                                              "content-type": "application/json"})
+    request = urllib.request.Request(
+        server.url + server.path(door),
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key or server.key}", "content-type": "application/json"},
+    )
     return json.loads(urllib.request.urlopen(request, timeout=30).read())
 
 
@@ -29,8 +31,12 @@ class SseReader:
 
     def __init__(self, server, query: str = "", headers: str = "") -> None:
         self.sock = socket.create_connection(server.address, timeout=10)
-        self.sock.sendall((f"GET {server.path('changes')}{query} HTTP/1.1\r\nHost: t\r\n"
-                           f"Accept: text/event-stream\r\nAuthorization: Bearer {server.key}\r\n{headers}\r\n").encode())
+        self.sock.sendall(
+            (
+                f"GET {server.path('changes')}{query} HTTP/1.1\r\nHost: t\r\n"
+                f"Accept: text/event-stream\r\nAuthorization: Bearer {server.key}\r\n{headers}\r\n"
+            ).encode()
+        )
         self.buf = b""
         while b"\r\n\r\n" not in self.buf:
             self.buf += self.sock.recv(65536)
@@ -45,7 +51,7 @@ class SseReader:
         self.sock.settimeout(timeout)
         try:
             data = self.sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return False
         if not data:
             raise EOFError
@@ -60,7 +66,7 @@ class SseReader:
             if len(rest) < size + 2:
                 break
             self.text += rest[:size].decode()
-            self.buf = rest[size + 2:]
+            self.buf = rest[size + 2 :]
 
     def events(self, n: int, timeout: float = 10.0) -> list[dict]:
         deadline = time.monotonic() + timeout
@@ -90,12 +96,19 @@ def test_frames_caught_up_then_held(server):
     try:
         assert reader.status == 200 and "text/event-stream" in reader.head
         change, caught = reader.events(2)
-        assert (change["id"], change["event"], change["data"]["op"], change["data"]["id"]) == \
-            ("1.0", "change", "update", a["id"])
+        assert (change["id"], change["event"], change["data"]["op"], change["data"]["id"]) == (
+            "1.0",
+            "change",
+            "update",
+            a["id"],
+        )
         assert change["data"]["entity"]["metadata"] == {"tags": ["x"]}
         assert caught["event"] == "caught-up"
-        assert {k: caught["data"][k] for k in ("cursor", "hasMore", "brain")} == \
-            {"cursor": 1, "hasMore": False, "brain": server.brain}
+        assert {k: caught["data"][k] for k in ("cursor", "hasMore", "brain")} == {
+            "cursor": 1,
+            "hasMore": False,
+            "brain": server.brain,
+        }
         assert caught["data"]["liveTail"]["held"] is True and caught["data"]["liveTail"]["pollMs"] == 2000
         assert isinstance(caught["data"]["meta"]["ms"], float)
         ops = [{"door": "add", "args": {"type": "document", "data": f"t{i}"}} for i in range(4)]
@@ -115,9 +128,11 @@ def test_resume_lands_on_a_commit_boundary(server):
     ops = [{"door": "add", "args": {"type": "document", "data": f"t{i}"}} for i in range(3)]
     _call(server, "transact", {"ops": ops})  # generation 2: 2.0, 2.1, 2.2
     _call(server, "add", {"type": "document", "data": "three"})
-    for headers, query, first in [("Last-Event-ID: 2.2\r\n", "?since=0", "3.0"),
-                                  ("Last-Event-ID: 2.1\r\n", "?since=3", "2.0"),
-                                  ("", "?since=1", "2.0")]:
+    for headers, query, first in [
+        ("Last-Event-ID: 2.2\r\n", "?since=0", "3.0"),
+        ("Last-Event-ID: 2.1\r\n", "?since=3", "2.0"),
+        ("", "?since=1", "2.0"),
+    ]:
         reader = SseReader(server, query, headers)
         try:
             assert reader.events(1)[0]["id"] == first, (headers, query)
@@ -134,7 +149,7 @@ def test_resume_lands_on_a_commit_boundary(server):
         reader = SseReader(server, query)
         try:
             assert reader.status == 400, query
-            body = json.loads(reader.buf[reader.buf.index(b"{"):])
+            body = json.loads(reader.buf[reader.buf.index(b"{") :])
             assert body["error"]["name"] == "BadQueryParameterError" and body["error"]["param"] == param
             if param == "since":
                 assert body["error"]["head"] == 3
@@ -175,8 +190,9 @@ def test_a_reader_holds_its_stream_from_the_writers_log(server):
     """A brain this server only attaches (another process is its writer) holds its stream too, fed from the
     writer's log file on the tick, and says so in liveTail; a relation frame carries its endpoints' tags at
     commit time, though the attach never saw those entities."""
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(server.store)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(server.store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert writer.stdout.readline().strip() == "ready"
         reader = SseReader(server, "?since=0")
@@ -203,11 +219,13 @@ def test_the_same_stream_over_h2(server):
     """Over HTTP/2 the stream is one h2 stream carrying the same events: the catch-up, caught-up, then a
     write's frame while held; resetting the stream ends it, and the connection answers the next request."""
     from server import H2Client
+
     _call(server, "add", {"type": "document", "data": "a"})
     with H2Client(server.address) as client:
         auth = (("authorization", f"Bearer {server.key}"),)
-        stream = client.start("GET", server.path("changes") + "?since=0", None,
-                              (("accept", "text/event-stream"), *auth))
+        stream = client.start(
+            "GET", server.path("changes") + "?since=0", None, (("accept", "text/event-stream"), *auth)
+        )
 
         def events_so_far() -> list[str]:
             return [b for b in bytes(client.bodies.get(stream, b"")).decode().split("\n\n") if b]

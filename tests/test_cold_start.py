@@ -18,17 +18,36 @@ import pytest
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
 from brainy.index import follower as F
-from brainy.index.projections import (PAGE_BYTES, InPlace, Projections, column_values, decode_snapshot,
-                                       encode_snapshot, leaves, newest_snapshot, path_values)
+from brainy.index.projections import (
+    PAGE_BYTES,
+    InPlace,
+    Projections,
+    column_values,
+    decode_snapshot,
+    encode_snapshot,
+    leaves,
+    newest_snapshot,
+    path_values,
+)
 from tests.test_arbiter import _held_lock
 
 
 def _store(path: Path) -> Path:
     init_store(path)
     with Brain.open(path) as brain:
-        brain.addMany({"items": [{"type": "document", "id": f"d{i}", "data": f"the note {i} of {i % 7}",
-                                  "metadata": {"team": f"t{i % 5}", "score": i / 2, "tags": [f"x{i % 3}"]}}
-                                 for i in range(300)]})
+        brain.addMany(
+            {
+                "items": [
+                    {
+                        "type": "document",
+                        "id": f"d{i}",
+                        "data": f"the note {i} of {i % 7}",
+                        "metadata": {"team": f"t{i % 5}", "score": i / 2, "tags": [f"x{i % 3}"]},
+                    }
+                    for i in range(300)
+                ]
+            }
+        )
         brain.remove({"id": brain.get("d7")["entity"]["id"]})  # a removed row: the id map keeps its entry
     return path
 
@@ -111,26 +130,46 @@ def _format_2(proj: Projections) -> bytes:
     texts = [proj.ids[d].encode("utf-8") for d in dense]
     offsets = array("Q", [0, *itertools.accumulate(len(t) for t in texts)])
     sections = [
-        ("dense", dense.tobytes()), ("idOffsets", offsets.tobytes()), ("idText", b"".join(texts)),
+        ("dense", dense.tobytes()),
+        ("idOffsets", offsets.tobytes()),
+        ("idText", b"".join(texts)),
         ("all", proj.all.tobytes()),
-        ("lengths", msgpack.packb([array("Q", proj.lengths.keys()).tobytes(),
-                                   array("I", proj.lengths.values()).tobytes()])),
-        ("terms", msgpack.packb([[w, array("Q", tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
-                                 for w, tfs in proj.terms.items()])),
-        *((f"postings/{path}", msgpack.packb([[kind, value, posting.tobytes()]
-                                              for (kind, value), posting in values.items()]))
-          for path, values in proj.postings.items()),
-        *((f"columns/{path}", msgpack.packb([array("Q", column.keys()).tobytes(),
-                                             msgpack.packb(list(column.values()))]))
-          for path, column in proj.columns.items()),
+        (
+            "lengths",
+            msgpack.packb([array("Q", proj.lengths.keys()).tobytes(), array("I", proj.lengths.values()).tobytes()]),
+        ),
+        (
+            "terms",
+            msgpack.packb(
+                [
+                    [w, array("Q", tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+                    for w, tfs in proj.terms.items()
+                ]
+            ),
+        ),
+        *(
+            (
+                f"postings/{path}",
+                msgpack.packb([[kind, value, posting.tobytes()] for (kind, value), posting in values.items()]),
+            )
+            for path, values in proj.postings.items()
+        ),
+        *(
+            (
+                f"columns/{path}",
+                msgpack.packb([array("Q", column.keys()).tobytes(), msgpack.packb(list(column.values()))]),
+            )
+            for path, column in proj.columns.items()
+        ),
     ]
     table, at = {}, 0
     for name, body in sections:
         table[name] = [at, len(body), zlib.crc32(body)]
         at += len(body)
     head = msgpack.packb({"format": 2, "stamp": proj.stamp, "totalLength": proj.total_length, "sections": table})
-    return b"".join([b"brnyproj", struct.pack("<II", len(head), zlib.crc32(head)), head,
-                     *(body for _, body in sections)])
+    return b"".join(
+        [b"brnyproj", struct.pack("<II", len(head), zlib.crc32(head)), head, *(body for _, body in sections)]
+    )
 
 
 def test_a_format_2_snapshot_is_still_read_whole_and_in_place(tmp_path: Path) -> None:
@@ -169,14 +208,30 @@ def test_a_served_ordered_find_reads_only_its_own_values_in_place(tmp_path: Path
     init_store(store)
     with Brain.open(store) as brain:
         for batch in range(3):
-            brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i:03d}", "data": f"row {batch} {i}",
-                                      "metadata": {"batch": batch, "odd": i % 2 == 1, "rank": i % 40,
-                                                   **({"label": f"l{i % 9}"} if i % 4 else {})}}
-                                     for i in range(500)]})
-    queries = [{"where": {"odd": True}, "orderBy": "metadata.rank", "limit": 25},
-               {"where": {"batch": 1}, "orderBy": "metadata.label", "order": "desc", "limit": 40, "offset": 90},
-               {"type": "thing", "orderBy": "createdAt", "order": "desc", "limit": 7},
-               {"where": {"batch": 2, "odd": False}, "orderBy": "id", "limit": 5}]
+            brain.addMany(
+                {
+                    "items": [
+                        {
+                            "type": "thing",
+                            "id": f"r{batch}-{i:03d}",
+                            "data": f"row {batch} {i}",
+                            "metadata": {
+                                "batch": batch,
+                                "odd": i % 2 == 1,
+                                "rank": i % 40,
+                                **({"label": f"l{i % 9}"} if i % 4 else {}),
+                            },
+                        }
+                        for i in range(500)
+                    ]
+                }
+            )
+    queries = [
+        {"where": {"odd": True}, "orderBy": "metadata.rank", "limit": 25},
+        {"where": {"batch": 1}, "orderBy": "metadata.label", "order": "desc", "limit": 40, "offset": 90},
+        {"type": "thing", "orderBy": "createdAt", "order": "desc", "limit": 7},
+        {"where": {"batch": 2, "odd": False}, "orderBy": "id", "limit": 5},
+    ]
     with Brain.attach(store) as built:
         expected = [built.find(q) for q in queries]
     brain = Brain.attach(store)
@@ -189,8 +244,9 @@ def test_a_served_ordered_find_reads_only_its_own_values_in_place(tmp_path: Path
         release.set(), holder.join(), brain.close()
     assert in_place
     for got, want in zip(answers, expected):
-        assert got["total"] == want["total"] and \
-            [r["entity"]["id"] for r in got["results"]] == [r["entity"]["id"] for r in want["results"]]
+        assert got["total"] == want["total"] and [r["entity"]["id"] for r in got["results"]] == [
+            r["entity"]["id"] for r in want["results"]
+        ]
     assert answers[0]["total"] == 750 and len(answers[1]["results"]) == 40
 
 
@@ -198,34 +254,64 @@ def test_a_format_1_snapshot_is_still_read(tmp_path: Path) -> None:
     """A snapshot of format 1, laid out as docs/store-format.md describes it, loads to the same projections."""
     want = _built(_store(tmp_path / "s"))
     dense = array("Q", sorted(want.ids))
-    body = msgpack.packb({
-        "format": 1, "stamp": want.stamp, "totalLength": want.total_length, "dense": dense.tobytes(),
-        "ids": [want.ids[d] for d in dense], "all": want.all.tobytes(),
-        "postings": [[path, kind, value, posting.tobytes()] for path, values in want.postings.items()
-                     for (kind, value), posting in values.items()],
-        "columns": [[path, array("Q", column.keys()).tobytes(), list(column.values())]
-                    for path, column in want.columns.items()],
-        "terms": [[word, array("Q", tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
-                  for word, tfs in want.terms.items()],
-        "lengths": [array("Q", want.lengths.keys()).tobytes(), array("I", want.lengths.values()).tobytes()],
-    }, use_bin_type=True)
+    body = msgpack.packb(
+        {
+            "format": 1,
+            "stamp": want.stamp,
+            "totalLength": want.total_length,
+            "dense": dense.tobytes(),
+            "ids": [want.ids[d] for d in dense],
+            "all": want.all.tobytes(),
+            "postings": [
+                [path, kind, value, posting.tobytes()]
+                for path, values in want.postings.items()
+                for (kind, value), posting in values.items()
+            ],
+            "columns": [
+                [path, array("Q", column.keys()).tobytes(), list(column.values())]
+                for path, column in want.columns.items()
+            ],
+            "terms": [
+                [word, array("Q", tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+                for word, tfs in want.terms.items()
+            ],
+            "lengths": [array("Q", want.lengths.keys()).tobytes(), array("I", want.lengths.values()).tobytes()],
+        },
+        use_bin_type=True,
+    )
     _same(decode_snapshot(body + zlib.crc32(body).to_bytes(4, "little")), want)
 
 
 # -- a snapshot behind the head, with the tail laid over it (brainy/index/overlaid.py) ----------------------
 
+
 def _row(i: int, **extra: object) -> dict[str, object]:
-    return {"type": "document" if i % 3 else "thing", "id": f"d{i}", "data": f"note {i} about {i % 7} things",
-            "subtype": "memo" if i % 50 == 0 else None,
-            "metadata": {"team": f"t{i % 5}", "score": i / 2, "tags": [f"x{i % 3}", i % 4], "deep": {"n": i % 6},
-                         # one path reached twice (a dotted key and a nested one)
-                         "a.b": i % 2, "a": {"b": i % 3, "c": [{"x": 1}, i]}},
-            **extra}
+    return {
+        "type": "document" if i % 3 else "thing",
+        "id": f"d{i}",
+        "data": f"note {i} about {i % 7} things",
+        "subtype": "memo" if i % 50 == 0 else None,
+        "metadata": {
+            "team": f"t{i % 5}",
+            "score": i / 2,
+            "tags": [f"x{i % 3}", i % 4],
+            "deep": {"n": i % 6},
+            # one path reached twice (a dotted key and a nested one)
+            "a.b": i % 2,
+            "a": {"b": i % 3, "c": [{"x": 1}, i]},
+        },
+        **extra,
+    }
 
 
 def test_a_rows_values_of_one_path_are_the_leaves_of_that_path() -> None:
-    row = {"id": "x", "type": "thing", "key": "k", "createdAt": 1, "metadata": {
-        "a.b": 1, "a": {"b": [2, {"no": 1}, 1], "c": {"d": None}}, "type": "meta", "t": [True, 1, [3]]}}
+    row = {
+        "id": "x",
+        "type": "thing",
+        "key": "k",
+        "createdAt": 1,
+        "metadata": {"a.b": 1, "a": {"b": [2, {"no": 1}, 1], "c": {"d": None}}, "type": "meta", "t": [True, 1, [3]]},
+    }
     paths = {path for path, _ in leaves(row)} | {"nowhere", "a", "a.c"}
     for path in paths:
         assert path_values(row, path) == [v for p, v in leaves(row) if p == path], path
@@ -237,13 +323,13 @@ def _same_reads(got: object, want: Projections) -> None:
     assert got.stamp == want.stamp and len(got) == len(want)  # type: ignore[attr-defined, arg-type]
     assert got.total_length == want.total_length and got.all == want.all  # type: ignore[attr-defined]
     assert {d: got.ids[d] for d in want.all} == {d: want.ids[d] for d in want.all}  # type: ignore[attr-defined]
-    assert {p: dict(v) for p, v in got.postings.items() if len(v)} == \
-        {p: dict(v) for p, v in want.postings.items() if v}  # type: ignore[attr-defined]
+    assert {p: dict(v) for p, v in got.postings.items() if len(v)} == {
+        p: dict(v) for p, v in want.postings.items() if v
+    }  # type: ignore[attr-defined]
     for path, values in want.postings.items():
         for key, posting in values.items():
             assert got.posting(path, key[1]) == posting  # type: ignore[attr-defined]
-    assert {p: dict(c) for p, c in got.columns.items() if len(c)} == \
-        {p: c for p, c in want.columns.items() if c}  # type: ignore[attr-defined]
+    assert {p: dict(c) for p, c in got.columns.items() if len(c)} == {p: c for p, c in want.columns.items() if c}  # type: ignore[attr-defined]
     assert dict(got.terms) == want.terms and dict(got.lengths) == want.lengths  # type: ignore[attr-defined]
 
 
@@ -313,6 +399,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 def _crash_after(store: Path, part: str) -> None:
     import subprocess
     import sys
+
     env = {**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}  # no model: rows stored unembedded
     done = subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(store), part], env=env, timeout=120)
     assert done.returncode == -9
@@ -329,8 +416,9 @@ def _crashed_twice(store: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_replayed_tail_probed_in_runs_reads_as_one_probed_a_frame_at_a_time(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replayed_tail_probed_in_runs_reads_as_one_probed_a_frame_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The frames of a crashed writer's tail (updates and removals of flushed rows, a removed key added again at a
     new dense int, upserts) are replayed in runs whose keys are probed together: whatever the run's bound, the
     attach holds the same rows and counts as one probed a frame at a time, and probes once a run."""
@@ -362,12 +450,14 @@ def test_a_served_find_after_a_crash_answers_from_the_overlaid_snapshot(tmp_path
     place with the replayed tail laid over it, before its build can land, exactly as a full build answers them;
     the overlay equals the projections built from the rows."""
     store = _crashed_twice(tmp_path / "s")
-    queries = [{"type": "document", "where": {"team": "t2"}, "limit": 15},
-               {"where": {"team": "t9"}, "limit": 5},
-               {"where": {"team": {"in": ["t0", "t1"]}}, "orderBy": "metadata.score", "order": "desc", "limit": 30},
-               {"type": "thing", "orderBy": "createdAt", "order": "desc", "limit": 10, "offset": 3},
-               {"query": "fresh words upserted", "searchMode": "text", "limit": 20},
-               {"where": {"deep.n": 2}, "orderBy": "id", "limit": 50, "offset": 100}]
+    queries = [
+        {"type": "document", "where": {"team": "t2"}, "limit": 15},
+        {"where": {"team": "t9"}, "limit": 5},
+        {"where": {"team": {"in": ["t0", "t1"]}}, "orderBy": "metadata.score", "order": "desc", "limit": 30},
+        {"type": "thing", "orderBy": "createdAt", "order": "desc", "limit": 10, "offset": 3},
+        {"query": "fresh words upserted", "searchMode": "text", "limit": 20},
+        {"where": {"deep.n": 2}, "orderBy": "id", "limit": 50, "offset": 100},
+    ]
     with Brain.attach(store) as built:  # not served: built in the read, from the snapshot and the tail
         expected = [built.find(q) for q in queries]
         assert built.recovery["replayedGenerations"] > 0
@@ -387,8 +477,9 @@ def test_a_served_find_after_a_crash_answers_from_the_overlaid_snapshot(tmp_path
         brain.close()
     for got, want in zip(answers, expected):
         assert got.get("total") == want.get("total") and got["generation"] == want["generation"]
-        assert [(r["entity"]["id"], r["score"]) for r in got["results"]] == \
-            [(r["entity"]["id"], r["score"]) for r in want["results"]]
+        assert [(r["entity"]["id"], r["score"]) for r in got["results"]] == [
+            (r["entity"]["id"], r["score"]) for r in want["results"]
+        ]
     assert answers[1]["total"] == 1 and answers[0]["total"] > 0
 
 
@@ -441,8 +532,11 @@ def test_pages_of_an_ordered_find_over_tied_values_follow_the_whole_order(tmp_pa
         for order in ("asc", "desc"):
             query = {"orderBy": "metadata.team", "order": order}
             whole = [r["id"] for r in brain.find({**query, "limit": 1000})["results"]]
-            by_offset = [r["id"] for at in range(0, len(whole), 7)
-                         for r in brain.find({**query, "limit": 7, "offset": at})["results"]]
+            by_offset = [
+                r["id"]
+                for at in range(0, len(whole), 7)
+                for r in brain.find({**query, "limit": 7, "offset": at})["results"]
+            ]
             by_cursor, cursor = [], None
             while True:
                 page = brain.find({**query, "limit": 11, **({"cursor": cursor} if cursor else {})})
@@ -471,6 +565,7 @@ def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkey
     lengthened here so that a slow machine cannot reach its end first): the read is answered from the snapshot
     alone, and the build starts as soon as it is."""
     import time
+
     store = tmp_path / "s"
     init_store(store)
     with Brain.open(store) as brain:
@@ -488,11 +583,13 @@ def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkey
 
 
 def test_a_pool_served_build_waits_for_the_first_door_not_its_hold_of_the_projections(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A handle the pool serves holds its build back until its first door has answered (the pool's ``left``),
     not only until the door lets go of the projections: a find then still reads its page's rows, and a build
     beside them took the disk and the interpreter lock they need. Then it starts at once."""
     import time
+
     from brainy.host.pool import Pool
 
     store = tmp_path / "s"
@@ -523,6 +620,7 @@ def test_a_flush_and_a_read_after_a_crash_share_one_build(tmp_path: Path) -> Non
     the recovery flush builds the projections on its own thread, registered as the build in flight: the first
     served read's warm-up waits for that build instead of decoding the snapshot a second time beside it."""
     import time
+
     store, found = _crashed_after_a_flush(tmp_path / "s")
     found[1].write_bytes(_format_2(decode_snapshot(found[1].read_bytes())))
     brain = Brain.attach(store)
@@ -580,6 +678,7 @@ def test_a_crash_just_after_the_manifest_swap_leaves_snapshots_the_next_open_rea
     from the rows."""
     import subprocess
     import sys
+
     store = tmp_path / "s"
     init_store(store)
     env = {**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}

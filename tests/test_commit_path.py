@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from helpers import new_store, tables
 
 from brainy.store import keys as K
 from brainy.store import log as log_
@@ -28,8 +30,6 @@ from brainy.store.head import HeadState
 from brainy.store.maintenance import Maintenance
 from brainy.store.sstable import Table
 from brainy.store.txn import Txn
-
-from helpers import new_store, tables
 
 
 class Notebook:
@@ -58,8 +58,11 @@ def standing(path: Path) -> HeadState:
     """A head standing on the store's MANIFEST, its tables open, nothing above them."""
     manifest = read_document(path / "MANIFEST")
     head = HeadState()
-    head.stand_at(manifest, Ledger(read_document(path / manifest["ledger"])),
-                  tuple(Table(path / t["file"]) for t in manifest["tables"]))
+    head.stand_at(
+        manifest,
+        Ledger(read_document(path / manifest["ledger"])),
+        tuple(Table(path / t["file"]) for t in manifest["tables"]),
+    )
     return head
 
 
@@ -105,7 +108,9 @@ def test_a_commit_is_read_by_the_next_at_once_and_durable_only_once_waited_for(s
     assert head.mem.get(K.entity_key(uid("a")), 1) is not None and head.mem.get(K.commit_key(1), 1) is not None
     assert notebook.calls == [("record", 1, [("e", uid("a")), ("e", uid("b"))])]
     with head.commit_lock:
-        assert commits.begin(None, None).entity(uid("b"))["data"] == "row b"  # the next commit reads it, not yet durable
+        assert (
+            commits.begin(None, None).entity(uid("b"))["data"] == "row b"
+        )  # the next commit reads it, not yet durable
     commits.durable_at(seq, generation)
     assert (head.durable, head.durable_ledger.n["entities"], head.ledgers) == (1, 2, {})
     assert notebook.calls[1:] == [("advance", 1, 0)] and woken == [1]

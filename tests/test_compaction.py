@@ -56,8 +56,9 @@ def test_small_flushes_never_rewrite_the_large_table_and_every_version_survives(
     store = tmp_path / "s"
     init_store(store)
     with Brain.open(store, flush_bytes=1 << 40) as brain:
-        brain.addMany({"items": [{"type": "thing", "id": f"k{i}", "data": "x" * 200, "metadata": {"n": i}}
-                                 for i in range(3000)]})
+        brain.addMany(
+            {"items": [{"type": "thing", "id": f"k{i}", "data": "x" * 200, "metadata": {"n": i}} for i in range(3000)]}
+        )
         assert brain.flush()
         big = brain.manifest["tables"][0]["file"]
     pasts: dict[int, dict[str, object]] = {}

@@ -8,10 +8,9 @@ import threading
 import time
 
 import pytest
+from helpers import new_store
 
 from brainy.engine import Brain
-
-from helpers import new_store
 
 
 @pytest.fixture

@@ -22,28 +22,121 @@ BRAINY_REFUSALS = ("MalformedRequestError", "HeaderTooLargeError")
 # The 0.3.0 doors that have landed so far (the query doors of that release follow).
 TIME_TRAVEL = {"now", "history", "asOf", "diff", "export", "changes", "find", "related", "explain", "fields"}
 # The 0.5.0 doors that have landed so far (issue 11).
-LANDED_0_5 = {"traverse", "aggregate", "aggregates", "defineAggregate", "removeAggregate", "similar",
-              "embed", "embedBatch", "similarity", "diagnostics", "repair", "snapshot", "warm", "stats", "import",
-              # all 17 vfs doors (DOORS.md 8)
-              "readFile", "readdir", "stat", "exists", "getxattr", "listxattr", "fileHistory", "writeFile",
-              "appendFile", "mkdir", "rmdir", "unlink", "rename", "move", "copy", "setxattr", "removexattr"}
+LANDED_0_5 = {
+    "traverse",
+    "aggregate",
+    "aggregates",
+    "defineAggregate",
+    "removeAggregate",
+    "similar",
+    "embed",
+    "embedBatch",
+    "similarity",
+    "diagnostics",
+    "repair",
+    "snapshot",
+    "warm",
+    "stats",
+    "import",
+    # all 17 vfs doors (DOORS.md 8)
+    "readFile",
+    "readdir",
+    "stat",
+    "exists",
+    "getxattr",
+    "listxattr",
+    "fileHistory",
+    "writeFile",
+    "appendFile",
+    "mkdir",
+    "rmdir",
+    "unlink",
+    "rename",
+    "move",
+    "copy",
+    "setxattr",
+    "removexattr",
+}
 # The 0.6.0 doors that have landed so far (issue 13): the nine policy doors, and the fourteen memory doors.
-LANDED_0_6 = ({"policy.check", "policy.audit", "policy.rules", "policy.declare", "policy.propose", "policy.retire",
-               "policy.ratify", "policy.unlock", "policy.freeze"}
-              | {f"memory.{name}" for name in ("read", "list", "recall", "context", "stats", "turns", "remember",
-                                               "write", "turn", "abstract", "cite", "reinforce", "retire",
-                                               "consolidate")})
+LANDED_0_6 = {
+    "policy.check",
+    "policy.audit",
+    "policy.rules",
+    "policy.declare",
+    "policy.propose",
+    "policy.retire",
+    "policy.ratify",
+    "policy.unlock",
+    "policy.freeze",
+} | {
+    f"memory.{name}"
+    for name in (
+        "read",
+        "list",
+        "recall",
+        "context",
+        "stats",
+        "turns",
+        "remember",
+        "write",
+        "turn",
+        "abstract",
+        "cite",
+        "reinforce",
+        "retire",
+        "consolidate",
+    )
+}
 # The 0.6.0 host provisioning doors, landed ahead of their release (issue 17).
-LANDED_HOST = {"host.provision", "host.archive", "host.unarchive", "host.mintKey", "host.listKeys", "host.revokeKey",
-               "host.persist", "host.persistStatus"}
+LANDED_HOST = {
+    "host.provision",
+    "host.archive",
+    "host.unarchive",
+    "host.mintKey",
+    "host.listKeys",
+    "host.revokeKey",
+    "host.persist",
+    "host.persistStatus",
+}
 
 RELEASE_PLAN = {
-    "0.1.0": {"add", "update", "remove", "addMany", "updateMany", "removeMany", "relate", "relateMany",
-              "updateRelation", "unrelate", "transact", "clear", "get", "batchGet", "counts", "generation"},
+    "0.1.0": {
+        "add",
+        "update",
+        "remove",
+        "addMany",
+        "updateMany",
+        "removeMany",
+        "relate",
+        "relateMany",
+        "updateRelation",
+        "unrelate",
+        "transact",
+        "clear",
+        "get",
+        "batchGet",
+        "counts",
+        "generation",
+    },
     "0.2.0": {"init", "close", "health"},
     "0.3.0": {"find", "related", "explain", "now", "history", "asOf", "diff", "export", "changes", "fields"},
-    "0.5.0": {"traverse", "similar", "embed", "embedBatch", "similarity", "import", "aggregate", "aggregates",
-              "defineAggregate", "removeAggregate", "repair", "snapshot", "warm", "stats", "diagnostics"},
+    "0.5.0": {
+        "traverse",
+        "similar",
+        "embed",
+        "embedBatch",
+        "similarity",
+        "import",
+        "aggregate",
+        "aggregates",
+        "defineAggregate",
+        "removeAggregate",
+        "repair",
+        "snapshot",
+        "warm",
+        "stats",
+        "diagnostics",
+    },
     "0.7.0": {"host.move"},
 }
 IN_PROCESS_ONLY = {"use", "storageAdapter", "onChange"}
@@ -208,8 +301,12 @@ def test_refusal_sets_follow_doors_md_0_6():
     assert len(D.REFUSAL_SETS["W"].names) == 5
     for door in D.DOORS:
         assert "C" in door.sets
-        row_writing = door.kind == "write" and door.layer in ("engine", "vfs", "accords", "memory", "policy") \
-            and door.access == "principal" and door.disposition != "inProcessOnly"
+        row_writing = (
+            door.kind == "write"
+            and door.layer in ("engine", "vfs", "accords", "memory", "policy")
+            and door.access == "principal"
+            and door.disposition != "inProcessOnly"
+        )
         assert ("W" in door.sets) == row_writing, door.name
 
 

@@ -28,7 +28,7 @@ def _cells(line: str) -> list[str]:
     i = 0
     while i < len(body):
         ch = body[i]
-        if ch == "\\" and body[i + 1:i + 2] == "|":
+        if ch == "\\" and body[i + 1 : i + 2] == "|":
             cur.append("|")
             i += 2
             continue
@@ -78,8 +78,10 @@ def catalogue():
                 name = row[header[0]].strip("`")
                 assert name not in rows, f"{name} appears in two tables"
                 rows[name] = row
-    signatures = {m.group(1): re.sub(r"\s*\n\s*", " ", m.group(2)).strip()
-                  for m in re.finditer(r"\*\*([\w.]+)\*\* — `([^`]+)`", text)}
+    signatures = {
+        m.group(1): re.sub(r"\s*\n\s*", " ", m.group(2)).strip()
+        for m in re.finditer(r"\*\*([\w.]+)\*\* — `([^`]+)`", text)
+    }
     find = re.search(r"^`(find\([^`]+)` — `POST P/find`", text, re.M)
     assert find is not None
     signatures["find"] = find.group(1)
@@ -96,8 +98,8 @@ def _refusal_cell(row: dict[str, str]) -> str:
 
 
 def _find_refusals(text: str) -> list[str]:
-    paragraph = text[text.index("Refusals (+C): `IndexNotAttachedError`"):]
-    paragraph = re.sub(r"\([^()]*\)", "", paragraph[:paragraph.index("\n\n")])
+    paragraph = text[text.index("Refusals (+C): `IndexNotAttachedError`") :]
+    paragraph = re.sub(r"\([^()]*\)", "", paragraph[: paragraph.index("\n\n")])
     return re.findall(r"`(\w+)`", paragraph)
 
 
@@ -129,7 +131,7 @@ def test_counts_table_agrees(catalogue):
     assert "| server's own doors | 9 |" in text
     assert len(catalogue["server"]) == len(D.SERVER_DOORS) == 9
     assert "There are 89 refusal classes" in text
-    section_11 = text[text.index("## 11. Refusal classes"):text.index("## 12.")]
+    section_11 = text[text.index("## 11. Refusal classes") : text.index("## 12.")]
     classes = [m.group(1) for m in re.finditer(r"^\| `(\w+)` \|", section_11, re.M)]
     added = ("MalformedRequestError", "HeaderTooLargeError")  # api-contract.md: beyond the catalogue
     assert classes == [r["name"] for r in D.CONTRACT.refusals if r["name"] not in added]

@@ -149,7 +149,7 @@ def test_mcp_descriptions_say_what_the_door_does_and_refuses_today():
 
 def _word_runs(text: str, n: int = 3) -> set[tuple[str, ...]]:
     words = re.findall(r"[a-z0-9]+", text.lower())
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def test_mcp_descriptions_never_say_the_same_thing_twice():
@@ -219,7 +219,7 @@ def test_proto_request_carries_every_path_param():
     """Every path param a door takes has a field in DoorRequest (DOORS.md 0.2: brain, id, sha256)."""
     text = D.proto_text()
     start = text.index("message DoorRequest {")
-    request = text[start:text.index("\n}\n", start)]
+    request = text[start : text.index("\n}\n", start)]
     fields = set(re.findall(r"string (\w+) = \d+;", request))
     assert {"document"} | {p.name for d in D.DOORS for p in d.path_params} <= fields
 
@@ -236,7 +236,14 @@ def test_envelope_has_the_design_shape():
     assert ENVELOPE["builtAt"] == "2000-01-01T00:00:00Z"
     assert ENVELOPE["contractVersion"] == D.CONTRACT.contract_version
     assert [layer["name"] for layer in ENVELOPE["layers"]] == [
-        "engine", "vfs", "accords", "memory", "policy", "host", "server"]
+        "engine",
+        "vfs",
+        "accords",
+        "memory",
+        "policy",
+        "host",
+        "server",
+    ]
 
 
 def test_envelope_lists_every_door_once_with_its_bindings():
@@ -251,8 +258,11 @@ def test_envelope_lists_every_door_once_with_its_bindings():
             assert door.layer == layer["name"]
             found.append(door.name)
             bindings = {k: entry[k] for k in ("mcp", "grpc", "ws")}
-            assert bindings == {"mcp": {"tool": door.mcp_tool}, "grpc": {"rpc": door.grpc_rpc},
-                                "ws": {"door": door.ws_door}}
+            assert bindings == {
+                "mcp": {"tool": door.mcp_tool},
+                "grpc": {"rpc": door.grpc_rpc},
+                "ws": {"door": door.ws_door},
+            }
             assert entry["mcp"]["tool"] in tools
             assert rpcs[entry["grpc"]["rpc"]] == door.name
             assert entry["ws"]["door"] in ws

@@ -28,9 +28,20 @@ TYPES = list(dict.fromkeys(p.type for d in D.DOORS for p in d.params))
 def test_the_contract_types_are_the_ones_this_file_knows():
     """The notation's features all appear in the contract: unions, lists, fixed lengths, shapes with bare and
     optional keys, index signatures, literals, named types and a callback."""
-    for needle in ("number[384]", '"asc" | "desc"', "string | string[]", "NounType | NounType[]",
-                   "{text?, semantic?, graph?}", "[m: string]", "(e: ChangeFrame) => void", "1 | 2",
-                   "string | null", "int | \"head\"", "Where", "tier | tier[] | \"all\""):
+    for needle in (
+        "number[384]",
+        '"asc" | "desc"',
+        "string | string[]",
+        "NounType | NounType[]",
+        "{text?, semantic?, graph?}",
+        "[m: string]",
+        "(e: ChangeFrame) => void",
+        "1 | 2",
+        "string | null",
+        'int | "head"',
+        "Where",
+        'tier | tier[] | "all"',
+    ):
         assert any(needle in t for t in TYPES), needle
 
 
@@ -63,28 +74,32 @@ def test_the_tree_spells_the_notation():
     assert T.parse("number[384]") == T.Array(T.Prim("number"), 384)
     assert T.parse('("a" | "b")[]') == T.Array(T.Union((T.Lit("a"), T.Lit("b"))))
     assert T.parse("| string | (int | null)") == T.Union((T.Prim("string"), T.Prim("int"), T.Lit(None)))
-    assert T.parse("{a?, b: int; c?: string}") == T.Shape((
-        T.Field("a", None, True), T.Field("b", T.Prim("int")), T.Field("c", T.Prim("string"), True)))
+    assert T.parse("{a?, b: int; c?: string}") == T.Shape(
+        (T.Field("a", None, True), T.Field("b", T.Prim("int")), T.Field("c", T.Prim("string"), True))
+    )
     assert T.parse("{[k]: int}") == T.Shape((), T.Prim("int"))
     assert T.parse("Promise<{x: FindAnswer}>") == T.Named("Promise", (T.Shape((T.Field("x", T.Named("FindAnswer")),)),))
     assert T.parse("[{id}]") == T.Array(T.Shape((T.Field("id", None),)))
     assert T.parse("(e: ChangeFrame) => void") == T.Func((T.Field("e", T.Named("ChangeFrame")),), T.Prim("void"))
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    ("", "at character 0: expected a type, found the end"),
-    ("string[", "at character 7: expected ']' or a length, found the end"),
-    ("int[x]", "at character 4: expected ']' or a length, found 'x'"),
-    ("{a: }", "at character 4: expected a type, found '}'"),
-    ("{a, a}", "the key 'a' is listed twice"),
-    ("{a b}", "expected ',' or '}', found 'b'"),
-    ('"open', "at character 0: unexpected character '\"'"),
-    ("string $", "at character 7: unexpected character '$'"),
-    ("a | | b", "at character 4: expected a type, found '|'"),
-    ("(a: int) =>", "expected a type, found the end"),
-    ("string string", "expected the end of the type, found 'string'"),
-    ("Promise<int", "expected '>', found the end"),
-])
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("", "at character 0: expected a type, found the end"),
+        ("string[", "at character 7: expected ']' or a length, found the end"),
+        ("int[x]", "at character 4: expected ']' or a length, found 'x'"),
+        ("{a: }", "at character 4: expected a type, found '}'"),
+        ("{a, a}", "the key 'a' is listed twice"),
+        ("{a b}", "expected ',' or '}', found 'b'"),
+        ('"open', "at character 0: unexpected character '\"'"),
+        ("string $", "at character 7: unexpected character '$'"),
+        ("a | | b", "at character 4: expected a type, found '|'"),
+        ("(a: int) =>", "expected a type, found the end"),
+        ("string string", "expected the end of the type, found 'string'"),
+        ("Promise<int", "expected '>', found the end"),
+    ],
+)
 def test_a_broken_type_says_where(text, where):
     """A string that does not parse raises NotationError (a ValueError) naming the type and the character."""
     with pytest.raises(T.NotationError) as caught:
@@ -114,11 +129,18 @@ def test_schemas_say_what_the_notation_says():
     assert T.schema(T.parse("int")) == {"type": "integer"}
     assert T.schema(T.parse('"asc" | "desc"')) == {"type": "string", "enum": ["asc", "desc"]}
     assert T.schema(T.parse("1 | 2")) == {"type": "integer", "enum": [1, 2]}
-    assert T.schema(T.parse("number[384]")) == {"type": "array", "items": {"type": "number"},
-                                                "minItems": 384, "maxItems": 384}
+    assert T.schema(T.parse("number[384]")) == {
+        "type": "array",
+        "items": {"type": "number"},
+        "minItems": 384,
+        "maxItems": 384,
+    }
     assert T.schema(T.parse("{id: string, threshold?: number}")) == {
-        "type": "object", "properties": {"id": {"type": "string"}, "threshold": {"type": "number"}},
-        "required": ["id"], "additionalProperties": False}
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "threshold": {"type": "number"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
     assert T.schema(T.parse("{[m: string]: int}")) == {"type": "object", "additionalProperties": {"type": "integer"}}
     assert T.schema(T.parse("string | null")) == {"anyOf": [{"type": "string"}, {"const": None}]}
     where = T.schema(T.parse("Where"))
@@ -135,8 +157,15 @@ def test_schemas_say_what_the_notation_says():
 def _samples(t: T.Node) -> list[Any]:
     """Values of type ``t``, one or more per branch of the tree."""
     if isinstance(t, T.Prim):
-        return {"string": ["", "x"], "int": [0, -7, 2 ** 40], "number": [0, 1.5, -2e300], "boolean": [True, False],
-                "object": [{}, {"a": [1]}], "any": [None, 1, "s", [], {"k": None}], "void": []}[t.name]
+        return {
+            "string": ["", "x"],
+            "int": [0, -7, 2**40],
+            "number": [0, 1.5, -2e300],
+            "boolean": [True, False],
+            "object": [{}, {"a": [1]}],
+            "any": [None, 1, "s", [], {"k": None}],
+            "void": [],
+        }[t.name]
     if isinstance(t, T.Lit):
         return [t.value]
     if isinstance(t, T.Named):
@@ -149,8 +178,10 @@ def _samples(t: T.Node) -> list[Any]:
     if isinstance(t, T.Union):
         return [v for o in t.options for v in _samples(o)]
     if isinstance(t, T.Shape):
+
         def value(f: T.Field) -> Any:
             return None if f.type is None else _samples(f.type)[-1]
+
         least = {f.name: value(f) for f in t.fields if not f.optional}
         most = {f.name: value(f) for f in t.fields}
         if t.rest is not None:
@@ -191,13 +222,28 @@ CASES = [
     ("string | string[]", ["a", 2], "[1]", "wrong-type", "string"),
     ("NounType | NounType[]", ["person", 3], "[1]", "wrong-type", "NounType"),
     ("{id: string, threshold?: number}", {"threshold": 0.5}, ".id", "missing", "string"),
-    ("{id: string, threshold?: number}", {"id": "a", "zz": 1, "b": 2}, ".b", "unknown-argument",
-     "{id: string, threshold?: number}"),
+    (
+        "{id: string, threshold?: number}",
+        {"id": "a", "zz": 1, "b": 2},
+        ".b",
+        "unknown-argument",
+        "{id: string, threshold?: number}",
+    ),
     ("{id: string, threshold?: number}", {"id": "a", "threshold": "x"}, ".threshold", "wrong-type", "number"),
-    ('{[m: string]: {op: "count" | "sum", field?: string}}', {"a": {"op": "count"}, "b": {"op": "mean"}},
-     ".b.op", "not-one-of", '"count" | "sum"'),
-    ('(string | {field: string, window: "hour" | "day"})[]', ["f", {"field": "g", "window": "year"}],
-     "[1].window", "not-one-of", '"hour" | "day"'),
+    (
+        '{[m: string]: {op: "count" | "sum", field?: string}}',
+        {"a": {"op": "count"}, "b": {"op": "mean"}},
+        ".b.op",
+        "not-one-of",
+        '"count" | "sum"',
+    ),
+    (
+        '(string | {field: string, window: "hour" | "day"})[]',
+        ["f", {"field": "g", "window": "year"}],
+        "[1].window",
+        "not-one-of",
+        '"hour" | "day"',
+    ),
     ("boolean | {max?: int, size?: int}", {"max": "x"}, ".max", "wrong-type", "int"),
     ("boolean | {max?: int, size?: int}", "yes", "", "wrong-type", "boolean | {max?: int, size?: int}"),
     ("{text?, semantic?}", {"text": [1], "graph": 1}, ".graph", "unknown-argument", "{text?, semantic?}"),
@@ -205,8 +251,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("text", "value", "path", "reason", "expected"), CASES,
-                         ids=[f"{c[0][:24]}:{c[3]}" for c in CASES])
+@pytest.mark.parametrize(
+    ("text", "value", "path", "reason", "expected"), CASES, ids=[f"{c[0][:24]}:{c[3]}" for c in CASES]
+)
 def test_check_refuses_with_a_path_and_a_reason(text, value, path, reason, expected):
     """A value that does not conform gets a Mismatch: where below the value, which reason, what was expected."""
     found = T.check(T.parse(text), value)
@@ -217,7 +264,7 @@ def test_check_refuses_with_a_path_and_a_reason(text, value, path, reason, expec
 def test_numbers_are_any_finite_json_number():
     """A whole number past a float's range is still a number; infinities and NaN are not (no JSON carries them)."""
     vector = T.parse("number[3]")
-    assert T.check(vector, [1, 10 ** 400, 0.5]) is None
+    assert T.check(vector, [1, 10**400, 0.5]) is None
     assert T.check(vector, [1, math.nan, 0.5]) == T.Mismatch("[1]", "wrong-type", "number")
     assert T.check(vector, [True, 1, 0.5]) == T.Mismatch("[0]", "wrong-type", "number")
 
@@ -235,11 +282,16 @@ def test_named_types_leave_deeper_checks_to_the_door():
 def _json() -> st.SearchStrategy[Any]:
     keys = st.sampled_from(["id", "op", "field", "max", "text", "a", "b", "window", "zz"])
     # Whole floats are left out: JSON Schema holds 1.0 equal to 1, the doors (and check) do not.
-    scalars = (st.none() | st.booleans() | st.integers(-3, 2 ** 53)
-               | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer())
-               | st.sampled_from(["", "x", "asc", "head", "count", "hour", "all", "person", "*"]))
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                        | st.dictionaries(keys, inner, max_size=4), max_leaves=12)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-3, 2**53)
+        | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer())
+        | st.sampled_from(["", "x", "asc", "head", "count", "hour", "all", "person", "*"])
+    )
+    return st.recursive(
+        scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4), max_leaves=12
+    )
 
 
 @st.composite

@@ -39,12 +39,14 @@ def _load_copy(tmp_path: Path, mutate: Callable[[dict[str, Any]], None]) -> tupl
 def _set(name: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def mutate(doc: dict[str, Any]) -> None:
         doc["doors"][_index(name)][key] = value
+
     return mutate
 
 
 def _drop(name: str, key: str) -> Callable[[dict[str, Any]], None]:
     def mutate(doc: dict[str, Any]) -> None:
         del doc["doors"][_index(name)][key]
+
     return mutate
 
 
@@ -53,8 +55,7 @@ def _duplicate(doc: dict[str, Any]) -> None:
 
 
 def _get_with_body(doc: dict[str, Any]) -> None:
-    doc["doors"][_index("counts")]["params"].append(
-        {"name": "x", "type": "string", "required": False, "in": "body"})
+    doc["doors"][_index("counts")]["params"].append({"name": "x", "type": "string", "required": False, "in": "body"})
 
 
 def _lost_path_param(doc: dict[str, Any]) -> None:
@@ -64,7 +65,8 @@ def _lost_path_param(doc: dict[str, Any]) -> None:
 
 def _object_in_query(doc: dict[str, Any]) -> None:
     doc["doors"][_index("fields")]["params"].append(
-        {"name": "where", "type": "Where", "required": False, "in": "query"})
+        {"name": "where", "type": "Where", "required": False, "in": "query"}
+    )
 
 
 def _route_taken(doc: dict[str, Any]) -> None:
@@ -80,8 +82,11 @@ CASES = [
     ("add", _drop("add", "disposition"), "missing field(s) ['disposition']"),
     ("get", _set("get", "colour", "blue"), "unknown field(s) ['colour']"),
     ("get", _duplicate, "duplicate name"),
-    ("get", _set("get", "disposition", {"native": True, "notYetNative": {"release": "0.3.0"}}),
-     "disposition must be exactly one of"),
+    (
+        "get",
+        _set("get", "disposition", {"native": True, "notYetNative": {"release": "0.3.0"}}),
+        "disposition must be exactly one of",
+    ),
     ("get", _set("get", "disposition", {"native": False}), "disposition must be"),
     ("find", _set("find", "disposition", {"notYetNative": {}}), "disposition must be"),
     ("find", _set("find", "disposition", {"notYetNative": {"release": "soon"}}), "disposition must be"),
@@ -90,14 +95,20 @@ CASES = [
     ("find", _set("find", "disposition", {"maybe": True}), "disposition must be exactly one of"),
     ("find", _set("find", "http", {"method": "POST", "path": "/brains/{brain}/find"}), "must start with '/v1/'"),
     ("find", _set("find", "http", {"method": "PATCH", "path": "/v1/brains/{brain}/find"}), "http method"),
-    ("add", _set("add", "refusals", ["EntityExistsError", "NoSuchRefusalError"]),
-     "'NoSuchRefusalError', which is not in the refusals table"),
+    (
+        "add",
+        _set("add", "refusals", ["EntityExistsError", "NoSuchRefusalError"]),
+        "'NoSuchRefusalError', which is not in the refusals table",
+    ),
     ("add", _set("add", "sets", ["C", "Z"]), "'Z', which is not a refusal set"),
     ("add", _set("add", "sets", ["W"]), "sets must include 'C'"),
     ("get", _set("get", "sets", ["C", "W"]), "set 'W' is for row-writing doors"),
     ("add", _set("add", "refusals", ["InvalidArgumentError"]), "repeat names its sets already give"),
-    ("readFile", _set("readFile", "http", {"method": "POST", "path": "/v1/brains/{brain}/readFile"}),
-     "every vfs door is POST"),
+    (
+        "readFile",
+        _set("readFile", "http", {"method": "POST", "path": "/v1/brains/{brain}/readFile"}),
+        "every vfs door is POST",
+    ),
     ("counts", _get_with_body, "a GET door takes no body"),
     ("fields", _object_in_query, "non-scalar type"),
     ("history", _lost_path_param, "path placeholders"),
@@ -143,8 +154,10 @@ def test_missing_top_level_key_is_refused(tmp_path):
 
 def test_broken_server_door_is_refused(tmp_path):
     """A server door sharing a door's route without an Accept to tell them apart is refused by index and name."""
+
     def mutate(doc):
         doc["serverDoors"][0]["http"] = {"method": "GET", "path": "/v1/brains/{brain}/counts"}
+
     with pytest.raises(D.ContractError, match=r"serverDoors\[0\] 'server.contract': route GET"):
         _load_copy(tmp_path, mutate)
 
@@ -175,7 +188,12 @@ def _import_over(tmp_path: Path, doc: dict[str, Any]) -> subprocess.CompletedPro
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     return subprocess.run(
         [sys.executable, "-c", "import brainy.contract.doors"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
     )
 
 
@@ -200,11 +218,13 @@ def test_a_refusal_field_named_for_the_refusal_itself_is_refused(tmp_path, key, 
 
     def mutate(doc):
         doc["refusals"][index][key] = [*doc["refusals"][index][key], field]
+
     with pytest.raises(D.ContractError) as caught:
         _load_copy(tmp_path, mutate)
     assert str(caught.value) == (
         f"api-contract.json: refusals[{index}] 'AggregateNotFoundError': field {field!r} collides with the "
-        f"refusal's own {field!r} on the wire (DOORS.md 11); name the field for what it holds")
+        f"refusal's own {field!r} on the wire (DOORS.md 11); name the field for what it holds"
+    )
 
 
 def test_the_import_stops_on_a_refusal_field_named_name(tmp_path):
@@ -221,6 +241,7 @@ def test_the_renamed_refusal_fields_are_doors_md_11s():
     """AggregateNotFoundError carries aggregate; SnapshotNameInvalidError and SnapshotRunNotFoundError carry
     snapshot (DOORS.md 11); no refusal carries name or message."""
     from brainy.contract import refusals as R
+
     assert R.by_name("AggregateNotFoundError").required == ("aggregate",)
     assert R.by_name("SnapshotNameInvalidError").required == ("snapshot",)
     assert R.by_name("SnapshotRunNotFoundError").required == ("snapshot",)
@@ -229,8 +250,10 @@ def test_the_renamed_refusal_fields_are_doors_md_11s():
         assert not set(D.REFUSAL_OWN_KEYS) & {*entry["fields"], *entry["optional"]}, entry["name"]
 
 
-@pytest.mark.parametrize(("fields", "words"), [("name", "fields must be a list of field names"),
-                                               (["a b"], "fields must be a list of field names")])
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [("name", "fields must be a list of field names"), (["a b"], "fields must be a list of field names")],
+)
 def test_refusal_fields_are_lists_of_plain_names(tmp_path, fields, words):
     """A refusal's fields are a list of plain identifiers."""
     index = _refusal_index("EntityNotFoundError")
@@ -245,8 +268,10 @@ def test_a_param_type_that_does_not_parse_is_refused(tmp_path):
 
     def mutate(doc):
         doc["doors"][index]["params"][1]["type"] = "string | "
+
     with pytest.raises(D.ContractError) as caught:
         _load_copy(tmp_path, mutate)
     param = ORIGINAL["doors"][index]["params"][1]["name"]
-    assert f"doors[{index}] 'find' params[1]: {param!r}: type 'string | ': at character 9: expected a type" \
-        in str(caught.value)
+    assert f"doors[{index}] 'find' params[1]: {param!r}: type 'string | ': at character 9: expected a type" in str(
+        caught.value
+    )

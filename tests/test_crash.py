@@ -44,13 +44,21 @@ class Child:
     """A spawned ``writer.py``: its stdout lines arrive on a queue as it prints them."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WRITER), *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WRITER), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
         self.err: list[str] = []
-        self._pumps = [threading.Thread(target=self._pump, daemon=True),
-                       threading.Thread(target=self._pump_err, daemon=True)]
+        self._pumps = [
+            threading.Thread(target=self._pump, daemon=True),
+            threading.Thread(target=self._pump_err, daemon=True),
+        ]
         for t in self._pumps:
             t.start()
 
@@ -103,10 +111,10 @@ class Child:
 class Model:
     """Everything the writers ever printed, across rounds."""
 
-    tried: dict[int, tuple[int, int]] = field(default_factory=dict)   # seq -> (K, R)
-    acked: dict[int, int] = field(default_factory=dict)               # seq -> generation
+    tried: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> (K, R)
+    acked: dict[int, int] = field(default_factory=dict)  # seq -> generation
     next_seq: int = 1
-    checked_head: int = 0                                             # generation records checked
+    checked_head: int = 0  # generation records checked
 
 
 def absorb(model: Model, lines: list[str], ctx: str) -> dict[str, object]:
@@ -145,7 +153,7 @@ def verify(brain: Brain, model: Model, ctx: str, every_generation: bool = False)
     keys += [f"c{model.next_seq}-{j}" for j in range(MAX_K)]  # never tried: must be absent
     found: dict[str, dict | None] = {}
     for i in range(0, len(keys), 1000):
-        chunk = keys[i:i + 1000]
+        chunk = keys[i : i + 1000]
         answer = brain.batchGet({"ids": chunk, "includeData": False})
         found.update(zip(chunk, answer["entities"]))
     for j in range(MAX_K):
@@ -156,8 +164,9 @@ def verify(brain: Brain, model: Model, ctx: str, every_generation: bool = False)
     for seq, (k, r) in sorted(model.tried.items()):
         rows = [found[f"c{seq}-{j}"] for j in range(k)]
         here = [row for row in rows if row is not None]
-        assert len(here) in (0, k), (f"{ctx}: seq {seq} is partial: {len(here)} of its {k} entities are "
-                                     f"present (acked: {seq in model.acked})")
+        assert len(here) in (0, k), (
+            f"{ctx}: seq {seq} is partial: {len(here)} of its {k} entities are present (acked: {seq in model.acked})"
+        )
         if seq in model.acked:
             assert len(here) == k, f"{ctx}: acknowledged seq {seq} (generation {model.acked[seq]}) was lost"
         if not here:
@@ -168,11 +177,13 @@ def verify(brain: Brain, model: Model, ctx: str, every_generation: bool = False)
             assert row is not None
             assert row["key"] == f"c{seq}-{j}" and row["type"] == "thing", f"{ctx}: {row}"
             assert row["metadata"] == {"seq": seq, "j": j, "of": k}, f"{ctx}: c{seq}-{j}: {row['metadata']}"
-            assert row["generation"] == generation, (f"{ctx}: c{seq}-{j} is at generation {row['generation']}, "
-                                                     f"expected {generation}")
+            assert row["generation"] == generation, (
+                f"{ctx}: c{seq}-{j} is at generation {row['generation']}, expected {generation}"
+            )
         if seq in model.acked:
-            assert model.acked[seq] == generation, (f"{ctx}: seq {seq} was acknowledged at generation "
-                                                    f"{model.acked[seq]} but reads at {generation}")
+            assert model.acked[seq] == generation, (
+                f"{ctx}: seq {seq} was acknowledged at generation {model.acked[seq]} but reads at {generation}"
+            )
         entities += k
         relations += r
 
@@ -181,9 +192,11 @@ def verify(brain: Brain, model: Model, ctx: str, every_generation: bool = False)
     assert head == len(present), f"{ctx}: head {head}, but {len(present)} commits are present"
     counts = brain.counts()
     assert counts["entities"] == entities == counts["entitiesAllTiers"], (
-        f"{ctx}: counts say {counts['entities']} entities, {entities} are present")
+        f"{ctx}: counts say {counts['entities']} entities, {entities} are present"
+    )
     assert counts["relationships"] == relations, (
-        f"{ctx}: counts say {counts['relationships']} relations, the present commits made {relations}")
+        f"{ctx}: counts say {counts['relationships']} relations, the present commits made {relations}"
+    )
     assert counts["byType"] == ({"thing": entities} if entities else {}), f"{ctx}: {counts['byType']}"
     assert counts["byRelationType"] == ({"relatedTo": relations} if relations else {}), f"{ctx}"
 
@@ -192,7 +205,8 @@ def verify(brain: Brain, model: Model, ctx: str, every_generation: bool = False)
         k, r = model.tried[present[g - 1]]
         record = brain.generation(g)
         assert (record["entities"], record["relations"], record["ops"]) == (k, r, k + r), (
-            f"{ctx}: generation {g} records {record}, expected seq {present[g - 1]} ({k} entities, {r} relations)")
+            f"{ctx}: generation {g} records {record}, expected seq {present[g - 1]} ({k} entities, {r} relations)"
+        )
     with pytest.raises(R.GenerationAheadError):
         brain.generation(head + 1)
     model.checked_head = head
@@ -201,9 +215,20 @@ def verify(brain: Brain, model: Model, ctx: str, every_generation: bool = False)
 
 def crash_round(store: Path, model: Model, rng: random.Random, mode: str, ctx: str) -> dict[str, object]:
     """Spawn a writer, kill it at a random moment of phase ``mode``, reopen and verify the store."""
-    args = ["crash", str(store), "--seed", str(rng.randrange(1 << 32)), "--first-seq", str(model.next_seq),
-            "--flush-bytes", str(FLUSH_BYTES), "--compact-at", str(COMPACT_AT),
-            "--segment-bytes", str(SEGMENT_BYTES)]
+    args = [
+        "crash",
+        str(store),
+        "--seed",
+        str(rng.randrange(1 << 32)),
+        "--first-seq",
+        str(model.next_seq),
+        "--flush-bytes",
+        str(FLUSH_BYTES),
+        "--compact-at",
+        str(COMPACT_AT),
+        "--segment-bytes",
+        str(SEGMENT_BYTES),
+    ]
     if mode == "close":
         args += ["--close-after", str(rng.randint(1, 120))]
     child = Child(*args)
@@ -243,7 +268,8 @@ def crash_round(store: Path, model: Model, rng: random.Random, mode: str, ctx: s
             allowed = {"stale-after-crash"} if seen["ready"] else {"stale-after-crash", "fresh"}
             assert claim in allowed, f"{ctx}: reopened by {claim} (writer ready: {seen['ready']})"
         assert brain.recovery == {"replayedGenerations": brain.head - flushed}, (
-            f"{ctx}: recovery {brain.recovery}, MANIFEST at {flushed}, head {brain.head}")
+            f"{ctx}: recovery {brain.recovery}, MANIFEST at {flushed}, head {brain.head}"
+        )
         entities = verify(brain, model, ctx)
         if attached is not None:  # a read-only attach of the crashed store answers the same
             assert attached.head == brain.head, f"{ctx}: attach at {attached.head}, reopen at {brain.head}"

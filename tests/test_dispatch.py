@@ -6,21 +6,23 @@ import asyncio
 import dataclasses
 
 import pytest
+from helpers import new_store
 
+from brainy.auth.principal import Principal
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.host import dispatch as X
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
-
-from helpers import new_store
 
 PERSON = Principal.static_key("person:ada")
 SERVICE_KEY = Principal.static_key("service:ops", service_key=True)
 
 # Arguments that make each native door answer on a store holding entities "a" and "b".
 SAMPLES = {
-    "get": ("a", {}), "batchGet": (None, {"ids": ["a", "b"]}), "counts": (None, {}), "generation": ("1", {}),
+    "get": ("a", {}),
+    "batchGet": (None, {"ids": ["a", "b"]}),
+    "counts": (None, {}),
+    "generation": ("1", {}),
     "add": (None, {"type": "thing", "id": "c"}),
     "addMany": (None, {"items": [{"type": "thing", "id": "d"}]}),
     "update": (None, {"id": "a", "metadata": {"x": 1}}),
@@ -33,7 +35,8 @@ SAMPLES = {
     "remove": (None, {"id": "e"}),
     "removeMany": (None, {"ids": ["d"]}),
     "clear": (None, {"confirm": "main"}),
-    "embed": (None, {"text": "a"}), "embedBatch": (None, {"texts": ["a", "b"]}),
+    "embed": (None, {"text": "a"}),
+    "embedBatch": (None, {"texts": ["a", "b"]}),
     "similarity": (None, {"a": "a", "b": "b"}),
     "health": (None, {}),
     "init": (None, {}),
@@ -145,8 +148,10 @@ def test_token_reach_ruling_then_scope(served):
     PolicyOwnerScopeRequiredError before scope; a write without write scope is BRAINY_KEY_SCOPE."""
     dispatcher, _ = served
     reader = Principal.token("agent-1", "main", frozenset({"read"}))
-    assert run(dispatcher, Principal.token("x", "other", frozenset({"read"})), "get",
-               id="a").refusal.name == "BRAINY_KEY_BRAIN"
+    assert (
+        run(dispatcher, Principal.token("x", "other", frozenset({"read"})), "get", id="a").refusal.name
+        == "BRAINY_KEY_BRAIN"
+    )
     assert run(dispatcher, reader, "policy.ratify").refusal.name == "PolicyOwnerScopeRequiredError"
     assert run(dispatcher, PERSON, "policy.ratify").refusal.name == "PolicyOwnerScopeRequiredError"
     out = run(dispatcher, reader, "add", document={"type": "thing"})
@@ -190,6 +195,7 @@ def test_an_unexpected_fault_is_an_internal_error_with_a_ref(served, monkeypatch
     """A fault inside a door answers InternalError carrying a ref that names the logged traceback."""
     dispatcher, _ = served
     from brainy.doors import registry
+
     monkeypatch.setitem(X.REGISTERED, "counts", registry.Registered("counts", registry.READ, lambda *a: 1 / 0))
     out = run(dispatcher, PERSON, "counts")
     assert out.refusal.name == "InternalError" and out.status == 500
@@ -227,8 +233,12 @@ def test_every_read_of_who_is_asking_is_registered_asks():
     """The dispatcher binds who is asking (policy.asking) only around the reads registered ``asks``: a read
     whose function reads the binding and is not registered so would find it unbound (None)."""
     from brainy.doors import registry
-    readers = {name for name, entry in registry.REGISTERED.items()
-               if entry.runs == registry.READ and "_ASKING" in entry.fn.__code__.co_names}
+
+    readers = {
+        name
+        for name, entry in registry.REGISTERED.items()
+        if entry.runs == registry.READ and "_ASKING" in entry.fn.__code__.co_names
+    }
     assert readers == {name for name, entry in registry.REGISTERED.items() if entry.asks} == {"policy.check"}
 
 
@@ -244,7 +254,8 @@ def test_the_changes_door_is_held_open_past_the_same_gate_and_drained_through_th
     held.listen(lambda: woken.append(1))
     added = brain.add({"type": "person", "id": "c"})
     assert woken and [(frame["generation"], frame["id"]) for commit in held.drain() for frame in commit] == [
-        (added["generation"], added["id"])]
+        (added["generation"], added["id"])
+    ]
     assert dispatcher.brains._entries["main"].in_flight == 0
     held.close()
     brain.add({"type": "person", "id": "d"})

@@ -17,20 +17,29 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from server import H2Client, curl, start_server
 
 from brainy.contract import doors as D
-from server import H2Client, curl, start_server
 
 PROCS = Path(__file__).parent / "procs"
 ECHO = {
-    "name": "echo", "layer": "engine", "kind": "read", "access": "principal", "pinnable": True,
+    "name": "echo",
+    "layer": "engine",
+    "kind": "read",
+    "access": "principal",
+    "pinnable": True,
     "signature": "echo(args: {text: string; times?: int}): Promise<{echoed: string}>",
-    "summary": "Answers the text it is given, repeated.", "when": "Check a door added through one registration.",
+    "summary": "Answers the text it is given, repeated.",
+    "when": "Check a door added through one registration.",
     "http": {"method": "POST", "path": "/v1/brains/{brain}/echo"},
-    "params": [{"name": "brain", "type": "string", "required": True, "in": "path"},
-               {"name": "text", "type": "string", "required": True, "in": "body"},
-               {"name": "times", "type": "int", "required": False, "in": "body", "default": 1}],
-    "sets": ["C"], "refusals": [], "disposition": {"native": True},
+    "params": [
+        {"name": "brain", "type": "string", "required": True, "in": "path"},
+        {"name": "text", "type": "string", "required": True, "in": "body"},
+        {"name": "times", "type": "int", "required": False, "in": "body", "default": 1},
+    ],
+    "sets": ["C"],
+    "refusals": [],
+    "disposition": {"native": True},
 }
 
 
@@ -41,8 +50,11 @@ def served(tmp_path_factory):
     contract["doors"].append(ECHO)
     D.load(contract)  # the copy is a valid contract
     (directory / "contract.json").write_text(json.dumps(contract))
-    with start_server(directory / "served", command=(str(PROCS / "door_added.py"),),
-                      env_extra={"BRAINY_CONTRACT": str(directory / "contract.json")}) as server:
+    with start_server(
+        directory / "served",
+        command=(str(PROCS / "door_added.py"),),
+        env_extra={"BRAINY_CONTRACT": str(directory / "contract.json")},
+    ) as server:
         yield server
 
 
@@ -55,8 +67,12 @@ def test_the_added_door_answers_over_h1_and_h2(served):
     h1 = _post(served, {"text": "hi", "times": 3})
     assert h1.status == 200 and h1.doc["echoed"] == "hihihi" and h1.doc["brain"] == "notes"
     with H2Client(served.address) as client:
-        h2 = client.call("POST", served.path("echo"), json.dumps({"text": "yo"}).encode(),
-                         (("authorization", f"Bearer {served.key}"), ("content-type", "application/json")))
+        h2 = client.call(
+            "POST",
+            served.path("echo"),
+            json.dumps({"text": "yo"}).encode(),
+            (("authorization", f"Bearer {served.key}"), ("content-type", "application/json")),
+        )
     assert h2.status == 200 and h2.doc["echoed"] == "yo" and "ms" in h2.doc["_meta"]
 
 
@@ -68,8 +84,9 @@ def test_the_added_door_is_checked_and_gated_like_every_door(served):
     assert wrong.doc["error"]["field"] == "times" and wrong.doc["error"]["reason"] == "wrong-type"
     unknown = _post(served, {"text": "x", "loud": True})
     assert unknown.doc["error"]["reason"] == "unknown-argument"
-    anonymous = curl(served, "POST", served.path("echo"), b'{"text": "x"}',
-                     headers=(("content-type", "application/json"),))
+    anonymous = curl(
+        served, "POST", served.path("echo"), b'{"text": "x"}', headers=(("content-type", "application/json"),)
+    )
     assert (anonymous.status, anonymous.refusal) == (401, "UnauthenticatedError")
     pinned = _post_path(served, "asOf", {"generation": 0, "read": {"door": "echo", "args": {"text": "then"}}})
     assert pinned.status == 200 and pinned.doc["result"] == {"echoed": "then", "brain": "notes", "generation": 0}

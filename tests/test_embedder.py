@@ -17,26 +17,30 @@ import msgpack
 import numpy as np
 import orjson
 import pytest
-
-from brainy.contract import refusals as R
-from brainy.contract.vectors import Vector
-from brainy.engine import Brain
-from brainy.index import embedder
-from brainy.doors.writes import texts
-from brainy.net import codecs
-from brainy.host import dispatch as X
-from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
-
 from helpers import new_store
 from server import curl, start_server
+
+from brainy.auth.principal import Principal
+from brainy.contract import refusals as R
+from brainy.contract.vectors import Vector
+from brainy.doors.writes import texts
+from brainy.engine import Brain
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+from brainy.index import embedder
+from brainy.net import codecs
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_float32_reference.json"
 PERSON = Principal.static_key("person:ada")
 DEADLINE = "what do I know about the customer's deadline?"
 ACME = "Acme wants the report by Friday"
-UNRELATED = ["The cat sat on the mat.", "Bananas are rich in potassium.", "Photosynthesis needs light.",
-             "The orchestra tuned before the concert.", "Kubernetes restarts failed pods."]
+UNRELATED = [
+    "The cat sat on the mat.",
+    "Bananas are rich in potassium.",
+    "Photosynthesis needs light.",
+    "The orchestra tuned before the concert.",
+    "Kubernetes restarts failed pods.",
+]
 LONG = "She played the cello in the city orchestra for twenty years. " * 40  # about 500 tokens
 
 
@@ -61,6 +65,7 @@ def vector_of(brain, id_):
 
 
 # -- the model ----------------------------------------------------------------------------------------
+
 
 def test_vectors_agree_with_the_float32_reference():
     """Every reference text embeds within cosine 0.99 of the float32 model's vector (the int8 weights
@@ -125,8 +130,11 @@ def test_the_model_loads_once_per_process():
 def test_without_a_model_every_door_refuses_listing_where_it_looked(no_model, brain):
     """No model files: embed, embedBatch and similarity refuse EmbeddingModelMissingError, and searched
     lists every directory looked in; never a zero vector."""
-    for door, args in (("embed", {"text": ACME}), ("embedBatch", {"texts": [ACME]}),
-                       ("similarity", {"a": ACME, "b": DEADLINE})):
+    for door, args in (
+        ("embed", {"text": ACME}),
+        ("embedBatch", {"texts": [ACME]}),
+        ("similarity", {"a": ACME, "b": DEADLINE}),
+    ):
         with pytest.raises(R.EmbeddingModelMissingError) as exc:
             brain.call(door, args)
         assert exc.value.fields == {"searched": [str(no_model)]} and exc.value.status == 503
@@ -143,6 +151,7 @@ def test_the_default_search_names_the_installed_packages(monkeypatch):
 
 
 # -- the doors ----------------------------------------------------------------------------------------
+
 
 def test_the_doors_answer_in_process(brain):
     """embed, embedBatch and similarity answer as DOORS 7 says, as methods of a brain."""
@@ -175,7 +184,9 @@ def test_the_doors_answer_through_the_dispatcher_without_opening_the_store(tmp_p
         return await asyncio.gather(
             dispatcher.dispatch(PERSON, "embed", "main", None, {"text": ACME}),
             dispatcher.dispatch(PERSON, "embedBatch", "main", None, {"texts": [ACME, DEADLINE]}),
-            dispatcher.dispatch(PERSON, "similarity", "main", None, {"a": ACME, "b": DEADLINE}))
+            dispatcher.dispatch(PERSON, "similarity", "main", None, {"a": ACME, "b": DEADLINE}),
+        )
+
     try:
         one, batch, sim = asyncio.run(calls())
         assert one.ok and batch.ok and sim.ok, [o.refusal and o.refusal.to_wire() for o in (one, batch, sim)]
@@ -195,14 +206,16 @@ def test_an_embed_runs_off_the_event_loop(tmp_path):
     embedder.shared()  # loaded before the clock starts
 
     async def race():
-        long_batch = asyncio.ensure_future(dispatcher.dispatch(PERSON, "embedBatch", "main", None,
-                                                               {"texts": [LONG + str(i) for i in range(64)]}))
+        long_batch = asyncio.ensure_future(
+            dispatcher.dispatch(PERSON, "embedBatch", "main", None, {"texts": [LONG + str(i) for i in range(64)]})
+        )
         await asyncio.sleep(0.01)
         ticks = 0
         while not long_batch.done():
             await asyncio.sleep(0.001)
             ticks += 1
         return ticks, (await long_batch)
+
     try:
         ticks, outcome = asyncio.run(race())
         assert outcome.ok and len(outcome.answer["vectors"]) == 64
@@ -213,9 +226,17 @@ def test_an_embed_runs_off_the_event_loop(tmp_path):
 
 def _post(server, door, doc, encoding="json", accept="json"):
     body = msgpack.packb(doc) if encoding == "msgpack" else json.dumps(doc).encode()
-    return curl(server, "POST", server.path(door), body, headers=(
-        ("Authorization", f"Bearer {server.key}"), ("Content-Type", f"application/{encoding}"),
-        ("Accept", f"application/{accept}")))
+    return curl(
+        server,
+        "POST",
+        server.path(door),
+        body,
+        headers=(
+            ("Authorization", f"Bearer {server.key}"),
+            ("Content-Type", f"application/{encoding}"),
+            ("Accept", f"application/{accept}"),
+        ),
+    )
 
 
 def test_the_doors_over_http_and_vectors_on_the_wire(tmp_path):
@@ -223,7 +244,9 @@ def test_the_doors_over_http_and_vectors_on_the_wire(tmp_path):
     decimals in JSON, the two decoding to the same float32s; embedBatch and similarity answer; a
     write with data is embedded at write, and health says the model loaded on first need."""
     with start_server(tmp_path / "served") as server:
-        health = json.loads(curl(server, "GET", "/v1/health", headers=(("Authorization", f"Bearer {server.key}"),)).body)
+        health = json.loads(
+            curl(server, "GET", "/v1/health", headers=(("Authorization", f"Bearer {server.key}"),)).body
+        )
         assert health["embedder"] == {"loaded": False, "model": "all-MiniLM-L6-v2"}  # not at start
         as_json = _post(server, "embed", {"text": ACME})
         as_msgpack = _post(server, "embed", {"text": ACME}, "msgpack", "msgpack")
@@ -234,15 +257,24 @@ def test_the_doors_over_http_and_vectors_on_the_wire(tmp_path):
         assert packed in as_msgpack.body and len(packed) == 3 + 5 * 384  # array16 header, 0xca + 4 bytes each
         shortest = orjson.dumps(np.array(j["vector"], np.float32), option=orjson.OPT_SERIALIZE_NUMPY)
         assert b'"vector":' + shortest in as_json.body  # each number the shortest float32 decimal
-        assert json.loads(curl(server, "GET", "/v1/health", headers=(("Authorization", f"Bearer {server.key}"),)).body)["embedder"]["loaded"] is True
+        assert (
+            json.loads(curl(server, "GET", "/v1/health", headers=(("Authorization", f"Bearer {server.key}"),)).body)[
+                "embedder"
+            ]["loaded"]
+            is True
+        )
         batch = _post(server, "embedBatch", {"texts": [ACME, LONG]}).result()
         assert batch["truncated"] == [False, True] and batch["vectors"][0] == j["vector"]
         sim = _post(server, "similarity", {"a": DEADLINE, "b": ACME}).result()
         assert 0.1 < sim["similarity"] < 1 and sim["model"] == "all-MiniLM-L6-v2"
         added = _post(server, "add", {"type": "concept", "data": ACME}).result()
         assert added["embedded"] is True and "reason" not in added
-        got = curl(server, "GET", server.path(f"get/{added['id']}") + "?includeVector=true",
-                   headers=(("Authorization", f"Bearer {server.key}"),))
+        got = curl(
+            server,
+            "GET",
+            server.path(f"get/{added['id']}") + "?includeVector=true",
+            headers=(("Authorization", f"Bearer {server.key}"),),
+        )
         assert json.loads(got.body)["entity"]["vector"] == j["vector"]
 
 
@@ -252,18 +284,24 @@ def test_over_http_without_a_model_the_doors_refuse_and_writes_say_no_model(tmp_
     empty = tmp_path / "empty"
     empty.mkdir()
     with start_server(tmp_path / "served", env_extra={embedder.OVERRIDE: str(empty)}) as server:
-        for door, doc in (("embed", {"text": ACME}), ("embedBatch", {"texts": [ACME]}),
-                          ("similarity", {"a": ACME, "b": ACME})):
+        for door, doc in (
+            ("embed", {"text": ACME}),
+            ("embedBatch", {"texts": [ACME]}),
+            ("similarity", {"a": ACME, "b": ACME}),
+        ):
             answer = _post(server, door, doc)
             assert answer.status == 503 and answer.refusal == "EmbeddingModelMissingError"
             assert answer.doc["error"]["searched"] == [str(empty)]
         added = _post(server, "add", {"type": "concept", "data": ACME}).result()
         assert added["embedded"] is False and added["reason"] == "no-model"
-        got = curl(server, "GET", server.path(f"get/{added['id']}"), headers=(("Authorization", f"Bearer {server.key}"),))
+        got = curl(
+            server, "GET", server.path(f"get/{added['id']}"), headers=(("Authorization", f"Bearer {server.key}"),)
+        )
         assert json.loads(got.body)["entity"]["hasVector"] is False
 
 
 # -- embedding at write -------------------------------------------------------------------------------
+
 
 def test_an_added_row_gets_the_vector_embed_gives_its_text(brain):
     """add with data and no vector stores embed(data); an object's strings are embedded one per line."""
@@ -280,7 +318,11 @@ def test_a_given_vector_is_kept_and_nothing_to_embed_says_no_data(brain):
     whitespace, is reason no-data."""
     given = [0.25] * 384
     a = brain.add({"type": "concept", "data": ACME, "vector": given})
-    assert a["embedded"] is False and "reason" not in a and brain.get(a["id"], includeVector=True)["entity"]["vector"] == given
+    assert (
+        a["embedded"] is False
+        and "reason" not in a
+        and brain.get(a["id"], includeVector=True)["entity"]["vector"] == given
+    )
     for data in (None, "   "):
         b = brain.add({"type": "thing", **({"data": data} if data is not None else {})})
         assert b["embedded"] is False and b["reason"] == "no-data"
@@ -290,8 +332,12 @@ def test_a_given_vector_is_kept_and_nothing_to_embed_says_no_data(brain):
 def test_batches_and_transactions_embed_every_item(brain):
     """addMany, updateMany and transact embed each item's data in the commit's batch: each stored
     vector is the one its text gets alone."""
-    many = brain.addMany({"items": [{"type": "concept", "id": f"k{i}", "data": f"{ACME} number {i}"}
-                                    for i in range(40)] + [{"type": "thing", "id": "bare"}]})
+    many = brain.addMany(
+        {
+            "items": [{"type": "concept", "id": f"k{i}", "data": f"{ACME} number {i}"} for i in range(40)]
+            + [{"type": "thing", "id": "bare"}]
+        }
+    )
     assert len(many["ids"]) == 41
     for i in range(0, 40, 7):
         np.testing.assert_allclose(vector_of(brain, f"k{i}"), embedder.embed_one(f"{ACME} number {i}")[0], atol=1e-6)
@@ -299,8 +345,14 @@ def test_batches_and_transactions_embed_every_item(brain):
     brain.updateMany({"items": [{"id": "k1", "data": DEADLINE}, {"id": "k2", "metadata": {"x": 1}}]})
     np.testing.assert_allclose(vector_of(brain, "k1"), embedder.embed_one(DEADLINE)[0], atol=1e-6)
     np.testing.assert_allclose(vector_of(brain, "k2"), embedder.embed_one(f"{ACME} number 2")[0], atol=1e-6)
-    brain.transact({"ops": [{"door": "add", "args": {"type": "concept", "id": "t", "data": UNRELATED[0]}},
-                            {"door": "update", "args": {"id": "k3", "data": UNRELATED[1]}}]})
+    brain.transact(
+        {
+            "ops": [
+                {"door": "add", "args": {"type": "concept", "id": "t", "data": UNRELATED[0]}},
+                {"door": "update", "args": {"id": "k3", "data": UNRELATED[1]}},
+            ]
+        }
+    )
     np.testing.assert_allclose(vector_of(brain, "t"), embedder.embed_one(UNRELATED[0])[0], atol=1e-6)
     np.testing.assert_allclose(vector_of(brain, "k3"), embedder.embed_one(UNRELATED[1])[0], atol=1e-6)
 
@@ -350,10 +402,12 @@ def test_relations_get_their_datas_embedding_or_their_endpoints_mean(brain):
 
 def _relations(brain):
     """Every stored relation row with its vector, read straight from the brain's snapshot."""
-    from brainy.store import keys as K, rows
+    from brainy.store import keys as K
+    from brainy.store import rows
+
     snap = brain.at()
     out = []
-    for key, raw in brain.sources.scan(K.RELATION, K.prefix_end(K.RELATION), snap.generation):
+    for _key, raw in brain.sources.scan(K.RELATION, K.prefix_end(K.RELATION), snap.generation):
         row = rows.unpack(raw)
         out.append(rows.public_view(row, include_vector=True))
     return out
@@ -388,8 +442,9 @@ def test_the_texts_a_commit_embeds_are_read_before_its_rule_runs():
     assert texts("addMany", {"items": [{"data": "a"}, {"data": "a"}, {"data": "b"}, 7]}) == ["a", "b"]
     assert texts("updateMany", {"items": [{"id": "x", "data": "u"}]}) == ["u"]
     assert texts("relateMany", {"items": [{"data": "v"}]}) == ["v"]
-    assert texts("transact", {"ops": [{"door": "add", "args": {"data": "w"}},
-                                      {"door": "relate", "args": {"data": "z"}}, "junk"]}) == ["w", "z"]
+    assert texts(
+        "transact", {"ops": [{"door": "add", "args": {"data": "w"}}, {"door": "relate", "args": {"data": "z"}}, "junk"]}
+    ) == ["w", "z"]
     assert texts("remove", {"id": "x"}) == [] and texts("add", None) == []
 
 
@@ -404,6 +459,7 @@ def test_a_commit_never_holds_its_lock_while_embedding(brain, monkeypatch):
             brain.state.commit_lock.release()
         held.append(not acquired or brain.state.commit_lock._is_owned())
         return real(batch)
+
     monkeypatch.setattr(embedder, "embed_many", watching)
     brain.add({"type": "concept", "data": ACME})
     asyncio.run(brain.awrite("add", {"type": "concept", "data": DEADLINE}))
@@ -411,6 +467,7 @@ def test_a_commit_never_holds_its_lock_while_embedding(brain, monkeypatch):
 
 
 # -- the wire -----------------------------------------------------------------------------------------
+
 
 def test_vectors_encode_as_float32_in_both_encodings():
     """codecs write a Vector as float32 in MessagePack and shortest float32 decimals in JSON, inside
@@ -421,13 +478,14 @@ def test_vectors_encode_as_float32_in_both_encodings():
     decoded = msgpack.unpackb(packed)
     assert np.array_equal(np.array(decoded["hits"][0]["vector"], np.float32), values)
     assert decoded["hits"][0]["score"] == 0.1 and decoded["t"] == [1, 2]
-    assert len(packed) == len(msgpack.packb({"a": 1, "hits": [{"vector": [], "score": 0.1}], "t": [1, 2]})) + 2 + 5 * 384
+    assert (
+        len(packed) == len(msgpack.packb({"a": 1, "hits": [{"vector": [], "score": 0.1}], "t": [1, 2]})) + 2 + 5 * 384
+    )
     text = codecs.to_json(doc)
     assert b"[0.1,0.33333334,-2.5e-7,123456.7," in text
     assert np.array_equal(np.array(orjson.loads(text)["hits"][0]["vector"], np.float32), values)
     plain = {"x": [1.5, "y", {"z": None}]}
     assert codecs.to_msgpack(plain) == msgpack.packb(plain) and codecs.to_json(plain) == orjson.dumps(plain)
-
 
 
 def test_a_find_served_embeds_its_query_off_the_event_loop(tmp_path, monkeypatch):
@@ -442,6 +500,7 @@ def test_a_find_served_embeds_its_query_off_the_event_loop(tmp_path, monkeypatch
     def model(self, batch):
         calls.append(threading.current_thread().name)
         return original(self, batch)
+
     monkeypatch.setattr(embedder.Embedder, "embed", model)
     dispatcher = X.Dispatcher(pool)
     person = Principal.static_key("person:ada")
@@ -449,6 +508,7 @@ def test_a_find_served_embeds_its_query_off_the_event_loop(tmp_path, monkeypatch
 
     def ask(door, document):
         return asyncio.run(dispatcher.dispatch(person, door, "notes", None, document))
+
     try:
         found = ask("find", {"query": question})
         assert found.ok and found.answer["legs"]["semantic"] == {"served": True}

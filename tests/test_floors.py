@@ -52,10 +52,11 @@ def arrows(root: Path = ROOT) -> dict[str, dict[str, int]]:
                 base = node.module or ""
                 if node.level:
                     parts = package.split(".")
-                    base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
                 # ``from pkg import mod`` names the module ``pkg.mod``; ``from mod import name`` names ``mod``
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
             for target in targets:
                 if not target.startswith(root.name):
                     continue
@@ -120,10 +121,13 @@ def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 
 def arrows_up(graph: dict[str, dict[str, int]]) -> list[str]:
-    return [f"{module} (floor {FLOORS[floor_of(module)]}) imports {target} (floor {FLOORS[floor_of(target)]}) at "
-            f"line {line}"
-            for module, targets in sorted(graph.items()) for target, line in sorted(targets.items())
-            if floor_of(target) > floor_of(module)]
+    return [
+        f"{module} (floor {FLOORS[floor_of(module)]}) imports {target} (floor {FLOORS[floor_of(target)]}) at "
+        f"line {line}"
+        for module, targets in sorted(graph.items())
+        for target, line in sorted(targets.items())
+        if floor_of(target) > floor_of(module)
+    ]
 
 
 def test_every_package_is_a_floor():
@@ -155,7 +159,8 @@ def test_the_walk_sees_a_planted_circle_and_arrow_up(tmp_path):
     (pkg / "store" / "log.py").write_text("from brainy.store import rows\n")
     (pkg / "store" / "rows.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from brainy.store.log import Frame\n"
-        "def late():\n    from brainy.index import vectors\n")
+        "def late():\n    from brainy.index import vectors\n"
+    )
     (pkg / "index" / "vectors.py").write_text("import math\n")
     graph = arrows(pkg)
     assert circles(graph) == [["brainy.store.log", "brainy.store.rows"]]

@@ -7,11 +7,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import new_store
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
-
-from helpers import new_store
 
 VERBS = ["relatedTo", "causes", "contains"]
 TYPES = ["person", "thing"]
@@ -24,8 +23,9 @@ def brain(tmp_path):
     b.close()
 
 
-def _oracle(snap, anchors: list[str], direction: str, verbs: list[str] | None, depth: int,
-            anchors_count: bool = True) -> dict[str, int]:
+def _oracle(
+    snap, anchors: list[str], direction: str, verbs: list[str] | None, depth: int, anchors_count: bool = True
+) -> dict[str, int]:
     """Entity id -> fewest hops within ``depth``, by brute force over every relation row. With
     ``anchors_count`` the anchors are at 0 (traverse); without, a node counts only once a walk of at least
     one hop reaches it (find's connected)."""
@@ -68,8 +68,14 @@ def _check_walks(brain: Brain, rnd: random.Random, generation: int | None = None
         direction = rnd.choice(["out", "in", "both"])
         verbs = rnd.choice([None, ["causes"], ["relatedTo", "contains"]])
         depth = rnd.randrange(1, 7)
-        args = {"from": anchors, "direction": direction, "depth": depth, "includeEntities": False,
-                "includePaths": True, "limit": 10000}
+        args = {
+            "from": anchors,
+            "direction": direction,
+            "depth": depth,
+            "includeEntities": False,
+            "includePaths": True,
+            "limit": 10000,
+        }
         if verbs is not None:
             args["via"] = verbs
         if generation is None:
@@ -80,15 +86,19 @@ def _check_walks(brain: Brain, rnd: random.Random, generation: int | None = None
         got = {node["id"]: node["depth"] for node in answer["nodes"]}
         assert got == expected and not answer["truncated"]
         assert [n["id"] for n in answer["nodes"]] == sorted(anchors) + sorted(
-            (n for n in expected if expected[n]), key=lambda n: (expected[n], n)) or len(anchors) > 1
+            (n for n in expected if expected[n]), key=lambda n: (expected[n], n)
+        ) or len(anchors) > 1
         for node, path in zip(answer["nodes"], answer["paths"]):
             assert len(path) == node["depth"] + 1 and path[-1] == node["id"] and path[0] in anchors
             if node["via"] is None:
                 continue
             rel = relations[node["via"]]  # the relation that reached it joins the last two steps of its path
             assert verbs is None or rel["type"] in verbs
-            ends = {"out": [(rel["from"], rel["to"])], "in": [(rel["to"], rel["from"])],
-                    "both": [(rel["from"], rel["to"]), (rel["to"], rel["from"])]}[direction]
+            ends = {
+                "out": [(rel["from"], rel["to"])],
+                "in": [(rel["to"], rel["from"])],
+                "both": [(rel["from"], rel["to"]), (rel["to"], rel["from"])],
+            }[direction]
             assert (path[-2], path[-1]) in ends
         assert [r["id"] for r in answer["relations"]] == [n["via"] for n in answer["nodes"] if n["via"]]
         dfs = brain.traverse({**args, "strategy": "dfs"}) if generation is None else None
@@ -108,8 +118,7 @@ def _check_walks(brain: Brain, rnd: random.Random, generation: int | None = None
             found = brain.asOf({"generation": generation, "read": {"door": "find", "args": query}})["result"]
         reach = _oracle(snap, anchors, direction, verbs, depth, anchors_count=False)
         rows = {r["id"]: r for r in snap.entities()}
-        want = sorted((rows[n] for n in reach if kind is None or rows[n]["type"] == kind),
-                      key=lambda r: r["denseInt"])
+        want = sorted((rows[n] for n in reach if kind is None or rows[n]["type"] == kind), key=lambda r: r["denseInt"])
         assert [h["id"] for h in found["results"]] == [r["id"] for r in want]
         assert found["total"] == len(want) and found["legs"]["graph"] == {"served": True}
         assert all(h["matchSource"] == "graph" and h["score"] is None for h in found["results"])
@@ -174,10 +183,19 @@ def test_graph_leg_ranks_by_one_over_hops_when_weighted(brain):
     brain.relate({"from": "w0", "to": "w1", "type": "causes"})
     brain.relate({"from": "w1", "to": "w2", "type": "causes"})
     brain.relate({"from": "w2", "to": "w3", "type": "causes"})
-    ranked = brain.find({"connected": {"from": "w0", "depth": 3}, "searchMode": "graph",
-                         "fusion": {"weights": {"graph": 1}}, "explain": True})
-    assert [(h["entity"]["key"], h["score"]) for h in ranked["results"]] == [("w1", 1.0), ("w2", 0.5),
-                                                                             ("w3", pytest.approx(1 / 3))]
+    ranked = brain.find(
+        {
+            "connected": {"from": "w0", "depth": 3},
+            "searchMode": "graph",
+            "fusion": {"weights": {"graph": 1}},
+            "explain": True,
+        }
+    )
+    assert [(h["entity"]["key"], h["score"]) for h in ranked["results"]] == [
+        ("w1", 1.0),
+        ("w2", 0.5),
+        ("w3", pytest.approx(1 / 3)),
+    ]
     assert "total" not in ranked and ranked["results"][0]["explanation"] == {"graph": 1.0, "fused": 1.0}
     into = brain.find({"connected": {"to": "w3", "depth": 2}})
     assert [h["entity"]["key"] for h in into["results"]] == ["w1", "w2"]
@@ -203,18 +221,28 @@ def test_graph_refusals(brain):
         brain.find({"connected": {"node": "ghost"}})
     with pytest.raises(R.EntityNotFoundError):
         brain.asOf({"generation": 1, "read": {"door": "find", "args": {"connected": {"from": "ghost"}}}})
-    for bad in ({"depth": 0}, {"depth": 7}, {"limit": 10001}, {"via": "knowsNot"}, {"direction": "up"},
-                {"strategy": "best"}):
+    for bad in (
+        {"depth": 0},
+        {"depth": 7},
+        {"limit": 10001},
+        {"via": "knowsNot"},
+        {"direction": "up"},
+        {"strategy": "best"},
+    ):
         with pytest.raises(R.InvalidArgumentError):
             brain.traverse({"from": "x", **bad})
-    for bad in ({"node": "x", "depth": 7}, {"node": "x", "depth": 0}, {"via": "causes"}, {"node": "x", "hops": 2},
-                {"from": "x", "direction": "in"}):
+    for bad in (
+        {"node": "x", "depth": 7},
+        {"node": "x", "depth": 0},
+        {"via": "causes"},
+        {"node": "x", "hops": 2},
+        {"from": "x", "direction": "in"},
+    ):
         with pytest.raises(R.InvalidArgumentError):
             brain.find({"connected": bad})
     with pytest.raises(R.InvalidArgumentError) as exc:
         brain.find({"searchMode": "graph"})
     assert exc.value.field == "connected"
-
 
 
 def test_a_weighted_graph_leg_is_fused_with_the_text_leg(tmp_path):
@@ -228,8 +256,15 @@ def test_a_weighted_graph_leg_is_fused_with_the_text_leg(tmp_path):
         brain.add({"type": "person", "id": "near", "data": "nothing to see"})
         brain.add({"type": "person", "id": "far", "data": "a word or two"})
         brain.relate({"from": "anchor", "to": "near", "type": "knows"})
-        answer = brain.find({"query": "word", "searchMode": "text", "connected": {"node": "anchor"}, "explain": True,
-                             "fusion": {"weights": {"graph": 1}}})
+        answer = brain.find(
+            {
+                "query": "word",
+                "searchMode": "text",
+                "connected": {"node": "anchor"},
+                "explain": True,
+                "fusion": {"weights": {"graph": 1}},
+            }
+        )
         by_id = {hit["entity"]["key"]: hit for hit in answer["results"]}
         assert set(by_id) == {"near", "far"}
         assert by_id["near"]["matchSource"] == "graph" and by_id["near"]["explanation"]["graph"] == 1.0

@@ -39,25 +39,37 @@ def h1frame_twins():
 JSON = (b"content-type", b"application/json")
 
 EXACT = [
-    ((200, [JSON], b'{"ok":true}', True),
-     b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}'),
-    ((404, [JSON, (b"x-request-id", b"r-1")], b"{}", False),
-     b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nx-request-id: r-1\r\n"
-     b"content-length: 2\r\nconnection: close\r\n\r\n{}"),
+    (
+        (200, [JSON], b'{"ok":true}', True),
+        b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}',
+    ),
+    (
+        (404, [JSON, (b"x-request-id", b"r-1")], b"{}", False),
+        b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nx-request-id: r-1\r\n"
+        b"content-length: 2\r\nconnection: close\r\n\r\n{}",
+    ),
     ((200, [], b"", True), b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
-    ((201, [(b"Location", b"/v1/brains/main/e/a")], b"x" * 10, True),
-     b"HTTP/1.1 201 Created\r\nLocation: /v1/brains/main/e/a\r\ncontent-length: 10\r\n\r\n" + b"x" * 10),
-    ((200, [(b"x-a", b"a \tb"), (b"x-a", b"")], b"z", True),  # repeated names, inner whitespace, empty value
-     b"HTTP/1.1 200 OK\r\nx-a: a \tb\r\nx-a: \r\ncontent-length: 1\r\n\r\nz"),
+    (
+        (201, [(b"Location", b"/v1/brains/main/e/a")], b"x" * 10, True),
+        b"HTTP/1.1 201 Created\r\nLocation: /v1/brains/main/e/a\r\ncontent-length: 10\r\n\r\n" + b"x" * 10,
+    ),
+    (
+        (200, [(b"x-a", b"a \tb"), (b"x-a", b"")], b"z", True),  # repeated names, inner whitespace, empty value
+        b"HTTP/1.1 200 OK\r\nx-a: a \tb\r\nx-a: \r\ncontent-length: 1\r\n\r\nz",
+    ),
     ((599, [], b"", True), b"HTTP/1.1 599 \r\ncontent-length: 0\r\n\r\n"),
     ((999, [], b"!", False), b"HTTP/1.1 999 \r\ncontent-length: 1\r\nconnection: close\r\n\r\n!"),
     ((204, [], b"", True), b"HTTP/1.1 204 No Content\r\n\r\n"),
-    ((304, [(b"etag", b'"g42"')], b"", False),
-     b'HTTP/1.1 304 Not Modified\r\netag: "g42"\r\nconnection: close\r\n\r\n'),
+    (
+        (304, [(b"etag", b'"g42"')], b"", False),
+        b'HTTP/1.1 304 Not Modified\r\netag: "g42"\r\nconnection: close\r\n\r\n',
+    ),
     ((100, [], b"", True), b"HTTP/1.1 100 Continue\r\n\r\n"),
-    ((503, [(b"retry-after", b"2")], b"\x00\r\n\xff", False),  # the body is anything at all
-     b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 2\r\ncontent-length: 4\r\n"
-     b"connection: close\r\n\r\n\x00\r\n\xff"),
+    (
+        (503, [(b"retry-after", b"2")], b"\x00\r\n\xff", False),  # the body is anything at all
+        b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 2\r\ncontent-length: 4\r\n"
+        b"connection: close\r\n\r\n\x00\r\n\xff",
+    ),
 ]
 
 
@@ -77,17 +89,31 @@ def test_head_states_the_length_and_omits_the_body(h1frame_twin):
     assert got == b'HTTP/1.1 200 OK\r\netag: "g42"\r\ncontent-type: application/json\r\ncontent-length: 1234\r\n\r\n'
     for keep_alive in (True, False):
         whole = h1frame_twin.frame_response(200, headers, body, keep_alive)
-        assert h1frame_twin.frame_response(200, headers, body, keep_alive, head=True) == whole[:-len(body)]
-        assert h1frame_twin.frame_response(200, headers, body, keep_alive, True) == whole[:-len(body)]
+        assert h1frame_twin.frame_response(200, headers, body, keep_alive, head=True) == whole[: -len(body)]
+        assert h1frame_twin.frame_response(200, headers, body, keep_alive, True) == whole[: -len(body)]
     assert h1frame_twin.frame_response(204, [], b"", True, head=True) == b"HTTP/1.1 204 No Content\r\n\r\n"
 
 
 REQUIRED_REASONS = {
-    200: b"OK", 201: b"Created", 204: b"No Content", 400: b"Bad Request", 401: b"Unauthorized",
-    403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed", 409: b"Conflict", 410: b"Gone",
-    412: b"Precondition Failed", 413: b"Content Too Large", 415: b"Unsupported Media Type",
-    422: b"Unprocessable Content", 423: b"Locked", 426: b"Upgrade Required",
-    431: b"Request Header Fields Too Large", 500: b"Internal Server Error", 501: b"Not Implemented",
+    200: b"OK",
+    201: b"Created",
+    204: b"No Content",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    403: b"Forbidden",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    409: b"Conflict",
+    410: b"Gone",
+    412: b"Precondition Failed",
+    413: b"Content Too Large",
+    415: b"Unsupported Media Type",
+    422: b"Unprocessable Content",
+    423: b"Locked",
+    426: b"Upgrade Required",
+    431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error",
+    501: b"Not Implemented",
     503: b"Service Unavailable",
 }
 
@@ -95,8 +121,11 @@ REQUIRED_REASONS = {
 @pytest.mark.parametrize("status", sorted(REQUIRED_REASONS))
 def test_status_lines_carry_the_standard_reason(h1frame_twin, status):
     """Each status brainy answers with carries its RFC 9110 reason phrase."""
-    got = h1frame_twin.frame_chunked_head(status, [], True) if status != 204 else \
-        h1frame_twin.frame_response(status, [], b"", True)
+    got = (
+        h1frame_twin.frame_chunked_head(status, [], True)
+        if status != 204
+        else h1frame_twin.frame_response(status, [], b"", True)
+    )
     assert got.startswith(b"HTTP/1.1 %d %s\r\n" % (status, REQUIRED_REASONS[status]))
 
 
@@ -146,28 +175,33 @@ def test_cr_and_lf_are_refused(h1frame_twin, splitter, where, field):
         h1frame_twin.frame_chunked_head(200, headers, True)
 
 
-@pytest.mark.parametrize("header, why", [
-    ((b"", b"v"), "is not a token"),
-    ((b"x y", b"v"), "is not a token"),
-    ((b"x:y", b"v"), "is not a token"),
-    ((b"x\x00", b"v"), "is not a token"),
-    ((b"caf\xc3\xa9", b"v"), "is not a token"),
-    ((b"x", b"a\x00b"), "holds CR, LF, NUL or another control byte"),
-    ((b"x", b"a\x7fb"), "holds CR, LF, NUL or another control byte"),
-    ((b"x", b"a\x0bb"), "holds CR, LF, NUL or another control byte"),
-    ((b"x", b" v"), "begins or ends with whitespace"),
-    ((b"x", b"v\t"), "begins or ends with whitespace"),
-    ((b"x", b" "), "begins or ends with whitespace"),
-    ((b"content-length", b"5"), "is set by the framing"),
-    ((b"Content-Length", b"5"), "is set by the framing"),
-    ((b"TRANSFER-encoding", b"chunked"), "is set by the framing"),
-])
+@pytest.mark.parametrize(
+    "header, why",
+    [
+        ((b"", b"v"), "is not a token"),
+        ((b"x y", b"v"), "is not a token"),
+        ((b"x:y", b"v"), "is not a token"),
+        ((b"x\x00", b"v"), "is not a token"),
+        ((b"caf\xc3\xa9", b"v"), "is not a token"),
+        ((b"x", b"a\x00b"), "holds CR, LF, NUL or another control byte"),
+        ((b"x", b"a\x7fb"), "holds CR, LF, NUL or another control byte"),
+        ((b"x", b"a\x0bb"), "holds CR, LF, NUL or another control byte"),
+        ((b"x", b" v"), "begins or ends with whitespace"),
+        ((b"x", b"v\t"), "begins or ends with whitespace"),
+        ((b"x", b" "), "begins or ends with whitespace"),
+        ((b"content-length", b"5"), "is set by the framing"),
+        ((b"Content-Length", b"5"), "is set by the framing"),
+        ((b"TRANSFER-encoding", b"chunked"), "is set by the framing"),
+    ],
+)
 def test_malformed_headers_are_refused(h1frame_twin, header, why):
     """A name must be an RFC 9110 token and a value a field-value (no control bytes but HTAB,
     no whitespace at either end); content-length and transfer-encoding belong to the framing,
     since a second, different length would split the response too."""
-    for call in (lambda h: h1frame_twin.frame_response(200, h, b"", True),
-                 lambda h: h1frame_twin.frame_chunked_head(200, h, True)):
+    for call in (
+        lambda h: h1frame_twin.frame_response(200, h, b"", True),
+        lambda h: h1frame_twin.frame_chunked_head(200, h, True),
+    ):
         with pytest.raises(ValueError, match=why):
             call([header])
 
@@ -181,18 +215,21 @@ def test_status_outside_three_digits_is_refused(h1frame_twin, status):
         h1frame_twin.frame_chunked_head(status, [], True)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("200", [], b"", True), "cannot be interpreted as an integer"),
-    ((200.0, [], b"", True), "cannot be interpreted as an integer"),
-    ((200, [[b"a", b"b"]], b"", True), r"headers\[0\] must be a \(name, value\) tuple, got list"),
-    ((200, [(b"a",)], b"", True), r"headers\[0\] must be a \(name, value\) pair, got 1 items"),
-    ((200, [(b"a", b"b", b"c")], b"", True), r"must be a \(name, value\) pair, got 3 items"),
-    ((200, [("a", b"b")], b"", True), r"headers\[0\] name must be bytes, got str"),
-    ((200, [(b"a", bytearray(b"b"))], b"", True), r"headers\[0\] value must be bytes, got bytearray"),
-    ((200, 7, b"", True), "not iterable"),
-    ((200, [], "{}", True), "body must be bytes, got str"),
-    ((200, [], memoryview(b"{}"), True), "body must be bytes, got memoryview"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("200", [], b"", True), "cannot be interpreted as an integer"),
+        ((200.0, [], b"", True), "cannot be interpreted as an integer"),
+        ((200, [[b"a", b"b"]], b"", True), r"headers\[0\] must be a \(name, value\) tuple, got list"),
+        ((200, [(b"a",)], b"", True), r"headers\[0\] must be a \(name, value\) pair, got 1 items"),
+        ((200, [(b"a", b"b", b"c")], b"", True), r"must be a \(name, value\) pair, got 3 items"),
+        ((200, [("a", b"b")], b"", True), r"headers\[0\] name must be bytes, got str"),
+        ((200, [(b"a", bytearray(b"b"))], b"", True), r"headers\[0\] value must be bytes, got bytearray"),
+        ((200, 7, b"", True), "not iterable"),
+        ((200, [], "{}", True), "body must be bytes, got str"),
+        ((200, [], memoryview(b"{}"), True), "body must be bytes, got memoryview"),
+    ],
+)
 def test_wrong_types_are_type_errors(h1frame_twin, args, message):
     """Only an int status, (bytes, bytes) tuples and a bytes body are framed; anything else is a
     TypeError saying which argument."""
@@ -206,7 +243,9 @@ def test_no_content_statuses(h1frame_twin, status):
     body is refused, and there is no chunked head for them."""
     got = h1frame_twin.frame_response(status, [(b"x-a", b"1")], b"", False)
     assert got == b"HTTP/1.1 %d %s\r\nx-a: 1\r\nconnection: close\r\n\r\n" % (
-        status, h1frame_twin.REASONS.get(status, b""))
+        status,
+        h1frame_twin.REASONS.get(status, b""),
+    )
     with pytest.raises(ValueError, match=f"a {status} response has no body, got 3 bytes"):
         h1frame_twin.frame_response(status, [], b"abc", True)
     with pytest.raises(ValueError, match=f"a {status} response has no body"):
@@ -227,8 +266,10 @@ def test_headers_may_be_any_iterable_and_are_left_alone(h1frame_twin):
 
 # --- chunks -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size, prefix", [(1, b"1"), (10, b"a"), (15, b"f"), (16, b"10"), (255, b"ff"),
-                                          (4096, b"1000"), (70000, b"11170")])
+
+@pytest.mark.parametrize(
+    "size, prefix", [(1, b"1"), (10, b"a"), (15, b"f"), (16, b"10"), (255, b"ff"), (4096, b"1000"), (70000, b"11170")]
+)
 def test_chunk_exact_bytes(h1frame_twin, size, prefix):
     """A chunk is its size in lowercase hex, CRLF, the data, CRLF (RFC 9112 section 7.1)."""
     data = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
@@ -241,15 +282,17 @@ def test_last_chunk_and_chunked_head(h1frame_twin):
     assert h1frame_twin.frame_chunk(b"") == b"0\r\n\r\n" == h1frame_twin.LAST_CHUNK
     sse = (b"content-type", b"text/event-stream")
     assert h1frame_twin.frame_chunked_head(200, [sse], True) == (
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
     assert h1frame_twin.frame_chunked_head(200, [sse], False) == (
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
-        b"connection: close\r\n\r\n")
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    )
     with pytest.raises(TypeError, match="data must be bytes, got bytearray"):
         h1frame_twin.frame_chunk(bytearray(b"x"))
 
 
 # --- parsing back -----------------------------------------------------------------------------
+
 
 class Parsed:
     """httptools callbacks collecting each message of a response stream."""
@@ -285,11 +328,11 @@ def parse(data):
 TCHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # Names that steer a parser's framing or connection handling; generated headers leave them out,
 # so the parse reflects the framing under test and nothing else.
-STEERING = {b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"keep-alive",
-            b"proxy-connection"}
+STEERING = {b"content-length", b"transfer-encoding", b"connection", b"upgrade", b"keep-alive", b"proxy-connection"}
 names = st.text(TCHARS, min_size=1, max_size=24).map(str.encode).filter(lambda n: n.lower() not in STEERING)
-values = st.from_regex(rb"(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]{0,40}[\x21-\x7e\x80-\xff])?)?",
-                       fullmatch=True)
+values = st.from_regex(
+    rb"(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]{0,40}[\x21-\x7e\x80-\xff])?)?", fullmatch=True
+)
 headers_st = st.lists(st.tuples(names, values), max_size=8)
 statuses = st.one_of(st.sampled_from(sorted(REQUIRED_REASONS) + [100, 304]), st.integers(100, 999))
 
@@ -314,8 +357,9 @@ def test_twins_agree_on_valid_inputs(h1frame_twins, args):
     status, headers, body, keep_alive, head = args
     assert cython.frame_response(*args) == python.frame_response(*args)
     if not no_content(status):
-        assert cython.frame_chunked_head(status, headers, keep_alive) == \
-            python.frame_chunked_head(status, headers, keep_alive)
+        assert cython.frame_chunked_head(status, headers, keep_alive) == python.frame_chunked_head(
+            status, headers, keep_alive
+        )
     assert cython.frame_chunk(body) == python.frame_chunk(body)
 
 
@@ -336,10 +380,13 @@ awkward = st.one_of(
 
 
 @TWINS
-@given(status=st.one_of(st.integers(50, 1050), st.sampled_from([2**70, -1, "200", 200.5])),
-       headers=st.lists(st.one_of(st.tuples(awkward, awkward), st.tuples(awkward), st.just([b"a", b"b"])),
-                        max_size=4),
-       body=st.one_of(st.binary(max_size=8), st.just("text")), keep_alive=st.booleans(), head=st.booleans())
+@given(
+    status=st.one_of(st.integers(50, 1050), st.sampled_from([2**70, -1, "200", 200.5])),
+    headers=st.lists(st.one_of(st.tuples(awkward, awkward), st.tuples(awkward), st.just([b"a", b"b"])), max_size=4),
+    body=st.one_of(st.binary(max_size=8), st.just("text")),
+    keep_alive=st.booleans(),
+    head=st.booleans(),
+)
 def test_twins_agree_on_any_input(h1frame_twins, status, headers, body, keep_alive, head):
     """On any input, valid or not, both twins give the same bytes or refuse with the same error
     type and message; whatever is accepted holds no CR or LF outside the status line, the
@@ -347,10 +394,11 @@ def test_twins_agree_on_any_input(h1frame_twins, status, headers, body, keep_ali
     cython, python = h1frame_twins
     got = [outcome(lambda: twin.frame_response(status, headers, body, keep_alive, head)) for twin in h1frame_twins]
     assert got[0] == got[1]
-    assert outcome(lambda: cython.frame_chunked_head(status, headers, keep_alive)) == \
-        outcome(lambda: python.frame_chunked_head(status, headers, keep_alive))
+    assert outcome(lambda: cython.frame_chunked_head(status, headers, keep_alive)) == outcome(
+        lambda: python.frame_chunked_head(status, headers, keep_alive)
+    )
     if isinstance(got[0], bytes):
-        head_part = got[0][:len(got[0]) - (0 if head else len(body))]
+        head_part = got[0][: len(got[0]) - (0 if head else len(body))]
         lines = head_part.split(b"\r\n")
         assert lines[-2:] == [b"", b""] and b"\r" not in b"".join(lines) and b"\n" not in b"".join(lines)
         assert len(lines) == 1 + len(headers) + (not no_content(status)) + (not keep_alive) + 2
@@ -383,8 +431,12 @@ def test_responses_parse_back(h1frame_twin, args):
 
 
 @TWINS
-@given(status=st.integers(200, 999).filter(lambda s: not no_content(s)), headers=headers_st,
-       chunks=st.lists(st.binary(min_size=1, max_size=600), max_size=6), keep_alive=st.booleans())
+@given(
+    status=st.integers(200, 999).filter(lambda s: not no_content(s)),
+    headers=headers_st,
+    chunks=st.lists(st.binary(min_size=1, max_size=600), max_size=6),
+    keep_alive=st.booleans(),
+)
 def test_chunked_round_trip(h1frame_twin, status, headers, chunks, keep_alive):
     """A chunked head, its chunks and the last chunk parse back as one response whose body is
     the chunks joined, with transfer-encoding: chunked among its headers."""
@@ -399,16 +451,17 @@ def test_chunked_round_trip(h1frame_twin, status, headers, chunks, keep_alive):
 def test_chunks_arrive_as_framed_when_fed_piecewise(h1frame_twin):
     """Fed to the parser a byte at a time, a chunked stream still yields exactly its data: the
     framing does not rely on a read landing on a chunk boundary."""
-    chunks = [b"data: {\"generation\": 41}\n\n", b"x" * 300, b"\r\n0\r\n\r\n"]  # data that looks like framing
+    chunks = [b'data: {"generation": 41}\n\n', b"x" * 300, b"\r\n0\r\n\r\n"]  # data that looks like framing
     data = h1frame_twin.frame_chunked_head(200, [(b"content-type", b"text/event-stream")], True)
     data += b"".join(h1frame_twin.frame_chunk(c) for c in chunks) + h1frame_twin.frame_chunk(b"")
     parsed = Parsed()
     for i in range(len(data)):
-        parsed.parser.feed_data(data[i:i + 1])
+        parsed.parser.feed_data(data[i : i + 1])
     assert [m[2] for m in parsed.messages] == [b"".join(chunks)]
 
 
 # --- the facade -------------------------------------------------------------------------------
+
 
 def test_facade_offers_h1frame():
     """``from brainy._speedups import h1frame`` is the twin the facade picked (the compiled one

@@ -52,27 +52,32 @@ def agrees_with_httptools(twin, data: bytes) -> None:
     if body_at + length > len(data):  # the body is still to come: the connection waits for it
         assert not Parsed(data).done
         return
-    ref = Parsed(data[:body_at + length])  # what follows is the next request's
+    ref = Parsed(data[: body_at + length])  # what follows is the next request's
     assert ref.done
     path_ref, _, query_ref = ref.url.partition(b"?")
-    assert (method, path, query, headers, keep_alive) == (ref.method, path_ref.decode("latin-1"),
-                                                          query_ref.decode("latin-1"), ref.headers, ref.keep_alive)
-    assert data[body_at:body_at + length] == ref.body
+    assert (method, path, query, headers, keep_alive) == (
+        ref.method,
+        path_ref.decode("latin-1"),
+        query_ref.decode("latin-1"),
+        ref.headers,
+        ref.keep_alive,
+    )
+    assert data[body_at : body_at + length] == ref.body
 
 
 AUTH = b"authorization: Bearer bky_mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm\r\n"
 READ = [
     b"GET /v1/brains/main/get/row-7 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load\r\naccept: */*\r\n"
-    + AUTH + b"\r\n",
+    + AUTH
+    + b"\r\n",
     b"GET / HTTP/1.1\r\n\r\n",
-    b"GET /?a=1&b=%20?c HTTP/1.1\r\nHost:x\r\n\r\n",              # a second ? belongs to the query
+    b"GET /?a=1&b=%20?c HTTP/1.1\r\nHost:x\r\n\r\n",  # a second ? belongs to the query
     b"HEAD /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-    b"GET /x HTTP/1.0\r\n\r\n",                                     # 1.0 closes unless asked
+    b"GET /x HTTP/1.0\r\n\r\n",  # 1.0 closes unless asked
     b"GET /x HTTP/1.1\r\nConnection: Close\r\n\r\n",
     b"GET /x HTTP/1.1\r\nConnection: foo, close \r\n\r\n",
     b"GET /x HTTP/1.1\r\nX-A: a\r\nx-a:  b \t\r\nX-B:\r\nX-C: \xe9t\xe9\r\n\r\n",  # repeated, OWS, empty, obs-text
-    b"POST /v1/brains/main/find HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n"
-    b'{"limit":1}',
+    b'POST /v1/brains/main/find HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"limit":1}',
     b"DELETE /v1/brains/main/e/a HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
     b"OPTIONS /x HTTP/1.1\r\n\r\n",
     b"PATCH /x HTTP/1.1\r\nContent-Length: 007\r\n\r\nabcdefg",
@@ -85,7 +90,7 @@ def test_what_it_reads_httptools_reads_the_same(h1frame_twin, data):
 
 
 DECLINED = [
-    b"GET /x HTTP/1.1\r\nHost: a\r\n",                              # not whole yet
+    b"GET /x HTTP/1.1\r\nHost: a\r\n",  # not whole yet
     b"GET /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
     b"GET /x HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
     b"GET /x HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
@@ -94,20 +99,20 @@ DECLINED = [
     b"POST /x HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\n",
     b"POST /x HTTP/1.1\r\nContent-Length: \r\n\r\n",
     b"GET /x HTTP/1.1\r\nConnection: close, keep-alive\r\n\r\n",
-    b"GET http://a/x HTTP/1.1\r\n\r\n",                             # absolute form
+    b"GET http://a/x HTTP/1.1\r\n\r\n",  # absolute form
     b"GET * HTTP/1.1\r\n\r\n",
     b"BREW /x HTTP/1.1\r\n\r\n",
     b"get /x HTTP/1.1\r\n\r\n",
     b"GET /x HTTP/2.0\r\n\r\n",
     b"GET  /x HTTP/1.1\r\n\r\n",
     b"GET /x y HTTP/1.1\r\n\r\n",
-    b"GET /x\"<> HTTP/1.1\r\n\r\n",
-    b"GET /x HTTP/1.1\r\nX : a\r\n\r\n",                            # space before the colon
-    b"GET /x HTTP/1.1\r\nX: a\r\n b\r\n\r\n",                        # obs-fold
+    b'GET /x"<> HTTP/1.1\r\n\r\n',
+    b"GET /x HTTP/1.1\r\nX : a\r\n\r\n",  # space before the colon
+    b"GET /x HTTP/1.1\r\nX: a\r\n b\r\n\r\n",  # obs-fold
     b"GET /x HTTP/1.1\r\nX: a\x00b\r\n\r\n",
-    b"GET /x HTTP/1.1\r\nX: a\nY: b\r\n\r\n",                        # a bare LF
+    b"GET /x HTTP/1.1\r\nX: a\nY: b\r\n\r\n",  # a bare LF
     b"GET /x HTTP/1.1\r\n: a\r\n\r\n",
-    b"\r\nGET /x HTTP/1.1\r\n\r\n",                                  # a leading empty line
+    b"\r\nGET /x HTTP/1.1\r\n\r\n",  # a leading empty line
 ]
 
 
@@ -150,12 +155,30 @@ def test_the_head_limit_counts_from_start(h1frame_twin):
 TCHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # the compiled twin hands the names most requests carry out without decoding them, and folds other names
 # up to 32 bytes in place: generated names cross that length, and the known ones come in any case
-names = st.one_of(st.text(TCHARS, min_size=1, max_size=40),
-                  st.sampled_from(["Host", "Accept", "Connection", "content-length", "X-Brainy-Caller",
-                                   "AUTHORIZATION", "User-Agent", "accept-Encoding", "TE", "t", "Hosts",
-                                   "X-A-Field-Name-Of-Exactly-32-Byt", "X-A-Field-Name-Of-Exactly-33-Byte"]))
-values = st.one_of(st.binary(max_size=20).map(lambda b: bytes(c for c in b if c == 9 or 0x20 <= c != 0x7F)),
-                   st.sampled_from([b"close", b"keep-alive", b" Keep-Alive , x", b"12", b"0"]))
+names = st.one_of(
+    st.text(TCHARS, min_size=1, max_size=40),
+    st.sampled_from(
+        [
+            "Host",
+            "Accept",
+            "Connection",
+            "content-length",
+            "X-Brainy-Caller",
+            "AUTHORIZATION",
+            "User-Agent",
+            "accept-Encoding",
+            "TE",
+            "t",
+            "Hosts",
+            "X-A-Field-Name-Of-Exactly-32-Byt",
+            "X-A-Field-Name-Of-Exactly-33-Byte",
+        ]
+    ),
+)
+values = st.one_of(
+    st.binary(max_size=20).map(lambda b: bytes(c for c in b if c == 9 or 0x20 <= c != 0x7F)),
+    st.sampled_from([b"close", b"keep-alive", b" Keep-Alive , x", b"12", b"0"]),
+)
 targets = st.text("abcXYZ019-._~!$&'()*+,;=:@/?%", max_size=30).map(lambda t: "/" + t)
 
 
@@ -187,13 +210,14 @@ def test_generated_heads_read_as_httptools_reads_them(h1frame_twins, data):
 def test_twins_agree_on_damaged_heads(h1frame_twins, data, at, junk):
     compiled, pure = h1frame_twins
     at %= len(data)
-    damaged = data[:at] + junk + data[at + 1:]
+    damaged = data[:at] + junk + data[at + 1 :]
     assert compiled.parse_head(damaged, 0, MAX) == pure.parse_head(damaged, 0, MAX)
     if pure.parse_head(damaged, 0, MAX) is not None:
         agrees_with_httptools(pure, damaged)
 
 
 # --- the connection: the fast parse and httptools take turns ---------------------------------------
+
 
 def events_of(chunks):
     conn = H1Connection()
@@ -204,13 +228,22 @@ def events_of(chunks):
 
 
 def requests_of(events):
-    return [(e.request.method, e.request.path, e.request.query, e.request.headers, e.request.body, e.keep_alive)
-            for e in events if isinstance(e, RequestReceived)]
+    return [
+        (e.request.method, e.request.path, e.request.query, e.request.headers, e.request.body, e.keep_alive)
+        for e in events
+        if isinstance(e, RequestReceived)
+    ]
 
 
 @settings(deadline=None, max_examples=200)
-@given(st.lists(st.sampled_from(READ[:3] + READ[7:12] + [DECLINED[1], DECLINED[2].replace(b"Upgrade", b"X")]),
-                min_size=1, max_size=6), st.lists(st.integers(1, 300), max_size=8))
+@given(
+    st.lists(
+        st.sampled_from(READ[:3] + READ[7:12] + [DECLINED[1], DECLINED[2].replace(b"Upgrade", b"X")]),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.integers(1, 300), max_size=8),
+)
 def test_a_pipelined_stream_cut_anywhere_reads_as_whole(stream, cuts):
     """However the bytes of keep-alive requests arrive (whole, split inside a head or a body, several in
     one read), the same requests come out in the same order, whichever parser read each."""
@@ -219,7 +252,7 @@ def test_a_pipelined_stream_cut_anywhere_reads_as_whole(stream, cuts):
     assert len(whole) == len(stream)
     chunks, at = [], 0
     for cut in cuts:
-        chunks.append(data[at:at + cut])
+        chunks.append(data[at : at + cut])
         at += cut
     chunks.append(data[at:])
     assert requests_of(events_of([c for c in chunks if c])) == whole

@@ -14,9 +14,9 @@ import h2.events
 import h2.settings
 import hpack
 import pytest
+from hyperframe.frame import GoAwayFrame, RstStreamFrame
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hyperframe.frame import GoAwayFrame, RstStreamFrame
 from test_sansio_h2 import Pair, frames
 
 import brainy.net.h2 as h2mod
@@ -26,9 +26,21 @@ from brainy.net.http import Response
 
 TWINS = settings(deadline=None, max_examples=150)
 
-names = st.sampled_from([b"content-type", b"x-a", b"x-b", b"accept", b"cookie", b"authorization", b"etag",
-                         b"content-length", b"server-timing", b"x-trace-id", b"server"]) | st.binary(
-    min_size=1, max_size=12).map(lambda raw: bytes(b % 26 + 97 for b in raw))
+names = st.sampled_from(
+    [
+        b"content-type",
+        b"x-a",
+        b"x-b",
+        b"accept",
+        b"cookie",
+        b"authorization",
+        b"etag",
+        b"content-length",
+        b"server-timing",
+        b"x-trace-id",
+        b"server",
+    ]
+) | st.binary(min_size=1, max_size=12).map(lambda raw: bytes(b % 26 + 97 for b in raw))
 header_lists = st.lists(st.lists(st.tuples(names, st.binary(max_size=40)), max_size=8), min_size=1, max_size=12)
 
 
@@ -64,17 +76,32 @@ def settled() -> tuple[H2Connection, bytes]:
 
 # -- HPACK against RFC 7541 and the hpack library ----------------------------------------------------
 
+
 def test_rfc7541_c4_requests_with_huffman(h2frame_twin):
     """Appendix C.4: three requests on one connection, Huffman-coded, decoded to the RFC's lists, and our
     encoder writes the RFC's very bytes (each field indexed or added as the RFC's encoder does)."""
-    blocks = ["828684418cf1e3c2e5f23a6ba0ab90f4ff",
-              "828684be5886a8eb10649cbf",
-              "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf"]
-    lists = [[(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"www.example.com")],
-             [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"www.example.com"),
-              (b"cache-control", b"no-cache")],
-             [(b":method", b"GET"), (b":scheme", b"https"), (b":path", b"/index.html"),
-              (b":authority", b"www.example.com"), (b"custom-key", b"custom-value")]]
+    blocks = [
+        "828684418cf1e3c2e5f23a6ba0ab90f4ff",
+        "828684be5886a8eb10649cbf",
+        "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf",
+    ]
+    lists = [
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b":authority", b"www.example.com")],
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+            (b":authority", b"www.example.com"),
+            (b"cache-control", b"no-cache"),
+        ],
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":path", b"/index.html"),
+            (b":authority", b"www.example.com"),
+            (b"custom-key", b"custom-value"),
+        ],
+    ]
     decoder, encoder = h2frame_twin.Decoder(), h2frame_twin.Encoder()
     for block, fields in zip(blocks, lists):
         assert decoder.decode(bytes.fromhex(block)) == fields
@@ -112,8 +139,12 @@ def test_huffman_round_trips_and_the_twins_agree(h2frame_twins, data):
     encoded = compiled.huffman_encode(data)
     assert encoded == pure.huffman_encode(data)
     assert compiled.huffman_decode(encoded) == pure.huffman_decode(encoded) == data
-    assert hpack.huffman.HuffmanEncoder(hpack.huffman_constants.REQUEST_CODES,
-                                        hpack.huffman_constants.REQUEST_CODES_LENGTH).encode(data) == encoded
+    assert (
+        hpack.huffman.HuffmanEncoder(
+            hpack.huffman_constants.REQUEST_CODES, hpack.huffman_constants.REQUEST_CODES_LENGTH
+        ).encode(data)
+        == encoded
+    )
 
 
 def test_huffman_refuses_eos_and_bad_padding(h2frame_twin):
@@ -124,14 +155,17 @@ def test_huffman_refuses_eos_and_bad_padding(h2frame_twin):
             h2frame_twin.huffman_decode(bad)
 
 
-@pytest.mark.parametrize("block, why", [
-    (b"\x80", "index 0"),
-    (b"\xbf\x7f", "an index in neither table"),
-    (b"\x3f\xe2\x1f", "a table size update over the 4,096 allowed"),
-    (b"\x82\x20", "a table size update after a field"),
-    (b"\x40\x05ab", "a name running past the block"),
-    (b"\x82\xff\xff\xff\xff\xff\xff", "an integer too long"),
-])
+@pytest.mark.parametrize(
+    "block, why",
+    [
+        (b"\x80", "index 0"),
+        (b"\xbf\x7f", "an index in neither table"),
+        (b"\x3f\xe2\x1f", "a table size update over the 4,096 allowed"),
+        (b"\x82\x20", "a table size update after a field"),
+        (b"\x40\x05ab", "a name running past the block"),
+        (b"\x82\xff\xff\xff\xff\xff\xff", "an integer too long"),
+    ],
+)
 def test_blocks_that_do_not_decode(h2frame_twin, block, why):
     with pytest.raises(HpackError):
         h2frame_twin.Decoder().decode(block)
@@ -164,13 +198,20 @@ def test_table_size_updates_are_written_then_honoured(h2frame_twins):
 
 # -- frames and request heads ---------------------------------------------------------------------
 
+
 @TWINS
-@given(kind=st.integers(0, 255), flags=st.integers(0, 255), stream=st.integers(0, (1 << 31) - 1),
-       payload=st.binary(max_size=100))
+@given(
+    kind=st.integers(0, 255),
+    flags=st.integers(0, 255),
+    stream=st.integers(0, (1 << 31) - 1),
+    payload=st.binary(max_size=100),
+)
 def test_frames_are_laid_out_as_rfc9113_says(h2frame_twins, kind, flags, stream, payload):
     compiled, pure = h2frame_twins
     framed = raw(kind, flags, stream, payload)
-    assert compiled.frame(kind, flags, stream, payload) == pure.frame(kind, flags, stream, memoryview(payload)) == framed
+    assert (
+        compiled.frame(kind, flags, stream, payload) == pure.frame(kind, flags, stream, memoryview(payload)) == framed
+    )
     reserved = bytearray(framed)
     reserved[5] |= 0x80  # the reserved bit is ignored on receipt
     for twin in (compiled, pure):
@@ -179,32 +220,53 @@ def test_frames_are_laid_out_as_rfc9113_says(h2frame_twins, kind, flags, stream,
 
 
 def test_a_request_head(h2frame_twin):
-    fields = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/v1/x?dry=1"), (b":authority", b"t"),
-              (b"content-type", b"application/json"), (b"content-length", b"12"), (b"te", b"trailers")]
-    assert h2frame_twin.request_head(fields) == ("POST", "/v1/x", "dry=1", {
-        "content-type": "application/json", "content-length": "12", "te": "trailers"}, 12)
+    fields = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/v1/x?dry=1"),
+        (b":authority", b"t"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"12"),
+        (b"te", b"trailers"),
+    ]
+    assert h2frame_twin.request_head(fields) == (
+        "POST",
+        "/v1/x",
+        "dry=1",
+        {"content-type": "application/json", "content-length": "12", "te": "trailers"},
+        12,
+    )
 
 
-@pytest.mark.parametrize("fields", [
-    [(b":path", b"/"), (b":scheme", b"http")],                                             # no :method
-    [(b":method", b"GET"), (b":scheme", b"http")],                                         # no :path
-    [(b":method", b"GET"), (b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/")],  # twice
-    [(b":method", b"GET"), (b":status", b"200"), (b":scheme", b"http"), (b":path", b"/")],  # a response's
-    [(b":method", b"GET"), (b":scheme", b"http"), (b"x", b"1"), (b":path", b"/")],          # after a field
-    [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"X-Up", b"1")],        # uppercase
-    [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"connection", b"close")],
-    [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"te", b"gzip")],
-    [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"x", b"a\r\nb")],
-    [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"content-length", b"1e3")],
-    [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"content-length", b"1"),
-     (b"content-length", b"2")],
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [(b":path", b"/"), (b":scheme", b"http")],  # no :method
+        [(b":method", b"GET"), (b":scheme", b"http")],  # no :path
+        [(b":method", b"GET"), (b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/")],  # twice
+        [(b":method", b"GET"), (b":status", b"200"), (b":scheme", b"http"), (b":path", b"/")],  # a response's
+        [(b":method", b"GET"), (b":scheme", b"http"), (b"x", b"1"), (b":path", b"/")],  # after a field
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"X-Up", b"1")],  # uppercase
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"connection", b"close")],
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"te", b"gzip")],
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"x", b"a\r\nb")],
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/"), (b"content-length", b"1e3")],
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+            (b"content-length", b"1"),
+            (b"content-length", b"2"),
+        ],
+    ],
+)
 def test_malformed_request_heads(h2frame_twin, fields):
     with pytest.raises(RequestMalformed):
         h2frame_twin.request_head(fields)
 
 
 # -- the connection, h2spec-style, over each twin --------------------------------------------------
+
 
 def test_our_windows_are_open_wide_from_the_start(twin):
     """SETTINGS_INITIAL_WINDOW_SIZE and a connection WINDOW_UPDATE right after it: a 3 MiB request body
@@ -220,7 +282,7 @@ def test_our_windows_are_open_wide_from_the_start(twin):
         if not window:
             pair.pump()
             continue
-        pair.client.send_data(stream, body[sent:sent + window], end_stream=sent + window >= len(body))
+        pair.client.send_data(stream, body[sent : sent + window], end_stream=sent + window >= len(body))
         sent += window
         if sent < STREAM_WINDOW:
             assert pair.client.local_flow_control_window(stream) > 0
@@ -247,8 +309,9 @@ def test_a_large_answer_goes_out_in_one_pass_when_the_peer_allows(twin):
 
 def test_settings_are_acknowledged_and_honoured(twin):
     """The client's SETTINGS get an ACK; a larger SETTINGS_MAX_FRAME_SIZE lets DATA frames grow to it."""
-    pair = Pair(settings={h2.settings.SettingCodes.MAX_FRAME_SIZE: 65536,
-                          h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+    pair = Pair(
+        settings={h2.settings.SettingCodes.MAX_FRAME_SIZE: 65536, h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20}
+    )
     assert any(isinstance(e, h2.events.SettingsAcknowledged) for e in pair.client_events)
     stream = pair.request("GET", "/big")
     pair.pump()
@@ -268,8 +331,12 @@ def test_ping_is_answered_with_its_payload(twin):
 def test_unknown_frame_types_and_priority_are_ignored(twin):
     """An extension frame (type 0xfa) and PRIORITY frames change nothing: the request beside them is served."""
     server, _ = settled()
-    events = server.receive_data(raw(0xFA, 0xFF, 1, b"whatever") + raw(0x2, 0, 3, b"\x00\x00\x00\x00\x10")
-                                 + raw(0x1, 0x25, 1, b"\x00\x00\x00\x03\x10" + GET), 0.0)
+    events = server.receive_data(
+        raw(0xFA, 0xFF, 1, b"whatever")
+        + raw(0x2, 0, 3, b"\x00\x00\x00\x00\x10")
+        + raw(0x1, 0x25, 1, b"\x00\x00\x00\x03\x10" + GET),
+        0.0,
+    )
     assert [type(e) for e in events] == [RequestReceived] and not server.ended
     server.send_response(1, Response(200, [], b"ok"))
     assert goaway_codes(server.data_to_send()) == []
@@ -279,8 +346,9 @@ def test_headers_continued_in_continuation_frames(twin):
     """A header block split over HEADERS and two CONTINUATION frames is one request."""
     server, _ = settled()
     block = GET + b"\x40\x03x-a\x05hello"
-    [event] = server.receive_data(raw(0x1, 0x1, 1, block[:3]) + raw(0x9, 0, 1, block[3:8])
-                                  + raw(0x9, 0x4, 1, block[8:]), 0.0)
+    [event] = server.receive_data(
+        raw(0x1, 0x1, 1, block[:3]) + raw(0x9, 0, 1, block[3:8]) + raw(0x9, 0x4, 1, block[8:]), 0.0
+    )
     assert (event.request.method, event.request.path, event.request.headers) == ("GET", "/", {"x-a": "hello"})
 
 
@@ -297,8 +365,9 @@ def test_data_past_the_stream_window_resets_that_stream(twin):
     reading the grant that follows: RST_STREAM FLOW_CONTROL_ERROR on it; the connection serves on."""
     server, _ = settled()
     chunk = b"x" * 16384
-    up_to = raw(0x1, 0x4, 1, b"\x83\x86\x84\x41\x01t") + b"".join(raw(0x0, 0, 1, chunk)
-                                                                 for _ in range(STREAM_WINDOW // 16384))
+    up_to = raw(0x1, 0x4, 1, b"\x83\x86\x84\x41\x01t") + b"".join(
+        raw(0x0, 0, 1, chunk) for _ in range(STREAM_WINDOW // 16384)
+    )
     server.receive_data(up_to, 0.0)  # the whole window, exactly: no error, and a grant of it all again
     granted = [f for f in frames(server.data_to_send()) if f.type == 0x8 and f.stream_id == 1]
     assert [f.window_increment for f in granted] == [STREAM_WINDOW]
@@ -351,7 +420,7 @@ def test_streams_past_the_concurrency_limit_are_refused(twin):
     """With two streams allowed, a third opened while both wait is RST_STREAM REFUSED_STREAM (safe to
     retry); once one is answered a new one is served."""
     pair = Pair(max_concurrent_streams=2)
-    first, second = pair.request("GET", "/a"), pair.request("GET", "/b")
+    first, _second = pair.request("GET", "/a"), pair.request("GET", "/b")
     assert len(pair.pump()) == 2
     server = pair.server
     third = 5
@@ -458,8 +527,9 @@ def test_trailers_end_an_answer_and_a_request(twin):
     pair.client.send_headers(stream, [("x-trailer", "1")], end_stream=True)
     [event] = pair.pump()
     assert event.request.body == b"\x00" * 5
-    pair.server.send_response(stream, Response(200, [(b"content-type", b"application/grpc")], b"\x00" * 5,
-                                               [(b"grpc-status", b"0")]))
+    pair.server.send_response(
+        stream, Response(200, [(b"content-type", b"application/grpc")], b"\x00" * 5, [(b"grpc-status", b"0")])
+    )
     pair.pump()
     [trailers] = [e for e in pair.client_events if isinstance(e, h2.events.TrailersReceived)]
     assert trailers.headers == [("grpc-status", "0")] and pair.ended(stream)
@@ -475,8 +545,9 @@ def test_the_twins_frame_a_conversation_byte_for_byte(h2frame_twins, monkeypatch
         for i in range(20):
             stream = pair.request("GET", f"/v1/brains/b/get/row-{i}", headers=(("accept", "application/json"),))
             pair.server.receive_data(pair.client.data_to_send(), 0.0)
-            pair.server.send_response(stream, Response(200, [(b"content-type", b"application/json"),
-                                                             (b"x-row", b"%d" % (i % 7))], b"{}" * i))
+            pair.server.send_response(
+                stream, Response(200, [(b"content-type", b"application/json"), (b"x-row", b"%d" % (i % 7))], b"{}" * i)
+            )
             out = pair.server.data_to_send()
             pair.client.receive_data(out)
             wire.append(out)
@@ -486,8 +557,14 @@ def test_the_twins_frame_a_conversation_byte_for_byte(h2frame_twins, monkeypatch
 
 # -- a unary call: HEADERS, then its one DATA with END_STREAM, in one read -----------------------------
 
-GRPC = [(":method", "POST"), (":scheme", "http"), (":path", "/brainy.v1.Brainy/Get"), (":authority", "t"),
-        ("content-type", "application/grpc"), ("te", "trailers")]
+GRPC = [
+    (":method", "POST"),
+    (":scheme", "http"),
+    (":path", "/brainy.v1.Brainy/Get"),
+    (":authority", "t"),
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+]
 
 
 def unary_calls(cases: list[tuple[list[tuple[str, str]], int, int, bytes]]) -> list[list[bytes]]:
@@ -512,11 +589,14 @@ def conversation(reads: list[bytes], **options) -> tuple[list[tuple], bytes]:
         for event in server.receive_data(data, 0.0):
             if isinstance(event, RequestReceived):
                 seen.append(("request", event.stream_id, event.request))
-                server.send_response(event.stream_id, Response(200, [(b"content-type", b"application/grpc")],
-                                                               b"\x00" * 5, [(b"grpc-status", b"0")]))
+                server.send_response(
+                    event.stream_id,
+                    Response(200, [(b"content-type", b"application/grpc")], b"\x00" * 5, [(b"grpc-status", b"0")]),
+                )
             else:
-                seen.append((type(event).__name__, event.stream_id, getattr(getattr(event, "refusal", None),
-                                                                            "name", None)))
+                seen.append(
+                    (type(event).__name__, event.stream_id, getattr(getattr(event, "refusal", None), "name", None))
+                )
         wire.append(server.data_to_send())
     return seen, b"".join(wire)
 
@@ -530,8 +610,10 @@ UNARY_CASES = {
     "padded": [(GRPC, 0x1 | 0x8, 0, b"\x02abc\x00\x00")],
     "not-ended": [(GRPC, 0x0, 0, b"abc")],
     "other-stream": [(GRPC, 0x1, 0, b"a"), (GRPC, 0x1, 1, b"b")],
-    "malformed": [([(":method", "POST"), (":scheme", "http"), (":authority", "t")], 0x1, 0, b"abc"),
-                  (GRPC, 0x1, 0, b"after")],
+    "malformed": [
+        ([(":method", "POST"), (":scheme", "http"), (":authority", "t")], 0x1, 0, b"abc"),
+        (GRPC, 0x1, 0, b"after"),
+    ],
     "frame-size": [(GRPC, 0x1, 0, b"x" * 16385)],
 }
 

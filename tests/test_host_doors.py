@@ -18,19 +18,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from server import BRAIN, PERSON_KEY, SERVICE_KEY, Answer, ServerProcess, curl, start_server
 
 from brainy.engine import Brain, init_store
 from brainy.host.backups import RECORDS
-
-from server import BRAIN, PERSON_KEY, SERVICE_KEY, Answer, ServerProcess, curl, start_server
 
 pytestmark = pytest.mark.slow
 
 CALLER = (("X-Brainy-Caller", "person:ops@example.com"),)
 
 
-def call(server: ServerProcess, method: str, path: str, doc: Any = None, key: str | None = SERVICE_KEY,
-         headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+def call(
+    server: ServerProcess,
+    method: str,
+    path: str,
+    doc: Any = None,
+    key: str | None = SERVICE_KEY,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> Answer:
     sent = headers + ((("Authorization", f"Bearer {key}"),) if key is not None else ())
     if doc is not None:
         sent += (("Content-Type", "application/json"),)
@@ -49,8 +54,11 @@ def refused(answer: Answer, status: int, name: str) -> dict[str, Any]:
 
 def files_of(root: Path) -> dict[str, str]:
     """Every file under ``root``, relative name -> sha256 of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def add(server: ServerProcess, brain: str, key: str, data: str) -> dict[str, Any]:
@@ -114,8 +122,12 @@ def test_a_mint_is_honoured_on_the_next_request_and_a_revocation_from_the_next(h
     listing = call(hosted, "GET", "/v1/keys")
     assert key.encode() not in listing.body and PERSON_KEY.encode() not in listing.body
     listed = {k["sha256"]: k for k in ok(listing)["keys"]}
-    assert listed[minted["sha256"]] == {"sha256": minted["sha256"], "principal": "person:carol@example.com",
-                                        "brains": [BRAIN], "revoked": False}
+    assert listed[minted["sha256"]] == {
+        "sha256": minted["sha256"],
+        "principal": "person:carol@example.com",
+        "brains": [BRAIN],
+        "revoked": False,
+    }
     assert hashlib.sha256(SERVICE_KEY.encode()).hexdigest() not in listed  # the operator's key is not listed
 
     revoked = ok(call(hosted, "DELETE", f"/v1/keys/{minted['sha256']}"))
@@ -135,8 +147,9 @@ def test_a_mint_is_honoured_on_the_next_request_and_a_revocation_from_the_next(h
     refused(call(hosted, "POST", "/v1/keys", {"principal": "service:x", "brains": "!"}), 400, "InvalidArgumentError")
     refused(call(hosted, "POST", "/v1/keys", {"principal": "robot:x", "brains": "*"}), 400, "InvalidArgumentError")
     for principal, brains in (("person:two words", [BRAIN]), ("person:x", ["../etc"]), ("person:x", ["a", "*"])):
-        refused(call(hosted, "POST", "/v1/keys", {"principal": principal, "brains": brains}), 422,
-                "KeyLineRefusedError")
+        refused(
+            call(hosted, "POST", "/v1/keys", {"principal": principal, "brains": brains}), 422, "KeyLineRefusedError"
+        )
     refused(call(hosted, "DELETE", "/v1/keys/not-a-fingerprint"), 400, "InvalidArgumentError")
     refused(call(hosted, "GET", "/v1/keys", key=PERSON_KEY), 401, "UnauthenticatedError")
     assert keys_path.read_bytes() == after  # no refused mint wrote a byte
@@ -159,11 +172,15 @@ def test_archive_leaves_the_store_byte_identical_and_refuses_by_name(hosted):
     assert ok(call(hosted, "POST", f"/v1/brains/{BRAIN}/archive")) == archived  # no change
     error = refused(call(hosted, "GET", f"/v1/brains/{BRAIN}/counts", key=PERSON_KEY), 423, "BrainArchivedError")
     assert error["brain"] == BRAIN and error["archivedAt"] == archived["archivedAt"]
-    refused(call(hosted, "POST", f"/v1/brains/{BRAIN}/add", {"type": "concept", "data": "x"}, key=PERSON_KEY), 423,
-            "BrainArchivedError")
+    refused(
+        call(hosted, "POST", f"/v1/brains/{BRAIN}/add", {"type": "concept", "data": "x"}, key=PERSON_KEY),
+        423,
+        "BrainArchivedError",
+    )
     refused(call(hosted, "GET", f"/v1/brains/{BRAIN}/health"), 423, "BrainArchivedError")
-    assert {"name": BRAIN, "archived": True, "resident": False, "writer": False} in \
-        ok(call(hosted, "GET", "/v1/brains"))["brains"]
+    assert {"name": BRAIN, "archived": True, "resident": False, "writer": False} in ok(
+        call(hosted, "GET", "/v1/brains")
+    )["brains"]
     refused(call(hosted, "POST", f"/v1/brains/{BRAIN}/provision"), 409, "BrainExistsError")
     assert files_of(store) == before
 
@@ -194,9 +211,19 @@ def test_a_persisted_snapshot_reopens_with_the_same_counts(hosted):
     root shown as ``<snapshots-dir>``; nothing under the root is deleted."""
     for n in range(5):
         add(hosted, BRAIN, PERSON_KEY, f"row {n}")
-    ok(call(hosted, "POST", f"/v1/brains/{BRAIN}/relate", {"from": add(hosted, BRAIN, PERSON_KEY, "a")["id"],
-                                                          "to": add(hosted, BRAIN, PERSON_KEY, "b")["id"],
-                                                          "type": "relatedTo"}, key=PERSON_KEY))
+    ok(
+        call(
+            hosted,
+            "POST",
+            f"/v1/brains/{BRAIN}/relate",
+            {
+                "from": add(hosted, BRAIN, PERSON_KEY, "a")["id"],
+                "to": add(hosted, BRAIN, PERSON_KEY, "b")["id"],
+                "type": "relatedTo",
+            },
+            key=PERSON_KEY,
+        )
+    )
     expected = counts(hosted, BRAIN)
     started = ok(call(hosted, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "nightly"}))
     assert started["brain"] == BRAIN and started["name"] == "nightly"
@@ -216,21 +243,27 @@ def test_a_persisted_snapshot_reopens_with_the_same_counts(hosted):
         assert writable.role == "writer" and writable.counts()["entities"] == 7
 
     root_text = str(snaps)
-    for name, status, refusal in (("../escape", 400, "SnapshotNameInvalidError"),
-                                  (".hidden", 400, "SnapshotNameInvalidError"),
-                                  ("nightly", 409, "SnapshotTargetNotEmptyError")):
+    for name, status, refusal in (
+        ("../escape", 400, "SnapshotNameInvalidError"),
+        (".hidden", 400, "SnapshotNameInvalidError"),
+        ("nightly", 409, "SnapshotTargetNotEmptyError"),
+    ):
         answer = call(hosted, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": name})
         error = refused(answer, status, refusal)
         assert root_text.encode() not in answer.body, error
     assert "<snapshots-dir>/notes/nightly" in error["message"]
     os.symlink(snaps / "elsewhere", snaps / BRAIN / "linked")
-    error = refused(call(hosted, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "linked"}), 409,
-                    "SnapshotTargetUnsafeError")
+    error = refused(
+        call(hosted, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "linked"}),
+        409,
+        "SnapshotTargetUnsafeError",
+    )
     assert error["message"] == "<snapshots-dir>/notes/linked is a symlink"
     ok(call(hosted, "POST", "/v1/brains/other/provision"))
     os.symlink(snaps / "elsewhere", snaps / "other")
-    refused(call(hosted, "POST", "/v1/brains/other/ceremonies/persist", {"name": "n"}), 409,
-            "SnapshotTargetUnsafeError")
+    refused(
+        call(hosted, "POST", "/v1/brains/other/ceremonies/persist", {"name": "n"}), 409, "SnapshotTargetUnsafeError"
+    )
     refused(call(hosted, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist?name=never"), 404, "SnapshotRunNotFoundError")
     refused(call(hosted, "POST", "/v1/brains/nobody/ceremonies/persist", {"name": "n"}), 404, "NoSuchBrainError")
     assert len(ok(call(hosted, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"]) == 1
@@ -267,21 +300,28 @@ def test_persist_status_remembers_its_runs_across_a_restart(tmp_path):
         f.write(json.dumps(cut) + "\n" + '{"name": "torn", "sta')
     written = records.read_bytes()
 
-    with start_server(tmp_path / "again", brain="other",
-                      extra_args=("--brains-dir", str(brains), "--snapshots-dir", str(snaps))) as second:
+    with start_server(
+        tmp_path / "again", brain="other", extra_args=("--brains-dir", str(brains), "--snapshots-dir", str(snaps))
+    ) as second:
         runs = ok(call(second, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"]
         assert [r["name"] for r in runs] == ["before", "cut"]
         assert runs[0] == before
         assert runs[1]["state"] == "failed" and runs[1]["error"]["name"] == "ShuttingDownError", runs[1]
         assert "finishedAt" not in runs[1] and runs[1]["generation"] == before["generation"]
-        refused(call(second, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "cut"}), 409,
-                "SnapshotTargetNotEmptyError")  # what the cut run wrote is left for the operator
+        refused(
+            call(second, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "cut"}),
+            409,
+            "SnapshotTargetNotEmptyError",
+        )  # what the cut run wrote is left for the operator
         ok(call(second, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "after"}))
         assert _settled(second, "after")["state"] == "done"
-        assert [r["name"] for r in ok(call(second, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"]] == \
-            ["before", "cut", "after"]
+        assert [r["name"] for r in ok(call(second, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"))["runs"]] == [
+            "before",
+            "cut",
+            "after",
+        ]
     assert records.read_bytes().startswith(written)  # appended to, never rewritten
-    after = [json.loads(line)["state"] for line in records.read_text().splitlines()[len(states) + 2:]]
+    after = [json.loads(line)["state"] for line in records.read_text().splitlines()[len(states) + 2 :]]
     assert after == ["queued", "running", "done"]  # the torn line did not swallow the next record
     assert (snaps / BRAIN / "cut" / "IDENTITY").read_text() == "half a copy\n"
 
@@ -291,14 +331,16 @@ def test_every_host_door_wants_the_service_key(hosted):
     no store provisioned, no marker, no key minted or revoked, no snapshot run."""
     brains, snaps = hosted.extra["brains"], hosted.extra["snaps"]
     keys_before = hosted.keys_path.read_bytes()
-    for method, path, doc in (("POST", "/v1/brains/fresh/provision", None),
-                              ("POST", f"/v1/brains/{BRAIN}/archive", None),
-                              ("POST", f"/v1/brains/{BRAIN}/unarchive", None),
-                              ("POST", "/v1/keys", {"principal": "person:x@example.com", "brains": [BRAIN]}),
-                              ("GET", "/v1/keys", None),
-                              ("DELETE", "/v1/keys/" + "0" * 64, None),
-                              ("POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"}),
-                              ("GET", f"/v1/brains/{BRAIN}/ceremonies/persist", None)):
+    for method, path, doc in (
+        ("POST", "/v1/brains/fresh/provision", None),
+        ("POST", f"/v1/brains/{BRAIN}/archive", None),
+        ("POST", f"/v1/brains/{BRAIN}/unarchive", None),
+        ("POST", "/v1/keys", {"principal": "person:x@example.com", "brains": [BRAIN]}),
+        ("GET", "/v1/keys", None),
+        ("DELETE", "/v1/keys/" + "0" * 64, None),
+        ("POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"}),
+        ("GET", f"/v1/brains/{BRAIN}/ceremonies/persist", None),
+    ):
         refused(call(hosted, method, path, doc, key=PERSON_KEY), 403, "ForbiddenError")
     assert not (brains / "fresh").exists() and not (brains / ".archived").exists()
     assert hosted.keys_path.read_bytes() == keys_before
@@ -313,8 +355,11 @@ def test_without_brains_dir_or_snapshots_dir_the_doors_refuse_by_name(tmp_path):
     with start_server(tmp_path) as server:
         refused(call(server, "POST", "/v1/brains/fresh/provision"), 503, "BrainsDirNotConfiguredError")
         refused(call(server, "POST", f"/v1/brains/{BRAIN}/archive"), 503, "BrainsDirNotConfiguredError")
-        refused(call(server, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"}), 503,
-                "SnapshotRootNotConfiguredError")
+        refused(
+            call(server, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", {"name": "n"}),
+            503,
+            "SnapshotRootNotConfiguredError",
+        )
         refused(call(server, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist"), 503, "SnapshotRootNotConfiguredError")
         assert counts(server, BRAIN)["entities"] == 0
 
@@ -328,9 +373,25 @@ def test_a_snapshots_root_overlapping_the_brains_dir_refuses_to_start(tmp_path, 
     keys = tmp_path / "keys"
     keys.write_text(f"{SERVICE_KEY}  service:operator  !\n")
     keys.chmod(0o600)
-    done = subprocess.run([sys.executable, "-m", "brainy.cli", "serve", "--listen", "127.0.0.1:0", "--keys", str(keys),
-                           "--brains-dir", str(brains), "--snapshots-dir", str(root)],
-                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brainy.cli",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--keys",
+            str(keys),
+            "--brains-dir",
+            str(brains),
+            "--snapshots-dir",
+            str(root),
+        ],
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 2
     assert b"SnapshotRootUnusableError" in done.stderr
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from brainy.engine import init_store
-from brainy.net.app import App
-from brainy.auth.keys import KeyTable
-from brainy.host.pool import Pool
-from brainy.auth.tokens import TokenVerifier
-
 from test_mcp_session import INIT, SERVICE_KEY, Http, opened
+
+from brainy.auth.keys import KeyTable
+from brainy.auth.tokens import TokenVerifier
+from brainy.engine import init_store
+from brainy.host.pool import Pool
+from brainy.net.app import App
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import base64
 import json
 
 import pytest
-
 from server import BRAIN, PERSON_KEY, start_server
 from test_host_doors import call, counts, ok, refused
 
@@ -51,9 +50,14 @@ def test_a_bad_row_refuses_by_its_line_and_commits_nothing_unless_continue_on_er
     brain unchanged. With continueOnError the row is listed in failed (index and line) and the rest land.
     A line that is not JSON is ImportFormatError {line}. onConflict skip and replace decide existing ids."""
     with start_server(tmp_path) as server:
-        content = "\n".join([json.dumps({"type": "concept", "data": "fine"}), "",
-                             json.dumps({"type": "no-such-type", "data": "bad"}),
-                             json.dumps({"type": "concept", "data": "also fine"})])
+        content = "\n".join(
+            [
+                json.dumps({"type": "concept", "data": "fine"}),
+                "",
+                json.dumps({"type": "no-such-type", "data": "bad"}),
+                json.dumps({"type": "concept", "data": "also fine"}),
+            ]
+        )
         error = refused(imported(server, {"format": "jsonl", "content": content}), 409, "TransactionAbortedError")
         assert "line 3" in error["message"] and error["index"] == 1
         assert error["error"]["name"] == "InvalidArgumentError"
@@ -61,14 +65,19 @@ def test_a_bad_row_refuses_by_its_line_and_commits_nothing_unless_continue_on_er
 
         answer = ok(imported(server, {"format": "jsonl", "content": content, "continueOnError": True}))
         assert answer["entities"] == 2
-        assert [(f["index"], f["line"], f["error"]["name"]) for f in answer["failed"]] == \
-            [(1, 3, "InvalidArgumentError")]
+        assert [(f["index"], f["line"], f["error"]["name"]) for f in answer["failed"]] == [
+            (1, 3, "InvalidArgumentError")
+        ]
 
-        error = refused(imported(server, {"format": "jsonl", "content": '{"type": "concept"}\n{oops\n'}), 422,
-                        "ImportFormatError")
+        error = refused(
+            imported(server, {"format": "jsonl", "content": '{"type": "concept"}\n{oops\n'}), 422, "ImportFormatError"
+        )
         assert error["line"] == 2
-        refused(imported(server, {"format": "csv", "type": "concept", "content": "id,data\na,b,c\n"}), 422,
-                "ImportFormatError")
+        refused(
+            imported(server, {"format": "csv", "type": "concept", "content": "id,data\na,b,c\n"}),
+            422,
+            "ImportFormatError",
+        )
 
         first = json.dumps({"id": "same", "type": "concept", "data": "first"})
         ok(imported(server, {"format": "jsonl", "content": first}))
@@ -90,7 +99,9 @@ def test_an_export_page_imports_into_another_brain_with_the_same_rows(tmp_path):
         ok(imported(server, {"format": "jsonl", "content": "\n".join(rows)}))
         page = ok(call(server, "POST", f"/v1/brains/{BRAIN}/export", {"limit": 1000}, key=PERSON_KEY))
         ok(call(server, "POST", "/v1/brains/copy/provision"))
-        key = ok(call(server, "POST", "/v1/keys", {"principal": "person:copier@example.com", "brains": ["copy"]}))["key"]
+        key = ok(call(server, "POST", "/v1/keys", {"principal": "person:copier@example.com", "brains": ["copy"]}))[
+            "key"
+        ]
         answer = ok(imported(server, {"format": "brainy", "content": page}, brain="copy", key=key))
         assert answer["entities"] == 30 and answer["relations"] == 10
         source, copy = counts(server, BRAIN), counts(server, "copy", key)

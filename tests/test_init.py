@@ -13,8 +13,9 @@ from brainy.store.files import read_document
 
 
 def brainy(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "brainy.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "brainy.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_init_writes_identity_manifest_ledger_and_an_empty_log(tmp_path):

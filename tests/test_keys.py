@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from brainy.contract import refusals as R
 from brainy.auth import keys as K
 from brainy.auth.principal import Principal
+from brainy.contract import refusals as R
 
 PERSON_KEY = "bky_9f3a0000000000000000person"
 BUSINESS_KEY = "bky_2c81000000000000000business"
@@ -84,8 +84,10 @@ def test_star_is_every_brain_and_bang_is_the_service_key():
 
 def test_comments_and_blank_lines_are_ignored():
     """A field starting with ``#`` ends the line; blank lines are nothing; a ``#`` inside a key is part of it."""
-    text = (f"\n   \n# a whole-line comment\n{PERSON_KEY} person:ada notes # trailing, with: fields\n"
-            "\t\n  bky_has#hash00000000000 person:bob notes#not-a-comment-here\n")
+    text = (
+        f"\n   \n# a whole-line comment\n{PERSON_KEY} person:ada notes # trailing, with: fields\n"
+        "\t\n  bky_has#hash00000000000 person:bob notes#not-a-comment-here\n"
+    )
     table = K.parse_keys(text)
     assert table[PERSON_KEY].brains == frozenset({"notes"})
     assert table["bky_has#hash00000000000"].brains == frozenset({"notes#not-a-comment-here"})
@@ -274,8 +276,10 @@ def test_a_remembered_key_holds_only_while_its_table_and_revoked_list_do(keys_pa
     the table nor the revoked list moved; a reload, a mint and a revocation each move a generation, so the next
     request is asked afresh; a refusal is never remembered."""
     from brainy.auth import tokens as T
-    revoked = T.Placed(tmp_path / "revoked.json", T.parse_revoked, T.RevokedFileError, 0o022, {},
-                       keep_when_gone=True).load(0.0)
+
+    revoked = T.Placed(
+        tmp_path / "revoked.json", T.parse_revoked, T.RevokedFileError, 0o022, {}, keep_when_gone=True
+    ).load(0.0)
     table = K.KeyTable.open(keys_path, revoked=revoked)
     first = table.authenticate(bearer(PERSON_KEY), now=0.0)
     hashed = []
@@ -375,10 +379,22 @@ def test_every_static_failure_is_the_same_refusal(keys_path):
     table = K.KeyTable.open(keys_path)
     table.authenticate(bearer(ORDERS_KEY), now=0.0)
     place(keys_path, SEED_EXAMPLE.replace(ORDERS_KEY, "bky_replaced0000000000"))
-    headers = [None, "", "   ", "Bearer", "Bearer ", f"Basic {ORDERS_KEY}", f"Token {PERSON_KEY}",
-               "Bearer bky_nobody00000000000000", f"Bearer {PERSON_KEY} extra", f"Bearer{PERSON_KEY}",
-               f"Bearer {PERSON_KEY[:-1]}", b"Bearer \xff\xfe\xfd\xfc", "Bearer k\u00e9y0000000000000000",
-               bearer(ORDERS_KEY)]
+    headers = [
+        None,
+        "",
+        "   ",
+        "Bearer",
+        "Bearer ",
+        f"Basic {ORDERS_KEY}",
+        f"Token {PERSON_KEY}",
+        "Bearer bky_nobody00000000000000",
+        f"Bearer {PERSON_KEY} extra",
+        f"Bearer{PERSON_KEY}",
+        f"Bearer {PERSON_KEY[:-1]}",
+        b"Bearer \xff\xfe\xfd\xfc",
+        "Bearer k\u00e9y0000000000000000",
+        bearer(ORDERS_KEY),
+    ]
     wires = []
     for header in headers:
         refusal = refusal_of(table, header, now=1.0)
@@ -472,8 +488,14 @@ def test_no_assertion_leaves_the_principal_as_it_is():
 
 def test_service_assertion_sets_caller_via_owner_roles():
     """A service key's assertion makes the request the caller's, with via naming the service."""
-    asserted = K.apply_caller_assertion(ORDERS, {"x-brainy-caller": "person:ada@example.com",
-                                                 "x-brainy-owner": "true", "x-brainy-roles": "editor, billing.read"})
+    asserted = K.apply_caller_assertion(
+        ORDERS,
+        {
+            "x-brainy-caller": "person:ada@example.com",
+            "x-brainy-owner": "true",
+            "x-brainy-roles": "editor, billing.read",
+        },
+    )
     assert asserted.caller == "person:ada@example.com" and asserted.via == "service:orders"
     assert asserted.owner is True and asserted.roles == ("editor", "billing.read")
     assert asserted.brains is ORDERS.brains and asserted.id == "service:orders" and asserted.kind == "service"
@@ -491,12 +513,20 @@ def test_the_service_key_may_assert():
     assert asserted.caller == "person:ada" and asserted.via == "service:operator" and asserted.service_key
 
 
-@pytest.mark.parametrize("who", [Principal.static_key("person:ada"), Principal.static_key("business:acme"),
-                                 Principal.token("service:orders", "notes", frozenset({"read", "write"}))],
-                         ids=["person", "business", "token"])
-@pytest.mark.parametrize("headers", [{"x-brainy-caller": "person:bob"}, {"x-brainy-owner": "true"},
-                                     {"x-brainy-roles": "a"}, {"x-brainy-caller": ""}],
-                         ids=["caller", "owner", "roles", "malformed-caller"])
+@pytest.mark.parametrize(
+    "who",
+    [
+        Principal.static_key("person:ada"),
+        Principal.static_key("business:acme"),
+        Principal.token("service:orders", "notes", frozenset({"read", "write"})),
+    ],
+    ids=["person", "business", "token"],
+)
+@pytest.mark.parametrize(
+    "headers",
+    [{"x-brainy-caller": "person:bob"}, {"x-brainy-owner": "true"}, {"x-brainy-roles": "a"}, {"x-brainy-caller": ""}],
+    ids=["caller", "owner", "roles", "malformed-caller"],
+)
 def test_non_service_credentials_are_refused_by_name(who, headers):
     """Any of the three headers on a person, business or minted-token credential is refused not-a-service."""
     with pytest.raises(R.CallerAssertionRefusedError) as caught:

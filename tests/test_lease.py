@@ -37,14 +37,21 @@ class Holder:
     """``writer.py hold``: a child that holds the writer lease and answers one line per command."""
 
     def __init__(self, store: Path, *flags: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WRITER), "hold", str(store), *flags],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WRITER), "hold", str(store), *flags],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         self.pid = self.proc.pid
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.err: list[str] = []
-        self._pumps = [threading.Thread(target=self._pump, daemon=True),
-                       threading.Thread(target=self._pump_err, daemon=True)]
+        self._pumps = [
+            threading.Thread(target=self._pump, daemon=True),
+            threading.Thread(target=self._pump_err, daemon=True),
+        ]
         for t in self._pumps:
             t.start()
         word, ready = self.read()
@@ -160,12 +167,12 @@ def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
         for name in dirnames + filenames:
             path = Path(dirpath) / name
             st = os.lstat(path)
-            found[str(path.relative_to(root))] = (path.is_dir(), st.st_size, st.st_ino, st.st_mtime_ns,
-                                                  st.st_ctime_ns)
+            found[str(path.relative_to(root))] = (path.is_dir(), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     return found
 
 
 # -- (a) one writer: a second claimant is a reader, and never waits ----------------------------------
+
 
 @pytest.mark.slow
 def test_second_claimant_is_a_reader_naming_the_holder_and_writes_refuse_at_once(store, holders) -> None:
@@ -180,17 +187,25 @@ def test_second_claimant_is_a_reader_naming_the_holder_and_writes_refuse_at_once
     try:
         assert brain.role == "reader"
         block = brain.claim.writer_block()
-        assert block == {"role": "reader", "refused": "BRAINY_WRITER_LOCKED",
-                         "holder": {"pid": holder.pid, "hostname": socket.gethostname(),
-                                    "startedAt": holder.ready["block"]["startedAt"]}}
+        assert block == {
+            "role": "reader",
+            "refused": "BRAINY_WRITER_LOCKED",
+            "holder": {
+                "pid": holder.pid,
+                "hostname": socket.gethostname(),
+                "startedAt": holder.ready["block"]["startedAt"],
+            },
+        }
         assert brain.writer_block() == block
         assert any(w["code"] == "opened-read-only" for w in brain.warnings)
         assert brain.get("k1")["entity"]["key"] == "k1" and brain.head == generation
 
-        for door, args in [("add", {"type": "thing", "id": "k2"}),
-                           ("transact", {"ops": [{"door": "add", "args": {"type": "thing", "id": "k3"}}]}),
-                           ("relate", {"from": "k1", "to": "k1", "type": "relatedTo"}),
-                           ("remove", {"id": "k1"})]:
+        for door, args in [
+            ("add", {"type": "thing", "id": "k2"}),
+            ("transact", {"ops": [{"door": "add", "args": {"type": "thing", "id": "k3"}}]}),
+            ("relate", {"from": "k1", "to": "k1", "type": "relatedTo"}),
+            ("remove", {"id": "k1"}),
+        ]:
             with pytest.raises(R.BRAINY_WRITER_LOCKED) as refused:
                 within(2.0, brain.write, door, args)
             assert refused.value.name == "BRAINY_WRITER_LOCKED"
@@ -210,6 +225,7 @@ def test_second_claimant_is_a_reader_naming_the_holder_and_writes_refuse_at_once
 
 # -- (b) an attach is frozen at its generation ------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_attach_sees_nothing_committed_after_its_generation(store, holders) -> None:
     """Law: a read-only attach stays at the generation it resolved for its whole life: commits the
@@ -218,7 +234,7 @@ def test_attach_sees_nothing_committed_after_its_generation(store, holders) -> N
     holder = holders(store)
     holder.add("k1")
     assert holder.ask("flush") == ("FLUSHED", "True")  # k1 now lives in a table
-    seen = holder.add("k1b")                           # k1b only in the log
+    seen = holder.add("k1b")  # k1b only in the log
 
     brain = Brain.attach(store)
     try:
@@ -256,6 +272,7 @@ def test_attach_sees_nothing_committed_after_its_generation(store, holders) -> N
 
 
 # -- (c) an attach writes nothing --------------------------------------------------------------------
+
 
 def _filled_store(root: Path, holders) -> int:
     """A store with tables, a log tail past the MANIFEST and a torn frame at its end, left by a
@@ -338,6 +355,7 @@ def test_attach_beside_a_live_writer_touches_no_lock(store, holders) -> None:
 
 
 # -- (d) the four claim paths --------------------------------------------------------------------------
+
 
 def test_claim_fresh_on_a_new_store(store) -> None:
     """Law: the first claim of a new store (no lease file) is ``fresh`` and replays nothing."""
@@ -450,6 +468,7 @@ def test_claim_forced_breaks_the_live_holders_fence(store, holders) -> None:
 
 # -- (e) the lease file --------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_lease_file_is_512_bytes_of_json_naming_the_holder(store, holders) -> None:
     """Law: while held, ``locks/_writer.lock`` is exactly 512 bytes: a JSON object padded with spaces,
@@ -462,7 +481,7 @@ def test_lease_file_is_512_bytes_of_json_naming_the_holder(store, holders) -> No
         raw = (store / LOCK).read_bytes()
         assert len(raw) == 512
         text = raw.rstrip(b" ")
-        assert raw[len(text):] == b" " * (512 - len(text))
+        assert raw[len(text) :] == b" " * (512 - len(text))
         record = json.loads(text)
         assert isinstance(record, dict)
         assert {"pid", "hostname", "startedAt", "heartbeat", "fence", "storeId"} <= set(record)
@@ -500,6 +519,7 @@ def test_lease_heartbeat_is_refreshed_while_held(store, holders) -> None:
 
 
 # -- (f) a handoff in flight ---------------------------------------------------------------------------
+
 
 def test_attach_refuses_while_a_writer_handoff_is_in_flight(store) -> None:
     """Law: while ``locks/_writer.handoff`` exists, an attach refuses with ``StoreUnservableError``

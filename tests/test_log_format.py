@@ -11,12 +11,11 @@ import os
 import struct
 
 import pytest
+from helpers import fill, flip, new_store, segments
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.store import log as log_
-
-from helpers import fill, flip, new_store, segments
 
 
 def _store_with_frames(tmp_path, n=3, **opts):
@@ -160,6 +159,7 @@ def test_segment_version_refuses(tmp_path):
     seg = segments(path)[0]
     head = log_.MAGIC + struct.pack("<I", 2)
     import zlib
+
     seg.write_bytes(head + struct.pack("<I", zlib.crc32(head)))
     with pytest.raises(R.FactLogRefusedError) as exc:
         Brain.open(path)

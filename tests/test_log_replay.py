@@ -11,12 +11,11 @@ import struct
 
 import msgpack
 import pytest
+from helpers import new_store, segments, tables
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.store import log as log_
-
-from helpers import new_store, segments, tables
 
 FRAMES = 20_000
 
@@ -46,7 +45,7 @@ def _payloads(segment) -> list[tuple[int, int]]:
         length = struct.unpack_from("<I", data, pos)[0]
         if length == 0:
             break
-        out.append((msgpack.unpackb(data[pos + 8:pos + 8 + length])["g"], length))
+        out.append((msgpack.unpackb(data[pos + 8 : pos + 8 + length])["g"], length))
         pos += 8 + length
     return out
 
@@ -111,10 +110,10 @@ def test_frames_the_tables_cover_are_checked_and_verify_decodes_them(tmp_path):
     brain.close()  # flushed: the tables cover generations 1..3
     (segment,) = segments(path)
     data = segment.read_bytes()
-    pos, parts = log_.HEADER_SIZE, [data[:log_.HEADER_SIZE]]
+    pos, parts = log_.HEADER_SIZE, [data[: log_.HEADER_SIZE]]
     while pos < len(data):
         length = struct.unpack_from("<I", data, pos)[0]
-        frame = data[pos:pos + 8 + length]
+        frame = data[pos : pos + 8 + length]
         if msgpack.unpackb(frame[8:])["g"] == 2:
             frame = log_.encode_frame(log_.encode_payload(2, 1, None, None, [{"k": "z", "o": "put"}]))
         parts.append(frame)
@@ -254,8 +253,12 @@ def _killed_after(script: str, store, tmp_path) -> dict:
     import os
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-c", script, str(store), str(tmp_path / "state.json")],
-                          env={**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}, timeout=120)
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(store), str(tmp_path / "state.json")],
+        env={**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"},
+        timeout=120,
+    )
     assert done.returncode == -9
     return json.loads((tmp_path / "state.json").read_text())
 
@@ -268,8 +271,14 @@ def test_a_tail_replayed_over_many_tables_reads_as_the_writer_left_it(tmp_path):
     store = new_store(tmp_path)
     with Brain.open(store) as brain:
         for batch in range(4):
-            brain.addMany({"items": [{"type": "thing", "id": f"r{i}", "metadata": {"n": i}}
-                                     for i in range(30 * batch, 30 * batch + 30)]})
+            brain.addMany(
+                {
+                    "items": [
+                        {"type": "thing", "id": f"r{i}", "metadata": {"n": i}}
+                        for i in range(30 * batch, 30 * batch + 30)
+                    ]
+                }
+            )
             brain.flush()
     assert len(tables(store)) >= 4
     left = _killed_after(_TAIL_THEN_KILL, store, tmp_path)
@@ -278,8 +287,11 @@ def test_a_tail_replayed_over_many_tables_reads_as_the_writer_left_it(tmp_path):
         got = {r["id"]: r["entity"] for r in brain.find({"limit": 1000, "orderBy": "id"})["results"]}
         assert got == left["rows"] and len(got) == 149
         assert brain.counts({}) == left["counts"]  # the ledger moved from each row's before, found in its table
-        assert sorted(r["id"] for r in brain.find({"where": {"n": {"in": [7, 14, -14]}}})["results"]) == \
-            left["seven"] == sorted(brain.get(i)["entity"]["id"] for i in ("new7", "new14", "r14"))
+        assert (
+            sorted(r["id"] for r in brain.find({"where": {"n": {"in": [7, 14, -14]}}})["results"])
+            == left["seven"]
+            == sorted(brain.get(i)["entity"]["id"] for i in ("new7", "new14", "r14"))
+        )
         assert [r["to"] for r in brain.related({"from": "r1"})["relations"]] == [brain.get("new1")["entity"]["id"]]
 
 
@@ -316,8 +328,14 @@ def test_a_tail_of_rows_minted_after_the_flush_replays_as_the_writer_left_it(tmp
     store = new_store(tmp_path)
     with Brain.open(store) as brain:
         for batch in range(flushes):
-            brain.addMany({"items": [{"type": "thing", "id": f"old{i}", "metadata": {"n": i}}
-                                     for i in range(batch * 10 // flushes, (batch + 1) * 10 // flushes)]})
+            brain.addMany(
+                {
+                    "items": [
+                        {"type": "thing", "id": f"old{i}", "metadata": {"n": i}}
+                        for i in range(batch * 10 // flushes, (batch + 1) * 10 // flushes)
+                    ]
+                }
+            )
             brain.flush()
     assert len(tables(store)) >= flushes
     left = _killed_after(_FRESH_THEN_KILL, store, tmp_path)

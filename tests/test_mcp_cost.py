@@ -18,12 +18,12 @@ import orjson
 import pytest
 import quicktok
 
+from brainy.auth.principal import Principal
 from brainy.contract import doors as D
 from brainy.engine import init_store
-from brainy.net import mcp as M
 from brainy.host.dispatch import Dispatcher
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
+from brainy.net import mcp as M
 
 LIST_BUDGET = 12_000
 TOOL_BUDGET = 200
@@ -43,15 +43,17 @@ class Served:
     def __init__(self, pool: Pool, brains: list[str]) -> None:
         principal = Principal.static_key("person:agent@example.com", frozenset(brains))
         self.http = M.StreamableHttp(M.McpServer(Dispatcher(pool)), lambda h: principal)
-        opened = self.http.handle("POST", {}, orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                                                            "params": INIT}), 0.0)
+        opened = self.http.handle(
+            "POST", {}, orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}), 0.0
+        )
         assert opened.status == 200, opened
         self.instructions = orjson.loads(opened.body)["result"]["instructions"]
         self.session = dict(opened.headers)[b"mcp-session-id"].decode()
 
     def body(self, method: str, id_: int = 1) -> bytes:
-        reply = self.http.handle("POST", {"mcp-session-id": self.session},
-                                 orjson.dumps({"jsonrpc": "2.0", "id": id_, "method": method}), 1.0)
+        reply = self.http.handle(
+            "POST", {"mcp-session-id": self.session}, orjson.dumps({"jsonrpc": "2.0", "id": id_, "method": method}), 1.0
+        )
         assert reply.status == 200, reply
         return reply.body
 
@@ -63,8 +65,11 @@ def served(tmp_path_factory) -> dict[str, Served]:
     for name in ("notes", "other"):
         init_store(root / name)
     pool = Pool({"notes": root / "notes", "other": root / "other"})
-    yield {"one brain": Served(pool, ["notes"]), "two brains": Served(pool, ["notes", "other"]),
-           "no brain": Served(pool, [])}
+    yield {
+        "one brain": Served(pool, ["notes"]),
+        "two brains": Served(pool, ["notes", "other"]),
+        "no brain": Served(pool, []),
+    }
     pool.close_all()
 
 
@@ -89,8 +94,10 @@ def test_the_whole_tools_list_stays_within_12000_tokens_and_each_tool_within_200
         whole = tokens(body)
         largest = max(tools, key=lambda t: tokens(orjson.dumps(t)))
         most = tokens(orjson.dumps(largest))
-        lines.append(f"tools/list for a key reaching {reach}: {whole} o200k tokens for {len(tools)} tools "
-                     f"(largest: {largest['name']}, {most}; mean {whole / len(tools):.0f})")
+        lines.append(
+            f"tools/list for a key reaching {reach}: {whole} o200k tokens for {len(tools)} tools "
+            f"(largest: {largest['name']}, {most}; mean {whole / len(tools):.0f})"
+        )
         assert whole <= LIST_BUDGET, lines[-1]
         assert most <= TOOL_BUDGET, lines[-1]
     with capsys.disabled():
@@ -104,8 +111,10 @@ def test_the_instructions_stay_within_700_tokens(served, capsys):
     texts["twenty brains"] = M.instructions([f"brain-{i}" for i in range(20)])
     counts = {reach: tokens(text) for reach, text in texts.items()}
     with capsys.disabled():
-        print("\ninitialize.instructions, o200k tokens: "
-              + ", ".join(f"{reach} {count}" for reach, count in counts.items()))
+        print(
+            "\ninitialize.instructions, o200k tokens: "
+            + ", ".join(f"{reach} {count}" for reach, count in counts.items())
+        )
     assert max(counts.values()) <= INSTRUCTIONS_BUDGET, counts
 
 

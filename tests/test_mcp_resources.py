@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from brainy.auth.principal import Principal
 from brainy.contract import doors as D
 from brainy.contract import mcp_resources as MR
 from brainy.contract.onboarding import mcp_instructions
 from brainy.engine import init_store
-from brainy.net import mcp as M
 from brainy.host.dispatch import Dispatcher
-from brainy.net.mcp import resources
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
+from brainy.net import mcp as M
+from brainy.net.mcp import resources
 
 ROOT = Path(__file__).resolve().parent.parent
 DOORS_MD = ROOT.parent / "shared" / "DOORS.md"
@@ -29,7 +29,7 @@ DOORS_MD = ROOT.parent / "shared" / "DOORS.md"
 
 def _table_after(text: str, heading: str) -> list[tuple[str, str]]:
     """The (template, door cell) rows of the first table after ``heading``."""
-    lines = text[text.index(heading):].splitlines()
+    lines = text[text.index(heading) :].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     rows = (re.fullmatch(r"\| `(brainy://[^`]+)` \| (.+?) \|", line) for line in lines[start:end])
@@ -64,14 +64,19 @@ def test_every_surface_takes_the_templates_from_the_one_declaration():
         assert (f"{t.template} ({t.door})" in text) == t.offered
 
 
-@pytest.mark.parametrize("template, complaint", [
-    (MR.ResourceTemplate("brainy://{brain}/nothing", "nosuch", "n", "N", "d"), "not a door"),
-    (MR.ResourceTemplate("brainy://{brain}/entities/{key}", "get", "n", "N", "d"), "{key} reaches no argument"),
-    (MR.ResourceTemplate("brainy://{brain}/entities", "get", "n", "N", "d"), "requires 'id'"),
-    (MR.ResourceTemplate("brainy://{brain}/files/{name}", "readFile", "n", "N", "d", {"colour": "{name}"}),
-     "fills 'colour'"),
-    (MR.ResourceTemplate("https://{brain}/counts", "counts", "n", "N", "d"), "starts brainy://"),
-])
+@pytest.mark.parametrize(
+    "template, complaint",
+    [
+        (MR.ResourceTemplate("brainy://{brain}/nothing", "nosuch", "n", "N", "d"), "not a door"),
+        (MR.ResourceTemplate("brainy://{brain}/entities/{key}", "get", "n", "N", "d"), "{key} reaches no argument"),
+        (MR.ResourceTemplate("brainy://{brain}/entities", "get", "n", "N", "d"), "requires 'id'"),
+        (
+            MR.ResourceTemplate("brainy://{brain}/files/{name}", "readFile", "n", "N", "d", {"colour": "{name}"}),
+            "fills 'colour'",
+        ),
+        (MR.ResourceTemplate("https://{brain}/counts", "counts", "n", "N", "d"), "starts brainy://"),
+    ],
+)
 def test_a_template_that_does_not_meet_its_door_fails_the_join(template, complaint):
     """The join runs both ways: a placeholder must reach an argument of the door, a filled field must be one of
     its document fields, and every argument the door requires (but brain) must be reached."""

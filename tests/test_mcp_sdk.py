@@ -27,15 +27,21 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from server import ServerProcess, start_server, write_keys
 
 from brainy.contract import doors as D
 from brainy.engine import init_store
-from server import ServerProcess, start_server, write_keys
 
 TIMEOUT = 20.0
 BOTH_KEY = "bky_mcp_sdk_tests_both_brains_01234567"
-PENDING = next(d for d in D.DOORS if d.disposition == "notYetNative" and d.access == "principal"
-               and d.rung is None and not any(p.required for p in d.document_params))
+PENDING = next(
+    d
+    for d in D.DOORS
+    if d.disposition == "notYetNative"
+    and d.access == "principal"
+    and d.rung is None
+    and not any(p.required for p in d.document_params)
+)
 
 
 def run(coro: Any) -> Any:
@@ -79,17 +85,25 @@ def stdio_params(store: Path, keys: Path, key: str | None) -> StdioServerParamet
     env = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     if key is not None:
         env["BRAINY_KEY"] = key
-    return StdioServerParameters(command=sys.executable, args=["-m", "brainy.cli", "mcp", "--brain", str(store),
-                                                               "--keys", str(keys)], env=env, cwd=str(store.parent))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "brainy.cli", "mcp", "--brain", str(store), "--keys", str(keys)],
+        env=env,
+        cwd=str(store.parent),
+    )
 
 
 async def conversation(client: Client, brain_argument: dict[str, str]) -> dict[str, Any]:
     """The same conversation on any transport: list, call, refuse, read. Answers what it saw."""
-    seen: dict[str, Any] = {"version": client.protocol_version, "server": client.server_info.name,
-                            "instructions": client.instructions}
+    seen: dict[str, Any] = {
+        "version": client.protocol_version,
+        "server": client.server_info.name,
+        "instructions": client.instructions,
+    }
     seen["tools"] = tool_dicts((await client.list_tools()).tools)
-    added = await client.call_tool("brainy_add", {**brain_argument, "body": {"type": "person", "id": "ada",
-                                                                              "data": "Ada Lovelace"}})
+    added = await client.call_tool(
+        "brainy_add", {**brain_argument, "body": {"type": "person", "id": "ada", "data": "Ada Lovelace"}}
+    )
     seen["added"] = (added.is_error, added.structured_content)
     got = await client.call_tool("brainy_get", {**brain_argument, "id": "ada"})
     seen["got"] = (got.is_error, got.structured_content, json.loads(got.content[0].text), got.meta)
@@ -127,8 +141,12 @@ def check(seen: dict[str, Any], single: bool) -> None:
     assert seen["counts"]["entities"] >= 1
     is_error, refusal, text = seen["refused"]
     assert is_error is True and text == refusal
-    assert refusal["error"] == {"name": "NotYetNativeError", "message": refusal["error"]["message"],
-                                "door": PENDING.name, "release": PENDING.release}
+    assert refusal["error"] == {
+        "name": "NotYetNativeError",
+        "message": refusal["error"]["message"],
+        "door": PENDING.name,
+        "release": PENDING.release,
+    }
     is_error, refusal = seen["forbidden"]
     assert is_error is True and refusal["error"]["name"] == "ForbiddenError"
     assert refusal["error"]["reason"] == "access-class"
@@ -167,8 +185,14 @@ def test_a_bk1_token_in_brainy_key_runs_stdio_as_its_subject(stdio_store):
     cwd = store.parent
 
     def brainy(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "brainy.cli", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-m", "brainy.cli", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -176,8 +200,20 @@ def test_a_bk1_token_in_brainy_key_runs_stdio_as_its_subject(stdio_store):
     issuers = cwd / "issuers"  # the default place: beside the keys file
     issuers.write_text(line)
     issuers.chmod(0o600)
-    token = brainy("token", "mint", "--issuer-key", str(cwd / "example.key"), "--sub", "agent:reader",
-                   "--scope", "read", "--ttl", "600", "--brain", "notes").strip()
+    token = brainy(
+        "token",
+        "mint",
+        "--issuer-key",
+        str(cwd / "example.key"),
+        "--sub",
+        "agent:reader",
+        "--scope",
+        "read",
+        "--ttl",
+        "600",
+        "--brain",
+        "notes",
+    ).strip()
     assert token.startswith("bk1.")
 
     async def talk() -> tuple[Any, Any]:
@@ -197,14 +233,21 @@ def test_brainy_mcp_refuses_to_start_without_a_key_it_knows(stdio_store, tmp_pat
     """No $BRAINY_KEY, a key the keys file does not hold, or an absent store: ``brainy mcp`` exits 2 before
     reading a message, names the refusal on stderr, and writes nothing to stdout."""
     store, keys, key = stdio_store
-    for env_key, brain, name in ((None, store, "UnauthenticatedError"),
-                                 ("bky_nobody_placed_this_key_000000", store, "UnauthenticatedError"),
-                                 (key, tmp_path / "absent", "StoreNotFoundError")):
+    for env_key, brain, name in (
+        (None, store, "UnauthenticatedError"),
+        ("bky_nobody_placed_this_key_000000", store, "UnauthenticatedError"),
+        (key, tmp_path / "absent", "StoreNotFoundError"),
+    ):
         env = {k: v for k, v in os.environ.items() if k != "BRAINY_KEY"}
         if env_key is not None:
             env["BRAINY_KEY"] = env_key
-        done = subprocess.run([sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(brain), "--keys", str(keys)],
-                              input=b"", capture_output=True, env=env, timeout=TIMEOUT)
+        done = subprocess.run(
+            [sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(brain), "--keys", str(keys)],
+            input=b"",
+            capture_output=True,
+            env=env,
+            timeout=TIMEOUT,
+        )
         assert done.returncode == 2, done
         assert done.stdout == b""
         assert name in done.stderr.decode(), done.stderr
@@ -217,12 +260,20 @@ def test_stdout_of_brainy_mcp_carries_only_json_rpc_frames(stdio_store):
     the end of its input."""
     store, keys, key = stdio_store
     lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
-                                                                        "capabilities": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "brainy_add", "arguments": {
-            "body": {"type": "thing", "id": "t1"}}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "brainy_add", "arguments": {"body": {"type": "thing", "id": "t1"}}},
+        },
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": PENDING.mcp_tool, "arguments": {}}},
         "not json at all",
         [{"jsonrpc": "2.0", "id": 5, "method": "ping"}],
@@ -230,11 +281,15 @@ def test_stdout_of_brainy_mcp_carries_only_json_rpc_frames(stdio_store):
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
         {"jsonrpc": "2.0", "id": 7, "method": "no/such/method"},
     ]
-    data = b"".join((line.encode() if isinstance(line, str) else json.dumps(line).encode()) + b"\n"
-                    for line in lines)
+    data = b"".join((line.encode() if isinstance(line, str) else json.dumps(line).encode()) + b"\n" for line in lines)
     env = dict(os.environ, BRAINY_KEY=key)
-    done = subprocess.run([sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(store), "--keys", str(keys)],
-                          input=data, capture_output=True, env=env, timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(store), "--keys", str(keys)],
+        input=data,
+        capture_output=True,
+        env=env,
+        timeout=TIMEOUT,
+    )
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode()
     assert out.endswith("\n")
@@ -242,7 +297,7 @@ def test_stdout_of_brainy_mcp_carries_only_json_rpc_frames(stdio_store):
     for reply in replies:
         assert reply["jsonrpc"] == "2.0" and ("result" in reply) != ("error" in reply), reply
         assert set(reply) == {"jsonrpc", "id", "result"} or set(reply) == {"jsonrpc", "id", "error"}, reply
-    ids = sorted((r["id"] for r in replies if r["id"] is not None))
+    ids = sorted(r["id"] for r in replies if r["id"] is not None)
     assert ids == [1, 2, 3, 4, 6, 7]
     assert sum(r["id"] is None for r in replies) == 2  # the garbage line and the batch, answered under null
     err = done.stderr.decode()
@@ -252,8 +307,10 @@ def test_stdout_of_brainy_mcp_carries_only_json_rpc_frames(stdio_store):
 def test_a_stray_print_cannot_reach_the_protocol_stream():
     """brainy mcp points file descriptor 1 (and sys.stdout) at stderr once it holds a private copy for its
     frames: a print, or a library writing to fd 1, lands in the log and the protocol stream stays clean."""
-    code = ("import os\nfrom brainy.net.mcp.stdio_glue import _protocol_stdout\nwrite = _protocol_stdout()\n"
-            "print('a stray print')\nos.write(1, b'a stray write\\n')\nwrite(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\\n')\n")
+    code = (
+        "import os\nfrom brainy.net.mcp.stdio_glue import _protocol_stdout\nwrite = _protocol_stdout()\n"
+        'print(\'a stray print\')\nos.write(1, b\'a stray write\\n\')\nwrite(b\'{"jsonrpc":"2.0","id":1,"result":{}}\\n\')\n'
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
     assert done.stdout == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
@@ -297,31 +354,54 @@ def test_a_key_reaching_two_brains_needs_brain(served):
     assert seen["resources"] == []
     assert seen["unnamed"] == (-32602, {"brains": ["notes", "other"]})
     assert seen["counts"]["brain"] == "other" and seen["notes"]["brain"] == "notes"
-    assert all("brain" in t["inputSchema"]["required"] for t in seen["tools"] if "brain" in t["inputSchema"]
-               ["properties"])
+    assert all(
+        "brain" in t["inputSchema"]["required"] for t in seen["tools"] if "brain" in t["inputSchema"]["properties"]
+    )
 
 
 def test_a_wrong_protocol_version_is_refused_by_name_over_http(served):
     """A client that sends MCP-Protocol-Version other than 2025-06-18 (here 2025-03-26, after a good
     initialize) is answered 400 ProtocolVersionError with supported: "2025-06-18"; the credential is checked
     first, with the same 401 every door gives."""
-    headers = {"Authorization": f"Bearer {served.key}", "Content-Type": "application/json",
-               "Accept": "application/json, text/event-stream"}
+    headers = {
+        "Authorization": f"Bearer {served.key}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
     with httpx2.Client(timeout=TIMEOUT) as http:
-        opened = http.post(f"{served.url}/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t",
-                                                                                            "version": "0"}}})
+        opened = http.post(
+            f"{served.url}/mcp",
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
+        )
         assert opened.status_code == 200
         session = opened.headers["mcp-session-id"]
-        refused = http.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-                            headers={**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-03-26"})
+        refused = http.post(
+            f"{served.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-03-26"},
+        )
         assert refused.status_code == 400
-        assert refused.json()["error"]["data"] == {"name": "ProtocolVersionError", "supported": "2025-06-18",
-                                                   "message": refused.json()["error"]["data"]["message"]}
+        assert refused.json()["error"]["data"] == {
+            "name": "ProtocolVersionError",
+            "supported": "2025-06-18",
+            "message": refused.json()["error"]["data"]["message"],
+        }
         assert re.fullmatch(r"brainy;dur=\d+\.\d{3}", refused.headers["server-timing"])
-        unauthenticated = http.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
-                                    headers={"Content-Type": "application/json", "MCP-Protocol-Version": "x"})
+        unauthenticated = http.post(
+            f"{served.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
+            headers={"Content-Type": "application/json", "MCP-Protocol-Version": "x"},
+        )
         assert unauthenticated.status_code == 401
         assert unauthenticated.headers["www-authenticate"] == 'Bearer realm="brainy"'
         assert unauthenticated.json()["error"]["data"]["name"] == "UnauthenticatedError"
@@ -334,11 +414,18 @@ def test_mcp_answers_over_h2_too(served):
     """Streamable HTTP is not an HTTP/1.1 feature: /mcp answers on the listener's HTTP/2 (prior knowledge)."""
     from server import H2Client
 
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                       "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}).encode()
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
+        }
+    ).encode()
     with H2Client(served.address) as h2:
-        answer = h2.call("POST", "/mcp", body, (("authorization", f"Bearer {served.key}"),
-                                                ("content-type", "application/json")))
+        answer = h2.call(
+            "POST", "/mcp", body, (("authorization", f"Bearer {served.key}"), ("content-type", "application/json"))
+        )
     assert answer.status == 200 and answer.headers["mcp-session-id"]
     assert json.loads(answer.body)["result"]["protocolVersion"] == "2025-06-18"
 
@@ -353,8 +440,14 @@ def test_the_starter_snippet_works_pasted_into_a_client(tmp_path):
     cwd.mkdir()
     init_store(cwd / "brain")
     env = dict(os.environ, BRAINY_KEYS=str(cwd / "keys"), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "brainy.cli"], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "brainy.cli"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         text, deadline = "", time.monotonic() + TIMEOUT
         while not re.search(r"^}\s*$", text, re.M):
@@ -362,7 +455,7 @@ def test_the_starter_snippet_works_pasted_into_a_client(tmp_path):
             ready, _, _ = select.select([proc.stdout], [], [], 0.2)
             if ready:
                 text += os.read(proc.stdout.fileno(), 65536).decode()
-        snippet = json.loads(text[text.index("{"):text.rindex("}") + 1])
+        snippet = json.loads(text[text.index("{") : text.rindex("}") + 1])
         config = snippet["mcpServers"]["brainy"]
         assert config["type"] == "http" and config["url"].endswith("/mcp")
 

@@ -17,15 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brainy.auth.keys import KeyTable
+from brainy.auth.principal import Principal
 from brainy.contract import doors as D
-from brainy.contract import refusals as R
 from brainy.engine import init_store
+from brainy.host.dispatch import Dispatcher
+from brainy.host.pool import Pool
 from brainy.net import mcp as M
 from brainy.net.app import App, Request, Response
-from brainy.host.dispatch import Dispatcher
-from brainy.auth.keys import KeyTable
-from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
 
 ONE_KEY = "bky_mcp_session_one_brain_0123456789"
 TWO_KEY = "bky_mcp_session_two_brains_012345678"
@@ -40,8 +39,10 @@ def app(tmp_path: Path) -> App:
     for name in ("notes", "other"):
         init_store(tmp_path / name)
     keys = tmp_path / "keys"
-    keys.write_text(f"{ONE_KEY}  person:one@example.com  notes\n{TWO_KEY}  person:two@example.com  notes other\n"
-                    f"{SERVICE_KEY}  service:operator  !\n")
+    keys.write_text(
+        f"{ONE_KEY}  person:one@example.com  notes\n{TWO_KEY}  person:two@example.com  notes other\n"
+        f"{SERVICE_KEY}  service:operator  !\n"
+    )
     keys.chmod(0o600)
     pool = Pool({"notes": tmp_path / "notes", "other": tmp_path / "other"})
     yield App(pool, KeyTable.open(keys), "1970-01-01T00:00:00Z")
@@ -122,8 +123,12 @@ _MESSAGES = {
     M.Input.INITIALIZE: {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
     M.Input.INITIALIZED: {"jsonrpc": "2.0", "method": "notifications/initialized"},
     M.Input.PING: {"jsonrpc": "2.0", "id": 2, "method": "ping"},
-    M.Input.REQUEST: {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                      "params": {"name": "brainy_counts", "arguments": {"brain": "notes"}}},
+    M.Input.REQUEST: {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "brainy_counts", "arguments": {"brain": "notes"}},
+    },
     M.Input.NOTIFICATION: {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}},
     M.Input.RESPONSE: {"jsonrpc": "2.0", "id": 4, "result": {}},
 }
@@ -160,16 +165,19 @@ def test_any_sequence_of_inputs_walks_the_table(tmp_path_factory, inputs):
         pool.close_all()
 
 
-@pytest.mark.parametrize("doc, code", [
-    ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], M.INVALID_REQUEST),
-    ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, M.INVALID_REQUEST),
-    ({"jsonrpc": "2.0", "id": None, "method": "ping"}, M.INVALID_REQUEST),
-    ({"jsonrpc": "2.0", "id": True, "method": "ping"}, M.INVALID_REQUEST),
-    ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, M.INVALID_REQUEST),
-    ({"jsonrpc": "2.0", "id": 1, "method": ""}, M.INVALID_REQUEST),
-    ({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, M.INVALID_PARAMS),
-    ({"jsonrpc": "2.0", "id": 1}, M.INVALID_REQUEST),
-])
+@pytest.mark.parametrize(
+    "doc, code",
+    [
+        ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], M.INVALID_REQUEST),
+        ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, M.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": None, "method": "ping"}, M.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": True, "method": "ping"}, M.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, M.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": ""}, M.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, M.INVALID_PARAMS),
+        ({"jsonrpc": "2.0", "id": 1}, M.INVALID_REQUEST),
+    ],
+)
 def test_malformed_messages_are_protocol_errors(doc, code):
     """A message that is not one JSON-RPC 2.0 object (a batch, a wrong version, a null, boolean or fractional
     id, no method, params that are not an object) is a protocol error with its JSON-RPC code."""
@@ -186,8 +194,9 @@ def test_initialize_opens_a_session_and_answers_the_one_revision(app):
     client asks for, the answer is 2025-06-18 (the one served), with tools and resources, the server's
     name, and instructions naming the one brain this key reaches."""
     http = Http(app)
-    response = http.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                          "params": {**INIT, "protocolVersion": "2099-01-01"}})
+    response = http.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT, "protocolVersion": "2099-01-01"}}
+    )
     assert response.status == 200 and _header(response, b"content-type") == "application/json"
     assert _header(response, b"mcp-session-id") and _header(response, b"server-timing").startswith("brainy;dur=")
     result = json.loads(response.body)["result"]
@@ -209,8 +218,10 @@ def test_every_message_after_initialize_needs_its_session(app):
     assert error["data"]["name"] == "InvalidArgumentError" and error["data"]["field"] == "Mcp-Session-Id"
     assert json.loads(response.body)["id"] == 5
     lone.session = "no-such-session"
-    assert json.loads(lone.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}).body)["error"]["data"]["name"] \
+    assert (
+        json.loads(lone.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}).body)["error"]["data"]["name"]
         == "UnknownDoorError"
+    )
     thief = Http(app, TWO_KEY)
     thief.session = http.session
     assert thief.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}).status == 404
@@ -234,11 +245,16 @@ def test_get_is_405_and_other_transport_refusals_travel_by_name(app):
     assert json.loads(got.body)["error"]["data"]["name"] == "BodyDecodeError"
     got = http.send("POST", b"{}", {"content-type": "application/msgpack"})
     assert got.status == 415 and json.loads(got.body)["error"]["data"]["name"] == "UnsupportedMediaTypeError"
-    got = http.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
-                    {"origin": "https://attacker.example"})
+    got = http.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, {"origin": "https://attacker.example"}
+    )
     assert got.status == 403 and json.loads(got.body)["error"]["data"]["reason"] == "origin"
-    assert http.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
-                     {"origin": "http://localhost:6274"}).status == 200
+    assert (
+        http.post(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, {"origin": "http://localhost:6274"}
+        ).status
+        == 200
+    )
     for key in (None, "bky_not_a_key_anyone_placed_00000"):
         got = Http(app, key).post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
         assert got.status == 401 and _header(got, b"www-authenticate") == 'Bearer realm="brainy"'
@@ -255,8 +271,9 @@ def test_a_protocol_version_header_other_than_2025_06_18_is_refused_by_name(app,
         data = json.loads(got.body)["error"]["data"]
         assert data == {"name": "ProtocolVersionError", "message": data["message"], "supported": "2025-06-18"}
     http = opened(app)
-    assert http.post({"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                     {"mcp-protocol-version": "2025-06-18"}).status == 200
+    assert (
+        http.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"mcp-protocol-version": "2025-06-18"}).status == 200
+    )
     assert http.request("ping")["result"] == {}
 
 
@@ -275,8 +292,14 @@ def test_tools_call_answers_through_the_dispatcher(app):
     http = opened(app)
     added = http.call("brainy_add", {"body": {"type": "person", "id": "alice", "data": "hello"}})["result"]
     assert added["isError"] is False and added["structuredContent"]["generation"] == 1
-    response = http.post({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
-                          "params": {"name": "brainy_get", "arguments": {"id": "alice"}}})
+    response = http.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 77,
+            "method": "tools/call",
+            "params": {"name": "brainy_get", "arguments": {"id": "alice"}},
+        }
+    )
     result = json.loads(response.body)["result"]
     entity = result["structuredContent"]["entity"]
     assert entity["key"] == "alice" and entity["createdBy"] == "person:one@example.com"
@@ -346,8 +369,9 @@ def test_a_key_reaching_two_brains_must_name_brain(app):
         assert http.call("brainy_counts", {"brain": brain})["result"]["structuredContent"]["brain"] == brain
     assert http.request("resources/list")["result"] == {"resources": []}
     again = Http(app, TWO_KEY)
-    instructions = json.loads(again.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                          "params": INIT}).body)["result"]["instructions"]
+    instructions = json.loads(again.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}).body)[
+        "result"
+    ]["instructions"]
     assert "2 brains (`notes`, `other`)" in instructions
 
 
@@ -380,8 +404,10 @@ def test_resources_are_the_templates_whose_door_answers_and_read_through_it(app)
 def test_a_notification_or_response_is_accepted_with_202_and_no_body(app):
     """2025-06-18: a notification or a response POSTed is 202 Accepted with no body."""
     http = opened(app)
-    for doc in ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
-                {"jsonrpc": "2.0", "id": 3, "result": {}}):
+    for doc in (
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "id": 3, "result": {}},
+    ):
         got = http.post(doc)
         assert (got.status, got.body) == (202, b"")
 
@@ -391,8 +417,7 @@ def test_sessions_are_bounded_and_expire(tmp_path):
     init_store(tmp_path / "notes")
     pool = Pool({"notes": tmp_path / "notes"})
     principal = Principal.static_key("person:p@example.com", frozenset({"notes"}))
-    http = M.StreamableHttp(M.McpServer(Dispatcher(pool)), lambda h: principal,
-                            max_sessions=3, idle_seconds=10.0)
+    http = M.StreamableHttp(M.McpServer(Dispatcher(pool)), lambda h: principal, max_sessions=3, idle_seconds=10.0)
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
     ids = []
     for now in range(5):
@@ -415,7 +440,7 @@ def test_stdio_framing_reads_lines_whole_and_refuses_the_unreadable_once():
     framing = M.StdioFraming(max_line=64)
     events = framing.receive_data(b'{"a":1}\n\n{"b"')
     assert events == [M.LineReceived({"a": 1})]
-    events = framing.receive_data(b':2}\nnope\n' + b"x" * 100)
+    events = framing.receive_data(b":2}\nnope\n" + b"x" * 100)
     assert events[0] == M.LineReceived({"b": 2})
     assert events[1].refusal.name == "BodyDecodeError"
     assert events[2].refusal.name == "PayloadTooLargeError"

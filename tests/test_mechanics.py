@@ -13,15 +13,13 @@ import hashlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from server import BRAIN, PERSON_KEY, start_server
+from test_host_doors import add, call, counts, ok, refused
 
 from brainy.engine import Brain, init_store
 from brainy.store.directory import FOLDERS
-
-from server import BRAIN, PERSON_KEY, start_server
-from test_host_doors import add, call, counts, ok, refused
 
 pytestmark = pytest.mark.slow
 
@@ -34,15 +32,31 @@ def test_each_mechanic_answers_in_its_shape_with_no_host_path(tmp_path):
             add(server, BRAIN, PERSON_KEY, f"a note about topic {n}")
         p = f"/v1/brains/{BRAIN}"
         answers = {}
-        for method, door, doc in (("GET", "diagnostics?deep=true", None), ("GET", "stats", None),
-                                  ("GET", "snapshot", None), ("POST", "repair", {"dryRun": True}),
-                                  ("POST", "warm", {}), ("GET", "diagnostics", None)):
+        for method, door, doc in (
+            ("GET", "diagnostics?deep=true", None),
+            ("GET", "stats", None),
+            ("GET", "snapshot", None),
+            ("POST", "repair", {"dryRun": True}),
+            ("POST", "warm", {}),
+            ("GET", "diagnostics", None),
+        ):
             answer = call(server, method, f"{p}/{door}", doc)
             assert str(tmp_path).encode() not in answer.body, (door, answer.body[:400])
             answers[door.split("?")[0] + ("-deep" if "deep" in door else "")] = ok(answer)
         deep = answers["diagnostics-deep"]
-        assert set(deep) == {"brain", "version", "generation", "log", "sstables", "memtable", "projections", "blobs",
-                             "lease", "residency", "problems"}
+        assert set(deep) == {
+            "brain",
+            "version",
+            "generation",
+            "log",
+            "sstables",
+            "memtable",
+            "projections",
+            "blobs",
+            "lease",
+            "residency",
+            "problems",
+        }
         assert deep["generation"] == 4 and deep["log"]["head"] == 4 and deep["problems"] == []
         assert deep["memtable"]["rows"] > 0 and deep["lease"]["role"] == "writer"
         assert deep["residency"]["resident"] is True and deep["residency"]["doorsInFlight"] == 0
@@ -52,8 +66,13 @@ def test_each_mechanic_answers_in_its_shape_with_no_host_path(tmp_path):
         assert set(stats["bytes"]) == {"log", "sstables", "projections", "blobs"} and stats["bytes"]["log"] > 0
         assert stats["embedder"]["dimensions"] == 384 and stats["residency"]["resident"] is True
         assert answers["repair"]["repaired"][0]["fromStamp"] == 0 and answers["repair"]["embedded"] == 0
-        assert [w["projection"] for w in answers["warm"]["warmed"]] == ["metadata", "words", "graph", "idmap",
-                                                                       "vectors"]
+        assert [w["projection"] for w in answers["warm"]["warmed"]] == [
+            "metadata",
+            "words",
+            "graph",
+            "idmap",
+            "vectors",
+        ]
         assert all(p["behind"] == 0 for p in answers["diagnostics"]["projections"])  # warmed: followed to the head
         refused(call(server, "GET", f"{p}/stats", key=PERSON_KEY), 403, "ForbiddenError")
         refused(call(server, "POST", f"{p}/warm", {"projections": ["nothing"]}), 400, "InvalidArgumentError")
@@ -78,7 +97,7 @@ def test_a_copy_of_the_snapshot_file_set_reopens_at_its_generation(tmp_path):
         for folder in FOLDERS:
             (copy / folder).mkdir(parents=True)
         for f in listed["files"]:
-            data = (server.store / f["name"]).read_bytes()[:f["size"]]
+            data = (server.store / f["name"]).read_bytes()[: f["size"]]
             assert len(data) == f["size"] and f["checksum"] == "sha256:" + hashlib.sha256(data).hexdigest()
             (copy / f["name"]).parent.mkdir(parents=True, exist_ok=True)
             (copy / f["name"]).write_bytes(data)
@@ -114,9 +133,11 @@ def test_repair_embeds_rows_written_without_a_model(tmp_path):
     commit per batch) and a dry run only counts them."""
     other = tmp_path / "other"
     init_store(other)
-    script = ("import sys; from brainy.engine import Brain\n"
-              "with Brain.open(sys.argv[1]) as b:\n"
-              "    for n in range(5): b.add({'type': 'concept', 'data': f'unembedded note {n}'}, caller='person:a')\n")
+    script = (
+        "import sys; from brainy.engine import Brain\n"
+        "with Brain.open(sys.argv[1]) as b:\n"
+        "    for n in range(5): b.add({'type': 'concept', 'data': f'unembedded note {n}'}, caller='person:a')\n"
+    )
     env = dict(os.environ, BRAINY_EMBED_MODEL_DIR=str(tmp_path / "no-model"))
     subprocess.run([sys.executable, "-c", script, str(other)], check=True, env=env, timeout=120)
     with Brain.attach(other) as before:

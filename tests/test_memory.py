@@ -9,23 +9,30 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from brainy.contract import refusals as R
-from brainy.index import embedder
-from brainy.engine import init_store
 from brainy.doors import language
+from brainy.engine import init_store
 from brainy.engine.brain import Brain
+from brainy.index import embedder
 
 ME = "person:agent@example.com"
-WRITES = {"memory.remember": {"text": "x"}, "memory.turn": {"conversation": "c", "role": "user", "text": "hi"},
-          "memory.abstract": {"members": ["x"], "text": "s"}, "memory.cite": {"id": "x", "evidence": "y"},
-          "memory.reinforce": {"id": "x"}, "memory.retire": {"id": "x", "reason": "r"}, "memory.consolidate": {},
-          "memory.write": {"path": "/notes/x.md", "content": "x"}}
+WRITES = {
+    "memory.remember": {"text": "x"},
+    "memory.turn": {"conversation": "c", "role": "user", "text": "hi"},
+    "memory.abstract": {"members": ["x"], "text": "s"},
+    "memory.cite": {"id": "x", "evidence": "y"},
+    "memory.reinforce": {"id": "x"},
+    "memory.retire": {"id": "x", "reason": "r"},
+    "memory.consolidate": {},
+    "memory.write": {"path": "/notes/x.md", "content": "x"},
+}
 
 
 @pytest.fixture
@@ -50,6 +57,7 @@ def recalled(b: Brain, query: str, **more: Any) -> list[str]:
 
 # -- who writes ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("door", sorted(WRITES))
 def test_a_memory_write_with_no_caller_is_refused(brain, door):
     """11.2: a memory write that reaches the profile with no caller bound refuses MemoryHostCannotWriteError."""
@@ -63,13 +71,18 @@ def test_rows_are_internal_memory_entities_attributed_to_the_caller(brain):
     """9: a memory is an internal entity of subtype memory.<kind>, its author the caller; a plain find misses it."""
     got = remember(brain, "Alice prefers green tea")
     row = brain.get(got["id"])["entity"]
-    assert (row["type"], row["subtype"], row["visibility"], row["createdBy"]) == \
-        ("proposition", "memory.fact", "internal", ME)
+    assert (row["type"], row["subtype"], row["visibility"], row["createdBy"]) == (
+        "proposition",
+        "memory.fact",
+        "internal",
+        ME,
+    )
     assert brain.find({"query": "green tea"})["results"] == []
     assert [h["id"] for h in brain.find({"query": "green tea", "visibility": "all"})["results"]] == [got["id"]]
 
 
 # -- remember's dedupe -----------------------------------------------------------------------------------------
+
 
 def test_dedupe_reinforces_at_cosine_095_in_the_same_kind_and_scope(brain):
     """9.2: cosine ≥ 0.95 with an active memory of the same kind and scope reinforces it (deduplicated)."""
@@ -80,9 +93,9 @@ def test_dedupe_reinforces_at_cosine_095_in_the_same_kind_and_scope(brain):
     assert again["id"] == kept["id"] and again["deduplicated"] is True
     assert brain.call("memory.read", {"id": kept["id"]})["memory"]["strength"] == pytest.approx(0.6)
     assert remember(brain, other)["deduplicated"] is False
-    assert remember(brain, near, kind="preference")["deduplicated"] is False     # another kind
-    assert remember(brain, near, scope="user:alice")["deduplicated"] is False    # another scope
-    assert remember(brain, near, dedupe=False)["deduplicated"] is False          # asked not to
+    assert remember(brain, near, kind="preference")["deduplicated"] is False  # another kind
+    assert remember(brain, near, scope="user:alice")["deduplicated"] is False  # another scope
+    assert remember(brain, near, dedupe=False)["deduplicated"] is False  # asked not to
     assert brain.call("memory.stats")["byKind"]["fact"] == 4
 
 
@@ -95,17 +108,26 @@ def test_a_retired_memory_is_not_a_duplicate(brain):
 
 # -- recall ----------------------------------------------------------------------------------------------------
 
-FACTS = ["Alice prefers green tea to coffee", "Alice's daughter starts school in September",
-         "Alice works night shifts as a nurse", "Alice is allergic to penicillin", "Bob drives a blue Volvo estate"]
+FACTS = [
+    "Alice prefers green tea to coffee",
+    "Alice's daughter starts school in September",
+    "Alice works night shifts as a nurse",
+    "Alice is allergic to penicillin",
+    "Bob drives a blue Volvo estate",
+]
 
 
 def test_recall_puts_the_answer_first_for_a_paraphrase(brain):
     """9.2: a question naming the subject and paraphrasing the rest finds the memory that answers, first, with
     each leg's part in ``why``; stop words and the shared name do not outvote meaning."""
     ids = {text: remember(brain, text)["id"] for text in FACTS}
-    for question, want in [("What does Alice like to drink?", FACTS[0]), ("When does Alice's kid begin classes?", FACTS[1]),
-                           ("What is Alice's job?", FACTS[2]), ("Which medication must Alice avoid?", FACTS[3]),
-                           ("What car does Bob have?", FACTS[4])]:
+    for question, want in [
+        ("What does Alice like to drink?", FACTS[0]),
+        ("When does Alice's kid begin classes?", FACTS[1]),
+        ("What is Alice's job?", FACTS[2]),
+        ("Which medication must Alice avoid?", FACTS[3]),
+        ("What car does Bob have?", FACTS[4]),
+    ]:
         answer = brain.call("memory.recall", {"query": question})
         top = answer["memories"][0]
         assert top["memory"]["id"] == ids[want], question
@@ -131,7 +153,10 @@ def test_recall_narrows_by_scope_kind_and_tags_and_reports_recency(brain):
     a = remember(brain, "Prefers dark mode in every editor", kind="preference", scope="user:alice", tags=["ui"])["id"]
     b = remember(brain, "Prefers dark mode in every editor", kind="preference", scope="user:bob")["id"]
     c = remember(brain, "Dark mode was shipped in release 4", tags=["ui"])["id"]
-    ids = lambda **more: [h["memory"]["id"] for h in brain.call("memory.recall", {"query": "dark mode", **more})["memories"]]  # noqa: E731
+
+    def ids(**more):
+        return [h["memory"]["id"] for h in brain.call("memory.recall", {"query": "dark mode", **more})["memories"]]
+
     assert ids(scope="user:alice") == [a]
     assert set(ids(kinds=["preference"])) == {a, b}
     assert set(ids(tags=["ui"])) == {a, c}
@@ -144,11 +169,18 @@ def test_recall_narrows_by_scope_kind_and_tags_and_reports_recency(brain):
 
 # -- turns and the timeline ------------------------------------------------------------------------------------
 
+
 def test_turns_are_contiguous_and_read_after_a_seq(brain):
     """9.2: seq 1..n with no gap; turns reads the transcript, or only what came after the last seq seen."""
-    said = [("user", "I want to plan a trip to Lisbon"), ("assistant", "When would you like to go?"),
-            ("user", "In May, for a week"), ("assistant", "Great, I will look at flights")]
-    seqs = [brain.call("memory.turn", {"conversation": "trip", "role": r, "text": t}, caller=ME)["seq"] for r, t in said]
+    said = [
+        ("user", "I want to plan a trip to Lisbon"),
+        ("assistant", "When would you like to go?"),
+        ("user", "In May, for a week"),
+        ("assistant", "Great, I will look at flights"),
+    ]
+    seqs = [
+        brain.call("memory.turn", {"conversation": "trip", "role": r, "text": t}, caller=ME)["seq"] for r, t in said
+    ]
     assert seqs == [1, 2, 3, 4]
     after = brain.call("memory.turns", "trip", {"afterSeq": 2})
     assert [(t["seq"], t["role"], t["text"]) for t in after["turns"]] == [(3, *said[2]), (4, *said[3])]
@@ -161,8 +193,10 @@ def test_turns_are_contiguous_and_read_after_a_seq(brain):
 
 def test_a_gap_in_a_timeline_refuses(brain):
     """Rule A2: a turn removed through the engine leaves a gap, and turns refuses TimelineCorruptError."""
-    ids = [brain.call("memory.turn", {"conversation": "c", "role": "user", "text": f"message {i}"}, caller=ME)["id"]
-           for i in range(3)]
+    ids = [
+        brain.call("memory.turn", {"conversation": "c", "role": "user", "text": f"message {i}"}, caller=ME)["id"]
+        for i in range(3)
+    ]
     brain.remove({"id": ids[1]}, caller=ME)
     with pytest.raises(R.TimelineCorruptError) as refused:
         brain.call("memory.turns", "c", {"afterSeq": 2})
@@ -179,6 +213,7 @@ def test_turns_of_an_unknown_conversation_and_a_bad_role(brain):
 
 
 # -- context ---------------------------------------------------------------------------------------------------
+
 
 def test_context_assembles_markdown_within_the_budget(brain):
     """9.2: recent turns, then facts and preferences, then summaries, within budgetTokens (⌈chars / 4⌉)."""
@@ -198,6 +233,7 @@ def test_context_assembles_markdown_within_the_budget(brain):
 
 
 # -- abstract and the language seam ----------------------------------------------------------------------------
+
 
 def test_abstract_written_by_the_caller_describes_its_members(brain):
     """abstract with text: generatedBy caller, one describes relation per member; unknown members refuse."""
@@ -242,8 +278,9 @@ def stub_provider() -> Iterator[str]:
 
 def test_abstract_without_text_asks_the_configured_provider(brain, stub_provider):
     """Without text the provider resolved at start writes the summary (generatedBy provider)."""
-    language.configure({"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_LANGUAGE_URL": stub_provider,
-                        "BRAINY_LANGUAGE_MODEL": "stub"})
+    language.configure(
+        {"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_LANGUAGE_URL": stub_provider, "BRAINY_LANGUAGE_MODEL": "stub"}
+    )
     try:
         for role, text in [("user", "book a table for two"), ("assistant", "done, 8 pm at Tasca")]:
             brain.call("memory.turn", {"conversation": "dinner", "role": role, "text": text}, caller=ME)
@@ -268,29 +305,39 @@ def test_abstract_without_text_or_provider_refuses_naming_what_was_looked_for(br
     assert brain.head == 1
 
 
-@pytest.mark.parametrize("env, expect", [
-    ({}, None),
-    ({"BRAINY_LANGUAGE_PROVIDER": "none", "OPENAI_API_KEY": "k"}, None),
-    ({"OPENAI_API_KEY": "k"}, ("openai", "OPENAI_API_KEY")),
-    ({"ANTHROPIC_API_KEY": "k"}, ("anthropic", "ANTHROPIC_API_KEY")),
-    ({"BRAINY_LANGUAGE_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"},
-     ("anthropic", "BRAINY_LANGUAGE_PROVIDER")),
-    ({"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_LANGUAGE_URL": "http://127.0.0.1:9"},
-     ("ollama", "BRAINY_LANGUAGE_PROVIDER")),
-])
+@pytest.mark.parametrize(
+    "env, expect",
+    [
+        ({}, None),
+        ({"BRAINY_LANGUAGE_PROVIDER": "none", "OPENAI_API_KEY": "k"}, None),
+        ({"OPENAI_API_KEY": "k"}, ("openai", "OPENAI_API_KEY")),
+        ({"ANTHROPIC_API_KEY": "k"}, ("anthropic", "ANTHROPIC_API_KEY")),
+        (
+            {"BRAINY_LANGUAGE_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"},
+            ("anthropic", "BRAINY_LANGUAGE_PROVIDER"),
+        ),
+        (
+            {"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_LANGUAGE_URL": "http://127.0.0.1:9"},
+            ("ollama", "BRAINY_LANGUAGE_PROVIDER"),
+        ),
+    ],
+)
 def test_the_provider_precedence(env, expect):
     """Seed 000 Sovereignty: BRAINY_LANGUAGE_PROVIDER, then exactly one vendor key, then a local server, then none."""
     got = language.resolve(env)
     assert (got.name, got.chosen_by) == expect if expect else got is None
 
 
-@pytest.mark.parametrize("env, says", [
-    ({"OPENAI_API_KEY": "a", "ANTHROPIC_API_KEY": "b"}, "choose one"),
-    ({"BRAINY_LANGUAGE_PROVIDER": "gpt"}, "expected one of"),
-    ({"BRAINY_LANGUAGE_PROVIDER": "openai"}, "needs OPENAI_API_KEY"),
-    ({"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_LANGUAGE_URL": "ftp://x"}, r"not an http\(s\) URL"),
-    ({"OPENAI_API_KEY": "a", "BRAINY_OUTBOUND_ALLOW": "127.0.0.1"}, "outside the outbound gate"),
-])
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        ({"OPENAI_API_KEY": "a", "ANTHROPIC_API_KEY": "b"}, "choose one"),
+        ({"BRAINY_LANGUAGE_PROVIDER": "gpt"}, "expected one of"),
+        ({"BRAINY_LANGUAGE_PROVIDER": "openai"}, "needs OPENAI_API_KEY"),
+        ({"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_LANGUAGE_URL": "ftp://x"}, r"not an http\(s\) URL"),
+        ({"OPENAI_API_KEY": "a", "BRAINY_OUTBOUND_ALLOW": "127.0.0.1"}, "outside the outbound gate"),
+    ],
+)
 def test_misconfigurations_are_refused(env, says):
     """A misconfiguration is a LanguageConfigError (the server refuses to start on it)."""
     with pytest.raises(language.LanguageConfigError, match=says):
@@ -300,6 +347,7 @@ def test_misconfigurations_are_refused(env, says):
 def test_a_local_model_server_on_its_port_is_found():
     """Step 3: with no choice and no vendor key, a server listening on 127.0.0.1:11434 is the provider."""
     import socket
+
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 11434))
@@ -313,6 +361,7 @@ def test_a_local_model_server_on_its_port_is_found():
 
 # -- cite, reinforce, retire -------------------------------------------------------------------------------------
 
+
 def test_cite_links_evidence_and_strengthens_once(brain):
     """cite adds a references relation (memory.cite) and 0.05 of strength; the same evidence again counts once."""
     memory = remember(brain, FACTS[0])["id"]
@@ -322,7 +371,9 @@ def test_cite_links_evidence_and_strengthens_once(brain):
     again = brain.call("memory.cite", {"id": memory, "evidence": "chat-2026-05-01"}, caller=ME)
     assert again["relationId"] == got["relationId"] and again["citations"] == 1
     read = brain.call("memory.read", {"id": memory})
-    assert read["citations"] == [{"relationId": got["relationId"], "evidence": "chat-2026-05-01", "note": "she said so"}]
+    assert read["citations"] == [
+        {"relationId": got["relationId"], "evidence": "chat-2026-05-01", "note": "she said so"}
+    ]
     with pytest.raises(R.EntityNotFoundError):
         brain.call("memory.cite", {"id": memory, "evidence": "no-such-entity"}, caller=ME)
     with pytest.raises(R.RecordNotFoundError):
@@ -348,7 +399,10 @@ def test_retire_with_a_successor_supersedes_and_deletes_nothing(brain):
     """retire sets status retired (the row stays), supersededBy adds supersedes new → old; twice is refused."""
     old = remember(brain, "Bob lives in Leeds")["id"]
     new = remember(brain, "Bob lives in York")["id"]
-    assert brain.call("memory.retire", {"id": old, "reason": "moved", "supersededBy": new}, caller=ME)["status"] == "retired"
+    assert (
+        brain.call("memory.retire", {"id": old, "reason": "moved", "supersededBy": new}, caller=ME)["status"]
+        == "retired"
+    )
     record = brain.call("memory.read", {"id": old})["memory"]
     assert (record["status"], record["supersededBy"], record["retiredReason"]) == ("retired", new, "moved")
     assert brain.call("memory.read", {"id": new})["supersedes"] == [old]
@@ -360,6 +414,7 @@ def test_retire_with_a_successor_supersedes_and_deletes_nothing(brain):
 
 
 # -- consolidate -------------------------------------------------------------------------------------------------
+
 
 def test_consolidate_groups_by_meaning_keeps_the_strongest_and_a_dry_run_commits_nothing(brain):
     """Near-duplicates at cosine ≥ threshold merge into the strongest (taking the top strength); the rest are
@@ -405,6 +460,7 @@ def test_without_a_model_dedupe_is_the_same_normalised_text(brain, tmp_path, mon
 
 
 # -- read and list -----------------------------------------------------------------------------------------------
+
 
 def test_read_and_list(brain):
     """read takes exactly one of id and path; list is newest first and pages with its own cursor."""

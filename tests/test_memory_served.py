@@ -15,9 +15,9 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from server import HOST, ServerProcess, _answers, free_port, start_server, write_keys
 
 from brainy.engine import init_store
-from server import HOST, ServerProcess, _answers, free_port, start_server, write_keys
 
 TIMEOUT = 30.0
 
@@ -40,6 +40,7 @@ async def _agent(server: ServerProcess) -> dict[str, Any]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.key}"}, timeout=TIMEOUT)
     seen: dict[str, Any] = {}
     async with http, Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+
         async def call(tool: str, **arguments: Any) -> Any:
             result = await client.call_tool(tool, arguments)
             assert result.is_error is False, (tool, result.structured_content)
@@ -50,10 +51,16 @@ async def _agent(server: ServerProcess) -> dict[str, Any]:
         for text, question in FACTS.items():
             hits = (await call("memory_recall", body={"query": question, "limit": 3}))["memories"]
             seen["first"][question] = (hits[0]["memory"]["id"] == ids[text], hits[0]["why"])
-        conversation = [("user", "Can you book a table for Friday?"), ("assistant", "Which restaurant?"),
-                        ("user", "Tasca do Chico, 8 pm, two people"), ("assistant", "Booked for two at 8 pm")]
-        seen["seqs"] = [(await call("memory_turn", body={"conversation": "dinner", "role": r, "text": t}))["seq"]
-                        for r, t in conversation]
+        conversation = [
+            ("user", "Can you book a table for Friday?"),
+            ("assistant", "Which restaurant?"),
+            ("user", "Tasca do Chico, 8 pm, two people"),
+            ("assistant", "Booked for two at 8 pm"),
+        ]
+        seen["seqs"] = [
+            (await call("memory_turn", body={"conversation": "dinner", "role": r, "text": t}))["seq"]
+            for r, t in conversation
+        ]
         later = await call("memory_turns", id="dinner", body={"afterSeq": 2})
         seen["after"] = [(t["seq"], t["role"], t["text"]) for t in later["turns"]]
         seen["lastSeq"] = later["lastSeq"]
@@ -78,7 +85,10 @@ def test_an_agent_remembers_recalls_follows_and_forgets_over_mcp(served):
         assert right, question
         assert set(why) <= {"semantic", "text", "strength"} and why["semantic"] > 0
     assert seen["seqs"] == [1, 2, 3, 4]
-    assert seen["after"] == [(3, "user", "Tasca do Chico, 8 pm, two people"), (4, "assistant", "Booked for two at 8 pm")]
+    assert seen["after"] == [
+        (3, "user", "Tasca do Chico, 8 pm, two people"),
+        (4, "assistant", "Booked for two at 8 pm"),
+    ]
     assert seen["lastSeq"] == 4
     assert seen["car"] not in seen["after_retire"]
     assert seen["author"] == served.principal
@@ -89,8 +99,16 @@ def test_an_agent_remembers_recalls_follows_and_forgets_over_mcp(served):
 async def _note(server: ServerProcess) -> tuple[Any, Any]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.key}"}, timeout=TIMEOUT)
     async with http, Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
-        wrote = await client.call_tool("memory_write", {"body": {"path": "/notes/dinner.md", "summary": "the booking",
-                                                                 "content": "Tasca do Chico, Friday 8 pm, two people"}})
+        wrote = await client.call_tool(
+            "memory_write",
+            {
+                "body": {
+                    "path": "/notes/dinner.md",
+                    "summary": "the booking",
+                    "content": "Tasca do Chico, Friday 8 pm, two people",
+                }
+            },
+        )
         read = await client.call_tool("memory_read", {"body": {"path": "/notes/dinner.md"}})
         return wrote, read
 
@@ -103,25 +121,48 @@ def test_memory_write_over_mcp_without_a_reading_door(served):
     got = wrote.structured_content
     assert (got["doorUrl"], got["doorUrlReason"], got["path"]) == (None, "not-configured", "/notes/dinner.md")
     memory = read.structured_content["memory"]
-    assert (memory["id"], memory["kind"], memory["text"], memory["generation"]) == \
-        (got["id"], "note", "the booking", got["generation"])
+    assert (memory["id"], memory["kind"], memory["text"], memory["generation"]) == (
+        got["id"],
+        "note",
+        "the booking",
+        got["generation"],
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env, says", [
-    ({"OPENAI_API_KEY": "sk-a", "ANTHROPIC_API_KEY": "sk-b"}, "choose one with BRAINY_LANGUAGE_PROVIDER"),
-    ({"BRAINY_LANGUAGE_PROVIDER": "openai"}, "needs OPENAI_API_KEY"),
-    ({"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_OUTBOUND_ALLOW": "models.internal"}, "outbound gate"),
-])
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        ({"OPENAI_API_KEY": "sk-a", "ANTHROPIC_API_KEY": "sk-b"}, "choose one with BRAINY_LANGUAGE_PROVIDER"),
+        ({"BRAINY_LANGUAGE_PROVIDER": "openai"}, "needs OPENAI_API_KEY"),
+        ({"BRAINY_LANGUAGE_PROVIDER": "ollama", "BRAINY_OUTBOUND_ALLOW": "models.internal"}, "outbound gate"),
+    ],
+)
 def test_a_misconfigured_language_provider_stops_the_server_before_it_binds(tmp_path, env, says):
     """A misconfiguration refuses the start: exit status 2, the reason on stderr, and the port never answers."""
     init_store(tmp_path / "notes")
     keys = write_keys(tmp_path / "keys", "notes")
     port = free_port()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("BRAINY_LANGUAGE", "OPENAI_", "ANTHROPIC_"))}
-    done = subprocess.run([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"{HOST}:{port}", "--brain",
-                           f"notes={tmp_path / 'notes'}", "--keys", str(keys)], env={**clean, **env},
-                          capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brainy.cli",
+            "serve",
+            "--listen",
+            f"{HOST}:{port}",
+            "--brain",
+            f"notes={tmp_path / 'notes'}",
+            "--keys",
+            str(keys),
+        ],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 2, done.stderr
     assert "refused to start" in done.stderr and says in done.stderr
     assert not _answers(HOST, port)

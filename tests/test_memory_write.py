@@ -9,12 +9,11 @@ import base64
 from typing import Any
 
 import pytest
+from helpers import new_store
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain
 from brainy.doors import vfs
-
-from helpers import new_store
+from brainy.engine import Brain
 
 ME = "person:agent@example.com"
 NOTE = "# Alice\n\nAlice prefers green tea to coffee, and drinks it without sugar.\n"
@@ -37,18 +36,37 @@ def test_the_file_and_its_note_are_one_commit(brain):
     got = write(brain, summary="What Alice drinks", tags=["alice"], scope="user:alice")
     assert brain.head == got["generation"] == 1
     assert {k: got[k] for k in ("path", "contentType", "doorUrl", "doorUrlReason")} == {
-        "path": "/notes/alice.md", "contentType": "text/markdown", "doorUrl": None, "doorUrlReason": "not-configured"}
+        "path": "/notes/alice.md",
+        "contentType": "text/markdown",
+        "doorUrl": None,
+        "doorUrlReason": "not-configured",
+    }
     node = brain.call("stat", {"path": "/notes/alice.md"})["node"]
-    assert (node["entityId"], node["hash"], node["size"], node["generation"]) == \
-        (got["entityId"], got["hash"], got["size"], got["generation"])
+    assert (node["entityId"], node["hash"], node["size"], node["generation"]) == (
+        got["entityId"],
+        got["hash"],
+        got["size"],
+        got["generation"],
+    )
     assert brain.call("readFile", {"path": "/notes/alice.md"})["content"] == NOTE
     assert brain.call("stat", {"path": "/notes"})["node"]["generation"] == got["generation"]
     read = brain.call("memory.read", {"path": "/notes/alice.md"})["memory"]
-    assert read == {**read, "id": got["id"], "kind": "note", "text": "What Alice drinks", "tags": ["alice"],
-                    "scope": "user:alice", "path": "/notes/alice.md", "contentType": "text/markdown",
-                    "generation": got["generation"], "author": ME, "status": "active"}
-    links = brain.call("related", {"from": got["id"], "type": "references", "subtype": "memory.file",
-                                   "visibility": "all"})
+    assert read == {
+        **read,
+        "id": got["id"],
+        "kind": "note",
+        "text": "What Alice drinks",
+        "tags": ["alice"],
+        "scope": "user:alice",
+        "path": "/notes/alice.md",
+        "contentType": "text/markdown",
+        "generation": got["generation"],
+        "author": ME,
+        "status": "active",
+    }
+    links = brain.call(
+        "related", {"from": got["id"], "type": "references", "subtype": "memory.file", "visibility": "all"}
+    )
     assert [(r["to"], r["generation"]) for r in links["relations"]] == [(got["entityId"], got["generation"])]
     earlier = brain.at().at(0)  # the generation before holds neither part
     assert vfs.node(earlier, "/notes/alice.md") is None and earlier.entity(got["id"]) is None
@@ -87,8 +105,14 @@ def test_a_path_holds_one_note_and_a_rewrite_keeps_its_strength_and_revives_it(b
     assert (again["id"], again["entityId"]) == (first["id"], first["entityId"])
     assert again["hash"] != first["hash"] and again["generation"] > first["generation"]
     read = brain.call("memory.read", {"path": "/notes/alice.md"})["memory"]
-    assert read == {**read, "id": first["id"], "text": "mint tea", "status": "active",
-                    "strength": pytest.approx(0.7), "generation": again["generation"]}
+    assert read == {
+        **read,
+        "id": first["id"],
+        "text": "mint tea",
+        "status": "active",
+        "strength": pytest.approx(0.7),
+        "generation": again["generation"],
+    }
     assert "retiredReason" not in read
     notes = brain.call("memory.list", {"kind": "note", "status": "all"})["memories"]
     assert [n["id"] for n in notes] == [first["id"]]
@@ -102,15 +126,19 @@ def test_a_file_written_by_writefile_gains_a_note(brain):
     assert brain.call("memory.read", {"path": "/todo.txt"})["memory"]["text"] == "buy green tea"
 
 
-@pytest.mark.parametrize("setup, args, refusal", [
-    (None, {"path": "notes/x.md"}, R.InvalidPathError),
-    (None, {"path": "/x.md", "content": "%%%", "encoding": "base64"}, R.InvalidArgumentError),
-    (None, {"path": "/"}, R.IsADirectoryError),
-    (("mkdir", {"path": "/dir"}), {"path": "/dir"}, R.IsADirectoryError),
-    (("writeFile", {"path": "/file.txt", "content": "x"}), {"path": "/file.txt/x.md"}, R.NotADirectoryError),
-    (None, {"path": "/x.md", "summary": 3}, R.InvalidArgumentError),
-    (None, {"path": "/x.md", "tags": [""]}, R.InvalidArgumentError),
-], ids=["relative path", "bad base64", "the root", "a directory", "a file as parent", "summary type", "empty tag"])
+@pytest.mark.parametrize(
+    "setup, args, refusal",
+    [
+        (None, {"path": "notes/x.md"}, R.InvalidPathError),
+        (None, {"path": "/x.md", "content": "%%%", "encoding": "base64"}, R.InvalidArgumentError),
+        (None, {"path": "/"}, R.IsADirectoryError),
+        (("mkdir", {"path": "/dir"}), {"path": "/dir"}, R.IsADirectoryError),
+        (("writeFile", {"path": "/file.txt", "content": "x"}), {"path": "/file.txt/x.md"}, R.NotADirectoryError),
+        (None, {"path": "/x.md", "summary": 3}, R.InvalidArgumentError),
+        (None, {"path": "/x.md", "tags": [""]}, R.InvalidArgumentError),
+    ],
+    ids=["relative path", "bad base64", "the root", "a directory", "a file as parent", "summary type", "empty tag"],
+)
 def test_refusals_write_nothing(brain, setup, args, refusal):
     """Each refusal of memory.write (writeFile's, and the arguments') leaves no file, no note and no commit."""
     if setup is not None:
@@ -141,15 +169,18 @@ def test_cite_a_file_by_its_path(brain):
     read answers the evidence as the path; a path with nothing there is FileNotFoundError."""
     note = write(brain)
     fact = brain.call("memory.remember", {"text": "Alice prefers green tea"}, caller=ME)
-    got = brain.call("memory.cite", {"id": fact["id"], "evidence": "/notes/alice.md", "note": "her own note"},
-                     caller=ME)
+    got = brain.call(
+        "memory.cite", {"id": fact["id"], "evidence": "/notes/alice.md", "note": "her own note"}, caller=ME
+    )
     assert (got["citations"], got["strength"]) == (1, pytest.approx(0.55))
-    links = brain.call("related", {"from": fact["id"], "type": "references", "subtype": "memory.cite",
-                                   "visibility": "all"})["relations"]
+    links = brain.call(
+        "related", {"from": fact["id"], "type": "references", "subtype": "memory.cite", "visibility": "all"}
+    )["relations"]
     assert [r["to"] for r in links] == [note["entityId"]]
     read = brain.call("memory.read", {"id": fact["id"]})
-    assert read["citations"] == [{"relationId": got["relationId"], "evidence": "/notes/alice.md",
-                                  "note": "her own note"}]
+    assert read["citations"] == [
+        {"relationId": got["relationId"], "evidence": "/notes/alice.md", "note": "her own note"}
+    ]
     with pytest.raises(R.FileNotFoundError) as missing:
         brain.call("memory.cite", {"id": fact["id"], "evidence": "/notes/bob.md"}, caller=ME)
     assert missing.value.fields["path"] == "/notes/bob.md"

@@ -12,15 +12,17 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from server import PERSON, PERSON_KEY, SERVICE_KEY, Receiver, ServerProcess, start_server, trusted_issuer
 
 from brainy.auth import issuer
 
-from server import PERSON, PERSON_KEY, SERVICE_KEY, Receiver, ServerProcess, start_server, trusted_issuer
-
 TIMEOUT = 20.0
 OWNER_SUB = "person:owner@example.com"
-NOTE = {"content": "# Idea\n\nBrew the tea at 80 degrees, never boiling.\n", "summary": "how to brew green tea",
-        "tags": ["idea", "tea"]}
+NOTE = {
+    "content": "# Idea\n\nBrew the tea at 80 degrees, never boiling.\n",
+    "summary": "how to brew green tea",
+    "tags": ["idea", "tea"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +81,15 @@ def test_an_owner_write_gets_the_receivers_link(served, receiver):
     status, got = write(served, token(served, "read", "write", "owner"), "/ideas/tea.md")
     assert status == 200, got
     assert got["doorUrl"] == "https://door.example/d/1" and "doorUrlReason" not in got
-    (headers, body), = receiver.seen
+    ((headers, body),) = receiver.seen
     assert headers["authorization"] == f"Bearer {SERVICE_KEY}"
-    assert body == {"vfsPath": "/ideas/tea.md", "owner": OWNER_SUB, "summary": NOTE["summary"],
-                    "tags": NOTE["tags"], "contentType": "text/markdown"}
+    assert body == {
+        "vfsPath": "/ideas/tea.md",
+        "owner": OWNER_SUB,
+        "summary": NOTE["summary"],
+        "tags": NOTE["tags"],
+        "contentType": "text/markdown",
+    }
     status, read = note_at(served, "/ideas/tea.md")
     assert status == 200 and read["memory"]["id"] == got["id"] and read["memory"]["generation"] == got["generation"]
     status, file = call(served, "POST", "vfs", PERSON_KEY, {"op": "readFile", "path": "/ideas/tea.md"})

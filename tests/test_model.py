@@ -16,8 +16,9 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import msgpack
 from hypothesis import HealthCheck, event, settings
@@ -29,8 +30,8 @@ from brainy.engine import Brain, init_store
 from brainy.store import keys as K
 from brainy.store.taxonomy import NOUN_TYPES
 
-FLUSH_BYTES = 2048   # a few commits fill it, so the maintenance thread flushes on its own
-COMPACT_AT = 3       # and compacts on its own
+FLUSH_BYTES = 2048  # a few commits fill it, so the maintenance thread flushes on its own
+COMPACT_AT = 3  # and compacts on its own
 
 KEYS = [f"k{i}" for i in range(6)]
 IDS = {key: K.resolve(key)[0] for key in KEYS}
@@ -39,6 +40,8 @@ IDS = {key: K.resolve(key)[0] for key in KEYS}
 def ident(key: str) -> str:
     """The entity id a natural key names (UUIDv5)."""
     return IDS[key] if key in IDS else K.resolve(key)[0]
+
+
 NOUNS = ["thing", "person", "concept"]
 VERBS = ["relatedTo", "likes"]
 SUBTYPES = [None, "s1"]
@@ -56,7 +59,7 @@ keys = st.sampled_from(KEYS)
 values = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b"]), st.booleans())
 metadata = st.dictionaries(st.sampled_from(["x", "y", "z"]), values, max_size=3)
 patches = st.dictionaries(st.sampled_from(["x", "y", "z"]), st.one_of(st.none(), values), max_size=3)
-visibilities = st.sampled_from([None, "public", "internal"])   # None: leave the argument out
+visibilities = st.sampled_from([None, "public", "internal"])  # None: leave the argument out
 vectors = st.one_of(st.none(), st.integers(1, 4).map(vector))
 
 
@@ -93,7 +96,7 @@ def update_args(draw, key: st.SearchStrategy[str] = keys) -> dict[str, Any]:
     if choice == 1:
         a["vector"] = vector(draw(st.integers(1, 4)))
     elif choice == 2:
-        a["vector"] = None   # an explicit null drops the vector
+        a["vector"] = None  # an explicit null drops the vector
     return a
 
 
@@ -124,6 +127,7 @@ def unrelate_by_identity_args(draw, key: st.SearchStrategy[str] = keys) -> dict[
 
 # -- the model ------------------------------------------------------------------------------------
 
+
 class Refused(Exception):
     """What the model says the engine must refuse with."""
 
@@ -143,14 +147,14 @@ class Model:
     """
 
     def __init__(self) -> None:
-        self.entities: dict[str, dict[str, Any]] = {}    # id -> row
-        self.relations: dict[str, dict[str, Any]] = {}   # id (or pending id) -> row
+        self.entities: dict[str, dict[str, Any]] = {}  # id -> row
+        self.relations: dict[str, dict[str, Any]] = {}  # id (or pending id) -> row
         self.head = 0
         self.generation = 1
         self._pending = 0
-        self.bound: dict[str, str] = {}                  # pending id -> the id the engine minted
+        self.bound: dict[str, str] = {}  # pending id -> the id the engine minted
 
-    def copy(self) -> "Model":
+    def copy(self) -> Model:
         return copy.deepcopy(self)
 
     # the doors ---------------------------------------------------------------------------------
@@ -163,11 +167,16 @@ class Model:
         if before is not None and not a.get("upsert", False):
             raise Refused("EntityExistsError")
         self.entities[eid] = {
-            "key": a["id"], "type": a["type"], "metadata": dict(a.get("metadata") or {}),
-            "visibility": a.get("visibility", "public"), "vector": a.get("vector"),
-            "generation": self.generation, "updatedAt": None,
+            "key": a["id"],
+            "type": a["type"],
+            "metadata": dict(a.get("metadata") or {}),
+            "visibility": a.get("visibility", "public"),
+            "vector": a.get("vector"),
+            "generation": self.generation,
+            "updatedAt": None,
             "denseInt": before["denseInt"] if before else None,
-            "createdAt": before["createdAt"] if before else None}
+            "createdAt": before["createdAt"] if before else None,
+        }
         return {"id": eid, "key": a["id"]}
 
     def _entity(self, key: str, name: str = "EntityNotFoundError") -> dict[str, Any]:
@@ -179,9 +188,9 @@ class Model:
     @staticmethod
     def _merge(old: dict[str, Any], patch: dict[str, Any], merge: bool) -> dict[str, Any]:
         if not merge:
-            return dict(patch)   # false replaces the whole bag
+            return dict(patch)  # false replaces the whole bag
         out = dict(old)
-        for k, v in patch.items():   # a top-level merge where a key set to null is deleted
+        for k, v in patch.items():  # a top-level merge where a key set to null is deleted
             if v is None:
                 out.pop(k, None)
             else:
@@ -231,8 +240,7 @@ class Model:
         # the mean itself, as the engine stores it: only an update re-derives it (an upserting add does not)
         row["mean"] = [(x + y) / 2 for x, y in zip(a["vector"], b["vector"])] if row["hasVector"] else None
 
-    def _put_relation(self, from_id: str, to_id: str, verb: str, sub: str | None,
-                      a: dict[str, Any]) -> dict[str, Any]:
+    def _put_relation(self, from_id: str, to_id: str, verb: str, sub: str | None, a: dict[str, Any]) -> dict[str, Any]:
         rid = self.identity(from_id, to_id, verb, sub)
         existed = rid is not None
         if existed:
@@ -240,9 +248,16 @@ class Model:
         else:
             self._pending += 1
             rid = f"{PENDING}{self._pending}"
-            row = self.relations[rid] = {"from": from_id, "to": to_id, "type": verb, "subtype": sub,
-                                         "metadata": {}, "visibility": "public",
-                                         "denseInt": None, "createdAt": None}
+            row = self.relations[rid] = {
+                "from": from_id,
+                "to": to_id,
+                "type": verb,
+                "subtype": sub,
+                "metadata": {},
+                "visibility": "public",
+                "denseInt": None,
+                "createdAt": None,
+            }
         if "metadata" in a:
             row["metadata"] = dict(a["metadata"])
         if "visibility" in a:
@@ -267,7 +282,7 @@ class Model:
         if "subtype" in a:
             other = self.identity(row["from"], row["to"], row["type"], a["subtype"])
             if other is not None and other != a["id"]:
-                raise Refused("InvalidArgumentError")   # identity-taken
+                raise Refused("InvalidArgumentError")  # identity-taken
             row["subtype"] = a["subtype"]
         if "metadata" in a:
             row["metadata"] = self._merge(row["metadata"], a["metadata"], a.get("merge", True))
@@ -293,14 +308,20 @@ class Model:
         self.relations.clear()
         return answer
 
-    TX = {"add": add, "update": update, "remove": remove, "relate": relate,
-          "updateRelation": update_relation, "unrelate": unrelate}
+    TX = {
+        "add": add,
+        "update": update,
+        "remove": remove,
+        "relate": relate,
+        "updateRelation": update_relation,
+        "unrelate": unrelate,
+    }
 
     # after the commit -------------------------------------------------------------------------
 
     def bind(self, mine: Any, theirs: Any) -> None:
         """Learn the ids the engine minted for the model's pending relations; check the rest of the answer."""
-        if isinstance(mine, list):   # transact: each op's own answer
+        if isinstance(mine, list):  # transact: each op's own answer
             assert len(theirs["receipt"]["results"]) == len(mine)
             for one, other in zip(mine, theirs["receipt"]["results"]):
                 self.bind(one, other)
@@ -337,9 +358,17 @@ class Model:
     # what reads must answer ---------------------------------------------------------------------
 
     def counts(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"entities": 0, "entitiesAllTiers": 0, "relationships": 0,
-                               "relationshipsAllTiers": 0, "vectoredEntities": 0, "byType": {},
-                               "byTypeAllTiers": {}, "byRelationType": {}, "byRelationTypeAllTiers": {}}
+        out: dict[str, Any] = {
+            "entities": 0,
+            "entitiesAllTiers": 0,
+            "relationships": 0,
+            "relationshipsAllTiers": 0,
+            "vectoredEntities": 0,
+            "byType": {},
+            "byTypeAllTiers": {},
+            "byRelationType": {},
+            "byRelationTypeAllTiers": {},
+        }
 
         def bump(table: str, key: str) -> None:
             out[table][key] = out[table].get(key, 0) + 1
@@ -362,14 +391,19 @@ class Model:
 
     def view(self) -> tuple[dict[str, tuple], dict[str, tuple]]:
         """What a read at this generation must see, for the history check."""
-        ents = {eid: (e["type"], e["metadata"], e["visibility"], e["vector"] is not None, e["generation"])
-                for eid, e in self.entities.items()}
-        rels = {rid: (r["from"], r["to"], r["type"], r["subtype"], r["visibility"], r["metadata"], r["generation"])
-                for rid, r in self.relations.items()}
+        ents = {
+            eid: (e["type"], e["metadata"], e["visibility"], e["vector"] is not None, e["generation"])
+            for eid, e in self.entities.items()
+        }
+        rels = {
+            rid: (r["from"], r["to"], r["type"], r["subtype"], r["visibility"], r["metadata"], r["generation"])
+            for rid, r in self.relations.items()
+        }
         return copy.deepcopy(ents), copy.deepcopy(rels)
 
 
 # -- reading the store's rows directly ---------------------------------------------------------------
+
 
 def relation_rows(brain: Brain, generation: int) -> dict[str, dict[str, Any]]:
     """Every live relation row at ``generation``, by id, straight from the ``r`` keys."""
@@ -390,6 +424,7 @@ def entity_view(brain: Brain, generation: int) -> dict[str, tuple]:
 
 
 # -- the machine ----------------------------------------------------------------------------------
+
 
 class BrainMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
@@ -415,8 +450,9 @@ class BrainMachine(RuleBasedStateMachine):
 
     # one write to both ----------------------------------------------------------------------------
 
-    def _write(self, door: str, args: Any, simulate: Callable[[Model], Any],
-               commits: Callable[[Any], bool] = lambda _: True) -> dict[str, Any] | None:
+    def _write(
+        self, door: str, args: Any, simulate: Callable[[Model], Any], commits: Callable[[Any], bool] = lambda _: True
+    ) -> dict[str, Any] | None:
         """Run ``simulate`` on a copy of the model and ``door`` on the store; they must agree.
 
         A refusal writes nothing and leaves ``head`` where it was; a commit moves it by exactly one.
@@ -513,8 +549,12 @@ class BrainMachine(RuleBasedStateMachine):
         rid = data.draw(st.sampled_from(sorted(self.model.relations)))
         r = self.model.relations[rid]
         key = {e: self.model.entities[e]["key"] for e in (r["from"], r["to"])}
-        a: dict[str, Any] = {"from": key[r["from"]], "to": key[r["to"]], "type": r["type"],
-                             "metadata": data.draw(metadata)}
+        a: dict[str, Any] = {
+            "from": key[r["from"]],
+            "to": key[r["to"]],
+            "type": r["type"],
+            "metadata": data.draw(metadata),
+        }
         if r["subtype"] is not None:
             a["subtype"] = r["subtype"]
         answer = self._write("relate", a, lambda m: m.relate(a))
@@ -561,7 +601,7 @@ class BrainMachine(RuleBasedStateMachine):
                 try:
                     ids.append(m.add(item)["id"])
                 except Refused as exc:
-                    m.__dict__.update(saved.__dict__)   # the item's savepoint is rolled back
+                    m.__dict__.update(saved.__dict__)  # the item's savepoint is rolled back
                     if not keep_going:
                         raise Refused("TransactionAbortedError", index=i, inner=exc.name) from None
                     failed.append((i, exc.name))
@@ -573,16 +613,18 @@ class BrainMachine(RuleBasedStateMachine):
             holder["mine"] = simulate(m)
             return holder["mine"]
 
-        answer = self._write("addMany", {"items": items, "continueOnError": keep_going}, run,
-                             commits=lambda mine: bool(mine["ids"]))
+        answer = self._write(
+            "addMany", {"items": items, "continueOnError": keep_going}, run, commits=lambda mine: bool(mine["ids"])
+        )
         if answer is not None:
             assert [(f["index"], f["error"]["name"]) for f in answer["failed"]] == holder["mine"]["failed"]
 
     # transactions -------------------------------------------------------------------------------------
 
     def _tx_op(self, data: st.DataObject) -> dict[str, Any]:
-        door = data.draw(st.sampled_from(["add", "add", "update", "remove", "relate", "relate", "unrelate",
-                                          "updateRelation"]))
+        door = data.draw(
+            st.sampled_from(["add", "add", "update", "remove", "relate", "relate", "unrelate", "updateRelation"])
+        )
         present, absent = self._keys(present=True), self._keys(present=False)
         if door == "add":
             args = data.draw(add_args(absent))
@@ -630,9 +672,11 @@ class BrainMachine(RuleBasedStateMachine):
     def transact_with_bad_op(self, data: st.DataObject, n: int, bad: str) -> None:
         """A bad op in the middle of a transact refuses the whole call: nothing is written."""
         ops = [self._tx_op(data) for _ in range(n)]
-        bad_op = {"type": {"door": "add", "args": {"type": BAD_TYPE, "id": KEYS[1]}},
-                  "door": {"door": "frobnicate", "args": {}},
-                  "missing": {"door": "update", "args": {"id": "never-added"}}}[bad]
+        bad_op = {
+            "type": {"door": "add", "args": {"type": BAD_TYPE, "id": KEYS[1]}},
+            "door": {"door": "frobnicate", "args": {}},
+            "missing": {"door": "update", "args": {"id": "never-added"}},
+        }[bad]
         ops.insert(data.draw(st.integers(1, len(ops))), bad_op)
         assert self._transact(ops) is None
 
@@ -642,8 +686,12 @@ class BrainMachine(RuleBasedStateMachine):
     def clear(self, right: bool) -> None:
         """clear with the brain's name removes every row in one commit; another name refuses."""
         a = {"confirm": self.brain.name if right else self.brain.name + "-not"}
-        self._write("clear", a, lambda m: m.clear(a, self.brain.name),
-                    commits=lambda mine: bool(mine["removedEntities"] or mine["removedRelations"]))
+        self._write(
+            "clear",
+            a,
+            lambda m: m.clear(a, self.brain.name),
+            commits=lambda mine: bool(mine["removedEntities"] or mine["removedRelations"]),
+        )
 
     # storage mechanics ----------------------------------------------------------------------------------
 
@@ -684,13 +732,16 @@ class BrainMachine(RuleBasedStateMachine):
         ents, rels = self.history[g]
         assert self.brain.generation(g)["generation"] == g
         assert entity_view(self.brain, g) == ents, g
-        for key in KEYS:   # a point read too, which walks a table's blocks rather than scanning them
+        for key in KEYS:  # a point read too, which walks a table's blocks rather than scanning them
             raw = self.brain.at(g).lookup(K.entity_key(IDS[key]))
             e = msgpack.unpackb(raw, raw=False) if raw else None
             assert (e and (e["type"], e["metadata"], e["visibility"], e["hasVector"], e["generation"])) == ents.get(
-                IDS[key]), (g, key)
-        got = {rid: (r["from"], r["to"], r["type"], r.get("subtype"), r["visibility"], r["metadata"],
-                     r["generation"]) for rid, r in relation_rows(self.brain, g).items()}
+                IDS[key]
+            ), (g, key)
+        got = {
+            rid: (r["from"], r["to"], r["type"], r.get("subtype"), r["visibility"], r["metadata"], r["generation"])
+            for rid, r in relation_rows(self.brain, g).items()
+        }
         assert got == rels, g
 
     # invariants: every read agrees with the model ---------------------------------------------------------
@@ -723,7 +774,12 @@ class BrainMachine(RuleBasedStateMachine):
                 continue
             assert e is not None, key
             assert (e["id"], e["key"], e["type"], e["metadata"], e["visibility"]) == (
-                IDS[key], key, want["type"], want["metadata"], want["visibility"]), (e, want)
+                IDS[key],
+                key,
+                want["type"],
+                want["metadata"],
+                want["visibility"],
+            ), (e, want)
             assert e["hasVector"] is (want["vector"] is not None)
             assert e.get("vector") == want["vector"]
             assert e["generation"] == want["generation"]
@@ -749,7 +805,13 @@ class BrainMachine(RuleBasedStateMachine):
         for rid, want in self.model.relations.items():
             r = got[rid]
             assert (r["from"], r["to"], r["type"], r.get("subtype"), r["visibility"], r["metadata"]) == (
-                want["from"], want["to"], want["type"], want["subtype"], want["visibility"], want["metadata"]), (r, want)
+                want["from"],
+                want["to"],
+                want["type"],
+                want["subtype"],
+                want["visibility"],
+                want["metadata"],
+            ), (r, want)
             assert r["hasVector"] is want["hasVector"]
             assert r["generation"] == want["generation"]
             assert (r["createdAt"], r["updatedAt"]) == (want["createdAt"], want["updatedAt"])
@@ -774,8 +836,11 @@ class BrainMachine(RuleBasedStateMachine):
 
 
 BrainMachine.TestCase.settings = settings(
-    max_examples=120, stateful_step_count=60, deadline=None,  # 200 took 44-68 s of the 10-minute suite
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    max_examples=120,
+    stateful_step_count=60,
+    deadline=None,  # 200 took 44-68 s of the 10-minute suite
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 class TestModel(BrainMachine.TestCase):

@@ -17,17 +17,41 @@ from pathlib import Path
 import brainy
 
 NET = Path(brainy.__file__).parent / "net"
-SANS_IO = ("brainy.net.http", "brainy.net.deadlines", "brainy.net.preface", "brainy.net.h1", "brainy.net.h2",
-           "brainy.net.grpc", "brainy.net.h3", "brainy.net.quic_shim", "brainy.net.ws", "brainy.net.sse",
-           # MCP: everything but the stdio glue is sans-IO (the package's docstring); importing any of its
-           # modules runs the package, which imports the methods and the streamable HTTP transport too
-           "brainy.net.mcp", "brainy.net.mcp.jsonrpc", "brainy.net.mcp.lifecycle", "brainy.net.mcp.stdio",
-           "brainy.net.mcp.tools", "brainy.net.mcp.resources", "brainy.net.mcp.server",
-           "brainy.net.mcp.streamable_http")
+SANS_IO = (
+    "brainy.net.http",
+    "brainy.net.deadlines",
+    "brainy.net.preface",
+    "brainy.net.h1",
+    "brainy.net.h2",
+    "brainy.net.grpc",
+    "brainy.net.h3",
+    "brainy.net.quic_shim",
+    "brainy.net.ws",
+    "brainy.net.sse",
+    # MCP: everything but the stdio glue is sans-IO (the package's docstring); importing any of its
+    # modules runs the package, which imports the methods and the streamable HTTP transport too
+    "brainy.net.mcp",
+    "brainy.net.mcp.jsonrpc",
+    "brainy.net.mcp.lifecycle",
+    "brainy.net.mcp.stdio",
+    "brainy.net.mcp.tools",
+    "brainy.net.mcp.resources",
+    "brainy.net.mcp.server",
+    "brainy.net.mcp.streamable_http",
+)
 # what a protocol object must never pull in: the app and everything behind it, the listeners, the
 # glue, and any IO (STYLE 1: it never imports asyncio/uvloop or touches a socket or a clock)
-FORBIDDEN = ("brainy.net.app", "brainy.net.server", "brainy.net.glue", "brainy.host.dispatch", "brainy.net.mcp",
-             "brainy.engine", "asyncio", "uvloop", "socket")
+FORBIDDEN = (
+    "brainy.net.app",
+    "brainy.net.server",
+    "brainy.net.glue",
+    "brainy.host.dispatch",
+    "brainy.net.mcp",
+    "brainy.engine",
+    "asyncio",
+    "uvloop",
+    "socket",
+)
 CLOCK = ("time",)
 # aioquic's TLS 1.3 (under brainy.net.h3) imports the standard ssl module, which imports socket at its top:
 # loaded, never used; no import in our sources names it (the second test)
@@ -61,8 +85,9 @@ def _imports(module: str, types: bool = False) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names
-                         if _source_exists(f"{node.module}.{alias.name}"))
+            found.update(
+                f"{node.module}.{alias.name}" for alias in node.names if _source_exists(f"{node.module}.{alias.name}")
+            )
     return found
 
 
@@ -73,8 +98,7 @@ def _source_exists(module: str) -> bool:
 def test_the_protocol_modules_import_without_the_app_the_server_or_an_event_loop():
     """Importing the protocol modules (h1, h2, h3, ws, sse, MCP, ...) and their leaves in a fresh interpreter
     brings in no app, server, glue, dispatcher, engine, asyncio, uvloop or socket."""
-    code = ("import sys, json\n" + "".join(f"import {m}\n" for m in SANS_IO)
-            + "print(json.dumps(sorted(sys.modules)))")
+    code = "import sys, json\n" + "".join(f"import {m}\n" for m in SANS_IO) + "print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
@@ -99,11 +123,15 @@ def test_the_request_model_is_a_leaf():
     leaves = {"brainy.contract", "brainy.contract.refusals", "brainy.contract.vectors", "brainy.contract.encoded"}
     assert {m for m in _imports("brainy.net.codecs") if m.startswith("brainy")} <= leaves | {"brainy._speedups"}
     code = "import sys, json, brainy.net.codecs\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('brainy'))))"
-    loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                           check=True).stdout))
+    loaded = set(
+        json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    )
     # and through the speedups and the refusals, nothing of ours but the contract: no engine, no other net module
-    assert {m for m in loaded if not m.startswith(("brainy._speedups", "brainy.contract"))} <= \
-        {"brainy", "brainy.net", "brainy.net.codecs"}, loaded
+    assert {m for m in loaded if not m.startswith(("brainy._speedups", "brainy.contract"))} <= {
+        "brainy",
+        "brainy.net",
+        "brainy.net.codecs",
+    }, loaded
 
 
 def _modules() -> list[str]:
@@ -138,17 +166,28 @@ def test_the_net_layer_has_no_import_cycle():
 # Words that are door names and also the transports' own words: a WebSocket close and an MCP session's
 # close, a key table's counts() method, a change frame's generation field. Any other door name written in
 # brainy/net is a transport naming a door.
-NOT_DOORS = {"ws.py": {"close"}, "lifecycle.py": {"close"}, "app.py": {"counts"}, "sse.py": {"generation"},
-             "serve.py": {"generation"}}
-DOOR_NAMES = frozenset(door["name"] for door in
-                       json.loads((NET.parent / "contract" / "api-contract.json").read_text())["doors"])
+NOT_DOORS = {
+    "ws.py": {"close"},
+    "lifecycle.py": {"close"},
+    "app.py": {"counts"},
+    "sse.py": {"generation"},
+    "serve.py": {"generation"},
+}
+DOOR_NAMES = frozenset(
+    door["name"] for door in json.loads((NET.parent / "contract" / "api-contract.json").read_text())["doors"]
+)
 
 
 def _doors_named(path: Path, allowed: frozenset[str] | set[str] = frozenset()) -> list[tuple[int, str]]:
     """Every string literal in ``path`` that is a door's name, but for ``allowed``."""
-    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DOOR_NAMES
-            and node.value not in allowed]
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value in DOOR_NAMES
+        and node.value not in allowed
+    ]
 
 
 def test_no_transport_names_a_door(tmp_path):

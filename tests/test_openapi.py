@@ -123,7 +123,7 @@ def test_the_vfs_route_is_one_of_keyed_by_op():
         assert set(body["properties"]) == {"op"} | {p.name for p in door.params if p.location == "body"}
         assert body["required"][0] == "op"
     assert validator.is_valid({"op": "readFile", "path": "/a.md"})
-    assert not validator.is_valid({"op": "readFile"})               # path is required
+    assert not validator.is_valid({"op": "readFile"})  # path is required
     assert not validator.is_valid({"op": "readFile", "path": "/a", "recursive": True})  # readdir's, not readFile's
     assert not validator.is_valid({"op": "format", "path": "/a"})
     assert not validator.is_valid({"path": "/a.md"})
@@ -169,8 +169,7 @@ def test_vfs_and_server_doors_refuse_with_their_statuses():
     for door in D.DOORS:
         if door.layer == "vfs":
             names.extend(n for n in D.all_refusals(door) if n not in names)
-    assert {s: _refusal_names(r) for s, r in op["responses"].items() if s not in ("200", "default")} \
-        == _statuses(names)
+    assert {s: _refusal_names(r) for s, r in op["responses"].items() if s not in ("200", "default")} == _statuses(names)
     for sdoor in S.SERVER_DOORS:
         if sdoor.accept is not None:
             continue
@@ -201,7 +200,8 @@ def test_answers_and_refusals_have_the_wire_shape():
     assert narrowed.is_valid({"error": wire, "_meta": {"ms": 1.0}})
     other = R.InProcessOnlyError(door="use", instead="x").to_wire()
     assert refusal.is_valid({"error": other, "_meta": {"ms": 1.0}}) and not narrowed.is_valid(
-        {"error": other, "_meta": {"ms": 1.0}})
+        {"error": other, "_meta": {"ms": 1.0}}
+    )
 
 
 def test_every_refusal_class_is_a_schema():
@@ -229,10 +229,10 @@ def test_the_committed_copy_is_fresh():
 def test_get_openapi_json_serves_the_committed_copy_to_anyone(tmp_path):
     """GET /openapi.json needs no credential and answers docs/openapi.json byte for byte, as application/json
     with Server-Timing; it is served as text, so no _meta is merged into it."""
-    from brainy.engine import init_store
-    from brainy.net.app import App, Request, Response
     from brainy.auth.keys import KeyTable
+    from brainy.engine import init_store
     from brainy.host.pool import Pool
+    from brainy.net.app import App, Request, Response
 
     init_store(tmp_path / "notes")
     keys = tmp_path / "keys"

@@ -4,14 +4,13 @@ the audit, the listings and the check, on a real store."""
 from __future__ import annotations
 
 import pytest
+from helpers import new_store
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.engine import Brain
 from brainy.doors import policy
+from brainy.engine import Brain
 from brainy.store import keys as K
-
-from helpers import new_store
 
 ALICE, BOB, OWNER = "person:alice", "person:bob", "person:owner"
 
@@ -38,8 +37,9 @@ def declare(brain, caller, doors, reason="no", **more):
 
 def enact(brain, subject, doors, reason="house rule", **more):
     """A tier-1 rule proposed by alice and ratified by the owner."""
-    rid = brain.call("policy.propose", {"subject": subject, "doors": doors, "reason": reason, **more},
-                     caller=ALICE)["id"]
+    rid = brain.call("policy.propose", {"subject": subject, "doors": doors, "reason": reason, **more}, caller=ALICE)[
+        "id"
+    ]
     brain.call("policy.ratify", {"id": rid}, caller=OWNER)
     return rid
 
@@ -50,8 +50,9 @@ def test_the_governed_doors_are_derived_from_the_contract():
     expected = {d.name for d in D.DOORS if d.kind == "write" and "W" in d.sets and d.layer != "policy"}
     assert policy.GOVERNED == expected
     assert {"add", "transact", "defineAggregate", "writeFile", "memory.write", "accords.file"} <= expected
-    assert not any(policy.governs(d.name) for d in D.DOORS if d.kind == "read" or d.access == "service"
-                   or d.layer == "policy")
+    assert not any(
+        policy.governs(d.name) for d in D.DOORS if d.kind == "read" or d.access == "service" or d.layer == "policy"
+    )
 
 
 def test_a_declared_rule_binds_its_declarer_at_once_and_no_one_else(brain):
@@ -61,8 +62,9 @@ def test_a_declared_rule_binds_its_declarer_at_once_and_no_one_else(brain):
     brain.call("add", {"type": "thing", "id": "a"}, caller=ALICE)
     brain.call("add", {"type": "thing", "id": "b"}, caller=BOB)
     head = brain.head
-    exc = refused(lambda: brain.call("remove", {"id": "a"}, caller=ALICE), R.GuardrailRefusedError,
-                  caller=ALICE, via=None)
+    exc = refused(
+        lambda: brain.call("remove", {"id": "a"}, caller=ALICE), R.GuardrailRefusedError, caller=ALICE, via=None
+    )
     assert exc.fields["rules"] == [{"id": "rule:i-never-delete", "tier": 2, "reason": "I never delete"}]
     assert exc.status == 403
     assert brain.get("a")["entity"]["id"]  # not removed
@@ -72,22 +74,29 @@ def test_a_declared_rule_binds_its_declarer_at_once_and_no_one_else(brain):
     assert [(r["id"], r["subject"], r["declaredBy"]) for r in rules] == [("rule:i-never-delete", [ALICE], ALICE)]
 
 
-@pytest.mark.parametrize("door, args, setup", [
-    ("add", {"type": "thing"}, None),
-    ("addMany", {"items": [{"type": "thing"}]}, None),
-    ("update", {"id": "t", "metadata": {"x": 1}}, "entity"),
-    ("updateMany", {"items": [{"id": "t", "metadata": {"x": 1}}]}, "entity"),
-    ("remove", {"id": "t"}, "entity"),
-    ("removeMany", {"ids": ["t"]}, "entity"),
-    ("relate", {"from": "t", "to": "u", "type": "relatedTo"}, "entity"),
-    ("relateMany", {"items": [{"from": "t", "to": "u", "type": "relatedTo"}]}, "entity"),
-    ("updateRelation", {"id": "r", "weight": 0.5}, "relation"),
-    ("unrelate", {"id": "r"}, "relation"),
-    ("transact", {"ops": [{"door": "add", "args": {"type": "thing"}}]}, None),
-    ("clear", {"confirm": "test"}, "entity"),
-    ("defineAggregate", {"name": "n", "source": {"type": "thing"}, "groupBy": ["k"], "metrics": {"n": {"op": "count"}}}, None),
-    ("removeAggregate", {"name": "n"}, "aggregate"),
-])
+@pytest.mark.parametrize(
+    "door, args, setup",
+    [
+        ("add", {"type": "thing"}, None),
+        ("addMany", {"items": [{"type": "thing"}]}, None),
+        ("update", {"id": "t", "metadata": {"x": 1}}, "entity"),
+        ("updateMany", {"items": [{"id": "t", "metadata": {"x": 1}}]}, "entity"),
+        ("remove", {"id": "t"}, "entity"),
+        ("removeMany", {"ids": ["t"]}, "entity"),
+        ("relate", {"from": "t", "to": "u", "type": "relatedTo"}, "entity"),
+        ("relateMany", {"items": [{"from": "t", "to": "u", "type": "relatedTo"}]}, "entity"),
+        ("updateRelation", {"id": "r", "weight": 0.5}, "relation"),
+        ("unrelate", {"id": "r"}, "relation"),
+        ("transact", {"ops": [{"door": "add", "args": {"type": "thing"}}]}, None),
+        ("clear", {"confirm": "test"}, "entity"),
+        (
+            "defineAggregate",
+            {"name": "n", "source": {"type": "thing"}, "groupBy": ["k"], "metrics": {"n": {"op": "count"}}},
+            None,
+        ),
+        ("removeAggregate", {"name": "n"}, "aggregate"),
+    ],
+)
 def test_every_engine_write_is_governed(brain, door, args, setup):
     """A tier-1 rule over a door stops that door for its subject, whatever the door: nothing it staged lands,
     and the audit names the door."""
@@ -97,14 +106,20 @@ def test_every_engine_write_is_governed(brain, door, args, setup):
     if setup == "relation":
         brain.call("relate", {"from": "t", "to": "u", "type": "relatedTo", "id": "r"}, caller=BOB)
     if setup == "aggregate":
-        brain.call("defineAggregate", {"name": "n", "source": {"type": "thing"}, "groupBy": ["k"], "metrics": {"n": {"op": "count"}}},
-                   caller=BOB)
+        brain.call(
+            "defineAggregate",
+            {"name": "n", "source": {"type": "thing"}, "groupBy": ["k"], "metrics": {"n": {"op": "count"}}},
+            caller=BOB,
+        )
     rid = enact(brain, BOB, [door])
     before = brain.call("counts", {})
     refused(lambda: brain.call(door, args, caller=BOB), R.GuardrailRefusedError, caller=BOB)
     after = brain.call("counts", {})
     assert (after["entities"], after["relationships"], after["byType"]) == (
-        before["entities"], before["relationships"], before["byType"])
+        before["entities"],
+        before["relationships"],
+        before["byType"],
+    )
     events = brain.call("policy.audit", {})["events"]
     assert [(e["door"], e["caller"], e["rules"]) for e in events] == [(door, BOB, [rid])]
     brain.call(door, args, caller=ALICE)  # not a subject: the write lands
@@ -129,8 +144,11 @@ def test_patterns_roles_and_exceptions(brain):
     brain.call("add", {"type": "thing", "id": "o"}, caller=OWNER)
     brain.call("add", {"type": "thing"}, caller=BOB, via="service:ingest", roles=("admin",))
     brain.call("update", {"id": "o", "data": "x"}, caller=BOB)  # no intern role asserted
-    exc = refused(lambda: brain.call("update", {"id": "o", "data": "y"}, caller=BOB, via="service:ingest",
-                                     roles=("intern",)), R.GuardrailRefusedError, via="service:ingest")
+    exc = refused(
+        lambda: brain.call("update", {"id": "o", "data": "y"}, caller=BOB, via="service:ingest", roles=("intern",)),
+        R.GuardrailRefusedError,
+        via="service:ingest",
+    )
     assert [r["reason"] for r in exc.fields["rules"]] == ["interns do not edit"]
 
 
@@ -138,10 +156,12 @@ def test_where_is_tested_against_the_row_the_write_would_produce(brain):
     """An add or update is judged by the row it would write; a removal by the row as it was."""
     enact(brain, BOB, ["add", "update", "remove"], "no secrets", where={"secret": True})
     brain.call("add", {"type": "thing", "id": "open", "metadata": {"secret": False}}, caller=BOB)
-    refused(lambda: brain.call("add", {"type": "thing", "metadata": {"secret": True}}, caller=BOB),
-            R.GuardrailRefusedError)
-    refused(lambda: brain.call("update", {"id": "open", "metadata": {"secret": True}}, caller=BOB),
-            R.GuardrailRefusedError)
+    refused(
+        lambda: brain.call("add", {"type": "thing", "metadata": {"secret": True}}, caller=BOB), R.GuardrailRefusedError
+    )
+    refused(
+        lambda: brain.call("update", {"id": "open", "metadata": {"secret": True}}, caller=BOB), R.GuardrailRefusedError
+    )
     brain.call("add", {"type": "thing", "id": "hidden", "metadata": {"secret": True}}, caller=ALICE)
     refused(lambda: brain.call("remove", {"id": "hidden"}, caller=BOB), R.GuardrailRefusedError)
     assert brain.call("remove", {"id": "open"}, caller=BOB)["id"]
@@ -164,48 +184,77 @@ def test_retiring_own_rules_others_rules_and_proposals(brain):
     """Own tier-2 and own proposals retire at once; another's tier-2 is not-declarer, another's proposal
     not-proposer; a retired rule is already-retired; an unknown id is RecordNotFoundError."""
     mine = declare(brain, ALICE, ["remove"], "mine")["id"]
-    refused(lambda: brain.call("policy.retire", {"id": mine, "reason": "x"}, caller=BOB), R.RecordStateError,
-            state="active", reason="not-declarer")
+    refused(
+        lambda: brain.call("policy.retire", {"id": mine, "reason": "x"}, caller=BOB),
+        R.RecordStateError,
+        state="active",
+        reason="not-declarer",
+    )
     assert brain.call("policy.retire", {"id": mine, "reason": "done"}, caller=ALICE)["status"] == "retired"
-    refused(lambda: brain.call("policy.retire", {"id": mine, "reason": "x"}, caller=ALICE), R.RecordStateError,
-            state="retired", reason="already-retired")
+    refused(
+        lambda: brain.call("policy.retire", {"id": mine, "reason": "x"}, caller=ALICE),
+        R.RecordStateError,
+        state="retired",
+        reason="already-retired",
+    )
     proposal = brain.call("policy.propose", {"subject": [BOB], "doors": ["add"], "reason": "p"}, caller=ALICE)["id"]
-    refused(lambda: brain.call("policy.retire", {"id": proposal, "reason": "x"}, caller=BOB), R.RecordStateError,
-            reason="not-proposer")
+    refused(
+        lambda: brain.call("policy.retire", {"id": proposal, "reason": "x"}, caller=BOB),
+        R.RecordStateError,
+        reason="not-proposer",
+    )
     assert brain.call("policy.retire", {"id": proposal, "reason": "no"}, caller=ALICE)["status"] == "retired"
-    e = refused(lambda: brain.call("policy.retire", {"id": "rule:nothing", "reason": "x"}, caller=ALICE),
-                R.RecordNotFoundError, id="rule:nothing")
+    e = refused(
+        lambda: brain.call("policy.retire", {"id": "rule:nothing", "reason": "x"}, caller=ALICE),
+        R.RecordNotFoundError,
+        id="rule:nothing",
+    )
     assert e.status == 404
     brain.call("add", {"type": "thing", "id": "plain"}, caller=ALICE)
     refused(lambda: brain.call("policy.retire", {"id": "plain", "reason": "x"}, caller=ALICE), R.RecordNotFoundError)
     refused(lambda: brain.call("policy.ratify", {"id": "rule:nothing"}, caller=OWNER), R.RecordNotFoundError)
     refused(lambda: brain.call("policy.unlock", {"id": "rule:nothing"}, caller=OWNER), R.RecordNotFoundError)
     assert {r["id"]: r["status"] for r in brain.call("policy.rules", {"status": "retired"})["rules"]} == {
-        mine: "retired", proposal: "retired"}
+        mine: "retired",
+        proposal: "retired",
+    }
 
 
 def test_retirement_proposals_take_effect_on_ratify(brain):
     """retire on an active tier-1 rule files a retirement proposal (still active); ratify retires it; a second
     proposal while one is pending, or ratifying an active rule with none, is RecordStateError."""
     rid = enact(brain, BOB, ["add"])
-    assert brain.call("policy.retire", {"id": rid, "reason": "too strict"}, caller=BOB)["status"] == \
-        "retirement-proposed"
+    assert (
+        brain.call("policy.retire", {"id": rid, "reason": "too strict"}, caller=BOB)["status"] == "retirement-proposed"
+    )
     refused(lambda: brain.call("add", {"type": "thing"}, caller=BOB), R.GuardrailRefusedError)  # still in force
-    refused(lambda: brain.call("policy.retire", {"id": rid, "reason": "again"}, caller=BOB), R.RecordStateError,
-            reason="retirement-pending")
+    refused(
+        lambda: brain.call("policy.retire", {"id": rid, "reason": "again"}, caller=BOB),
+        R.RecordStateError,
+        reason="retirement-pending",
+    )
     (rule,) = brain.call("policy.rules", {})["rules"]
     assert rule["retirement"]["proposedBy"] == BOB and rule["retirement"]["reason"] == "too strict"
     done = brain.call("policy.ratify", {"id": rid, "note": "ok"}, caller=OWNER)
     assert done["status"] == "retired" and done["ratifiedBy"] == OWNER
     brain.call("add", {"type": "thing"}, caller=BOB)
-    refused(lambda: brain.call("policy.ratify", {"id": rid}, caller=OWNER), R.RecordStateError,
-            state="retired", reason="not-a-proposal")
+    refused(
+        lambda: brain.call("policy.ratify", {"id": rid}, caller=OWNER),
+        R.RecordStateError,
+        state="retired",
+        reason="not-a-proposal",
+    )
     active = enact(brain, BOB, ["update"], "another")
-    refused(lambda: brain.call("policy.ratify", {"id": active}, caller=OWNER), R.RecordStateError,
-            state="active", reason="not-a-proposal")
+    refused(
+        lambda: brain.call("policy.ratify", {"id": active}, caller=OWNER),
+        R.RecordStateError,
+        state="active",
+        reason="not-a-proposal",
+    )
     tier2 = declare(brain, ALICE, ["add"])["id"]
-    refused(lambda: brain.call("policy.ratify", {"id": tier2}, caller=OWNER), R.RecordStateError,
-            reason="not-a-proposal")
+    refused(
+        lambda: brain.call("policy.ratify", {"id": tier2}, caller=OWNER), R.RecordStateError, reason="not-a-proposal"
+    )
 
 
 def test_a_proposal_is_inert_until_ratified(brain):
@@ -231,8 +280,12 @@ def test_freeze_locks_and_unlock_lifts(brain):
     b = enact(brain, BOB, ["remove"], "b")
     listed = brain.call("policy.rules", {"tier": 1})
     assert listed["frozen"] is True and {r["id"]: r["locked"] for r in listed["rules"]} == {a: True, b: True}
-    exc = refused(lambda: brain.call("policy.retire", {"id": a, "reason": "x"}, caller=BOB), R.PolicyLockedError,
-                  rule=a, frozen=True)
+    exc = refused(
+        lambda: brain.call("policy.retire", {"id": a, "reason": "x"}, caller=BOB),
+        R.PolicyLockedError,
+        rule=a,
+        frozen=True,
+    )
     assert exc.status == 423
     assert brain.call("policy.retire", {"id": mine, "reason": "mine"}, caller=BOB)["status"] == "retired"
     one = brain.call("policy.unlock", {"id": a}, caller=OWNER)
@@ -254,20 +307,23 @@ def test_a_retirement_proposed_before_a_freeze_waits_for_the_unlock(brain):
     assert brain.call("policy.ratify", {"id": rid}, caller=OWNER)["status"] == "retired"
 
 
-@pytest.mark.parametrize("door, args, field", [
-    ("policy.declare", {"doors": ["get"], "reason": "r"}, "doors[0]"),
-    ("policy.declare", {"doors": ["policy.retire"], "reason": "r"}, "doors[0]"),
-    ("policy.declare", {"doors": ["nosuch*"], "reason": "r"}, "doors[0]"),
-    ("policy.declare", {"doors": [], "reason": "r"}, "doors"),
-    ("policy.declare", {"doors": ["add"], "reason": "  "}, "reason"),
-    ("policy.declare", {"doors": ["add"], "reason": "r", "where": {"x": {"nosuchop": 1}}}, "where"),
-    ("policy.propose", {"subject": "bob", "doors": ["add"], "reason": "r"}, "subject[0]"),
-    ("policy.propose", {"subject": "role:", "doors": ["add"], "reason": "r"}, "subject[0]"),
-    ("policy.propose", {"subject": "*", "except": ["*x"], "doors": ["add"], "reason": "r"}, "except[0]"),
-    ("policy.rules", {"status": "gone"}, "status"),
-    ("policy.check", {"door": "nosuch"}, "door"),
-    ("policy.audit", {"since": "yesterday"}, "since"),
-])
+@pytest.mark.parametrize(
+    "door, args, field",
+    [
+        ("policy.declare", {"doors": ["get"], "reason": "r"}, "doors[0]"),
+        ("policy.declare", {"doors": ["policy.retire"], "reason": "r"}, "doors[0]"),
+        ("policy.declare", {"doors": ["nosuch*"], "reason": "r"}, "doors[0]"),
+        ("policy.declare", {"doors": [], "reason": "r"}, "doors"),
+        ("policy.declare", {"doors": ["add"], "reason": "  "}, "reason"),
+        ("policy.declare", {"doors": ["add"], "reason": "r", "where": {"x": {"nosuchop": 1}}}, "where"),
+        ("policy.propose", {"subject": "bob", "doors": ["add"], "reason": "r"}, "subject[0]"),
+        ("policy.propose", {"subject": "role:", "doors": ["add"], "reason": "r"}, "subject[0]"),
+        ("policy.propose", {"subject": "*", "except": ["*x"], "doors": ["add"], "reason": "r"}, "except[0]"),
+        ("policy.rules", {"status": "gone"}, "status"),
+        ("policy.check", {"door": "nosuch"}, "door"),
+        ("policy.audit", {"since": "yesterday"}, "since"),
+    ],
+)
 def test_malformed_policy_arguments_refuse_by_name(brain, door, args, field):
     """A rule that could bind nothing, a subject that is no principal, a bad where, status or instant:
     InvalidArgumentError naming the field, and nothing committed."""
@@ -279,8 +335,9 @@ def test_malformed_policy_arguments_refuse_by_name(brain, door, args, field):
 
 def test_a_policy_write_needs_a_caller(brain):
     """In process no credential stands behind a call: a policy write without caller= refuses."""
-    refused(lambda: brain.call("policy.declare", {"doors": ["add"], "reason": "r"}), R.InvalidArgumentError,
-            field="caller")
+    refused(
+        lambda: brain.call("policy.declare", {"doors": ["add"], "reason": "r"}), R.InvalidArgumentError, field="caller"
+    )
 
 
 def test_check_answers_as_enforcement_would(brain):
@@ -297,8 +354,11 @@ def test_check_answers_as_enforcement_would(brain):
     assert brain.call("policy.check", {"door": "remove", "id": "p"}, caller=BOB)["allowed"] is False
     assert brain.call("policy.check", {"door": "remove", "id": "t"}, caller=BOB)["allowed"] is True
     assert brain.call("policy.check", {"door": "remove"}, caller=BOB)["allowed"] is False  # may stop
-    assert brain.call("policy.check", {"door": "add", "args": {"type": "person"}, "caller": ALICE},
-                      caller=BOB) == {"allowed": True, "caller": ALICE, "rules": []}
+    assert brain.call("policy.check", {"door": "add", "args": {"type": "person"}, "caller": ALICE}, caller=BOB) == {
+        "allowed": True,
+        "caller": ALICE,
+        "rules": [],
+    }
     assert brain.call("policy.check", {"door": "get"}, caller=BOB)["allowed"] is True  # reads are never governed
     refused(lambda: brain.call("policy.check", {"door": "add"}), R.InvalidArgumentError, field="caller")
     assert brain.head == head
@@ -310,11 +370,15 @@ def test_audit_filters_and_pages(brain):
     a = enact(brain, "*", ["add"], "no adds")
     b = declare(brain, BOB, ["update"], "bob no updates")["id"]
     for caller in (ALICE, BOB, ALICE):
-        refused(lambda: brain.call("add", {"type": "thing"}, caller=caller, via="service:ingest"),
-                R.GuardrailRefusedError)
+        refused(
+            lambda: brain.call("add", {"type": "thing"}, caller=caller, via="service:ingest"), R.GuardrailRefusedError
+        )
     everything = brain.call("policy.audit", {})
     assert [(e["caller"], e["door"], e["via"]) for e in everything["events"]] == [
-        (ALICE, "add", "service:ingest"), (BOB, "add", "service:ingest"), (ALICE, "add", "service:ingest")]
+        (ALICE, "add", "service:ingest"),
+        (BOB, "add", "service:ingest"),
+        (ALICE, "add", "service:ingest"),
+    ]
     assert everything["hasMore"] is False and everything["cursor"] is None
     assert len(brain.call("policy.audit", {"caller": ALICE})["events"]) == 2
     assert brain.call("policy.audit", {"rule": b})["events"] == []
@@ -344,8 +408,19 @@ def test_rules_list_filters_and_pages(brain):
         seen += [r["id"] for r in page["rules"]]
     assert seen == ids
     rule = brain.call("policy.rules", {"limit": 1})["rules"][0]
-    assert set(rule) == {"id", "tier", "status", "subject", "except", "doors", "reason", "declaredBy", "locked",
-                         "createdAt", "generation"}
+    assert set(rule) == {
+        "id",
+        "tier",
+        "status",
+        "subject",
+        "except",
+        "doors",
+        "reason",
+        "declaredBy",
+        "locked",
+        "createdAt",
+        "generation",
+    }
 
 
 def test_rules_and_audit_survive_a_reopen_and_time_travel(tmp_path):
@@ -382,27 +457,33 @@ def test_engine_doors_cannot_change_a_rule_row(brain):
     """DOORS 2.3: update, and add with upsert, refuse a row a layer wrote (reserved-subtype), so no ordinary
     write rewrites a rule; remove may still remove it, and a removed rule binds no one."""
     rid = enact(brain, BOB, ["addMany"], "no batches")
-    for door, args in (("update", {"id": rid, "metadata": {"doors": []}}),
-                       ("add", {"type": "thing", "id": rid, "upsert": True})):
-        refused(lambda: brain.call(door, args, caller=ALICE), R.InvalidArgumentError, field="id",
-                reason="reserved-subtype")
+    for door, args in (
+        ("update", {"id": rid, "metadata": {"doors": []}}),
+        ("add", {"type": "thing", "id": rid, "upsert": True}),
+    ):
+        refused(
+            lambda: brain.call(door, args, caller=ALICE), R.InvalidArgumentError, field="id", reason="reserved-subtype"
+        )
     assert brain.call("policy.rules", {})["rules"][0]["doors"] == ["addMany"]
     brain.call("remove", {"id": rid}, caller=ALICE)
     brain.call("addMany", {"items": [{"type": "thing"}]}, caller=BOB)
 
 
-@pytest.mark.parametrize("door, args, setup", [
-    ("writeFile", {"path": "/notes/a.txt", "content": "hello", "createParents": True}, None),
-    ("appendFile", {"path": "/f.txt", "content": " more"}, "file"),
-    ("mkdir", {"path": "/d"}, None),
-    ("rmdir", {"path": "/d"}, "dir"),
-    ("unlink", {"path": "/f.txt"}, "file"),
-    ("rename", {"path": "/f.txt", "to": "/g.txt"}, "file"),
-    ("move", {"path": "/f.txt", "to": "/d/f.txt"}, "file"),
-    ("copy", {"path": "/f.txt", "to": "/h.txt"}, "file"),
-    ("setxattr", {"path": "/f.txt", "name": "colour", "value": "red"}, "file"),
-    ("removexattr", {"path": "/f.txt", "name": "mood"}, "xattr"),
-])
+@pytest.mark.parametrize(
+    "door, args, setup",
+    [
+        ("writeFile", {"path": "/notes/a.txt", "content": "hello", "createParents": True}, None),
+        ("appendFile", {"path": "/f.txt", "content": " more"}, "file"),
+        ("mkdir", {"path": "/d"}, None),
+        ("rmdir", {"path": "/d"}, "dir"),
+        ("unlink", {"path": "/f.txt"}, "file"),
+        ("rename", {"path": "/f.txt", "to": "/g.txt"}, "file"),
+        ("move", {"path": "/f.txt", "to": "/d/f.txt"}, "file"),
+        ("copy", {"path": "/f.txt", "to": "/h.txt"}, "file"),
+        ("setxattr", {"path": "/f.txt", "name": "colour", "value": "red"}, "file"),
+        ("removexattr", {"path": "/f.txt", "name": "mood"}, "xattr"),
+    ],
+)
 def test_every_vfs_write_is_governed(brain, door, args, setup):
     """The file doors are row-writing doors like any other: a rule over one stops it for its subject, no file
     or directory row moves, and the audit names the door."""
@@ -415,8 +496,10 @@ def test_every_vfs_write_is_governed(brain, door, args, setup):
         brain.call("mkdir", {"path": "/d"}, caller=BOB)
 
     def files() -> dict[str, int]:
-        return {r["id"]: r["generation"] for r in brain.at().entities()
-                if str(r.get("subtype") or "").startswith("vfs.")}
+        return {
+            r["id"]: r["generation"] for r in brain.at().entities() if str(r.get("subtype") or "").startswith("vfs.")
+        }
+
     rid = enact(brain, BOB, [door])
     before = files()
     refused(lambda: brain.call(door, args, caller=BOB), R.GuardrailRefusedError, caller=BOB)

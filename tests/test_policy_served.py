@@ -15,11 +15,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from brainy.contract import doors as D
-from brainy.auth import issuer
-
 from server import PERSON, PERSON_KEY, SERVICE_KEY, ServerProcess, start_server, trusted_issuer
+
+from brainy.auth import issuer
+from brainy.contract import doors as D
 
 ORDERS_KEY = "bky_policy_tests_orders_service_0123"  # service:orders *: a service key that may assert a caller
 BUSINESS_KEY = "bky_policy_tests_business_acme_01234"
@@ -45,8 +44,9 @@ def token(server: ServerProcess, *scope: str, sub: str = "person:owner@example.c
     return issuer.mint(server.extra["signer"], server.brain, sub, scope, 600)[0]
 
 
-def send(server: ServerProcess, method: str, path: str, key: str, body: Any = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+def send(
+    server: ServerProcess, method: str, path: str, key: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
     """One HTTP/1.1 exchange on a fresh loopback connection: (status, document)."""
     connection = http.client.HTTPConnection(server.host, server.port, timeout=TIMEOUT)
     try:
@@ -62,8 +62,14 @@ def send(server: ServerProcess, method: str, path: str, key: str, body: Any = No
         connection.close()
 
 
-def ask(server: ServerProcess, door: str, key: str, body: Any = None, headers: dict[str, str] | None = None,
-        method: str = "POST") -> tuple[int, dict[str, Any]]:
+def ask(
+    server: ServerProcess,
+    door: str,
+    key: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    method: str = "POST",
+) -> tuple[int, dict[str, Any]]:
     return send(server, method, server.path(door), key, body, headers)
 
 
@@ -78,12 +84,19 @@ def test_the_ruling_doors_with_every_kind_of_credential(served):
     read/write token, a service key bare or asserting an owner are PolicyOwnerScopeRequiredError; the ! key is
     a principal door's ForbiddenError access-class. The ratification is recorded under the token's sub."""
     owner = token(served, "read", "write", "owner")
-    short = {"person key": (PERSON_KEY, None), "business key": (BUSINESS_KEY, None),
-             "read/write token": (token(served, "read", "write"), None),
-             "bare service key": (ORDERS_KEY, None),
-             "asserted owner": (ORDERS_KEY, {**BOB, "X-Brainy-Owner": "true"})}
-    proposal = ask(served, "policy/propose", PERSON_KEY, {"subject": "person:nobody", "doors": ["add"],
-                                                           "reason": "ruled over the wire"})[1]["id"]
+    short = {
+        "person key": (PERSON_KEY, None),
+        "business key": (BUSINESS_KEY, None),
+        "read/write token": (token(served, "read", "write"), None),
+        "bare service key": (ORDERS_KEY, None),
+        "asserted owner": (ORDERS_KEY, {**BOB, "X-Brainy-Owner": "true"}),
+    }
+    proposal = ask(
+        served,
+        "policy/propose",
+        PERSON_KEY,
+        {"subject": "person:nobody", "doors": ["add"], "reason": "ruled over the wire"},
+    )[1]["id"]
     for door in ("ratify", "unlock", "freeze"):
         body = {"id": proposal}
         for what, (key, headers) in short.items():
@@ -95,8 +108,7 @@ def test_the_ruling_doors_with_every_kind_of_credential(served):
     assert status == 200 and doc["status"] == "active" and doc["ratifiedBy"] == "person:owner@example.com", doc
     status, doc = ask(served, "policy/freeze", owner, {"reason": "quiet week"})
     assert status == 200 and doc["locked"] == [proposal]
-    error = refusal(ask(served, "policy/retire", PERSON_KEY, {"id": proposal, "reason": "x"}), 423,
-                    "PolicyLockedError")
+    error = refusal(ask(served, "policy/retire", PERSON_KEY, {"id": proposal, "reason": "x"}), 423, "PolicyLockedError")
     assert error == {**error, "rule": proposal, "frozen": True}
     status, doc = ask(served, "policy/unlock", owner, {})
     assert status == 200 and doc == {**doc, "unlocked": [proposal], "frozen": False}
@@ -111,8 +123,13 @@ def test_every_family_of_row_writing_door_wants_a_caller(served):
     writing = [d for d in D.DOORS if d.kind == "write" and "W" in d.sets and d.rung != "ownerTriple"]
     assert {d.layer for d in writing} == {"engine", "vfs", "accords", "memory", "policy"}
     for door in writing:
-        status, doc = send(served, door.method, door.path.replace("{brain}", served.brain), ORDERS_KEY,
-                           {"op": door.name} if door.layer == "vfs" else {})
+        status, doc = send(
+            served,
+            door.method,
+            door.path.replace("{brain}", served.brain),
+            ORDERS_KEY,
+            {"op": door.name} if door.layer == "vfs" else {},
+        )
         assert (status, doc["error"]["name"]) == (403, "ServiceKeyCannotWriteError"), (door.name, doc)
         assert doc["error"]["door"] == door.name
     assert ask(served, "counts", ORDERS_KEY, method="GET")[0] == 200
@@ -122,9 +139,11 @@ def test_every_family_of_row_writing_door_wants_a_caller(served):
 def test_each_credential_writes_as_its_own_caller(served):
     """A person's key writes as its kind:principal, a token as its sub, a service key as the caller it asserts
     (the commit naming the service as via); nobody else may assert, and an unreadable assertion is refused."""
-    cases = {"person": (PERSON_KEY, None, PERSON, None),
-             "token": (token(served, "read", "write", sub="agent:anima"), None, "agent:anima", None),
-             "asserted": (ORDERS_KEY, BOB, "person:bob", "service:orders")}
+    cases = {
+        "person": (PERSON_KEY, None, PERSON, None),
+        "token": (token(served, "read", "write", sub="agent:anima"), None, "agent:anima", None),
+        "asserted": (ORDERS_KEY, BOB, "person:bob", "service:orders"),
+    }
     for what, (key, headers, caller, via) in cases.items():
         status, doc = ask(served, "add", key, {"type": "thing", "id": f"by-{what}"}, headers)
         assert status == 200, doc
@@ -135,8 +154,11 @@ def test_each_credential_writes_as_its_own_caller(served):
     for key in (PERSON_KEY, BUSINESS_KEY, token(served, "read", "write")):
         error = refusal(ask(served, "add", key, {"type": "thing"}, BOB), 403, "CallerAssertionRefusedError")
         assert error["reason"] == "not-a-service"
-        error = refusal(ask(served, "counts", key, headers={"X-Brainy-Roles": "a"}, method="GET"), 403,
-                        "CallerAssertionRefusedError")
+        error = refusal(
+            ask(served, "counts", key, headers={"X-Brainy-Roles": "a"}, method="GET"),
+            403,
+            "CallerAssertionRefusedError",
+        )
     for headers in ({"X-Brainy-Caller": "bob"}, {**BOB, "X-Brainy-Owner": "maybe"}, {"X-Brainy-Owner": "true"}):
         error = refusal(ask(served, "add", ORDERS_KEY, {"type": "thing"}, headers), 403, "CallerAssertionRefusedError")
         assert error["reason"] == "malformed", headers
@@ -149,8 +171,7 @@ def test_a_guardrail_binds_the_asserted_person_and_names_the_service(served):
     status, declared = ask(served, "policy/declare", ORDERS_KEY, rule, BOB)
     assert status == 200 and declared["tier"] == 2, declared
     ask(served, "add", PERSON_KEY, {"type": "thing", "id": "shared"})
-    error = refusal(ask(served, "update", ORDERS_KEY, {"id": "shared", "data": "x"}, BOB), 403,
-                    "GuardrailRefusedError")
+    error = refusal(ask(served, "update", ORDERS_KEY, {"id": "shared", "data": "x"}, BOB), 403, "GuardrailRefusedError")
     assert error["caller"] == "person:bob" and error["via"] == "service:orders"
     assert error["rules"] == [{"id": declared["id"], "tier": 2, "reason": "bob never edits"}]
     assert ask(served, "update", PERSON_KEY, {"id": "shared", "data": "y"})[0] == 200
@@ -169,8 +190,9 @@ def test_a_guardrail_refusal_is_a_readable_mcp_tool_result(served):
     async def talk() -> tuple[Any, Any, Any, Any]:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {agent}"}, timeout=TIMEOUT)
         async with http, Client(streamable_http_client(f"{served.url}/mcp", http_client=http)) as client:
-            declared = await client.call_tool("policy_declare", {"body": {"doors": ["add"],
-                                                                          "reason": "I only read today"}})
+            declared = await client.call_tool(
+                "policy_declare", {"body": {"doors": ["add"], "reason": "I only read today"}}
+            )
             stopped = await client.call_tool("brainy_add", {"body": {"type": "thing", "data": "a note"}})
             audit = await client.call_tool("policy_audit", {"body": {"caller": "agent:careful"}})
             check = await client.call_tool("policy_check", {"body": {"door": "add"}})

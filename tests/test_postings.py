@@ -38,8 +38,12 @@ def check(answer, expected):
 
 # --- strategies -------------------------------------------------------------------------------
 
-values_st = st.one_of(st.integers(0, 40), st.integers(0, 5_000), st.integers(0, U64_MAX),
-                      st.sampled_from([0, 1, 2**32, 2**63, U64_MAX - 1, U64_MAX]))
+values_st = st.one_of(
+    st.integers(0, 40),
+    st.integers(0, 5_000),
+    st.integers(0, U64_MAX),
+    st.sampled_from([0, 1, 2**32, 2**63, U64_MAX - 1, U64_MAX]),
+)
 postings_st = st.lists(values_st, max_size=300).map(plist)
 
 
@@ -50,12 +54,17 @@ def skewed_pair(draw):
     long_n = draw(st.sampled_from([9, 64, 1_000, 20_000]))
     short_n = draw(st.integers(0, max(1, long_n // draw(st.sampled_from([7, 8, 9, 50, 1_000])))))
     universe = draw(st.sampled_from([long_n * 2, long_n * 50, U64_MAX]))
-    long = rnd.sample(range(universe + 1), long_n) if universe < 10**7 else [rnd.randrange(universe) for _ in range(long_n)]
+    long = (
+        rnd.sample(range(universe + 1), long_n)
+        if universe < 10**7
+        else [rnd.randrange(universe) for _ in range(long_n)]
+    )
     short = rnd.sample(long, min(short_n // 2, len(long))) + [rnd.randrange(universe + 1) for _ in range(short_n // 2)]
     return plist(short), plist(long)
 
 
 # --- pairwise operations against the set model -----------------------------------------------
+
 
 @QUICK
 @given(a=postings_st, b=postings_st)
@@ -133,6 +142,7 @@ def test_empty_inputs(postings_twin):
 
 # --- many lists --------------------------------------------------------------------------------
 
+
 @QUICK
 @given(lists=st.lists(postings_st, max_size=7))
 def test_many_lists_are_the_set_operations(postings_twin, lists):
@@ -150,8 +160,7 @@ def test_many_lists_are_the_set_operations(postings_twin, lists):
 def test_many_large_lists(postings_twin, seed, k):
     """Ten-thousand-long lists of very different densities union and intersect as sets do."""
     rnd = random.Random(seed)
-    lists = [plist(rnd.sample(range(rnd.choice([20_000, 200_000])), rnd.choice([1, 50, 10_000])))
-             for _ in range(k)]
+    lists = [plist(rnd.sample(range(rnd.choice([20_000, 200_000])), rnd.choice([1, 50, 10_000]))) for _ in range(k)]
     check(postings_twin.union_many(lists), sorted(set().union(*map(set, lists))))
     check(postings_twin.intersect_many(lists), sorted(set(lists[0]).intersection(*map(set, lists[1:]))))
 
@@ -168,6 +177,7 @@ def test_intersect_many_needs_a_list_and_union_many_does_not(postings_twin):
 
 
 # --- contains and valid ------------------------------------------------------------------------
+
 
 @QUICK
 @given(a=postings_st, x=st.one_of(values_st, st.integers(-5, -1), st.integers(U64_MAX + 1, U64_MAX + 5)))
@@ -198,6 +208,7 @@ def test_valid_is_strictly_ascending(postings_twin):
 
 # --- what a posting list may be -----------------------------------------------------------------
 
+
 def test_any_buffer_of_unsigned_64_bit_ints_is_a_posting_list(postings_twin):
     """array('Q'), a memoryview of one, a read-only memoryview over bytes cast to 'Q', and (where a
     C long is 8 bytes) array('L') are all posting lists."""
@@ -213,26 +224,45 @@ def test_any_buffer_of_unsigned_64_bit_ints_is_a_posting_list(postings_twin):
     check(postings_twin.intersect_many([q, readonly]), [2, 3])
 
 
-@pytest.mark.parametrize("bad", [
-    [1, 2, 3], b"\x00" * 16, bytearray(16), "ab", None, 7, array("q", [1, 2]), array("I", [1, 2]),
-    array("d", [1.0]), memoryview(array("Q", [1, 2, 3, 4]))[::2],
-    memoryview(array("Q", [1, 2, 3, 4]).tobytes()).cast("Q", (2, 2)),
-], ids=["list", "bytes", "bytearray", "str", "None", "int", "signed", "uint32", "double", "strided", "2-d"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1, 2, 3],
+        b"\x00" * 16,
+        bytearray(16),
+        "ab",
+        None,
+        7,
+        array("q", [1, 2]),
+        array("I", [1, 2]),
+        array("d", [1.0]),
+        memoryview(array("Q", [1, 2, 3, 4]))[::2],
+        memoryview(array("Q", [1, 2, 3, 4]).tobytes()).cast("Q", (2, 2)),
+    ],
+    ids=["list", "bytes", "bytearray", "str", "None", "int", "signed", "uint32", "double", "strided", "2-d"],
+)
 def test_anything_else_is_a_type_error(postings_twin, bad):
     """A non-buffer, or a buffer that is not a C-contiguous 1-d run of unsigned 8-byte ints, is a
     TypeError naming what a posting list is, from every function and in either position."""
     good = array("Q", [1])
-    calls = [lambda: postings_twin.intersect(bad, good), lambda: postings_twin.intersect(good, bad),
-             lambda: postings_twin.union(bad, good), lambda: postings_twin.difference(good, bad),
-             lambda: postings_twin.contains(bad, 1), lambda: postings_twin.valid(bad),
-             lambda: postings_twin.intersect_many([good, bad]), lambda: postings_twin.union_many([good, bad]),
-             lambda: postings_twin.intersect_many([bad])]
+    calls = [
+        lambda: postings_twin.intersect(bad, good),
+        lambda: postings_twin.intersect(good, bad),
+        lambda: postings_twin.union(bad, good),
+        lambda: postings_twin.difference(good, bad),
+        lambda: postings_twin.contains(bad, 1),
+        lambda: postings_twin.valid(bad),
+        lambda: postings_twin.intersect_many([good, bad]),
+        lambda: postings_twin.union_many([good, bad]),
+        lambda: postings_twin.intersect_many([bad]),
+    ]
     for call in calls:
         with pytest.raises(TypeError, match=r"a posting list is a C-contiguous one-dimensional buffer"):
             call()
 
 
 # --- the two twins -----------------------------------------------------------------------------
+
 
 @QUICK
 @given(a=postings_st, b=postings_st, more=st.lists(postings_st, min_size=1, max_size=4))

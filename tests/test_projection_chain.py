@@ -18,9 +18,9 @@ import msgpack
 import pytest
 
 from brainy.contract import refusals as R
+from brainy.doors import mechanics
 from brainy.engine import Brain, init_store
 from brainy.index import chain
-from brainy.doors import mechanics
 from brainy.index import follower as F
 from brainy.index.projections import InPlace, Projections, encode_snapshot
 from tests.test_cold_start import _row, _same_reads
@@ -29,8 +29,10 @@ from tests.test_cold_start import _row, _same_reads
 def _links(store: Path) -> tuple[list[int], list[int]]:
     """The stamps of the bases and of the deltas in the store's index folder."""
     folder = store / "index"
-    return (sorted(int(p.name[:-len(chain.BASE_SUFFIX)]) for p in folder.glob("*" + chain.BASE_SUFFIX)),
-            sorted(int(p.name[:-len(chain.DELTA_SUFFIX)]) for p in folder.glob("*" + chain.DELTA_SUFFIX)))
+    return (
+        sorted(int(p.name[: -len(chain.BASE_SUFFIX)]) for p in folder.glob("*" + chain.BASE_SUFFIX)),
+        sorted(int(p.name[: -len(chain.DELTA_SUFFIX)]) for p in folder.glob("*" + chain.DELTA_SUFFIX)),
+    )
 
 
 def _based(store: Path, ids: Iterable[int]) -> int:
@@ -90,8 +92,11 @@ def test_each_flush_writes_a_delta_that_answers_as_a_full_build(tmp_path: Path) 
         found = chain.newest(store / "index")
         assert found is not None and found.delta is not None
         entry = {p["name"]: p for p in mechanics.diagnostics(brain, deep=False)["projections"]}["projections"]
-        assert entry["stamp"] == found.stamp and entry["behind"] == 0 and \
-            entry["bytes"] == found.base[1].stat().st_size + found.delta[1].stat().st_size  # the whole chain
+        assert (
+            entry["stamp"] == found.stamp
+            and entry["behind"] == 0
+            and entry["bytes"] == found.base[1].stat().st_size + found.delta[1].stat().st_size
+        )  # the whole chain
         assert brain.find({"where": {"team": "t9"}})["total"] == 0  # d3 moved on to t1
         assert brain.projections_from == f"snapshot at {brain.head}"  # the build, when a read needs it, is the chain
 
@@ -102,14 +107,16 @@ def test_a_delta_keeps_no_vector(tmp_path: Path) -> None:
     init_store(store)
     vector = [0.5] * 384
     with Brain.open(store) as brain:
-        brain.addMany({"items": [{"type": "thing", "id": f"v{i}", "vector": vector, "metadata": {"n": i}}
-                                 for i in range(20)]})
+        brain.addMany(
+            {"items": [{"type": "thing", "id": f"v{i}", "vector": vector, "metadata": {"n": i}} for i in range(20)]}
+        )
         assert brain.flush()
         brain.update({"id": "v1", "metadata": {"n": -1}})
         assert brain.flush()
         found = chain.newest(store / "index")
         assert found is not None and found.delta is not None
         from brainy.index.projections import unpacked
+
         voided = unpacked(InPlace(found.delta[1].read_bytes()).section("voided"))
         assert [row["metadata"] for row in voided] == [{"n": 1}] and "vector" not in voided[0]
         _chain_reads_as_built(store, brain)
@@ -131,8 +138,13 @@ def test_random_commits_and_flushes_keep_the_chain_a_full_build(tmp_path: Path) 
                     if live and choice < 0.3:
                         brain.remove({"id": f"d{i}"})
                     elif live:
-                        brain.update({"id": f"d{i}", "data": f"words {rng.randrange(9)}",
-                                      "metadata": {"team": f"t{rng.randrange(7)}", "score": rng.random()}})
+                        brain.update(
+                            {
+                                "id": f"d{i}",
+                                "data": f"words {rng.randrange(9)}",
+                                "metadata": {"team": f"t{rng.randrange(7)}", "score": rng.random()},
+                            }
+                        )
                     else:
                         brain.add(_row(i, metadata={"team": f"t{rng.randrange(7)}", "n": i}))
                 if rng.random() < 0.5:
@@ -165,9 +177,12 @@ def test_a_served_read_answers_from_the_delta_in_place_and_the_tail_over_it(tmp_
         for step in _STEPS:
             step(brain)
         assert brain.flush()
-    queries = [{"where": {"team": "t9"}, "limit": 5}, {"where": {"team": "t1"}, "orderBy": "metadata.score",
-                                                       "order": "desc", "limit": 20},
-               {"query": "moved second", "searchMode": "text", "limit": 10}, {"type": "thing", "limit": 50}]
+    queries = [
+        {"where": {"team": "t9"}, "limit": 5},
+        {"where": {"team": "t1"}, "orderBy": "metadata.score", "order": "desc", "limit": 20},
+        {"query": "moved second", "searchMode": "text", "limit": 10},
+        {"type": "thing", "limit": 50},
+    ]
     for tail in (False, True):
         if tail:  # commits a writer made durable and never flushed: it was SIGKILLed
             _killed(store, 'brain.update({"id": "d3", "metadata": {"team": "t9"}}); brain.remove({"id": "d20"})')
@@ -190,8 +205,9 @@ def test_a_served_read_answers_from_the_delta_in_place_and_the_tail_over_it(tmp_
             brain.close()
         for got, wanted in zip(answers, expected):
             assert got.get("total") == wanted.get("total")
-            assert [(r["entity"]["id"], r["score"]) for r in got["results"]] == \
-                [(r["entity"]["id"], r["score"]) for r in wanted["results"]]
+            assert [(r["entity"]["id"], r["score"]) for r in got["results"]] == [
+                (r["entity"]["id"], r["score"]) for r in wanted["results"]
+            ]
 
 
 def test_a_delta_that_names_another_base_or_is_damaged_is_not_trusted(tmp_path: Path) -> None:
@@ -210,11 +226,11 @@ def test_a_delta_that_names_another_base_or_is_damaged_is_not_trusted(tmp_path: 
     stale = bytearray(good)
     # another base's check in the delta's head (the head's own crc made to match again)
     head_at, head_size = 16, int.from_bytes(good[8:12], "little")
-    head = msgpack.unpackb(good[head_at:head_at + head_size], raw=False)
+    head = msgpack.unpackb(good[head_at : head_at + head_size], raw=False)
     head["baseCheck"] ^= 1
     new_head = msgpack.packb(head, use_bin_type=True)
     assert len(new_head) == head_size  # the same length: the sections stay where they are
-    stale[head_at:head_at + head_size] = new_head
+    stale[head_at : head_at + head_size] = new_head
     stale[12:16] = zlib.crc32(new_head).to_bytes(4, "little")
     damaged = bytearray(good)
     damaged[snap._base + snap._sections["postingInts/team"][0] + 3] ^= 0xFF
@@ -266,8 +282,9 @@ for r in range(rounds):
 def _killed(store: Path, code: str, *args: str) -> str:
     """Run ``code`` in a writer of its own on ``store``, then SIGKILL it; what it printed."""
     env = {**os.environ, "BRAINY_EMBED_MODEL_DIR": "/nonexistent-model-dir"}  # no model: rows stored unembedded
-    done = subprocess.run([sys.executable, "-c", _KILLED, str(store), code, *args], env=env, timeout=120,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(store), code, *args], env=env, timeout=120, capture_output=True, text=True
+    )
     assert done.returncode == -9, done.stderr
     return done.stdout
 

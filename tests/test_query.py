@@ -5,14 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import new_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.index.where import compile_where
-
-from helpers import new_store
 
 TYPES = ["person", "thing", "concept"]
 COLORS = ["red", "green", "blue"]
@@ -26,17 +25,34 @@ def _row_args(rnd: random.Random, i: int) -> dict:
         meta["spec"] = {"size": rnd.choice([1, 2.5, "big"])}
     if rnd.random() < 0.2:
         meta["n"] = rnd.choice([None, True, "3"])
-    return {"type": rnd.choice(TYPES), "id": f"r{i}", "metadata": meta,
-            "visibility": "internal" if rnd.random() < 0.15 else "public",
-            "data": f"word{rnd.randrange(6)} word{rnd.randrange(6)} common"}
+    return {
+        "type": rnd.choice(TYPES),
+        "id": f"r{i}",
+        "metadata": meta,
+        "visibility": "internal" if rnd.random() < 0.15 else "public",
+        "data": f"word{rnd.randrange(6)} word{rnd.randrange(6)} common",
+    }
 
 
-WHERES = st.sampled_from([
-    None, {"color": "red"}, {"color": {"in": ["red", "blue"]}}, {"n": {"gte": 2}}, {"tags": "a"},
-    {"tags": {"hasAll": ["a", "b"]}}, {"spec.size": {"exists": True}}, {"n": None},
-    {"anyOf": [{"color": "green"}, {"n": 0}]}, {"not": {"color": "red"}}, {"color": "red", "n": {"lt": 3}},
-    {"tags": {"size": 0}}, {"n": {"kind": "string"}}, {"color": {"startsWith": "b"}}, {"spec.size": 2.5},
-])
+WHERES = st.sampled_from(
+    [
+        None,
+        {"color": "red"},
+        {"color": {"in": ["red", "blue"]}},
+        {"n": {"gte": 2}},
+        {"tags": "a"},
+        {"tags": {"hasAll": ["a", "b"]}},
+        {"spec.size": {"exists": True}},
+        {"n": None},
+        {"anyOf": [{"color": "green"}, {"n": 0}]},
+        {"not": {"color": "red"}},
+        {"color": "red", "n": {"lt": 3}},
+        {"tags": {"size": 0}},
+        {"n": {"kind": "string"}},
+        {"color": {"startsWith": "b"}},
+        {"spec.size": 2.5},
+    ]
+)
 ORDERS = st.sampled_from([None, "n", "color", "createdAt", "spec.size", "id"])
 
 
@@ -46,17 +62,26 @@ def _expected(brain: Brain, query: dict) -> list[dict]:
     tiers = query.get("visibility", "public")
     tiers = ["public", "internal", "system"] if tiers == "all" else [tiers]
     kinds = query.get("type")
-    rows = [r for r in brain.at().entities()
-            if (kinds is None or r["type"] in ([kinds] if isinstance(kinds, str) else kinds))
-            and r.get("visibility", "public") in tiers and where.matches(r)]
+    rows = [
+        r
+        for r in brain.at().entities()
+        if (kinds is None or r["type"] in ([kinds] if isinstance(kinds, str) else kinds))
+        and r.get("visibility", "public") in tiers
+        and where.matches(r)
+    ]
     rows.sort(key=lambda r: r["denseInt"])
     order_by = query.get("orderBy")
     if order_by:
         from brainy.doors.query import _column_value
         from brainy.index.where import sort_by_value as _sorted
+
         by_dense = {r["denseInt"]: r for r in rows}
-        dense = _sorted(list(by_dense), lambda d: _column_value(by_dense[d], order_by), lambda d: by_dense[d]["id"],
-                        query.get("order") == "desc")
+        dense = _sorted(
+            list(by_dense),
+            lambda d: _column_value(by_dense[d], order_by),
+            lambda d: by_dense[d]["id"],
+            query.get("order") == "desc",
+        )
         rows = [by_dense[d] for d in dense]
     return rows
 
@@ -72,10 +97,20 @@ def _all_pages(brain: Brain, query: dict, limit: int) -> tuple[list[str], int]:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10_000), queries=st.lists(st.tuples(WHERES, ORDERS, st.booleans(),
-                                                                 st.sampled_from([None, "person", ["thing", "concept"]]),
-                                                                 st.sampled_from(["public", "all"])),
-                                                       min_size=3, max_size=6))
+@given(
+    seed=st.integers(0, 10_000),
+    queries=st.lists(
+        st.tuples(
+            WHERES,
+            ORDERS,
+            st.booleans(),
+            st.sampled_from([None, "person", ["thing", "concept"]]),
+            st.sampled_from(["public", "all"]),
+        ),
+        min_size=3,
+        max_size=6,
+    ),
+)
 def test_find_agrees_with_a_brute_force_scan(tmp_path_factory, seed, queries):
     """find with random where trees, types, tiers and orders answers exactly the brute-force scan's rows in
     the door's order (store order, or the key's order with missing last and ties on id), with the exact
@@ -130,13 +165,17 @@ def test_related_agrees_with_a_brute_force_edge_scan(brain):
         brain.add({"type": "thing", "id": f"n{i}"})
     for _ in range(40):
         a, b = rnd.randrange(12), rnd.randrange(12)
-        brain.relate({"from": f"n{a}", "to": f"n{b}", "type": rnd.choice(["knows", "likes"]),
-                      "subtype": rnd.choice([None, "x"])})
+        brain.relate(
+            {"from": f"n{a}", "to": f"n{b}", "type": rnd.choice(["knows", "likes"]), "subtype": rnd.choice([None, "x"])}
+        )
     every = sorted(brain.related({"limit": 1000})["relations"], key=lambda r: r["id"])
     assert [r["id"] for r in every] == sorted(r["id"] for r in every)
     node = brain.get("n3")["entity"]["id"]
-    for anchor, keep in (("node", lambda r: node in (r["from"], r["to"])), ("from", lambda r: r["from"] == node),
-                         ("to", lambda r: r["to"] == node)):
+    for anchor, keep in (
+        ("node", lambda r: node in (r["from"], r["to"])),
+        ("from", lambda r: r["from"] == node),
+        ("to", lambda r: r["to"] == node),
+    ):
         want = [r["id"] for r in every if keep(r)]
         pages, cursor = [], None
         while True:
@@ -151,7 +190,8 @@ def test_related_agrees_with_a_brute_force_edge_scan(brain):
         assert [r["id"] for r in typed] == [r["id"] for r in every if keep(r) and r["type"] == "knows"]
     # total is given only when the adjacency alone knows it: an anchor and no narrowing, every tier
     assert brain.related({"node": "n3", "limit": 1, "visibility": "all"})["total"] == sum(
-        1 for r in every if node in (r["from"], r["to"]))
+        1 for r in every if node in (r["from"], r["to"])
+    )
     assert "total" not in brain.related({"node": "n3", "type": "knows"})
     with pytest.raises(R.EntityNotFoundError):
         brain.related({"node": "nobody"})
@@ -206,18 +246,28 @@ def test_explain_and_fields_describe_without_running(brain, tmp_path, monkeypatc
     brain.add({"type": "person", "id": "p2", "metadata": {"team": "b", "age": "old"}})
     brain.add({"type": "thing", "id": "t1", "metadata": {"team": "a"}})
     plan = brain.explain({"type": "person", "where": {"team": "a"}, "orderBy": "age"})
-    assert plan["legs"][0] == {"leg": "metadata", "servable": True, "index": "metadata postings (type, visibility, team)",
-                               "estimatedCandidates": 1}
+    assert plan["legs"][0] == {
+        "leg": "metadata",
+        "servable": True,
+        "index": "metadata postings (type, visibility, team)",
+        "estimatedCandidates": 1,
+    }
     assert plan["order"] == "key" and plan["legs"][-1]["leg"] == "order"
-    assert brain.explain({"vector": [0.1] * 384})["legs"][1] == {"leg": "semantic", "servable": True,
-                                                                "index": "vector index (cosine)"}
-    assert {"leg": "semantic", "servable": True, "index": "vector index (cosine)"} in \
-        brain.explain({"query": "x", "searchMode": "semantic"})["legs"]
+    assert brain.explain({"vector": [0.1] * 384})["legs"][1] == {
+        "leg": "semantic",
+        "servable": True,
+        "index": "vector index (cosine)",
+    }
+    assert {"leg": "semantic", "servable": True, "index": "vector index (cosine)"} in brain.explain(
+        {"query": "x", "searchMode": "semantic"}
+    )["legs"]
     (tmp_path / "no-model").mkdir()
     with monkeypatch.context() as patch:  # a box without the model: the plan says the query would refuse
         patch.setenv("BRAINY_EMBED_MODEL_DIR", str(tmp_path / "no-model"))
-        assert brain.explain({"query": "x", "searchMode": "semantic"})["wouldRefuse"]["name"] == \
-            "EmbeddingModelMissingError"
+        assert (
+            brain.explain({"query": "x", "searchMode": "semantic"})["wouldRefuse"]["name"]
+            == "EmbeddingModelMissingError"
+        )
     listing = {f["path"]: f for f in brain.fields({"values": 2})["fields"]}
     assert listing["team"]["count"] == 3 and listing["team"]["distinct"] == 2
     assert listing["team"]["top"][0] == {"value": "a", "count": 2}

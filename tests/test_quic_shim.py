@@ -34,14 +34,21 @@ def _server_configuration(directory: Path) -> QuicConfiguration:
     """A server configuration with a throwaway self-signed certificate (the client does not verify it)."""
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                          serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
+    (directory / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     configuration = QuicConfiguration(is_client=False, alpn_protocols=["h3"])
     configuration.load_cert_chain(directory / "cert.pem", directory / "key.pem")
     return configuration
@@ -78,8 +85,10 @@ def test_unacknowledged_bytes_are_the_stream_senders_buffer_until_the_peer_ackno
     client = _client()
     client.connect(ADDR, now=0.0)
     first = client.datagrams_to_send(0.0)[0][0]
-    server = QuicConnection(configuration=_server_configuration(tmp_path),
-                            original_destination_connection_id=client.original_destination_connection_id)
+    server = QuicConnection(
+        configuration=_server_configuration(tmp_path),
+        original_destination_connection_id=client.original_destination_connection_id,
+    )
     server.receive_datagram(first, ADDR, 0.0)
     now = _pump(client, server, 0.0)
 

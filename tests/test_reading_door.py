@@ -7,16 +7,16 @@ import asyncio
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from server import HOST, SERVICE_KEY, Receiver, free_port, start_server
 
-from brainy.engine import init_store
 from brainy.auth import reading_door as RD
 from brainy.auth.principal import OWNER_TRIPLE, Principal
-
-from server import HOST, SERVICE_KEY, Receiver, free_port, start_server
+from brainy.engine import init_store
 
 SCOPE_RW = frozenset({"read", "write"})
 
@@ -32,8 +32,9 @@ OWNER = Principal.token("person:you@example.com", "notes", OWNER_TRIPLE)
 
 
 def mint(door: RD.ReadingDoor | None, principal: Principal = OWNER) -> dict[str, Any]:
-    return asyncio.run(RD.door_url(door, principal, "/notes/idea.md", "a one-line gist", ["idea", "note"],
-                                   "text/markdown"))
+    return asyncio.run(
+        RD.door_url(door, principal, "/notes/idea.md", "a one-line gist", ["idea", "note"], "text/markdown")
+    )
 
 
 def test_the_mint_posts_the_seeds_body_with_the_service_key(receiver):
@@ -41,11 +42,16 @@ def test_the_mint_posts_the_seeds_body_with_the_service_key(receiver):
     path, the calling credential's own id, the summary, tags and content type; the answer's doorUrl is passed on."""
     door = RD.ReadingDoor(receiver.url, lambda: SERVICE_KEY)
     assert mint(door) == {"doorUrl": "https://door.example/d/1"}
-    (headers, body), = receiver.seen
+    ((headers, body),) = receiver.seen
     assert headers["authorization"] == f"Bearer {SERVICE_KEY}"
     assert headers["content-type"] == "application/json"
-    assert body == {"vfsPath": "/notes/idea.md", "owner": "person:you@example.com", "summary": "a one-line gist",
-                    "tags": ["idea", "note"], "contentType": "text/markdown"}
+    assert body == {
+        "vfsPath": "/notes/idea.md",
+        "owner": "person:you@example.com",
+        "summary": "a one-line gist",
+        "tags": ["idea", "note"],
+        "contentType": "text/markdown",
+    }
 
 
 def test_an_asserted_owner_mints_for_the_asserted_person(receiver):
@@ -56,15 +62,21 @@ def test_an_asserted_owner_mints_for_the_asserted_person(receiver):
     assert receiver.seen[0][1]["owner"] == "person:bob"
 
 
-@pytest.mark.parametrize("principal", [
-    Principal.token("agent:anima", "notes", SCOPE_RW),
-    Principal.static_key("person:you@example.com"),
-    Principal("service:orders", "service", caller="person:bob", via="service:orders", owner=False),
-], ids=["read-write token", "static person key", "asserted non-owner"])
+@pytest.mark.parametrize(
+    "principal",
+    [
+        Principal.token("agent:anima", "notes", SCOPE_RW),
+        Principal.static_key("person:you@example.com"),
+        Principal("service:orders", "service", caller="person:bob", via="service:orders", owner=False),
+    ],
+    ids=["read-write token", "static person key", "asserted non-owner"],
+)
 def test_without_the_owner_rung_nothing_is_sent(receiver, principal):
     """A caller short of the owner rung gets doorUrl null, reason not-owner, and the receiver hears nothing."""
     assert mint(RD.ReadingDoor(receiver.url, lambda: SERVICE_KEY), principal) == {
-        "doorUrl": None, "doorUrlReason": "not-owner"}
+        "doorUrl": None,
+        "doorUrlReason": "not-owner",
+    }
     assert receiver.seen == []
 
 
@@ -73,8 +85,15 @@ def test_no_receiver_configured():
     assert mint(None) == {"doorUrl": None, "doorUrlReason": "not-configured"}
 
 
-@pytest.mark.parametrize("mode, says", [("500", "answered 500"), ("nourl", "no doorUrl string"),
-                                        ("notjson", "not JSON"), ("slow", "did not answer within 0.3 s")])
+@pytest.mark.parametrize(
+    "mode, says",
+    [
+        ("500", "answered 500"),
+        ("nourl", "no doorUrl string"),
+        ("notjson", "not JSON"),
+        ("slow", "did not answer within 0.3 s"),
+    ],
+)
 def test_every_bad_answer_is_a_mint_failure_never_a_raise(receiver, mode, says):
     """A non-2xx status, an answer without a doorUrl string, a non-JSON answer and a timeout are each a named
     mint failure in the answer; nothing raises."""
@@ -90,8 +109,7 @@ def test_an_unreachable_receiver_and_a_missing_key_are_mint_failures():
     """Nothing listening, or no service key left in the keys file at mint time: named mint failures."""
     closed = f"http://{HOST}:{free_port()}/mint"
     assert "unreachable" in mint(RD.ReadingDoor(closed, lambda: SERVICE_KEY))["doorUrlReason"]
-    assert mint(RD.ReadingDoor(closed, lambda: None))["doorUrlReason"] == \
-        "mint-failed: no service key in the keys file"
+    assert mint(RD.ReadingDoor(closed, lambda: None))["doorUrlReason"] == "mint-failed: no service key in the keys file"
 
 
 def test_the_timeout_is_five_seconds():
@@ -119,10 +137,27 @@ def test_serve_refuses_to_start_with_a_reading_door_and_no_service_key(tmp_path:
     keys.write_text("bky_reading_door_person_0123456789  person:you@example.com  notes\n")
     keys.chmod(0o600)
     port = free_port()
-    done = subprocess.run([sys.executable, "-m", "brainy.cli", "serve", "--listen", f"{HOST}:{port}", "--brain",
-                           f"notes={tmp_path / 'notes'}", "--keys", str(keys), "--reading-door",
-                           "http://127.0.0.1:1/mint"], capture_output=True, text=True, timeout=30,
-                          stdin=subprocess.DEVNULL, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brainy.cli",
+            "serve",
+            "--listen",
+            f"{HOST}:{port}",
+            "--brain",
+            f"notes={tmp_path / 'notes'}",
+            "--keys",
+            str(keys),
+            "--reading-door",
+            "http://127.0.0.1:1/mint",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2, done.stderr
     assert "refused to start" in done.stderr and "no service-key line" in done.stderr
     with start_server(tmp_path / "with", extra_args=("--reading-door", "http://127.0.0.1:1/mint")) as server:

@@ -68,7 +68,7 @@ class _H1(asyncio.Protocol):
             return
         head = bytes(self.buf[:end]).lower()
         at = head.index(b"content-length:") + 15
-        need = end + 4 + int(head[at:head.find(b"\r\n", at) if b"\r\n" in head[at:] else None])
+        need = end + 4 + int(head[at : head.find(b"\r\n", at) if b"\r\n" in head[at:] else None])
         if len(self.buf) >= need:
             status = int(self.buf[9:12])
             del self.buf[:need]
@@ -120,13 +120,30 @@ async def load(server: ServerProcess, stop: threading.Event) -> dict[int, int]:
     """Every connection calls its requests in turn until ``stop`` or the request bound; the statuses seen."""
     loop = asyncio.get_running_loop()
     asked = requests_for(server)
-    h1_raw = [(f"{m} {p} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {PERSON_KEY}\r\n"
-               + "".join(f"{k}: {v}\r\n" for k, v in extra)
-               + (f"content-length: {len(body)}\r\n" if body else "") + "\r\n").encode() + body
-              for m, p, body, extra in asked]
-    h2_req = [([(b":method", m.encode()), (b":path", p.encode()), (b":scheme", b"http"),
-                (b":authority", b"127.0.0.1"), (b"authorization", f"Bearer {PERSON_KEY}".encode()),
-                *((k.encode(), v.encode()) for k, v in extra)], body) for m, p, body, extra in asked]
+    h1_raw = [
+        (
+            f"{m} {p} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {PERSON_KEY}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in extra)
+            + (f"content-length: {len(body)}\r\n" if body else "")
+            + "\r\n"
+        ).encode()
+        + body
+        for m, p, body, extra in asked
+    ]
+    h2_req = [
+        (
+            [
+                (b":method", m.encode()),
+                (b":path", p.encode()),
+                (b":scheme", b"http"),
+                (b":authority", b"127.0.0.1"),
+                (b"authorization", f"Bearer {PERSON_KEY}".encode()),
+                *((k.encode(), v.encode()) for k, v in extra),
+            ],
+            body,
+        )
+        for m, p, body, extra in asked
+    ]
     clients = [(await loop.create_connection(_H1, *server.address))[1] for _ in range(H1_CONNECTIONS)]
     clients += [(await loop.create_connection(_H2, *server.address))[1] for _ in range(H2_CONNECTIONS)]
     statuses: dict[int, int] = {}
@@ -150,10 +167,22 @@ async def load(server: ServerProcess, stop: threading.Event) -> dict[int, int]:
 
 def test_resident_memory_stays_flat_across_a_minute_at_64_connections(tmp_path: Path) -> None:
     with start_server(tmp_path / "served") as server:
-        items = [{"type": "thing", "id": f"row-{i}", "data": f"row {i} of the load test",
-                  "metadata": {"i": i, "tags": ["a", "b"]}} for i in range(ROWS)]
-        added = curl(server, "POST", server.path("addMany"), json.dumps({"items": items}).encode(),
-                     headers=(("authorization", f"Bearer {server.key}"), ("content-type", "application/json")))
+        items = [
+            {
+                "type": "thing",
+                "id": f"row-{i}",
+                "data": f"row {i} of the load test",
+                "metadata": {"i": i, "tags": ["a", "b"]},
+            }
+            for i in range(ROWS)
+        ]
+        added = curl(
+            server,
+            "POST",
+            server.path("addMany"),
+            json.dumps({"items": items}).encode(),
+            headers=(("authorization", f"Bearer {server.key}"), ("content-type", "application/json")),
+        )
         assert added.status == 200, added
         stop = threading.Event()
         samples: list[tuple[float, int]] = []
@@ -185,4 +214,5 @@ def test_resident_memory_stays_flat_across_a_minute_at_64_connections(tmp_path: 
     before, after = statistics.median(middle), statistics.median(last)
     assert after <= before * 1.05 + 4096, (
         f"resident memory grew from {before / 1024:.1f} MiB to {after / 1024:.1f} MiB under a steady load "
-        f"({sum(statuses.values())} requests): {samples}")
+        f"({sum(statuses.values())} requests): {samples}"
+    )

@@ -16,8 +16,7 @@ import h2.events
 import h2.settings
 from hyperframe.frame import DataFrame, Frame, GoAwayFrame, HeadersFrame
 
-from brainy.net.h2 import (MAX_CONCURRENT_STREAMS, PREFACE, H2Connection, RequestReceived, RequestRefused,
-                           StreamReset)
+from brainy.net.h2 import MAX_CONCURRENT_STREAMS, PREFACE, H2Connection, RequestReceived, RequestRefused, StreamReset
 from brainy.net.http import MAX_HEADER_BYTES, Response, refusal_response
 
 INITIAL_WINDOW = 65535  # RFC 9113 6.9.2: every window starts here until SETTINGS says otherwise
@@ -28,13 +27,12 @@ class Pair:
 
     def __init__(self, settings: dict[int, int] | None = None, **server_options: Any) -> None:
         self.server = H2Connection(0.0, **server_options)
-        self.client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True,
-                                                                           header_encoding="utf-8"))
+        self.client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         self.client.initiate_connection()
         if settings:
             self.client.update_settings(settings)
-        self.events: list[Any] = []          # the server's events
-        self.client_events: list[Any] = []   # the client's
+        self.events: list[Any] = []  # the server's events
+        self.client_events: list[Any] = []  # the client's
         self.pump()
 
     def pump(self, now: float = 0.0) -> list[Any]:
@@ -51,8 +49,9 @@ class Pair:
                 self.events += new
                 return new
 
-    def request(self, method: str, path: str, body: bytes = b"", headers: tuple[tuple[str, str], ...] = (),
-                end: bool = True) -> int:
+    def request(
+        self, method: str, path: str, body: bytes = b"", headers: tuple[tuple[str, str], ...] = (), end: bool = True
+    ) -> int:
         """Open a stream with a request (its body in one DATA frame); ``end=False`` leaves it open for more."""
         stream = self.client.get_next_available_stream_id()
         fields = [(":method", method), (":path", path), (":scheme", "http"), (":authority", "t"), *headers]
@@ -63,8 +62,9 @@ class Pair:
 
     def received(self, stream: int) -> bytes:
         """The DATA bytes the client has read on ``stream``."""
-        return b"".join(e.data for e in self.client_events
-                        if isinstance(e, h2.events.DataReceived) and e.stream_id == stream)
+        return b"".join(
+            e.data for e in self.client_events if isinstance(e, h2.events.DataReceived) and e.stream_id == stream
+        )
 
     def response(self, stream: int) -> tuple[int, dict[str, str]]:
         [head] = [e for e in self.client_events if isinstance(e, h2.events.ResponseReceived) and e.stream_id == stream]
@@ -81,9 +81,9 @@ def frames(data: bytes) -> list[Frame]:
     view = memoryview(data)
     while view:
         frame, length = Frame.parse_frame_header(view[:9])
-        frame.parse_body(view[9:9 + length])
+        frame.parse_body(view[9 : 9 + length])
         out.append(frame)
-        view = view[9 + length:]
+        view = view[9 + length :]
     return out
 
 
@@ -94,7 +94,7 @@ def test_a_request_is_handed_out_whole_once_its_stream_ends():
     body = b"x" * 40_000  # three DATA frames at the 16 KiB default frame size
     stream = pair.request("POST", "/v1/brains/b/add?dry=1", headers=(("content-type", "application/json"),), end=False)
     for at in range(0, len(body), 16384):
-        pair.client.send_data(stream, body[at:at + 16384])
+        pair.client.send_data(stream, body[at : at + 16384])
         assert pair.pump() == []  # nothing is handed out before the stream ends
     pair.client.end_stream(stream)
     [event] = pair.pump()
@@ -115,7 +115,7 @@ def test_a_request_body_larger_than_the_window_arrives_as_the_server_acknowledge
     while sent < len(body):
         window = min(pair.client.local_flow_control_window(stream), pair.client.max_outbound_frame_size)
         assert window > 0, f"the server left the client's window shut after {sent} bytes"
-        chunk = body[sent:sent + window]
+        chunk = body[sent : sent + window]
         sent += len(chunk)
         pair.client.send_data(stream, chunk, end_stream=sent == len(body))
         pair.pump()
@@ -244,8 +244,7 @@ def test_a_protocol_violation_ends_the_connection_with_goaway():
     client.initiate_connection()
     server.receive_data(client.data_to_send(), 0.0)
     headers = HeadersFrame(2, flags=["END_HEADERS", "END_STREAM"])
-    headers.data = client.encoder.encode([(":method", "GET"), (":path", "/"), (":scheme", "http"),
-                                          (":authority", "t")])
+    headers.data = client.encoder.encode([(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "t")])
     assert server.receive_data(headers.serialize(), 0.0) == []
     assert server.ended
     goaway = [f for f in frames(server.data_to_send()) if isinstance(f, GoAwayFrame)]
@@ -275,8 +274,9 @@ def test_a_polite_close_says_goaway_first_answers_the_streams_in_hand_then_ends(
     first = frames(pair.server.data_to_send())
     assert [(type(f), f.last_stream_id, f.error_code) for f in first] == [(GoAwayFrame, stream, 0)]
     late = stream + 2
-    pair.client.send_headers(late, [(":method", "GET"), (":path", "/late"), (":scheme", "http"),
-                                    (":authority", "t")], end_stream=True)
+    pair.client.send_headers(
+        late, [(":method", "GET"), (":path", "/late"), (":scheme", "http"), (":authority", "t")], end_stream=True
+    )
     assert pair.server.receive_data(pair.client.data_to_send(), 0.0) == []
     refused = frames(pair.server.data_to_send())
     assert [(f.stream_id, f.error_code) for f in refused] == [(late, h2.errors.ErrorCodes.REFUSED_STREAM)]

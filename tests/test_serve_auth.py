@@ -12,26 +12,33 @@ import re
 import stat
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from launch import (
+    HOST,
+    START_SECONDS,
+    KeptAlive,
+    Served,
+    free_port,
+    launch,  # noqa: F401  (a pytest fixture, used by name)
+    place_keys,
+    refused,
+    wait_until,
+    without_meta,
+)
 
-from brainy.engine import init_store
 from brainy.auth.keys import CHECK_INTERVAL, fingerprint, parse_keys
-
-from launch import (HOST, START_SECONDS, KeptAlive, Served, free_port, place_keys, refused, wait_until,
-                    without_meta)
-from launch import launch  # noqa: F401  (a pytest fixture, used by name)
-
+from brainy.engine import init_store
 
 # --- the keys this file places ----------------------------------------------------------------------------
 
-ALICE = "bky_alice_reaches_b1_only_0001"      # person:alice, reaches b1
-ACME = "bky_acme_business_reaches_b1_01"       # business:acme, reaches b1
-ORDERS = "bky_orders_service_every_brain1"    # service:orders, every brain (*): may assert a caller
-OPERATOR = "bks_operator_service_key_00001"    # service:operator, the ! key
-SPARE = "bky_spare_key_to_be_removed_001"     # person:spare, reaches b1; some tests remove its line
+ALICE = "bky_alice_reaches_b1_only_0001"  # person:alice, reaches b1
+ACME = "bky_acme_business_reaches_b1_01"  # business:acme, reaches b1
+ORDERS = "bky_orders_service_every_brain1"  # service:orders, every brain (*): may assert a caller
+OPERATOR = "bks_operator_service_key_00001"  # service:operator, the ! key
+SPARE = "bky_spare_key_to_be_removed_001"  # person:spare, reaches b1; some tests remove its line
 LINES = [
     "# test keys",
     f"{ALICE}   person:alice      b1",
@@ -57,8 +64,16 @@ def server(tmp_path: Path, stores: dict[str, Path], launch: Callable[..., Served
     """A server for b1 and b2 with the keys above, placed at 0600 and named by ``BRAINY_KEYS``."""
     keys = tmp_path / "cfg" / "keys"
     place_keys(keys, LINES)
-    return launch("serve", "--listen", f"{HOST}:0", "--brain", f"b1={stores['b1']}",
-                  "--brain", f"b2={stores['b2']}", env={"BRAINY_KEYS": str(keys)})
+    return launch(
+        "serve",
+        "--listen",
+        f"{HOST}:0",
+        "--brain",
+        f"b1={stores['b1']}",
+        "--brain",
+        f"b2={stores['b2']}",
+        env={"BRAINY_KEYS": str(keys)},
+    )
 
 
 # --- 1. the ladder ----------------------------------------------------------------------------------------
@@ -111,8 +126,9 @@ def test_reach_refusal_says_nothing_about_whether_the_brain_exists(server: Serve
 
 
 @pytest.mark.parametrize("brain", ["b1", "nosuch"])
-def test_other_access_class_is_refused_before_the_brain_is_touched(server: Served, stores: dict[str, Path],
-                                                                   brain: str) -> None:
+def test_other_access_class_is_refused_before_the_brain_is_touched(
+    server: Served, stores: dict[str, Path], brain: str
+) -> None:
     """The service key on a principal door (``get``) and a person key on a service door (``POST /open``)
     answer 403 ForbiddenError reason access-class, never 404, whether or not the brain exists; the person's
     open claims nothing."""
@@ -170,8 +186,9 @@ def test_health_pool_detail_is_the_service_keys(server: Served) -> None:
     """``GET /v1/health`` answers any credential, but the pool detail (which names brains, writers among
     them) is for the service key alone: a principal key reaching b1 learns nothing of b2 from it."""
     assert server.request("GET", "/v1/health")[0] == 401
-    server.request("POST", "/v1/brains/b2/add", ORDERS, {"type": "thing", "id": "z"},
-                   {"X-Brainy-Caller": "person:bob"})  # b2 now has a writer
+    server.request(
+        "POST", "/v1/brains/b2/add", ORDERS, {"type": "thing", "id": "z"}, {"X-Brainy-Caller": "person:bob"}
+    )  # b2 now has a writer
     status, doc, raw, _ = server.request("GET", "/v1/health", ALICE)
     assert status == 200, doc
     assert "pool" not in doc and "auth" not in doc and b"b2" not in raw, doc
@@ -187,15 +204,17 @@ def test_health_pool_detail_is_the_service_keys(server: Served) -> None:
 # --- 2. the keys file -------------------------------------------------------------------------------------
 
 
-def test_a_keys_file_others_can_read_refuses_the_start(tmp_path: Path, stores: dict[str, Path],
-                                                       launch: Callable[..., Served]) -> None:
+def test_a_keys_file_others_can_read_refuses_the_start(
+    tmp_path: Path, stores: dict[str, Path], launch: Callable[..., Served]
+) -> None:
     """A keys file the group or the world may read (0644) refuses ``brainy serve`` before it listens: it
     exits non-zero naming ``chmod 600``, and nothing answers on the port it was given."""
     keys = tmp_path / "cfg" / "keys"
     place_keys(keys, LINES, mode=0o644)
     port = free_port()
-    child = launch("serve", "--listen", f"{HOST}:{port}", "--brain", f"b1={stores['b1']}", "--keys", str(keys),
-                   ready=False)
+    child = launch(
+        "serve", "--listen", f"{HOST}:{port}", "--brain", f"b1={stores['b1']}", "--keys", str(keys), ready=False
+    )
     try:
         code = child.proc.wait(START_SECONDS)
     except subprocess.TimeoutExpired:
@@ -264,8 +283,9 @@ def test_a_removed_line_is_refused_on_its_own_keep_alive_connection(server: Serv
         assert status == 401 and doc["error"]["name"] == "UnauthenticatedError", doc
         assert kept.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
 
-        status, doc, _, _ = server.request("POST", "/v1/keys", OPERATOR,
-                                           body={"principal": "person:fresh", "brains": ["b1"]})
+        status, doc, _, _ = server.request(
+            "POST", "/v1/keys", OPERATOR, body={"principal": "person:fresh", "brains": ["b1"]}
+        )
         assert status == 200, doc
         assert kept.request("GET", "/v1/brains/b1/counts", doc["key"])[0] == 200
         assert kept.request("GET", "/v1/brains/b1/counts", SPARE)[0] == 401
@@ -290,15 +310,14 @@ def test_a_reload_that_would_open_the_file_keeps_the_last_good_table(server: Ser
     assert server.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 200
 
 
-def test_first_start_mints_one_key_once(tmp_path: Path, stores: dict[str, Path],
-                                        launch: Callable[..., Served]) -> None:
+def test_first_start_mints_one_key_once(tmp_path: Path, stores: dict[str, Path], launch: Callable[..., Served]) -> None:
     """With no keys file, the first start mints exactly one key, writes it at mode 0600 (in a directory
     only the owner may enter), prints it once on stdout and never on stderr, and that key works."""
     keys = tmp_path / "fresh" / "cfg" / "keys"
     server = launch("serve", "--listen", f"{HOST}:0", "--brain", f"b1={stores['b1']}", "--keys", str(keys))
     table = parse_keys(keys.read_bytes())
     assert len(table) == 1
-    (key, principal), = table.items()
+    ((key, principal),) = table.items()
     assert principal.id == "person:local" and principal.brains is None and not principal.service_key
     assert stat.S_IMODE(keys.stat().st_mode) == 0o600
     assert stat.S_IMODE(keys.parent.stat().st_mode) == 0o700

@@ -15,12 +15,11 @@ import gc
 import h2.config
 import h2.connection
 import h2.events
+from test_serve_deadlines import GET, _run
 
 from brainy.net.glue.tcp import HttpProtocol
 from brainy.net.h1 import H1Connection
 from brainy.net.h2 import H2Connection
-
-from test_serve_deadlines import GET, _run
 
 KINDS = (HttpProtocol, H1Connection, H2Connection)
 
@@ -51,8 +50,9 @@ async def _h2_once(host: str, port: int) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
     client.initiate_connection()
-    client.send_headers(1, [(":method", "GET"), (":scheme", "http"), (":authority", "t"),
-                            (":path", "/contract.json")], end_stream=True)
+    client.send_headers(
+        1, [(":method", "GET"), (":scheme", "http"), (":authority", "t"), (":path", "/contract.json")], end_stream=True
+    )
     writer.write(client.data_to_send())
     ended = False
     while not ended:
@@ -70,6 +70,7 @@ async def _h2_once(host: str, port: int) -> None:
 def test_closed_connections_are_freed_without_the_collector(tmp_path):
     """Three h1 and three h2 connections, each answered once and closed by the client: with the collector off,
     no protocol object, h1 or h2 connection of theirs is left alive once the server has seen them close."""
+
     async def scenario(host, port):
         gc.collect()
         assert _alive() == []  # the server holds no connection before the first

@@ -14,19 +14,18 @@ import time
 import h2.config
 import h2.connection
 import uvloop
+from server import write_keys
 
+from brainy.auth.keys import KeyTable
 from brainy.engine import init_store
+from brainy.host.pool import Pool
 from brainy.net.app import App
 from brainy.net.deadlines import DeadlinePassed
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
 from brainy.net.h2 import H2Connection
 from brainy.net.http import Response
-from brainy.auth.keys import KeyTable
-from brainy.host.pool import Pool
 from brainy.net.preface import H2_PREFACE, PrefaceReader
 from brainy.net.server import Listen, Server
-
-from server import write_keys
 
 IDLE, REQUEST = 75.0, 30.0
 GET = b"GET /contract.json HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -38,6 +37,7 @@ def _h1(now: float = 0.0) -> H1Connection:
 
 
 # -- h1, on a fake clock ----------------------------------------------------------------------------
+
 
 def test_h1_an_idle_keep_alive_connection_is_closed_after_the_idle_limit():
     """After its answer, a keep-alive connection that sends nothing is closed IDLE seconds after its last
@@ -121,6 +121,7 @@ def test_h1_a_refused_request_is_owed_its_refusal_and_then_no_deadline_runs():
 
 # -- before the protocol is known, and h2 -----------------------------------------------------------
 
+
 def test_a_connection_that_never_speaks_is_closed_after_the_request_limit():
     """From the accept, a connection that sends nothing is held to the request deadline."""
     reader = PrefaceReader(0.0, IDLE, REQUEST)
@@ -151,8 +152,9 @@ def test_h2_is_closed_when_idle_and_never_while_a_stream_is_open():
     client.receive_data(server.data_to_send())
     server.receive_data(client.data_to_send(), 1.0)  # the ACK of our SETTINGS: its deadline stops
     assert server.next_deadline() == 1.0 + IDLE
-    client.send_headers(1, [(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "t")],
-                        end_stream=True)
+    client.send_headers(
+        1, [(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "t")], end_stream=True
+    )
     [event] = server.receive_data(client.data_to_send(), 2.0)
     assert server.next_deadline() is None and server.timer_fired(10_000.0) is None
     server.send_response(event.stream_id, OK)
@@ -166,6 +168,7 @@ def test_h2_settings_unacknowledged_end_the_connection_with_settings_timeout():
     stream or not, then GOAWAY SETTINGS_TIMEOUT; an acknowledged SETTINGS leaves the idle deadline alone,
     and the idle close says GOAWAY NO_ERROR (6.8)."""
     from brainy.net.h2 import SETTINGS_ACK_SECONDS
+
     server = H2Connection(0.0, idle_seconds=IDLE)
     server.data_to_send()
     settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # the client's empty SETTINGS, its ACK of ours never sent
@@ -188,6 +191,7 @@ def test_h2_settings_unacknowledged_end_the_connection_with_settings_timeout():
 
 
 # -- the glue drives them: one real socket per deadline ---------------------------------------------
+
 
 def _run(tmp_path, scenario, idle_seconds=0.6, request_seconds=0.4):
     init_store(tmp_path / "notes")
@@ -241,6 +245,7 @@ async def _trickled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
 def test_an_idle_keep_alive_connection_is_closed(tmp_path):
     """Over a socket: a keep-alive connection that sends nothing more after its answer is closed after the
     idle limit."""
+
     async def scenario(host, port):
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(GET)
@@ -254,6 +259,7 @@ def test_an_idle_keep_alive_connection_is_closed(tmp_path):
 def test_an_idle_h2_connection_is_told_goaway_before_the_close(tmp_path):
     """Over a socket: an HTTP/2 connection idle past the limit reads the server's GOAWAY NO_ERROR, written
     by the glue before it closes (RFC 9113 6.8), then EOF."""
+
     async def scenario(host, port):
         reader, writer = await asyncio.open_connection(host, port)
         client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
@@ -275,6 +281,7 @@ def test_an_idle_h2_connection_is_told_goaway_before_the_close(tmp_path):
 def test_the_request_limit_closes_a_silent_connection_and_a_trickling_one(tmp_path):
     """Over sockets, at once: a connection that never speaks, and one that sends a request a byte every
     50 ms (inside the idle limit), are both closed once the request limit has passed."""
+
     async def silent(host, port):
         reader, writer = await asyncio.open_connection(host, port)
         waited = await _closed_after(reader, 5)
@@ -296,6 +303,7 @@ def test_a_request_trickled_after_an_answer_is_cut_off_at_the_request_limit_not_
     """Over a socket: a keep-alive connection answered once holds its timer at the idle deadline (3 s here);
     a second request then trickled a byte every 50 ms is cut off once the request limit (0.4 s) has passed,
     well before that timer: the glue asks for the deadline again when a read starts a request's clock."""
+
     async def scenario(host, port):
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(GET)

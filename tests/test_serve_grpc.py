@@ -17,19 +17,20 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
+from server import ServerProcess, free_port, start_server, write_keys
+from test_serve_protocol import SCENARIO, Wire, check_scenario_content, normalise, run_scenario
+from test_serve_tokens import IDP, STRANGER, issuers, place, revoked, token
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.engine import init_store
 from brainy.net.routes import Router, query_document
-from server import ServerProcess, free_port, start_server, write_keys
-from test_serve_protocol import SCENARIO, Wire, check_scenario_content, normalise, run_scenario
-from test_serve_tokens import IDP, STRANGER, issuers, place, revoked, token
 
 PROTO = Path(__file__).resolve().parent.parent / "docs" / "brainy.proto"
 TIMEOUT = 10.0
@@ -39,8 +40,20 @@ TIMEOUT = 10.0
 def stubs(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``brainy_pb2`` and ``brainy_pb2_grpc`` as stock grpc_tools.protoc writes them from docs/brainy.proto."""
     out = tmp_path_factory.mktemp("stubs")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO.parent}", f"--python_out={out}",
-                    f"--grpc_python_out={out}", str(PROTO)], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{PROTO.parent}",
+            f"--python_out={out}",
+            f"--grpc_python_out={out}",
+            str(PROTO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     sys.path.insert(0, str(out))
     try:
         pb2 = importlib.import_module("brainy_pb2")
@@ -69,11 +82,21 @@ class Rpc:
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.stub = pb2_grpc.BrainyStub(self.channel)
 
-    def call(self, rpc: str, key: str | None, brain: str = "", id_: str = "", document: Any = None,
-             raw_document: str | None = None) -> tuple[str, dict[str, Any], float]:
+    def call(
+        self,
+        rpc: str,
+        key: str | None,
+        brain: str = "",
+        id_: str = "",
+        document: Any = None,
+        raw_document: str | None = None,
+    ) -> tuple[str, dict[str, Any], float]:
         """(``document`` or ``refusal``, its JSON, the brainy-ms metadata) of one call with status OK."""
-        request = self.pb2.DoorRequest(brain=brain, id=id_, document=raw_document if raw_document is not None
-                                       else json.dumps(document) if document is not None else "")
+        request = self.pb2.DoorRequest(
+            brain=brain,
+            id=id_,
+            document=raw_document if raw_document is not None else json.dumps(document) if document is not None else "",
+        )
         metadata = (("authorization", f"Bearer {key}"),) if key else ()
         answer, call = getattr(self.stub, rpc).with_call(request, metadata=metadata, timeout=TIMEOUT)
         which = answer.WhichOneof("outcome")
@@ -123,8 +146,12 @@ def test_every_rpc_answers_or_refuses_in_the_answer(served: tuple[ServerProcess,
             continue
         assert type(R.REGISTRY[doc["name"]]) is type, (name, doc)
         if door.disposition == "notYetNative" and door.rung != "ownerTriple":
-            assert doc == {"name": "NotYetNativeError", "message": doc["message"], "door": door.name,
-                           "release": door.release}, name
+            assert doc == {
+                "name": "NotYetNativeError",
+                "message": doc["message"],
+                "door": door.name,
+                "release": door.release,
+            }, name
         if door.disposition == "inProcessOnly":
             assert doc["name"] == "InProcessOnlyError" and doc["instead"] == door.instead, name
 
@@ -139,8 +166,13 @@ def _grpc_transcript(rpc: Rpc, server: ServerProcess) -> list[tuple[str, str | N
         match = router.match(method, path)
         assert match.door is not None, step
         document = doc if doc is not None else query_document(D.BY_NAME[match.door], query) or None
-        which, answer, _ = rpc.call(rpcs[match.door], server.service_key if service else server.key,
-                                    brain=server.brain, id_=match.params.get("id", ""), document=document)
+        which, answer, _ = rpc.call(
+            rpcs[match.door],
+            server.service_key if service else server.key,
+            brain=server.brain,
+            id_=match.params.get("id", ""),
+            document=document,
+        )
         assert (answer["name"] if which == "refusal" else None) == refusal, (step, answer)
         # HTTP carries a refusal as {"error": ...}; gRPC as the answer's refusal field
         transcript.append((step, refusal, normalise({"error": answer} if which == "refusal" else answer, minted)))
@@ -186,8 +218,9 @@ def test_identity_failures_are_unauthenticated_naming_which(served: tuple[Server
         assert error.details().startswith(f"{name}: "), (name, error.details())
         assert float(dict(error.trailing_metadata())["brainy-ms"]) >= 0
     assert rpc.call("counts", token(scope=["read"], brain=server.brain), brain=server.brain)[0] == "document"
-    which, doc, _ = rpc.call("add", token(scope=["read"], brain=server.brain), brain=server.brain,
-                             document={"type": "thing", "id": "x"})
+    which, doc, _ = rpc.call(
+        "add", token(scope=["read"], brain=server.brain), brain=server.brain, document={"type": "thing", "id": "x"}
+    )
     assert (which, doc["name"], doc["scope"]) == ("refusal", "BRAINY_KEY_SCOPE", ["read"])
     which, doc, _ = rpc.call("counts", token(brain="elsewhere"), brain=server.brain)
     assert (which, doc["name"]) == ("refusal", "BRAINY_KEY_BRAIN")
@@ -219,10 +252,10 @@ def test_tcp_nodelay_is_set_on_grpc_sockets(tmp_path: Path) -> None:
     h2 and gRPC answers had without it), read off the server's own accepted sockets, in process on uvloop."""
     import uvloop
 
-    from brainy.net.app import App
-    from brainy.net.h2 import PREFACE
     from brainy.auth.keys import KeyTable
     from brainy.host.pool import Pool
+    from brainy.net.app import App
+    from brainy.net.h2 import PREFACE
     from brainy.net.server import Listen, Server
 
     init_store(tmp_path / "notes")
@@ -237,8 +270,10 @@ def test_tcp_nodelay_is_set_on_grpc_sockets(tmp_path: Path) -> None:
         try:
             writer.write(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # the preface, an empty SETTINGS
             assert await asyncio.wait_for(reader.read(1), 5)  # the server's SETTINGS: the protocol is chosen
-            return [conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-                    for conn in server.connections]
+            return [
+                conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                for conn in server.connections
+            ]
         finally:
             writer.close()
             await writer.wait_closed()
@@ -270,7 +305,15 @@ def test_the_message_forms_agree_with_protobuf_itself(stubs: Any) -> None:
         assert pb2.DoorAnswer.FromString(G.answer_message(document=document)[5:]).document == document.decode()
         assert pb2.DoorAnswer.FromString(G.answer_message(refusal=document)[5:]).refusal == document.decode()
     good = pb2.DoorRequest(brain="notes").SerializeToString()
-    for bad in (framed(good)[:-1], framed(good) + b"\x00", framed(good, flag=1), b"\x00\x00",
-                framed(b"\x0a\x05ab"), framed(b"\x08\x01"), framed(b"\x0a\x02\xff\xfe"), framed(b"\x0b")):
+    for bad in (
+        framed(good)[:-1],
+        framed(good) + b"\x00",
+        framed(good, flag=1),
+        b"\x00\x00",
+        framed(b"\x0a\x05ab"),
+        framed(b"\x08\x01"),
+        framed(b"\x0a\x02\xff\xfe"),
+        framed(b"\x0b"),
+    ):
         with pytest.raises(G.MessageUnreadable):
             G.read_request(bad)

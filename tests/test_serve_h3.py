@@ -17,9 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import msgpack
 import pytest
@@ -33,48 +34,64 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from server import HOST, H2Client, ServerProcess, curl, free_port, start_server, write_keys
 
 from brainy.engine import init_store
-from server import H2Client, HOST, ServerProcess, curl, free_port, start_server, write_keys
 
 TIMEOUT = 10.0
 
 
 # -- a throwaway CA --------------------------------------------------------------------------------
 
+
 def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
 def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 @dataclass(frozen=True)
 class Pki:
-    ca: Path      # the CA certificate a client trusts
-    cert: Path    # the server's certificate, issued by the CA
-    key: Path     # its key
+    ca: Path  # the CA certificate a client trusts
+    cert: Path  # the server's certificate, issued by the CA
+    key: Path  # its key
     other_key: Path  # a key that belongs to no certificate here
 
 
 def make_pki(directory: Path) -> Pki:
     """A CA and one server certificate (localhost, 127.0.0.1) it issued, as PEM files."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("brainy test CA")).issuer_name(_name("brainy test CA"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("brainy test CA"))
+        .issuer_name(_name("brainy test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (x509.CertificateBuilder().subject_name(_name("localhost")).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(_name("localhost"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory / "ca.pem", directory / "cert.pem", directory / "key.pem", directory / "other-key.pem")
     pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
@@ -85,6 +102,7 @@ def make_pki(directory: Path) -> Pki:
 
 
 # -- an HTTP/3 client ------------------------------------------------------------------------------
+
 
 @dataclass
 class H3Answer:
@@ -121,11 +139,21 @@ class H3Client(QuicConnectionProtocol):
                 fields = {k.decode(): v.decode() for k, v in heads}
                 future.set_result(H3Answer(int(fields.pop(":status")), fields, bytes(body)))
 
-    async def request(self, method: str, path: str, key: str | None = None, body: bytes = b"",
-                      headers: tuple[tuple[str, str], ...] = ()) -> H3Answer:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        key: str | None = None,
+        body: bytes = b"",
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> H3Answer:
         stream_id = self._quic.get_next_available_stream_id()
-        fields = [(b":method", method.encode()), (b":scheme", b"https"), (b":authority", b"localhost"),
-                  (b":path", path.encode())] + [(k.encode(), v.encode()) for k, v in headers]
+        fields = [
+            (b":method", method.encode()),
+            (b":scheme", b"https"),
+            (b":authority", b"localhost"),
+            (b":path", path.encode()),
+        ] + [(k.encode(), v.encode()) for k, v in headers]
         if key:
             fields.append((b"authorization", f"Bearer {key}".encode()))
         future = asyncio.get_running_loop().create_future()
@@ -149,6 +177,7 @@ def run(coroutine: Any) -> Any:
 
 # -- fixtures --------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
@@ -158,8 +187,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def served(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[tuple[ServerProcess, int]]:
     """h1/h2 on a TCP port (tests/server.py's) and h3 on a UDP port, one server."""
     udp = _free_udp_port()
-    with start_server(tmp_path_factory.mktemp("h3"), extra_args=(
-            "--listen", f"{HOST}:{udp},h3", "--tls-cert", str(pki.cert), "--tls-key", str(pki.key))) as server:
+    with start_server(
+        tmp_path_factory.mktemp("h3"),
+        extra_args=("--listen", f"{HOST}:{udp},h3", "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)),
+    ) as server:
         yield server, udp
 
 
@@ -188,6 +219,7 @@ def _tcp_refused(port: int) -> bool:
 
 # -- the same doors --------------------------------------------------------------------------------
 
+
 def test_h3_serves_the_same_doors_encodings_and_refusals(served: tuple[ServerProcess, int], pki: Pki) -> None:
     """Over HTTP/3: add then get, in JSON and MessagePack; GET /contract.json the same document h1 serves;
     a request with no key the same 401 UnauthenticatedError, the SSE change stream a page of frames
@@ -196,23 +228,37 @@ def test_h3_serves_the_same_doors_encodings_and_refusals(served: tuple[ServerPro
     server, udp = served
 
     async def main() -> dict[str, Any]:
-        async with connect(HOST, udp, configuration=client_configuration(pki, ["h3"]),
-                           create_protocol=H3Client) as client:
+        async with connect(
+            HOST, udp, configuration=client_configuration(pki, ["h3"]), create_protocol=H3Client
+        ) as client:
             assert isinstance(client, H3Client)
             got: dict[str, Any] = {"alpn": client._quic.tls.alpn_negotiated}
-            got["add"] = await client.request("POST", server.path("add"), server.key, json.dumps(
-                {"type": "person", "id": "alice", "data": "hello", "metadata": {"n": 1}}).encode(),
-                (("content-type", "application/json"),))
+            got["add"] = await client.request(
+                "POST",
+                server.path("add"),
+                server.key,
+                json.dumps({"type": "person", "id": "alice", "data": "hello", "metadata": {"n": 1}}).encode(),
+                (("content-type", "application/json"),),
+            )
             got["get"] = await client.request("GET", server.path("get/alice"), server.key)
-            got["get msgpack"] = await client.request("GET", server.path("get/alice"), server.key,
-                                                      headers=(("accept", "application/msgpack"),))
+            got["get msgpack"] = await client.request(
+                "GET", server.path("get/alice"), server.key, headers=(("accept", "application/msgpack"),)
+            )
             got["contract"] = await client.request("GET", "/contract.json")
             got["no key"] = await client.request("GET", server.path("counts"))
-            got["stream"] = await client.request("GET", server.path("changes") + "?since=0&limit=5", server.key,
-                                                 headers=(("accept", "text/event-stream"),))
-            got["absent"] = await client.request("POST", server.path("update"), server.key,
-                                                 json.dumps({"id": "nobody", "data": "x"}).encode(),
-                                                 (("content-type", "application/json"),))
+            got["stream"] = await client.request(
+                "GET",
+                server.path("changes") + "?since=0&limit=5",
+                server.key,
+                headers=(("accept", "text/event-stream"),),
+            )
+            got["absent"] = await client.request(
+                "POST",
+                server.path("update"),
+                server.key,
+                json.dumps({"id": "nobody", "data": "x"}).encode(),
+                (("content-type", "application/json"),),
+            )
             return got
 
     got = run(main())
@@ -244,19 +290,50 @@ def test_mcp_answers_over_h3(served: tuple[ServerProcess, int], pki: Pki) -> Non
     headers = (("content-type", "application/json"), ("accept", "application/json, text/event-stream"))
 
     async def main() -> tuple[H3Answer, H3Answer]:
-        async with connect(HOST, udp, configuration=client_configuration(pki, ["h3"]),
-                           create_protocol=H3Client) as client:
+        async with connect(
+            HOST, udp, configuration=client_configuration(pki, ["h3"]), create_protocol=H3Client
+        ) as client:
             assert isinstance(client, H3Client)
-            init = await client.request("POST", "/mcp", server.key, json.dumps({
-                "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "h3-test", "version": "1"}}}).encode(), headers)
+            init = await client.request(
+                "POST",
+                "/mcp",
+                server.key,
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 0,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {},
+                            "clientInfo": {"name": "h3-test", "version": "1"},
+                        },
+                    }
+                ).encode(),
+                headers,
+            )
             session = (("mcp-session-id", init.headers["mcp-session-id"]), ("mcp-protocol-version", "2025-06-18"))
-            await client.request("POST", "/mcp", server.key, json.dumps(
-                {"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(), headers + session)
-            call = await client.request("POST", "/mcp", server.key, json.dumps({
-                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "brainy_counts", "arguments": {}}}).encode(), headers + session)
+            await client.request(
+                "POST",
+                "/mcp",
+                server.key,
+                json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(),
+                headers + session,
+            )
+            call = await client.request(
+                "POST",
+                "/mcp",
+                server.key,
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "tools/call",
+                        "params": {"name": "brainy_counts", "arguments": {}},
+                    }
+                ).encode(),
+                headers + session,
+            )
             return init, call
 
     init, call = run(main())
@@ -273,8 +350,9 @@ def test_alpn_offers_exactly_h3(served: tuple[ServerProcess, int], pki: Pki) -> 
 
     async def negotiated(alpn: list[str]) -> str | None:
         try:
-            async with connect(HOST, udp, configuration=client_configuration(pki, alpn),
-                               create_protocol=H3Client, wait_connected=True) as client:
+            async with connect(
+                HOST, udp, configuration=client_configuration(pki, alpn), create_protocol=H3Client, wait_connected=True
+            ) as client:
                 return client._quic.tls.alpn_negotiated
         except ConnectionError:
             return None
@@ -285,7 +363,8 @@ def test_alpn_offers_exactly_h3(served: tuple[ServerProcess, int], pki: Pki) -> 
 
 
 def test_alt_svc_is_advertised_on_h1_and_h2_exactly_when_an_h3_listener_exists(
-        served: tuple[ServerProcess, int], tmp_path: Path) -> None:
+    served: tuple[ServerProcess, int], tmp_path: Path
+) -> None:
     """With an h3 listener, every h1 and h2 answer (a door, a refusal, /contract.json) carries
     ``alt-svc: h3=":<udp port>"; ma=86400``; a server with no h3 listener sends no Alt-Svc at all."""
     server, udp = served
@@ -311,11 +390,15 @@ def test_a_stop_closes_h3_connections_with_no_error(tmp_path: Path, pki: Pki) ->
     """SIGTERM with an HTTP/3 client connected: the client hears CONNECTION_CLOSE with NO_ERROR (a polite
     end, not a cut), and the server exits 0."""
     udp = _free_udp_port()
-    with start_server(tmp_path / "stop", extra_args=("--listen", f"{HOST}:{udp},h3", "--tls-cert", str(pki.cert),
-                                                    "--tls-key", str(pki.key))) as server:
+    with start_server(
+        tmp_path / "stop",
+        extra_args=("--listen", f"{HOST}:{udp},h3", "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)),
+    ) as server:
+
         async def main() -> Any:
-            async with connect(HOST, udp, configuration=client_configuration(pki, ["h3"]),
-                               create_protocol=H3Client) as client:
+            async with connect(
+                HOST, udp, configuration=client_configuration(pki, ["h3"]), create_protocol=H3Client
+            ) as client:
                 assert isinstance(client, H3Client)
                 assert (await client.request("GET", server.path("counts"), server.key)).status == 200
                 server.proc.send_signal(signal.SIGTERM)
@@ -329,6 +412,7 @@ def test_a_stop_closes_h3_connections_with_no_error(tmp_path: Path, pki: Pki) ->
 
 
 # -- the certificate refusals ----------------------------------------------------------------------
+
 
 def _refusal_cases(pki: Pki, root: Path) -> list[tuple[str, tuple[str, ...]]]:
     root.mkdir(parents=True, exist_ok=True)
@@ -360,12 +444,40 @@ def test_each_certificate_refusal_stops_the_start_by_name_binding_nothing(tmp_pa
     base = ("serve", "--brain", f"notes={tmp_path / 'notes'}", "--keys", str(keys))
     for name, flags in _refusal_cases(pki, tmp_path / "cases"):
         tcp, udp = free_port(), _free_udp_port()
-        done = subprocess.run([sys.executable, "-m", "brainy.cli", *base, "--listen", f"{HOST}:{tcp}",
-                               "--listen", f"{HOST}:{udp},h3", *flags], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "brainy.cli",
+                *base,
+                "--listen",
+                f"{HOST}:{tcp}",
+                "--listen",
+                f"{HOST}:{udp},h3",
+                *flags,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2 and f"{name}: " in done.stderr, (name, flags, done.stderr)
         assert "listening on" not in done.stderr and _tcp_refused(tcp) and _udp_free(udp), (name, done.stderr)
     tcp = free_port()
-    done = subprocess.run([sys.executable, "-m", "brainy.cli", *base, "--listen", f"{HOST}:{tcp}",
-                           "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brainy.cli",
+            *base,
+            "--listen",
+            f"{HOST}:{tcp}",
+            "--tls-cert",
+            str(pki.cert),
+            "--tls-key",
+            str(pki.key),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "TlsFilesRequiredError: " in done.stderr and _tcp_refused(tcp), done.stderr

@@ -21,17 +21,16 @@ import time
 from dataclasses import dataclass
 
 import pytest
-
 from server import H1Client, H2Client, ServerProcess, curl
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-CASE_SECONDS = 5.0       # each case is answered or closed within this
+CASE_SECONDS = 5.0  # each case is answered or closed within this
 MAX_HEADER = 64 << 10
-SEED = 20260417          # the garbage is drawn from a fixed seed, so a failure reproduces
+SEED = 20260417  # the garbage is drawn from a fixed seed, so a failure reproduces
 
-FRAMING = ("MalformedRequestError",)                 # broke HTTP/1.1: 400, then closed
-ANY_4XX = ("*",)                                      # a lenient parse may route it: any 4xx will do
-CLOSED = ()                                           # HTTP/2: GOAWAY and/or close, no HTTP/1.1 answer
+FRAMING = ("MalformedRequestError",)  # broke HTTP/1.1: 400, then closed
+ANY_4XX = ("*",)  # a lenient parse may route it: any 4xx will do
+CLOSED = ()  # HTTP/2: GOAWAY and/or close, no HTTP/1.1 answer
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Case:
     family: str
     name: str
     data: bytes
-    want: tuple[str, ...]   # refusal names accepted (closing after), ANY_4XX, or CLOSED
+    want: tuple[str, ...]  # refusal names accepted (closing after), ANY_4XX, or CLOSED
 
 
 def _frame(kind: int, flags: int, stream: int, payload: bytes, length: int | None = None) -> bytes:
@@ -59,61 +58,158 @@ def cases() -> list[Case]:
     host = b"Host: t\r\n"
 
     # 1. request lines (40)
-    lines = [b"GET / HTTP/9.9", b"GET / HTTP/1.", b"GET / HTTP/", b"GET / HTTPS/1.1", b"GET / http/1.1",
-             b"GET / HTTP/1.1 extra", b"GET / HTTP/11", b"GET / HTTP/1.1.1", b"/ GET HTTP/1.1",
-             b"HTTP/1.1 GET /", b" GET / HTTP/1.1", b"\tGET / HTTP/1.1", b"GET\t/\tHTTP/1.1",
-             b"GET /a b HTTP/1.1", b"GET /\x7f HTTP/1.1", b"GET /\x01 HTTP/1.1", b"GET /\r HTTP/1.1",
-             b"GET / HTTP/1.1\rX", b"GET HTTP/1.1", b"GET / HTTP/1.1 HTTP/1.1", b"GET / H", b"GET / HTXP/1.1",
-             b"GET / HTTP/1.1\x00", b"GET / HTTP/1.9x", b"GET / HTTP/a.b", b"GET / HTTP/-1.1",
-             b"GET / 1.1", b"GET /\xff\xfe HTTP/1.1 junk", b"GET / HTTP/1.1\x0b", b"GET / HTTP\\1.1"]
+    lines = [
+        b"GET / HTTP/9.9",
+        b"GET / HTTP/1.",
+        b"GET / HTTP/",
+        b"GET / HTTPS/1.1",
+        b"GET / http/1.1",
+        b"GET / HTTP/1.1 extra",
+        b"GET / HTTP/11",
+        b"GET / HTTP/1.1.1",
+        b"/ GET HTTP/1.1",
+        b"HTTP/1.1 GET /",
+        b" GET / HTTP/1.1",
+        b"\tGET / HTTP/1.1",
+        b"GET\t/\tHTTP/1.1",
+        b"GET /a b HTTP/1.1",
+        b"GET /\x7f HTTP/1.1",
+        b"GET /\x01 HTTP/1.1",
+        b"GET /\r HTTP/1.1",
+        b"GET / HTTP/1.1\rX",
+        b"GET HTTP/1.1",
+        b"GET / HTTP/1.1 HTTP/1.1",
+        b"GET / H",
+        b"GET / HTXP/1.1",
+        b"GET / HTTP/1.1\x00",
+        b"GET / HTTP/1.9x",
+        b"GET / HTTP/a.b",
+        b"GET / HTTP/-1.1",
+        b"GET / 1.1",
+        b"GET /\xff\xfe HTTP/1.1 junk",
+        b"GET / HTTP/1.1\x0b",
+        b"GET / HTTP\\1.1",
+    ]
     for i, line in enumerate(lines):
         add("request-line", f"line-{i}", line + b"\r\n" + host + b"\r\n")
-    for i, target in enumerate([b"", b"?", b"#", b"\x00", b"%", b"/%zz/\x00", b"/" + b"\x80" * 3, b"/\x1f",
-                                b"/ /", b"//\x7f"]):
+    for i, target in enumerate(
+        [b"", b"?", b"#", b"\x00", b"%", b"/%zz/\x00", b"/" + b"\x80" * 3, b"/\x1f", b"/ /", b"//\x7f"]
+    ):
         add("request-line", f"target-{i}", b"GET " + target + b" HTTP/1.1\r\n" + host + b"\r\n", FRAMING + ANY_4XX)
 
     # 2. methods (20)
-    for i, method in enumerate([b"G@T", b"get", b"Get", b"GE T", b"BREW", b"FOO", b"G\x00T", b"\xffGET",
-                                b"POST\x01", b"GETGETGETGETGETGETGETGET", b"(GET)", b"G;T", b"G/T", b"12345",
-                                b"P0ST", b"DELETE\x7f", b"HEAD\x00", b"-", b"GET,POST", b"\"GET\""]):
+    for i, method in enumerate(
+        [
+            b"G@T",
+            b"get",
+            b"Get",
+            b"GE T",
+            b"BREW",
+            b"FOO",
+            b"G\x00T",
+            b"\xffGET",
+            b"POST\x01",
+            b"GETGETGETGETGETGETGETGET",
+            b"(GET)",
+            b"G;T",
+            b"G/T",
+            b"12345",
+            b"P0ST",
+            b"DELETE\x7f",
+            b"HEAD\x00",
+            b"-",
+            b"GET,POST",
+            b'"GET"',
+        ]
+    ):
         add("method", f"method-{i}", method + b" /v1/health HTTP/1.1\r\n" + host + b"\r\n")
 
     # 3. header syntax (20)
-    headers = [b"Host x", b"Ho st: x", b"Host : x", b"X-A: a\x00b", b"X-A: a\rb", b"X-\x01: v", b": empty-name",
-               b"X-A\x7f: v", b"X(A): v", b"X-A: a\r\n b", b"Content-Length: abc", b"Content-Length: -1",
-               b"Content-Length: 1\r\nContent-Length: 2", b"Content-Length: 3\r\nTransfer-Encoding: chunked",
-               b"Transfer-Encoding: chunked, gzip", b"Content-Length: 1 2", b"Content-Length: 0x10",
-               b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity", b"X-A: v\n\rX-B: w",
-               b"Content-Length: 99999999999999999999999"]
+    headers = [
+        b"Host x",
+        b"Ho st: x",
+        b"Host : x",
+        b"X-A: a\x00b",
+        b"X-A: a\rb",
+        b"X-\x01: v",
+        b": empty-name",
+        b"X-A\x7f: v",
+        b"X(A): v",
+        b"X-A: a\r\n b",
+        b"Content-Length: abc",
+        b"Content-Length: -1",
+        b"Content-Length: 1\r\nContent-Length: 2",
+        b"Content-Length: 3\r\nTransfer-Encoding: chunked",
+        b"Transfer-Encoding: chunked, gzip",
+        b"Content-Length: 1 2",
+        b"Content-Length: 0x10",
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity",
+        b"X-A: v\n\rX-B: w",
+        b"Content-Length: 99999999999999999999999",
+    ]
     for i, header in enumerate(headers):
         add("header", f"header-{i}", b"POST /v1/brains/notes/add HTTP/1.1\r\n" + host + header + b"\r\n\r\nabc")
 
     # 4. oversized header blocks (15)
     for i, size in enumerate([MAX_HEADER + 1, MAX_HEADER + 100, 80_000, 100_000, 130_000]):
-        add("oversized", f"one-header-{i}", b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"a" * size + b"\r\n\r\n",
-            ("HeaderTooLargeError",))
+        add(
+            "oversized",
+            f"one-header-{i}",
+            b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"a" * size + b"\r\n\r\n",
+            ("HeaderTooLargeError",),
+        )
     for i, count in enumerate([700, 1000, 2000, 5000, 9000]):
-        add("oversized", f"many-headers-{i}", b"GET /v1/health HTTP/1.1\r\n"
-            + b"".join(b"X-H%d: %s\r\n" % (j, b"v" * 90) for j in range(count)) + b"\r\n", ("HeaderTooLargeError",))
+        add(
+            "oversized",
+            f"many-headers-{i}",
+            b"GET /v1/health HTTP/1.1\r\n"
+            + b"".join(b"X-H%d: %s\r\n" % (j, b"v" * 90) for j in range(count))
+            + b"\r\n",
+            ("HeaderTooLargeError",),
+        )
     for i, size in enumerate([MAX_HEADER + 1, 70_000, 90_000, 120_000, 200_000]):
-        add("oversized", f"long-target-{i}", b"GET /" + b"t" * size + b" HTTP/1.1\r\n" + host + b"\r\n",
-            ("HeaderTooLargeError",))
+        add(
+            "oversized",
+            f"long-target-{i}",
+            b"GET /" + b"t" * size + b" HTTP/1.1\r\n" + host + b"\r\n",
+            ("HeaderTooLargeError",),
+        )
 
     # 5. broken chunking (25)
     chunked = b"POST /v1/brains/notes/add HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\n\r\n"
-    bodies = [b"ZZ\r\n", b"-5\r\nabcde\r\n0\r\n\r\n", b"FFFFFFFFFFFFFFFFFFFF\r\n", b"2\r\nabcd\r\n0\r\n\r\n",
-              b"3\r\nabc0\r\n\r\n", b"3\r\nabc\r\nX\r\n\r\n", b"0x3\r\nabc\r\n0\r\n\r\n", b" 3\r\nabc\r\n0\r\n\r\n",
-              b"3 4\r\nabc\r\n0\r\n\r\n", b"\r\n\r\n", b"g\r\n", b"3\nabc\n0\n\n", b"3\r\nabc\r\n0\r\nX Y: z\r\n\r\n",
-              b"3;\x00\r\nabc\r\n0\r\n\r\n", b"3\x00\r\nabc\r\n0\r\n\r\n", b"+3\r\nabc\r\n0\r\n\r\n",
-              b"3\r\nabcXY", b"1\r\na\r\n1\r\nb\r\nQ\r\n", b"10000000000000000\r\n", b"3\r\nabc\r\n\x00\r\n",
-              b"3\r\nabc\r\n0\r\n\x01\r\n", b"3;ext=\"unterminated\r\nabc\r\n0\r\n\r\n", b"\xff\r\n",
-              b"3\r\nabc\r\n-0\r\n\r\n", b"7FFFFFFFFFFFFFFFF\r\n"]
+    bodies = [
+        b"ZZ\r\n",
+        b"-5\r\nabcde\r\n0\r\n\r\n",
+        b"FFFFFFFFFFFFFFFFFFFF\r\n",
+        b"2\r\nabcd\r\n0\r\n\r\n",
+        b"3\r\nabc0\r\n\r\n",
+        b"3\r\nabc\r\nX\r\n\r\n",
+        b"0x3\r\nabc\r\n0\r\n\r\n",
+        b" 3\r\nabc\r\n0\r\n\r\n",
+        b"3 4\r\nabc\r\n0\r\n\r\n",
+        b"\r\n\r\n",
+        b"g\r\n",
+        b"3\nabc\n0\n\n",
+        b"3\r\nabc\r\n0\r\nX Y: z\r\n\r\n",
+        b"3;\x00\r\nabc\r\n0\r\n\r\n",
+        b"3\x00\r\nabc\r\n0\r\n\r\n",
+        b"+3\r\nabc\r\n0\r\n\r\n",
+        b"3\r\nabcXY",
+        b"1\r\na\r\n1\r\nb\r\nQ\r\n",
+        b"10000000000000000\r\n",
+        b"3\r\nabc\r\n\x00\r\n",
+        b"3\r\nabc\r\n0\r\n\x01\r\n",
+        b'3;ext="unterminated\r\nabc\r\n0\r\n\r\n',
+        b"\xff\r\n",
+        b"3\r\nabc\r\n-0\r\n\r\n",
+        b"7FFFFFFFFFFFFFFFF\r\n",
+    ]
     for i, body in enumerate(bodies):
         add("chunking", f"chunk-{i}", chunked + body)
 
     # 6. garbage (30): seeded random bytes, never starting like a method (so never a valid prefix)
     for i in range(25):
-        first = bytes([rnd.choice([*range(0x00, 0x20), *range(0x7f, 0x100), 0x20, 0x3a, 0x2f])])
+        first = bytes([rnd.choice([*range(0x00, 0x20), *range(0x7F, 0x100), 0x20, 0x3A, 0x2F])])
         add("garbage", f"random-{i}", first + rnd.randbytes(rnd.choice([1, 7, 64, 512, 4096])) + b"\r\n\r\n")
     add("garbage", "tls-client-hello", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + rnd.randbytes(200))
     add("garbage", "ssh", b"SSH-2.0-OpenSSH_9.0\r\n")
@@ -122,13 +218,20 @@ def cases() -> list[Case]:
     add("garbage", "utf8", "ÄÖÜ / HTTP/1.1\r\n\r\n".encode())
 
     # 7. NUL bytes (15)
-    for i, n in enumerate([1, 2, 9, 24, 100, 1000, 10_000]):
+    for n in [1, 2, 9, 24, 100, 1000, 10_000]:
         add("nul", f"nuls-{n}", b"\x00" * n + b"\r\n\r\n")
-    for i, data in enumerate([b"\x00GET / HTTP/1.1\r\n\r\n", b"GET \x00/ HTTP/1.1\r\n\r\n",
-                              b"GET / \x00HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\n\x00Host: t\r\n\r\n",
-                              b"GET / HTTP/1.1\r\nHost\x00: t\r\n\r\n", b"GET / HTTP/1.1\r\nHost: t\r\n\x00\r\n",
-                              b"GET /v1/health HTTP/1.1\r\nX: \x00\x00\r\n\r\n",
-                              b"\x00\x00\x00\x00\x00\x00\x00\x00\x00" + PREFACE]):
+    for i, data in enumerate(
+        [
+            b"\x00GET / HTTP/1.1\r\n\r\n",
+            b"GET \x00/ HTTP/1.1\r\n\r\n",
+            b"GET / \x00HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\n\x00Host: t\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost\x00: t\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: t\r\n\x00\r\n",
+            b"GET /v1/health HTTP/1.1\r\nX: \x00\x00\r\n\r\n",
+            b"\x00\x00\x00\x00\x00\x00\x00\x00\x00" + PREFACE,
+        ]
+    ):
         add("nul", f"nul-in-{i}", data)
 
     # 8. a truncated HTTP/2 preface followed by garbage (15): never the preface, so HTTP/1.1 refuses it
@@ -136,7 +239,7 @@ def cases() -> list[Case]:
         add("h2-preface", f"preface-{k}+garbage", PREFACE[:k] + b"\x00garbage\xff" + rnd.randbytes(16))
 
     # 9. the HTTP/2 preface followed by an invalid frame (20): a connection error, GOAWAY, closed
-    hpack_get = b"\x82\x86\x84\x41\x01t"   # :method GET, :scheme http, :path /, :authority t
+    hpack_get = b"\x82\x86\x84\x41\x01t"  # :method GET, :scheme http, :path /, :authority t
     invalid = [
         ("data-on-stream-0", _frame(0x0, 0x1, 0, b"abcd")),
         ("headers-on-stream-0", _frame(0x1, 0x5, 0, hpack_get)),
@@ -166,10 +269,10 @@ def cases() -> list[Case]:
 
 @dataclass
 class Outcome:
-    status: int | None       # the HTTP/1.1 status answered, if any
+    status: int | None  # the HTTP/1.1 status answered, if any
     refusal: str | None
-    timing: bool             # the answer carried Server-Timing equal to _meta.ms
-    closed: bool             # the server ended the connection (FIN or reset) within the bound
+    timing: bool  # the answer carried Server-Timing equal to _meta.ms
+    closed: bool  # the server ended the connection (FIN or reset) within the bound
     seconds: float
     raw: bytes
 
@@ -184,14 +287,14 @@ def send_case(server: ServerProcess, data: bytes) -> Outcome:
         try:
             sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
-            closed = True   # it stopped reading us: refused before we finished
+            closed = True  # it stopped reading us: refused before we finished
         status = refusal = None
         timing = False
         while not closed and time.monotonic() < deadline:
             sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 chunk = sock.recv(1 << 16)
-            except socket.timeout:
+            except TimeoutError:
                 break
             except ConnectionResetError:
                 closed = True
@@ -210,7 +313,7 @@ def send_case(server: ServerProcess, data: bytes) -> Outcome:
                     refusal = doc.get("error", {}).get("name")
                     timing = fields.get(b"server-timing") == b"brainy;dur=%.3f" % doc["_meta"]["ms"]
                     if fields.get(b"connection") != b"close":
-                        break   # answered and kept open: nothing more to wait for
+                        break  # answered and kept open: nothing more to wait for
         return Outcome(status, refusal, timing, closed, time.monotonic() - started, got[:200])
     finally:
         sock.close()

@@ -16,22 +16,27 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
+from launch import (
+    HOST,
+    START_SECONDS,
+    STOP_SECONDS,
+    Served,
+    launch,  # noqa: F401  (a pytest fixture, used by name)
+    place_keys,
+)
 
 from brainy.engine import init_store
 
-from launch import (HOST, START_SECONDS, STOP_SECONDS, Served, place_keys)
-from launch import launch  # noqa: F401  (a pytest fixture, used by name)
-
-
 # --- the keys, the stores, a lease holder -----------------------------------------------------------------
 
-PERSON = "bky_pool_person_every_brain_01"    # person:pat, every brain (*)
-ORDERS = "bky_pool_orders_service_star_01"   # service:orders, every brain (*): writes with an asserted caller
-OPERATOR = "bks_pool_operator_service_key1"   # service:operator, the ! key (init, close, health)
+PERSON = "bky_pool_person_every_brain_01"  # person:pat, every brain (*)
+ORDERS = "bky_pool_orders_service_star_01"  # service:orders, every brain (*): writes with an asserted caller
+OPERATOR = "bks_pool_operator_service_key1"  # service:operator, the ! key (init, close, health)
 LINES = [f"{PERSON}  person:pat  *", f"{ORDERS}  service:orders  *", f"{OPERATOR}  service:operator  !"]
 BOB = {"X-Brainy-Caller": "person:bob"}
 
@@ -82,8 +87,13 @@ class Holder:
     """A second process that opens the store read-write with ``Brain.open`` and holds it until told."""
 
     def __init__(self, store: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(store)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(store)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self._pump = threading.Thread(target=self._read, daemon=True)
         self._pump.start()
@@ -213,8 +223,9 @@ def test_open_answers_the_writer_block(server: Served, store: Path) -> None:
     assert pool_of(server)["writerBrains"] == ["b1"]
 
 
-def test_a_live_holder_elsewhere_is_named_and_never_waited_for(server: Served, store: Path,
-                                                               holder: Callable[[], Holder]) -> None:
+def test_a_live_holder_elsewhere_is_named_and_never_waited_for(
+    server: Served, store: Path, holder: Callable[[], Holder]
+) -> None:
     """With another process holding the lease, a write through the server answers 409
     BRAINY_WRITER_LOCKED naming the holder's pid, promptly (it never queues behind the holder); ``POST
     /open`` answers role reader, refused BRAINY_WRITER_LOCKED, the holder, and an opened-read-only
@@ -253,8 +264,9 @@ def test_a_live_holder_elsewhere_is_named_and_never_waited_for(server: Served, s
     assert pool_of(server)["writerBrains"] == ["b1"]
 
 
-def test_health_names_a_holder_even_before_the_pool_opened_the_brain(server: Served, store: Path,
-                                                                     holder: Callable[[], Holder]) -> None:
+def test_health_names_a_holder_even_before_the_pool_opened_the_brain(
+    server: Served, store: Path, holder: Callable[[], Holder]
+) -> None:
     """The per-brain health door's writer-lease check is warn when another live process holds the lease,
     even when it is the first door to reach the brain (a read attach of its own knows no holder)."""
     holder()
@@ -299,8 +311,9 @@ def test_access_and_reach_come_before_the_pool(server: Served, store: Path) -> N
     assert doc["error"]["name"] == "NoSuchBrainError" and doc["error"]["brain"] == "nosuch"
 
 
-def test_brains_dir_serves_every_legal_subdirectory_and_nothing_outside(tmp_path: Path, keys: Path,
-                                                                        launch: Callable[..., Served]) -> None:
+def test_brains_dir_serves_every_legal_subdirectory_and_nothing_outside(
+    tmp_path: Path, keys: Path, launch: Callable[..., Served]
+) -> None:
     """``--brains-dir`` serves every legal subdirectory by its name; a dot-directory, a plain file and a
     symlink are not brains; ``..``, ``%2F`` and a dot-name in the path answer BrainNameInvalidError 400
     or UnknownDoorError 404, and nothing outside the directory is ever resolved or opened."""
@@ -323,16 +336,28 @@ def test_brains_dir_serves_every_legal_subdirectory_and_nothing_outside(tmp_path
     assert add(server, "row", "beta")[0] == 200
     assert lock_of(root / "beta").exists() and not lock_of(root / "alpha").exists()
 
-    escapes = ["/v1/brains/../counts", "/v1/brains/%2E%2E/counts", "/v1/brains/..%2Foutside/counts",
-               "/v1/brains/alpha%2F..%2F..%2Foutside/counts", "/v1/brains/.hidden/counts",
-               "/v1/brains/%2Ehidden/counts", "/v1/brains/./counts", "/v1/brains/alpha/../outside/counts",
-               "/v1/brains/alpha/..%2F..%2Foutside/counts"]
+    escapes = [
+        "/v1/brains/../counts",
+        "/v1/brains/%2E%2E/counts",
+        "/v1/brains/..%2Foutside/counts",
+        "/v1/brains/alpha%2F..%2F..%2Foutside/counts",
+        "/v1/brains/.hidden/counts",
+        "/v1/brains/%2Ehidden/counts",
+        "/v1/brains/./counts",
+        "/v1/brains/alpha/../outside/counts",
+        "/v1/brains/alpha/..%2F..%2Foutside/counts",
+    ]
     for path in escapes:
         status, doc, _, _ = server.request("GET", path, PERSON)
-        assert (status, doc["error"]["name"]) in ((400, "BrainNameInvalidError"), (404, "UnknownDoorError")), \
-            (path, status, doc)
-    for path, body in (("/v1/brains/..%2Foutside/add", {"type": "thing", "id": "x"}),
-                       ("/v1/brains/.hidden/add", {"type": "thing", "id": "x"})):
+        assert (status, doc["error"]["name"]) in ((400, "BrainNameInvalidError"), (404, "UnknownDoorError")), (
+            path,
+            status,
+            doc,
+        )
+    for path, body in (
+        ("/v1/brains/..%2Foutside/add", {"type": "thing", "id": "x"}),
+        ("/v1/brains/.hidden/add", {"type": "thing", "id": "x"}),
+    ):
         status, doc, _, _ = server.request("POST", path, PERSON, body)
         assert status == 400 and doc["error"]["name"] == "BrainNameInvalidError", (path, doc)
     status, doc, _, _ = server.request("GET", "/v1/brains/linked/counts", PERSON)
@@ -347,8 +372,9 @@ def test_brains_dir_serves_every_legal_subdirectory_and_nothing_outside(tmp_path
     assert close_of(root / "beta").exists() and not lock_of(root / "beta").exists()
 
 
-def test_a_brain_added_to_the_brains_dir_while_running_is_served(tmp_path: Path, keys: Path,
-                                                                 launch: Callable[..., Served]) -> None:
+def test_a_brain_added_to_the_brains_dir_while_running_is_served(
+    tmp_path: Path, keys: Path, launch: Callable[..., Served]
+) -> None:
     """The brains dir is read when asked, not once at start: a store initialised under it while the
     server runs is listed and answers, and nothing opened it before it was asked for."""
     root = tmp_path / "brains"

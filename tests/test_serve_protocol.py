@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from array import array
 import re
 import socket
 import time
@@ -22,10 +21,9 @@ import h2.settings
 import msgpack
 import numpy as np
 import pytest
+from server import Answer, H1Client, H2Client, ServerProcess, curl, encode_body, media, start_server, write_keys
 
 from brainy.engine import init_store
-from server import (Answer, H1Client, H2Client, ServerProcess, curl, encode_body, media, start_server,
-                    write_keys)
 
 TRANSPORTS = ("h1-json", "h1-msgpack", "h2-json", "h2-msgpack", "h2-curl")
 MAX_BODY = 64 << 20
@@ -41,15 +39,24 @@ class Wire:
         self.encoding = "msgpack" if transport.endswith("msgpack") else "json"
         self.h2 = H2Client(server.address) if transport in ("h2-json", "h2-msgpack") else None
 
-    def __enter__(self) -> "Wire":
+    def __enter__(self) -> Wire:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.h2 is not None:
             self.h2.close()
 
-    def raw(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None, *,
-            service: bool = False, key: str | None = None, headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+    def raw(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        *,
+        service: bool = False,
+        key: str | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> Answer:
         """One request with a body sent exactly as given (with the person key, the service key, or ``key``)."""
         key = key or (self.server.service_key if service else self.server.key)
         fields: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {key}"),)
@@ -79,31 +86,80 @@ class Wire:
 SCENARIO: list[tuple[str, str, str, Any, bool, int, str | None]] = [
     ("init", "POST", "open", None, True, 200, None),
     ("health", "GET", "health", None, True, 200, None),
-    ("add", "POST", "add", {"type": "person", "id": "alice", "data": "hello", "metadata": {"n": 1}}, False, 200,
-     None),
+    ("add", "POST", "add", {"type": "person", "id": "alice", "data": "hello", "metadata": {"n": 1}}, False, 200, None),
     ("add again", "POST", "add", {"type": "person", "id": "alice"}, False, 409, "EntityExistsError"),
-    ("addMany", "POST", "addMany", {"items": [{"type": "person", "id": n, "data": f"I am {n}", "weight": 0.25}
-                                             for n in ("bob", "carol", "dave")]}, False, 200, None),
+    (
+        "addMany",
+        "POST",
+        "addMany",
+        {"items": [{"type": "person", "id": n, "data": f"I am {n}", "weight": 0.25} for n in ("bob", "carol", "dave")]},
+        False,
+        200,
+        None,
+    ),
     ("get", "GET", "get/alice", None, False, 200, None),
     ("get absent", "GET", "get/nobody", None, False, 200, None),
     ("update", "POST", "update", {"id": "alice", "metadata": {"n": 2, "tags": ["a", "b"]}}, False, 200, None),
     ("update absent", "POST", "update", {"id": "nobody", "data": "x"}, False, 404, "EntityNotFoundError"),
-    ("updateMany", "POST", "updateMany", {"items": [{"id": "bob", "metadata": {"m": 1}},
-                                                   {"id": "carol", "data": "changed"}]}, False, 200, None),
+    (
+        "updateMany",
+        "POST",
+        "updateMany",
+        {"items": [{"id": "bob", "metadata": {"m": 1}}, {"id": "carol", "data": "changed"}]},
+        False,
+        200,
+        None,
+    ),
     ("relate", "POST", "relate", {"from": "alice", "to": "bob", "type": "knows", "id": "r1"}, False, 200, None),
     ("relate minted", "POST", "relate", {"from": "alice", "to": "carol", "type": "relatedTo"}, False, 200, None),
-    ("relateMany", "POST", "relateMany", {"items": [{"from": "bob", "to": "carol", "type": "relatedTo"},
-                                                   {"from": "carol", "to": "dave", "type": "relatedTo"}]},
-     False, 200, None),
-    ("updateRelation", "POST", "updateRelation", {"id": "r1", "weight": 0.5, "metadata": {"since": 2020}},
-     False, 200, None),
+    (
+        "relateMany",
+        "POST",
+        "relateMany",
+        {
+            "items": [
+                {"from": "bob", "to": "carol", "type": "relatedTo"},
+                {"from": "carol", "to": "dave", "type": "relatedTo"},
+            ]
+        },
+        False,
+        200,
+        None,
+    ),
+    (
+        "updateRelation",
+        "POST",
+        "updateRelation",
+        {"id": "r1", "weight": 0.5, "metadata": {"since": 2020}},
+        False,
+        200,
+        None,
+    ),
     ("unrelate", "POST", "unrelate", {"from": "bob", "to": "carol", "type": "relatedTo"}, False, 200, None),
-    ("transact", "POST", "transact", {"ops": [
-        {"door": "add", "args": {"type": "person", "id": "erin", "data": "new"}},
-        {"door": "relate", "args": {"from": "erin", "to": "alice", "type": "relatedTo", "id": "r2"}},
-        {"door": "update", "args": {"id": "alice", "data": "hello again"}}]}, False, 200, None),
-    ("transact aborted", "POST", "transact", {"ops": [{"door": "add", "args": {"type": "person", "id": "alice"}}]},
-     False, 409, "TransactionAbortedError"),
+    (
+        "transact",
+        "POST",
+        "transact",
+        {
+            "ops": [
+                {"door": "add", "args": {"type": "person", "id": "erin", "data": "new"}},
+                {"door": "relate", "args": {"from": "erin", "to": "alice", "type": "relatedTo", "id": "r2"}},
+                {"door": "update", "args": {"id": "alice", "data": "hello again"}},
+            ]
+        },
+        False,
+        200,
+        None,
+    ),
+    (
+        "transact aborted",
+        "POST",
+        "transact",
+        {"ops": [{"door": "add", "args": {"type": "person", "id": "alice"}}]},
+        False,
+        409,
+        "TransactionAbortedError",
+    ),
     ("batchGet", "POST", "batchGet", {"ids": ["alice", "bob", "nobody", "erin"]}, False, 200, None),
     ("counts", "GET", "counts", None, False, 200, None),
     ("generation 1", "GET", "generation/1", None, False, 200, None),
@@ -120,8 +176,9 @@ SCENARIO: list[tuple[str, str, str, Any, bool, int, str | None]] = [
 ]
 
 # Fields that legitimately differ between two servers running the same calls.
-VOLATILE = frozenset(("timestamp", "createdAt", "updatedAt", "lastUpdated", "startedAt", "heartbeat", "pid",
-                      "digest", "uptimeMs"))
+VOLATILE = frozenset(
+    ("timestamp", "createdAt", "updatedAt", "lastUpdated", "startedAt", "heartbeat", "pid", "digest", "uptimeMs")
+)
 UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -194,17 +251,44 @@ def test_the_same_read_is_the_same_document_on_every_transport(server):
     decode to the same float32s, which are the ones stored."""
     vector = [((i * 37) % 101) / 101.0 - 0.5 for i in range(384)]
     with Wire(server, "h1-json") as setup:
-        assert setup.call("POST", server.path("add"), {"type": "thing", "id": "v", "data": {"nested": [1, 2.5, None]},
-                                                       "vector": vector, "metadata": {"f": 0.1}}).status == 200
-        assert setup.call("POST", server.path("addMany"), {"items": [
-            {"type": "document", "id": f"d{i}", "data": "ü" * i, "metadata": {"i": i, "big": 2 ** 40}}
-            for i in range(5)]}).status == 200
+        assert (
+            setup.call(
+                "POST",
+                server.path("add"),
+                {
+                    "type": "thing",
+                    "id": "v",
+                    "data": {"nested": [1, 2.5, None]},
+                    "vector": vector,
+                    "metadata": {"f": 0.1},
+                },
+            ).status
+            == 200
+        )
+        assert (
+            setup.call(
+                "POST",
+                server.path("addMany"),
+                {
+                    "items": [
+                        {"type": "document", "id": f"d{i}", "data": "ü" * i, "metadata": {"i": i, "big": 2**40}}
+                        for i in range(5)
+                    ]
+                },
+            ).status
+            == 200
+        )
         assert setup.call("POST", server.path("relate"), {"from": "d0", "to": "d1", "type": "references"}).status == 200
-    reads = [("GET", "get/v?includeVector=true", None, False), ("GET", "get/d3", None, False),
-             ("GET", "get/d3?includeData=false", None, False),
-             ("POST", "batchGet", {"ids": ["d0", "v", "zz", "d4"]}, False), ("GET", "counts", None, False),
-             ("GET", "generation/2", None, False), ("GET", "generation/0", None, False),
-             ("GET", "health", None, True)]
+    reads = [
+        ("GET", "get/v?includeVector=true", None, False),
+        ("GET", "get/d3", None, False),
+        ("GET", "get/d3?includeData=false", None, False),
+        ("POST", "batchGet", {"ids": ["d0", "v", "zz", "d4"]}, False),
+        ("GET", "counts", None, False),
+        ("GET", "generation/2", None, False),
+        ("GET", "generation/0", None, False),
+        ("GET", "health", None, True),
+    ]
     seen: dict[str, list[Any]] = {}
     for transport in TRANSPORTS:
         with Wire(server, transport) as wire:
@@ -240,13 +324,17 @@ def test_server_doors_answer_on_every_transport(server, transport):
         assert [b["name"] for b in wire.call("GET", "/v1/brains").result()["brains"]] == ["notes"]
         assert wire.call("GET", "/v1/health", service=True).result()["status"] == "ok"
         for path, kind in (("/llms.txt", "text/plain"), ("/agent", "text/markdown")):
-            text = (wire.h2.call("GET", path) if wire.h2 is not None else
-                    curl(server, "GET", path, http2=transport == "h2-curl"))
+            text = (
+                wire.h2.call("GET", path)
+                if wire.h2 is not None
+                else curl(server, "GET", path, http2=transport == "h2-curl")
+            )
             assert text.status == 200 and text.content_type == kind and text.body, path
             assert text.timing >= 0
 
 
 # -- refusals by name and status ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_refusals_travel_by_name_and_status(server, transport):
@@ -288,8 +376,9 @@ def test_refusals_travel_by_name_and_status(server, transport):
         assert refused(bad_utf8, 400, "BodyDecodeError")["encoding"] == "json"
         bad_utf8 = wire.raw("POST", p("add"), b"\x81\xa4type\xa2\xff\xfe", "application/msgpack")
         assert refused(bad_utf8, 400, "BodyDecodeError")["encoding"] == "msgpack"
-        truncated = wire.raw("POST", p("add"), msgpack.packb({"type": "person", "data": "x" * 50})[:-10],
-                             "application/msgpack")
+        truncated = wire.raw(
+            "POST", p("add"), msgpack.packb({"type": "person", "data": "x" * 50})[:-10], "application/msgpack"
+        )
         refused(truncated, 400, "BodyDecodeError")
 
         answer = wire.raw("POST", p("add"), b"type=person", "text/plain")
@@ -311,9 +400,16 @@ def test_refusals_travel_by_name_and_status(server, transport):
 def test_a_declared_body_over_the_limit_is_refused_413_before_it_is_read(server):
     """A Content-Length over 64 MiB is refused PayloadTooLargeError 413 (with its limit) as soon as the
     headers arrive, without waiting for a byte of the body, and the connection closes."""
-    head = H1Client.request("POST", server.path("add"), None, (
-        ("Authorization", f"Bearer {server.key}"), ("Content-Type", "application/json"),
-        ("Content-Length", str(MAX_BODY + 1))))
+    head = H1Client.request(
+        "POST",
+        server.path("add"),
+        None,
+        (
+            ("Authorization", f"Bearer {server.key}"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(MAX_BODY + 1)),
+        ),
+    )
     with H1Client(server.address, timeout=5) as client:
         client.send(head + b'{"type": ')  # a few bytes of the body, never the rest
         answer = client.read_answer()
@@ -322,8 +418,14 @@ def test_a_declared_body_over_the_limit_is_refused_413_before_it_is_read(server)
         assert answer.headers.get("connection") == "close"
         assert client.closed_by_peer(5)
     with H1Client(server.address) as client:  # a body exactly at the limit is not refused by its header
-        client.send(H1Client.request("POST", server.path("add"), None, (
-            ("Authorization", f"Bearer {server.key}"), ("Content-Length", str(MAX_BODY)))))
+        client.send(
+            H1Client.request(
+                "POST",
+                server.path("add"),
+                None,
+                (("Authorization", f"Bearer {server.key}"), ("Content-Length", str(MAX_BODY))),
+            )
+        )
         assert not client.closed_by_peer(0.3)
     assert curl(server, "GET", "/contract.json").status == 200
 
@@ -333,8 +435,9 @@ def test_an_h2_body_over_the_limit_is_refused_413_and_the_connection_serves_on(s
     its stream, without being decoded; the connection stays usable for the next stream."""
     auth = (("authorization", f"Bearer {server.key}"),)
     with H2Client(server.address, timeout=30) as client:
-        answer = client.call("POST", server.path("add"), b" " * (MAX_BODY + 1),
-                             auth + (("content-type", "application/json"),))
+        answer = client.call(
+            "POST", server.path("add"), b" " * (MAX_BODY + 1), auth + (("content-type", "application/json"),)
+        )
         assert (answer.status, answer.refusal) == (413, "PayloadTooLargeError")
         assert answer.result()["error"]["limit"] == MAX_BODY
         assert client.call("GET", server.path("counts"), None, auth).status == 200
@@ -349,8 +452,9 @@ def test_a_header_block_over_64_kib_is_refused_431(server, shape):
     if shape == "one-header":
         big = H1Client.request("GET", server.path("counts"), None, (auth, ("X-Big", "a" * (MAX_HEADER + 1))))
     elif shape == "many-headers":
-        big = H1Client.request("GET", server.path("counts"), None,
-                               (auth, *((f"X-H{i}", "v" * 200) for i in range(MAX_HEADER // 200 + 10))))
+        big = H1Client.request(
+            "GET", server.path("counts"), None, (auth, *((f"X-H{i}", "v" * 200) for i in range(MAX_HEADER // 200 + 10)))
+        )
     else:
         big = H1Client.request("GET", server.path("get/") + "a" * (MAX_HEADER + 1), None, (auth,))
     with H1Client(server.address, timeout=5) as client:
@@ -370,19 +474,25 @@ def test_an_h2_header_list_over_the_limit_ends_the_connection_and_the_server_ans
     with H2Client(server.address, timeout=5) as client:
         client.pump_once(1)  # the server's SETTINGS
         assert client.conn.remote_settings.max_header_list_size == MAX_HEADER
-        stream = client.start("GET", server.path("counts"), None, (("authorization", f"Bearer {server.key}"),
-                                                                    ("x-big", "a" * (MAX_HEADER + 1))))
+        stream = client.start(
+            "GET",
+            server.path("counts"),
+            None,
+            (("authorization", f"Bearer {server.key}"), ("x-big", "a" * (MAX_HEADER + 1))),
+        )
         deadline = time.monotonic() + 5
         while not client.eof and time.monotonic() < deadline:
             client.pump_once(0.5)
         assert client.terminated is not None and client.eof, "the connection did not end"
         assert stream not in client.heads, "the oversized header list was answered"
     with H2Client(server.address) as client:
-        assert client.call("GET", server.path("counts"), None,
-                           (("authorization", f"Bearer {server.key}"),)).status == 200
+        assert (
+            client.call("GET", server.path("counts"), None, (("authorization", f"Bearer {server.key}"),)).status == 200
+        )
 
 
 # -- HTTP/1.1 mechanics ------------------------------------------------------------------------------
+
 
 def _auth(server: ServerProcess) -> tuple[tuple[str, str], ...]:
     return (("Authorization", f"Bearer {server.key}"),)
@@ -395,8 +505,11 @@ def test_h1_keep_alive_answers_many_requests_on_one_connection(server):
     with H1Client(server.address) as client:
         for i in range(5):
             body = json.dumps({"type": "thing", "id": f"k{i}"}).encode()
-            client.send(H1Client.request("POST", server.path("add"), body,
-                                         _auth(server) + (("Content-Type", "application/json"),)))
+            client.send(
+                H1Client.request(
+                    "POST", server.path("add"), body, _auth(server) + (("Content-Type", "application/json"),)
+                )
+            )
             answer = client.read_answer()
             assert answer.status == 200 and answer.result()["generation"] == i + 1
             assert "connection" not in answer.headers
@@ -420,9 +533,15 @@ def test_h1_pipelined_requests_are_answered_in_order(server):
     """Requests written in one send (writes with bodies, reads, a refusal, a HEAD) are answered in the
     order they were sent, each with its own document."""
     auth = _auth(server) + (("Content-Type", "application/json"),)
-    burst = b"".join(H1Client.request("POST", server.path("add"), json.dumps({"type": "thing", "id": f"p{i}",
-                                                                                "metadata": {"i": i}}).encode(), auth)
-                     for i in range(10))
+    burst = b"".join(
+        H1Client.request(
+            "POST",
+            server.path("add"),
+            json.dumps({"type": "thing", "id": f"p{i}", "metadata": {"i": i}}).encode(),
+            auth,
+        )
+        for i in range(10)
+    )
     burst += b"".join(H1Client.request("GET", server.path(f"get/p{i}"), None, auth) for i in reversed(range(10)))
     burst += H1Client.request("GET", server.path("nosuchdoor"), None, auth)
     burst += H1Client.request("HEAD", server.path("counts"), None, auth)
@@ -450,8 +569,10 @@ def test_h1_chunked_request_bodies_are_read_whole(server):
     doc = json.dumps({"type": "thing", "id": "chunky", "data": "x" * 300, "metadata": {"a": [1, 2, 3]}}).encode()
     chunks = [doc[:1], doc[1:2], doc[2:50], doc[50:]]
     body = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\nX-Trailer: yes\r\n\r\n"
-    head = ("POST %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n" % (server.path("add"), server.key)).encode()
+    head = (
+        "POST %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n" % (server.path("add"), server.key)
+    ).encode()
     with H1Client(server.address) as client:
         client.send(head)
         client.send(body[:7])
@@ -462,10 +583,17 @@ def test_h1_chunked_request_bodies_are_read_whole(server):
         entity = client.read_answer().result()["entity"]
         assert entity["data"] == "x" * 300 and entity["metadata"] == {"a": [1, 2, 3]}
     for encoding in ("json", "msgpack"):
-        answer = curl(server, "POST", server.path("add"), encode_body({"type": "thing", "id": f"c-{encoding}"},
-                                                                      encoding),
-                      headers=(("Authorization", f"Bearer {server.key}"), ("Content-Type", media(encoding)),
-                               ("Transfer-Encoding", "chunked")))
+        answer = curl(
+            server,
+            "POST",
+            server.path("add"),
+            encode_body({"type": "thing", "id": f"c-{encoding}"}, encoding),
+            headers=(
+                ("Authorization", f"Bearer {server.key}"),
+                ("Content-Type", media(encoding)),
+                ("Transfer-Encoding", "chunked"),
+            ),
+        )
         assert answer.status == 200, answer
     answer = curl(server, "GET", server.path("counts"), headers=(("Authorization", f"Bearer {server.key}"),))
     assert answer.result()["entities"] == 3
@@ -490,10 +618,16 @@ def test_head_answers_headers_without_a_body(server):
 
 # -- HTTP/2 mechanics --------------------------------------------------------------------------------
 
+
 def _fill(server: ServerProcess, n: int, size: int) -> None:
     items = [{"type": "document", "id": f"row{i}", "data": f"{i:05d}" + "z" * size} for i in range(n)]
-    answer = curl(server, "POST", server.path("addMany"), json.dumps({"items": items}).encode(),
-                  headers=(("Authorization", f"Bearer {server.key}"), ("Content-Type", "application/json")))
+    answer = curl(
+        server,
+        "POST",
+        server.path("addMany"),
+        json.dumps({"items": items}).encode(),
+        headers=(("Authorization", f"Bearer {server.key}"), ("Content-Type", "application/json")),
+    )
     assert answer.status == 200, answer
 
 
@@ -509,8 +643,15 @@ def test_h2_fifty_concurrent_streams_on_one_connection(server):
                 streams[client.start("GET", server.path(f"get/row{i // 2}"), None, auth, flush=False)] = i // 2
             else:
                 body = json.dumps({"ids": [f"row{i // 2}", "nope"]}).encode()
-                streams[client.start("POST", server.path("batchGet"), body,
-                                     auth + (("content-type", "application/json"),), flush=False)] = i // 2
+                streams[
+                    client.start(
+                        "POST",
+                        server.path("batchGet"),
+                        body,
+                        auth + (("content-type", "application/json"),),
+                        flush=False,
+                    )
+                ] = i // 2
         assert client.conn.open_outbound_streams == 50
         client.flush()  # all fifty requests leave in one write
         client.wait(list(streams))
@@ -601,8 +742,9 @@ def test_h2_flow_control_windows_are_respected(server):
     overrun.)"""
     whole = curl(server, "GET", "/contract.json").result()
     window = 4096
-    with H2Client(server.address, auto_ack=False,
-                  settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window}) as client:
+    with H2Client(
+        server.address, auto_ack=False, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window}
+    ) as client:
         _settled(client, window)
         stream = client.start("GET", "/contract.json")
         assert _received(client, [stream], window) == window
@@ -621,8 +763,9 @@ def test_h2_connection_window_is_shared_by_streams(server):
     windows send exactly 65,535 bytes in total until the client opens the connection window, then both
     complete whole."""
     whole = curl(server, "GET", "/contract.json").result()
-    with H2Client(server.address, auto_ack=False,
-                  settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20}) as client:
+    with H2Client(
+        server.address, auto_ack=False, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20}
+    ) as client:
         _settled(client, 1 << 20)
         streams = [client.start("GET", "/contract.json"), client.start("GET", "/contract.json")]
         assert _received(client, streams, 65535) == 65535
@@ -640,8 +783,9 @@ def test_h2_a_larger_initial_window_in_settings_unblocks_a_waiting_answer(server
     (RFC 9113 6.9.2), so an answer stalled on a small window resumes without any WINDOW_UPDATE, up to
     exactly the new window."""
     whole = curl(server, "GET", "/contract.json").result()
-    with H2Client(server.address, auto_ack=False,
-                  settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1024}) as client:
+    with H2Client(
+        server.address, auto_ack=False, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1024}
+    ) as client:
         _settled(client, 1024)
         stream = client.start("GET", "/contract.json")
         assert _received(client, [stream], 1024) == 1024
@@ -660,9 +804,12 @@ def test_h2_request_bodies_larger_than_a_frame_and_a_window(server):
     the server opens its window (it acknowledges what it consumed) and is decoded whole."""
     data = "w" * 200_000
     with H2Client(server.address) as client:
-        answer = client.call("POST", server.path("add"), json.dumps({"type": "thing", "id": "wide", "data": data}
-                                                                    ).encode(),
-                             (("authorization", f"Bearer {server.key}"), ("content-type", "application/json")))
+        answer = client.call(
+            "POST",
+            server.path("add"),
+            json.dumps({"type": "thing", "id": "wide", "data": data}).encode(),
+            (("authorization", f"Bearer {server.key}"), ("content-type", "application/json")),
+        )
         assert answer.status == 200, answer
         got = client.call("GET", server.path("get/wide"), None, (("authorization", f"Bearer {server.key}"),))
         assert got.result()["entity"]["data"] == data
@@ -672,21 +819,23 @@ def test_h1_and_h2_share_one_port(server):
     """One listener answers HTTP/1.1 and HTTP/2 with prior knowledge, told apart by the preface; curl
     reports the protocol it spoke."""
     for http2 in (False, True):
-        answer = curl(server, "GET", server.path("counts"), headers=(("Authorization", f"Bearer {server.key}"),),
-                      http2=http2)
+        answer = curl(
+            server, "GET", server.path("counts"), headers=(("Authorization", f"Bearer {server.key}"),), http2=http2
+        )
         assert answer.status == 200 and answer.result()["brain"] == "notes"
 
 
 # -- TCP_NODELAY -------------------------------------------------------------------------------------
+
 
 def test_tcp_nodelay_is_set_on_every_accepted_socket(tmp_path):
     """Every connection the server accepts has TCP_NODELAY set on its socket, whatever it speaks
     (HTTP/1.1, HTTP/2, nothing yet): read off the server's own accepted sockets, in process on uvloop."""
     import uvloop
 
-    from brainy.net.app import App
     from brainy.auth.keys import KeyTable
     from brainy.host.pool import Pool
+    from brainy.net.app import App
     from brainy.net.preface import H2_PREFACE
     from brainy.net.server import Listen, Server
 
@@ -711,8 +860,10 @@ def test_tcp_nodelay_is_set_on_every_accepted_socket(tmp_path):
                     break
                 await asyncio.sleep(0.01)
             assert len(server.connections) == len(clients)
-            return [conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-                    for conn in server.connections]
+            return [
+                conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                for conn in server.connections
+            ]
         finally:
             for writer in clients:
                 writer.close()

@@ -19,22 +19,29 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from launch import (
+    HOST,
+    REQUEST_SECONDS,
+    START_SECONDS,
+    STOP_SECONDS,
+    Served,
+    launch,  # noqa: F401  (a pytest fixture, used by name)
+    place_keys,
+    refused,
+)
 
-from brainy.engine import Brain, init_store
 from brainy.auth.keys import parse_keys
-
-from launch import (HOST, REQUEST_SECONDS, START_SECONDS, STOP_SECONDS, Served, place_keys, refused)
-from launch import launch  # noqa: F401  (a pytest fixture, used by name)
-
+from brainy.engine import Brain, init_store
 
 # --- keys and stores ------------------------------------------------------------------------------------
 
-PERSON = "bky_stop_person_every_brain_001"   # person:pat, every brain (*)
-OPERATOR = "bks_stop_operator_service_key1"   # service:operator, the ! key
+PERSON = "bky_stop_person_every_brain_001"  # person:pat, every brain (*)
+OPERATOR = "bks_stop_operator_service_key1"  # service:operator, the ! key
 LINES = [f"{PERSON}  person:pat  *", f"{OPERATOR}  service:operator  !"]
 
 
@@ -100,17 +107,21 @@ def serve_args(stores: dict[str, Path], keys: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_stop_closes_every_brain_cleanly(stores: dict[str, Path], keys: Path, launch: Callable[..., Served],
-                                           sig: int) -> None:
+def test_a_stop_closes_every_brain_cleanly(
+    stores: dict[str, Path], keys: Path, launch: Callable[..., Served], sig: int
+) -> None:
     """SIGTERM or SIGINT stops the server: it exits 0 within a bounded time; the brain it wrote (b1) has
     ``locks/_writer.close`` and no ``_writer.lock``; a brain it only read (b2) or never touched (b3) has
     neither; stderr narrates b1 closed with its lease released and its clean close recorded; nothing
     listens any more; and the store reopens with claimPath fresh holding every acknowledged row."""
     server = launch(*serve_args(stores, keys))
     acknowledged: list[str] = []
-    status, doc, _, _ = server.request("POST", "/v1/brains/b1/addMany", PERSON,
-                                       {"items": [{"type": "thing", "id": f"m{i}", "data": f"row {i}"}
-                                                  for i in range(300)]})
+    status, doc, _, _ = server.request(
+        "POST",
+        "/v1/brains/b1/addMany",
+        PERSON,
+        {"items": [{"type": "thing", "id": f"m{i}", "data": f"row {i}"} for i in range(300)]},
+    )
     assert status == 200, doc
     acknowledged += [f"m{i}" for i in range(300)]
     for i in range(20):
@@ -127,8 +138,9 @@ def test_a_stop_closes_every_brain_cleanly(stores: dict[str, Path], keys: Path, 
     assert close_of(stores["b1"]).exists() and not lock_of(stores["b1"]).exists()
     for untouched in (stores["b2"], stores["b3"]):
         assert not close_of(untouched).exists() and not lock_of(untouched).exists(), untouched
-    assert re.search(r"closed brain b1 \(lease released: True, clean close recorded: True\)", server.stderr()), \
+    assert re.search(r"closed brain b1 \(lease released: True, clean close recorded: True\)", server.stderr()), (
         server.stderr()
+    )
     assert "stopped" in server.stderr()
     assert refused(port)
 
@@ -138,8 +150,9 @@ def test_a_stop_closes_every_brain_cleanly(stores: dict[str, Path], keys: Path, 
     assert all(entities(stores["b1"], acknowledged))
 
 
-def test_a_stop_with_nothing_open_writes_nothing(stores: dict[str, Path], keys: Path,
-                                                 launch: Callable[..., Served]) -> None:
+def test_a_stop_with_nothing_open_writes_nothing(
+    stores: dict[str, Path], keys: Path, launch: Callable[..., Served]
+) -> None:
     """A server that opened no brain stops at once with exit 0 and leaves no lease file and no close
     record in any store it named."""
     server = launch(*serve_args(stores, keys))
@@ -149,8 +162,9 @@ def test_a_stop_with_nothing_open_writes_nothing(stores: dict[str, Path], keys: 
     assert "closed brain" not in server.stderr()
 
 
-def test_a_request_in_flight_when_the_stop_arrives_is_answered(stores: dict[str, Path], keys: Path,
-                                                               launch: Callable[..., Served]) -> None:
+def test_a_request_in_flight_when_the_stop_arrives_is_answered(
+    stores: dict[str, Path], keys: Path, launch: Callable[..., Served]
+) -> None:
     """A write the server is answering when SIGTERM arrives is answered in full (200, durable), and the
     stop still closes the brain cleanly after it. The signal is sent while a 10,000-row batch commits; an
     attempt whose signal missed the window (the server says it drained 0 requests) is repeated."""
@@ -168,8 +182,12 @@ def test_a_request_in_flight_when_the_stop_arrives_is_answered(stores: dict[str,
         total += 1
         conn = http.client.HTTPConnection(HOST, server.port, timeout=REQUEST_SECONDS)
         try:
-            conn.request("POST", "/v1/brains/b1/addMany", body=body,
-                         headers={"Authorization": f"Bearer {PERSON}", "Content-Type": "application/json"})
+            conn.request(
+                "POST",
+                "/v1/brains/b1/addMany",
+                body=body,
+                headers={"Authorization": f"Bearer {PERSON}", "Content-Type": "application/json"},
+            )
             time.sleep(0.03 * (attempt + 1))
             server.proc.send_signal(signal.SIGTERM)
             try:
@@ -219,13 +237,12 @@ def listening_addresses(port: int) -> list[str] | None:
                 if width == 8:
                     found.append(socket.inet_ntop(socket.AF_INET, bytes.fromhex(address)[::-1]))
                 else:
-                    raw = b"".join(bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, 32, 8))
+                    raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, 32, 8))
                     found.append(socket.inet_ntop(socket.AF_INET6, raw))
     return found
 
 
-def test_the_starter_without_a_store_refuses_and_creates_nothing(tmp_path: Path,
-                                                                 launch: Callable[..., Served]) -> None:
+def test_the_starter_without_a_store_refuses_and_creates_nothing(tmp_path: Path, launch: Callable[..., Served]) -> None:
     """``brainy`` with no arguments in a directory with no ``./brain`` exits non-zero with
     StoreNotFoundError naming ``brainy init``, and creates nothing: no store, no keys file."""
     cwd = tmp_path / "empty"
@@ -242,8 +259,9 @@ def test_the_starter_without_a_store_refuses_and_creates_nothing(tmp_path: Path,
 
 
 @pytest.mark.parametrize("how", ["BRAINY_KEYS", "--keys"])
-def test_the_starter_serves_brain_on_loopback_and_stops_cleanly(tmp_path: Path, launch: Callable[..., Served],
-                                                                 how: str) -> None:
+def test_the_starter_serves_brain_on_loopback_and_stops_cleanly(
+    tmp_path: Path, launch: Callable[..., Served], how: str
+) -> None:
     """After ``brainy init ./brain``, ``brainy`` with no arguments serves ./brain read-write (it holds the
     lease) on a free port bound to 127.0.0.1 only, and prints an MCP snippet whose url is
     ``http://127.0.0.1:<port>/mcp`` and whose bearer key (minted at 0600 into the keys file named by
@@ -251,8 +269,13 @@ def test_the_starter_serves_brain_on_loopback_and_stops_cleanly(tmp_path: Path, 
     a clean close on disk."""
     cwd = tmp_path / "work"
     cwd.mkdir()
-    made = subprocess.run([sys.executable, "-m", "brainy.cli", "init", "./brain"], cwd=cwd, capture_output=True,
-                          text=True, timeout=START_SECONDS)
+    made = subprocess.run(
+        [sys.executable, "-m", "brainy.cli", "init", "./brain"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=START_SECONDS,
+    )
     assert made.returncode == 0, made.stderr
     keys = cwd / "cfg" / "keys"
     if how == "BRAINY_KEYS":
@@ -291,8 +314,9 @@ def test_the_starter_serves_brain_on_loopback_and_stops_cleanly(tmp_path: Path, 
     assert claim_path == "fresh" and counts["entities"] == 1, counts
 
 
-def test_the_starter_refuses_a_keys_file_others_can_read_and_claims_nothing(tmp_path: Path,
-                                                                          launch: Callable[..., Served]) -> None:
+def test_the_starter_refuses_a_keys_file_others_can_read_and_claims_nothing(
+    tmp_path: Path, launch: Callable[..., Served]
+) -> None:
     """A keys file the group or the world may read refuses the starter by name (exit non-zero, ``chmod
     600``, no traceback), before it claims ./brain's lease: the store is left exactly as closed, and the
     next open's claimPath is fresh, not stale-after-crash."""

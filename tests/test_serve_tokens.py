@@ -18,23 +18,31 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from launch import (
+    HOST,
+    REQUEST_SECONDS,
+    KeptAlive,
+    Served,
+    free_port,
+    launch,  # noqa: F401  (a pytest fixture, used by name)
+    wait_until,
+)
 
-from brainy.engine import init_store
 from brainy.auth.keys import fingerprint
-
-from launch import HOST, REQUEST_SECONDS, KeptAlive, Served, free_port, wait_until
-from launch import launch  # noqa: F401  (a pytest fixture, used by name)
+from brainy.engine import init_store
 
 RELOAD_SECONDS = 6.0  # the issue's bound: 5 s of check window and a second of slack
 
 
 # --- a real server (tests/launch.py) -----------------------------------------------------------------------
+
 
 def ask(child: Served, *args: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
     """One exchange with a server: (status, document)."""
@@ -51,14 +59,14 @@ def nothing_listens(port: int) -> bool:
 
 # --- keys, issuers and tokens -----------------------------------------------------------------------------
 
-ALICE = "bky_alice_reaches_b1_only_0001"    # person:alice, reaches b1
+ALICE = "bky_alice_reaches_b1_only_0001"  # person:alice, reaches b1
 ORDERS = "bky_orders_service_every_brain1"  # service:orders, every brain: may assert a caller
 OPERATOR = "bks_operator_service_key_00001"  # the ! key
 KEY_LINES = [f"{ALICE} person:alice b1", f"{ORDERS} service:orders *", f"{OPERATOR} service:operator !"]
 
-IDP = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))          # issuer idp, kid k1
+IDP = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))  # issuer idp, kid k1
 IDP_NEXT = Ed25519PrivateKey.from_private_bytes(bytes(range(5, 37)))  # issuer idp, kid k2, rotated in
-SELF = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))      # issuer self, no kid
+SELF = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))  # issuer self, no kid
 STRANGER = Ed25519PrivateKey.from_private_bytes(bytes(range(2, 34)))  # in no issuers file
 
 
@@ -72,8 +80,9 @@ def place(path: Path, text: str, mode: int = 0o600) -> Path:
 
 
 def der(private: Ed25519PrivateKey) -> str:
-    return base64.b64encode(private.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).decode()
+    return base64.b64encode(
+        private.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    ).decode()
 
 
 def issuers(*lines: tuple[str, Ed25519PrivateKey, str]) -> str:
@@ -91,8 +100,15 @@ def b64url(data: bytes) -> str:
 def token(key: Ed25519PrivateKey = IDP, **changes: Any) -> str:
     """A bk1 token signed by ``key``: issuer idp, kid k1, brain b1, scope read+write, an hour to live."""
     now = int(time.time())
-    claims: dict[str, Any] = {"iss": "idp", "sub": "agent:anima", "brain": "b1", "scope": ["read", "write"],
-                              "iat": now, "exp": now + 3600, "kid": "k1"}
+    claims: dict[str, Any] = {
+        "iss": "idp",
+        "sub": "agent:anima",
+        "brain": "b1",
+        "scope": ["read", "write"],
+        "iat": now,
+        "exp": now + 3600,
+        "kid": "k1",
+    }
     claims.update(changes)
     body = json.dumps({k: v for k, v in claims.items() if v is not None}).encode()
     return f"bk1.{b64url(body)}.{b64url(key.sign(body))}"
@@ -118,15 +134,23 @@ def cfg(tmp_path: Path) -> Path:
 
 
 def serve_args(stores: dict[str, Path], *more: str) -> list[str]:
-    return ["serve", "--listen", f"{HOST}:0", "--brain", f"b1={stores['b1']}", "--brain", f"b2={stores['b2']}",
-            *more]
+    return ["serve", "--listen", f"{HOST}:0", "--brain", f"b1={stores['b1']}", "--brain", f"b2={stores['b2']}", *more]
 
 
 @pytest.fixture
 def server(cfg: Path, stores: dict[str, Path], launch: Callable[..., Served]) -> Served:
     """A server for b1 and b2, the files above named by --keys, --issuers and --revoked."""
-    return launch(*serve_args(stores, "--keys", str(cfg / "keys"), "--issuers", str(cfg / "issuers"),
-                              "--revoked", str(cfg / "revoked.json")))
+    return launch(
+        *serve_args(
+            stores,
+            "--keys",
+            str(cfg / "keys"),
+            "--issuers",
+            str(cfg / "issuers"),
+            "--revoked",
+            str(cfg / "revoked.json"),
+        )
+    )
 
 
 # --- 1. accepted ------------------------------------------------------------------------------------------
@@ -163,13 +187,34 @@ def test_every_token_refusal_is_reached_over_http(server: Served) -> None:
         ("GET", "counts", token(STRANGER), None, {}, 401, {"name": "BRAINY_KEY_BAD_SIGNATURE"}),
         ("GET", "counts", token(jti="gone"), None, {}, 401, {"name": "BRAINY_KEY_REVOKED", "jti": "gone"}),
         ("GET", "counts", token(exp=past), None, {}, 401, {"name": "BRAINY_KEY_EXPIRED", "exp": past}),
-        ("POST", "add", token(scope=["read"]), {"type": "thing", "id": "x"}, {}, 403,
-         {"name": "BRAINY_KEY_SCOPE", "door": "add", "scope": ["read"]}),
+        (
+            "POST",
+            "add",
+            token(scope=["read"]),
+            {"type": "thing", "id": "x"},
+            {},
+            403,
+            {"name": "BRAINY_KEY_SCOPE", "door": "add", "scope": ["read"]},
+        ),
         ("GET", "counts", token(brain="b2"), None, {}, 403, {"name": "BRAINY_KEY_BRAIN", "brain": "b1"}),
-        ("POST", "policy/ratify", token(), {}, {}, 403,
-         {"name": "PolicyOwnerScopeRequiredError", "door": "policy.ratify"}),
-        ("GET", "counts", token(), None, {"X-Brainy-Caller": "person:bob"}, 403,
-         {"name": "CallerAssertionRefusedError", "reason": "not-a-service"}),
+        (
+            "POST",
+            "policy/ratify",
+            token(),
+            {},
+            {},
+            403,
+            {"name": "PolicyOwnerScopeRequiredError", "door": "policy.ratify"},
+        ),
+        (
+            "GET",
+            "counts",
+            token(),
+            None,
+            {"X-Brainy-Caller": "person:bob"},
+            403,
+            {"name": "CallerAssertionRefusedError", "reason": "not-a-service"},
+        ),
     ]
     for method, door, bearer, body, headers, status, expected in cases:
         got_status, doc = ask(server, method, f"/v1/brains/b1/{door}", bearer, body, headers)
@@ -184,9 +229,12 @@ def test_the_ruling_doors_want_the_owner_triple(server: Served) -> None:
     door) for a read/write token, a read token, a person's static key and a service key asserting an owner;
     the owner triple passes the gate and the door itself answers (ratify wants an id; unlock and freeze act)."""
     owner = token(scope=["owner", "read", "write"])
-    short = {"read,write token": (token(), {}), "read token": (token(scope=["read"]), {}),
-             "static person key": (ALICE, {}),
-             "asserted owner": (ORDERS, {"X-Brainy-Caller": "person:bob", "X-Brainy-Owner": "true"})}
+    short = {
+        "read,write token": (token(), {}),
+        "read token": (token(scope=["read"]), {}),
+        "static person key": (ALICE, {}),
+        "asserted owner": (ORDERS, {"X-Brainy-Caller": "person:bob", "X-Brainy-Owner": "true"}),
+    }
     for door in ("ratify", "unlock", "freeze"):
         for what, (bearer, headers) in short.items():
             status, doc = ask(server, "POST", f"/v1/brains/b1/policy/{door}", bearer, {}, headers)
@@ -201,8 +249,9 @@ def test_the_ruling_doors_want_the_owner_triple(server: Served) -> None:
     assert status == 200 and doc["frozen"] is True and doc["locked"] == [], doc
 
 
-def test_without_an_issuers_file_no_issuer_is_trusted(tmp_path: Path, stores: dict[str, Path],
-                                                      launch: Callable[..., Served]) -> None:
+def test_without_an_issuers_file_no_issuer_is_trusted(
+    tmp_path: Path, stores: dict[str, Path], launch: Callable[..., Served]
+) -> None:
     """A server with no issuers file at its default place (``issuers`` beside the keys file) starts, says so,
     answers every bk1 token BRAINY_KEY_UNKNOWN_ISSUER naming its iss, and still answers static keys."""
     keys = place(tmp_path / "bare" / "keys", "\n".join(KEY_LINES) + "\n")
@@ -217,12 +266,12 @@ def test_without_an_issuers_file_no_issuer_is_trusted(tmp_path: Path, stores: di
 
 
 def test_a_rotated_kid_and_a_revoked_jti_take_effect_within_six_seconds(
-        cfg: Path, stores: dict[str, Path], launch: Callable[..., Served]) -> None:
+    cfg: Path, stores: dict[str, Path], launch: Callable[..., Served]
+) -> None:
     """With the issuers file named by $BRAINY_SERVE_ISSUERS: a new kid's line added while running answers its
     tokens, and a jti added to the revoked list refuses its token, each within 6 s, in the same process.
     A later edit that breaks the issuers file is logged and the last good table kept."""
-    child = launch(*serve_args(stores, "--keys", str(cfg / "keys")),
-                   env={"BRAINY_SERVE_ISSUERS": str(cfg / "issuers")})
+    child = launch(*serve_args(stores, "--keys", str(cfg / "keys")), env={"BRAINY_SERVE_ISSUERS": str(cfg / "issuers")})
     pid = child.proc.pid
     rotated, doomed = token(IDP_NEXT, kid="k2"), token(jti="doomed-1")
     assert ask(child, "GET", "/v1/brains/b1/counts", rotated)[1]["error"]["name"] == "BRAINY_KEY_BAD_SIGNATURE"
@@ -231,16 +280,19 @@ def test_a_rotated_kid_and_a_revoked_jti_take_effect_within_six_seconds(
     place(cfg / "issuers", issuers(("idp", IDP, "k1"), ("idp", IDP_NEXT, "k2"), ("self", SELF, "")))
     place(cfg / "revoked.json", revoked("gone", "doomed-1"))
     started = time.monotonic()
-    took_rotation = wait_until(lambda: ask(child, "GET", "/v1/brains/b1/counts", rotated)[0] == 200,
-                               RELOAD_SECONDS - (time.monotonic() - started))
+    took_rotation = wait_until(
+        lambda: ask(child, "GET", "/v1/brains/b1/counts", rotated)[0] == 200,
+        RELOAD_SECONDS - (time.monotonic() - started),
+    )
     assert took_rotation is not None, "the rotated kid was not honoured within 6 s"
 
     def refused_as_revoked() -> bool:
         status, doc = ask(child, "GET", "/v1/brains/b1/counts", doomed)
         return status == 401 and doc["error"]["name"] == "BRAINY_KEY_REVOKED"
 
-    assert wait_until(refused_as_revoked, RELOAD_SECONDS - (time.monotonic() - started)) is not None, \
+    assert wait_until(refused_as_revoked, RELOAD_SECONDS - (time.monotonic() - started)) is not None, (
         "the revoked jti still answered after 6 s"
+    )
     assert child.proc.pid == pid and child.proc.poll() is None
 
     # The files are looked at by a request that presents a token (never by a watcher), so keep presenting one.
@@ -258,7 +310,8 @@ def test_a_rotated_kid_and_a_revoked_jti_take_effect_within_six_seconds(
 
 
 def test_an_expired_token_and_a_listed_static_key_are_refused_on_their_own_keep_alive_connection(
-        server: Served, cfg: Path) -> None:
+    server: Served, cfg: Path
+) -> None:
     """What a keep-alive connection's caller proved is asked again on every request: a token answered on its
     connection is BRAINY_KEY_EXPIRED on the first request after its exp, on that same connection; a static key
     answered on its connection is the flat 401 once a hand-edited revoked list naming its SHA-256 is read
@@ -274,9 +327,17 @@ def test_an_expired_token_and_a_listed_static_key_are_refused_on_their_own_keep_
         status, doc = kept.request("GET", "/v1/brains/b1/counts", brief)
         assert status == 401 and doc["error"]["name"] == "BRAINY_KEY_EXPIRED" and doc["error"]["exp"] == exp, doc
 
-        place(cfg / "revoked.json", json.dumps({"revoked": [
-            {"jti": "gone", "exp": int(time.time()) + 3600},
-            {"jti": fingerprint(ALICE), "exp": int(time.time()) + 3600}]}))
+        place(
+            cfg / "revoked.json",
+            json.dumps(
+                {
+                    "revoked": [
+                        {"jti": "gone", "exp": int(time.time()) + 3600},
+                        {"jti": fingerprint(ALICE), "exp": int(time.time()) + 3600},
+                    ]
+                }
+            ),
+        )
         refused = wait_until(lambda: kept.request("GET", "/v1/brains/b1/counts", ALICE)[0] == 401, RELOAD_SECONDS)
         assert refused is not None, "the listed key still answered on its connection after 6 s"
         status, doc = kept.request("GET", "/v1/brains/b1/counts", ALICE)
@@ -290,18 +351,34 @@ def test_an_expired_token_and_a_listed_static_key_are_refused_on_their_own_keep_
 
 
 REFUSED_STARTS = {
-    "group-readable issuers file": ("issuers", None, 0o640, r"issuers file {issuers}: mode 0640 lets the group or "
-                                                            r"the world read or write it; run: chmod 600 {issuers}"),
-    "corrupt key line": ("issuers", "idp ed25519:{bad}\n", 0o600,
-                         r"issuers file {issuers}:2: field 2: the key is not a legal ed25519 point"),
+    "group-readable issuers file": (
+        "issuers",
+        None,
+        0o640,
+        r"issuers file {issuers}: mode 0640 lets the group or "
+        r"the world read or write it; run: chmod 600 {issuers}",
+    ),
+    "corrupt key line": (
+        "issuers",
+        "idp ed25519:{bad}\n",
+        0o600,
+        r"issuers file {issuers}:2: field 2: the key is not a legal ed25519 point",
+    ),
     "revoked list not JSON": ("revoked.json", "{revoked", 0o600, r"revoked list {revoked}: not JSON"),
 }
 
 
 @pytest.mark.parametrize("which,text,mode,message", list(REFUSED_STARTS.values()), ids=list(REFUSED_STARTS))
 def test_a_bad_issuers_file_or_revoked_list_refuses_the_start_by_name(
-        tmp_path: Path, cfg: Path, stores: dict[str, Path], launch: Callable[..., Served],
-        which: str, text: str | None, mode: int, message: str) -> None:
+    tmp_path: Path,
+    cfg: Path,
+    stores: dict[str, Path],
+    launch: Callable[..., Served],
+    which: str,
+    text: str | None,
+    mode: int,
+    message: str,
+) -> None:
     """A group-readable issuers file, an issuers line whose key is not a legal ed25519 point, and a revoked
     list that does not parse each refuse ``brainy serve`` before it listens: a non-zero exit, stderr naming
     the file (and line) and why, nothing on the port, and no keys file minted on the way."""
@@ -312,9 +389,20 @@ def test_a_bad_issuers_file_or_revoked_list_refuses_the_start_by_name(
         os.chmod(cfg / which, mode)
     fresh_keys = tmp_path / "fresh" / "keys"  # absent: a start that got that far would mint it
     port = free_port()
-    child = launch("serve", "--listen", f"{HOST}:{port}", "--brain", f"b1={stores['b1']}", "--keys",
-                   str(fresh_keys), "--issuers", str(cfg / "issuers"), "--revoked", str(cfg / "revoked.json"),
-                   ready=False)
+    child = launch(
+        "serve",
+        "--listen",
+        f"{HOST}:{port}",
+        "--brain",
+        f"b1={stores['b1']}",
+        "--keys",
+        str(fresh_keys),
+        "--issuers",
+        str(cfg / "issuers"),
+        "--revoked",
+        str(cfg / "revoked.json"),
+        ready=False,
+    )
     code = child.exit_code()
     assert code not in (None, 0), child.stderr()
     expected = message.format(issuers=re.escape(str(cfg / "issuers")), revoked=re.escape(str(cfg / "revoked.json")))
@@ -327,13 +415,20 @@ def test_a_bad_issuers_file_or_revoked_list_refuses_the_start_by_name(
 
 
 def brainy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "brainy.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=REQUEST_SECONDS, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "brainy.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=REQUEST_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_mint_output_verifies_against_keygen_line_end_to_end_over_curl(
-        tmp_path: Path, stores: dict[str, Path], launch: Callable[..., Served]) -> None:
+    tmp_path: Path, stores: dict[str, Path], launch: Callable[..., Served]
+) -> None:
     """The worked example: ``brainy issuer keygen`` prints a line, which goes into ``issuers`` beside the keys
     file (the default place) at 0600; ``brainy token mint`` prints a token; ``curl`` with it reads the brain's
     counts. A token minted for another brain is refused BRAINY_KEY_BRAIN by the same curl."""
@@ -342,16 +437,39 @@ def test_mint_output_verifies_against_keygen_line_end_to_end_over_curl(
     assert made.returncode == 0, made.stderr
     place(tmp_path / "kit" / "issuers", made.stdout)
     child = launch(*serve_args(stores, "--keys", str(keys)))
-    base = ["token", "mint", "--issuer-key", str(tmp_path / "example.key"), "--sub", "agent:anima",
-            "--scope", "read", "--ttl", "600"]
+    base = [
+        "token",
+        "mint",
+        "--issuer-key",
+        str(tmp_path / "example.key"),
+        "--sub",
+        "agent:anima",
+        "--scope",
+        "read",
+        "--ttl",
+        "600",
+    ]
     for brain, status, name in (("b1", 200, None), ("b2", 403, "BRAINY_KEY_BRAIN")):
         minted = brainy(*base, "--brain", brain, cwd=tmp_path)
         assert minted.returncode == 0, minted.stderr
         bearer = minted.stdout.strip()
         assert bearer.startswith("bk1.") and "\n" not in bearer
-        curl = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", "-H",
-                               f"Authorization: Bearer {bearer}", f"http://{HOST}:{child.port}/v1/brains/b1/counts"],
-                              capture_output=True, text=True, timeout=REQUEST_SECONDS + 5)
+        curl = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "--max-time",
+                "10",
+                "-w",
+                "\n%{http_code}",
+                "-H",
+                f"Authorization: Bearer {bearer}",
+                f"http://{HOST}:{child.port}/v1/brains/b1/counts",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=REQUEST_SECONDS + 5,
+        )
         assert curl.returncode == 0, curl.stderr
         body, code = curl.stdout.rsplit("\n", 1)
         doc = json.loads(body)
@@ -366,13 +484,24 @@ def test_token_refusals_reach_mcp_over_http_by_name(server: Served) -> None:
     """POST /mcp meets the same ladder: a bad bk1 token is refused by the name of the check it failed (401,
     the refusal in the JSON-RPC error's data), and a good one initializes a session."""
     past = int(time.time()) - 10
-    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                        "clientInfo": {"name": "tokens-test", "version": "1"}}}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "tokens-test", "version": "1"},
+        },
+    }
     headers = {"MCP-Protocol-Version": "2025-06-18", "Accept": "application/json, text/event-stream"}
-    for bearer, name in ((token()[:-3], "BRAINY_KEY_MALFORMED"), (token(iss="nobody"), "BRAINY_KEY_UNKNOWN_ISSUER"),
-                         (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE"), (token(jti="gone"), "BRAINY_KEY_REVOKED"),
-                         (token(exp=past), "BRAINY_KEY_EXPIRED")):
+    for bearer, name in (
+        (token()[:-3], "BRAINY_KEY_MALFORMED"),
+        (token(iss="nobody"), "BRAINY_KEY_UNKNOWN_ISSUER"),
+        (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE"),
+        (token(jti="gone"), "BRAINY_KEY_REVOKED"),
+        (token(exp=past), "BRAINY_KEY_EXPIRED"),
+    ):
         status, doc = ask(server, "POST", "/mcp", bearer, hello, headers)
         assert status == 401 and doc["error"]["data"]["name"] == name, (name, status, doc)  # JSON-RPC error
     status, doc = ask(server, "POST", "/mcp", token(), hello, headers)
@@ -383,10 +512,18 @@ def test_token_refusals_reach_mcp_over_stdio_by_name(stores: dict[str, Path], cf
     """`brainy mcp` runs as the credential in $BRAINY_KEY, checked by the same ladder: an expired, revoked or
     foreign-signed token refuses the start by the name of its check (exit 2, nothing on stdout)."""
     past = int(time.time()) - 10
-    for bearer, name in ((token(exp=past), "BRAINY_KEY_EXPIRED"), (token(jti="gone"), "BRAINY_KEY_REVOKED"),
-                         (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE")):
+    for bearer, name in (
+        (token(exp=past), "BRAINY_KEY_EXPIRED"),
+        (token(jti="gone"), "BRAINY_KEY_REVOKED"),
+        (token(STRANGER), "BRAINY_KEY_BAD_SIGNATURE"),
+    ):
         env = {**os.environ, "BRAINY_KEY": bearer}
-        done = subprocess.run([sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(stores["b1"]),
-                               "--keys", str(cfg / "keys")], env=env, input=b"", capture_output=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(stores["b1"]), "--keys", str(cfg / "keys")],
+            env=env,
+            input=b"",
+            capture_output=True,
+            timeout=30,
+        )
         assert done.returncode == 2 and done.stdout == b"", (name, done)
         assert name in done.stderr.decode(), (name, done.stderr)

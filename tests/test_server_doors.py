@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
+from brainy.auth.keys import KeyTable
 from brainy.contract import doors as D
 from brainy.engine import init_store
+from brainy.host.pool import Pool
 from brainy.net import routes
 from brainy.net import server_doors as S
 from brainy.net.app import SERVER_HANDLERS, App, Request, Response
 from brainy.net.http import StreamingResponse
-from brainy.auth.keys import KeyTable
-from brainy.host.pool import Pool
 
 KEY = "bky_server_doors_person_key_0123456"
 SERVICE_KEY = "bks_server_doors_service_key_012345"
@@ -66,8 +66,12 @@ def test_every_server_door_answers_or_refuses_by_name(app, door):
         assert "UnknownDoorError" in door.refusals
     elif door.disposition == "notYetNative":
         assert status == 501, body
-        assert body["error"] == {"name": "NotYetNativeError", "message": f"{door.name} arrives in {door.release}",
-                                 "door": door.name, "release": door.release}
+        assert body["error"] == {
+            "name": "NotYetNativeError",
+            "message": f"{door.name} arrives in {door.release}",
+            "door": door.name,
+            "release": door.release,
+        }
     elif door.name in S.HANDED_OFF:
         assert status not in (404, 501), (status, body)  # MCP answers for itself (a JSON-RPC refusal, here)
     elif door.name == "server.ws":  # the session is reached by an upgrade only (tests/test_ws_session.py)
@@ -118,14 +122,24 @@ def test_the_oauth_document_is_routed_only_when_configured(tmp_path):
     keys.write_text(f"{KEY}  person:one@example.com  b\n")
     keys.chmod(0o600)
     pool = Pool({"b": tmp_path / "b"})
-    app = App(pool, KeyTable.open(keys), "1970-01-01T00:00:00Z", base_url="http://127.0.0.1:8300",
-              auth_server="https://id.example.com")
+    app = App(
+        pool,
+        KeyTable.open(keys),
+        "1970-01-01T00:00:00Z",
+        base_url="http://127.0.0.1:8300",
+        auth_server="https://id.example.com",
+    )
     status, body = call(app, "GET", "/.well-known/oauth-protected-resource", key=None)
     assert (status, body["authorization_servers"], body["bearer_methods_supported"], body["resource"]) == (
-        200, ["https://id.example.com"], ["header"], "http://127.0.0.1:8300")
+        200,
+        ["https://id.example.com"],
+        ["header"],
+        "http://127.0.0.1:8300",
+    )
     answered = app.handle(Request("GET", "/v1/brains/b/counts", "", {}, b""))
     assert answered.status == 401 and dict(answered.headers)[b"www-authenticate"] == (
-        b'Bearer realm="brainy", resource_metadata="http://127.0.0.1:8300/.well-known/oauth-protected-resource"')
+        b'Bearer realm="brainy", resource_metadata="http://127.0.0.1:8300/.well-known/oauth-protected-resource"'
+    )
     pool.close_all()
 
 
@@ -138,7 +152,8 @@ def test_the_handler_table_joins_the_contract_both_ways():
     assert {r.name for r in S.routes()} == {s.name for s in S.SERVER_DOORS} - set(S.HANDED_OFF) - set(S.CONFIGURED_ONLY)
     assert S.HANDED_OFF == {"server.mcp": "/mcp"}
     assert [(s.name, s.method, s.path, s.who) for s in S.BEYOND_CONTRACT] == [
-        ("server.openapi", "GET", "/openapi.json", "anyone")]
+        ("server.openapi", "GET", "/openapi.json", "anyone")
+    ]
     assert not {s.name for s in S.BEYOND_CONTRACT} & {s.name for s in D.SERVER_DOORS}
 
 
@@ -147,11 +162,17 @@ def test_a_missing_or_stray_handler_stops_the_import_by_name():
     door (a not-yet-native one included), naming them."""
     table = dict(SERVER_HANDLERS)
     del table["server.health"]
-    with pytest.raises(RuntimeError, match=r"without a handler \['server.health'\], handlers that are not native "
-                                           r"server doors \[\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"without a handler \['server.health'\], handlers that are not native "
+        r"server doors \[\]",
+    ):
         S.join(table)
-    with pytest.raises(RuntimeError, match=r"without a handler \[\], handlers that are not native server doors "
-                                           r"\['server.telemetry'\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"without a handler \[\], handlers that are not native server doors "
+        r"\['server.telemetry'\]",
+    ):
         S.join({**SERVER_HANDLERS, "server.telemetry": print})
 
 

@@ -11,13 +11,12 @@ import re
 
 import numpy as np
 import pytest
+from helpers import new_store
 
 from brainy.contract import refusals as R
+from brainy.doors import shapes as SH
 from brainy.engine import Brain
 from brainy.index import embedder
-from brainy.doors import shapes as SH
-
-from helpers import new_store
 
 DIM = 384
 WORD = re.compile(r"[^\W_]+")
@@ -40,8 +39,9 @@ def brain(tmp_path):
     items = []
     for i in range(120):
         text = " ".join(rng.choice(words, size=int(rng.integers(3, 30))))
-        items.append({"type": "document", "id": f"d{i}", "data": text,
-                      "vector": _unit(rng.standard_normal(DIM)).tolist()})
+        items.append(
+            {"type": "document", "id": f"d{i}", "data": text, "vector": _unit(rng.standard_normal(DIM)).tolist()}
+        )
     items.append({"type": "document", "id": "bare", "data": "alpha beta gamma"})  # no vector
     b.addMany({"items": items})
     yield b
@@ -59,8 +59,9 @@ def _rrf(legs: dict[str, dict[str, float]], k: int = 60) -> dict[str, float]:
 def test_purpose_is_a_second_semantic_signal_fused_by_rank(brain):
     """purpose: each hit's exact cosine to the embedded purpose is one more ranked leg of the rrf fusion."""
     query = "alpha gamma"
-    answer = brain.find({"query": query, "searchMode": "text", "purpose": "a note about greek letters",
-                         "limit": 1000, "explain": True})
+    answer = brain.find(
+        {"query": query, "searchMode": "text", "purpose": "a note about greek letters", "limit": 1000, "explain": True}
+    )
     rows = {r["id"]: r for r in brain.at(None).entities()}
     text = {h["id"]: h["explanation"]["text"] for h in answer["results"]}
     purpose_vector = embedder.embed_one("a note about greek letters")[0]
@@ -81,8 +82,16 @@ def test_purpose_shares_alpha_with_the_semantic_leg_in_weighted_fusion(brain):
     """weighted: each leg normalised to 0-1 over its hits, the purpose leg mixed with the semantic leg's share."""
     by_key = {r["key"]: r for r in brain.at(None).entities()}
     anchor = _vector_of(by_key["d3"])
-    answer = brain.find({"vector": anchor.tolist(), "purpose": "omega", "limit": 20, "explain": True,
-                         "fusion": {"strategy": "weighted"}, "hybridAlpha": 0.3})
+    answer = brain.find(
+        {
+            "vector": anchor.tolist(),
+            "purpose": "omega",
+            "limit": 20,
+            "explain": True,
+            "fusion": {"strategy": "weighted"},
+            "hybridAlpha": 0.3,
+        }
+    )
     vectored = [r for r in by_key.values() if r.get("vector")]
     semantic = {r["id"]: float(_vector_of(r) @ anchor) for r in vectored}
     leg = sorted(semantic, key=lambda i: (-semantic[i], i))[:21]  # a page of 20, and one more to know there is more
@@ -92,6 +101,7 @@ def test_purpose_shares_alpha_with_the_semantic_leg_in_weighted_fusion(brain):
     def normal(scores):
         lo, hi = min(scores.values()), max(scores.values())
         return {i: (s - lo) / (hi - lo) for i, s in scores.items()}
+
     n_semantic, n_purpose = normal({i: semantic[i] for i in leg}), normal(purpose)
     want = {i: 0.3 * n_semantic[i] + 0.3 * n_purpose[i] for i in leg}
     assert [h["id"] for h in answer["results"]] == sorted(want, key=lambda i: (-want[i], i))[:20]
@@ -103,8 +113,11 @@ def _proximity_oracle(wanted: list[str], words: list[str]) -> float:
     present = {w for w in words if w in wanted}
     if not present:
         return 0.0
-    best = min(j - i + 1 for i, j in itertools.combinations_with_replacement(range(len(words)), 2)
-               if present <= set(words[i:j + 1]))
+    best = min(
+        j - i + 1
+        for i, j in itertools.combinations_with_replacement(range(len(words)), 2)
+        if present <= set(words[i : j + 1])
+    )
     return (len(present) / len(wanted)) * (len(present) / best)
 
 
@@ -122,8 +135,7 @@ def test_rerank_reorders_the_first_limit_times_four_exactly(brain):
     that order; the rest keep the fused order; the row without a vector scores cosine 0."""
     rows = {r["id"]: r for r in brain.at(None).entities()}
     vector = _vector_of(next(r for r in rows.values() if r["key"] == "d10"))
-    base = {"query": "beta delta", "vector": vector.tolist(), "searchMode": "hybrid", "limit": 5,
-            "explain": True}
+    base = {"query": "beta delta", "vector": vector.tolist(), "searchMode": "hybrid", "limit": 5, "explain": True}
     # the window is the first 50 × 4 of the fused order, read off an unreranked page that long
     full = [h["id"] for h in brain.find({**base, "limit": 1000})["results"]][:200]
     exact = {}
@@ -149,7 +161,8 @@ def test_rerank_of_a_text_only_find_is_proximity(brain):
     rows = {r["id"]: r for r in brain.at(None).entities()}
     for hit in answer["results"]:
         assert hit["score"] == pytest.approx(
-            _proximity_oracle(["alpha", "zeta"], [w.lower() for w in WORD.findall(rows[hit["id"]]["data"])]))
+            _proximity_oracle(["alpha", "zeta"], [w.lower() for w in WORD.findall(rows[hit["id"]]["data"])])
+        )
 
 
 def test_passages_are_the_best_windows_holding_the_query_words(tmp_path):
@@ -165,7 +178,7 @@ def test_passages_are_the_best_windows_holding_the_query_words(tmp_path):
         assert first["score"] == 1.0 and "harbour pilot" in first["text"]
         assert second["score"] == 0.5 and "pilot" in second["text"]
         for p in (first, second):
-            assert text[p["start"]:p["end"]] == p["text"] and len(p["text"]) <= 80
+            assert text[p["start"] : p["end"]] == p["text"] and len(p["text"]) <= 80
         assert first["end"] <= second["start"] or second["end"] <= first["start"]
         # an object's strings joined by newlines; offsets count in that text
         (only,) = by_id["obj"]["passages"]
@@ -179,8 +192,15 @@ def test_passages_are_the_best_windows_holding_the_query_words(tmp_path):
 def test_the_shapes_at_a_past_generation_agree_with_the_head(brain):
     """A find pinned at a past generation reads rows instead of the live indexes: the same shapes, the same answer."""
     rows = {r["key"]: r for r in brain.at(None).entities()}
-    q = {"query": "gamma", "vector": _vector_of(rows["d1"]).tolist(), "searchMode": "hybrid", "purpose": "kappa",
-         "rerank": True, "passages": True, "limit": 10}
+    q = {
+        "query": "gamma",
+        "vector": _vector_of(rows["d1"]).tolist(),
+        "searchMode": "hybrid",
+        "purpose": "kappa",
+        "rerank": True,
+        "passages": True,
+        "limit": 10,
+    }
     generation = brain.head
     head = brain.find(q)
     brain.add({"type": "document", "id": "later", "data": "gamma gamma", "vector": _unit(np.ones(DIM)).tolist()})
@@ -190,17 +210,20 @@ def test_the_shapes_at_a_past_generation_agree_with_the_head(brain):
     assert np.allclose([h["score"] for h in past["results"]], [h["score"] for h in head["results"]], atol=1e-5)
 
 
-@pytest.mark.parametrize("query, field", [
-    ({"purpose": "x"}, "purpose"),                                        # no ranked leg
-    ({"rerank": True, "where": {"type": "document"}}, "rerank"),
-    ({"query": "alpha", "searchMode": "text", "rerank": True, "orderBy": "id"}, "rerank"),
-    ({"vector": [1.0] * DIM, "passages": True}, "passages"),              # no words to find windows of
-    ({"query": "alpha", "passages": {"max": 0}}, "passages.max"),
-    ({"query": "alpha", "passages": {"size": 10}}, "passages.size"),
-    ({"query": "alpha", "passages": {"window": 3}}, "passages"),
-    ({"query": "alpha", "purpose": "  "}, "purpose"),
-    ({"aggregate": "count", "query": "alpha", "rerank": True}, "rerank"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ({"purpose": "x"}, "purpose"),  # no ranked leg
+        ({"rerank": True, "where": {"type": "document"}}, "rerank"),
+        ({"query": "alpha", "searchMode": "text", "rerank": True, "orderBy": "id"}, "rerank"),
+        ({"vector": [1.0] * DIM, "passages": True}, "passages"),  # no words to find windows of
+        ({"query": "alpha", "passages": {"max": 0}}, "passages.max"),
+        ({"query": "alpha", "passages": {"size": 10}}, "passages.size"),
+        ({"query": "alpha", "passages": {"window": 3}}, "passages"),
+        ({"query": "alpha", "purpose": "  "}, "purpose"),
+        ({"aggregate": "count", "query": "alpha", "rerank": True}, "rerank"),
+    ],
+)
 def test_each_shape_refuses_by_name_what_it_cannot_work_on(brain, query, field):
     with pytest.raises(R.InvalidArgumentError) as refused:
         brain.find(query)
@@ -221,12 +244,12 @@ def test_the_shapes_answer_over_the_wire(server, http2):
 
     assert post("add", {"type": "document", "data": "The harbour pilot boards every ship at dawn."}).status == 200
     assert post("add", {"type": "document", "data": "Pilots of the harbour retire at sixty."}).status == 200
-    found = post("find", {"query": "harbour pilot", "purpose": "shipping", "rerank": True, "passages": True,
-                          "explain": True}).result()
+    found = post(
+        "find", {"query": "harbour pilot", "purpose": "shipping", "rerank": True, "passages": True, "explain": True}
+    ).result()
     assert len(found["results"]) == 2
     for hit in found["results"]:
         assert {"purpose", "rerank", "fused"} <= set(hit["explanation"])
         assert hit["passages"] and hit["passages"][0]["text"] in hit["entity"]["data"]
     refused = post("find", {"purpose": "shipping"})
-    assert (refused.status, refused.refusal, refused.doc["error"]["field"]) == (400, "InvalidArgumentError",
-                                                                                "purpose")
+    assert (refused.status, refused.refusal, refused.doc["error"]["field"]) == (400, "InvalidArgumentError", "purpose")

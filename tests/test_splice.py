@@ -24,38 +24,49 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from brainy.auth.principal import Principal
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract.encoded import Encoded
-from brainy.engine import Brain, init_store
-from brainy.index import encoded_rows
-from brainy.store import keys as K
 from brainy.doors import registry
-from brainy.store import rows
-from brainy.net import codecs
+from brainy.engine import Brain, init_store
 from brainy.host import dispatch as X
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
+from brainy.index import encoded_rows
+from brainy.net import codecs
+from brainy.store import keys as K
+from brainy.store import rows
 
 WHO = Principal.static_key("person:splice")
 RESERVED = rows.RESERVED_METADATA
 
 # every JSON type, unicode included; integers and floats within what a row stores (64-bit, finite)
-scalars = (st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12))
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
-metadata = st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: k not in RESERVED), json_values,
-                           max_size=5)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 63), (1 << 64) - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+metadata = st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: k not in RESERVED), json_values, max_size=5)
 vectors = st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=384, max_size=384).filter(
-    lambda v: any(x != 0 for x in v))
+    lambda v: any(x != 0 for x in v)
+)
 content = st.none() | st.text(max_size=40) | st.dictionaries(st.text(max_size=6), json_values, max_size=3)
 
 
 @st.composite
 def entity(draw: Any, name: str) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": draw(st.sampled_from(["document", "person", "task", "thing"])), "id": name,
-                            "metadata": draw(metadata)}
+    item: dict[str, Any] = {
+        "type": draw(st.sampled_from(["document", "person", "task", "thing"])),
+        "id": name,
+        "metadata": draw(metadata),
+    }
     data = draw(content)
     if data is not None:
         item["data"] = data
@@ -67,8 +78,9 @@ def entity(draw: Any, name: str) -> dict[str, Any]:
 
 
 # one round of writes: adds (new names), updates and removes of what exists
-rounds = st.lists(st.tuples(st.sampled_from(["add", "add", "update", "remove"]), st.integers(0, 12)),
-                  min_size=1, max_size=12)
+rounds = st.lists(
+    st.tuples(st.sampled_from(["add", "add", "update", "remove"]), st.integers(0, 12)), min_size=1, max_size=12
+)
 
 
 def call(snap: Any, door: str, id_: Any = None, **document: Any) -> Any:
@@ -81,16 +93,21 @@ def old_row(snap: Any, entity_id: str, include_vector: bool, include_data: bool)
     return None if row is None else rows.public_view(row, include_vector, include_data)
 
 
-def old_way(door: str, answer: dict[str, Any], snap: Any, include_vector: bool = False,
-            include_data: bool = True) -> dict[str, Any]:
+def old_way(
+    door: str, answer: dict[str, Any], snap: Any, include_vector: bool = False, include_data: bool = True
+) -> dict[str, Any]:
     """The same answer with every row rebuilt as before: decoded whole, then ``rows.public_view``."""
     out = orjson.loads(codecs.to_json(answer))  # a plain copy, its rows replaced below
     if door == "get":
-        out["entity"] = old_row(snap, K.resolve(answer_id(answer["entity"]))[0], include_vector, include_data) \
-            if answer["entity"] is not None else None
+        out["entity"] = (
+            old_row(snap, K.resolve(answer_id(answer["entity"]))[0], include_vector, include_data)
+            if answer["entity"] is not None
+            else None
+        )
     elif door == "batchGet":
-        out["entities"] = [None if e is None else old_row(snap, answer_id(e), include_vector, include_data)
-                           for e in answer["entities"]]
+        out["entities"] = [
+            None if e is None else old_row(snap, answer_id(e), include_vector, include_data) for e in answer["entities"]
+        ]
     elif door == "find":
         for hit in out["results"]:
             hit["entity"] = old_row(snap, hit["id"], include_vector, include_data)
@@ -113,17 +130,22 @@ def answer_id(entity: Any) -> str:
     return (entity.document() if isinstance(entity, Encoded) else entity)["id"]
 
 
-def assert_same(door: str, snap: Any, answer: dict[str, Any], include_vector: bool = False,
-                include_data: bool = True) -> None:
+def assert_same(
+    door: str, snap: Any, answer: dict[str, Any], include_vector: bool = False, include_data: bool = True
+) -> None:
     """The spliced answer equals the old way's, document for document, in both encodings."""
     expected = old_way(door, answer, snap.in_process(), include_vector, include_data)
     as_before = orjson.loads(codecs.to_json(expected))
     assert orjson.loads(codecs.to_json(answer)) == as_before
     # MessagePack: the old way's vectors leave as float32s too, so rebuild them as the wire Vector
-    expected_mp = old_way(door, answer, snap.in_process(), include_vector, include_data) if not include_vector \
+    expected_mp = (
+        old_way(door, answer, snap.in_process(), include_vector, include_data)
+        if not include_vector
         else _with_vectors(door, answer, snap.in_process(), include_data)
-    assert msgpack.unpackb(codecs.to_msgpack(answer), raw=False) == \
-        msgpack.unpackb(codecs.to_msgpack(expected_mp), raw=False)
+    )
+    assert msgpack.unpackb(codecs.to_msgpack(answer), raw=False) == msgpack.unpackb(
+        codecs.to_msgpack(expected_mp), raw=False
+    )
 
 
 def _with_vectors(door: str, answer: dict[str, Any], snap: Any, include_data: bool) -> dict[str, Any]:
@@ -132,8 +154,9 @@ def _with_vectors(door: str, answer: dict[str, Any], snap: Any, include_data: bo
     if door == "get" and plain["entity"] is not None:
         plain["entity"] = old_row(snap, plain["entity"]["id"], True, include_data)
     if door == "batchGet":
-        plain["entities"] = [None if e is None else old_row(snap, e["id"], True, include_data)
-                             for e in plain["entities"]]
+        plain["entities"] = [
+            None if e is None else old_row(snap, e["id"], True, include_data) for e in plain["entities"]
+        ]
     if door == "find":
         for hit in plain["results"]:
             hit["entity"] = old_row(snap, hit["id"], True, include_data)
@@ -150,8 +173,9 @@ def check_every_page(brain: Brain, snap: Any, names: list[str]) -> None:
         for name in names:
             assert_same("get", wire, call(wire, "get", name, **options), include_vector, include_data)
         assert_same("batchGet", wire, call(wire, "batchGet", ids=names, **options), include_vector, include_data)
-        assert_same("find", wire, call(wire, "find", limit=1000, visibility="all", **options), include_vector,
-                    include_data)
+        assert_same(
+            "find", wire, call(wire, "find", limit=1000, visibility="all", **options), include_vector, include_data
+        )
     for include_vectors in (False, True):
         page = call(wire, "export", includeVectors=include_vectors, include=["entities"])
         assert_same("export", wire, page, include_vectors)
@@ -258,8 +282,9 @@ def test_two_brains_with_the_same_ids_never_answer_for_each_other(tmp_path):
         for handle, word in zip(handles, ("first", "second")):
             handle.add({"type": "person", "id": "ada", "data": word})
         for _ in range(2):
-            answers = [orjson.loads(codecs.to_json(call(h.at().for_wire(), "get", "ada")))["entity"]["data"]
-                       for h in handles]
+            answers = [
+                orjson.loads(codecs.to_json(call(h.at().for_wire(), "get", "ada")))["entity"]["data"] for h in handles
+            ]
             assert answers == ["first", "second"]
     finally:
         for handle in handles:
@@ -298,12 +323,13 @@ def test_the_cache_keeps_to_its_byte_budget():
         assert cache.bytes <= cache.budget
     assert 0 < len(cache) < 200
     assert cache.cached((1, b"e199", 199, False, True)) is made[-1]  # the newest stays
-    assert cache.cached((1, b"e0", 0, False, True)) is None          # the oldest left
+    assert cache.cached((1, b"e0", 0, False, True)) is None  # the oldest left
 
 
 def test_an_entry_read_since_the_sweep_passed_it_outlives_the_unread():
     """The second chance: of the oldest entries, the one read (a page hit marks it) stays while newer unread
     ones leave; the entry just made never makes room for itself."""
+
     def raw(i: int) -> bytes:
         return rows.pack({"id": f"{i}", "type": "thing", "data": "w" * 300, "generation": i})
 
@@ -325,6 +351,7 @@ def test_a_cached_answer_holds_its_own_size_not_the_encoder_buffer():
     """What the cache counts is what it holds: 1,000 small rows' answers take about their counted bytes, where
     orjson's own bytes would keep its ~4 KiB working buffer each (4 MB for these)."""
     import tracemalloc
+
     raws = [rows.pack({"id": f"r{i}", "type": "thing", "data": f"note {i}", "generation": i}) for i in range(1000)]
     tracemalloc.start()
     try:
@@ -359,8 +386,9 @@ def test_the_dispatcher_hands_rows_out_encoded_and_a_call_in_process_plain(tmp_p
     pool = Pool({"main": tmp_path / "main"})
     try:
         brain = pool.resolve("main", for_write=True)
-        brain.addMany({"items": [{"type": "thing", "id": f"t{i}", "metadata": {"i": i, "é": [i, None]}}
-                                 for i in range(30)]})
+        brain.addMany(
+            {"items": [{"type": "thing", "id": f"t{i}", "metadata": {"i": i, "é": [i, None]}} for i in range(30)]}
+        )
         dispatcher = X.Dispatcher(pool)
         served = asyncio.run(dispatcher.dispatch(WHO, "find", "main", None, {"limit": 30}))
         assert all(isinstance(h["entity"], Encoded) for h in served.answer["results"])

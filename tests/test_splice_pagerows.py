@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brainy.auth.principal import Principal
 from brainy.contract.encoded import Encoded, Hit, Hits
 from brainy.engine import init_store
-from brainy.index.encoded_rows import encode_row
-from brainy.net import codecs
 from brainy.host import dispatch as X
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
+from brainy.index.encoded_rows import encode_row
+from brainy.net import codecs
 
 
 def _encoded(i: int):
@@ -31,9 +31,16 @@ def _encoded(i: int):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 30), st.one_of(st.none(), st.tuples(st.integers(0, 9), st.integers(0, 9))),
-                          st.booleans()), max_size=25),
-       st.integers(0, 9), st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 30), st.one_of(st.none(), st.tuples(st.integers(0, 9), st.integers(0, 9))), st.booleans()
+        ),
+        max_size=25,
+    ),
+    st.integers(0, 9),
+    st.booleans(),
+)
 def test_cached_answers_only_what_is_known_at_the_read_and_marks_it_used(pagerows_twins, rows, at, include_vector):
     """Both twins answer alike, mark used exactly the answers they hand out, and move no entry: the cache's
     sweep gives a marked entry its second chance (brainy/index/encoded_rows.py)."""
@@ -49,9 +56,12 @@ def test_cached_answers_only_what_is_known_at_the_read_and_marks_it_used(pagerow
             found[key] = (gen, through)
             if cached and (7, key, gen, include_vector, True) not in entries:
                 entries[(7, key, gen, include_vector, True)] = (b"raw", _encoded(n), 1)
-    expected = [entries[(7, k, found[k][0], include_vector, True)][1]
-                if k in found and found[k][0] <= at <= found[k][1] and (7, k, found[k][0], include_vector, True) in entries
-                else None for k in keys]
+    expected = [
+        entries[(7, k, found[k][0], include_vector, True)][1]
+        if k in found and found[k][0] <= at <= found[k][1] and (7, k, found[k][0], include_vector, True) in entries
+        else None
+        for k in keys
+    ]
     for twin in (compiled, pure):
         for _, made, _ in entries.values():
             made.used = False
@@ -72,8 +82,14 @@ def test_an_encoded_rows_hit_is_made_once_and_shared_read_only(pagerows_twin):
     assert all(type(hit) is Hit for hit in first)
     again = pagerows_twin.plain_hits(ids, rows)
     assert all(a is b for a, b in zip(first, again))  # a page read again builds no dicts
-    for mutate in (lambda h: h.__setitem__("score", 1.0), lambda h: h.update(id="x"), lambda h: h.pop("id"),
-                   lambda h: h.setdefault("passages", []), lambda h: h.clear(), lambda h: h.__delitem__("id")):
+    for mutate in (
+        lambda h: h.__setitem__("score", 1.0),
+        lambda h: h.update(id="x"),
+        lambda h: h.pop("id"),
+        lambda h: h.setdefault("passages", []),
+        lambda h: h.clear(),
+        lambda h: h.__delitem__("id"),
+    ):
         with pytest.raises(TypeError):
             mutate(first[0])
     assert first[0] == {"id": "id-0", "score": None, "entity": rows[0]}
@@ -110,16 +126,25 @@ def test_a_served_page_read_again_shows_the_same_hits_and_a_commit_shows_the_new
         assert all(shown[h["id"]] is h for h in first if h["id"] != changed)  # the others still shared
         packed = msgpack.unpackb(codecs.to_msgpack(X.Outcome("find", 0.1, answer={"results": after}).body()))
         assert {hit["id"]: hit["entity"]["metadata"]["n"] for hit in packed["results"]}[changed] == -1
-        assert orjson.loads(codecs.to_json({"results": after}))["results"] == \
-            [{"id": h["id"], "score": None, "entity": h["entity"].document()} for h in after]
+        assert orjson.loads(codecs.to_json({"results": after}))["results"] == [
+            {"id": h["id"], "score": None, "entity": h["entity"].document()} for h in after
+        ]
     finally:
         pool.close_all()
 
 
 IDS = st.one_of(st.text(max_size=40), st.sampled_from(["é" * 40, "x" * 300, 'quo"te\\', "\x00\x1f", "日本"]))
-METADATA = st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1),
-                                                          st.floats(allow_nan=False, allow_infinity=False),
-                                                          st.text(max_size=30)), max_size=6)
+METADATA = st.dictionaries(
+    st.text(max_size=8),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=30),
+    ),
+    max_size=6,
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -128,8 +153,7 @@ def test_a_page_of_hits_is_joined_byte_for_byte_as_the_plain_page_encodes(pagero
     """The law of the join: a page of shared hits (``Hits``) written as heads and rows' bytes, in JSON
     (``hits_json``, codecs.to_json) and MessagePack (both wirepack twins), is byte for byte the plain page
     (the same hits as fresh dicts of decoded documents) as orjson and msgpack write it."""
-    encoded = [encode_row(msgpack.packb({"id": id_, "type": "thing", "metadata": m, "data": d}))
-               for id_, m, d in rows]
+    encoded = [encode_row(msgpack.packb({"id": id_, "type": "thing", "metadata": m, "data": d})) for id_, m, d in rows]
     ids = [id_ for id_, _, _ in rows]
     plain = [{"id": id_, "score": None, "entity": orjson.loads(e.json)} for id_, e in zip(ids, encoded)]
     envelope = {"brain": "main", "generation": 3}

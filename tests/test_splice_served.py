@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 import msgpack
@@ -21,12 +22,12 @@ import pytest
 import websockets
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from brainy.engine import Brain
-from brainy.store import rows
-from brainy.net import codecs
 from server import H2Client, ServerProcess, curl, free_port, start_server
 from test_serve_grpc import Rpc, stubs  # noqa: F401  (the stubs fixture, compiled from docs/brainy.proto)
+
+from brainy.engine import Brain
+from brainy.net import codecs
+from brainy.store import rows
 
 pytestmark = pytest.mark.slow
 
@@ -38,10 +39,20 @@ def items() -> list[dict[str, Any]]:
     vectors = np.random.default_rng(5).standard_normal((COUNT, 384)).astype("<f4")
     out = []
     for i in range(COUNT):
-        item: dict[str, Any] = {"type": "document", "id": f"d{i}", "data": f"note {i} ✓ é 日本",
-                                "metadata": {"n": i, "x": i / 7, "ok": i % 2 == 0, "none": None,
-                                             "tags": ["ü", str(i)], "deep": {"a": [1, {"b": "ç"}]},
-                                             "big": (1 << 64) - 1 - i}}
+        item: dict[str, Any] = {
+            "type": "document",
+            "id": f"d{i}",
+            "data": f"note {i} ✓ é 日本",
+            "metadata": {
+                "n": i,
+                "x": i / 7,
+                "ok": i % 2 == 0,
+                "none": None,
+                "tags": ["ü", str(i)],
+                "deep": {"a": [1, {"b": "ç"}]},
+                "big": (1 << 64) - 1 - i,
+            },
+        }
         if i % 3:
             item["vector"] = vectors[i].tolist()
         out.append(item)
@@ -77,8 +88,10 @@ def expected(server: ServerProcess) -> tuple[list[Any], list[Any]]:
     finally:
         brain.close()
     found.sort(key=lambda e: e["denseInt"])
-    return ([json.loads(codecs.to_json(e)) for e in found],
-            [msgpack.unpackb(codecs.to_msgpack(e), raw=False) for e in found])
+    return (
+        [json.loads(codecs.to_json(e)) for e in found],
+        [msgpack.unpackb(codecs.to_msgpack(e), raw=False) for e in found],
+    )
 
 
 def entities(page: Any) -> list[Any]:
@@ -90,6 +103,7 @@ def over_mcp(server: ServerProcess) -> tuple[Any, Any]:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.key}"}, timeout=20.0)
         async with http, Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
             return await client.call_tool("brainy_find", {"body": PAGE})
+
     answer = asyncio.run(asyncio.wait_for(talk(), 20.0))
     assert not answer.is_error
     return answer.structured_content, json.loads(answer.content[0].text)
@@ -98,10 +112,12 @@ def over_mcp(server: ServerProcess) -> tuple[Any, Any]:
 def over_ws(server: ServerProcess) -> Any:
     async def talk() -> Any:
         url = f"ws://{server.host}:{server.port}/v1/ws"
-        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {server.key}"},
-                                      max_size=1 << 24) as c:
+        async with websockets.connect(
+            url, additional_headers={"Authorization": f"Bearer {server.key}"}, max_size=1 << 24
+        ) as c:
             await c.send(json.dumps({"ref": 1, "door": "find", "brain": server.brain, "body": PAGE}))
             return json.loads(await c.recv())
+
     frame = asyncio.run(asyncio.wait_for(talk(), 20.0))
     assert frame["ok"], frame
     return frame["result"]
@@ -124,8 +140,9 @@ def test_every_transport_answers_the_old_ways_page(served, stubs):  # noqa: F811
                 pages[f"h1 {encoding}"] = post(server, "find", PAGE, encoding).doc
                 with H2Client(server.address) as client:
                     body = msgpack.packb(PAGE) if encoding == "msgpack" else json.dumps(PAGE).encode()
-                    pages[f"h2 {encoding}"] = client.call("POST", server.path("find"), body,
-                                                          headers(server, encoding)).doc
+                    pages[f"h2 {encoding}"] = client.call(
+                        "POST", server.path("find"), body, headers(server, encoding)
+                    ).doc
                 pages[f"h2-curl {encoding}"] = post(server, "find", PAGE, encoding, http2=True).doc
             pages["mcp structured"], pages["mcp text"] = over_mcp(server)
             pages["ws"] = over_ws(server)
@@ -138,8 +155,12 @@ def test_every_transport_answers_the_old_ways_page(served, stubs):  # noqa: F811
                 assert next(e for e in as_json if e["key"] == "d4")["metadata"]["changed"] is True
             for encoding, want in (("json", as_json), ("msgpack", as_msgpack)):
                 for i in (1, 3, 4):  # with a vector, without one, the one updated
-                    got = curl(server, "GET", server.path(f"get/d{i}?includeVector=true"),
-                               headers=headers(server, encoding)[::2]).doc["entity"]
+                    got = curl(
+                        server,
+                        "GET",
+                        server.path(f"get/d{i}?includeVector=true"),
+                        headers=headers(server, encoding)[::2],
+                    ).doc["entity"]
                     assert got == next(e for e in want if e["key"] == f"d{i}"), (round_, encoding, i)
     finally:
         rpc.close()

@@ -5,12 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import fill, flip, new_store, tables
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.store import sstable
-
-from helpers import fill, flip, new_store, tables
 
 
 def _entries(n_keys=300, seed=1):
@@ -64,11 +63,14 @@ def test_the_index_fields_read_from_its_end_are_those_of_the_whole_index(tmp_pat
     assert sstable._tail_fields(table._index_doc) == {k: whole[k] for k in ("minGen", "maxGen", "entries")}
     assert (table.min_gen, table.max_gen, table.entries) == (meta["minGen"], meta["maxGen"], meta["entries"])
     table.close()
-    reordered = msgpack.packb({"minGen": whole["minGen"], "maxGen": whole["maxGen"], "entries": whole["entries"],
-                               "blocks": whole["blocks"]}, use_bin_type=True)
+    reordered = msgpack.packb(
+        {"minGen": whole["minGen"], "maxGen": whole["maxGen"], "entries": whole["entries"], "blocks": whole["blocks"]},
+        use_bin_type=True,
+    )
     assert sstable._tail_fields(reordered) is None
-    extra = msgpack.packb({"blocks": whole["blocks"], "minGen": 1, "maxGen": 2, "entries": 3, "x": 4},
-                          use_bin_type=True)
+    extra = msgpack.packb(
+        {"blocks": whole["blocks"], "minGen": 1, "maxGen": 2, "entries": 3, "x": 4}, use_bin_type=True
+    )
     assert sstable._tail_fields(extra) is None
     wrong = msgpack.packb({"blocks": whole["blocks"], "minGen": 1, "maxGen": "2", "entries": 3}, use_bin_type=True)
     assert sstable._tail_fields(wrong) is None
@@ -182,11 +184,17 @@ def test_blooms_probed_together_say_what_each_table_s_bloom_says(tmp_path):
     made = []
     for t in range(6):
         path = tmp_path / f"{t}.sst"
-        sstable.write_table(path, iter(sorted((b"e" + bytes(rnd.randrange(256) for _ in range(16)), 1, b"v")
-                                               for _ in range(rnd.randrange(1, 400)))))
+        sstable.write_table(
+            path,
+            iter(
+                sorted(
+                    (b"e" + bytes(rnd.randrange(256) for _ in range(16)), 1, b"v") for _ in range(rnd.randrange(1, 400))
+                )
+            ),
+        )
         made.append(sstable.Table(path))
     present = [key for table in made for key in table.block(0)[0][:5]]
     keys = present + [bytes(rnd.randrange(256) for _ in range(17)) for _ in range(3000)]
     holding = sstable.Blooms(made).holding(keys)
     assert all(holding[key] == [t for t in made if t.may_contain(key)] for key in keys)
-    assert all(holding[key] for key in present) and sum(bool(holding[key]) for key in keys[len(present):]) < 300
+    assert all(holding[key] for key in present) and sum(bool(holding[key]) for key in keys[len(present) :]) < 300

@@ -6,13 +6,13 @@ tests taking ``sstblock_twins`` compare the two directly.
 
 import bisect
 import mmap
-from array import array
 import os
 import pickle
 import struct
 import subprocess
 import sys
 import zlib
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +26,7 @@ QUICK = settings(deadline=None, max_examples=60)
 
 
 # --- a model of the layout, written from the doc rather than from either twin -----------------
+
 
 def varint(n):
     out = bytearray()
@@ -72,8 +73,14 @@ values_st = st.one_of(st.just(b""), st.binary(max_size=200))
 @st.composite
 def versions(draw, min_size=1, max_size=60):
     """Three parallel lists in table order: keys ascending, generations descending per key."""
-    rows = draw(st.lists(st.tuples(keys_st, gens_st, values_st), min_size=min_size, max_size=max_size,
-                         unique_by=lambda r: (r[0], r[1])))
+    rows = draw(
+        st.lists(
+            st.tuples(keys_st, gens_st, values_st),
+            min_size=min_size,
+            max_size=max_size,
+            unique_by=lambda r: (r[0], r[1]),
+        )
+    )
     rows.sort(key=lambda r: (r[0], -r[1]))
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
@@ -87,15 +94,23 @@ def decode_all(twin, block):
 
 # --- encoding ---------------------------------------------------------------------------------
 
+
 def test_layout_matches_the_doc(sstblock_twin):
     """A block is entries (shared, unshared, generation, value_len varints, key delta, value),
     then the u32 LE restart offsets, num_restarts and crc32(contents), byte for byte."""
     keys, gens, values = [b"ab", b"abc", b"b"], [7, 300, 0], [b"V", b"", b"xy"]
     contents = (
-        bytes.fromhex("00 02 07 01") + b"ab" + b"V"       # offset 0, a restart: whole key
-        + bytes.fromhex("02 01 ac02 00") + b"c"           # offset 7: shares "ab"; 300 = ac 02
-        + bytes.fromhex("00 01 00 02") + b"b" + b"xy"     # offset 13, a restart (interval 2)
-        + u32(0) + u32(13) + u32(2)
+        bytes.fromhex("00 02 07 01")
+        + b"ab"
+        + b"V"  # offset 0, a restart: whole key
+        + bytes.fromhex("02 01 ac02 00")
+        + b"c"  # offset 7: shares "ab"; 300 = ac 02
+        + bytes.fromhex("00 01 00 02")
+        + b"b"
+        + b"xy"  # offset 13, a restart (interval 2)
+        + u32(0)
+        + u32(13)
+        + u32(2)
     )
     assert sstblock_twin.encode_block(keys, gens, values, restart_interval=2) == seal(contents)
 
@@ -147,19 +162,22 @@ def test_generation_extremes(sstblock_twin):
     assert decode_all(sstblock_twin, sstblock_twin.encode_block(keys, gens, values)) == (keys, gens, values)
 
 
-@pytest.mark.parametrize("args, error", [
-    (([b"a"], [1, 2], [b"x"]), ValueError),                    # lengths differ
-    (([], [], []), ValueError),                                # a block holds at least one entry
-    (([b"b", b"a"], [1, 1], [b"x", b"y"]), ValueError),        # keys descend
-    (([b"a", b"a"], [1, 2], [b"x", b"y"]), ValueError),        # generations ascend within a key
-    (([b"a", b"a"], [2, 2], [b"x", b"y"]), ValueError),        # the same version twice
-    (([b"a"], [-1], [b"x"]), ValueError),                      # generation below 0
-    (([b"a"], [2**64], [b"x"]), ValueError),                   # generation past u64
-    (([b"a"], [1.0], [b"x"]), TypeError),                      # generation not an integer
-    ((["a"], [1], [b"x"]), TypeError),                         # key not bytes
-    (([b"a"], [1], [bytearray(b"x")]), TypeError),             # value not bytes
-    (([b"a"], [1], [b"x"], 0), ValueError),                    # restart interval below 1
-])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        (([b"a"], [1, 2], [b"x"]), ValueError),  # lengths differ
+        (([], [], []), ValueError),  # a block holds at least one entry
+        (([b"b", b"a"], [1, 1], [b"x", b"y"]), ValueError),  # keys descend
+        (([b"a", b"a"], [1, 2], [b"x", b"y"]), ValueError),  # generations ascend within a key
+        (([b"a", b"a"], [2, 2], [b"x", b"y"]), ValueError),  # the same version twice
+        (([b"a"], [-1], [b"x"]), ValueError),  # generation below 0
+        (([b"a"], [2**64], [b"x"]), ValueError),  # generation past u64
+        (([b"a"], [1.0], [b"x"]), TypeError),  # generation not an integer
+        ((["a"], [1], [b"x"]), TypeError),  # key not bytes
+        (([b"a"], [1], [bytearray(b"x")]), TypeError),  # value not bytes
+        (([b"a"], [1], [b"x"], 0), ValueError),  # restart interval below 1
+    ],
+)
 def test_encode_refuses_bad_input_alike(sstblock_twins, args, error):
     """Input the caller promised not to give is refused, with the same error and message from
     both twins, never encoded into a block a reader would call torn."""
@@ -173,6 +191,7 @@ def test_encode_refuses_bad_input_alike(sstblock_twins, args, error):
 
 
 # --- round trips and twin equality ------------------------------------------------------------
+
 
 @QUICK
 @given(rows=versions(), interval=intervals_st)
@@ -211,7 +230,7 @@ def test_the_engines_crc32_is_zlibs():
     for n in [*range(0, 300), 4095, 4096, 4097, 65536 + 13, 1 << 20]:
         data = rnd.randbytes(n)
         assert crc32(data) == zlib.crc32(data)
-        assert crc32(data[n // 2:], crc32(data[:n // 2])) == zlib.crc32(data)
+        assert crc32(data[n // 2 :], crc32(data[: n // 2])) == zlib.crc32(data)
     with mmap.mmap(-1, 1 << 16) as mapped:
         mapped[:] = rnd.randbytes(1 << 16)
         view = memoryview(mapped)[5:60000]
@@ -220,6 +239,7 @@ def test_the_engines_crc32_is_zlibs():
 
 
 # --- damage -----------------------------------------------------------------------------------
+
 
 def fixed_block(twin):
     keys = [b"e" + bytes([i]) * 16 for i in range(20)]
@@ -275,18 +295,18 @@ MALFORMED = [
     (ONE + u32(0), "bad restart count", None),
     (ONE + u32(0) + u32(3), "bad restart count", None),
     (u32(1), "bad restart count", None),
-    (ONE + u32(1) + u32(1), "bad restart offset", 0),                   # first entry not a restart
-    (u32(0) + u32(1), "bad restart offset", 0),                         # a restart but no entry
-    (ONE + u32(0) + u32(99) + u32(2), "bad restart offset", 6),         # restart past the entries
-    (ONE + ONE + u32(0) + u32(3) + u32(2), "bad restart offset", 6),    # restart inside an entry
+    (ONE + u32(1) + u32(1), "bad restart offset", 0),  # first entry not a restart
+    (u32(0) + u32(1), "bad restart offset", 0),  # a restart but no entry
+    (ONE + u32(0) + u32(99) + u32(2), "bad restart offset", 6),  # restart past the entries
+    (ONE + ONE + u32(0) + u32(3) + u32(2), "bad restart offset", 6),  # restart inside an entry
     (ONE + entry(0, 1, 4, 1, b"b", b"y") + u32(0) + u32(0) + u32(2), "bad restart offset", 6),
     (b"\x80" * 9 + b"\x02" + b"\x01\x01\x01ax" + u32(0) + u32(1), "bad varint", 0),
     (b"\x00\x01\x01" + u32(0) + u32(1), "entry runs past restarts", 0),  # value_len missing
-    (b"\x00\x81" + u32(0) + u32(1), "entry runs past restarts", 0),     # varint cut by the limit
+    (b"\x00\x81" + u32(0) + u32(1), "entry runs past restarts", 0),  # varint cut by the limit
     (entry(0, 9, 1, 0, b"a") + u32(0) + u32(1), "entry runs past restarts", 0),
     (entry(0, 1, 1, 9, b"a", b"x") + u32(0) + u32(1), "entry runs past restarts", 0),
     (entry(0, 1, 1, 2**64 - 1, b"a") + u32(0) + u32(1), "entry runs past restarts", 0),
-    (entry(1, 1, 1, 1, b"a", b"x") + u32(0) + u32(1), "bad shared length", 0),   # shares at a restart
+    (entry(1, 1, 1, 1, b"a", b"x") + u32(0) + u32(1), "bad shared length", 0),  # shares at a restart
     (ONE + entry(2, 0, 1, 1, b"", b"x") + u32(0) + u32(1), "bad shared length", 6),  # prev is 1 byte
     (ONE + entry(1, 0, 5, 1, b"", b"x") + u32(0) + u32(1), "keys out of order", 6),  # same version
     (ONE + entry(1, 0, 6, 1, b"", b"x") + u32(0) + u32(1), "keys out of order", 6),  # gen ascends
@@ -295,8 +315,7 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("contents, reason, at", MALFORMED,
-                         ids=[f"{m[1]}-{i}" for i, m in enumerate(MALFORMED)])
+@pytest.mark.parametrize("contents, reason, at", MALFORMED, ids=[f"{m[1]}-{i}" for i, m in enumerate(MALFORMED)])
 def test_malformed_contents_are_named(sstblock_twin, contents, reason, at):
     """A block whose crc is right but whose contents break the grammar is refused with the
     reason the doc gives (torn table) and the offset of the entry at fault."""
@@ -310,7 +329,10 @@ def test_well_formed_control(sstblock_twin):
     """The pieces the malformed cases are built from decode when put together correctly."""
     contents = ONE + entry(1, 1, 4, 0, b"b") + entry(0, 1, 1, 1, b"b", b"z") + u32(0) + u32(11) + u32(2)
     assert sstblock_twin.decode_block(seal(contents), 0, len(contents)) == (
-        [b"a", b"ab", b"b"], [5, 4, 1], [b"x", b"", b"z"])
+        [b"a", b"ab", b"b"],
+        [5, 4, 1],
+        [b"x", b"", b"z"],
+    )
 
 
 @settings(deadline=None, max_examples=300)
@@ -376,8 +398,7 @@ def test_block_corrupt_error(sstblock_twin):
     assert str(BlockCorruptError("bad varint", 12)) == "torn data block: bad varint (entry at byte 12)"
 
 
-@pytest.mark.parametrize("offset, size, error",
-                         [(-1, 4, ValueError), (0, -1, ValueError), (0.0, 4, TypeError)])
+@pytest.mark.parametrize("offset, size, error", [(-1, 4, ValueError), (0, -1, ValueError), (0.0, 4, TypeError)])
 def test_bad_arguments_are_not_corruption(sstblock_twin, offset, size, error):
     """A negative or non-integer offset or size is the caller's mistake, not a torn block."""
     with pytest.raises(error) as info:
@@ -386,6 +407,7 @@ def test_bad_arguments_are_not_corruption(sstblock_twin, offset, size, error):
 
 
 # --- where blocks are read from ---------------------------------------------------------------
+
 
 def table_of_blocks(twin):
     """A fake table: junk, three blocks back to back, junk; with each block's (offset, size, rows)."""
@@ -440,6 +462,7 @@ def test_decoding_releases_the_buffer(sstblock_twin):
 
 # --- the facade -------------------------------------------------------------------------------
 
+
 def compiled_builds():
     try:
         load("sstblock", "cython")
@@ -453,10 +476,12 @@ def facade_in_subprocess(value):
     env = {k: v for k, v in os.environ.items() if k != "BRAINY_SPEEDUPS"}
     if value is not None:
         env["BRAINY_SPEEDUPS"] = value
-    code = ("import brainy._speedups as s; print(s.picks['sstblock'], s.sstblock.__name__); "
-            "s.load('sstblock', 'python')\n"
-            "try: s.load('sstblock', 'cython')\nexcept ImportError: pass\n"
-            "print(s.sstblock.__name__)")
+    code = (
+        "import brainy._speedups as s; print(s.picks['sstblock'], s.sstblock.__name__); "
+        "s.load('sstblock', 'python')\n"
+        "try: s.load('sstblock', 'cython')\nexcept ImportError: pass\n"
+        "print(s.sstblock.__name__)"
+    )
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -469,8 +494,7 @@ def test_facade_picks_once(value):
     built = compiled_builds()
     if value == "cython" and not built:
         assert proc.returncode != 0
-        assert "ImportError: brainy: the compiled speedup brainy._speedups.sstblock is not built" \
-            in proc.stderr
+        assert "ImportError: brainy: the compiled speedup brainy._speedups.sstblock is not built" in proc.stderr
         return
     assert proc.returncode == 0, proc.stderr
     which = "python" if value == "python" or not built else "cython"
@@ -512,9 +536,11 @@ def test_what_is_under_test_is_what_the_environment_claims():
 
 # -- the bloom block's probes (docs/store-format.md, "Bloom block") ---------------------------------
 
+
 def _bloom_oracle(keys: list[bytes], m: int, probes: int) -> bytes:
     """The bloom block as the format describes it, written out here from the doc's words."""
     import hashlib
+
     bits = bytearray(m // 8)
     for key in keys:
         h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
@@ -525,8 +551,12 @@ def _bloom_oracle(keys: list[bytes], m: int, probes: int) -> bytes:
 
 
 @settings(max_examples=200, deadline=None)
-@given(keys=st.lists(st.binary(max_size=24), max_size=60, unique=True), probes=st.integers(1, 9),
-       others=st.lists(st.binary(max_size=24), max_size=40), bytes_=st.integers(1, 64))
+@given(
+    keys=st.lists(st.binary(max_size=24), max_size=60, unique=True),
+    probes=st.integers(1, 9),
+    others=st.lists(st.binary(max_size=24), max_size=40),
+    bytes_=st.integers(1, 64),
+)
 def test_bloom_holds_every_key_and_the_twins_agree_on_the_rest(sstblock_twins, keys, probes, others, bytes_):
     compiled, pure = sstblock_twins
     contents = _bloom_oracle(keys, bytes_ * 8, probes)
@@ -543,8 +573,10 @@ def test_an_empty_bloom_holds_nothing(sstblock_twin):
 
 # -- the index block (docs/store-format.md, "Index block") ---------------------------------------------
 
+
 def _index_doc(rows, extra=None):
     import msgpack
+
     doc = {"blocks": [list(r) for r in rows], "minGen": 1, "maxGen": 9, "entries": len(rows)}
     doc.update(extra or {})
     return msgpack.packb(doc, use_bin_type=True)
@@ -553,16 +585,18 @@ def _index_doc(rows, extra=None):
 def _last_keys(twin, data):
     """The last keys, offsets and sizes ``read_index`` finds, the keys cut out where it says they lie."""
     bounds, offsets, sizes = twin.read_index(data)
-    return [bytes(data[bounds[2 * i]:bounds[2 * i + 1]]) for i in range(len(bounds) // 2)], offsets, sizes
+    return [bytes(data[bounds[2 * i] : bounds[2 * i + 1]]) for i in range(len(bounds) // 2)], offsets, sizes
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.binary(max_size=300), st.integers(0, U64_MAX), st.integers(0, U64_MAX)),
-                     max_size=80),
-       gens=st.tuples(st.integers(-2**63, U64_MAX), st.integers(-2**63, U64_MAX)))
+@given(
+    rows=st.lists(st.tuples(st.binary(max_size=300), st.integers(0, U64_MAX), st.integers(0, U64_MAX)), max_size=80),
+    gens=st.tuples(st.integers(-(2**63), U64_MAX), st.integers(-(2**63), U64_MAX)),
+)
 def test_the_index_reads_as_msgpack_reads_it_in_both_twins(sstblock_twins, rows, gens):
     """Every width of key, offset and size msgpack writes (fix, 8, 16, 32, 64 bits), any other field an int."""
     import msgpack
+
     data = _index_doc(rows, {"minGen": gens[0], "maxGen": gens[1]})
     want = [b[0] for b in msgpack.unpackb(data, raw=False)["blocks"]]
     for twin in sstblock_twins:
@@ -588,19 +622,24 @@ def test_bounds_past_the_index_are_refused_in_both_twins(sstblock_twins):
     for twin in sstblock_twins:
         bounds, _, _ = twin.read_index(data)
         with pytest.raises(ValueError, match="past the index"):
-            twin.bisect_index(data[:bounds[-1] - 1], bounds, b"b")
+            twin.bisect_index(data[: bounds[-1] - 1], bounds, b"b")
 
 
 @settings(max_examples=300, deadline=None)
-@given(rows=st.lists(st.tuples(st.binary(max_size=40), st.integers(0, 2**40), st.integers(0, 5000)),
-                     min_size=1, max_size=20),
-       cut=st.integers(0, 10_000), at=st.integers(0, 10_000), bit=st.integers(0, 7))
+@given(
+    rows=st.lists(
+        st.tuples(st.binary(max_size=40), st.integers(0, 2**40), st.integers(0, 5000)), min_size=1, max_size=20
+    ),
+    cut=st.integers(0, 10_000),
+    at=st.integers(0, 10_000),
+    bit=st.integers(0, 7),
+)
 def test_a_damaged_or_truncated_index_is_refused_or_read_alike_by_both_twins(sstblock_twins, rows, cut, at, bit):
     compiled, pure = sstblock_twins
     data = _index_doc(rows)
     flipped = bytearray(data)
     flipped[at % len(data)] ^= 1 << bit
-    for damaged, refused in ((data[:cut % len(data)], True), (bytes(flipped), False), (data + b"\x00", True)):
+    for damaged, refused in ((data[: cut % len(data)], True), (bytes(flipped), False), (data + b"\x00", True)):
         answers = []
         for twin in (compiled, pure):
             try:
@@ -614,17 +653,18 @@ def test_a_damaged_or_truncated_index_is_refused_or_read_alike_by_both_twins(sst
 
 def test_index_edge_cases_in_both_twins(sstblock_twin):
     import msgpack
+
     assert sstblock_twin.read_index(_index_doc([])) == (array("Q"), array("Q"), array("Q"))
     many = [(i.to_bytes(3, "big"), i, i % 7) for i in range(70_000)]  # array32, map's other fields after
     keys, offsets, sizes = _last_keys(sstblock_twin, _index_doc(many))
     assert keys == [r[0] for r in many] and list(offsets) == list(range(70_000))
     refused = [
-        msgpack.packb({"minGen": 1}),                                        # no blocks
-        msgpack.packb({"blocks": [["k", 1, 2]]}, use_bin_type=True),          # a str key
-        msgpack.packb({"blocks": [[b"k", -1, 2]]}, use_bin_type=True),        # a negative offset
-        msgpack.packb({"blocks": [[b"k", 1]]}, use_bin_type=True),            # a short row
+        msgpack.packb({"minGen": 1}),  # no blocks
+        msgpack.packb({"blocks": [["k", 1, 2]]}, use_bin_type=True),  # a str key
+        msgpack.packb({"blocks": [[b"k", -1, 2]]}, use_bin_type=True),  # a negative offset
+        msgpack.packb({"blocks": [[b"k", 1]]}, use_bin_type=True),  # a short row
         msgpack.packb({"blocks": [[b"k", 1, 2]], "minGen": 1.5}, use_bin_type=True),  # a float field
-        msgpack.packb([1, 2]),                                               # not a map
+        msgpack.packb([1, 2]),  # not a map
         b"",
     ]
     for data in refused:

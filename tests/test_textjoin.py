@@ -10,16 +10,30 @@ from __future__ import annotations
 import base64
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from brainy._speedups.errors import TextStops
 
 # bytes that stress the decoder: ASCII, every sequence length, continuation bytes, invalid leads
-ALPHABET = st.sampled_from([b"a", b"\n", "é".encode(), "€".encode(), "𝄞".encode(), b"\x80", b"\xc3", b"\xe2\x82",
-                            b"\xf0\x9d", b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"\x00"])
+ALPHABET = st.sampled_from(
+    [
+        b"a",
+        b"\n",
+        "é".encode(),
+        "€".encode(),
+        "𝄞".encode(),
+        b"\x80",
+        b"\xc3",
+        b"\xe2\x82",
+        b"\xf0\x9d",
+        b"\xff",
+        b"\xed\xa0\x80",
+        b"\xc0\xaf",
+        b"\x00",
+    ]
+)
 
 
 def pieces(data: bytes, cuts: list[int]) -> list[memoryview]:
@@ -46,8 +60,11 @@ def whole_text(data: bytes) -> str | int:
 
 
 @settings(max_examples=400, deadline=None)
-@given(parts=st.lists(ALPHABET, max_size=40), cuts=st.lists(st.integers(0, 200), max_size=8),
-       hint=st.sampled_from([0, -1, 1, 3]))
+@given(
+    parts=st.lists(ALPHABET, max_size=40),
+    cuts=st.lists(st.integers(0, 200), max_size=8),
+    hint=st.sampled_from([0, -1, 1, 3]),
+)
 def test_utf8_join_answers_what_a_whole_decode_does(textjoin_twin, parts, cuts, hint):
     data = b"".join(parts)
     size = {0: 0, -1: len(data), 1: len(data) + 5, 3: max(0, len(data) - 3)}[hint]
@@ -55,8 +72,9 @@ def test_utf8_join_answers_what_a_whole_decode_does(textjoin_twin, parts, cuts, 
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=8),
-       hint=st.sampled_from([0, -1, 1, 3]))
+@given(
+    data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=8), hint=st.sampled_from([0, -1, 1, 3])
+)
 def test_base64_join_answers_what_a_whole_encode_does(textjoin_twin, data, cuts, hint):
     size = {0: 0, -1: len(data), 1: len(data) + 5, 3: max(0, len(data) - 3)}[hint]
     join = textjoin_twin.Base64Join(size)
@@ -73,7 +91,7 @@ def test_large_contents_in_chunk_sized_pieces(textjoin_twin, size):
     cuts = sorted(rng.randrange(size) for _ in range(64))
     assert joined_text(textjoin_twin, data, cuts, size) == text
     # one character past the ASCII: the compiled twin hands over mid-content and still answers the whole
-    mixed = data[:size // 2] + "ü".encode() + data[size // 2:]
+    mixed = data[: size // 2] + "ü".encode() + data[size // 2 :]
     assert joined_text(textjoin_twin, mixed, cuts, len(mixed)) == mixed.decode()
     assert joined_text(textjoin_twin, mixed[:-1] + b"\xe2", cuts, len(mixed)) == len(mixed) - 1
     binary = rng.randbytes(size)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import new_store
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-
-from helpers import new_store
 
 
 @pytest.fixture
@@ -40,8 +39,15 @@ def test_as_of_answers_what_the_store_answered_then(tmp_path):
         present = brain.get(key)["entity"] is not None
         roll = rnd.random()
         if not present or roll < 0.3:
-            brain.add({"type": rnd.choice(["thing", "person"]), "id": key, "metadata": {"n": step},
-                       "upsert": True, "visibility": rnd.choice(["public", "internal"])})
+            brain.add(
+                {
+                    "type": rnd.choice(["thing", "person"]),
+                    "id": key,
+                    "metadata": {"n": step},
+                    "upsert": True,
+                    "visibility": rnd.choice(["public", "internal"]),
+                }
+            )
         elif roll < 0.6:
             brain.update({"id": key, "metadata": {"n": step, "tags": [f"t{step % 3}"]}})
         elif roll < 0.8:
@@ -59,8 +65,9 @@ def test_as_of_answers_what_the_store_answered_then(tmp_path):
         pinned = brain.asOf({"generation": generation, "read": {"door": "counts"}})
         assert pinned["generation"] == generation
         got = pinned["result"]
-        assert {k: got[k] for k in counts if k != "lastUpdated"} == {k: counts[k] for k in counts
-                                                                    if k != "lastUpdated"}, generation
+        assert {k: got[k] for k in counts if k != "lastUpdated"} == {
+            k: counts[k] for k in counts if k != "lastUpdated"
+        }, generation
         assert _everything(brain, generation) == everything, generation
     brain.close()
 
@@ -147,9 +154,15 @@ def test_changes_walks_commits_whole(brain):
     carries the post-commit view (with the endpoints' tags on a relation), and deletes are body-less."""
     brain.add({"type": "person", "id": "a", "metadata": {"tags": ["team:alpha"]}})
     brain.add({"type": "person", "id": "b", "metadata": {"tags": ["team:beta"]}})
-    brain.transact({"ops": [{"door": "relate", "args": {"from": "a", "to": "b", "type": "knows"}},
-                            {"door": "update", "args": {"id": "a", "data": "x"}},
-                            {"door": "add", "args": {"type": "thing", "id": "c"}}]})
+    brain.transact(
+        {
+            "ops": [
+                {"door": "relate", "args": {"from": "a", "to": "b", "type": "knows"}},
+                {"door": "update", "args": {"id": "a", "data": "x"}},
+                {"door": "add", "args": {"type": "thing", "id": "c"}},
+            ]
+        }
+    )
     brain.remove({"id": "c"})
     first = brain.changes({"since": 0, "limit": 2})
     assert [f["generation"] for f in first["frames"]] == [1, 2] and first["cursor"] == 2 and first["hasMore"]
@@ -159,8 +172,9 @@ def test_changes_walks_commits_whole(brain):
     assert relation["kind"] == "relation" and relation["op"] == "update"
     assert relation["relation"]["fromTags"] == ["team:alpha"] and relation["relation"]["toTags"] == ["team:beta"]
     last = brain.changes({"since": second["cursor"]})
-    assert last["frames"] == [{"generation": 4, "index": 0, "kind": "entity", "op": "delete",
-                               "id": brain.history("c")["id"]}]
+    assert last["frames"] == [
+        {"generation": 4, "index": 0, "kind": "entity", "op": "delete", "id": brain.history("c")["id"]}
+    ]
     assert not last["hasMore"] and last["cursor"] == 4 == last["head"]
     assert brain.changes({"since": "head"})["frames"] == []
     for bad in ({"since": 5}, {"limit": 0}, {"limit": -1}, {"since": -1}):
@@ -172,8 +186,9 @@ def test_export_pages_one_pinned_generation(brain):
     """export pages entities then relations; its cursor pins the first page's generation, so rows written
     meanwhile are not in later pages; type and visibility narrow the entities."""
     for i in range(7):
-        brain.add({"type": "thing" if i % 2 else "person", "id": f"e{i}",
-                   "visibility": "internal" if i == 6 else "public"})
+        brain.add(
+            {"type": "thing" if i % 2 else "person", "id": f"e{i}", "visibility": "internal" if i == 6 else "public"}
+        )
     brain.relate({"from": "e0", "to": "e1", "type": "knows"})
     brain.relate({"from": "e1", "to": "e2", "type": "knows"})
     first = brain.export({"limit": 4})

@@ -21,11 +21,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from nacl.bindings import crypto_core_ed25519_is_valid_point
 
 from brainy import cli
-from brainy.contract import refusals as R
 from brainy.auth import issuer as I
 from brainy.auth import tokens as T
 from brainy.auth.keys import KeyTable
 from brainy.auth.principal import Principal
+from brainy.contract import refusals as R
 
 NOW = 1_800_000_000  # wall-clock seconds every verification below is asked at
 
@@ -42,15 +42,20 @@ def raw_public(private: Ed25519PrivateKey) -> bytes:
 
 
 def der_public(private: Ed25519PrivateKey) -> str:
-    der = private.public_key().public_bytes(serialization.Encoding.DER,
-                                            serialization.PublicFormat.SubjectPublicKeyInfo)
+    der = private.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return base64.b64encode(der).decode()
 
 
 def claims(**changes: Any) -> dict[str, Any]:
     """A valid claim set for brain b1, issued a minute before NOW and good for an hour; None drops a claim."""
-    doc: dict[str, Any] = {"iss": "idp", "sub": "agent:anima", "brain": "b1", "scope": ["read", "write"],
-                           "iat": NOW - 60, "exp": NOW + 3600}
+    doc: dict[str, Any] = {
+        "iss": "idp",
+        "sub": "agent:anima",
+        "brain": "b1",
+        "scope": ["read", "write"],
+        "iat": NOW - 60,
+        "exp": NOW + 3600,
+    }
     doc.update(changes)
     return {k: v for k, v in doc.items() if v is not None}
 
@@ -110,8 +115,7 @@ def test_a_token_from_an_independent_implementation_verifies_to_its_principal(ve
     got = verifier.verify(sign(KEY_A, claims(kid="k1", jti="j1")), now=NOW, monotonic=0.0)
     assert got == Principal.token("agent:anima", "b1", frozenset({"read", "write"}))
     assert got.caller == "agent:anima" and got.kind == "token" and got.token_brain == "b1" and got.via is None
-    owner = verifier.verify(sign(KEY_B, claims(iss="self", scope=["owner", "write", "read"])), now=NOW,
-                            monotonic=0.0)
+    owner = verifier.verify(sign(KEY_B, claims(iss="self", scope=["owner", "write", "read"])), now=NOW, monotonic=0.0)
     assert owner.owner_triple, "the owner triple in any order is the owner triple"
 
 
@@ -141,10 +145,11 @@ MALFORMED = {
     "empty payload": "bk1.." + b64url(bytes(64)),
     "standard base64 alphabet": "bk1.+/+/." + b64url(bytes(64)),
     "payload not JSON": f"bk1.{b64url(b'not json')}.{b64url(bytes(64))}",
-    "payload not UTF-8": f"bk1.{b64url(bytes([0xff, 0xfe]))}.{b64url(bytes(64))}",
+    "payload not UTF-8": f"bk1.{b64url(bytes([0xFF, 0xFE]))}.{b64url(bytes(64))}",
     "payload an array": sign(KEY_A, b"[1,2]"),
-    "a repeated member": sign(KEY_A, b'{"iss":"idp","iss":"other","sub":"s","brain":"b1","scope":["read"],'
-                                     b'"iat":1,"exp":2}'),
+    "a repeated member": sign(
+        KEY_A, b'{"iss":"idp","iss":"other","sub":"s","brain":"b1","scope":["read"],"iat":1,"exp":2}'
+    ),
     "signature of 63 bytes": sign(KEY_A, claims())[:-2],
     "no iss": sign(KEY_A, claims(iss=None)),
     "empty iss": sign(KEY_A, claims(iss="")),
@@ -243,8 +248,14 @@ def test_every_public_key_form_reads_the_same_key() -> None:
     """The SubjectPublicKeyInfo DER in base64 (MCowBQYDK2VwAyEA…), the raw 32 bytes in base64 (padded or not,
     either alphabet) and in hex (either case) all read as the same key, and keygen's DER form round-trips."""
     raw = raw_public(KEY_A)
-    forms = [der_public(KEY_A), base64.b64encode(raw).decode(), base64.b64encode(raw).decode().rstrip("="),
-             base64.urlsafe_b64encode(raw).decode(), raw.hex(), raw.hex().upper()]
+    forms = [
+        der_public(KEY_A),
+        base64.b64encode(raw).decode(),
+        base64.b64encode(raw).decode().rstrip("="),
+        base64.urlsafe_b64encode(raw).decode(),
+        raw.hex(),
+        raw.hex().upper(),
+    ]
     assert forms[0].startswith("MCowBQYDK2VwAyEA")
     assert {T.public_key_bytes(form) for form in forms} == {raw}
     assert T.public_key_text(raw) == der_public(KEY_A)
@@ -270,8 +281,10 @@ BAD_LINES = {
     "31 bytes": (f"idp ed25519:{base64.b64encode(bytes(31)).decode()}", "decodes to 31 bytes"),
     "not a point": (f"idp ed25519:{_not_a_point().hex()}", "not a legal ed25519 point"),
     "a small-order point": ("idp ed25519:01" + "00" * 31, "not a legal ed25519 point"),
-    "a kid twice": (f"idp ed25519:{der_public(KEY_A)} k1\nidp ed25519:{der_public(KEY_B)} k1",
-                    "names kid 'k1' twice (first on line 2)"),
+    "a kid twice": (
+        f"idp ed25519:{der_public(KEY_A)} k1\nidp ed25519:{der_public(KEY_B)} k1",
+        "names kid 'k1' twice (first on line 2)",
+    ),
 }
 
 
@@ -289,8 +302,10 @@ def test_a_bad_line_refuses_the_whole_issuers_file_by_line(tmp_path: Path, line:
 
 def test_comments_blank_lines_and_several_keys_per_issuer(tmp_path: Path) -> None:
     """``#`` starts a comment anywhere, blank lines are skipped, and an issuer may hold several keys."""
-    text = (f"\n# <issuer-id> ed25519:<key> [kid]\nidp ed25519:{der_public(KEY_A)}   # first\n\n"
-            f"   idp\ted25519:{raw_public(KEY_B).hex()} 2026-09 # second\n")
+    text = (
+        f"\n# <issuer-id> ed25519:<key> [kid]\nidp ed25519:{der_public(KEY_A)}   # first\n\n"
+        f"   idp\ted25519:{raw_public(KEY_B).hex()} 2026-09 # second\n"
+    )
     table = T.parse_issuers(text)
     assert [(k.kid, k.line) for k in table["idp"]] == [(None, 3), ("2026-09", 5)]
 
@@ -377,7 +392,8 @@ def test_files_are_rechecked_at_most_every_five_seconds(files: tuple[Path, Path]
 
 
 def test_a_proven_token_is_asked_revocation_and_expiry_every_time_and_proven_again_after_a_reload(
-        files: tuple[Path, Path]) -> None:
+    files: tuple[Path, Path],
+) -> None:
     """A token's signature is verified once per issuers table (a keep-alive caller's next request skips it),
     yet a revocation, its exp, and an issuers file that dropped its key all stop it on the next check."""
     verifier = T.TokenVerifier.open(*files, now=100.0)
@@ -396,8 +412,9 @@ def test_a_proven_token_is_asked_revocation_and_expiry_every_time_and_proven_aga
         verifier.verify(token, now=NOW, monotonic=112.0)
 
 
-def test_a_verifier_remembers_at_most_its_bound_of_tokens(verifier: T.TokenVerifier,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_verifier_remembers_at_most_its_bound_of_tokens(
+    verifier: T.TokenVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(T, "PROVEN_TOKENS", 3)
     tokens = [sign(KEY_A, claims(jti=f"t{i}")) for i in range(5)]
     for token in tokens:
@@ -405,8 +422,9 @@ def test_a_verifier_remembers_at_most_its_bound_of_tokens(verifier: T.TokenVerif
     assert list(verifier._proven) == tokens[2:]  # the oldest forgotten first
 
 
-def test_a_bad_edit_is_logged_and_the_last_good_table_kept(files: tuple[Path, Path],
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_a_bad_edit_is_logged_and_the_last_good_table_kept(
+    files: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     """Once running, an issuers file that stops parsing (or turns group-readable) and a revoked list that stops
     parsing are logged, once each, and the last good tables stay in force."""
     verifier = T.TokenVerifier.open(*files, now=0.0)
@@ -427,7 +445,8 @@ def test_a_bad_edit_is_logged_and_the_last_good_table_kept(files: tuple[Path, Pa
 
 
 def test_a_vanished_issuers_file_trusts_nobody_and_a_vanished_revoked_list_keeps_its_revocations(
-        files: tuple[Path, Path]) -> None:
+    files: tuple[Path, Path],
+) -> None:
     """Removing the issuers file while running means what a missing one means at start: no issuer trusted
     (the fail-closed reading). Removing the revoked list keeps the last good list: revocations are never
     dropped because a copy step deleted before it wrote."""
@@ -457,8 +476,9 @@ def test_keygen_writes_the_private_key_only_to_its_file(tmp_path: Path, capsys: 
     private = serialization.load_pem_private_key(out.read_bytes(), password=None)
     assert isinstance(private, Ed25519PrivateKey)
     assert line.split()[1] == f"ed25519:{der_public(private)}"
-    seed = private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
-                                 serialization.NoEncryption())
+    seed = private.private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
     pem_body = out.read_text().split("-----BEGIN PRIVATE KEY-----")[1].split("-----")[0].strip()
     for secret in (pem_body, seed.hex(), base64.b64encode(seed).decode(), b64url(seed), "PRIVATE KEY-----"):
         assert secret not in printed.out + printed.err
@@ -473,16 +493,34 @@ def test_keygen_never_replaces_a_key(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert out.read_text() == "precious\n" and "never overwritten" in capsys.readouterr().err
 
 
-def test_mint_prints_a_token_that_verifies_against_the_keygen_line(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_mint_prints_a_token_that_verifies_against_the_keygen_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``brainy token mint`` reads the issuer and kid from the key file and prints one bk1 token carrying a
     jti, exp = iat + ttl, and the scope in order; it verifies with the line keygen printed, and with an
     independent implementation holding only that line's public key."""
     out = tmp_path / "issuer.key"
     cli.main(["issuer", "keygen", "--issuer", "example", "--out", str(out), "--kid", "k7"])
     place(tmp_path / "issuers", capsys.readouterr().out)
-    assert cli.main(["token", "mint", "--issuer-key", str(out), "--brain", "wnw", "--sub", "agent:anima",
-                     "--scope", "write,read", "--ttl", "600"]) == 0
+    assert (
+        cli.main(
+            [
+                "token",
+                "mint",
+                "--issuer-key",
+                str(out),
+                "--brain",
+                "wnw",
+                "--sub",
+                "agent:anima",
+                "--scope",
+                "write,read",
+                "--ttl",
+                "600",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     token = printed.out.strip()
     claims_ = T.decode(token)
@@ -491,14 +529,17 @@ def test_mint_prints_a_token_that_verifies_against_the_keygen_line(tmp_path: Pat
     assert f"jti {claims_.jti}" in printed.err
     got = T.TokenVerifier.open(tmp_path / "issuers").verify(token)
     assert got == Principal.token("agent:anima", "wnw", frozenset({"read", "write"}))
-    public = serialization.load_der_public_key(base64.b64decode(
-        (tmp_path / "issuers").read_text().split()[1][len("ed25519:"):]))
+    public = serialization.load_der_public_key(
+        base64.b64decode((tmp_path / "issuers").read_text().split()[1][len("ed25519:") :])
+    )
     assert isinstance(public, Ed25519PublicKey)
     public.verify(claims_.signature, claims_.payload)  # raises if it does not verify
 
 
-@pytest.mark.parametrize("text,scope", [("read", ("read",)), ("read,write", ("read", "write")),
-                                        ("owner,read,write", ("read", "write", "owner"))])
+@pytest.mark.parametrize(
+    "text,scope",
+    [("read", ("read",)), ("read,write", ("read", "write")), ("owner,read,write", ("read", "write", "owner"))],
+)
 def test_mint_scopes(text: str, scope: tuple[str, ...]) -> None:
     """--scope is read, read,write or read,write,owner, in any order, written in that order."""
     assert I.parse_scope(text) == scope
@@ -524,6 +565,23 @@ def test_mint_refuses_a_key_file_others_may_read(tmp_path: Path, capsys: pytest.
     assert cli.main(base + ["--brain", "b1", "--ttl", "60"]) == 2
     err = capsys.readouterr().err
     assert "--ttl" in err and "not a legal brain name" in err and f"chmod 600 {out}" in err
-    assert cli.main(["token", "mint", "--issuer-key", str(tmp_path / "none"), "--brain", "b", "--sub", "s",
-                     "--scope", "read", "--ttl", "1"]) == 2
+    assert (
+        cli.main(
+            [
+                "token",
+                "mint",
+                "--issuer-key",
+                str(tmp_path / "none"),
+                "--brain",
+                "b",
+                "--sub",
+                "s",
+                "--scope",
+                "read",
+                "--ttl",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "no such file" in capsys.readouterr().err

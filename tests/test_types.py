@@ -22,8 +22,14 @@ def _checked() -> list[str]:
 def test_mypy_finds_nothing(tmp_path: Path) -> None:
     """``python -m mypy`` with the repository's configuration exits 0. Its cache is a fresh folder, so a clean
     clone checks the same as a developer's tree and the tree is left unwritten."""
-    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -35,5 +41,6 @@ def test_every_sans_io_module_is_checked() -> None:
         path = module.replace(".", "/")
         candidates = (f"{path}.py", f"{path}/__init__.py")
         assert any(c in checked or any(c.startswith(d.rstrip("/") + "/") for d in checked) for c in candidates), (
-            f"{module} is sans-IO (tests/test_net_layering.py) but not in [tool.mypy] files")
+            f"{module} is sans-IO (tests/test_net_layering.py) but not in [tool.mypy] files"
+        )
         assert any((ROOT / c).exists() for c in candidates), module

@@ -32,19 +32,31 @@ def _index(rows: dict[int, dict], linked: bool, graphed: bool) -> VectorIndex:
 def _state(index: VectorIndex) -> tuple:
     count = index._count
     slot = index._slot
-    return (count, index._live, index._dense[:count].tolist(), index._slots.copy(0, count).tobytes(),
-            {d: int(slot[d]) for d in range(len(slot)) if slot[d] != M.NO_SLOT}, list(index._killed),
-            index._dead_in_graph, index.graphed)
+    return (
+        count,
+        index._live,
+        index._dense[:count].tolist(),
+        index._slots.copy(0, count).tobytes(),
+        {d: int(slot[d]) for d in range(len(slot)) if slot[d] != M.NO_SLOT},
+        list(index._killed),
+        index._dead_in_graph,
+        index.graphed,
+    )
 
 
 # an op on one of a few entities: put a vector from the pool (or none), or remove it
-_ops = st.lists(st.tuples(st.integers(0, 7), st.sampled_from(["put", "put", "bare", "remove"]), st.integers(0, 5)),
-                max_size=40)
+_ops = st.lists(
+    st.tuples(st.integers(0, 7), st.sampled_from(["put", "put", "bare", "remove"]), st.integers(0, 5)), max_size=40
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(start=st.dictionaries(st.integers(0, 7), st.integers(0, 5), max_size=8), ops=_ops,
-       linked=st.booleans(), graphed=st.booleans())
+@given(
+    start=st.dictionaries(st.integers(0, 7), st.integers(0, 5), max_size=8),
+    ops=_ops,
+    linked=st.booleans(),
+    graphed=st.booleans(),
+)
 def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start, ops, linked, graphed):
     rows = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
     moves = []
@@ -61,7 +73,7 @@ def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start,
         one_at_a_time.apply(before, after)
     batched.apply_all(iter(moves))
     assert _state(batched) == _state(one_at_a_time)
-    live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[:batched._count] if d != M.NO_SLOT}
+    live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[: batched._count] if d != M.NO_SLOT}
     assert live == {d: M.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
 
 

@@ -13,20 +13,20 @@ from pathlib import Path
 import crc32c
 import numpy as np
 import pytest
+from helpers import flip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt
+from test_vectors import DIM
 
 from brainy._speedups import load
 from brainy.engine import Brain
 from brainy.index import vector_format as F
 from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
-from brainy.store.crc import crc32c_joined
 from brainy.index.vector_format import write_link
 from brainy.index.vectors import VectorIndex, read_chain
-from helpers import flip
-from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt
-from test_vectors import DIM
+from brainy.store.crc import crc32c_joined
 
 TWINS = [load("vecpack", "cython"), load("vecpack", "python")]
 
@@ -41,8 +41,14 @@ def quantised_layout(copy: Path) -> dict[str, int]:
     magic, form, stamp, dims, count, chunk, _ = struct.unpack_from("<4sIQIxxxxQII", data)
     assert (magic, form, dims) == (b"BVQ1", 1, DIM)
     chunks = -(-count // chunk)
-    return {"stamp": stamp, "count": count, "chunk": chunk, "scales": 40, "crcs": 40 + 4 * count,
-            "codes": -(-(40 + 4 * count + 4 * chunks + 4) // 64) * 64}
+    return {
+        "stamp": stamp,
+        "count": count,
+        "chunk": chunk,
+        "scales": 40,
+        "crcs": 40 + 4 * count,
+        "codes": -(-(40 + 4 * count + 4 * chunks + 4) // 64) * 64,
+    }
 
 
 def test_the_copy_is_as_documented_and_written_with_every_base(tmp_path: Path) -> None:
@@ -57,13 +63,14 @@ def test_the_copy_is_as_documented_and_written_with_every_base(tmp_path: Path) -
     assert len(data) == at["codes"] + DIM * 600
     front_crc_at = at["crcs"] + 4 * 3  # three chunks
     assert struct.unpack_from("<I", data, front_crc_at)[0] == crc32c.crc32c(data[40:front_crc_at])
-    assert not any(data[front_crc_at + 4:at["codes"]])  # the pad
+    assert not any(data[front_crc_at + 4 : at["codes"]])  # the pad
     scales = np.frombuffer(data, "<f4", 600, at["scales"])
     codes = np.frombuffer(data, np.int8, 600 * DIM, at["codes"]).reshape(600, DIM)
     for c in range(3):
-        assert struct.unpack_from("<I", data, at["crcs"] + 4 * c)[0] == \
-            crc32c.crc32c(codes[256 * c:256 * (c + 1)].tobytes())
-    index, _ = read_chain(path / "index", 10 ** 9)
+        assert struct.unpack_from("<I", data, at["crcs"] + 4 * c)[0] == crc32c.crc32c(
+            codes[256 * c : 256 * (c + 1)].tobytes()
+        )
+    index, _ = read_chain(path / "index", 10**9)
     x = index._slots.copy(0, 600)
     assert np.abs(codes).max() == 127 and (np.abs(codes).max(axis=1) == 127).all()
     assert np.allclose(scales, np.abs(x).max(axis=1) / 127)
@@ -98,8 +105,8 @@ def test_the_twins_bound_codes_alike() -> None:
 
 def chain_pair(folder: Path) -> tuple[VectorIndex, VectorIndex]:
     """The chain read twice: once with its copy, once as a base without one (the plain float32 scan)."""
-    quick, _ = read_chain(folder, 10 ** 9, graph_later=True)
-    plain, _ = read_chain(folder, 10 ** 9, graph_later=True)
+    quick, _ = read_chain(folder, 10**9, graph_later=True)
+    plain, _ = read_chain(folder, 10**9, graph_later=True)
     assert quick._slots.quantised
     plain._slots.base.quantised = None
     return quick, plain
@@ -109,11 +116,20 @@ vectors_st = st.integers(1, 1_200)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n=vectors_st, seed=st.integers(0, 2 ** 32 - 1), clusters=st.integers(1, 40), spread=st.sampled_from([0, 1e-3, 0.05, 1]),
-       dead=st.floats(0, 0.9), tail=st.integers(0, 300), late_dead=st.floats(0, 0.5), ks=st.lists(st.integers(1, 60), min_size=1,
-       max_size=4), twin=st.sampled_from(TWINS))
-def test_the_bounded_scan_answers_what_the_plain_scan_does(monkeypatch, n, seed, clusters, spread, dead, tail, late_dead,
-                                                           ks, twin) -> None:
+@given(
+    n=vectors_st,
+    seed=st.integers(0, 2**32 - 1),
+    clusters=st.integers(1, 40),
+    spread=st.sampled_from([0, 1e-3, 0.05, 1]),
+    dead=st.floats(0, 0.9),
+    tail=st.integers(0, 300),
+    late_dead=st.floats(0, 0.5),
+    ks=st.lists(st.integers(1, 60), min_size=1, max_size=4),
+    twin=st.sampled_from(TWINS),
+)
+def test_the_bounded_scan_answers_what_the_plain_scan_does(
+    monkeypatch, n, seed, clusters, spread, dead, tail, late_dead, ks, twin
+) -> None:
     """Random vectors (tight clusters, exact duplicates: ties), slots dead in the base and killed after it, a tail of
     owned slots, random k and queries (some a stored vector: a tie at the top): the ids and the scores, bit for bit,
     of the scan of every float32 row, with either twin's product."""
@@ -138,8 +154,11 @@ def test_the_bounded_scan_answers_what_the_plain_scan_does(monkeypatch, n, seed,
             held.apply(None, {"denseInt": i, "vector": x[i].tobytes()})
         for i in late:
             held.apply({"denseInt": i, "vector": x[i].tobytes()}, None)
-    queries = [M.unit(rng.standard_normal(DIM)), M.unit(x[rng.integers(0, n + tail)]),
-               M.unit(centers[0] + 0.01 * rng.standard_normal(DIM))]
+    queries = [
+        M.unit(rng.standard_normal(DIM)),
+        M.unit(x[rng.integers(0, n + tail)]),
+        M.unit(centers[0] + 0.01 * rng.standard_normal(DIM)),
+    ]
     for q in queries:
         for k in ks:
             got_scores, got_dense = quick.exact(q, k)
@@ -152,14 +171,14 @@ def test_a_first_search_reads_few_float32_chunks(tmp_path: Path) -> None:
     """Clustered unit vectors: the first search scores the codes of every chunk and the float32 rows of few, and
     answers as the rows do; the graph's thread still checks every float32 chunk before the graph takes over."""
     path, queries, base = graphed_store(tmp_path, 32, n=10_000)
-    index, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, _ = read_chain(path / "index", 10**9, graph_later=True)
     part = index._slots.base
     chunks = len(part.crcs)
     quick = index.exact(queries[0], 10)
     assert part.quantised.checked and part._unchecked >= chunks - 4
     with Brain.open(path) as brain:
         check_near(brain, queries)
-    plain, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    plain, _ = read_chain(path / "index", 10**9, graph_later=True)
     plain._slots.base.quantised = None
     want = plain.exact(queries[0], 10)
     assert quick[1].tolist() == want[1].tolist() and quick[0].tobytes() == want[0].tobytes()
@@ -174,7 +193,7 @@ def test_a_damaged_chunk_of_codes_is_never_used_and_the_rows_rebuild_the_index(t
     path, queries, base = graphed_store(tmp_path, 33)
     copy = copy_of(base)
     flip(copy, quantised_layout(copy)["codes"] + DIM * (5 * 256 + 7) + 11)
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
     assert index is not None and not why and index._slots.quantised
     with pytest.raises(M.Damaged, match="quantised codes chunk 5 "):
         index.search(queries[0], 10)
@@ -200,7 +219,7 @@ def test_a_copy_that_does_not_check_out_is_not_used(tmp_path: Path, where: str) 
         copy.write_bytes(bytes(data))
     else:
         copy.unlink()
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
     assert index is not None and not why and not index._slots.quantised
     with Brain.open(path) as brain:
         check_near(brain, queries)
@@ -218,7 +237,7 @@ def test_the_largest_bounds_are_selected_as_a_selection_over_every_value_would(n
         values[rng.random(n) < 0.3] = -np.inf
     picked = M._largest(values, k)
     assert len(picked) == min(k, n) and len(set(picked.tolist())) == len(picked)
-    assert np.array_equal(np.sort(values[picked]), np.sort(values)[n - len(picked):])
+    assert np.array_equal(np.sort(values[picked]), np.sort(values)[n - len(picked) :])
 
 
 @settings(max_examples=60, deadline=None)
@@ -244,8 +263,9 @@ def _evicted(path: Path) -> None:
         os.close(fd)
 
 
-def test_reading_ahead_of_cold_files_waits_for_the_open_and_of_cached_ones_does_not(tmp_path: Path,
-                                                                                  monkeypatch) -> None:
+def test_reading_ahead_of_cold_files_waits_for_the_open_and_of_cached_ones_does_not(
+    tmp_path: Path, monkeypatch
+) -> None:
     """With the copy out of the page cache, nothing is read ahead until the open says its own reads are done (the
     disk is what the two would share); with it cached, the reading ahead begins at once. Either way an open
     then finds the same checks done and answers as the rows do."""
@@ -282,8 +302,9 @@ def test_reading_ahead_of_cold_files_waits_for_the_open_and_of_cached_ones_does_
 
 
 @pytest.mark.parametrize("damaged", [False, True])
-def test_an_open_checks_a_large_copy_ahead_and_a_damaged_chunk_is_still_named(tmp_path: Path, monkeypatch,
-                                                                              damaged: bool) -> None:
+def test_an_open_checks_a_large_copy_ahead_and_a_damaged_chunk_is_still_named(
+    tmp_path: Path, monkeypatch, damaged: bool
+) -> None:
     """A copy checked ahead (every copy counts as large here): the open begins it on its own thread, and the first
     search finds every chunk of codes checked and answers as the rows do. With one byte of chunk 5 flipped the
     whole pass disagrees, nothing is marked, and the search that meets chunk 5 refuses by name as before."""

@@ -7,42 +7,51 @@ tail (real processes); a damaged delta ends the chain and the rows bring the ind
 from __future__ import annotations
 
 import signal
-from array import array
 import struct
 import subprocess
 import sys
 import time
 import zlib
+from array import array
 from pathlib import Path
 
 import crc32c
 import numpy as np
 import pytest
-
-from brainy.contract import refusals as R
-from brainy.engine import Brain
-from brainy.index import vector_format as F
-from brainy.index import vector_matrix as M
-from brainy.doors.mechanics import footprint
-from brainy.index.vectors import VectorIndex, read_chain
 from helpers import flip, new_store
 from test_vectors import DIM, _assert_same, _clustered, graph_in, oracle
 
-DELTA = "\n".join((
-    "import sys",
-    "import numpy as np",
-    "from brainy.engine import Brain",
-    "",
-    "def fill(brain, rng, first, n):",
-    "    x = rng.standard_normal((n, 384)).astype(np.float32)",
-    "    brain.addMany({'items': [{'type': 'thing', 'id': f'v{first + i}', 'vector': x[i].tolist(),",
-    "                              'metadata': {'g': (first + i) % 7}} for i in range(n)]})",
-    ""))
+from brainy.contract import refusals as R
+from brainy.doors.mechanics import footprint
+from brainy.engine import Brain
+from brainy.index import vector_format as F
+from brainy.index import vector_matrix as M
+from brainy.index.vectors import VectorIndex, read_chain
+
+DELTA = "\n".join(
+    (
+        "import sys",
+        "import numpy as np",
+        "from brainy.engine import Brain",
+        "",
+        "def fill(brain, rng, first, n):",
+        "    x = rng.standard_normal((n, 384)).astype(np.float32)",
+        "    brain.addMany({'items': [{'type': 'thing', 'id': f'v{first + i}', 'vector': x[i].tolist(),",
+        "                              'metadata': {'g': (first + i) % 7}} for i in range(n)]})",
+        "",
+    )
+)
 
 
 def add_range(brain: Brain, x: np.ndarray, start: int, stop: int) -> None:
-    brain.addMany({"items": [{"type": "thing", "id": f"v{i}", "vector": x[i].tolist(), "metadata": {"g": i % 7}}
-                             for i in range(start, stop)]})
+    brain.addMany(
+        {
+            "items": [
+                {"type": "thing", "id": f"v{i}", "vector": x[i].tolist(), "metadata": {"g": i % 7}}
+                for i in range(start, stop)
+            ]
+        }
+    )
 
 
 def opened(tmp_path: Path, seed: int, n: int, first: int) -> tuple[Path, np.random.Generator, np.ndarray, Brain]:
@@ -77,7 +86,7 @@ def index_state(brain: Brain) -> tuple[int, int, dict[int, bytes]]:
 
 
 def index_of(index: VectorIndex) -> tuple[int, int, dict[int, bytes]]:
-    live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[:index._count] if d != M.NO_SLOT}
+    live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[: index._count] if d != M.NO_SLOT}
     return index.stamp, len(index), live
 
 
@@ -93,9 +102,9 @@ def test_a_delta_is_as_documented_and_follows_its_base():
     base = index.freeze(base=True)
     index.graph_for(base)
     base_bytes = base.encode()
-    index.apply({"denseInt": 1, "vector": vectors[1].tobytes()}, None)                        # slot 1 killed
-    index.apply(None, {"denseInt": 7, "vector": vectors[3].tobytes()})                        # slot 3
-    index.apply(None, {"denseInt": 8, "vector": vectors[4].tobytes()})                        # slot 4 ...
+    index.apply({"denseInt": 1, "vector": vectors[1].tobytes()}, None)  # slot 1 killed
+    index.apply(None, {"denseInt": 7, "vector": vectors[3].tobytes()})  # slot 3
+    index.apply(None, {"denseInt": 8, "vector": vectors[4].tobytes()})  # slot 4 ...
     index.apply({"denseInt": 8, "vector": vectors[4].tobytes()}, {"denseInt": 8, "vector": vectors[5].tobytes()})
     index.stamp = 5
     assert index.next_link() == "delta"
@@ -170,22 +179,26 @@ def test_after_a_sigkill_the_index_is_caught_up_from_the_chain_and_the_tail(tmp_
     SIGKILLed; the reopen reads the chain at the flushed generation and the replayed tail brings it to the
     head, never the rows; its recovery flush appends a delta at the head the next open reads."""
     path = new_store(tmp_path)
-    script = DELTA + "\n".join((
-        "brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)",
-        "rng = np.random.default_rng(3)",
-        "fill(brain, rng, 0, 1500)",
-        "brain.find({'vector': [1.0] * 384})",
-        "brain.flush()",
-        "fill(brain, rng, 1500, 200)",
-        "for i in range(0, 100, 2): brain.update({'id': f'v{i}', 'vector': [float(i % 5 + 1)] + [0.5] * 383})",
-        "brain.flush()",
-        "fill(brain, rng, 1700, 150)",
-        "for i in range(1, 100, 2): brain.update({'id': f'v{i}', 'metadata': {'g': 3}})",
-        "for i in range(100, 140): brain.remove({'id': f'v{i}'})",
-        "for i in range(1500, 1520): brain.update({'id': f'v{i}', 'vector': [0.25] * 384})",
-        "print(brain.flushed, brain.head, flush=True)",
-        "import os, signal",
-        "os.kill(os.getpid(), signal.SIGKILL)", ""))
+    script = DELTA + "\n".join(
+        (
+            "brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)",
+            "rng = np.random.default_rng(3)",
+            "fill(brain, rng, 0, 1500)",
+            "brain.find({'vector': [1.0] * 384})",
+            "brain.flush()",
+            "fill(brain, rng, 1500, 200)",
+            "for i in range(0, 100, 2): brain.update({'id': f'v{i}', 'vector': [float(i % 5 + 1)] + [0.5] * 383})",
+            "brain.flush()",
+            "fill(brain, rng, 1700, 150)",
+            "for i in range(1, 100, 2): brain.update({'id': f'v{i}', 'metadata': {'g': 3}})",
+            "for i in range(100, 140): brain.remove({'id': f'v{i}'})",
+            "for i in range(1500, 1520): brain.update({'id': f'v{i}', 'vector': [0.25] * 384})",
+            "print(brain.flushed, brain.head, flush=True)",
+            "import os, signal",
+            "os.kill(os.getpid(), signal.SIGKILL)",
+            "",
+        )
+    )
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr
     flushed, head = map(int, done.stdout.split())
@@ -226,7 +239,7 @@ def test_a_damaged_delta_ends_the_chain_and_the_rows_bring_the_index_up(tmp_path
     path, rng, before = based_and_two_deltas(tmp_path, 5)
     first_delta = chain(path)[1]
     flip(path / "index" / first_delta, 80)
-    index, why = read_chain(path / "index", 10 ** 9)
+    index, why = read_chain(path / "index", 10**9)
     assert index is not None and index.stamp == int(chain(path)[0][:-4]) and "checksum" in why[0]
     with Brain.open(path) as brain:
         check(brain, rng)
@@ -241,8 +254,9 @@ def test_a_damaged_delta_ends_the_chain_and_the_rows_bring_the_index_up(tmp_path
 
 
 @pytest.mark.parametrize("damaged", [False, True])
-def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(tmp_path: Path, monkeypatch,
-                                                                               damaged: bool) -> None:
+def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(
+    tmp_path: Path, monkeypatch, damaged: bool
+) -> None:
     """Deltas checked ahead (any base and deltas count as large here): each is mapped and its checksum found good on the
     ahead thread, and the chain's read takes those maps unchecked again and reads what a plain read does. A delta
     with a flipped byte is not taken: the read checks it itself and ends the chain before it, naming it."""
@@ -253,17 +267,19 @@ def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(t
     assert len(deltas) == 2
     if damaged:
         flip(path / "index" / deltas[0], 80)
-    plain, plain_why = read_chain(path / "index", 10 ** 9)
+    plain, plain_why = read_chain(path / "index", 10**9)
     ahead = F.check_ahead(path / "index")
     assert ahead is not None and set(deltas) <= set(ahead.checks)
     checked = [ahead.checks[name].result() is not None for name in deltas]
     assert checked == [not damaged, True]
     taken: list[bool] = []
     apply_delta = VectorIndex.apply_delta
-    monkeypatch.setattr(VectorIndex, "apply_delta",
-                        lambda self, data, name=None, checked=False: (taken.append(checked),
-                                                                      apply_delta(self, data, name, checked))[1])
-    index, why = read_chain(path / "index", 10 ** 9, ahead=ahead)
+    monkeypatch.setattr(
+        VectorIndex,
+        "apply_delta",
+        lambda self, data, name=None, checked=False: (taken.append(checked), apply_delta(self, data, name, checked))[1],
+    )
+    index, why = read_chain(path / "index", 10**9, ahead=ahead)
     assert index is not None and plain is not None and index_of(index) == index_of(plain) and why == plain_why
     assert taken == ([False] if damaged else [True, True])  # after the damaged one, none is read
     if damaged:
@@ -308,7 +324,7 @@ def test_a_base_read_ahead_gives_the_arrays_a_decode_makes_and_is_used_only_wher
     assert wider._slot is not prepared.slot and len(wider._slot) >= 4000 and index_of(wider) == plain
     other = VectorIndex.decode(base.read_bytes(), room=40, dense_ints=500, prepared=prepared)
     assert other._slot is not prepared.slot and index_of(other) == plain
-    assert np.array_equal(taken._slot[:len(other._slot)], other._slot)
+    assert np.array_equal(taken._slot[: len(other._slot)], other._slot)
     flip(base, 200)  # in the dense section: not prepared, and the decode says why
     assert F._prepared(base, False, 40, 500) is None
     with pytest.raises(ValueError, match="dense section"):
@@ -366,7 +382,7 @@ def test_the_first_search_after_a_reopen_scans_exactly_and_the_graph_then_gives_
     """The base's slots are checked and answer at once by the exact scan (what exact() does); its graph is
     checked and loaded off the read path, and then answers the same pages."""
     path, queries, base = graphed_store(tmp_path, 11)
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
     assert index is not None and not why and index.graph_waiting and index.graphed == 0
     first = [index.search(q, 10) for q in queries]
     assert all(how == "exact" for _, _, how in first)
@@ -394,8 +410,13 @@ def layout(base: Path) -> dict[str, int]:
     assert struct.unpack_from("<I", data, 4)[0] == 3
     count, graphed, graph_bytes, chunk = struct.unpack_from("<QQQI", data, 24)
     vectors = -(-(56 + 8 * count + 4 * -(-count // chunk) + 4) // 64) * 64
-    return {"count": count, "chunk": chunk, "vectors": vectors, "graph": vectors + 4 * DIM * count,
-            "graphBytes": graph_bytes}
+    return {
+        "count": count,
+        "chunk": chunk,
+        "vectors": vectors,
+        "graph": vectors + 4 * DIM * count,
+        "graphBytes": graph_bytes,
+    }
 
 
 def test_a_damaged_graph_is_built_again_from_the_checked_slots(tmp_path: Path) -> None:
@@ -403,7 +424,7 @@ def test_a_damaged_graph_is_built_again_from_the_checked_slots(tmp_path: Path) -
     path, queries, base = graphed_store(tmp_path, 12)
     at = layout(base)
     flip(base, at["graph"] + at["graphBytes"] // 2)
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
     assert index is not None and not why  # the slots check out; the graph is checked when it is loaded
     assert "graph section: checksum mismatch" in index.take_graph() and index._graph is None
     with Brain.open(path) as brain:
@@ -422,7 +443,7 @@ def test_a_damaged_header_or_dense_section_is_refused_at_the_open(tmp_path: Path
     for at, what in ((30, "header checksum"), (56 + 8 * 3_000, "dense section checksum")):
         path, queries, base = graphed_store(tmp_path / str(at), 13)
         flip(base, at)
-        index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+        index, why = read_chain(path / "index", 10**9, graph_later=True)
         assert index is None and what in why[0]
         with Brain.open(path) as brain:
             check_near(brain, queries)
@@ -436,7 +457,7 @@ def damaged_base(where: Path, seed: int, slot: int, byte: int, chunk: int) -> tu
     path, queries, base = graphed_store(where, seed)
     without_copy(base)
     flip(base, layout(base)["vectors"] + 4 * DIM * slot + byte)
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
     assert index is not None and not why
     with pytest.raises(M.Damaged, match=f"chunk {chunk} "):
         index.search(queries[0], 10)
@@ -476,7 +497,7 @@ def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the
             assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
     path, queries, base = graphed_store(tmp_path / "untouched", 15)
     flip(base, layout(base)["vectors"] + 4 * DIM * 5_990)  # the last chunk
-    index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
     allowed = array("Q", range(10))
     scores, dense, how = index.search(queries[0], 3, allowed=allowed)  # reads chunk 0 only
     assert how == "exact" and len(dense) == 3 and set(dense.tolist()) <= set(range(10))
@@ -491,9 +512,12 @@ def as_format_2(data: bytes) -> bytes:
     ints, vectors and graph, then zlib's crc32 of header, dense ints and vectors, and of the graph."""
     magic, _, stamp, dims, count, graphed, graph_bytes = struct.unpack_from("<4sIQIxxxxQQQ", data)
     vectors_at = len(data) - 4 - graph_bytes - 4 * DIM * count
-    slots = struct.pack("<4sIQIxxxxQQQ", magic, 2, stamp, dims, count, graphed, graph_bytes) + \
-        data[56:56 + 8 * count] + data[vectors_at:vectors_at + 4 * DIM * count]
-    graph = data[vectors_at + 4 * DIM * count:-4]
+    slots = (
+        struct.pack("<4sIQIxxxxQQQ", magic, 2, stamp, dims, count, graphed, graph_bytes)
+        + data[56 : 56 + 8 * count]
+        + data[vectors_at : vectors_at + 4 * DIM * count]
+    )
+    graph = data[vectors_at + 4 * DIM * count : -4]
     return slots + graph + struct.pack("<II", zlib.crc32(slots), zlib.crc32(graph))
 
 
@@ -514,7 +538,7 @@ def test_format_1_and_2_bases_are_still_read(tmp_path: Path) -> None:
         if form == 1:
             old = as_format_1(old)
         base.write_bytes(old)
-        index, why = read_chain(path / "index", 10 ** 9, graph_later=True)
+        index, why = read_chain(path / "index", 10**9, graph_later=True)
         assert index is not None and not why and index.graph_waiting and index_of(index) == before
         assert index.take_graph() is None
         count = struct.unpack_from("<Q", old, 24)[0]
@@ -522,7 +546,7 @@ def test_format_1_and_2_bases_are_still_read(tmp_path: Path) -> None:
             if form == 2 and at == len(old) - 10:
                 continue  # format 2's graph has a checksum of its own, checked when the graph is loaded
             with pytest.raises(ValueError, match="checksum"):
-                VectorIndex.decode(old[:at] + bytes([old[at] ^ 1]) + old[at + 1:])
+                VectorIndex.decode(old[:at] + bytes([old[at] ^ 1]) + old[at + 1 :])
         with Brain.open(path, flush_bytes=1 << 30) as brain:
             check_near(brain, queries)
             assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
@@ -616,25 +640,26 @@ def test_a_first_scan_split_on_two_threads_answers_what_one_thread_does(tmp_path
     counted checked once."""
     path, queries, base = graphed_store(tmp_path, 19)
     without_copy(base)
-    alone, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
-    monkeypatch.setattr(M, "SPLIT_UNCHECKED", 10 ** 9)
+    alone, _ = read_chain(path / "index", 10**9, graph_later=True)
+    monkeypatch.setattr(M, "SPLIT_UNCHECKED", 10**9)
     want = [alone.search(q, 10) for q in queries]
     want_scores = alone._slots.scores(queries[0])
     monkeypatch.setattr(M, "SPLIT_UNCHECKED", 2)
     for q, (scores, dense, how) in zip(queries, want):
-        split, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+        split, _ = read_chain(path / "index", 10**9, graph_later=True)
         (part,) = split._slots._parts
         assert part._unchecked == len(part.crcs) == 24
         got_scores, got_dense, got_how = split.search(q, 10)
         assert got_how == how == "exact" and got_dense.tolist() == dense.tolist()
         assert got_scores.tolist() == scores.tolist()
         assert part._unchecked == 0 and part._checked.all() and split._slots.checked
-    split, _ = read_chain(path / "index", 10 ** 9, graph_later=True)
+    split, _ = read_chain(path / "index", 10**9, graph_later=True)
     assert split._slots.scores(queries[0]).tolist() == want_scores.tolist()
 
 
-def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the_index(tmp_path: Path,
-                                                                                       monkeypatch) -> None:
+def test_a_damaged_chunk_in_the_helpers_half_is_refused_and_the_rows_rebuild_the_index(
+    tmp_path: Path, monkeypatch
+) -> None:
     """A byte flipped in chunk 19 of 24, in the half the scan helper thread checks: the search raises Damaged and
     answers nothing; served, the find refuses by name and the rows rebuild the index, which then answers."""
     monkeypatch.setattr(M, "SPLIT_UNCHECKED", 2)

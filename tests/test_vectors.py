@@ -12,6 +12,7 @@ import time
 import crc32c
 import numpy as np
 import pytest
+from helpers import flip, new_store
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
@@ -20,8 +21,6 @@ from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
 from brainy.index.vector_matrix import unit
 from brainy.index.vectors import VectorIndex
-
-from helpers import flip, new_store
 
 DIM = 384
 
@@ -37,13 +36,16 @@ def _clustered(rng: np.random.Generator, n: int, clusters: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def oracle(brain: Brain, vector, k: int, keep=lambda row: True, generation: int | None = None,
-           tiers=("public",)) -> list[tuple[str, float]]:
+def oracle(
+    brain: Brain, vector, k: int, keep=lambda row: True, generation: int | None = None, tiers=("public",)
+) -> list[tuple[str, float]]:
     """The exact answer: every live, vectored, allowed row of the generation, cosine, score then id."""
     q = _unit(vector)
-    scored = [(r["id"], float(_unit(np.frombuffer(r["vector"], "<f4")) @ q))
-              for r in brain.at(generation).entities()
-              if r.get("vector") and r.get("visibility", "public") in tiers and keep(r)]
+    scored = [
+        (r["id"], float(_unit(np.frombuffer(r["vector"], "<f4")) @ q))
+        for r in brain.at(generation).entities()
+        if r.get("vector") and r.get("visibility", "public") in tiers and keep(r)
+    ]
     scored.sort(key=lambda t: (-t[1], t[0]))
     return scored[:k]
 
@@ -72,10 +74,14 @@ def _seeded(tmp_path, seed: int, n: int, clusters: int) -> tuple[Brain, np.ndarr
 
 
 def _item(i: int, vector: np.ndarray, rnd: random.Random) -> dict:
-    return {"type": "thing", "id": f"v{i}", "vector": vector.tolist(),
-            "data": f"note {i} " + rnd.choice(["apple pie", "pear tart", "plum jam", "fig roll"]),
-            "metadata": {"g": i % 100, "h": i % 10},
-            "visibility": "internal" if i % 17 == 0 else "public"}
+    return {
+        "type": "thing",
+        "id": f"v{i}",
+        "vector": vector.tolist(),
+        "data": f"note {i} " + rnd.choice(["apple pie", "pear tart", "plum jam", "fig roll"]),
+        "metadata": {"g": i % 100, "h": i % 10},
+        "visibility": "internal" if i % 17 == 0 else "public",
+    }
 
 
 def test_semantic_find_is_the_exact_answer_across_writes_flushes_compactions_and_a_reopen(tmp_path):
@@ -115,17 +121,22 @@ def test_semantic_find_is_the_exact_answer_across_writes_flushes_compactions_and
             head = brain.at().generation
             for q in queries:
                 _assert_same(brain.find({"vector": q.tolist(), "limit": 10}), oracle(brain, q, 10))
-                _assert_same(brain.find({"vector": q.tolist(), "limit": 5, "where": {"h": 1}}),
-                             oracle(brain, q, 5, lambda r: r["metadata"].get("h") == 1))
-                _assert_same(brain.find({"vector": q.tolist(), "limit": 5, "where": {"g": {"gte": 90}},
-                                         "visibility": "all"}),
-                             oracle(brain, q, 5, lambda r: r["metadata"].get("g", -1) >= 90,
-                                    tiers=("public", "internal", "system")))
+                _assert_same(
+                    brain.find({"vector": q.tolist(), "limit": 5, "where": {"h": 1}}),
+                    oracle(brain, q, 5, lambda r: r["metadata"].get("h") == 1),
+                )
+                _assert_same(
+                    brain.find({"vector": q.tolist(), "limit": 5, "where": {"g": {"gte": 90}}, "visibility": "all"}),
+                    oracle(
+                        brain, q, 5, lambda r: r["metadata"].get("g", -1) >= 90, tiers=("public", "internal", "system")
+                    ),
+                )
             past_answers[head] = [oracle(brain, q, 8) for q in queries]
         for generation, wants in past_answers.items():
             for q, want in zip(queries, wants):
-                then = brain.asOf({"generation": generation, "read": {"door": "find",
-                                                                      "args": {"vector": q.tolist(), "limit": 8}}})
+                then = brain.asOf(
+                    {"generation": generation, "read": {"door": "find", "args": {"vector": q.tolist(), "limit": 8}}}
+                )
                 _assert_same(then["result"], want)
     finally:
         brain.close()
@@ -136,15 +147,26 @@ def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
     never answers, a filter keeping 1% or 0.1% of the rows is answered exactly, and recall@10 against the
     oracle on a seeded clustered set stays above a floor well below the benchmark's."""
     path = new_store(tmp_path)
-    rng, rnd = np.random.default_rng(11), random.Random(11)
+    rng, _rnd = np.random.default_rng(11), random.Random(11)
     n = 6000
     x = _clustered(rng, n, 60)
     brain = Brain.open(path)
     try:
         for start in range(0, n, 2000):
-            brain.addMany({"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist(),
-                                      "metadata": {"p": i % 100, "m": i % 1000}} for i in range(start, start + 2000)]})
-        brain.find({"vector": x[0].tolist()})      # builds the index (all tail, exact)
+            brain.addMany(
+                {
+                    "items": [
+                        {
+                            "type": "thing",
+                            "id": f"c{i}",
+                            "vector": x[i].tolist(),
+                            "metadata": {"p": i % 100, "m": i % 1000},
+                        }
+                        for i in range(start, start + 2000)
+                    ]
+                }
+            )
+        brain.find({"vector": x[0].tolist()})  # builds the index (all tail, exact)
         graph_in(brain)  # the catch-up that find started, done (else it could hold the graph lock below)
         brain.vector_follower.catch_up()
         with brain.at().vectors() as index:
@@ -162,18 +184,24 @@ def test_the_graph_answers_live_vectors_only_and_filters_stay_exact(tmp_path):
         assert brain.find({"vector": target.tolist(), "limit": 1})["results"][0]["entity"]["key"] == "c123"
         brain.update({"id": "c123", "vector": (-target).tolist()})
         brain.remove({"id": "c124"})
-        for answer in (brain.find({"vector": target.tolist(), "limit": 50}),
-                       brain.find({"vector": x[124].tolist(), "limit": 50})):
+        for answer in (
+            brain.find({"vector": target.tolist(), "limit": 50}),
+            brain.find({"vector": x[124].tolist(), "limit": 50}),
+        ):
             assert not {"c123", "c124"} & {h["entity"]["key"] for h in answer["results"]}
-        for where, keep in (({"p": 7}, lambda r: r["metadata"]["p"] == 7),              # 1%
-                            ({"m": 7}, lambda r: r["metadata"]["m"] == 7),              # 0.1%
-                            ({"m": {"lt": 6}}, lambda r: r["metadata"]["m"] < 6)):      # a residual where
+        for where, keep in (
+            ({"p": 7}, lambda r: r["metadata"]["p"] == 7),  # 1%
+            ({"m": 7}, lambda r: r["metadata"]["m"] == 7),  # 0.1%
+            ({"m": {"lt": 6}}, lambda r: r["metadata"]["m"] < 6),
+        ):  # a residual where
             for q in queries[:5]:
-                _assert_same(brain.find({"vector": q.tolist(), "limit": 10, "where": where}),
-                             oracle(brain, q, 10, keep))
+                _assert_same(
+                    brain.find({"vector": q.tolist(), "limit": 10, "where": where}), oracle(brain, q, 10, keep)
+                )
         # a large filter walks the graph with a predicate, and its hits stay inside the filter
-        wide = brain.find({"vector": queries[0].tolist(), "limit": 10, "where": {"p": {"in": list(range(90))}},
-                           "explain": True})
+        wide = brain.find(
+            {"vector": queries[0].tolist(), "limit": 10, "where": {"p": {"in": list(range(90))}}, "explain": True}
+        )
         assert all(h["entity"]["metadata"]["p"] < 90 for h in wide["results"]) and len(wide["results"]) == 10
     finally:
         brain.close()
@@ -189,12 +217,13 @@ def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
     try:
         for round_ in range(3):
             x = _clustered(rng, n, 25)
-            brain.addMany({"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist()} for i in range(n)]}) \
-                if round_ == 0 else \
-                brain.transact({"ops": [{"door": "update", "args": {"id": f"c{i}", "vector": x[i].tolist()}}
-                                        for i in range(n)]})
+            brain.addMany(
+                {"items": [{"type": "thing", "id": f"c{i}", "vector": x[i].tolist()} for i in range(n)]}
+            ) if round_ == 0 else brain.transact(
+                {"ops": [{"door": "update", "args": {"id": f"c{i}", "vector": x[i].tolist()}} for i in range(n)]}
+            )
             if round_ == 0:
-                brain.find({"vector": x[0].tolist()})   # the index exists from here on and follows the commits
+                brain.find({"vector": x[0].tolist()})  # the index exists from here on and follows the commits
                 brain.vector_follower.catch_up()
                 with brain.at().vectors() as index:
                     # the catch-ups the next commits start wait on the graph's lock: the dead slots stay, whenever
@@ -207,7 +236,7 @@ def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
                 before = [index.search(q, 10)[1].tolist() for q in x[:20]]
         finally:
             graph_lock.release()
-        brain.vector_follower.catch_up()                # what the follower's thread runs
+        brain.vector_follower.catch_up()  # what the follower's thread runs
         with brain.at().vectors() as index:
             assert not index.wasteful and index.pending == 0 and index.graphed == n and len(index) == n
             assert sorted(index.slots_of(np.arange(2 * n)).tolist()) == list(range(n))  # renumbered, none dead
@@ -215,10 +244,11 @@ def test_dead_slots_are_compacted_once_they_outnumber_the_live(tmp_path):
         hits = sum(len(set(a) & set(b)) for a, b in zip(before, after))
         assert hits / 200 >= 0.8  # before: exact over the tail; after: the new graph
         for q in x[:5]:
-            _assert_same(brain.find({"vector": q.tolist(), "limit": 10, "where": {"type": "thing"}}),
-                         oracle(brain, q, 10))
+            _assert_same(
+                brain.find({"vector": q.tolist(), "limit": 10, "where": {"type": "thing"}}), oracle(brain, q, 10)
+            )
         brain.close()
-        brain = Brain.open(path)   # the compacted index persisted at the close, read back
+        brain = Brain.open(path)  # the compacted index persisted at the close, read back
         brain.find({"vector": x[0].tolist()})
         graph_in(brain)  # its graph loaded off the read path
         with brain.at().vectors() as index:
@@ -259,8 +289,11 @@ def test_the_vector_index_persists_stamped_and_is_rebuilt_when_it_cannot_be_trus
     brain.commits.log.close()
     # the flush wrote a delta onto the base (tests/test_vector_snapshots.py); without it, as a store written
     # before deltas holds, the base is behind the flushed generation
-    assert sorted(p.name for p in (path / "index").glob("*.vec*")) == [f"{1:020d}.vec", f"{1:020d}.vecq",
-                                                                        f"{3:020d}.vecd"]  # the base's copy too
+    assert sorted(p.name for p in (path / "index").glob("*.vec*")) == [
+        f"{1:020d}.vec",
+        f"{1:020d}.vecq",
+        f"{3:020d}.vecd",
+    ]  # the base's copy too
     (path / "index" / f"{3:020d}.vecd").unlink()
     brain = Brain.open(path)
     want = oracle(brain, q, 10)
@@ -295,14 +328,14 @@ def test_the_snapshot_format_is_as_documented():
     assert len(data) == 6276 and data[:4] == b"BVX1" and data[4:8] == (3).to_bytes(4, "little")
     assert struct.unpack_from("<II", data, 48) == (256, crc32c.crc32c(data[:52]))  # chunkSlots, headerCrc
     assert np.frombuffer(data, "<i8", 4, 56).tolist() == [0, -1, 5, 2]
-    assert struct.unpack_from("<I", data, 88)[0] == crc32c.crc32c(data[128:128 + 4 * 1536])  # the one chunk
+    assert struct.unpack_from("<I", data, 88)[0] == crc32c.crc32c(data[128 : 128 + 4 * 1536])  # the one chunk
     assert struct.unpack_from("<I", data, 92)[0] == crc32c.crc32c(data[56:92])  # denseCrc
     assert data[96:128] == bytes(32) and struct.unpack_from("<I", data, 6272)[0] == 0  # pad, graphCrc (no graph)
     back = VectorIndex.decode(data)
     assert back.stamp == 4 and len(back) == 3 and back.vector_of(2)[1] == pytest.approx(1 / np.sqrt(5))
     for at in (20, 60, 90, len(data) - 1):  # the header, a dense int, the chunk's checksum, the graph's
         with pytest.raises(ValueError):
-            VectorIndex.decode(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+            VectorIndex.decode(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
     read = VectorIndex.decode(data[:200] + bytes([data[200] ^ 1]) + data[201:])  # a vector: read in place, and
     for read_it in (lambda: read.search(unit(vec2), 2), lambda: read.vector_of(2)):  # refused when read
         with pytest.raises(M.Damaged):
@@ -324,29 +357,44 @@ def test_hybrid_fuses_the_text_and_semantic_legs(tmp_path):
         for hit in answer["results"]:
             want = sum(1 / (60 + ranks[hit["id"]]) for ranks in (text_rank, sem_rank) if hit["id"] in ranks)
             assert hit["score"] == pytest.approx(want)
-            assert hit["matchSource"] == ("both" if hit["id"] in text_rank and hit["id"] in sem_rank else
-                                          "text" if hit["id"] in text_rank else "semantic")
+            assert hit["matchSource"] == (
+                "both"
+                if hit["id"] in text_rank and hit["id"] in sem_rank
+                else "text"
+                if hit["id"] in text_rank
+                else "semantic"
+            )
             assert set(hit["explanation"]) >= {"fused"}
             assert hit["textMatches"] == (["apple"] if hit["id"] in text_rank else [])
         scores = [(-h["score"], h["id"]) for h in answer["results"]]
         assert scores == sorted(scores)
         assert [s["stage"] for s in answer["stages"]][-2:] == ["fusion (rrf)", "page"]
-        weighted = brain.find({"query": "apple", "vector": q.tolist(), "hybridAlpha": 1.0, "limit": 5,
-                               "fusion": {"strategy": "weighted"}, "searchMode": "hybrid"})
+        weighted = brain.find(
+            {
+                "query": "apple",
+                "vector": q.tolist(),
+                "hybridAlpha": 1.0,
+                "limit": 5,
+                "fusion": {"strategy": "weighted"},
+                "searchMode": "hybrid",
+            }
+        )
         assert weighted["results"][0]["id"] == semantic[0]["id"] and weighted["results"][0]["score"] == 1.0
-        weighted_rrf = brain.find({"query": "apple", "vector": q.tolist(), "limit": 5,
-                                   "fusion": {"weights": {"text": 0}}})
+        weighted_rrf = brain.find(
+            {"query": "apple", "vector": q.tolist(), "limit": 5, "fusion": {"weights": {"text": 0}}}
+        )
         assert [h["id"] for h in weighted_rrf["results"]] == [h["id"] for h in semantic[:5]]
         pages, cursor = [], None
         while True:
-            page = brain.find({"query": "apple", "vector": q.tolist(), "limit": 7,
-                               **({"cursor": cursor} if cursor else {})})
+            page = brain.find(
+                {"query": "apple", "vector": q.tolist(), "limit": 7, **({"cursor": cursor} if cursor else {})}
+            )
             pages += [h["id"] for h in page["results"]]
             cursor = page["cursor"]
             if not cursor or len(pages) > 60:
                 break
         full = brain.find({"query": "apple", "vector": q.tolist(), "limit": 1000})["results"]
-        assert pages == [h["id"] for h in full][:len(pages)] and len(pages) == len(set(pages))
+        assert pages == [h["id"] for h in full][: len(pages)] and len(pages) == len(set(pages))
     finally:
         brain.close()
 
@@ -397,17 +445,26 @@ def test_similar_and_near_rank_by_the_anchor_and_refuse_by_name(tmp_path):
                 with pytest.raises(R.EmbeddingModelMissingError):
                     brain.find({"query": "pie", "searchMode": mode})
             auto = brain.find({"query": "pie"})
-            assert auto["legs"]["semantic"]["served"] is False and "EmbeddingModelMissingError" in \
-                auto["legs"]["semantic"]["reason"] and auto["legs"]["text"] == {"served": True}
+            assert (
+                auto["legs"]["semantic"]["served"] is False
+                and "EmbeddingModelMissingError" in auto["legs"]["semantic"]["reason"]
+                and auto["legs"]["text"] == {"served": True}
+            )
         hybrid = brain.find({"query": "pie", "vector": anchor["vector"], "searchMode": "hybrid"})
         assert hybrid["legs"]["semantic"] == {"served": True} and hybrid["legs"]["text"] == {"served": True}
         for bad in ({"to": "v5", "text": "x"}, {}):
             with pytest.raises(R.InvalidArgumentError):
                 brain.similar(bad)
-        for bad in ({"searchMode": "metadata", "vector": anchor["vector"]}, {"searchMode": "semantic"},
-                    {"searchMode": "hybrid", "vector": anchor["vector"]}, {"threshold": 0.5},
-                    {"vector": [0.0] * 384}, {"fusion": {"strategy": "max"}}, {"hybridAlpha": 2},
-                    {"near": {"id": "v5", "far": 1}}):
+        for bad in (
+            {"searchMode": "metadata", "vector": anchor["vector"]},
+            {"searchMode": "semantic"},
+            {"searchMode": "hybrid", "vector": anchor["vector"]},
+            {"threshold": 0.5},
+            {"vector": [0.0] * 384},
+            {"fusion": {"strategy": "max"}},
+            {"hybridAlpha": 2},
+            {"near": {"id": "v5", "far": 1}},
+        ):
             with pytest.raises(R.InvalidArgumentError):
                 brain.find(bad)
         for shape in ({"purpose": "x"}, {"rerank": True}):  # the ranked shapes work on the leg's hits

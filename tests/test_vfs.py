@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import new_store
 
 from brainy.contract import refusals as R
+from brainy.doors import vfs
 from brainy.engine import Brain
 from brainy.store import blobs as B
-from brainy.doors import vfs
-from helpers import new_store
 
 PROCS = Path(__file__).parent / "procs"
 ME = "person:files@example.com"
@@ -63,6 +63,7 @@ def disk(folder: Path) -> int:
 
 # -- round trips ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("size", [0, 1, 8191, 100_000, 3_000_000])
 def test_binary_round_trips_byte_for_byte(brain, size):
     data = rand(size, size)
@@ -75,8 +76,8 @@ def test_binary_round_trips_byte_for_byte(brain, size):
     assert base64.b64decode(read["content"]) == data and read["hash"] == address(data) and read["size"] == size
     if size:
         part = brain.readFile({"path": "/bin/blob.dat", "encoding": "base64", "offset": size // 2, "length": 77})
-        assert base64.b64decode(part["content"]) == data[size // 2:size // 2 + 77]
-        assert part["range"] == {"offset": size // 2, "length": len(data[size // 2:size // 2 + 77])}
+        assert base64.b64decode(part["content"]) == data[size // 2 : size // 2 + 77]
+        assert part["range"] == {"offset": size // 2, "length": len(data[size // 2 : size // 2 + 77])}
 
 
 def test_text_round_trips_and_utf8_is_the_default(brain):
@@ -117,14 +118,21 @@ def test_append_extends_and_shares_the_chunks_before_the_last(brain):
 
 # -- the tree --------------------------------------------------------------------------------------------
 
+
 def test_storage_is_entities_and_contains_relations(brain):
     answer = write(brain, "/a/b/c.md", "deep")
     row = brain.get(answer["entityId"])["entity"]
     assert (row["type"], row["subtype"]) == ("file", "vfs.file")
     meta = row["metadata"]
     assert {k: meta[k] for k in ("path", "name", "parent", "contentType", "size", "hash", "xattrs")} == {
-        "path": "/a/b/c.md", "name": "c.md", "parent": "/a/b", "contentType": "text/markdown", "size": 4,
-        "hash": address(b"deep"), "xattrs": {}}
+        "path": "/a/b/c.md",
+        "name": "c.md",
+        "parent": "/a/b",
+        "contentType": "text/markdown",
+        "size": 4,
+        "hash": address(b"deep"),
+        "xattrs": {},
+    }
     parent = brain.stat({"path": "/a/b"})["node"]
     directory = brain.get(parent["entityId"])["entity"]
     assert (directory["type"], directory["subtype"]) == ("collection", "vfs.directory")
@@ -143,8 +151,20 @@ def test_readdir_answers_every_node_at_any_depth_with_small_text_inline(brain):
     write(brain, "/elsewhere.md", "not under docs")
     listing = brain.readdir({"path": "/docs"})
     paths = [n["path"] for n in listing["nodes"]]
-    assert paths == sorted(paths) == ["/docs/a.md", "/docs/big.txt", "/docs/empty", "/docs/pic.png",
-                                      "/docs/sub", "/docs/sub/b.txt", "/docs/sub/deeper", "/docs/sub/deeper/c.json"]
+    assert (
+        paths
+        == sorted(paths)
+        == [
+            "/docs/a.md",
+            "/docs/big.txt",
+            "/docs/empty",
+            "/docs/pic.png",
+            "/docs/sub",
+            "/docs/sub/b.txt",
+            "/docs/sub/deeper",
+            "/docs/sub/deeper/c.json",
+        ]
+    )
     nodes = {n["path"]: n for n in listing["nodes"]}
     assert nodes["/docs/a.md"]["content"] == "---\ntitle: A\n---\nalpha"
     assert nodes["/docs/sub/deeper/c.json"]["content"] == '{"c": 1}'
@@ -153,8 +173,13 @@ def test_readdir_answers_every_node_at_any_depth_with_small_text_inline(brain):
     assert nodes["/docs/big.txt"]["omitted"] == "too-large" and nodes["/docs/big.txt"]["size"] == (1 << 20) + 1
     assert nodes["/docs/empty"]["type"] == "directory"
     direct = brain.readdir({"path": "/docs", "recursive": False})
-    assert [n["path"] for n in direct["nodes"]] == ["/docs/a.md", "/docs/big.txt", "/docs/empty", "/docs/pic.png",
-                                                   "/docs/sub"]
+    assert [n["path"] for n in direct["nodes"]] == [
+        "/docs/a.md",
+        "/docs/big.txt",
+        "/docs/empty",
+        "/docs/pic.png",
+        "/docs/sub",
+    ]
     capped = {n["path"]: n for n in brain.readdir({"path": "/docs", "inlineLimit": 6})["nodes"]}
     assert capped["/docs/sub/b.txt"]["content"] == "bravo" and capped["/docs/a.md"]["omitted"] == "too-large"
     bare = brain.readdir({"path": "/docs", "inline": False})["nodes"]
@@ -220,10 +245,21 @@ def test_mkdir_parents(brain):
 
 # -- refusals ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path, reason", [
-    ("a.md", "not-absolute"), ("", "not-absolute"), ("/a/", "trailing-slash"), ("/a//b", "empty-segment"),
-    ("/a/./b", "dot-segment"), ("/a/../b", "dot-segment"), ("/" + "x" * 256, "segment-too-long"),
-    ("/" + "/".join(["y" * 200] * 21), "too-long"), ("/a\nb", "control-character")])
+
+@pytest.mark.parametrize(
+    "path, reason",
+    [
+        ("a.md", "not-absolute"),
+        ("", "not-absolute"),
+        ("/a/", "trailing-slash"),
+        ("/a//b", "empty-segment"),
+        ("/a/./b", "dot-segment"),
+        ("/a/../b", "dot-segment"),
+        ("/" + "x" * 256, "segment-too-long"),
+        ("/" + "/".join(["y" * 200] * 21), "too-long"),
+        ("/a\nb", "control-character"),
+    ],
+)
 def test_paths_that_are_not_normalised_refuse_by_name(brain, path, reason):
     for door in ("readFile", "stat", "exists", "fileHistory"):
         with pytest.raises(R.InvalidPathError) as exc:
@@ -255,7 +291,11 @@ def test_every_refusal_of_doors_8(brain):
         (R.PreconditionFailedError, "writeFile", {"path": "/d/f.txt", "content": "x", "ifMatch": "sha256:" + "0" * 64}),
         (R.IsADirectoryError, "appendFile", {"path": "/d", "content": "x"}),
         (R.FileNotFoundError, "appendFile", {"path": "/no/parent.txt", "content": "x"}),
-        (R.PreconditionFailedError, "appendFile", {"path": "/d/f.txt", "content": "x", "ifMatch": "sha256:" + "1" * 64}),
+        (
+            R.PreconditionFailedError,
+            "appendFile",
+            {"path": "/d/f.txt", "content": "x", "ifMatch": "sha256:" + "1" * 64},
+        ),
         (R.FileExistsError, "mkdir", {"path": "/d"}),
         (R.FileExistsError, "mkdir", {"path": "/d/f.txt", "parents": True}),
         (R.FileNotFoundError, "mkdir", {"path": "/x/y"}),
@@ -341,8 +381,9 @@ def test_a_large_file_read_whole_is_exact_and_damage_that_breaks_its_text_is_sti
         brain.readFile({"path": "/big/broken.bin"})
     assert exc.value.offset == stops
     brain.close()
-    damage(store, b"plain words", (store / "blobs" / B.pack_name(1)).stat().st_size // 4, 0,
-           lambda byte: byte | 0x80)  # no longer UTF-8 there, and no longer the content its address names
+    damage(
+        store, b"plain words", (store / "blobs" / B.pack_name(1)).stat().st_size // 4, 0, lambda byte: byte | 0x80
+    )  # no longer UTF-8 there, and no longer the content its address names
     brain = Brain.open(store)
     try:
         for encoding in ("utf-8", "base64"):
@@ -354,6 +395,7 @@ def test_a_large_file_read_whole_is_exact_and_damage_that_breaks_its_text_is_sti
 
 
 # -- the rest of the engine sees files ------------------------------------------------------------------
+
 
 def test_find_reaches_text_files_unless_exclude_vfs(brain):
     write(brain, "/notes/plan.md", "the quarterly zeppelin deadline is friday")
@@ -388,12 +430,14 @@ def test_time_travel_history_and_the_change_feed_see_files(brain):
     page = brain.fileHistory({"path": "/t.md", "limit": 3})
     assert page["hasMore"] is True
     rest = brain.fileHistory({"path": "/t.md", "limit": 3, "cursor": page["cursor"]})
-    assert [v["generation"] for v in page["versions"] + rest["versions"]] == \
-        [v["generation"] for v in history["versions"]]
+    assert [v["generation"] for v in page["versions"] + rest["versions"]] == [
+        v["generation"] for v in history["versions"]
+    ]
     assert len(brain.history(first["entityId"])["versions"]) == 5
     changes = brain.changes({"since": second["generation"] - 1})
-    assert any(f.get("id") == first["entityId"] and f["entity"]["metadata"]["path"] == "/u.md"
-               for f in changes["frames"])
+    assert any(
+        f.get("id") == first["entityId"] and f["entity"]["metadata"]["path"] == "/u.md" for f in changes["frames"]
+    )
 
 
 def test_lookups_use_the_path_posting_not_the_relations(brain):
@@ -453,7 +497,7 @@ def test_dedup_measured_on_disk(tmp_path):
         write(brain, "/big.bin", bytes(data))
         before = disk(store / "blobs")
         middle = len(data) // 2
-        data[middle:middle + 1024] = rand(1024, 12)
+        data[middle : middle + 1024] = rand(1024, 12)
         answer = write(brain, "/big.bin", bytes(data))
         grown = disk(store / "blobs") - before
         assert answer["hash"] == address(bytes(data))
@@ -478,8 +522,9 @@ def test_the_sweep_collects_refused_writes_and_keeps_every_version_time_travel_r
         with pytest.raises(R.FileExistsError):
             write(brain, "/a.bin", rand(1 << 20, 103), exclusive=True)
         with pytest.raises(R.FileNotFoundError):
-            brain.writeFile({"path": "/no/such/dir.bin", "content": b64(rand(1 << 20, 104)), "encoding": "base64"},
-                            caller=ME)
+            brain.writeFile(
+                {"path": "/no/such/dir.bin", "content": b64(rand(1 << 20, 104)), "encoding": "base64"}, caller=ME
+            )
         assert 2 << 20 <= brain.blobs.orphaned < (2 << 20) + 10_000
         before = disk(store / "blobs")
         swept = brain.sweep_blobs()
@@ -491,8 +536,9 @@ def test_the_sweep_collects_refused_writes_and_keeps_every_version_time_travel_r
             if reader is None:  # and after a reopen
                 brain.close()
                 brain = reader = Brain.open(store)
-            assert base64.b64decode(reader.readFile({"path": "/a.bin", "encoding": "base64"})["content"]) \
-                == rand(300_000, 101)
+            assert base64.b64decode(reader.readFile({"path": "/a.bin", "encoding": "base64"})["content"]) == rand(
+                300_000, 101
+            )
             old = reader.readFile({"path": "/a.bin", "encoding": "base64", "generation": first["generation"]})
             assert base64.b64decode(old["content"]) == rand(300_000, 100)
             was = reader.readFile({"path": "/b.bin", "encoding": "base64", "generation": gone["generation"]})
@@ -507,12 +553,17 @@ def test_a_notes_stored_path_follows_a_rename_or_move_of_its_file(brain):
     """memory.write keeps the file's path on its note; renaming the file, then moving the directory above it,
     moves the note's path in the same commit, so memory.read by the new path finds it (and the old path does
     not). The note's id, text and file link stay."""
-    note = brain.call("memory.write", {"path": "/notes/tea.md", "content": "Alice drinks green tea", "summary": "tea"},
-                      caller=ME)
+    note = brain.call(
+        "memory.write", {"path": "/notes/tea.md", "content": "Alice drinks green tea", "summary": "tea"}, caller=ME
+    )
     renamed = brain.rename({"path": "/notes/tea.md", "to": "/notes/green-tea.md"}, caller=ME)
     read = brain.call("memory.read", {"path": "/notes/green-tea.md"})["memory"]
-    assert (read["id"], read["path"], read["text"], read["generation"]) == \
-        (note["id"], "/notes/green-tea.md", "tea", renamed["generation"])
+    assert (read["id"], read["path"], read["text"], read["generation"]) == (
+        note["id"],
+        "/notes/green-tea.md",
+        "tea",
+        renamed["generation"],
+    )
     with pytest.raises(R.RecordNotFoundError):
         brain.call("memory.read", {"path": "/notes/tea.md"})
     brain.mkdir({"path": "/archive"}, caller=ME)
@@ -520,8 +571,9 @@ def test_a_notes_stored_path_follows_a_rename_or_move_of_its_file(brain):
     read = brain.call("memory.read", {"path": "/archive/notes/green-tea.md"})["memory"]
     assert read["id"] == note["id"] and read["path"] == "/archive/notes/green-tea.md"
     assert brain.readFile({"path": "/archive/notes/green-tea.md"})["content"] == "Alice drinks green tea"
-    links = brain.call("related", {"from": note["id"], "type": "references", "subtype": "memory.file",
-                                   "visibility": "all"})["relations"]
+    links = brain.call(
+        "related", {"from": note["id"], "type": "references", "subtype": "memory.file", "visibility": "all"}
+    )["relations"]
     assert [r["to"] for r in links] == [note["entityId"]]
     plain = write(brain, "/plain.txt", "no note here")  # a file without a note moves as before
     assert brain.rename({"path": "/plain.txt", "to": "/still-plain.txt"}, caller=ME)["path"] == "/still-plain.txt"
@@ -529,6 +581,7 @@ def test_a_notes_stored_path_follows_a_rename_or_move_of_its_file(brain):
 
 
 # -- a crash during large writes --------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_sigkill_during_large_writes_loses_nothing_acknowledged(tmp_path):
@@ -540,8 +593,9 @@ def test_sigkill_during_large_writes_loses_nothing_acknowledged(tmp_path):
     store = new_store(tmp_path)
     acknowledged: dict[str, tuple[str, int]] = {}
     for round_ in range(5):
-        proc = subprocess.Popen([sys.executable, str(PROCS / "vfs_writer.py"), str(store), str(round_)],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(PROCS / "vfs_writer.py"), str(store), str(round_)], stdout=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 60
         lines = 0
         while lines < 2 and time.monotonic() < deadline:

@@ -14,13 +14,13 @@ import base64
 import hashlib
 import json
 import random
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
 from server import H2Client, ServerProcess, curl, start_server
 
 TIMEOUT = 30.0
@@ -49,6 +49,7 @@ def http_call(server: ServerProcess, http2: bool) -> Call:
         doc = answer.doc
         assert (answer.status == 200) == ("error" not in doc), (op, answer.status, doc)
         return doc
+
     return call
 
 
@@ -58,8 +59,10 @@ async def script(call: Call, root: str) -> dict[str, Any]:
     text = "# Plan\nnaïve — 日本語\n"
     wrote = await call("writeFile", {"path": f"{root}/docs/plan.md", "content": text, "createParents": True})
     seen["wrote"] = (wrote["created"], wrote["hash"], wrote["size"], wrote["contentType"])
-    binary = await call("writeFile", {"path": f"{root}/docs/blob.bin", "content": base64.b64encode(BINARY).decode(),
-                                      "encoding": "base64"})
+    binary = await call(
+        "writeFile",
+        {"path": f"{root}/docs/blob.bin", "content": base64.b64encode(BINARY).decode(), "encoding": "base64"},
+    )
     seen["binary"] = binary["hash"]
     await call("appendFile", {"path": f"{root}/docs/plan.md", "content": "more\n"})
     read = await call("readFile", {"path": f"{root}/docs/plan.md"})
@@ -78,8 +81,9 @@ async def script(call: Call, root: str) -> dict[str, Any]:
     seen["listxattr"] = (await call("listxattr", {"path": f"{root}/docs/plan.md"}))["names"]
     seen["removexattr"] = (await call("removexattr", {"path": f"{root}/docs/plan.md", "name": "tag"}))["removed"]
     listing = await call("readdir", {"path": f"{root}/docs"})
-    seen["readdir"] = [(n["path"][len(root):], n["type"], n.get("content"), n.get("omitted"))
-                       for n in listing["nodes"]]
+    seen["readdir"] = [
+        (n["path"][len(root) :], n["type"], n.get("content"), n.get("omitted")) for n in listing["nodes"]
+    ]
     seen["stat"] = (await call("stat", {"path": f"{root}/docs/blob.bin"}))["node"]["size"]
     exists = await call("exists", {"path": f"{root}/docs/sub"})
     seen["exists"] = {k: v for k, v in exists.items() if k != "_meta"}
@@ -89,7 +93,7 @@ async def script(call: Call, root: str) -> dict[str, Any]:
     removed = await call("rmdir", {"path": f"{root}/docs/sub", "recursive": True})
     seen["rmdir"] = removed["removed"]
     refused = await call("readFile", {"path": f"{root}/docs/blob.bin"})
-    seen["refused"] = (refused["error"]["name"], refused["error"]["path"][len(root):])
+    seen["refused"] = (refused["error"]["name"], refused["error"]["path"][len(root) :])
     invalid = await call("stat", {"path": f"{root}/docs/../x"})
     seen["invalid"] = (invalid["error"]["name"], invalid["error"]["reason"])
     return seen
@@ -97,16 +101,23 @@ async def script(call: Call, root: str) -> dict[str, Any]:
 
 def check(seen: dict[str, Any]) -> None:
     text = "# Plan\nnaïve — 日本語\n"
-    assert seen["wrote"] == (True, "sha256:" + hashlib.sha256(text.encode()).hexdigest(), len(text.encode()),
-                             "text/markdown")
+    assert seen["wrote"] == (
+        True,
+        "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
+        len(text.encode()),
+        "text/markdown",
+    )
     assert seen["binary"] == "sha256:" + hashlib.sha256(BINARY).hexdigest() and seen["binary-back"] is True
     assert seen["read"] == text + "more\n" and seen["old"] == text and seen["mkdir"] is True
     assert seen["getxattr"]["value"] == {"k": [1, 2]} and seen["getxattr"]["exists"] is True
     assert seen["listxattr"] == ["tag"] and seen["removexattr"] is True
     assert seen["readdir"] == [
-        ("/docs/blob.bin", "file", None, "not-text"), ("/docs/plan.md", "file", text + "more\n", None),
-        ("/docs/sub", "directory", None, None), ("/docs/sub/deeper", "directory", None, None),
-        ("/docs/sub/deeper/renamed.md", "file", text + "more\n", None)]
+        ("/docs/blob.bin", "file", None, "not-text"),
+        ("/docs/plan.md", "file", text + "more\n", None),
+        ("/docs/sub", "directory", None, None),
+        ("/docs/sub/deeper", "directory", None, None),
+        ("/docs/sub/deeper/renamed.md", "file", text + "more\n", None),
+    ]
     assert seen["stat"] == len(BINARY) and seen["exists"] == {"exists": True, "type": "directory"}
     assert seen["history"] == ["xattr", "xattr", "append", "write"]
     assert seen["rmdir"] == 3 and seen["refused"] == ("FileNotFoundError", "/docs/blob.bin")
@@ -130,12 +141,14 @@ def test_every_vfs_door_over_mcp(served):
     async def talk() -> dict[str, Any]:
         client, http = mcp_client(served)
         async with http, client:
+
             async def call(op: str, body: dict[str, Any]) -> dict[str, Any]:
                 # off HTTP op may be left out (every other call), or sent equal to the tool's door
                 document = {"op": op, **body} if len(body) % 2 else body
                 result = await client.call_tool(f"brainy_{op}", {"body": document})
                 assert result.is_error == ("error" in result.structured_content)
                 return result.structured_content
+
             seen = await script(call, "/mcp")
             wrong = await client.call_tool("brainy_stat", {"body": {"op": "readFile", "path": "/mcp"}})
             seen["wrong-op"] = wrong.structured_content["error"]
@@ -148,8 +161,13 @@ def test_every_vfs_door_over_mcp(served):
 
 def test_a_write_is_refused_to_a_bare_service_key(served):
     headers = (("authorization", f"Bearer {served.service_key}"), ("content-type", "application/json"))
-    answer = curl(served, "POST", served.path("vfs"), json.dumps({"op": "writeFile", "path": "/s.md",
-                                                                  "content": "x"}).encode(), headers=headers)
+    answer = curl(
+        served,
+        "POST",
+        served.path("vfs"),
+        json.dumps({"op": "writeFile", "path": "/s.md", "content": "x"}).encode(),
+        headers=headers,
+    )
     assert answer.refusal in ("ServiceKeyCannotWriteError", "ForbiddenError")
 
 
@@ -166,6 +184,7 @@ Photograph it, then file it.
 def test_mcp_lists_and_reads_a_skill_and_serves_the_stores_instructions(served):
     """A skill written a moment earlier over HTTP is listed (title and description from its front matter)
     and read through readFile; a new session's instructions are /_brainy/mcp/instructions.md once written."""
+
     async def session() -> tuple[str | None, list[Any], Any]:
         client, http = mcp_client(served)
         async with http, client:

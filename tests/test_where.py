@@ -18,9 +18,17 @@ PROPERTY = settings(deadline=None, max_examples=300)
 
 def row(metadata=None, **reserved):
     """A stored entity row: a few reserved fields, then the caller's, with ``metadata``."""
-    out = {"id": "0193a0f0-0000-7000-8000-000000000001", "type": "product", "subtype": None,
-           "service": None, "visibility": "public", "createdAt": 1000, "updatedAt": 2000,
-           "hasVector": False, "generation": 7}
+    out = {
+        "id": "0193a0f0-0000-7000-8000-000000000001",
+        "type": "product",
+        "subtype": None,
+        "service": None,
+        "visibility": "public",
+        "createdAt": 1000,
+        "updatedAt": 2000,
+        "hasVector": False,
+        "generation": 7,
+    }
     out.update(reserved)
     out["metadata"] = {} if metadata is None else metadata
     return out
@@ -53,6 +61,7 @@ SHOP = {
 
 # --- eq and ne -----------------------------------------------------------------------------------
 
+
 def test_eq_scalar_matches_equal_values_of_the_same_kind_and_arrays_holding_one():
     """eq with a scalar: the field equals it (1 equals 1.0; "5" and true are not 5), or the field is
     an array with an element equal to it; objects, null and missing fields do not match."""
@@ -73,9 +82,15 @@ def test_eq_aliases_and_dollar_forms_are_eq():
 def test_eq_with_an_array_operand_is_exact_array_equality():
     """An array operand matches only an equal array: same length, same order, elements equal by
     kind; it does not match an array that merely holds it, nor a scalar."""
-    rows = {"same": row({"t": [1, "a"]}), "float": row({"t": [1.0, "a"]}), "order": row({"t": ["a", 1]}),
-            "longer": row({"t": [1, "a", 2]}), "nested": row({"t": [[1, "a"]]}), "scalar": row({"t": 1}),
-            "bool": row({"t": [True, "a"]})}
+    rows = {
+        "same": row({"t": [1, "a"]}),
+        "float": row({"t": [1.0, "a"]}),
+        "order": row({"t": ["a", 1]}),
+        "longer": row({"t": [1, "a", 2]}),
+        "nested": row({"t": [[1, "a"]]}),
+        "scalar": row({"t": 1}),
+        "bool": row({"t": [True, "a"]}),
+    }
     assert hits({"t": [1, "a"]}, rows) == ["float", "same"]
     assert hits({"t": {"eq": []}}, {"empty": row({"t": []}), "one": row({"t": [None]})}) == ["empty"]
     assert hits({"t": [{"k": 1}]}, {"o": row({"t": [{"k": 1.0}]}), "p": row({"t": [{"k": True}]})}) == ["o"]
@@ -84,8 +99,15 @@ def test_eq_with_an_array_operand_is_exact_array_equality():
 def test_null_equals_only_null():
     """null matches a field holding null, or an array holding null; never 0, false, "", a missing
     field or an empty array."""
-    rows = {"null": row({"n": None}), "zero": row({"n": 0}), "false": row({"n": False}), "empty": row({"n": ""}),
-            "absent": row({}), "arr": row({"n": [1, None]}), "nothing": row({"n": []})}
+    rows = {
+        "null": row({"n": None}),
+        "zero": row({"n": 0}),
+        "false": row({"n": False}),
+        "empty": row({"n": ""}),
+        "absent": row({}),
+        "arr": row({"n": [1, None]}),
+        "nothing": row({"n": []}),
+    }
     assert hits({"n": None}, rows) == ["arr", "null"]
     assert hits({"n": {"in": [None]}}, rows) == ["arr", "null"]
     assert hits({"n": {"ne": None}}, rows) == ["absent", "empty", "false", "nothing", "zero"]
@@ -100,6 +122,7 @@ def test_ne_is_not_eq_and_missing_fields_match():
 
 
 # --- comparisons ---------------------------------------------------------------------------------
+
 
 def test_comparisons_hold_only_between_values_of_the_same_kind():
     """gt, gte, lt, lte compare numbers numerically and strings by code point; mixed kinds, booleans
@@ -116,8 +139,12 @@ def test_comparisons_hold_only_between_values_of_the_same_kind():
 
 def test_comparison_aliases():
     """greaterThan, greaterEqual, lessThan, lessEqual and the $ forms are gt, gte, lt, lte."""
-    pairs = {"gt": ("greaterThan", "$gt", "$greaterThan"), "gte": ("greaterEqual", "$gte", "$greaterEqual"),
-             "lt": ("lessThan", "$lt", "$lessThan"), "lte": ("lessEqual", "$lte", "$lessEqual")}
+    pairs = {
+        "gt": ("greaterThan", "$gt", "$greaterThan"),
+        "gte": ("greaterEqual", "$gte", "$greaterEqual"),
+        "lt": ("lessThan", "$lt", "$lessThan"),
+        "lte": ("lessEqual", "$lte", "$lessEqual"),
+    }
     for op, aliases in pairs.items():
         for bound in (4, 5, 6, "5"):
             for alias in aliases:
@@ -144,6 +171,7 @@ def test_between_is_inclusive_under_the_same_kind_rule():
 
 
 # --- membership ----------------------------------------------------------------------------------
+
 
 def test_in_matches_the_value_or_any_element_of_an_array_field():
     """in (oneOf, hasAny): the value, or any element of an array field, is in the list, by kind;
@@ -175,8 +203,13 @@ def test_exists_and_missing_look_at_presence_only():
 def test_contains_an_element_or_a_substring():
     """contains (includes): an array field has an equal element, or a string field has the string
     operand as a case-sensitive substring; excludes is its negation, so a missing field matches."""
-    rows = {"tags": row({"t": ["red", "blue", 3]}), "text": row({"t": "credit"}), "num": row({"t": 3}),
-            "absent": row({}), "upper": row({"t": "RED"})}
+    rows = {
+        "tags": row({"t": ["red", "blue", 3]}),
+        "text": row({"t": "credit"}),
+        "num": row({"t": 3}),
+        "absent": row({}),
+        "upper": row({"t": "RED"}),
+    }
     for key in ("contains", "includes", "$contains", "$includes"):
         assert hits({"t": {key: "red"}}, rows) == ["tags", "text"], key
         assert hits({"t": {key: 3}}, rows) == ["tags"], key
@@ -188,8 +221,12 @@ def test_contains_an_element_or_a_substring():
 def test_has_all_needs_every_listed_value_in_an_array_field():
     """hasAll (all): an array field holds every listed value (an empty list: any array); scalars
     never match."""
-    rows = {"both": row({"t": ["a", "b", "c"]}), "one": row({"t": ["a"]}), "scalar": row({"t": "a"}),
-            "empty": row({"t": []})}
+    rows = {
+        "both": row({"t": ["a", "b", "c"]}),
+        "one": row({"t": ["a"]}),
+        "scalar": row({"t": "a"}),
+        "empty": row({"t": []}),
+    }
     for key in ("hasAll", "all", "$hasAll", "$all"):
         assert hits({"t": {key: ["a", "b"]}}, rows) == ["both"], key
         assert hits({"t": {key: ["a"]}}, rows) == ["both", "one"], key
@@ -198,7 +235,12 @@ def test_has_all_needs_every_listed_value_in_an_array_field():
 
 def test_size_is_an_array_fields_length():
     """size: an array field has exactly this many elements; strings and objects have no size."""
-    rows = {"two": row({"t": [1, 2]}), "none": row({"t": []}), "str": row({"t": "ab"}), "obj": row({"t": {"a": 1, "b": 2}})}
+    rows = {
+        "two": row({"t": [1, 2]}),
+        "none": row({"t": []}),
+        "str": row({"t": "ab"}),
+        "obj": row({"t": {"a": 1, "b": 2}}),
+    }
     assert hits({"t": {"size": 2}}, rows) == ["two"]
     assert hits({"t": {"$size": 0}}, rows) == ["none"]
 
@@ -206,8 +248,14 @@ def test_size_is_an_array_fields_length():
 def test_kind_names_the_values_kind():
     """kind ($type, $kind): null, boolean, number, string, array or object; a missing field has
     none of them."""
-    expected = {"number": ["float5", "int5"], "string": ["str5"], "boolean": ["true"], "null": ["null"],
-                "array": ["arr"], "object": ["obj"]}
+    expected = {
+        "number": ["float5", "int5"],
+        "string": ["str5"],
+        "boolean": ["true"],
+        "null": ["null"],
+        "array": ["arr"],
+        "object": ["obj"],
+    }
     for kind, names in expected.items():
         for key in ("kind", "$type", "$kind"):
             assert hits({"price": {key: kind}}, SHOP) == names, (key, kind)
@@ -246,6 +294,7 @@ def test_a_pattern_is_compiled_once_when_the_where_is(monkeypatch):
 
 # --- several operators, logic --------------------------------------------------------------------
 
+
 def test_keys_and_operators_are_anded():
     """The keys of a where, and the operators of one operator object, must all hold."""
     rows = {n: row({"p": n, "c": n % 2}) for n in range(6)}
@@ -275,8 +324,7 @@ def test_all_any_not_nor_over_documents():
 def test_logic_nests():
     """Logical keys nest to any depth up to the limit and combine with fields at each level."""
     rows = {str(n): row({"n": n, "tag": "odd" if n % 2 else "even"}) for n in range(10)}
-    where = {"anyOf": [{"not": {"n": {"lt": 8}}},
-                       {"allOf": [{"tag": "odd"}, {"nor": [{"n": 1}, {"n": {"gt": 5}}]}]}]}
+    where = {"anyOf": [{"not": {"n": {"lt": 8}}}, {"allOf": [{"tag": "odd"}, {"nor": [{"n": 1}, {"n": {"gt": 5}}]}]}]}
     assert hits(where, rows) == ["3", "5", "8", "9"]
     deep = {"n": 4}
     for _ in range(MAX_DEPTH - 2):  # an even number of nots, the deepest allowed
@@ -307,10 +355,15 @@ def test_an_object_value_is_always_an_operator_object():
 
 # --- paths ---------------------------------------------------------------------------------------
 
+
 def test_dotted_paths_walk_metadata_objects_only():
     """A dotted path walks metadata object by object; through a scalar or an array it is missing."""
-    rows = {"deep": row({"specs": {"display": {"size": 13.3}}}), "flat": row({"specs": 13.3}),
-            "arr": row({"specs": [{"display": {"size": 13.3}}]}), "absent": row({})}
+    rows = {
+        "deep": row({"specs": {"display": {"size": 13.3}}}),
+        "flat": row({"specs": 13.3}),
+        "arr": row({"specs": [{"display": {"size": 13.3}}]}),
+        "absent": row({}),
+    }
     assert hits({"specs.display.size": 13.3}, rows) == ["deep"]
     assert hits({"specs.display.size": {"exists": False}}, rows) == ["absent", "arr", "flat"]
     assert hits({"specs.display": {"kind": "object"}}, rows) == ["deep"]
@@ -319,8 +372,11 @@ def test_dotted_paths_walk_metadata_objects_only():
 def test_reserved_fields_read_the_row_not_metadata():
     """type, id, key, createdAt... read the row's own fields; subtype and service (string | null)
     read as null when a row leaves them out; key is missing when the row has none."""
-    rows = {"a": row({"type": "not-this"}, type="person", key="alice", subtype="staff"),
-            "b": row({}, type="product"), "c": {"id": "c", "type": "person", "metadata": {}}}
+    rows = {
+        "a": row({"type": "not-this"}, type="person", key="alice", subtype="staff"),
+        "b": row({}, type="product"),
+        "c": {"id": "c", "type": "person", "metadata": {}},
+    }
     assert hits({"type": "person"}, rows) == ["a", "c"]
     assert hits({"key": {"exists": True}}, rows) == ["a"]
     assert hits({"subtype": None}, rows) == ["b", "c"]
@@ -333,10 +389,18 @@ def test_reserved_fields_read_the_row_not_metadata():
 def test_relation_wheres_address_relation_fields():
     """With relation=True, from, to, weight and confidence are addressable (confidence null when
     left out), and paths address relation metadata; on entities those names are refused."""
-    rel = {"x": {"id": "r1", "from": "e1", "to": "e2", "type": "relatedTo", "weight": 0.5,
-                 "metadata": {"since": 2020}},
-           "y": {"id": "r2", "from": "e2", "to": "e1", "type": "relatedTo", "weight": 1.0,
-                 "confidence": 0.9, "metadata": {}}}
+    rel = {
+        "x": {"id": "r1", "from": "e1", "to": "e2", "type": "relatedTo", "weight": 0.5, "metadata": {"since": 2020}},
+        "y": {
+            "id": "r2",
+            "from": "e2",
+            "to": "e1",
+            "type": "relatedTo",
+            "weight": 1.0,
+            "confidence": 0.9,
+            "metadata": {},
+        },
+    }
     assert hits({"from": "e1"}, rel, relation=True) == ["x"]
     assert hits({"weight": {"gte": 0.75}}, rel, relation=True) == ["y"]
     assert hits({"confidence": None}, rel, relation=True) == ["x"]
@@ -347,59 +411,63 @@ def test_relation_wheres_address_relation_fields():
 
 # --- refusals ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("where", "field", "reason"), [
-    ({"price": {"bogus": 1}}, "where.price", "unknown-operator"),
-    ({"price": {"type": "number"}}, "where.price", "unknown-operator"),  # only $type is kind
-    ({"price": {"$$gt": 1}}, "where.price", "unknown-operator"),
-    ({"price": {"gt": 1, "gtt": 2}}, "where.price", "unknown-operator"),
-    ({"$gt": 1}, "where.$gt", "unknown-operator"),
-    ({"anyOf": [{}, {"price": {"gt": True}}]}, "where.anyOf[1].price", "bad-operand"),
-    ({"a": {"gt": None}}, "where.a", "bad-operand"),
-    ({"a": {"gt": [1]}}, "where.a", "bad-operand"),
-    ({"a": {"lte": float("nan")}}, "where.a", "bad-operand"),
-    ({"a": {"between": [1]}}, "where.a", "bad-operand"),
-    ({"a": {"between": [1, 2, 3]}}, "where.a", "bad-operand"),
-    ({"a": {"between": [1, "z"]}}, "where.a", "bad-operand"),
-    ({"a": {"between": 1}}, "where.a", "bad-operand"),
-    ({"a": {"in": 1}}, "where.a", "bad-operand"),
-    ({"a": {"oneOf": [[1]]}}, "where.a", "bad-operand"),
-    ({"a": {"nin": {"x": 1}}}, "where.a", "bad-operand"),
-    ({"a": {"hasAll": "x"}}, "where.a", "bad-operand"),
-    ({"a": {"size": "2"}}, "where.a", "bad-operand"),
-    ({"a": {"size": True}}, "where.a", "bad-operand"),
-    ({"a": {"size": -1}}, "where.a", "bad-operand"),
-    ({"a": {"size": 1.0}}, "where.a", "bad-operand"),
-    ({"a": {"exists": 1}}, "where.a", "bad-operand"),
-    ({"a": {"missing": "yes"}}, "where.a", "bad-operand"),
-    ({"a": {"kind": "integer"}}, "where.a", "bad-operand"),
-    ({"a": {"contains": [1]}}, "where.a", "bad-operand"),
-    ({"a": {"excludes": {}}}, "where.a", "bad-operand"),
-    ({"a": {"startsWith": 1}}, "where.a", "bad-operand"),
-    ({"a": {"endsWith": None}}, "where.a", "bad-operand"),
-    ({"a": {"regex": "("}}, "where.a", "bad-operand"),
-    ({"a": {"matches": 3}}, "where.a", "bad-operand"),
-    ({"a": {"eq": {"b": 1}}}, "where.a", "bad-operand"),
-    ({"a": {"ne": float("inf")}}, "where.a", "bad-operand"),
-    ({"a": {}}, "where.a", "bad-operand"),
-    ({"anyOf": {"a": 1}}, "where.anyOf", "bad-operand"),
-    ({"or": [{"a": 1}, 3]}, "where.or[1]", "bad-operand"),
-    ({"and": "a"}, "where.and", "bad-operand"),
-    ({"$nor": {}}, "where.$nor", "bad-operand"),
-    ({"not": [{"a": 1}]}, "where.not", "bad-operand"),
-    ({"a": {"anyOf": 1}}, "where.a.anyOf", "bad-operand"),
-    ({"a": {"anyOf": [1, {"gt": {}}]}}, "where.a.anyOf[1]", "bad-operand"),
-    ({"a": {"not": {"zz": 1}}}, "where.a.not", "unknown-operator"),
-    ({"nor": [{"not": {"b.c": {"size": None}}}]}, "where.nor[0].not.b.c", "bad-operand"),
-    ([{"a": 1}], "where", "bad-operand"),
-    ("a", "where", "bad-operand"),
-    ({"": 1}, "where.", "bad-path"),
-    ({"a..b": 1}, "where.a..b", "bad-path"),
-    ({"a.": 1}, "where.a.", "bad-path"),
-    ({"data": "x"}, "where.data", "reserved-field"),
-    ({"metadata.a": 1}, "where.metadata.a", "reserved-field"),
-    ({"denseInt": 1}, "where.denseInt", "reserved-field"),
-    ({"vector": {"exists": True}}, "where.vector", "reserved-field"),
-])
+
+@pytest.mark.parametrize(
+    ("where", "field", "reason"),
+    [
+        ({"price": {"bogus": 1}}, "where.price", "unknown-operator"),
+        ({"price": {"type": "number"}}, "where.price", "unknown-operator"),  # only $type is kind
+        ({"price": {"$$gt": 1}}, "where.price", "unknown-operator"),
+        ({"price": {"gt": 1, "gtt": 2}}, "where.price", "unknown-operator"),
+        ({"$gt": 1}, "where.$gt", "unknown-operator"),
+        ({"anyOf": [{}, {"price": {"gt": True}}]}, "where.anyOf[1].price", "bad-operand"),
+        ({"a": {"gt": None}}, "where.a", "bad-operand"),
+        ({"a": {"gt": [1]}}, "where.a", "bad-operand"),
+        ({"a": {"lte": float("nan")}}, "where.a", "bad-operand"),
+        ({"a": {"between": [1]}}, "where.a", "bad-operand"),
+        ({"a": {"between": [1, 2, 3]}}, "where.a", "bad-operand"),
+        ({"a": {"between": [1, "z"]}}, "where.a", "bad-operand"),
+        ({"a": {"between": 1}}, "where.a", "bad-operand"),
+        ({"a": {"in": 1}}, "where.a", "bad-operand"),
+        ({"a": {"oneOf": [[1]]}}, "where.a", "bad-operand"),
+        ({"a": {"nin": {"x": 1}}}, "where.a", "bad-operand"),
+        ({"a": {"hasAll": "x"}}, "where.a", "bad-operand"),
+        ({"a": {"size": "2"}}, "where.a", "bad-operand"),
+        ({"a": {"size": True}}, "where.a", "bad-operand"),
+        ({"a": {"size": -1}}, "where.a", "bad-operand"),
+        ({"a": {"size": 1.0}}, "where.a", "bad-operand"),
+        ({"a": {"exists": 1}}, "where.a", "bad-operand"),
+        ({"a": {"missing": "yes"}}, "where.a", "bad-operand"),
+        ({"a": {"kind": "integer"}}, "where.a", "bad-operand"),
+        ({"a": {"contains": [1]}}, "where.a", "bad-operand"),
+        ({"a": {"excludes": {}}}, "where.a", "bad-operand"),
+        ({"a": {"startsWith": 1}}, "where.a", "bad-operand"),
+        ({"a": {"endsWith": None}}, "where.a", "bad-operand"),
+        ({"a": {"regex": "("}}, "where.a", "bad-operand"),
+        ({"a": {"matches": 3}}, "where.a", "bad-operand"),
+        ({"a": {"eq": {"b": 1}}}, "where.a", "bad-operand"),
+        ({"a": {"ne": float("inf")}}, "where.a", "bad-operand"),
+        ({"a": {}}, "where.a", "bad-operand"),
+        ({"anyOf": {"a": 1}}, "where.anyOf", "bad-operand"),
+        ({"or": [{"a": 1}, 3]}, "where.or[1]", "bad-operand"),
+        ({"and": "a"}, "where.and", "bad-operand"),
+        ({"$nor": {}}, "where.$nor", "bad-operand"),
+        ({"not": [{"a": 1}]}, "where.not", "bad-operand"),
+        ({"a": {"anyOf": 1}}, "where.a.anyOf", "bad-operand"),
+        ({"a": {"anyOf": [1, {"gt": {}}]}}, "where.a.anyOf[1]", "bad-operand"),
+        ({"a": {"not": {"zz": 1}}}, "where.a.not", "unknown-operator"),
+        ({"nor": [{"not": {"b.c": {"size": None}}}]}, "where.nor[0].not.b.c", "bad-operand"),
+        ([{"a": 1}], "where", "bad-operand"),
+        ("a", "where", "bad-operand"),
+        ({"": 1}, "where.", "bad-path"),
+        ({"a..b": 1}, "where.a..b", "bad-path"),
+        ({"a.": 1}, "where.a.", "bad-path"),
+        ({"data": "x"}, "where.data", "reserved-field"),
+        ({"metadata.a": 1}, "where.metadata.a", "reserved-field"),
+        ({"denseInt": 1}, "where.denseInt", "reserved-field"),
+        ({"vector": {"exists": True}}, "where.vector", "reserved-field"),
+    ],
+)
 def test_a_mistake_is_refused_by_name_and_place(where, field, reason):
     """An unknown operator, a mistyped operand, a bad path or an unaddressable field is an
     InvalidArgumentError naming the place in the where (root ``where``, ``.key``, ``[i]``) and the
@@ -429,16 +497,29 @@ def test_nesting_beyond_the_limit_is_refused():
 
 # --- the planner's part --------------------------------------------------------------------------
 
+
 def test_equalities_are_the_top_level_anded_eq_and_in_conditions():
     """equalities() lists bare scalars, eq and in conditions reached through ANDs only (top level,
     allOf, a field's operator object and its allOf), with their values; array operands, other
     operators and anything under anyOf/not/nor stay in the residual."""
-    where = {"type": "person", "tags": {"in": ["a", "b", "a", 1, 1.0]}, "n": {"gt": 1, "eq": 3},
-             "arr": [1, 2], "allOf": [{"city": "Oslo"}, {"anyOf": [{"x": 1}]}],
-             "m": {"allOf": [{"is": None}, {"ne": 2}]}, "not": {"y": 2}, "z": {"anyOf": [1, 2]}}
+    where = {
+        "type": "person",
+        "tags": {"in": ["a", "b", "a", 1, 1.0]},
+        "n": {"gt": 1, "eq": 3},
+        "arr": [1, 2],
+        "allOf": [{"city": "Oslo"}, {"anyOf": [{"x": 1}]}],
+        "m": {"allOf": [{"is": None}, {"ne": 2}]},
+        "not": {"y": 2},
+        "z": {"anyOf": [1, 2]},
+    }
     got = [(e.path, e.values, e.reserved) for e in compile_where(where).equalities()]
-    assert got == [("type", ("person",), True), ("tags", ("a", "b", 1), False), ("n", (3,), False),
-                   ("city", ("Oslo",), False), ("m", (None,), False)]
+    assert got == [
+        ("type", ("person",), True),
+        ("tags", ("a", "b", 1), False),
+        ("n", (3,), False),
+        ("city", ("Oslo",), False),
+        ("m", (None,), False),
+    ]
     assert compile_where({"anyOf": [{"a": 1}]}).equalities() == []
     assert isinstance(compile_where({"a": 1}).equalities()[0], Equality)
 
@@ -466,17 +547,62 @@ def test_matches_all_says_no_row_needs_reading():
 # --- a reference interpreter, written from the catalogue -----------------------------------------
 
 MISSING = object()
-ENTITY = {"id", "key", "type", "subtype", "service", "visibility", "createdAt", "updatedAt", "createdBy",
-          "updatedBy", "hasVector", "generation"}
+ENTITY = {
+    "id",
+    "key",
+    "type",
+    "subtype",
+    "service",
+    "visibility",
+    "createdAt",
+    "updatedAt",
+    "createdBy",
+    "updatedBy",
+    "hasVector",
+    "generation",
+}
 NULLABLE = {"subtype", "service", "confidence"}
-NAMES = {"eq": "eq", "equals": "eq", "is": "eq", "ne": "ne", "notEquals": "ne", "isNot": "ne",
-         "gt": "gt", "greaterThan": "gt", "gte": "gte", "greaterEqual": "gte", "lt": "lt", "lessThan": "lt",
-         "lte": "lte", "lessEqual": "lte", "between": "between", "in": "in", "oneOf": "in", "hasAny": "in",
-         "nin": "nin", "noneOf": "nin", "exists": "exists", "missing": "missing", "contains": "contains",
-         "includes": "contains", "excludes": "excludes", "hasAll": "hasAll", "all": "hasAll", "size": "size",
-         "kind": "kind", "startsWith": "startsWith", "endsWith": "endsWith", "matches": "matches",
-         "regex": "matches", "allOf": "allOf", "and": "allOf", "anyOf": "anyOf", "or": "anyOf", "not": "not",
-         "nor": "nor"}
+NAMES = {
+    "eq": "eq",
+    "equals": "eq",
+    "is": "eq",
+    "ne": "ne",
+    "notEquals": "ne",
+    "isNot": "ne",
+    "gt": "gt",
+    "greaterThan": "gt",
+    "gte": "gte",
+    "greaterEqual": "gte",
+    "lt": "lt",
+    "lessThan": "lt",
+    "lte": "lte",
+    "lessEqual": "lte",
+    "between": "between",
+    "in": "in",
+    "oneOf": "in",
+    "hasAny": "in",
+    "nin": "nin",
+    "noneOf": "nin",
+    "exists": "exists",
+    "missing": "missing",
+    "contains": "contains",
+    "includes": "contains",
+    "excludes": "excludes",
+    "hasAll": "hasAll",
+    "all": "hasAll",
+    "size": "size",
+    "kind": "kind",
+    "startsWith": "startsWith",
+    "endsWith": "endsWith",
+    "matches": "matches",
+    "regex": "matches",
+    "allOf": "allOf",
+    "and": "allOf",
+    "anyOf": "anyOf",
+    "or": "anyOf",
+    "not": "not",
+    "nor": "nor",
+}
 
 
 def ref_name(key):
@@ -488,8 +614,14 @@ def ref_name(key):
 def ref_kind(v):
     if v is MISSING:
         return "missing"
-    for kind, types in (("null", type(None)), ("boolean", bool), ("number", (int, float)), ("string", str),
-                        ("array", list), ("object", dict)):
+    for kind, types in (
+        ("null", type(None)),
+        ("boolean", bool),
+        ("number", (int, float)),
+        ("string", str),
+        ("array", list),
+        ("object", dict),
+    ):
         if isinstance(v, types):
             return kind
 
@@ -541,9 +673,9 @@ def ref_op(op, x, v):
     if op == "kind":
         return ref_kind(v) == x
     if op == "startsWith":
-        return isinstance(v, str) and v[:len(x)] == x
+        return isinstance(v, str) and v[: len(x)] == x
     if op == "endsWith":
-        return isinstance(v, str) and len(v) >= len(x) and v[len(v) - len(x):] == x
+        return isinstance(v, str) and len(v) >= len(x) and v[len(v) - len(x) :] == x
     if op == "matches":
         return isinstance(v, str) and re.search(x, v) is not None
     raise AssertionError(op)
@@ -624,14 +756,21 @@ SCALAR_LISTS = st.lists(SCALARS, max_size=3)
 OPERATORS = [
     (dollar(["eq", "equals", "is", "ne", "notEquals", "isNot"]), st.one_of(SCALARS, ARRAYS)),
     (dollar(["gt", "gte", "lt", "lte", "greaterThan", "greaterEqual", "lessThan", "lessEqual"]), COMPARABLE),
-    (dollar(["between"]), st.one_of(st.lists(st.sampled_from([-1, 0, 1, 1.5, 2]), min_size=2, max_size=2),
-                                    st.lists(st.sampled_from(["", "a", "ab", "b"]), min_size=2, max_size=2))),
+    (
+        dollar(["between"]),
+        st.one_of(
+            st.lists(st.sampled_from([-1, 0, 1, 1.5, 2]), min_size=2, max_size=2),
+            st.lists(st.sampled_from(["", "a", "ab", "b"]), min_size=2, max_size=2),
+        ),
+    ),
     (dollar(["in", "oneOf", "hasAny", "nin", "noneOf", "hasAll", "all"]), SCALAR_LISTS),
     (dollar(["exists", "missing"]), st.booleans()),
     (dollar(["contains", "includes", "excludes"]), SCALARS),
     (dollar(["size"]), st.integers(0, 3)),
-    (st.sampled_from(["kind", "$kind", "$type"]), st.sampled_from(["null", "boolean", "number", "string",
-                                                                   "array", "object"])),
+    (
+        st.sampled_from(["kind", "$kind", "$type"]),
+        st.sampled_from(["null", "boolean", "number", "string", "array", "object"]),
+    ),
     (dollar(["startsWith", "endsWith"]), st.sampled_from(["", "a", "b", "B"])),
     (dollar(["matches", "regex"]), st.sampled_from(["a", "^a", "b$", "(?i)b", "a+b", ""])),
 ]
@@ -647,8 +786,13 @@ def conditions(depth=2):
         return st.one_of(BARE, operator_object, operator_object)
     inner = conditions(depth - 1)
     return st.one_of(
-        BARE, operator_object, operator_object, operator_object,
-        st.tuples(dollar(["allOf", "and", "anyOf", "or", "nor"]), st.lists(inner, max_size=3)).map(lambda t: {t[0]: t[1]}),
+        BARE,
+        operator_object,
+        operator_object,
+        operator_object,
+        st.tuples(dollar(["allOf", "and", "anyOf", "or", "nor"]), st.lists(inner, max_size=3)).map(
+            lambda t: {t[0]: t[1]}
+        ),
         st.tuples(dollar(["not"]), inner).map(lambda t: {t[0]: t[1]}),
     )
 
@@ -690,8 +834,35 @@ def test_single_conditions_agree_with_the_reference_interpreter(path, condition,
         assert predicate.matches(r) == ref_where({path: condition}, r), r
 
 
-VALUE_POOL = [None, True, False, 0, 1, 1.0, 2, 2.5, -1, "", "a", "A", "ab", "ba", "b", "é", [], [1], [1, "a"],
-              ["a", 1], [None], [True], ["ab", "b"], [[1]], {}, {"x": 1}, {"x": {"y": 1}}]
+VALUE_POOL = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    1.0,
+    2,
+    2.5,
+    -1,
+    "",
+    "a",
+    "A",
+    "ab",
+    "ba",
+    "b",
+    "é",
+    [],
+    [1],
+    [1, "a"],
+    ["a", 1],
+    [None],
+    [True],
+    ["ab", "b"],
+    [[1]],
+    {},
+    {"x": 1},
+    {"x": {"y": 1}},
+]
 OPERAND_POOL = {
     "eq": [None, True, False, 0, 1, 1.0, 2.5, "", "a", "ab", [], [1], [1, "a"], [1.0, "a"], [[1]], [{"x": 1}]],
     "gt": [-1, 0, 1, 1.0, 2, 2.5, 3, "", "a", "ab", "b", "é"],
@@ -704,10 +875,27 @@ OPERAND_POOL = {
     "startsWith": ["", "a", "A", "b", "ab", "abc"],
     "matches": ["", "a", "^a", "b$", "(?i)a", "^$", "[0-9]"],
 }
-FAMILY = {"eq": "eq", "ne": "eq", "gt": "gt", "gte": "gt", "lt": "gt", "lte": "gt", "between": "between",
-          "in": "in", "nin": "in", "hasAll": "in", "exists": "exists", "missing": "exists", "contains": "contains",
-          "excludes": "contains", "size": "size", "kind": "kind", "startsWith": "startsWith",
-          "endsWith": "startsWith", "matches": "matches"}
+FAMILY = {
+    "eq": "eq",
+    "ne": "eq",
+    "gt": "gt",
+    "gte": "gt",
+    "lt": "gt",
+    "lte": "gt",
+    "between": "between",
+    "in": "in",
+    "nin": "in",
+    "hasAll": "in",
+    "exists": "exists",
+    "missing": "exists",
+    "contains": "contains",
+    "excludes": "contains",
+    "size": "size",
+    "kind": "kind",
+    "startsWith": "startsWith",
+    "endsWith": "startsWith",
+    "matches": "matches",
+}
 
 
 def test_every_operator_on_every_value_agrees_with_the_reference_interpreter():
@@ -728,10 +916,18 @@ def test_every_operator_on_every_value_agrees_with_the_reference_interpreter():
     assert checked > 15_000
 
 
-BAD = [({"bogus": 1}, "unknown-operator"), ({"gt": True}, "bad-operand"), ({"between": [1]}, "bad-operand"),
-       ({"in": 3}, "bad-operand"), ({"size": "2"}, "bad-operand"), ({"exists": 1}, "bad-operand"),
-       ({"regex": "("}, "bad-operand"), ({"$type": "int"}, "bad-operand"), ({}, "bad-operand"),
-       ({"anyOf": {}}, "bad-operand")]
+BAD = [
+    ({"bogus": 1}, "unknown-operator"),
+    ({"gt": True}, "bad-operand"),
+    ({"between": [1]}, "bad-operand"),
+    ({"in": 3}, "bad-operand"),
+    ({"size": "2"}, "bad-operand"),
+    ({"exists": 1}, "bad-operand"),
+    ({"regex": "("}, "bad-operand"),
+    ({"$type": "int"}, "bad-operand"),
+    ({}, "bad-operand"),
+    ({"anyOf": {}}, "bad-operand"),
+]
 
 
 def field_conditions(where, at):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers import new_store
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
-
-from helpers import new_store
 
 VEC = [0.5] * 384
 
@@ -58,6 +57,7 @@ def test_get_remembers_an_ids_row_key_and_never_a_refusal_nor_a_row(brain):
     """get keeps what an id's text resolves to (its row key) and nothing else: a refused id is refused again
     and never kept, both spellings of a UUID read one row, and a write after a get is read by the next get."""
     from brainy.doors import reads
+
     a = brain.add({"type": "person", "id": "ada", "data": "first"})
     assert brain.get("ada")["entity"]["data"] == "first"
     assert brain.get(a["id"].upper())["entity"]["id"] == a["id"]
@@ -79,22 +79,25 @@ def test_vectors_are_kept_as_float32(brain):
     refused(brain, R.InvalidArgumentError, "add", {"type": "thing", "vector": [0.0] * 384}, reason="zero-vector")
 
 
-@pytest.mark.parametrize("args, field, reason", [
-    ({}, "type", "missing"),
-    ({"type": "wizard"}, "type", "unknown-type"),
-    ({"type": "thing", "metadata": []}, "metadata", "wrong-type"),
-    ({"type": "thing", "metadata": {"type": 1}}, "metadata.type", "reserved-field"),
-    ({"type": "thing", "subtype": "vfs.file"}, "subtype", "reserved-subtype"),
-    ({"type": "thing", "subtype": "Bad Subtype"}, "subtype", "bad-subtype"),
-    ({"type": "thing", "visibility": "system"}, "visibility", "bad-visibility"),
-    ({"type": "thing", "confidence": 2}, "confidence", "out-of-range"),
-    ({"type": "thing", "weight": "heavy"}, "weight", "wrong-type"),
-    ({"type": "thing", "id": "x" * 257}, "id", "bad-natural-key"),
-    ({"type": "thing", "id": "a\nb"}, "id", "bad-natural-key"),
-    ({"type": "thing", "colour": "red"}, "colour", "unknown-argument"),
-    ({"type": "thing", "data": 5}, "data", "wrong-type"),
-    ({"type": "thing", "metadata": {"x": float("nan")}}, "metadata.x", "wrong-type"),
-])
+@pytest.mark.parametrize(
+    "args, field, reason",
+    [
+        ({}, "type", "missing"),
+        ({"type": "wizard"}, "type", "unknown-type"),
+        ({"type": "thing", "metadata": []}, "metadata", "wrong-type"),
+        ({"type": "thing", "metadata": {"type": 1}}, "metadata.type", "reserved-field"),
+        ({"type": "thing", "subtype": "vfs.file"}, "subtype", "reserved-subtype"),
+        ({"type": "thing", "subtype": "Bad Subtype"}, "subtype", "bad-subtype"),
+        ({"type": "thing", "visibility": "system"}, "visibility", "bad-visibility"),
+        ({"type": "thing", "confidence": 2}, "confidence", "out-of-range"),
+        ({"type": "thing", "weight": "heavy"}, "weight", "wrong-type"),
+        ({"type": "thing", "id": "x" * 257}, "id", "bad-natural-key"),
+        ({"type": "thing", "id": "a\nb"}, "id", "bad-natural-key"),
+        ({"type": "thing", "colour": "red"}, "colour", "unknown-argument"),
+        ({"type": "thing", "data": 5}, "data", "wrong-type"),
+        ({"type": "thing", "metadata": {"x": float("nan")}}, "metadata.x", "wrong-type"),
+    ],
+)
 def test_add_refuses_bad_input_by_name(brain, args, field, reason):
     """Missing fields, wrong types, reserved names: InvalidArgumentError with the field and a reason."""
     refused(brain, R.InvalidArgumentError, "add", args, field=field, reason=reason)
@@ -119,8 +122,9 @@ def test_update_merges_replaces_and_checks_preconditions(brain):
     brain.update({"id": "t", "metadata": {"z": 0}, "merge": False, "subtype": None})
     e = brain.get("t")["entity"]
     assert e["metadata"] == {"z": 0} and e["subtype"] is None
-    refused(brain, R.PreconditionFailedError, "update", {"id": "t", "data": "x", "ifGeneration": 1},
-            expected=1, actual=3)
+    refused(
+        brain, R.PreconditionFailedError, "update", {"id": "t", "data": "x", "ifGeneration": 1}, expected=1, actual=3
+    )
     brain.update({"id": "t", "data": "x", "ifGeneration": 3})
     refused(brain, R.EntityNotFoundError, "update", {"id": "nobody", "data": "x"}, id="nobody")
 
@@ -130,8 +134,9 @@ def test_relate_requires_both_entities(brain):
     brain.add({"type": "person", "id": "a"})
     refused(brain, R.EntityNotFoundError, "relate", {"from": "a", "to": "ghost", "type": "knows"}, id="ghost")
     refused(brain, R.EntityNotFoundError, "relate", {"from": "ghost", "to": "a", "type": "knows"}, id="ghost")
-    refused(brain, R.InvalidArgumentError, "relate", {"from": "a", "to": "a", "type": "likesAlot"},
-            reason="unknown-type")
+    refused(
+        brain, R.InvalidArgumentError, "relate", {"from": "a", "to": "a", "type": "likesAlot"}, reason="unknown-type"
+    )
 
 
 def test_relate_same_identity_updates_in_place(brain):
@@ -181,8 +186,13 @@ def test_batches_are_one_commit_and_all_or_nothing_by_default(brain):
     """addMany is one generation; one bad item aborts the whole call, or is listed with continueOnError."""
     out = brain.addMany({"items": [{"type": "thing", "id": f"t{i}"} for i in range(5)]})
     assert out["generation"] == 1 and len(out["ids"]) == 5 and out["failed"] == []
-    exc = refused(brain, R.TransactionAbortedError, "addMany",
-                  {"items": [{"type": "thing", "id": "n1"}, {"type": "thing", "id": "t0"}]}, index=1)
+    exc = refused(
+        brain,
+        R.TransactionAbortedError,
+        "addMany",
+        {"items": [{"type": "thing", "id": "n1"}, {"type": "thing", "id": "t0"}]},
+        index=1,
+    )
     assert exc.fields["error"]["name"] == "EntityExistsError"
     assert brain.get("n1")["entity"] is None
     out = brain.addMany({"items": [{"type": "thing", "id": "n1"}, {"type": "nope"}], "continueOnError": True})
@@ -208,24 +218,45 @@ def test_all_failed_batch_commits_nothing(brain):
 
 def test_transact_is_atomic_and_ops_see_each_other(brain):
     """transact lands every op in one generation, each seeing the ones before; a bad op writes nothing."""
-    out = brain.transact({"ops": [
-        {"door": "add", "args": {"type": "person", "id": "p"}},
-        {"door": "add", "args": {"type": "project", "id": "q"}},
-        {"door": "relate", "args": {"from": "p", "to": "q", "type": "participatesIn"}},
-        {"door": "update", "args": {"id": "p", "metadata": {"role": "lead"}}},
-    ]})
+    out = brain.transact(
+        {
+            "ops": [
+                {"door": "add", "args": {"type": "person", "id": "p"}},
+                {"door": "add", "args": {"type": "project", "id": "q"}},
+                {"door": "relate", "args": {"from": "p", "to": "q", "type": "participatesIn"}},
+                {"door": "update", "args": {"id": "p", "metadata": {"role": "lead"}}},
+            ]
+        }
+    )
     assert out["generation"] == 1 and out["receipt"]["ops"] == 4
     assert len(out["receipt"]["results"]) == 4 and len(out["receipt"]["digest"]) == 64
     g = brain.generation(1)
     assert (g["ops"], g["entities"], g["relations"]) == (4, 3, 1)  # the update is a second put of p
-    for bad, reason in ([{"door": "drop", "args": {}}, "unknown-door"], [{"args": {}}, "missing"],
-                        ["add", "wrong-type"]):
-        exc = refused(brain, R.TransactionAbortedError, "transact",
-                      {"ops": [{"door": "add", "args": {"type": "thing", "id": "z"}}, bad]}, index=1)
+    for bad, reason in (
+        [{"door": "drop", "args": {}}, "unknown-door"],
+        [{"args": {}}, "missing"],
+        ["add", "wrong-type"],
+    ):
+        exc = refused(
+            brain,
+            R.TransactionAbortedError,
+            "transact",
+            {"ops": [{"door": "add", "args": {"type": "thing", "id": "z"}}, bad]},
+            index=1,
+        )
         assert exc.fields["error"]["reason"] == reason
-    exc = refused(brain, R.TransactionAbortedError, "transact",
-                  {"ops": [{"door": "add", "args": {"type": "thing", "id": "z"}},
-                           {"door": "relate", "args": {"from": "z", "to": "nobody", "type": "relatedTo"}}]}, index=1)
+    exc = refused(
+        brain,
+        R.TransactionAbortedError,
+        "transact",
+        {
+            "ops": [
+                {"door": "add", "args": {"type": "thing", "id": "z"}},
+                {"door": "relate", "args": {"from": "z", "to": "nobody", "type": "relatedTo"}},
+            ]
+        },
+        index=1,
+    )
     assert exc.fields["error"]["name"] == "EntityNotFoundError"
     assert brain.get("z")["entity"] is None
 

@@ -15,14 +15,14 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_wsframe import client_frame
 
+from brainy.auth.keys import KeyTable
 from brainy.engine import init_store
+from brainy.host.pool import Pool
 from brainy.net.app import App
 from brainy.net.glue.tcp import HttpProtocol
-from brainy.auth.keys import KeyTable
-from brainy.host.pool import Pool
 from brainy.net.server import Server
-from test_wsframe import client_frame
 
 KEY = "bky_ws_glue_fuzz_person_key_01234567"
 
@@ -77,8 +77,10 @@ def served(tmp_path_factory):
 
 def _upgrade() -> bytes:
     nonce = base64.b64encode(os.urandom(16)).decode()
-    return (f"GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {nonce}\r\nAuthorization: Bearer {KEY}\r\n\r\n").encode()
+    return (
+        f"GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {nonce}\r\nAuthorization: Bearer {KEY}\r\n\r\n"
+    ).encode()
 
 
 async def _session(app: App, server: Server, chunks: list[bytes], split: int) -> MemoryTransport:
@@ -91,7 +93,7 @@ async def _session(app: App, server: Server, chunks: list[bytes], split: int) ->
     for i in range(0, len(data), split):
         if transport.closed:
             break
-        protocol.data_received(data[i:i + split])
+        protocol.data_received(data[i : i + split])
         await asyncio.sleep(0)
     await asyncio.sleep(0)
     protocol.connection_lost(None)
@@ -103,23 +105,37 @@ async def _session(app: App, server: Server, chunks: list[bytes], split: int) ->
     return transport
 
 
-_calls = st.sampled_from([
-    json.dumps({"ref": 1, "door": "counts"}).encode(),
-    json.dumps({"ref": 2, "door": "get", "id": "x"}).encode(),
-    json.dumps({"ref": 3, "door": "add", "body": {"type": "document"}}).encode(),
-    json.dumps({"ref": 4, "door": "nope"}).encode(), b"[]", b"{", "\u00e9".encode("latin-1"),
-])
+_calls = st.sampled_from(
+    [
+        json.dumps({"ref": 1, "door": "counts"}).encode(),
+        json.dumps({"ref": 2, "door": "get", "id": "x"}).encode(),
+        json.dumps({"ref": 3, "door": "add", "body": {"type": "document"}}).encode(),
+        json.dumps({"ref": 4, "door": "nope"}).encode(),
+        b"[]",
+        b"{",
+        "\u00e9".encode("latin-1"),
+    ]
+)
 _frames = st.one_of(
     st.builds(client_frame, st.just(1), _calls),
-    st.builds(client_frame, st.sampled_from([0, 1, 2, 3, 8, 9, 10, 11]), st.binary(max_size=130),
-              fin=st.booleans(), rsv=st.sampled_from([0, 0, 0, 2]), masked=st.sampled_from([True, True, False])),
+    st.builds(
+        client_frame,
+        st.sampled_from([0, 1, 2, 3, 8, 9, 10, 11]),
+        st.binary(max_size=130),
+        fin=st.booleans(),
+        rsv=st.sampled_from([0, 0, 0, 2]),
+        masked=st.sampled_from([True, True, False]),
+    ),
     st.binary(max_size=24),
 )
 
 
 @pytest.mark.slow
-@settings(deadline=None, max_examples=10_000, suppress_health_check=[HealthCheck.too_slow,
-                                                                      HealthCheck.function_scoped_fixture])
+@settings(
+    deadline=None,
+    max_examples=10_000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(chunks=st.lists(_frames, max_size=6), split=st.integers(1, 80))
 def test_ten_thousand_random_sessions_leave_no_task_behind(served, chunks, split):
     """Random, malformed and valid frames through the whole glue, in arbitrary pieces: nothing raises, every
@@ -133,5 +149,5 @@ def test_a_counts_call_is_answered_through_the_glue(served):
     """The in-memory harness answers like the served session: one call, one text frame echoing its ref."""
     loop, app, server = served
     transport = loop.run_until_complete(_session(app, server, [client_frame(1, b'{"ref":9,"door":"counts"}')], 999))
-    answer = transport.out[transport.out.index(b"\r\n\r\n") + 4:]
+    answer = transport.out[transport.out.index(b"\r\n\r\n") + 4 :]
     assert answer[0] == 0x81 and b'"ref":9' in answer and b'"ok":true' in answer

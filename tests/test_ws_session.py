@@ -17,7 +17,6 @@ import time
 
 import pytest
 import websockets
-
 from test_wsframe import client_frame
 
 pytestmark = pytest.mark.slow
@@ -35,15 +34,24 @@ def test_calls_pipeline_and_answer_as_each_completes(server):
     """Calls sent back to back are answered as each completes, each echoing its ref: a write that waits for
     its fsync is overtaken by a read sent after it. A brain may be left out for a one-brain key; a door's
     refusal is an ok: false frame naming its class; meta.ms is the dispatcher's clock."""
+
     async def run():
         async with websockets.connect(_url(server), additional_headers=_auth(server.key)) as c:
-            await c.send(json.dumps({"ref": "w", "door": "add", "body": {"type": "document", "data": "hello",
-                                                                         "metadata": {"tags": ["t:1"]}}}))
+            await c.send(
+                json.dumps(
+                    {
+                        "ref": "w",
+                        "door": "add",
+                        "body": {"type": "document", "data": "hello", "metadata": {"tags": ["t:1"]}},
+                    }
+                )
+            )
             for ref in range(8):
                 await c.send(json.dumps({"ref": ref, "door": "counts", "brain": server.brain}))
             await c.send(json.dumps({"ref": "bad", "door": "get"}))
             answers = [json.loads(await c.recv()) for _ in range(10)]
             return answers
+
     answers = asyncio.run(run())
     order = [a["ref"] for a in answers]
     assert sorted(map(str, order)) == sorted(map(str, ["w", *range(8), "bad"]))
@@ -59,6 +67,7 @@ def test_frame_refusals_and_ping(server):
     """A binary frame is BinaryFrameError, a call that is not a frame document InvalidArgumentError or
     BodyDecodeError, an unknown door UnknownDoorError (a bare profile name among them, while its qualified
     name reaches the door): the session stays open through all of them and a ping is answered with a pong."""
+
     async def run():
         async with websockets.connect(_url(server), additional_headers=_auth(server.key)) as c:
             await c.send(b"\x00\x01")
@@ -75,6 +84,7 @@ def test_frame_refusals_and_ping(server):
             qualified = json.loads(await c.recv())
             latency = await (await c.ping(b"hb"))
             return binary, undecodable, unknown, stray, bare, qualified, latency
+
     binary, undecodable, unknown, stray, bare, qualified, latency = asyncio.run(run())
     # a profile door is reached by its qualified name only: bare "read" is no door (DOORS.md 0.1)
     assert (bare["ref"], bare["error"]["name"]) == (5, "UnknownDoorError")
@@ -90,9 +100,13 @@ def test_frame_refusals_and_ping(server):
 def _raw_session(server, key: str | None = None) -> socket.socket:
     sock = socket.create_connection(server.address, timeout=10)
     nonce = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {nonce}\r\n"
-                  f"Authorization: Bearer {key or server.key}\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {nonce}\r\n"
+            f"Authorization: Bearer {key or server.key}\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
@@ -108,15 +122,19 @@ def _read_close(sock: socket.socket) -> tuple[int, bytes]:
             break
         data += chunk
     assert data[0] == 0x88, data
-    return struct.unpack(">H", data[2:4])[0], data[4:2 + data[1]]
+    return struct.unpack(">H", data[2:4])[0], data[4 : 2 + data[1]]
 
 
-@pytest.mark.parametrize("frame, name, code", [
-    (client_frame(1, b"{}", masked=False), b"UnmaskedFrameError", 1002),
-    (client_frame(1, b"{}", rsv=2), b"ReservedBitError", 1002),
-    (client_frame(1, b"", length=(8 << 20) + 1)[:14], b"FrameTooLargeError", 1009),
-    (client_frame(9, b"x" * 126), b"ControlFrameTooLargeError", 1002),
-], ids=["unmasked", "reserved-bit", "over-8MiB", "control-over-125"])
+@pytest.mark.parametrize(
+    "frame, name, code",
+    [
+        (client_frame(1, b"{}", masked=False), b"UnmaskedFrameError", 1002),
+        (client_frame(1, b"{}", rsv=2), b"ReservedBitError", 1002),
+        (client_frame(1, b"", length=(8 << 20) + 1)[:14], b"FrameTooLargeError", 1009),
+        (client_frame(9, b"x" * 126), b"ControlFrameTooLargeError", 1002),
+    ],
+    ids=["unmasked", "reserved-bit", "over-8MiB", "control-over-125"],
+)
 def test_violations_close_the_session_by_name(server, frame, name, code):
     """Each violation ends the session with RFC 6455's close code and the class name, then the socket closes."""
     with _raw_session(server) as sock:
@@ -131,12 +149,15 @@ def test_fragmented_message_refuses_and_the_session_goes_on(server):
 
 
 def _fragmented(sock: socket.socket) -> None:
-    sock.sendall(client_frame(1, b'{"ref":1,', fin=False) + client_frame(0, b'"door":"counts"}')
-                 + client_frame(1, b'{"ref":2,"door":"counts"}'))
+    sock.sendall(
+        client_frame(1, b'{"ref":1,', fin=False)
+        + client_frame(0, b'"door":"counts"}')
+        + client_frame(1, b'{"ref":2,"door":"counts"}')
+    )
     got = b""
     while got.count(b'"meta"') < 2:
         got += sock.recv(65536)
-    frames = [json.loads(part[part.index(b"{"):]) for part in got.split(b"\x81")[1:]]
+    frames = [json.loads(part[part.index(b"{") :]) for part in got.split(b"\x81")[1:]]
     assert frames[0]["error"]["name"] == "FragmentedFrameError" and frames[1]["ref"] == 2 and frames[1]["ok"]
     sock.sendall(client_frame(8, struct.pack(">H", 1000)))
     assert _read_close(sock) == (1000, b"")
@@ -145,17 +166,23 @@ def _fragmented(sock: socket.socket) -> None:
 def test_the_upgrade_is_refused_before_any_socket(server):
     """A bad credential is answered 401 and never 101: the websockets client sees an HTTP refusal. A bad
     Sec-WebSocket-Key is 400 MalformedRequestError, and the connection closes."""
+
     async def refused():
         with pytest.raises(websockets.InvalidStatus) as caught:
             async with websockets.connect(_url(server), additional_headers=_auth("bky_not_a_key_000000000000")):
                 pass
         return caught.value.response
+
     response = asyncio.run(refused())
     assert response.status_code == 401 and b"UnauthenticatedError" in response.body
     with socket.create_connection(server.address, timeout=10) as sock:
-        sock.sendall((f"GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                      f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short\r\n"
-                      f"Authorization: Bearer {server.key}\r\n\r\n").encode())
+        sock.sendall(
+            (
+                f"GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short\r\n"
+                f"Authorization: Bearer {server.key}\r\n\r\n"
+            ).encode()
+        )
         data = b""
         while chunk := sock.recv(4096):
             data += chunk
@@ -188,6 +215,7 @@ def test_a_client_that_stops_reading_is_held_still(server):
         async with websockets.connect(_url(server), additional_headers=_auth(server.key)) as c:
             await c.send(json.dumps({"ref": 1, "door": "counts"}))
             return json.loads(await c.recv())
+
     try:
         assert sent < 64 << 20, "the server read 64 MiB from a client that reads nothing"
         assert grown < 100 << 20, f"the server grew {grown >> 20} MiB"

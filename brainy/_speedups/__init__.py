@@ -19,11 +19,35 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["CHOICES", "NAMES", "cdc", "h1frame", "h2frame", "load", "pagerows", "picks", "postings", "sstblock",
-           "textjoin", "vecpack", "wirepack", "wsframe"]
+__all__ = [
+    "CHOICES",
+    "NAMES",
+    "cdc",
+    "h1frame",
+    "h2frame",
+    "load",
+    "pagerows",
+    "picks",
+    "postings",
+    "sstblock",
+    "textjoin",
+    "vecpack",
+    "wirepack",
+    "wsframe",
+]
 
-NAMES = ("sstblock", "h1frame", "postings", "cdc", "vecpack", "wsframe", "textjoin", "h2frame", "wirepack",
-         "pagerows")  # setup.py's SPEEDUPS
+NAMES = (
+    "sstblock",
+    "h1frame",
+    "postings",
+    "cdc",
+    "vecpack",
+    "wsframe",
+    "textjoin",
+    "h2frame",
+    "wirepack",
+    "pagerows",
+)  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
 

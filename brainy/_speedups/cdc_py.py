@@ -16,8 +16,7 @@ MASK_S = 0xFFFE000000000000  # 15 bits: strict, before the average size
 MASK_L = 0xFFF8000000000000  # 13 bits: loose, from the average size on
 _U64 = (1 << 64) - 1
 
-GEAR = tuple(int.from_bytes(hashlib.sha256(b"brainy-gear" + bytes((i,))).digest()[:8], "little")
-             for i in range(256))
+GEAR = tuple(int.from_bytes(hashlib.sha256(b"brainy-gear" + bytes((i,))).digest()[:8], "little") for i in range(256))
 
 
 def cut(data, start: int = 0) -> int:

@@ -6,23 +6,32 @@ Plain Python on purpose: the compiled and the pure twin raise the very same clas
 
 from __future__ import annotations
 
-__all__ = ["BlockCorruptError", "HeaderListTooLarge", "HpackError", "REASONS", "RequestMalformed", "TextStops",
-           "VectorRefused"]
+__all__ = [
+    "BlockCorruptError",
+    "HeaderListTooLarge",
+    "HpackError",
+    "REASONS",
+    "RequestMalformed",
+    "TextStops",
+    "VectorRefused",
+]
 
 # Every reason a data block can be refused for (docs/store-format.md, "Data block": a block that
 # fails any of these is a *torn table*). Short and lowercase, as leveldb words its Corruption
 # statuses, so a log line or a refusal body can quote one as is.
-REASONS = frozenset({
-    "truncated block read",      # the buffer ends before contents + crc
-    "block checksum mismatch",   # crc32(contents) differs from the stored crc
-    "block too short",           # contents cannot hold num_restarts
-    "bad restart count",         # num_restarts is 0, or its array does not fit in contents
-    "bad restart offset",        # a restart is not the start of an entry, or the first entry is not one
-    "bad varint",                # a varint longer than 64 bits
-    "entry runs past restarts",  # a varint, key delta or value reaches into the restart array
-    "bad shared length",         # shared is longer than the previous key, or non-zero at a restart
-    "keys out of order",         # (key ascending, generation descending) does not strictly increase
-})
+REASONS = frozenset(
+    {
+        "truncated block read",  # the buffer ends before contents + crc
+        "block checksum mismatch",  # crc32(contents) differs from the stored crc
+        "block too short",  # contents cannot hold num_restarts
+        "bad restart count",  # num_restarts is 0, or its array does not fit in contents
+        "bad restart offset",  # a restart is not the start of an entry, or the first entry is not one
+        "bad varint",  # a varint longer than 64 bits
+        "entry runs past restarts",  # a varint, key delta or value reaches into the restart array
+        "bad shared length",  # shared is longer than the previous key, or non-zero at a restart
+        "keys out of order",  # (key ascending, generation descending) does not strictly increase
+    }
+)
 
 
 class BlockCorruptError(ValueError):
@@ -64,6 +73,8 @@ class TextStops(ValueError):
 
     def __str__(self) -> str:
         return f"not UTF-8 from offset {self.offset}"
+
+
 class HpackError(ValueError):
     """A header block that does not decode (RFC 7541): HTTP/2's COMPRESSION_ERROR, a connection error,
     since the peer's and our dynamic tables can no longer agree. ``reason`` says what was wrong."""

@@ -54,7 +54,7 @@ REASONS: dict[int, bytes] = {
     204: b"No Content",
     205: b"Reset Content",
     206: b"Partial Content",
-    207: b"Multi-Status",               # RFC 4918
+    207: b"Multi-Status",  # RFC 4918
     300: b"Multiple Choices",
     301: b"Moved Permanently",
     302: b"Found",
@@ -82,20 +82,20 @@ REASONS: dict[int, bytes] = {
     417: b"Expectation Failed",
     421: b"Misdirected Request",
     422: b"Unprocessable Content",
-    423: b"Locked",                     # RFC 4918
-    424: b"Failed Dependency",          # RFC 4918
+    423: b"Locked",  # RFC 4918
+    424: b"Failed Dependency",  # RFC 4918
     426: b"Upgrade Required",
-    428: b"Precondition Required",      # RFC 6585
-    429: b"Too Many Requests",          # RFC 6585
+    428: b"Precondition Required",  # RFC 6585
+    429: b"Too Many Requests",  # RFC 6585
     431: b"Request Header Fields Too Large",  # RFC 6585
-    451: b"Unavailable For Legal Reasons",    # RFC 7725
+    451: b"Unavailable For Legal Reasons",  # RFC 7725
     500: b"Internal Server Error",
     501: b"Not Implemented",
     502: b"Bad Gateway",
     503: b"Service Unavailable",
     504: b"Gateway Timeout",
     505: b"HTTP Version Not Supported",
-    507: b"Insufficient Storage",       # RFC 4918
+    507: b"Insufficient Storage",  # RFC 4918
     511: b"Network Authentication Required",  # RFC 6585
 }
 
@@ -144,11 +144,11 @@ def _check_header(i: int, item) -> tuple[bytes, bytes]:
     if name.lower() in _FRAMING_NAMES:
         raise ValueError(f"headers[{i}] name {name!r} is set by the framing, not the caller")
     if _FIELD_BYTES.fullmatch(value) is None:
-        raise ValueError(f"headers[{i}] value {value!r} holds CR, LF, NUL or another control byte "
-                         f"(RFC 9110 section 5.5)")
+        raise ValueError(
+            f"headers[{i}] value {value!r} holds CR, LF, NUL or another control byte (RFC 9110 section 5.5)"
+        )
     if value and (value[0] in _WHITESPACE or value[-1] in _WHITESPACE):
-        raise ValueError(f"headers[{i}] value {value!r} begins or ends with whitespace "
-                         f"(RFC 9110 section 5.5)")
+        raise ValueError(f"headers[{i}] value {value!r} begins or ends with whitespace (RFC 9110 section 5.5)")
     return name, value
 
 
@@ -216,8 +216,10 @@ def frame_chunk(data: bytes) -> bytes:
 
 # -- the plain request's head ---------------------------------------------------------------------
 
-_REQUEST_LINE = re.compile(rb"(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) "
-                           rb"HTTP/1\.([01])\r\n")
+_REQUEST_LINE = re.compile(
+    rb"(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (/[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*) "
+    rb"HTTP/1\.([01])\r\n"
+)
 # the value as llhttp hands it over: leading OWS dropped, trailing kept
 _FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([\t\x20-\x7e\x80-\xff]*)\r\n")
 MAX_CONTENT_LENGTH_DIGITS = 18  # fits a signed 64-bit length with room to spare
@@ -271,5 +273,12 @@ def parse_head(data: bytes, start: int, max_head: int):
         headers[name] = f"{headers[name]}, {text}" if name in headers else text
     path, _, query = line[2].partition(b"?")
     keep_alive = not close if line[3] == b"1" else keep
-    return (line[1].decode("ascii"), path.decode("latin-1"), query.decode("latin-1"), headers, keep_alive,
-            max(length, 0), end + 4)
+    return (
+        line[1].decode("ascii"),
+        path.decode("latin-1"),
+        query.decode("latin-1"),
+        headers,
+        keep_alive,
+        max(length, 0),
+        end + 4,
+    )

@@ -1,5 +1,5 @@
 # Types for the compiled h2frame (h2frame.pyx); the pure twin h2frame_py.py has the same surface.
-from typing import Iterable
+from collections.abc import Iterable
 
 from typing_extensions import Buffer
 

@@ -14,8 +14,18 @@ The fixed tables are ``h2frame_tables``, shared with the compiled twin.
 from __future__ import annotations
 
 from brainy._speedups.errors import HeaderListTooLarge, HpackError, RequestMalformed
-from brainy._speedups.h2frame_tables import (ACCEPT, CONNECTION_SPECIFIC, EMIT, FAIL, HUFFMAN, REQUEST_PSEUDO, SECRET, STATIC,
-                                            UNINDEXED, huffman_states)
+from brainy._speedups.h2frame_tables import (
+    ACCEPT,
+    CONNECTION_SPECIFIC,
+    EMIT,
+    FAIL,
+    HUFFMAN,
+    REQUEST_PSEUDO,
+    SECRET,
+    STATIC,
+    UNINDEXED,
+    huffman_states,
+)
 
 __all__ = ["Decoder", "Encoder", "frame", "huffman_decode", "huffman_encode", "parse_header", "request_head"]
 
@@ -28,19 +38,23 @@ _STATES = huffman_states()
 _FULL = {field: i + 1 for i, field in reversed(list(enumerate(STATIC)))}  # (name, value) -> first index
 _NAMES = {name: i + 1 for i, (name, _) in reversed(list(enumerate(STATIC)))}  # name -> first index
 
+
 def parse_header(data, at: int = 0) -> tuple[int, int, int, int] | None:
     """``(length, type, flags, stream_id)`` of the frame whose nine-byte header starts at ``data[at]``,
     or None while fewer than nine bytes are there. The reserved bit is dropped (RFC 9113 4.1)."""
     if len(data) - at < 9:
         return None
-    return ((data[at] << 16) | (data[at + 1] << 8) | data[at + 2], data[at + 3], data[at + 4],
-            int.from_bytes(data[at + 5:at + 9], "big") & 0x7FFFFFFF)
+    return (
+        (data[at] << 16) | (data[at + 1] << 8) | data[at + 2],
+        data[at + 3],
+        data[at + 4],
+        int.from_bytes(data[at + 5 : at + 9], "big") & 0x7FFFFFFF,
+    )
 
 
 def frame(kind: int, flags: int, stream_id: int, payload=b"") -> bytes:
     """One frame: its nine-byte header, then ``payload``."""
-    return (len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big")
-            + bytes(payload))
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream_id.to_bytes(4, "big") + bytes(payload)
 
 
 def request_head(fields) -> tuple[str, str, str, dict[str, str], int]:
@@ -83,6 +97,7 @@ def request_head(fields) -> tuple[str, str, str, dict[str, str], int]:
 
 # -- Huffman (RFC 7541 5.2, Appendix B) -----------------------------------------------------------------
 
+
 def huffman_decode(data) -> bytes:
     """The octets ``data`` Huffman-encodes, or HpackError (EOS inside, or padding that is not EOS's prefix)."""
     out = bytearray()
@@ -119,6 +134,7 @@ def _huffman_length(data) -> int:
 
 
 # -- integers and strings (RFC 7541 5.1, 5.2) ----------------------------------------------------------
+
 
 def _integer(data, at: int, prefix: int) -> tuple[int, int]:
     """The integer whose first octet is ``data[at]`` with a ``prefix``-bit prefix, and where it ends."""
@@ -179,6 +195,7 @@ def _put_string(out: bytearray, value: bytes, huffman: bool) -> None:
 
 # -- the dynamic table (RFC 7541 2.3.2, 4) --------------------------------------------------------------
 
+
 class _Table:
     """The dynamic table: newest entry at index 62, the oldest evicted first once over ``max_size``."""
 
@@ -237,17 +254,17 @@ class Decoder:
         first = True
         while at < end:
             byte = data[at]
-            if byte & 0x80:                      # indexed field
+            if byte & 0x80:  # indexed field
                 index, at = _integer(data, at, 7)
                 if index == 0:
                     raise HpackError("index 0 names no field")
                 name, value = table.field(index)
-            elif byte & 0x40:                    # literal with incremental indexing
+            elif byte & 0x40:  # literal with incremental indexing
                 index, at = _integer(data, at, 6)
                 name, at = _string(data, at) if index == 0 else (table.field(index)[0], at)
                 value, at = _string(data, at)
                 table.add(name, value)
-            elif byte & 0x20:                    # dynamic table size update: only before the first field
+            elif byte & 0x20:  # dynamic table size update: only before the first field
                 size, at = _integer(data, at, 5)
                 if not first:
                     raise HpackError("a table size update after a field")
@@ -255,7 +272,7 @@ class Decoder:
                     raise HpackError(f"a table size update to {size}, over the {self.max_table_size} allowed")
                 table.resize(size)
                 continue
-            else:                                # literal without indexing, or never indexed
+            else:  # literal without indexing, or never indexed
                 index, at = _integer(data, at, 4)
                 name, at = _string(data, at) if index == 0 else (table.field(index)[0], at)
                 value, at = _string(data, at)
@@ -274,7 +291,7 @@ class Encoder:
     def __init__(self, max_table_size: int = DEFAULT_TABLE_SIZE) -> None:
         self._table = _Table(min(max_table_size, DEFAULT_TABLE_SIZE))
         self._where: dict[tuple[bytes, bytes], int] = {}  # field -> its entry's absolute number
-        self._named: dict[bytes, int] = {}                  # name -> the newest entry's absolute number
+        self._named: dict[bytes, int] = {}  # name -> the newest entry's absolute number
         self._updates: list[int] = []  # table-size updates owed at the start of the next block
         self.huffman = True
 
@@ -310,8 +327,11 @@ class Encoder:
                 number = self._named.get(name)
                 if number is not None and number >= table.evicted:
                     name_index = 62 + len(table.entries) - 1 - (number - table.evicted)
-            indexing = name not in UNINDEXED and name not in SECRET and \
-                len(name) + len(value) + ENTRY_OVERHEAD <= table.max_size // 2
+            indexing = (
+                name not in UNINDEXED
+                and name not in SECRET
+                and len(name) + len(value) + ENTRY_OVERHEAD <= table.max_size // 2
+            )
             if indexing:
                 _put_integer(out, name_index, 6, 0x40)
             else:
@@ -341,5 +361,5 @@ class Encoder:
         out = [frame(HEADERS, END_STREAM if end_stream else 0, stream_id, block[:max_frame_size])]
         for at in range(max_frame_size, len(block), max_frame_size):
             last = at + max_frame_size >= len(block)
-            out.append(frame(CONTINUATION, END_HEADERS if last else 0, stream_id, block[at:at + max_frame_size]))
+            out.append(frame(CONTINUATION, END_HEADERS if last else 0, stream_id, block[at : at + max_frame_size]))
         return b"".join(out)

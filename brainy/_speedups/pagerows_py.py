@@ -25,8 +25,15 @@ from brainy.contract.encoded import Encoded, Hit, Hits, plain_hit
 __all__ = ["cached", "hits_json", "plain_hits"]
 
 
-def cached(keys: list[bytes], found: dict[bytes, tuple[int, int]], entries: OrderedDict, at: int, serial: int,
-           include_vector: bool, include_data: bool) -> tuple[list[Any], list[int]]:
+def cached(
+    keys: list[bytes],
+    found: dict[bytes, tuple[int, int]],
+    entries: OrderedDict,
+    at: int,
+    serial: int,
+    include_vector: bool,
+    include_data: bool,
+) -> tuple[list[Any], list[int]]:
     """``(answers, missing)``: each key's cached answer (an entry's second item) or None, and the places of the Nones."""
     known_of, entry_of = found.get, entries.get
     out: list[Any] = []

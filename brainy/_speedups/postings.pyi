@@ -6,8 +6,17 @@ from typing import Final, SupportsIndex
 
 from typing_extensions import Buffer
 
-__all__ = ["GALLOP_RATIO", "TYPECODE", "contains", "difference", "intersect", "intersect_many", "union",
-           "union_many", "valid"]
+__all__ = [
+    "GALLOP_RATIO",
+    "TYPECODE",
+    "contains",
+    "difference",
+    "intersect",
+    "intersect_many",
+    "union",
+    "union_many",
+    "valid",
+]
 
 TYPECODE: Final[str]
 GALLOP_RATIO: Final[int]

@@ -35,8 +35,17 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["GALLOP_RATIO", "TYPECODE", "contains", "difference", "intersect", "intersect_many", "union",
-           "union_many", "valid"]
+__all__ = [
+    "GALLOP_RATIO",
+    "TYPECODE",
+    "contains",
+    "difference",
+    "intersect",
+    "intersect_many",
+    "union",
+    "union_many",
+    "valid",
+]
 
 TYPECODE = "Q"
 #: Gallop when the longer list is more than this many times the shorter one.
@@ -52,10 +61,11 @@ def _view(obj: Any) -> memoryview:
         view = memoryview(obj)
     except TypeError:
         view = None
-    if (view is None or view.ndim != 1 or view.itemsize != 8 or view.format not in _FORMATS
-            or not view.c_contiguous):
-        raise TypeError(f"a posting list is a C-contiguous one-dimensional buffer of unsigned 64-bit "
-                        f"ints (array('Q')), got {type(obj).__name__}")
+    if view is None or view.ndim != 1 or view.itemsize != 8 or view.format not in _FORMATS or not view.c_contiguous:
+        raise TypeError(
+            f"a posting list is a C-contiguous one-dimensional buffer of unsigned 64-bit "
+            f"ints (array('Q')), got {type(obj).__name__}"
+        )
     return view
 
 

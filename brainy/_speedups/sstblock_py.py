@@ -18,9 +18,9 @@ errors for the same damage (checked in the same order) and produce byte-identica
 from __future__ import annotations
 
 import hashlib
-from array import array
 import operator
 import struct
+from array import array
 
 from isal.isal_zlib import crc32 as _crc32
 
@@ -143,8 +143,8 @@ def decode_block(buf, offset: int, size: int) -> tuple[list[bytes], list[int], l
     with memoryview(buf) as whole, whole.cast("B") as view:
         if offset + size + _CRC_SIZE > view.nbytes:
             raise BlockCorruptError("truncated block read")
-        data = view[offset:offset + size].tobytes()  # one copy: the bytes checked are the bytes read
-        (stored,) = _U32.unpack(view[offset + size:offset + size + _CRC_SIZE])
+        data = view[offset : offset + size].tobytes()  # one copy: the bytes checked are the bytes read
+        (stored,) = _U32.unpack(view[offset + size : offset + size + _CRC_SIZE])
     if _crc32(data) != stored:
         raise BlockCorruptError("block checksum mismatch")
     if size < _NUM_RESTARTS_SIZE:
@@ -229,6 +229,7 @@ def bloom_holds(contents: bytes, key: bytes) -> bool:
 # byte by byte into a list of last keys and two arrays, accepting and refusing exactly what the compiled twin
 # does (the other fields: ints, nil or bools; a block's offset and size: unsigned ints; its key: bin).
 
+
 class _Reader:
     def __init__(self, data: memoryview) -> None:
         self.data, self.at = data, 0
@@ -245,11 +246,11 @@ class _Reader:
     def uint_be(self, width: int) -> int:
         self.need(width)
         self.at += width
-        return int.from_bytes(self.data[self.at - width:self.at], "big")
+        return int.from_bytes(self.data[self.at - width : self.at], "big")
 
     def length(self, fix: tuple[int, int] | None, w8: int | None, w16: int, w32: int, what: str) -> int:
         t = self.byte()
-        if fix is not None and t & ~fix[1] & 0xff == fix[0]:
+        if fix is not None and t & ~fix[1] & 0xFF == fix[0]:
             return t & fix[1]
         if w8 is not None and t == w8:
             return self.uint_be(1)
@@ -263,18 +264,18 @@ class _Reader:
         t = self.byte()
         if t < 0x80:
             return t
-        if 0xcc <= t <= 0xcf:
-            return self.uint_be(1 << (t - 0xcc))
+        if 0xCC <= t <= 0xCF:
+            return self.uint_be(1 << (t - 0xCC))
         raise ValueError("index block does not decode: an offset or size is not an unsigned int")
 
     def skip_scalar(self) -> None:
         t = self.byte()
-        if t < 0x80 or t >= 0xe0 or t in (0xc0, 0xc2, 0xc3):
+        if t < 0x80 or t >= 0xE0 or t in (0xC0, 0xC2, 0xC3):
             return
-        if 0xcc <= t <= 0xcf:
-            self.uint_be(1 << (t - 0xcc))
-        elif 0xd0 <= t <= 0xd3:
-            self.uint_be(1 << (t - 0xd0))
+        if 0xCC <= t <= 0xCF:
+            self.uint_be(1 << (t - 0xCC))
+        elif 0xD0 <= t <= 0xD3:
+            self.uint_be(1 << (t - 0xD0))
         else:
             raise ValueError("index block does not decode: a field is not an int")
 
@@ -285,23 +286,23 @@ def read_index(contents) -> tuple[array, array, array]:
     :func:`bisect_index` compares them where they lie). ValueError when the contents are not such a map."""
     r = _Reader(memoryview(contents).cast("B"))
     bounds = offsets = sizes = None
-    for _ in range(r.length((0x80, 0x0f), None, 0xde, 0xdf, "a map")):
-        name_len = r.length((0xa0, 0x1f), 0xd9, 0xda, 0xdb, "a field name")
+    for _ in range(r.length((0x80, 0x0F), None, 0xDE, 0xDF, "a map")):
+        name_len = r.length((0xA0, 0x1F), 0xD9, 0xDA, 0xDB, "a field name")
         r.need(name_len)
         try:
-            name = bytes(r.data[r.at:r.at + name_len]).decode()
+            name = bytes(r.data[r.at : r.at + name_len]).decode()
         except UnicodeDecodeError:
             raise ValueError("index block does not decode: a field name is not UTF-8") from None
         r.at += name_len
         if name != "blocks":
             r.skip_scalar()
             continue
-        n = r.length((0x90, 0x0f), None, 0xdc, 0xdd, "the blocks array")
+        n = r.length((0x90, 0x0F), None, 0xDC, 0xDD, "the blocks array")
         bounds, offsets, sizes = array("Q", bytes(16 * n)), array("Q", bytes(8 * n)), array("Q", bytes(8 * n))
         for i in range(n):
-            if r.length((0x90, 0x0f), None, 0xdc, 0xdd, "a block's row") != 3:
+            if r.length((0x90, 0x0F), None, 0xDC, 0xDD, "a block's row") != 3:
                 raise ValueError("index block does not decode: a block's row is not [last key, offset, size]")
-            klen = r.length(None, 0xc4, 0xc5, 0xc6, "a last key (bin)")
+            klen = r.length(None, 0xC4, 0xC5, 0xC6, "a last key (bin)")
             r.need(klen)
             bounds[2 * i], bounds[2 * i + 1] = r.at, r.at + klen
             r.at += klen
@@ -323,7 +324,7 @@ def bisect_index(contents, bounds, key: bytes) -> int:
         raise ValueError("the key bounds lie past the index")
     while lo < hi:
         mid = (lo + hi) // 2
-        if bytes(data[bounds[2 * mid]:bounds[2 * mid + 1]]) < key:
+        if bytes(data[bounds[2 * mid] : bounds[2 * mid + 1]]) < key:
             lo = mid + 1
         else:
             hi = mid

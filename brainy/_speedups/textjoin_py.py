@@ -39,8 +39,8 @@ class Utf8Join:
 
     def __init__(self, total: int = 0, parts: list[str] | None = None, at: int = 0) -> None:
         self.parts: list[str] = parts if parts is not None else []
-        self.carry = b""       # the first bytes of a character the next piece completes
-        self.at = at           # the offset of the next piece's first byte
+        self.carry = b""  # the first bytes of a character the next piece completes
+        self.at = at  # the offset of the next piece's first byte
         self.stop: int | None = None
 
     def add(self, piece) -> None:
@@ -88,7 +88,7 @@ class Base64Join:
 
     def __init__(self, total: int = 0, parts: list[str] | None = None, carry: bytes = b"") -> None:
         self.parts: list[str] = parts if parts is not None else []
-        self.carry = carry     # the first bytes of a group of three the next piece completes
+        self.carry = carry  # the first bytes of a group of three the next piece completes
 
     def add(self, piece) -> None:
         view = memoryview(piece).cast("B")

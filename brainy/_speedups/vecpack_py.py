@@ -46,8 +46,15 @@ def pack(value: Any, dimensions: int) -> bytes:
     return packed.tobytes()
 
 
-def code_bounds(codes: np.ndarray, query: np.ndarray, scales: np.ndarray, step: float, per_scale: float,
-                constant: float, out: np.ndarray) -> None:
+def code_bounds(
+    codes: np.ndarray,
+    query: np.ndarray,
+    scales: np.ndarray,
+    step: float,
+    per_scale: float,
+    constant: float,
+    out: np.ndarray,
+) -> None:
     if codes.ndim != 2 or codes.shape[1] != len(query) or len(out) != len(codes) or len(scales) != len(codes):
         raise ValueError("codes, query, scales and out do not fit together")
     if codes.shape[1] > 516:

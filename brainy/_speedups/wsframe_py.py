@@ -55,7 +55,7 @@ def unmask(data, start: int, length: int, key) -> bytes:
     if length == 0:
         return b""
     word = int.from_bytes(bytes(key) * ((length + 3) // 4), "little")
-    chunk = int.from_bytes(bytes(memoryview(data)[start:start + length]), "little")
+    chunk = int.from_bytes(bytes(memoryview(data)[start : start + length]), "little")
     return (chunk ^ word).to_bytes(((length + 3) // 4) * 4, "little")[:length]
 
 

@@ -29,7 +29,7 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +68,19 @@ class IssuerKeyFile:
 
 def _check_id(what: str, value: str) -> str:
     if not _ID.fullmatch(value) or len(value) > MAX_NAME_LENGTH or not value.isprintable():
-        raise IssuerError(f"{what} {value!r}: one field of at most {MAX_NAME_LENGTH} printable characters, "
-                          "no spaces, not starting with #")
+        raise IssuerError(
+            f"{what} {value!r}: one field of at most {MAX_NAME_LENGTH} printable characters, "
+            "no spaces, not starting with #"
+        )
     return value
 
 
 def _key_file_text(issuer: str, kid: str | None, key: SigningKey) -> str:
     der = base64.b64encode(PKCS8_PREFIX + bytes(key)).decode("ascii")
-    head = [f"# brainy issuer key: the PRIVATE key of issuer {issuer!r}. Keep it at mode 0600; never share it.",
-            f"issuer: {issuer}"] + ([f"kid: {kid}"] if kid else [])
+    head = [
+        f"# brainy issuer key: the PRIVATE key of issuer {issuer!r}. Keep it at mode 0600; never share it.",
+        f"issuer: {issuer}",
+    ] + ([f"kid: {kid}"] if kid else [])
     return "\n".join(head + [PEM_BEGIN, der, PEM_END, ""])
 
 
@@ -86,8 +90,7 @@ def keygen(issuer: str, out: str | os.PathLike[str], kid: str | None = None) -> 
     The file is created 0600 by ``os.open`` (never chmod-ed after), so there is no
     moment at which the key is readable by anyone else.
     """
-    made = IssuerKeyFile(_check_id("--issuer", issuer), _check_id("--kid", kid) if kid else None,
-                         SigningKey.generate())
+    made = IssuerKeyFile(_check_id("--issuer", issuer), _check_id("--kid", kid) if kid else None, SigningKey.generate())
     data = _key_file_text(made.issuer, made.kid, made.key).encode("ascii")
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -132,8 +135,11 @@ def read_key_file(path: str | os.PathLike[str]) -> IssuerKeyFile:
     if not fields.get("issuer"):
         raise IssuerError(f"issuer key {where}: no 'issuer:' line")
     kid = fields.get("kid") or None
-    return IssuerKeyFile(_check_id("issuer", fields["issuer"]), _check_id("kid", kid) if kid else None,
-                         SigningKey(der[len(PKCS8_PREFIX):]))
+    return IssuerKeyFile(
+        _check_id("issuer", fields["issuer"]),
+        _check_id("kid", kid) if kid else None,
+        SigningKey(der[len(PKCS8_PREFIX) :]),
+    )
 
 
 def parse_scope(text: str) -> tuple[str, ...]:
@@ -149,8 +155,15 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def mint(key: IssuerKeyFile, brain: str, sub: str, scope: tuple[str, ...], ttl: int,
-         now: int | None = None, jti: str | None = None) -> tuple[str, dict[str, Any]]:
+def mint(
+    key: IssuerKeyFile,
+    brain: str,
+    sub: str,
+    scope: tuple[str, ...],
+    ttl: int,
+    now: int | None = None,
+    jti: str | None = None,
+) -> tuple[str, dict[str, Any]]:
     """A signed ``bk1.`` token and its payload: issued now, expiring ``ttl`` seconds later, with a fresh jti."""
     if not BRAIN_NAME.fullmatch(brain):
         raise IssuerError(f"--brain {brain!r} is not a legal brain name")
@@ -159,8 +172,14 @@ def mint(key: IssuerKeyFile, brain: str, sub: str, scope: tuple[str, ...], ttl: 
     if ttl <= 0:
         raise IssuerError("--ttl: a positive number of seconds")
     issued = int(time.time()) if now is None else now
-    payload: dict[str, Any] = {"iss": key.issuer, "sub": sub, "brain": brain, "scope": list(scope),
-                                  "iat": issued, "exp": issued + ttl}
+    payload: dict[str, Any] = {
+        "iss": key.issuer,
+        "sub": sub,
+        "brain": brain,
+        "scope": list(scope),
+        "iat": issued,
+        "exp": issued + ttl,
+    }
     if key.kid:
         payload["kid"] = key.kid
     payload["jti"] = jti or secrets.token_hex(16)
@@ -172,17 +191,19 @@ def mint(key: IssuerKeyFile, brain: str, sub: str, scope: tuple[str, ...], ttl: 
 # --- the commands ------------------------------------------------------------------------------
 
 
-def add_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``issuer keygen`` and ``token mint`` on the ``brainy`` command's subparsers."""
     p_issuer = sub.add_parser("issuer", help="the reference issuer's keypair")
     keygen_p = p_issuer.add_subparsers(dest="issuer_command", required=True).add_parser(
-        "keygen", help="write a private key (mode 0600, never printed); print its issuers-file line")
+        "keygen", help="write a private key (mode 0600, never printed); print its issuers-file line"
+    )
     keygen_p.add_argument("--issuer", required=True, metavar="ID", help="the issuer id (the iss claim)")
     keygen_p.add_argument("--out", required=True, metavar="FILE", help="where the private key goes; never replaced")
     keygen_p.add_argument("--kid", metavar="KID", help="a key id, for rotation")
     p_token = sub.add_parser("token", help="mint bk1 tokens with an issuer key")
     mint_p = p_token.add_subparsers(dest="token_command", required=True).add_parser(
-        "mint", help="print a signed bk1 token")
+        "mint", help="print a signed bk1 token"
+    )
     mint_p.add_argument("--issuer-key", required=True, metavar="FILE", help="a key file `issuer keygen` wrote")
     mint_p.add_argument("--brain", required=True, metavar="B")
     mint_p.add_argument("--sub", required=True, metavar="S", help="the subject, e.g. agent:anima")
@@ -199,14 +220,16 @@ def run(args: argparse.Namespace) -> int:
             print("brainy: append this line to the issuers file:", file=sys.stderr)
             print(made.line(), flush=True)
             return 0
-        token, payload = mint(read_key_file(args.issuer_key), args.brain, args.sub, parse_scope(args.scope),
-                              args.ttl)
+        token, payload = mint(read_key_file(args.issuer_key), args.brain, args.sub, parse_scope(args.scope), args.ttl)
     except IssuerError as exc:
         print(f"brainy {args.command}: refused: {exc}", file=sys.stderr)
         return 2
-    expires = datetime.fromtimestamp(payload["exp"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    print(f"brainy: token jti {payload['jti']} for {payload['sub']} on {payload['brain']}, scope "
-          f"{','.join(payload['scope'])}, expires {expires} (exp {payload['exp']})", file=sys.stderr)
+    expires = datetime.fromtimestamp(payload["exp"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(
+        f"brainy: token jti {payload['jti']} for {payload['sub']} on {payload['brain']}, scope "
+        f"{','.join(payload['scope'])}, expires {expires} (exp {payload['exp']})",
+        file=sys.stderr,
+    )
     print(token, flush=True)
     return 0
 

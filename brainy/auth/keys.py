@@ -52,11 +52,12 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from brainy.contract import refusals as R
 from brainy.auth.principal import Principal
+from brainy.contract import refusals as R
 
 log = logging.getLogger("brainy.keys")
 
@@ -81,7 +82,7 @@ KNOWN_HELD = 256
 # the keys file does not import the engine): no "/", not starting with ".",
 # at most 64 characters; "." and ".." are refused by the leading-dot rule.
 BRAIN_NAME = re.compile(r"[^/.][^/]{0,63}")
-_KEY = re.compile(r"[\x21-\x7e]{%d,}" % MIN_KEY_LENGTH)
+_KEY = re.compile(rf"[\x21-\x7e]{{{MIN_KEY_LENGTH},}}")
 _ROLE = re.compile(r"[a-z0-9._-]+")
 _CALLER_KIND = re.compile(r"[a-z][a-z0-9_-]*")
 
@@ -182,8 +183,10 @@ def _reach(kind: str, brains: list[str]) -> tuple[frozenset[str] | None, bool] |
         return None, False
     for number, brain in enumerate(brains, start=3):
         if not BRAIN_NAME.fullmatch(brain):
-            return (f"field {number} is not a legal brain name (one path segment, no '/', "
-                    f"not starting with '.', at most 64 characters)")
+            return (
+                f"field {number} is not a legal brain name (one path segment, no '/', "
+                f"not starting with '.', at most 64 characters)"
+            )
     return frozenset(brains), False
 
 
@@ -208,15 +211,21 @@ def parse_keys(data: bytes | str, source: str | os.PathLike[str] = "<keys>") -> 
         if not fields:
             continue
         if len(fields) < 3:
-            raise KeysFileError(source, f"expected <key> <kind>:<principal> <brains...>, found {len(fields)} "
-                                        f"field{'s' if len(fields) != 1 else ''}", number)
+            raise KeysFileError(
+                source,
+                f"expected <key> <kind>:<principal> <brains...>, found {len(fields)} "
+                f"field{'s' if len(fields) != 1 else ''}",
+                number,
+            )
         key, principal, brains = fields[0], fields[1], fields[2:]
         if not _KEY.fullmatch(key):
-            raise KeysFileError(source, f"field 1: a key is at least {MIN_KEY_LENGTH} printable ASCII "
-                                        "characters with no spaces", number)
+            raise KeysFileError(
+                source, f"field 1: a key is at least {MIN_KEY_LENGTH} printable ASCII characters with no spaces", number
+            )
         if key.startswith(TOKEN_PREFIX):
-            raise KeysFileError(source, f"field 1: a key may not begin with {TOKEN_PREFIX!r}, "
-                                        "which marks a minted token", number)
+            raise KeysFileError(
+                source, f"field 1: a key may not begin with {TOKEN_PREFIX!r}, which marks a minted token", number
+            )
         problem = _principal_problem(principal)
         if problem is not None:
             raise KeysFileError(source, problem, number)
@@ -247,11 +256,12 @@ class Watch:
     Shared by the keys file and the token files (brainy.auth.tokens).
     """
 
-    def __init__(self, path: Path, interval: float, seen: tuple[int, ...] | None,
-                 checked_at: float | None = None) -> None:
+    def __init__(
+        self, path: Path, interval: float, seen: tuple[int, ...] | None, checked_at: float | None = None
+    ) -> None:
         self.path = path
         self.interval = interval
-        self.seen = seen            # the file state last read (or last refused), by its stat signature
+        self.seen = seen  # the file state last read (or last refused), by its stat signature
         self.checked_at = checked_at
 
     def moved(self, now: float | None = None) -> bool:
@@ -273,8 +283,11 @@ class Watch:
         return True
 
 
-def read_placed(path: Path, refuse: Callable[[str], Exception], mask: int = 0o077,
-                ) -> tuple[bytes, tuple[int, ...]]:
+def read_placed(
+    path: Path,
+    refuse: Callable[[str], Exception],
+    mask: int = 0o077,
+) -> tuple[bytes, tuple[int, ...]]:
     """A file the host placed, read whole, and its stat signature; its mode is checked before a byte is read.
 
     ``mask`` is the mode bits that refuse the file (0o077: the group or the world
@@ -297,9 +310,11 @@ def read_placed(path: Path, refuse: Callable[[str], Exception], mask: int = 0o07
         # descriptor that is then read, so a file swapped between check and read cannot slip by.
         if st.st_mode & mask:
             reads = mask & 0o044
-            raise refuse(f"mode {stat.S_IMODE(st.st_mode):04o} lets the group or the world "
-                         f"{'read or write' if reads else 'write'} it; run: "
-                         f"{'chmod 600' if reads else 'chmod go-w'} {path}")
+            raise refuse(
+                f"mode {stat.S_IMODE(st.st_mode):04o} lets the group or the world "
+                f"{'read or write' if reads else 'write'} it; run: "
+                f"{'chmod 600' if reads else 'chmod go-w'} {path}"
+            )
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
@@ -363,7 +378,7 @@ def _write_all(fd: int, data: bytes) -> None:
     # brainy.store.files.write_all's twin: reading or writing the keys file never imports the engine
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def fingerprint(key: str) -> str:
@@ -454,9 +469,15 @@ class KeyTable:
     header into a :class:`Principal` or a named refusal.
     """
 
-    def __init__(self, path: Path, table: dict[str, Principal], signature: tuple[int, ...] | None,
-                 minted: str | None = None, token_verifier: TokenVerifier | None = None,
-                 revoked: Any = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        table: dict[str, Principal],
+        signature: tuple[int, ...] | None,
+        minted: str | None = None,
+        token_verifier: TokenVerifier | None = None,
+        revoked: Any = None,
+    ) -> None:
         self.path = path
         self.minted = minted
         """The key minted at first start, for the caller to print once; None when the file was placed."""
@@ -476,8 +497,14 @@ class KeyTable:
         self._known: dict[str | bytes, tuple[Principal, int, int]] = {}
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, *, mint_if_missing: bool = False,
-             token_verifier: TokenVerifier | None = None, revoked: Any = None) -> "KeyTable":
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        mint_if_missing: bool = False,
+        token_verifier: TokenVerifier | None = None,
+        revoked: Any = None,
+    ) -> KeyTable:
         """Load the keys file at ``path`` (default :func:`default_keys_path`) or refuse to start.
 
         With ``mint_if_missing``, a missing file is a first start: one key for
@@ -550,8 +577,9 @@ class KeyTable:
         log.info("keys file %s reloaded: %d keys", self.path, len(table))
         return True
 
-    def authenticate(self, authorization: str | bytes | None, now: float | None = None,
-                     token_verifier: TokenVerifier | None = None) -> Principal:
+    def authenticate(
+        self, authorization: str | bytes | None, now: float | None = None, token_verifier: TokenVerifier | None = None
+    ) -> Principal:
         """The Principal an ``Authorization`` header value proves, or a named refusal.
 
         A static key that is missing, unknown, removed, or sent under another
@@ -586,8 +614,8 @@ class KeyTable:
                 return verifier(credential)
             iss = _token_issuer(credential)
             raise R.BRAINY_KEY_UNKNOWN_ISSUER(
-                f"the token's issuer {iss!r} is not trusted: no issuers file is configured, so no issuer is",
-                iss=iss)
+                f"the token's issuer {iss!r} is not trusted: no issuers file is configured, so no issuer is", iss=iss
+            )
         now = time.monotonic() if now is None else now  # one clock read for both files' reload checks
         self.refresh(now)
         revoked = self.revoked
@@ -635,8 +663,9 @@ class KeyTable:
         try:
             placed, _ = read_placed(self.path, lambda reason: KeysFileError(self.path, reason))
             # the file as it will read after the append, parsed whole: the loader's verdict, before a byte moves
-            parsed = parse_keys(placed + (b"" if placed.endswith(b"\n") or not placed else b"\n")
-                                + line.encode("utf-8"), self.path)
+            parsed = parse_keys(
+                placed + (b"" if placed.endswith(b"\n") or not placed else b"\n") + line.encode("utf-8"), self.path
+            )
         except KeysFileError as exc:
             raise R.KeyLineRefusedError(f"the key line would be refused: {exc.reason}", reason=exc.reason) from None
         except FileNotFoundError:
@@ -644,8 +673,10 @@ class KeyTable:
         got = parsed.get(key)
         wanted = None if brains == EVERY_BRAIN else frozenset(reach)
         if got is None or got.id != principal or got.brains != wanted or got.service_key:
-            raise R.KeyLineRefusedError("the key line would not read back as the principal and brains asked for",
-                                        reason="does not read back as asked")
+            raise R.KeyLineRefusedError(
+                "the key line would not read back as the principal and brains asked for",
+                reason="does not read back as asked",
+            )
         _append(self.path, line.encode("utf-8"))
         self.reload()
         return key
@@ -679,14 +710,16 @@ def apply_caller_assertion(principal: Principal, headers: Mapping[str, str]) -> 
     is_token = principal.kind == "token" or principal.token_brain is not None or principal.scope is not None
     if principal.kind != "service" or is_token:
         raise R.CallerAssertionRefusedError(
-            f"only a service key may assert a caller; this credential is {principal.kind}", reason="not-a-service")
+            f"only a service key may assert a caller; this credential is {principal.kind}", reason="not-a-service"
+        )
     if caller is None:
         raise _malformed("X-Brainy-Owner or X-Brainy-Roles without X-Brainy-Caller")
     caller = caller.strip()
     kind, colon, name = caller.partition(":")
     if not caller or len(caller) > MAX_PRINCIPAL_LENGTH or not caller.isprintable():
-        raise _malformed(f"X-Brainy-Caller is empty, over {MAX_PRINCIPAL_LENGTH} characters, "
-                         "or holds a control character")
+        raise _malformed(
+            f"X-Brainy-Caller is empty, over {MAX_PRINCIPAL_LENGTH} characters, or holds a control character"
+        )
     if not colon or not name.strip() or not _CALLER_KIND.fullmatch(kind):
         raise _malformed("X-Brainy-Caller is not <kind>:<name>")
     # A transport joins a repeated header with ", "; two callers on one call is not one caller.
@@ -708,7 +741,16 @@ def apply_caller_assertion(principal: Principal, headers: Mapping[str, str]) -> 
 
 
 __all__ = [
-    "CHECK_INTERVAL", "HEADER", "KeyTable", "KeysFileError", "TokenVerifier", "UNAUTHENTICATED_MESSAGE",
-    "Watch", "apply_caller_assertion", "default_keys_path", "fingerprint", "parse_keys", "read_placed",
+    "CHECK_INTERVAL",
+    "HEADER",
+    "KeyTable",
+    "KeysFileError",
+    "TokenVerifier",
+    "UNAUTHENTICATED_MESSAGE",
+    "Watch",
+    "apply_caller_assertion",
+    "default_keys_path",
+    "fingerprint",
+    "parse_keys",
+    "read_placed",
 ]
-

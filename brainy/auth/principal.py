@@ -23,26 +23,30 @@ class Principal:
     """
 
     id: str
-    kind: str                                  # "person" | "business" | "service" | "token"
+    kind: str  # "person" | "business" | "service" | "token"
     brains: frozenset[str] | None = None
-    service_key: bool = False                  # the keys file's "!" key: mechanics and host doors only
+    service_key: bool = False  # the keys file's "!" key: mechanics and host doors only
     token_brain: str | None = None
-    scope: frozenset[str] | None = None        # a token's scope; None for static keys
+    scope: frozenset[str] | None = None  # a token's scope; None for static keys
     caller: str | None = None
     via: str | None = None
     owner: bool = False
     roles: tuple[str, ...] = ()
 
     @classmethod
-    def static_key(cls, principal: str, brains: frozenset[str] | None = None, service_key: bool = False,
-                   ) -> "Principal":
+    def static_key(
+        cls,
+        principal: str,
+        brains: frozenset[str] | None = None,
+        service_key: bool = False,
+    ) -> Principal:
         """A keys-file line: ``kind:name``; person and business keys are their own caller."""
         kind = principal.partition(":")[0]
         caller = None if kind == "service" else principal
         return cls(principal, kind, brains, service_key, caller=caller)
 
     @classmethod
-    def token(cls, sub: str, brain: str, scope: frozenset[str]) -> "Principal":
+    def token(cls, sub: str, brain: str, scope: frozenset[str]) -> Principal:
         """A verified ``bk1.`` token: its subject is its caller."""
         return cls(sub, "token", token_brain=brain, scope=scope, caller=sub)
 

@@ -29,8 +29,9 @@ import http.client
 import json
 import logging
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from brainy.auth.principal import Principal
@@ -65,7 +66,7 @@ class ReadingDoor:
         loop = asyncio.get_running_loop()
         try:
             status, raw = await asyncio.wait_for(loop.run_in_executor(None, self._post, key, body), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _failed(f"the receiver did not answer within {self.timeout:g} s")
         except (OSError, http.client.HTTPException) as exc:
             return _failed(f"the receiver is unreachable ({type(exc).__name__}: {exc})")
@@ -84,13 +85,18 @@ class ReadingDoor:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         connection: http.client.HTTPConnection
         if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=self.timeout,
-                                                     context=ssl.create_default_context())
+            connection = http.client.HTTPSConnection(
+                parts.hostname or "", parts.port, timeout=self.timeout, context=ssl.create_default_context()
+            )
         else:
             connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
         try:
-            connection.request("POST", path, json.dumps(body).encode(),
-                               {"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+            connection.request(
+                "POST",
+                path,
+                json.dumps(body).encode(),
+                {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+            )
             response = connection.getresponse()
             return response.status, response.read(MAX_ANSWER + 1)
         finally:
@@ -105,12 +111,23 @@ def _failed(why: str) -> dict[str, Any]:
 def body(vfs_path: str, owner: str, summary: str | None, tags: list[str] | None, content_type: str) -> dict[str, Any]:
     """The request document: the path the write used, the calling credential's own id (never the
     service key's), the write's own classifier fields, and the content type read back from the file."""
-    return {"vfsPath": vfs_path, "owner": owner, "summary": summary or "", "tags": list(tags or []),
-            "contentType": content_type}
+    return {
+        "vfsPath": vfs_path,
+        "owner": owner,
+        "summary": summary or "",
+        "tags": list(tags or []),
+        "contentType": content_type,
+    }
 
 
-async def door_url(door: ReadingDoor | None, principal: Principal, vfs_path: str, summary: str | None,
-                   tags: list[str] | None, content_type: str) -> dict[str, Any]:
+async def door_url(
+    door: ReadingDoor | None,
+    principal: Principal,
+    vfs_path: str,
+    summary: str | None,
+    tags: list[str] | None,
+    content_type: str,
+) -> dict[str, Any]:
     """What ``memory.write`` adds to its answer after its commit: ``doorUrl`` (and ``doorUrlReason`` when it
     is null). Called once the write is durable; a failure here never undoes it."""
     if door is None:
@@ -120,14 +137,18 @@ async def door_url(door: ReadingDoor | None, principal: Principal, vfs_path: str
     return await door.mint(body(vfs_path, principal.caller, summary, tags, content_type))
 
 
-async def after_write(door: ReadingDoor | None, principal: Principal, document: dict[str, Any],
-                      committed: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+async def after_write(
+    door: ReadingDoor | None, principal: Principal, document: dict[str, Any], committed: Awaitable[dict[str, Any]]
+) -> dict[str, Any]:
     """A ``memory.write`` answer once its commit is durable, its ``doorUrl`` fields the receiver's: the
     dispatcher's step after that door's commit (engine code cannot reach the net)."""
     answer = await committed
     answer.pop("doorUrlReason", None)  # the rule's in-process not-configured, replaced by this server's answer
-    answer.update(await door_url(door, principal, answer["path"], document.get("summary"), document.get("tags"),
-                                 answer["contentType"]))
+    answer.update(
+        await door_url(
+            door, principal, answer["path"], document.get("summary"), document.get("tags"), answer["contentType"]
+        )
+    )
     return answer
 
 
@@ -140,6 +161,8 @@ def configure(url: str | None, service_key: Callable[[], str | None]) -> Reading
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ReadingDoorConfigError(f"--reading-door {url!r}: expected an http:// or https:// URL with a host")
     if service_key() is None:
-        raise ReadingDoorConfigError("--reading-door is set, but the keys file has no service-key line (! reach): "
-                                     "every mint would fail to authenticate")
+        raise ReadingDoorConfigError(
+            "--reading-door is set, but the keys file has no service-key line (! reach): "
+            "every mint would fail to authenticate"
+        )
     return ReadingDoor(url, service_key)

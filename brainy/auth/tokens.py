@@ -72,17 +72,18 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nacl.bindings import crypto_core_ed25519_is_valid_point
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from brainy.contract import refusals as R
 from brainy.auth.keys import TOKEN_PREFIX, Watch, _b64url, _fields, _fsync_dir, _write_all, read_placed
 from brainy.auth.principal import Principal
+from brainy.contract import refusals as R
 
 log = logging.getLogger("brainy.tokens")
 
@@ -149,12 +150,14 @@ def public_key_bytes(text: str) -> bytes:
         except binascii.Error:
             raise ValueError("the key's base64 does not decode") from None
         if len(decoded) == len(SPKI_PREFIX) + 32 and decoded.startswith(SPKI_PREFIX):
-            raw = decoded[len(SPKI_PREFIX):]
+            raw = decoded[len(SPKI_PREFIX) :]
         elif len(decoded) == 32:
             raw = decoded
         else:
-            raise ValueError(f"the key decodes to {len(decoded)} bytes: neither a raw ed25519 key (32) "
-                             f"nor its SubjectPublicKeyInfo DER (44, opening MCowBQYDK2VwAyEA)")
+            raise ValueError(
+                f"the key decodes to {len(decoded)} bytes: neither a raw ed25519 key (32) "
+                f"nor its SubjectPublicKeyInfo DER (44, opening MCowBQYDK2VwAyEA)"
+            )
     # Decompress the point, as serve's own library does (seed 001, "One divergence"): 32 bytes that
     # are not a legal point (or are one of small order, which verifies nothing) refuse the file now,
     # not as a BAD_SIGNATURE on every token later.
@@ -204,24 +207,30 @@ def parse_issuers(data: bytes | str, source: str | os.PathLike[str] = "<issuers>
         if not fields:
             continue
         if len(fields) not in (2, 3):
-            raise IssuersFileError(source, f"expected <issuer-id> ed25519:<public key> [kid], found "
-                                           f"{len(fields)} field{'s' if len(fields) != 1 else ''}", number)
+            raise IssuersFileError(
+                source,
+                f"expected <issuer-id> ed25519:<public key> [kid], found "
+                f"{len(fields)} field{'s' if len(fields) != 1 else ''}",
+                number,
+            )
         issuer, key, kid = fields[0], fields[1], (fields[2] if len(fields) == 3 else None)
         problem = _name_problem("field 1: an issuer id", issuer) or (
-            _name_problem("field 3: a kid", kid) if kid is not None else None)
+            _name_problem("field 3: a kid", kid) if kid is not None else None
+        )
         if problem:
             raise IssuersFileError(source, problem, number)
         if not key.startswith(KEY_PREFIX):
             raise IssuersFileError(source, f"field 2 does not begin {KEY_PREFIX!r}", number)
         try:
-            raw = public_key_bytes(key[len(KEY_PREFIX):])
+            raw = public_key_bytes(key[len(KEY_PREFIX) :])
         except ValueError as exc:
             raise IssuersFileError(source, f"field 2: {exc}", number) from None
         if kid is not None:
             first = kids.setdefault((issuer, kid), number)
             if first != number:
-                raise IssuersFileError(source, f"issuer {issuer!r} names kid {kid!r} twice (first on line "
-                                               f"{first})", number)
+                raise IssuersFileError(
+                    source, f"issuer {issuer!r} names kid {kid!r} twice (first on line {first})", number
+                )
         table.setdefault(issuer, []).append(IssuerKey(issuer, VerifyKey(raw), kid, number))
     return {issuer: tuple(keys) for issuer, keys in table.items()}
 
@@ -313,8 +322,15 @@ class Placed(Generic[T]):
     (monotonic seconds) and re-reads only if its stat signature moved.
     """
 
-    def __init__(self, path: Path, parse: Callable[[bytes, Path], T], refuse: type[TokenFileError], mask: int,
-                 empty: T, keep_when_gone: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        parse: Callable[[bytes, Path], T],
+        refuse: type[TokenFileError],
+        mask: int,
+        empty: T,
+        keep_when_gone: bool,
+    ) -> None:
         self.path = path
         self._parse = parse
         self._refuse = refuse
@@ -331,7 +347,7 @@ class Placed(Generic[T]):
         data, signature = read_placed(self.path, lambda reason: self._refuse(self.path, reason), self._mask)
         return self._parse(data, self.path), signature
 
-    def load(self, now: float | None = None) -> "Placed[T]":
+    def load(self, now: float | None = None) -> Placed[T]:
         """The first read, at start: a missing file is its empty value; any other failure raises."""
         self.watch.checked_at = time.monotonic() if now is None else now
         try:
@@ -440,10 +456,17 @@ def decode(token: str) -> Claims:
     if len(signature) != SIGNATURE_BYTES:
         raise _malformed(f"the signature is {len(signature)} bytes, not {SIGNATURE_BYTES}")
     return Claims(
-        iss=str(_string(payload, "iss")), sub=str(_string(payload, "sub")), brain=str(_string(payload, "brain")),
-        scope=_scope(payload), iat=_integer(payload, "iat"), exp=_integer(payload, "exp"),
-        kid=_string(payload, "kid", required=False), jti=_string(payload, "jti", required=False),
-        payload=payload_bytes, signature=signature)
+        iss=str(_string(payload, "iss")),
+        sub=str(_string(payload, "sub")),
+        brain=str(_string(payload, "brain")),
+        scope=_scope(payload),
+        iat=_integer(payload, "iat"),
+        exp=_integer(payload, "exp"),
+        kid=_string(payload, "kid", required=False),
+        jti=_string(payload, "jti", required=False),
+        payload=payload_bytes,
+        signature=signature,
+    )
 
 
 # --- the verifier ------------------------------------------------------------------------------
@@ -475,8 +498,12 @@ class TokenVerifier:
         self._proven: dict[str, tuple[Issuers, Claims, Principal]] = {}
 
     @classmethod
-    def open(cls, issuers_path: str | os.PathLike[str], revoked_path: str | os.PathLike[str] | None = None,
-             now: float | None = None) -> "TokenVerifier":
+    def open(
+        cls,
+        issuers_path: str | os.PathLike[str],
+        revoked_path: str | os.PathLike[str] | None = None,
+        now: float | None = None,
+    ) -> TokenVerifier:
         """Read both files or refuse to start (IssuersFileError, RevokedFileError).
 
         ``revoked_path`` defaults to ``revoked.json`` beside the issuers file.
@@ -490,8 +517,7 @@ class TokenVerifier:
 
     def counts(self) -> dict[str, int]:
         """How many issuer keys and revoked jtis are in force (for a health answer)."""
-        return {"issuers": sum(len(keys) for keys in self.issuers.value.values()),
-                "revoked": len(self.revoked.value)}
+        return {"issuers": sum(len(keys) for keys in self.issuers.value.values()), "revoked": len(self.revoked.value)}
 
     def __call__(self, token: str) -> Principal:
         return self.verify(token)
@@ -525,7 +551,8 @@ class TokenVerifier:
         keys = self.issuers.value.get(claims.iss)
         if not keys:
             raise R.BRAINY_KEY_UNKNOWN_ISSUER(
-                f"the token's issuer {claims.iss!r} is not in the issuers file {self.issuers.path}", iss=claims.iss)
+                f"the token's issuer {claims.iss!r} is not in the issuers file {self.issuers.path}", iss=claims.iss
+            )
         named = [k for k in keys if claims.kid is not None and k.kid == claims.kid]
         for candidate in named or keys:
             try:
@@ -535,8 +562,9 @@ class TokenVerifier:
                 continue
         else:
             against = f"the key {claims.kid!r}" if named else "any key"
-            raise R.BRAINY_KEY_BAD_SIGNATURE(f"the signature does not verify against {against} of issuer "
-                                             f"{claims.iss!r}")
+            raise R.BRAINY_KEY_BAD_SIGNATURE(
+                f"the signature does not verify against {against} of issuer {claims.iss!r}"
+            )
         principal = Principal.token(claims.sub, claims.brain, frozenset(claims.scope))
         if len(self._proven) >= PROVEN_TOKENS:
             del self._proven[next(iter(self._proven))]
@@ -545,7 +573,25 @@ class TokenVerifier:
 
 
 __all__ = [
-    "Claims", "ENV_ISSUERS", "STATIC_KEY_EXP", "add_revocation", "IssuerKey", "IssuersFileError", "KEY_PREFIX", "Placed", "RELOAD_INTERVAL",
-    "REVOKED_NAME", "RevokedFileError", "SCOPES", "SPKI_PREFIX", "TokenFileError", "TokenVerifier", "decode",
-    "default_issuers_path", "parse_issuers", "parse_revoked", "public_key_bytes", "public_key_text",
+    "Claims",
+    "ENV_ISSUERS",
+    "STATIC_KEY_EXP",
+    "add_revocation",
+    "IssuerKey",
+    "IssuersFileError",
+    "KEY_PREFIX",
+    "Placed",
+    "RELOAD_INTERVAL",
+    "REVOKED_NAME",
+    "RevokedFileError",
+    "SCOPES",
+    "SPKI_PREFIX",
+    "TokenFileError",
+    "TokenVerifier",
+    "decode",
+    "default_issuers_path",
+    "parse_issuers",
+    "parse_revoked",
+    "public_key_bytes",
+    "public_key_text",
 ]

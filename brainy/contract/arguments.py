@@ -16,7 +16,8 @@ Every refusal is ``InvalidArgumentError {field, reason}`` with the reasons ``unk
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.contract.doors import Door

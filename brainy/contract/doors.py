@@ -71,8 +71,20 @@ VFS_SELECTOR = "op"
 COMMON_SET = "C"
 
 _DOOR_FIELDS = frozenset(
-    {"name", "layer", "kind", "access", "signature", "summary", "when", "http", "params",
-     "sets", "refusals", "disposition"}
+    {
+        "name",
+        "layer",
+        "kind",
+        "access",
+        "signature",
+        "summary",
+        "when",
+        "http",
+        "params",
+        "sets",
+        "refusals",
+        "disposition",
+    }
 )
 _DOOR_OPTIONAL = frozenset({"destructive", "rung", "pinnable"})
 _SERVER_FIELDS = frozenset(
@@ -99,13 +111,13 @@ class ContractError(RuntimeError):
 # --------------------------------------------------------------------------- records
 
 
-
 # The reserved words of the languages a consumer generates stubs for from docs/brainy.proto (Python, Go,
 # Java, C#, C++, JavaScript/TypeScript), lowercase, as a door name could spell one. An rpc named by one is
 # a stub that does not compile (grpc_tools' Python stubs emit ``def import(...)``), so such a door's rpc
 # takes a trailing ``_`` (``import_``): PEP 8's spelling, and protoc's own C++ generator's. Every rpc
 # keeps that spelling across releases: it is the wire method name, /brainy.v1.Brainy/import_.
-GRPC_RESERVED = frozenset("""
+GRPC_RESERVED = frozenset(
+    """
 abstract and as assert async await base bool break byte case catch char checked class const continue
 debugger decimal def default defer del delete do double elif else enum event except explicit export
 extends extern false final finally fixed float for foreach from func function global go goto if
@@ -114,7 +126,10 @@ native new nonlocal not null object operator or out override package params pass
 public raise range readonly ref return sbyte sealed select short sizeof static string struct super
 switch synchronized this throw throws transient true try type typeof uint ulong unchecked unsafe ushort
 using var virtual void volatile while with yield
-""".split())
+""".split()
+)
+
+
 @dataclass(frozen=True)
 class Param:
     """One argument a door takes: its name, its type as DOORS.md writes it, where it travels."""
@@ -220,7 +235,10 @@ class Door:
     def to_entry(self) -> dict[str, Any]:
         """The contract's JSON form of this door; equal to the entry it was loaded from."""
         entry: dict[str, Any] = {
-            "name": self.name, "layer": self.layer, "kind": self.kind, "access": self.access,
+            "name": self.name,
+            "layer": self.layer,
+            "kind": self.kind,
+            "access": self.access,
         }
         if self.rung is not None:
             entry["rung"] = self.rung
@@ -228,16 +246,18 @@ class Door:
             entry["destructive"] = True
         if self.pinnable:
             entry["pinnable"] = True
-        entry.update({
-            "signature": self.signature,
-            "summary": self.summary,
-            "when": self.when,
-            "http": {"method": self.method, "path": self.path},
-            "params": [p.to_entry() for p in self.params],
-            "sets": list(self.sets),
-            "refusals": list(self.refusals),
-            "disposition": self.disposition_entry(),
-        })
+        entry.update(
+            {
+                "signature": self.signature,
+                "summary": self.summary,
+                "when": self.when,
+                "http": {"method": self.method, "path": self.path},
+                "params": [p.to_entry() for p in self.params],
+                "sets": list(self.sets),
+                "refusals": list(self.refusals),
+                "disposition": self.disposition_entry(),
+            }
+        )
         return entry
 
 
@@ -276,9 +296,16 @@ class ServerDoor:
         else:
             disposition = {"native": True}
         return {
-            "name": self.name, "layer": SERVER_LAYER, "who": self.who, "summary": self.summary,
-            "when": self.when, "answer": self.answer, "http": http, "sets": list(self.sets),
-            "refusals": list(self.refusals), "disposition": disposition,
+            "name": self.name,
+            "layer": SERVER_LAYER,
+            "who": self.who,
+            "summary": self.summary,
+            "when": self.when,
+            "answer": self.answer,
+            "http": http,
+            "sets": list(self.sets),
+            "refusals": list(self.refusals),
+            "disposition": disposition,
         }
 
 
@@ -341,8 +368,9 @@ def _str(value: Any, where: str, field: str) -> str:
     return value
 
 
-def _keys(entry: Mapping[str, Any], where: str, required: frozenset[str],
-          optional: frozenset[str] = frozenset()) -> None:
+def _keys(
+    entry: Mapping[str, Any], where: str, required: frozenset[str], optional: frozenset[str] = frozenset()
+) -> None:
     missing = sorted(required - entry.keys())
     if missing:
         raise _fail(where, f"missing field(s) {missing}")
@@ -361,13 +389,21 @@ def _disposition(value: Any, where: str) -> tuple[str, str | None, str | None]:
             raise _fail(where, f'disposition must be {{"native": true}}, not {value!r}')
         return form, None, None
     if form == "notYetNative":
-        if not isinstance(body, dict) or set(body) != {"release"} or not isinstance(body["release"], str) \
-                or not _RELEASE.match(body["release"]):
+        if (
+            not isinstance(body, dict)
+            or set(body) != {"release"}
+            or not isinstance(body["release"], str)
+            or not _RELEASE.match(body["release"])
+        ):
             raise _fail(where, f'disposition must be {{"notYetNative": {{"release": "X.Y.Z"}}}}, not {value!r}')
         return form, body["release"], None
     if form == "inProcessOnly":
-        if not isinstance(body, dict) or set(body) != {"instead"} or not isinstance(body["instead"], str) \
-                or not body["instead"].strip():
+        if (
+            not isinstance(body, dict)
+            or set(body) != {"instead"}
+            or not isinstance(body["instead"], str)
+            or not body["instead"].strip()
+        ):
             raise _fail(where, f'disposition must be {{"inProcessOnly": {{"instead": "..."}}}}, not {value!r}')
         return form, None, body["instead"]
     raise _fail(where, f"disposition must be exactly one of {list(DISPOSITIONS)}, not {value!r}")
@@ -410,8 +446,11 @@ def _field_names(value: Any, where: str, key: str) -> list[str]:
         raise _fail(where, f"{key} must be a list of field names, not {value!r}")
     for f in value:
         if f in REFUSAL_OWN_KEYS:
-            raise _fail(where, f"field {f!r} collides with the refusal's own {f!r} on the wire "
-                               "(DOORS.md 11); name the field for what it holds")
+            raise _fail(
+                where,
+                f"field {f!r} collides with the refusal's own {f!r} on the wire "
+                "(DOORS.md 11); name the field for what it holds",
+            )
     return value
 
 
@@ -433,7 +472,9 @@ def _refusal_sets(value: Any, refusal_names: set[str]) -> Mapping[str, RefusalSe
                 raise _fail(where, f"notOnLayers names {name!r}, which is not in the set")
             _name_list(layers, where, f"notOnLayers[{name!r}]", LAYERS, "a layer")
         out[key] = RefusalSet(
-            key=key, applies_to=_str(entry["appliesTo"], where, "appliesTo"), names=names,
+            key=key,
+            applies_to=_str(entry["appliesTo"], where, "appliesTo"),
+            names=names,
             not_on_layers=MappingProxyType({k: tuple(v) for k, v in not_on.items()}),
         )
     if COMMON_SET not in out:
@@ -497,8 +538,7 @@ def _http(value: Any, where: str, methods: Sequence[str], prefix: str) -> tuple[
     return method, path, value
 
 
-def _door(index: int, entry: Any, refusal_names: set[str],
-          sets: Mapping[str, RefusalSet]) -> Door:
+def _door(index: int, entry: Any, refusal_names: set[str], sets: Mapping[str, RefusalSet]) -> Door:
     where = f"doors[{index}]"
     if not isinstance(entry, dict):
         raise _fail(where, "must be an object")
@@ -557,18 +597,28 @@ def _door(index: int, entry: Any, refusal_names: set[str],
     if pinnable and (kind != "read" or form == "inProcessOnly" or access == "service"):
         raise _fail(where, "only a principal's read door that answers a document can be pinned by asOf")
     return Door(
-        name=name, layer=layer, kind=kind, access=access,
+        name=name,
+        layer=layer,
+        kind=kind,
+        access=access,
         signature=_str(entry["signature"], where, "signature"),
         summary=_str(entry["summary"], where, "summary"),
         when=_str(entry["when"], where, "when"),
-        method=method, path=path, params=params, sets=door_sets, refusals=refusals,
-        disposition=form, release=release, instead=instead, destructive=destructive, rung=rung,
+        method=method,
+        path=path,
+        params=params,
+        sets=door_sets,
+        refusals=refusals,
+        disposition=form,
+        release=release,
+        instead=instead,
+        destructive=destructive,
+        rung=rung,
         pinnable=pinnable,
     )
 
 
-def _server_door(index: int, entry: Any, refusal_names: set[str],
-                 sets: Mapping[str, RefusalSet]) -> ServerDoor:
+def _server_door(index: int, entry: Any, refusal_names: set[str], sets: Mapping[str, RefusalSet]) -> ServerDoor:
     where = f"serverDoors[{index}]"
     if not isinstance(entry, dict):
         raise _fail(where, "must be an object")
@@ -587,12 +637,19 @@ def _server_door(index: int, entry: Any, refusal_names: set[str],
         raise _fail(where, f"http must hold method, path and optionally accept, not {sorted(http)}")
     form, release, instead = _disposition(entry["disposition"], where)
     return ServerDoor(
-        name=name, who=entry["who"], summary=_str(entry["summary"], where, "summary"),
-        when=_str(entry["when"], where, "when"), answer=_str(entry["answer"], where, "answer"),
-        method=method, path=path, accept=http.get("accept"),
+        name=name,
+        who=entry["who"],
+        summary=_str(entry["summary"], where, "summary"),
+        when=_str(entry["when"], where, "when"),
+        answer=_str(entry["answer"], where, "answer"),
+        method=method,
+        path=path,
+        accept=http.get("accept"),
         sets=_name_list(entry["sets"], where, "sets", sets, "a refusal set"),
         refusals=_name_list(entry["refusals"], where, "refusals", refusal_names, "in the refusals table"),
-        disposition=form, release=release, instead=instead,
+        disposition=form,
+        release=release,
+        instead=instead,
     )
 
 
@@ -715,10 +772,12 @@ def ws_doors(doors: Sequence[Door] = DOORS) -> frozenset[str]:
 
 
 #: The owner rung a door asks beyond a principal key (DOORS.md 0.4), as its tool description says it.
-_RUNG_LINES = MappingProxyType({
-    "owner": "Owner only: an owner triple, or an asserted owner.",
-    "ownerTriple": "Owner only: the owner triple on a minted token.",
-})
+_RUNG_LINES = MappingProxyType(
+    {
+        "owner": "Owner only: an owner triple, or an asserted owner.",
+        "ownerTriple": "Owner only: the owner triple on a minted token.",
+    }
+)
 
 
 def mcp_description(door: Door) -> str:
@@ -885,16 +944,21 @@ def contract_envelope(version: str, built_at: str, contract: Contract = CONTRACT
     """The ``/contract.json`` document (DESIGN.md): every door with its bindings, every refusal."""
     layers = []
     for layer in LAYERS:
-        layers.append({
-            "name": layer,
-            "doors": [{**d.to_entry(), **_bindings(d)} for d in contract.doors if d.layer == layer],
-        })
+        layers.append(
+            {
+                "name": layer,
+                "doors": [{**d.to_entry(), **_bindings(d)} for d in contract.doors if d.layer == layer],
+            }
+        )
     layers.append({"name": SERVER_LAYER, "doors": [s.to_entry() for s in contract.server_doors]})
     refusals = []
     for entry in contract.refusals:
         row: dict[str, Any] = {
-            "name": entry["name"], "status": entry.get("status"), "meaning": entry.get("meaning", ""),
-            "fields": list(entry.get("fields", ())), "optional": list(entry.get("optional", ())),
+            "name": entry["name"],
+            "status": entry.get("status"),
+            "meaning": entry.get("meaning", ""),
+            "fields": list(entry.get("fields", ())),
+            "optional": list(entry.get("optional", ())),
         }
         if entry.get("ws") is not None:
             row["ws"] = dict(entry["ws"])

@@ -18,9 +18,9 @@ naming the template.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from brainy.contract import doors as D
 
@@ -63,15 +63,36 @@ def fill(text: str, values: Mapping[str, str]) -> str:
 
 #: DOORS.md 0.7, in order. There is no relation resource: no door reads one relation by id.
 RESOURCE_TEMPLATES: tuple[ResourceTemplate, ...] = (
-    ResourceTemplate("brainy://{brain}/counts", "counts", "census", "A brain's census",
-                     "The brain's size: entities and relations by type (the counts door)."),
-    ResourceTemplate("brainy://{brain}/entities/{id}", "get", "entity", "An entity",
-                     "One entity by its id or natural key (the get door)."),
-    ResourceTemplate("brainy://{brain}/entities/{id}/history", "history", "history", "An entity's history",
-                     "Every version of one entity (the history door)."),
-    ResourceTemplate("brainy://skills/{path}", "readFile", "skill", "A skill",
-                     "A document of the store's /skills/ folder (the readFile door).",
-                     MappingProxyType({"path": "/skills/{path}"}), file=True),
+    ResourceTemplate(
+        "brainy://{brain}/counts",
+        "counts",
+        "census",
+        "A brain's census",
+        "The brain's size: entities and relations by type (the counts door).",
+    ),
+    ResourceTemplate(
+        "brainy://{brain}/entities/{id}",
+        "get",
+        "entity",
+        "An entity",
+        "One entity by its id or natural key (the get door).",
+    ),
+    ResourceTemplate(
+        "brainy://{brain}/entities/{id}/history",
+        "history",
+        "history",
+        "An entity's history",
+        "Every version of one entity (the history door).",
+    ),
+    ResourceTemplate(
+        "brainy://skills/{path}",
+        "readFile",
+        "skill",
+        "A skill",
+        "A document of the store's /skills/ folder (the readFile door).",
+        MappingProxyType({"path": "/skills/{path}"}),
+        file=True,
+    ),
 )
 
 #: The skills: the template that reads one (and, as it does, any store file MCP serves), and the door

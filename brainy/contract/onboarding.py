@@ -15,9 +15,11 @@ from brainy.contract.mcp_resources import RESOURCE_TEMPLATES
 
 MCP_PROTOCOL = "2025-06-18"
 
-_GET_A_KEY = ("Ask the operator of this server for a key: a line of its keys file (a person, business or "
-              "service key reaching named brains), or a bk1. token minted for one brain with a read or "
-              "read,write scope. Send it as `Authorization: Bearer <key>` on every request.")
+_GET_A_KEY = (
+    "Ask the operator of this server for a key: a line of its keys file (a person, business or "
+    "service key reaching named brains), or a bk1. token minted for one brain with a read or "
+    "read,write scope. Send it as `Authorization: Bearer <key>` on every request."
+)
 
 
 def _today(door: D.Door) -> str:
@@ -100,28 +102,32 @@ def mcp_instructions(brains: Sequence[str]) -> str:
         reach = f"This key reaches one brain, `{brains[0]}`: leave `brain` out, or name it."
     elif brains:
         named = ", ".join(f"`{b}`" for b in brains[:8]) + (", ..." if len(brains) > 8 else "")
-        reach = (f"This key reaches {len(brains)} brains ({named}): name one in `brain` on every call; "
-                 "a call without it is refused.")
+        reach = (
+            f"This key reaches {len(brains)} brains ({named}): name one in `brain` on every call; "
+            "a call without it is refused."
+        )
     else:
         reach = _NO_REACH
     # the shorter list: most doors answer now, so the ones that do not are named
     waiting = ", ".join(d.mcp_tool for d in D.DOORS if not d.native)
     resources = "; ".join(f"{t.template} ({t.door})" for t in RESOURCE_TEMPLATES if t.offered)
-    return "\n\n".join([
-        "brainy is a knowledge store: entities and relations (and, later, files) in brains. Every "
-        "commit is a numbered generation, and every write answers the generation it made.",
-        reach,
-        "Every door of the contract is a tool: brainy_<door> for engine and file doors, <layer>_<door> "
-        "for the profiles (accords, memory, policy) and the host. A description gives the door's "
-        "signature: send its argument document whole as `body`, and `id` beside it where the door "
-        f"takes one. Every door answers today but these, which refuse by name (the description says which "
-        f"refusal and when the door arrives): {waiting}.",
-        "A refusal is a tool result with isError true and structuredContent {\"error\": {\"name\", "
-        "\"message\", ...}}. Read the name before trying again: NotYetNativeError and "
-        "InProcessOnlyError refuse every call; ForbiddenError and BRAINY_KEY_* concern the key; "
-        "InvalidArgumentError names the field to fix.",
-        "An id is a UUID or your own natural key (1 to 256 characters); every door that takes an id "
-        "accepts either. Adding with a natural key is how to write idempotently.",
-        f"Resources: {resources}.",
-        "The whole contract, every door and every refusal: GET /contract.json on the HTTP server.",
-    ])
+    return "\n\n".join(
+        [
+            "brainy is a knowledge store: entities and relations (and, later, files) in brains. Every "
+            "commit is a numbered generation, and every write answers the generation it made.",
+            reach,
+            "Every door of the contract is a tool: brainy_<door> for engine and file doors, <layer>_<door> "
+            "for the profiles (accords, memory, policy) and the host. A description gives the door's "
+            "signature: send its argument document whole as `body`, and `id` beside it where the door "
+            f"takes one. Every door answers today but these, which refuse by name (the description says which "
+            f"refusal and when the door arrives): {waiting}.",
+            'A refusal is a tool result with isError true and structuredContent {"error": {"name", '
+            '"message", ...}}. Read the name before trying again: NotYetNativeError and '
+            "InProcessOnlyError refuse every call; ForbiddenError and BRAINY_KEY_* concern the key; "
+            "InvalidArgumentError names the field to fix.",
+            "An id is a UUID or your own natural key (1 to 256 characters); every door that takes an id "
+            "accepts either. Adding with a natural key is how to write idempotently.",
+            f"Resources: {resources}.",
+            "The whole contract, every door and every refusal: GET /contract.json on the HTTP server.",
+        ]
+    )

@@ -46,17 +46,28 @@ BODY_MEDIA = (JSON, MSGPACK)
 
 #: ``GET /openapi.json``: served beside the contract, outside it (DOORS.md 10.2 lists nine server doors).
 OPENAPI_DOOR = D.ServerDoor(
-    name="server.openapi", who="anyone",
+    name="server.openapi",
+    who="anyone",
     summary="The OpenAPI 3.1 document of every HTTP binding, generated from the contract.",
     when="Build time: generate an HTTP client, or read the bindings with OpenAPI tools.",
-    answer="OpenAPI 3.1 (JSON), exactly as docs/openapi.json", method="GET", path="/openapi.json", accept=None,
-    sets=(), refusals=(), disposition="native",
+    answer="OpenAPI 3.1 (JSON), exactly as docs/openapi.json",
+    method="GET",
+    path="/openapi.json",
+    accept=None,
+    sets=(),
+    refusals=(),
+    disposition="native",
 )
 
 #: Refusals a request can meet before any door is known (DOORS.md 0.6), and the two the listeners
 #: add (api-contract.md, "Refusals beyond the catalogue"): the ``default`` answer of every operation.
-BEFORE_A_DOOR = ("UnknownDoorError", "MethodNotAllowedError", "TransportNotWiredError", "MalformedRequestError",
-                 "HeaderTooLargeError")
+BEFORE_A_DOOR = (
+    "UnknownDoorError",
+    "MethodNotAllowedError",
+    "TransportNotWiredError",
+    "MalformedRequestError",
+    "HeaderTooLargeError",
+)
 
 #: A server door's answer by the first word of its contract ``answer``: (media type, schema), or
 #: absent for an object answer in JSON or MessagePack with ``_meta`` merged in.
@@ -87,7 +98,8 @@ def _refusal_schema(entry: Any) -> dict[str, Any]:
     if entry.get("emitted") is False:
         notes.append("Never emitted: listed so old clients can map it.")
     return {
-        "type": "object", "description": " ".join(n for n in notes if n),
+        "type": "object",
+        "description": " ".join(n for n in notes if n),
         "properties": {"name": {"const": entry["name"]}, "message": {"type": "string"}, **{f: {} for f in fields}},
         "required": ["name", "message", *entry.get("fields", ())],
         "additionalProperties": False,
@@ -102,14 +114,19 @@ def _refused(names: Sequence[str], lead: str = "Refused", jsonrpc: bool = False)
     """
     narrowed = {"properties": {"name": {"enum": list(names)}}}
     if jsonrpc:
-        schema: dict[str, Any] = {"$ref": _SCHEMAS + "JsonRpcRefusal",
-                                  "properties": {"error": {"properties": {"data": narrowed}}}}
+        schema: dict[str, Any] = {
+            "$ref": _SCHEMAS + "JsonRpcRefusal",
+            "properties": {"error": {"properties": {"data": narrowed}}},
+        }
         content = {JSON: {"schema": schema}}
     else:
         schema = {"$ref": _SCHEMAS + "Refusal", "properties": {"error": narrowed}}
         content = {media: {"schema": schema} for media in BODY_MEDIA}
-    return {"description": f"{lead}: " + ", ".join(f"`{n}`" for n in names) + ".", "headers": _TIMING,
-            "content": content}
+    return {
+        "description": f"{lead}: " + ", ".join(f"`{n}`" for n in names) + ".",
+        "headers": _TIMING,
+        "content": content,
+    }
 
 
 class _Responses:
@@ -137,11 +154,19 @@ class _Responses:
             if status is not None:
                 by_status.setdefault(status, []).append(name)
         prefix = "mcp." if jsonrpc else ""
-        out = {str(status): self._ref(f"{prefix}{status}." + ".".join(by_status[status]),
-                                      partial(_refused, by_status[status], jsonrpc=jsonrpc))
-               for status in sorted(by_status)}
-        out["default"] = self._ref(prefix + "beforeADoor", lambda: _refused(
-            BEFORE_A_DOOR, "Before any door is known, a request can also be refused with", jsonrpc=jsonrpc))
+        out = {
+            str(status): self._ref(
+                f"{prefix}{status}." + ".".join(by_status[status]),
+                partial(_refused, by_status[status], jsonrpc=jsonrpc),
+            )
+            for status in sorted(by_status)
+        }
+        out["default"] = self._ref(
+            prefix + "beforeADoor",
+            lambda: _refused(
+                BEFORE_A_DOOR, "Before any door is known, a request can also be refused with", jsonrpc=jsonrpc
+            ),
+        )
         return out
 
 
@@ -154,8 +179,11 @@ def _answer_type(door: D.Door) -> str:
 
 
 def _answer(description: str) -> dict[str, Any]:
-    return {"description": description, "headers": _TIMING,
-            "content": {media: {"schema": {"$ref": _SCHEMAS + "Answer"}} for media in BODY_MEDIA}}
+    return {
+        "description": description,
+        "headers": _TIMING,
+        "content": {media: {"schema": {"$ref": _SCHEMAS + "Answer"}} for media in BODY_MEDIA},
+    }
 
 
 def _today(disposition: str, release: str | None, instead: str | None) -> str:
@@ -168,7 +196,9 @@ def _today(disposition: str, release: str | None, instead: str | None) -> str:
 
 #: What a door's access class and owner rung ask of the credential (DOORS.md 0.4), in words.
 _ASKS = {
-    "principal": "", "service": "Access: the service key only.", None: "",
+    "principal": "",
+    "service": "Access: the service key only.",
+    None: "",
     "owner": "Owner rung: an owner triple, or an asserted owner (DOORS.md 0.4).",
     "ownerTriple": "Owner triple: a minted token scoped read, write and owner (DOORS.md 0.4).",
 }
@@ -206,16 +236,20 @@ def _body_schema(params: Sequence[D.Param], op: str | None = None) -> dict[str, 
 
 
 def _request_body(schema: dict[str, Any], required: bool) -> dict[str, Any]:
-    return {"required": required,
-            "description": "The argument document (DOORS.md 0.2): JSON, or MessagePack with `Content-Type: "
-                           "application/msgpack`. An empty body is `{}`.",
-            "content": {media: {"schema": schema} for media in BODY_MEDIA}}
+    return {
+        "required": required,
+        "description": "The argument document (DOORS.md 0.2): JSON, or MessagePack with `Content-Type: "
+        "application/msgpack`. An empty body is `{}`.",
+        "content": {media: {"schema": schema} for media in BODY_MEDIA},
+    }
 
 
 def _parameters(door: D.Door) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
         {"name": p.name, "in": p.location, "required": p.required, "schema": _param_schema(p)}
-        for p in door.params if p.location in ("path", "query")]
+        for p in door.params
+        if p.location in ("path", "query")
+    ]
     out.extend({"$ref": f"#/components/parameters/{h}"} for h in _CALLER_HEADERS)
     return out
 
@@ -225,8 +259,10 @@ def _door_operation(door: D.Door, refused: _Responses, stream: D.ServerDoor | No
     folded in because OpenAPI has one operation per method and path."""
     responses: dict[str, Any] = {}
     if door.disposition != "inProcessOnly":  # an in-process-only door never answers over a wire
-        answer = (f"an object with `_meta.ms` merged in (DOORS.md 0.3). Its fields are the signature's answer, "
-                  f"`{_answer_type(door)}`; the contract carries no machine-readable answer schema.")
+        answer = (
+            f"an object with `_meta.ms` merged in (DOORS.md 0.3). Its fields are the signature's answer, "
+            f"`{_answer_type(door)}`; the contract carries no machine-readable answer schema."
+        )
         when = f"From {door.release}, the answer: " if door.disposition == "notYetNative" else "The answer: "
         responses["200"] = _answer(when + answer)
     refusals = list(D.all_refusals(door))
@@ -234,22 +270,27 @@ def _door_operation(door: D.Door, refused: _Responses, stream: D.ServerDoor | No
     extra: dict[str, Any] = {}
     if stream is not None:
         refusals.extend(n for n in _server_refusals(stream) if n not in refusals)
-        description += (f"\n\nWith `Accept: {stream.accept}` this path is the server door `{stream.name}`: "
-                        f"{stream.summary} {_server_description(stream, refused.table).splitlines()[-1]}")
+        description += (
+            f"\n\nWith `Accept: {stream.accept}` this path is the server door `{stream.name}`: "
+            f"{stream.summary} {_server_description(stream, refused.table).splitlines()[-1]}"
+        )
         if stream.disposition == "native":
             responses["200"]["content"].update(_server_answer(stream)["content"])
         extra["negotiated"] = {stream.accept: stream.name}
     responses.update(refused.for_names(refusals))
     op: dict[str, Any] = {
-        "operationId": door.name, "tags": [door.layer], "summary": door.summary,
-        "description": description, "security": _BEARER, "parameters": _parameters(door),
+        "operationId": door.name,
+        "tags": [door.layer],
+        "summary": door.summary,
+        "description": description,
+        "security": _BEARER,
+        "parameters": _parameters(door),
     }
     body = [p for p in door.params if p.location == "body"]
     if body:
         op["requestBody"] = _request_body(_body_schema(body), any(p.required for p in body))
     op["responses"] = responses
-    op["x-brainy"] = {"door": door.name, "kind": door.kind, "access": door.access, **door.disposition_entry(),
-                      **extra}
+    op["x-brainy"] = {"door": door.name, "kind": door.kind, "access": door.access, **door.disposition_entry(), **extra}
     return op
 
 
@@ -263,16 +304,27 @@ def _vfs_operation(doors: Sequence[D.Door], refused: _Responses) -> dict[str, An
         today = _today(door.disposition, door.release, door.instead)
         lines.append(f"- `{door.name}` ({door.kind}): {door.when} `{door.signature}`" + (f" {today}" if today else ""))
     answers = "; ".join(f"`{d.name}`: `{_answer_type(d)}`" for d in doors)
-    responses = {"200": _answer(f"The door's answer, an object with `_meta.ms` merged in; by op, {answers}. The "
-                                "contract carries no machine-readable answer schema."),
-                 **refused.for_names(refusals)}
+    responses = {
+        "200": _answer(
+            f"The door's answer, an object with `_meta.ms` merged in; by op, {answers}. The "
+            "contract carries no machine-readable answer schema."
+        ),
+        **refused.for_names(refusals),
+    }
     mapping = {d.name: _SCHEMAS + _vfs_schema_name(d) for d in doors}
-    schema = {"oneOf": [{"$ref": ref} for ref in mapping.values()],
-              "discriminator": {"propertyName": D.VFS_SELECTOR, "mapping": mapping}}
+    schema = {
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": D.VFS_SELECTOR, "mapping": mapping},
+    }
     return {
-        "operationId": "vfs", "tags": ["vfs"], "summary": "The virtual file system: 17 doors on one route, by `op`.",
-        "description": "\n".join(lines), "security": _BEARER, "parameters": _parameters(doors[0]),
-        "requestBody": _request_body(schema, True), "responses": responses,
+        "operationId": "vfs",
+        "tags": ["vfs"],
+        "summary": "The virtual file system: 17 doors on one route, by `op`.",
+        "description": "\n".join(lines),
+        "security": _BEARER,
+        "parameters": _parameters(doors[0]),
+        "requestBody": _request_body(schema, True),
+        "responses": responses,
         "x-brainy": {"selector": D.VFS_SELECTOR, "doors": [d.name for d in doors]},
     }
 
@@ -302,13 +354,16 @@ def _server_answer(door: D.ServerDoor) -> dict[str, Any]:
 _SERVER_NOTES = {
     "server.mcp": "`DELETE /mcp` with `Mcp-Session-Id` ends a session; `GET /mcp` is 405 (docs/mcp.md).",
     "server.oauthProtectedResource": "Served only when an authorization server is configured; without one the path "
-                                     "is `404 UnknownDoorError` (DOORS.md 10.2), and this release configures none.",
+    "is `404 UnknownDoorError` (DOORS.md 10.2), and this release configures none.",
 }
 
 
 def _server_description(door: D.ServerDoor, table: dict[str, Any]) -> str:
-    who = {"anyone": "Anyone: no credential.", "credential": "Any credential.",
-           "principal": "A principal's credential."}[door.who]
+    who = {
+        "anyone": "Anyone: no credential.",
+        "credential": "Any credential.",
+        "principal": "A principal's credential.",
+    }[door.who]
     lines = [door.when, "", f"Answer: {door.answer}", f"Who: {who}"]
     if door.name in _SERVER_NOTES:
         lines.append(_SERVER_NOTES[door.name])
@@ -328,20 +383,29 @@ def _server_operation(door: D.ServerDoor, refused: _Responses) -> dict[str, Any]
             responses["202"] = {"description": "A notification or a response, accepted; no body.", "headers": _TIMING}
     responses.update(refused.for_names(_server_refusals(door), jsonrpc))
     op: dict[str, Any] = {
-        "operationId": door.name, "tags": [D.SERVER_LAYER], "summary": door.summary,
-        "description": _server_description(door, refused.table), "security": [] if door.who == "anyone" else _BEARER,
+        "operationId": door.name,
+        "tags": [D.SERVER_LAYER],
+        "summary": door.summary,
+        "description": _server_description(door, refused.table),
+        "security": [] if door.who == "anyone" else _BEARER,
     }
     if jsonrpc:
-        op["requestBody"] = {"required": True, "description": "One JSON-RPC 2.0 message.",
-                             "content": {JSON: {"schema": {"type": "object"}}}}
+        op["requestBody"] = {
+            "required": True,
+            "description": "One JSON-RPC 2.0 message.",
+            "content": {JSON: {"schema": {"type": "object"}}},
+        }
     op["responses"] = responses
     op["x-brainy"] = {"serverDoor": door.name, "who": door.who, "disposition": door.to_entry()["disposition"]}
     return op
 
 
 _CALLER_HEADERS = {
-    "X-Brainy-Caller": ({"type": "string"}, "The caller a service key asserts (DOORS.md 0.4): `kind:principal`. "
-                                            "Refused from any other credential (`CallerAssertionRefusedError`)."),
+    "X-Brainy-Caller": (
+        {"type": "string"},
+        "The caller a service key asserts (DOORS.md 0.4): `kind:principal`. "
+        "Refused from any other credential (`CallerAssertionRefusedError`).",
+    ),
     "X-Brainy-Owner": ({"type": "string", "enum": ["true", "false"]}, "With X-Brainy-Caller: the caller is the owner."),
     "X-Brainy-Roles": ({"type": "string"}, "With X-Brainy-Caller: the caller's roles, comma-separated."),
 }
@@ -366,36 +430,60 @@ def document(version: str, contract: D.Contract = D.CONTRACT) -> dict[str, Any]:
             paths.setdefault(sdoor.path, {})[sdoor.method.lower()] = _server_operation(sdoor, refused)
 
     schemas: dict[str, Any] = {
-        "Meta": {"type": "object", "description": "Added by the dispatcher to every JSON and MessagePack answer.",
-                 "properties": {"ms": {"type": "number", "description": "The call's wall time in milliseconds, "
-                                                                        "the same figure as Server-Timing."}},
-                 "required": ["ms"]},
-        "Answer": {"type": "object", "description": "A door's answer: always an object (DOORS.md 0.3). The contract "
-                                                    "states each answer's type in the door's signature; only `_meta` "
-                                                    "is described here.",
-                   "properties": {"_meta": _META}, "required": ["_meta"]},
+        "Meta": {
+            "type": "object",
+            "description": "Added by the dispatcher to every JSON and MessagePack answer.",
+            "properties": {
+                "ms": {
+                    "type": "number",
+                    "description": "The call's wall time in milliseconds, the same figure as Server-Timing.",
+                }
+            },
+            "required": ["ms"],
+        },
+        "Answer": {
+            "type": "object",
+            "description": "A door's answer: always an object (DOORS.md 0.3). The contract "
+            "states each answer's type in the door's signature; only `_meta` "
+            "is described here.",
+            "properties": {"_meta": _META},
+            "required": ["_meta"],
+        },
     }
-    schemas.update({_vfs_schema_name(d): _body_schema([p for p in d.params if p.location == "body"], d.name)
-                    for d in vfs})
+    schemas.update(
+        {_vfs_schema_name(d): _body_schema([p for p in d.params if p.location == "body"], d.name) for d in vfs}
+    )
     schemas.update({r["name"]: _refusal_schema(r) for r in contract.refusals})
-    error = {"oneOf": [{"$ref": _SCHEMAS + r["name"]} for r in contract.refusals],
-             "discriminator": {"propertyName": "name"}}
-    schemas["Refusal"] = {"type": "object", "description": "A refusal (DOORS.md 11): its class, its text and its "
-                                                           "fields, with `_meta.ms`.",
-                          "properties": {"error": error, "_meta": _META}, "required": ["error", "_meta"]}
+    error = {
+        "oneOf": [{"$ref": _SCHEMAS + r["name"]} for r in contract.refusals],
+        "discriminator": {"propertyName": "name"},
+    }
+    schemas["Refusal"] = {
+        "type": "object",
+        "description": "A refusal (DOORS.md 11): its class, its text and its fields, with `_meta.ms`.",
+        "properties": {"error": error, "_meta": _META},
+        "required": ["error", "_meta"],
+    }
     schemas["JsonRpcRefusal"] = {
-        "type": "object", "description": "A refusal on /mcp: a JSON-RPC 2.0 error reply whose `error.data` is the "
-                                         "refusal (docs/mcp.md).",
-        "properties": {"jsonrpc": {"const": "2.0"}, "id": {}, "error": {
-            "type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
-                                             "data": error},
-            "required": ["code", "message", "data"]}},
-        "required": ["jsonrpc", "id", "error"]}
+        "type": "object",
+        "description": "A refusal on /mcp: a JSON-RPC 2.0 error reply whose `error.data` is the refusal (docs/mcp.md).",
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {},
+            "error": {
+                "type": "object",
+                "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": error},
+                "required": ["code", "message", "data"],
+            },
+        },
+        "required": ["jsonrpc", "id", "error"],
+    }
     layers = [(layer, f"The {layer} doors.") for layer in D.LAYERS]
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
-            "title": "brainy", "version": version,
+            "title": "brainy",
+            "version": version,
             "summary": "A knowledge store for AI agents and the services around them.",
             "description": (
                 f"Every HTTP binding of brainy's contract {contract.contract_version} (`GET /contract.json`), "
@@ -403,7 +491,8 @@ def document(version: str, contract: D.Contract = D.CONTRACT) -> dict[str, Any]:
                 "door's path parameters and its argument document (query parameters on GET; a JSON or MessagePack "
                 "body otherwise). An answer is an object with `_meta.ms`; a refusal is `{error: {name, message, "
                 "...fields}, _meta}` with its class's status (DOORS.md 0.2, 0.3, 11). `Accept: application/msgpack` "
-                "answers in MessagePack. Every answer carries `Server-Timing: brainy;dur=<ms>`."),
+                "answers in MessagePack. Every answer carries `Server-Timing: brainy;dur=<ms>`."
+            ),
         },
         "tags": [{"name": name, "description": text} for name, text in layers]
         + [{"name": D.SERVER_LAYER, "description": "The server's own doors (DOORS.md 10.2)."}],
@@ -411,14 +500,24 @@ def document(version: str, contract: D.Contract = D.CONTRACT) -> dict[str, Any]:
         "components": {
             "schemas": schemas,
             "responses": refused.components,
-            "parameters": {name: {"name": name, "in": "header", "required": False, "schema": schema,
-                                  "description": text} for name, (schema, text) in _CALLER_HEADERS.items()},
-            "headers": {"Server-Timing": {"description": "`brainy;dur=<ms>`: the call's one clock, as `_meta.ms`.",
-                                          "schema": {"type": "string"}}},
-            "securitySchemes": {"bearer": {
-                "type": "http", "scheme": "bearer",
-                "description": "`Authorization: Bearer <key>`: a key of the server's keys file, or a minted `bk1.` "
-                               "token (docs/keys.md)."}},
+            "parameters": {
+                name: {"name": name, "in": "header", "required": False, "schema": schema, "description": text}
+                for name, (schema, text) in _CALLER_HEADERS.items()
+            },
+            "headers": {
+                "Server-Timing": {
+                    "description": "`brainy;dur=<ms>`: the call's one clock, as `_meta.ms`.",
+                    "schema": {"type": "string"},
+                }
+            },
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "`Authorization: Bearer <key>`: a key of the server's keys file, or a minted `bk1.` "
+                    "token (docs/keys.md).",
+                }
+            },
         },
     }
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any, NamedTuple
 
 #: The notation's primitive names and the JSON Schema each one is.
@@ -111,7 +111,7 @@ class Named:
     """A named type the notation does not define (``Where``, ``Promise<T>``): DOORS.md's prose does."""
 
     name: str
-    args: tuple["Node", ...] = ()
+    args: tuple[Node, ...] = ()
 
     def __str__(self) -> str:
         if not self.args:
@@ -123,7 +123,7 @@ class Named:
 class Array:
     """A list of ``item``s; ``length`` fixes how many (``number[384]``)."""
 
-    item: "Node"
+    item: Node
     length: int | None = None
 
     def __str__(self) -> str:
@@ -137,7 +137,7 @@ class Array:
 class Union:
     """Any one of ``options`` (at least two)."""
 
-    options: tuple["Node", ...]
+    options: tuple[Node, ...]
 
     def __str__(self) -> str:
         return " | ".join(f"({o})" if isinstance(o, Func) else str(o) for o in self.options)
@@ -148,7 +148,7 @@ class Field:
     """One key of a shape (or a function's parameter); ``type`` None is a bare key, its value unstated."""
 
     name: str
-    type: "Node | None"
+    type: Node | None
     optional: bool = False
 
     def __str__(self) -> str:
@@ -161,7 +161,7 @@ class Shape:
     """An object with the keys ``fields`` and no others, or, with ``rest``, any further key valued ``rest``."""
 
     fields: tuple[Field, ...]
-    rest: "Node | None" = None
+    rest: Node | None = None
     # The key set, computed once: check() asks it of every object it meets.
     names: frozenset[str] = field(init=False, repr=False, compare=False)
 
@@ -180,7 +180,7 @@ class Func:
     """A function (``(e: ChangeFrame) => void``): a live in-process object that no wire carries."""
 
     params: tuple[Field, ...]
-    result: "Node"
+    result: Node
 
     def __str__(self) -> str:
         return f"({', '.join(str(p) for p in self.params)}) => {self.result}"
@@ -192,13 +192,16 @@ Node = Prim | Lit | Named | Array | Union | Shape | Func
 
 # --------------------------------------------------------------------------- parsing
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     \s*(?:
       (?P<string>"[^"]*")
     | (?P<number>-?\d+(?:\.\d+)?)
     | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
     | (?P<punct>=>|[|\[\](){}<>,;:?])
-    )""", re.VERBOSE)
+    )""",
+    re.VERBOSE,
+)
 _KEYWORDS = {"true": True, "false": False, "null": None}
 
 
@@ -392,7 +395,7 @@ def parse(text: str) -> Node:
     return _parse(text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parse(text: str) -> Node:
     return _Parser(text).whole()
 
@@ -420,8 +423,10 @@ def parse_signature(text: str) -> tuple[str, Func]:
 def _named_description(node: Named) -> str:
     if node.name in STRING_NAMES:
         return f"{node.name}: {STRING_NAMES[node.name]}; the door checks which."
-    return (f"{node}: a type DOORS.md defines in prose, not in the contract's notation; any value passes "
-            "this schema and the door checks it.")
+    return (
+        f"{node}: a type DOORS.md defines in prose, not in the contract's notation; any value passes "
+        "this schema and the door checks it."
+    )
 
 
 def schema(t: Node) -> dict[str, Any]:
@@ -449,8 +454,13 @@ def schema(t: Node) -> dict[str, Any]:
         if len(literals) == len(t.options) and len({_kind(v) for v in literals}) == 1:
             # A union of literals of one kind reads best (and types a query parameter) as an enum.
             kind = _kind(literals[0])
-            base = {"string": {"type": "string"}, "integer": {"type": "integer"}, "number": {"type": "number"},
-                    "boolean": {"type": "boolean"}, "null": {"type": "null"}}[kind]
+            base = {
+                "string": {"type": "string"},
+                "integer": {"type": "integer"},
+                "number": {"type": "number"},
+                "boolean": {"type": "boolean"},
+                "null": {"type": "null"},
+            }[kind]
             return {**base, "enum": literals}
         return {"anyOf": [schema(o) for o in t.options]}
     if isinstance(t, Shape):
@@ -518,8 +528,11 @@ _PRIM_KINDS: dict[str, frozenset[str]] = {
 
 #: The exact Python types the decoders give for a primitive's values, for lists checked in one pass.
 _EXACT: dict[str, frozenset[type]] = {
-    "string": frozenset({str}), "int": frozenset({int}), "number": frozenset({int, float}),
-    "boolean": frozenset({bool}), "object": frozenset({dict}),
+    "string": frozenset({str}),
+    "int": frozenset({int}),
+    "number": frozenset({int, float}),
+    "boolean": frozenset({bool}),
+    "object": frozenset({dict}),
 }
 
 

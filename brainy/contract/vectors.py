@@ -8,7 +8,7 @@ decimals (so any JSON encoder prints them right), and which the MessagePack code
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -19,14 +19,14 @@ class Vector(list):
     __slots__ = ()
 
     @classmethod
-    def of(cls, values: "bytes | bytearray | memoryview | Iterable[float]") -> "Vector":
+    def of(cls, values: bytes | bytearray | memoryview | Iterable[float]) -> Vector:
         """From float32 bytes (a stored vector, ``ndarray.tobytes()``) or from numbers (rounded to float32)."""
         if isinstance(values, (bytes, bytearray, memoryview)):
             return cls.of_float32(bytes(values))
         return cls.of_float32(np.asarray(list(values), dtype="<f4").tobytes())
 
     @classmethod
-    def of_float32(cls, blob: bytes) -> "Vector":
+    def of_float32(cls, blob: bytes) -> Vector:
         """The vector stored as little-endian float32 bytes. numpy prints a float32 as its shortest
         round-tripping decimal; the double nearest that decimal is what a JSON encoder prints back."""
         return cls(map(float, np.frombuffer(blob, dtype="<f4").astype(str)))

@@ -5,25 +5,33 @@ at the durable head from the state the follower keeps (``brainy/index/aggregate_
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
+from collections.abc import Iterable
+from typing import Any
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.doors.cursors import encode_cursor
+from brainy.doors.registry import WRITE, door
+from brainy.doors.writes import Context, _stamp
+from brainy.index.aggregates import (
+    DEFINITION_SUBTYPE,
+    DEFINITION_TYPE,
+    NAME,
+    Aggregate,
+    Definition,
+    definition_id,
+    is_definition_row,
+)
+from brainy.index.snapshot import Snapshot
+from brainy.index.where import ENTITY_FIELDS, compile_where, sort_by_value
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.rows import invalid
 from brainy.store.txn import Txn
-from brainy.doors.cursors import encode_cursor
-from brainy.doors.registry import WRITE, door
-from brainy.doors.writes import Context, _stamp
-from brainy.index.aggregates import (DEFINITION_SUBTYPE, DEFINITION_TYPE, NAME, Aggregate, Definition, definition_id, is_definition_row)
-from brainy.index.snapshot import Snapshot
-from brainy.index.where import ENTITY_FIELDS, compile_where, sort_by_value
-
 
 # -- answering --------------------------------------------------------------------------------------------
+
 
 def _not_found(name: Any) -> R.Refusal:
     return R.AggregateNotFoundError(f"no aggregate is defined under the name {name!r}", aggregate=name)
@@ -49,8 +57,9 @@ def _where_view(group_key: dict[str, Any], metrics: dict[str, Any], count: int) 
     return row
 
 
-def page(d: Definition, every: list[dict[str, Any]], q: dict[str, Any],
-         offset: int | None = None) -> tuple[list[dict[str, Any]], int, int]:
+def page(
+    d: Definition, every: list[dict[str, Any]], q: dict[str, Any], offset: int | None = None
+) -> tuple[list[dict[str, Any]], int, int]:
     """The AggregateQuery ``q`` over an aggregate's rows (:meth:`Aggregate.rows`, in group key order): the
     page of rows (copies), how many rows matched, the offset used."""
     where = compile_where(q.get("where"))
@@ -63,8 +72,9 @@ def page(d: Definition, every: list[dict[str, Any]], q: dict[str, Any],
     keys = [path for path, _, _ in d.groups]
     if order_by != "count" and order_by not in keys and order_by not in {m for m, _, _ in d.metrics}:
         raise invalid("orderBy", "unknown-field", f"order by count, a group key {keys} or a metric")
-    kept = [r for r in every
-            if where.matches_all or where.matches(_where_view(r["groupKey"], r["metrics"], r["count"]))]
+    kept = [
+        r for r in every if where.matches_all or where.matches(_where_view(r["groupKey"], r["metrics"], r["count"]))
+    ]
 
     def value_of(i: int) -> tuple[bool, Any]:
         r = kept[i]
@@ -74,12 +84,16 @@ def page(d: Definition, every: list[dict[str, Any]], q: dict[str, Any],
         return (True, r["count"]) if order_by == "count" else (False, None)
 
     ordered = sort_by_value(list(range(len(kept))), value_of, int, order == "desc")  # kept is in key order
-    found = [kept[i] for i in ordered[offset:offset + limit]]
-    return [{"groupKey": dict(r["groupKey"]), "metrics": dict(r["metrics"]), "count": r["count"]}
-            for r in found], len(kept), offset
+    found = [kept[i] for i in ordered[offset : offset + limit]]
+    return (
+        [{"groupKey": dict(r["groupKey"]), "metrics": dict(r["metrics"]), "count": r["count"]} for r in found],
+        len(kept),
+        offset,
+    )
 
 
 # -- the doors --------------------------------------------------------------------------------------------
+
 
 @door("defineAggregate", WRITE)
 def define_aggregate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -89,9 +103,18 @@ def define_aggregate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any
     before = txn.entity(id_)
     if before is not None and not is_definition_row(before):
         raise invalid("name", "id-taken", f"the id {id_} this name derives is held by a row that is no aggregate")
-    row: dict[str, Any] = {"id": id_, "type": DEFINITION_TYPE, "subtype": DEFINITION_SUBTYPE, "service": None,
-                           "data": d.doc, "metadata": {}, "visibility": "system", "confidence": None,
-                           "weight": None, "hasVector": False}
+    row: dict[str, Any] = {
+        "id": id_,
+        "type": DEFINITION_TYPE,
+        "subtype": DEFINITION_SUBTYPE,
+        "service": None,
+        "data": d.doc,
+        "metadata": {},
+        "visibility": "system",
+        "confidence": None,
+        "weight": None,
+        "hasVector": False,
+    }
     _stamp(txn, row, before)
     txn.put_entity(row)
     counted = Aggregate(d, (rows.unpack(raw) for raw in (txn.get(k) for k in txn.scan(K.ENTITY, b"f")) if raw))
@@ -148,9 +171,18 @@ def find_shape(q: Any, view: Snapshot, matching: Iterable[dict[str, Any]], cost:
     if q.ranked:
         raise invalid("aggregate", "ranked-and-aggregated", "the aggregated shape takes no query or vector")
     d = _definition_at(view, spec["name"])
-    found, total, offset = page(d, Aggregate(d, matching).rows(), spec,
-                                q.offset if q.args.get("cursor") is not None else None)
+    found, total, offset = page(
+        d, Aggregate(d, matching).rows(), spec, q.offset if q.args.get("cursor") is not None else None
+    )
     more = offset + len(found) < total
-    return {"results": [], "brain": view.brain, "generation": view.generation, "total": total,
-            "cursor": encode_cursor("find", q.fingerprint(), view.generation, offset + len(found)) if more else None,
-            "hasMore": more, "legs": q.legs, "cost": cost, "rows": found}
+    return {
+        "results": [],
+        "brain": view.brain,
+        "generation": view.generation,
+        "total": total,
+        "cursor": encode_cursor("find", q.fingerprint(), view.generation, offset + len(found)) if more else None,
+        "hasMore": more,
+        "legs": q.legs,
+        "cost": cost,
+        "rows": found,
+    }

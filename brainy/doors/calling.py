@@ -43,8 +43,9 @@ class Checked:
         """``document`` checked against the door's declared arguments, its defaults filled; the id the door's
         path names must be there."""
         if document is not None and not isinstance(document, dict):
-            raise R.InvalidArgumentError("the argument document must be an object", field="document",
-                                         reason="wrong-type")
+            raise R.InvalidArgumentError(
+                "the argument document must be an object", field="document", reason="wrong-type"
+            )
         if id_ is None and self.takes_id:
             raise R.InvalidArgumentError("id: required", field="id", reason="missing")
         if document:

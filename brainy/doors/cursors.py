@@ -19,15 +19,17 @@ from brainy.contract import refusals as R
 
 def _digest(door: str, query: dict[str, Any]) -> str:
     # orjson: a query may hold a 384-number vector, which the json module takes 90 µs to print
-    text = orjson.dumps({k: v for k, v in query.items() if k not in ("cursor", "limit")},
-                        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    text = orjson.dumps(
+        {k: v for k, v in query.items() if k not in ("cursor", "limit")},
+        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+        default=str,
+    )
     return hashlib.sha256(door.encode() + b"\0" + text).hexdigest()[:16]
 
 
 def encode_cursor(door: str, query: dict[str, Any], generation: int, position: Any) -> str:
     """An opaque cursor: the door, a digest of the query, the pinned generation and where the next page starts."""
-    payload = json.dumps({"d": door, "q": _digest(door, query), "g": generation, "p": position},
-                         separators=(",", ":"))
+    payload = json.dumps({"d": door, "q": _digest(door, query), "g": generation, "p": position}, separators=(",", ":"))
     return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
 
 

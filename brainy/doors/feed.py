@@ -20,14 +20,15 @@ and a store without a log is ``NoFactLogError``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from brainy.contract import refusals as R
-from brainy.store import log as log_
-from brainy.store import rows
 from brainy.doors.timetravel import change_frame
 from brainy.index.snapshot import Snapshot
+from brainy.store import log as log_
+from brainy.store import rows
 
 Commit = list[dict[str, Any]]  # one commit's change frames, in op order
 
@@ -65,12 +66,12 @@ class LogTail:
 
     def __init__(self, store: Path, cursor: int) -> None:
         self.dir = Path(store) / "log"
-        self.cursor = cursor            # the last generation handed out
+        self.cursor = cursor  # the last generation handed out
         self._read_to: int | None = None  # the last generation read from the log
         self._position: log_.Position | None = None
         self._pending: list[log_.Frame] = []  # read, not yet handed out (past the writer's durable head)
         self._written: dict[str, list[Any] | None] = {}  # entity tags past the handle's head (an attach)
-        self._written_to = 0            # the generation _written covers
+        self._written_to = 0  # the generation _written covers
 
     def landed(self, brain: Brain) -> int:
         """Read what the log gained since the last read; answer the head this tail can serve for ``brain``'s
@@ -148,8 +149,9 @@ def resume_cursor(last_event_id: str | None, since: Any, head: int, ops_of: Call
     if last_event_id is not None and last_event_id.strip():
         generation, dot, index = last_event_id.strip().partition(".")
         if not (generation.isdigit() and dot and index.isdigit()):
-            raise R.BadQueryParameterError("Last-Event-ID: <generation>.<index>, as the stream sent it",
-                                           param="Last-Event-ID", head=head)
+            raise R.BadQueryParameterError(
+                "Last-Event-ID: <generation>.<index>, as the stream sent it", param="Last-Event-ID", head=head
+            )
         g, i = int(generation), int(index)
         _since(g, head, "Last-Event-ID")
         return g if g == 0 or ops_of(g) == i + 1 else g - 1

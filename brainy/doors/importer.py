@@ -30,28 +30,27 @@ import csv
 import io
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from brainy.contract import refusals as R
-from brainy.store import keys as K
 from brainy.doors.registry import WRITE, door
-from brainy.store.txn import Txn
 from brainy.doors.writes import TX_DOORS, Context, _nested, texts
+from brainy.store import keys as K
+from brainy.store.txn import Txn
 
 log = logging.getLogger("brainy.engine")
 
 BATCH = 1_000
-ENTITY_FIELDS = ("id", "type", "subtype", "service", "data", "metadata", "visibility", "confidence", "weight",
-                 "vector")
-RELATION_FIELDS = ("from", "to", "type", "subtype", "service", "data", "metadata", "visibility", "confidence",
-                   "weight")
+ENTITY_FIELDS = ("id", "type", "subtype", "service", "data", "metadata", "visibility", "confidence", "weight", "vector")
+RELATION_FIELDS = ("from", "to", "type", "subtype", "service", "data", "metadata", "visibility", "confidence", "weight")
 
 
 @dataclass(frozen=True)
 class Row:
-    line: int       # where the row came from: 1-based for text, the page index for an export page
-    door: str       # "add" or "relate"
+    line: int  # where the row came from: 1-based for text, the page index for an export page
+    door: str  # "add" or "relate"
     args: dict[str, Any]
 
 
@@ -119,8 +118,11 @@ def _page(a: dict[str, Any]) -> Iterator[Row]:
             page = json.loads(_text(a))
         except ValueError as exc:
             raise _format_error(f"an export page is a JSON object: {exc}") from None
-    if not isinstance(page, dict) or not isinstance(page.get("entities", []), list) \
-            or not isinstance(page.get("relations", []), list):
+    if (
+        not isinstance(page, dict)
+        or not isinstance(page.get("entities", []), list)
+        or not isinstance(page.get("relations", []), list)
+    ):
         raise _format_error("an export page is {entities: [...], relations: [...]}")
     index = 0
     for entity in page.get("entities", []):
@@ -162,8 +164,9 @@ def _csv(a: dict[str, Any]) -> Iterator[Row]:
         if not header:
             raise _format_error("no header row", 1)
         if a.get("type") is None and mapping.get("type", "type") not in header:
-            raise R.InvalidArgumentError("type: required for csv, unless mapping.type names a column",
-                                         field="type", reason="missing")
+            raise R.InvalidArgumentError(
+                "type: required for csv, unless mapping.type names a column", field="type", reason="missing"
+            )
         for record in reader:
             if None in record or any(v is None for v in record.values()):
                 raise _format_error(f"{len(header)} columns in the header, another count here", reader.line_num)
@@ -219,8 +222,9 @@ def import_rows(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         except R.Refusal as exc:
             txn.rollback(point)
             if not keep_going:
-                raise R.TransactionAbortedError(f"line {row.line} was refused ({exc.name}): nothing was written",
-                                                index=index, error=exc.to_wire()) from exc
+                raise R.TransactionAbortedError(
+                    f"line {row.line} was refused ({exc.name}): nothing was written", index=index, error=exc.to_wire()
+                ) from exc
             failed.append({"index": index, "line": row.line, "error": exc.to_wire()})
         if (index + 1) % BATCH == 0 and len(rows) > BATCH:
             log.info("import into %s: %d of %d rows staged", ctx.brain, index + 1, len(rows))

@@ -26,8 +26,9 @@ import socket
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from brainy.contract import refusals as R
@@ -41,11 +42,15 @@ LOCAL = ("ollama", "127.0.0.1", 11434)
 PROBE_SECONDS = 0.2
 CALL_SECONDS = 30.0
 
-ENDPOINTS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com",
-             "ollama": f"http://{LOCAL[1]}:{LOCAL[2]}"}
+ENDPOINTS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+    "ollama": f"http://{LOCAL[1]}:{LOCAL[2]}",
+}
 MODELS = {"anthropic": "claude-3-5-haiku-latest", "openai": "gpt-4o-mini", "ollama": "llama3.2"}
-LOOKED_FOR = (f"{CHOOSE}, one of {', '.join(v for v in VENDOR_KEYS.values())}, "
-              f"or a model server on {LOCAL[1]}:{LOCAL[2]}")
+LOOKED_FOR = (
+    f"{CHOOSE}, one of {', '.join(v for v in VENDOR_KEYS.values())}, or a model server on {LOCAL[1]}:{LOCAL[2]}"
+)
 
 
 class LanguageConfigError(ValueError):
@@ -68,13 +73,18 @@ class Provider:
     def summarise(self, lines: Sequence[str], title: str | None = None) -> str:
         """A short summary of ``lines``, written by the provider. A provider that fails or answers nothing
         usable refuses ``LanguageProviderUnavailableError`` naming it: no summary is ever made up."""
-        prompt = ("Summarise the following memories in a few plain sentences, keeping names, numbers and dates."
-                  + (f" The summary is titled: {title}." if title else "") + "\n\n" + "\n".join(lines))
+        prompt = (
+            "Summarise the following memories in a few plain sentences, keeping names, numbers and dates."
+            + (f" The summary is titled: {title}." if title else "")
+            + "\n\n"
+            + "\n".join(lines)
+        )
         try:
             text = _CALLS[self.name](self, prompt)
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise R.LanguageProviderUnavailableError(
-                f"the language provider {self.name} at {self.url} did not answer: {exc}") from None
+                f"the language provider {self.name} at {self.url} did not answer: {exc}"
+            ) from None
         if not isinstance(text, str) or not text.strip():
             raise R.LanguageProviderUnavailableError(f"the language provider {self.name} answered no text")
         return text.strip()
@@ -87,22 +97,27 @@ def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
 
 
 def _anthropic(p: Provider, prompt: str) -> str:
-    answer = _post(p.url.rstrip("/") + "/v1/messages",
-                   {"model": p.model, "max_tokens": 512, "messages": [{"role": "user", "content": prompt}]},
-                   {"x-api-key": p.key or "", "anthropic-version": "2023-06-01"})
+    answer = _post(
+        p.url.rstrip("/") + "/v1/messages",
+        {"model": p.model, "max_tokens": 512, "messages": [{"role": "user", "content": prompt}]},
+        {"x-api-key": p.key or "", "anthropic-version": "2023-06-01"},
+    )
     return "".join(part.get("text", "") for part in answer["content"])
 
 
 def _openai(p: Provider, prompt: str) -> str:
-    answer = _post(p.url.rstrip("/") + "/v1/chat/completions",
-                   {"model": p.model, "messages": [{"role": "user", "content": prompt}]},
-                   {"Authorization": f"Bearer {p.key or ''}"})
+    answer = _post(
+        p.url.rstrip("/") + "/v1/chat/completions",
+        {"model": p.model, "messages": [{"role": "user", "content": prompt}]},
+        {"Authorization": f"Bearer {p.key or ''}"},
+    )
     return answer["choices"][0]["message"]["content"]
 
 
 def _ollama(p: Provider, prompt: str) -> str:
-    return _post(p.url.rstrip("/") + "/api/generate", {"model": p.model, "prompt": prompt, "stream": False},
-                 {})["response"]
+    return _post(p.url.rstrip("/") + "/api/generate", {"model": p.model, "prompt": prompt, "stream": False}, {})[
+        "response"
+    ]
 
 
 _CALLS = {"anthropic": _anthropic, "openai": _openai, "ollama": _ollama}
@@ -123,8 +138,9 @@ def _built(name: str, env: Mapping[str, str], chosen_by: str) -> Provider:
         raise LanguageConfigError(f"{URL}={url!r} is not an http(s) URL")
     allowed = env.get(OUTBOUND)
     if allowed is not None and parts.hostname not in {h.strip() for h in allowed.split(",") if h.strip()}:
-        raise LanguageConfigError(f"the {name} provider's endpoint {parts.hostname} is outside the outbound gate "
-                                  f"({OUTBOUND}={allowed!r})")
+        raise LanguageConfigError(
+            f"the {name} provider's endpoint {parts.hostname} is outside the outbound gate ({OUTBOUND}={allowed!r})"
+        )
     key = None
     if name in VENDOR_KEYS:
         key = env.get(VENDOR_KEYS[name])
@@ -146,8 +162,9 @@ def resolve(env: Mapping[str, str]) -> Provider | None:
         return _built(chosen, env, CHOOSE)
     keyed = [name for name, variable in VENDOR_KEYS.items() if env.get(variable)]
     if len(keyed) > 1:
-        raise LanguageConfigError(f"{' and '.join(VENDOR_KEYS[n] for n in keyed)} are both set: choose one with "
-                                  f"{CHOOSE}")
+        raise LanguageConfigError(
+            f"{' and '.join(VENDOR_KEYS[n] for n in keyed)} are both set: choose one with {CHOOSE}"
+        )
     if keyed:
         return _built(keyed[0], env, VENDOR_KEYS[keyed[0]])
     name, host, port = LOCAL

@@ -13,22 +13,22 @@ newest persisted snapshot and the head.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ContextManager, Protocol
+from typing import Any, Protocol
 
 from brainy import __version__
 from brainy.contract import refusals as R
-from brainy.index import embedder
-from brainy.store.blobs import BlobStore
-from brainy.store import log as log_
-from brainy.index.projections import newest_snapshot
-from brainy.store.rows import DIMENSIONS
 from brainy.doors.writes import MAX_BATCH
-
+from brainy.index import embedder
 from brainy.index.follower import ProjectionFollower, VectorFollower
+from brainy.index.projections import newest_snapshot
 from brainy.index.snapshot import Snapshot, Sources
+from brainy.store import log as log_
 from brainy.store.backup import FileSet
+from brainy.store.blobs import BlobStore
 from brainy.store.counts import Ledger
+from brainy.store.rows import DIMENSIONS
 
 
 class Brain(Protocol):
@@ -61,12 +61,18 @@ class Brain(Protocol):
 
     def write(self, door: str, args: Any) -> Any: ...
 
-    def hold_files(self) -> ContextManager[FileSet]: ...
+    def hold_files(self) -> AbstractContextManager[FileSet]: ...
+
 
 # warm's projection names, and the follower that holds each: metadata postings, the words index, the
 # relation postings and the id map are all parts of one projection set
-WARMABLE = {"metadata": "projections", "words": "projections", "graph": "projections", "idmap": "projections",
-            "vectors": "vectors"}
+WARMABLE = {
+    "metadata": "projections",
+    "words": "projections",
+    "graph": "projections",
+    "idmap": "projections",
+    "vectors": "vectors",
+}
 
 
 def scrub(brain: Brain, text: str) -> str:
@@ -86,8 +92,11 @@ def _followers(brain: Brain) -> list[ProjectionFollower]:
 
 
 def _projection(brain: Brain, follower: ProjectionFollower) -> dict[str, Any]:
-    links = [n for n in (newest_snapshot(follower.folder, x) for x in follower.suffixes) if n] \
-        if follower.folder.is_dir() else []
+    links = (
+        [n for n in (newest_snapshot(follower.folder, x) for x in follower.suffixes) if n]
+        if follower.folder.is_dir()
+        else []
+    )
     found = max(links) if links else None  # the newest link of its chain may be a delta
     # every link on disk: a chain's older links are removed once a newer one is durable, so these are its chain
     persisted = sum(_size(p) for x in follower.suffixes for p in follower.folder.glob("*" + x)) if links else 0
@@ -155,9 +164,15 @@ def diagnostics(brain: Brain, deep: bool) -> dict[str, Any]:
         finally:
             store.close()
     return {
-        "brain": brain.name, "version": __version__, "generation": brain.head,
-        "log": {"segments": len(segments), "bytes": sum(_size(p) for _, p in segments), "head": brain.head,
-                "oldestRetained": segments[0][0] if segments else 0},
+        "brain": brain.name,
+        "version": __version__,
+        "generation": brain.head,
+        "log": {
+            "segments": len(segments),
+            "bytes": sum(_size(p) for _, p in segments),
+            "head": brain.head,
+            "oldestRetained": segments[0][0] if segments else 0,
+        },
         "sstables": {"count": len(tables), "bytes": sum(int(t["size"]) for t in tables), "levels": 1 if tables else 0},
         "memtable": {"rows": len(sources.mem) + sum(len(m) for m in sources.frozen), "bytes": memtable_bytes(brain)},
         "projections": [_projection(brain, f) for f in _followers(brain)],
@@ -170,8 +185,12 @@ def diagnostics(brain: Brain, deep: bool) -> dict[str, Any]:
 def snapshot(brain: Brain) -> dict[str, Any]:
     """The exact file set of the durable generation (``brainy.store.backup``), with sizes and checksums."""
     with brain.hold_files() as files:
-        return {"brain": brain.name, "generation": files.generation, "createdAt": files.created_at,
-                "files": files.listing()}
+        return {
+            "brain": brain.name,
+            "generation": files.generation,
+            "createdAt": files.created_at,
+            "files": files.listing(),
+        }
 
 
 def warm(brain: Brain, names: list[str] | None) -> dict[str, Any]:
@@ -179,8 +198,9 @@ def warm(brain: Brain, names: list[str] | None) -> dict[str, Any]:
     asked = list(dict.fromkeys(names if names is not None else WARMABLE))
     unknown = [name for name in asked if name not in WARMABLE]
     if unknown:
-        raise R.InvalidArgumentError(f"projections: {unknown} are none of {list(WARMABLE)}", field="projections",
-                                     reason="out-of-range")
+        raise R.InvalidArgumentError(
+            f"projections: {unknown} are none of {list(WARMABLE)}", field="projections", reason="out-of-range"
+        )
     followers = {f.name: f for f in _followers(brain)}
     warmed = []
     for name in asked:
@@ -200,17 +220,21 @@ def repair(brain: Brain, names: list[str] | None, embed_missing: bool, dry_run: 
     followers = {f.name: f for f in _followers(brain)}
     unknown = sorted(set(names or ()) - set(followers))
     if unknown:
-        raise R.InvalidArgumentError(f"projections: {unknown} are none of {sorted(followers)}", field="projections",
-                                     reason="out-of-range")
+        raise R.InvalidArgumentError(
+            f"projections: {unknown} are none of {sorted(followers)}", field="projections", reason="out-of-range"
+        )
     embedded = 0
     if embed_missing:  # first: the projections below then follow its commits to the head
         snap = brain.at()
-        missing = [{"id": row["id"], "data": row["data"]} for row in snap.entities()
-                   if not row.get("hasVector") and embedder.text_of(row.get("data")) is not None]
+        missing = [
+            {"id": row["id"], "data": row["data"]}
+            for row in snap.entities()
+            if not row.get("hasVector") and embedder.text_of(row.get("data")) is not None
+        ]
         if missing and not dry_run:
             embedder.embed_many([embedder.text_of(missing[0]["data"]) or ""])  # EmbeddingModelMissingError first
             for start in range(0, len(missing), MAX_BATCH):
-                brain.write("updateMany", {"items": missing[start:start + MAX_BATCH]})
+                brain.write("updateMany", {"items": missing[start : start + MAX_BATCH]})
         embedded = len(missing)
     repaired = []
     for name, follower in followers.items():
@@ -222,8 +246,13 @@ def repair(brain: Brain, names: list[str] | None, embed_missing: bool, dry_run: 
                 pass
             follower.persist()
         repaired.append({"projection": name, "fromStamp": state["stamp"], "toStamp": brain.head})
-    return {"brain": brain.name, "repaired": repaired, "embedded": embedded, "quarantined": [],
-            "generation": brain.head}
+    return {
+        "brain": brain.name,
+        "repaired": repaired,
+        "embedded": embedded,
+        "quarantined": [],
+        "generation": brain.head,
+    }
 
 
 def stats(brain: Brain) -> dict[str, Any]:
@@ -233,10 +262,18 @@ def stats(brain: Brain) -> dict[str, Any]:
     _, pack_bytes = _folder_bytes(brain, "blobs", ".pack")
     _, index_bytes = _folder_bytes(brain, "index", "")
     return {
-        "brain": brain.name, "generation": brain.head,
-        "rows": {"entities": ledger["entitiesAllTiers"], "relations": ledger["relationshipsAllTiers"],
-                 "files": ledger["byTypeAllTiers"].get("file", 0)},
-        "bytes": {"log": sum(_size(p) for _, p in log_._segments(brain.path / "log")),
-                  "sstables": sum(int(t["size"]) for t in tables), "projections": index_bytes, "blobs": pack_bytes},
+        "brain": brain.name,
+        "generation": brain.head,
+        "rows": {
+            "entities": ledger["entitiesAllTiers"],
+            "relations": ledger["relationshipsAllTiers"],
+            "files": ledger["byTypeAllTiers"].get("file", 0),
+        },
+        "bytes": {
+            "log": sum(_size(p) for _, p in log_._segments(brain.path / "log")),
+            "sstables": sum(int(t["size"]) for t in tables),
+            "projections": index_bytes,
+            "blobs": pack_bytes,
+        },
         "embedder": {"loaded": embedder.loaded(), "model": embedder.MODEL, "dimensions": DIMENSIONS},
     }

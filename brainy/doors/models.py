@@ -12,26 +12,32 @@ import numpy as np
 
 from brainy.contract import refusals as R
 from brainy.contract.vectors import Vector
-from brainy.doors.registry import MODEL as ANSWERED_BY_MODEL, door
+from brainy.doors.registry import MODEL as ANSWERED_BY_MODEL
+from brainy.doors.registry import door
 from brainy.index.embedder import MAX_BATCH, MODEL, embed_many, embed_one
 from brainy.store.rows import DIMENSIONS
+
 
 @door("embed", ANSWERED_BY_MODEL)
 def embed(a: dict[str, Any]) -> dict[str, Any]:
     vector, truncated = embed_one(a["text"])
-    return {"vector": Vector.of(vector.tobytes()), "dimensions": DIMENSIONS, "model": MODEL,
-            "truncated": truncated}
+    return {"vector": Vector.of(vector.tobytes()), "dimensions": DIMENSIONS, "model": MODEL, "truncated": truncated}
 
 
 @door("embedBatch", ANSWERED_BY_MODEL)
 def embed_batch(a: dict[str, Any]) -> dict[str, Any]:
     texts = a["texts"]
     if not 1 <= len(texts) <= MAX_BATCH:
-        raise R.InvalidArgumentError(f"texts: 1 to {MAX_BATCH} texts, got {len(texts)}", field="texts",
-                                     reason="out-of-range")
+        raise R.InvalidArgumentError(
+            f"texts: 1 to {MAX_BATCH} texts, got {len(texts)}", field="texts", reason="out-of-range"
+        )
     vectors, truncated = embed_many(texts)
-    return {"vectors": [Vector.of(v.tobytes()) for v in vectors], "dimensions": DIMENSIONS, "model": MODEL,
-            "truncated": truncated}
+    return {
+        "vectors": [Vector.of(v.tobytes()) for v in vectors],
+        "dimensions": DIMENSIONS,
+        "model": MODEL,
+        "truncated": truncated,
+    }
 
 
 @door("similarity", ANSWERED_BY_MODEL)

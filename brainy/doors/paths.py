@@ -74,7 +74,7 @@ def is_within(path: str, ancestor: str) -> bool:
 
 def rebase(path: str, old: str, new: str) -> str:
     """``path`` (at or under ``old``) moved to stand at or under ``new``."""
-    return new if path == old else join(new, path[len(subtree_prefix(old)):])
+    return new if path == old else join(new, path[len(subtree_prefix(old)) :])
 
 
 def ancestors(path: str) -> list[str]:

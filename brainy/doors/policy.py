@@ -25,23 +25,24 @@ from __future__ import annotations
 import re
 import uuid
 import weakref
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import READ, REGISTERED, WRITE, door
-from brainy.store.rows import invalid
-from brainy.index.snapshot import Snapshot
 from brainy.doors.timetravel import _instant
-from brainy.store.txn import Txn
-from brainy.index.where import Predicate, compile_where
 from brainy.doors.writes import Context, _stamp
+from brainy.index.snapshot import Snapshot
+from brainy.index.where import Predicate, compile_where
+from brainy.store import keys as K
+from brainy.store import rows
+from brainy.store.rows import invalid
+from brainy.store.txn import Txn
 
 RULE_TYPE, RULE_SUBTYPE = "regulation", "policy.rule"
 BOARD_TYPE, BOARD_SUBTYPE = "state", "policy.board"
@@ -51,7 +52,7 @@ AUDIT_TYPE, AUDIT_SUBTYPE = "event", "policy.refusal"
 POLICY_NAMESPACE = uuid.UUID("5d0c8f31-7a2e-5b94-9c61-2e8f4a7b3d10")
 BOARD_ID = str(uuid.uuid5(POLICY_NAMESPACE, "board"))
 SLUG_LENGTH = 48  # as accords' slugs (DOORS 9.1): lower-case, hyphenated, -2, -3, … on collision
-MAX_LIST = 64     # subjects, exceptions and door patterns one rule may name
+MAX_LIST = 64  # subjects, exceptions and door patterns one rule may name
 _SLUG_CUT = re.compile(r"[^a-z0-9]+")
 _ROLE = re.compile(r"role:[a-z0-9._-]+")
 _PRINCIPAL = re.compile(r"[a-z][a-z0-9_-]*:\S.*")
@@ -59,6 +60,7 @@ STATUSES = ("active", "proposed", "retired", "all")
 
 
 # -- who is asking -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Actor:
@@ -102,6 +104,7 @@ class asking:
 
 # -- the governed doors, derived from the contract ------------------------------------------------
 
+
 def _governed() -> frozenset[str]:
     return frozenset(d.name for d in D.DOORS if d.kind == "write" and "W" in d.sets and d.layer != "policy")
 
@@ -128,6 +131,7 @@ def door_matches(pattern: str, door_name: str) -> bool:
 
 # -- rules as the enforcement reads them -----------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Rule:
     """One active rule, compiled once from its stored row."""
@@ -143,12 +147,20 @@ class Rule:
     on_relations: Predicate | None
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> "Rule":
+    def of(cls, row: dict[str, Any]) -> Rule:
         m = row["metadata"]
         where = m.get("where")
-        return cls(row["key"], row["id"], m["tier"], m["reason"], frozenset(m["subject"]), frozenset(m["except"]),
-                   tuple(m["doors"]), compile_where(where) if where is not None else None,
-                   compile_where(where, relation=True) if where is not None else None)
+        return cls(
+            row["key"],
+            row["id"],
+            m["tier"],
+            m["reason"],
+            frozenset(m["subject"]),
+            frozenset(m["except"]),
+            tuple(m["doors"]),
+            compile_where(where) if where is not None else None,
+            compile_where(where, relation=True) if where is not None else None,
+        )
 
     def names(self, door_name: str) -> bool:
         return any(door_matches(p, door_name) for p in self.doors)
@@ -165,8 +177,10 @@ class Rule:
         with a ``where`` may stop the write."""
         if self.on_entities is None or moved is None:
             return True
-        return any((self.on_entities if kind == "e" else self.on_relations).matches(row)  # type: ignore[union-attr]
-                   for kind, row in moved)
+        return any(
+            (self.on_entities if kind == "e" else self.on_relations).matches(row)  # type: ignore[union-attr]
+            for kind, row in moved
+        )
 
     def brief(self) -> dict[str, Any]:
         return {"id": self.id, "tier": self.tier, "reason": self.reason}
@@ -205,7 +219,7 @@ class RuleSet:
 #: Per writer (a Brain, held weakly): the board it last read and that board's rules. Every change to
 #: what a rule enforces moves the board (the active list), or is a rule row removed, which the hits are
 #: checked for; so a write that no rule stops costs the board's lookup and one comparison.
-_SETS: "weakref.WeakKeyDictionary[Any, tuple[bytes, RuleSet]]" = weakref.WeakKeyDictionary()
+_SETS: weakref.WeakKeyDictionary[Any, tuple[bytes, RuleSet]] = weakref.WeakKeyDictionary()
 
 
 def _rule_set(read: Any, board_raw: bytes, holder: Any) -> RuleSet:
@@ -226,12 +240,21 @@ def _rule_set(read: Any, board_raw: bytes, holder: Any) -> RuleSet:
 
 def _moved(moves: Iterable[tuple[str, dict | None, dict | None]]) -> list[tuple[str, dict[str, Any]]]:
     """The rows a write produces; for a removal, the row as it was."""
-    return [(kind, after if after is not None else before) for kind, before, after in moves  # type: ignore[misc]
-            if (after or before) is not None]
+    return [
+        (kind, after if after is not None else before)
+        for kind, before, after in moves  # type: ignore[misc]
+        if (after or before) is not None
+    ]
 
 
-def stopping(read: Any, board_raw: bytes | None, door_name: str, actor: Actor,
-             moved: Callable[[], list[tuple[str, dict[str, Any]]] | None], holder: Any = None) -> list[Rule]:
+def stopping(
+    read: Any,
+    board_raw: bytes | None,
+    door_name: str,
+    actor: Actor,
+    moved: Callable[[], list[tuple[str, dict[str, Any]]] | None],
+    holder: Any = None,
+) -> list[Rule]:
     """The active rules that stop a write through ``door_name`` by ``actor`` producing ``moved()`` (asked
     only of a rule that binds, so a write no rule binds never lists its rows), as
     ``read`` (a txn's ``committed`` or a snapshot's ``lookup``) sees the board ``board_raw``.
@@ -240,10 +263,16 @@ def stopping(read: Any, board_raw: bytes | None, door_name: str, actor: Actor,
     law covers both."""
     if board_raw is None or not governs(door_name):
         return []
-    names = frozenset((actor.caller, *(f"role:{r}" for r in actor.roles))) if actor.caller is not None else \
-        frozenset(f"role:{r}" for r in actor.roles)
-    return [rule for rule in _rule_set(read, board_raw, holder).binding(door_name, names)
-            if rule.matches_rows(moved()) and read(K.entity_key(rule.row_id))]
+    names = (
+        frozenset((actor.caller, *(f"role:{r}" for r in actor.roles)))
+        if actor.caller is not None
+        else frozenset(f"role:{r}" for r in actor.roles)
+    )
+    return [
+        rule
+        for rule in _rule_set(read, board_raw, holder).binding(door_name, names)
+        if rule.matches_rows(moved()) and read(K.entity_key(rule.row_id))
+    ]
 
 
 def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any = None) -> R.Refusal | None:
@@ -269,7 +298,10 @@ def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any =
         return None
     return R.GuardrailRefusedError(
         f"{door_name} is stopped by {len(hits)} rule(s): " + "; ".join(f"{r.id} ({r.reason})" for r in hits),
-        rules=[r.brief() for r in hits], caller=txn.caller, via=txn.via)
+        rules=[r.brief() for r in hits],
+        caller=txn.caller,
+        via=txn.via,
+    )
 
 
 class Audited(Exception):
@@ -288,8 +320,12 @@ def audit(txn: Txn, door_name: str, refused: R.Refusal, target: str | None) -> N
     board = _board(txn)
     n = board["metadata"]["audits"] + 1
     board["metadata"]["audits"] = n
-    event: dict[str, Any] = {"caller": txn.caller, "via": txn.via, "door": door_name,
-                             "rules": [r["id"] for r in refused.fields["rules"]]}
+    event: dict[str, Any] = {
+        "caller": txn.caller,
+        "via": txn.via,
+        "door": door_name,
+        "rules": [r["id"] for r in refused.fields["rules"]],
+    }
     if target is not None:
         event["target"] = target
     _put(txn, audit_id(n), None, AUDIT_TYPE, AUDIT_SUBTYPE, f"{door_name} refused", event)
@@ -314,14 +350,31 @@ def target_of(txn: Txn) -> str | None:
 
 # -- the rows --------------------------------------------------------------------------------------
 
-def _put(txn: Txn, id_: str, key: str | None, kind: str, subtype: str, data: str, metadata: dict[str, Any],
-         ) -> dict[str, Any]:
+
+def _put(
+    txn: Txn,
+    id_: str,
+    key: str | None,
+    kind: str,
+    subtype: str,
+    data: str,
+    metadata: dict[str, Any],
+) -> dict[str, Any]:
     before = txn.entity(id_)
     row: dict[str, Any] = {"id": id_}
     if key is not None:
         row["key"] = key
-    row.update(type=kind, subtype=subtype, service=None, data=data, metadata=metadata, visibility="internal",
-               confidence=None, weight=None, hasVector=False)
+    row.update(
+        type=kind,
+        subtype=subtype,
+        service=None,
+        data=data,
+        metadata=metadata,
+        visibility="internal",
+        confidence=None,
+        weight=None,
+        hasVector=False,
+    )
     _stamp(txn, row, before)
     txn.put_entity(row)
     return row
@@ -388,8 +441,11 @@ def _door_pattern(pattern: str) -> bool:
 
 
 def _subject(item: str) -> bool:
-    return item == "*" or bool(_ROLE.fullmatch(item)) or (not item.startswith("role:") and
-                                                          bool(_PRINCIPAL.fullmatch(item)))
+    return (
+        item == "*"
+        or bool(_ROLE.fullmatch(item))
+        or (not item.startswith("role:") and bool(_PRINCIPAL.fullmatch(item)))
+    )
 
 
 def _reason(a: dict[str, Any]) -> str:
@@ -399,8 +455,9 @@ def _reason(a: dict[str, Any]) -> str:
     return reason.strip()
 
 
-def _new_rule(txn: Txn, a: dict[str, Any], tier: int, subject: list[str], except_: list[str],
-              by: dict[str, str], status: str) -> dict[str, Any]:
+def _new_rule(
+    txn: Txn, a: dict[str, Any], tier: int, subject: list[str], except_: list[str], by: dict[str, str], status: str
+) -> dict[str, Any]:
     doors = _strings(a["doors"], "doors", _door_pattern, "a row-writing door outside policy.* (or a pattern of one)")
     where = a.get("where")
     if where is not None:
@@ -408,8 +465,16 @@ def _new_rule(txn: Txn, a: dict[str, Any], tier: int, subject: list[str], except
     reason = _reason(a)
     board = _board(txn)
     id_, key = _slug(txn, reason)
-    meta: dict[str, Any] = {"tier": tier, "status": status, "subject": subject, "except": except_,
-                            "doors": doors, "reason": reason, "locked": False, **by}
+    meta: dict[str, Any] = {
+        "tier": tier,
+        "status": status,
+        "subject": subject,
+        "except": except_,
+        "doors": doors,
+        "reason": reason,
+        "locked": False,
+        **by,
+    }
     if where is not None:
         meta["where"] = where
     row = _put(txn, id_, key, RULE_TYPE, RULE_SUBTYPE, reason, meta)
@@ -421,6 +486,7 @@ def _new_rule(txn: Txn, a: dict[str, Any], tier: int, subject: list[str], except
 
 
 # -- the six writes --------------------------------------------------------------------------------
+
 
 @door("policy.declare", WRITE)
 def declare(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -467,14 +533,19 @@ def retire(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         raise _state(row, "already-retired", "the rule is already retired")
     if meta["tier"] == 2:
         if meta.get("declaredBy") != caller:
-            raise _state(row, "not-declarer", f"a tier-2 rule is retired only by its declarer, {meta.get('declaredBy')}")
+            raise _state(
+                row, "not-declarer", f"a tier-2 rule is retired only by its declarer, {meta.get('declaredBy')}"
+            )
     elif meta["status"] == "proposed":
         if meta.get("proposedBy") != caller:
             raise _state(row, "not-proposer", f"a proposal is withdrawn only by its proposer, {meta.get('proposedBy')}")
     else:
         if meta["locked"]:
-            raise R.PolicyLockedError(f"{row['key']} is locked; the owner must policy.unlock it first",
-                                      rule=row["key"], frozen=_board(txn)["metadata"]["frozen"])
+            raise R.PolicyLockedError(
+                f"{row['key']} is locked; the owner must policy.unlock it first",
+                rule=row["key"],
+                frozen=_board(txn)["metadata"]["frozen"],
+            )
         if "retirement" in meta:
             raise _state(row, "retirement-pending", "a retirement is already proposed for this rule")
         meta["retirement"] = {"proposedBy": caller, "reason": reason, "at": txn.timestamp}
@@ -557,11 +628,18 @@ def freeze(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 # -- the three reads -------------------------------------------------------------------------------
 
+
 def _answer(row: dict[str, Any]) -> dict[str, Any]:
     """A rule as DOORS 9.3 writes it."""
     m = row["metadata"]
-    out: dict[str, Any] = {"id": row["key"], "tier": m["tier"], "status": m["status"], "subject": m["subject"],
-                           "except": m["except"], "doors": m["doors"]}
+    out: dict[str, Any] = {
+        "id": row["key"],
+        "tier": m["tier"],
+        "status": m["status"],
+        "subject": m["subject"],
+        "except": m["except"],
+        "doors": m["doors"],
+    }
     if "where" in m:
         out["where"] = m["where"]
     out["reason"] = m["reason"]
@@ -608,13 +686,19 @@ def list_rules(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         if row is None:
             continue
         m = row["metadata"]
-        if (status == "all" or m["status"] == status) and (tier is None or m["tier"] == tier) and (
-                subject is None or subject in m["subject"]):
+        if (
+            (status == "all" or m["status"] == status)
+            and (tier is None or m["tier"] == tier)
+            and (subject is None or subject in m["subject"])
+        ):
             found.append(_answer(row))
     more = position < len(ids)
-    return {"rules": found, "frozen": board["metadata"]["frozen"],
-            "cursor": encode_cursor("policy.rules", a, view.generation, position) if more else None,
-            "hasMore": more}
+    return {
+        "rules": found,
+        "frozen": board["metadata"]["frozen"],
+        "cursor": encode_cursor("policy.rules", a, view.generation, position) if more else None,
+        "hasMore": more,
+    }
 
 
 def _since(value: Any) -> int | None:
@@ -623,7 +707,9 @@ def _since(value: Any) -> int | None:
     try:  # timetravel's reader of an int-or-ISO instant, naming this field
         return _instant(value)
     except R.InvalidArgumentError:
-        raise invalid("since", "wrong-type", "an ISO-8601 instant with a zone, or milliseconds since the epoch")
+        raise invalid(
+            "since", "wrong-type", "an ISO-8601 instant with a zone, or milliseconds since the epoch"
+        ) from None
 
 
 @door("policy.audit", READ)
@@ -642,16 +728,29 @@ def list_audit(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         if row is None:
             continue
         m = row["metadata"]
-        if ((since is None or row["createdAt"] >= since) and a.get("caller") in (None, m["caller"])
-                and a.get("door") in (None, m["door"]) and (rule is None or rule in m["rules"])):
-            event = {"id": row["id"], "at": row["createdAt"], "caller": m["caller"], "via": m["via"],
-                     "door": m["door"], "rules": m["rules"]}
+        if (
+            (since is None or row["createdAt"] >= since)
+            and a.get("caller") in (None, m["caller"])
+            and a.get("door") in (None, m["door"])
+            and (rule is None or rule in m["rules"])
+        ):
+            event = {
+                "id": row["id"],
+                "at": row["createdAt"],
+                "caller": m["caller"],
+                "via": m["via"],
+                "door": m["door"],
+                "rules": m["rules"],
+            }
             if "target" in m:
                 event["target"] = m["target"]
             events.append(event)
     more = n <= total
-    return {"events": events, "cursor": encode_cursor("policy.audit", a, view.generation, n) if more else None,
-            "hasMore": more}
+    return {
+        "events": events,
+        "cursor": encode_cursor("policy.audit", a, view.generation, n) if more else None,
+        "hasMore": more,
+    }
 
 
 @door("policy.check", READ, asks=True)  # its caller defaults to who is asking

@@ -22,28 +22,29 @@ import math
 import operator
 import time
 from array import array
+from collections.abc import Callable, Iterable
 from itertools import repeat
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from brainy._speedups import pagerows
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
 from brainy.doors import aggregates
-from brainy.index import encoded_rows as E
-from brainy.doors import traverse as G
-from brainy.index.graph import StoredAdjacency, graph_at_head
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.doors import semantic as S
 from brainy.doors import shapes as SH
-from brainy.index.projections import TYPECODE, WORD, Projections, column_values, words
-from brainy.store.counts import Ledger
+from brainy.doors import traverse as G
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
+from brainy.index import encoded_rows as E
+from brainy.index.graph import StoredAdjacency, graph_at_head
+from brainy.index.projections import TYPECODE, WORD, Projections, column_values, words
 from brainy.index.snapshot import Snapshot
 from brainy.index.vector_matrix import unit
 from brainy.index.vectors import VectorIndex
 from brainy.index.where import Predicate, compile_where, sort_by_value
+from brainy.store import keys as K
+from brainy.store import rows
+from brainy.store.counts import Ledger
 
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
@@ -72,18 +73,21 @@ class Query:
         self.text = a.get("query")
         if self.text is not None:
             _string(self.text, "query")
-        if self.mode == "metadata" and (self.text is not None or a.get("vector") is not None
-                                        or a.get("near") is not None):
-            raise R.InvalidArgumentError("searchMode metadata takes no query, vector or near", field="searchMode",
-                                         reason="bad-operand")
+        if self.mode == "metadata" and (
+            self.text is not None or a.get("vector") is not None or a.get("near") is not None
+        ):
+            raise R.InvalidArgumentError(
+                "searchMode metadata takes no query, vector or near", field="searchMode", reason="bad-operand"
+            )
         self.types = _list(a.get("type"), "type", lambda v, f: rows.noun(v, f))
         self.subtypes = _list(a.get("subtype"), "subtype", _string)
         self.services = _list(a.get("service"), "service", _string)
         tiers = a["visibility"]
         self.tiers = list(TIERS) if tiers == "all" else _list(tiers, "visibility", _string)
         if any(t not in TIERS for t in self.tiers or ()):
-            raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
-                                         reason="bad-visibility")
+            raise R.InvalidArgumentError(
+                "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
+            )
         self.exclude_vfs = a["excludeVFS"]
         self.where: Predicate = compile_where(a.get("where"))
         self.order_by = a.get("orderBy")
@@ -99,8 +103,9 @@ class Query:
         self.include_vector = a["includeVector"]
         self.connected = G.Connected(a["connected"]) if a.get("connected") is not None else None
         if self.mode == "graph" and self.connected is None:
-            raise R.InvalidArgumentError("searchMode graph walks from connected: give it", field="connected",
-                                         reason="missing")
+            raise R.InvalidArgumentError(
+                "searchMode graph walks from connected: give it", field="connected", reason="missing"
+            )
         self.graph_weight = G.graph_weight(a.get("fusion"))
         self.fusion = S.Fusion.of(a)
         self.semantic: S.Source | None = None
@@ -117,8 +122,9 @@ class Query:
         if self.connected is not None:
             legs["graph"] = {"served": True}
         if mode == "hybrid" and self.text is None:
-            raise R.InvalidArgumentError("searchMode hybrid needs query (its text leg)", field="query",
-                                         reason="missing")
+            raise R.InvalidArgumentError(
+                "searchMode hybrid needs query (its text leg)", field="query", reason="missing"
+            )
         if self.text is not None and mode in ("auto", "text", "hybrid"):
             legs["text"] = {"served": True}
         self.semantic = S.plan(a, mode, self.text, legs)
@@ -141,11 +147,15 @@ class Query:
         return S.HYBRID_DEPTH if "text" in self.legs or self.graph_ranked else self.offset + self.limit + 1
 
     def fingerprint(self) -> dict[str, Any]:
-        return {k: v for k, v in self.args.items() if k not in ("limit", "offset", "cursor", "explain",
-                                                                 "includeData", "includeVector")}
+        return {
+            k: v
+            for k, v in self.args.items()
+            if k not in ("limit", "offset", "cursor", "explain", "includeData", "includeVector")
+        }
 
 
 # -- candidates --------------------------------------------------------------------------------------
+
 
 def _union(lists: Iterable[array]) -> array:
     lists = [x for x in lists if len(x)]
@@ -154,8 +164,9 @@ def _union(lists: Iterable[array]) -> array:
     return P.union_many(lists) if lists else array(TYPECODE)
 
 
-def _narrow(proj: Projections, q: Query, ledger: Ledger | None = None,
-            whole: bool = True) -> tuple[array | None, list[str]]:
+def _narrow(
+    proj: Projections, q: Query, ledger: Ledger | None = None, whole: bool = True
+) -> tuple[array | None, list[str]]:
     """The candidate dense ints the postings allow, and the postings read (for explain).
 
     ``ledger``, the counts at the head (a find's): a tier filter every row passes is not read (the default
@@ -164,8 +175,7 @@ def _narrow(proj: Projections, q: Query, ledger: Ledger | None = None,
     both are O(store) merges of the snapshot and the log tail's rows: 50 ms of a first find at a million."""
     parts: list[array] = []
     used: list[str] = []
-    for path, values in (("type", q.types), ("subtype", q.subtypes), ("service", q.services),
-                         ("visibility", q.tiers)):
+    for path, values in (("type", q.types), ("subtype", q.subtypes), ("service", q.services), ("visibility", q.tiers)):
         if values is not None and not (path == "visibility" and _every_tier(values, proj, ledger)):
             parts.append(_union(proj.posting(path, v) for v in values))
             used.append(path)
@@ -187,24 +197,30 @@ def _every_tier(tiers: list[str], proj: Projections, ledger: Ledger | None) -> b
     and the ledger at the projections' stamp counting no row of another tier (it moves in the same commits)."""
     if all(tier in tiers for tier in TIERS):
         return True
-    return (ledger is not None and "public" in tiers and ledger.generation == proj.stamp
-            and ledger.n["entities"] == ledger.n["entitiesAllTiers"])
+    return (
+        ledger is not None
+        and "public" in tiers
+        and ledger.generation == proj.stamp
+        and ledger.n["entities"] == ledger.n["entitiesAllTiers"]
+    )
 
 
 def _row_allowed(q: Query, row: dict[str, Any]) -> bool:
     """The metadata leg on a row, for a find that reads rows instead of postings (a pinned generation)."""
-    return ((q.types is None or row["type"] in q.types)
-            and (q.subtypes is None or row.get("subtype") in q.subtypes)
-            and (q.services is None or row.get("service") in q.services)
-            and (q.tiers is None or row.get("visibility", "public") in q.tiers)
-            and not (q.exclude_vfs and str(row.get("subtype") or "").startswith("vfs."))
-            and q.where.matches(row))
+    return (
+        (q.types is None or row["type"] in q.types)
+        and (q.subtypes is None or row.get("subtype") in q.subtypes)
+        and (q.services is None or row.get("service") in q.services)
+        and (q.tiers is None or row.get("visibility", "public") in q.tiers)
+        and not (q.exclude_vfs and str(row.get("subtype") or "").startswith("vfs."))
+        and q.where.matches(row)
+    )
 
 
 # -- the text leg --------------------------------------------------------------------------------------
 
-def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[dict[int, float],
-                                                                             dict[int, list[str]]]:
+
+def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[dict[int, float], dict[int, list[str]]]:
     """BM25 scores of the candidates (None: every entity) holding any of the text's words."""
     terms = list(dict.fromkeys(WORD.findall(text.lower())))
     n = max(1, len(proj.lengths))
@@ -221,14 +237,28 @@ def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[di
                 continue
             length = proj.lengths.get(dense, 0)
             scores[dense] = scores.get(dense, 0.0) + idf * tf * (BM25_K1 + 1) / (
-                tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average))
+                tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+            )
             matched.setdefault(dense, []).append(term)
     return scores, matched
 
 
 def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
-    if path in ("id", "key", "type", "subtype", "service", "visibility", "createdAt", "updatedAt", "createdBy",
-                "updatedBy", "hasVector", "generation", "denseInt"):
+    if path in (
+        "id",
+        "key",
+        "type",
+        "subtype",
+        "service",
+        "visibility",
+        "createdAt",
+        "updatedAt",
+        "createdBy",
+        "updatedBy",
+        "hasVector",
+        "generation",
+        "denseInt",
+    ):
         return (path in row, row.get(path))
     node: Any = row.get("metadata") or {}
     for part in path.split("."):
@@ -241,6 +271,7 @@ def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
 
 
 # -- find ------------------------------------------------------------------------------------------------
+
 
 @door("find", embeds=S.query_texts)
 def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
@@ -277,15 +308,24 @@ class Stages:
 class Ranking:
     """The ranked legs' scores and their fusion: what each hit's score, matchSource and explanation say."""
 
-    def __init__(self, q: Query, text: dict[int, float] | None, matched: dict[int, list[str]] | None,
-                 semantic: dict[int, float] | None, id_of: Callable[[int], str],
-                 graph: dict[int, float] | None = None, purpose: dict[int, float] | None = None) -> None:
+    def __init__(
+        self,
+        q: Query,
+        text: dict[int, float] | None,
+        matched: dict[int, list[str]] | None,
+        semantic: dict[int, float] | None,
+        id_of: Callable[[int], str],
+        graph: dict[int, float] | None = None,
+        purpose: dict[int, float] | None = None,
+    ) -> None:
         self.text, self.matched, self.semantic, self.graph = text, matched or {}, semantic, graph
         self.purpose = purpose
-        self.exact: dict[int, dict[str, Any]] = {}   # rerank's scores of the hits it re-scored
-        legs = {name: scores for name, scores in (("text", text), ("semantic", semantic), ("graph", graph),
-                                                  ("purpose", purpose))
-                if scores is not None}
+        self.exact: dict[int, dict[str, Any]] = {}  # rerank's scores of the hits it re-scored
+        legs = {
+            name: scores
+            for name, scores in (("text", text), ("semantic", semantic), ("graph", graph), ("purpose", purpose))
+            if scores is not None
+        }
         self.fusing = len(legs) > 1
         self.fused: dict[int, float] = q.fusion.fuse(legs, id_of) if self.fusing else next(iter(legs.values()))
 
@@ -300,8 +340,12 @@ class Ranking:
             hit["textMatches"] = self.matched.get(dense, [])
         if explain:
             explanation: dict[str, Any] = {}
-            for name, scores in (("text", self.text), ("semantic", self.semantic), ("graph", self.graph),
-                                 ("purpose", self.purpose)):
+            for name, scores in (
+                ("text", self.text),
+                ("semantic", self.semantic),
+                ("graph", self.graph),
+                ("purpose", self.purpose),
+            ):
                 if scores is not None and dense in scores:
                     explanation[name] = scores[dense]
             explanation["fused"] = self.fused[dense]
@@ -309,28 +353,45 @@ class Ranking:
                 explanation["rerank"] = exact
             hit["explanation"] = explanation
 
-    def rerank(self, q: Query, kept: list[int], row_of: Callable[[int], dict[str, Any]],
-               query_vector: Any, id_of: Callable[[int], str]) -> list[int]:
+    def rerank(
+        self,
+        q: Query,
+        kept: list[int],
+        row_of: Callable[[int], dict[str, Any]],
+        query_vector: Any,
+        id_of: Callable[[int], str],
+    ) -> list[int]:
         """``rerank``: the first limit × 4 hits of the fused order re-scored exactly from their rows."""
+
         def score_of(window: list[int]) -> dict[int, dict[str, Any]]:
             cosine = None
             if query_vector is not None:
-                cosine = SH.cosines(query_vector, window,
-                                    lambda d: unit(row_of(d)["vector"]) if row_of(d).get("vector") else None)
+                cosine = SH.cosines(
+                    query_vector, window, lambda d: unit(row_of(d)["vector"]) if row_of(d).get("vector") else None
+                )
             near = (lambda d: SH.proximity(q.words, words(row_of(d)))) if "text" in q.legs else None
             return SH.rerank(window, cosine, near, q.fusion.alpha, id_of)
+
         kept, self.exact = SH.reorder(kept, q.limit, score_of, id_of)
         return kept
 
 
-def _page(q: Query, view: Snapshot, ordered: list[int],
-          entities_of: Callable[[list[int], list[str], bool, bool], list[Any]],
-          id_of: Callable[[int], str], rows_of: Callable[[int], dict[str, Any]],
-          ranking: Ranking | None, total: int | None, cost: dict[str, int], stages: Stages) -> dict[str, Any]:
+def _page(
+    q: Query,
+    view: Snapshot,
+    ordered: list[int],
+    entities_of: Callable[[list[int], list[str], bool, bool], list[Any]],
+    id_of: Callable[[int], str],
+    rows_of: Callable[[int], dict[str, Any]],
+    ranking: Ranking | None,
+    total: int | None,
+    cost: dict[str, int],
+    stages: Stages,
+) -> dict[str, Any]:
     """The answer's page: the hits' entities (``entities_of`` the window and its ids: encoded once per
     version for a transport, brainy/index/encoded_rows.py); ``rows_of``, the decoded row, only for what
     reads inside it (passages)."""
-    window = ordered[q.offset:q.offset + q.limit]
+    window = ordered[q.offset : q.offset + q.limit]
     ids = list(map(id_of, window))  # once: an id map read in place finds each by bisection
     entities = entities_of(window, ids, q.include_vector, q.include_data)
     if ranking is None and q.connected is None and q.shapes.passages is None:
@@ -352,8 +413,14 @@ def _page(q: Query, view: Snapshot, ordered: list[int],
     if more and q.door == "find":  # similar takes no cursor: its answer says there is more, and stops
         cursor = encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit)
     answer: dict[str, Any] = {
-        "results": results, "brain": view.brain, "generation": view.generation,
-        "cursor": cursor, "hasMore": more, "legs": q.legs, "cost": cost}
+        "results": results,
+        "brain": view.brain,
+        "generation": view.generation,
+        "cursor": cursor,
+        "hasMore": more,
+        "legs": q.legs,
+        "cost": cost,
+    }
     if total is not None:
         answer["total"] = total
     if q.explain:
@@ -377,8 +444,13 @@ def _hits(*legs: dict[int, float] | None) -> set[int]:
     return set().union(*(leg for leg in legs if leg is not None))
 
 
-def _ordered(q: Query, kept: list[int], ranking: Ranking | None, id_of: Callable[[int], str],
-             value_of: Callable[[int], tuple[bool, Any]]) -> list[int]:
+def _ordered(
+    q: Query,
+    kept: list[int],
+    ranking: Ranking | None,
+    id_of: Callable[[int], str],
+    value_of: Callable[[int], tuple[bool, Any]],
+) -> list[int]:
     if ranking is not None and not q.order_by:
         fused = ranking.fused
         kept.sort(key=lambda d: (-fused[d], id_of(d)))
@@ -414,8 +486,13 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         if "text" in q.legs:
             text_scores, matched = _bm25(proj, q.text or "", set(candidates) if narrowed else None)
             stages.mark("text", len(text_scores))
-        columns = None if not q.order_by else column_values(  # a ranked leg's hits are known only later: all rows
-            proj.columns.get(q.order_by) or {}, proj.all if q.ranked else candidates)
+        columns = (
+            None
+            if not q.order_by
+            else column_values(  # a ranked leg's hits are known only later: all rows
+                proj.columns.get(q.order_by) or {}, proj.all if q.ranked else candidates
+            )
+        )
         matched_count = len(proj) if candidates is None else len(candidates)
         if not q.ranked:  # the page is cut from them after the lock: a copy, as later commits move the postings
             candidates = array(TYPECODE, candidates)
@@ -475,16 +552,18 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         if len(fresh) == len(window):
             return looked
         fetched = iter(looked)
-        return [E.answer(view, *stored[d], include_vector, include_data) if d in stored else next(fetched)
-                for d in window]
+        return [
+            E.answer(view, *stored[d], include_vector, include_data) if d in stored else next(fetched) for d in window
+        ]
 
     if semantic is not None and needs_rows:
         semantic = {d: score for d, score in semantic.items() if residual.matches(row_of(d))}
         if truncated and len(semantic) < q.semantic_depth():
             # the where kept too few of the oversampled hits: that generation's rows, scanned exactly
             return _find_by_rows(q, view)
-    ranking = Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores,
-                      purpose) if q.ranked else None
+    ranking = (
+        Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores, purpose) if q.ranked else None
+    )
     # unranked and unordered, the candidates' array is the order: the page is sliced from it, never listed whole
     kept = sorted(ranking.fused) if ranking is not None else candidates if not q.order_by else list(candidates)
     if needs_rows:
@@ -497,8 +576,9 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         kept = ranking.rerank(q, kept, row_of, vector, id_list.__getitem__)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
-    answer = _page(q, view, kept, entities_of, id_list.__getitem__, row_of, ranking, None if q.ranked else len(kept),
-                   cost, stages)
+    answer = _page(
+        q, view, kept, entities_of, id_list.__getitem__, row_of, ranking, None if q.ranked else len(kept), cost, stages
+    )
     cost["rowsRead"] = read
     return answer
 
@@ -524,8 +604,7 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         else:
             found = {d: row for d, row in found.items() if row["id"] in hops}
     if "text" in q.legs:  # idf over the whole store at that generation, as the live leg scores it
-        text_scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "",
-                                     set(found))
+        text_scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "", set(found))
         stages.mark("text", len(text_scores))
     if q.semantic is not None:
         vector, anchor_dense = S.anchor_vector(view, q.semantic)
@@ -535,8 +614,11 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         semantic = _semantic_scores(q, scores, dense_ints, anchor)
         stages.mark("semantic (exact)", len(semantic))
     if q.purpose is not None:
-        purpose = SH.cosines(q.purpose, sorted(_hits(text_scores, semantic, graph_scores)),
-                             lambda d: unit(found[d]["vector"]) if found[d].get("vector") else None)
+        purpose = SH.cosines(
+            q.purpose,
+            sorted(_hits(text_scores, semantic, graph_scores)),
+            lambda d: unit(found[d]["vector"]) if found[d].get("vector") else None,
+        )
         stages.mark("purpose", len(purpose))
     id_of = lambda d: found[d]["id"]  # noqa: E731
     ranking = Ranking(q, text_scores, matched, semantic, id_of, graph_scores, purpose) if q.ranked else None
@@ -548,9 +630,18 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         kept = ranking.rerank(q, kept, found.__getitem__, vector, id_of)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
-    return _page(q, view, kept, lambda window, ids, v, i: [E.answer(view, *stored[d], v, i) for d in window], id_of,
-                 found.__getitem__, ranking,
-                 None if q.ranked else len(kept), cost, stages)
+    return _page(
+        q,
+        view,
+        kept,
+        lambda window, ids, v, i: [E.answer(view, *stored[d], v, i) for d in window],
+        id_of,
+        found.__getitem__,
+        ranking,
+        None if q.ranked else len(kept),
+        cost,
+        stages,
+    )
 
 
 def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
@@ -565,6 +656,7 @@ def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
                 scanned["rowsRead"] += 1
                 if _row_allowed(q, row):
                     yield row
+
         return aggregates.find_shape(q, snap, allowed(), scanned)
     with snap.projections() as proj:
         candidates, _ = _narrow(proj, q)
@@ -572,28 +664,28 @@ def _find_aggregated(q: Query, snap: Snapshot) -> dict[str, Any]:
         candidates = array(TYPECODE, candidates)  # a copy: later commits move the live postings
     view, residual = snap.at(generation), q.where.residual()
     cost = {"segments": 1, "candidates": len(candidates), "rowsRead": len(candidates)}
-    matching = (row for row in (view.entity(ids[d]) for d in candidates)
-                if row is not None and residual.matches(row))
+    matching = (row for row in (view.entity(ids[d]) for d in candidates) if row is not None and residual.matches(row))
     return aggregates.find_shape(q, view, matching, cost)
 
 
 # -- related ---------------------------------------------------------------------------------------------
+
 
 @door("related")
 def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """One hop from the graph adjacency, or every relation: relation id ascending on every path."""
     anchors = [k for k in ("node", "from", "to") if a.get(k) is not None]
     if len(anchors) > 1:
-        raise R.InvalidArgumentError("give at most one of node, from and to", field=anchors[1],
-                                     reason="ambiguous")
+        raise R.InvalidArgumentError("give at most one of node, from and to", field=anchors[1], reason="ambiguous")
     verbs = _list(a.get("type"), "type", lambda v, f: rows.verb(v, f))
     subtypes = _list(a.get("subtype"), "subtype", _string)
     services = _list(a.get("service"), "service", _string)
     tiers_arg = a["visibility"]
     tiers = list(TIERS) if tiers_arg == "all" else _list(tiers_arg, "visibility", _string)
     if any(t not in TIERS for t in tiers or ()):
-        raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
-                                     reason="bad-visibility")
+        raise R.InvalidArgumentError(
+            "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
+        )
     where = compile_where(a.get("where"), relation=True)
     include_entities = a["includeEntities"]
     limit = rows.integer(a["limit"], "limit", 1, 1000)
@@ -609,28 +701,39 @@ def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             raise R.EntityNotFoundError(f"{anchors[0]}: no entity {a[anchors[0]]!r}", id=a[anchors[0]])
         prefix = K.adjacency_prefix(anchor_id)
         wanted = {"node": K.OUT | K.IN, "from": K.OUT, "to": K.IN}[anchors[0]]
-        edge_keys = [K.relation_key(K.relation_id_of_adjacency(key))
-                     for key, raw in view.scan(prefix, K.prefix_end(prefix)) if rows.unpack(raw) & wanted]
+        edge_keys = [
+            K.relation_key(K.relation_id_of_adjacency(key))
+            for key, raw in view.scan(prefix, K.prefix_end(prefix))
+            if rows.unpack(raw) & wanted
+        ]
         edges: Iterable[tuple[bytes, int, bytes]] = (
-            (key, *found) for key, found in ((key, E.version(view, key)) for key in edge_keys) if found is not None)
+            (key, *found) for key, found in ((key, E.version(view, key)) for key in edge_keys) if found is not None
+        )
     else:
         edges = view.scan_versions(K.RELATION, b"s")
-    filtered = not (verbs is None and subtypes is None and services is None and a.get("where") is None
-                    and tiers_arg == "all")
+    filtered = not (
+        verbs is None and subtypes is None and services is None and a.get("where") is None and tiers_arg == "all"
+    )
     kept: list[tuple[dict[str, Any], bytes, int, bytes]] = []  # each row decoded to be filtered, and its version
     for key, generation, raw in edges:
         row = rows.unpack(raw)
-        if ((verbs is None or row["type"] in verbs) and (subtypes is None or row.get("subtype") in subtypes)
-                and (services is None or row.get("service") in services)
-                and (tiers is None or row.get("visibility", "public") in tiers) and where.matches(row)):
+        if (
+            (verbs is None or row["type"] in verbs)
+            and (subtypes is None or row.get("subtype") in subtypes)
+            and (services is None or row.get("service") in services)
+            and (tiers is None or row.get("visibility", "public") in tiers)
+            and where.matches(row)
+        ):
             kept.append((row, key, generation, raw))
-    page = kept[offset:offset + limit]
+    page = kept[offset : offset + limit]
     more = offset + limit < len(kept)
     answer: dict[str, Any] = {
-        "relations": [E.answer(view, *stored) for _, *stored in page], "brain": view.brain,
+        "relations": [E.answer(view, *stored) for _, *stored in page],
+        "brain": view.brain,
         "generation": view.generation,
         "cursor": encode_cursor("related", fingerprint, view.generation, offset + limit) if more else None,
-        "hasMore": more}
+        "hasMore": more,
+    }
     if anchors and not filtered:
         answer["total"] = len(kept)  # counted from the adjacency alone
     if include_entities:
@@ -647,6 +750,7 @@ def related(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
 
 # -- explain and fields ------------------------------------------------------------------------------------
 
+
 @door("explain", embeds=S.query_texts)
 def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     """The plan find would run for this query, without running it: legs, indexes, estimates, order."""
@@ -660,9 +764,14 @@ def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     with snap.projections() as proj:
         candidates, used = _narrow(proj, q)
         generation = proj.stamp
-    legs: list[dict[str, Any]] = [{"leg": "metadata", "servable": True,
-                                   "index": "metadata postings" + (f" ({', '.join(used)})" if used else ""),
-                                   "estimatedCandidates": len(candidates)}]
+    legs: list[dict[str, Any]] = [
+        {
+            "leg": "metadata",
+            "servable": True,
+            "index": "metadata postings" + (f" ({', '.join(used)})" if used else ""),
+            "estimatedCandidates": len(candidates),
+        }
+    ]
     if "text" in q.legs:
         legs.append({"leg": "text", "servable": True, "index": "word postings (BM25)"})
     if q.connected is not None:
@@ -670,8 +779,9 @@ def explain(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     if q.semantic is not None:
         legs.append({"leg": "semantic", "servable": True, "index": "vector index (cosine)"})
     elif "semantic" in q.legs:
-        legs.append({"leg": "semantic", "servable": False, "reason": q.legs["semantic"]["reason"],
-                     "index": "vector index"})
+        legs.append(
+            {"leg": "semantic", "servable": False, "reason": q.legs["semantic"]["reason"], "index": "vector index"}
+        )
     if q.purpose is not None:
         legs.append({"leg": "purpose", "servable": True, "index": "vector index (cosine to the purpose)"})
     if q.shapes.rerank:
@@ -708,11 +818,17 @@ def fields(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             holders = set().union(*(values[key] for key, _ in counted))
             if within is not None:
                 holders &= within
-            entry: dict[str, Any] = {"path": path, "count": len(holders),
-                                     "kinds": sorted({key[0] for key, _ in counted}), "distinct": len(counted)}
+            entry: dict[str, Any] = {
+                "path": path,
+                "count": len(holders),
+                "kinds": sorted({key[0] for key, _ in counted}),
+                "distinct": len(counted),
+            }
             if top_n:
-                entry["top"] = [{"value": key[1], "count": n}
-                                for key, n in sorted(counted, key=lambda kn: (-kn[1], str(kn[0][1])))[:top_n]]
+                entry["top"] = [
+                    {"value": key[1], "count": n}
+                    for key, n in sorted(counted, key=lambda kn: (-kn[1], str(kn[0][1])))[:top_n]
+                ]
             out.append(entry)
             if len(out) == limit:
                 break

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from brainy.doors.registry import door
 from brainy.index import encoded_rows as E
+from brainy.index.snapshot import Snapshot
 from brainy.store import keys as K
 from brainy.store import rows
-from brainy.doors.registry import door
-from brainy.index.snapshot import Snapshot
 
 MAX_BATCH_GET = 1000
 
@@ -27,8 +27,10 @@ def get(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
         if len(_ROW_KEYS) >= ROW_KEYS_HELD:
             _ROW_KEYS.clear()
         _ROW_KEYS[id_] = row_key
-    return {"entity": E.lookup(snap, row_key, args["includeVector"], args["includeData"]),
-            "generation": snap.generation}
+    return {
+        "entity": E.lookup(snap, row_key, args["includeVector"], args["includeData"]),
+        "generation": snap.generation,
+    }
 
 
 #: An id's entity row key, as ``get`` last resolved it (a function of the id's text alone: a refusal is never

@@ -20,8 +20,9 @@ import by name, so nothing outside the contract is callable and no contract door
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 READ, WRITE, HOST, MODEL = "read", "write", "host", "model"
 
@@ -49,19 +50,26 @@ class Registered:
 REGISTERED: dict[str, Registered] = {}
 
 
-def door(name: str, runs: str = READ, embeds: Callable[[dict[str, Any]], list[str]] | None = None,
-         prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
-         asks: bool = False, links: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def door(
+    name: str,
+    runs: str = READ,
+    embeds: Callable[[dict[str, Any]], list[str]] | None = None,
+    prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
+    asks: bool = False,
+    links: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
         raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}, {MODEL}")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in REGISTERED:
-            raise RuntimeError(f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and "
-                               f"{fn.__qualname__}")
+            raise RuntimeError(
+                f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and {fn.__qualname__}"
+            )
         REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks, links)
         return fn
+
     return register
 
 
@@ -70,12 +78,20 @@ def join(doors: Iterable[Any]) -> dict[str, Registered]:
     native = {d.name: d for d in doors if d.native}
     missing = sorted(set(native) - set(REGISTERED))
     stray = sorted(set(REGISTERED) - set(native))
-    wrong = sorted(name for name, d in native.items() if name in REGISTERED and (
-        (REGISTERED[name].runs == WRITE) != (d.kind == "write" and "W" in d.sets)
-        or (d.pinnable and REGISTERED[name].runs != READ)))
+    wrong = sorted(
+        name
+        for name, d in native.items()
+        if name in REGISTERED
+        and (
+            (REGISTERED[name].runs == WRITE) != (d.kind == "write" and "W" in d.sets)
+            or (d.pinnable and REGISTERED[name].runs != READ)
+        )
+    )
     if missing or stray or wrong:
-        raise RuntimeError(f"door registry and contract disagree: native doors without a function {missing}, "
-                           f"functions that are not native doors {stray}, functions of the wrong shape {wrong}")
+        raise RuntimeError(
+            f"door registry and contract disagree: native doors without a function {missing}, "
+            f"functions that are not native doors {stray}, functions of the wrong shape {wrong}"
+        )
     return dict(REGISTERED)
 
 

@@ -21,14 +21,14 @@ import numpy as np
 
 from brainy.contract import refusals as R
 from brainy.index import embedder
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.index.snapshot import Snapshot
 from brainy.index.vector_matrix import unit
+from brainy.store import keys as K
+from brainy.store import rows
 
 SEMANTIC_MODES = ("semantic", "vector", "hybrid")
-HYBRID_DEPTH = 100   # the semantic leg's hits in a fusion: fixed, so each page of a cursor fuses the same lists
-ORDERED_MAX = 1000   # ranked candidates an orderBy reorders (4.3)
+HYBRID_DEPTH = 100  # the semantic leg's hits in a fusion: fixed, so each page of a cursor fuses the same lists
+ORDERED_MAX = 1000  # ranked candidates an orderBy reorders (4.3)
 
 
 def query_texts(a: dict[str, Any]) -> list[str]:
@@ -37,8 +37,13 @@ def query_texts(a: dict[str, Any]) -> list[str]:
     read runs."""
     texts = []
     text = a.get("query", a.get("text"))
-    if (a.get("vector") is None and a.get("near") is None and a.get("to") is None and isinstance(text, str)
-            and a.get("searchMode", "auto") in ("auto",) + SEMANTIC_MODES):
+    if (
+        a.get("vector") is None
+        and a.get("near") is None
+        and a.get("to") is None
+        and isinstance(text, str)
+        and a.get("searchMode", "auto") in ("auto",) + SEMANTIC_MODES
+    ):
         texts.append(text)
     if isinstance(a.get("purpose"), str):
         texts.append(a["purpose"])
@@ -57,7 +62,7 @@ class Source:
 
     kind: str
     vector: np.ndarray | None = None
-    anchor: str | None = None   # the near entity, as given
+    anchor: str | None = None  # the near entity, as given
     threshold: float | None = None
 
 
@@ -96,12 +101,16 @@ def plan(a: dict[str, Any], mode: str, text: str | None, legs: dict[str, dict[st
             legs["semantic"] = {"served": False, "reason": f"EmbeddingModelMissingError: {refusal.message}"}
             return None
     elif mode in SEMANTIC_MODES:
-        raise R.InvalidArgumentError(f"searchMode {mode} needs query, vector or near", field="searchMode",
-                                     reason="bad-operand")
+        raise R.InvalidArgumentError(
+            f"searchMode {mode} needs query, vector or near", field="searchMode", reason="bad-operand"
+        )
     if source is None:
         if threshold is not None:
-            raise R.InvalidArgumentError("threshold: only a semantic leg (query, vector or near) has one",
-                                         field="threshold", reason="bad-operand")
+            raise R.InvalidArgumentError(
+                "threshold: only a semantic leg (query, vector or near) has one",
+                field="threshold",
+                reason="bad-operand",
+            )
         return None
     if threshold is not None:
         source.threshold = threshold if source.threshold is None else max(threshold, source.threshold)
@@ -120,12 +129,14 @@ def anchor_vector(view: Snapshot, source: Source) -> tuple[np.ndarray, int | Non
         raise R.EntityNotFoundError(f"near.id: no entity {source.anchor!r}", id=source.anchor)
     if not row.get("vector"):
         # nothing to be near: refused rather than answered from some other index (4.2)
-        raise R.InvalidArgumentError(f"near.id: entity {source.anchor!r} has no vector", field="near.id",
-                                     reason="no-vector")
+        raise R.InvalidArgumentError(
+            f"near.id: entity {source.anchor!r} has no vector", field="near.id", reason="no-vector"
+        )
     return unit(row["vector"]), row["denseInt"]
 
 
 # -- fusion ------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Fusion:
@@ -135,7 +146,7 @@ class Fusion:
     alpha: float = 0.5
 
     @classmethod
-    def of(cls, a: dict[str, Any]) -> "Fusion":
+    def of(cls, a: dict[str, Any]) -> Fusion:
         fusion = cls()
         if a.get("hybridAlpha") is not None:
             fusion.alpha = _number(a["hybridAlpha"], "hybridAlpha", 0, 1)
@@ -146,14 +157,16 @@ class Fusion:
             raise R.InvalidArgumentError("fusion: {strategy?, k?, weights?}", field="fusion", reason="wrong-type")
         fusion.strategy = spec.get("strategy", "rrf")
         if fusion.strategy not in ("rrf", "weighted"):
-            raise R.InvalidArgumentError("fusion.strategy: rrf or weighted", field="fusion.strategy",
-                                         reason="bad-operand")
+            raise R.InvalidArgumentError(
+                "fusion.strategy: rrf or weighted", field="fusion.strategy", reason="bad-operand"
+            )
         if "k" in spec:
             fusion.k = rows.integer(spec["k"], "fusion.k", 1)
         weights = spec.get("weights") or {}
         if not isinstance(weights, dict) or set(weights) - {"text", "semantic", "graph"}:
-            raise R.InvalidArgumentError("fusion.weights: {text?, semantic?, graph?}", field="fusion.weights",
-                                         reason="wrong-type")
+            raise R.InvalidArgumentError(
+                "fusion.weights: {text?, semantic?, graph?}", field="fusion.weights", reason="wrong-type"
+            )
         for name, value in weights.items():
             fusion.weights[name] = _number(value, f"fusion.weights.{name}", 0)
         return fusion

@@ -20,17 +20,18 @@ A shape with no ranked leg to work on, or on the aggregated shape, is refused by
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 from brainy.contract import refusals as R
-from brainy.store import rows
 from brainy.index.projections import WORD, strings_of
+from brainy.store import rows
 
 RERANK_FACTOR = 4
-TEXT_CAP = 1 << 20   # characters of a hit's text read for its proximity and passages
+TEXT_CAP = 1 << 20  # characters of a hit's text read for its proximity and passages
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Shapes:
     passages: Passages | None = None
 
     @classmethod
-    def of(cls, a: dict[str, Any]) -> "Shapes":
+    def of(cls, a: dict[str, Any]) -> Shapes:
         shapes = cls(purpose=a.get("purpose"), rerank=bool(a.get("rerank")))
         if shapes.purpose is not None and (not isinstance(shapes.purpose, str) or not shapes.purpose.strip()):
             raise R.InvalidArgumentError("purpose: a non-empty string", field="purpose", reason="wrong-type")
@@ -57,10 +58,11 @@ class Shapes:
             shapes.passages = Passages()
         elif isinstance(spec, dict):
             if set(spec) - {"max", "size"}:
-                raise R.InvalidArgumentError("passages: true or {max?, size?}", field="passages",
-                                             reason="wrong-type")
-            shapes.passages = Passages(rows.integer(spec.get("max", 3), "passages.max", 1, 20),
-                                       rows.integer(spec.get("size", 240), "passages.size", 40, 4000))
+                raise R.InvalidArgumentError("passages: true or {max?, size?}", field="passages", reason="wrong-type")
+            shapes.passages = Passages(
+                rows.integer(spec.get("max", 3), "passages.max", 1, 20),
+                rows.integer(spec.get("size", 240), "passages.size", 40, 4000),
+            )
         elif spec not in (None, False):
             raise R.InvalidArgumentError("passages: true or {max?, size?}", field="passages", reason="wrong-type")
         return shapes
@@ -70,8 +72,15 @@ class Shapes:
         return self.purpose is not None or self.rerank or self.passages is not None
 
     def named(self) -> list[str]:
-        return [name for name, on in (("purpose", self.purpose is not None), ("rerank", self.rerank),
-                                      ("passages", self.passages is not None)) if on]
+        return [
+            name
+            for name, on in (
+                ("purpose", self.purpose is not None),
+                ("rerank", self.rerank),
+                ("passages", self.passages is not None),
+            )
+            if on
+        ]
 
     def check(self, ranked: bool, aggregated: bool, ordered: bool, has_text: bool) -> None:
         """The shapes' own laws, once the legs are planned."""
@@ -79,21 +88,28 @@ class Shapes:
             return
         first = self.named()[0]
         if aggregated:
-            raise R.InvalidArgumentError(f"{first}: a ranked shape, not one of the aggregated shape",
-                                         field=first, reason="bad-operand")
+            raise R.InvalidArgumentError(
+                f"{first}: a ranked shape, not one of the aggregated shape", field=first, reason="bad-operand"
+            )
         if not ranked:
-            raise R.InvalidArgumentError(f"{first}: a ranked shape works on the hits of a ranked leg "
-                                         "(query, vector or near)", field=first, reason="bad-operand")
+            raise R.InvalidArgumentError(
+                f"{first}: a ranked shape works on the hits of a ranked leg (query, vector or near)",
+                field=first,
+                reason="bad-operand",
+            )
         if self.rerank and ordered:
-            raise R.InvalidArgumentError("rerank refines the score order, which orderBy replaces", field="rerank",
-                                         reason="bad-operand")
+            raise R.InvalidArgumentError(
+                "rerank refines the score order, which orderBy replaces", field="rerank", reason="bad-operand"
+            )
         if self.passages is not None and not has_text:
-            raise R.InvalidArgumentError("passages are the windows holding the query's words: give query",
-                                         field="passages", reason="bad-operand")
+            raise R.InvalidArgumentError(
+                "passages are the windows holding the query's words: give query", field="passages", reason="bad-operand"
+            )
 
 
-def cosines(query: np.ndarray, dense_ints: Iterable[int],
-            vector_of: Callable[[int], np.ndarray | None]) -> dict[int, float]:
+def cosines(
+    query: np.ndarray, dense_ints: Iterable[int], vector_of: Callable[[int], np.ndarray | None]
+) -> dict[int, float]:
     """The exact cosine of each entity that holds a (unit) vector to the unit vector ``query``."""
     held = [(d, v) for d, v in ((d, vector_of(d)) for d in dense_ints) if v is not None]
     if not held:
@@ -147,8 +163,13 @@ def text_of(row: dict[str, Any]) -> str:
     return "\n".join(strings)[:TEXT_CAP]
 
 
-def rerank(window: list[int], cosine: dict[int, float] | None, proximity_of: Callable[[int], float] | None,
-           alpha: float, id_of: Callable[[int], str]) -> dict[int, dict[str, Any]]:
+def rerank(
+    window: list[int],
+    cosine: dict[int, float] | None,
+    proximity_of: Callable[[int], float] | None,
+    alpha: float,
+    id_of: Callable[[int], str],
+) -> dict[int, dict[str, Any]]:
     """The exact scores of the hits in ``window``: ``{score, cosine?, proximity?}`` each."""
     out: dict[int, dict[str, Any]] = {}
     for dense in window:
@@ -165,13 +186,14 @@ def rerank(window: list[int], cosine: dict[int, float] | None, proximity_of: Cal
     return out
 
 
-def reorder(kept: list[int], limit: int, score_of: Callable[[list[int]], dict[int, dict[str, Any]]],
-            id_of: Callable[[int], str]) -> tuple[list[int], dict[int, dict[str, Any]]]:
+def reorder(
+    kept: list[int], limit: int, score_of: Callable[[list[int]], dict[int, dict[str, Any]]], id_of: Callable[[int], str]
+) -> tuple[list[int], dict[int, dict[str, Any]]]:
     """The fused order with its first ``limit × 4`` hits put in their exact order; and those exact scores."""
-    window = kept[:limit * RERANK_FACTOR]
+    window = kept[: limit * RERANK_FACTOR]
     exact = score_of(window)
     window.sort(key=lambda d: (-exact[d]["score"], id_of(d)))
-    return window + kept[len(window):], exact
+    return window + kept[len(window) :], exact
 
 
 def passages(text: str, wanted: list[str], shape: Passages) -> list[dict[str, Any]]:

@@ -19,11 +19,16 @@ def similar(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """find's semantic leg alone, from exactly one of an entity, a text or a vector."""
     given = [name for name in ("to", "text", "vector") if a.get(name) is not None]
     if len(given) != 1:
-        raise R.InvalidArgumentError("give exactly one of to, text and vector", field=given[1] if given else "to",
-                                     reason="ambiguous" if given else "missing")
-    document: dict[str, Any] = {name: a[name] for name in ("limit", "threshold", "type", "subtype", "where",
-                                                           "service", "visibility", "excludeVFS")
-                                if a.get(name) is not None}
+        raise R.InvalidArgumentError(
+            "give exactly one of to, text and vector",
+            field=given[1] if given else "to",
+            reason="ambiguous" if given else "missing",
+        )
+    document: dict[str, Any] = {
+        name: a[name]
+        for name in ("limit", "threshold", "type", "subtype", "where", "service", "visibility", "excludeVFS")
+        if a.get(name) is not None
+    }
     document["searchMode"] = "semantic"
     if given == ["to"]:
         document["near"] = {"id": a["to"]}

@@ -8,19 +8,20 @@ page read, so a multi-page walk is one consistent state.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.index import encoded_rows as E
-from brainy.store import keys as K
 from brainy.doors import registry
-from brainy.store import rows
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
+from brainy.index import encoded_rows as E
 from brainy.index.snapshot import Snapshot
+from brainy.store import keys as K
+from brainy.store import rows
 
 OLDEST_RETAINED = 0
 MAX_PAGE = 10_000
@@ -32,10 +33,14 @@ def _limit(a: dict[str, Any], most: int = MAX_PAGE) -> int:
 
 # -- generations and instants ------------------------------------------------------------------------
 
+
 @door("now")
 def now(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
-    return {"generation": snap.generation, "timestamp": snap.timestamp(snap.generation),
-            "oldestRetained": OLDEST_RETAINED}
+    return {
+        "generation": snap.generation,
+        "timestamp": snap.timestamp(snap.generation),
+        "oldestRetained": OLDEST_RETAINED,
+    }
 
 
 @door("generation")
@@ -50,8 +55,15 @@ def generation(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]
     if n > head:
         raise R.GenerationAheadError(f"generation {n} is past the head {head}", generation=n, head=head)
     if n == 0:
-        return {"generation": 0, "timestamp": snap.created_at, "ops": 0, "entities": 0,
-                "relations": 0, "author": None, "via": None}
+        return {
+            "generation": 0,
+            "timestamp": snap.created_at,
+            "ops": 0,
+            "entities": 0,
+            "relations": 0,
+            "author": None,
+            "via": None,
+        }
     return {"generation": n, **snap.commit(n)}
 
 
@@ -66,21 +78,24 @@ def _instant(value: Any) -> int:
         else:
             if moment.tzinfo is not None:
                 return int(moment.timestamp() * 1000)
-    raise R.InvalidArgumentError("at: an ISO-8601 instant with a zone, or milliseconds since the epoch",
-                                 field="at", reason="wrong-type")
+    raise R.InvalidArgumentError(
+        "at: an ISO-8601 instant with a zone, or milliseconds since the epoch", field="at", reason="wrong-type"
+    )
 
 
 def resolve_generation(snap: Snapshot, a: dict[str, Any]) -> int:
     """The generation ``generation`` names, or the last one committed at or before the instant ``at``."""
     head = snap.generation
     if ("generation" in a) == ("at" in a):
-        raise R.InvalidArgumentError("give exactly one of generation and at", field="generation",
-                                     reason="ambiguous" if "at" in a else "missing")
+        raise R.InvalidArgumentError(
+            "give exactly one of generation and at", field="generation", reason="ambiguous" if "at" in a else "missing"
+        )
     if "generation" in a:
         generation = rows.integer(a["generation"], "generation", 0)
         if generation > head:
-            raise R.GenerationAheadError(f"generation {generation} is past the head {head}",
-                                         generation=generation, head=head)
+            raise R.GenerationAheadError(
+                f"generation {generation} is past the head {head}", generation=generation, head=head
+            )
         return generation
     at = _instant(a["at"])
     view = snap
@@ -97,6 +112,7 @@ def resolve_generation(snap: Snapshot, a: dict[str, Any]) -> int:
 
 # -- history -----------------------------------------------------------------------------------------
 
+
 @door("history")
 def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Every recorded version of one entity, newest first."""
@@ -108,21 +124,30 @@ def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
         view = view.at(min(generation, view.generation))
     user_key = K.entity_key(id_)
     versions = view.versions(user_key)
-    page = versions[start:start + limit]
+    page = versions[start : start + limit]
     out = []
     for gen, raw in page:
         commit = view.commit(gen)
-        entry: dict[str, Any] = {"generation": gen, "timestamp": commit["timestamp"],
-                                 "op": "update" if raw else "delete", "author": commit["author"]}
+        entry: dict[str, Any] = {
+            "generation": gen,
+            "timestamp": commit["timestamp"],
+            "op": "update" if raw else "delete",
+            "author": commit["author"],
+        }
         if raw:
             entry["entity"] = E.answer(view, user_key, gen, raw)
         out.append(entry)
     more = start + limit < len(versions)
-    return {"id": id_, "versions": out, "hasMore": more,
-            "cursor": encode_cursor("history", {"id": id_}, view.generation, start + limit) if more else None}
+    return {
+        "id": id_,
+        "versions": out,
+        "hasMore": more,
+        "cursor": encode_cursor("history", {"id": id_}, view.generation, start + limit) if more else None,
+    }
 
 
 # -- diff --------------------------------------------------------------------------------------------
+
 
 def _touched(snap: Snapshot, after: int, upto: int) -> list[tuple[str, str]]:
     """(kind, id) of every row an op touched in generations (after, upto], read from the fact log."""
@@ -165,12 +190,16 @@ def diff(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     while index < len(touched) and len(changes) < limit:
         kind, id_ = touched[index]
         index += 1
-        read = (lambda v: v.entity(id_)) if kind == "e" else (lambda v: v.relation(id_))
-        old, new = read(before), read(after)
+        old, new = (
+            (before.entity(id_), after.entity(id_)) if kind == "e" else (before.relation(id_), after.relation(id_))
+        )
         if old is None and new is None:
             continue  # written and removed between the two states
-        change: dict[str, Any] = {"kind": "entity" if kind == "e" else "relation", "id": id_,
-                                  "change": "added" if old is None else "removed" if new is None else "changed"}
+        change: dict[str, Any] = {
+            "kind": "entity" if kind == "e" else "relation",
+            "id": id_,
+            "change": "added" if old is None else "removed" if new is None else "changed",
+        }
         if old is not None and new is not None and old == new:
             continue
         if detail == "full":
@@ -180,30 +209,39 @@ def diff(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
                 change["after"] = rows.public_view(new)
         changes.append(change)
     more = index < len(touched)
-    return {"from": start_gen, "to": end_gen, "changes": changes, "hasMore": more,
-            "cursor": encode_cursor("diff", query, end_gen, index) if more else None}
+    return {
+        "from": start_gen,
+        "to": end_gen,
+        "changes": changes,
+        "hasMore": more,
+        "cursor": encode_cursor("diff", query, end_gen, index) if more else None,
+    }
 
 
 # -- export ------------------------------------------------------------------------------------------
+
 
 @door("export")
 def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Every entity, then every relation, of one pinned generation, a page at a time (import's shape)."""
     include = a["include"]
     if not isinstance(include, list) or any(i not in ("entities", "relations") for i in include):
-        raise R.InvalidArgumentError("include: a list of entities and/or relations", field="include",
-                                     reason="bad-operand")
+        raise R.InvalidArgumentError(
+            "include: a list of entities and/or relations", field="include", reason="bad-operand"
+        )
     types = a.get("type")
     if types is not None:
         types = {rows.noun(t) for t in (types if isinstance(types, list) else [types])}
     tiers = a["visibility"]
     tiers = None if tiers == "all" else set(tiers if isinstance(tiers, list) else [tiers])
     if tiers is not None and not tiers <= {"public", "internal", "system"}:
-        raise R.InvalidArgumentError("visibility: a tier, a list of tiers, or all", field="visibility",
-                                     reason="bad-visibility")
+        raise R.InvalidArgumentError(
+            "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
+        )
     matches: Callable[[dict[str, Any]], bool] | None = None
     if a.get("where") is not None:
         from brainy.index.where import compile_where
+
         matches = compile_where(a["where"]).matches
     include_vectors = a["includeVectors"]
     limit = _limit(a)
@@ -217,7 +255,7 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     count = 0
     next_position = None
     phases = [p for p in ("e", "r") if ("entities" if p == "e" else "relations") in include]
-    for kind in phases[phases.index(phase) if phase in phases else 0:]:
+    for kind in phases[phases.index(phase) if phase in phases else 0 :]:
         start = bytes.fromhex(after_key) + b"\x00" if (kind == phase and after_key) else kind.encode()
         stop = b"f" if kind == "e" else b"s"
         # a row is decoded only to be filtered; every answered row is its stored bytes, encoded once
@@ -227,8 +265,9 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
                 row = rows.unpack(raw)
                 if tiers is not None and row.get("visibility", "public") not in tiers:
                     continue
-                if kind == "e" and ((types is not None and row["type"] not in types)
-                                    or (matches is not None and not matches(row))):
+                if kind == "e" and (
+                    (types is not None and row["type"] not in types) or (matches is not None and not matches(row))
+                ):
                     continue
             (entities if kind == "e" else relations).append(E.answer(view, key, generation, raw, include_vectors))
             count += 1
@@ -239,9 +278,14 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             break
         after_key = ""
     more = next_position is not None and _has_more(view, phases, next_position)
-    return {"format": "brainy", "generation": view.generation, "entities": entities, "relations": relations,
-            "hasMore": more,
-            "cursor": encode_cursor("export", query, view.generation, next_position) if more else None}
+    return {
+        "format": "brainy",
+        "generation": view.generation,
+        "entities": entities,
+        "relations": relations,
+        "hasMore": more,
+        "cursor": encode_cursor("export", query, view.generation, next_position) if more else None,
+    }
 
 
 def _has_more(view: Snapshot, phases: list[str], position: list[str]) -> bool:
@@ -254,6 +298,7 @@ def _has_more(view: Snapshot, phases: list[str], position: list[str]) -> bool:
 
 # -- the change feed ---------------------------------------------------------------------------------
 
+
 def change_frame(view: Any, generation: int, index: int, op: dict[str, Any]) -> dict[str, Any]:
     """One op of a commit as its change frame (DOORS.md 1.4); ``view`` answers the endpoints of a relation
     (``entity(id)``) as they stood at that commit. The changes door and the held stream both build here."""
@@ -261,21 +306,41 @@ def change_frame(view: Any, generation: int, index: int, op: dict[str, Any]) -> 
     if op["o"] == "del":
         return {"generation": generation, "index": index, "kind": kind, "op": "delete", "id": op["id"]}
     row = rows.unpack(op["row"])
-    frame: dict[str, Any] = {"generation": generation, "index": index, "kind": kind, "op": "update",
-                             "id": row["id"], "denseInt": row["denseInt"], "hasVector": bool(row.get("hasVector"))}
+    frame: dict[str, Any] = {
+        "generation": generation,
+        "index": index,
+        "kind": kind,
+        "op": "update",
+        "id": row["id"],
+        "denseInt": row["denseInt"],
+        "hasVector": bool(row.get("hasVector")),
+    }
     if kind == "entity":
-        frame["entity"] = {"type": row["type"], "subtype": row.get("subtype"), "service": row.get("service"),
-                           "visibility": row.get("visibility", "public"), "metadata": row.get("metadata", {})}
+        frame["entity"] = {
+            "type": row["type"],
+            "subtype": row.get("subtype"),
+            "service": row.get("service"),
+            "visibility": row.get("visibility", "public"),
+            "metadata": row.get("metadata", {}),
+        }
     else:
         tags = []
         for end in (row["from"], row["to"]):
             endpoint = view.entity(end)
             value = (endpoint or {}).get("metadata", {}).get("tags", [])
             tags.append(list(value) if isinstance(value, list) else [])
-        frame["relation"] = {"id": row["id"], "from": row["from"], "to": row["to"], "type": row["type"],
-                             "subtype": row.get("subtype"), "weight": row.get("weight"),
-                             "service": row.get("service"), "metadata": row.get("metadata", {}),
-                             "fromTags": tags[0], "toTags": tags[1]}
+        frame["relation"] = {
+            "id": row["id"],
+            "from": row["from"],
+            "to": row["to"],
+            "type": row["type"],
+            "subtype": row.get("subtype"),
+            "weight": row.get("weight"),
+            "service": row.get("service"),
+            "metadata": row.get("metadata", {}),
+            "fromTags": tags[0],
+            "toTags": tags[1],
+        }
     return frame
 
 
@@ -316,6 +381,7 @@ def changes(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
 
 # -- asOf ------------------------------------------------------------------------------------------
 
+
 @door("asOf")
 def as_of(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Run one read on the snapshot pinned at a past generation or instant; the pin lasts only this call.
@@ -332,8 +398,9 @@ def as_of(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     name = rows.need(spec, "door", "read.")
     inner = D.BY_NAME.get(name) if isinstance(name, str) else None
     if inner is None or not inner.pinnable:
-        raise R.InvalidArgumentError(f"read.door: {name!r} is not a read asOf can pin", field="read.door",
-                                     reason="not-pinnable")
+        raise R.InvalidArgumentError(
+            f"read.door: {name!r} is not a read asOf can pin", field="read.door", reason="not-pinnable"
+        )
     if not inner.native:
         raise R.NotYetNativeError(f"{name} arrives in {inner.release}", door=name, release=inner.release)
     inner_id = spec.get("id")

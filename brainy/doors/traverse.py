@@ -10,7 +10,8 @@ and ``truncated: true`` (DOORS 5.1 names no refusal for it).
 from __future__ import annotations
 
 from array import array
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from brainy._speedups import postings as P
 from brainy.contract import refusals as R
@@ -29,12 +30,16 @@ DIRECTIONS = {"out": K.OUT, "in": K.IN, "both": K.OUT | K.IN}
 
 # -- arguments -----------------------------------------------------------------------------------------
 
+
 def _ids(value: Any, field: str) -> list[str]:
     items = value if isinstance(value, list) else [value]
     if not items:
         raise R.InvalidArgumentError(f"{field}: name at least one entity", field=field, reason="missing")
-    return list(dict.fromkeys(K.resolve(item, f"{field}[{i}]" if isinstance(value, list) else field)[0]
-                              for i, item in enumerate(items)))
+    return list(
+        dict.fromkeys(
+            K.resolve(item, f"{field}[{i}]" if isinstance(value, list) else field)[0] for i, item in enumerate(items)
+        )
+    )
 
 
 def _verbs(value: Any, field: str) -> list[str] | None:
@@ -47,12 +52,12 @@ def _direction(value: Any, field: str) -> int:
     return DIRECTIONS[value]
 
 
-def _check_anchors(adjacency: Graph | StoredAdjacency, anchors: list[str], given: dict[str, str],
-                   field: str) -> None:
+def _check_anchors(adjacency: Graph | StoredAdjacency, anchors: list[str], given: dict[str, str], field: str) -> None:
     for anchor in anchors:
         if not adjacency.exists(anchor):
-            raise R.EntityNotFoundError(f"{field}: no entity {given.get(anchor, anchor)!r}",
-                                        id=given.get(anchor, anchor))
+            raise R.EntityNotFoundError(
+                f"{field}: no entity {given.get(anchor, anchor)!r}", id=given.get(anchor, anchor)
+            )
 
 
 class Connected:
@@ -66,8 +71,11 @@ class Connected:
             raise R.InvalidArgumentError("connected: must be an object", field="connected", reason="wrong-type")
         unknown = sorted(set(value) - self.FIELDS)
         if unknown:
-            raise R.InvalidArgumentError(f"connected.{unknown[0]}: not a field of connected",
-                                         field=f"connected.{unknown[0]}", reason="unknown-argument")
+            raise R.InvalidArgumentError(
+                f"connected.{unknown[0]}: not a field of connected",
+                field=f"connected.{unknown[0]}",
+                reason="unknown-argument",
+            )
         self.walks: list[tuple[str, list[str], int]] = []  # (field, anchor ids, direction)
         self.given: dict[str, str] = {}
         for name in ("from", "to", "node"):
@@ -75,19 +83,28 @@ class Connected:
                 anchors = _ids(value[name], f"connected.{name}")
                 raw = value[name] if isinstance(value[name], list) else [value[name]]
                 self.given.update(zip(anchors, raw))
-                bits = (K.OUT if name == "from" else K.IN if name == "to"
-                        else _direction(value.get("direction", "both"), "connected.direction"))
+                bits = (
+                    K.OUT
+                    if name == "from"
+                    else K.IN
+                    if name == "to"
+                    else _direction(value.get("direction", "both"), "connected.direction")
+                )
                 self.walks.append((name, anchors, bits))
         if not self.walks:
             raise R.InvalidArgumentError("connected: give from, to or node", field="connected", reason="missing")
         if value.get("direction") is not None and value.get("node") is None:
-            raise R.InvalidArgumentError("connected.direction: steers the node walk; from walks out and to in",
-                                         field="connected.direction", reason="bad-operand")
+            raise R.InvalidArgumentError(
+                "connected.direction: steers the node walk; from walks out and to in",
+                field="connected.direction",
+                reason="bad-operand",
+            )
         self.verbs = _verbs(value.get("via"), "connected.via")
         self.depth = rows.integer(value.get("depth", 1), "connected.depth", 1, MAX_DEPTH)
 
 
 # -- the walks -----------------------------------------------------------------------------------------
+
 
 def reachable(adjacency: Graph | StoredAdjacency, connected: Connected) -> dict[str, int]:
     """Entity id -> hops, for every entity reachable by a walk of 1 to ``depth`` hops from the anchors of
@@ -114,7 +131,7 @@ def reachable(adjacency: Graph | StoredAdjacency, connected: Connected) -> dict[
     return found
 
 
-def within(candidates: "array", hops: dict[str, int], dense: dict[str, int]) -> "array":
+def within(candidates: array, hops: dict[str, int], dense: dict[str, int]) -> array:
     """The candidates (sorted dense ints) that the walk reached: the graph leg as a filter."""
     reached = array(TYPECODE, sorted(dense[node] for node in hops if node in dense))
     return P.intersect_many([candidates, reached])
@@ -127,13 +144,13 @@ def graph_weight(fusion: Any) -> float:
     if weight is None:
         return 0.0
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0:
-        raise R.InvalidArgumentError("fusion.weights.graph: a number, 0 or more", field="fusion.weights.graph",
-                                     reason="wrong-type")
+        raise R.InvalidArgumentError(
+            "fusion.weights.graph: a number, 0 or more", field="fusion.weights.graph", reason="wrong-type"
+        )
     return float(weight)
 
 
-def graph_signal(hops: dict[str, int], dense_of: Callable[[str], int | None],
-                 candidates: set[int]) -> dict[int, float]:
+def graph_signal(hops: dict[str, int], dense_of: Callable[[str], int | None], candidates: set[int]) -> dict[int, float]:
     """The graph leg as a ranked signal (DOORS 4.2, ``fusion.weights.graph > 0``): dense int -> 1/hops,
     for the candidates the walk reached. A fusion of legs weighs it by ``fusion.weights.graph``."""
     out: dict[int, float] = {}
@@ -164,8 +181,7 @@ class Walk:
         return out[::-1]
 
 
-def breadth_first(anchors: list[str], step: Step, depth: int, keep: Callable[[str], bool],
-                  limit: int) -> Walk:
+def breadth_first(anchors: list[str], step: Step, depth: int, keep: Callable[[str], bool], limit: int) -> Walk:
     """Level by level: each level's new nodes in id order, each reached by its smallest relation id from
     the level before, so the answer is the same whichever adjacency served it. Nodes ``keep`` refuses
     are neither listed nor expanded."""
@@ -193,7 +209,7 @@ def breadth_first(anchors: list[str], step: Step, depth: int, keep: Callable[[st
             if keep(far):
                 level.append(far)
         if len(walk.order) + len(level) > limit:
-            level = level[:limit - len(walk.order)]
+            level = level[: limit - len(walk.order)]
             walk.truncated = True
         for far in level:
             walk.order.append(far)
@@ -240,6 +256,7 @@ def depth_first(anchors: list[str], step: Step, depth: int, keep: Callable[[str]
 
 # -- the traverse door ---------------------------------------------------------------------------------
 
+
 @door("traverse")
 def traverse(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     """Walk up to ``depth`` hops from one or more entities; nodes with their hops and the relation that
@@ -265,8 +282,11 @@ def traverse(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         return row
 
     filtered = types is not None or not where.matches_all
-    keep = ((lambda node: (types is None or row_of(node)["type"] in types) and where.matches(row_of(node)))
-            if filtered else (lambda node: True))
+    keep = (
+        (lambda node: (types is None or row_of(node)["type"] in types) and where.matches(row_of(node)))
+        if filtered
+        else (lambda node: True)
+    )
     walker = depth_first if a["strategy"] == "dfs" else breadth_first
     if snap.at_head:
         with snap.projections() as proj:
@@ -292,8 +312,12 @@ def traverse(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             row = view.relation(rid)
             assert row is not None, f"the adjacency names relation {rid} that has no row"
             relations.append(rows.public_view(row))
-    answer: dict[str, Any] = {"nodes": nodes, "relations": relations, "truncated": walk.truncated,
-                              "generation": view.generation}
+    answer: dict[str, Any] = {
+        "nodes": nodes,
+        "relations": relations,
+        "truncated": walk.truncated,
+        "generation": view.generation,
+    }
     if a["includePaths"]:
         answer["paths"] = [walk.path(node) for node in walk.order]
     return answer

@@ -21,8 +21,9 @@ import binascii
 import codecs
 import mimetypes
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pybase64
 
@@ -31,43 +32,65 @@ from brainy._speedups.errors import TextStops
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.store import keys as K
 from brainy.doors import paths as P
-from brainy.store import rows
-from brainy.store.blobs import BlobStore, Stored, Writing
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import WRITE, door
-from brainy.index.snapshot import Snapshot
 from brainy.doors.timetravel import resolve_generation
-from brainy.store.txn import Txn
 from brainy.doors.writes import Context, _put_relation, _stamp
+from brainy.index.snapshot import Snapshot
+from brainy.store import keys as K
+from brainy.store import rows
+from brainy.store.blobs import BlobStore, Stored, Writing
+from brainy.store.txn import Txn
 
 FILE, DIRECTORY = "vfs.file", "vfs.directory"
 RELATION_SUBTYPE = "vfs"
 ROOT_ID = str(uuid.uuid5(K.NATURAL_KEY_NAMESPACE, "vfs:/"))
-DATA_BYTES = 8 << 10          # a text file's data (embedded, word-indexed): its first 8 KiB
-INLINE_MAX = 1 << 20          # readdir's inline cap, at most
+DATA_BYTES = 8 << 10  # a text file's data (embedded, word-indexed): its first 8 KiB
+INLINE_MAX = 1 << 20  # readdir's inline cap, at most
 MAX_HISTORY_PAGE = 1000
 MAX_XATTR_NAME = 255
 #: Metadata fields the layer owns; writeFile's extra ``metadata`` may not reuse them.
 NODE_FIELDS = frozenset(("path", "name", "parent", "contentType", "size", "hash", "xattrs", "op"))
 #: Media types outside text/* that are text.
-TEXT_MEDIA = frozenset(("application/json", "application/xml", "application/yaml", "application/toml",
-                        "application/javascript", "application/x-sh", "application/sql", "image/svg+xml"))
-_EXTENSIONS = {".md": "text/markdown", ".markdown": "text/markdown", ".yaml": "application/yaml",
-               ".yml": "application/yaml", ".toml": "application/toml", ".json": "application/json",
-               ".jsonl": "application/jsonl", ".py": "text/x-python", ".txt": "text/plain",
-               ".csv": "text/csv", ".ts": "text/plain", ".rs": "text/plain", ".log": "text/plain"}
+TEXT_MEDIA = frozenset(
+    (
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/toml",
+        "application/javascript",
+        "application/x-sh",
+        "application/sql",
+        "image/svg+xml",
+    )
+)
+_EXTENSIONS = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".toml": "application/toml",
+    ".json": "application/json",
+    ".jsonl": "application/jsonl",
+    ".py": "text/x-python",
+    ".txt": "text/plain",
+    ".csv": "text/csv",
+    ".ts": "text/plain",
+    ".rs": "text/plain",
+    ".log": "text/plain",
+}
 OCTETS = "application/octet-stream"
 #: Doors whose commit writes file content: door -> its step before the lock, ``fn(brain, checked args)``
 #: answering the :class:`PreparedFile` its rule reads as ``ctx.staged`` (:func:`stager`).
-STAGERS: dict[str, Callable[[Any, dict[str, Any]], "PreparedFile"]] = {}
+STAGERS: dict[str, Callable[[Any, dict[str, Any]], PreparedFile]] = {}
 #: What follows a node that moved (rename, move): ``fn(txn, ctx, row)`` with the node's row at its new path,
 #: called in the same commit (:func:`on_move`): how a profile keeps a path it stored beside the node in step.
 MOVE_FOLLOWERS: list[Callable[[Txn, Context, dict[str, Any]], None]] = []
 
 
 # -- content ------------------------------------------------------------------------------------
+
 
 def decode_content(content: Any, encoding: str, field: str = "content") -> bytes:
     """The bytes a ``content`` argument carries in ``encoding``."""
@@ -83,16 +106,21 @@ def decode_content(content: Any, encoding: str, field: str = "content") -> bytes
     try:
         return content.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not text
-        raise R.InvalidArgumentError(f"{field}: not valid UTF-8 text (send it as base64)", field=field,
-                                     reason="not-utf-8") from None
+        raise R.InvalidArgumentError(
+            f"{field}: not valid UTF-8 text (send it as base64)", field=field, reason="not-utf-8"
+        ) from None
 
 
 def is_text_type(content_type: str | None) -> bool:
     if not content_type:
         return False
     base = content_type.split(";", 1)[0].strip()
-    return base.startswith("text/") or base in TEXT_MEDIA or base.endswith(("+json", "+xml")) \
+    return (
+        base.startswith("text/")
+        or base in TEXT_MEDIA
+        or base.endswith(("+json", "+xml"))
         or base == "application/jsonl"
+    )
 
 
 def _utf8(data: bytes) -> bool:
@@ -115,8 +143,9 @@ def sniff(path: str, data: bytes, claimed: str | None, utf8: bool | None = None)
     if claimed is not None:
         kind = claimed.strip().lower()
         if not kind or "/" not in kind:
-            raise R.InvalidArgumentError("contentType: a media type is type/subtype", field="contentType",
-                                         reason="bad-media-type")
+            raise R.InvalidArgumentError(
+                "contentType: a media type is type/subtype", field="contentType", reason="bad-media-type"
+            )
         return OCTETS if is_text_type(kind) and not utf8 else kind
     dot = P.name(path).rfind(".")
     ext = P.name(path)[dot:].lower() if dot > 0 else ""
@@ -135,7 +164,7 @@ def text_prefix(data: bytes, content_type: str) -> str | None:
     head = data[:DATA_BYTES]
     for cut in range(4):  # a multi-byte character may straddle the cut
         try:
-            text = head[:len(head) - cut].decode("utf-8")
+            text = head[: len(head) - cut].decode("utf-8")
         except UnicodeDecodeError:
             continue
         return text if text.strip() else None
@@ -157,8 +186,9 @@ class PreparedFile:
     appended: bytes | None = None
 
 
-def prepare_file(brain: Any, path: str, data: bytes, content_type: str | None = None,
-                 utf8: bool | None = None) -> PreparedFile:
+def prepare_file(
+    brain: Any, path: str, data: bytes, content_type: str | None = None, utf8: bool | None = None
+) -> PreparedFile:
     """Store ``data`` for a write of ``path`` (chunks fsynced on return). Run it outside the commit lock,
     before the commit whose rule calls :func:`put_file` with the answer. ``utf8``: whether the bytes are
     known to be UTF-8 (None: they are checked)."""
@@ -182,13 +212,16 @@ def _prepare_append(brain: Any, path: str, data: bytes) -> PreparedFile:
     return PreparedFile(path, stored, meta.get("contentType") or OCTETS, text, meta["hash"], data)
 
 
-def stager(door_name: str) -> Callable[[Callable[[Any, dict[str, Any]], PreparedFile]],
-                                        Callable[[Any, dict[str, Any]], PreparedFile]]:
+def stager(
+    door_name: str,
+) -> Callable[[Callable[[Any, dict[str, Any]], PreparedFile]], Callable[[Any, dict[str, Any]], PreparedFile]]:
     """Register ``fn(brain, args) -> PreparedFile`` as the step before the lock of a door that writes a file
     in its commit (its rule then calls :func:`put_file` with ``ctx.staged``)."""
+
     def register(fn: Callable[[Any, dict[str, Any]], PreparedFile]) -> Callable[[Any, dict[str, Any]], PreparedFile]:
         STAGERS[door_name] = fn
         return fn
+
     return register
 
 
@@ -213,8 +246,13 @@ def stage(brain: Any, door_name: str, args: Any, writing: Writing | None = None)
 def prepare_written(brain: Any, a: dict[str, Any]) -> PreparedFile:
     """The content of a write document (``path``, ``content``, ``encoding``, ``contentType``, as writeFile and
     memory.write take them) stored and durable."""
-    return prepare_file(brain, P.check(a["path"]), decode_content(a["content"], a["encoding"]), a.get("contentType"),
-                        utf8=True if a["encoding"] == "utf-8" else None)
+    return prepare_file(
+        brain,
+        P.check(a["path"]),
+        decode_content(a["content"], a["encoding"]),
+        a.get("contentType"),
+        utf8=True if a["encoding"] == "utf-8" else None,
+    )
 
 
 @stager("appendFile")
@@ -292,22 +330,29 @@ def _node_or_root(view: Any, path: str) -> dict[str, Any] | None:
 
 def _root_row(view: Any) -> dict[str, Any]:
     created = view.created_at if isinstance(view, Snapshot) else 0
-    return {"id": ROOT_ID, "type": "collection", "subtype": DIRECTORY, "createdAt": created, "updatedAt": created,
-            "generation": 0, "metadata": {"path": P.ROOT, "name": P.ROOT, "parent": None, "size": 0, "xattrs": {}}}
+    return {
+        "id": ROOT_ID,
+        "type": "collection",
+        "subtype": DIRECTORY,
+        "createdAt": created,
+        "updatedAt": created,
+        "generation": 0,
+        "metadata": {"path": P.ROOT, "name": P.ROOT, "parent": None, "size": 0, "xattrs": {}},
+    }
 
 
 def file_node(row: dict[str, Any]) -> dict[str, Any]:
     """A row as DOORS.md 8's FileNode."""
     meta = row["metadata"]
-    node: dict[str, Any] = {"path": meta["path"], "name": meta["name"],
-                            "type": "directory" if _is_dir(row) else "file"}
+    node: dict[str, Any] = {"path": meta["path"], "name": meta["name"], "type": "directory" if _is_dir(row) else "file"}
     if meta.get("contentType"):
         node["contentType"] = meta["contentType"]
     node["size"] = meta.get("size", 0)
     if meta.get("hash"):
         node["hash"] = meta["hash"]
-    node.update(createdAt=row["createdAt"], modifiedAt=row["updatedAt"], entityId=row["id"],
-                generation=row["generation"])
+    node.update(
+        createdAt=row["createdAt"], modifiedAt=row["updatedAt"], entityId=row["id"], generation=row["generation"]
+    )
     if meta.get("xattrs"):
         node["xattrs"] = meta["xattrs"]
     return node
@@ -315,12 +360,16 @@ def file_node(row: dict[str, Any]) -> dict[str, Any]:
 
 # -- building rows ------------------------------------------------------------------------------
 
+
 def _extra(metadata: Any) -> dict[str, Any]:
     extra = rows.metadata(metadata)
     for key in extra:
         if key in NODE_FIELDS:
-            raise R.InvalidArgumentError(f"metadata.{key}: {key!r} is a field the file system keeps",
-                                         field=f"metadata.{key}", reason="reserved-field")
+            raise R.InvalidArgumentError(
+                f"metadata.{key}: {key!r} is a field the file system keeps",
+                field=f"metadata.{key}",
+                reason="reserved-field",
+            )
     return extra
 
 
@@ -333,9 +382,18 @@ def _node_row(id_: str, directory: bool, path: str, meta: dict[str, Any], op: st
     metadata = {**meta, "path": path, "name": P.name(path), "parent": P.parent(path), "op": op}
     metadata.setdefault("xattrs", {})
     metadata.setdefault("size", 0)
-    return {"id": id_, "type": "collection" if directory else "file", "subtype": DIRECTORY if directory else FILE,
-            "service": None, "data": None, "metadata": metadata, "visibility": "public", "confidence": None,
-            "weight": None, "hasVector": False}
+    return {
+        "id": id_,
+        "type": "collection" if directory else "file",
+        "subtype": DIRECTORY if directory else FILE,
+        "service": None,
+        "data": None,
+        "metadata": metadata,
+        "visibility": "public",
+        "confidence": None,
+        "weight": None,
+        "hasVector": False,
+    }
 
 
 def _contain(txn: Txn, ctx: Context, parent_id: str, child_id: str) -> None:
@@ -393,9 +451,18 @@ def _parent_dir(txn: Txn, ctx: Context, path: str, create: bool) -> dict[str, An
     return parent
 
 
-def put_file(txn: Txn, ctx: Context, prepared: PreparedFile, *, create_parents: bool = False,
-             exclusive: bool = False, if_match: str | None = None, metadata: Any = None, embed: bool = True,
-             op: str = "write") -> dict[str, Any]:
+def put_file(
+    txn: Txn,
+    ctx: Context,
+    prepared: PreparedFile,
+    *,
+    create_parents: bool = False,
+    exclusive: bool = False,
+    if_match: str | None = None,
+    metadata: Any = None,
+    embed: bool = True,
+    op: str = "write",
+) -> dict[str, Any]:
     """Stage a file write inside an existing transaction: the row (and its parents with
     ``create_parents``) naming content :func:`prepare_file` already made durable. Answers
     FileWriteAnswer's fields but the commit's generation and timestamp.
@@ -419,8 +486,13 @@ def put_file(txn: Txn, ctx: Context, prepared: PreparedFile, *, create_parents: 
     else:
         extra = {k: v for k, v in (before or {}).get("metadata", {}).items() if k not in NODE_FIELDS}
     stored = prepared.stored
-    meta = {**extra, "contentType": prepared.content_type, "size": stored.size, "hash": stored.address,
-            "xattrs": (before or {}).get("metadata", {}).get("xattrs", {})}
+    meta = {
+        **extra,
+        "contentType": prepared.content_type,
+        "size": stored.size,
+        "hash": stored.address,
+        "xattrs": (before or {}).get("metadata", {}).get("xattrs", {}),
+    }
     row = _node_row(before["id"] if before else K.uuid7(), False, path, meta, op)
     row["data"] = prepared.text
     vector = ctx.vector_of(prepared.text) if embed and prepared.text is not None else None
@@ -429,8 +501,14 @@ def put_file(txn: Txn, ctx: Context, prepared: PreparedFile, *, create_parents: 
     _put_node(txn, ctx, row, before)
     if before is None:
         _contain(txn, ctx, parent["id"], row["id"])
-    return {"path": path, "entityId": row["id"], "hash": stored.address, "size": stored.size,
-            "contentType": prepared.content_type, "created": before is None}
+    return {
+        "path": path,
+        "entityId": row["id"],
+        "hash": stored.address,
+        "size": stored.size,
+        "contentType": prepared.content_type,
+        "created": before is None,
+    }
 
 
 def staged(ctx: Context, path: str) -> PreparedFile:
@@ -443,12 +521,21 @@ def staged(ctx: Context, path: str) -> PreparedFile:
 
 # -- the write doors ------------------------------------------------------------------------------
 
+
 @door("writeFile", WRITE)
 def write_file(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     prepared = staged(ctx, P.check(a["path"]))
     if_match = rows.string(a.get("ifMatch"), "ifMatch", nullable=True)
-    return put_file(txn, ctx, prepared, create_parents=a["createParents"], exclusive=a["exclusive"],
-                    if_match=if_match, metadata=a.get("metadata"), embed=a["embed"])
+    return put_file(
+        txn,
+        ctx,
+        prepared,
+        create_parents=a["createParents"],
+        exclusive=a["exclusive"],
+        if_match=if_match,
+        metadata=a.get("metadata"),
+        embed=a["embed"],
+    )
 
 
 @door("appendFile", WRITE)
@@ -460,13 +547,25 @@ def append_file(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         # another write landed between the staging and this commit: append to what is there now (under
         # the lock, so rare and correct rather than fast)
         stored = ctx.blobs.append(current, prepared.appended, prepared.path)
-        prepared = PreparedFile(prepared.path, stored, before["metadata"].get("contentType") or OCTETS,
-                                before.get("data"), current, prepared.appended)
+        prepared = PreparedFile(
+            prepared.path,
+            stored,
+            before["metadata"].get("contentType") or OCTETS,
+            before.get("data"),
+            current,
+            prepared.appended,
+        )
     elif current != prepared.base and before is not None and not _is_dir(before):
-        raise R.PreconditionFailedError(f"{prepared.path} changed while the append was staged",
-                                        expected=prepared.base, actual=current)
-    return put_file(txn, ctx, prepared, if_match=rows.string(a.get("ifMatch"), "ifMatch", nullable=True),
-                    op="append" if before is not None else "write")
+        raise R.PreconditionFailedError(
+            f"{prepared.path} changed while the append was staged", expected=prepared.base, actual=current
+        )
+    return put_file(
+        txn,
+        ctx,
+        prepared,
+        if_match=rows.string(a.get("ifMatch"), "ifMatch", nullable=True),
+        op="append" if before is not None else "write",
+    )
 
 
 @door("mkdir", WRITE)
@@ -547,8 +646,9 @@ def _relocate(txn: Txn, ctx: Context, row: dict[str, Any], target: str, op: str)
         assert before is not None
         moved = dict(before)
         moved["metadata"] = {**before["metadata"], "path": P.rebase(path, source, target)}
-        moved["metadata"].update(name=P.name(moved["metadata"]["path"]),
-                                 parent=P.parent(moved["metadata"]["path"]), op=op)
+        moved["metadata"].update(
+            name=P.name(moved["metadata"]["path"]), parent=P.parent(moved["metadata"]["path"]), op=op
+        )
         _put_node(txn, ctx, moved, before)
         for follow in MOVE_FOLLOWERS:
             follow(txn, ctx, moved)
@@ -671,6 +771,7 @@ _ABSENT = object()
 
 # -- the read doors -------------------------------------------------------------------------------
 
+
 def _must(view: Snapshot, path: str) -> dict[str, Any]:
     row = _node_or_root(view, path)
     if row is None:
@@ -679,8 +780,9 @@ def _must(view: Snapshot, path: str) -> dict[str, Any]:
 
 
 def _text_stops(offset: int) -> R.Refusal:
-    return R.TextDecodeError(f"the bytes are not UTF-8 from offset {offset}: read them as base64",
-                             offset=offset, cure="base64")
+    return R.TextDecodeError(
+        f"the bytes are not UTF-8 from offset {offset}: read them as base64", offset=offset, cure="base64"
+    )
 
 
 def _text(data: bytes | memoryview, offset: int) -> str:
@@ -730,14 +832,24 @@ def read_file(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         if offset > size:
             raise R.InvalidArgumentError(f"offset: past the end ({size} bytes)", field="offset", reason="out-of-range")
         length = rows.integer(a["length"], "length", 0) if a.get("length") is not None else size
-        piece = memoryview(data)[offset:offset + length]
+        piece = memoryview(data)[offset : offset + length]
         content = _text(piece, offset) if encoding == "utf-8" else pybase64.b64encode_as_string(piece)
     else:  # the whole file: its pieces turned into the answer's text as they come
         size = meta["size"]
-        content = _whole_text(view.blobs, meta["hash"], size, path) if encoding == "utf-8" \
+        content = (
+            _whole_text(view.blobs, meta["hash"], size, path)
+            if encoding == "utf-8"
             else _whole_base64(view.blobs, meta["hash"], size, path)
-    answer = {"path": path, "content": content, "encoding": encoding, "contentType": meta.get("contentType") or OCTETS,
-              "size": size, "hash": meta["hash"], "generation": view.generation}
+        )
+    answer = {
+        "path": path,
+        "content": content,
+        "encoding": encoding,
+        "contentType": meta.get("contentType") or OCTETS,
+        "size": size,
+        "hash": meta["hash"],
+        "generation": view.generation,
+    }
     if ranged:
         answer["range"] = {"offset": offset, "length": len(piece)}
     return answer
@@ -828,14 +940,19 @@ def file_history(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
                     found[generation] = entry
             before = row
     versions = [found[g] for g in sorted(found, reverse=True)]
-    page = versions[start:start + limit]
+    page = versions[start : start + limit]
     more = start + limit < len(versions)
-    return {"path": path, "versions": page, "hasMore": more,
-            "cursor": encode_cursor("fileHistory", {"path": path}, view.generation, start + limit) if more else None}
+    return {
+        "path": path,
+        "versions": page,
+        "hasMore": more,
+        "cursor": encode_cursor("fileHistory", {"path": path}, view.generation, start + limit) if more else None,
+    }
 
 
-def _version(view: Snapshot, generation: int, row: dict[str, Any] | None, before: dict[str, Any] | None,
-             here: bool) -> dict[str, Any]:
+def _version(
+    view: Snapshot, generation: int, row: dict[str, Any] | None, before: dict[str, Any] | None, here: bool
+) -> dict[str, Any]:
     """One entry of fileHistory: ``row`` is the node's version at ``generation`` (None: removed), ``here``
     whether it stands at the path (else it left it: moved away, or removed)."""
     commit = view.commit(generation)

@@ -8,16 +8,17 @@ door's declared arguments; a batch checks each item against its own door's decla
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.doors.registry import REGISTERED, WRITE, door
 from brainy.index.embedder import text_of
+from brainy.store import keys as K
+from brainy.store import rows
 from brainy.store.rows import check_args, invalid, need
 from brainy.store.txn import Txn
 
@@ -122,8 +123,11 @@ def _precondition(args: dict[str, Any], row: dict[str, Any]) -> None:
     if args.get("ifGeneration") is not None:
         expected = rows.integer(args["ifGeneration"], "ifGeneration", 0)
         if row["generation"] != expected:
-            raise R.PreconditionFailedError(f"the row is at generation {row['generation']}, not {expected}",
-                                            expected=expected, actual=row["generation"])
+            raise R.PreconditionFailedError(
+                f"the row is at generation {row['generation']}, not {expected}",
+                expected=expected,
+                actual=row["generation"],
+            )
 
 
 def _merge_metadata(old: dict[str, Any], patch: Any, merge: bool) -> dict[str, Any]:
@@ -158,12 +162,16 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     row: dict[str, Any] = {"id": id_}
     if key is not None:
         row["key"] = key
-    row.update(type=kind, subtype=rows.subtype(a.get("subtype")),
-               service=rows.string(a.get("service"), "service", nullable=True), data=data,
-               metadata=rows.metadata(a.get("metadata")),
-               visibility=rows.visibility(a["visibility"]),
-               confidence=rows.unit_number(a.get("confidence"), "confidence"),
-               weight=rows.unit_number(a.get("weight"), "weight"))
+    row.update(
+        type=kind,
+        subtype=rows.subtype(a.get("subtype")),
+        service=rows.string(a.get("service"), "service", nullable=True),
+        data=data,
+        metadata=rows.metadata(a.get("metadata")),
+        visibility=rows.visibility(a["visibility"]),
+        confidence=rows.unit_number(a.get("confidence"), "confidence"),
+        weight=rows.unit_number(a.get("weight"), "weight"),
+    )
     vector = rows.vector(a["vector"]) if a.get("vector") is not None else None
     embedded = False
     text = text_of(data) if vector is None else None
@@ -247,6 +255,7 @@ def remove(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 # -- relations ----------------------------------------------------------------------------------
 
+
 def _relation_vector(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None, ctx: Context) -> None:
     """A relation's vector (DOORS 1.2): its data's embedding when it has data, else the mean of its
     endpoints' vectors when both have one. Unchanged data keeps the vector it already has."""
@@ -308,13 +317,22 @@ def relate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     return answer
 
 
-def _put_relation(txn: Txn, from_id: str, to_id: str, verb: str, sub: str | None, fields: dict[str, Any],
-                  given: str | None, ctx: Context) -> dict[str, Any]:
+def _put_relation(
+    txn: Txn,
+    from_id: str,
+    to_id: str,
+    verb: str,
+    sub: str | None,
+    fields: dict[str, Any],
+    given: str | None,
+    ctx: Context,
+) -> dict[str, Any]:
     existing = txn.relation_by_identity(from_id, to_id, verb, sub)
     if existing is not None:
         if given is not None and given != existing:
-            raise invalid("id", "identity-taken",
-                          f"relation {existing} already joins these entities with this type and subtype")
+            raise invalid(
+                "id", "identity-taken", f"relation {existing} already joins these entities with this type and subtype"
+            )
         before = txn.relation(existing)
         row = dict(before)
     else:
@@ -322,8 +340,19 @@ def _put_relation(txn: Txn, from_id: str, to_id: str, verb: str, sub: str | None
         if given is not None and txn.relation(rid) is not None:
             raise invalid("id", "id-taken", f"relation id {rid} is taken by another relation")
         before = None
-        row = {"id": rid, "from": from_id, "to": to_id, "type": verb, "subtype": sub, "service": None,
-               "weight": 1.0, "confidence": None, "metadata": {}, "data": None, "visibility": "public"}
+        row = {
+            "id": rid,
+            "from": from_id,
+            "to": to_id,
+            "type": verb,
+            "subtype": sub,
+            "service": None,
+            "weight": 1.0,
+            "confidence": None,
+            "metadata": {},
+            "data": None,
+            "visibility": "public",
+        }
     row.update(fields)
     _relation_vector(txn, row, before, ctx)
     _stamp(txn, row, before)
@@ -355,8 +384,9 @@ def update_relation(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]
         row["subtype"] = rows.subtype(a["subtype"])
         other = txn.relation_by_identity(row["from"], row["to"], row["type"], row["subtype"])
         if other is not None and other != row["id"]:
-            raise invalid("subtype", "identity-taken",
-                          f"relation {other} already joins these entities with this type and subtype")
+            raise invalid(
+                "subtype", "identity-taken", f"relation {other} already joins these entities with this type and subtype"
+            )
     _precondition(a, before)
     _relation_vector(txn, row, before, ctx)
     _stamp(txn, row, before)
@@ -377,13 +407,16 @@ def unrelate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         sub = rows.subtype(a.get("subtype"))
         rid = txn.relation_by_identity(from_id, to_id, verb, sub)
         if rid is None:
-            raise R.RelationNotFoundError(f"no {verb} relation from {a['from']!r} to {a['to']!r}",
-                                          id=f"{a['from']}->{a['to']}:{verb}" + (f":{sub}" if sub else ""))
+            raise R.RelationNotFoundError(
+                f"no {verb} relation from {a['from']!r} to {a['to']!r}",
+                id=f"{a['from']}->{a['to']}:{verb}" + (f":{sub}" if sub else ""),
+            )
     txn.delete_relation(rid)
     return {"removed": 1, "ids": [rid]}
 
 
 # -- batches ------------------------------------------------------------------------------------
+
 
 def _located(exc: R.Refusal, where: str) -> R.Refusal:
     """The same refusal with its field path placed inside the batch (``items[3].type``)."""
@@ -421,10 +454,12 @@ def _batch(name: str, rule: Rule) -> Rule:
                 txn.rollback(point)
                 exc = _located(exc, f"items[{i}].")
                 if not keep_going:
-                    raise R.TransactionAbortedError(f"items[{i}] was refused ({exc.name}): nothing was written",
-                                                    index=i, error=exc.to_wire()) from exc
+                    raise R.TransactionAbortedError(
+                        f"items[{i}] was refused ({exc.name}): nothing was written", index=i, error=exc.to_wire()
+                    ) from exc
                 failed.append({"index": i, "error": exc.to_wire()})
         return {"ids": ids, "failed": failed}
+
     run.__name__ = name + "Many"
     return door(name + "Many", WRITE)(run)
 
@@ -443,18 +478,25 @@ def remove_many(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         targets: list[Any] = _items(a, "ids")
     else:
         if a.get("where") is not None:
-            raise R.NotYetNativeError("removeMany by where needs the where evaluator, which arrives in 0.3.0",
-                                      door="removeMany", release="0.3.0")
+            raise R.NotYetNativeError(
+                "removeMany by where needs the where evaluator, which arrives in 0.3.0",
+                door="removeMany",
+                release="0.3.0",
+            )
         if a.get("type") is None:
             raise invalid("ids", "missing", "give ids, or type with a limit")
         kind = rows.noun(a["type"])
         limit = rows.integer(need(a, "limit"), "limit", 1, MAX_BATCH)
-        targets = [k for k in (K.id_of(key) for key in txn.scan(K.ENTITY, b"f"))
-                   if (txn.entity(k) or {}).get("type") == kind]
+        targets = [
+            k for k in (K.id_of(key) for key in txn.scan(K.ENTITY, b"f")) if (txn.entity(k) or {}).get("type") == kind
+        ]
         if len(targets) > limit:
-            raise R.InvalidArgumentError(f"{len(targets)} entities match, more than the limit of {limit}: "
-                                         "nothing was removed", field="limit", reason="over-limit",
-                                         matched=len(targets))
+            raise R.InvalidArgumentError(
+                f"{len(targets)} entities match, more than the limit of {limit}: nothing was removed",
+                field="limit",
+                reason="over-limit",
+                matched=len(targets),
+            )
     removed: list[str] = []
     relations = 0
     failed: list[dict[str, Any]] = []
@@ -466,8 +508,9 @@ def remove_many(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
             txn.rollback(point)
             exc = _located(exc, f"ids[{i}].")
             if not keep_going:
-                raise R.TransactionAbortedError(f"ids[{i}] was refused ({exc.name}): nothing was written",
-                                                index=i, error=exc.to_wire()) from exc
+                raise R.TransactionAbortedError(
+                    f"ids[{i}] was refused ({exc.name}): nothing was written", index=i, error=exc.to_wire()
+                ) from exc
             failed.append({"index": i, "error": exc.to_wire()})
         else:
             removed.append(answer["id"])
@@ -476,8 +519,12 @@ def remove_many(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 TX_DOORS: dict[str, Rule] = {
-    "add": add, "update": update, "remove": remove, "relate": relate,
-    "updateRelation": update_relation, "unrelate": unrelate,
+    "add": add,
+    "update": update,
+    "remove": remove,
+    "relate": relate,
+    "updateRelation": update_relation,
+    "unrelate": unrelate,
 }
 
 
@@ -490,14 +537,14 @@ def transact(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
             spec = check_args(op, frozenset(("door", "args")), f"ops[{i}].")
             rule = TX_DOORS.get(need(spec, "door", f"ops[{i}]."))
             if rule is None:
-                raise invalid(f"ops[{i}].door", "unknown-door",
-                              f"{spec['door']!r} is not one of {sorted(TX_DOORS)}")
+                raise invalid(f"ops[{i}].door", "unknown-door", f"{spec['door']!r} is not one of {sorted(TX_DOORS)}")
             results.append(_nested(spec["door"], rule, txn, spec.get("args"), ctx))
         except R.Refusal as exc:
             if isinstance(exc, R.InvalidArgumentError) and not exc.fields["field"].startswith("ops["):
                 exc = _located(exc, f"ops[{i}].args.")
-            raise R.TransactionAbortedError(f"ops[{i}] was refused ({exc.name}): nothing was written",
-                                            index=i, error=exc.to_wire()) from exc
+            raise R.TransactionAbortedError(
+                f"ops[{i}] was refused ({exc.name}): nothing was written", index=i, error=exc.to_wire()
+            ) from exc
     return {"receipt": {"ops": len(ops), "results": results}}
 
 
@@ -512,4 +559,3 @@ def clear(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     for eid in entities:
         txn.delete_entity(eid)
     return {"removedEntities": len(entities), "removedRelations": len(relations)}
-

@@ -17,33 +17,48 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.store import lease as L
-from brainy.store import log as log_
-from brainy.index import encoded_rows
-from brainy.doors import calling, policy, registry
+
 # each door family registers its doors when imported
-from brainy.doors import aggregates, importer, memory, models, reads, query, similar  # noqa: F401
-from brainy.doors import timetravel, traverse, vfs, writes  # noqa: F401
-from brainy.index.aggregate_follower import AggregateFollower
-from brainy.store.backup import FileSet, take
-from brainy.store.blobs import BlobStore, Swept
+from brainy.doors import (  # noqa: F401  # noqa: F401
+    aggregates,
+    calling,
+    importer,
+    memory,
+    models,
+    policy,
+    query,
+    reads,
+    registry,
+    similar,
+    timetravel,
+    traverse,
+    vfs,
+    writes,
+)
 from brainy.engine.commits import Writes
 from brainy.engine.followers import Followers
+from brainy.index import encoded_rows
+from brainy.index.aggregate_follower import AggregateFollower
+from brainy.index.follower import ProjectionFollower, VectorFollower
+from brainy.index.snapshot import Snapshot
+from brainy.store import lease as L
+from brainy.store import log as log_
+from brainy.store.backup import FileSet, take
+from brainy.store.blobs import BlobStore, Swept
 from brainy.store.commit_path import CommitPath
 from brainy.store.counts import Ledger
+from brainy.store.directory import FORMAT, read_identity
 from brainy.store.files import DocumentUnreadable, read_document
 from brainy.store.head import HeadState
-from brainy.index.follower import ProjectionFollower, VectorFollower
 from brainy.store.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
-from brainy.index.snapshot import Snapshot
 from brainy.store.sources import Sources
 from brainy.store.sstable import Probed, Table
-from brainy.store.directory import FORMAT, read_identity
 
 log = logging.getLogger("brainy.engine")
 # one serial per handle in the process: what an answer cached per row version is keyed by beside the
@@ -54,7 +69,7 @@ _SERIALS = itertools.count(1)
 PROBE_AHEAD_OPS = 8192
 
 
-def _referenced(brain: "Brain") -> Callable[[], set[str]]:
+def _referenced(brain: Brain) -> Callable[[], set[str]]:
     """What a blob sweep of ``brain`` keeps: the blobs its files name at the durable head (``brain`` a weak proxy,
     so the maintenance holding this does not hold the brain)."""
     return lambda: vfs.addresses(brain.at())
@@ -92,17 +107,26 @@ class Brain:
         self.blobs = BlobStore(path / "blobs", writable=False)
         followers = Followers(self.follower, self.vector_follower, self.aggregate_follower)
         self.commits = CommitPath(self.state, followers)  # the log is the writer's, once its open has read it
-        self.maintenance = Maintenance(path, self.state, self.commits, followers, self.blobs,
-                                       _referenced(weakref.proxy(self)))
+        self.maintenance = Maintenance(
+            path, self.state, self.commits, followers, self.blobs, _referenced(weakref.proxy(self))
+        )
         self.writes = Writes(self, self.commits, self.maintenance)
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, force: bool = False, name: str | None = None,
-             flush_bytes: int = FLUSH_BYTES, compact_at: int = COMPACT_AT,
-             segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: "Brain | None" = None,
-             lease: "tuple[L.Claim, L.Lease] | None" = None) -> "Brain":
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        force: bool = False,
+        name: str | None = None,
+        flush_bytes: int = FLUSH_BYTES,
+        compact_at: int = COMPACT_AT,
+        segment_bytes: int = log_.SEGMENT_ROTATE_BYTES,
+        reader: Brain | None = None,
+        lease: tuple[L.Claim, L.Lease] | None = None,
+    ) -> Brain:
         """Open a store read-write, claiming its writer lease.
 
         When another live process holds the lease, the answer is a read-only
@@ -120,8 +144,9 @@ class Brain:
         if lease is None:
             brain = cls._attach(root, name, reader)
             brain.role, brain.claim = "reader", claim
-            brain.warnings.append({"code": "opened-read-only",
-                                   "message": f"another process holds the writer lease: {claim.holder}"})
+            brain.warnings.append(
+                {"code": "opened-read-only", "message": f"another process holds the writer lease: {claim.holder}"}
+            )
             return brain
         brain = cls(root, name or root.resolve().name)
         brain.role, brain.claim, brain._lease = "writer", claim, lease
@@ -133,16 +158,20 @@ class Brain:
             lease.abandon()
             raise
         if claim.claim_path == "stale-after-crash":
-            brain.warnings.append({"code": "recovered-after-crash", "message":
-                                   f"the last writer left no close record; replayed "
-                                   f"{brain.recovery['replayedGenerations']} generation(s) from the log"})
+            brain.warnings.append(
+                {
+                    "code": "recovered-after-crash",
+                    "message": f"the last writer left no close record; replayed "
+                    f"{brain.recovery['replayedGenerations']} generation(s) from the log",
+                }
+            )
             brain.maintenance.flush_due = brain.recovery["replayedGenerations"] > 0
             brain.maintenance.sweep_due = True
         brain.maintenance.start()
         return brain
 
     @classmethod
-    def attach(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "Brain":
+    def attach(cls, path: str | os.PathLike[str], *, name: str | None = None) -> Brain:
         """Open a store read-only: no lock, nothing created or written, no background job.
 
         Frozen at the generation it resolved; it refuses by name (never repairs)
@@ -153,10 +182,11 @@ class Brain:
         return cls._attach(root, name)
 
     @classmethod
-    def _attach(cls, root: Path, name: str | None, reader: "Brain | None" = None) -> "Brain":
+    def _attach(cls, root: Path, name: str | None, reader: Brain | None = None) -> Brain:
         if L.handoff_in_flight(root / "locks"):
-            raise R.StoreUnservableError("a writer handoff is in flight; attach again once it settles",
-                                         reason="writer-handoff-in-flight")
+            raise R.StoreUnservableError(
+                "a writer handoff is in flight; attach again once it settles", reason="writer-handoff-in-flight"
+            )
         brain = cls(root, name or root.resolve().name)
         for attempt in range(8):  # a flush or compaction may swap the MANIFEST meanwhile
             try:
@@ -167,8 +197,7 @@ class Brain:
                     raise
         raise AssertionError("unreachable")
 
-    def _load(self, writer: bool, segment_bytes: int = log_.SEGMENT_ROTATE_BYTES,
-              reader: "Brain | None" = None) -> None:
+    def _load(self, writer: bool, segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: Brain | None = None) -> None:
         root = self.path
         self.created_at = int(read_identity(root)["createdAt"])
         try:
@@ -185,8 +214,9 @@ class Brain:
             if manifest.get("format") != FORMAT or ledger.generation != flushed:
                 raise DocumentUnreadable(root / "MANIFEST", "format or ledger generation does not match")
         except (DocumentUnreadable, KeyError, TypeError, ValueError) as exc:
-            raise R.StoreUnservableError(f"the store's generation stamp does not read: {exc}",
-                                         reason="unreadable-generation-stamp") from None
+            raise R.StoreUnservableError(
+                f"the store's generation stamp does not read: {exc}", reason="unreadable-generation-stamp"
+            ) from None
         if writer:
             self._remove_orphans(manifest)
         # on another thread, while the tables open and the log replays (after, if the files are cold)
@@ -197,8 +227,16 @@ class Brain:
         finally:
             opened.set()
 
-    def _load_rows(self, root: Path, manifest: dict[str, Any], ledger: Ledger, flushed: int, writer: bool,
-                   segment_bytes: int, reader: "Brain | None") -> None:
+    def _load_rows(
+        self,
+        root: Path,
+        manifest: dict[str, Any],
+        ledger: Ledger,
+        flushed: int,
+        writer: bool,
+        segment_bytes: int,
+        reader: Brain | None,
+    ) -> None:
         """The open past its MANIFEST: the tables, the log's tail replayed over them, the writer's log."""
         tables = tuple(Table(root / t["file"]) for t in manifest["tables"])
         state = self.state
@@ -219,8 +257,10 @@ class Brain:
         replay, sources = self.commits.replay, state.sources
         try:
             if tables:  # the rows looked up only in the tables that may hold them, asked for together
-                self._replay_probed(log_.frames(root / "log", flushed, found, resume=resume),
-                                    Probed(sources, int(manifest["nextDenseInt"])))
+                self._replay_probed(
+                    log_.frames(root / "log", flushed, found, resume=resume),
+                    Probed(sources, int(manifest["nextDenseInt"])),
+                )
             else:
                 for frame in log_.frames(root / "log", flushed, found, resume=resume):
                     replay(frame)  # streamed: the decoded frames are never all held at once
@@ -231,9 +271,13 @@ class Brain:
         self.log_read = found
         self.recovery = {"replayedGenerations": state.applied - flushed}
         if found.torn_bytes:
-            self.warnings.append({"code": "torn-tail", "message":
-                                  f"{found.torn_bytes} byte(s) of a commit that never landed were "
-                                  f"{'dropped' if writer else 'ignored'} at the end of the log"})
+            self.warnings.append(
+                {
+                    "code": "torn-tail",
+                    "message": f"{found.torn_bytes} byte(s) of a commit that never landed were "
+                    f"{'dropped' if writer else 'ignored'} at the end of the log",
+                }
+            )
         if writer:
             self.commits.log = log_.LogWriter(root / "log", found, segment_bytes)
 
@@ -282,11 +326,16 @@ class Brain:
         self.follower.first_door_done()
         self.vector_follower.first_door_done()
 
-    def _lends_to(self, other: "Brain", manifest: dict[str, Any]) -> bool:
+    def _lends_to(self, other: Brain, manifest: dict[str, Any]) -> bool:
         """Whether this read-only handle's state can seed ``other``'s open of the same store: it read the
         log from the same flushed tables, and nothing has closed it."""
-        return (self.role != "writer" and not self._closed and self.path == other.path
-                and self.state.manifest == manifest and self._log_position is not None)
+        return (
+            self.role != "writer"
+            and not self._closed
+            and self.path == other.path
+            and self.state.manifest == manifest
+            and self._log_position is not None
+        )
 
     def _remove_orphans(self, manifest: dict[str, Any]) -> None:
         """Files a crash left behind mid-flush: temp files and tables no MANIFEST names."""
@@ -373,13 +422,27 @@ class Brain:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def write(self, door: str, args: Any = None, *, caller: str | None = None,
-              via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+    def write(
+        self,
+        door: str,
+        args: Any = None,
+        *,
+        caller: str | None = None,
+        via: str | None = None,
+        roles: tuple[str, ...] = (),
+    ) -> dict:
         """Run the write door ``door``; returns once the commit is durable (``commits.Writes.write``)."""
         return self.writes.write(door, args, caller=caller, via=via, roles=roles)
 
-    async def awrite(self, door: str, args: Any = None, *, caller: str | None = None,
-                     via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+    async def awrite(
+        self,
+        door: str,
+        args: Any = None,
+        *,
+        caller: str | None = None,
+        via: str | None = None,
+        roles: tuple[str, ...] = (),
+    ) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop (``commits.Writes.awrite``)."""
         return await self.writes.awrite(door, args, caller=caller, via=via, roles=roles)
@@ -390,9 +453,14 @@ class Brain:
         if self.role != "writer":
             holder = self.claim.holder if self.claim and self.claim.holder else {}
             raise R.BRAINY_WRITER_LOCKED(
-                "this handle is read-only" + (f"; the writer lease is held by {holder}" if holder else
-                                              " (a read-only attach); open the store with Brain.open to write"),
-                holder=holder)
+                "this handle is read-only"
+                + (
+                    f"; the writer lease is held by {holder}"
+                    if holder
+                    else " (a read-only attach); open the store with Brain.open to write"
+                ),
+                holder=holder,
+            )
         if self.maintenance.error is not None:
             raise R.InternalError(f"background flush failed: {self.maintenance.error}", ref="maintenance")
         assert self._lease is not None
@@ -425,8 +493,15 @@ class Brain:
 
     # -- the doors, in process -----------------------------------------------------------------
 
-    def call(self, door: str, *positional: Any, caller: str | None = None, via: str | None = None,
-             roles: tuple[str, ...] = (), **options: Any) -> Any:
+    def call(
+        self,
+        door: str,
+        *positional: Any,
+        caller: str | None = None,
+        via: str | None = None,
+        roles: tuple[str, ...] = (),
+        **options: Any,
+    ) -> Any:
         """Run one native door in process: ``call("get", id, {...})`` or ``call("find", {...})``; keyword
         options join the argument document. The same argument check as every transport, then the
         door's registered function (a write returns once its commit is durable)."""
@@ -513,9 +588,8 @@ class Brain:
                 pass
         return {"brain": self.name, "closed": True, "leaseReleased": released, "cleanCloseRecorded": recorded}
 
-    def __enter__(self) -> "Brain":
+    def __enter__(self) -> Brain:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

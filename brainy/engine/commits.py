@@ -21,13 +21,13 @@ from typing import Any, Protocol
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.doors import policy, registry, vfs
+from brainy.doors.writes import Context, texts
+from brainy.index import embedder
+from brainy.index.snapshot import Snapshot
 from brainy.store.blobs import BlobStore
 from brainy.store.commit_path import CommitPath
 from brainy.store.maintenance import Maintenance
-from brainy.index import embedder
-from brainy.index.snapshot import Snapshot
-from brainy.doors import policy, registry, vfs
-from brainy.doors.writes import Context, texts
 
 
 def _rule(door: str) -> Any:
@@ -37,7 +37,7 @@ def _rule(door: str) -> Any:
     return entry.fn
 
 
-def embeddings(door: str, args: Any, staged: "vfs.PreparedFile | None" = None) -> dict[str, bytes]:
+def embeddings(door: str, args: Any, staged: vfs.PreparedFile | None = None) -> dict[str, bytes]:
     """The embeddings of the texts a write will store, made in one batch, as the rule's ``vectors``;
     none without a model (the rows are stored without vectors and the answers say "no-model")."""
     wanted = texts(door, args) + vfs.staged_texts(door, args, staged)
@@ -83,10 +83,17 @@ class Writes:
         self.maintenance = maintenance
         self._pool: ThreadPoolExecutor | None = None
 
-    def commit(self, door: str, args: Any, caller: str | None, via: str | None,
-               vectors: dict[str, bytes] | None = None, roles: tuple[str, ...] = (),
-               prepared: dict[str, Any] | None = None, staged: Any = None,
-               ) -> tuple[dict[str, Any], int]:
+    def commit(
+        self,
+        door: str,
+        args: Any,
+        caller: str | None,
+        via: str | None,
+        vectors: dict[str, bytes] | None = None,
+        roles: tuple[str, ...] = (),
+        prepared: dict[str, Any] | None = None,
+        staged: Any = None,
+    ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
         ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`), ``prepared`` what
         its door's ``prepares`` made, ``staged`` a file's content already durable in the blob packs
@@ -119,8 +126,15 @@ class Writes:
         answer.update(generation=txn.generation, timestamp=txn.timestamp)
         return answer, seq
 
-    def write(self, door: str, args: Any = None, *, caller: str | None = None,
-              via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+    def write(
+        self,
+        door: str,
+        args: Any = None,
+        *,
+        caller: str | None = None,
+        via: str | None = None,
+        roles: tuple[str, ...] = (),
+    ) -> dict:
         """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
         asserted roles, which a policy rule's ``role:<name>`` subject matches. A file's content is stored
         and fsynced first, outside the commit lock, so a crash never leaves a row naming missing bytes."""
@@ -131,8 +145,9 @@ class Writes:
         with brain.blobs.writing() as writing:  # a blob sweep keeps what this write stores until it is durable
             staged = vfs.stage(brain, door, args, writing)
             try:
-                answer, seq = self.commit(door, args, caller, via, embeddings(door, args, staged), roles, prepared,
-                                          staged)
+                answer, seq = self.commit(
+                    door, args, caller, via, embeddings(door, args, staged), roles, prepared, staged
+                )
             except policy.Audited as audited:  # the refusal answers once its audit event is durable
                 self.commits.durable_at(audited.seq, audited.generation)
                 raise audited.refusal from None
@@ -151,8 +166,15 @@ class Writes:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
-    async def awrite(self, door: str, args: Any = None, *, caller: str | None = None,
-                     via: str | None = None, roles: tuple[str, ...] = ()) -> dict:
+    async def awrite(
+        self,
+        door: str,
+        args: Any = None,
+        *,
+        caller: str | None = None,
+        via: str | None = None,
+        roles: tuple[str, ...] = (),
+    ) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
         brain = self.brain
@@ -164,8 +186,9 @@ class Writes:
         with brain.blobs.writing() as writing:  # a blob sweep keeps what this write stores until it is durable
             if door in vfs.STAGERS:  # chunking, hashing and the pack's fsync, on a worker thread
                 brain.check_writable()
-                staged = await asyncio.get_running_loop().run_in_executor(self._workers(), vfs.stage, brain, door,
-                                                                          args, writing)
+                staged = await asyncio.get_running_loop().run_in_executor(
+                    self._workers(), vfs.stage, brain, door, args, writing
+                )
             wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
             vectors = await embedder.run(embeddings, door, args, staged) if wanted else None
             try:

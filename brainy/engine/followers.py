@@ -17,8 +17,7 @@ class Followers:
     """``projections``, ``vectors`` and ``aggregates`` behind one :class:`~brainy.store.commit_path.Follows` and
     :class:`~brainy.store.maintenance.Persists`."""
 
-    def __init__(self, projections: ProjectionFollower, vectors: VectorFollower,
-                 aggregates: AggregateFollower) -> None:
+    def __init__(self, projections: ProjectionFollower, vectors: VectorFollower, aggregates: AggregateFollower) -> None:
         self.projections = projections
         self.vectors = vectors
         self.aggregates = aggregates

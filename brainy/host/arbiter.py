@@ -37,27 +37,29 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from brainy.doors.mechanics import footprint
 
 log = logging.getLogger("brainy.arbiter")
 
 OVERRIDE = "BRAINY_POOL_BUDGET_BYTES"
-FLOOR_BYTES = 256 << 20          # the budget when neither a control group nor the kernel publishes a figure
-HELD_BACK = 5                    # a fifth of the room is held back
-UNLIMITED = 1 << 60              # a v1 "no limit" is a page-rounded 2**63 - 1; anything this large is none
-IDLE_FLOOR_SECONDS = 60.0        # a door buys a minute of residency outright
+FLOOR_BYTES = 256 << 20  # the budget when neither a control group nor the kernel publishes a figure
+HELD_BACK = 5  # a fifth of the room is held back
+UNLIMITED = 1 << 60  # a v1 "no limit" is a page-rounded 2**63 - 1; anything this large is none
+IDLE_FLOOR_SECONDS = 60.0  # a door buys a minute of residency outright
 IDLE_CAP_SECONDS = 3600.0
-IDLE_CADENCES = 8                # a brain idle for this many of its own mean intervals has gone quiet
+IDLE_CADENCES = 8  # a brain idle for this many of its own mean intervals has gone quiet
 TICK_SECONDS = 1.0
-LOW_WATER = 0.9                  # a pass over budget closes until the brains hold this share of it, at most
-SCALE_CAP = 4.0                  # the resident figure over the counted holdings is believed up to this ratio
+LOW_WATER = 0.9  # a pass over budget closes until the brains hold this share of it, at most
+SCALE_CAP = 4.0  # the resident figure over the counted holdings is believed up to this ratio
 
 
 # -- the budget --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Budget:
@@ -72,8 +74,13 @@ class Budget:
     overridden: bool = False
 
     def derivation(self, rss: int) -> dict[str, Any]:
-        return {"limitSource": self.limit_source, "limitBytes": self.limit_bytes,
-                "availableBytes": self.available_bytes, "rssBytes": rss, "baselineBytes": self.baseline_bytes}
+        return {
+            "limitSource": self.limit_source,
+            "limitBytes": self.limit_bytes,
+            "availableBytes": self.available_bytes,
+            "rssBytes": rss,
+            "baselineBytes": self.baseline_bytes,
+        }
 
 
 def _read_int(path: Path) -> int | None:
@@ -147,8 +154,12 @@ def rss_bytes(proc: Path = Path("/proc")) -> int:
     return 0
 
 
-def derive(proc: Path = Path("/proc"), cgroup_fs: Path = Path("/sys/fs/cgroup"),
-           environ: Mapping[str, str] = os.environ, baseline: int | None = None) -> Budget:
+def derive(
+    proc: Path = Path("/proc"),
+    cgroup_fs: Path = Path("/sys/fs/cgroup"),
+    environ: Mapping[str, str] = os.environ,
+    baseline: int | None = None,
+) -> Budget:
     """The budget for this process's brains, derived from what the system publishes (module docstring)."""
     baseline = rss_bytes(proc) if baseline is None else baseline
     info = meminfo(proc)
@@ -164,16 +175,20 @@ def derive(proc: Path = Path("/proc"), cgroup_fs: Path = Path("/sys/fs/cgroup"),
     floored = False
     if limit is None:
         derived, floored = FLOOR_BYTES, True
-        log.warning("no memory limit is published here (no control-group limit, no /proc/meminfo): "
-                    "the pool budget is floored at %d bytes", FLOOR_BYTES)
+        log.warning(
+            "no memory limit is published here (no control-group limit, no /proc/meminfo): "
+            "the pool budget is floored at %d bytes",
+            FLOOR_BYTES,
+        )
     else:
         room = limit - baseline
         if available is not None:
             room = min(room, available)
         derived = room - room // HELD_BACK
         if derived < FLOOR_BYTES:
-            log.warning("the derived pool budget %d bytes is below the floor; floored at %d bytes", derived,
-                        FLOOR_BYTES)
+            log.warning(
+                "the derived pool budget %d bytes is below the floor; floored at %d bytes", derived, FLOOR_BYTES
+            )
             derived, floored = FLOOR_BYTES, True
     budget = Budget(derived, source, limit, available, baseline, floored=floored)
     given = environ.get(OVERRIDE)
@@ -187,13 +202,20 @@ def derive(proc: Path = Path("/proc"), cgroup_fs: Path = Path("/sys/fs/cgroup"),
         log.info("pool budget %d bytes from %s replaces the derived %d bytes", value, OVERRIDE, derived)
         budget.budget_bytes, budget.overridden = value, True
     else:
-        log.info("pool budget %d bytes: limit %s bytes (%s), available %s bytes, baseline %d bytes, a fifth "
-                 "held back%s", budget.budget_bytes, limit, source, available, baseline,
-                 " (floored)" if floored else "")
+        log.info(
+            "pool budget %d bytes: limit %s bytes (%s), available %s bytes, baseline %d bytes, a fifth held back%s",
+            budget.budget_bytes,
+            limit,
+            source,
+            available,
+            baseline,
+            " (floored)" if floored else "",
+        )
     return budget
 
 
 # -- what a brain holds ------------------------------------------------------------------------------------
+
 
 def mapped_bytes(roots: Iterable[Path], proc: Path = Path("/proc")) -> dict[Path, int]:
     """The resident pages of each store's mapped files, from ``/proc/self/smaps`` (the kernel walks page
@@ -217,7 +239,7 @@ def mapped_bytes(roots: Iterable[Path], proc: Path = Path("/proc")) -> dict[Path
     return held
 
 
-def _glibc_trim() -> "Any":
+def _glibc_trim() -> Any:
     """glibc's ``malloc_trim``, or None elsewhere (musl, macOS): it hands the free pages at the top of the
     heap and inside its arenas back to the kernel, which freeing alone does not."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -269,6 +291,7 @@ class Cadence:
 
 
 # -- the arbiter -------------------------------------------------------------------------------------------
+
 
 class Resident(Protocol):
     """A brain the pool holds, as the arbiter weighs it (the pool's ``Entry``)."""
@@ -345,8 +368,9 @@ class Arbiter:
         closed: list[str] = []
         for entry in self.pool.resident_entries():
             if entry.in_flight == 0 and entry.cadence.idle(now) > entry.cadence.window():
-                if self.pool.evict(entry, f"idle {entry.cadence.idle(now):.0f} s past its "
-                                          f"{entry.cadence.window():.0f} s window"):
+                if self.pool.evict(
+                    entry, f"idle {entry.cadence.idle(now):.0f} s past its {entry.cadence.window():.0f} s window"
+                ):
                     closed.append(entry.name)
         over = self.held_bytes() - self.budget.budget_bytes
         if over <= 0:
@@ -359,8 +383,11 @@ class Arbiter:
             if resident and not self._over_episode:
                 self._over_episode = True
                 self.over_budget_admissions += 1
-                log.warning("brain %s alone holds more than the budget (%d bytes over); kept open and serving",
-                            resident[0].name, over)
+                log.warning(
+                    "brain %s alone holds more than the budget (%d bytes over); kept open and serving",
+                    resident[0].name,
+                    over,
+                )
             self.evictions += len(closed)
             self._give_back(closed)
             return closed
@@ -373,9 +400,11 @@ class Arbiter:
             self._peak, self.scale = held, min(SCALE_CAP, max(1.0, held / counted))
         shares = {name: int(share * self.scale) for name, share in shares.items()}
         holding = sum(shares.values())
-        ranked = sorted((e for e in resident if e.in_flight == 0),
-                        key=lambda e: e.cadence.idle(now) * max(shares[e.name], 1) / e.cadence.rate(),
-                        reverse=True)
+        ranked = sorted(
+            (e for e in resident if e.in_flight == 0),
+            key=lambda e: e.cadence.idle(now) * max(shares[e.name], 1) / e.cadence.rate(),
+            reverse=True,
+        )
         left = len(resident)
         for entry in ranked:
             # not "until the excess is freed": the resident figure counts memory the allocator kept from
@@ -413,6 +442,11 @@ class Arbiter:
     def report(self) -> dict[str, Any]:
         rss = rss_bytes(self.proc)
         b = self.budget
-        return {"budgetBytes": b.budget_bytes, "derivation": b.derivation(rss), "floored": b.floored,
-                "overridden": b.overridden, "heldBytes": max(0, rss - b.baseline_bytes),
-                "overBudgetAdmissions": self.over_budget_admissions}
+        return {
+            "budgetBytes": b.budget_bytes,
+            "derivation": b.derivation(rss),
+            "floored": b.floored,
+            "overridden": b.overridden,
+            "heldBytes": max(0, rss - b.baseline_bytes),
+            "overBudgetAdmissions": self.over_budget_admissions,
+        }

@@ -72,8 +72,9 @@ def check_start(root: Path, brains_dir: Path | None) -> None:
     """The start's check: a root that overlaps the brains directory refuses the start by name. (A root that is
     not there yet is left to the door: the host never creates it, and an operator may mount it later.)"""
     if brains_dir is not None and _overlaps(Path(os.path.realpath(root)), Path(os.path.realpath(brains_dir))):
-        raise R.SnapshotRootUnusableError(f"--snapshots-dir {root} is the brains directory {brains_dir}, or is "
-                                          "inside it, or contains it")
+        raise R.SnapshotRootUnusableError(
+            f"--snapshots-dir {root} is the brains directory {brains_dir}, or is inside it, or contains it"
+        )
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -97,8 +98,12 @@ class Run:
     thread: threading.Thread | None = field(default=None, repr=False)
 
     def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "state": self.state, "startedAt": self.started_at,
-                               "generation": self.generation}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "state": self.state,
+            "startedAt": self.started_at,
+            "generation": self.generation,
+        }
         if self.finished_at is not None:
             out["finishedAt"] = self.finished_at
         if self.files is not None:
@@ -108,15 +113,24 @@ class Run:
         return out
 
     @classmethod
-    def recorded(cls, brain: str, line: dict[str, Any]) -> "Run":
+    def recorded(cls, brain: str, line: dict[str, Any]) -> Run:
         """A run from its last record, written by an earlier process: one it left in flight was cut off."""
-        run = cls(brain, line["name"], int(line["generation"]), int(line["startedAt"]), state=line["state"],
-                  finished_at=line.get("finishedAt"), files=line.get("files"), bytes=line.get("bytes"),
-                  error=line.get("error"))
+        run = cls(
+            brain,
+            line["name"],
+            int(line["generation"]),
+            int(line["startedAt"]),
+            state=line["state"],
+            finished_at=line.get("finishedAt"),
+            files=line.get("files"),
+            bytes=line.get("bytes"),
+            error=line.get("error"),
+        )
         if run.state in ("queued", "running"):
             run.state = "failed"
-            run.error = R.ShuttingDownError("the server stopped before this run finished; what it wrote is left "
-                                            "in place").to_wire()
+            run.error = R.ShuttingDownError(
+                "the server stopped before this run finished; what it wrote is left in place"
+            ).to_wire()
         return run
 
 
@@ -147,8 +161,10 @@ class Backups:
         """Every check of the seeds, in order, then the target directory, made (empty) and ready for a run."""
         root = self.configured()
         if not isinstance(name, str) or not SEGMENT.fullmatch(name):
-            raise R.SnapshotNameInvalidError(f"{name!r} is not one legal path segment (no '/', not starting with "
-                                             "'.', at most 64 characters)", snapshot=str(name))
+            raise R.SnapshotNameInvalidError(
+                f"{name!r} is not one legal path segment (no '/', not starting with '.', at most 64 characters)",
+                snapshot=str(name),
+            )
         why = unusable(root, self.brains_dir)
         if why is not None:
             raise self._refuse(R.SnapshotRootUnusableError(f"{SCRUBBED} {why}"), f"{root} {why}")
@@ -159,8 +175,9 @@ class Backups:
             if st is not None and stat.S_ISLNK(st.st_mode):
                 raise self._refuse(R.SnapshotTargetUnsafeError(f"{what} is a symlink"), f"{path} is a symlink")
             if st is not None and not stat.S_ISDIR(st.st_mode):
-                raise self._refuse(R.SnapshotTargetNotEmptyError(f"{what} is a file, not a folder"),
-                                   f"{path} is not a directory")
+                raise self._refuse(
+                    R.SnapshotTargetNotEmptyError(f"{what} is a file, not a folder"), f"{path} is not a directory"
+                )
         self._recall(brain)
         with self._lock:
             held = self._runs.get((brain, name))
@@ -175,8 +192,9 @@ class Backups:
     def start(self, brain: str, name: str, target: Path, files: FileSet) -> Run:
         """Register a run copying ``files`` into ``target`` and start it on a thread of its own."""
         run = Run(brain, name, files.generation, _now_ms())
-        run.thread = threading.Thread(target=self._copy, args=(run, target, files), name=f"brainy-persist-{brain}",
-                                      daemon=True)
+        run.thread = threading.Thread(
+            target=self._copy, args=(run, target, files), name=f"brainy-persist-{brain}", daemon=True
+        )
         with self._lock:
             self._runs[(brain, name)] = run
         self._record(run)
@@ -247,19 +265,31 @@ class Backups:
                 count, size = len(files.files), files.bytes
             with Brain.attach(target, name=run.brain) as copy:
                 if copy.head != run.generation:
-                    raise R.StoreUnservableError(f"the copy opens at generation {copy.head}, not {run.generation}",
-                                                 reason="unreadable-generation-stamp")
+                    raise R.StoreUnservableError(
+                        f"the copy opens at generation {copy.head}, not {run.generation}",
+                        reason="unreadable-generation-stamp",
+                    )
             # finishedAt before the state: a poll on another thread never sees a finished run without its time
             run.files, run.bytes, run.finished_at = count, size, _now_ms()
             run.state = "done"
-            log.info("persist %s/%s: generation %d, %d files, %d bytes, into %s", run.brain, run.name,
-                     run.generation, count, size, target)
+            log.info(
+                "persist %s/%s: generation %d, %d files, %d bytes, into %s",
+                run.brain,
+                run.name,
+                run.generation,
+                count,
+                size,
+                target,
+            )
         except Exception as exc:  # a failed run carries its refusal; nothing it wrote is removed
             text = str(exc)
             log.error("persist %s/%s failed: %s", run.brain, run.name, text, exc_info=exc)
             scrubbed = text.replace(str(self.root), SCRUBBED) if self.root is not None else text
-            run.error = exc if isinstance(exc, R.Refusal) and str(self.root) not in text else \
-                R.InternalError(scrubbed, ref=f"persist:{run.brain}/{run.name}")
+            run.error = (
+                exc
+                if isinstance(exc, R.Refusal) and str(self.root) not in text
+                else R.InternalError(scrubbed, ref=f"persist:{run.brain}/{run.name}")
+            )
             run.finished_at = _now_ms()
             run.state = "failed"
         finally:

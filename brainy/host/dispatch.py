@@ -21,21 +21,22 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Union
+from typing import Any, Protocol
 
-from brainy.contract import doors as D
-from brainy.contract import refusals as R
-from brainy.engine import Brain
-from brainy.index import embedder
-from brainy.doors import calling, feed, registry
-from brainy.doors.registry import HOST, READ, door
-from brainy.host import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
-from brainy.host.feeds import HeldFeed
 from brainy.auth import reading_door
 from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER, apply_caller_assertion
 from brainy.auth.principal import Principal
 from brainy.auth.reading_door import ReadingDoor
+from brainy.contract import doors as D
+from brainy.contract import refusals as R
+from brainy.doors import calling, feed, registry
+from brainy.doors.registry import HOST, READ, door
+from brainy.engine import Brain
+from brainy.host import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
+from brainy.host.feeds import HeldFeed
+from brainy.index import embedder
 
 log = logging.getLogger("brainy.dispatch")
 
@@ -132,7 +133,7 @@ class Call:
     host: Any = None  # the provisioning doors' ground (brainy.host.host_doors.Host)
 
 
-Answer = Union[dict[str, Any], Awaitable[dict[str, Any]], HeldFeed]
+Answer = dict[str, Any] | Awaitable[dict[str, Any]] | HeldFeed
 
 
 # The doors the process answers (the pool holds the brains); every other native door is the engine's.
@@ -177,11 +178,13 @@ class Plan:
 
 def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
     if door.disposition == "notYetNative":
-        return lambda: R.NotYetNativeError(f"{door.name} arrives in {door.release}", door=door.name,
-                                           release=door.release)
+        return lambda: R.NotYetNativeError(
+            f"{door.name} arrives in {door.release}", door=door.name, release=door.release
+        )
     if door.disposition == "inProcessOnly":
-        return lambda: R.InProcessOnlyError(f"{door.name} hands back a live object; call {door.instead} instead",
-                                            door=door.name, instead=door.instead)
+        return lambda: R.InProcessOnlyError(
+            f"{door.name} hands back a live object; call {door.instead} instead", door=door.name, instead=door.instead
+        )
     return None
 
 
@@ -192,9 +195,11 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
     """The gate's questions, in order; raises the first refusal (DOORS.md 0.4)."""
     # 1. access class: the service key opens mechanics and host doors, and no others
     if (door.access == "service") != principal.service_key:
-        raise R.ForbiddenError(f"{door.name} is a {door.access} door; this key is "
-                               f"{'the service key' if principal.service_key else 'a principal key'}",
-                               reason="access-class")
+        raise R.ForbiddenError(
+            f"{door.name} is a {door.access} door; this key is "
+            f"{'the service key' if principal.service_key else 'a principal key'}",
+            reason="access-class",
+        )
     # 2. reach
     if brain is not None:
         if principal.token_brain is not None:
@@ -204,12 +209,14 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
             raise R.ForbiddenError("this key does not reach that brain", reason="reach")
     # 3. ruling: the strict owner rung is the owner triple on a minted token
     if door.rung == "ownerTriple" and not principal.owner_triple:
-        raise R.PolicyOwnerScopeRequiredError(f"{door.name} needs a token scoped read, write and owner",
-                                              door=door.name)
+        raise R.PolicyOwnerScopeRequiredError(f"{door.name} needs a token scoped read, write and owner", door=door.name)
     # 4. token scope
     if principal.scope is not None and door.kind == "write" and "write" not in principal.scope:
-        raise R.BRAINY_KEY_SCOPE(f"{door.name} writes; the token's scope is {sorted(principal.scope)}",
-                                 door=door.name, scope=sorted(principal.scope))
+        raise R.BRAINY_KEY_SCOPE(
+            f"{door.name} writes; the token's scope is {sorted(principal.scope)}",
+            door=door.name,
+            scope=sorted(principal.scope),
+        )
 
 
 class Dispatcher:
@@ -217,8 +224,13 @@ class Dispatcher:
     gate and the door under one clock and answers an :class:`Outcome`, :meth:`hold` opens a held change feed;
     a transport only frames what they answer."""
 
-    def __init__(self, brains: Brains, reading_door: ReadingDoor | None = None, host: Any = None,
-                 keys: Authenticating | None = None) -> None:
+    def __init__(
+        self,
+        brains: Brains,
+        reading_door: ReadingDoor | None = None,
+        host: Any = None,
+        keys: Authenticating | None = None,
+    ) -> None:
         self.brains = brains
         self.keys = keys  # None: a dispatcher whose callers are proven elsewhere (tests, in-process use)
         # the --reading-door receiver (brainy/auth/reading_door.py), None when not configured: memory.write
@@ -245,19 +257,21 @@ class Dispatcher:
         :meth:`run`, asked beforehand only by MCP, whose tool list leaves ``brain`` out for such a key."""
         return self.brains.only_brain(principal)
 
-    def call(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
-             document: Any = None) -> "Outcome | Awaitable[Outcome]":
+    def call(
+        self, principal: Principal, door: str, brain: str | None = None, id: Any = None, document: Any = None
+    ) -> Outcome | Awaitable[Outcome]:
         """One door for one principal under its own clock: the Outcome now for a door that does not wait (every
         read), else an awaitable of it. Never raises for a refusal."""
         return self.timed(door, self.run, principal, door, brain, id, document)
 
-    async def dispatch(self, principal: Principal, door: str, brain: str | None = None, id: Any = None,
-                       document: Any = None) -> Outcome:
+    async def dispatch(
+        self, principal: Principal, door: str, brain: str | None = None, id: Any = None, document: Any = None
+    ) -> Outcome:
         """:meth:`call`, awaited."""
         outcome = self.timed(door, self.run, principal, door, brain, id, document)
         return outcome if isinstance(outcome, Outcome) else await outcome
 
-    def timed(self, door: str, work: Callable[..., Answer], *args: Any) -> "Outcome | Awaitable[Outcome]":
+    def timed(self, door: str, work: Callable[..., Answer], *args: Any) -> Outcome | Awaitable[Outcome]:
         """The one clock of a call: run ``work(*args)`` (a transport's whole handling of one request, the gate
         and the door included) and answer its Outcome with the measured milliseconds. The arguments are
         passed rather than closed over: no closure is made per request.
@@ -311,8 +325,10 @@ class Dispatcher:
         # commit path asks the policy guardrails before the write)
         if plan.guarded:
             if plan.writes_rows and principal.caller is None:
-                raise R.ServiceKeyCannotWriteError(f"{door.name} writes rows, and this service key asserted no "
-                                                   "caller (X-Brainy-Caller)", door=door.name)
+                raise R.ServiceKeyCannotWriteError(
+                    f"{door.name} writes rows, and this service key asserted no caller (X-Brainy-Caller)",
+                    door=door.name,
+                )
             if plan.closed is not None:
                 raise plan.closed()
         if brain is None and plan.takes_brain:
@@ -331,8 +347,9 @@ class Dispatcher:
                 else:
                     result = calling.read(entry, brains.held(entered, False).wire_head(), id_, document, principal)
             elif entry.runs == registry.WRITE:
-                result = brains.held(entered, True).awrite(door.name, document, caller=principal.caller,
-                                                                 via=principal.via, roles=principal.roles)
+                result = brains.held(entered, True).awrite(
+                    door.name, document, caller=principal.caller, via=principal.via, roles=principal.roles
+                )
                 if entry.links:  # then the reading door's link, once the commit is durable
                     result = reading_door.after_write(self.reading_door, principal, document, result)
             elif entry.runs == registry.MODEL:  # the brain is named for reach; its store is not opened
@@ -347,8 +364,9 @@ class Dispatcher:
             return result
         return self._finish(entered, result)
 
-    def hold(self, principal: Principal, name: str, brain: str | None, document: dict[str, Any],
-             resume: str | None = None) -> HeldFeed:
+    def hold(
+        self, principal: Principal, name: str, brain: str | None, document: dict[str, Any], resume: str | None = None
+    ) -> HeldFeed:
         """A door's answer held open: the changes door as a live feed of whole commits (DOORS.md 10.2), past
         the gate a call of it meets, resuming at the commit boundary ``resume`` (the stream's
         ``Last-Event-ID``) or ``document``'s ``since`` names, its first catch-up read. Under :meth:`timed` it
@@ -367,8 +385,15 @@ class Dispatcher:
         held.open(document.get("since", 0), resume)
         return held
 
-    async def _read_warmed(self, entry: registry.Registered, entered: Any, id_: Any, document: dict[str, Any],
-                           texts: list[str], principal: Principal) -> dict[str, Any]:
+    async def _read_warmed(
+        self,
+        entry: registry.Registered,
+        entered: Any,
+        id_: Any,
+        document: dict[str, Any],
+        texts: list[str],
+        principal: Principal,
+    ) -> dict[str, Any]:
         await embedder.run(embedder.warm, texts)
         return calling.read(entry, self.brains.held(entered, False).wire_head(), id_, document, principal)
 

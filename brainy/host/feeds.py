@@ -12,7 +12,8 @@ frames what it drains (``brainy.net.sse``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from brainy.contract import refusals as R
 from brainy.doors import feed as feed_

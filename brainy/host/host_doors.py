@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brainy.contract import refusals as R
-from brainy.engine import Brain, init_store
-from brainy.doors.registry import HOST, door
-from brainy.host import archive
-from brainy.host.backups import Backups
 from brainy.auth.keys import EVERY_BRAIN, SERVICE_REACH, KeyTable, fingerprint
 from brainy.auth.tokens import STATIC_KEY_EXP, add_revocation
+from brainy.contract import refusals as R
+from brainy.doors.registry import HOST, door
+from brainy.engine import Brain, init_store
+from brainy.host import archive
+from brainy.host.backups import Backups
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 MINTABLE_KINDS = ("person:", "business:", "service:")
@@ -52,8 +52,9 @@ class Host:
 def _brains_dir(c: Any) -> Path:
     found = c.brains.brains_dir
     if found is None:
-        raise R.BrainsDirNotConfiguredError(f"{c.door.name} needs --brains-dir, and this server was started "
-                                            "without one")
+        raise R.BrainsDirNotConfiguredError(
+            f"{c.door.name} needs --brains-dir, and this server was started without one"
+        )
     return Path(found)
 
 
@@ -68,8 +69,7 @@ def _provision(c: Any) -> dict[str, Any]:
     except R.NoSuchBrainError:
         taken = False
     if taken or archive.archived_at(root, c.brain) is not None:
-        raise R.BrainExistsError(f"a brain named {c.brain!r} already exists (archived names included)",
-                                 brain=c.brain)
+        raise R.BrainExistsError(f"a brain named {c.brain!r} already exists (archived names included)", brain=c.brain)
     try:
         target.mkdir()  # exclusive: two provisions of one name race here, and one of them loses by name
     except FileExistsError:
@@ -101,11 +101,13 @@ def _unarchive(c: Any) -> dict[str, Any]:
 def _mint_key(c: Any) -> dict[str, Any]:
     principal, brains = c.document["principal"], c.document["brains"]
     if not principal.startswith(MINTABLE_KINDS):
-        raise R.InvalidArgumentError("principal: must be person:…, business:… or service:…", field="principal",
-                                     reason="out-of-range")
+        raise R.InvalidArgumentError(
+            "principal: must be person:…, business:… or service:…", field="principal", reason="out-of-range"
+        )
     if brains == SERVICE_REACH or (isinstance(brains, list) and SERVICE_REACH in brains):
-        raise R.InvalidArgumentError("brains: the service key (!) is never minted over the wire", field="brains",
-                                     reason="out-of-range")
+        raise R.InvalidArgumentError(
+            "brains: the service key (!) is never minted over the wire", field="brains", reason="out-of-range"
+        )
     if isinstance(brains, str) and brains != EVERY_BRAIN:
         raise R.InvalidArgumentError('brains: a list of brain names, or "*"', field="brains", reason="wrong-type")
     if isinstance(brains, list) and not brains:
@@ -132,9 +134,14 @@ def _list_keys(c: Any) -> dict[str, Any]:
     for sha, principal in c.host.keys.entries():
         if principal.service_key:
             continue
-        keys.append({"sha256": sha, "principal": principal.id,
-                     "brains": EVERY_BRAIN if principal.brains is None else sorted(principal.brains),
-                     "revoked": sha in revoked and now < revoked[sha]})
+        keys.append(
+            {
+                "sha256": sha,
+                "principal": principal.id,
+                "brains": EVERY_BRAIN if principal.brains is None else sorted(principal.brains),
+                "revoked": sha in revoked and now < revoked[sha],
+            }
+        )
     return {"keys": keys}
 
 
@@ -144,8 +151,9 @@ def _revoke_key(c: Any) -> dict[str, Any]:
     request with that key is refused (the list is re-read before this answers)."""
     sha = c.id
     if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
-        raise R.InvalidArgumentError("sha256: 64 lowercase hex characters, the key's SHA-256", field="sha256",
-                                     reason="malformed")
+        raise R.InvalidArgumentError(
+            "sha256: 64 lowercase hex characters, the key's SHA-256", field="sha256", reason="malformed"
+        )
     add_revocation(c.host.revoked_path, sha, STATIC_KEY_EXP)
     _listed_revoked(c.host)
     c.host.keys.reload()
@@ -167,8 +175,11 @@ def _persist(c: Any) -> dict[str, Any]:
     else:
         files = c.brains.resolve(c.brain, False).hold_files()
     run = backups.start(c.brain, c.document["name"], target, files)
-    return {"brain": c.brain, "name": run.name, "run": {"state": run.state, "startedAt": run.started_at,
-                                                       "generation": run.generation}}
+    return {
+        "brain": c.brain,
+        "name": run.name,
+        "run": {"state": run.state, "startedAt": run.started_at, "generation": run.generation},
+    }
 
 
 @door("host.persistStatus", HOST)
@@ -176,4 +187,3 @@ def _persist_status(c: Any) -> dict[str, Any]:
     c.host.backups.configured()
     c.brains.path_of(c.brain, archived_ok=True)
     return {"runs": [r.to_wire() for r in c.host.backups.runs(c.brain, c.document.get("name"))]}
-

@@ -9,7 +9,8 @@ on the default executor, off the event loop; the others answer at once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from brainy.doors import mechanics as M
 from brainy.doors.registry import HOST, door
@@ -25,13 +26,14 @@ def _with_residency(c: Any, answer: dict[str, Any]) -> dict[str, Any]:
 
 
 @door("diagnostics", HOST)
-def _diagnostics(c: Any) -> "dict[str, Any] | Awaitable[dict[str, Any]]":
+def _diagnostics(c: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     brain, deep = c.brains.resolve(c.brain, False), c.document["deep"]
     if not deep:
         return _with_residency(c, M.diagnostics(brain, False))
 
     async def deeply() -> dict[str, Any]:
         return _with_residency(c, await _off_loop(lambda: M.diagnostics(brain, True)))
+
     return deeply()
 
 

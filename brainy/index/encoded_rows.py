@@ -90,7 +90,7 @@ def encode_row(raw: bytes, include_vector: bool = False, include_data: bool = Tr
     if not include_vector or vector is None:
         return Encoded(json, plain)
     # public_view puts the vector last: so do both encodings here
-    out = Vector.of_float32(msgpack.unpackb(raw[vector[0]:vector[1]]))
+    out = Vector.of_float32(msgpack.unpackb(raw[vector[0] : vector[1]]))
     json = json[:-1] + (b',"vector":' if len(json) > 2 else b'"vector":') + orjson.dumps(out) + b"}"
     return Encoded(json, map_header(len(kept) + 1) + body + _VECTOR_KEY + out.float32_msgpack())
 
@@ -205,20 +205,20 @@ class Resolved:
 
     __slots__ = ("settled", "found")
 
-    def __init__(self, sources: "Sources") -> None:
+    def __init__(self, sources: Sources) -> None:
         gens = [t.max_gen for t in sources.tables] + [m.max_generation for m in sources.frozen]
         self.settled = max(gens, default=0)
         # user key -> (generation of the version found, the highest read generation it is known for)
         self.found: dict[bytes, tuple[int, int]] = {}
 
     @staticmethod
-    def of(sources: "Sources") -> "Resolved":
+    def of(sources: Sources) -> Resolved:
         resolved = sources.resolved
         if resolved is None:
             resolved = sources.resolved = Resolved(sources)
         return resolved
 
-    def generation(self, sources: "Sources", key: bytes, generation: int) -> int | None:
+    def generation(self, sources: Sources, key: bytes, generation: int) -> int | None:
         """The generation of the version of ``key`` a read at ``generation`` finds, when known without one."""
         known = self.found.get(key)
         if known is None or generation < known[0]:
@@ -239,8 +239,9 @@ class Resolved:
             self.found[key] = (generation, read_at)
 
 
-def answer(view: "Snapshot", key: bytes, generation: int, raw: bytes, include_vector: bool = False,
-           include_data: bool = True) -> Any:
+def answer(
+    view: Snapshot, key: bytes, generation: int, raw: bytes, include_vector: bool = False, include_data: bool = True
+) -> Any:
     """A row version's answer as ``view`` hands rows out: encoded bytes for a transport's snapshot
     (:meth:`~brainy.index.snapshot.Snapshot.for_wire`), a plain document for a call in process. The
     plain document without a vector is decoded from the cached MessagePack, which never held the vector;
@@ -252,7 +253,7 @@ def answer(view: "Snapshot", key: bytes, generation: int, raw: bytes, include_ve
     return made if view.wire else made.msgpack_document()
 
 
-def lookup(view: "Snapshot", key: bytes, include_vector: bool = False, include_data: bool = True) -> Any:
+def lookup(view: Snapshot, key: bytes, include_vector: bool = False, include_data: bool = True) -> Any:
     """The answer of the row under user key ``key`` as ``view`` reads it (:func:`answer`), None when absent."""
     sources, at = view.sources, view.generation
     resolved = sources.resolved or Resolved.of(sources)
@@ -268,8 +269,9 @@ def lookup(view: "Snapshot", key: bytes, include_vector: bool = False, include_d
     return answer(view, key, found[0], found[1], include_vector, include_data)
 
 
-def lookup_many(view: "Snapshot", keys: list[bytes], include_vector: bool = False,
-                include_data: bool = True) -> list[Any]:
+def lookup_many(
+    view: Snapshot, keys: list[bytes], include_vector: bool = False, include_data: bool = True
+) -> list[Any]:
     """:func:`lookup` of each key, in order: a page's rows, those known without a read found in one pass
     under the cache's lock (brainy/_speedups/pagerows.pyx: a page of 1,000 rows read again at its head is
     2,000 dict probes in one C loop, not 1,000 table lookups nor 1,000 memtable probes); the others
@@ -277,8 +279,15 @@ def lookup_many(view: "Snapshot", keys: list[bytes], include_vector: bool = Fals
     if not view.wire and include_vector:
         return [lookup(view, key, True, include_data) for key in keys]
     with CACHE._lock:
-        out, missing = pagerows.cached(keys, Resolved.of(view.sources).found, CACHE._entries, view.generation,
-                                       view.serial, include_vector, include_data)
+        out, missing = pagerows.cached(
+            keys,
+            Resolved.of(view.sources).found,
+            CACHE._entries,
+            view.generation,
+            view.serial,
+            include_vector,
+            include_data,
+        )
         CACHE.hits += len(keys) - len(missing)
     if not view.wire:
         out = [made if made is None else made.msgpack_document() for made in out]
@@ -287,7 +296,7 @@ def lookup_many(view: "Snapshot", keys: list[bytes], include_vector: bool = Fals
     return out
 
 
-def version(view: "Snapshot", key: bytes) -> tuple[int, bytes] | None:
+def version(view: Snapshot, key: bytes) -> tuple[int, bytes] | None:
     """``(generation, stored bytes)`` of the version of ``key`` ``view`` reads (None when absent), noted
     for :func:`lookup`."""
     sources = view.sources

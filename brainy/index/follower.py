@@ -35,18 +35,19 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.index import chain
 from brainy.index import vector_format as VF
 from brainy.index import vector_matrix as VM
 from brainy.index import vectors as V
-from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
 from brainy.index.overlaid import Overlaid
+from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
 from brainy.index.snapshot import Followed
 from brainy.index.vectors import VectorIndex
 from brainy.store.workers import LongLived
@@ -56,7 +57,7 @@ log = logging.getLogger("brainy.engine")
 Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", before, after)
 
 READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
-INLINE_ROWS = 1_000      # a served read builds a store this small itself (about 0.1 ms a row from the rows)
+INLINE_ROWS = 1_000  # a served read builds a store this small itself (about 0.1 ms a row from the rows)
 # How long a background build waits for the first read in place to finish before it starts. The build holds
 # the interpreter lock most of the time and its allocations trigger full collections (up to 98 ms each at a
 # million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80, and
@@ -154,8 +155,7 @@ class ProjectionFollower:
     @contextmanager
     def held(self) -> Iterator[Projections]:
         """The projections at the durable head, built on first need, held still for the block."""
-        if self._proj is None and self.background and \
-                self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
+        if self._proj is None and self.background and self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
             in_place = self._read_in_place()
             if in_place is None:
                 in_place = self._overlaid()  # immutable too, at the head: no lock to hold either
@@ -186,7 +186,11 @@ class ProjectionFollower:
             brain = self._brain
             raise R.ProjectionBehindError(
                 f"the {self.name} snapshot of brain {brain.name!r} is damaged ({exc}); they are being rebuilt "
-                f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
+                f"from the rows; retry shortly",
+                projection=self.name,
+                stamp=0,
+                committed=brain.head,
+            ) from None
 
     def _read_in_place(self) -> InPlace | chain.Layered | None:
         """The newest chain read in place (its delta laid over its base), while its stamp is the head (nothing to
@@ -255,8 +259,11 @@ class ProjectionFollower:
             brain = self._brain
             raise R.ProjectionBehindError(
                 f"the {self.name} of brain {brain.name!r} are being built (from generation {self._starts_at} "
-                f"to {brain.head}); retry shortly", projection=self.name, stamp=self._starts_at,
-                committed=brain.head)
+                f"to {brain.head}); retry shortly",
+                projection=self.name,
+                stamp=self._starts_at,
+                committed=brain.head,
+            )
 
     def _build_off_lock(self) -> None:
         try:
@@ -293,8 +300,15 @@ class ProjectionFollower:
             self.built_from = how
             self._in_place = self._overlay = None
             self._built.set()
-        log.info("brain %s: %s at generation %d from %s (%d rows) in %.0f ms", brain.name, self.name, head,
-                 how, len(proj), (time.monotonic() - started) * 1000)
+        log.info(
+            "brain %s: %s at generation %d from %s (%d rows) in %.0f ms",
+            brain.name,
+            self.name,
+            head,
+            how,
+            len(proj),
+            (time.monotonic() - started) * 1000,
+        )
 
     def _apply_all(self, proj: Any, commits: list[list[Move]]) -> None:
         """The moves of these commits, in order (the vector index takes them in one batch)."""
@@ -320,8 +334,12 @@ class ProjectionFollower:
             return None
         name, brain = (found.delta or found.base)[1].name, self._brain
         if not self._reachable(found.stamp):
-            brain.warnings.append({"code": f"{self.name}-rebuilt", "message":
-                                   f"snapshot {name} is outside generations {brain.flushed}..{brain.head}"})
+            brain.warnings.append(
+                {
+                    "code": f"{self.name}-rebuilt",
+                    "message": f"snapshot {name} is outside generations {brain.flushed}..{brain.head}",
+                }
+            )
             return None
         try:
             proj = chain.load(found)
@@ -497,8 +515,9 @@ class VectorFollower(ProjectionFollower):
         brain = self._brain
         tail = sum(len(moves) for moves in list(self._moves.values()))  # each move writes a slot at most
         ahead, self._ahead = self._ahead, None
-        index, why = V.read_chain(self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain.next_dense,
-                                  ahead=ahead)
+        index, why = V.read_chain(
+            self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain.next_dense, ahead=ahead
+        )
         brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in why)
         return index
 
@@ -519,8 +538,12 @@ class VectorFollower(ProjectionFollower):
 
     @contextmanager
     def held(self) -> Iterator[VectorIndex]:
-        if self._proj is None and self.background and self._chain_reachable() and \
-                self._lock.acquire(timeout=READ_WAIT_SECONDS):  # never longer on a lock another thread holds
+        if (
+            self._proj is None
+            and self.background
+            and self._chain_reachable()
+            and self._lock.acquire(timeout=READ_WAIT_SECONDS)
+        ):  # never longer on a lock another thread holds
             try:  # bounded: the header and dense ints are checked, the vectors read in place, the graph left
                 if self._proj is None:  # to the catch-up
                     self._build()
@@ -538,7 +561,11 @@ class VectorFollower(ProjectionFollower):
             self._discard(index, exc)
             raise R.ProjectionBehindError(
                 f"the vector index snapshot of brain {brain.name!r} is damaged ({exc}); it is being rebuilt "
-                f"from the rows; retry shortly", projection=self.name, stamp=0, committed=brain.head) from None
+                f"from the rows; retry shortly",
+                projection=self.name,
+                stamp=0,
+                committed=brain.head,
+            ) from None
 
     def _discard(self, index: VectorIndex | None, exc: Exception) -> None:
         """Drop an index whose mapped slots failed a check, never to read its snapshot chain again in this handle:
@@ -549,8 +576,9 @@ class VectorFollower(ProjectionFollower):
                 self._built.clear()
             if not self._damaged:
                 self._damaged = True
-                self._brain.warnings.append({"code": "vectors-rebuilt", "message": f"{exc}; the index is "
-                                             f"rebuilt from the rows"})
+                self._brain.warnings.append(
+                    {"code": "vectors-rebuilt", "message": f"{exc}; the index is rebuilt from the rows"}
+                )
         if self.background:
             self.warm()
 

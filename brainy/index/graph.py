@@ -17,19 +17,21 @@ It is not persisted: a reopen rebuilds it on the first walk.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import msgpack
 
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.index.projections import Projections
 from brainy.index.snapshot import Snapshot
+from brainy.store import keys as K
+from brainy.store import rows
 
 Step = Callable[[str], Iterable[tuple[str, str]]]  # node id -> (relation id, far entity id) pairs
 
 
 # -- the adjacencies -----------------------------------------------------------------------------------
+
 
 class Graph:
     """The head's adjacency: per entity id, per verb, relation id -> far entity id, out and in; and the
@@ -43,7 +45,7 @@ class Graph:
         self.dense: dict[str, int] = {}
 
     @classmethod
-    def build(cls, proj: Projections, view: Snapshot) -> "Graph":
+    def build(cls, proj: Projections, view: Snapshot) -> Graph:
         """The graph at ``view``'s generation (the projections' stamp): entities from the id map, edges
         from the relation identity keys, so no row is decoded."""
         graph = cls()
@@ -52,7 +54,7 @@ class Graph:
         to_str, unpack = _uuid_text, msgpack.unpackb
         for key, raw in view.scan(K.IDENTITY, K.prefix_end(K.IDENTITY)):
             a, b = to_str(key[1:17]), to_str(key[17:33])
-            verb = key[33:key.index(0, 33)].decode("utf-8")
+            verb = key[33 : key.index(0, 33)].decode("utf-8")
             graph._link(unpack(raw, raw=False), a, b, verb)
         return graph
 
@@ -92,9 +94,10 @@ class Graph:
                 by_verb = table.get(node)
                 if not by_verb:
                     continue
-                for group in (by_verb.values() if verbs is None else (by_verb.get(v) for v in verbs)):
+                for group in by_verb.values() if verbs is None else (by_verb.get(v) for v in verbs):
                     if group:
                         yield from group.items()
+
         return step
 
 
@@ -137,6 +140,7 @@ class StoredAdjacency:
                     yield rid, b
                 if direction & K.IN and b == node:
                     yield rid, a
+
         return step
 
 

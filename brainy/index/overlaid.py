@@ -25,8 +25,18 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from brainy._speedups import postings as P
-from brainy.index.projections import (COLUMN_ONLY, TYPECODE, Adjacency, InPlace, Posted, Projections, leaves,
-                                       path_values, value_key, words)
+from brainy.index.projections import (
+    COLUMN_ONLY,
+    TYPECODE,
+    Adjacency,
+    InPlace,
+    Posted,
+    Projections,
+    leaves,
+    path_values,
+    value_key,
+    words,
+)
 
 _EMPTY = array(TYPECODE)
 
@@ -51,7 +61,7 @@ class Overlaid:
         self._live: list[int] | None = None
         self._all: array | None = None
         self._terms: dict[str, dict[int, int]] = {}
-        self.graph: "Adjacency | None" = None
+        self.graph: Adjacency | None = None
         self.ids = _Ids(self)
         self.postings = _Postings(self)
         self.columns = _Columns(self)
@@ -60,7 +70,7 @@ class Overlaid:
 
     # -- moving --------------------------------------------------------------------------------------
 
-    def moved(self, commits: list[list[tuple[str, Any, Any]]], stamp: int) -> "Overlaid":
+    def moved(self, commits: list[list[tuple[str, Any, Any]]], stamp: int) -> Overlaid:
         """A copy moved by the entity moves of each commit above this stamp, in order, up to ``stamp``: a read
         holding this one keeps reading it unchanged (the copy costs the tail, never the store)."""
         out = Overlaid(self.base)
@@ -194,7 +204,7 @@ class _Postings(Mapping[str, "_Values"]):
     def __init__(self, over: Overlaid) -> None:
         self._over = over
 
-    def __getitem__(self, path: str) -> "_Values":
+    def __getitem__(self, path: str) -> _Values:
         over = self._over
         base, delta = over.base.postings.get(path), over.path(path)[0]
         if base is None and not delta:
@@ -213,8 +223,9 @@ class _Postings(Mapping[str, "_Values"]):
 class _Values(Mapping[tuple[str, Any], array]):
     """One path's postings: each value's snapshot posting less the mask, with the delta's."""
 
-    def __init__(self, over: Overlaid, base: Mapping[tuple[str, Any], array] | None,
-                 delta: Mapping[tuple[str, Any], array]) -> None:
+    def __init__(
+        self, over: Overlaid, base: Mapping[tuple[str, Any], array] | None, delta: Mapping[tuple[str, Any], array]
+    ) -> None:
         self._over, self._base, self._delta = over, base, delta
 
     def __getitem__(self, key: tuple[str, Any]) -> array:
@@ -248,7 +259,7 @@ class _Columns(Mapping[str, "_Column"]):
     def __init__(self, over: Overlaid) -> None:
         self._over = over
 
-    def __getitem__(self, path: str) -> "_Column":
+    def __getitem__(self, path: str) -> _Column:
         over = self._over
         base, delta = over.base.columns.get(path), over.path(path)[1]
         if base is None and not delta:

@@ -27,18 +27,17 @@ import bisect
 import itertools
 import mmap
 import re
-from array import array
-from collections.abc import Iterable, Mapping
-from typing import Any, Iterator, Protocol
-
 import struct
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import msgpack
 
 from brainy._speedups import postings as P
-from brainy.store.crc import crc32
 from brainy.index.where import kind_of
+from brainy.store.crc import crc32
 
 RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
 # Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
@@ -114,8 +113,8 @@ def _values_at(node: dict[str, Any], path: str, out: list[Any]) -> None:
                 out.extend(e for e in value if not isinstance(e, (dict, list)))
             elif not isinstance(value, dict):
                 out.append(value)
-        elif isinstance(value, dict) and path.startswith(key) and path[len(key):len(key) + 1] == ".":
-            _values_at(value, path[len(key) + 1:], out)
+        elif isinstance(value, dict) and path.startswith(key) and path[len(key) : len(key) + 1] == ".":
+            _values_at(value, path[len(key) + 1 :], out)
 
 
 def words(row: dict[str, Any]) -> list[str]:
@@ -162,10 +161,10 @@ class Projections:
         self.lengths: dict[int, int] = {}
         self.total_length = 0
         self.all = array(TYPECODE)
-        self.graph: "Adjacency | None" = None
+        self.graph: Adjacency | None = None
 
     @classmethod
-    def build(cls, entities: Iterator[dict[str, Any]], stamp: int) -> "Projections":
+    def build(cls, entities: Iterator[dict[str, Any]], stamp: int) -> Projections:
         built = cls()
         for row in sorted(entities, key=lambda r: r["denseInt"]):
             built.apply(None, row)
@@ -175,14 +174,16 @@ class Projections:
     def __len__(self) -> int:
         return len(self.all)
 
-    def copy(self) -> "Projections":
+    def copy(self) -> Projections:
         """A copy to encode while commits move the original (every array and map copied in C; ~1.4 µs a
         row against ~11 µs for the encode). The graph is not persisted, so not copied."""
         out = Projections()
         out.stamp, out.total_length = self.stamp, self.total_length
         out.ids, out.all, out.lengths = self.ids.copy(), array(TYPECODE, self.all), self.lengths.copy()
-        out.postings = {path: {key: array(TYPECODE, posting) for key, posting in values.items()}
-                        for path, values in self.postings.items()}
+        out.postings = {
+            path: {key: array(TYPECODE, posting) for key, posting in values.items()}
+            for path, values in self.postings.items()
+        }
         out.columns = {path: column.copy() for path, column in self.columns.items()}
         out.terms = {word: tfs.copy() for word, tfs in self.terms.items()}
         return out
@@ -208,7 +209,7 @@ class Projections:
         """Take a row out without a row to take its place (a delta's voided rows, laid on its base)."""
         self._unpost(row)
 
-    def merge(self, other: "Projections") -> None:
+    def merge(self, other: Projections) -> None:
         """Merge in the projections of rows this holds none of (a delta's, once its voided rows are unposted)."""
         self.ids.update(other.ids)
         self.all = P.union(self.all, other.all) if len(self.all) else array(TYPECODE, other.all)
@@ -293,7 +294,7 @@ class Damaged(ValueError):
 
 def head_check(data: bytes) -> int:
     """The crc32 of a snapshot's head, from its first 16 bytes (ValueError when they are not a snapshot's)."""
-    if len(data) < _head.size or data[:len(MAGIC)] != MAGIC:
+    if len(data) < _head.size or data[: len(MAGIC)] != MAGIC:
         raise ValueError("not a snapshot of format 2 or 3")
     return _head.unpack_from(data, 0)[2]
 
@@ -327,7 +328,7 @@ def _page_checks(parts: Iterable[bytes], page: int) -> array:
         view, at = memoryview(part), 0
         while at < len(view):
             take = min(page - filled, len(view) - at)
-            crc = crc32(view[at:at + take], crc)
+            crc = crc32(view[at : at + take], crc)
             filled, at = filled + take, at + take
             if filled == page:
                 checks.append(crc)
@@ -337,20 +338,33 @@ def _page_checks(parts: Iterable[bytes], page: int) -> array:
     return checks
 
 
-def encode_snapshot(proj: Projections, extra_head: dict[str, Any] | None = None,
-                    extra_sections: Iterable[tuple[str, bytes]] = ()) -> bytes:
+def encode_snapshot(
+    proj: Projections, extra_head: dict[str, Any] | None = None, extra_sections: Iterable[tuple[str, bytes]] = ()
+) -> bytes:
     """The projections as a head naming each section (offset, size) and the crc32 of every page of the body, then
     the sections (docs/store-format.md, "Projection snapshots"): a read in place checks only the pages it
     touches, a posting is found by its value in its path's directory, an order column's value by its dense int."""
     dense = array(TYPECODE, sorted(proj.ids))
     texts = [proj.ids[d].encode("utf-8") for d in dense]
     sections: list[tuple[str, bytes]] = [
-        ("dense", dense.tobytes()), ("idOffsets", _offsets_of(texts)), ("idText", b"".join(texts)),
+        ("dense", dense.tobytes()),
+        ("idOffsets", _offsets_of(texts)),
+        ("idText", b"".join(texts)),
         ("all", proj.all.tobytes()),
-        ("lengths", msgpack.packb([array(TYPECODE, proj.lengths.keys()).tobytes(),
-                                   array("I", proj.lengths.values()).tobytes()], use_bin_type=True)),
-        ("terms", packed([word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
-                          for word, tfs in proj.terms.items())),
+        (
+            "lengths",
+            msgpack.packb(
+                [array(TYPECODE, proj.lengths.keys()).tobytes(), array("I", proj.lengths.values()).tobytes()],
+                use_bin_type=True,
+            ),
+        ),
+        (
+            "terms",
+            packed(
+                [word, array(TYPECODE, tfs.keys()).tobytes(), array("I", tfs.values()).tobytes()]
+                for word, tfs in proj.terms.items()
+            ),
+        ),
     ]
     for path, values in proj.postings.items():
         directory, first = [], 0
@@ -372,9 +386,18 @@ def encode_snapshot(proj: Projections, extra_head: dict[str, Any] | None = None,
         table[name] = [at, len(data)]
         at += len(data)
     pages = _page_checks((data for _, data in sections), PAGE_BYTES)
-    head = msgpack.packb({"format": SNAPSHOT_FORMAT, "stamp": proj.stamp, "totalLength": proj.total_length,
-                          "sections": table, "pageBytes": PAGE_BYTES, "pages": pages.tobytes(), **(extra_head or {})},
-                         use_bin_type=True)
+    head = msgpack.packb(
+        {
+            "format": SNAPSHOT_FORMAT,
+            "stamp": proj.stamp,
+            "totalLength": proj.total_length,
+            "sections": table,
+            "pageBytes": PAGE_BYTES,
+            "pages": pages.tobytes(),
+            **(extra_head or {}),
+        },
+        use_bin_type=True,
+    )
     return b"".join([_head.pack(MAGIC, len(head), crc32(head)), head, *(data for _, data in sections)])
 
 
@@ -406,7 +429,7 @@ class InPlace:
         if self._map is not None and _head.size + size <= len(data):
             self._map.madvise(mmap.MADV_WILLNEED, 0, _head.size + size)
         self.check = crc  # the head's crc32: what a delta names its base by
-        head_bytes = self._data[_head.size:_head.size + size]
+        head_bytes = self._data[_head.size : _head.size + size]
         if crc32(head_bytes) != crc:
             raise ValueError("head checksum mismatch")
         self._base = _head.size + size
@@ -429,7 +452,7 @@ class InPlace:
             if at < 0 or length < 0 or self._base + at + length > len(data):
                 raise ValueError(f"section {name} runs past the end of the file")
         self._whole: set[str] = set()  # format 2: the sections checked whole already
-        self.graph: "Adjacency | None" = None
+        self.graph: Adjacency | None = None
         self._all: array | None = None
         self._dense: Any = None
         self.ids = _IdMap(self)
@@ -446,7 +469,7 @@ class InPlace:
         assert self._pages is not None
         page, verified = self._page, self._verified
         first, last = at // page, (at + length - 1) // page
-        if self._map is not None and not all(verified[first:last + 1]):
+        if self._map is not None and not all(verified[first : last + 1]):
             # asked for exactly: a first touch of a cold page read 8 MB around it (this disk's read-ahead),
             # and a first find checks a few dozen single pages scattered over the file
             start = self._base + first * page
@@ -455,7 +478,7 @@ class InPlace:
         for p in range(first, last + 1):
             if not verified[p]:
                 start = self._base + p * page
-                if crc32(self._data[start:start + page]) != self._pages[p]:
+                if crc32(self._data[start : start + page]) != self._pages[p]:
                     raise Damaged(f"page {p} (at {start}): checksum mismatch")
                 verified[p] = 1
 
@@ -468,10 +491,10 @@ class InPlace:
             if length:
                 self._checked_pages(at + start, length)
         elif name not in self._whole:
-            if crc32(self._data[self._base + at:self._base + at + size]) != crc[0]:
+            if crc32(self._data[self._base + at : self._base + at + size]) != crc[0]:
                 raise Damaged(f"section {name}: checksum mismatch")
             self._whole.add(name)
-        return self._data[self._base + at + start:self._base + at + start + length]
+        return self._data[self._base + at + start : self._base + at + start + length]
 
     def section(self, name: str) -> memoryview:
         """One section's bytes, checked (ValueError when they do not check out)."""
@@ -521,14 +544,15 @@ class InPlace:
         proj.stamp, proj.total_length = self.stamp, self.total_length
         dense, offsets = self.dense(), _int_view(self.section("idOffsets"))
         text = bytes(self.section("idText"))
-        proj.ids = {d: text[offsets[i]:offsets[i + 1]].decode("utf-8") for i, d in enumerate(dense)}
+        proj.ids = {d: text[offsets[i] : offsets[i + 1]].decode("utf-8") for i, d in enumerate(dense)}
         proj.all = array(TYPECODE, self.all)
         for path in self.postings:
             proj.postings[path] = dict(self.postings[path])
         for path in self.columns:
             if self.format == 3:
-                proj.columns[path] = _zipped(_int_view(self.section("columns/" + path)),
-                                             _stream(self.section("columnValues/" + path)))
+                proj.columns[path] = _zipped(
+                    _int_view(self.section("columns/" + path)), _stream(self.section("columnValues/" + path))
+                )
             else:
                 proj.columns[path] = self.columns[path]
         proj.terms, proj.lengths = self.terms, self.lengths
@@ -566,7 +590,7 @@ class _Sections(Mapping[str, Any]):
 
     def __init__(self, snap: InPlace, prefix: str, read: Any) -> None:
         self._snap, self._prefix, self._read = snap, prefix, read
-        self._names = [name[len(prefix):] for name in snap._sections if name.startswith(prefix)]
+        self._names = [name[len(prefix) :] for name in snap._sections if name.startswith(prefix)]
         self._decoded: dict[str, Any] = {}
 
     def __getitem__(self, path: str) -> Any:
@@ -589,8 +613,9 @@ class Posted(Mapping[tuple[str, Any], array]):
 
     def __init__(self, snap: InPlace, path: str) -> None:
         self._snap, self._ints = snap, "postingInts/" + path
-        self._where = {(kind, value): (first, count)
-                       for kind, value, first, count in unpacked(snap.section("postings/" + path))}
+        self._where = {
+            (kind, value): (first, count) for kind, value, first, count in unpacked(snap.section("postings/" + path))
+        }
 
     def __getitem__(self, key: tuple[str, Any]) -> array:
         first, count = self._where[key]
@@ -668,7 +693,7 @@ def _zipped(keys: Iterable[Any], values: Iterable[Any], chunk: int = 1 << 15) ->
     ints = keys.tolist() if hasattr(keys, "tolist") else list(keys)  # one C pass: the ints of a view or array
     rest = iter(values)
     for at in range(0, len(ints), chunk):  # dict.update over zip: no tuple list made per chunk (~30% less)
-        out.update(zip(ints[at:at + chunk], itertools.islice(rest, chunk)))
+        out.update(zip(ints[at : at + chunk], itertools.islice(rest, chunk)))
     return out
 
 
@@ -726,7 +751,7 @@ def _decode_format_1(data: bytes) -> Projections:
 
 def decode_snapshot(data: bytes) -> Projections:
     """Projections from a snapshot; ValueError when it does not check out (it is then rebuilt, never trusted)."""
-    if data[:len(MAGIC)] != MAGIC:
+    if data[: len(MAGIC)] != MAGIC:
         return _decode_format_1(data)
     try:
         return InPlace(data).load()

@@ -14,21 +14,21 @@ generation.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from brainy.contract import refusals as R
+from brainy.index.aggregates import Aggregates
+from brainy.index.projections import Projections
+from brainy.index.vectors import VectorIndex
 from brainy.store import keys as K
 from brainy.store import log as log_
 from brainy.store import rows
-from brainy.store.sources import Sources
-from brainy.store.counts import Ledger
-from brainy.index.projections import Projections
-from brainy.index.vectors import VectorIndex
-
-from brainy.index.aggregates import Aggregates
 from brainy.store.blobs import BlobStore
+from brainy.store.counts import Ledger
+from brainy.store.sources import Sources
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -38,7 +38,7 @@ SHAPE = {"dimensions": rows.DIMENSIONS, "metric": "cosine", "model": "all-MiniLM
 class Holds(Protocol[T_co]):
     """A follower as a read sees it: what it keeps, held still for a block."""
 
-    def held(self) -> ContextManager[T_co]: ...
+    def held(self) -> AbstractContextManager[T_co]: ...
 
 
 class HoldsProjections(Holds[Projections], Protocol):
@@ -66,7 +66,7 @@ class Followed(Protocol):
     @property
     def next_dense(self) -> int: ...
 
-    def at(self, generation: int | None = None) -> "Snapshot": ...
+    def at(self, generation: int | None = None) -> Snapshot: ...
 
 
 class ReadStore(Followed, Protocol):
@@ -94,15 +94,15 @@ class Snapshot:
         # a transport's read: its page doors hand rows out as encoded bytes (brainy/index/encoded_rows.py)
         self.wire = False
 
-    def for_wire(self) -> "Snapshot":
+    def for_wire(self) -> Snapshot:
         """This snapshot for a transport's call: rows of its answers come encoded, for the codecs to splice."""
         return self._with_wire(True)
 
-    def in_process(self) -> "Snapshot":
+    def in_process(self) -> Snapshot:
         """This snapshot with rows handed out as plain documents (a door reading another's answer)."""
         return self._with_wire(False)
 
-    def _with_wire(self, wire: bool) -> "Snapshot":
+    def _with_wire(self, wire: bool) -> Snapshot:
         if self.wire == wire:
             return self
         snap = Snapshot(self._store, self._sources, self.generation)
@@ -134,7 +134,7 @@ class Snapshot:
     def created_at(self) -> int:
         return self._store.created_at
 
-    def at(self, generation: int) -> "Snapshot":
+    def at(self, generation: int) -> Snapshot:
         """The same store at another generation, at or below the head (handing rows out as this one does)."""
         return self._store.at(generation)._with_wire(self.wire)
 
@@ -217,7 +217,7 @@ class Snapshot:
         else:
             yield Projections.build(self.entities(), self.generation)
 
-    def aggregates(self) -> ContextManager[Aggregates]:
+    def aggregates(self) -> AbstractContextManager[Aggregates]:
         """The maintained aggregates at the durable head, held still for the block (a head snapshot's only:
         a past one computes its aggregates from its rows, brainy/index/aggregates.py)."""
         assert self.at_head, "a past snapshot computes its aggregates from its rows"

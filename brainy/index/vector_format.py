@@ -27,15 +27,16 @@ import crc32c
 import faiss
 import numpy as np
 
-from brainy.store.crc import crc32
-from brainy.store.files import write_durably
 from brainy.index.projections import newest_snapshot, snapshot_name
 from brainy.index.vector_matrix import CHUNK_SLOTS, CODE_MAX, DIMENSIONS, NO_SLOT, _Codes
+from brainy.store.crc import crc32
+from brainy.store.files import write_durably
 from brainy.store.workers import LongLived
 
 
-def _slot_arrays(view: memoryview, count: int, dense_at: int, room: int,
-                 dense_ints: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+def _slot_arrays(
+    view: memoryview, count: int, dense_at: int, room: int, dense_ints: int
+) -> tuple[np.ndarray, np.ndarray, int, int]:
     """A base's dense ints (owned, with ``room`` past its count) and its slot map (dense int -> slot, room for
     ``room`` more and for ``dense_ints``): ``(dense, slot map, live slots, largest dense int)``; ValueError when a
     dense int is out of range."""
@@ -55,6 +56,7 @@ def _slot_arrays(view: memoryview, count: int, dense_at: int, room: int,
 class Prepared:
     """A format 3 base read ahead (:func:`check_ahead`): its file mapped, its header and dense section checked
     (``layout``, as :func:`_layout` answers it) and the arrays :func:`_slot_arrays` makes of it, with room."""
+
     data: mmap.mmap
     stamp: int
     count: int
@@ -66,8 +68,9 @@ class Prepared:
 
     def fits(self, room: int, dense_ints: int) -> bool:
         """Whether the arrays have the room a decode for ``room`` and ``dense_ints`` would give them, or more."""
-        return len(self.dense) >= max(1024, self.count + room) and \
-            len(self.slot) >= max(1024, self.top + 1 + room, dense_ints)
+        return len(self.dense) >= max(1024, self.count + room) and len(self.slot) >= max(
+            1024, self.top + 1 + room, dense_ints
+        )
 
 
 def _layout(view: memoryview, count: int, graph_bytes: int) -> tuple[int, int, np.ndarray, int, int]:
@@ -76,7 +79,7 @@ def _layout(view: memoryview, count: int, graph_bytes: int) -> tuple[int, int, n
     if len(view) < _HEADER3.size + _CRC.size:
         raise ValueError("sizes do not add up")
     *_, chunk, header_crc = _HEADER3.unpack_from(view)
-    if crc32c.crc32c(view[:_HEADER3.size - 4]) != header_crc or chunk == 0:
+    if crc32c.crc32c(view[: _HEADER3.size - 4]) != header_crc or chunk == 0:
         raise ValueError("header checksum mismatch")
     chunks = -(-count // chunk)
     dense_at = _HEADER3.size
@@ -110,7 +113,7 @@ class GraphPart:
     crc_of: Any = crc32  # how graphCrc is computed: zlib's crc32 (format 2) or crc32c (format 3)
 
     def _view(self) -> memoryview:
-        part = memoryview(self.data)[self.at:self.at + self.size]
+        part = memoryview(self.data)[self.at : self.at + self.size]
         if self.crc is not None and self.crc_of(part) != self.crc:
             raise ValueError("checksum mismatch")
         return part
@@ -128,8 +131,8 @@ class GraphPart:
 
 MAGIC = b"BVX1"
 DELTA_MAGIC = b"BVD1"
-SNAPSHOT_FORMAT = 3   # a base's: crc32c of its header, of its dense ints, of each chunk of vectors, of its graph
-DELTA_FORMAT = 2      # a delta's: crc32c of it all (format 1: zlib's crc32, still read)
+SNAPSHOT_FORMAT = 3  # a base's: crc32c of its header, of its dense ints, of each chunk of vectors, of its graph
+DELTA_FORMAT = 2  # a delta's: crc32c of it all (format 1: zlib's crc32, still read)
 _HEADER = struct.Struct("<4sIQIxxxxQQQ")
 _HEADER3 = struct.Struct("<4sIQIxxxxQQQII")  # format 3: chunkSlots and headerCrc after format 2's header
 _DELTA = struct.Struct("<4sIQQQIxxxxQQQ")
@@ -141,7 +144,7 @@ _QUANTISED = struct.Struct("<4sIQIxxxxQII")  # a quantised copy's header, header
 SUFFIX = ".vec"
 DELTA_SUFFIX = ".vecd"
 QUANTISED_SUFFIX = ".vecq"
-QUANTISE_ROWS = 65_536      # slots quantised at a time when a copy is written (float64 work space: 200 MB)
+QUANTISE_ROWS = 65_536  # slots quantised at a time when a copy is written (float64 work space: 200 MB)
 
 
 @dataclass(frozen=True)
@@ -183,21 +186,38 @@ class Frozen:
         """The link's file (Damaged when a base's mapped slots fail a check: it is then not written)."""
         written = len(self.dense)
         if self.killed is None:
-            vectors = b"".join(part.astype("<f4", copy=False).tobytes()
-                               for part in self.vectors.contiguous(written))
+            vectors = b"".join(part.astype("<f4", copy=False).tobytes() for part in self.vectors.contiguous(written))
             view, row = memoryview(vectors), 4 * DIMENSIONS
-            chunks = np.array([crc32c.crc32c(view[at:at + CHUNK_SLOTS * row])
-                               for at in range(0, len(vectors), CHUNK_SLOTS * row)], "<u4")
-            head = _HEADER3.pack(MAGIC, SNAPSHOT_FORMAT, self.stamp, DIMENSIONS, written, self.graphed,
-                                 len(self.graph), CHUNK_SLOTS, 0)[:-4]
+            chunks = np.array(
+                [crc32c.crc32c(view[at : at + CHUNK_SLOTS * row]) for at in range(0, len(vectors), CHUNK_SLOTS * row)],
+                "<u4",
+            )
+            head = _HEADER3.pack(
+                MAGIC, SNAPSHOT_FORMAT, self.stamp, DIMENSIONS, written, self.graphed, len(self.graph), CHUNK_SLOTS, 0
+            )[:-4]
             dense = self.dense.astype("<i8").tobytes() + chunks.tobytes()
             front = b"".join((head, _CRC.pack(crc32c.crc32c(head)), dense, _CRC.pack(crc32c.crc32c(dense))))
             pad = bytes(_aligned(len(front)) - len(front))
             return b"".join((front, pad, vectors, self.graph, _CRC.pack(crc32c.crc32c(self.graph))))
-        header = _DELTA.pack(DELTA_MAGIC, DELTA_FORMAT, self.stamp, self.base, self.previous, DIMENSIONS,
-                             self.first, written, len(self.killed))
-        body = b"".join((header, self.killed.astype("<i8").tobytes(), self.dense.astype("<i8").tobytes(),
-                         self.vectors.astype("<f4").tobytes()))
+        header = _DELTA.pack(
+            DELTA_MAGIC,
+            DELTA_FORMAT,
+            self.stamp,
+            self.base,
+            self.previous,
+            DIMENSIONS,
+            self.first,
+            written,
+            len(self.killed),
+        )
+        body = b"".join(
+            (
+                header,
+                self.killed.astype("<i8").tobytes(),
+                self.dense.astype("<i8").tobytes(),
+                self.vectors.astype("<f4").tobytes(),
+            )
+        )
         return body + _CRC.pack(crc32c.crc32c(body))
 
 
@@ -228,13 +248,13 @@ def encode_quantised(stamp: int, parts: list[np.ndarray]) -> bytes:
     codes, scales = [], []
     for part in parts:
         for at in range(0, len(part), QUANTISE_ROWS):
-            c, s = quantise(part[at:at + QUANTISE_ROWS])
+            c, s = quantise(part[at : at + QUANTISE_ROWS])
             codes.append(c.tobytes())
             scales.append(s.astype("<f4").tobytes())
     body = b"".join(codes)
     slots = len(body) // DIMENSIONS
     view, size = memoryview(body), CHUNK_SLOTS * DIMENSIONS
-    crcs = np.array([crc32c.crc32c(view[at:at + size]) for at in range(0, len(body), size)], "<u4")
+    crcs = np.array([crc32c.crc32c(view[at : at + size]) for at in range(0, len(body), size)], "<u4")
     head = _QUANTISED.pack(QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, DIMENSIONS, slots, CHUNK_SLOTS, 0)[:-4]
     front = b"".join(scales) + crcs.tobytes()
     start = b"".join((head, _CRC.pack(crc32c.crc32c(head)), front, _CRC.pack(crc32c.crc32c(front))))
@@ -250,7 +270,7 @@ def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int)
     magic, form, of, dims, count, chunk, header_crc = _QUANTISED.unpack_from(view)
     if magic != QUANTISED_MAGIC or form != QUANTISED_FORMAT or dims != DIMENSIONS:
         raise ValueError(f"not a quantised copy of format {QUANTISED_FORMAT} at {DIMENSIONS} dimensions")
-    if crc32c.crc32c(view[:_QUANTISED.size - 4]) != header_crc or chunk == 0:
+    if crc32c.crc32c(view[: _QUANTISED.size - 4]) != header_crc or chunk == 0:
         raise ValueError("header checksum mismatch")
     if of != stamp or count != slots:
         raise ValueError(f"it copies a base of generation {of} and {count} slots")
@@ -260,11 +280,15 @@ def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int)
     codes_at = _aligned(front_crc_at + _CRC.size)
     if codes_at + DIMENSIONS * count != len(view):
         raise ValueError("sizes do not add up")
-    if crc32c.crc32c(view[_QUANTISED.size:front_crc_at]) != _CRC.unpack_from(view, front_crc_at)[0]:
+    if crc32c.crc32c(view[_QUANTISED.size : front_crc_at]) != _CRC.unpack_from(view, front_crc_at)[0]:
         raise ValueError("front checksum mismatch")
-    return _Codes(name, np.frombuffer(view, np.int8, DIMENSIONS * count, codes_at).reshape(count, DIMENSIONS),
-                  np.frombuffer(view, "<f4", count, _QUANTISED.size), np.frombuffer(view, "<u4", chunks, crcs_at),
-                  chunk)
+    return _Codes(
+        name,
+        np.frombuffer(view, np.int8, DIMENSIONS * count, codes_at).reshape(count, DIMENSIONS),
+        np.frombuffer(view, "<f4", count, _QUANTISED.size),
+        np.frombuffer(view, "<u4", chunks, crcs_at),
+        chunk,
+    )
 
 
 @dataclass
@@ -273,7 +297,8 @@ class Ahead:
     file name: a large base's dense ints and slot map (:class:`Prepared`), its quantised copy (mapped, its header
     and front checked, its codes checked whole, :meth:`_Mapped.check_whole`: the generation it copies and the
     copy), and the deltas after the base (each mapped, its checksum found good). A result of None: not read."""
-    checks: "dict[str, Future[Any]]"
+
+    checks: dict[str, Future[Any]]
 
     def take(self, path: Path) -> Any:
         """What was read ahead of the file at ``path`` (waited for if under way), or None: the read reads it itself
@@ -407,9 +432,11 @@ def _checked_delta(path: Path) -> mmap.mmap | None:
 def _deltas(folder: Path, stamp: int, head: int | None = None) -> list[tuple[int, Path]]:
     """The deltas after the base of ``stamp`` (up to ``head``), by stamp."""
     cut = len(DELTA_SUFFIX)
-    return [(at, p) for at, p in sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + DELTA_SUFFIX)
-                                        if p.name[:-cut].isdigit()) if stamp < at and (head is None or at <= head)]
-
+    return [
+        (at, p)
+        for at, p in sorted((int(p.name[:-cut]), p) for p in folder.glob("*" + DELTA_SUFFIX) if p.name[:-cut].isdigit())
+        if stamp < at and (head is None or at <= head)
+    ]
 
 
 def _mapped(path: Path, ahead: bool = True) -> mmap.mmap:

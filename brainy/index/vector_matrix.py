@@ -27,12 +27,12 @@ from brainy.store.crc import crc32c_joined
 from brainy.store.workers import LongLived
 
 DIMENSIONS = rows.DIMENSIONS
-NO_SLOT = -1                # a dead slot's dense int, and the slot of a dense int with none (the index and the format)
-CHUNK_SLOTS = 256           # slots per checksummed chunk of a base's vectors (384 KiB: checked, then scored, in cache)
-SPLIT_UNCHECKED = 64        # unchecked chunks from which a scan shares them with the scan helper thread
-QUERY_STEPS = 32_767        # a query rounded to int16 steps for the quantised scan (384 x 127 x 32,767 fits int32)
-CODE_MAX = 127              # a quantised cell's range: -127..127
-SCORE_SLACK = 1e-4          # float32 rounding of the approximate and the exact scores, with room to spare
+NO_SLOT = -1  # a dead slot's dense int, and the slot of a dense int with none (the index and the format)
+CHUNK_SLOTS = 256  # slots per checksummed chunk of a base's vectors (384 KiB: checked, then scored, in cache)
+SPLIT_UNCHECKED = 64  # unchecked chunks from which a scan shares them with the scan helper thread
+QUERY_STEPS = 32_767  # a query rounded to int16 steps for the quantised scan (384 x 127 x 32,767 fits int32)
+CODE_MAX = 127  # a quantised cell's range: -127..127
+SCORE_SLACK = 1e-4  # float32 rounding of the approximate and the exact scores, with room to spare
 
 
 class Damaged(ValueError):
@@ -44,8 +44,14 @@ class _Mapped:
     """One snapshot file's vectors section, read in place: a read-only view of the mapped file, and the
     checksum of each chunk of ``chunk`` slots (None: the section was checked whole when it was read)."""
 
-    def __init__(self, name: str, rows: np.ndarray, crcs: np.ndarray | None, chunk: int,
-                 source: tuple[mmap.mmap, int] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        rows: np.ndarray,
+        crcs: np.ndarray | None,
+        chunk: int,
+        source: tuple[mmap.mmap, int] | None = None,
+    ) -> None:
         self.name, self.rows, self.crcs, self.chunk = name, rows, crcs, chunk
         self._source = source  # the mapped file the rows lie in, and where they start in it
         self.quantised: _Codes | None = None  # the base's quantised copy of these rows, if it has one
@@ -68,7 +74,7 @@ class _Mapped:
         """Chunk ``c``'s scores, checked first: the product the scan makes of it, so the same bits."""
         self.check(c)
         lo = c * self.chunk
-        scores = np.empty(len(self.rows[lo:lo + self.chunk]), np.float32)
+        scores = np.empty(len(self.rows[lo : lo + self.chunk]), np.float32)
         self._score(lo, lo + self.chunk, query, scores)
         return scores
 
@@ -120,7 +126,7 @@ class _Mapped:
 
     def _check_one(self, c: int, size: int) -> None:
         assert self._checked is not None and self.crcs is not None
-        part = self.rows[c * size:(c + 1) * size]
+        part = self.rows[c * size : (c + 1) * size]
         if crc32c.crc32c(memoryview(part).cast("B")) != int(self.crcs[c]):
             raise Damaged(f"{self.name}: {self.what} chunk {c} (slots {c * size}..): checksum mismatch")
         with self._tally:
@@ -157,7 +163,7 @@ class _Mapped:
             lo = c * size
             if not checked[c]:
                 self._check_one(c, size)
-            self._score(lo, lo + size, query, out[lo:lo + size])
+            self._score(lo, lo + size, query, out[lo : lo + size])
 
 
 class _Codes(_Mapped):
@@ -202,8 +208,8 @@ class Slots:
 
     def __init__(self, owned: np.ndarray | None = None) -> None:
         self._parts: list[_Mapped] = []
-        self._starts: list[int] = []   # the first slot of each mapped part
-        self._mapped = 0               # slots in mapped parts; the owned part's slot 0 is this slot
+        self._starts: list[int] = []  # the first slot of each mapped part
+        self._mapped = 0  # slots in mapped parts; the owned part's slot 0 is this slot
         self.owned = np.empty((1024, DIMENSIONS), np.float32) if owned is None else owned
         self._owned = 0 if owned is None else len(owned)
 
@@ -220,8 +226,14 @@ class Slots:
         """Every mapped chunk checked (the graph may score any slot)."""
         return all(part.checked for part in self._parts)
 
-    def map(self, name: str, rows: np.ndarray, crcs: np.ndarray | None = None, chunk: int = CHUNK_SLOTS,
-            source: tuple[mmap.mmap, int] | None = None) -> None:
+    def map(
+        self,
+        name: str,
+        rows: np.ndarray,
+        crcs: np.ndarray | None = None,
+        chunk: int = CHUNK_SLOTS,
+        source: tuple[mmap.mmap, int] | None = None,
+    ) -> None:
         """Take a snapshot file's vectors section in place as the next slots (before any slot is owned); ``source``:
         the mapped file they lie in and where they start in it."""
         assert self._owned == 0, "mapped slots come before owned ones"
@@ -237,13 +249,13 @@ class Slots:
 
     def extend(self, vectors: np.ndarray) -> None:
         self._room(self._owned + len(vectors))
-        self.owned[self._owned:self._owned + len(vectors)] = vectors
+        self.owned[self._owned : self._owned + len(vectors)] = vectors
         self._owned += len(vectors)
 
     def _room(self, rows: int) -> None:
         if rows > len(self.owned):
             grown = np.empty((max(1024, rows, 2 * len(self.owned)), DIMENSIONS), np.float32)
-            grown[:self._owned] = self.owned[:self._owned]
+            grown[: self._owned] = self.owned[: self._owned]
             self.owned = grown
 
     def check_all(self, reverse: bool = False) -> None:
@@ -278,20 +290,20 @@ class Slots:
     def copy(self, start: int, end: int) -> np.ndarray:
         """The vectors of slots ``start`` to ``end`` - 1 (a new array), checked."""
         if start >= self._mapped:
-            return self.owned[start - self._mapped:end - self._mapped].copy()
+            return self.owned[start - self._mapped : end - self._mapped].copy()
         return self.gather(np.arange(start, end))
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Every slot's score against ``query`` (dead ones included), each mapped chunk checked as it is read."""
         out = np.empty(len(self), np.float32)
         for start, part in zip(self._starts, self._parts):
-            part.scores(query, out[start:start + len(part.rows)])
+            part.scores(query, out[start : start + len(part.rows)])
         if self._owned:
-            np.matmul(self.owned[:self._owned], query, out=out[self._mapped:])
+            np.matmul(self.owned[: self._owned], query, out=out[self._mapped :])
         return out
 
     @property
-    def base(self) -> "_Mapped | None":
+    def base(self) -> _Mapped | None:
         """The first mapped part: a base's slots, when the index was read from a chain."""
         return self._parts[0] if self._parts else None
 
@@ -311,7 +323,7 @@ class Slots:
             else:
                 part.quantised.upper_bounds(query, upper[start:end])
         if self._owned:
-            np.matmul(self.owned[:self._owned], query, out=upper[self._mapped:])
+            np.matmul(self.owned[: self._owned], query, out=upper[self._mapped :])
         return upper
 
     def exact_scores(self, slots: np.ndarray, query: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -339,14 +351,17 @@ class Slots:
         self.check_all()
         parts = [part.rows for part in self._parts]
         if end > self._mapped:
-            parts.append(self.owned[:end - self._mapped])  # rows below the count are never written again
+            parts.append(self.owned[: end - self._mapped])  # rows below the count are never written again
         return parts
 
 
 def unit(vector: Any) -> np.ndarray:
     """A vector (float32 bytes or numbers) as a unit-length float32 array; ValueError for a zero vector."""
-    v = np.frombuffer(vector, dtype="<f4") if isinstance(vector, (bytes, bytearray, memoryview)) else \
-        np.asarray(vector, dtype=np.float32)
+    v = (
+        np.frombuffer(vector, dtype="<f4")
+        if isinstance(vector, (bytes, bytearray, memoryview))
+        else np.asarray(vector, dtype=np.float32)
+    )
     norm = float(np.linalg.norm(v))
     if not norm or not np.isfinite(norm):
         raise ValueError("a zero vector has no direction")
@@ -359,8 +374,13 @@ def _units(vectors: list[Any]) -> np.ndarray | None:
     if all(isinstance(v, bytes) and len(v) == 4 * DIMENSIONS for v in vectors):
         rows = np.frombuffer(b"".join(vectors), "<f4").reshape(len(vectors), DIMENSIONS)
     else:
-        rows = np.array([np.frombuffer(v, "<f4") if isinstance(v, (bytes, bytearray, memoryview)) else
-                         np.asarray(v, np.float32) for v in vectors], np.float32).reshape(len(vectors), DIMENSIONS)
+        rows = np.array(
+            [
+                np.frombuffer(v, "<f4") if isinstance(v, (bytes, bytearray, memoryview)) else np.asarray(v, np.float32)
+                for v in vectors
+            ],
+            np.float32,
+        ).reshape(len(vectors), DIMENSIONS)
     norms = np.array([float(np.linalg.norm(row)) for row in rows], np.float32)
     if not (np.isfinite(norms).all() and norms.all()):
         return None
@@ -392,11 +412,10 @@ def _largest(values: np.ndarray, k: int) -> np.ndarray:
         return np.arange(min(max(k, 0), len(values)))
     whole = len(values) - len(values) % SELECT_RUN
     if whole < 4 * k * SELECT_RUN:
-        return np.argpartition(values, len(values) - k)[len(values) - k:]
+        return np.argpartition(values, len(values) - k)[len(values) - k :]
     runs = values[:whole].reshape(-1, SELECT_RUN).max(axis=1)
     if whole < len(values):
         runs = np.append(runs, values[whole:].max())
     floor = np.partition(runs, len(runs) - k)[len(runs) - k]
     above = np.flatnonzero(values >= floor)  # k or more: every run counted reaches the floor
-    return above[np.argpartition(values[above], len(above) - k)[len(above) - k:]] if len(above) > k else above
-
+    return above[np.argpartition(values[above], len(above) - k)[len(above) - k :]] if len(above) > k else above

@@ -31,31 +31,52 @@ import contextlib
 import mmap
 import threading
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import crc32c
 import faiss
 import numpy as np
 
 from brainy._speedups import picks
-from brainy.store.crc import crc32
 from brainy.index.projections import newest_snapshot, snapshot_name
 from brainy.index.vector_format import (
-    _CRC, _CRCS, _DELTA, _HEADER, DELTA_FORMAT, DELTA_MAGIC, MAGIC, QUANTISED_SUFFIX, SNAPSHOT_FORMAT, SUFFIX, Ahead,
-    Frozen, GraphPart, Link, Prepared, _deltas, _layout, _mapped, _slot_arrays, _written, decode_quantised)
+    _CRC,
+    _CRCS,
+    _DELTA,
+    _HEADER,
+    DELTA_FORMAT,
+    DELTA_MAGIC,
+    MAGIC,
+    QUANTISED_SUFFIX,
+    SNAPSHOT_FORMAT,
+    SUFFIX,
+    Ahead,
+    Frozen,
+    GraphPart,
+    Link,
+    Prepared,
+    _deltas,
+    _layout,
+    _mapped,
+    _slot_arrays,
+    _written,
+    decode_quantised,
+)
 from brainy.index.vector_matrix import CHUNK_SLOTS, DIMENSIONS, NO_SLOT, Slots, _largest, _top, _units, unit
+from brainy.store.crc import crc32
 
-EXACT_BELOW = 4_096         # live vectors under which every search is an exact scan (about 0.2 ms)
-EXACT_CANDIDATES = 4_096    # a filter keeping at most this many vectored rows is searched exactly
-TAIL_MAX = 2_048            # fresh slots past which the graph is caught up
-COMPACT_AFTER = 4_096       # dead slots (at least as many as the live ones) past which the slots are compacted
-HNSW_M = 16                 # graph degree: recall against memory (faiss's own default is 32)
+EXACT_BELOW = 4_096  # live vectors under which every search is an exact scan (about 0.2 ms)
+EXACT_CANDIDATES = 4_096  # a filter keeping at most this many vectored rows is searched exactly
+TAIL_MAX = 2_048  # fresh slots past which the graph is caught up
+COMPACT_AFTER = 4_096  # dead slots (at least as many as the live ones) past which the slots are compacted
+HNSW_M = 16  # graph degree: recall against memory (faiss's own default is 32)
 EF_CONSTRUCTION = 128
-EF_SEARCH = 256             # recall@10 0.96 on clustered vectors at 100,000, 128 gives 0.88 (perf/bench_vectors.py)
-BASE_AFTER = 4              # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
-BASE_AFTER_MIN = 1_024      # ... and at least this many (a small base is cheap to write again anyway)
-MAX_DELTAS = 64             # ... or once this many deltas follow it (each is a file the next open reads)
+EF_SEARCH = 256  # recall@10 0.96 on clustered vectors at 100,000, 128 gives 0.88 (perf/bench_vectors.py)
+BASE_AFTER = 4  # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
+BASE_AFTER_MIN = 1_024  # ... and at least this many (a small base is cheap to write again anyway)
+MAX_DELTAS = 64  # ... or once this many deltas follow it (each is a file the next open reads)
 SERIALISE_WAIT_SECONDS = 0.5  # how long a search waits for a flush serialising the graph, at most
 QUANTISED_SCAN = picks.get("vecpack") == "cython"  # the pure twin's int8 product is slower than the float32 scan
 
@@ -63,23 +84,23 @@ QUANTISED_SCAN = picks.get("vecpack") == "cython"  # the pure twin's int8 produc
 class VectorIndex:
     def __init__(self, graph: bool = True) -> None:
         self.stamp = 0
-        self.link: Link | None = None    # the last snapshot link written or read (None: the next is a base)
-        self._killed: list[int] = []      # slots below link.count killed since that link
-        self._epoch = 0                   # compactions so far: a graph serialised for a base must be of its slots
-        self._serialising = False         # the graph lock is held to serialise the graph: a search waits for it
+        self.link: Link | None = None  # the last snapshot link written or read (None: the next is a base)
+        self._killed: list[int] = []  # slots below link.count killed since that link
+        self._epoch = 0  # compactions so far: a graph serialised for a base must be of its slots
+        self._serialising = False  # the graph lock is held to serialise the graph: a search waits for it
         self.graphed = 0
-        self._count = 0                  # slots written, dead ones included
+        self._count = 0  # slots written, dead ones included
         self._live = 0
         self._slots = Slots()
-        self._dense = np.full(1024, NO_SLOT, np.int64)   # slot -> dense int (NO_SLOT: dead)
-        self._slot = np.full(1024, NO_SLOT, np.int64)    # dense int -> slot (NO_SLOT: no vector)
+        self._dense = np.full(1024, NO_SLOT, np.int64)  # slot -> dense int (NO_SLOT: dead)
+        self._slot = np.full(1024, NO_SLOT, np.int64)  # dense int -> slot (NO_SLOT: no vector)
         self._graph: Any = None
         self._graph_part: GraphPart | None = None  # a snapshot's graph, not yet checked nor deserialised
-        self._loaded_graph: Any = None             # that graph deserialised, not yet published
+        self._loaded_graph: Any = None  # that graph deserialised, not yet published
         self._uses_graph = graph
         self._dead_in_graph = 0
-        self._bitmap: np.ndarray | None = None   # live slots of the graph, kept until a slot dies
-        self.graph_lock = threading.Lock()       # held by whoever writes or serialises the graph
+        self._bitmap: np.ndarray | None = None  # live slots of the graph, kept until a slot dies
+        self.graph_lock = threading.Lock()  # held by whoever writes or serialises the graph
 
     def heap_bytes(self) -> int:
         """What this index's owned slot rows hold in the heap (slots read in place from a snapshot are mapped
@@ -87,7 +108,7 @@ class VectorIndex:
         return self._slots.heap_bytes()
 
     @classmethod
-    def build(cls, entities: Iterable[dict[str, Any]], stamp: int, graph: bool = True) -> "VectorIndex":
+    def build(cls, entities: Iterable[dict[str, Any]], stamp: int, graph: bool = True) -> VectorIndex:
         """From the rows. The graph is left to :meth:`catch_up`: until then every search is exact."""
         built = cls(graph)
         for row in sorted((r for r in entities if r.get("vector")), key=lambda r: r["denseInt"]):
@@ -108,7 +129,7 @@ class VectorIndex:
         """Drop the dead slots: the live vectors renumbered in slot order, and the graph started again (it is
         rebuilt as the fresh tail; meanwhile searches scan exactly). The caller holds :attr:`graph_lock` and
         the brain's lock."""
-        live = np.flatnonzero(self._dense[:self._count] != NO_SLOT)
+        live = np.flatnonzero(self._dense[: self._count] != NO_SLOT)
         n = len(live)
         capacity = max(1024, 2 * n)
         slots = Slots(self._slots.gather(live))  # one owned matrix: the mapped files are let go
@@ -151,10 +172,10 @@ class VectorIndex:
         moves one at a time took 16 ms of the first read after a crash at a million rows); which slot each write
         takes and which ones die is decided first, from the moves alone."""
         moves = list(moves)
-        writes: list[int] = []            # the dense int of each write, in order (NO_SLOT once killed again)
-        raw: list[bytes] = []             # its vector as the row holds it
-        written: dict[int, int] = {}      # dense int -> its write in this batch that is still alive
-        dying: list[int] = []             # dense ints whose slot from before the batch dies, in order
+        writes: list[int] = []  # the dense int of each write, in order (NO_SLOT once killed again)
+        raw: list[bytes] = []  # its vector as the row holds it
+        written: dict[int, int] = {}  # dense int -> its write in this batch that is still alive
+        dying: list[int] = []  # dense ints whose slot from before the batch dies, in order
         gone: set[int] = set()
 
         def kill(dense: int) -> None:
@@ -207,7 +228,7 @@ class VectorIndex:
         (the vectors grow in :class:`Slots`)."""
         if slots > len(self._dense):  # past the count a dense int is written before it is read: nothing to fill
             grown = np.empty(len(self._dense) + max(1024, slots - len(self._dense), len(self._dense)), np.int64)
-            grown[:self._count] = self._dense[:self._count]
+            grown[: self._count] = self._dense[: self._count]
             self._dense = grown
         if dense >= len(self._slot):
             self._slot = _grown_slot_map(self._slot, max(dense + 1, 2 * len(self._slot)))
@@ -283,7 +304,7 @@ class VectorIndex:
                 self._kill(dense)
                 if row.get("vector"):
                     self._write(dense, row["vector"])
-        for dense in self._dense[:self._count]:
+        for dense in self._dense[: self._count]:
             if dense != NO_SLOT and int(dense) not in held:
                 self._kill(int(dense))
         self.stamp = stamp
@@ -347,8 +368,11 @@ class VectorIndex:
 
     def slots_of(self, dense_ints: array | np.ndarray) -> np.ndarray:
         """The live slots of these entities (those with a vector), in the order given."""
-        wanted = np.frombuffer(dense_ints, dtype=np.uint64).astype(np.int64) if isinstance(dense_ints, array) \
+        wanted = (
+            np.frombuffer(dense_ints, dtype=np.uint64).astype(np.int64)
+            if isinstance(dense_ints, array)
             else np.asarray(dense_ints, dtype=np.int64)
+        )
         wanted = wanted[wanted < len(self._slot)]
         slots = self._slot[wanted]
         return slots[slots != NO_SLOT]
@@ -379,8 +403,9 @@ class VectorIndex:
     def _graph_taken(self) -> bool:
         """Take the graph lock for a search: at once, or after a flush's serialisation of the graph (milliseconds);
         never while a catch-up holds it (seconds: the search scans exactly instead)."""
-        return self.graph_lock.acquire(blocking=False) or \
-            (self._serialising and self.graph_lock.acquire(timeout=SERIALISE_WAIT_SECONDS))
+        return self.graph_lock.acquire(blocking=False) or (
+            self._serialising and self.graph_lock.acquire(timeout=SERIALISE_WAIT_SECONDS)
+        )
 
     def exact(self, query: np.ndarray, k: int, allowed: array | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The exact scan alone: every live vector (or the allowed ones) scored."""
@@ -416,7 +441,9 @@ class VectorIndex:
         picked = _top(scores, k)
         return scores[picked], self._dense[candidates[picked]]
 
-    def _graph_search(self, query: np.ndarray, k: int, slots: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+    def _graph_search(
+        self, query: np.ndarray, k: int, slots: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         graphed, count = self.graphed, self._count
         params = faiss.SearchParametersHNSW()
         params.efSearch = max(EF_SEARCH, 2 * k)
@@ -437,7 +464,7 @@ class VectorIndex:
         _, found = self._graph.search(query[None, :], k, params=params)
         found = found[0]
         found = found[(found >= 0) & (found < graphed)]
-        found = found[self._dense[found] != NO_SLOT]   # a slot that died is never an answer
+        found = found[self._dense[found] != NO_SLOT]  # a slot that died is never an answer
         if slots is not None and len(found) < min(k, len(inside)):
             return None
         candidates = np.concatenate([found, tail]) if len(tail) else found
@@ -447,7 +474,7 @@ class VectorIndex:
 
     def _live_bitmap(self) -> np.ndarray:
         if self._bitmap is None:
-            self._bitmap = np.packbits(self._dense[:self.graphed] != NO_SLOT, bitorder="little")
+            self._bitmap = np.packbits(self._dense[: self.graphed] != NO_SLOT, bitorder="little")
         return self._bitmap
 
     # -- snapshots (docs/store-format.md, "Vector index snapshots") ----------------------------------
@@ -469,24 +496,32 @@ class VectorIndex:
         small = since <= max(BASE_AFTER_MIN, link.base_slots // BASE_AFTER)
         return "delta" if small and link.deltas < MAX_DELTAS else "base"
 
-    def freeze(self, base: bool) -> "Frozen":
+    def freeze(self, base: bool) -> Frozen:
         """The next snapshot link, copied, and recorded as written: a base, or a delta of what changed since the
         last link. The caller holds the brain's lock (and :attr:`graph_lock` for a base: its graph is
         serialised by :meth:`Frozen.encode`)."""
         link, count = self.link, self._count
         if link is not None and not base:
             since = link.since_base + (count - link.count) + len(self._killed)
-            frozen = Frozen(self.stamp, link.base, link.stamp, link.count, self._dense[link.count:count].copy(),
-                            self._slots.copy(link.count, count), np.asarray(self._killed, np.int64))
+            frozen = Frozen(
+                self.stamp,
+                link.base,
+                link.stamp,
+                link.count,
+                self._dense[link.count : count].copy(),
+                self._slots.copy(link.count, count),
+                np.asarray(self._killed, np.int64),
+            )
             self.link, self._killed = Link(link.base, self.stamp, count, link.base_slots, since, link.deltas + 1), []
             return frozen
         # the slots below the count are never written again: references, not a copy (checked when encoded)
-        frozen = Frozen(self.stamp, self.stamp, self.stamp, 0, self._dense[:count].copy(), self._slots, None,
-                        epoch=self._epoch)
+        frozen = Frozen(
+            self.stamp, self.stamp, self.stamp, 0, self._dense[:count].copy(), self._slots, None, epoch=self._epoch
+        )
         self.link, self._killed = Link(self.stamp, self.stamp, count, count, 0, 0), []
         return frozen
 
-    def graph_for(self, frozen: "Frozen") -> None:
+    def graph_for(self, frozen: Frozen) -> None:
         """Serialise the graph into a frozen base, if it is of the base's slots (no compaction since, and no slot
         past the base's in it); else the base goes without one and the next open builds the graph again. The
         caller holds :attr:`graph_lock` only: a commit and a read never wait on this."""
@@ -527,8 +562,12 @@ class VectorIndex:
             raise ValueError("sizes do not add up")
         kills = np.frombuffer(view, "<i8", killed, at)
         dense_ints = np.frombuffer(view, "<i8", written, dense_at)
-        if len(kills) and not (0 <= kills.min() and kills.max() < first) or \
-                len(dense_ints) and dense_ints.min() < NO_SLOT:
+        if (
+            len(kills)
+            and not (0 <= kills.min() and kills.max() < first)
+            or len(dense_ints)
+            and dense_ints.min() < NO_SLOT
+        ):
             raise ValueError("a slot or dense int out of range")  # checked before anything is applied
         for slot in kills.tolist():
             dense = int(self._dense[slot])
@@ -541,8 +580,15 @@ class VectorIndex:
         self._killed = []
 
     @classmethod
-    def decode(cls, data: bytes | mmap.mmap, graph_later: bool = False, room: int = 0,
-               name: str = "base", dense_ints: int = 0, prepared: "Prepared | None" = None) -> "VectorIndex":
+    def decode(
+        cls,
+        data: bytes | mmap.mmap,
+        graph_later: bool = False,
+        room: int = 0,
+        name: str = "base",
+        dense_ints: int = 0,
+        prepared: Prepared | None = None,
+    ) -> VectorIndex:
         """An index from its base snapshot (bytes, or the file mapped); ValueError when it does not check out (it is
         then rebuilt, never trusted). The vectors are read in place (``name``: the file's, for the warnings):
         format 3's header and dense ints are checked here and each vectors chunk when a read first touches it;
@@ -558,8 +604,7 @@ class VectorIndex:
         magic, form, stamp, dims, count, graphed, graph_bytes = _HEADER.unpack_from(view)
         if magic != MAGIC or form not in (1, 2, SNAPSHOT_FORMAT) or dims != DIMENSIONS:
             raise ValueError(f"not a vector index snapshot of format 1 to {SNAPSHOT_FORMAT} at {DIMENSIONS} dimensions")
-        if prepared is not None and (prepared.data is not data or
-                                     (prepared.stamp, prepared.count) != (stamp, count)):
+        if prepared is not None and (prepared.data is not data or (prepared.stamp, prepared.count) != (stamp, count)):
             prepared = None  # made of other bytes
         if form == SNAPSHOT_FORMAT:
             layout = _layout(view, count, graph_bytes) if prepared is None else prepared.layout
@@ -575,8 +620,9 @@ class VectorIndex:
                 graph_crc = None  # checked with the rest
             else:
                 slots_crc, graph_crc = _CRCS.unpack_from(view, len(view) - _CRCS.size)
-                checked = crc32(view[:vectors_at + 4 * DIMENSIONS * count]) == slots_crc and \
-                    (graph_bytes or graph_crc == 0)
+                checked = crc32(view[: vectors_at + 4 * DIMENSIONS * count]) == slots_crc and (
+                    graph_bytes or graph_crc == 0
+                )
             if not checked:
                 raise ValueError("checksum mismatch")
             crc = crc32
@@ -587,13 +633,19 @@ class VectorIndex:
             index._dense, index._slot, live = prepared.dense, prepared.slot, prepared.live
         else:
             index._dense, index._slot, live, _ = _slot_arrays(view, count, dense_at, room, dense_ints)
-        index._slots.map(name, np.frombuffer(view, "<f4", DIMENSIONS * count, vectors_at).reshape(count, DIMENSIONS),
-                         crcs, chunk, (data, vectors_at) if isinstance(data, mmap.mmap) else None)
+        index._slots.map(
+            name,
+            np.frombuffer(view, "<f4", DIMENSIONS * count, vectors_at).reshape(count, DIMENSIONS),
+            crcs,
+            chunk,
+            (data, vectors_at) if isinstance(data, mmap.mmap) else None,
+        )
         index._count, index._live, index.stamp = count, live, stamp
         index.link = Link(stamp, stamp, count, count, 0, 0)
         if graph_bytes:
-            index._graph_part = GraphPart(data, vectors_at + 4 * DIMENSIONS * count, graph_bytes, graphed,
-                                          graph_crc, crc)
+            index._graph_part = GraphPart(
+                data, vectors_at + 4 * DIMENSIONS * count, graph_bytes, graphed, graph_crc, crc
+            )
             if not graph_later:
                 why = index.take_graph()
                 index.graph_taken()
@@ -605,8 +657,8 @@ class VectorIndex:
 def _grown_slot_map(slot: np.ndarray, size: int) -> np.ndarray:
     """The slot map (dense int -> slot) at ``size`` entries: the old entries copied, only the new ones filled."""
     grown = np.empty(size, np.int64)
-    grown[:len(slot)] = slot
-    grown[len(slot):] = NO_SLOT
+    grown[: len(slot)] = slot
+    grown[len(slot) :] = NO_SLOT
     return grown
 
 
@@ -627,8 +679,9 @@ def _read_quantised(folder: Path, index: VectorIndex, ahead: Ahead | None = None
         base.quantised = decode_quantised(_mapped(path), path.name, index.stamp, len(base.rows))
 
 
-def read_chain(folder: Path, head: int, graph_later: bool = False, tail: int = 0,
-               dense_ints: int = 0, ahead: Ahead | None = None) -> tuple[VectorIndex | None, list[str]]:
+def read_chain(
+    folder: Path, head: int, graph_later: bool = False, tail: int = 0, dense_ints: int = 0, ahead: Ahead | None = None
+) -> tuple[VectorIndex | None, list[str]]:
     """The index the newest base and its deltas (up to ``head``) hold, and why any part was not used. A base that
     does not check out gives None; a delta that does not ends the chain at the link before it. The files are
     mapped, not read, and their vectors read in place; with ``graph_later`` the base's graph section is left
@@ -647,8 +700,14 @@ def read_chain(folder: Path, head: int, graph_later: bool = False, tail: int = 0
     try:
         room = sum(_written(p) for _, p in deltas) + tail
         prepared = ahead.take(path) if ahead is not None else None
-        index = VectorIndex.decode(prepared.data if prepared else _mapped(path, ahead=not copied), graph_later,
-                                   room=room, name=path.name, dense_ints=dense_ints, prepared=prepared)
+        index = VectorIndex.decode(
+            prepared.data if prepared else _mapped(path, ahead=not copied),
+            graph_later,
+            room=room,
+            name=path.name,
+            dense_ints=dense_ints,
+            prepared=prepared,
+        )
     except (OSError, ValueError) as exc:
         return None, [f"snapshot {path.name}: {exc}"]
     if index.stamp != stamp:

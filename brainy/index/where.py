@@ -114,8 +114,22 @@ from brainy.contract import refusals as R
 __all__ = ["Equality", "MAX_DEPTH", "Predicate", "compile_where", "kind_of"]
 
 #: The reserved fields a where can address (section 3, "Paths").
-ENTITY_FIELDS = frozenset(("id", "key", "type", "subtype", "service", "visibility", "createdAt",
-                           "updatedAt", "createdBy", "updatedBy", "hasVector", "generation"))
+ENTITY_FIELDS = frozenset(
+    (
+        "id",
+        "key",
+        "type",
+        "subtype",
+        "service",
+        "visibility",
+        "createdAt",
+        "updatedAt",
+        "createdBy",
+        "updatedBy",
+        "hasVector",
+        "generation",
+    )
+)
 RELATION_FIELDS = ENTITY_FIELDS | {"from", "to", "weight", "confidence"}
 #: Reserved names that are no addressable field: the writes refuse them in metadata (rows.py),
 #: so a path into them would match nothing, quietly; it is refused instead.
@@ -212,6 +226,7 @@ def _canonical(key: Any) -> str | None:
 
 # --- the answer ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Equality:
     """One posting-answerable condition: the field at ``path`` equals one of ``values`` (scalars,
@@ -288,6 +303,7 @@ def compile_where(where: Any, *, relation: bool = False, name: str = "where") ->
 
 # --- compiling -----------------------------------------------------------------------------------
 
+
 def _refuse(at: str, reason: str, message: str) -> R.Refusal:
     return R.InvalidArgumentError(f"{at}: {message}", field=at, reason=reason)
 
@@ -322,8 +338,9 @@ class _Compiler:
 
     # where documents -------------------------------------------------------------------------
 
-    def document(self, doc: Any, at: str, depth: int, equalities: list[tuple[Equality, RowTest]],
-                 rest: list[RowTest]) -> None:
+    def document(
+        self, doc: Any, at: str, depth: int, equalities: list[tuple[Equality, RowTest]], rest: list[RowTest]
+    ) -> None:
         """Compile one where document as conjuncts: posting-answerable ones into ``equalities``
         (reached through ANDs only), the others into ``rest``."""
         if depth > MAX_DEPTH:
@@ -341,9 +358,11 @@ class _Compiler:
                 else:
                     rest.append(self.logical(op, key, value, here, depth + 1))
             elif isinstance(key, str) and key.startswith("$"):
-                raise _refuse(f"{at}.{key}", "unknown-operator",
-                              f"{key!r} is no logical key (allOf, anyOf, not, nor); a field path "
-                              f"does not start with '$'")
+                raise _refuse(
+                    f"{at}.{key}",
+                    "unknown-operator",
+                    f"{key!r} is no logical key (allOf, anyOf, not, nor); a field path does not start with '$'",
+                )
             else:
                 here = f"{at}.{key}" if isinstance(key, str) else f"{at}[{key!r}]"
                 reserved, resolve = self.path(key, here)
@@ -393,8 +412,9 @@ class _Compiler:
 
     # field conditions --------------------------------------------------------------------------
 
-    def condition(self, value: Any, at: str, depth: int, tests: list[Test],
-                  found: list[tuple[tuple[Any, ...], Test]] | None) -> None:
+    def condition(
+        self, value: Any, at: str, depth: int, tests: list[Test], found: list[tuple[tuple[Any, ...], Test]] | None
+    ) -> None:
         """Compile one field condition (a bare value or an operator object) as ANDed tests;
         posting-answerable ``eq``/``in`` go to ``found`` when it is given."""
         if depth > MAX_DEPTH:
@@ -461,8 +481,12 @@ class _Compiler:
                 raise bad("a number or a string")
             return _compare_test(op, operand)
         if op == "between":
-            if not (isinstance(operand, list) and len(operand) == 2 and all(map(_comparable, operand))
-                    and kind_of(operand[0]) == kind_of(operand[1])):
+            if not (
+                isinstance(operand, list)
+                and len(operand) == 2
+                and all(map(_comparable, operand))
+                and kind_of(operand[0]) == kind_of(operand[1])
+            ):
                 raise bad("[lo, hi]: two numbers or two strings")
             return _between_test(operand[0], operand[1])
         if op in ("in", "nin", "hasAll"):
@@ -518,6 +542,7 @@ def _distinct(values: list[Any]) -> tuple[Any, ...]:
 
 
 # --- tests over a resolved value -----------------------------------------------------------------
+
 
 def _on(resolve: Callable[[dict[str, Any]], Any], test: Test) -> RowTest:
     return lambda row: test(resolve(row))
@@ -593,6 +618,7 @@ def _between_test(lo: Any, hi: Any) -> Test:
 
 # --- paths ---------------------------------------------------------------------------------------
 
+
 def _descend(value: Any, segments: list[str]) -> Any:
     for segment in segments:
         if not isinstance(value, dict):
@@ -635,8 +661,13 @@ def order_key(value: Any, present: bool) -> tuple[int, int, Any]:
     return (0, _KIND_RANK.get(kind, 4), value if kind in ("number", "string", "boolean") else 0)
 
 
-def sort_by_value(dense_ints: list[int], value_of: Callable[[int], tuple[bool, Any]], id_of: Callable[[int], str],
-            descending: bool, upto: int | None = None) -> list[int]:
+def sort_by_value(
+    dense_ints: list[int],
+    value_of: Callable[[int], tuple[bool, Any]],
+    id_of: Callable[[int], str],
+    descending: bool,
+    upto: int | None = None,
+) -> list[int]:
     """The key's value order; rows missing the key last (whatever the direction); ties on id ascending.
     ``upto``: only the first ``upto`` places are read (the page and the offset before it); a run of tied
     values wholly past them is left as it is, its ids never looked up (a read in place finds each id in

@@ -11,32 +11,40 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from brainy import __version__
+from brainy.auth.keys import KeyTable
+from brainy.auth.principal import Principal
+from brainy.auth.reading_door import ReadingDoor
 from brainy.contract import doors as D
 from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
-from brainy.index import embedder
-from brainy.net import codecs, sse, ws
-from brainy.net import server_doors as S
 from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name
 from brainy.host.feeds import HeldFeed
 from brainy.host.host_doors import Host
-from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
-from brainy.auth.keys import KeyTable
-from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
-from brainy.auth.reading_door import ReadingDoor
+from brainy.index import embedder
+from brainy.net import codecs, sse, ws
+from brainy.net import server_doors as S
+from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
+from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.routes import Match, Router, query_document
 
 
 class App:
-    def __init__(self, pool: Pool, keys: KeyTable, built_at: str, base_url: str = "",
-                 reading_door: ReadingDoor | None = None, host: Host | None = None,
-                 auth_server: str | None = None) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        keys: KeyTable,
+        built_at: str,
+        base_url: str = "",
+        reading_door: ReadingDoor | None = None,
+        host: Host | None = None,
+        auth_server: str | None = None,
+    ) -> None:
         self.pool = pool
         self.keys = keys
         self.host = host if host is not None else Host(keys)
@@ -64,7 +72,7 @@ class App:
         self._base_url = url
         self.mcp.resource_metadata = f"{url}{OAUTH_PATH}" if self.auth_server else None
 
-    def handle(self, request: Request) -> "Response | Awaitable[Response]":
+    def handle(self, request: Request) -> Response | Awaitable[Response]:
         """The response, now for a door that does not wait (every read), or an awaitable of it."""
         if request.path == MCP_PATH:  # JSON-RPC in and out: the MCP transport frames its own replies
             reply = self.mcp.handle(request.method, request.headers, request.body, time.monotonic())
@@ -95,7 +103,9 @@ class App:
         granted.append((principal, ws.check_handshake(request.method, request.headers)))
         return {}
 
-    async def _respond_later(self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]) -> Response:
+    async def _respond_later(
+        self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]
+    ) -> Response:
         return self._respond(request, await pending, text)
 
     @staticmethod
@@ -128,8 +138,11 @@ class App:
             raise R.PayloadTooLargeError(f"the body is over {MAX_BODY} bytes", limit=MAX_BODY)
         if request.method in ("GET", "HEAD", "DELETE"):
             # no query, no arguments: the dispatcher fills the defaults from the door's plan
-            document: Any = query_document(D.BY_NAME.get(door_name) if door_name else None,
-                                           request.query) if request.query else None
+            document: Any = (
+                query_document(D.BY_NAME.get(door_name) if door_name else None, request.query)
+                if request.query
+                else None
+            )
         else:
             document = codecs.decode(request.body, request.headers.get("content-type"))
             if match.selector is not None:
@@ -141,15 +154,19 @@ class App:
     def _select(match: Match, document: Any) -> str:
         """The door a shared route (vfs) names by a body field; the field is the route's, not the door's."""
         if not isinstance(document, dict) or not isinstance(document.get(match.selector), str):
-            raise R.InvalidArgumentError(f"{match.selector}: required, naming the door", field=str(match.selector),
-                                         reason="missing")
+            raise R.InvalidArgumentError(
+                f"{match.selector}: required, naming the door", field=str(match.selector), reason="missing"
+            )
         chosen = (match.choices or {}).get(document.pop(match.selector))
         if chosen is None:
-            raise R.InvalidArgumentError(f"{match.selector}: not one of {sorted(match.choices or {})}",
-                                         field=str(match.selector), reason="unknown-door")
+            raise R.InvalidArgumentError(
+                f"{match.selector}: not one of {sorted(match.choices or {})}",
+                field=str(match.selector),
+                reason="unknown-door",
+            )
         return chosen
 
-    def _server_door(self, match: Match, request: Request, text: list[tuple[str, str]]) -> "dict[str, Any] | HeldFeed":
+    def _server_door(self, match: Match, request: Request, text: list[tuple[str, str]]) -> dict[str, Any] | HeldFeed:
         """A server door (DOORS.md 10.2): the credential its ``who`` asks for, then its disposition, then its
         handler. The brain in its path is checked as a door's is, before the disposition."""
         door = S.BY_NAME[str(match.server)]
@@ -181,25 +198,35 @@ class App:
         text.append((openapi.JSON, self._openapi))
         return {}
 
-    def _changes_stream_door(self, principal: Principal, text: list[tuple[str, str]], match: Match,
-                             request: Request) -> HeldFeed:
+    def _changes_stream_door(
+        self, principal: Principal, text: list[tuple[str, str]], match: Match, request: Request
+    ) -> HeldFeed:
         """``GET P/changes`` with ``Accept: text/event-stream``: the door this server door shares a route with,
         held open by the dispatcher past its gate and its first catch-up (so a refusal is an HTTP answer);
         the Outcome's ``held`` is then framed as the stream (:meth:`_respond`, ``glue.sse``)."""
         door = S.BY_NAME[str(match.server)].holds
         assert door is not None
-        return self.dispatcher.hold(principal, door, match.params["brain"], query_document(D.BY_NAME[door], request.query),
-                                    request.headers.get("last-event-id"))
+        return self.dispatcher.hold(
+            principal,
+            door,
+            match.params["brain"],
+            query_document(D.BY_NAME[door], request.query),
+            request.headers.get("last-event-id"),
+        )
 
     def _ws_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         """``GET /v1/ws`` that asked for no upgrade: the session is only reached by one (:meth:`upgrade`)."""
-        raise R.MalformedRequestError("GET /v1/ws is a WebSocket upgrade: send Upgrade: websocket",
-                                      reason="websocket-handshake")
+        raise R.MalformedRequestError(
+            "GET /v1/ws is a WebSocket upgrade: send Upgrade: websocket", reason="websocket-handshake"
+        )
 
     def _oauth_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         """``GET /.well-known/oauth-protected-resource`` (RFC 9728), routed only with ``--auth-server``."""
-        return {"resource": self.base_url, "authorization_servers": [self.auth_server],
-                "bearer_methods_supported": ["header"]}
+        return {
+            "resource": self.base_url,
+            "authorization_servers": [self.auth_server],
+            "bearer_methods_supported": ["header"],
+        }
 
     def _brains_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         return {"brains": self.pool.brains_for(principal)}
@@ -208,7 +235,8 @@ class App:
         """``GET /v1/health``: liveness for any credential; the pool and auth detail for the service key."""
         pool = self.pool.report()
         answer: dict[str, Any] = {
-            "status": "degraded" if pool["fenceLost"] else "ok", "version": __version__,
+            "status": "degraded" if pool["fenceLost"] else "ok",
+            "version": __version__,
             "uptimeMs": int((time.monotonic() - self.started) * 1000),
             "listeners": [{"address": a, "protocols": list(p)} for a, p in self.listeners],
             "embedder": {"loaded": embedder.loaded(), "model": embedder.MODEL},
@@ -267,14 +295,16 @@ def _timing(ms: float) -> tuple[bytes, bytes]:
 _wants_msgpack = functools.lru_cache(maxsize=256)(codecs.wants_msgpack)
 
 #: The handler of each native server door, joined to the contract's ``serverDoors`` at import (DOORS.md 10.2).
-SERVER_HANDLERS = S.join({
-    "server.contract": App._contract_door,
-    "server.agent": App._agent_door,
-    "server.llmsTxt": App._llms_txt_door,
-    "server.health": App._health_door,
-    "server.brains": App._brains_door,
-    "server.ws": App._ws_door,
-    "server.changesStream": App._changes_stream_door,  # the session itself is reached by App.upgrade
-    "server.oauthProtectedResource": App._oauth_door,  # routed only when configured
-    "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
-})
+SERVER_HANDLERS = S.join(
+    {
+        "server.contract": App._contract_door,
+        "server.agent": App._agent_door,
+        "server.llmsTxt": App._llms_txt_door,
+        "server.health": App._health_door,
+        "server.brains": App._brains_door,
+        "server.ws": App._ws_door,
+        "server.changesStream": App._changes_stream_door,  # the session itself is reached by App.upgrade
+        "server.oauthProtectedResource": App._oauth_door,  # routed only when configured
+        "server.openapi": App._openapi_door,  # beyond the contract (brainy/net/server_doors.py)
+    }
+)

@@ -38,8 +38,11 @@ def decode(body: bytes, content_type: str | None) -> Any:
         try:
             return msgpack.unpackb(body, raw=False, strict_map_key=True)
         except msgpack.ExtraData as exc:
-            raise R.BodyDecodeError("bytes remain after the MessagePack document (is this JSON?)",
-                                    encoding="msgpack", offset=len(body) - len(exc.extra)) from None
+            raise R.BodyDecodeError(
+                "bytes remain after the MessagePack document (is this JSON?)",
+                encoding="msgpack",
+                offset=len(body) - len(exc.extra),
+            ) from None
         except (ValueError, msgpack.UnpackException, TypeError) as exc:
             raise R.BodyDecodeError(f"the body is not MessagePack: {exc}", encoding="msgpack") from None
     if kind is None or kind == JSON or kind.endswith("+json"):

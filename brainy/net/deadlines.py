@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-IDLE_SECONDS = 75.0     # a keep-alive connection with nothing to say
+IDLE_SECONDS = 75.0  # a keep-alive connection with nothing to say
 REQUEST_SECONDS = 30.0  # from a request's first byte to its last
 
 
@@ -43,11 +43,12 @@ class Timed(Protocol):
 class Deadlines:
     """The two clocks of one connection; its protocol object says when it is busy and when a request arrives."""
 
-    def __init__(self, now: float, idle_seconds: float = IDLE_SECONDS,
-                 request_seconds: float = REQUEST_SECONDS) -> None:
+    def __init__(
+        self, now: float, idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS
+    ) -> None:
         self.idle_seconds = idle_seconds
         self.request_seconds = request_seconds
-        self.last_data = now      # the last bytes heard
+        self.last_data = now  # the last bytes heard
         self.request_began = now  # the first bytes of the request now arriving (or the accept)
 
     def heard(self, now: float, starts_request: bool) -> None:

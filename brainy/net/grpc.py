@@ -32,11 +32,11 @@ CONTENT_TYPE = b"application/grpc"  # gRPC's media type; "+proto" is the same me
 # The status codes this server answers (grpc/doc/statuscodes.md). A door's refusal is never one of them:
 # it is an answer (status OK) carrying the refusal (seed 000, Transports 3).
 OK = 0
-INVALID_ARGUMENT = 3    # the request message, or the document in it, does not read
-UNIMPLEMENTED = 12      # an rpc this service does not declare, or a method that is not POST
-UNAUTHENTICATED = 16    # no credential, or an identity-time token refusal (the message names which)
+INVALID_ARGUMENT = 3  # the request message, or the document in it, does not read
+UNIMPLEMENTED = 12  # an rpc this service does not declare, or a method that is not POST
+UNAUTHENTICATED = 16  # no credential, or an identity-time token refusal (the message names which)
 
-_PREFIX = 5             # compressed-flag byte + four-byte big-endian length
+_PREFIX = 5  # compressed-flag byte + four-byte big-endian length
 _LEN, _VARINT, _FIXED64, _FIXED32 = 2, 0, 1, 5  # protobuf wire types
 
 
@@ -68,8 +68,10 @@ def read_request(body: bytes) -> DoorRequest:
         raise MessageUnreadable("the message is compressed; this server accepts grpc-encoding identity only")
     length = int.from_bytes(body[1:_PREFIX], "big")
     if len(body) != _PREFIX + length:
-        raise MessageUnreadable(f"the prefix announces {length} bytes and {len(body) - _PREFIX} follow "
-                                "(a unary rpc carries exactly one message)")
+        raise MessageUnreadable(
+            f"the prefix announces {length} bytes and {len(body) - _PREFIX} follow "
+            "(a unary rpc carries exactly one message)"
+        )
     return _fields(body, _PREFIX)
 
 
@@ -100,8 +102,9 @@ def _fields(data: bytes, at: int) -> DoorRequest:
                     raise MessageUnreadable(f"field {number} ({_REQUEST_FIELDS[number - 1]}) is not UTF-8") from None
             at = stop
         elif 1 <= number <= 4:
-            raise MessageUnreadable(f"field {number} ({_REQUEST_FIELDS[number - 1]}) has wire type {wire}, "
-                                    "not a string")
+            raise MessageUnreadable(
+                f"field {number} ({_REQUEST_FIELDS[number - 1]}) has wire type {wire}, not a string"
+            )
         elif wire == _VARINT:  # an unknown field is skipped, as protobuf readers do
             _, at = _varint(data, at)
         elif wire in (_FIXED64, _FIXED32):
@@ -156,7 +159,14 @@ def answered(message: bytes, ms: float) -> Response:
 def failed(status: int, message: str, ms: float = 0.0) -> Response:
     """A transport failure: the Trailers-Only form (one HEADERS block, no message), its message
     percent-encoded as the gRPC protocol document asks."""
-    return Response(200, [(b"content-type", CONTENT_TYPE), (b"brainy-ms", b"%.3f" % ms),
-                          (b"grpc-status", str(status).encode()),
-                          (b"grpc-message", quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode())],
-                    b"", trailers=[])
+    return Response(
+        200,
+        [
+            (b"content-type", CONTENT_TYPE),
+            (b"brainy-ms", b"%.3f" % ms),
+            (b"grpc-status", str(status).encode()),
+            (b"grpc-message", quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode()),
+        ],
+        b"",
+        trailers=[],
+    )

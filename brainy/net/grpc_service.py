@@ -19,19 +19,28 @@ the service does not declare. Every answer carries ``brainy-ms``.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.host.dispatch import Answer, Dispatcher, Outcome
 from brainy.net import codecs
 from brainy.net import grpc as G
-from brainy.host.dispatch import Answer, Dispatcher, Outcome
 from brainy.net.http import Request, Response
 
 RPCS = D.grpc_service()  # rpc name -> door name
 # The refusals an rpc answers as a status, not in its answer: who the caller is was not established.
-IDENTITY = frozenset({R.UnauthenticatedError.name, R.BRAINY_KEY_MALFORMED.name, R.BRAINY_KEY_UNKNOWN_ISSUER.name,
-                      R.BRAINY_KEY_BAD_SIGNATURE.name, R.BRAINY_KEY_REVOKED.name, R.BRAINY_KEY_EXPIRED.name})
+IDENTITY = frozenset(
+    {
+        R.UnauthenticatedError.name,
+        R.BRAINY_KEY_MALFORMED.name,
+        R.BRAINY_KEY_UNKNOWN_ISSUER.name,
+        R.BRAINY_KEY_BAD_SIGNATURE.name,
+        R.BRAINY_KEY_REVOKED.name,
+        R.BRAINY_KEY_EXPIRED.name,
+    }
+)
 _JSON = "application/json"
 
 
@@ -41,13 +50,14 @@ class GrpcService:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.dispatcher = dispatcher
 
-    def handle(self, request: Request) -> "Response | Awaitable[Response]":
+    def handle(self, request: Request) -> Response | Awaitable[Response]:
         """The answer to one rpc, now for a door that does not wait (every read), or an awaitable of it."""
-        rpc = request.path[len(G.SERVICE_PATH):] if request.path.startswith(G.SERVICE_PATH) else None
+        rpc = request.path[len(G.SERVICE_PATH) :] if request.path.startswith(G.SERVICE_PATH) else None
         door = RPCS.get(rpc) if rpc is not None and request.method == "POST" else None
         if door is None:
-            return G.failed(G.UNIMPLEMENTED, f"{request.method} {request.path} is not an rpc of "
-                            f"{D.GRPC_PACKAGE}.{D.GRPC_SERVICE}")
+            return G.failed(
+                G.UNIMPLEMENTED, f"{request.method} {request.path} is not an rpc of {D.GRPC_PACKAGE}.{D.GRPC_SERVICE}"
+            )
         status: list[int] = []  # set when a failure met on the way in is the transport's, not the door's
         outcome = self.dispatcher.timed(door, self._call, request, door, status)
         if isinstance(outcome, Outcome):
@@ -71,8 +81,9 @@ class GrpcService:
             status.append(G.INVALID_ARGUMENT)
             raise
         # a call that names no brain reaches the one brain of a one-brain key (the dispatcher's rule)
-        return self.dispatcher.run(principal, door, message.brain or None, message.id or message.sha256 or None,
-                                   document)
+        return self.dispatcher.run(
+            principal, door, message.brain or None, message.id or message.sha256 or None, document
+        )
 
     async def _respond_later(self, pending: Awaitable[Outcome], status: list[int]) -> Response:
         return self._respond(await pending, status)

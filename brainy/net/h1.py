@@ -30,7 +30,6 @@ from brainy.contract import refusals as R
 from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS, DeadlinePassed, Deadlines
 from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Response
 
-
 # The methods a request names as text, decoded once rather than per request (httptools answers bytes).
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
 
@@ -60,9 +59,16 @@ class ProtocolFailed:
 class H1Connection:
     """One HTTP/1.1 connection, server side, from the bytes that told it apart (``now``: when they came)."""
 
-    def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS,
-                 request_seconds: float = REQUEST_SECONDS, max_header_bytes: int = MAX_HEADER_BYTES,
-                 max_body: int = MAX_BODY, advertise: list[Header] | None = None) -> None:
+    def __init__(
+        self,
+        now: float = 0.0,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+        request_seconds: float = REQUEST_SECONDS,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        max_body: int = MAX_BODY,
+        advertise: list[Header] | None = None,
+    ) -> None:
         # made at the first bytes the plain parse declines (most connections never have one): the parser holds
         # this object's callbacks, a cycle only the collector would free once the connection closes
         self._parser: httptools.HttpRequestParser | None = None
@@ -73,7 +79,7 @@ class H1Connection:
         self._out: list[bytes] = []  # framed answers, handed over joined (one answer: as it is, uncopied)
         self._failed = False
         self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
-        self._owed = 0            # events handed out and not yet answered by send_response
+        self._owed = 0  # events handed out and not yet answered by send_response
         self._deadlines = Deadlines(now, idle_seconds, request_seconds)
         self._reset()
 
@@ -111,8 +117,9 @@ class H1Connection:
     def _count(self, n: int) -> None:
         self._header_bytes += n
         if self._header_bytes > self._max_header and self._refusal is None:
-            self._refusal = R.HeaderTooLargeError(f"the request's header block is over {self._max_header} bytes",
-                                                  limit=self._max_header)
+            self._refusal = R.HeaderTooLargeError(
+                f"the request's header block is over {self._max_header} bytes", limit=self._max_header
+            )
             raise _Stop
 
     def on_headers_complete(self) -> None:
@@ -143,8 +150,13 @@ class H1Connection:
         parser = self._parser
         assert parser is not None  # this callback runs inside its feed_data
         method = parser.get_method()
-        request = Request(_METHODS.get(method) or method.decode("ascii"), path.decode("latin-1"),
-                          query.decode("latin-1") if query else "", self._headers, body)
+        request = Request(
+            _METHODS.get(method) or method.decode("ascii"),
+            path.decode("latin-1"),
+            query.decode("latin-1") if query else "",
+            self._headers,
+            body,
+        )
         self._events.append(RequestReceived(request, parser.should_keep_alive()))
         self._owed += 1
         self.mid_request = False
@@ -175,11 +187,12 @@ class H1Connection:
         except httptools.HttpParserUpgrade as exc:
             last = self._events[-1] if self._events else None
             if isinstance(last, RequestReceived) and not self.mid_request:
-                self._events[-1] = UpgradeRequested(last.request, bytes(data[exc.args[0]:]))
+                self._events[-1] = UpgradeRequested(last.request, bytes(data[exc.args[0] :]))
                 self._failed = True  # what follows is the new protocol's, never parsed here
             else:
-                self._fail(R.MalformedRequestError("protocol upgrades are not spoken on this listener",
-                                                   reason="upgrade"))
+                self._fail(
+                    R.MalformedRequestError("protocol upgrades are not spoken on this listener", reason="upgrade")
+                )
         except httptools.HttpParserError as exc:
             if isinstance(exc.__context__, _Stop) and self._refusal is not None:
                 self._fail(self._refusal)

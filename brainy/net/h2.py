@@ -48,15 +48,15 @@ from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Respons
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 3.4: what a prior-knowledge client sends first
 # A resource defence: each open stream holds its headers and body until answered.
 MAX_CONCURRENT_STREAMS = 128
-MAX_FRAME_SIZE = 16384            # ours (RFC 9113 6.5.2's default, not raised: no request needs more)
-STREAM_WINDOW = 1 << 20           # what each stream may send us before we acknowledge any of it
-CONNECTION_WINDOW = 16 << 20      # what all streams together may send us; bounds what one connection buffers
-DEFAULT_WINDOW = 65535            # every window's start until SETTINGS or WINDOW_UPDATE says otherwise
+MAX_FRAME_SIZE = 16384  # ours (RFC 9113 6.5.2's default, not raised: no request needs more)
+STREAM_WINDOW = 1 << 20  # what each stream may send us before we acknowledge any of it
+CONNECTION_WINDOW = 16 << 20  # what all streams together may send us; bounds what one connection buffers
+DEFAULT_WINDOW = 65535  # every window's start until SETTINGS or WINDOW_UPDATE says otherwise
 MAX_WINDOW = (1 << 31) - 1
 # RFC 9113 6.5.3: a peer that never acknowledges our SETTINGS may be held to defaults we do not keep
 # (our windows, our stream limit); nghttp2 waits as long
 SETTINGS_ACK_SECONDS = 10.0
-SKIPPED_KEPT = 16                 # runs of skipped stream ids remembered (clients skip none: each is a sign)
+SKIPPED_KEPT = 16  # runs of skipped stream ids remembered (clients skip none: each is a sign)
 
 # Frame types and flags (RFC 9113 6)
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
@@ -76,6 +76,7 @@ S_MAX_FRAME_SIZE, S_MAX_HEADER_LIST_SIZE = 0x5, 0x6
 _FRAME_HEAD = struct.Struct(">IBI")
 # the :status field of the answers a door gives most, made once rather than on every answer
 _STATUS = {code: (b":status", str(code).encode()) for code in (200, 201, 204, 304, 400, 401, 403, 404, 409, 413, 429)}
+
 
 @dataclass(slots=True)
 class RequestReceived:
@@ -114,8 +115,8 @@ class Stream:
         self.body: list[bytes] = []
         self.size = 0
         self.refused: R.Refusal | None = None
-        self.head = False         # a HEAD request: its answer states a length and sends no body
-        self.handed_out = False   # its request event has been emitted
+        self.head = False  # a HEAD request: its answer states a length and sends no body
+        self.handed_out = False  # its request event has been emitted
 
     def take(self, data: bytes, max_body: int) -> None:
         """Keep a piece of the body; past ``max_body``, drop it all as it comes and refuse the request."""
@@ -128,7 +129,7 @@ class Stream:
             return
         self.body.append(data)
 
-    def event(self, stream_id: int) -> "RequestReceived | RequestRefused":
+    def event(self, stream_id: int) -> RequestReceived | RequestRefused:
         """The stream's request, whole, handed out once (its body ended)."""
         self.handed_out = True
         request = Request.from_fields(self.headers, b"".join(self.body))
@@ -153,7 +154,7 @@ class H2Stream(Stream):
         self.handed_out = False
         self.request_head = head
 
-    def event(self, stream_id: int) -> "RequestReceived | RequestRefused":
+    def event(self, stream_id: int) -> RequestReceived | RequestRefused:
         self.handed_out = True
         method, path, query, headers, _ = self.request_head
         self.head = method == "HEAD"
@@ -188,9 +189,16 @@ class ProtocolViolation(Exception):
 class H2Connection:
     """One HTTP/2 connection, server side, from the preface on (``now``: when its first bytes came)."""
 
-    def __init__(self, now: float = 0.0, *, idle_seconds: float = IDLE_SECONDS, max_body: int = MAX_BODY,
-                 max_header_bytes: int = MAX_HEADER_BYTES,
-                 max_concurrent_streams: int = MAX_CONCURRENT_STREAMS, advertise: list[Header] | None = None) -> None:
+    def __init__(
+        self,
+        now: float = 0.0,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+        max_body: int = MAX_BODY,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        max_concurrent_streams: int = MAX_CONCURRENT_STREAMS,
+        advertise: list[Header] | None = None,
+    ) -> None:
         self._max_body = max_body
         self._max_header_bytes = max_header_bytes
         self._max_streams = max_concurrent_streams
@@ -198,36 +206,44 @@ class H2Connection:
         self._decoder = h2frame.Decoder(4096, max_header_bytes)
         self._encoder = h2frame.Encoder(4096)
         self._streams: dict[int, H2Stream | Answering] = {}  # open streams, from their HEADERS until answered whole
-        self._receiving: dict[int, int] = {}         # streams the peer still sends on: our window left on each
+        self._receiving: dict[int, int] = {}  # streams the peer still sends on: our window left on each
         # the peer's window on each open stream, once it differs from the peer's initial window (a
         # WINDOW_UPDATE, or DATA sent): a stream answered in one frame never gets an entry
         self._windows: dict[int, int] = {}
-        self._sending: dict[int, memoryview] = {}     # answer bytes waiting for window, by stream, oldest first
+        self._sending: dict[int, memoryview] = {}  # answer bytes waiting for window, by stream, oldest first
         self._held: set[int] = set()  # streams whose answer is a stream still being written (send_stream_head)
         self._trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # what ends each of those answers (gRPC)
-        self._connection_window = DEFAULT_WINDOW     # the peer's connection window
-        self._receive_window = CONNECTION_WINDOW     # ours, left before the peer must wait for an update
+        self._connection_window = DEFAULT_WINDOW  # the peer's connection window
+        self._receive_window = CONNECTION_WINDOW  # ours, left before the peer must wait for an update
         self._peer_initial_window = DEFAULT_WINDOW
         self._peer_max_frame = 16384
-        self._highest = 0         # the highest stream id the peer opened
-        self._next_id = 1         # the id the peer's next stream has unless it skips some
+        self._highest = 0  # the highest stream id the peer opened
+        self._next_id = 1  # the id the peer's next stream has unless it skips some
         self._skipped: list[tuple[int, int]] = []  # runs of ids the peer skipped (first, last), the latest kept
         self._continuing: tuple[int, int, list[bytes]] | None = None  # HEADERS awaiting CONTINUATION
-        self._settled = False     # the peer's first frame (its SETTINGS, RFC 9113 3.4) has arrived
-        self._preface_at = 0      # bytes of the preface read so far
-        self._buffer = b""        # the start of a frame not yet whole
+        self._settled = False  # the peer's first frame (its SETTINGS, RFC 9113 3.4) has arrived
+        self._preface_at = 0  # bytes of the preface read so far
+        self._buffer = b""  # the start of a frame not yet whole
         self._deadlines = Deadlines(now, idle_seconds)
         self._settings_due: float | None = now + SETTINGS_ACK_SECONDS  # until the peer acknowledges ours
         self._closing: int | None = None  # the last stream id a polite GOAWAY promised to answer
-        self._opened = False      # a window grew while reading: queued answers may move on
+        self._opened = False  # a window grew while reading: queued answers may move on
         self._topping: set[int] = set()  # streams this read used half their window on: to grant again
         self.framed_bytes = 0  # answer bytes framed by _pump and not yet handed over (a writer may write early)
         self._out: list[bytes | memoryview] = [
-            h2frame.frame(SETTINGS, 0, 0, b"".join(
-                setting.to_bytes(2, "big") + value.to_bytes(4, "big") for setting, value in (
-                    (S_MAX_CONCURRENT_STREAMS, max_concurrent_streams),
-                    (S_INITIAL_WINDOW_SIZE, STREAM_WINDOW),
-                    (S_MAX_HEADER_LIST_SIZE, max_header_bytes)))),
+            h2frame.frame(
+                SETTINGS,
+                0,
+                0,
+                b"".join(
+                    setting.to_bytes(2, "big") + value.to_bytes(4, "big")
+                    for setting, value in (
+                        (S_MAX_CONCURRENT_STREAMS, max_concurrent_streams),
+                        (S_INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+                        (S_MAX_HEADER_LIST_SIZE, max_header_bytes),
+                    )
+                ),
+            ),
             h2frame.frame(WINDOW_UPDATE, 0, 0, (CONNECTION_WINDOW - DEFAULT_WINDOW).to_bytes(4, "big")),
         ]
         self.ended = False  # nothing more is read or framed: write data_to_send(), then close
@@ -241,7 +257,7 @@ class H2Connection:
         self._deadlines.heard(now, False)
         if self._preface_at < len(PREFACE):
             take = len(PREFACE) - self._preface_at
-            if data[:take] != PREFACE[self._preface_at:self._preface_at + len(data[:take])]:
+            if data[:take] != PREFACE[self._preface_at : self._preface_at + len(data[:take])]:
                 self.ended = True  # not HTTP/2: no GOAWAY (RFC 9113 3.4 lets it be left out)
                 return []
             self._preface_at += len(data[:take])
@@ -261,7 +277,7 @@ class H2Connection:
                     raise ProtocolViolation(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
                 if end - at - 9 < length:
                     break
-                payload = buffer[at + 9:at + 9 + length]
+                payload = buffer[at + 9 : at + 9 + length]
                 at += 9 + length
                 if kind == HEADERS and self._continuing is None and self._settled:
                     shape = flags & _WHOLE_MASK
@@ -347,7 +363,7 @@ class H2Connection:
         if flags & PADDED:
             if not payload or payload[0] >= len(payload):
                 raise ProtocolViolation(PROTOCOL_ERROR, "padding as long as the frame")
-            return payload[1:len(payload) - payload[0]]
+            return payload[1 : len(payload) - payload[0]]
         return payload
 
     def _headers(self, flags: int, stream_id: int, payload: bytes, out: list[H2Event]) -> None:
@@ -385,8 +401,9 @@ class H2Connection:
             return
         self._hand_out(stream_id, head, b"", out)
 
-    def _unary_request(self, stream_id: int, block: bytes, buffer: bytes, at: int, end: int,
-                       out: list[H2Event]) -> int | None:
+    def _unary_request(
+        self, stream_id: int, block: bytes, buffer: bytes, at: int, end: int, out: list[H2Event]
+    ) -> int | None:
         """A HEADERS frame with END_HEADERS alone (neither padded nor prioritised) and, right behind it in the
         same read, its stream's one DATA frame with END_STREAM, unpadded: a unary gRPC call, a small POST. On
         a new stream under every limit, with a body within the windows, ``max_body`` and any stated length,
@@ -399,8 +416,15 @@ class H2Connection:
             return None
         length, kind, flags, data_stream = head
         # a DATA frame is at most MAX_FRAME_SIZE, far inside a new stream's window (STREAM_WINDOW)
-        if (kind != DATA or flags != END_STREAM or data_stream != stream_id or length > MAX_FRAME_SIZE
-                or end - at - 9 < length or length > self._receive_window or length > self._max_body):
+        if (
+            kind != DATA
+            or flags != END_STREAM
+            or data_stream != stream_id
+            or length > MAX_FRAME_SIZE
+            or end - at - 9 < length
+            or length > self._receive_window
+            or length > self._max_body
+        ):
             return None
         fields = self._decoder.decode(block)  # always: the dynamic table must follow every block
         if not self._opens_plainly(stream_id):
@@ -415,16 +439,21 @@ class H2Connection:
             return at
         self._open_stream(stream_id)
         self._receive_window -= length  # the connection's window counts every DATA byte (topped up after the read)
-        self._hand_out(stream_id, request, buffer[at + 9:at + 9 + length], out)
+        self._hand_out(stream_id, request, buffer[at + 9 : at + 9 + length], out)
         return at + 9 + length
 
     def _opens_plainly(self, stream_id: int) -> bool:
         """Whether a request on ``stream_id`` opens a new stream under every limit (nothing to refuse)."""
-        return (stream_id > self._highest and stream_id & 1 == 1 and self._closing is None
-                and len(self._streams) < self._max_streams)
+        return (
+            stream_id > self._highest
+            and stream_id & 1 == 1
+            and self._closing is None
+            and len(self._streams) < self._max_streams
+        )
 
-    def _hand_out(self, stream_id: int, head: tuple[str, str, str, dict[str, str], int], body: bytes,
-                  out: list[H2Event]) -> None:
+    def _hand_out(
+        self, stream_id: int, head: tuple[str, str, str, dict[str, str], int], body: bytes, out: list[H2Event]
+    ) -> None:
         """A request whose stream the peer has ended already, handed out whole: nothing more arrives on it."""
         method = head[0]
         self._streams[stream_id] = ANSWERING_HEAD if method == "HEAD" else ANSWERING
@@ -525,14 +554,16 @@ class H2Connection:
         most for the connection and for each stream, after the frames it answers (a peer is held to what
         it was told, never to a grant still unsent)."""
         if self._receive_window < CONNECTION_WINDOW // 2:
-            self._out.append(h2frame.frame(WINDOW_UPDATE, 0, 0,
-                                           (CONNECTION_WINDOW - self._receive_window).to_bytes(4, "big")))
+            self._out.append(
+                h2frame.frame(WINDOW_UPDATE, 0, 0, (CONNECTION_WINDOW - self._receive_window).to_bytes(4, "big"))
+            )
             self._receive_window = CONNECTION_WINDOW
         for stream_id in self._topping:
             window = self._receiving.get(stream_id)
             if window is not None:
-                self._out.append(h2frame.frame(WINDOW_UPDATE, 0, stream_id,
-                                               (STREAM_WINDOW - window).to_bytes(4, "big")))
+                self._out.append(
+                    h2frame.frame(WINDOW_UPDATE, 0, stream_id, (STREAM_WINDOW - window).to_bytes(4, "big"))
+                )
                 self._receiving[stream_id] = STREAM_WINDOW
         self._topping.clear()
 
@@ -592,8 +623,8 @@ class H2Connection:
         if len(payload) % 6:
             raise ProtocolViolation(FRAME_SIZE_ERROR, "SETTINGS not a whole number of settings")
         for at in range(0, len(payload), 6):
-            setting = int.from_bytes(payload[at:at + 2], "big")
-            value = int.from_bytes(payload[at + 2:at + 6], "big")
+            setting = int.from_bytes(payload[at : at + 2], "big")
+            value = int.from_bytes(payload[at + 2 : at + 6], "big")
             if setting == S_HEADER_TABLE_SIZE:
                 self._encoder.set_max_table_size(value)
             elif setting == S_ENABLE_PUSH and value > 1:

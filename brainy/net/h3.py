@@ -35,7 +35,7 @@ class H3Connection:
         self._quic = quic
         self._max_body = max_body
         self._streams: dict[int, Stream] = {}  # from their HEADERS until answered
-        self._held: set[int] = set()           # streams answered by a held change stream, still open
+        self._held: set[int] = set()  # streams answered by a held change stream, still open
 
     def quic_event_received(self, event: aioquic.quic.events.QuicEvent) -> list[H2Event]:
         """Feed one QUIC event; answer the request events it caused, in order."""
@@ -84,8 +84,9 @@ class H3Connection:
         if stream is None:
             return
         self._held.add(stream_id)
-        self._h3.send_headers(stream_id, [(b":status", str(response.status).encode()), *response.headers],
-                              end_stream=False)
+        self._h3.send_headers(
+            stream_id, [(b":status", str(response.status).encode()), *response.headers], end_stream=False
+        )
 
     def send_stream_data(self, stream_id: int, data: bytes) -> bool:
         """More of a streamed body; False once the stream is gone (reset by the peer)."""

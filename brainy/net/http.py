@@ -9,13 +9,13 @@ once, in :data:`_HEADERS`, for every place that answers a refusal over HTTP.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from brainy.contract import refusals as R
 from brainy.net import codecs
 
-MAX_BODY = 64 << 20          # PayloadTooLargeError above this (DOORS.md 11.1)
+MAX_BODY = 64 << 20  # PayloadTooLargeError above this (DOORS.md 11.1)
 MAX_HEADER_BYTES = 64 << 10  # HeaderTooLargeError above this (DOORS.md 11.1); h2's SETTINGS_MAX_HEADER_LIST_SIZE
 
 Header = tuple[bytes, bytes]
@@ -24,13 +24,13 @@ Header = tuple[bytes, bytes]
 @dataclass(slots=True)
 class Request:
     method: str
-    path: str                   # without the query string, still percent-encoded
+    path: str  # without the query string, still percent-encoded
     query: str = ""
     headers: dict[str, str] = field(default_factory=dict)  # lowercase names
     body: bytes = b""
 
     @classmethod
-    def from_fields(cls, fields: list[Header], body: bytes) -> "Request":
+    def from_fields(cls, fields: list[Header], body: bytes) -> Request:
         """The request of an HTTP/2 or HTTP/3 stream: its header fields (pseudo-headers first) and its body."""
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in fields}
         path, _, query = headers.get(":path", "/").partition("?")
@@ -83,5 +83,8 @@ def refusal_response(refusal: R.Refusal) -> Response:
     """The answer to a refusal met before any door ran (a request over a limit, one that does not parse):
     the refusal body with a zero ``_meta.ms`` and ``Server-Timing``, since no dispatcher clock ran."""
     body, kind = codecs.encode({"error": refusal.to_wire(), "_meta": {"ms": 0.0}}, False)
-    return Response(refusal.status or 400, [(b"content-type", kind.encode()), (b"server-timing", b"brainy;dur=0.000"),
-                                            *refusal_headers(refusal)], body)
+    return Response(
+        refusal.status or 400,
+        [(b"content-type", kind.encode()), (b"server-timing", b"brainy;dur=0.000"), *refusal_headers(refusal)],
+        body,
+    )

@@ -26,8 +26,9 @@ class ProtocolChosen:
 class PrefaceReader:
     """The connection from its accept (``now``) until :meth:`receive_data` answers a choice."""
 
-    def __init__(self, now: float, idle_seconds: float = IDLE_SECONDS,
-                 request_seconds: float = REQUEST_SECONDS) -> None:
+    def __init__(
+        self, now: float, idle_seconds: float = IDLE_SECONDS, request_seconds: float = REQUEST_SECONDS
+    ) -> None:
         self._head = b""
         self._deadlines = Deadlines(now, idle_seconds, request_seconds)
 

@@ -24,7 +24,8 @@ asyncio, which the sans-IO ``brainy.net.h3`` must not).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from aioquic.quic.connection import QuicConnection
 
 
-def unacknowledged_bytes(quic: "QuicConnection", stream_id: int) -> int:
+def unacknowledged_bytes(quic: QuicConnection, stream_id: int) -> int:
     """Bytes of ``stream_id`` that ``quic`` holds, queued or sent, until the peer acknowledges them; 0 for a
     stream it no longer (or never) had."""
     stream = quic._streams.get(stream_id)  # dict[int, QuicStream]: no public lookup of a stream
@@ -41,7 +42,7 @@ def unacknowledged_bytes(quic: "QuicConnection", stream_id: int) -> int:
     return len(getattr(sender, "_buffer", b""))
 
 
-def connection_routes(server: "QuicServer") -> "Mapping[bytes, QuicConnectionProtocol]":
+def connection_routes(server: QuicServer) -> Mapping[bytes, QuicConnectionProtocol]:
     """``server``'s live map of connection id (each one a connection answers to) to its connection protocol;
     read only, never changed here."""
     return server._protocols

@@ -12,9 +12,9 @@ types that pick the server door instead, and ``match`` negotiates.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote
 
 from brainy.contract import doors as D
@@ -33,18 +33,18 @@ class ServerRoute(NamedTuple):
 
 @dataclass
 class Match:
-    door: str | None               # the contract door, or None for a server door
-    server: str | None = None      # the server door's name
+    door: str | None  # the contract door, or None for a server door
+    server: str | None = None  # the server door's name
     params: dict[str, str] = field(default_factory=dict)
-    selector: str | None = None    # the body field that picks the door on a shared route (vfs: "op")
+    selector: str | None = None  # the body field that picks the door on a shared route (vfs: "op")
     choices: Mapping[str, str] | None = None
     negotiated: Mapping[str, str] | None = None  # Accept media type -> the server door it picks instead
 
 
 @dataclass
 class _Node:
-    literal: dict[str, "_Node"] = field(default_factory=dict)
-    variable: tuple[str, "_Node"] | None = None
+    literal: dict[str, _Node] = field(default_factory=dict)
+    variable: tuple[str, _Node] | None = None
     routes: dict[str, Match] = field(default_factory=dict)
 
 
@@ -72,8 +72,11 @@ class Router:
     def __init__(self, routes: tuple[D.Route, ...] = (), server: Iterable[ServerRoute] = ()):
         self._root = _Node()
         for route in routes or D.route_table():
-            self._add(route.method, route.path, Match(route.door, None, selector=route.selector,
-                                                      choices=route.choices or None))
+            self._add(
+                route.method,
+                route.path,
+                Match(route.door, None, selector=route.selector, choices=route.choices or None),
+            )
         for method, path, name, accept in server:
             if accept is None:
                 self._add(method, path, Match(None, name))
@@ -164,13 +167,12 @@ def query_document(door: D.Door | None, query: str) -> dict[str, Any]:
             try:
                 document[name] = int(value) if kind.startswith("int") else float(value)
             except ValueError:
-                if "|" in kind and value in ('head',):  # e.g. since: int | "head"
+                if "|" in kind and value in ("head",):  # e.g. since: int | "head"
                     document[name] = value
                 elif door is not None and "BadQueryParameterError" in door.refusals:  # the feed's law (DOORS.md 6)
                     raise R.BadQueryParameterError(f"{name}: must be a whole number", param=name) from None
                 else:
-                    raise R.InvalidArgumentError(f"{name}: must be a number", field=name,
-                                                 reason="wrong-type") from None
+                    raise R.InvalidArgumentError(f"{name}: must be a number", field=name, reason="wrong-type") from None
         else:
             document[name] = value
     return document

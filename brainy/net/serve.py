@@ -6,24 +6,23 @@ import asyncio
 import json
 import logging
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from brainy.contract import refusals as R
-
-from brainy.doors import language
-from brainy.net.app import App
-from brainy.host.backups import Backups, check_start
-from brainy.host.host_doors import Host
 from brainy.auth.keys import KeyTable, default_keys_path
-from brainy.host.pool import Pool
 from brainy.auth.reading_door import ReadingDoor
 from brainy.auth.reading_door import configure as configure_reading_door
+from brainy.auth.tokens import TokenVerifier, default_issuers_path
+from brainy.contract import refusals as R
+from brainy.doors import language
+from brainy.host.backups import Backups, check_start
+from brainy.host.host_doors import Host
+from brainy.host.pool import Pool
+from brainy.net.app import App
 from brainy.net.server import Listen, Server, serve_until_stopped
 from brainy.net.tls import Certificate, judge
-from brainy.auth.tokens import TokenVerifier, default_issuers_path
 
 log = logging.getLogger("brainy.serve")
 
@@ -40,8 +39,9 @@ def _loop() -> None:
 
 
 def _logging() -> None:
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def _language() -> None:
@@ -51,12 +51,19 @@ def _language() -> None:
     log.info("language provider: %s", provider.describe() if provider else f"none (looked for {language.LOOKED_FOR})")
 
 
-def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
-        certificate: Certificate | None = None, reading_door: ReadingDoor | None = None,
-        host: Host | None = None, auth_server: str | None = None) -> int:
+def run(
+    pool: Pool,
+    keys: KeyTable,
+    listens: list[Listen],
+    on_ready: Any = None,
+    certificate: Certificate | None = None,
+    reading_door: ReadingDoor | None = None,
+    host: Host | None = None,
+    auth_server: str | None = None,
+) -> int:
     """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
     _loop()
-    built_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    built_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
         app = App(pool, keys, built_at, reading_door=reading_door, host=host, auth_server=auth_server)
@@ -75,23 +82,33 @@ def run(pool: Pool, keys: KeyTable, listens: list[Listen], on_ready: Any = None,
     if host is not None:
         host.backups.wait()  # a backup run in flight finishes its copy before the process exits (bounded)
     for answer in closed:
-        log.info("closed brain %s (lease released: %s, clean close recorded: %s)", answer["brain"],
-                 answer["leaseReleased"], answer["cleanCloseRecorded"])
+        log.info(
+            "closed brain %s (lease released: %s, clean close recorded: %s)",
+            answer["brain"],
+            answer["leaseReleased"],
+            answer["cleanCloseRecorded"],
+        )
     log.info("stopped")
     return 0
 
 
-def open_keys(keys_path: str | None, issuers: str | None = None, revoked: str | None = None,
-              mint_if_missing: bool = True) -> KeyTable:
+def open_keys(
+    keys_path: str | None, issuers: str | None = None, revoked: str | None = None, mint_if_missing: bool = True
+) -> KeyTable:
     """The keys file and the bk1 token verifier behind it (docs/keys.md). The issuers file and the revoked
     list are read first, so a refused one refuses the start before a first keys file is minted."""
     keys_at = Path(keys_path) if keys_path else default_keys_path()
     issuers_at = Path(issuers) if issuers else default_issuers_path(keys_at)
     verifier = TokenVerifier.open(issuers_at, Path(revoked) if revoked else None)
     counts = verifier.counts()
-    log.info("issuers file %s: %d keys%s; revoked list %s: %d jtis", issuers_at, counts["issuers"],
-             "" if issuers_at.exists() else " (absent: no issuer is trusted)",
-             verifier.revoked.path, counts["revoked"])
+    log.info(
+        "issuers file %s: %d keys%s; revoked list %s: %d jtis",
+        issuers_at,
+        counts["issuers"],
+        "" if issuers_at.exists() else " (absent: no issuer is trusted)",
+        verifier.revoked.path,
+        counts["revoked"],
+    )
     return KeyTable.open(keys_at, mint_if_missing=mint_if_missing, token_verifier=verifier, revoked=verifier.revoked)
 
 
@@ -101,17 +118,26 @@ def identity(auth_server: str | None, sign_in: str | None) -> str | None:
     ``--sign-in`` alone refuses SignInModuleUnavailableError, since brainy ships no sign-in module. Answers
     the authorization server's URL, or None."""
     if auth_server is not None and sign_in is not None:
-        raise R.InvalidArgumentError("--auth-server and --sign-in are mutually exclusive: one names another "
-                                     "issuer, the other would make this server the issuer", field="--sign-in",
-                                     reason="exclusive")
+        raise R.InvalidArgumentError(
+            "--auth-server and --sign-in are mutually exclusive: one names another "
+            "issuer, the other would make this server the issuer",
+            field="--sign-in",
+            reason="exclusive",
+        )
     if sign_in is not None:
-        raise R.SignInModuleUnavailableError(f"--sign-in {sign_in}: no sign-in module can be loaded (brainy ships "
-                                             "none); point --auth-server at an identity service instead", module=sign_in)
+        raise R.SignInModuleUnavailableError(
+            f"--sign-in {sign_in}: no sign-in module can be loaded (brainy ships "
+            "none); point --auth-server at an identity service instead",
+            module=sign_in,
+        )
     if auth_server is not None:
         parts = urlsplit(auth_server)
         if parts.scheme not in ("https", "http") or not parts.netloc or parts.query or parts.fragment:
-            raise R.InvalidArgumentError(f"--auth-server {auth_server!r}: an absolute http(s) URL, without a query "
-                                         "or fragment", field="--auth-server", reason="malformed")
+            raise R.InvalidArgumentError(
+                f"--auth-server {auth_server!r}: an absolute http(s) URL, without a query or fragment",
+                field="--auth-server",
+                reason="malformed",
+            )
     return auth_server
 
 
@@ -135,13 +161,23 @@ def serve(args: Any) -> int:
     pool = Pool(named, brains_dir)
     keys = open_keys(args.keys, args.issuers, args.revoked)
     if keys.minted:
-        print(f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
-              f"  {keys.minted}", flush=True)
+        print(
+            f"brainy: no keys file was at {keys.path}; minted one key (shown once, reaching every brain):\n"
+            f"  {keys.minted}",
+            flush=True,
+        )
     reading_door = configure_reading_door(args.reading_door, keys.service_key)
     if reading_door is not None:
         log.info("reading door: %s", reading_door.url)
-    return run(pool, keys, listens, certificate=certificate, reading_door=reading_door,
-               host=Host(keys, Backups(snapshots, brains_dir)), auth_server=auth_server)
+    return run(
+        pool,
+        keys,
+        listens,
+        certificate=certificate,
+        reading_door=reading_door,
+        host=Host(keys, Backups(snapshots, brains_dir)),
+        auth_server=auth_server,
+    )
 
 
 def starter(store: Path, keys_path: str | None = None) -> int:
@@ -155,10 +191,20 @@ def starter(store: Path, keys_path: str | None = None) -> int:
 
     def ready(server: Server) -> None:
         host, port = server.addresses[0]
-        snippet = {"mcpServers": {"brainy": {"type": "http", "url": f"http://{host}:{port}/mcp",
-                                             "headers": {"Authorization": f"Bearer {key}"}}}}
-        print(f"brainy: serving {store} (generation {opened['generation']}, "
-              f"{opened['writer']['role']}) on http://{host}:{port}", flush=True)
+        snippet = {
+            "mcpServers": {
+                "brainy": {
+                    "type": "http",
+                    "url": f"http://{host}:{port}/mcp",
+                    "headers": {"Authorization": f"Bearer {key}"},
+                }
+            }
+        }
+        print(
+            f"brainy: serving {store} (generation {opened['generation']}, "
+            f"{opened['writer']['role']}) on http://{host}:{port}",
+            flush=True,
+        )
         if key is None:
             print(f"brainy: no key in {keys.path} reaches this brain; add one to connect", flush=True)
         print("brainy: MCP client configuration:\n" + json.dumps(snippet, indent=2), flush=True)

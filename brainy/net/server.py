@@ -38,7 +38,7 @@ class Listen:
     protocols: tuple[str, ...] = ("h1", "h2")
 
     @classmethod
-    def parse(cls, text: str) -> "Listen":
+    def parse(cls, text: str) -> Listen:
         """``HOST:PORT[,h1|h2|grpc|h3]``; IPv6 hosts in brackets."""
         address, _, proto = text.partition(",")
         host, sep, port = address.rpartition(":")
@@ -61,7 +61,7 @@ class Server:
         self.connections: set[HttpProtocol] = set()
         self.in_flight = 0  # requests the app is answering (the glue counts them)
         self.stopping = False
-        self.idle_seconds = IDLE_SECONDS        # a connection's deadlines (brainy.net.deadlines)
+        self.idle_seconds = IDLE_SECONDS  # a connection's deadlines (brainy.net.deadlines)
         self.request_seconds = REQUEST_SECONDS
         self._servers: list[asyncio.AbstractServer] = []
         self.addresses: list[tuple[str, int]] = []
@@ -85,8 +85,9 @@ class Server:
             for sock in server.sockets:
                 self._bound(listen, sock.getsockname()[:2])
         if self.endpoints:
-            self.advertised = [(b"alt-svc", ", ".join(f'h3=":{e.address[1]}"; ma={ALT_SVC_SECONDS}'
-                                                      for e in self.endpoints).encode())]
+            self.advertised = [
+                (b"alt-svc", ", ".join(f'h3=":{e.address[1]}"; ma={ALT_SVC_SECONDS}' for e in self.endpoints).encode())
+            ]
         # what is alive once the server is built (modules, the contract, the tables) lives as long as the
         # process: kept out of the collector's full passes, which then cost what the brains hold (a fresh
         # process's first full pass was 12-13 ms, paid inside whichever door's attach it landed in)
@@ -118,8 +119,9 @@ class Server:
         while (self.in_flight or any(conn.sending for conn in self.connections)) and loop.time() < deadline:
             await asyncio.sleep(0.01)
         if self.in_flight:
-            log.warning("stop: %d request(s) still in flight after %.0f s; closing anyway", self.in_flight,
-                        drain_seconds)
+            log.warning(
+                "stop: %d request(s) still in flight after %.0f s; closing anyway", self.in_flight, drain_seconds
+            )
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()

@@ -56,13 +56,16 @@ def _check_tables() -> None:
     for name, path in HANDED_OFF.items():
         door = BY_NAME.get(name)
         if door is None or door.disposition != "native" or door.path != path:
-            raise RuntimeError(f"server doors: {name} is handed {path}, but the contract has no native "
-                               f"server door {name} there")
+            raise RuntimeError(
+                f"server doors: {name} is handed {path}, but the contract has no native server door {name} there"
+            )
     for name in CONFIGURED_ONLY:
         door = BY_NAME.get(name)
         if door is None or "UnknownDoorError" not in door.refusals:
-            raise RuntimeError(f"server doors: {name} is served only when configured, so the contract must "
-                               "list it, refusing UnknownDoorError")
+            raise RuntimeError(
+                f"server doors: {name} is served only when configured, so the contract must "
+                "list it, refusing UnknownDoorError"
+            )
     if len(BY_NAME) != len(SERVER_DOORS):
         raise RuntimeError("server doors: a server door beyond the contract takes a contract server door's name")
     for door in SERVER_DOORS:
@@ -80,8 +83,11 @@ def routes(configured: Collection[str] = ()) -> tuple[ServerRoute, ...]:
     configured-only door unless its name is in ``configured``. A door with an ``accept``
     shares its door's route, picked by content negotiation.
     """
-    return tuple(ServerRoute(s.method, s.path, s.name, s.accept) for s in SERVER_DOORS
-                 if s.name not in HANDED_OFF and (s.name not in CONFIGURED_ONLY or s.name in configured))
+    return tuple(
+        ServerRoute(s.method, s.path, s.name, s.accept)
+        for s in SERVER_DOORS
+        if s.name not in HANDED_OFF and (s.name not in CONFIGURED_ONLY or s.name in configured)
+    )
 
 
 def refusal_today(door: D.ServerDoor) -> R.Refusal:
@@ -102,6 +108,8 @@ def join(handlers: Mapping[str, Handler]) -> Mapping[str, Handler]:
     missing = sorted(native - set(handlers))
     stray = sorted(set(handlers) - native)
     if missing or stray:
-        raise RuntimeError(f"server-door handlers and contract disagree: native server doors without a handler "
-                           f"{missing}, handlers that are not native server doors {stray}")
+        raise RuntimeError(
+            f"server-door handlers and contract disagree: native server doors without a handler "
+            f"{missing}, handlers that are not native server doors {stray}"
+        )
     return MappingProxyType(dict(handlers))

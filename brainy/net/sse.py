@@ -20,17 +20,21 @@ wins over ``since``, and a ``since`` past the head refuses with the head.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from brainy.contract import refusals as R
 from brainy.net import codecs
 
-POLL_SECONDS = 2.0        # FEED_POLL_MS: the tick that drains the log whatever woke the stream
+POLL_SECONDS = 2.0  # FEED_POLL_MS: the tick that drains the log whatever woke the stream
 HEARTBEAT_SECONDS = 15.0  # a comment line down an idle stream
 MEDIA_TYPE = "text/event-stream"
-HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store"),
-           (b"x-accel-buffering", b"no")]
+HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
 def _event(name: str, document: Any, id_: str | None = None) -> bytes:
@@ -41,13 +45,18 @@ def _event(name: str, document: Any, id_: str | None = None) -> bytes:
 class ChangeStream:
     """One held stream of one brain's change frames from ``cursor`` on (``now``: when it opened)."""
 
-    def __init__(self, brain: str, cursor: int, now: float, *, held: bool, source: str,
-                 limit: int | None = None) -> None:
+    def __init__(
+        self, brain: str, cursor: int, now: float, *, held: bool, source: str, limit: int | None = None
+    ) -> None:
         self.brain = brain
         self.cursor = cursor
         self.limit = limit
-        self.live_tail = {"held": held and limit is None, "pollMs": int(POLL_SECONDS * 1000),
-                          "heartbeatSeconds": int(HEARTBEAT_SECONDS), "source": source}
+        self.live_tail = {
+            "held": held and limit is None,
+            "pollMs": int(POLL_SECONDS * 1000),
+            "heartbeatSeconds": int(HEARTBEAT_SECONDS),
+            "source": source,
+        }
         self.caught_up = False
         self.ended = False
         self._out: list[bytes] = []
@@ -72,8 +81,18 @@ class ChangeStream:
     def catch_up_done(self, has_more: bool, ms: float, now: float) -> None:
         """The first catch-up is sent: ``caught-up``; the stream ends here unless it is held."""
         self.caught_up = True
-        self._out.append(_event("caught-up", {"cursor": self.cursor, "hasMore": has_more, "brain": self.brain,
-                                              "liveTail": self.live_tail, "meta": {"ms": ms}}))
+        self._out.append(
+            _event(
+                "caught-up",
+                {
+                    "cursor": self.cursor,
+                    "hasMore": has_more,
+                    "brain": self.brain,
+                    "liveTail": self.live_tail,
+                    "meta": {"ms": ms},
+                },
+            )
+        )
         self._sent_at = now
         if not self.live_tail["held"]:
             self.ended = True

@@ -95,12 +95,16 @@ def judge(cert: str | None, key: str | None, h3_listeners: int) -> Certificate |
     if h3_listeners == 0:
         if cert is None and key is None:
             return None
-        raise TlsFilesRequiredError(None, "--tls-cert and --tls-key serve h3 listeners, and none is named "
-                                    "(h1 and h2 are cleartext here: terminate their TLS at the edge)")
+        raise TlsFilesRequiredError(
+            None,
+            "--tls-cert and --tls-key serve h3 listeners, and none is named "
+            "(h1 and h2 are cleartext here: terminate their TLS at the edge)",
+        )
     if cert is None or key is None:
         missing = " and ".join(flag for flag, value in (("--tls-cert", cert), ("--tls-key", key)) if value is None)
-        raise TlsFilesRequiredError(None, f"an h3 listener needs {missing}: QUIC has no cleartext mode, and this "
-                                    "server mints no certificate")
+        raise TlsFilesRequiredError(
+            None, f"an h3 listener needs {missing}: QUIC has no cleartext mode, and this server mints no certificate"
+        )
     cert_path, key_path = Path(cert), Path(key)
     cert_pem, key_pem = _read(cert_path), _read(key_path)
     blocks = _CERTIFICATE.findall(cert_pem)
@@ -118,8 +122,10 @@ def judge(cert: str | None, key: str | None, h3_listeners: int) -> Certificate |
     except (ValueError, TypeError) as exc:
         raise CertificateFileUnreadableError(key_path, f"the PRIVATE KEY block does not parse: {exc}") from None
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    if (private.public_key().public_bytes(serialization.Encoding.DER, spki)
-            != leaf.public_key().public_bytes(serialization.Encoding.DER, spki)):
-        raise KeyMismatchError(key_path, f"this key is not the key of the certificate in {cert_path} "
-                               f"({leaf.subject.rfc4514_string()})")
+    if private.public_key().public_bytes(serialization.Encoding.DER, spki) != leaf.public_key().public_bytes(
+        serialization.Encoding.DER, spki
+    ):
+        raise KeyMismatchError(
+            key_path, f"this key is not the key of the certificate in {cert_path} ({leaf.subject.rfc4514_string()})"
+        )
     return Certificate(cert_path, key_path, leaf.subject.rfc4514_string())

@@ -40,8 +40,8 @@ from brainy.contract import refusals as R
 from brainy.net import codecs
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 1.3: what the accept value hashes the key with
-MAX_FRAME = 8 << 20   # FrameTooLargeError above this (DOORS.md 11.1)
-MAX_CONTROL = 125     # RFC 6455 5.5: a control frame's payload limit
+MAX_FRAME = 8 << 20  # FrameTooLargeError above this (DOORS.md 11.1)
+MAX_CONTROL = 125  # RFC 6455 5.5: a control frame's payload limit
 PATH = "/v1/ws"
 
 TEXT, BINARY, CONTINUATION, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
@@ -50,6 +50,7 @@ _INPUTS = {TEXT: "text", BINARY: "binary", CONTINUATION: "continuation", CLOSE: 
 
 
 # -- the handshake (RFC 6455 4.2) -------------------------------------------------------------------
+
 
 def accept_value(key: str) -> str:
     """``Sec-WebSocket-Accept`` for a client's ``Sec-WebSocket-Key``."""
@@ -87,6 +88,7 @@ def switching_headers(accept: str) -> list[tuple[bytes, bytes]]:
 
 
 # -- events ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TextReceived:
@@ -182,7 +184,7 @@ class WsConnection:
                 break
             if size - pos < head + length:
                 break  # the payload has not all arrived (it is within the limit)
-            payload = unmask(view, pos + head, length, view[pos + head - 4:pos + head])
+            payload = unmask(view, pos + head, length, view[pos + head - 4 : pos + head])
             pos += head + length
             if opcode == CONTINUATION:
                 kind = "last-fragment" if fin else "continuation"
@@ -223,8 +225,11 @@ class WsConnection:
         elif action == "refuse-binary":
             events.append(FrameRefused(R.BinaryFrameError("binary frames are not spoken; send JSON text frames")))
         elif action == "refuse-fragmented":
-            events.append(FrameRefused(R.FragmentedFrameError("fragmented messages are not reassembled; "
-                                                              "send each call in one frame")))
+            events.append(
+                FrameRefused(
+                    R.FragmentedFrameError("fragmented messages are not reassembled; send each call in one frame")
+                )
+            )
         elif action == "pong":
             self._frame(PONG, payload)
         elif action == "echo-close":
@@ -234,7 +239,7 @@ class WsConnection:
         elif action == "close":
             assert violation is not None and violation.ws is not None
             code = int(violation.ws["close"])
-            self._frame(CLOSE, code.to_bytes(2, "big") + violation.name.encode()[:MAX_CONTROL - 2])
+            self._frame(CLOSE, code.to_bytes(2, "big") + violation.name.encode()[: MAX_CONTROL - 2])
             events.append(SessionEnded(code, violation))
 
     def _frame(self, opcode: int, payload: bytes) -> None:
@@ -287,8 +292,9 @@ def parse_call(payload: bytes) -> WsCall:
     ``InvalidArgumentError`` for a frame that is not ``{ref, door, brain?, id?, body?}``."""
     document = codecs.decode(payload, codecs.JSON)
     if not isinstance(document, dict):
-        raise R.InvalidArgumentError("a call frame is a JSON object {ref, door, brain, id, body}",
-                                     field="frame", reason="wrong-type")
+        raise R.InvalidArgumentError(
+            "a call frame is a JSON object {ref, door, brain, id, body}", field="frame", reason="wrong-type"
+        )
     stray = sorted(set(document) - _CALL_FIELDS)
     if stray:
         raise R.InvalidArgumentError(f"{stray[0]}: not a call frame field", field=stray[0], reason="unknown-field")
@@ -328,9 +334,19 @@ def answer(ref: Any, door: str | None, outcome: CallOutcome) -> bytes:
     """The answer frame of one call: ``{ref, ok: true, door, result, meta}`` or ``{ref, ok: false, door, error,
     meta}``, ``meta.ms`` the dispatcher's one clock."""
     if outcome.refusal is None:
-        document: dict[str, Any] = {"ref": ref, "ok": True, "door": door, "result": outcome.answer,
-                                    "meta": {"ms": outcome.ms}}
+        document: dict[str, Any] = {
+            "ref": ref,
+            "ok": True,
+            "door": door,
+            "result": outcome.answer,
+            "meta": {"ms": outcome.ms},
+        }
     else:
-        document = {"ref": ref, "ok": False, "door": door, "error": outcome.refusal.to_wire(),
-                    "meta": {"ms": outcome.ms}}
+        document = {
+            "ref": ref,
+            "ok": False,
+            "door": door,
+            "error": outcome.refusal.to_wire(),
+            "meta": {"ms": outcome.ms},
+        }
     return codecs.to_json(document)

@@ -21,14 +21,15 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, cast
+from typing import cast
 
 from brainy.contract import refusals as R
 from brainy.store import log as log_
-from brainy.store.files import fsync_dir, read_document, write_all
 from brainy.store.directory import FOLDERS
+from brainy.store.files import fsync_dir, read_document, write_all
 
 CHUNK = 1 << 20
 
@@ -46,8 +47,9 @@ class Held:
         while offset < self.size:
             data = os.pread(self.fd, min(CHUNK, self.size - offset), offset)
             if not data:
-                raise R.StoreUnservableError(f"{self.name} is shorter than the {self.size} bytes it held",
-                                             reason="torn-sstable")
+                raise R.StoreUnservableError(
+                    f"{self.name} is shorter than the {self.size} bytes it held", reason="torn-sstable"
+                )
             offset += len(data)
             yield data
 
@@ -102,7 +104,7 @@ class FileSet:
                 pass
         self.files = []
 
-    def __enter__(self) -> "FileSet":
+    def __enter__(self) -> FileSet:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -123,8 +125,9 @@ def take(root: Path, generation: int, manifest: dict[str, object], position: log
     try:
         on_disk = read_document(root / "MANIFEST")
         if on_disk != manifest:  # only a reader can meet this: a writer elsewhere flushed since it attached
-            raise R.StoreUnservableError("the store's MANIFEST moved since this handle read it; ask again",
-                                         reason="writer-handoff-in-flight")
+            raise R.StoreUnservableError(
+                "the store's MANIFEST moved since this handle read it; ask again", reason="writer-handoff-in-flight"
+            )
         names = ["IDENTITY", "MANIFEST", str(manifest["ledger"])]
         names += [str(t["file"]) for t in cast("list[dict[str, object]]", manifest["tables"])]
         for name in names:

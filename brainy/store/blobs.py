@@ -19,10 +19,10 @@ import hashlib
 import os
 import struct
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from brainy._speedups import cdc
 from brainy.contract import refusals as R
@@ -53,7 +53,7 @@ def digest_of(text: str) -> bytes:
     """The key an address names; ValueError for anything that is not ``sha256:`` and 64 hex digits."""
     if not text.startswith(PREFIX) or len(text) != len(PREFIX) + 64:
         raise ValueError(f"not a blob address: {text!r}")
-    return bytes.fromhex(text[len(PREFIX):])
+    return bytes.fromhex(text[len(PREFIX) :])
 
 
 def pack_name(number: int) -> str:
@@ -104,7 +104,7 @@ class Writing:
 
     new_bytes: int = 0
 
-    def stored(self, stored: "Stored | None") -> None:
+    def stored(self, stored: Stored | None) -> None:
         if stored is not None:
             self.new_bytes += stored.new_bytes
 
@@ -112,7 +112,7 @@ class Writing:
 @dataclass(frozen=True)
 class _Where:
     pack: int
-    offset: int   # of the payload
+    offset: int  # of the payload
     length: int
     crc: int
 
@@ -127,7 +127,7 @@ class BlobStore:
         self._lock = threading.Lock()
         self._index: dict[tuple[bytes, bytes], _Where] = {}
         self._read_to: tuple[int, int] = (0, 0)  # (pack, offset) the index has read up to
-        self._last: int = 0       # the last pack's number (0: none yet)
+        self._last: int = 0  # the last pack's number (0: none yet)
         self._fd: int | None = None
         self._size = 0
         self._loaded = False
@@ -143,8 +143,11 @@ class BlobStore:
     def _packs(self) -> list[int]:
         if not self.folder.is_dir():
             return []
-        return sorted(int(p.name[:-5]) for p in self.folder.iterdir()
-                      if p.name.endswith(".pack") and p.name[:-5].isdigit() and len(p.name) == 25)
+        return sorted(
+            int(p.name[:-5])
+            for p in self.folder.iterdir()
+            if p.name.endswith(".pack") and p.name[:-5].isdigit() and len(p.name) == 25
+        )
 
     def _load(self) -> None:
         """Read record headers from where the index stopped to the end of the last pack (caller holds the lock)."""
@@ -186,8 +189,9 @@ class BlobStore:
                 if kind not in (CHUNK, RECIPE) or body + length > end:
                     if last:
                         break  # a record cut short at the end of the last pack never landed
-                    raise R.StoreUnservableError(f"blobs/{path.name}: a record at offset {offset} is cut short",
-                                                 reason="torn-blob-pack")
+                    raise R.StoreUnservableError(
+                        f"blobs/{path.name}: a record at offset {offset} is cut short", reason="torn-blob-pack"
+                    )
                 found.append((kind, key, _Where(number, body, length, crc)))
                 offset = body + length
         return found, offset
@@ -262,7 +266,7 @@ class BlobStore:
         if written < len(head) + len(payload):  # a short write (a signal, a full disk): the rest, piece by piece
             rest = memoryview(head + bytes(payload))[written:]
             while rest:
-                rest = rest[os.write(self._fd, rest):]
+                rest = rest[os.write(self._fd, rest) :]
         self._size += len(head) + len(payload)
         self._read_to = (self._last, self._size)
         self._index[(kind, key)] = _Where(self._last, offset + len(head), len(payload), crc)
@@ -272,8 +276,9 @@ class BlobStore:
         """Store ``data``; answers once every new record is durable."""
         return self.put_chunks(data, [], 0)
 
-    def put_chunks(self, data: bytes | bytearray | memoryview, prefix: list[tuple[int, bytes]],
-                   prefix_size: int) -> Stored:
+    def put_chunks(
+        self, data: bytes | bytearray | memoryview, prefix: list[tuple[int, bytes]], prefix_size: int
+    ) -> Stored:
         """Store content made of the chunks ``prefix`` (already stored, ``prefix_size`` bytes) then ``data``,
         re-chunked; ``address`` is over the whole. (An append passes the old content's chunks but its last.)"""
         if not self.writable:
@@ -377,14 +382,16 @@ class BlobStore:
         chunks = self.recipe(address_text, path)
         return chunks, [self._find(CHUNK, key) for _, key in chunks]
 
-    def _damage(self, address_text: str, path: str | None, chunks: list[tuple[int, bytes]],
-                found: list[_Where | None]) -> R.Refusal:
+    def _damage(
+        self, address_text: str, path: str | None, chunks: list[tuple[int, bytes]], found: list[_Where | None]
+    ) -> R.Refusal:
         """The refusal for content that failed its address: it names the first chunk that fails its own key."""
         for (length, key), where in zip(chunks, found):
             piece = self._payload(where) if where is not None and where.length == length else None
             if piece is None or len(piece) != length or hashlib.sha256(piece).digest() != key:
-                return self._corrupt(address_text, path,
-                                     f"chunk {key.hex()[:16]}… is missing or does not hash to its key")
+                return self._corrupt(
+                    address_text, path, f"chunk {key.hex()[:16]}… is missing or does not hash to its key"
+                )
         return self._corrupt(address_text, path, "the content does not hash to its address")
 
     def read_all(self, address_text: str, path: str | None = None) -> bytearray:
@@ -400,7 +407,7 @@ class BlobStore:
             view, at = memoryview(data), 0
             for where in found:
                 assert where is not None
-                if os.preadv(self._reader(where.pack), [view[at:at + where.length]], where.offset) != where.length:
+                if os.preadv(self._reader(where.pack), [view[at : at + where.length]], where.offset) != where.length:
                     break  # a pack shorter than its index says: named below
                 at += where.length
             else:
@@ -421,15 +428,18 @@ class BlobStore:
         if not all(where is not None and where.length == length for where, (length, _) in zip(found, chunks)):
             raise self._damage(address_text, path, chunks, found)
         located: list[_Where] = found  # type: ignore[assignment]  # none is None: checked above
-        buffer = memoryview(bytearray(min(SPAN_BYTES, sum(w.length + RECORD_HEADER_SIZE for w in located))
-                                      or 1))
+        buffer = memoryview(bytearray(min(SPAN_BYTES, sum(w.length + RECORD_HEADER_SIZE for w in located)) or 1))
         whole = hashlib.sha256()
         i, n = 0, len(located)
         while i < n:
             first = located[i]
             end, j = first.offset + first.length, i + 1
-            while j < n and located[j].pack == first.pack and located[j].offset == end + RECORD_HEADER_SIZE \
-                    and located[j].offset + located[j].length - first.offset <= len(buffer):
+            while (
+                j < n
+                and located[j].pack == first.pack
+                and located[j].offset == end + RECORD_HEADER_SIZE
+                and located[j].offset + located[j].length - first.offset <= len(buffer)
+            ):
                 end, j = located[j].offset + located[j].length, j + 1  # the next record follows this one
             span = end - first.offset
             if span > len(buffer):  # a chunk larger than the buffer (a buffer sized to a small content)
@@ -437,7 +447,7 @@ class BlobStore:
             if os.preadv(self._reader(first.pack), [buffer[:span]], first.offset) != span:
                 raise self._damage(address_text, path, chunks, found)  # a pack shorter than its index says
             for where in located[i:j]:
-                piece = buffer[where.offset - first.offset:where.offset - first.offset + where.length]
+                piece = buffer[where.offset - first.offset : where.offset - first.offset + where.length]
                 whole.update(piece)
                 yield piece
             i = j
@@ -453,8 +463,9 @@ class BlobStore:
     @staticmethod
     def _corrupt(address_text: str, path: str | None, why: str) -> R.Refusal:
         named = f" ({path})" if path else ""
-        return R.BlobCorruptError(f"blob {address_text}{named}: {why}; it is not served",
-                                  address=address_text, path=path)
+        return R.BlobCorruptError(
+            f"blob {address_text}{named}: {why}; it is not served", address=address_text, path=path
+        )
 
     # -- accounting and the sweep ----------------------------------------------------------------------
 
@@ -482,7 +493,7 @@ class BlobStore:
         return len(garbage), sum(w.length for w in garbage)
 
     @contextmanager
-    def writing(self) -> Iterator["Writing"]:
+    def writing(self) -> Iterator[Writing]:
         """The span of one write, from storing its content to its commit being durable: a sweep waits for the
         writes in flight when it begins, so it never collects what one stored or found stored. A write that
         ends in an exception (its commit refused) adds what it stored to :attr:`orphaned`."""
@@ -499,7 +510,7 @@ class BlobStore:
                 self._writes.discard(scope)
                 self._write_ended.notify_all()
 
-    def sweep(self, referenced: Callable[[], Iterable[str]], garbage_share: float = 0.5) -> "Swept":
+    def sweep(self, referenced: Callable[[], Iterable[str]], garbage_share: float = 0.5) -> Swept:
         """Collect the records no address from ``referenced()`` reaches (docs/store-format.md, "The sweep").
 
         ``referenced`` answers every address a row of any retained generation names; it is called once the
@@ -528,7 +539,7 @@ class BlobStore:
             with self._lock:
                 self._touched = None
 
-    def _collect(self, keep: set[tuple[bytes, bytes]], garbage_share: float) -> "Swept":
+    def _collect(self, keep: set[tuple[bytes, bytes]], garbage_share: float) -> Swept:
         """Rewrite the packs whose garbage reaches ``garbage_share`` of their bytes (the caller holds the lock)."""
         if not self._loaded:
             self._load()
@@ -536,7 +547,9 @@ class BlobStore:
         victims: list[tuple[int, list[tuple[bytes, bytes, _Where]], int]] = []
         for number in packs:
             found, _ = self._records(number, 0, last=number == packs[-1])
-            live = [(kind, key, w) for kind, key, w in found if (kind, key) in keep and self._index.get((kind, key)) == w]
+            live = [
+                (kind, key, w) for kind, key, w in found if (kind, key) in keep and self._index.get((kind, key)) == w
+            ]
             total = sum(RECORD_HEADER_SIZE + w.length for _, _, w in found)
             dead = total - sum(RECORD_HEADER_SIZE + w.length for _, _, w in live)
             if found and dead and dead >= garbage_share * total:
@@ -556,8 +569,11 @@ class BlobStore:
             intact = True
             for kind, key, where in live:
                 payload = os.pread(fd, where.length, where.offset)
-                if len(payload) != where.length or crc32(payload) != where.crc or (
-                        kind == CHUNK and hashlib.sha256(payload).digest() != key):
+                if (
+                    len(payload) != where.length
+                    or crc32(payload) != where.crc
+                    or (kind == CHUNK and hashlib.sha256(payload).digest() != key)
+                ):
                     intact = False  # a damaged live record: its pack stays, for the read that names it
                     break
                 copied += self._append(kind, key, payload)

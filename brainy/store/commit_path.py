@@ -12,7 +12,8 @@ moved the durable head and the followers up to it. An open replays the log's fra
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from brainy.store import keys as K
 from brainy.store import log as log_
@@ -54,8 +55,15 @@ class CommitPath:
         """A transaction writing ``generation`` over every commit applied so far."""
         head = self.head
         applied, sources = head.applied, head.sources
-        return Txn(lambda key: sources.lookup(key, applied), lambda a, b: sources.scan(a, b, applied),
-                   head.next_dense, generation, timestamp, caller, via)
+        return Txn(
+            lambda key: sources.lookup(key, applied),
+            lambda a, b: sources.scan(a, b, applied),
+            head.next_dense,
+            generation,
+            timestamp,
+            caller,
+            via,
+        )
 
     def begin(self, caller: str | None, via: str | None) -> Txn:
         """The next commit's transaction: the generation after the applied one, stamped now (never before the last
@@ -86,9 +94,16 @@ class CommitPath:
         followers; the head's generation is then ``txn``'s."""
         generation, timestamp = txn.generation, txn.timestamp
         entities, relations = txn.counts
-        txn.overlay[K.commit_key(generation)] = rows.pack({
-            "timestamp": timestamp, "ops": len(txn.ops), "entities": entities, "relations": relations,
-            "author": txn.caller, "via": txn.via})
+        txn.overlay[K.commit_key(generation)] = rows.pack(
+            {
+                "timestamp": timestamp,
+                "ops": len(txn.ops),
+                "entities": entities,
+                "relations": relations,
+                "author": txn.caller,
+                "via": txn.via,
+            }
+        )
         head = self.head
         mem = head.mem
         for key, value in txn.overlay.items():

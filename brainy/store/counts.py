@@ -21,7 +21,7 @@ class Ledger:
         self.n: dict[str, int] = {f: int(doc.get(f, 0)) for f in FIELDS}
         self.maps: dict[str, dict[str, int]] = {m: dict(doc.get(m, {})) for m in MAPS}
 
-    def copy(self) -> "Ledger":
+    def copy(self) -> Ledger:
         return copy.deepcopy(self)
 
     def _bump(self, name: str, key: str, delta: int) -> None:

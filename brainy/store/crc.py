@@ -11,8 +11,8 @@ end from the chunks' own, so one pass over a section can vouch for all of its ch
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 from isal.isal_zlib import crc32

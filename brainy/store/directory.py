@@ -22,8 +22,9 @@ def ledger_name(generation: int) -> str:
 
 
 def not_a_store(path: Path) -> R.Refusal:
-    return R.StoreNotFoundError(f"{path} holds no brainy store; create one with `brainy init {path}`",
-                                cure=f"brainy init {path}")
+    return R.StoreNotFoundError(
+        f"{path} holds no brainy store; create one with `brainy init {path}`", cure=f"brainy init {path}"
+    )
 
 
 def read_identity(root: Path) -> dict[str, Any]:
@@ -33,11 +34,13 @@ def read_identity(root: Path) -> dict[str, Any]:
     try:
         identity = read_document(root / "IDENTITY")
     except DocumentUnreadable as exc:
-        raise R.StoreUnservableError(f"IDENTITY does not read: {exc.reason}",
-                                     reason="unreadable-generation-stamp") from None
+        raise R.StoreUnservableError(
+            f"IDENTITY does not read: {exc.reason}", reason="unreadable-generation-stamp"
+        ) from None
     if not isinstance(identity.get("format"), int) or identity["format"] > FORMAT:
-        raise R.StoreUnservableError(f"the store has format {identity.get('format')}; this brainy reads {FORMAT}",
-                                     reason="newer-record-profile")
+        raise R.StoreUnservableError(
+            f"the store has format {identity.get('format')}; this brainy reads {FORMAT}", reason="newer-record-profile"
+        )
     return identity
 
 
@@ -61,8 +64,7 @@ def init_store(path: str | os.PathLike[str]) -> dict[str, Any]:
     else:
         root.mkdir(parents=True)
         fsync_dir(root.parent)
-    identity = {"format": FORMAT, "product": "brainy", "storeId": K.uuid7(),
-                "createdAt": time.time_ns() // 1_000_000}
+    identity = {"format": FORMAT, "product": "brainy", "storeId": K.uuid7(), "createdAt": time.time_ns() // 1_000_000}
     for folder in FOLDERS:
         (root / folder).mkdir()
     with open(root / "log" / log_.segment_name(1), "wb") as f:
@@ -70,9 +72,19 @@ def init_store(path: str | os.PathLike[str]) -> dict[str, Any]:
         f.flush()
         os.fsync(f.fileno())
     write_document(root / ledger_name(0), Ledger().to_doc())
-    write_document(root / "MANIFEST", {"format": FORMAT, "storeId": identity["storeId"], "generation": 0,
-                                       "timestamp": 0, "nextTable": 1, "nextDenseInt": 1,
-                                       "ledger": ledger_name(0), "tables": []})
+    write_document(
+        root / "MANIFEST",
+        {
+            "format": FORMAT,
+            "storeId": identity["storeId"],
+            "generation": 0,
+            "timestamp": 0,
+            "nextTable": 1,
+            "nextDenseInt": 1,
+            "ledger": ledger_name(0),
+            "tables": [],
+        },
+    )
     for folder in FOLDERS:
         fsync_dir(root / folder)
     # IDENTITY last: a directory without it is not a store, so a crash mid-init leaves no half store

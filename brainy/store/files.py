@@ -38,7 +38,7 @@ def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data`` to ``fd`` (a write may take fewer than it is given)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def write_durably(path: Path, data: bytes) -> None:

@@ -31,17 +31,17 @@ class HeadState:
         self.commit_lock = threading.RLock()
         self.state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
         self.manifest: dict[str, Any] = {}  # the MANIFEST this handle read or last wrote
-        self.flushed = 0                    # the generation the tables cover: the MANIFEST's
-        self.next_table = 0                 # the number the next table file takes
-        self.mem = Memtable()               # the live memtable: every version applied since the last flush took it
+        self.flushed = 0  # the generation the tables cover: the MANIFEST's
+        self.next_table = 0  # the number the next table file takes
+        self.mem = Memtable()  # the live memtable: every version applied since the last flush took it
         self.sources = Sources(self.mem, (), ())
-        self.applied = 0                    # the last generation applied to the memtable (durable or not)
-        self.ledger = Ledger()              # the counts at ``applied``
-        self.next_dense = 0                 # the dense int the next new entity takes
-        self.last_ts = 0                    # the last commit's timestamp: a commit's is never below it
-        self.last_seq = 0                   # the log sequence of the last commit appended (0: none since the open)
-        self.durable = 0                    # the durable generation: what reads see
-        self.durable_ledger = Ledger()      # the counts at ``durable``
+        self.applied = 0  # the last generation applied to the memtable (durable or not)
+        self.ledger = Ledger()  # the counts at ``applied``
+        self.next_dense = 0  # the dense int the next new entity takes
+        self.last_ts = 0  # the last commit's timestamp: a commit's is never below it
+        self.last_seq = 0  # the log sequence of the last commit appended (0: none since the open)
+        self.durable = 0  # the durable generation: what reads see
+        self.durable_ledger = Ledger()  # the counts at ``durable``
         # the ledger as each applied, not yet durable generation left it: the durable one once that generation is
         self.ledgers: dict[int, Ledger] = {}
 
@@ -58,7 +58,7 @@ class HeadState:
         self.sources = Sources(self.mem, (), tables)
         self.ledger = ledger
 
-    def adopt(self, other: "HeadState") -> None:
+    def adopt(self, other: HeadState) -> None:
         """Take over what ``other``, a head standing on the same MANIFEST, applied above it: its memtable (the
         other never writes again) and a copy of its ledger, its generation, dense int and timestamp."""
         self.mem, self.ledger = other.mem, other.ledger.copy()

@@ -54,11 +54,13 @@ def _parse_uuid(text: str) -> uuid.UUID | None:
 
 def check_natural_key(key: str, field: str = "id") -> None:
     if not 1 <= len(key) <= MAX_NATURAL_KEY:
-        raise R.InvalidArgumentError(f"{field}: a natural key is 1 to {MAX_NATURAL_KEY} characters",
-                                     field=field, reason="bad-natural-key")
+        raise R.InvalidArgumentError(
+            f"{field}: a natural key is 1 to {MAX_NATURAL_KEY} characters", field=field, reason="bad-natural-key"
+        )
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key):
-        raise R.InvalidArgumentError(f"{field}: a natural key may not hold control characters",
-                                     field=field, reason="bad-natural-key")
+        raise R.InvalidArgumentError(
+            f"{field}: a natural key may not hold control characters", field=field, reason="bad-natural-key"
+        )
 
 
 def resolve(text: object, field: str = "id") -> tuple[str, str | None]:
@@ -103,8 +105,14 @@ def relation_id_of_adjacency(key: bytes) -> str:
 
 
 def identity_key(from_id: str, to_id: str, verb: str, subtype: str | None) -> bytes:
-    return (IDENTITY + uuid.UUID(from_id).bytes + uuid.UUID(to_id).bytes
-            + verb.encode("utf-8") + b"\x00" + (subtype or "").encode("utf-8"))
+    return (
+        IDENTITY
+        + uuid.UUID(from_id).bytes
+        + uuid.UUID(to_id).bytes
+        + verb.encode("utf-8")
+        + b"\x00"
+        + (subtype or "").encode("utf-8")
+    )
 
 
 def path_key(path: str) -> bytes:

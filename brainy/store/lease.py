@@ -57,17 +57,22 @@ def holder_of(record: dict[str, Any]) -> dict[str, Any]:
 class Claim:
     """How an open came by its role: the writer block of the init door."""
 
-    role: str                         # "writer" | "reader"
-    claim_path: str | None = None     # fresh | leftover-after-clean-close | stale-after-crash | forced
+    role: str  # "writer" | "reader"
+    claim_path: str | None = None  # fresh | leftover-after-clean-close | stale-after-crash | forced
     record: dict[str, Any] | None = None
     holder: dict[str, Any] | None = None
 
     def writer_block(self) -> dict[str, Any]:
         if self.role == "writer":
             assert self.record is not None
-            return {"role": "writer", "pid": self.record["pid"], "hostname": self.record["hostname"],
-                    "startedAt": self.record["startedAt"], "heartbeat": self.record["heartbeat"],
-                    "claimPath": self.claim_path}
+            return {
+                "role": "writer",
+                "pid": self.record["pid"],
+                "hostname": self.record["hostname"],
+                "startedAt": self.record["startedAt"],
+                "heartbeat": self.record["heartbeat"],
+                "claimPath": self.claim_path,
+            }
         return {"role": "reader", "refused": "BRAINY_WRITER_LOCKED", "holder": self.holder}
 
 
@@ -116,8 +121,13 @@ class Lease:
         self._beat.join()
         recorded = False
         if self.fence_holds():
-            close = {"pid": self.record["pid"], "hostname": self.record["hostname"], "closedAt": now_ms(),
-                     "generation": generation, "fence": self.record["fence"]}
+            close = {
+                "pid": self.record["pid"],
+                "hostname": self.record["hostname"],
+                "closedAt": now_ms(),
+                "generation": generation,
+                "fence": self.record["fence"],
+            }
             _write_file(self.locks / CLOSE, json.dumps(close).encode())
             recorded = True
             os.unlink(self.path)
@@ -151,8 +161,14 @@ def _write_file(path: Path, data: bytes) -> None:
 
 def _new_record(store_id: str) -> dict[str, Any]:
     t = now_ms()
-    return {"pid": os.getpid(), "hostname": socket.gethostname(), "startedAt": t, "heartbeat": t,
-            "fence": os.urandom(16).hex(), "storeId": store_id}
+    return {
+        "pid": os.getpid(),
+        "hostname": socket.gethostname(),
+        "startedAt": t,
+        "heartbeat": t,
+        "fence": os.urandom(16).hex(),
+        "storeId": store_id,
+    }
 
 
 def claim(locks: Path, store_id: str, force: bool = False) -> tuple[Claim, Lease | None]:
@@ -184,8 +200,12 @@ def claim(locks: Path, store_id: str, force: bool = False) -> tuple[Claim, Lease
             previous = read_record(path)
         except ValueError:
             previous = {"fence": None}  # unreadable and unlocked: its holder is gone
-        if (previous and previous.get("hostname") not in (None, socket.gethostname())
-                and now_ms() - int(previous.get("heartbeat") or 0) < REMOTE_STALE_MS and not force):
+        if (
+            previous
+            and previous.get("hostname") not in (None, socket.gethostname())
+            and now_ms() - int(previous.get("heartbeat") or 0) < REMOTE_STALE_MS
+            and not force
+        ):
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
             return Claim("reader", holder=holder_of(previous)), None

@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generator, Iterator
+from typing import Any
 
 import msgpack
 
@@ -61,13 +62,17 @@ class Frame:
     _written: list[tuple[bytes, dict[str, Any] | None]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def decode(cls, payload: bytes | memoryview, segment: str) -> "Frame":
+    def decode(cls, payload: bytes | memoryview, segment: str) -> Frame:
         try:
             doc = msgpack.unpackb(payload, raw=False)
         except Exception:
             raise _refuse("unknown-record-type", segment, "payload is not MessagePack") from None
-        if (not isinstance(doc, dict) or not isinstance(doc.get("g"), int) or not isinstance(doc.get("t"), int)
-                or not isinstance(doc.get("ops"), list)):
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("g"), int)
+            or not isinstance(doc.get("t"), int)
+            or not isinstance(doc.get("ops"), list)
+        ):
             raise _refuse("unknown-record-type", segment, "payload is not a commit map")
         for op in doc["ops"]:
             if not isinstance(op, dict) or op.get("k") not in OP_KINDS or op.get("o") not in OP_NAMES:
@@ -77,7 +82,8 @@ class Frame:
     def written(self) -> list[tuple[bytes, dict[str, Any] | None]]:
         """Each op's store key with the row it puts (None for a delete), each row decoded once for the whole
         replay (the bloom probe, the fresh-key test and the ops' apply all ask for it)."""
-        from brainy.store import keys as K, rows  # the log's format needs neither; only a replay asks this
+        from brainy.store import keys as K  # the log's format needs neither; only a replay asks this
+        from brainy.store import rows
 
         if self._written is None:
             out = []
@@ -89,21 +95,21 @@ class Frame:
         return self._written
 
 
-def encode_payload(generation: int, timestamp: int, author: str | None, via: str | None,
-                   ops: list[dict[str, Any]]) -> bytes:
+def encode_payload(
+    generation: int, timestamp: int, author: str | None, via: str | None, ops: list[dict[str, Any]]
+) -> bytes:
     # "g" first: a reader that only needs the generation finds it in the payload's first bytes
-    return msgpack.packb({"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops},
-                         use_bin_type=True)
+    return msgpack.packb({"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops}, use_bin_type=True)
 
 
 _G_PREFIX = b"\x85\xa1g"  # a five-key map whose first key is "g", as encode_payload writes it
-_uint = {0xcc: struct.Struct(">B"), 0xcd: struct.Struct(">H"), 0xce: struct.Struct(">I"), 0xcf: struct.Struct(">Q")}
+_uint = {0xCC: struct.Struct(">B"), 0xCD: struct.Struct(">H"), 0xCE: struct.Struct(">I"), 0xCF: struct.Struct(">Q")}
 
 
 def peek_generation(data: bytes, start: int, end: int) -> int | None:
     """The generation of the payload ``data[start:end]`` read from its first bytes, without decoding it;
     None when the payload is not laid out as ``encode_payload`` writes it (the caller decodes it whole)."""
-    if end - start < 4 or data[start:start + 3] != _G_PREFIX:
+    if end - start < 4 or data[start : start + 3] != _G_PREFIX:
         return None
     tag = data[start + 3]
     if tag < 0x80:
@@ -122,9 +128,9 @@ def _refuse(reason: str, segment: str, detail: str) -> Exception:
 class Position:
     """Where a read of the log stopped: after the last whole frame of the last segment read."""
 
-    first: int          # the segment's first generation (its name)
-    offset: int         # the byte after the last whole frame
-    generation: int     # the last generation read (first - 1 if none)
+    first: int  # the segment's first generation (its name)
+    offset: int  # the byte after the last whole frame
+    generation: int  # the last generation read (first - 1 if none)
 
 
 @dataclass
@@ -135,8 +141,8 @@ class Scan:
     frames: list[Frame] = field(default_factory=list)
     last_generation: int = 0
     last_segment: Path | None = None
-    good_end: int = 0          # offset in the last segment after its last whole frame
-    torn_bytes: int = 0        # bytes past good_end that had not landed
+    good_end: int = 0  # offset in the last segment after its last whole frame
+    torn_bytes: int = 0  # bytes past good_end that had not landed
     segments: int = 0
     read: int = 0
     checked: int = 0
@@ -172,8 +178,9 @@ def scan(log_dir: Path, after: int, resume: Position | None = None) -> Scan:
     return result
 
 
-def frames(log_dir: Path, after: int, tail: Scan | None = None, *, resume: Position | None = None,
-           decode_all: bool = False) -> Iterator[Frame]:
+def frames(
+    log_dir: Path, after: int, tail: Scan | None = None, *, resume: Position | None = None, decode_all: bool = False
+) -> Iterator[Frame]:
     """The frames above ``after``, one at a time, in generation order; when the iteration runs to the
     end, ``tail`` says where the log stands. A consumer may stop early (``changes`` stops at its head)."""
     tail = Scan() if tail is None else tail
@@ -218,14 +225,15 @@ def _zero_tail(view: memoryview, pos: int, tail: Scan) -> bool:
     while pos < end:
         n = min(len(_ZERO_CHUNK), end - pos)
         tail.zero_tested += n
-        if view[pos:pos + n] != _ZERO_CHUNK[:n]:
+        if view[pos : pos + n] != _ZERO_CHUNK[:n]:
             return False
         pos += n
     return True
 
 
-def _read_segment(path: Path, first: int, sealed: bool, after: int, tail: Scan,
-                  at: tuple[int, int] | None, decode_all: bool) -> Generator[Frame, None, int]:
+def _read_segment(
+    path: Path, first: int, sealed: bool, after: int, tail: Scan, at: tuple[int, int] | None, decode_all: bool
+) -> Generator[Frame, None, int]:
     """Read one segment, yielding its frames above ``after``; answer the last generation it holds
     (first - 1 if none). ``at`` (offset, generation) starts the read past frames already read."""
     name = path.name
@@ -268,11 +276,14 @@ def _read_segment(path: Path, first: int, sealed: bool, after: int, tail: Scan,
             if sealed:
                 raise _refuse("torn-sealed-segment", name, f"frame cut short at offset {pos}")
             break
-        payload = view[body:body + length]
+        payload = view[body : body + length]
         tail.checked += length
         if length == 0 or crc32(payload) != crc:
-            raise _refuse("torn-sealed-segment" if sealed else "checksum-mismatch", name,
-                          f"frame checksum mismatch at offset {pos}")
+            raise _refuse(
+                "torn-sealed-segment" if sealed else "checksum-mismatch",
+                name,
+                f"frame checksum mismatch at offset {pos}",
+            )
         peeked = None if decode_all else peek_generation(data, body, body + length)
         if peeked is not None and peeked <= after:
             frame_generation, frame = peeked, None
@@ -281,8 +292,11 @@ def _read_segment(path: Path, first: int, sealed: bool, after: int, tail: Scan,
             frame = Frame.decode(payload, name)
             frame_generation = frame.generation
         if frame_generation != generation + 1:
-            raise _refuse("frame-order", name,
-                          f"frame at offset {pos} has generation {frame_generation}, expected {generation + 1}")
+            raise _refuse(
+                "frame-order",
+                name,
+                f"frame at offset {pos} has generation {frame_generation}, expected {generation + 1}",
+            )
         generation = frame_generation
         pos += FRAME_HEADER_SIZE + length
         if frame is not None and generation > after:
@@ -366,7 +380,7 @@ class LogWriter:
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
         except OSError as exc:
             # take the partial frame back so the next one follows the last whole frame
             try:

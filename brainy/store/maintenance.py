@@ -13,23 +13,24 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from brainy.contract import refusals as R
 from brainy.store.blobs import BlobStore, Swept
 from brainy.store.commit_path import CommitPath
 from brainy.store.counts import Ledger
+from brainy.store.directory import FORMAT, ledger_name
 from brainy.store.files import write_document
 from brainy.store.head import HeadState
 from brainy.store.memtable import Memtable
 from brainy.store.sources import Sources
 from brainy.store.sstable import Table, write_table
-from brainy.store.directory import FORMAT, ledger_name
 
 FLUSH_BYTES = 8 << 20
-COMPACT_AT = 5          # compact (the newest run of tables, compact_run) once there are this many
-SWEEP_AT = 64 << 20     # sweep the blob packs once refused writes have stored this much (and after a crash)
+COMPACT_AT = 5  # compact (the newest run of tables, compact_run) once there are this many
+SWEEP_AT = 64 << 20  # sweep the blob packs once refused writes have stored this much (and after a crash)
 
 
 class Persists(Protocol):
@@ -56,9 +57,17 @@ class Maintenance:
     Every handle has one: only a writer's runs the thread (:meth:`start`), and only a writer's has a log to
     flush past."""
 
-    def __init__(self, path: Path, head: HeadState, commits: CommitPath, followers: Persists, blobs: BlobStore,
-                 referenced: Callable[[], Iterable[str]], flush_bytes: int = FLUSH_BYTES,
-                 compact_at: int = COMPACT_AT) -> None:
+    def __init__(
+        self,
+        path: Path,
+        head: HeadState,
+        commits: CommitPath,
+        followers: Persists,
+        blobs: BlobStore,
+        referenced: Callable[[], Iterable[str]],
+        flush_bytes: int = FLUSH_BYTES,
+        compact_at: int = COMPACT_AT,
+    ) -> None:
         self.path = path
         self.head = head
         self.commits = commits
@@ -144,8 +153,9 @@ class Maintenance:
             # crash between the two left the last ones behind the flushed generation and the next open
             # rebuilt them from the rows
             self.followers.persist()
-            self._write_manifest(generation, timestamp, next_dense, ledger, tables,
-                                 {"segment": at.first, "offset": at.offset})
+            self._write_manifest(
+                generation, timestamp, next_dense, ledger, tables, {"segment": at.first, "offset": at.offset}
+            )
             with head.commit_lock:
                 s = head.sources
                 head.sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
@@ -158,7 +168,7 @@ class Maintenance:
         head = self.head
         with self.lock:
             every = head.sources.tables
-            old = every[:compact_run([t.size for t in every])] if tiered else every
+            old = every[: compact_run([t.size for t in every])] if tiered else every
             if len(old) < 2:
                 return False
             number = head.next_table
@@ -168,11 +178,17 @@ class Maintenance:
             entry["file"] = name
             table = Table(self.path / name)
             manifest = head.manifest
-            self._write_manifest(manifest["generation"], manifest["timestamp"], manifest["nextDenseInt"],
-                                 None, [entry] + manifest["tables"][len(old):], manifest.get("logAt"))
+            self._write_manifest(
+                manifest["generation"],
+                manifest["timestamp"],
+                manifest["nextDenseInt"],
+                None,
+                [entry] + manifest["tables"][len(old) :],
+                manifest.get("logAt"),
+            )
             with head.commit_lock:
                 s = head.sources
-                head.sources = Sources(s.mem, s.frozen, (table,) + s.tables[len(old):])
+                head.sources = Sources(s.mem, s.frozen, (table,) + s.tables[len(old) :])
             for t in old:  # open maps keep serving readers that still hold them
                 (t.path).unlink()
             return True
@@ -189,17 +205,31 @@ class Maintenance:
                 self.swept = None
             return self.swept
 
-    def _write_manifest(self, generation: int, timestamp: int, next_dense: int, ledger: Ledger | None,
-                        tables: list[dict[str, Any]], log_at: dict[str, int] | None) -> None:
+    def _write_manifest(
+        self,
+        generation: int,
+        timestamp: int,
+        next_dense: int,
+        ledger: Ledger | None,
+        tables: list[dict[str, Any]],
+        log_at: dict[str, int] | None,
+    ) -> None:
         head = self.head
         old = head.manifest
         ledger_file = old["ledger"]
         if ledger is not None and generation != old["generation"]:
             ledger_file = ledger_name(generation)
             write_document(self.path / ledger_file, ledger.to_doc())
-        manifest = {"format": FORMAT, "storeId": old["storeId"], "generation": generation, "timestamp": timestamp,
-                    "nextTable": head.next_table, "nextDenseInt": next_dense, "ledger": ledger_file,
-                    "tables": tables}
+        manifest = {
+            "format": FORMAT,
+            "storeId": old["storeId"],
+            "generation": generation,
+            "timestamp": timestamp,
+            "nextTable": head.next_table,
+            "nextDenseInt": next_dense,
+            "ledger": ledger_file,
+            "tables": tables,
+        }
         if log_at is not None:
             manifest["logAt"] = log_at
         write_document(self.path / "MANIFEST", manifest)
@@ -227,7 +257,8 @@ def _merge(tables: tuple[Table, ...]) -> Iterator[tuple[bytes, int, bytes]]:
     Tables cover disjoint generation ranges, newest first, so for one key the
     newer table's versions all come before the older table's.
     """
-    streams = [((key, rank, -gen, gen, value) for key, gen, value in t.scan(b"", None))
-               for rank, t in enumerate(tables)]
+    streams = [
+        ((key, rank, -gen, gen, value) for key, gen, value in t.scan(b"", None)) for rank, t in enumerate(tables)
+    ]
     for key, _, _, gen, value in heapq.merge(*streams):
         yield key, gen, value

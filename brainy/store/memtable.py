@@ -9,7 +9,7 @@ is not yet durable.
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from sortedcontainers import SortedList
 
@@ -52,8 +52,11 @@ class Memtable:
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
         """Every version with ``start <= key < stop``, key ascending then generation descending."""
         with self._lock:
-            keys = list(self._keys.irange(start, stop, inclusive=(True, False)) if stop is not None
-                        else self._keys.irange(start))
+            keys = list(
+                self._keys.irange(start, stop, inclusive=(True, False))
+                if stop is not None
+                else self._keys.irange(start)
+            )
         for key in keys:
             versions = self._versions[key]
             for gen, value in reversed(versions[:]):

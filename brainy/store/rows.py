@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgpack
 
@@ -23,9 +24,28 @@ DIMENSIONS = 384
 VISIBILITIES_SETTABLE = ("public", "internal")
 SUBTYPE = re.compile(r"[a-z0-9._-]{1,64}")
 
-ENTITY_FIELDS = frozenset((
-    "id", "key", "type", "subtype", "service", "data", "metadata", "hasVector", "vector", "visibility",
-    "confidence", "weight", "createdAt", "updatedAt", "createdBy", "updatedBy", "generation", "denseInt"))
+ENTITY_FIELDS = frozenset(
+    (
+        "id",
+        "key",
+        "type",
+        "subtype",
+        "service",
+        "data",
+        "metadata",
+        "hasVector",
+        "vector",
+        "visibility",
+        "confidence",
+        "weight",
+        "createdAt",
+        "updatedAt",
+        "createdBy",
+        "updatedBy",
+        "generation",
+        "denseInt",
+    )
+)
 RELATION_FIELDS = ENTITY_FIELDS | {"from", "to"}
 # Reserved field names a metadata bag may not reuse at its top level (section 1.1).
 RESERVED_METADATA = ENTITY_FIELDS | {"from", "to"}
@@ -42,7 +62,9 @@ def check_args(args: Any, allowed: frozenset[str], where: str = "") -> dict[str,
         raise invalid(where or "args", "wrong-type", "the arguments must be an object")
     unknown = sorted(set(args) - allowed)
     if unknown:
-        raise invalid(f"{where}{unknown[0]}", "unknown-argument", f"not an argument of this door (takes {sorted(allowed)})")
+        raise invalid(
+            f"{where}{unknown[0]}", "unknown-argument", f"not an argument of this door (takes {sorted(allowed)})"
+        )
     return args
 
 
@@ -172,8 +194,9 @@ def vector(value: Any, field: str = "vector") -> bytes:
         return vecpack.pack(value, DIMENSIONS)
     except VectorRefused as refused:
         if refused.reason == "length":
-            raise R.DimensionMismatchError(f"{field}: expected {DIMENSIONS} numbers, got {len(value)}",
-                                           expected=DIMENSIONS, got=len(value)) from None
+            raise R.DimensionMismatchError(
+                f"{field}: expected {DIMENSIONS} numbers, got {len(value)}", expected=DIMENSIONS, got=len(value)
+            ) from None
         if refused.reason == "zero-vector":
             raise invalid(field, "zero-vector", "a zero vector means nothing and is never stored") from None
         if refused.reason == "not-a-list":
@@ -208,5 +231,3 @@ def public_view(row: dict[str, Any], include_vector: bool = False, include_data:
     if not include_data:
         out.pop("data", None)
     return out
-
-

@@ -8,7 +8,8 @@ keeps reading the ones it took.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from brainy.store.memtable import Memtable
 from brainy.store.sstable import Table

@@ -12,15 +12,16 @@ Block decoding is the ``sstblock`` speedup (Cython, with a pure twin).
 from __future__ import annotations
 
 import bisect
-import itertools
 import hashlib
+import itertools
 import mmap
 import os
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import msgpack
 
@@ -45,8 +46,11 @@ _u32 = struct.Struct("<I")
 
 
 def torn(path: Path, detail: str) -> Exception:
-    return R.StoreUnservableError(f"table {path.parent.name}/{path.name} is torn: {detail}",
-                                  reason="torn-sstable", file=f"{path.parent.name}/{path.name}")
+    return R.StoreUnservableError(
+        f"table {path.parent.name}/{path.name} is torn: {detail}",
+        reason="torn-sstable",
+        file=f"{path.parent.name}/{path.name}",
+    )
 
 
 def _bloom_hash(key: bytes) -> tuple[int, int]:
@@ -87,6 +91,7 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
     offset = 0
     last_key = None
     with open(tmp, "wb") as out:
+
         def cut() -> None:
             nonlocal offset, pending
             block = sstblock.encode_block(keys, gens, values, RESTART_INTERVAL)
@@ -117,8 +122,9 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
         bloom_offset = offset
         out.write(bloom)
         offset += len(bloom)
-        index_doc = msgpack.packb({"blocks": index, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count},
-                                  use_bin_type=True)
+        index_doc = msgpack.packb(
+            {"blocks": index, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}, use_bin_type=True
+        )
         index_block = _with_crc(index_doc)
         index_offset = offset
         out.write(index_block)
@@ -167,13 +173,15 @@ class Table:
         # the footer, then the bloom and index blocks before it, asked for exactly: a first touch of a cold
         # page read 8 MB around it (this disk's read-ahead), 15 ms a table, of blocks an open never reads
         self._will_need(size - FOOTER_SIZE, FOOTER_SIZE - 4)
-        (index_offset, index_size, bloom_offset, bloom_size, entries, version, crc,
-         magic) = _footer.unpack_from(mm, size - FOOTER_SIZE)
-        if magic != MAGIC or crc32(mm[size - FOOTER_SIZE:size - 12]) != crc:
+        (index_offset, index_size, bloom_offset, bloom_size, entries, version, crc, magic) = _footer.unpack_from(
+            mm, size - FOOTER_SIZE
+        )
+        if magic != MAGIC or crc32(mm[size - FOOTER_SIZE : size - 12]) != crc:
             raise torn(path, "bad footer")
         if version != VERSION:
-            raise R.StoreUnservableError(f"table {path.name} has version {version}", reason="newer-record-profile",
-                                         file=f"sst/{path.name}")
+            raise R.StoreUnservableError(
+                f"table {path.name} has version {version}", reason="newer-record-profile", file=f"sst/{path.name}"
+            )
         if index_offset + index_size + 4 > size or bloom_offset + bloom_size + 4 > size:
             raise torn(path, "footer points past the end")
         tail = min(index_offset, bloom_offset)
@@ -184,7 +192,7 @@ class Table:
         # checked at open, decoded when a lookup first gets past the bloom (most of a replayed tail's keys are in
         # no table: an attach at a million rows opened 50 tables, 30 ms, to consult their blooms alone)
         self._index_doc = self._checked(index_offset, index_size, "index block")
-        self._bounds: Any = None   # array("Q"): where each block's last key lies in the index, once read
+        self._bounds: Any = None  # array("Q"): where each block's last key lies in the index, once read
         self._offsets: Any = None  # array("Q"): where each block lies, and its size
         self._sizes: Any = None
         try:  # the index's other fields, its blocks passed over unbuilt (a read asks every table's maxGen)
@@ -233,7 +241,7 @@ class Table:
         return sstblock.bisect_index(self._index_doc, bounds, key), len(bounds) // 2
 
     def _checked(self, offset: int, size: int, what: str) -> bytes:
-        contents = self._map[offset:offset + size]
+        contents = self._map[offset : offset + size]
         if crc32(contents) != _u32.unpack_from(self._map, offset + size)[0]:
             raise torn(self.path, f"{what} checksum mismatch")
         return contents
@@ -307,8 +315,8 @@ class Table:
         i, blocks = self._first_block(start)
         while i < blocks:
             keys, gens, values = self.block(i)
-            j = bisect.bisect_left(keys, start) if keys[0] < start else 0
-            for j in range(j, len(keys)):
+            first = bisect.bisect_left(keys, start) if keys[0] < start else 0
+            for j in range(first, len(keys)):
                 if stop is not None and keys[j] >= stop:
                     return
                 yield keys[j], gens[j], values[j]
@@ -340,7 +348,7 @@ class Blooms:
         self.tables = list(tables)
         sizes = [len(t._bloom) - 4 for t in self.tables]
         self._bits = np.frombuffer(b"".join(t._bloom[4:] for t in self.tables), dtype=np.uint8)
-        self._starts = np.array([0, *itertools.accumulate(sizes)][:len(sizes)], dtype=np.uint64)[None, :]
+        self._starts = np.array([0, *itertools.accumulate(sizes)][: len(sizes)], dtype=np.uint64)[None, :]
         self._m = np.array([8 * size for size in sizes], dtype=np.uint64)[None, :]
         self._probes = np.array([_u32.unpack_from(t._bloom, 0)[0] for t in self.tables])
 
@@ -391,8 +399,9 @@ class Probed:
         if probed and self._blooms is None:
             self._blooms = Blooms(self.sources.tables)  # 1.5 ms at a million rows, spared a tail of new rows
         tables = self._blooms.holding(probed) if self._blooms is not None and probed else {}
-        self._holding = {key: [] if new else [(table, table.prefetch(key)) for table in tables[key]]
-                         for key, new in fresh.items()}
+        self._holding = {
+            key: [] if new else [(table, table.prefetch(key)) for table in tables[key]] for key, new in fresh.items()
+        }
 
     def lookup(self, key: bytes, generation: int) -> bytes | None:
         holding = self._holding.get(key)

@@ -9,7 +9,8 @@ equals the one that was acknowledged.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, cast
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 from brainy.store import keys as K
 from brainy.store import rows
@@ -21,11 +22,19 @@ _MISSING = object()
 
 
 class Txn:
-    def __init__(self, read: Reader, scan: Scanner, next_dense: int, generation: int, timestamp: int,
-                 caller: str | None = None, via: str | None = None) -> None:
+    def __init__(
+        self,
+        read: Reader,
+        scan: Scanner,
+        next_dense: int,
+        generation: int,
+        timestamp: int,
+        caller: str | None = None,
+        via: str | None = None,
+    ) -> None:
         self._read = read
         self._scan = scan
-        self.overlay: dict[bytes, bytes] = {}   # an empty value is a tombstone
+        self.overlay: dict[bytes, bytes] = {}  # an empty value is a tombstone
         self.ops: list[dict[str, Any]] = []
         self.moves: list[tuple[str, dict | None, dict | None]] = []
         self.next_dense = next_dense

@@ -21,7 +21,9 @@ while True:
     rng = random.Random(seed)
     data = rng.randbytes(rng.choice((1 << 20, 3 << 20, 6 << 20)))
     path = f"/crash/{round_}/{n}.bin"
-    answer = brain.writeFile({"path": path, "content": base64.b64encode(data).decode(), "encoding": "base64",
-                              "createParents": True}, caller="person:crash@example.com")
+    answer = brain.writeFile(
+        {"path": path, "content": base64.b64encode(data).decode(), "encoding": "base64", "createParents": True},
+        caller="person:crash@example.com",
+    )
     print(path, answer["hash"], seed, flush=True)
     n += 1

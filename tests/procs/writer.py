@@ -45,8 +45,9 @@ def say(line: str) -> None:
 
 
 def crash(args: argparse.Namespace) -> int:
-    brain = Brain.open(args.store, flush_bytes=args.flush_bytes, compact_at=args.compact_at,
-                       segment_bytes=args.segment_bytes)
+    brain = Brain.open(
+        args.store, flush_bytes=args.flush_bytes, compact_at=args.compact_at, segment_bytes=args.segment_bytes
+    )
     if brain.role != "writer":
         say(f"ERROR not-writer {json.dumps(brain.writer_block())}")
         return 2
@@ -57,10 +58,14 @@ def crash(args: argparse.Namespace) -> int:
     while True:
         k = rng.randint(1, 8)
         r = rng.randint(1, k - 1) if k > 1 and rng.random() < 0.4 else 0
-        ops = [{"door": "add", "args": {"type": "thing", "id": f"c{seq}-{j}",
-                                        "metadata": {"seq": seq, "j": j, "of": k}}} for j in range(k)]
-        ops += [{"door": "relate", "args": {"from": f"c{seq}-0", "to": f"c{seq}-{j}", "type": "relatedTo"}}
-                for j in range(1, r + 1)]
+        ops = [
+            {"door": "add", "args": {"type": "thing", "id": f"c{seq}-{j}", "metadata": {"seq": seq, "j": j, "of": k}}}
+            for j in range(k)
+        ]
+        ops += [
+            {"door": "relate", "args": {"from": f"c{seq}-0", "to": f"c{seq}-{j}", "type": "relatedTo"}}
+            for j in range(1, r + 1)
+        ]
         say(f"TRY {seq} {k} {r}")
         answer = brain.transact({"ops": ops})
         say(f"ACK {seq} {k} {answer['generation']}")

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from brainy.contract import refusals as R
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.memory import records as M
 from brainy.doors.memory.recall import ANY, leg, narrowing
 from brainy.doors.registry import door
-from brainy.store.rows import invalid
 from brainy.index.snapshot import Snapshot
+from brainy.store import keys as K
+from brainy.store import rows
+from brainy.store.rows import invalid
 
 
 def _outgoing(view: Snapshot, id_: str, verb: str, sub: str) -> list[dict[str, Any]]:
@@ -39,8 +39,9 @@ def read(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         row = M.lookup(view, a["id"])
     else:
         path = rows.string(a["path"], "path")
-        hits = leg(view, {**narrowing(["note"], include_retired=True), "where": {"path": path}}, 1,
-                   searchMode="metadata")
+        hits = leg(
+            view, {**narrowing(["note"], include_retired=True), "where": {"path": path}}, 1, searchMode="metadata"
+        )
         if not hits:
             raise R.RecordNotFoundError(f"path: no memory was written to {path!r}", id=path)
         row = view.entity(next(iter(hits)))
@@ -49,8 +50,9 @@ def read(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     for relation in _outgoing(view, row["id"], "references", M.CITE):
         target = view.entity(relation["to"]) or {}
         # evidence as it was named: a key, a file's path (where it stands now), else the entity id
-        named = target.get("key") or ((target.get("metadata") or {}).get("path")
-                                      if (target.get("subtype") or "").startswith("vfs.") else None)
+        named = target.get("key") or (
+            (target.get("metadata") or {}).get("path") if (target.get("subtype") or "").startswith("vfs.") else None
+        )
         cited: dict[str, Any] = {"relationId": relation["id"], "evidence": named or relation["to"]}
         note = (relation.get("metadata") or {}).get("note")
         if note is not None:
@@ -70,8 +72,9 @@ def list_(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         raise invalid("status", "bad-operand", "active, retired or all")
     limit = rows.integer(a["limit"], "limit", 1, 1000)
     scope = rows.string(a["scope"], "scope") if a.get("scope") is not None else ANY
-    narrowed = narrowing(kinds, scope, [rows.string(a["tag"], "tag")] if a.get("tag") is not None else None,
-                         include_retired=True)
+    narrowed = narrowing(
+        kinds, scope, [rows.string(a["tag"], "tag")] if a.get("tag") is not None else None, include_retired=True
+    )
     where = dict(narrowed.get("where") or {})
     if status != "all":
         where["status"] = status
@@ -92,9 +95,11 @@ def list_(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     hits = leg(view, narrowed, limit + 1, searchMode="metadata", orderBy="createdAt", order="desc", offset=offset)
     page = list(hits.values())[:limit]
     more = len(hits) > limit
-    return {"memories": [M.record(row) for _, row in page],
-            "cursor": encode_cursor("memory.list", fingerprint, view.generation, offset + limit) if more else None,
-            "hasMore": more}
+    return {
+        "memories": [M.record(row) for _, row in page],
+        "cursor": encode_cursor("memory.list", fingerprint, view.generation, offset + limit) if more else None,
+        "hasMore": more,
+    }
 
 
 def strongest(view: Snapshot, kinds: list[str], scope: Any, count: int) -> list[dict[str, Any]]:
@@ -128,7 +133,12 @@ def stats(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
                 at = consolidated_at.get(dense)
                 if isinstance(at, int) and (consolidated is None or at > consolidated):
                     consolidated = at
-    return {"total": sum(by_kind.values()), "byKind": by_kind, "byStatus": by_status,
-            "conversations": by_kind["conversation"],
-            "averageStrength": round(sum(strengths) / len(strengths), 6) if strengths else 0.0,
-            "lastConsolidatedAt": consolidated, "generation": view.generation}
+    return {
+        "total": sum(by_kind.values()),
+        "byKind": by_kind,
+        "byStatus": by_status,
+        "conversations": by_kind["conversation"],
+        "averageStrength": round(sum(strengths) / len(strengths), 6) if strengths else 0.0,
+        "lastConsolidatedAt": consolidated,
+        "generation": view.generation,
+    }

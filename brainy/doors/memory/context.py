@@ -32,8 +32,11 @@ def context(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
         memories = [h["memory"] for h in hits]
     else:  # nothing to ask: the strongest memories
         memories = strongest(view, [k for k in kinds if k != "turn"], _scope(a), 20)
-    known = [(m, f"- {m['text']}" + (f" _({m['kind']})_" if m["kind"] == "preference" else ""))
-             for m in memories if m["kind"] in ("fact", "preference", "note")]
+    known = [
+        (m, f"- {m['text']}" + (f" _({m['kind']})_" if m["kind"] == "preference" else ""))
+        for m in memories
+        if m["kind"] in ("fact", "preference", "note")
+    ]
     summaries = [(m, f"- {m['text']}") for m in memories if m["kind"] == "abstract"]
     if known:
         sections.append(("Facts and preferences", known))

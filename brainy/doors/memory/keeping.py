@@ -17,21 +17,20 @@ import numpy as np
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.index import embedder
-from brainy.store import keys as K
-from brainy.doors import language
-from brainy.store import rows
-from brainy.doors import vfs
+from brainy.doors import language, vfs
 from brainy.doors.memory import records as M
 from brainy.doors.memory.recall import ANY, leg, narrowing
-from brainy.index.projections import WORD
 from brainy.doors.registry import WRITE, door
+from brainy.doors.writes import Context, _put_relation, _stamp
+from brainy.index import embedder
+from brainy.index.projections import WORD
+from brainy.index.vector_matrix import unit
+from brainy.store import keys as K
+from brainy.store import rows
 from brainy.store.rows import invalid
 from brainy.store.txn import Txn
-from brainy.index.vector_matrix import unit
-from brainy.doors.writes import Context, _put_relation, _stamp
 
-DEDUPE = 0.95          # cosine at which a new memory is the one already held (DOORS 9.2)
+DEDUPE = 0.95  # cosine at which a new memory is the one already held (DOORS 9.2)
 INTERNAL = {"visibility": "internal"}
 
 
@@ -48,18 +47,27 @@ def put(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> dict[st
     return row
 
 
-def new_row(txn: Txn, ctx: Context, kind: str, text: str, fields: dict[str, Any], id_: str | None = None,
-            key: str | None = None) -> dict[str, Any]:
+def new_row(
+    txn: Txn, ctx: Context, kind: str, text: str, fields: dict[str, Any], id_: str | None = None, key: str | None = None
+) -> dict[str, Any]:
     """A memory entity of ``kind`` holding ``text``, its record fields in metadata, embedded when a model was."""
-    meta = {"kind": kind, "scope": None, "tags": [], "strength": M.DEFAULT_STRENGTH, "status": "active",
-            "citations": 0}
+    meta = {"kind": kind, "scope": None, "tags": [], "strength": M.DEFAULT_STRENGTH, "status": "active", "citations": 0}
     meta.update(fields)
     row: dict[str, Any] = {"id": id_ or K.uuid7()}
     if key is not None:
         row["key"] = key
     vector = ctx.vector_of(text)
-    row.update(type=M.NOUN[kind], subtype=M.subtype(kind), service=None, data=text, metadata=meta,
-               visibility="internal", confidence=None, weight=None, hasVector=vector is not None)
+    row.update(
+        type=M.NOUN[kind],
+        subtype=M.subtype(kind),
+        service=None,
+        data=text,
+        metadata=meta,
+        visibility="internal",
+        confidence=None,
+        weight=None,
+        hasVector=vector is not None,
+    )
     if vector is not None:
         row["vector"] = vector
     return row
@@ -78,8 +86,9 @@ def changed(row: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return out
 
 
-def relate(txn: Txn, ctx: Context, source: str, target: str, verb: str, sub: str,
-           metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def relate(
+    txn: Txn, ctx: Context, source: str, target: str, verb: str, sub: str, metadata: dict[str, Any] | None = None
+) -> dict[str, Any]:
     fields: dict[str, Any] = dict(INTERNAL)
     if metadata:
         fields["metadata"] = metadata
@@ -106,13 +115,15 @@ def _raise(row: dict[str, Any], amount: float) -> float:
 
 # -- remember -------------------------------------------------------------------------------------------------
 
+
 def normalised(text: str) -> str:
     """What "the same text" means without a model (DOORS 9.2): the same words, case and punctuation aside."""
     return " ".join(WORD.findall(text.lower()))
 
 
-def duplicate(txn: Txn, ctx: Context, text: str, vector: bytes | None, kind: str, scope: str | None
-              ) -> dict[str, Any] | None:
+def duplicate(
+    txn: Txn, ctx: Context, text: str, vector: bytes | None, kind: str, scope: str | None
+) -> dict[str, Any] | None:
     """The active memory of this kind and scope that ``text`` repeats: cosine ≥ 0.95, or with no model the
     same normalised text. Searched at the durable head and confirmed on the commit's own rows."""
     if ctx.view is None:
@@ -120,8 +131,9 @@ def duplicate(txn: Txn, ctx: Context, text: str, vector: bytes | None, kind: str
     view = ctx.view()
     narrowed = narrowing([kind], scope)
     if vector is not None:
-        hits = leg(view, narrowed, 5, vector=np.frombuffer(vector, "<f4").tolist(), searchMode="vector",
-                   threshold=DEDUPE)
+        hits = leg(
+            view, narrowed, 5, vector=np.frombuffer(vector, "<f4").tolist(), searchMode="vector", threshold=DEDUPE
+        )
         same = list(hits)
     else:
         words = normalised(text)
@@ -167,11 +179,15 @@ def remember(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 # -- abstract -------------------------------------------------------------------------------------------------
 
+
 def members_of(read: Any, a: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     """The rows an abstract summarises (``members``, or a stretch of ``conversation``) and the conversation."""
     if (a.get("members") is None) == (a.get("conversation") is None):
-        raise invalid("members", "ambiguous" if a.get("members") is not None else "missing",
-                      "give members, or conversation (with fromSeq and toSeq)")
+        raise invalid(
+            "members",
+            "ambiguous" if a.get("members") is not None else "missing",
+            "give members, or conversation (with fromSeq and toSeq)",
+        )
     if a.get("members") is not None:
         if a.get("fromSeq") is not None or a.get("toSeq") is not None:
             raise invalid("fromSeq", "bad-operand", "fromSeq and toSeq go with conversation")
@@ -206,8 +222,10 @@ def _written_by_provider(brain: Any, a: dict[str, Any]) -> tuple[dict[str, Any],
     if a.get("text") is not None:
         return a, {}
     members, conversation = members_of(brain.at(), a)
-    lines = [f"{(m.get('metadata') or {}).get('role', '')}: {m.get('data')}" if conversation else str(m.get("data"))
-             for m in members]
+    lines = [
+        f"{(m.get('metadata') or {}).get('role', '')}: {m.get('data')}" if conversation else str(m.get("data"))
+        for m in members
+    ]
     summary = language.provider().summarise(lines, a.get("title"))
     return {**a, "text": summary}, {"generatedBy": "provider"}
 
@@ -218,9 +236,12 @@ def abstract(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     members, conversation = members_of(txn, a)
     text = M.text(a.get("text"))
     scopes = {_meta(m, "scope") for m in members}
-    fields: dict[str, Any] = {"tags": M.tags(a.get("tags")), "members": [m["id"] for m in members],
-                              "generatedBy": ctx.prepared.get("generatedBy", "caller"),
-                              "scope": scopes.pop() if len(scopes) == 1 else None}
+    fields: dict[str, Any] = {
+        "tags": M.tags(a.get("tags")),
+        "members": [m["id"] for m in members],
+        "generatedBy": ctx.prepared.get("generatedBy", "caller"),
+        "scope": scopes.pop() if len(scopes) == 1 else None,
+    }
     if a.get("title") is not None:
         fields["title"] = rows.string(a["title"], "title")
     if conversation is not None:
@@ -232,6 +253,7 @@ def abstract(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 # -- cite, reinforce, retire ----------------------------------------------------------------------------------
+
 
 @door("memory.cite", WRITE)
 def cite(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -250,16 +272,26 @@ def cite(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     cited = relate(txn, ctx, row["id"], target["id"], "references", M.CITE, {"note": note} if note else None)
     after = row
     if not cited["existed"]:  # citing the same evidence again updates that citation, and counts once
-        after = put(txn, changed(row, citations=int(_meta(row, "citations", 0)) + 1,
-                                 strength=_raise(row, M.CITE_GAIN)), row)
-    return {"id": row["id"], "relationId": cited["id"], "citations": int(_meta(after, "citations", 0)),
-            "strength": float(_meta(after, "strength", 0.0))}
+        after = put(
+            txn, changed(row, citations=int(_meta(row, "citations", 0)) + 1, strength=_raise(row, M.CITE_GAIN)), row
+        )
+    return {
+        "id": row["id"],
+        "relationId": cited["id"],
+        "citations": int(_meta(after, "citations", 0)),
+        "strength": float(_meta(after, "strength", 0.0)),
+    }
 
 
 def _active(row: dict[str, Any], door_: str) -> None:
     if not M.active(row):
-        raise R.RecordStateError(f"{door_}: memory {row['id']} is retired", state="retired", reason="retired",
-                                 expected="active", actual="retired")
+        raise R.RecordStateError(
+            f"{door_}: memory {row['id']} is retired",
+            state="retired",
+            reason="retired",
+            expected="active",
+            actual="retired",
+        )
 
 
 @door("memory.reinforce", WRITE)
@@ -275,8 +307,11 @@ def reinforce(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 def retire_row(txn: Txn, ctx: Context, row: dict[str, Any], reason: str, successor: dict[str, Any] | None) -> None:
-    put(txn, changed(row, status="retired", retiredReason=reason,
-                     supersededBy=successor["id"] if successor else None), row)
+    put(
+        txn,
+        changed(row, status="retired", retiredReason=reason, supersededBy=successor["id"] if successor else None),
+        row,
+    )
     if successor is not None:
         relate(txn, ctx, successor["id"], row["id"], "supersedes", M.SUPERSEDE)
 
@@ -296,6 +331,7 @@ def retire(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 # -- consolidate ----------------------------------------------------------------------------------------------
 
+
 def groups(memories: list[dict[str, Any]], threshold: float) -> list[list[dict[str, Any]]]:
     """Near-duplicates by meaning, within one kind and scope: each group led by its strongest memory (newest on
     ties), which takes every other memory at cosine ≥ ``threshold`` to it that no stronger leader took."""
@@ -310,8 +346,12 @@ def groups(memories: list[dict[str, Any]], threshold: float) -> list[list[dict[s
         taken[i] = True
         group = [lead]
         for j in range(i + 1, len(order)):
-            if not taken[j] and similar[i, j] >= threshold and _meta(order[j], "kind") == _meta(lead, "kind") \
-                    and _meta(order[j], "scope") == _meta(lead, "scope"):
+            if (
+                not taken[j]
+                and similar[i, j] >= threshold
+                and _meta(order[j], "kind") == _meta(lead, "kind")
+                and _meta(order[j], "scope") == _meta(lead, "scope")
+            ):
                 taken[j] = True
                 group.append(order[j])
         if len(group) > 1:
@@ -330,11 +370,14 @@ def consolidate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     assert ctx.view is not None
     narrowed = narrowing(kinds, scope if a.get("scope") is not None else ANY)
     examined = leg(ctx.view(), narrowed, limit, searchMode="metadata")
-    memories = [row for row in (txn.entity(id_) for id_ in examined)
-                if row is not None and M.active(row) and row.get("vector")]
+    memories = [
+        row for row in (txn.entity(id_) for id_ in examined) if row is not None and M.active(row) and row.get("vector")
+    ]
     found = groups(memories, threshold)
-    answer: dict[str, Any] = {"examined": len(examined),
-                              "groups": [{"kept": g[0]["id"], "retired": [r["id"] for r in g[1:]]} for g in found]}
+    answer: dict[str, Any] = {
+        "examined": len(examined),
+        "groups": [{"kept": g[0]["id"], "retired": [r["id"] for r in g[1:]]} for g in found],
+    }
     if a["dryRun"]:
         return answer
     for group in found:

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from brainy.store import rows
-from brainy.doors import vfs
 from brainy.doors import paths as P
+from brainy.doors import vfs
 from brainy.doors.memory import records as M
 from brainy.doors.memory.keeping import caller, new_row, put, relate
 from brainy.doors.registry import WRITE, door
-from brainy.store.txn import Txn
 from brainy.doors.writes import Context
+from brainy.store import rows
+from brainy.store.txn import Txn
 
-FILE_OF = "memory.file"   # the note -> file relation's subtype (docs/memory.md)
+FILE_OF = "memory.file"  # the note -> file relation's subtype (docs/memory.md)
 NOT_CONFIGURED = {"doorUrl": None, "doorUrlReason": "not-configured"}
 
 vfs.stager("memory.write")(vfs.prepare_written)
@@ -42,8 +42,9 @@ def note_texts(a: dict[str, Any]) -> list[str]:
     summary = a.get("summary")
     if isinstance(summary, str) and summary.strip():
         return [summary]
-    binary = a.get("encoding") == "base64" or (isinstance(a.get("contentType"), str)
-                                                and not vfs.is_text_type(a["contentType"]))
+    binary = a.get("encoding") == "base64" or (
+        isinstance(a.get("contentType"), str) and not vfs.is_text_type(a["contentType"])
+    )
     return [a["path"]] if binary and isinstance(a.get("path"), str) else []
 
 
@@ -51,8 +52,12 @@ def _note_of(txn: Txn, file_id: str) -> dict[str, Any] | None:
     """The note memory that references file ``file_id``, read from the file's relations in this commit."""
     for rid in txn.touching(file_id):
         relation = txn.relation(rid)
-        if relation is not None and relation["to"] == file_id and relation["type"] == "references" \
-                and relation.get("subtype") == FILE_OF:
+        if (
+            relation is not None
+            and relation["to"] == file_id
+            and relation["type"] == "references"
+            and relation.get("subtype") == FILE_OF
+        ):
             row = txn.entity(relation["from"])
             if row is not None and M.kind_of(row) == "note":
                 return row
@@ -76,8 +81,10 @@ def write(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     prepared = vfs.staged(ctx, P.check(a["path"]))
     summary = rows.string(a.get("summary"), "summary", nullable=True)
-    fields: dict[str, Any] = {"scope": rows.string(a.get("scope"), "scope", nullable=True),
-                              "tags": M.tags(a.get("tags"))}
+    fields: dict[str, Any] = {
+        "scope": rows.string(a.get("scope"), "scope", nullable=True),
+        "tags": M.tags(a.get("tags")),
+    }
     file = vfs.put_file(txn, ctx, prepared, create_parents=True)  # refuses as writeFile does, before any op
     text = summary if summary and summary.strip() else prepared.text or prepared.path
     fields.update(path=file["path"], contentType=file["contentType"])
@@ -87,8 +94,21 @@ def write(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         relate(txn, ctx, note["id"], file["entityId"], "references", FILE_OF)
     else:
         meta = held.get("metadata") or {}
-        fresh = new_row(txn, ctx, "note", text, {**fields, "strength": meta.get("strength", M.DEFAULT_STRENGTH),
-                                                  "citations": meta.get("citations", 0)}, id_=held["id"])
+        fresh = new_row(
+            txn,
+            ctx,
+            "note",
+            text,
+            {**fields, "strength": meta.get("strength", M.DEFAULT_STRENGTH), "citations": meta.get("citations", 0)},
+            id_=held["id"],
+        )
         note = put(txn, fresh, held)  # its record fields anew: active, no retirement
-    return {"id": note["id"], "path": file["path"], "entityId": file["entityId"], "contentType": file["contentType"],
-            "hash": file["hash"], "size": file["size"], **NOT_CONFIGURED}
+    return {
+        "id": note["id"],
+        "path": file["path"],
+        "entityId": file["entityId"],
+        "contentType": file["contentType"],
+        "hash": file["hash"],
+        "size": file["size"],
+        **NOT_CONFIGURED,
+    }

@@ -17,31 +17,33 @@ reference figures); ``perf/eval_recall.py`` measures the candidates on such a se
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.index import embedder
-from brainy.store.clock import now_ms
 from brainy.doors.memory import records as M
-from brainy.index.projections import WORD
 from brainy.doors.query import Query, run_find
 from brainy.doors.registry import door
-from brainy.store.rows import invalid
+from brainy.index import embedder
+from brainy.index.projections import WORD
 from brainy.index.snapshot import Snapshot
 from brainy.index.vector_matrix import unit
+from brainy.store.clock import now_ms
+from brainy.store.rows import invalid
 
-TEXT_WEIGHT = 0.1    # chosen by perf/eval_recall.py; the measurement is in its commit message
-LEG_DEPTH = 20       # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read
+TEXT_WEIGHT = 0.1  # chosen by perf/eval_recall.py; the measurement is in its commit message
+LEG_DEPTH = 20  # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read
 DAY_MS = 86_400_000
-ANY = object()       # a scope left out: every scope
+ANY = object()  # a scope left out: every scope
 
 # Words a question is made of that say nothing about what it asks: never a word match (DOORS 9.2).
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between
 both but by can could did do does doing done down during each few for from further had has have having he
 her here hers herself him himself his how i if in into is it its itself just know like me more most my
@@ -49,7 +51,8 @@ myself no nor not now of off on once only or other our ours ourselves out over o
 such than that the their theirs them themselves then there these they this those through to too under until
 up us very was we were what when where which while who whom whose why will with would you your yours
 yourself yourselves s t don doesn didn isn wasn aren tell remember recall anything something thing things
-""".split())
+""".split()
+)
 
 
 def content_words(text: str) -> list[str]:
@@ -65,14 +68,16 @@ class Fusion:
     semantic: float = 1.0
     text: float = TEXT_WEIGHT
     rrf: int | None = None
-    stop_words: bool = True   # leave stop words out of the word leg
+    stop_words: bool = True  # leave stop words out of the word leg
 
     def relevance(self, cosine: dict[str, float], words: dict[str, float]) -> dict[str, tuple[float, dict[str, float]]]:
         """Each candidate's relevance and each leg's part of it."""
         out: dict[str, tuple[float, dict[str, float]]] = {}
         if self.rrf is not None:
-            ranks = {leg: {i: r for r, i in enumerate(sorted(s, key=lambda i: (-s[i], i)), 1)}
-                     for leg, s in (("semantic", cosine if self.semantic else {}), ("text", words if self.text else {}))}
+            ranks = {
+                leg: {i: r for r, i in enumerate(sorted(s, key=lambda i: (-s[i], i)), 1)}
+                for leg, s in (("semantic", cosine if self.semantic else {}), ("text", words if self.text else {}))
+            }
             for i in set(ranks["semantic"]) | set(ranks["text"]):
                 parts = {leg: 1 / (self.rrf + r[i]) for leg, r in ranks.items() if i in r}
                 out[i] = (sum(parts.values()), parts)
@@ -93,8 +98,9 @@ MEANING_ONLY = Fusion(text=0.0)
 WORDS_ONLY = Fusion(semantic=0.0, text=1.0)
 
 
-def narrowing(kinds: Iterable[str], scope: Any = ANY, tags: list[str] | None = None,
-              include_retired: bool = False) -> dict[str, Any]:
+def narrowing(
+    kinds: Iterable[str], scope: Any = ANY, tags: list[str] | None = None, include_retired: bool = False
+) -> dict[str, Any]:
     """The find arguments that keep only the memories asked for (the metadata leg, from the postings)."""
     where: dict[str, Any] = {}
     if not include_retired:
@@ -131,9 +137,16 @@ def _cosines(view: Snapshot, rows_: list[dict[str, Any]], query: np.ndarray) -> 
     return {i: float(np.dot(unit(v), query)) if v else 0.0 for i, v in stored.items()}
 
 
-def rank(view: Snapshot, text: str, narrowed: dict[str, Any], limit: int, fusion: Fusion = SHIPPED,
-         half_life_days: float | None = None, min_score: float | None = None, now: int | None = None
-         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def rank(
+    view: Snapshot,
+    text: str,
+    narrowed: dict[str, Any],
+    limit: int,
+    fusion: Fusion = SHIPPED,
+    half_life_days: float | None = None,
+    min_score: float | None = None,
+    now: int | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The recalled memories, best first ({memory, score, why}), and the meaning leg's report."""
     depth = max(LEG_DEPTH, 2 * limit)
     found: dict[str, dict[str, Any]] = {}
@@ -152,8 +165,7 @@ def rank(view: Snapshot, text: str, narrowed: dict[str, Any], limit: int, fusion
             if not fusion.rrf:
                 fusion = Fusion(semantic=0.0, text=1.0, stop_words=fusion.stop_words)  # words alone, said so
         else:
-            for id_, (score, row) in leg(view, narrowed, depth, vector=vector.tolist(),
-                                         searchMode="vector").items():
+            for id_, (score, row) in leg(view, narrowed, depth, vector=vector.tolist(), searchMode="vector").items():
                 cosine[id_], found[id_] = score, row
             if not fusion.rrf:  # a word hit the meaning leg did not reach is scored by its own vector
                 cosine.update(_cosines(view, [found[i] for i in words.keys() - cosine.keys()], vector))
@@ -205,6 +217,7 @@ def _int(value: Any, field: str, lo: int, hi: int) -> int:
 
 
 # -- context ------------------------------------------------------------------------------------------------
+
 
 def estimate(text: str) -> int:
     """Tokens as DOORS 9.2 estimates them: ⌈characters / 4⌉."""

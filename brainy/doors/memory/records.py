@@ -15,15 +15,22 @@ The record's fields live in the row's ``metadata``; its text is the row's ``data
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.rows import invalid
 
-NOUN = {"fact": "proposition", "preference": "proposition", "note": "document", "turn": "message",
-        "conversation": "event", "abstract": "informationContent"}
+NOUN = {
+    "fact": "proposition",
+    "preference": "proposition",
+    "note": "document",
+    "turn": "message",
+    "conversation": "event",
+    "abstract": "informationContent",
+}
 KINDS = tuple(NOUN)
 SUBTYPES = {f"memory.{kind}": kind for kind in KINDS}
 # what recall and context search unless told otherwise: what the agent knows, not its transcripts
@@ -32,12 +39,11 @@ ROLES = ("user", "assistant", "system", "tool")
 STATUSES = ("active", "retired")
 
 CITE, SUPERSEDE, TURN_OF, DESCRIBES = "memory.cite", "memory.supersede", "memory.turn", "memory.abstract"
-CITE_GAIN = 0.05     # what one citation adds to a memory's strength (DOORS 9.2)
+CITE_GAIN = 0.05  # what one citation adds to a memory's strength (DOORS 9.2)
 DEFAULT_STRENGTH = 0.5
 
 # the record fields kept in metadata, answered as they are stored when present
-_OPTIONAL = ("conversation", "seq", "role", "path", "contentType", "members", "supersededBy", "retiredReason",
-             "source")
+_OPTIONAL = ("conversation", "seq", "role", "path", "contentType", "members", "supersededBy", "retiredReason", "source")
 
 
 def subtype(kind: str) -> str:
@@ -104,10 +110,19 @@ def record(row: dict[str, Any]) -> dict[str, Any]:
     """The MemoryRecord of a memory row (DOORS 9.2)."""
     m = row.get("metadata") or {}
     out: dict[str, Any] = {
-        "id": row["id"], "kind": m.get("kind", kind_of(row)), "text": row.get("data") or "",
-        "scope": m.get("scope"), "tags": list(m.get("tags") or ()), "strength": float(m.get("strength", 0.0)),
-        "status": m.get("status", "active"), "author": row.get("createdBy"), "createdAt": row["createdAt"],
-        "updatedAt": row["updatedAt"], "generation": row["generation"], "citations": int(m.get("citations", 0))}
+        "id": row["id"],
+        "kind": m.get("kind", kind_of(row)),
+        "text": row.get("data") or "",
+        "scope": m.get("scope"),
+        "tags": list(m.get("tags") or ()),
+        "strength": float(m.get("strength", 0.0)),
+        "status": m.get("status", "active"),
+        "author": row.get("createdBy"),
+        "createdAt": row["createdAt"],
+        "updatedAt": row["updatedAt"],
+        "generation": row["generation"],
+        "citations": int(m.get("citations", 0)),
+    }
     for name in _OPTIONAL:
         if name in m:
             out[name] = m[name]

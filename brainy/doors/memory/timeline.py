@@ -15,17 +15,17 @@ from typing import Any
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.store import keys as K
-from brainy.store import rows
 from brainy.doors.memory import records as M
 from brainy.doors.memory.keeping import caller, changed, new_row, put, relate, stored_text
 from brainy.doors.query import Query, run_find
 from brainy.doors.registry import WRITE, door
-from brainy.store.rows import invalid
-from brainy.index.snapshot import Snapshot
 from brainy.doors.timetravel import _instant
-from brainy.store.txn import Txn
 from brainy.doors.writes import Context
+from brainy.index.snapshot import Snapshot
+from brainy.store import keys as K
+from brainy.store import rows
+from brainy.store.rows import invalid
+from brainy.store.txn import Txn
 
 
 def _name(value: Any, field: str = "conversation") -> str:
@@ -72,16 +72,23 @@ def conversation_of(view: Snapshot, name: str) -> dict[str, Any] | None:
 
 def _counted(view: Snapshot, name: str) -> int:
     """How many turns the conversation holds, from the metadata postings (find's metadata leg)."""
-    document = {"subtype": M.subtype("turn"), "visibility": "internal", "where": {"conversation": name},
-                "searchMode": "metadata", "limit": 1, "includeData": False}
+    document = {
+        "subtype": M.subtype("turn"),
+        "visibility": "internal",
+        "where": {"conversation": name},
+        "searchMode": "metadata",
+        "limit": 1,
+        "includeData": False,
+    }
     return run_find(Query(arguments.check(D.BY_NAME["find"], document)), view)["total"]
 
 
 def _corrupt(view: Snapshot, name: str, last: int, found: int) -> R.Refusal:
     missing = next((s for s in range(1, last + 1) if view.entity(M.turn_id(name, s)) is None), None)
     where = f"turn {missing} is missing" if missing is not None else "it holds turns past its last"
-    return R.TimelineCorruptError(f"conversation {name!r} should hold turns 1 to {last}, and {where}",
-                                  expected=last, found=found)
+    return R.TimelineCorruptError(
+        f"conversation {name!r} should hold turns 1 to {last}, and {where}", expected=last, found=found
+    )
 
 
 def read_turns(view: Snapshot, name: str, after: int, limit: int) -> tuple[list[dict[str, Any]], int, bool]:
@@ -119,5 +126,4 @@ def turns(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     after = rows.integer(a["afterSeq"], "afterSeq", 0)
     limit = rows.integer(a["limit"], "limit", 1, 1000)
     found, _, more = read_turns(view, name, after, limit)
-    return {"conversation": name, "turns": found, "lastSeq": found[-1]["seq"] if found else after,
-            "hasMore": more}
+    return {"conversation": name, "turns": found, "lastSeq": found[-1]["seq"] if found else after, "hasMore": more}

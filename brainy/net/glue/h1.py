@@ -15,8 +15,8 @@ from typing import Any
 
 from brainy.net.glue.seams import HttpHandler
 from brainy.net.glue.session import Connection, Session
-from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
 from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
+from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
 from brainy.net.http import Response, StreamingResponse, refusal_response
 
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses

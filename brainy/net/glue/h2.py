@@ -26,8 +26,9 @@ class H2Glue(FlushedOncePerPass, Session[H2Connection]):
 
     def __init__(self, protocol: Connection, conn: H2Connection) -> None:
         super().__init__(protocol, conn)
-        self._answers = StreamAnswers(self.app, self.server, conn, self._written_later,
-                                      lambda: self.transport.get_write_buffer_size())
+        self._answers = StreamAnswers(
+            self.app, self.server, conn, self._written_later, lambda: self.transport.get_write_buffer_size()
+        )
         self._start_flushing()
         self._flush()  # our SETTINGS lead
 

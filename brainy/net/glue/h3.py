@@ -103,13 +103,13 @@ class H3Endpoint(QuicServer):
         return host, port
 
 
-async def open_endpoint(app: Handler, server: Serving, host: str, port: int,
-                        certificate: "Certificate") -> H3Endpoint:
+async def open_endpoint(app: Handler, server: Serving, host: str, port: int, certificate: Certificate) -> H3Endpoint:
     """Bind one h3 listener: ALPN exactly h3, the host's certificate and key."""
     configuration = QuicConfiguration(is_client=False, alpn_protocols=list(ALPN))
     configuration.load_cert_chain(certificate.cert_path, certificate.key_path)
     create = functools.partial(H3Protocol, app=app, server=server)
     loop = asyncio.get_running_loop()
     _, endpoint = await loop.create_datagram_endpoint(
-        lambda: H3Endpoint(configuration=configuration, create_protocol=create), local_addr=(host, port))
+        lambda: H3Endpoint(configuration=configuration, create_protocol=create), local_addr=(host, port)
+    )
     return endpoint

@@ -15,10 +15,11 @@ here, so nothing of this runs per request.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Protocol
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Protocol
 
-from brainy.net.http import Request, Response
 from brainy.auth.principal import Principal
+from brainy.net.http import Request, Response
 
 if TYPE_CHECKING:
     from brainy.host.dispatch import Dispatcher
@@ -27,14 +28,14 @@ if TYPE_CHECKING:
 class Handler(Protocol):
     """Answers a request: a :class:`Response` now (every read), or an awaitable of one (a door that waits)."""
 
-    def handle(self, request: Request) -> "Response | Awaitable[Response]": ...
+    def handle(self, request: Request) -> Response | Awaitable[Response]: ...
 
 
 class HttpHandler(Handler, Protocol):
     """An HTTP/1.1 listener's handler: it also judges an upgrade (the ``101`` answer and the caller, or a
     refusal and None), and its dispatcher runs the calls of the WebSocket session it granted."""
 
-    dispatcher: "Dispatcher"
+    dispatcher: Dispatcher
 
     def upgrade(self, request: Request) -> tuple[Response, Principal | None]: ...
 

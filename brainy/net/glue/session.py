@@ -13,8 +13,8 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Any, Generic, Protocol, TypeVar
 
-from brainy.net.glue.seams import Handler, Serving
 from brainy.auth.principal import Principal
+from brainy.net.glue.seams import Handler, Serving
 
 Conn = TypeVar("Conn")
 

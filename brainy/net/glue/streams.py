@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from brainy.net.glue.seams import Handler, Serving
 from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
@@ -38,8 +39,14 @@ class Answers(Protocol):
 class StreamAnswers:
     """The streams of one connection ``conn``, answered by ``app`` as they complete."""
 
-    def __init__(self, app: Handler, server: Serving, conn: Answers, written: Callable[[], None],
-                 transport_backlog: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        app: Handler,
+        server: Serving,
+        conn: Answers,
+        written: Callable[[], None],
+        transport_backlog: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.app = app
         self.server = server
         self.conn = conn
@@ -85,7 +92,7 @@ class StreamAnswers:
         task = self.tasks[stream_id] = asyncio.ensure_future(answered)
         task.add_done_callback(functools.partial(self._answered_later, stream_id))
 
-    def _answered_later(self, stream_id: int, task: "asyncio.Future[Any]") -> None:
+    def _answered_later(self, stream_id: int, task: asyncio.Future[Any]) -> None:
         self.server.in_flight -= 1
         self.tasks.pop(stream_id, None)
         if not task.cancelled():  # cancelled: the peer reset the stream, or the connection was lost
@@ -135,5 +142,7 @@ class StreamSink:
 
     @property
     def backlogged(self) -> bool:
-        return (self.answers.conn.stream_backlog(self.stream_id) > BACKLOG_BYTES
-                or self.answers.transport_backlog() > BACKLOG_BYTES)
+        return (
+            self.answers.conn.stream_backlog(self.stream_id) > BACKLOG_BYTES
+            or self.answers.transport_backlog() > BACKLOG_BYTES
+        )

@@ -15,6 +15,7 @@ import logging
 import socket
 from typing import Protocol
 
+from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
 from brainy.net.deadlines import Timed
 from brainy.net.glue.h1 import H1Glue
@@ -25,7 +26,6 @@ from brainy.net.h1 import H1Connection
 from brainy.net.h2 import H2Connection
 from brainy.net.http import Header, refusal_response
 from brainy.net.preface import PrefaceReader, ProtocolChosen
-from brainy.auth.principal import Principal
 from brainy.net.ws import WsConnection
 
 log = logging.getLogger("brainy.serve")
@@ -100,12 +100,14 @@ class HttpProtocol(asyncio.Protocol):
             h2 = H2Connection(now, idle_seconds=server.idle_seconds, advertise=advertised)
             self._timed, self.session = h2, H2Glue(self, h2)
         elif "h1" in self.protocols:
-            h1 = H1Connection(now, idle_seconds=server.idle_seconds, request_seconds=server.request_seconds,
-                              advertise=advertised)
+            h1 = H1Connection(
+                now, idle_seconds=server.idle_seconds, request_seconds=server.request_seconds, advertise=advertised
+            )
             self._timed, self.session = h1, H1Glue(self, h1)
         else:
-            self._answer_and_close(R.MalformedRequestError("this listener speaks HTTP/2 only (prior knowledge)",
-                                                           reason="preface"))
+            self._answer_and_close(
+                R.MalformedRequestError("this listener speaks HTTP/2 only (prior knowledge)", reason="preface")
+            )
             return
         self.session.data_received(chosen.data, now)
 

@@ -20,11 +20,11 @@ import asyncio
 import functools
 from typing import Any
 
-from brainy.net import ws
+from brainy.auth.principal import Principal
 from brainy.host.dispatch import Answer, Outcome
+from brainy.net import ws
 from brainy.net.glue.seams import HttpHandler
 from brainy.net.glue.session import Connection, FlushedOncePerPass, Session
-from brainy.auth.principal import Principal
 
 MAX_IN_FLIGHT = 64  # calls waiting on one session before reading pauses
 
@@ -71,7 +71,7 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
         # a call that names no brain reaches the one brain of a one-brain key (the dispatcher's rule)
         return self.dispatcher.run(self.principal, call.door, call.brain, call.id, call.body)
 
-    def _answered(self, ref: Any, door: str | None, task: "asyncio.Future[Outcome]") -> None:
+    def _answered(self, ref: Any, door: str | None, task: asyncio.Future[Outcome]) -> None:
         self.server.in_flight -= 1
         self._tasks.discard(task)
         if task.cancelled():
@@ -114,4 +114,3 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
         self._lost = True
         for task in list(self._tasks):
             task.cancel()
-

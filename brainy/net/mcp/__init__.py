@@ -25,9 +25,21 @@ The names other modules use are importable from here.
 
 from brainy.contract.mcp_resources import RESOURCE_TEMPLATES, ResourceTemplate
 from brainy.contract.onboarding import mcp_instructions as instructions
-from brainy.net.mcp.jsonrpc import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MAX_MESSAGE, METHOD_NOT_FOUND,
-                                    NO_REPLY, PARSE_ERROR, Message, ProtocolError, error_reply, parse_message,
-                                    refusal_error, request_id)
+from brainy.net.mcp.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MAX_MESSAGE,
+    METHOD_NOT_FOUND,
+    NO_REPLY,
+    PARSE_ERROR,
+    Message,
+    ProtocolError,
+    error_reply,
+    parse_message,
+    refusal_error,
+    request_id,
+)
 from brainy.net.mcp.lifecycle import LIFECYCLE, Action, Input, Session, State
 from brainy.net.mcp.server import PROTOCOL_VERSION, SERVER_INFO, McpServer, finish
 from brainy.net.mcp.stdio import LineReceived, LineRefused, StdioFraming
@@ -35,9 +47,40 @@ from brainy.net.mcp.streamable_http import IDLE_SECONDS, MAX_SESSIONS, MCP_PATH,
 from brainy.net.mcp.tools import SHAPES, TOOL_DOORS, TOOLS
 
 __all__ = [
-    "IDLE_SECONDS", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "LIFECYCLE", "MAX_MESSAGE", "MAX_SESSIONS",
-    "MCP_PATH", "METHOD_NOT_FOUND", "NO_REPLY", "PARSE_ERROR", "PROTOCOL_VERSION", "RESOURCE_TEMPLATES", "SERVER_INFO",
-    "SHAPES", "TOOLS", "TOOL_DOORS", "Action", "HttpReply", "Input", "LineReceived", "LineRefused", "McpServer",
-    "Message", "ProtocolError", "ResourceTemplate", "Session", "State", "StdioFraming", "StreamableHttp",
-    "error_reply", "finish", "instructions", "parse_message", "refusal_error", "request_id",
+    "IDLE_SECONDS",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "LIFECYCLE",
+    "MAX_MESSAGE",
+    "MAX_SESSIONS",
+    "MCP_PATH",
+    "METHOD_NOT_FOUND",
+    "NO_REPLY",
+    "PARSE_ERROR",
+    "PROTOCOL_VERSION",
+    "RESOURCE_TEMPLATES",
+    "SERVER_INFO",
+    "SHAPES",
+    "TOOLS",
+    "TOOL_DOORS",
+    "Action",
+    "HttpReply",
+    "Input",
+    "LineReceived",
+    "LineRefused",
+    "McpServer",
+    "Message",
+    "ProtocolError",
+    "ResourceTemplate",
+    "Session",
+    "State",
+    "StdioFraming",
+    "StreamableHttp",
+    "error_reply",
+    "finish",
+    "instructions",
+    "parse_message",
+    "refusal_error",
+    "request_id",
 ]

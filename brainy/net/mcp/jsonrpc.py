@@ -7,8 +7,9 @@ a session or a transport.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Mapping, Union
+from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.net.mcp.lifecycle import Input, classify
@@ -24,7 +25,7 @@ INTERNAL_ERROR = -32603
 MAX_MESSAGE = 64 << 20
 
 JsonDoc = dict[str, Any]
-Reply = Union[JsonDoc, Awaitable[JsonDoc]]
+Reply = JsonDoc | Awaitable[JsonDoc]
 #: What is answered for a notification or a response: nothing to send.
 #: Compared by identity; never mutated.
 NO_REPLY: JsonDoc = {}
@@ -65,9 +66,9 @@ def refusal_error(refusal: R.Refusal) -> JsonDoc:
 class Message:
     """One JSON-RPC message from the client."""
 
-    kind: str                       # "request" | "notification" | "response"
+    kind: str  # "request" | "notification" | "response"
     method: str | None = None
-    id: Any = None                  # str | int for a request; None otherwise
+    id: Any = None  # str | int for a request; None otherwise
     params: Mapping[str, Any] = field(default_factory=dict)
 
     @property

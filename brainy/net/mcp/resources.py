@@ -8,13 +8,14 @@ door (:class:`brainy.net.mcp.server.McpServer`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import quote, unquote
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
-from brainy.net import codecs
 from brainy.contract.mcp_resources import RESOURCE_TEMPLATES, SCHEME, ResourceTemplate, fill
+from brainy.net import codecs
 from brainy.net.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonDoc, ProtocolError
 
 MIME_TYPE = "application/json"
@@ -30,7 +31,7 @@ def _not_found(uri: str) -> ProtocolError:
 
 def _match(template: ResourceTemplate, segments: Sequence[str]) -> dict[str, str] | None:
     """The placeholders' values when the address has the template's shape, each segment decoded once."""
-    shape = template.template[len(SCHEME):].split("/")
+    shape = template.template[len(SCHEME) :].split("/")
     if len(shape) != len(segments):
         return None
     values: dict[str, str] = {}
@@ -49,7 +50,7 @@ def address(uri: str) -> tuple[ResourceTemplate, dict[str, str]]:
     """
     if not uri.startswith(SCHEME):
         raise _not_found(uri)
-    segments = uri[len(SCHEME):].split("/")
+    segments = uri[len(SCHEME) :].split("/")
     for template in RESOURCE_TEMPLATES:
         if not template.offered:
             continue
@@ -79,9 +80,16 @@ def resources_for(brains: Sequence[str]) -> list[JsonDoc]:
     if len(brains) != 1:
         return []
     brain = brains[0]
-    return [{"uri": t.fill({"brain": brain}), "name": f"{t.name} of {brain}", "title": f"{t.title}: {brain}",
-             "mimeType": MIME_TYPE}
-            for t in RESOURCE_TEMPLATES if t.offered and t.placeholders == ("brain",)]
+    return [
+        {
+            "uri": t.fill({"brain": brain}),
+            "name": f"{t.name} of {brain}",
+            "title": f"{t.title}: {brain}",
+            "mimeType": MIME_TYPE,
+        }
+        for t in RESOURCE_TEMPLATES
+        if t.offered and t.placeholders == ("brain",)
+    ]
 
 
 def front_matter(text: str) -> dict[str, str]:
@@ -113,13 +121,16 @@ def skills(listing: dict[str, Any]) -> list[JsonDoc]:
     for node in listing.get("nodes", ()):
         if node.get("type") != "file":
             continue
-        relative = node["path"][len(SKILLS) + 1:]
+        relative = node["path"][len(SKILLS) + 1 :]
         text = node.get("content") or ""
         meta = front_matter(text)
-        entry: JsonDoc = {"uri": SKILL_PREFIX + quote(relative, safe=""), "name": relative,
-                          "title": meta.get("title") or meta.get("name") or _heading(text) or relative,
-                          "mimeType": node.get("contentType") or "application/octet-stream",
-                          "size": node["size"]}
+        entry: JsonDoc = {
+            "uri": SKILL_PREFIX + quote(relative, safe=""),
+            "name": relative,
+            "title": meta.get("title") or meta.get("name") or _heading(text) or relative,
+            "mimeType": node.get("contentType") or "application/octet-stream",
+            "size": node["size"],
+        }
         if meta.get("description"):
             entry["description"] = meta["description"]
         found.append(entry)
@@ -128,21 +139,33 @@ def skills(listing: dict[str, Any]) -> list[JsonDoc]:
 
 def file_contents(uri: str, answer: JsonDoc) -> JsonDoc:
     """A readFile answer (a skill) as the resource's contents: the file's own text and media type."""
-    return {"contents": [{"uri": uri, "mimeType": answer["contentType"], "text": answer["content"]}],
-            "_meta": {"ms": 0.0}}
+    return {
+        "contents": [{"uri": uri, "mimeType": answer["contentType"], "text": answer["content"]}],
+        "_meta": {"ms": 0.0},
+    }
 
 
 def templates() -> list[JsonDoc]:
     """``resources/templates/list``: every offered template, in declaration order."""
-    return [{"uriTemplate": t.template, "name": t.name, "title": t.title, "description": t.description,
-             "mimeType": MIME_TYPE}
-            for t in RESOURCE_TEMPLATES if t.offered]
+    return [
+        {
+            "uriTemplate": t.template,
+            "name": t.name,
+            "title": t.title,
+            "description": t.description,
+            "mimeType": MIME_TYPE,
+        }
+        for t in RESOURCE_TEMPLATES
+        if t.offered
+    ]
 
 
 def contents(uri: str, answer: JsonDoc) -> JsonDoc:
     """A door's answer as the resource's contents, with the ``_meta.ms`` slot the clock fills."""
-    return {"contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": codecs.to_json(answer).decode()}],
-            "_meta": {"ms": 0.0}}
+    return {
+        "contents": [{"uri": uri, "mimeType": MIME_TYPE, "text": codecs.to_json(answer).decode()}],
+        "_meta": {"ms": 0.0},
+    }
 
 
 def read(uri: str, template: ResourceTemplate, outcome: Any) -> JsonDoc:
@@ -163,5 +186,16 @@ def refused(refusal: R.Refusal) -> ProtocolError:
     return ProtocolError(code, refusal.message, refusal.to_wire())
 
 
-__all__ = ["MIME_TYPE", "address", "contents", "door_arguments", "file_contents", "front_matter", "read", "refused",
-           "resources_for", "skills", "templates"]
+__all__ = [
+    "MIME_TYPE",
+    "address",
+    "contents",
+    "door_arguments",
+    "file_contents",
+    "front_matter",
+    "read",
+    "refused",
+    "resources_for",
+    "skills",
+    "templates",
+]

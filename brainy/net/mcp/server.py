@@ -11,23 +11,32 @@ one clock: :func:`finish` stamps ``result._meta.ms``.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from collections.abc import Awaitable
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
+import brainy.net.mcp.resources as resources
 from brainy import __version__
+from brainy.auth.principal import Principal
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.contract.mcp_resources import SKILL, SKILLS_LISTED_BY, ResourceTemplate
 from brainy.contract.onboarding import MCP_PROTOCOL, mcp_instructions
-import brainy.net.mcp.resources as resources
-from brainy.net.mcp.jsonrpc import (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NO_REPLY, JsonDoc, Message,
-                                    ProtocolError, Reply, error_reply, refusal_error)
+from brainy.net.mcp.jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NO_REPLY,
+    JsonDoc,
+    Message,
+    ProtocolError,
+    Reply,
+    error_reply,
+    refusal_error,
+)
 from brainy.net.mcp.lifecycle import Action, Session
 from brainy.net.mcp.tools import SHAPES, TOOL_DOORS, TOOLS, tool_refusal, tool_result
-from brainy.auth.principal import Principal
 from brainy.net.ws import CallOutcome  # what a call's outcome is read for, as the WebSocket session reads it
-
 
 #: The store's own ceremony, served as initialize.instructions when present (seed 000, "MCP").
 INSTRUCTIONS = "/_brainy/mcp/instructions.md"
@@ -41,14 +50,15 @@ class Dispatching(Protocol):
     """What the MCP methods use of the one dispatcher (``brainy.host.dispatch.Dispatcher``), which this package
     does not import (it sits below the dispatcher): the gate and the door, and the call's one clock."""
 
-    def call(self, principal: Principal, name: str, brain: str | None, id_: Any,
-             document: Any) -> "CallOutcome | Awaitable[CallOutcome]": ...
+    def call(
+        self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any
+    ) -> CallOutcome | Awaitable[CallOutcome]: ...
 
     def reach(self, principal: Principal) -> Sequence[str]: ...
 
     def only_brain(self, principal: Principal) -> str | None: ...
 
-    def timed(self, door: str, work: Callable[..., Any], *args: Any) -> "CallOutcome | Awaitable[CallOutcome]": ...
+    def timed(self, door: str, work: Callable[..., Any], *args: Any) -> CallOutcome | Awaitable[CallOutcome]: ...
 
 
 def stamp(reply: JsonDoc, ms: float) -> JsonDoc:
@@ -71,24 +81,28 @@ class McpServer:
     def __init__(self, dispatcher: Dispatching) -> None:
         self.dispatcher = dispatcher
         self.reach = dispatcher.reach
-        self._methods: Mapping[str, Callable[[Principal, Mapping[str, Any]], Any]] = MappingProxyType({
-            "tools/list": self._tools_list,
-            "tools/call": self._tools_call,
-            "resources/list": self._resources_list,
-            "resources/templates/list": self._templates_list,
-            "resources/read": self._resources_read,
-        })
-        self._actions: Mapping[Action, Callable[[Session, Principal, Message], Any]] = MappingProxyType({
-            Action.INITIALIZE: self._initialize,
-            Action.PONG: lambda s, p, m: {},
-            Action.SERVE: self._serve,
-            Action.ACCEPT: lambda s, p, m: None,
-            Action.DROP: lambda s, p, m: None,
-            Action.CLOSE: lambda s, p, m: None,
-            Action.REFUSE_UNINITIALIZED: self._refuse("the session is not initialized: send initialize first"),
-            Action.REFUSE_REINITIALIZE: self._refuse("this session is already initialized"),
-            Action.REFUSE_CLOSED: self._refuse("this session has ended"),
-        })
+        self._methods: Mapping[str, Callable[[Principal, Mapping[str, Any]], Any]] = MappingProxyType(
+            {
+                "tools/list": self._tools_list,
+                "tools/call": self._tools_call,
+                "resources/list": self._resources_list,
+                "resources/templates/list": self._templates_list,
+                "resources/read": self._resources_read,
+            }
+        )
+        self._actions: Mapping[Action, Callable[[Session, Principal, Message], Any]] = MappingProxyType(
+            {
+                Action.INITIALIZE: self._initialize,
+                Action.PONG: lambda s, p, m: {},
+                Action.SERVE: self._serve,
+                Action.ACCEPT: lambda s, p, m: None,
+                Action.DROP: lambda s, p, m: None,
+                Action.CLOSE: lambda s, p, m: None,
+                Action.REFUSE_UNINITIALIZED: self._refuse("the session is not initialized: send initialize first"),
+                Action.REFUSE_REINITIALIZE: self._refuse("this session is already initialized"),
+                Action.REFUSE_CLOSED: self._refuse("this session has ended"),
+            }
+        )
 
     # -- one message ----------------------------------------------------------------------------
 
@@ -116,8 +130,9 @@ class McpServer:
         except ProtocolError as exc:
             return error_reply(id_, exc.error())
 
-    def exchange(self, session: Session, authenticate: Callable[[], Principal],
-                 message: Message) -> "CallOutcome | Awaitable[CallOutcome]":
+    def exchange(
+        self, session: Session, authenticate: Callable[[], Principal], message: Message
+    ) -> CallOutcome | Awaitable[CallOutcome]:
         """``handle`` under the dispatcher's one clock, the credential proven inside it (stdio's path).
 
         A refusal of the credential becomes the Outcome's refusal; :func:`finish` turns it into
@@ -129,6 +144,7 @@ class McpServer:
     def _refuse(why: str) -> Callable[[Session, Principal, Message], Any]:
         def refuse(session: Session, principal: Principal, message: Message) -> Any:
             raise ProtocolError(INVALID_REQUEST, why)
+
         return refuse
 
     def _serve(self, session: Session, principal: Principal, message: Message) -> Any:
@@ -142,8 +158,9 @@ class McpServer:
     def _initialize(self, session: Session, principal: Principal, message: Message) -> JsonDoc:
         params = message.params
         if not isinstance(params.get("protocolVersion"), str):
-            raise ProtocolError(INVALID_PARAMS, "initialize: protocolVersion is required",
-                                {"supported": [PROTOCOL_VERSION]})
+            raise ProtocolError(
+                INVALID_PARAMS, "initialize: protocolVersion is required", {"supported": [PROTOCOL_VERSION]}
+            )
         client = params.get("clientInfo")
         session.client = client if isinstance(client, dict) else None
         brains = list(self.reach(principal))
@@ -186,8 +203,10 @@ class McpServer:
         shape = SHAPES[name]
         extra = sorted(set(arguments) - shape.allowed)
         if extra:
-            raise ProtocolError(INVALID_PARAMS, f"{name}: {extra[0]!r} is not an argument of this tool "
-                                f"(it takes {sorted(shape.allowed)})")
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"{name}: {extra[0]!r} is not an argument of this tool (it takes {sorted(shape.allowed)})",
+            )
         brain, id_ = None, None
         for param in shape.path:
             value = arguments.get(param)
@@ -215,18 +234,25 @@ class McpServer:
         if brain is not None:
             return brain
         brains = list(self.reach(principal))
-        raise ProtocolError(INVALID_PARAMS, f"{asked}: the argument 'brain' is required: this key reaches "
-                            f"{len(brains)} brains here", {"brains": brains[:64]})
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"{asked}: the argument 'brain' is required: this key reaches {len(brains)} brains here",
+            {"brains": brains[:64]},
+        )
 
-    def _call(self, principal: Principal, door: D.Door, brain: str | None, id_: Any,
-              document: JsonDoc | None) -> "JsonDoc | Awaitable[JsonDoc]":
+    def _call(
+        self, principal: Principal, door: D.Door, brain: str | None, id_: Any, document: JsonDoc | None
+    ) -> JsonDoc | Awaitable[JsonDoc]:
         """One door through the dispatcher: the answer or the refusal, both as a tool result."""
         if door.layer == "vfs" and document is not None and D.VFS_SELECTOR in document:
             # DOORS.md 0.2: off HTTP the tool names the vfs door; op may be sent, and must agree.
             document = dict(document)
             if document.pop(D.VFS_SELECTOR) != door.name:
-                return tool_refusal(R.InvalidArgumentError(f"op: this tool is the {door.name} door",
-                                                           field=D.VFS_SELECTOR, reason="unknown-door"))
+                return tool_refusal(
+                    R.InvalidArgumentError(
+                        f"op: this tool is the {door.name} door", field=D.VFS_SELECTOR, reason="unknown-door"
+                    )
+                )
         outcome = self.dispatcher.call(principal, door.name, brain, id_, document)
         return self._call_later(outcome) if isinstance(outcome, Awaitable) else _tool(outcome)
 
@@ -286,5 +312,3 @@ def finish(outcome: CallOutcome, message: Message | None) -> JsonDoc:
     if answer is None or answer is NO_REPLY:
         return NO_REPLY
     return stamp(answer, outcome.ms)
-
-

@@ -51,27 +51,32 @@ class StdioFraming:
             if end < 0:
                 if len(self._buffer) > self.max_line:
                     if not self._discarding:
-                        events.append(LineRefused(R.PayloadTooLargeError(
-                            f"a message is over {self.max_line} bytes", limit=self.max_line)))
+                        events.append(
+                            LineRefused(
+                                R.PayloadTooLargeError(f"a message is over {self.max_line} bytes", limit=self.max_line)
+                            )
+                        )
                     self._discarding = True
                     self._buffer.clear()
                 return events
             line = bytes(self._buffer[:end])
-            del self._buffer[:end + 1]
+            del self._buffer[: end + 1]
             if self._discarding:  # the tail of a line already refused
                 self._discarding = False
                 continue
             if len(line) > self.max_line:
-                events.append(LineRefused(R.PayloadTooLargeError(f"a message is over {self.max_line} bytes",
-                                                                 limit=self.max_line)))
+                events.append(
+                    LineRefused(R.PayloadTooLargeError(f"a message is over {self.max_line} bytes", limit=self.max_line))
+                )
                 continue
             if not line.strip():
                 continue
             try:
                 events.append(LineReceived(orjson.loads(line)))
             except orjson.JSONDecodeError as exc:
-                events.append(LineRefused(R.BodyDecodeError(f"the line is not JSON: {exc.msg}", encoding="json",
-                                                            offset=exc.pos)))
+                events.append(
+                    LineRefused(R.BodyDecodeError(f"the line is not JSON: {exc.msg}", encoding="json", offset=exc.pos))
+                )
 
     def send(self, document: JsonDoc) -> None:
         """Frame one message (orjson writes no newline inside a document)."""

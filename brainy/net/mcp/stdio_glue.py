@@ -24,19 +24,27 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
+from brainy.auth.keys import KeyTable
+from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
 from brainy.host.dispatch import Dispatcher, Outcome
-from brainy.auth.keys import KeyTable
-from brainy.net.mcp.jsonrpc import (NO_REPLY, Message, ProtocolError, error_reply, parse_message, refusal_error,
-                                    request_id)
+from brainy.host.pool import Pool
+from brainy.net.mcp.jsonrpc import (
+    NO_REPLY,
+    Message,
+    ProtocolError,
+    error_reply,
+    parse_message,
+    refusal_error,
+    request_id,
+)
 from brainy.net.mcp.lifecycle import Input, Session
 from brainy.net.mcp.server import McpServer, finish
 from brainy.net.mcp.stdio import LineReceived, StdioFraming
-from brainy.host.pool import Pool
-from brainy.auth.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
 
@@ -66,8 +74,9 @@ class StdioServer:
     follow a later read's: JSON-RPC answers carry their request's id).
     """
 
-    def __init__(self, server: McpServer, authenticate: Callable[[], Principal],
-                 write: Callable[[bytes], None]) -> None:
+    def __init__(
+        self, server: McpServer, authenticate: Callable[[], Principal], write: Callable[[bytes], None]
+    ) -> None:
         self.server = server
         self.authenticate = authenticate
         self.write = write
@@ -155,8 +164,11 @@ def open_stdio(brain: Path, keys_path: str | None, environ: dict[str, str]) -> t
 
     key = environ.get(KEY_VARIABLE, "").strip()
     if not key:
-        raise StdioRefused(R.UnauthenticatedError(f"${KEY_VARIABLE} holds no key: brainy mcp runs as the "
-                                                  "principal whose key or bk1. token is in it"))
+        raise StdioRefused(
+            R.UnauthenticatedError(
+                f"${KEY_VARIABLE} holds no key: brainy mcp runs as the principal whose key or bk1. token is in it"
+            )
+        )
     read_identity(brain)  # StoreNotFoundError names `brainy init` for an absent store
     name = brain_name(brain)
     from brainy.net.serve import open_keys  # the keys file and the bk1 verifier, exactly as serve reads them
@@ -193,12 +205,17 @@ def run(pool: Pool, keys: KeyTable, bearer: str) -> int:
 
     try:
         import uvloop
+
         uvloop.run(main())
     except ImportError:  # pragma: no cover - uvloop is a dependency
         asyncio.run(main())
     for answer in pool.close_all():
-        log.info("closed brain %s (lease released: %s, clean close recorded: %s)", answer["brain"],
-                 answer["leaseReleased"], answer["cleanCloseRecorded"])
+        log.info(
+            "closed brain %s (lease released: %s, clean close recorded: %s)",
+            answer["brain"],
+            answer["leaseReleased"],
+            answer["cleanCloseRecorded"],
+        )
     return 0
 
 
@@ -207,8 +224,9 @@ def main(brain: str, keys_path: str | None) -> int:
     from brainy.auth.keys import KeysFileError
     from brainy.auth.tokens import TokenFileError
 
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s brainy %(levelname)s %(name)s: %(message)s"
+    )
     try:
         pool, keys, bearer = open_stdio(Path(brain), keys_path, dict(os.environ))
     except (StdioRefused, R.Refusal) as exc:

@@ -12,21 +12,30 @@ import collections
 import ipaddress
 import logging
 import secrets
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from collections.abc import Awaitable
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
+from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
 from brainy.net import codecs
 from brainy.net.http import refusal_headers
-from brainy.net.mcp.jsonrpc import (MAX_MESSAGE, NO_REPLY, Message, ProtocolError, Reply, error_reply, parse_message,
-                                    refusal_error, request_id)
+from brainy.net.mcp.jsonrpc import (
+    MAX_MESSAGE,
+    NO_REPLY,
+    Message,
+    ProtocolError,
+    Reply,
+    error_reply,
+    parse_message,
+    refusal_error,
+    request_id,
+)
 from brainy.net.mcp.lifecycle import Input, Session, State
 from brainy.net.mcp.server import PROTOCOL_VERSION, CallOutcome, McpServer, finish
-from brainy.auth.principal import Principal
 
 log = logging.getLogger("brainy.mcp")
 
@@ -70,7 +79,7 @@ class _Exchange:
     status: int = 200
     message: Message | None = None
     request_id: Any = None
-    session_id: str | None = None   # set when this exchange opened a session
+    session_id: str | None = None  # set when this exchange opened a session
 
 
 class StreamableHttp:
@@ -91,8 +100,13 @@ class StreamableHttp:
       defence); a request with no ``Origin`` is not a browser's and is not asked.
     """
 
-    def __init__(self, server: McpServer, authenticate: Callable[[Mapping[str, str]], Principal],
-                 max_sessions: int = MAX_SESSIONS, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        authenticate: Callable[[Mapping[str, str]], Principal],
+        max_sessions: int = MAX_SESSIONS,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
         self.server = server
         self.authenticate = authenticate
         self.max_sessions = max_sessions
@@ -100,12 +114,12 @@ class StreamableHttp:
         self.sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()  # least recent first
         self.resource_metadata: str | None = None  # named on every 401 when an authorization server is configured
 
-    def handle(self, method: str, headers: Mapping[str, str], body: bytes,
-               now: float) -> "HttpReply | Awaitable[HttpReply]":
+    def handle(
+        self, method: str, headers: Mapping[str, str], body: bytes, now: float
+    ) -> HttpReply | Awaitable[HttpReply]:
         """The reply now (every read, every lifecycle message), or an awaitable of it (a write door)."""
         exchange = _Exchange()
-        outcome = self.server.dispatcher.timed(
-            "server.mcp", lambda: self._serve(method, headers, body, now, exchange))
+        outcome = self.server.dispatcher.timed("server.mcp", lambda: self._serve(method, headers, body, now, exchange))
         if isinstance(outcome, Awaitable):  # the clock's answer is an Outcome now, or an awaitable of one later
             return self._reply_later(outcome, exchange)
         return self._reply(outcome, exchange)
@@ -115,20 +129,26 @@ class StreamableHttp:
 
     # -- the request ----------------------------------------------------------------------------
 
-    def _serve(self, method: str, headers: Mapping[str, str], body: bytes, now: float,
-               exchange: _Exchange) -> Reply:
+    def _serve(self, method: str, headers: Mapping[str, str], body: bytes, now: float, exchange: _Exchange) -> Reply:
         if method not in ("POST", "DELETE"):
-            raise R.MethodNotAllowedError(f"{MCP_PATH} takes POST and DELETE; this server offers no "
-                                          "server-sent stream, so GET is not served", allowed=["DELETE", "POST"])
+            raise R.MethodNotAllowedError(
+                f"{MCP_PATH} takes POST and DELETE; this server offers no server-sent stream, so GET is not served",
+                allowed=["DELETE", "POST"],
+            )
         origin = headers.get("origin")
         if origin is not None and not _loopback(urlsplit(origin.strip()).hostname):
-            raise R.ForbiddenError(f"the Origin {origin!r} is not a loopback origin; MCP over HTTP refuses "
-                                   "other browsers' origins (DNS-rebinding defence)", reason="origin")
+            raise R.ForbiddenError(
+                f"the Origin {origin!r} is not a loopback origin; MCP over HTTP refuses "
+                "other browsers' origins (DNS-rebinding defence)",
+                reason="origin",
+            )
         principal = self.authenticate(headers)
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() != PROTOCOL_VERSION:
-            raise R.ProtocolVersionError(f"MCP-Protocol-Version {version.strip()!r} is not served; this "
-                                         f"server speaks {PROTOCOL_VERSION} only", supported=PROTOCOL_VERSION)
+            raise R.ProtocolVersionError(
+                f"MCP-Protocol-Version {version.strip()!r} is not served; this server speaks {PROTOCOL_VERSION} only",
+                supported=PROTOCOL_VERSION,
+            )
         session_id = headers.get("mcp-session-id")
         if method == "DELETE":
             session = self._session(session_id, principal, now)
@@ -181,8 +201,9 @@ class StreamableHttp:
 
     def _session(self, session_id: str | None, principal: Principal, now: float) -> Session:
         if session_id is None or not session_id.strip():
-            raise R.InvalidArgumentError("Mcp-Session-Id: required on every message after initialize",
-                                         field="Mcp-Session-Id", reason="missing")
+            raise R.InvalidArgumentError(
+                "Mcp-Session-Id: required on every message after initialize", field="Mcp-Session-Id", reason="missing"
+            )
         session = self.sessions.get(session_id.strip())
         if session is not None and now - session.seen > self.idle_seconds:
             del self.sessions[session.id]
@@ -190,8 +211,11 @@ class StreamableHttp:
         if session is None or session.owner != _owner(principal):
             # 2025-06-18: a session the server ended is 404, and the client initializes again.
             # Another credential's session is answered the same, so a session id probes nothing.
-            raise R.UnknownDoorError("no MCP session by that id here (it ended, or never began); "
-                                     "send initialize without Mcp-Session-Id to open one", path=MCP_PATH)
+            raise R.UnknownDoorError(
+                "no MCP session by that id here (it ended, or never began); "
+                "send initialize without Mcp-Session-Id to open one",
+                path=MCP_PATH,
+            )
         session.seen = now
         self.sessions.move_to_end(session.id)
         return session

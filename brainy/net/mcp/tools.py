@@ -7,9 +7,9 @@ reads, not a protocol error.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
@@ -19,7 +19,8 @@ from brainy.net.mcp.jsonrpc import JsonDoc
 #: The tool list, generated once per reach: a key reaching exactly one brain may leave ``brain`` out.
 #: Built at import in contract order, so every answer of a process is the same bytes a client may cache.
 TOOLS: Mapping[bool, tuple[JsonDoc, ...]] = MappingProxyType(
-    {single: tuple(D.mcp_tools(single_brain=single)) for single in (False, True)})
+    {single: tuple(D.mcp_tools(single_brain=single)) for single in (False, True)}
+)
 TOOL_DOORS: Mapping[str, D.Door] = MappingProxyType({d.mcp_tool: d for d in D.DOORS})
 
 
@@ -27,8 +28,8 @@ TOOL_DOORS: Mapping[str, D.Door] = MappingProxyType({d.mcp_tool: d for d in D.DO
 class ToolShape:
     """What tools/call checks before the door: the arguments the schema names, and which it requires."""
 
-    path: tuple[str, ...]           # path parameters, in order (brain, id, sha256)
-    body: bool                      # the door takes an argument document
+    path: tuple[str, ...]  # path parameters, in order (brain, id, sha256)
+    body: bool  # the door takes an argument document
     body_required: bool
     allowed: frozenset[str]
 
@@ -45,12 +46,20 @@ SHAPES: Mapping[str, ToolShape] = MappingProxyType({d.mcp_tool: _shape(d) for d 
 
 def tool_result(answer: JsonDoc) -> JsonDoc:
     """A door's answer: its JSON as text (for a model) and whole in structuredContent (for a program)."""
-    return {"content": [{"type": "text", "text": codecs.to_json(answer).decode()}],
-            "structuredContent": answer, "isError": False, "_meta": {"ms": 0.0}}
+    return {
+        "content": [{"type": "text", "text": codecs.to_json(answer).decode()}],
+        "structuredContent": answer,
+        "isError": False,
+        "_meta": {"ms": 0.0},
+    }
 
 
 def tool_refusal(refusal: R.Refusal) -> JsonDoc:
     """A door's refusal: a result, flagged isError, with the class and its fields in structuredContent."""
     doc = {"error": refusal.to_wire()}
-    return {"content": [{"type": "text", "text": codecs.to_json(doc).decode()}],
-            "structuredContent": doc, "isError": True, "_meta": {"ms": 0.0}}
+    return {
+        "content": [{"type": "text", "text": codecs.to_json(doc).decode()}],
+        "structuredContent": doc,
+        "isError": True,
+        "_meta": {"ms": 0.0},
+    }
