@@ -66,7 +66,9 @@ def test_small_flushes_never_rewrite_the_large_table_and_every_version_survives(
         numbered = brain.state.next_table
 
         def merged() -> bool:  # a table number spent on a merge: more made since than are held besides the large one
-            return brain.state.next_table - numbered > len(brain.manifest["tables"]) - 1
+            # read between flushes: one in flight has spent its number and not yet installed its table
+            with brain.maintenance.lock:
+                return brain.state.next_table - numbered > len(brain.manifest["tables"]) - 1
 
         # a tiered merge waits for a flush at least as large as the one before it, and how large each flush is
         # depends on when the thread wakes: write on (bounded) until one merge has been seen
