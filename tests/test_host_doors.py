@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server import BRAIN, PERSON_KEY, SERVICE_KEY, Answer, ServerProcess, curl, start_server
+from server import BRAIN, PERSON_KEY, SERVICE_KEY, TIMEOUT, Answer, ServerProcess, curl, start_server
 
 from brainy.engine import Brain, init_store
 from brainy.host.backups import RECORDS
@@ -35,11 +35,14 @@ def call(
     doc: Any = None,
     key: str | None = SERVICE_KEY,
     headers: tuple[tuple[str, str], ...] = (),
+    timeout: float = TIMEOUT,
 ) -> Answer:
     sent = headers + ((("Authorization", f"Bearer {key}"),) if key is not None else ())
     if doc is not None:
         sent += (("Content-Type", "application/json"),)
-    return curl(server, method, path, json.dumps(doc).encode() if doc is not None else None, headers=sent)
+    return curl(
+        server, method, path, json.dumps(doc).encode() if doc is not None else None, headers=sent, timeout=timeout
+    )
 
 
 def ok(answer: Answer) -> dict[str, Any]:

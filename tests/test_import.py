@@ -18,7 +18,11 @@ pytestmark = pytest.mark.slow
 
 
 def imported(server, doc, brain=BRAIN, key=PERSON_KEY):
-    return call(server, "POST", f"/v1/brains/{brain}/import", doc, key=key)
+    # an import embeds every row's text before its one commit: thousands of rows take seconds on a loaded box
+    return call(server, "POST", f"/v1/brains/{brain}/import", doc, key=key, timeout=IMPORT_SECONDS)
+
+
+IMPORT_SECONDS = 60.0
 
 
 def test_jsonl_and_csv_import_in_one_commit_each_with_progress_on_the_log(tmp_path):
