@@ -1,6 +1,8 @@
-"""The one dispatcher every transport calls: ``dispatch(principal, door, brain, id, document)``.
+"""The one dispatcher every transport calls: ``call(principal, door, brain, id, document)``.
 
-It takes the one clock of the call, asks the gate's questions in the seeds'
+It proves the credential a transport hands it (:meth:`Dispatcher.credential`),
+completes a call that names no brain by the one rule (DOORS.md 0.2), takes the
+one clock of the call, asks the gate's questions in the seeds'
 order (access class, reach, ruling, token scope, then the door), checks the
 argument document against the door's declared arguments, resolves the brain,
 calls the door's registered function, and answers an :class:`Outcome`
@@ -12,7 +14,9 @@ joined to the contract at import: every native door has exactly one function
 and every function is a native door's, so nothing outside the contract is
 callable and no contract door is silently absent. A read runs on the brain's
 read snapshot at its head, a write on its commit path, a host door here, a
-model door on the embedder's threads without opening the store.
+model door on the embedder's threads without opening the store. The changes
+door may also be held open (:meth:`Dispatcher.hold`): the Outcome's ``held``
+answer, drained through the pool (``brainy.host.feeds``).
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class Brains(Protocol):
     def health(self, name: str) -> dict[str, Any]: ...
 
     def enter(self, name: str) -> Any: ...
+
+    def follow(self, name: str) -> Any: ...
 
     def held(self, entered: Any, for_write: bool) -> Brain: ...
 
