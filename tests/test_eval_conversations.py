@@ -1,6 +1,7 @@
-"""The long-conversation recall set (perf/conversations.py), with no model: the set is made from its seed alone,
-every question's evidence is turns of its own conversation, every category is asked, and dev and held-out never
-share a conversation.
+"""The long-conversation recall set (perf/conversations.py) and its harness's measures (perf/eval_conversations.py),
+with no model: the set is made from its seed alone, every question's evidence is turns of its own conversation,
+every category is asked, the measures are right on hand-made rankings, and dev and held-out never share a
+conversation. The harness's run itself needs the embedder and is not run here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from perf import conversations as C  # noqa: E402
+from perf import eval_conversations as E  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +96,52 @@ def test_dev_and_held_out_are_disjoint_and_cover_the_set():
     assert set(C.DEV) | set(C.HELD_OUT) == set(C.SEEDS)
     assert all(C.split_of(s) == "dev" for s in C.DEV) and all(C.split_of(s) == "held-out" for s in C.HELD_OUT)
     assert C.conversation(C.HELD_OUT[0]).split == "held-out"
+
+
+def test_recall_at_k_is_the_share_of_evidence_in_the_top_k():
+    ranked = ["a", "b", "c", "d", "e", "f"]
+    assert E.recall_at(ranked, ["a"], 1) == 1.0
+    assert E.recall_at(ranked, ["b"], 1) == 0.0
+    assert E.recall_at(ranked, ["a", "e"], 1) == 0.5
+    assert E.recall_at(ranked, ["a", "e"], 5) == 1.0
+    assert E.recall_at(ranked, ["a", "z"], 10) == 0.5
+    assert E.recall_at([], ["a"], 5) == 0.0
+
+
+def test_mrr_counts_the_first_evidence_found():
+    assert E.reciprocal_rank(["a", "b", "c"], ["a"]) == 1.0
+    assert E.reciprocal_rank(["a", "b", "c"], ["c", "b"]) == 0.5
+    assert E.reciprocal_rank(["a", "b", "c"], ["z"]) == 0.0
+
+
+def test_percentiles_are_nearest_rank():
+    values = list(range(1, 101))
+    assert E.percentile(values, 50) == 50
+    assert E.percentile(values, 99) == 99
+    assert E.percentile([3.0], 99) == 3.0
+    assert E.percentile([], 50) == 0.0
+
+
+def test_summary_averages_per_category_and_overall():
+    """Two questions: one found first, one found third of two evidence turns; overall averages them."""
+    answers = [
+        {"category": "single-fact", "evidence": ["a"], "ranked": ["a", "b"], "ms": 2.0},
+        {"category": "multi-hop", "evidence": ["x", "y"], "ranked": ["p", "q", "x"], "ms": 4.0},
+    ]
+    got = E.summarise(answers)
+    assert got["single-fact"]["recall@1"] == 1.0 and got["single-fact"]["mrr"] == 1.0
+    assert got["multi-hop"]["recall@1"] == 0.0 and got["multi-hop"]["recall@5"] == 0.5
+    assert got["multi-hop"]["mrr"] == 0.333
+    assert got["overall"]["questions"] == 2 and got["overall"]["recall@5"] == 0.75
+    assert "temporal" not in got
+
+
+def test_the_harness_refuses_held_out_figures_without_the_flag(monkeypatch, capsys):
+    """Asking for a held-out conversation without --held-out, or for misses with it, is refused before any store
+    is built."""
+    for argv in (["--seed", str(C.HELD_OUT[0])], ["--held-out", "--misses", "2"], ["--held-out", "--seed", "0"]):
+        monkeypatch.setattr(sys, "argv", ["eval_conversations.py", *argv])
+        with pytest.raises(SystemExit) as refused:
+            E.main()
+        assert refused.value.code == 2
+    assert "held-out" in capsys.readouterr().err
