@@ -41,7 +41,7 @@ from brainy.index.projections import TYPECODE, WORD, Projections, column_values,
 from brainy.index.snapshot import Snapshot
 from brainy.index.vector_matrix import unit
 from brainy.index.vectors import VectorIndex
-from brainy.index.where import Predicate, compile_where, sort_by_value
+from brainy.index.where import ENTITY_FIELDS, Predicate, compile_where, sort_by_value
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.counts import Ledger
@@ -243,22 +243,12 @@ def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[di
     return scores, matched
 
 
+#: The row's own fields an orderBy reads from the row rather than from its metadata: a where's, and the dense int.
+ROW_FIELDS = ENTITY_FIELDS | {"denseInt"}
+
+
 def _column_value(row: dict[str, Any], path: str) -> tuple[bool, Any]:
-    if path in (
-        "id",
-        "key",
-        "type",
-        "subtype",
-        "service",
-        "visibility",
-        "createdAt",
-        "updatedAt",
-        "createdBy",
-        "updatedBy",
-        "hasVector",
-        "generation",
-        "denseInt",
-    ):
+    if path in ROW_FIELDS:
         return (path in row, row.get(path))
     node: Any = row.get("metadata") or {}
     for part in path.split("."):
