@@ -367,6 +367,11 @@ class Pool:
     def only_brain(self, principal: Any) -> str | None:
         """The one rule for a call that names no brain (DOORS 0.2), on every transport: the brain a credential
         reaches here when it reaches exactly one, else None (and the door's ``brain: required``)."""
+        named = principal.token_brain
+        if named is None and principal.brains is not None and len(principal.brains) == 1 and not principal.service_key:
+            named = next(iter(principal.brains))
+        if named is not None and named in self._entries:  # a brain a door has reached: known, no listing per call
+            return named
         names = self.reach(principal)
         return names[0] if len(names) == 1 else None
 
