@@ -2,7 +2,9 @@
 space, and their fusions, scored with the harness's own recall@k and MRR (``perf/eval_conversations.py``).
 
 Not memory.recall: each ranker scores every turn of a conversation against each question, exactly (no index, no
-word leg), to measure what a model or a fusion could bring before recall is built on it. Dev split only: the
+word leg), to measure what a model or a fusion could bring before recall is built on it. "whole" rankers embed
+the stored line, prefix and all; "lifted" rankers embed what was said and add recall's speaker part
+(brainy/doors/memory/said.py); "+ before" adds a fifth of the cosine of the line said just before in the session. Dev split only: the
 held-out split is for reporting a change chosen here, never for choosing it.
 
     python perf/eval_rankers.py                      # MiniLM (the embed door's model), the shipped space
@@ -26,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import conversations as C  # noqa: E402
 from eval_conversations import recall_at, reciprocal_rank  # noqa: E402
 
+from brainy.doors.memory.recall import SPEAKER_WEIGHT  # noqa: E402
+from brainy.doors.memory.said import named, said  # noqa: E402
 from brainy.index import embedder  # noqa: E402
 
 CATEGORIES = ("single-fact", "multi-hop", "temporal", "open-domain", "overall")
@@ -33,6 +37,14 @@ CATEGORIES = ("single-fact", "multi-hop", "temporal", "open-domain", "overall")
 
 def _minilm(texts: list[str]) -> np.ndarray:
     return np.vstack([embedder.embed_many(texts[i : i + 256])[0] for i in range(0, len(texts), 256)])
+
+
+def _before(s: np.ndarray, sessions: np.ndarray, weight: float) -> np.ndarray:
+    """Each line's score plus ``weight`` × the score of the line before it in the same session."""
+    before = np.zeros_like(s)
+    same = sessions[1:] == sessions[:-1]
+    before[:, 1:] = np.where(same, s[:, :-1], 0.0)
+    return s + weight * before
 
 
 def main() -> None:
@@ -54,13 +66,29 @@ def main() -> None:
         turns = conversation.turns
         ids = [t.id for t in turns]
         texts = [t.stored() for t in turns]
+        bodies = [said(t).body for t in texts]
         questions = conversation.questions
-        spaces = {"minilm": (np.vstack([embedder.embed_one(q.text)[0] for q in questions]), _minilm(texts))}
+        queries = [q.text for q in questions]
+        spaces = {
+            "minilm whole": (np.vstack([embedder.embed_one(q)[0] for q in queries]), _minilm(texts)),
+            "minilm lifted": (None, _minilm(bodies)),
+        }
         if e5 is not None:
-            spaces["e5"] = (e5.query([q.text for q in questions]), e5.passage(texts))
+            spaces["e5 whole"] = (e5.query(queries), e5.passage(texts))
+            spaces["e5 lifted"] = (None, e5.passage(bodies))
+        for name in list(spaces):  # a lifted space asks with its whole space's query vectors
+            if spaces[name][0] is None:
+                spaces[name] = (spaces[name.replace("lifted", "whole")][0], spaces[name][1])
         similarity = {name: q @ p.T for name, (q, p) in spaces.items()}
+        speakers = np.array([said(t).speaker for t in texts])
+        favoured = np.vstack([np.isin(speakers, named(q)) for q in queries]).astype(np.float32)
+        sessions = np.array([t.session for t in turns])
         if e5 is not None:
-            similarity["e5 + 0.5 minilm"] = similarity["e5"] + 0.5 * similarity["minilm"]
+            similarity["e5 + 0.5 minilm whole"] = similarity["e5 whole"] + 0.5 * similarity["minilm whole"]
+            similarity["e5 + 0.5 minilm lifted"] = similarity["e5 lifted"] + 0.5 * similarity["minilm lifted"]
+        for name in [n for n in similarity if n.endswith("lifted")]:
+            similarity[name] = similarity[name] + SPEAKER_WEIGHT * favoured
+            similarity[name + " + before"] = _before(similarity[name], sessions, 0.2)
         for name, s in similarity.items():
             for row, question in enumerate(questions):
                 ranked = [ids[j] for j in np.argsort(-s[row])[:10]]
@@ -72,10 +100,10 @@ def main() -> None:
                 scores[name][question.category].append(got)
                 scores[name]["overall"].append(got)
     print(f"dev split, {time.perf_counter() - started:.0f} s; each cell recall@5 / recall@10 / MRR")
-    print(f"{'ranker':<18}" + "".join(f"{c:>22}" for c in CATEGORIES))
+    print(f"{'ranker':<34}" + "".join(f"{c:>22}" for c in CATEGORIES))
     for name, by in scores.items():
         cells = ["{:.3f} / {:.3f} / {:.3f}".format(*np.mean(by[c], axis=0)) for c in CATEGORIES]
-        print(f"{name:<18}" + "".join(f"{c:>22}" for c in cells))
+        print(f"{name:<34}" + "".join(f"{c:>22}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from brainy.contract import refusals as R
 from brainy.doors import language, vfs
 from brainy.doors.memory import records as M
 from brainy.doors.memory.recall import ANY, leg, narrowing
+from brainy.doors.memory.said import SPEAKER, said
 from brainy.doors.registry import WRITE, door
 from brainy.doors.writes import Context, _put_relation, _stamp
 from brainy.index import embedder
@@ -50,13 +51,20 @@ def put(txn: Txn, row: dict[str, Any], before: dict[str, Any] | None) -> dict[st
 def new_row(
     txn: Txn, ctx: Context, kind: str, text: str, fields: dict[str, Any], id_: str | None = None, key: str | None = None
 ) -> dict[str, Any]:
-    """A memory entity of ``kind`` holding ``text``, its record fields in metadata, embedded when a model was."""
+    """A memory entity of ``kind`` holding ``text``, its record fields in metadata, embedded when a model was.
+    A fact, preference or turn that names its speaker is embedded without the name, kept as ``speaker``."""
     meta = {"kind": kind, "scope": None, "tags": [], "strength": M.DEFAULT_STRENGTH, "status": "active", "citations": 0}
     meta.update(fields)
     row: dict[str, Any] = {"id": id_ or K.uuid7()}
     if key is not None:
         row["key"] = key
-    vector = ctx.vector_of(text)
+    embedded = text
+    if kind in M.SAID:
+        lifted = said(text)
+        embedded = lifted.body
+        if lifted.speaker is not None:
+            meta[SPEAKER] = lifted.speaker
+    vector = ctx.vector_of(embedded)
     row.update(
         type=M.NOUN[kind],
         subtype=M.subtype(kind),
@@ -101,6 +109,11 @@ def stored_text(a: dict[str, Any]) -> list[str]:
     return [text] if isinstance(text, str) and text.strip() else []
 
 
+def said_text(a: dict[str, Any]) -> list[str]:
+    """What a remember or a turn embeds before the commit lock: what was said, its speaker lifted."""
+    return [said(text).body for text in stored_text(a)]
+
+
 def _scope(value: Any) -> str | None:
     return rows.string(value, "scope", nullable=True)
 
@@ -122,10 +135,11 @@ def normalised(text: str) -> str:
 
 
 def duplicate(
-    txn: Txn, ctx: Context, text: str, vector: bytes | None, kind: str, scope: str | None
+    txn: Txn, ctx: Context, text: str, vector: bytes | None, kind: str, scope: str | None, speaker: str | None
 ) -> dict[str, Any] | None:
-    """The active memory of this kind and scope that ``text`` repeats: cosine ≥ 0.95, or with no model the
-    same normalised text. Searched at the durable head and confirmed on the commit's own rows."""
+    """The active memory of this kind, scope and speaker that ``text`` repeats: cosine ≥ 0.95 (what was said,
+    the speaker lifted), or with no model the same normalised text. Searched at the durable head and
+    confirmed on the commit's own rows."""
     if ctx.view is None:
         return None
     view = ctx.view()
@@ -141,7 +155,13 @@ def duplicate(
         same = [id_ for id_, (_, row) in hits.items() if normalised(row.get("data") or "") == words]
     for id_ in same:
         row = txn.entity(id_)
-        if row is not None and M.active(row) and _meta(row, "kind") == kind and _meta(row, "scope") == scope:
+        if (
+            row is not None
+            and M.active(row)
+            and _meta(row, "kind") == kind
+            and _meta(row, "scope") == scope
+            and _meta(row, SPEAKER) == speaker
+        ):
             return row
     return None
 
@@ -151,7 +171,7 @@ def _reinforcement() -> float:
     return arguments.check(D.BY_NAME["memory.reinforce"], {"id": "-"})["amount"]
 
 
-@door("memory.remember", WRITE, embeds=stored_text)
+@door("memory.remember", WRITE, embeds=said_text)
 def remember(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     text = M.text(a.get("text"))
@@ -166,9 +186,10 @@ def remember(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         if not isinstance(a["metadata"], dict):
             raise invalid("metadata", "wrong-type", "must be an object")
         fields["extra"] = rows.content(a["metadata"], "metadata")
-    vector = ctx.vector_of(text)
+    lifted = said(text)
+    vector = ctx.vector_of(lifted.body)
     if a["dedupe"]:
-        held = duplicate(txn, ctx, text, vector, kind, scope)
+        held = duplicate(txn, ctx, text, vector, kind, scope, lifted.speaker)
         if held is not None:
             tags = list(dict.fromkeys([*_meta(held, "tags", []), *fields["tags"]]))
             put(txn, changed(held, strength=_raise(held, _reinforcement()), tags=tags), held)
@@ -333,7 +354,7 @@ def retire(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 def groups(memories: list[dict[str, Any]], threshold: float) -> list[list[dict[str, Any]]]:
-    """Near-duplicates by meaning, within one kind and scope: each group led by its strongest memory (newest on
+    """Near-duplicates by meaning, within one kind, scope and speaker: each group led by its strongest memory (newest on
     ties), which takes every other memory at cosine ≥ ``threshold`` to it that no stronger leader took."""
     order = sorted(memories, key=lambda r: (-float(_meta(r, "strength", 0.0)), -r["createdAt"], r["id"]))
     matrix = np.stack([unit(r["vector"]) for r in order]) if order else np.empty((0, rows.DIMENSIONS))
@@ -351,6 +372,7 @@ def groups(memories: list[dict[str, Any]], threshold: float) -> list[list[dict[s
                 and similar[i, j] >= threshold
                 and _meta(order[j], "kind") == _meta(lead, "kind")
                 and _meta(order[j], "scope") == _meta(lead, "scope")
+                and _meta(order[j], SPEAKER) == _meta(lead, SPEAKER)
             ):
                 taken[j] = True
                 group.append(order[j])

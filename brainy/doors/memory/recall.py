@@ -5,8 +5,12 @@ find's BM25 over the word postings, each narrowed first by the metadata postings
 (kind, scope, status, tags). Only the fusion is recall's:
 
     score = relevance × (0.5 + 0.5 × strength) × recency
-    relevance = cosine + TEXT_WEIGHT × (bm25 / the best bm25 among the candidates)
+    relevance = cosine + TEXT_WEIGHT × (bm25 / the best bm25 among the candidates) + SPEAKER_WEIGHT × named
     recency = 0.5 ** (age in days / recencyHalfLifeDays), only when asked; age from ``createdAt`` to now
+
+``named`` is 1 for a memory whose speaker (lifted from its text, ``said.py``) the query names. A memory that
+names its speaker is embedded without the name, so the meaning leg ranks what was said; the speaker is then a
+separate part, large enough that the named person's memories come first and the meaning leg orders them.
 
 The word leg never counts a stop word (a question's "what", "does", "to"), and its part is small next to
 the meaning leg's: it breaks ties and lifts an exact name, it never outvotes meaning. A plain RRF over ranks
@@ -27,6 +31,7 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.doors.memory import records as M
+from brainy.doors.memory.said import SPEAKER, named
 from brainy.doors.query import Query, run_find
 from brainy.doors.registry import door
 from brainy.index import embedder
@@ -37,6 +42,7 @@ from brainy.store.clock import now_ms
 from brainy.store.rows import invalid
 
 TEXT_WEIGHT = 0.1  # chosen by perf/eval_recall.py; the measurement is in its commit message
+SPEAKER_WEIGHT = 0.5  # above any cosine gap between two memories: chosen on perf/eval_conversations.py's dev split
 LEG_DEPTH = 20  # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read
 DAY_MS = 86_400_000
 ANY = object()  # a scope left out: every scope
@@ -69,9 +75,13 @@ class Fusion:
     text: float = TEXT_WEIGHT
     rrf: int | None = None
     stop_words: bool = True  # leave stop words out of the word leg
+    speaker: float = SPEAKER_WEIGHT
 
-    def relevance(self, cosine: dict[str, float], words: dict[str, float]) -> dict[str, tuple[float, dict[str, float]]]:
-        """Each candidate's relevance and each leg's part of it."""
+    def relevance(
+        self, cosine: dict[str, float], words: dict[str, float], favoured: frozenset[str] = frozenset()
+    ) -> dict[str, tuple[float, dict[str, float]]]:
+        """Each candidate's relevance and each leg's part of it; ``favoured`` are the memories whose speaker the
+        query names."""
         out: dict[str, tuple[float, dict[str, float]]] = {}
         if self.rrf is not None:
             ranks = {
@@ -89,6 +99,8 @@ class Fusion:
                 parts["semantic"] = self.semantic * max(cosine[i], 0.0)
             if self.text and best > 0 and words.get(i):
                 parts["text"] = self.text * words[i] / best
+            if self.speaker and i in favoured:
+                parts["speaker"] = self.speaker
             out[i] = (sum(parts.values()), parts)
         return out
 
@@ -123,6 +135,15 @@ def leg(view: Snapshot, narrowed: dict[str, Any], limit: int, **search: Any) -> 
     return {hit["id"]: (hit["score"], hit["entity"]) for hit in run_find(q, view.in_process())["results"]}
 
 
+def _with(narrowed: dict[str, Any], field: str, condition: Any) -> dict[str, Any]:
+    """``narrowed`` narrowed again: ``field`` must also meet ``condition``."""
+    return {**narrowed, "where": {**narrowed.get("where", {}), field: condition}}
+
+
+def _speaker(row: dict[str, Any]) -> str | None:
+    return (row.get("metadata") or {}).get(SPEAKER)
+
+
 def _cosines(view: Snapshot, rows_: list[dict[str, Any]], query: np.ndarray) -> dict[str, float]:
     """The cosine of each row's vector with the query: from the vector index at the head (no row read), from
     the rows at a past generation (whose index would be built from every row)."""
@@ -147,32 +168,50 @@ def rank(
     min_score: float | None = None,
     now: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The recalled memories, best first ({memory, score, why}), and the meaning leg's report."""
+    """The recalled memories, best first ({memory, score, why}), and the meaning leg's report.
+
+    Each leg runs twice when the query could name a speaker: over every memory asked for, and over the
+    memories of the speakers it names (a metadata narrowing), so the named person's memories are candidates
+    however many others there are. A name that is a speaker's is no word match: the speaker part counts it."""
     depth = max(LEG_DEPTH, 2 * limit)
     found: dict[str, dict[str, Any]] = {}
     words: dict[str, float] = {}
     cosine: dict[str, float] = {}
-    query_words = content_words(text) if fusion.stop_words else list(dict.fromkeys(WORD.findall(text.lower())))
-    if fusion.text and query_words:
-        for id_, (score, row) in leg(view, narrowed, depth, query=" ".join(query_words), searchMode="text").items():
-            words[id_], found[id_] = score, row
+    runs = named(text)
+    by_speaker = _with(narrowed, SPEAKER, {"in": runs}) if fusion.speaker and runs else None
+    narrowings = [narrowed] if by_speaker is None else [narrowed, by_speaker]
     semantic: dict[str, Any] = {"served": True}
+    vector = None
     if fusion.semantic:
         try:
             vector = embedder.embed_one(text)[0]
         except R.EmbeddingModelMissingError as missing:
             semantic = {"served": False, "reason": f"EmbeddingModelMissingError: {missing.message}"}
-            if not fusion.rrf:
-                fusion = Fusion(semantic=0.0, text=1.0, stop_words=fusion.stop_words)  # words alone, said so
+            if not fusion.rrf:  # words alone, said so
+                fusion = Fusion(semantic=0.0, text=1.0, stop_words=fusion.stop_words, speaker=fusion.speaker)
         else:
-            for id_, (score, row) in leg(view, narrowed, depth, vector=vector.tolist(), searchMode="vector").items():
-                cosine[id_], found[id_] = score, row
-            if not fusion.rrf:  # a word hit the meaning leg did not reach is scored by its own vector
-                cosine.update(_cosines(view, [found[i] for i in words.keys() - cosine.keys()], vector))
+            for narrowing_ in narrowings:
+                for id_, (score, row) in leg(
+                    view, narrowing_, depth, vector=vector.tolist(), searchMode="vector"
+                ).items():
+                    cosine[id_], found[id_] = score, row
     else:
         semantic = {"served": False, "reason": "the fusion measured runs no meaning leg"}
+    spoken = {_speaker(row) for row in found.values()} & set(runs)
+    names = {w for name in spoken for w in name.split()}
+    query_words = content_words(text) if fusion.stop_words else list(dict.fromkeys(WORD.findall(text.lower())))
+    query_words = [w for w in query_words if w not in names]
+    if fusion.text and query_words:
+        for narrowing_ in narrowings:
+            for id_, (score, row) in leg(
+                view, narrowing_, depth, query=" ".join(query_words), searchMode="text"
+            ).items():
+                words[id_], found[id_] = score, row
+    if vector is not None and not fusion.rrf:  # a word hit the meaning leg did not reach is scored by its own vector
+        cosine.update(_cosines(view, [found[i] for i in words.keys() - cosine.keys()], vector))
+    favoured = frozenset(i for i, row in found.items() if _speaker(row) in runs)
     hits = []
-    for id_, (relevance, parts) in fusion.relevance(cosine, words).items():
+    for id_, (relevance, parts) in fusion.relevance(cosine, words, favoured).items():
         row = found[id_]
         record = M.record(row)
         why: dict[str, float] = dict(parts)

@@ -35,6 +35,7 @@ KINDS = tuple(NOUN)
 SUBTYPES = {f"memory.{kind}": kind for kind in KINDS}
 # what recall and context search unless told otherwise: what the agent knows, not its transcripts
 KNOWN = ("fact", "preference", "note", "abstract")
+SAID = ("fact", "preference", "turn")  # the kinds whose text may name its speaker (said.py)
 ROLES = ("user", "assistant", "system", "tool")
 STATUSES = ("active", "retired")
 

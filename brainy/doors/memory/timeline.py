@@ -16,7 +16,7 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.doors.memory import records as M
-from brainy.doors.memory.keeping import caller, changed, new_row, put, relate, stored_text
+from brainy.doors.memory.keeping import caller, changed, new_row, put, relate, said_text
 from brainy.doors.query import Query, run_find
 from brainy.doors.registry import WRITE, door
 from brainy.doors.timetravel import _instant
@@ -35,7 +35,7 @@ def _name(value: Any, field: str = "conversation") -> str:
     return name
 
 
-@door("memory.turn", WRITE, embeds=stored_text)
+@door("memory.turn", WRITE, embeds=said_text)
 def turn(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     caller(txn)
     name = _name(a.get("conversation"))
