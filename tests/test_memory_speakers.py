@@ -109,7 +109,7 @@ def test_dedupe_and_consolidate_never_join_two_speakers(brain):
     again = brain.call("memory.remember", {"text": "Kofi (8 May 2023): See you next week!"}, caller=ME)
     assert not other["deduplicated"] and other["id"] != first["id"]
     assert again["deduplicated"] and again["id"] == first["id"]
-    remember(brain, "Lena (9 May 2023): See you next week!!")
+    remember(brain, "Lena (9 May 2023): See you next week!")
     groups = brain.call("memory.consolidate", {"threshold": 0.95}, caller=ME)["groups"]
     assert len(groups) == 1
     kept = brain.call("memory.read", {"id": groups[0]["kept"]})["memory"]["text"]
