@@ -132,8 +132,11 @@ def test_recall_puts_the_answer_first_for_a_paraphrase(brain):
         top = answer["memories"][0]
         assert top["memory"]["id"] == ids[want], question
         assert top["why"]["strength"] == 0.5 and top["why"]["semantic"] > 0
-        assert top["score"] == pytest.approx((top["why"]["semantic"] + top["why"].get("text", 0)) * 0.75)
-        assert answer["semantic"] == {"served": True} and answer["text"] == {"served": True}
+        parts = ("semantic", "text", "speaker", "form")
+        assert top["score"] == pytest.approx(sum(top["why"].get(p, 0) for p in parts) * 0.75)
+        assert answer["text"] == {"served": True}
+        assert answer["semantic"] == {"served": True, "model": {"name": "all-MiniLM-L6-v2", "runs": "int8-dynamic"}}
+        assert answer["speakers"] == {"named": []}  # FACTS name people in what was said, never as a speaker
 
 
 def test_recall_weighs_strength_and_drops_the_retired(brain):

@@ -80,7 +80,9 @@ def test_recall_favours_the_named_speaker_and_says_so(brain):
     }
     for text in lines:
         remember(brain, text, scope="c")
-    hits = brain.call("memory.recall", {"query": "What plants does Kofi collect?", "scope": "c"})["memories"]
+    answer = brain.call("memory.recall", {"query": "What plants does Kofi collect?", "scope": "c"})
+    assert answer["speakers"] == {"named": ["kofi"]}
+    hits = answer["memories"]
     assert hits[0]["memory"]["text"].startswith("Kofi (2 May 2023): I have way too many succulents")
     for hit in hits:  # the named speaker's lines come first, and why says the speaker part
         kofi = lines[hit["memory"]["text"]] == "kofi"
@@ -115,3 +117,35 @@ def test_dedupe_and_consolidate_never_join_two_speakers(brain):
     kept = brain.call("memory.read", {"id": groups[0]["kept"]})["memory"]["text"]
     retired = [brain.call("memory.read", {"id": i})["memory"]["text"] for i in groups[0]["retired"]]
     assert {t.split(" ")[0] for t in [kept, *retired]} == {"Lena"}
+
+
+def test_a_line_that_asks_or_says_little_gives_way_to_one_that_tells(brain):
+    asks = "Kofi (1 May 2023): Do you like jazz music, old records and live gigs?"
+    tells = "Kofi (1 May 2023): I really like music, jazz records most of all."
+    brief = "Kofi (1 May 2023): Music, ha."
+    for text in (asks, tells, brief):
+        remember(brain, text, scope="c")
+    query = embedder.embed_one("What music does Kofi like?")[0]
+    closer = {t: float(np.dot(query, embedder.embed_one(said(t).body)[0])) for t in (asks, tells)}
+    assert closer[asks] > closer[tells]  # by meaning alone the question would come first
+    hits = brain.call("memory.recall", {"query": "What music does Kofi like?", "scope": "c"})["memories"]
+    assert [h["memory"]["text"] for h in hits] == [tells, asks, brief]
+    forms = {h["memory"]["text"]: h["why"].get("form") for h in hits}
+    assert forms == {tells: None, asks: -0.1, brief: -0.05}
+
+
+def test_turns_are_recalled_with_their_conversation_and_seq(brain):
+    said_lines = [
+        ("user", "Maya (3 June 2023): I finally finished painting the kitchen yellow."),
+        ("assistant", "That sounds bright! How long did it take?"),
+        ("user", "Maya (3 June 2023): Two weekends, and my cat walked through the tray twice."),
+    ]
+    for role, text in said_lines:
+        brain.call("memory.turn", {"conversation": "maya", "role": role, "text": text}, caller=ME)
+    remember(brain, "Maya (1 June 2023): I am thinking about painting the kitchen.")
+    answer = brain.call("memory.recall", {"query": "What colour did Maya paint her kitchen?", "kinds": ["turn"]})
+    top = answer["memories"][0]
+    assert top["memory"]["kind"] == "turn" and top["memory"]["text"] == said_lines[0][1]
+    assert (top["memory"]["conversation"], top["memory"]["seq"], top["memory"]["role"]) == ("maya", 1, "user")
+    assert top["why"]["speaker"] == SPEAKER_WEIGHT
+    assert all(h["memory"]["kind"] == "turn" for h in answer["memories"])

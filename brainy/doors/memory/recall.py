@@ -5,12 +5,13 @@ find's BM25 over the word postings, each narrowed first by the metadata postings
 (kind, scope, status, tags). Only the fusion is recall's:
 
     score = relevance × (0.5 + 0.5 × strength) × recency
-    relevance = cosine + TEXT_WEIGHT × (bm25 / the best bm25 among the candidates) + SPEAKER_WEIGHT × named
+    relevance = cosine + TEXT_WEIGHT × (bm25 / the best bm25 among the candidates) + SPEAKER_WEIGHT × named + form
     recency = 0.5 ** (age in days / recencyHalfLifeDays), only when asked; age from ``createdAt`` to now
 
 ``named`` is 1 for a memory whose speaker (lifted from its text, ``said.py``) the query names. A memory that
 names its speaker is embedded without the name, so the meaning leg ranks what was said; the speaker is then a
 separate part, large enough that the named person's memories come first and the meaning leg orders them.
+``form`` takes ASKS_WEIGHT off a memory that asks a question and BRIEF_WEIGHT off one that says little.
 
 The word leg never counts a stop word (a question's "what", "does", "to"), and its part is small next to
 the meaning leg's: it breaks ties and lifts an exact name, it never outvotes meaning. A plain RRF over ranks
@@ -31,7 +32,7 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.doors.memory import records as M
-from brainy.doors.memory.said import SPEAKER, named
+from brainy.doors.memory.said import SPEAKER, body, named
 from brainy.doors.query import Query, run_find
 from brainy.doors.registry import door
 from brainy.index import embedder
@@ -43,6 +44,9 @@ from brainy.store.rows import invalid
 
 TEXT_WEIGHT = 0.1  # chosen by perf/eval_recall.py; the measurement is in its commit message
 SPEAKER_WEIGHT = 0.5  # above any cosine gap between two memories: chosen on perf/eval_conversations.py's dev split
+# What a line's form says before its meaning: a question asked is seldom what answers one, and a line of fewer
+# than BRIEF content words says little ("Ha, classic.", "How's the neighbourhood?"). Chosen on the same dev split.
+ASKS_WEIGHT, BRIEF_WEIGHT, BRIEF = 0.1, 0.05, 4
 LEG_DEPTH = 20  # hits each leg hands the fusion, at least (2 × limit when that is more): each is a row read
 DAY_MS = 86_400_000
 ANY = object()  # a scope left out: every scope
@@ -76,6 +80,16 @@ class Fusion:
     rrf: int | None = None
     stop_words: bool = True  # leave stop words out of the word leg
     speaker: float = SPEAKER_WEIGHT
+    asks: float = ASKS_WEIGHT
+    brief: float = BRIEF_WEIGHT
+
+    def form(self, text: str) -> float:
+        """The part a memory's form takes off its relevance: it asks, or it says little (0 or less)."""
+        said_ = body(text).rstrip()
+        out = -self.asks if said_.endswith("?") else 0.0
+        if self.brief and len(content_words(said_)) < BRIEF:
+            out -= self.brief
+        return out
 
     def relevance(
         self, cosine: dict[str, float], words: dict[str, float], favoured: frozenset[str] = frozenset()
@@ -167,8 +181,9 @@ def rank(
     half_life_days: float | None = None,
     min_score: float | None = None,
     now: int | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The recalled memories, best first ({memory, score, why}), and the meaning leg's report.
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The recalled memories, best first ({memory, score, why}), and what served them: the meaning leg's report
+    (its model and the form it runs in, or why it did not serve) and the speakers the query named.
 
     Each leg runs twice when the query could name a speaker: over every memory asked for, and over the
     memories of the speakers it names (a metadata narrowing), so the named person's memories are candidates
@@ -190,6 +205,7 @@ def rank(
             if not fusion.rrf:  # words alone, said so
                 fusion = Fusion(semantic=0.0, text=1.0, stop_words=fusion.stop_words, speaker=fusion.speaker)
         else:
+            semantic["model"] = {"name": embedder.MODEL, "runs": embedder.shared().model.variant}
             for narrowing_ in narrowings:
                 for id_, (score, row) in leg(
                     view, narrowing_, depth, vector=vector.tolist(), searchMode="vector"
@@ -215,6 +231,10 @@ def rank(
         row = found[id_]
         record = M.record(row)
         why: dict[str, float] = dict(parts)
+        form = fusion.form(record["text"]) if not fusion.rrf else 0.0
+        if form:
+            why["form"] = form
+            relevance += form
         why["strength"] = record["strength"]
         score = relevance * (0.5 + 0.5 * record["strength"])
         if half_life_days is not None:
@@ -225,7 +245,7 @@ def rank(
             continue
         hits.append({"memory": record, "score": score, "why": why})
     hits.sort(key=lambda h: (-h["score"], h["memory"]["id"]))
-    return hits[:limit], semantic
+    return hits[:limit], {"semantic": semantic, "speakers": {"named": sorted(spoken)}}
 
 
 def _query_text(a: dict[str, Any]) -> list[str]:
@@ -245,8 +265,8 @@ def recall(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     if half_life is not None and not half_life > 0:
         raise invalid("recencyHalfLifeDays", "out-of-range", "must be more than 0")
     narrowed = narrowing(M.kinds(a.get("kinds")), _scope(a), M.tags(a.get("tags")), a["includeRetired"])
-    hits, semantic = rank(view, text, narrowed, limit, SHIPPED, half_life, a.get("minScore"), now_ms())
-    return {"memories": hits, "text": {"served": True}, "semantic": semantic}
+    hits, served = rank(view, text, narrowed, limit, SHIPPED, half_life, a.get("minScore"), now_ms())
+    return {"memories": hits, "text": {"served": True}, **served}
 
 
 def _int(value: Any, field: str, lo: int, hi: int) -> int:
