@@ -105,7 +105,7 @@ class Brain:
         self.log_read: log_.Scan | None = None  # what that read cost
         # file content (docs/store-format.md, "Blobs"): read-only until the writer's open claims the lease
         self.blobs = BlobStore(path / "blobs", writable=False)
-        followers = Followers(self.follower, self.vector_follower, self.aggregate_follower)
+        followers = self.followers = Followers(self.follower, self.vector_follower, self.aggregate_follower)
         self.commits = CommitPath(self.state, followers)  # the log is the writer's, once its open has read it
         self.maintenance = Maintenance(
             path, self.state, self.commits, followers, self.blobs, _referenced(weakref.proxy(self))

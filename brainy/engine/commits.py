@@ -24,6 +24,7 @@ from brainy.contract import refusals as R
 from brainy.doors import policy, registry, vfs
 from brainy.doors.writes import Context, texts
 from brainy.index import embedder
+from brainy.index.follower import ACK_WAIT_SECONDS
 from brainy.index.snapshot import Snapshot
 from brainy.store.blobs import BlobStore
 from brainy.store.commit_path import CommitPath
@@ -198,6 +199,10 @@ class Writes:
                 raise audited.refusal from None
             if seq:
                 await self._adurable_at(seq, answer["generation"])
+                if brain.follower.background:  # served: read-your-writes, the builds this commit needs done first
+                    await asyncio.get_running_loop().run_in_executor(
+                        self._workers(), brain.followers.until_built, ACK_WAIT_SECONDS
+                    )
         return answer
 
     async def _adurable_at(self, seq: int, generation: int) -> None:

@@ -33,6 +33,11 @@ class Followers:
         self.aggregates.advance(generation)
         self.vectors.advance(generation, flushed)
 
+    def until_built(self, seconds: float) -> None:
+        """Wait (off the loop, bounded) for the projection and vector builds in flight before a write answers."""
+        self.projections.until_built(seconds)
+        self.vectors.until_built(seconds)
+
     def prepare_flush(self) -> None:
         self.projections.prepare_flush()  # its delta read, or the projections built while the chain is reachable
 

@@ -56,7 +56,11 @@ log = logging.getLogger("brainy.engine")
 
 Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", before, after)
 
-READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses
+READ_WAIT_SECONDS = 0.1  # how long a served read waits for a background build before it refuses (on the loop)
+# How long a served write's answer waits, off the loop, for a build its commit started or found in flight: the
+# rows a writer acknowledged are its own, so a read after the answer finds them built (DOORS 11:
+# ProjectionBehindError is for a reader behind a writer in another process, or a cold open)
+ACK_WAIT_SECONDS = 30.0
 INLINE_ROWS = 1_000  # a served read builds a store this small itself (about 0.1 ms a row from the rows)
 # How long a background build waits for the first read in place to finish before it starts. The build holds
 # the interpreter lock most of the time and its allocations trigger full collections (up to 98 ms each at a
@@ -133,8 +137,12 @@ class ProjectionFollower:
             self._unsaved[generation] = [m for m in moves if m[0] == "e"]
 
     def advance(self, durable: int, flushed: int) -> None:
-        """The commit at ``durable`` is acknowledged: move the projections up to it. The caller holds the lock."""
+        """The commit at ``durable`` is acknowledged: move the projections up to it. The caller holds the lock.
+        Not built yet on a served handle, the build starts now: the write's answer waits for it (:meth:`until_built`),
+        so the reads that follow find it built."""
         proj = self._proj
+        if proj is None and self.background and self._wanted(durable):
+            self.warm()
         if proj is not None:
             for g in sorted(g for g in self._moves if g <= durable):
                 moves = self._moves.pop(g)
@@ -145,6 +153,10 @@ class ProjectionFollower:
             floor = flushed if self._build_floor is None else min(flushed, self._build_floor)
             for g in [g for g in self._moves if g <= floor]:
                 del self._moves[g]
+
+    def _wanted(self, durable: int) -> bool:
+        """Whether the commits up to ``durable`` are ones a read of this projection would look for."""
+        return True
 
     @property
     def kept(self) -> Any:
@@ -239,6 +251,13 @@ class ProjectionFollower:
                 return
             self._build_floor = self._brain.flushed
             self._building = _builders().submit(self._build_off_lock)
+
+    def until_built(self, seconds: float) -> None:
+        """Wait, at most ``seconds``, for a build in flight (one a commit started, or the admission's): called off the
+        event loop before a write answers, never holding the state lock the build publishes under."""
+        if self._proj is None and self._building is not None:
+            self._first_read.set()  # a write waits for it: the build starts now, not after a read's grace
+            self._built.wait(seconds)
 
     def first_door_done(self) -> None:
         """The handle's first door has answered (the pool says so, for a handle whose ``door_ends_first_read``
@@ -535,6 +554,16 @@ class VectorFollower(ProjectionFollower):
         super().advance(durable, flushed)
         if self._proj is not None:
             self._maybe_catch_up(self._proj)
+
+    def _wanted(self, durable: int) -> bool:
+        """Only a commit that moved a vector starts the index's build: a brain written without one keeps no index
+        in memory until a search asks for it."""
+        return any(
+            (before is not None and before.get("vector")) or (after is not None and after.get("vector"))
+            for g, moves in list(self._moves.items())
+            if g <= durable
+            for _, before, after in moves
+        )
 
     @contextmanager
     def held(self) -> Iterator[VectorIndex]:
