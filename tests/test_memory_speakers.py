@@ -149,3 +149,13 @@ def test_turns_are_recalled_with_their_conversation_and_seq(brain):
     assert (top["memory"]["conversation"], top["memory"]["seq"], top["memory"]["role"]) == ("maya", 1, "user")
     assert top["why"]["speaker"] == SPEAKER_WEIGHT
     assert all(h["memory"]["kind"] == "turn" for h in answer["memories"])
+
+
+def test_without_a_model_the_words_and_the_speaker_still_rank(brain, tmp_path, monkeypatch):
+    monkeypatch.setenv(embedder.OVERRIDE, str(tmp_path / "empty"))
+    remember(brain, "Lena (1 May 2023): My ukulele needs new strings.", scope="c")
+    remember(brain, "Kofi (1 May 2023): My ukulele needs new strings too.", scope="c")
+    answer = brain.call("memory.recall", {"query": "What does Kofi's ukulele need?", "scope": "c"})
+    assert answer["semantic"]["served"] is False and answer["speakers"] == {"named": ["kofi"]}
+    top = answer["memories"][0]
+    assert top["memory"]["text"].startswith("Kofi") and top["why"]["speaker"] == SPEAKER_WEIGHT

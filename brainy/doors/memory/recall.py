@@ -245,7 +245,8 @@ def rank(
             continue
         hits.append({"memory": record, "score": score, "why": why})
     hits.sort(key=lambda h: (-h["score"], h["memory"]["id"]))
-    return hits[:limit], {"semantic": semantic, "speakers": {"named": sorted(spoken)}}
+    named_ = {_speaker(found[i]) for i in favoured}
+    return hits[:limit], {"semantic": semantic, "speakers": {"named": sorted(n for n in named_ if n is not None)}}
 
 
 def _query_text(a: dict[str, Any]) -> list[str]:
