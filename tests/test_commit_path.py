@@ -112,7 +112,7 @@ def test_a_commit_is_read_by_the_next_at_once_and_durable_only_once_waited_for(s
             commits.begin(None, None).entity(uid("b"))["data"] == "row b"
         )  # the next commit reads it, not yet durable
     commits.durable_at(seq, generation)
-    assert (head.durable, head.durable_ledger.n["entities"], head.ledgers) == (1, 2, {})
+    assert (head.durable, head.durable_ledger.n["entities"], head.ledgers.copy()) == (1, 2, {})
     assert notebook.calls[1:] == [("advance", 1, 0)] and woken == [1]
 
 

@@ -85,7 +85,7 @@ class CommitPath:
         seq = self.log.append(generation, payload)
         self.apply(txn)
         head = self.head
-        head.ledgers[generation] = head.ledger.copy()
+        head.ledgers.put(generation, head.ledger.copy())
         head.last_seq = seq
         return seq, payload
 
@@ -133,9 +133,8 @@ class CommitPath:
         with head.state_lock:
             if generation > head.durable:
                 head.durable = generation
-                head.durable_ledger = head.ledgers[generation]
-                for g in [g for g in head.ledgers if g <= generation]:
-                    del head.ledgers[g]
+                # taken, not iterated: the next commit puts its ledger meanwhile, under the commit lock only
+                head.durable_ledger = head.ledgers.take(generation)[-1][1]
                 self.followers.advance(generation, head.flushed)
             else:
                 return
