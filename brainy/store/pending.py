@@ -79,6 +79,11 @@ class Pending(Generic[T]):
                 return None
             return [held[g] for g in range(low + 1, high + 1)]
 
+    def above(self, low: int) -> list[T]:
+        """The values of the generations held above ``low``, in generation order."""
+        with self._lock:
+            return [value for g, value in sorted(self._held.items()) if g > low]
+
     def reaches(self, low: int, high: int) -> bool:
         """Whether every generation from ``low`` + 1 to ``high`` is held."""
         with self._lock:
