@@ -112,7 +112,7 @@ def test_a_commit_is_read_by_the_next_at_once_and_durable_only_once_waited_for(s
             commits.begin(None, None).entity(uid("b"))["data"] == "row b"
         )  # the next commit reads it, not yet durable
     commits.durable_at(seq, generation)
-    assert (head.durable, head.durable_ledger.n["entities"], head.ledgers) == (1, 2, {})
+    assert (head.durable, head.durable_ledger.n["entities"], head.ledgers.copy()) == (1, 2, {})
     assert notebook.calls[1:] == [("advance", 1, 0)] and woken == [1]
 
 
@@ -128,6 +128,23 @@ def test_the_durable_head_never_moves_back(store) -> None:
     commits.durable_at(*first)
     assert head.durable == 2 and head.durable_ledger.n["entities"] == 2 and woken == [2]
     assert [c for c in notebook.calls if c[0] == "advance"] == [("advance", 2, 0)]
+
+
+def test_a_rule_finds_the_rows_of_every_commit_above_the_durable_head(store) -> None:
+    """``written_since`` answers the entity rows of the commits applied above a generation, oldest first, however
+    far the durable head moved meanwhile: what a commit made durable is let go only by the next commit, under the
+    commit lock a rule holds (memory.remember's dedupe compares them with what it searched at the durable head)."""
+    _, head, commits, _ = store
+    first, second = commit(commits, "a"), commit(commits, "b", "c")
+    with head.commit_lock:
+        durable = head.durable  # what a rule's read snapshot would stand at
+        assert [r["id"] for r in commits.written_since(durable)] == [uid("a"), uid("b"), uid("c")]
+        commits.durable_at(*second)  # another thread's fsync lands while the rule runs
+        assert [r["id"] for r in commits.written_since(durable)] == [uid("a"), uid("b"), uid("c")]
+        assert [r["id"] for r in commits.written_since(first[1])] == [uid("b"), uid("c")]
+    commit(commits, "d")  # the next commit lets go of what is durable
+    with head.commit_lock:
+        assert [r["id"] for r in commits.written_since(0)] == [uid("d")]
 
 
 def test_a_transaction_in_a_commits_place_keeps_its_generation_stamp_and_author(store) -> None:

@@ -39,6 +39,9 @@ class Context:
     # a file write's content, stored and durable before the lock (brainy/doors/vfs.py ``stage``)
     staged: Any = None
     blobs: Any = None  # the writer's blob store, for the rare write a rule must store under the lock
+    # the entity rows of the commits applied above a generation (``CommitPath.written_since``): what a search of
+    # ``view`` taken under this commit lock cannot see yet, because those commits are not durable
+    since: Callable[[int], list[dict[str, Any]]] | None = None
 
     def vector_of(self, text: str) -> bytes | None:
         """The embedding of ``text``, or None when it was not made (no model). Never computed here: a

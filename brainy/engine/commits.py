@@ -109,7 +109,10 @@ class Writes:
         with head.commit_lock:
             brain.check_writable()
             txn = commits.begin(caller, via)
-            answer = rule(txn, args, Context(brain.name, vectors or {}, brain.at, prepared or {}, staged, brain.blobs))
+            context = Context(
+                brain.name, vectors or {}, brain.at, prepared or {}, staged, brain.blobs, commits.written_since
+            )
+            answer = rule(txn, args, context)
             refused = policy.refusal(txn, door, roles, self)
             if refused is not None:
                 target = policy.target_of(txn)

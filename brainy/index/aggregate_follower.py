@@ -34,6 +34,7 @@ from brainy.index.projections import newest_snapshot, snapshot_name
 from brainy.index.snapshot import Followed
 from brainy.store.crc import crc32
 from brainy.store.files import write_durably
+from brainy.store.pending import Pending
 
 # -- snapshots (docs/store-format.md, "Aggregate snapshots") ---------------------------------------------
 
@@ -157,7 +158,9 @@ class AggregateFollower:
         self._brain: Followed = weakref.proxy(brain)  # weakly, as the projection follower does (follower.py)
         self._lock = lock  # the brain's state lock: the durable head and this state move together
         self._state: Aggregates | None = None
-        self._moves: dict[int, list[Move]] = {}
+        # put by the commits (under the commit lock), taken once durable (under the state lock): as the projection
+        # follower's, behind a lock of their own (brainy/store/pending.py says why)
+        self._moves: Pending[list[Move]] = Pending()
         # until the state is loaded, the moves above this are kept: they bring the newest snapshot (at the
         # flushed generation when the handle opened, then at what persist wrote) to the head
         self._reach: int | None = None
@@ -172,23 +175,21 @@ class AggregateFollower:
         """Take over the moves a read-only handle of the same store replayed above the flushed generation, and
         how far back they reach: the newest snapshot then loads and catches up here, where without them this
         handle would find a gap after it and build every definition from the rows again."""
-        self._moves, self._reach = dict(other._moves), other._reach
+        self._moves, self._reach = Pending(other._moves.copy()), other._reach
 
     def record(self, generation: int, entity_moves: list[Move]) -> None:
         if self._reach is None:
             self._reach = self._brain.flushed
-        self._moves[generation] = entity_moves
+        self._moves.put(generation, entity_moves)
 
     def advance(self, durable: int) -> None:
         """The commit at ``durable`` is acknowledged. The caller holds the lock."""
         state = self._state
         if state is None:  # keep what the newest snapshot needs to reach the head
             reach = self._brain.flushed if self._reach is None else self._reach
-            for g in [g for g in self._moves if g <= reach]:
-                del self._moves[g]
+            self._moves.drop(reach)
             return
-        for g in sorted(g for g in self._moves if g <= durable):
-            moves = self._moves.pop(g)
+        for g, moves in self._moves.take(durable):
             if g > state.stamp:
                 state.apply(moves, g)
                 if self._since is not None:
@@ -220,10 +221,10 @@ class AggregateFollower:
             if self._state is not None:  # another thread loaded it meanwhile
                 return
             head = brain.head
-            for g in sorted(g for g in self._moves if state.stamp < g <= head):
-                state.apply(self._moves[g], g)
+            for g, moves in self._moves.take(head):  # taken, never replaced: a commit puts its moves meanwhile
+                if g > state.stamp:
+                    state.apply(moves, g)
             state.stamp = max(state.stamp, head)
-            self._moves = {g: m for g, m in self._moves.items() if g > head}
             self._state, self.built_from = state, how
         log.info(
             "brain %s: aggregates at generation %d from %s in %.0f ms",
@@ -245,7 +246,7 @@ class AggregateFollower:
         why = None
         if not reach <= stamp <= brain.head:
             why = f"snapshot {path.name} is outside generations {reach}..{brain.head}"
-        elif any(g not in self._moves for g in range(stamp + 1, brain.head + 1)):
+        elif not self._moves.reaches(stamp, brain.head):
             # every commit records its moves (an empty list too): a gap is a tail this handle did not replay
             why = f"snapshot {path.name}: this handle does not hold the moves after it"
         else:

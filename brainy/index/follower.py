@@ -50,6 +50,7 @@ from brainy.index.overlaid import Overlaid
 from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
 from brainy.index.snapshot import Followed
 from brainy.index.vectors import VectorIndex
+from brainy.store.pending import Pending
 from brainy.store.workers import LongLived
 
 log = logging.getLogger("brainy.engine")
@@ -95,7 +96,9 @@ class ProjectionFollower:
         self._brain: Followed = weakref.proxy(brain)
         self._lock = lock  # the brain's state lock: the durable head and the projections move together
         self._proj: Projections | None = None
-        self._moves: dict[int, list[Move]] = {}
+        # each commit's moves, put as it is applied (under the commit lock) and taken once it is durable (under
+        # the state lock): neither lock excludes the other, so they are held behind a lock of their own (pending.py)
+        self._moves: Pending[list[Move]] = Pending()
         self.built_from: str | None = None  # "rows" or "snapshot at G", once built
         self.census: tuple[int, dict[str, Any]] | None = None  # the counts door's answer at one generation
         self.background = False  # a served handle: reads never build; warm() builds off the read path
@@ -114,7 +117,7 @@ class ProjectionFollower:
         # the chain's delta as this writer moves it (read from the newest delta at the first flush), and the entity
         # moves of every commit after its stamp: a flush folds them in and writes it as the chain's next link
         self._delta: chain.Delta | None = None
-        self._unsaved: dict[int, list[Move]] = {}
+        self._unsaved: Pending[list[Move]] = Pending()  # put by the commits, dropped by a flush: as ``_moves``
         self._linking = threading.Lock()  # one link written at a time (a flush, a close, the repair door)
 
     @property
@@ -123,18 +126,19 @@ class ProjectionFollower:
 
     def adopt(self, moves: dict[int, list[Move]]) -> None:
         """Take over the moves another handle of the same store recorded above the flushed generation."""
-        self._moves = dict(moves)
+        self._moves = Pending(moves)
         if self.keeps_delta:
-            self._unsaved = {g: [m for m in ms if m[0] == "e"] for g, ms in moves.items()}
+            self._unsaved = Pending({g: [m for m in ms if m[0] == "e"] for g, ms in moves.items()})
 
     def moves(self) -> dict[int, list[Move]]:
-        return self._moves
+        """The moves held now, a copy (another handle adopts them)."""
+        return self._moves.copy()
 
     def record(self, generation: int, moves: list[Move]) -> None:
         """The entity and relation moves of one commit, applied once it is durable."""
-        self._moves[generation] = moves
+        self._moves.put(generation, moves)
         if self.keeps_delta:
-            self._unsaved[generation] = [m for m in moves if m[0] == "e"]
+            self._unsaved.put(generation, [m for m in moves if m[0] == "e"])
 
     def advance(self, durable: int, flushed: int) -> None:
         """The commit at ``durable`` is acknowledged: move the projections up to it. The caller holds the lock.
@@ -144,15 +148,13 @@ class ProjectionFollower:
         if proj is None and self.background and self._wanted(durable):
             self.warm()
         if proj is not None:
-            for g in sorted(g for g in self._moves if g <= durable):
-                moves = self._moves.pop(g)
+            for g, moves in self._moves.take(durable):
                 if g > proj.stamp:
                     _apply(proj, moves)
                     proj.stamp = g
         else:  # not built yet: keep what a snapshot at or after the flushed generation (or a build in flight) needs
             floor = flushed if self._build_floor is None else min(flushed, self._build_floor)
-            for g in [g for g in self._moves if g <= floor]:
-                del self._moves[g]
+            self._moves.drop(floor)
 
     def _wanted(self, durable: int) -> bool:
         """Whether the commits up to ``durable`` are ones a read of this projection would look for."""
@@ -225,9 +227,10 @@ class ProjectionFollower:
         the moves this handle holds reach from its stamp to the head; else None.
 
         Taken without the lock: an overlay is never moved once made (a read holds it still, at its stamp),
-        and the moves above the flushed generation are kept, unchanged, until the build lands, so a read after
-        a commit lays the new moves over the last overlay, in a copy (what it costs is the tail's)."""
-        head, moves, over = self._brain.head, self._moves, self._overlay
+        and the moves above the flushed generation are kept, unchanged, until the build lands (it takes them:
+        the overlay is then not needed), so a read after a commit lays the new moves over the last overlay, in a
+        copy (what it costs is the tail's)."""
+        head, over = self._brain.head, self._overlay
         if over is None:
             self._read_in_place()  # maps the newest snapshot, whatever its stamp
             base = self._in_place
@@ -235,10 +238,10 @@ class ProjectionFollower:
                 return None
             over = Overlaid(base)
         if over.stamp != head:
-            wanted = range(over.stamp + 1, head + 1)
-            if over.stamp > head or any(g not in moves for g in wanted):
+            tail = self._moves.between(over.stamp, head) if over.stamp < head else None
+            if tail is None:
                 return None  # the build landed meanwhile (it took the moves), or moved past this overlay
-            over = over.moved([moves[g] for g in wanted], head)
+            over = over.moved(tail, head)
             if self._proj is not None:
                 return None
             self._overlay = over
@@ -312,10 +315,10 @@ class ProjectionFollower:
             if self._proj is not None:  # a read built it meanwhile: the moves ours needed are gone
                 return
             head = brain.head
-            self._apply_all(proj, [self._moves[g] for g in sorted(g for g in self._moves if proj.stamp < g <= head)])
+            # taken, never replaced by a filtered copy: a commit puts its moves meanwhile (it holds no state lock)
+            self._apply_all(proj, [moves for g, moves in self._moves.take(head) if g > proj.stamp])
             proj.stamp = max(proj.stamp, head)
             self._proj = proj
-            self._moves = {g: m for g, m in self._moves.items() if g > head}
             self.built_from = how
             self._in_place = self._overlay = None
             self._built.set()
@@ -391,7 +394,7 @@ class ProjectionFollower:
                 if self._proj is None:
                     return
                 frozen = self._proj.copy()
-                self._unsaved = {g: m for g, m in self._unsaved.items() if g > frozen.stamp}
+                self._unsaved.drop(frozen.stamp)
             self._delta = chain.write_base(self.folder, frozen.stamp, encode_snapshot(frozen))
 
     def _delta_written(self) -> bool:
@@ -406,11 +409,10 @@ class ProjectionFollower:
                 return False
         with self._lock:
             head = brain.head
-            wanted = range(delta.stamp + 1, head + 1)
-            if any(g not in self._unsaved for g in wanted):
+            commits = self._unsaved.between(delta.stamp, head)
+            if commits is None:
                 self._delta = None  # every commit records its moves (an empty list too): a gap needs a base
                 return False
-            commits = [self._unsaved[g] for g in wanted]
         self._delta = None  # until it is written: a failure below leaves a base due, never a delta missing moves
         if not commits:
             self._delta = delta
@@ -423,8 +425,7 @@ class ProjectionFollower:
         if delta.due_a_base(len(data)):
             return False
         chain.write_delta(self.folder, head, data)
-        with self._lock:
-            self._unsaved = {g: m for g, m in self._unsaved.items() if g > head}
+        self._unsaved.drop(head)
         self._delta = delta
         return True
 
@@ -532,7 +533,7 @@ class VectorFollower(ProjectionFollower):
         if self._damaged:
             return None
         brain = self._brain
-        tail = sum(len(moves) for moves in list(self._moves.values()))  # each move writes a slot at most
+        tail = sum(len(moves) for moves in self._moves.values())  # each move writes a slot at most
         ahead, self._ahead = self._ahead, None
         index, why = V.read_chain(
             self.folder, brain.head, graph_later=True, tail=tail, dense_ints=brain.next_dense, ahead=ahead
@@ -545,7 +546,7 @@ class VectorFollower(ProjectionFollower):
 
     def _caught_up(self, index: VectorIndex) -> VectorIndex:
         brain = self._brain
-        if any(g not in self._moves for g in range(index.stamp + 1, brain.head + 1)):
+        if not self._moves.reaches(index.stamp, brain.head):
             # the moves this handle holds start at the flushed generation: the rows bring an older index up
             index.rows_caught_up(brain.at(brain.head).entities(), brain.head)
         return index

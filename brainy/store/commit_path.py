@@ -20,6 +20,7 @@ from brainy.store import log as log_
 from brainy.store import rows
 from brainy.store.clock import now_ms
 from brainy.store.head import HeadState
+from brainy.store.pending import Pending
 from brainy.store.txn import Txn
 
 Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # ("e" or "r", row before, row after)
@@ -50,6 +51,9 @@ class CommitPath:
         # called, from whichever thread made it durable, when the durable head moves: the wakeup of the held
         # change feeds (brainy/doors/feed.py), which then read the log; never needed for correctness
         self.on_durable: list[Callable[[], None]] = []
+        # the entity rows written by each commit appended above the durable generation (:meth:`written_since`): put
+        # and dropped only under the commit lock, so a rule holding it finds every commit above what it searched
+        self._written: Pending[list[dict[str, Any]]] = Pending()
 
     def txn(self, generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
         """A transaction writing ``generation`` over every commit applied so far."""
@@ -85,9 +89,20 @@ class CommitPath:
         seq = self.log.append(generation, payload)
         self.apply(txn)
         head = self.head
-        head.ledgers[generation] = head.ledger.copy()
+        head.ledgers.put(generation, head.ledger.copy())
         head.last_seq = seq
+        # what is durable now is what a rule's search at the durable head sees; its rows are let go here, under the
+        # commit lock, never while a rule holds it (a durable generation read stale only keeps more)
+        self._written.drop(head.durable)
+        self._written.put(generation, [after for kind, _, after in txn.moves if kind == "e" and after is not None])
         return seq, payload
+
+    def written_since(self, generation: int) -> list[dict[str, Any]]:
+        """The entity rows written by the commits applied above ``generation``, oldest commit first, as each wrote
+        them (a later version may follow). The caller holds the commit lock and took ``generation`` as the durable
+        one while holding it (a read snapshot at the durable head): every commit above it is then held here,
+        applied and not yet searchable there (memory.remember's dedupe, brainy/doors/memory/keeping.py)."""
+        return [row for rows in self._written.above(generation) for row in rows]
 
     def apply(self, txn: Txn) -> None:
         """Apply ``txn`` to the head: its keys and its commit row to the memtable, its moves to the ledger and the
@@ -133,9 +148,8 @@ class CommitPath:
         with head.state_lock:
             if generation > head.durable:
                 head.durable = generation
-                head.durable_ledger = head.ledgers[generation]
-                for g in [g for g in head.ledgers if g <= generation]:
-                    del head.ledgers[g]
+                # taken, not iterated: the next commit puts its ledger meanwhile, under the commit lock only
+                head.durable_ledger = head.ledgers.take(generation)[-1][1]
                 self.followers.advance(generation, head.flushed)
             else:
                 return

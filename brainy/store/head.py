@@ -8,7 +8,9 @@ swap. Reads take the durable generation and the sources from it, and never wait 
 Two locks guard it. ``commit_lock`` serialises the commits, and the maintenance's swaps of the memtable and the
 sources against them. ``state_lock`` is the durable head's: the durable generation and ledger move under it,
 together with what the followers keep at that generation (they are handed the same lock). Where both are held,
-the commit lock is taken first.
+the commit lock is taken first. What a commit leaves for the moment it becomes durable (its ledger here, each
+follower's moves) is put under the commit lock and taken under the state lock, so it is held in a
+:class:`~brainy.store.pending.Pending`, which has a lock of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from brainy.store.counts import Ledger
 from brainy.store.memtable import Memtable
+from brainy.store.pending import Pending
 from brainy.store.sources import Sources
 from brainy.store.sstable import Table
 
@@ -43,7 +46,8 @@ class HeadState:
         self.durable = 0  # the durable generation: what reads see
         self.durable_ledger = Ledger()  # the counts at ``durable``
         # the ledger as each applied, not yet durable generation left it: the durable one once that generation is
-        self.ledgers: dict[int, Ledger] = {}
+        # (put by a commit, taken by whoever makes it durable: pending.py says why it has a lock of its own)
+        self.ledgers: Pending[Ledger] = Pending()
 
     def stand_at(self, manifest: dict[str, Any], ledger: Ledger, tables: tuple[Table, ...]) -> None:
         """Stand on ``manifest``: its flushed generation with ``ledger`` (its counts) and ``tables`` (its tables,

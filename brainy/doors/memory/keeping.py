@@ -138,32 +138,50 @@ def duplicate(
     txn: Txn, ctx: Context, text: str, vector: bytes | None, kind: str, scope: str | None, speaker: str | None
 ) -> dict[str, Any] | None:
     """The active memory of this kind, scope and speaker that ``text`` repeats: cosine ≥ 0.95 (what was said,
-    the speaker lifted), or with no model the same normalised text. Searched at the durable head and
-    confirmed on the commit's own rows."""
+    the speaker lifted), or with no model the same normalised text. Searched at the durable head, then among
+    the rows of the commits applied above it, and confirmed on the commit's own rows.
+
+    The search alone missed a memory a concurrent remember had just committed: this rule runs under the commit
+    lock, but that commit, applied before it, waits for its fsync outside the lock and is not durable yet, so
+    both added the text. Those commits are few (the ones sharing an fsync) and their rows are held by the commit
+    path (``ctx.since``), so they are compared here directly, with the vector the caller made before the lock."""
     if ctx.view is None:
         return None
     view = ctx.view()
     narrowed = narrowing([kind], scope)
+    words = normalised(text)
     if vector is not None:
         hits = leg(
             view, narrowed, 5, vector=np.frombuffer(vector, "<f4").tolist(), searchMode="vector", threshold=DEDUPE
         )
         same = list(hits)
     else:
-        words = normalised(text)
         hits = leg(view, narrowed, 20, query=words, searchMode="text") if words else {}
         same = [id_ for id_, (_, row) in hits.items() if normalised(row.get("data") or "") == words]
     for id_ in same:
         row = txn.entity(id_)
-        if (
-            row is not None
-            and M.active(row)
-            and _meta(row, "kind") == kind
-            and _meta(row, "scope") == scope
-            and _meta(row, SPEAKER) == speaker
-        ):
+        if row is not None and _repeats(row, kind, scope, speaker):
+            return row
+    if ctx.since is None:
+        return None
+    query = unit(vector) if vector is not None else None
+    for written in ctx.since(view.generation):
+        row = txn.entity(written["id"])  # its version now: a later commit may have changed or retired it
+        if row is None or not _repeats(row, kind, scope, speaker):
+            continue
+        if query is not None:
+            if row.get("vector") and float(unit(row["vector"]) @ query) >= DEDUPE:
+                return row
+        elif words and normalised(row.get("data") or "") == words:
             return row
     return None
+
+
+def _repeats(row: dict[str, Any], kind: str, scope: str | None, speaker: str | None) -> bool:
+    """Whether ``row`` is an active memory of this kind, scope and speaker (one a new memory may repeat)."""
+    return (
+        M.active(row) and _meta(row, "kind") == kind and _meta(row, "scope") == scope and _meta(row, SPEAKER) == speaker
+    )
 
 
 def _reinforcement() -> float:
