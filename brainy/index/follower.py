@@ -145,7 +145,7 @@ class ProjectionFollower:
         Not built yet on a served handle, the build starts now: the write's answer waits for it (:meth:`until_built`),
         so the reads that follow find it built."""
         proj = self._proj
-        if proj is None and self.background and self._wanted(durable):
+        if proj is None and self.background and self._building is None and self._wanted(durable):
             self.warm()
         if proj is not None:
             for g, moves in self._moves.take(durable):
@@ -491,6 +491,7 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: Followed, lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
+        self._looked = 0  # the generation up to which commits were looked at for a vector (_wanted)
         self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
 
     def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
@@ -559,10 +560,11 @@ class VectorFollower(ProjectionFollower):
     def _wanted(self, durable: int) -> bool:
         """Only a commit that moved a vector starts the index's build: a brain written without one keeps no index
         in memory until a search asks for it."""
+        looked, self._looked = self._looked, durable  # each commit's moves are looked at once
         return any(
             (before is not None and before.get("vector")) or (after is not None and after.get("vector"))
-            for g, moves in list(self._moves.items())
-            if g <= durable
+            for g, moves in self._moves.copy().items()
+            if looked < g <= durable
             for _, before, after in moves
         )
 
