@@ -104,6 +104,25 @@ def test_an_append_shares_every_chunk_but_the_last(tmp_path):
     assert store.append(empty.address, b"x").address == store.put(b"x").address
 
 
+def test_a_measure_answers_what_a_put_or_append_would_and_writes_nothing(tmp_path):
+    """``measuring()`` cuts and hashes as a put and an append do (same address, size, chunks and new bytes)
+    without writing a byte, even on a read-only store: what a staged, never committed write names."""
+    store = B.BlobStore(tmp_path / "blobs", writable=True)
+    base = rand(300_000, 21)
+    old = store.put(base)
+    store.close()
+    reader = B.BlobStore(tmp_path / "blobs", writable=False)
+    disk = reader.disk_bytes()
+    fresh, grown = rand(200_000, 22), b"and a little more"
+    measured_put = reader.measuring().put(fresh)
+    measured_append = reader.measuring().append(old.address, grown)
+    assert reader.measuring().put(base).new_bytes == 0  # stored already: nothing would be new
+    assert reader.disk_bytes() == disk and reader.records() == B.BlobStore(tmp_path / "blobs", False).records()
+    writer = B.BlobStore(tmp_path / "blobs", writable=True)
+    assert writer.put(fresh) == measured_put
+    assert writer.append(old.address, grown) == measured_append
+
+
 def test_a_flipped_byte_in_a_chunk_is_refused_by_name_and_never_served(tmp_path):
     store = B.BlobStore(tmp_path / "blobs", writable=True)
     data = rand(200_000, 12)

@@ -341,7 +341,7 @@ def test_a_policy_write_needs_a_caller(brain):
 
 
 def test_check_answers_as_enforcement_would(brain):
-    """check runs the door's rule on a scratch transaction (nothing commits), tests ``id``'s row as it stands,
+    """check stages the write as the commit path does (nothing commits), tests ``id``'s row as it stands,
     defaults to the caller bound on the call, and reports a where-rule with nothing to test as one that may
     stop the write."""
     rid = enact(brain, BOB, ["add", "remove"], "no people", where={"type": "person"})

@@ -181,6 +181,24 @@ def test_a_guardrail_binds_the_asserted_person_and_names_the_service(served):
     assert {(e["caller"], e["via"], e["door"]) for e in events} >= {("person:bob", "service:orders", "update")}
 
 
+def test_check_over_the_wire_answers_what_the_write_then_meets(served):
+    """policy/check stages the write it is asked about as the commit would, for the asserted caller through the
+    service: with bob's rule on memory.remember whose where matches one tag, a remember without the tag is
+    allowed and then committed, one with it is stopped by the check and by the write alike."""
+    rule = {"doors": ["memory.remember"], "where": {"tags": "private"}, "reason": "bob keeps nothing private"}
+    declared = ask(served, "policy/declare", ORDERS_KEY, rule, BOB)[1]
+    plain = {"text": "the lunch order is soup", "tags": ["lunch"]}
+    private = {"text": "the locker code is 4321", "tags": ["private"]}
+    status, check = ask(served, "policy/check", ORDERS_KEY, {"door": "memory.remember", "args": plain}, BOB)
+    assert status == 200 and check == {**check, "allowed": True, "caller": "person:bob", "rules": []}
+    assert ask(served, "memory/remember", ORDERS_KEY, plain, BOB)[0] == 200
+    stop = [{"id": declared["id"], "tier": 2, "reason": "bob keeps nothing private"}]
+    status, check = ask(served, "policy/check", ORDERS_KEY, {"door": "memory.remember", "args": private}, BOB)
+    assert status == 200 and check == {**check, "allowed": False, "caller": "person:bob", "rules": stop}
+    error = refusal(ask(served, "memory/remember", ORDERS_KEY, private, BOB), 403, "GuardrailRefusedError")
+    assert error["rules"] == stop and error["via"] == "service:orders"
+
+
 def test_a_guardrail_refusal_is_a_readable_mcp_tool_result(served):
     """Over /mcp with the official SDK: an agent declares a rule for itself, its next write through the tool is
     an isError result whose structuredContent names GuardrailRefusedError with the rule and the caller, and the

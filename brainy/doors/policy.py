@@ -15,9 +15,11 @@ any of this runs.
 Enforcement (:func:`refusal`) runs in the commit path (``brainy/engine/commits.py``) for every
 row-writing door outside ``policy.*``, after the door's rule has staged its ops and before the
 frame is appended, so a ``where`` is tested against the rows the write would produce (for a
-removal, the row as it was). The set of governed doors is derived from the contract: every
-write the registry runs on the commit path (a ``write`` door carrying the ``W`` set), minus the
-policy layer. A write that no rule stops costs one lookup, the board's.
+removal, the row as it was). ``policy.check`` stages the write it is asked about by the same
+steps (``brainy/doors/staging.py``) and asks the same :func:`judge`, so it answers what the
+commit does. The set of governed doors is derived from the contract: every write the registry
+runs on the commit path (a ``write`` door carrying the ``W`` set), minus the policy layer. A
+write that no rule stops costs one lookup, the board's.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.doors import staging
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import READ, REGISTERED, WRITE, door
 from brainy.doors.timetravel import _instant
@@ -275,16 +277,18 @@ def stopping(
     ]
 
 
-def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any = None) -> R.Refusal | None:
-    """The commit path's question, asked after ``door_name``'s rule staged its ops on ``txn`` and before
-    anything is appended: GuardrailRefusedError when an active rule stops this write, else None.
+def judge(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any = None) -> list[Rule]:
+    """The one judge of a staged write: the active rules that stop the write ``door_name``'s rule staged on
+    ``txn``, for ``txn``'s caller and service with ``roles``, by the rules committed before it. The commit
+    path asks it (:func:`refusal`) of the commit's transaction; ``policy.check`` asks it of the same write
+    rehearsed by the same steps (``brainy/doors/staging.py``), so the two cannot disagree.
     ``holder`` (the writing handle's write doors, brainy/engine/commits.py) keeps its compiled rules between
     writes."""
     if not governs(door_name):
-        return None
+        return []
     raw = txn.committed(K.entity_key(BOARD_ID))  # the rules in force when the write began
     if raw is None:
-        return None
+        return []
     actor = Actor(txn.caller, txn.via, roles)
     rows_of: list[list[tuple[str, dict[str, Any]]]] = []  # the staged rows, listed once if a rule binds
 
@@ -293,7 +297,14 @@ def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any =
             rows_of.append(_moved(txn.moves))
         return rows_of[0]
 
-    hits = stopping(txn.committed, raw, door_name, actor, moved, holder)
+    return stopping(txn.committed, raw, door_name, actor, moved, holder)
+
+
+def refusal(txn: Txn, door_name: str, roles: tuple[str, ...] = (), holder: Any = None) -> R.Refusal | None:
+    """The commit path's question, asked after ``door_name``'s rule staged its ops on ``txn`` and before
+    anything is appended: GuardrailRefusedError when :func:`judge` finds an active rule that stops this
+    write, else None."""
+    hits = judge(txn, door_name, roles, holder)
     if not hits:
         return None
     return R.GuardrailRefusedError(
@@ -753,12 +764,18 @@ def list_audit(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@door("policy.check", READ, asks=True)  # its caller defaults to who is asking
+@door("policy.check", READ, asks=True, threaded=True)  # its caller defaults to who is asking
 def check(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
-    """Whether the rules would stop a write, and which. With ``args`` the door's own rule is run on a
-    scratch transaction over this snapshot (never committed), so a ``where`` is tested against the
-    rows the write would produce, as enforcement tests them; with ``id``, also against that row as it
-    stands. With neither, a rule with a ``where`` is reported as one that may stop the write."""
+    """Whether the rules would stop a write, and which: the commit path's verdict on the same write.
+
+    With ``args``, the write is staged over this snapshot by the commit path's own steps
+    (``staging.rehearse``: prepared, its file content measured, its texts embedded, its rule run for the
+    caller and service; never committed) and :func:`judge` answers, as it answers the commit. A write its
+    own rule refuses never reaches the judge, for real or here: no rule stops it. ``id`` is then not
+    consulted: the rows judged are the ones the write stages, the row it targets among them.
+
+    Without ``args`` there is no write to stage: the rules binding the door and the caller are asked of
+    ``id``'s row as it stands, or, with no ``id``, of rows unknown (a rule with a ``where`` may stop it)."""
     name = a["door"]
     target = D.BY_NAME.get(name)
     if target is None:
@@ -771,28 +788,28 @@ def check(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     if actor.caller is None:
         raise invalid("caller", "missing", "name the caller to check for")
     board = snap.lookup(K.entity_key(BOARD_ID))
-    moved = _staged(snap, name, a) if board is not None and governs(name) else None
-    hits = stopping(snap.lookup, board, name, actor, lambda: moved)
+    if board is None or not governs(name):
+        hits: list[Rule] = []
+    elif a.get("args") is not None and name in REGISTERED:
+        try:
+            txn = staging.rehearse(snap, name, a["args"], actor.caller, actor.via)
+        except R.Refusal:
+            hits = []  # refused on its own terms before the guardrails are asked, as the commit would be
+        else:
+            hits = judge(txn, name, actor.roles)
+    else:
+        row = _standing(snap, a.get("id"))
+        hits = stopping(snap.lookup, board, name, actor, lambda: row)
     return {"allowed": not hits, "caller": actor.caller, "rules": [r.brief() for r in hits]}
 
 
-def _staged(snap: Snapshot, name: str, a: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
-    moved: list[tuple[str, dict[str, Any]]] = []
-    known = False
-    if a.get("args") is not None and name in REGISTERED:
-        txn = Txn(snap.lookup, snap.scan, 0, snap.generation + 1, 0)
-        try:
-            REGISTERED[name].fn(txn, arguments.check(D.BY_NAME[name], a["args"]), Context(snap.brain))
-        except R.Refusal:
-            pass  # the write would be refused on its own terms; its rows are not known
-        else:
-            moved.extend(_moved(txn.moves))
-            known = True
-    if a.get("id") is not None:
-        row_id = K.resolve(a["id"])[0]
-        row = snap.entity(row_id)
-        relation = snap.relation(row_id) if row is None else None
-        if row is not None or relation is not None:
-            moved.append(("e", row) if row is not None else ("r", relation))  # type: ignore[arg-type]
-            known = True
-    return moved if known else None
+def _standing(snap: Snapshot, text: Any) -> list[tuple[str, dict[str, Any]]] | None:
+    """``id``'s row as it stands, for a check with no write to stage; None (rows unknown) without one."""
+    if text is None:
+        return None
+    row_id = K.resolve(text)[0]
+    row = snap.entity(row_id)
+    if row is not None:
+        return [("e", row)]
+    relation = snap.relation(row_id)
+    return [("r", relation)] if relation is not None else None

@@ -45,6 +45,10 @@ class Registered:
     # a write whose answer names a reading-door link (``doorUrl``), which only a server with a receiver can
     # ask for: the dispatcher completes the answer once the commit is durable (brainy/auth/reading_door.py)
     links: bool = False
+    # a read the dispatcher runs on a worker thread, never the event loop: ``policy.check`` stages a write as
+    # the commit path does (brainy/doors/staging.py), which may hash a file, embed texts and ask a language
+    # provider, the steps a write itself takes off the loop
+    threaded: bool = False
 
 
 REGISTERED: dict[str, Registered] = {}
@@ -57,6 +61,7 @@ def door(
     prepares: Callable[[Any, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
     asks: bool = False,
     links: bool = False,
+    threaded: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
@@ -67,7 +72,7 @@ def door(
             raise RuntimeError(
                 f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and {fn.__qualname__}"
             )
-        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks, links)
+        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks, links, threaded)
         return fn
 
     return register

@@ -8,6 +8,9 @@ lock) for the fsync it shares with whoever else is waiting. The texts a commit s
 the lock, in one batch (off the event loop for :meth:`Writes.awrite`), so the lock is never held during inference.
 Reads take the durable generation once and read at it, so they never wait on an fsync and never see a commit that
 is not yet durable; the followers move when a commit becomes durable.
+
+The steps themselves (prepare, embed, run the rule) are brainy/doors/staging.py's, which ``policy.check`` rehearses
+over a read snapshot and hands to the same judge, so a check answers what the commit would do.
 """
 
 from __future__ import annotations
@@ -20,43 +23,14 @@ from typing import Any, Protocol
 
 from brainy.contract import arguments
 from brainy.contract import doors as D
-from brainy.contract import refusals as R
-from brainy.doors import policy, registry, vfs
-from brainy.doors.writes import Context, texts
+from brainy.doors import policy, registry, staging, vfs
+from brainy.doors.writes import texts
 from brainy.index import embedder
 from brainy.index.follower import ACK_WAIT_SECONDS
 from brainy.index.snapshot import Snapshot
 from brainy.store.blobs import BlobStore
 from brainy.store.commit_path import CommitPath
 from brainy.store.maintenance import Maintenance
-
-
-def _rule(door: str) -> Any:
-    entry = registry.REGISTERED.get(door)
-    if entry is None or entry.runs != registry.WRITE:
-        raise R.UnknownDoorError(f"{door!r} is not a write door", door=door)
-    return entry.fn
-
-
-def embeddings(door: str, args: Any, staged: vfs.PreparedFile | None = None) -> dict[str, bytes]:
-    """The embeddings of the texts a write will store, made in one batch, as the rule's ``vectors``;
-    none without a model (the rows are stored without vectors and the answers say "no-model")."""
-    wanted = texts(door, args) + vfs.staged_texts(door, args, staged)
-    if not wanted:
-        return {}
-    try:
-        vectors, _ = embedder.embed_many(wanted)
-    except R.EmbeddingModelMissingError:
-        return {}
-    return {text: vector.tobytes() for text, vector in zip(wanted, vectors)}
-
-
-def _prepared(brain: Any, door: str, args: Any) -> tuple[Any, dict[str, Any] | None]:
-    """A write's arguments completed by its door's ``prepares`` (registry.py), before the commit lock."""
-    entry = registry.REGISTERED.get(door)
-    if entry is None or entry.prepares is None:
-        return args, None
-    return entry.prepares(brain, arguments.check(D.BY_NAME[door], args))
 
 
 class Written(Protocol):
@@ -96,23 +70,20 @@ class Writes:
         staged: Any = None,
     ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
-        ``vectors`` are the embeddings of the texts the rule stores (:func:`embeddings`), ``prepared`` what
+        ``vectors`` are the embeddings of the texts the rule stores (``staging.embeddings``), ``prepared`` what
         its door's ``prepares`` made, ``staged`` a file's content already durable in the blob packs
         (``vfs.stage``): all of it before the commit lock.
 
         The guardrails (DOORS 9.3) are asked after the rule staged its ops and before anything is
         appended: a refused write is dropped, its audit event committed in its place, and
         :class:`~brainy.doors.policy.Audited` raised for the caller to wait on before it refuses."""
-        rule = _rule(door)
+        staging.rule_of(door)  # an unknown door refuses before its arguments are read
         args = arguments.check(D.BY_NAME[door], args)
         brain, commits, head = self.brain, self.commits, self.commits.head
         with head.commit_lock:
             brain.check_writable()
             txn = commits.begin(caller, via)
-            context = Context(
-                brain.name, vectors or {}, brain.at, prepared or {}, staged, brain.blobs, commits.written_since
-            )
-            answer = rule(txn, args, context)
+            answer = staging.run(txn, door, args, brain, vectors, prepared, staged, commits.written_since)
             refused = policy.refusal(txn, door, roles, self)
             if refused is not None:
                 target = policy.target_of(txn)
@@ -143,14 +114,14 @@ class Writes:
         asserted roles, which a policy rule's ``role:<name>`` subject matches. A file's content is stored
         and fsynced first, outside the commit lock, so a crash never leaves a row naming missing bytes."""
         brain = self.brain
-        args, prepared = _prepared(brain, door, args)
+        args, prepared = staging.prepare(brain, door, args)
         if door in vfs.STAGERS:
             brain.check_writable()
         with brain.blobs.writing() as writing:  # a blob sweep keeps what this write stores until it is durable
             staged = vfs.stage(brain, door, args, writing)
             try:
                 answer, seq = self.commit(
-                    door, args, caller, via, embeddings(door, args, staged), roles, prepared, staged
+                    door, args, caller, via, staging.embeddings(door, args, staged), roles, prepared, staged
                 )
             except policy.Audited as audited:  # the refusal answers once its audit event is durable
                 self.commits.durable_at(audited.seq, audited.generation)
@@ -185,7 +156,7 @@ class Writes:
         entry = registry.REGISTERED.get(door)
         prepared = None
         if entry is not None and entry.prepares is not None:  # it may wait on a language provider: a thread
-            args, prepared = await asyncio.to_thread(_prepared, brain, door, args)
+            args, prepared = await asyncio.to_thread(staging.prepare, brain, door, args)
         staged = None
         with brain.blobs.writing() as writing:  # a blob sweep keeps what this write stores until it is durable
             if door in vfs.STAGERS:  # chunking, hashing and the pack's fsync, on a worker thread
@@ -194,7 +165,7 @@ class Writes:
                     self._workers(), vfs.stage, brain, door, args, writing
                 )
             wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
-            vectors = await embedder.run(embeddings, door, args, staged) if wanted else None
+            vectors = await embedder.run(staging.embeddings, door, args, staged) if wanted else None
             try:
                 answer, seq = self.commit(door, args, caller, via, vectors, roles, prepared, staged)
             except policy.Audited as audited:

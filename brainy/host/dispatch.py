@@ -13,7 +13,7 @@ Which function answers a door is the registry (``brainy.doors.registry``),
 joined to the contract at import: every native door has exactly one function
 and every function is a native door's, so nothing outside the contract is
 callable and no contract door is silently absent. A read runs on the brain's
-read snapshot at its head, a write on its commit path, a host door here, a
+read snapshot at its head (on a worker thread if registered ``threaded``), a write on its commit path, a host door here, a
 model door on the embedder's threads without opening the store. The changes
 door may also be held open (:meth:`Dispatcher.hold`): the Outcome's ``held``
 answer, drained through the pool (``brainy.host.feeds``).
@@ -21,6 +21,7 @@ answer, drained through the pool (``brainy.host.feeds``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -346,7 +347,9 @@ class Dispatcher:
             return entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
         entered = brains.enter(brain)
         try:
-            if entry.runs == READ:
+            if entry.runs == READ and entry.threaded:
+                result = self._read_threaded(entry, entered, id_, document, principal)
+            elif entry.runs == READ:
                 texts = entry.embeds(document) if entry.embeds is not None else ()
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
                     result = self._read_warmed(entry, entered, id_, document, texts, principal)
@@ -402,6 +405,13 @@ class Dispatcher:
     ) -> dict[str, Any]:
         await embedder.run(embedder.warm, texts)
         return calling.read(entry, self.brains.held(entered, False).wire_head(), id_, document, principal)
+
+    async def _read_threaded(
+        self, entry: registry.Registered, entered: Any, id_: Any, document: dict[str, Any], principal: Principal
+    ) -> dict[str, Any]:
+        """A read registered ``threaded``, at the head it is called at, on a worker thread (registry.py)."""
+        head = self.brains.held(entered, False).wire_head()
+        return await asyncio.to_thread(calling.read, entry, head, id_, document, principal)
 
     async def _finish(self, entered: Any, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:

@@ -272,16 +272,23 @@ class BlobStore:
         self._index[(kind, key)] = _Where(self._last, offset + len(head), len(payload), crc)
         return len(head) + len(payload)
 
-    def put(self, data: bytes | bytearray | memoryview) -> Stored:
-        """Store ``data``; answers once every new record is durable."""
-        return self.put_chunks(data, [], 0)
+    def put(self, data: bytes | bytearray | memoryview, store: bool = True) -> Stored:
+        """Store ``data``; answers once every new record is durable. ``store`` False: what storing it would
+        answer, with nothing written (:class:`Measuring`)."""
+        return self.put_chunks(data, [], 0, store)
 
     def put_chunks(
-        self, data: bytes | bytearray | memoryview, prefix: list[tuple[int, bytes]], prefix_size: int
+        self,
+        data: bytes | bytearray | memoryview,
+        prefix: list[tuple[int, bytes]],
+        prefix_size: int,
+        store: bool = True,
     ) -> Stored:
         """Store content made of the chunks ``prefix`` (already stored, ``prefix_size`` bytes) then ``data``,
-        re-chunked; ``address`` is over the whole. (An append passes the old content's chunks but its last.)"""
-        if not self.writable:
+        re-chunked; ``address`` is over the whole. (An append passes the old content's chunks but its last.)
+        ``store`` False cuts and hashes the same way and counts what would be new, but writes nothing, so
+        a write staged and never committed (``policy.check``) names the content a commit would."""
+        if store and not self.writable:
             raise R.BRAINY_WRITER_LOCKED("this blob store is read-only", holder={})
         view = memoryview(data).cast("B")
         whole = hashlib.sha256()
@@ -290,40 +297,53 @@ class BlobStore:
                 whole.update(stored)
         chunks = list(prefix)
         start, new_chunks, new_bytes = 0, 0, 0
+        unstored: set[bytes] = set()  # with nothing written, a chunk met twice is new once
+        touched = self._touched if store else None  # a sweep marks what a write uses, not what a measure does
         with self._lock:
-            if self._touched is not None:  # a sweep is marking: what this content uses is in use
-                self._touched.update((CHUNK, key) for _, key in prefix)
+            if touched is not None:  # a sweep is marking: what this content uses is in use
+                touched.update((CHUNK, key) for _, key in prefix)
             for end in cdc.cuts(view):
                 piece = view[start:end]
                 key = hashlib.sha256(piece).digest()
                 whole.update(piece)  # while the piece is in cache: one pass over memory, not two
                 chunks.append((end - start, key))
-                if self._touched is not None:
-                    self._touched.add((CHUNK, key))
-                if not self._has(CHUNK, key):
-                    new_bytes += self._append(CHUNK, key, piece)
+                if touched is not None:
+                    touched.add((CHUNK, key))
+                if not self._has(CHUNK, key) and key not in unstored:
+                    if store:
+                        new_bytes += self._append(CHUNK, key, piece)
+                    else:
+                        unstored.add(key)
+                        new_bytes += RECORD_HEADER_SIZE + len(piece)
                     new_chunks += 1
                 start = end
             digest = whole.digest()
-            if self._touched is not None:
-                self._touched.add((RECIPE, digest))
+            if touched is not None:
+                touched.add((RECIPE, digest))
             if not self._has(RECIPE, digest):
-                new_bytes += self._append(RECIPE, digest, encode_recipe(chunks))
-            if new_bytes:
+                recipe = encode_recipe(chunks)
+                new_bytes += self._append(RECIPE, digest, recipe) if store else RECORD_HEADER_SIZE + len(recipe)
+            if new_bytes and store:
                 assert self._fd is not None
                 os.fsync(self._fd)
         return Stored(address(digest), prefix_size + len(view), len(chunks), new_chunks, new_bytes)
 
-    def append(self, old: str, data: bytes | bytearray | memoryview, path: str | None = None) -> Stored:
+    def append(
+        self, old: str, data: bytes | bytearray | memoryview, path: str | None = None, store: bool = True
+    ) -> Stored:
         """Store ``old``'s content followed by ``data``. Chunking restarts at old's last cut, so every chunk
         but the last is shared with ``old`` (docs/store-format.md: a cut depends only on the bytes since
-        the one before)."""
+        the one before). ``store`` False: what it would answer, nothing written."""
         chunks = self.recipe(old, path)
         if not chunks:
-            return self.put(data)
+            return self.put(data, store)
         *prefix, (length, key) = chunks
         last = b"".join(self._chunk_bytes(key, length, (old, path)))
-        return self.put_chunks(last + bytes(data), prefix, sum(n for n, _ in prefix))
+        return self.put_chunks(last + bytes(data), prefix, sum(n for n, _ in prefix), store)
+
+    def measuring(self) -> Measuring:
+        """This store as a write staged and never committed sees it (:class:`Measuring`)."""
+        return Measuring(self)
 
     def _has(self, kind: bytes, key: bytes) -> bool:
         if not self._loaded:
@@ -610,3 +630,21 @@ class BlobStore:
                 if fd is not None:
                     os.close(fd)
             self._fd, self._readers = None, {}
+
+
+class Measuring:
+    """A blob store's face for a write that is staged and never committed (``policy.check``): ``put`` and
+    ``append`` answer the address, size and chunks a commit's would, reading what is stored and writing
+    nothing, so a read handle can stage a file write too; reads go to the store."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self._blobs = blobs
+
+    def put(self, data: bytes | bytearray | memoryview) -> Stored:
+        return self._blobs.put(data, store=False)
+
+    def append(self, old: str, data: bytes | bytearray | memoryview, path: str | None = None) -> Stored:
+        return self._blobs.append(old, data, path, store=False)
+
+    def read_all(self, address_text: str, path: str | None = None) -> bytearray:
+        return self._blobs.read_all(address_text, path)
