@@ -3,9 +3,13 @@
 Real clients against one real ``brainy serve`` on loopback (h1 and h2 on one port, gRPC and HTTP/3 on their
 own). On each transport: a document whose arrays and objects nest one level past ``MAX_NESTING`` (64;
 brainy/contract/limits.py) is ``BodyDecodeError`` naming the limit, in that transport's own form (HTTP 400;
-gRPC ``INVALID_ARGUMENT``); so is one past the parsers' own limits (1,024 levels); and on the same
-connection (or channel) a document exactly at the limit reaches its door (whose own rule, 32 levels for
-stored metadata, answers it), and an ordinary call answers.
+a WebSocket ``ok: false`` frame echoing the ref; gRPC ``INVALID_ARGUMENT``); so is one past the parsers' own
+limits (1,024 levels); and on the same connection (the same session or channel) a document exactly at the
+limit reaches its door (whose own rule, 32 levels for stored metadata, answers it), and an ordinary call
+answers.
+
+A fault a fuzzer found is here by name: a WebSocket call whose ``ref`` is nested a few hundred levels (once
+the dropped connection: the ref decoded, and its answer could not be written).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import grpc
 import msgpack
 import pytest
+import websockets
 from aioquic.asyncio.client import connect
 from server import HOST, H1Client, H2Client, ServerProcess, free_port, start_server
 from test_serve_grpc import Rpc
@@ -155,6 +160,47 @@ def test_h3_bodies_past_the_limit_are_refused_and_the_connection_goes_on(
             return answers
 
     _check_http("h3", asyncio.run(asyncio.wait_for(main(), TIMEOUT)))
+
+
+# -- the WebSocket session -------------------------------------------------------------------------------
+
+
+def test_ws_frames_past_the_limit_are_answered_and_the_session_goes_on(served: tuple[ServerProcess, int, int]) -> None:
+    """On one session: a body one level past the limit is an ok: false BodyDecodeError echoing the call's ref;
+    a ref nested 300 levels (it decodes, and could not be written back) is the same refusal under a null ref,
+    as is a frame past the parser's own limit; a ref exactly at the limit is echoed whole with the door's
+    answer; a body at the limit reaches its door; and an ordinary call answers after all of them."""
+    server = served[0]
+    frames = [
+        json.dumps({"ref": "past", "door": "add", "body": add_document(MAX_NESTING + 1, "ws-past")}),
+        '{"ref":' + deep_text(300) + ',"door":"counts"}',
+        '{"ref":"far","door":"add","body":' + add_text(PAST_THE_PARSERS, "ws-far") + "}",
+        json.dumps({"ref": nested(MAX_NESTING), "door": "counts"}),
+        json.dumps({"ref": "at", "door": "add", "body": add_document(MAX_NESTING, "ws-at")}),
+        json.dumps({"ref": "after", "door": "counts"}),
+    ]
+
+    async def run() -> list[dict[str, Any]]:
+        url = f"ws://{server.host}:{server.port}/v1/ws"
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {server.key}"}) as c:
+            answers = []
+            for frame in frames:  # one at a time: each answer is read before the next call is sent
+                await c.send(frame)
+                answers.append(json.loads(await asyncio.wait_for(c.recv(), TIMEOUT)))
+            return answers
+
+    past, deep_ref, far, ref_at, body_at, after = asyncio.run(run())
+    assert (past["ref"], past["ok"]) == ("past", False)
+    _decode_refusal(past, "json")
+    assert "$.body.metadata.a" in past["error"]["message"]
+    assert (deep_ref["ref"], deep_ref["ok"]) == (None, False)
+    _decode_refusal(deep_ref, "json")
+    assert "$.ref" in deep_ref["error"]["message"]
+    assert (far["ref"], far["ok"]) == (None, False)  # the parser stopped: no ref was read
+    _decode_refusal(far, "json")
+    assert ref_at["ok"] and ref_at["ref"] == nested(MAX_NESTING) and "entities" in ref_at["result"], ref_at
+    assert body_at["ref"] == "at" and body_at["error"]["name"] == "InvalidArgumentError", body_at
+    assert after["ok"] and after["ref"] == "after", after
 
 
 # -- gRPC --------------------------------------------------------------------------------------------------
