@@ -1,22 +1,27 @@
 """A document nested past the limit is refused at every decoder, by name, and the connection goes on answering.
 
 Real clients against one real ``brainy serve`` on loopback (h1 and h2 on one port, gRPC and HTTP/3 on their
-own). On each transport: a document whose arrays and objects nest one level past ``MAX_NESTING`` (64;
-brainy/contract/limits.py) is ``BodyDecodeError`` naming the limit, in that transport's own form (HTTP 400;
-a WebSocket ``ok: false`` frame echoing the ref; gRPC ``INVALID_ARGUMENT``); so is one past the parsers' own
-limits (1,024 levels); and on the same connection (the same session or channel) a document exactly at the
-limit reaches its door (whose own rule, 32 levels for stored metadata, answers it), and an ordinary call
-answers.
+own), and ``brainy mcp`` over stdio. On each transport: a document whose arrays and objects nest one level
+past ``MAX_NESTING`` (64; brainy/contract/limits.py) is ``BodyDecodeError`` naming the limit, in that
+transport's own form (HTTP 400; a WebSocket ``ok: false`` frame echoing the ref; a JSON-RPC error with the
+request's id, -32700; gRPC ``INVALID_ARGUMENT``); so is one past the parsers' own limits (1,024 levels); and
+on the same connection (the same session, channel or process) a document exactly at the limit reaches its
+door (whose own rule, 32 levels for stored metadata, answers it), and an ordinary call answers.
 
-A fault a fuzzer found is here by name: a WebSocket call whose ``ref`` is nested a few hundred levels (once
-the dropped connection: the ref decoded, and its answer could not be written).
+The two faults a fuzzer found are here by name: an MCP ``tools/call`` naming a deeply nested value as its tool
+(once a 500: a RecursionError while the message quoted it) and a WebSocket call whose ``ref`` is nested a few
+hundred levels (once the dropped connection: the ref decoded, and its answer could not be written).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,12 +29,13 @@ import msgpack
 import pytest
 import websockets
 from aioquic.asyncio.client import connect
-from server import HOST, H1Client, H2Client, ServerProcess, free_port, start_server
+from server import HOST, H1Client, H2Client, ServerProcess, free_port, start_server, write_keys
 from test_serve_grpc import Rpc
 from test_serve_grpc import stubs as stubs  # a fixture: protoc's stubs of docs/brainy.proto
 from test_serve_h3 import H3Client, Pki, _free_udp_port, client_configuration, make_pki
 
 from brainy.contract.limits import MAX_NESTING
+from brainy.engine import init_store
 
 pytestmark = pytest.mark.slow
 
@@ -201,6 +207,121 @@ def test_ws_frames_past_the_limit_are_answered_and_the_session_goes_on(served: t
     assert ref_at["ok"] and ref_at["ref"] == nested(MAX_NESTING) and "entities" in ref_at["result"], ref_at
     assert body_at["ref"] == "at" and body_at["error"]["name"] == "InvalidArgumentError", body_at
     assert after["ok"] and after["ref"] == "after", after
+
+
+# -- MCP over streamable HTTP ------------------------------------------------------------------------------
+
+
+def _rpc(id_: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if id_ is not None:
+        message["id"] = id_
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _tool_call_text(id_: int, name_text: str, arguments_text: str = "{}") -> str:
+    return f'{{"jsonrpc":"2.0","id":{id_},"method":"tools/call","params":{{"name":{name_text},"arguments":{arguments_text}}}}}'
+
+
+INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "nesting-test", "version": "1"}}
+
+
+def _mcp_lines() -> list[str]:
+    """The JSON-RPC messages both MCP transports are sent, in order, after initialize."""
+    return [
+        # the fuzzer's case: a tool named by a value nested 1,000 levels (the parser reads it; quoting it in
+        # "Unknown tool" ran out of recursion, a 500)
+        _tool_call_text(2, deep_text(1000)),
+        # past the parser's own limit: no id can be read
+        _tool_call_text(3, deep_text(PAST_THE_PARSERS)),
+        # a nested name within the limit: an unknown tool, its name quoted short
+        _tool_call_text(4, deep_text(40)),
+        # a body one level past the limit, and one exactly at it
+        _tool_call_text(5, '"brainy_add"', '{"body":' + add_text(MAX_NESTING + 1, "mcp-past") + "}"),
+        _tool_call_text(6, '"brainy_add"', '{"body":' + add_text(MAX_NESTING, "mcp-at") + "}"),
+        # an id nested past the limit is no id to echo
+        '{"jsonrpc":"2.0","id":' + deep_text(300) + ',"method":"ping"}',
+        json.dumps(_rpc(7, "tools/call", {"name": "brainy_counts", "arguments": {}})),
+    ]
+
+
+def _check_mcp(replies: dict[Any, list[dict[str, Any]]]) -> None:
+    for id_ in (2, 5):
+        error = replies[id_][0]["error"]
+        assert error["code"] == -32700 and error["data"]["name"] == "BodyDecodeError", error
+        assert WORDS in error["message"], error
+    assert "$.params.name.a" in replies[2][0]["error"]["message"]
+    assert "$.params.arguments.body.metadata.a" in replies[5][0]["error"]["message"]
+    nulls = replies[None]
+    assert len(nulls) == 2 and all(r["error"]["data"]["name"] == "BodyDecodeError" for r in nulls), nulls
+    unknown = replies[4][0]["error"]
+    assert unknown["code"] == -32602 and unknown["message"].startswith("Unknown tool: {'a': {'a': {'a': {"), unknown
+    assert len(unknown["message"]) <= 140, unknown
+    at = replies[6][0]["result"]  # the door's own refusal, a tool result
+    assert at["isError"] and at["structuredContent"]["error"]["name"] == "InvalidArgumentError", at
+    counts = replies[7][0]["result"]
+    assert not counts["isError"] and "entities" in counts["structuredContent"], counts
+
+
+def test_mcp_over_http_refuses_by_name_and_the_session_goes_on(served: tuple[ServerProcess, int, int]) -> None:
+    """/mcp on one keep-alive connection and one session: each message past the limit is 400 with a JSON-RPC
+    parse error (-32700) carrying BodyDecodeError and the request's own id (null when the id itself is too
+    deep, or was never read); a nested tool name within the limit is an unknown tool quoted short (not a
+    500); a body at the limit reaches its door; then tools/call answers."""
+    server = served[0]
+    replies: dict[Any, list[dict[str, Any]]] = {}
+    with H1Client(server.address) as client:
+
+        def post(text: str, session: str | None = None) -> tuple[int, dict[str, str], bytes]:
+            headers = [("authorization", f"Bearer {server.key}"), ("content-type", "application/json")]
+            headers.append(("accept", "application/json, text/event-stream"))
+            if session is not None:
+                headers += [("mcp-session-id", session), ("mcp-protocol-version", "2025-06-18")]
+            client.send(client.request("POST", "/mcp", text.encode(), tuple(headers)))
+            answer = client.read_answer()
+            return answer.status, answer.headers, answer.body
+
+        status, headers, _ = post(json.dumps(_rpc(1, "initialize", INIT)))
+        assert status == 200
+        session = headers["mcp-session-id"]
+        assert post(json.dumps(_rpc(None, "notifications/initialized")), session)[0] == 202
+        statuses = []
+        for line in _mcp_lines():
+            status, _, body = post(line, session)
+            statuses.append(status)
+            reply = json.loads(body)
+            replies.setdefault(reply["id"], []).append(reply)
+    assert statuses == [400, 400, 200, 400, 200, 400, 200], statuses
+    _check_mcp(replies)
+
+
+# -- MCP over stdio ----------------------------------------------------------------------------------------
+
+
+def test_mcp_over_stdio_refuses_by_name_and_the_process_goes_on(tmp_path: Path) -> None:
+    """``brainy mcp`` fed the same lines in one session answers each in JSON-RPC's own form, as over HTTP, keeps
+    answering after every one of them, and exits 0 at the end of its input."""
+    init_store(tmp_path / "notes")
+    keys = write_keys(tmp_path / "keys", "notes")
+    lines = [json.dumps(_rpc(1, "initialize", INIT)), json.dumps(_rpc(None, "notifications/initialized"))]
+    data = "\n".join(lines + _mcp_lines()).encode() + b"\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "brainy.cli", "mcp", "--brain", str(tmp_path / "notes"), "--keys", str(keys)],
+        input=data,
+        capture_output=True,
+        env=dict(os.environ, BRAINY_KEY="bky_protocol_tests_person_0123456789"),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    replies: dict[Any, list[dict[str, Any]]] = {}
+    for line in done.stdout.decode().splitlines():
+        reply = json.loads(line)
+        replies.setdefault(reply["id"], []).append(reply)
+    assert sorted(replies, key=str) == sorted([1, 2, 4, 5, 6, 7, None], key=str), replies.keys()
+    _check_mcp(replies)
+    assert "Traceback" not in done.stderr.decode()
 
 
 # -- gRPC --------------------------------------------------------------------------------------------------
