@@ -11,10 +11,15 @@ needs more than a handful of levels; 64 leaves room for any real metadata.
 
 The walk itself is the ``nesting`` speedup (``brainy/_speedups/nesting.pyx``, one C pass over the
 containers); this module holds the limit and the words, so every floor above names them alike.
+
+The few texts brainy still reads with the standard library's parser (a token's claims, a cursor, an import's
+content, an outside service's answer) go through :func:`json_loads`: that parser recurses in C and gives out
+with a RecursionError, which would fault the request instead of refusing it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import reprlib
 from collections.abc import Sequence
@@ -86,3 +91,13 @@ def quote(value: Any, chars: int = QUOTE_CHARS) -> str:
 def brief(value: Any, chars: int = QUOTE_CHARS) -> str:
     """A name or a value for a message: a short string as it was given, anything else quoted by :func:`quote`."""
     return value if isinstance(value, str) and len(value) <= chars else quote(value, chars)
+
+
+def json_loads(text: str | bytes, **options: Any) -> Any:
+    """``json.loads`` of an untrusted text: a document nested past what the parser can recurse through is a
+    ValueError, as every other text that does not read is (each caller already refuses those by its own
+    name), never a RecursionError."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise ValueError("arrays and objects nest too deep to read") from None

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import READ, REGISTERED, WRITE, door
 from brainy.doors.timetravel import _instant
@@ -431,7 +432,7 @@ def _strings(value: Any, field: str, check: Any, what: str) -> list[str]:
         raise invalid(field, "wrong-type", f"1 to {MAX_LIST} strings")
     for i, item in enumerate(value):
         if not isinstance(item, str) or not check(item):
-            raise invalid(f"{field}[{i}]", "bad-value", f"{item!r} is not {what}")
+            raise invalid(f"{field}[{i}]", "bad-value", f"{quote(item)} is not {what}")
     return list(dict.fromkeys(value))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors import registry
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
@@ -399,7 +400,7 @@ def as_of(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     inner = D.BY_NAME.get(name) if isinstance(name, str) else None
     if inner is None or not inner.pinnable:
         raise R.InvalidArgumentError(
-            f"read.door: {name!r} is not a read asOf can pin", field="read.door", reason="not-pinnable"
+            f"read.door: {quote(name)} is not a read asOf can pin", field="read.door", reason="not-pinnable"
         )
     if not inner.native:
         raise R.NotYetNativeError(f"{name} arrives in {inner.release}", door=name, release=inner.release)

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.rows import invalid
@@ -72,7 +73,7 @@ def kinds(value: Any, field: str = "kinds", default: Iterable[str] = KNOWN) -> l
         raise invalid(field, "bad-operand", "an empty list matches nothing; leave it out")
     for kind in value:
         if kind not in KINDS:
-            raise invalid(field, "bad-operand", f"{kind!r} is not a memory kind ({', '.join(KINDS)})")
+            raise invalid(field, "bad-operand", f"{quote(kind)} is not a memory kind ({', '.join(KINDS)})")
     return list(dict.fromkeys(value))
 
 
