@@ -180,7 +180,8 @@ READERS = {"brainy": _page, "jsonl": _jsonl, "csv": _csv}
 
 def rows_of(a: dict[str, Any]) -> list[Row]:
     """The import's rows, read whole before any is staged (``ImportFormatError`` names the first bad line)."""
-    reader = READERS.get(a.get("format"))  # type: ignore[arg-type]
+    given = a.get("format")
+    reader = READERS.get(given) if isinstance(given, str) else None
     if reader is None:
         raise R.InvalidArgumentError(f"format: one of {sorted(READERS)}", field="format", reason="out-of-range")
     return list(reader(a))

@@ -763,7 +763,7 @@ def check(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     name = a["door"]
     target = D.BY_NAME.get(name)
     if target is None:
-        raise invalid("door", "unknown-door", f"no door is named {name!r}")
+        raise invalid("door", "unknown-door", f"no door is named {quote(name)}")
     bound = _ASKING.get()
     if bound is not None and a.get("caller") in (None, bound.caller):
         actor = Actor(bound.caller, bound.via, tuple(bound.roles))

@@ -233,12 +233,16 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     types = a.get("type")
     if types is not None:
         types = {rows.noun(t) for t in (types if isinstance(types, list) else [types])}
-    tiers = a["visibility"]
-    tiers = None if tiers == "all" else set(tiers if isinstance(tiers, list) else [tiers])
-    if tiers is not None and not tiers <= {"public", "internal", "system"}:
-        raise R.InvalidArgumentError(
-            "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
-        )
+    given = a["visibility"]
+    tiers = None
+    if given != "all":
+        listed = given if isinstance(given, list) else [given]
+        # strings only, before the set is made: an object among them is unhashable
+        if not all(isinstance(t, str) for t in listed) or not set(listed) <= {"public", "internal", "system"}:
+            raise R.InvalidArgumentError(
+                "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
+            )
+        tiers = set(listed)
     matches: Callable[[dict[str, Any]], bool] | None = None
     if a.get("where") is not None:
         from brainy.index.where import compile_where

@@ -118,13 +118,13 @@ def listed(value: Any, field: str, check: Callable[[Any, str], Any]) -> list[Any
 
 
 def noun(value: Any, field: str = "type") -> str:
-    if value not in NOUN_TYPES or not isinstance(value, str):
+    if not isinstance(value, str) or value not in NOUN_TYPES:  # a string first: an object is unhashable
         raise invalid(field, "unknown-type", f"{quote(value)} is not a noun type (use 'custom' with a subtype)")
     return value
 
 
 def verb(value: Any, field: str = "type") -> str:
-    if value not in VERB_TYPES or not isinstance(value, str):
+    if not isinstance(value, str) or value not in VERB_TYPES:  # a string first: an object is unhashable
         raise invalid(field, "unknown-type", f"{quote(value)} is not a verb type")
     return value
 

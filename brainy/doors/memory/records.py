@@ -69,6 +69,8 @@ def kinds(value: Any, field: str = "kinds", default: Iterable[str] = KNOWN) -> l
     """A ``kinds`` argument checked against the six kinds (the default when left out)."""
     if value is None:
         return list(default)
+    if not isinstance(value, list):
+        raise invalid(field, "wrong-type", "a list of memory kinds")
     if not value:
         raise invalid(field, "bad-operand", "an empty list matches nothing; leave it out")
     for kind in value:
