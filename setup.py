@@ -29,6 +29,7 @@ SPEEDUPS = [
     "h2frame",  # HTTP/2 frames and HPACK (RFC 9113, RFC 7541) under brainy/net/h2.py's connection
     "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
     "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/index/encoded_rows.py)
+    "nesting",  # how deep a decoded request nests, one C pass over its containers (brainy/contract/limits.py)
 ]
 
 

@@ -116,11 +116,18 @@ def test_no_protocol_module_names_the_app_the_server_or_the_loop_even_lazily():
 def test_the_request_model_is_a_leaf():
     """``brainy.net.http`` imports only the contract's refusals, the codecs and the standard library; the
     codecs only the refusals, the wire's vector type (a leaf of numpy, DOORS.md 0.3), its pre-encoded
-    document type (a leaf of msgpack and orjson) and the speedups (the MessagePack writer), which reach
-    nothing of ours beyond those two types and each other."""
+    document type (a leaf of msgpack and orjson), the nesting limit and its words (a leaf of the standard
+    library) and the speedups (the MessagePack writer, the nesting walk), which reach nothing of ours beyond
+    those two types and each other."""
     ours = {m for m in _imports("brainy.net.http") if m.startswith("brainy")}
     assert ours <= {"brainy.contract", "brainy.contract.refusals", "brainy.net", "brainy.net.codecs"}, ours
-    leaves = {"brainy.contract", "brainy.contract.refusals", "brainy.contract.vectors", "brainy.contract.encoded"}
+    leaves = {
+        "brainy.contract",
+        "brainy.contract.refusals",
+        "brainy.contract.vectors",
+        "brainy.contract.encoded",
+        "brainy.contract.limits",
+    }
     assert {m for m in _imports("brainy.net.codecs") if m.startswith("brainy")} <= leaves | {"brainy._speedups"}
     code = "import sys, json, brainy.net.codecs\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('brainy'))))"
     loaded = set(

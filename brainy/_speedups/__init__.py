@@ -26,6 +26,7 @@ __all__ = [
     "h1frame",
     "h2frame",
     "load",
+    "nesting",
     "pagerows",
     "picks",
     "postings",
@@ -47,6 +48,7 @@ NAMES = (
     "h2frame",
     "wirepack",
     "pagerows",
+    "nesting",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -115,3 +117,4 @@ textjoin: ModuleType
 h2frame: ModuleType
 wirepack: ModuleType
 pagerows: ModuleType
+nesting: ModuleType

@@ -45,7 +45,6 @@ import binascii
 import dataclasses
 import functools
 import hashlib
-import json
 import logging
 import os
 import re
@@ -58,6 +57,7 @@ from typing import Any
 
 from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
+from brainy.contract.limits import json_loads
 
 log = logging.getLogger("brainy.keys")
 
@@ -450,7 +450,7 @@ def _token_issuer(token: str) -> str:
     try:
         if len(parts) != 3 or parts[0] != "bk1":
             raise ValueError("a bk1 token is bk1.<payload>.<signature>")
-        payload = json.loads(_b64url(parts[1]))
+        payload = json_loads(_b64url(parts[1]))
         _b64url(parts[2])
         if not isinstance(payload, dict):
             raise ValueError("the payload is not an object")

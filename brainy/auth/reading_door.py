@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from brainy.auth.principal import Principal
+from brainy.contract.limits import json_loads
 
 log = logging.getLogger("brainy.reading_door")
 
@@ -73,7 +74,7 @@ class ReadingDoor:
         if not 200 <= status < 300:
             return _failed(f"the receiver answered {status}")
         try:
-            answer = json.loads(raw)
+            answer = json_loads(raw)
         except ValueError:
             return _failed("the receiver's answer is not JSON")
         if not isinstance(answer, dict) or not isinstance(answer.get("doorUrl"), str) or not answer["doorUrl"]:

@@ -84,6 +84,7 @@ from nacl.signing import VerifyKey
 from brainy.auth.keys import TOKEN_PREFIX, Watch, _b64url, _fields, _fsync_dir, _write_all, read_placed
 from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
+from brainy.contract.limits import json_loads, quote
 
 log = logging.getLogger("brainy.tokens")
 
@@ -407,7 +408,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise ValueError(f"the payload repeats the member {key!r}")
+            raise ValueError(f"the payload repeats the member {quote(key)}")
         seen[key] = value
     return seen
 
@@ -434,7 +435,7 @@ def _scope(payload: dict[str, Any]) -> tuple[str, ...]:
         raise _malformed("the claim 'scope' is missing or not a non-empty array")
     for word in value:
         if word not in SCOPES:
-            raise _malformed(f"the scope word {word!r} is none of {list(SCOPES)}")
+            raise _malformed(f"the scope word {quote(word)} is none of {list(SCOPES)}")
     if len(set(value)) != len(value):
         raise _malformed("the scope names a word twice")
     return tuple(value)
@@ -448,7 +449,7 @@ def decode(token: str) -> Claims:
     try:
         payload_bytes = _b64url(parts[1])
         signature = _b64url(parts[2])
-        payload = json.loads(payload_bytes, object_pairs_hook=_object)
+        payload = json_loads(payload_bytes, object_pairs_hook=_object)
     except (ValueError, binascii.Error) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise _malformed(str(exc)) from None
     if not isinstance(payload, dict):

@@ -11,6 +11,7 @@ from typing import Any
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors.cursors import encode_cursor
 from brainy.doors.registry import WRITE, door
 from brainy.doors.writes import Context, _stamp
@@ -34,7 +35,7 @@ from brainy.store.txn import Txn
 
 
 def _not_found(name: Any) -> R.Refusal:
-    return R.AggregateNotFoundError(f"no aggregate is defined under the name {name!r}", aggregate=name)
+    return R.AggregateNotFoundError(f"no aggregate is defined under the name {quote(name)}", aggregate=name)
 
 
 def _definition_at(view: Snapshot, name: Any) -> Definition:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import json_loads
 
 
 def _digest(door: str, query: dict[str, Any]) -> str:
@@ -37,7 +38,7 @@ def decode_cursor(text: Any, door: str, query: dict[str, Any]) -> tuple[int, Any
     """``(generation, position)`` of a cursor minted by this door for this query, or CursorInvalidError."""
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        doc = json.loads(raw)
+        doc = json_loads(raw)
         if doc["d"] == door and doc["q"] == _digest(door, query) and isinstance(doc["g"], int):
             return doc["g"], doc["p"]
     except (TypeError, ValueError, KeyError):

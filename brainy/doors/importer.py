@@ -28,13 +28,13 @@ import base64
 import binascii
 import csv
 import io
-import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import json_loads
 from brainy.doors.registry import WRITE, door
 from brainy.doors.writes import TX_DOORS, Context, _nested, texts
 from brainy.store import keys as K
@@ -115,7 +115,7 @@ def _page(a: dict[str, Any]) -> Iterator[Row]:
     page = a["content"]
     if isinstance(page, str):
         try:
-            page = json.loads(_text(a))
+            page = json_loads(_text(a))
         except ValueError as exc:
             raise _format_error(f"an export page is a JSON object: {exc}") from None
     if (
@@ -143,7 +143,7 @@ def _jsonl(a: dict[str, Any]) -> Iterator[Row]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json_loads(line)
         except ValueError as exc:
             raise _format_error(f"not JSON: {exc}", number) from None
         if not isinstance(record, dict):
@@ -180,7 +180,8 @@ READERS = {"brainy": _page, "jsonl": _jsonl, "csv": _csv}
 
 def rows_of(a: dict[str, Any]) -> list[Row]:
     """The import's rows, read whole before any is staged (``ImportFormatError`` names the first bad line)."""
-    reader = READERS.get(a.get("format"))  # type: ignore[arg-type]
+    given = a.get("format")
+    reader = READERS.get(given) if isinstance(given, str) else None
     if reader is None:
         raise R.InvalidArgumentError(f"format: one of {sorted(READERS)}", field="format", reason="out-of-range")
     return list(reader(a))

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import json_loads
 
 CHOOSE = "BRAINY_LANGUAGE_PROVIDER"
 URL = "BRAINY_LANGUAGE_URL"
@@ -93,7 +94,7 @@ class Provider:
 def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json", **headers})
     with urllib.request.urlopen(request, timeout=CALL_SECONDS) as answer:  # noqa: S310 (the host's own endpoint)
-        return json.loads(answer.read())
+        return json_loads(answer.read())
 
 
 def _anthropic(p: Provider, prompt: str) -> str:

@@ -27,6 +27,8 @@ def embed(a: dict[str, Any]) -> dict[str, Any]:
 @door("embedBatch", ANSWERED_BY_MODEL)
 def embed_batch(a: dict[str, Any]) -> dict[str, Any]:
     texts = a["texts"]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise R.InvalidArgumentError("texts: a list of strings", field="texts", reason="wrong-type")
     if not 1 <= len(texts) <= MAX_BATCH:
         raise R.InvalidArgumentError(
             f"texts: 1 to {MAX_BATCH} texts, got {len(texts)}", field="texts", reason="out-of-range"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 
 ROOT = "/"
 MAX_PATH_BYTES = 4096
@@ -16,7 +17,7 @@ MAX_SEGMENT_BYTES = 255
 
 
 def _refuse(path: str, reason: str, why: str) -> R.Refusal:
-    return R.InvalidPathError(f"path {path!r}: {why}", path=path, reason=reason)
+    return R.InvalidPathError(f"path {quote(path)}: {why}", path=path, reason=reason)
 
 
 def check(value: Any, field: str = "path") -> str:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors import staging
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import READ, REGISTERED, WRITE, door
@@ -442,7 +443,7 @@ def _strings(value: Any, field: str, check: Any, what: str) -> list[str]:
         raise invalid(field, "wrong-type", f"1 to {MAX_LIST} strings")
     for i, item in enumerate(value):
         if not isinstance(item, str) or not check(item):
-            raise invalid(f"{field}[{i}]", "bad-value", f"{item!r} is not {what}")
+            raise invalid(f"{field}[{i}]", "bad-value", f"{quote(item)} is not {what}")
     return list(dict.fromkeys(value))
 
 
@@ -779,7 +780,7 @@ def check(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     name = a["door"]
     target = D.BY_NAME.get(name)
     if target is None:
-        raise invalid("door", "unknown-door", f"no door is named {name!r}")
+        raise invalid("door", "unknown-door", f"no door is named {quote(name)}")
     bound = _ASKING.get()
     if bound is not None and a.get("caller") in (None, bound.caller):
         actor = Actor(bound.caller, bound.via, tuple(bound.roles))

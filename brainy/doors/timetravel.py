@@ -15,6 +15,7 @@ from typing import Any
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors import registry
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
@@ -232,12 +233,16 @@ def export(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     types = a.get("type")
     if types is not None:
         types = {rows.noun(t) for t in (types if isinstance(types, list) else [types])}
-    tiers = a["visibility"]
-    tiers = None if tiers == "all" else set(tiers if isinstance(tiers, list) else [tiers])
-    if tiers is not None and not tiers <= {"public", "internal", "system"}:
-        raise R.InvalidArgumentError(
-            "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
-        )
+    given = a["visibility"]
+    tiers = None
+    if given != "all":
+        listed = given if isinstance(given, list) else [given]
+        # strings only, before the set is made: an object among them is unhashable
+        if not all(isinstance(t, str) for t in listed) or not set(listed) <= {"public", "internal", "system"}:
+            raise R.InvalidArgumentError(
+                "visibility: a tier, a list of tiers, or all", field="visibility", reason="bad-visibility"
+            )
+        tiers = set(listed)
     matches: Callable[[dict[str, Any]], bool] | None = None
     if a.get("where") is not None:
         from brainy.index.where import compile_where
@@ -399,7 +404,7 @@ def as_of(snap: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     inner = D.BY_NAME.get(name) if isinstance(name, str) else None
     if inner is None or not inner.pinnable:
         raise R.InvalidArgumentError(
-            f"read.door: {name!r} is not a read asOf can pin", field="read.door", reason="not-pinnable"
+            f"read.door: {quote(name)} is not a read asOf can pin", field="read.door", reason="not-pinnable"
         )
     if not inner.native:
         raise R.NotYetNativeError(f"{name} arrives in {inner.release}", door=name, release=inner.release)

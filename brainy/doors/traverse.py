@@ -47,7 +47,7 @@ def _verbs(value: Any, field: str) -> list[str] | None:
 
 
 def _direction(value: Any, field: str) -> int:
-    if value not in DIRECTIONS:
+    if not isinstance(value, str) or value not in DIRECTIONS:  # a string first: an object is unhashable
         raise R.InvalidArgumentError(f"{field}: out, in or both", field=field, reason="bad-operand")
     return DIRECTIONS[value]
 

@@ -15,6 +15,7 @@ from typing import Any
 from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors.registry import REGISTERED, WRITE, door
 from brainy.index.embedder import text_of
 from brainy.store import keys as K
@@ -540,7 +541,9 @@ def transact(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
             spec = check_args(op, frozenset(("door", "args")), f"ops[{i}].")
             rule = TX_DOORS.get(need(spec, "door", f"ops[{i}]."))
             if rule is None:
-                raise invalid(f"ops[{i}].door", "unknown-door", f"{spec['door']!r} is not one of {sorted(TX_DOORS)}")
+                raise invalid(
+                    f"ops[{i}].door", "unknown-door", f"{quote(spec['door'])} is not one of {sorted(TX_DOORS)}"
+                )
             results.append(_nested(spec["door"], rule, txn, spec.get("args"), ctx))
         except R.Refusal as exc:
             if isinstance(exc, R.InvalidArgumentError) and not exc.fields["field"].startswith("ops["):

@@ -36,6 +36,7 @@ from brainy.auth.principal import Principal
 from brainy.auth.reading_door import ReadingDoor
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors import calling, feed, registry
 from brainy.doors.registry import HOST, READ, door
 from brainy.engine import Brain
@@ -116,7 +117,7 @@ def check_brain_name(name: Any) -> str:
     if type(name) is str and name in _LEGAL_NAMES:  # every request names its brain: checked once per name
         return name
     if not isinstance(name, str) or not BRAIN_NAME.fullmatch(name) or name in (".", ".."):
-        raise R.BrainNameInvalidError(f"{name!r} is not one legal brain name segment", brain=str(name))
+        raise R.BrainNameInvalidError(f"{quote(name)} is not one legal brain name segment", brain=str(name))
     if len(_LEGAL_NAMES) < LEGAL_NAMES_HELD:
         _LEGAL_NAMES.add(name)
     return name

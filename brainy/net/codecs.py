@@ -3,7 +3,10 @@
 One facade with the same names for both (``decode``, ``encode``), chosen per
 request by ``Content-Type`` and ``Accept``. A body that does not decode
 cleanly in its declared encoding (JSON sent as MessagePack, trailing bytes,
-bad UTF-8) is ``BodyDecodeError``: never half-read.
+bad UTF-8) is ``BodyDecodeError``: never half-read. So is one whose arrays and
+objects nest deeper than ``MAX_NESTING`` (brainy/contract/limits.py), refused
+here, before any code walks it; every transport's decoder comes through
+:func:`loads_json` / :func:`check_nesting` or :func:`decode`.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Any
 import msgpack
 import orjson
 
-from brainy._speedups import pagerows, wirepack
+from brainy._speedups import nesting, pagerows, wirepack
 from brainy.contract import refusals as R
 from brainy.contract.encoded import Encoded, Hits
+from brainy.contract.limits import MAX_NESTING, too_deep
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"
@@ -29,30 +33,58 @@ def media_type(header: str | None) -> str | None:
     return header.split(";", 1)[0].strip().lower()
 
 
-def decode(body: bytes, content_type: str | None) -> Any:
-    """The document in a request body. An empty body is ``{}``."""
+def decode(body: bytes, content_type: str | None, envelope: int = 0) -> Any:
+    """The document in a request body. An empty body is ``{}``. ``envelope`` is how many levels the transport
+    wraps the argument document in (0 for an HTTP body: the body is the document)."""
     kind = media_type(content_type)
     if kind in _MSGPACK_TYPES:
         if not body:
             return {}
         try:
-            return msgpack.unpackb(body, raw=False, strict_map_key=True)
+            document = msgpack.unpackb(body, raw=False, strict_map_key=True)
         except msgpack.ExtraData as exc:
             raise R.BodyDecodeError(
                 "bytes remain after the MessagePack document (is this JSON?)",
                 encoding="msgpack",
                 offset=len(body) - len(exc.extra),
             ) from None
+        except (msgpack.StackError, RecursionError):  # msgpack's own limit (1,024 levels; its pure fallback
+            # recurses): past ours too, and said the same way
+            raise R.BodyDecodeError(_TOO_DEEP, encoding="msgpack") from None
         except (ValueError, msgpack.UnpackException, TypeError) as exc:
             raise R.BodyDecodeError(f"the body is not MessagePack: {exc}", encoding="msgpack") from None
+        check_nesting(document, "msgpack", envelope)
+        return document
     if kind is None or kind == JSON or kind.endswith("+json"):
         if not body:
             return {}
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise R.BodyDecodeError(f"the body is not JSON: {exc.msg}", encoding="json", offset=exc.pos) from None
+        document = loads_json(body)
+        check_nesting(document, "json", envelope)
+        return document
     raise R.UnsupportedMediaTypeError(f"{content_type!r} is neither JSON nor MessagePack", contentType=content_type)
+
+
+_TOO_DEEP = f"arrays and objects nest deeper than the {MAX_NESTING} levels brainy reads in a document"  # no path:
+# the parser stopped before a value was built
+
+
+def loads_json(data: bytes, what: str = "the body") -> Any:
+    """The JSON document in ``data``, or ``BodyDecodeError`` saying where it stops being JSON. A document
+    past orjson's own nesting limit (1,024 levels) is refused in the words of ours."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if exc.msg.startswith("depth limit exceeded"):
+            raise R.BodyDecodeError(_TOO_DEEP, encoding="json", offset=exc.pos) from None
+        raise R.BodyDecodeError(f"{what} is not JSON: {exc.msg}", encoding="json", offset=exc.pos) from None
+
+
+def check_nesting(document: Any, encoding: str, envelope: int = 0) -> None:
+    """``BodyDecodeError`` naming the path and the limit when a decoded document nests deeper than
+    ``MAX_NESTING`` levels below its transport's ``envelope`` (one C pass over its containers)."""
+    path = nesting.too_deep(document, MAX_NESTING + envelope)
+    if path is not None:
+        raise R.BodyDecodeError(too_deep(path), encoding=encoding)
 
 
 def wants_msgpack(accept: str | None) -> bool:

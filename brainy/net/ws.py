@@ -35,8 +35,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from brainy._speedups import wsframe
+from brainy._speedups import nesting, wsframe
 from brainy.contract import refusals as R
+from brainy.contract.limits import MAX_NESTING
 from brainy.net import codecs
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 1.3: what the accept value hashes the key with
@@ -276,6 +277,8 @@ class WsConnection:
 # -- the call frames -------------------------------------------------------------------------------
 
 _CALL_FIELDS = frozenset(("ref", "door", "brain", "id", "body"))
+#: The frame wraps the argument document (``body``) in one level: a body may nest as deep as an HTTP body.
+ENVELOPE = 1
 
 
 @dataclass(frozen=True)
@@ -288,9 +291,9 @@ class WsCall:
 
 
 def parse_call(payload: bytes) -> WsCall:
-    """One call frame's document, or a refusal: ``BodyDecodeError`` for JSON that does not decode,
-    ``InvalidArgumentError`` for a frame that is not ``{ref, door, brain?, id?, body?}``."""
-    document = codecs.decode(payload, codecs.JSON)
+    """One call frame's document, or a refusal: ``BodyDecodeError`` for JSON that does not decode or nests
+    past the limit, ``InvalidArgumentError`` for a frame that is not ``{ref, door, brain?, id?, body?}``."""
+    document = codecs.decode(payload, codecs.JSON, ENVELOPE)
     if not isinstance(document, dict):
         raise R.InvalidArgumentError(
             "a call frame is a JSON object {ref, door, brain, id, body}", field="frame", reason="wrong-type"
@@ -308,12 +311,15 @@ def parse_call(payload: bytes) -> WsCall:
 
 
 def ref_of(payload: bytes) -> Any:
-    """The ref of a frame that failed :func:`parse_call`, when it has one to echo."""
+    """The ref of a frame that failed :func:`parse_call`, when it has one that can be echoed: a ref nested past
+    the limit is answered as null (it may be the very value the frame was refused for, and orjson writes only
+    255 levels: echoing a deeper one would leave the call unanswered)."""
     try:
         document = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return None
-    return document.get("ref") if isinstance(document, dict) else None
+    ref = document.get("ref") if isinstance(document, dict) else None
+    return ref if nesting.too_deep(ref, MAX_NESTING) is None else None
 
 
 class CallOutcome(Protocol):

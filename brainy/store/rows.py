@@ -17,6 +17,7 @@ import msgpack
 from brainy._speedups import vecpack
 from brainy._speedups.errors import VectorRefused
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.contract.vectors import Vector
 from brainy.store.taxonomy import NOUN_TYPES, RESERVED_SUBTYPE_PREFIXES, VERB_TYPES
 
@@ -117,14 +118,14 @@ def listed(value: Any, field: str, check: Callable[[Any, str], Any]) -> list[Any
 
 
 def noun(value: Any, field: str = "type") -> str:
-    if value not in NOUN_TYPES or not isinstance(value, str):
-        raise invalid(field, "unknown-type", f"{value!r} is not a noun type (use 'custom' with a subtype)")
+    if not isinstance(value, str) or value not in NOUN_TYPES:  # a string first: an object is unhashable
+        raise invalid(field, "unknown-type", f"{quote(value)} is not a noun type (use 'custom' with a subtype)")
     return value
 
 
 def verb(value: Any, field: str = "type") -> str:
-    if value not in VERB_TYPES or not isinstance(value, str):
-        raise invalid(field, "unknown-type", f"{value!r} is not a verb type")
+    if not isinstance(value, str) or value not in VERB_TYPES:  # a string first: an object is unhashable
+        raise invalid(field, "unknown-type", f"{quote(value)} is not a verb type")
     return value
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.memory import records as M
 from brainy.doors.memory.recall import ANY, leg, narrowing
@@ -43,7 +44,7 @@ def read(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
             view, {**narrowing(["note"], include_retired=True), "where": {"path": path}}, 1, searchMode="metadata"
         )
         if not hits:
-            raise R.RecordNotFoundError(f"path: no memory was written to {path!r}", id=path)
+            raise R.RecordNotFoundError(f"path: no memory was written to {quote(path)}", id=path)
         row = view.entity(next(iter(hits)))
         assert row is not None
     citations = []

@@ -230,6 +230,8 @@ def members_of(read: Any, a: dict[str, Any]) -> tuple[list[dict[str, Any]], str 
     if a.get("members") is not None:
         if a.get("fromSeq") is not None or a.get("toSeq") is not None:
             raise invalid("fromSeq", "bad-operand", "fromSeq and toSeq go with conversation")
+        if not isinstance(a["members"], list):
+            raise invalid("members", "wrong-type", "a list of memory ids")
         if not a["members"]:
             raise invalid("members", "bad-operand", "an abstract summarises at least one memory")
         found = {}

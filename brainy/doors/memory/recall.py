@@ -263,6 +263,8 @@ def recall(view: Snapshot, id_: Any, a: dict[str, Any]) -> dict[str, Any]:
     text = M.text(a.get("query"), "query")
     limit = _int(a["limit"], "limit", 1, 100)
     half_life = a.get("recencyHalfLifeDays")
+    if half_life is not None and (isinstance(half_life, bool) or not isinstance(half_life, int | float)):
+        raise invalid("recencyHalfLifeDays", "wrong-type", "must be a number")
     if half_life is not None and not half_life > 0:
         raise invalid("recencyHalfLifeDays", "out-of-range", "must be more than 0")
     narrowed = narrowing(M.kinds(a.get("kinds")), _scope(a), M.tags(a.get("tags")), a["includeRetired"])

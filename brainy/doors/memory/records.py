@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.contract.limits import quote
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.rows import invalid
@@ -68,11 +69,13 @@ def kinds(value: Any, field: str = "kinds", default: Iterable[str] = KNOWN) -> l
     """A ``kinds`` argument checked against the six kinds (the default when left out)."""
     if value is None:
         return list(default)
+    if not isinstance(value, list):
+        raise invalid(field, "wrong-type", "a list of memory kinds")
     if not value:
         raise invalid(field, "bad-operand", "an empty list matches nothing; leave it out")
     for kind in value:
         if kind not in KINDS:
-            raise invalid(field, "bad-operand", f"{kind!r} is not a memory kind ({', '.join(KINDS)})")
+            raise invalid(field, "bad-operand", f"{quote(kind)} is not a memory kind ({', '.join(KINDS)})")
     return list(dict.fromkeys(value))
 
 

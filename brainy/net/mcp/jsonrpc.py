@@ -23,6 +23,9 @@ INTERNAL_ERROR = -32603
 
 #: A message (an HTTP body, or one stdio line) over this is refused: the HTTP body limit.
 MAX_MESSAGE = 64 << 20
+#: A tool's argument document sits at level 4 of its message (message, params, arguments, body), so a message
+#: may nest this many levels past MAX_NESTING: a body is read as deep over MCP as over HTTP.
+ENVELOPE = 3
 
 JsonDoc = dict[str, Any]
 Reply = JsonDoc | Awaitable[JsonDoc]

@@ -20,6 +20,7 @@ from brainy import __version__
 from brainy.auth.principal import Principal
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.contract.limits import brief, quote
 from brainy.contract.mcp_resources import SKILL, SKILLS_LISTED_BY, ResourceTemplate
 from brainy.contract.onboarding import MCP_PROTOCOL, mcp_instructions
 from brainy.net.mcp.jsonrpc import (
@@ -150,7 +151,7 @@ class McpServer:
     def _serve(self, session: Session, principal: Principal, message: Message) -> Any:
         method = self._methods.get(message.method or "")
         if method is None:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {brief(message.method)}")
         return method(principal, message.params)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -194,7 +195,8 @@ class McpServer:
         name = params.get("name")
         door = TOOL_DOORS.get(name) if isinstance(name, str) else None
         if door is None or not isinstance(name, str):
-            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+            # quoted short: the name is the client's, of any size and shape
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {brief(name)}")
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
@@ -205,7 +207,7 @@ class McpServer:
         if extra:
             raise ProtocolError(
                 INVALID_PARAMS,
-                f"{name}: {extra[0]!r} is not an argument of this tool (it takes {sorted(shape.allowed)})",
+                f"{name}: {quote(extra[0])} is not an argument of this tool (it takes {sorted(shape.allowed)})",
             )
         brain, id_ = None, None
         for param in shape.path:

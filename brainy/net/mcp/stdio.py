@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from brainy.contract import refusals as R
 from brainy.net import codecs
-from brainy.net.mcp.jsonrpc import MAX_MESSAGE, JsonDoc
+from brainy.net.mcp.jsonrpc import ENVELOPE, MAX_MESSAGE, JsonDoc, request_id
 
 
 @dataclass(frozen=True)
@@ -25,9 +23,11 @@ class LineReceived:
 
 @dataclass(frozen=True)
 class LineRefused:
-    """One line that could not be read: too long, or not JSON. Answered with ``id: null``."""
+    """One line that could not be read: too long, not JSON, or nested past the limit. Answered with ``id``: the
+    message's own when it decoded and has a legal one (a string or an integer, safe to echo), else null."""
 
     refusal: R.Refusal
+    id: Any = None
 
 
 class StdioFraming:
@@ -72,11 +72,16 @@ class StdioFraming:
             if not line.strip():
                 continue
             try:
-                events.append(LineReceived(orjson.loads(line)))
-            except orjson.JSONDecodeError as exc:
-                events.append(
-                    LineRefused(R.BodyDecodeError(f"the line is not JSON: {exc.msg}", encoding="json", offset=exc.pos))
-                )
+                document = codecs.loads_json(line, "the line")
+            except R.BodyDecodeError as refusal:
+                events.append(LineRefused(refusal))
+                continue
+            try:
+                codecs.check_nesting(document, "json", ENVELOPE)
+            except R.BodyDecodeError as refusal:
+                events.append(LineRefused(refusal, request_id(document)))
+                continue
+            events.append(LineReceived(document))
 
     def send(self, document: JsonDoc) -> None:
         """Frame one message (orjson writes no newline inside a document)."""

@@ -89,7 +89,7 @@ class StdioServer:
             if isinstance(event, LineReceived):
                 self._message(event.document)
             else:
-                self.framing.send(error_reply(None, refusal_error(event.refusal)))
+                self.framing.send(error_reply(event.id, refusal_error(event.refusal)))
         self._flush()
 
     def _message(self, document: Any) -> None:

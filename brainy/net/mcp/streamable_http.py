@@ -24,6 +24,7 @@ from brainy.contract import refusals as R
 from brainy.net import codecs
 from brainy.net.http import refusal_headers
 from brainy.net.mcp.jsonrpc import (
+    ENVELOPE,
     MAX_MESSAGE,
     NO_REPLY,
     Message,
@@ -160,11 +161,9 @@ class StreamableHttp:
         kind = (headers.get("content-type") or "").split(";", 1)[0].strip().lower()
         if kind and kind != "application/json" and not kind.endswith("+json"):
             raise R.UnsupportedMediaTypeError(f"{kind!r}: MCP messages are JSON", contentType=kind)
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise R.BodyDecodeError(f"the body is not JSON: {exc.msg}", encoding="json", offset=exc.pos) from None
-        exchange.request_id = request_id(doc)
+        doc = codecs.loads_json(body)
+        exchange.request_id = request_id(doc)  # a string or an integer, or null: safe to echo in the refusal
+        codecs.check_nesting(doc, "json", ENVELOPE)
         try:
             message = parse_message(doc)
         except ProtocolError as exc:
