@@ -12,6 +12,7 @@ open maps of replaced tables keep serving the readers that hold them.
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -31,6 +32,10 @@ from brainy.store.sstable import Table, write_table
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5  # compact (the newest run of tables, compact_run) once there are this many
 SWEEP_AT = 64 << 20  # sweep the blob packs once refused writes have stored this much (and after a crash)
+
+# each step of a flush and a compaction is named at DEBUG as it is reached, so a crash test in another process can
+# kill the writer between two named steps (tests/procs/writer.py prints them); nothing is said at INFO
+log = logging.getLogger(__name__)
 
 
 class Persists(Protocol):
@@ -140,6 +145,7 @@ class Maintenance:
                 head.mem = Memtable()
                 s = head.sources
                 head.sources = Sources(head.mem, (mem,) + s.frozen, s.tables)
+            log.debug("flush froze generation %d", generation)
             if seq:
                 self.commits.durable_at(seq, generation)  # a table never holds a commit the log might lose
             number = head.next_table
@@ -147,6 +153,7 @@ class Maintenance:
             entry = write_table(self.path / "sst" / f"{number:010d}.sst", mem.entries())
             entry["file"] = f"sst/{number:010d}.sst"
             table = Table(self.path / entry["file"])
+            log.debug("flush wrote %s", entry["file"])
             tables = [entry] + list(head.manifest["tables"])
             # the snapshots go first, stamped at or above the generation this flush makes the flushed one: a
             # crash before the swap leaves them within the replayed tail's reach, where written after it, a
@@ -156,10 +163,12 @@ class Maintenance:
             self._write_manifest(
                 generation, timestamp, next_dense, ledger, tables, {"segment": at.first, "offset": at.offset}
             )
+            log.debug("flush swapped the manifest")
             with head.commit_lock:
                 s = head.sources
                 head.sources = Sources(s.mem, tuple(m for m in s.frozen if m is not mem), (table,) + s.tables)
             self.followers.persist_flushed()
+            log.debug("flush done")
             return True
 
     def compact(self, tiered: bool = False) -> bool:
@@ -171,12 +180,14 @@ class Maintenance:
             old = every[: compact_run([t.size for t in every])] if tiered else every
             if len(old) < 2:
                 return False
+            log.debug("compact merges %d tables", len(old))
             number = head.next_table
             head.next_table += 1
             name = f"sst/{number:010d}.sst"
             entry = write_table(self.path / name, _merge(old))
             entry["file"] = name
             table = Table(self.path / name)
+            log.debug("compact wrote %s", name)
             manifest = head.manifest
             self._write_manifest(
                 manifest["generation"],
@@ -189,8 +200,10 @@ class Maintenance:
             with head.commit_lock:
                 s = head.sources
                 head.sources = Sources(s.mem, s.frozen, (table,) + s.tables[len(old) :])
+            log.debug("compact swapped the manifest")
             for t in old:  # open maps keep serving readers that still hold them
                 (t.path).unlink()
+            log.debug("compact done")
             return True
 
     def sweep_blobs(self, garbage_share: float = 0.5) -> Swept | None:
