@@ -571,14 +571,26 @@ def test_a_served_build_waits_for_the_first_read_in_place(tmp_path: Path, monkey
     with Brain.open(store) as brain:
         brain.addMany({"items": [_row(i) for i in range(1200)]})
     monkeypatch.setattr(F, "FIRST_READ_GRACE_SECONDS", 20.0)
+    # The build, once started, is held at its door until the read's answer has been looked at: a build of
+    # 1,200 rows can otherwise land between the answer and the look.
+    started, release, build = [], threading.Event(), F.ProjectionFollower._build
+
+    def gated(self: F.ProjectionFollower) -> None:
+        started.append(time.monotonic())
+        release.wait(15)
+        build(self)
+
+    monkeypatch.setattr(F.ProjectionFollower, "_build", gated)
     with Brain.attach(store) as brain:
         brain.follower.background = True
         brain.follower.warm()  # as the pool admits it
-        assert not brain.follower._built.wait(0.3)  # held back, though a build of 1,200 rows takes less
+        time.sleep(0.3)
+        assert not started  # held back, though a build of 1,200 rows takes less
         assert brain.find({"where": {"team": "t1"}, "limit": 5})["total"] == 240
-        assert brain.follower.built_from is None  # answered in place
         answered = time.monotonic()
-        assert brain.follower._built.wait(15) and time.monotonic() - answered < 15
+        assert brain.follower.built_from is None  # answered in place, the build not waited for
+        release.set()
+        assert brain.follower._built.wait(15) and started and started[0] - answered < 15
         assert brain.projections_from is not None
 
 
