@@ -197,8 +197,9 @@ def test_a_pass_over_budget_closes_down_to_the_low_water_mark(tmp_path: Path, mo
 
 def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> None:
     """An eviction frees the brain by reference counting as the pool drops it, not at the next full
-    collection (its followers refer to it weakly): with the collector off, nothing of a reader's or a
-    writer's handle outlives its eviction, and the allocator is asked to give the pages back."""
+    collection (its followers refer to it weakly; its head snapshot, which a transport's read shares, is dropped
+    at close): with the collector off, nothing of a reader's or a writer's handle outlives its eviction, and the
+    allocator is asked to give the pages back."""
     for name in ("r", "w"):
         init_store(tmp_path / name)
         with Brain.open(tmp_path / name) as brain:
@@ -212,6 +213,7 @@ def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> N
             entered = pool.enter(name)
             brain = pool.resolve(name, for_write)
             assert len(brain.find({"where": {"type": "document"}, "limit": 60})["results"]) == 50  # projections built
+            assert brain.wire_head().generation == brain.head  # as every served read holds it
             pool.left(entered)
             handles.append(weakref.ref(brain))
             del brain

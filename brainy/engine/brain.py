@@ -578,6 +578,9 @@ class Brain:
         self.vector_follower.settle()
         self.vector_follower.release()  # the snapshot files its index reads in place
         self._closed = True
+        # the head snapshot refers to this handle: kept, it would make the closed handle a cycle that only a
+        # full collection frees, with every table, memtable and projection it held
+        self._wire_head = None
         encoded_rows.CACHE.forget(self.serial)
         self.blobs.close()
         self.writes.shutdown()
