@@ -31,6 +31,7 @@ from launch import (
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
+from brainy.engine import brain as brain_module
 from brainy.host import arbiter as A
 from brainy.host.pool import Pool
 from brainy.store.files import read_document
@@ -197,8 +198,9 @@ def test_a_pass_over_budget_closes_down_to_the_low_water_mark(tmp_path: Path, mo
 
 def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> None:
     """An eviction frees the brain by reference counting as the pool drops it, not at the next full
-    collection (its followers refer to it weakly): with the collector off, nothing of a reader's or a
-    writer's handle outlives its eviction, and the allocator is asked to give the pages back."""
+    collection (its followers refer to it weakly; its head snapshot, which a transport's read shares, is dropped
+    at close): with the collector off, nothing of a reader's or a writer's handle outlives its eviction, and the
+    allocator is asked to give the pages back."""
     for name in ("r", "w"):
         init_store(tmp_path / name)
         with Brain.open(tmp_path / name) as brain:
@@ -212,6 +214,7 @@ def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> N
             entered = pool.enter(name)
             brain = pool.resolve(name, for_write)
             assert len(brain.find({"where": {"type": "document"}, "limit": 60})["results"]) == 50  # projections built
+            assert brain.wire_head().generation == brain.head  # as every served read holds it
             pool.left(entered)
             handles.append(weakref.ref(brain))
             del brain
@@ -224,6 +227,37 @@ def test_an_evicted_brain_is_freed_at_once_with_all_it_held(tmp_path: Path) -> N
         pool.left(entered)
     finally:
         gc.enable()
+        pool.close_all()
+
+
+def test_an_eviction_leaves_a_small_tail_for_the_readmission_and_flushes_a_large_one(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """An evicted writer whose memtable holds less than EVICT_TAIL_BYTES is closed without a flush (its tail is in
+    the log, durable already), so the arbiter's closes cost no fsyncs; its readmission replays that tail and
+    answers its rows. A memtable holding that much is flushed by the eviction, as a close flushes."""
+    init_store(tmp_path / "w")
+    pool = Pool(brains_dir=tmp_path, budget=A.Budget(1 << 40, "test", None, None, 0, overridden=True))
+    try:
+        pool.arbiter.stop()
+        entered = pool.enter("w")
+        pool.resolve("w", True).write("add", {"type": "thing", "id": "w1"}, caller="person:pat")
+        pool.left(entered)
+        [entry] = pool.resident_entries()
+        assert pool.evict(entry, "test")
+        assert read_document(tmp_path / "w" / "MANIFEST")["generation"] == 0  # nothing flushed
+        entered = pool.enter("w")
+        readmitted = pool.resolve("w", False)
+        assert readmitted.recovery == {"replayedGenerations": 1} and readmitted.get("w1")["entity"]["key"] == "w1"
+        del readmitted
+        pool.left(entered)
+        monkeypatch.setattr(brain_module, "EVICT_TAIL_BYTES", 1)
+        assert pool.evict(entry, "test")
+        assert read_document(tmp_path / "w" / "MANIFEST")["generation"] == 1
+        entered = pool.enter("w")
+        assert pool.resolve("w", False).recovery == {"replayedGenerations": 0}
+        pool.left(entered)
+    finally:
         pool.close_all()
 
 

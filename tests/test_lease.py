@@ -518,6 +518,35 @@ def test_lease_heartbeat_is_refreshed_while_held(store, holders) -> None:
     holder.add("k1")
 
 
+@pytest.mark.slow
+def test_every_lease_a_process_holds_is_beaten_on_one_thread(tmp_path) -> None:
+    """Law: a process holding many leases (a server keeps the lease of every brain it wrote to, evicted or not)
+    refreshes each one's heartbeat every 5 s on one thread, not a thread a lease; a lease released or abandoned
+    is beaten no more."""
+    from brainy.store import lease as L
+
+    held = []
+    for i in range(20):
+        claim, lease = L.claim(tmp_path / f"s{i}", f"store-{i}")
+        assert claim.role == "writer" and lease is not None
+        held.append(lease)
+    assert [t.name for t in threading.enumerate()].count("brainy-lease-heartbeat") == 1
+    started = [lease.record["heartbeat"] for lease in held]
+    deadline = time.monotonic() + 8.0
+    while True:
+        now = [json.loads(lease.path.read_bytes())["heartbeat"] for lease in held]
+        if all(n > s for n, s in zip(now, started)):
+            break
+        assert time.monotonic() < deadline, "not every heartbeat was refreshed within 8 s"
+        time.sleep(0.1)
+    assert all(n - s >= 4_500 for n, s in zip(now, started))
+    assert held[0].release(0) and not held[0].beat()
+    held[1].abandon()
+    assert not held[1].beat()
+    for lease in held[2:]:
+        assert lease.release(0)
+
+
 # -- (f) a handoff in flight ---------------------------------------------------------------------------
 
 

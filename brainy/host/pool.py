@@ -29,7 +29,7 @@ from brainy.contract import refusals as R
 from brainy.doors.mechanics import footprint
 from brainy.engine import Brain
 from brainy.host import archive
-from brainy.host.arbiter import Arbiter, Budget, Cadence
+from brainy.host.arbiter import Arbiter, Budget, Cadence, give_back
 from brainy.host.dispatch import check_brain_name
 from brainy.store import lease
 
@@ -280,7 +280,12 @@ class Pool:
             answer = kept or {"brain": name, "closed": True, "leaseReleased": False, "cleanCloseRecorded": False}
             answer["waitedForDoors"] = waited
             return answer
-        answer = await asyncio.get_running_loop().run_in_executor(None, handle.close)
+        loop = asyncio.get_running_loop()
+        answer = await loop.run_in_executor(None, handle.close)
+        # the last reference: what the brain held is freed here, and handed back to the kernel as the arbiter
+        # does after its own closes (else the allocator keeps it until the next eviction pass)
+        del handle
+        await loop.run_in_executor(None, give_back)
         answer["waitedForDoors"] = waited
         return answer
 
@@ -453,7 +458,10 @@ class Pool:
                 handle, entry.handle = entry.handle, None
             if handle is None:
                 return None
-            return await loop.run_in_executor(None, handle.close)
+            answer: dict[str, Any] = await loop.run_in_executor(None, handle.close)
+            del handle  # the last reference, as in close
+            await loop.run_in_executor(None, give_back)
+            return answer
         finally:
             self._retiring.pop(name, None)
 
