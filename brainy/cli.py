@@ -121,6 +121,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the root host.persist writes named snapshots "
         "under (never created, never defaulted; not the brains directory, inside it or around it)",
     )
+    p_serve.add_argument(
+        "--feed-retention",
+        metavar="SPAN",
+        help="how long the log keeps frames for the change feed: a duration (30s, 15m, 12h, 7d) or a size "
+        "(512MiB, 2GiB) of sealed segments; default 7d",
+    )
+    p_serve.add_argument(
+        "--history",
+        dest="history_horizon",
+        metavar="SPAN",
+        help="how far back time travel reads (a duration such as 30d); older versions are dropped at "
+        "compaction; default: every generation is kept",
+    )
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")

@@ -221,7 +221,7 @@ def crashed_store(path: Path, mib: int) -> None:
     brain.maintenance.stop()
     brain.commits.log.close()
     brain._lease.abandon()  # as a kill leaves it: no flush, no close record
-    assert len(log_._segments(path / "log")) == 1
+    assert len(log_.segments(path / "log")) == 1
 
 
 def open_stores() -> Path:

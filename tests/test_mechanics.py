@@ -56,7 +56,21 @@ def test_each_mechanic_answers_in_its_shape_with_no_host_path(tmp_path):
             "lease",
             "residency",
             "problems",
+            "horizons",  # beside DOORS' fields: where the feed retention and the history horizon stand
         }
+        assert (
+            deep["horizons"]
+            == answers["stats"]["horizons"]
+            == {
+                "feedRetention": "7d",
+                "history": None,
+                "logFrom": 1,
+                "historyFrom": 0,
+                "feedFrom": 0,
+                "droppedVersions": 0,
+                "trimmedSegments": 0,
+            }
+        )
         assert deep["generation"] == 4 and deep["log"]["head"] == 4 and deep["problems"] == []
         assert deep["memtable"]["rows"] > 0 and deep["lease"]["role"] == "writer"
         assert deep["residency"]["resident"] is True and deep["residency"]["doorsInFlight"] == 0

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from brainy.contract import refusals as R
 from brainy.doors.timetravel import change_frame
 from brainy.index.snapshot import Snapshot
+from brainy.store import horizons as H
 from brainy.store import log as log_
 from brainy.store import rows
 
@@ -42,6 +43,9 @@ class Brain(Protocol):
 
     @property
     def head(self) -> int: ...
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
 
     def at(self, generation: int | None = None) -> Snapshot: ...
 
@@ -81,7 +85,7 @@ class LogTail:
         if self._read_to is None:  # an attach rebuilds the tags written past its head: read from there
             self._read_to = self.cursor if brain.role == "writer" else min(self.cursor, brain.head)
         found = log_.Scan()
-        for frame in log_.frames(self.dir, self._read_to, found, resume=self._position):
+        for frame in H.frames(self.dir.parent, self._read_to, brain.manifest, tail=found, resume=self._position):
             self._pending.append(frame)
         self._position = found.position or self._position
         self._read_to = max(self._read_to, found.last_generation)

@@ -24,10 +24,12 @@ from brainy.index import embedder
 from brainy.index.follower import ProjectionFollower, VectorFollower
 from brainy.index.projections import newest_snapshot
 from brainy.index.snapshot import Snapshot, Sources
+from brainy.store import horizons as H
 from brainy.store import log as log_
 from brainy.store.backup import FileSet
 from brainy.store.blobs import BlobStore
 from brainy.store.counts import Ledger
+from brainy.store.maintenance import Maintenance
 from brainy.store.rows import DIMENSIONS
 
 
@@ -37,9 +39,11 @@ class Brain(Protocol):
 
     name: str
     path: Path
+    role: str
     warnings: list[dict[str, str]]
     follower: ProjectionFollower
     vector_follower: VectorFollower
+    maintenance: Maintenance
 
     @property
     def head(self) -> int: ...
@@ -146,7 +150,7 @@ def footprint(brain: Brain) -> int:
 
 def diagnostics(brain: Brain, deep: bool) -> dict[str, Any]:
     """Files, projections and lease of one brain, and the problems found; ``deep`` checks every checksum."""
-    segments = log_._segments(brain.path / "log")
+    segments = log_.segments(brain.path / "log")
     tables = brain.manifest["tables"]
     sources = brain.sources
     problems = [{"code": w["code"], "detail": scrub(brain, w["message"])} for w in brain.warnings]
@@ -171,8 +175,9 @@ def diagnostics(brain: Brain, deep: bool) -> dict[str, Any]:
             "segments": len(segments),
             "bytes": sum(_size(p) for _, p in segments),
             "head": brain.head,
-            "oldestRetained": segments[0][0] if segments else 0,
+            "oldestRetained": H.log_from(brain.manifest),
         },
+        "horizons": _horizons(brain),
         "sstables": {"count": len(tables), "bytes": sum(int(t["size"]) for t in tables), "levels": 1 if tables else 0},
         "memtable": {"rows": len(sources.mem) + sum(len(m) for m in sources.frozen), "bytes": memtable_bytes(brain)},
         "projections": [_projection(brain, f) for f in _followers(brain)],
@@ -270,10 +275,22 @@ def stats(brain: Brain) -> dict[str, Any]:
             "files": ledger["byTypeAllTiers"].get("file", 0),
         },
         "bytes": {
-            "log": sum(_size(p) for _, p in log_._segments(brain.path / "log")),
+            "log": sum(_size(p) for _, p in log_.segments(brain.path / "log")),
             "sstables": sum(int(t["size"]) for t in tables),
             "projections": index_bytes,
             "blobs": pack_bytes,
         },
         "embedder": {"loaded": embedder.loaded(), "model": embedder.MODEL, "dimensions": DIMENSIONS},
+        "horizons": _horizons(brain),
+    }
+
+
+def _horizons(brain: Brain) -> dict[str, Any]:
+    """Each horizon, where it stands and what its maintenance let go since the open (docs/store-format.md)."""
+    writer = brain.role == "writer"
+    upkeep = brain.maintenance
+    return {
+        **H.report(brain.manifest, upkeep.horizons if writer else None),
+        "droppedVersions": upkeep.dropped,
+        "trimmedSegments": upkeep.trimmed,
     }

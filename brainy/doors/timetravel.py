@@ -1,8 +1,9 @@
 """Time travel and the change feed: now, history, asOf, diff, export, changes (door catalogue, section 6).
 
-Every generation stays readable (no history has been compacted away yet, so
-``oldestRetained`` is 0). A paged answer's cursor pins the generation its first
-page read, so a multi-page walk is one consistent state.
+Every generation from the history horizon on stays readable (``oldestRetained``, the MANIFEST's
+``historyFrom``; 0 while no ``--history`` was set); a read below it is refused
+``GenerationCompactedError`` (docs/store-format.md, "Horizons"). A paged answer's cursor pins the
+generation its first page read, so a multi-page walk is one consistent state.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from brainy.doors.cursors import decode_cursor, encode_cursor
 from brainy.doors.registry import door
 from brainy.index import encoded_rows as E
 from brainy.index.snapshot import Snapshot
+from brainy.store import horizons as H
 from brainy.store import keys as K
 from brainy.store import rows
 
-OLDEST_RETAINED = 0
 MAX_PAGE = 10_000
 
 
@@ -40,7 +41,7 @@ def now(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
     return {
         "generation": snap.generation,
         "timestamp": snap.timestamp(snap.generation),
-        "oldestRetained": OLDEST_RETAINED,
+        "oldestRetained": snap.oldest_retained,
     }
 
 
@@ -55,6 +56,8 @@ def generation(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]
     head = snap.generation
     if n > head:
         raise R.GenerationAheadError(f"generation {n} is past the head {head}", generation=n, head=head)
+    if n < snap.oldest_retained:
+        raise H.compacted(n, snap.oldest_retained, "generation")
     if n == 0:
         return {
             "generation": 0,
@@ -99,7 +102,7 @@ def resolve_generation(snap: Snapshot, a: dict[str, Any]) -> int:
             )
         return generation
     at = _instant(a["at"])
-    view = snap
+    view, oldest = snap, snap.oldest_retained
 
     class Timestamps:  # commit times never go down, so the generations bisect by time
         def __len__(self) -> int:
@@ -108,7 +111,14 @@ def resolve_generation(snap: Snapshot, a: dict[str, Any]) -> int:
         def __getitem__(self, i: int) -> int:
             return view.commit(i + 1)["timestamp"]
 
-    return bisect.bisect_right(Timestamps(), at)
+    found = bisect.bisect_right(Timestamps(), at, lo=oldest)  # no commit record is kept below the horizon
+    if found == oldest and oldest and at < view.timestamp(oldest):
+        raise R.GenerationCompactedError(
+            f"at: {a['at']!r} is before generation {oldest}, the oldest retained",
+            generation=oldest - 1,
+            oldestRetained=oldest,
+        )
+    return found
 
 
 # -- history -----------------------------------------------------------------------------------------
@@ -124,7 +134,9 @@ def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
         generation, start = decode_cursor(a["cursor"], "history", {"id": id_})
         view = view.at(min(generation, view.generation))
     user_key = K.entity_key(id_)
-    versions = view.versions(user_key)
+    oldest = view.oldest_retained
+    # a version below the horizon stood there, but its commit's record is gone: history ends at the horizon
+    versions = [v for v in view.versions(user_key) if v[0] >= oldest]
     page = versions[start : start + limit]
     out = []
     for gen, raw in page:
@@ -139,25 +151,35 @@ def history(view: Snapshot, id_text: Any, a: dict[str, Any]) -> dict[str, Any]:
             entry["entity"] = E.answer(view, user_key, gen, raw)
         out.append(entry)
     more = start + limit < len(versions)
-    return {
+    answer = {
         "id": id_,
         "versions": out,
         "hasMore": more,
         "cursor": encode_cursor("history", {"id": id_}, view.generation, start + limit) if more else None,
     }
+    if oldest and not more:
+        answer["truncatedAt"] = oldest
+    return answer
 
 
 # -- diff --------------------------------------------------------------------------------------------
 
 
 def _touched(snap: Snapshot, after: int, upto: int) -> list[tuple[str, str]]:
-    """(kind, id) of every row an op touched in generations (after, upto], read from the fact log."""
+    """(kind, id) of every row an op touched in generations (after, upto], read from the fact log; once the
+    feed retention deleted those frames, every row either state holds (the states compared row by row)."""
     seen: set[tuple[str, str]] = set()
-    for frame in snap.frames(after):
-        if frame.generation > upto:
-            break
-        for op in frame.ops:
-            seen.add((op["k"], op["id"] if op["o"] == "del" else rows.unpack(op["row"])["id"]))
+    try:
+        for frame in snap.frames(after):
+            if frame.generation > upto:
+                break
+            for op in frame.ops:
+                seen.add((op["k"], op["id"] if op["o"] == "del" else rows.unpack(op["row"])["id"]))
+    except R.GenerationCompactedError:
+        seen.clear()
+        for state in (snap.at(after), snap.at(upto)):
+            seen.update(("e", row["id"]) for row in state.entities())
+            seen.update(("r", row["id"]) for row in state.relations())
     return sorted(seen)
 
 

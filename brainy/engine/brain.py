@@ -47,6 +47,7 @@ from brainy.index import encoded_rows
 from brainy.index.aggregate_follower import AggregateFollower
 from brainy.index.follower import ProjectionFollower, VectorFollower
 from brainy.index.snapshot import Snapshot
+from brainy.store import horizons as H
 from brainy.store import lease as L
 from brainy.store import log as log_
 from brainy.store.backup import FileSet, take
@@ -129,6 +130,7 @@ class Brain:
         flush_bytes: int = FLUSH_BYTES,
         compact_at: int = COMPACT_AT,
         segment_bytes: int = log_.SEGMENT_ROTATE_BYTES,
+        horizons: H.Horizons | None = None,
         reader: Brain | None = None,
         lease: tuple[L.Claim, L.Lease] | None = None,
     ) -> Brain:
@@ -140,6 +142,8 @@ class Brain:
         ``reader``, an attach of the same store this process already holds,
         lends what it has read (its memtable, its place in the log) so the open
         reads only what was committed since, unless a flush moved the tables on.
+        ``horizons`` (default: a 7-day feed retention, every generation kept) bound the log and the old
+        versions this writer keeps (docs/store-format.md, "Horizons").
         ``lease``, what :meth:`close` kept (``keep_lease``), reopens as the writer
         it was without claiming again: an eviction does not end the writer role.
         """
@@ -157,6 +161,7 @@ class Brain:
         brain.role, brain.claim, brain._lease = "writer", claim, lease
         brain.blobs.writable = True
         brain.maintenance.flush_bytes, brain.maintenance.compact_at = flush_bytes, compact_at
+        brain.maintenance.horizons = horizons or H.Horizons()
         try:
             brain._load(writer=True, segment_bytes=segment_bytes, reader=reader)
         except BaseException:
@@ -410,6 +415,9 @@ class Brain:
         ``snapshot``: that is a mechanics door's name, and every door's name is a method here.)"""
         self._check_open()
         state = self.state
+        if generation is not None and generation < state.history_from:
+            # its versions may be gone: a read below the horizon is refused, never answered from what is left
+            raise H.compacted(generation, state.history_from, "generation")
         return Snapshot(self, state.sources, state.durable if generation is None else generation)
 
     #: :meth:`wire_head`'s (sources, durable generation, snapshot), remade once either moves.
@@ -482,7 +490,7 @@ class Brain:
         return self.maintenance.flush()
 
     def compact(self, tiered: bool = False) -> bool:
-        """Merge every table into one, keeping every version; ``tiered``: only the newest run
+        """Merge every table into one, keeping every version the history horizon keeps; ``tiered``: only the newest run
         (``maintenance.compact_run``). Answers whether it merged anything."""
         return self.maintenance.compact(tiered)
 
@@ -545,7 +553,7 @@ class Brain:
         tables = self.state.sources.tables
         for table in tables:
             table.verify()
-        last = log_.verify(self.path / "log")
+        last = log_.verify(self.path / "log", H.log_from(self.state.manifest) - 1)
         return {"tables": len(tables), "logGeneration": last}
 
     # -- closing -----------------------------------------------------------------------------

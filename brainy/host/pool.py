@@ -32,6 +32,7 @@ from brainy.host import archive
 from brainy.host.arbiter import Arbiter, Budget, Cadence, give_back
 from brainy.host.dispatch import check_brain_name
 from brainy.store import lease
+from brainy.store.horizons import Horizons
 
 log = logging.getLogger("brainy.pool")
 
@@ -93,13 +94,16 @@ class Pool:
         brains_dir: Path | None = None,
         open_options: dict[str, Any] | None = None,
         budget: Budget | None = None,
+        horizons: tuple[str | None, str | None] = (None, None),
     ) -> None:
+        """``horizons``: the feed retention and history horizon a writer opened here keeps, as the flags say
+        them (None: the default); one it cannot read refuses ``InvalidArgumentError`` here, at the start."""
         self._named = {check_brain_name(name): Path(path) for name, path in (brains or {}).items()}
         self._dir = Path(brains_dir) if brains_dir else None
         self._entries: dict[str, Entry] = {}
         self._retiring: dict[str, Entry] = {}  # entries an archive is closing, until their doors finish
         self._lock = threading.Lock()
-        self._options = open_options or {}
+        self._options = {"horizons": Horizons.of(*horizons), **(open_options or {})}
         self.arbiter = Arbiter(self, budget)
 
     # -- which names are brains -----------------------------------------------------------------

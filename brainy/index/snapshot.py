@@ -23,6 +23,7 @@ from brainy.contract import refusals as R
 from brainy.index.aggregates import Aggregates
 from brainy.index.projections import Projections
 from brainy.index.vectors import VectorIndex
+from brainy.store import horizons as H
 from brainy.store import keys as K
 from brainy.store import log as log_
 from brainy.store import rows
@@ -82,6 +83,9 @@ class ReadStore(Followed, Protocol):
     @property
     def created_at(self) -> int: ...
 
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
 
 class Snapshot:
     __slots__ = ("_store", "_sources", "generation", "wire", "serial")
@@ -133,6 +137,11 @@ class Snapshot:
     @property
     def created_at(self) -> int:
         return self._store.created_at
+
+    @property
+    def oldest_retained(self) -> int:
+        """The oldest generation time travel reads (docs/store-format.md, "Horizons")."""
+        return H.history_from(self._store.manifest)
 
     def at(self, generation: int) -> Snapshot:
         """The same store at another generation, at or below the head (handing rows out as this one does)."""
@@ -203,7 +212,7 @@ class Snapshot:
 
     def frames(self, after: int) -> Iterator[log_.Frame]:
         """The fact log's frames above ``after``, read lazily (the change feed and diff stop at their end)."""
-        return log_.frames(self._store.path / "log", after)
+        return H.frames(self._store.path, after, self._store.manifest)
 
     # -- derived state ---------------------------------------------------------------------------
 

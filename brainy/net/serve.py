@@ -158,7 +158,10 @@ def serve(args: Any) -> int:
     snapshots = Path(args.snapshots_dir) if getattr(args, "snapshots_dir", None) else None
     if snapshots is not None:
         check_start(snapshots, brains_dir)  # SnapshotRootUnusableError refuses the start
-    pool = Pool(named, brains_dir)
+    # a horizon it cannot read refuses the start: misread, it would drop what the operator meant to keep
+    pool = Pool(
+        named, brains_dir, horizons=(getattr(args, "feed_retention", None), getattr(args, "history_horizon", None))
+    )
     keys = open_keys(args.keys, args.issuers, args.revoked)
     if keys.minted:
         print(

@@ -132,7 +132,7 @@ def take(root: Path, generation: int, manifest: dict[str, object], position: log
         names += [str(t["file"]) for t in cast("list[dict[str, object]]", manifest["tables"])]
         for name in names:
             taken.files.append(_open(root, name))
-        for first, path in log_._segments(root / "log"):
+        for first, path in log_.segments(root / "log"):
             if position is not None and first > position.first:
                 break  # a reader's generation ends inside the segment its read stopped in
             size = position.offset if position is not None and first == position.first else None

@@ -34,6 +34,7 @@ class HeadState:
         self.commit_lock = threading.RLock()
         self.state_lock = threading.RLock()  # re-entrant: a read holds the postings and the vectors at once
         self.manifest: dict[str, Any] = {}  # the MANIFEST this handle read or last wrote
+        self.history_from = 0  # its historyFrom: the oldest generation a read may stand at
         self.flushed = 0  # the generation the tables cover: the MANIFEST's
         self.next_table = 0  # the number the next table file takes
         self.mem = Memtable()  # the live memtable: every version applied since the last flush took it
@@ -54,6 +55,7 @@ class HeadState:
         open), an empty memtable above them."""
         flushed = int(manifest["generation"])
         self.manifest = manifest
+        self.history_from = int(manifest.get("historyFrom", 0))  # docs/store-format.md, "Horizons"
         self.next_table = int(manifest["nextTable"])
         self.flushed = self.applied = flushed
         self.last_ts = int(manifest.get("timestamp", 0))
@@ -79,3 +81,4 @@ class HeadState:
         """A flush or compaction swapped the MANIFEST: the tables now cover its generation."""
         self.manifest = manifest
         self.flushed = int(manifest["generation"])
+        self.history_from = int(manifest.get("historyFrom", 0))

@@ -156,7 +156,8 @@ class Scan:
         return Position(int(self.last_segment.name[:-4]), self.good_end, self.last_generation)
 
 
-def _segments(log_dir: Path) -> list[tuple[int, Path]]:
+def segments(log_dir: Path) -> list[tuple[int, Path]]:
+    """(first generation, path) of every segment, in generation order."""
     found = []
     for path in log_dir.iterdir():
         name = path.name
@@ -184,7 +185,7 @@ def frames(
     """The frames above ``after``, one at a time, in generation order; when the iteration runs to the
     end, ``tail`` says where the log stands. A consumer may stop early (``changes`` stops at its head)."""
     tail = Scan() if tail is None else tail
-    segs = _segments(log_dir)
+    segs = segments(log_dir)
     tail.segments = len(segs)
     if not segs:
         raise _refuse("missing-segment", "", "the log holds no segment")
@@ -306,10 +307,11 @@ def _read_segment(
     return generation
 
 
-def verify(log_dir: Path) -> int:
-    """Read every segment whole, checking and decoding every frame; answer the last generation."""
+def verify(log_dir: Path, after: int = 0) -> int:
+    """Read every segment from the one holding ``after + 1`` (the log's first generation less one, once the feed
+    retention deleted older segments) whole, checking and decoding every frame; answer the last generation."""
     tail = Scan()
-    for _ in frames(log_dir, 0, tail, decode_all=True):
+    for _ in frames(log_dir, after, tail, decode_all=True):
         pass
     return tail.last_generation
 

@@ -4,21 +4,28 @@ sweeping the blob records no file row names (docs/store-format.md, "The sweep").
 One background thread per writer wakes when the memtable is full or the tables are many, and
 flushes or compacts; after a crash recovery it flushes once at once, so the replayed tail is not
 replayed again by the next open. A table never holds a commit the log might lose: the flush waits for the
-fsync of the last commit it takes. Compaction merges every table into one and keeps every
-version, so every generation stays readable. Either step ends in one atomic MANIFEST swap, and
-open maps of replaced tables keep serving the readers that hold them.
+fsync of the last commit it takes. Compaction merges tables and keeps every version a read at or above
+the history horizon needs; the sealed log segments the feed retention lets go are deleted
+(docs/store-format.md, "Horizons"). Each step ends in one atomic MANIFEST swap, and open maps of
+replaced tables keep serving the readers that hold them.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from brainy.contract import refusals as R
+from brainy.store import horizons as H
+from brainy.store import keys as K
+from brainy.store import log as log_
+from brainy.store import rows
 from brainy.store.blobs import BlobStore, Swept
 from brainy.store.commit_path import CommitPath
 from brainy.store.counts import Ledger
@@ -32,6 +39,7 @@ from brainy.store.sstable import Table, write_table
 FLUSH_BYTES = 8 << 20
 COMPACT_AT = 5  # compact (the newest run of tables, compact_run) once there are this many
 SWEEP_AT = 64 << 20  # sweep the blob packs once refused writes have stored this much (and after a crash)
+HORIZON_EVERY_SECONDS = 60.0  # how often a quiet writer looks whether the feed retention passed a segment
 
 # each step of a flush and a compaction is named at DEBUG as it is reached, so a crash test in another process can
 # kill the writer between two named steps (tests/procs/writer.py prints them); nothing is said at INFO
@@ -72,6 +80,7 @@ class Maintenance:
         referenced: Callable[[], Iterable[str]],
         flush_bytes: int = FLUSH_BYTES,
         compact_at: int = COMPACT_AT,
+        horizons: H.Horizons | None = None,
     ) -> None:
         self.path = path
         self.head = head
@@ -81,11 +90,15 @@ class Maintenance:
         self.referenced = referenced
         self.flush_bytes = flush_bytes
         self.compact_at = compact_at
+        self.horizons = horizons or H.Horizons()
         self.lock = threading.Lock()  # one flush, compaction or sweep at a time
         self.error: BaseException | None = None  # what stopped the thread: writes refuse from then on, naming it
         self.flush_due = False  # a recovery replayed a tail: the thread flushes it at once
         self.sweep_due = False  # a crash may have left blobs no commit references: the thread sweeps
         self.swept: Swept | None = None  # what the last blob sweep did
+        self.dropped = 0  # versions the compactions dropped under the history horizon, since the open
+        self.trimmed = 0  # log segments deleted under the feed retention, since the open
+        self._horizon_at = 0.0  # when the thread last trimmed the log (time.monotonic)
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -116,11 +129,14 @@ class Maintenance:
             if self._stopping:
                 return
             try:
+                flushed = False
                 if self.head.mem.bytes >= self.flush_bytes or self.flush_due:
                     self.flush_due = False
-                    self.flush()
+                    flushed = self.flush()
                 if len(self.head.sources.tables) >= self.compact_at:
                     self.compact(tiered=True)
+                if flushed or time.monotonic() - self._horizon_at >= HORIZON_EVERY_SECONDS:
+                    self.trim_log()
                 if self.sweep_due or self.blobs.orphaned >= SWEEP_AT:
                     self.sweep_due = False
                     self.sweep_blobs()
@@ -172,23 +188,26 @@ class Maintenance:
             return True
 
     def compact(self, tiered: bool = False) -> bool:
-        """Merge every table into one, keeping every version; ``tiered`` (the maintenance thread's): only the newest
-        run :func:`compact_run` picks. Answers whether it merged anything."""
+        """Merge every table into one, keeping every version the history horizon keeps (docs/store-format.md,
+        "Horizons"); ``tiered`` (the maintenance thread's): only the newest run :func:`compact_run` picks. Answers
+        whether it merged anything."""
         head = self.head
         with self.lock:
             every = head.sources.tables
             old = every[: compact_run([t.size for t in every])] if tiered else every
             if len(old) < 2:
                 return False
+            manifest = head.manifest
+            floor = self.history_floor()
             log.debug("compact merges %d tables", len(old))
             number = head.next_table
             head.next_table += 1
             name = f"sst/{number:010d}.sst"
-            entry = write_table(self.path / name, _merge(old))
+            kept = Kept(floor, bottom=len(old) == len(every))
+            entry = write_table(self.path / name, kept.versions(_merge(old)))
             entry["file"] = name
             table = Table(self.path / name)
             log.debug("compact wrote %s", name)
-            manifest = head.manifest
             self._write_manifest(
                 manifest["generation"],
                 manifest["timestamp"],
@@ -196,7 +215,12 @@ class Maintenance:
                 None,
                 [entry] + manifest["tables"][len(old) :],
                 manifest.get("logAt"),
+                historyFrom=floor,
             )
+            if kept.dropped:
+                self.dropped += kept.dropped
+                self.sweep_due = True  # the content only the dropped file versions named may go too
+                log.info("compaction dropped %d versions older than generation %d", kept.dropped, floor)
             with head.commit_lock:
                 s = head.sources
                 head.sources = Sources(s.mem, s.frozen, (table,) + s.tables[len(old) :])
@@ -218,6 +242,82 @@ class Maintenance:
                 self.swept = None
             return self.swept
 
+    # -- horizons --------------------------------------------------------------------------------
+
+    def _committed_at(self, generation: int) -> int:
+        """When ``generation`` (at or below the flushed one) was committed, from its commit record."""
+        raw = self.head.sources.lookup(K.commit_key(generation), generation)
+        if raw is None:  # every commit writes its record; a gap is damage
+            raise R.FactLogRefusedError(f"generation {generation} has no commit record", reason="missing-segment")
+        return int(rows.unpack(raw)["timestamp"])
+
+    def history_floor(self) -> int:
+        """Where ``historyFrom`` stands after this compaction: the last generation committed at or before now less
+        the history horizon, never past the flushed generation, never back (the MANIFEST's when no horizon)."""
+        manifest = self.head.manifest
+        floor = H.history_from(manifest)
+        span = self.horizons.history
+        if span is None or span.ms is None:
+            return floor
+        cutoff = int(time.time() * 1000) - span.ms
+        lo, hi = floor, int(manifest["generation"])  # commit times never go down: bisect the last one <= cutoff
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._committed_at(mid) <= cutoff:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def trim_log(self) -> int:
+        """Delete the oldest sealed log segments the feed retention and the history horizon let go (their every
+        commit in the tables): the MANIFEST names the new ``logFrom`` first, then they are unlinked. Answers how
+        many went."""
+        with self.lock:
+            self._horizon_at = time.monotonic()
+            manifest = self.head.manifest
+            segments = log_.segments(self.path / "log")
+            floor, flushed = H.log_from(manifest), int(manifest["generation"])
+            gone = [path for first, path in segments if first < floor]  # a crash left them after the swap
+            span, history = self.horizons.feed, H.history_from(manifest)
+            cutoff = int(time.time() * 1000) - span.ms if span.ms is not None else None
+            sealed = [(first, path, path.stat().st_size) for first, path in segments[:-1] if first >= floor]
+            kept_bytes = sum(size for _, _, size in sealed)
+            new_floor = floor
+            for i, (_, path, size) in enumerate(sealed):
+                last = (sealed[i + 1][0] if i + 1 < len(sealed) else segments[-1][0]) - 1
+                if last > flushed:
+                    break
+                if last >= history:
+                    if cutoff is not None and self._committed_at(last) > cutoff:
+                        break
+                    if span.bytes is not None and kept_bytes - size < span.bytes:
+                        break
+                gone.append(path)
+                kept_bytes -= size
+                new_floor = last + 1
+            if new_floor != floor:
+                self._write_manifest(
+                    flushed,
+                    manifest["timestamp"],
+                    manifest["nextDenseInt"],
+                    None,
+                    manifest["tables"],
+                    manifest.get("logAt"),
+                    logFrom=new_floor,
+                )
+            for path in gone:
+                path.unlink(missing_ok=True)
+            if gone:
+                fd = os.open(self.path / "log", os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                self.trimmed += len(gone)
+                log.info("log trimmed: %d segment(s), the log now holds generation %d on", len(gone), new_floor)
+            return len(gone)
+
     def _write_manifest(
         self,
         generation: int,
@@ -226,6 +326,7 @@ class Maintenance:
         ledger: Ledger | None,
         tables: list[dict[str, Any]],
         log_at: dict[str, int] | None,
+        **horizons: int,
     ) -> None:
         head = self.head
         old = head.manifest
@@ -245,6 +346,10 @@ class Maintenance:
         }
         if log_at is not None:
             manifest["logAt"] = log_at
+        for field in ("logFrom", "historyFrom"):  # they only move forward (docs/store-format.md, "Horizons")
+            value = max(int(old.get(field, 0)), horizons.get(field, 0))
+            if value:
+                manifest[field] = value
         write_document(self.path / "MANIFEST", manifest)
         head.flushed_to(manifest)
         if ledger_file != old["ledger"]:
@@ -262,6 +367,38 @@ def compact_run(sizes: list[int]) -> int:
         held += sizes[run]
         run += 1
     return run
+
+
+class Kept:
+    """What a compaction keeps of the merged versions under the history horizon ``floor`` (docs/store-format.md,
+    "Horizons"): every version above it; of each key, the newest version at or below it, the key as it stood
+    there, unless that is a tombstone and the merge holds the oldest table (``bottom``: nothing older remains);
+    and no commit record below it. ``dropped`` counts the rest."""
+
+    def __init__(self, floor: int, bottom: bool) -> None:
+        self.floor = floor
+        self.bottom = bottom
+        self.dropped = 0
+
+    def versions(self, merged: Iterator[tuple[bytes, int, bytes]]) -> Iterator[tuple[bytes, int, bytes]]:
+        floor, bottom = self.floor, self.bottom
+        if floor <= 0:
+            yield from merged
+            return
+        last: bytes | None = None
+        stood = False  # the key's version at the floor was met (versions come newest first)
+        for key, gen, value in merged:
+            if key != last:
+                last, stood = key, False
+            if gen > floor:
+                yield key, gen, value
+                continue
+            if stood or (gen < floor and key[:1] == K.COMMIT) or (not value and bottom):
+                stood = True
+                self.dropped += 1
+                continue
+            stood = True
+            yield key, gen, value
 
 
 def _merge(tables: tuple[Table, ...]) -> Iterator[tuple[bytes, int, bytes]]:
