@@ -16,6 +16,7 @@ reads on from where its index stopped, so it sees records a live writer appended
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import struct
 import threading
@@ -35,6 +36,9 @@ HEADER_SIZE = 8 + 4 + 4
 RECORD_HEADER_SIZE = 1 + 4 + 32 + 4
 CHUNK, RECIPE = b"c", b"r"
 SEAL_BYTES = 256 << 20
+# a sweep's steps are named at DEBUG as they are reached, so a crash test in another process can kill the writer
+# between two of them (tests/procs/sweeper.py prints them)
+log = logging.getLogger(__name__)
 SPAN_BYTES = 1 << 20  # the most a verified read (pieces) preads at once
 
 _header = struct.Struct("<8sII")
@@ -603,13 +607,16 @@ class BlobStore:
         if copied:
             assert self._fd is not None
             os.fsync(self._fd)  # every copy durable before the pack it came from goes
+        log.debug("sweep copied %d bytes", copied)
         gone = set(removed)
         for entry in [k for k, w in self._index.items() if w.pack in gone]:
             del self._index[entry]  # what is left there is garbage: a later put stores it anew
         for number in removed:
             (self.folder / pack_name(number)).unlink()  # open readers keep reading it until they close
+            log.debug("sweep removed %s", pack_name(number))
         if removed:
             fsync_dir(self.folder)
+        log.debug("sweep done")
         return Swept(records, max(0, before - self.disk_bytes()), len(removed), copied)
 
     def records(self) -> tuple[int, int]:
