@@ -290,3 +290,25 @@ def test_a_sigkill_mid_sweep_loses_no_content_a_retained_version_names(tmp_path:
         for path, (_, content_seed, size) in last.items():
             read = brain.readFile({"path": path, "encoding": "base64"})
             assert base64.b64decode(read["content"]) == random.Random(content_seed).randbytes(size), path
+
+
+def test_a_store_whose_flushed_frame_ended_a_deleted_segment_reopens(tmp_path: Path) -> None:
+    """The MANIFEST's ``logAt`` may name a segment the trim deleted (its last frame was the flushed one): the open
+    then reads from the segment after it."""
+    store = tmp_path / "s"
+    init_store(store)
+    with _writer(store, feed_retention="0B") as brain:
+        log = brain.commits.log
+        for i in range(200):  # bounded: the segment fills within a few commits
+            _commits(brain, 1, start=i)
+            if log is not None and log._size >= log.rotate_bytes:  # the next commit opens a new segment
+                brain.flush()
+                _commits(brain, 1, start=i + 1000)
+                brain.maintenance.trim_log()
+                break
+        assert brain.manifest["logAt"]["segment"] < brain.manifest["logFrom"]
+        head = brain.head
+        crashed = tmp_path / "crashed"  # the store as a kill here leaves it (a close would flush once more)
+        shutil.copytree(store, crashed, ignore=shutil.ignore_patterns("locks"))
+    with Brain.open(crashed) as brain:
+        assert brain.head == head and brain.verify()["logGeneration"] == head

@@ -261,6 +261,8 @@ class Brain:
             self.vector_follower.adopt(reader.vector_follower.moves())
             self.aggregate_follower.adopt(reader.aggregate_follower)
         at = manifest.get("logAt")
+        if isinstance(at, dict) and int(at["segment"]) < H.log_from(manifest):
+            at = None  # that segment held nothing past the flushed generation, and the feed retention deleted it
         if resume is None and isinstance(at, dict):  # the flush said where its generation's frame ends
             resume = log_.Position(int(at["segment"]), int(at["offset"]), flushed)
         found = log_.Scan()
