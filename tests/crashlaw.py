@@ -610,6 +610,7 @@ class Rounds:
     writers: int = 1
     doors: str = "transact"
     full_every: int = 1
+    feed_retention: str | None = None  # the writers' (--feed-retention): "0B" trims the log at every flush
     model: Model = field(default_factory=Model)
     rng: random.Random = field(init=False)
     done: int = 0
@@ -669,6 +670,8 @@ class Rounds:
             "--segment-bytes",
             str(SEGMENT_BYTES),
         ]
+        if self.feed_retention is not None:
+            args += ["--feed-retention", self.feed_retention]
         if self.doors == "mixed":
             owned = self.work / "owned.json"
             owned.write_text(json.dumps(model.owned(rng)))

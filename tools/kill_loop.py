@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="random when not given; printed either way")
     parser.add_argument("--store", type=Path, default=None, help="a new directory (default: a temporary one)")
     parser.add_argument("--full-every", type=int, default=25, help="export the whole store every this many rounds")
+    parser.add_argument("--feed-retention", help="the writers' --feed-retention (0B: the log trimmed at every flush)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     scratch = Path(tempfile.mkdtemp(prefix="brainy-kill-loop-"))
@@ -55,7 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--store {store}: not empty; the model starts from a new store")
     if store.exists():
         store.rmdir()
-    rounds = C.Rounds(store, scratch / "work", seed, writers=args.writers, doors="mixed", full_every=args.full_every)
+    rounds = C.Rounds(
+        store,
+        scratch / "work",
+        seed,
+        writers=args.writers,
+        doors="mixed",
+        full_every=args.full_every,
+        feed_retention=args.feed_retention,
+    )
     plan = C.modes(random.Random(seed ^ 0x4B11), args.rounds)
     print(f"kill loop: seed {seed}, {args.rounds} rounds, {args.writers} writers, store {store}", flush=True)
     started = time.monotonic()

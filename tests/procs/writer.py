@@ -69,6 +69,7 @@ from typing import Any
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
+from brainy.store.horizons import Horizons
 
 _SAID = threading.Lock()  # the writer threads and the maintenance thread print; a line is one write
 CALLER = "killer"  # memory.remember writes need a caller to attribute the fact to
@@ -245,7 +246,11 @@ def crash(args: argparse.Namespace) -> int:
             owned = json.load(f)
     say("OPENING")  # brainy is imported: what follows is the claim, the replay and the open
     brain = Brain.open(
-        args.store, flush_bytes=args.flush_bytes, compact_at=args.compact_at, segment_bytes=args.segment_bytes
+        args.store,
+        flush_bytes=args.flush_bytes,
+        compact_at=args.compact_at,
+        segment_bytes=args.segment_bytes,
+        horizons=Horizons.of(feed_retention=args.feed_retention),
     )
     if brain.role != "writer":
         say(f"ERROR not-writer {json.dumps(brain.writer_block())}")
@@ -312,6 +317,7 @@ def main() -> int:
     c.add_argument("--flush-bytes", type=int, default=16 << 10)
     c.add_argument("--compact-at", type=int, default=3)
     c.add_argument("--segment-bytes", type=int, default=64 << 10)
+    c.add_argument("--feed-retention", default=None, help="e.g. 0B: every flushed sealed segment is deleted")
     c.add_argument("--close-after", type=int, default=0)
     c.add_argument("--die-at", default="")
     c.add_argument("--die-nth", type=int, default=1)
