@@ -11,6 +11,20 @@ the horizons); the other keeps ``--history`` and ``--feed-retention``. After eve
 script prints the bytes on disk of each store (log, tables, blob packs, everything else), so the curve shows
 whether they grow with the updates or level off.
 
+Measured (2 shared cores; 10,000 rows, 300,000 updates, the file rewritten 300 times; ``--history 5s
+--feed-retention 5s``; MB on disk, every 20,000 updates, thinned):
+
+    updates   kept every generation (log + sst + blobs)   with the horizons
+     20,000   137.5                                       117.9
+    100,000   449.5                                       163.3
+    200,000   845.9                                       125.5
+    300,000   1,235.0 (a compaction's output beside its   102.7 (log 32.7, sst 27.0, blobs 1.6)
+              inputs at 280,000: 1,623.9)
+
+Kept, the store grows 3.7 MB per 1,000 updates (each update writes its row, vector included, to the log and
+again to the tables); with the horizons it swings between 80 and 163 MB from the first 40,000 on: the log by
+64 MiB segments, the tables between merges. The horizons' writer dropped 297,405 versions and 8 segments.
+
 Everything runs in this process: the stores' own maintenance threads flush, compact, trim and sweep as they
 would serving. Loopback-free, bounded by its counts.
 """
