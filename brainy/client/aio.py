@@ -73,6 +73,10 @@ class AsyncClient:
     async def health(self) -> Any:
         return wire.answer(await self._send(wire.Request("health", "GET", "/v1/health", b"", None, True), None))
 
+    async def brains(self) -> list[dict[str, Any]]:
+        request = wire.Request("brains", "GET", "/v1/brains", b"", None, True)
+        return list(wire.answer(await self._send(request, None)).get("brains", []))
+
     async def contract(self) -> Any:
         request = wire.Request("contract", "GET", "/contract.json", b"", None, True)
         return wire.answer(await self._send(request, None, key=False))

@@ -97,6 +97,10 @@ class Client(DoorMethods):
     def health(self) -> Any:
         return self._get("/v1/health")
 
+    def brains(self) -> list[dict[str, Any]]:
+        """The brains this key reaches, each ``{name, resident, writer}``."""
+        return list(self._get("/v1/brains").get("brains", []))
+
     def contract(self) -> Any:
         return self._get("/contract.json", key=False)
 

@@ -147,6 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from brainy.auth.issuer import add_commands
 
     add_commands(sub)  # issuer keygen, token mint
+    from brainy.cli.chores import COMMANDS
+    from brainy.cli.chores import add_commands as add_chores
+
+    add_chores(sub)
     for name in NOT_YET:
         sub.add_parser(name, help=f"arrives in {NOT_YET[name]}").add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -162,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from brainy.auth.issuer import run
 
         return run(args)
+    if args.command in COMMANDS:
+        from brainy.cli.chores import run as run_chore
+
+        return run_chore(args)
     if args.command == "serve":
         for flag, release in LATER_FLAGS.items():
             if getattr(args, flag) is not None:
@@ -192,7 +200,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             release=NOT_YET[args.command],
         )
     )
-
-
-if __name__ == "__main__":
-    sys.exit(main())
