@@ -33,6 +33,7 @@ EXPORT_VERSION = 1
 #: what a store sets for itself when a row is written: left out of an export, so an import reproduces the rest
 ASSIGNED = frozenset({"generation", "createdAt", "updatedAt", "denseInt", "createdBy", "updatedBy", "hasVector"})
 PAGE = 1000
+LONG_CATCH_UP = 100_000  # generations an open's catch-up may take before doctor calls it something to act on
 IMPORT_BATCH_BYTES = 4 << 20
 COMMANDS = ("get", "find", "call", "health", "export", "import", "backup", "restore", "doctor")
 
@@ -445,11 +446,13 @@ def run_doctor(path: str) -> int:
             f"log: {log['segments']} segment(s), {log['bytes']:,} bytes, generations {log['oldestRetained']} on"
         )
         for p in found["projections"]:
-            lines.append(f"projection {p['name']}: stamped at {p['stamp']}, {p['behind']} generation(s) behind")
-            if p["behind"] > 0:
+            lines.append(
+                f"projection {p['name']}: its snapshot stands at {p['stamp']}; an open catches up {p['behind']}"
+            )
+            if p["behind"] > LONG_CATCH_UP:
                 advice.append(
-                    f"{p['name']} is {p['behind']} generations behind: open the store as its writer, or "
-                    f"run the repair door, to bring it up"
+                    f"{p['name']}: an open catches up {p['behind']:,} generations; run the repair door (brainy call "
+                    f"repair) on its writer so the next open does not"
                 )
         h = found["horizons"]
         lines.append(f"horizons: history from generation {h['historyFrom']}, the feed from since={h['feedFrom']}")
