@@ -326,7 +326,14 @@ def _import_lines(target: Target, path: Path, start: int, state: Path, resume: b
             offset += len(raw)
             if not raw.strip():
                 continue
-            line = orjson.loads(raw)
+            try:
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise errors.InvalidArgumentError(
+                    f"{path}: the line at byte {offset - len(raw)} is not JSON ({exc.msg})",
+                    field="file",
+                    reason="malformed",
+                ) from None
             if "format" in line:
                 if line.get("format") != EXPORT_FORMAT:
                     raise errors.InvalidArgumentError(f"{path}: not a brainy export", field="file", reason="wrong-type")
