@@ -221,3 +221,67 @@ def test_a_door_the_server_lacks_refuses_by_name_and_transport_failures_are_one_
         with pytest.raises(errors.TransportError) as refused:
             client.health()
         assert isinstance(refused.value.cause, ConnectionRefusedError)
+
+
+@pytest.mark.slow
+def test_every_door_answers_or_refuses_by_name_through_the_client(tmp_path: Path) -> None:
+    """Every door of the contract, called once with no arguments through the blocking and the async client (a
+    brain's doors on a handle, the host's on the client, naming a brain of their own): a non-empty answer, or a
+    refusal raised as its own class of brainy.errors — never a transport failure, never anything else; the two
+    clients alike, door by door."""
+    blocking, concurrent = _every_door(tmp_path / "b", "blocking"), _every_door(tmp_path / "a", "async")
+    assert blocking == concurrent
+    assert set(blocking) == {d.name for d in D.DOORS}
+    assert sum(v == "answer" for v in blocking.values()) >= 25, blocking
+    assert blocking["host.move"] == "NotYetNativeError" and blocking["get"] == "answer"
+
+
+def _every_door(folder: Path, form: str) -> dict[str, str]:
+    answered: dict[str, str] = {}
+    with start_server(folder) as server:
+        calls = []
+        for door in D.DOORS:
+            key = server.service_key if door.access == "service" else server.key
+            ids = tuple("a" for p in door.path_params if p.name not in ("brain",))
+            if door.layer == "host":
+                brain = () if not any(p.name == "brain" for p in door.path_params) else ("scratch",)
+                calls.append((door.name, key, None, brain + ids))
+            else:
+                calls.append((door.name, key, server.brain, ids))
+
+        def record(name: str, outcome: Any) -> None:
+            if isinstance(outcome, errors.Refusal):
+                assert type(outcome) in errors.REGISTRY.values(), (name, outcome)
+                answered[name] = outcome.name
+            else:
+                assert isinstance(outcome, dict) and outcome, (name, outcome)
+                answered[name] = "answer"
+
+        if form == "blocking":
+            clients: dict[str, Client] = {}
+            for name, key, brain, positional in calls:
+                client = clients.setdefault(key, Client(url(server), key))
+                try:
+                    record(
+                        name, client.brain(brain).call(name, *positional) if brain else client.call(name, *positional)
+                    )
+                except errors.Refusal as refused:
+                    record(name, refused)
+            for client in clients.values():
+                client.close()
+        else:
+
+            async def go() -> None:
+                clients: dict[str, AsyncClient] = {}
+                for name, key, brain, positional in calls:
+                    client = clients.setdefault(key, AsyncClient(url(server), key))
+                    try:
+                        handle = client.brain(brain) if brain else client
+                        record(name, await handle.call(name, *positional))
+                    except errors.Refusal as refused:
+                        record(name, refused)
+                for client in clients.values():
+                    await client.close()
+
+            asyncio.run(go())
+    return answered

@@ -86,6 +86,8 @@ class AsyncClient:
     ) -> Any:
         await self._check_version()
         door = door_of(name, self.server_contract)
+        if brain is None and any(p.name == "brain" for p in door.path_params) and positional:
+            brain, positional = str(positional[0]), positional[1:]  # a host door of one brain names it first
         document = dict(options) if options else None
         if len(positional) > len([p for p in door.path_params if p.name != "brain"]):
             *head, extra = positional
