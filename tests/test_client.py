@@ -285,3 +285,21 @@ def _every_door(folder: Path, form: str) -> dict[str, str]:
 
             asyncio.run(go())
     return answered
+
+
+def test_the_committed_stubs_are_what_the_contract_writes() -> None:
+    """brainy/client/sync.pyi and aio.pyi name every door of a brain (tools/gen_client_stubs.py); mypy checks
+    tests/typing/client_usage.py against them in tests/test_types.py."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "tools" / "gen_client_stubs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    text = (root / "brainy" / "client" / "sync.pyi").read_text()
+    assert all(f"def {name}(" in text for name in surface.BRAIN_DOORS if name not in ("import",))
