@@ -1,0 +1,396 @@
+"""Every kind of file damage is refused by name or repaired, never read as wrong data (docs/damage.md).
+
+Each test damages a real file the way a disk, a crash or a careless copy does (a flipped byte, a cut, zeros,
+garbage, a missing file, a file of another version), then opens, reads or serves through the real Brain or a
+real ``brainy serve``, and asserts the named refusal or the repair, and that nothing was answered from the
+damaged bytes nor cut away with them. The classes proven in the test file of their own area are listed in
+docs/damage.md beside these.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import fill, flip, new_store, segments, tables
+from test_serve_h3 import make_pki
+from test_tokens import KEY_A, NOW, claims, issuers_text, place, sign
+
+from brainy.auth import tokens as T
+from brainy.auth.keys import KeysFileError, KeyTable
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.net import tls
+from brainy.store import blobs as B
+from brainy.store import lease as L
+from brainy.store import log as log_
+from brainy.store.files import read_document, write_document
+
+ME = "person:damage@example.com"
+
+
+def files_of(root: Path, skip: tuple[str, ...] = ("locks",)) -> dict[str, str]:
+    """Every file under ``root`` but those under ``skip`` (an open claims the lease before it reads the store),
+    relative name -> sha256 of its bytes: what a refusal must leave as it found it."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).parts[0] not in skip
+    }
+
+
+def damage(path: Path, how: str, seed: int = 7) -> None:
+    """Damage ``path`` in place: one byte flipped, cut to half, zero-filled, emptied, garbage of its length, or
+    removed."""
+    data = bytearray(path.read_bytes())
+    if how == "flipped":
+        data[len(data) // 3] ^= 0x01
+    elif how == "cut":
+        data = data[: len(data) // 2]
+    elif how == "zeros":
+        data = bytearray(len(data))
+    elif how == "empty":
+        data = bytearray()
+    elif how == "garbage":
+        data = bytearray(random.Random(seed).randbytes(len(data)))
+    elif how == "missing":
+        path.unlink()
+        return
+    else:
+        raise AssertionError(how)
+    path.write_bytes(bytes(data))
+
+
+def crashed(tmp_path: Path, n: int, name: str = "brain", **opts: Any) -> Path:
+    """A store holding ``n`` commits in its log only, left as a killed writer leaves it: no flush, no close."""
+    path = new_store(tmp_path, name)
+    brain = Brain.open(path, **opts)
+    fill(brain, n)
+    brain._lease.abandon()
+    brain.commits.log.close()
+    return path
+
+
+def flushed(tmp_path: Path, name: str = "brain") -> Path:
+    """A store with rows in a table and two more in the log, closed cleanly."""
+    path = new_store(tmp_path, name)
+    with Brain.open(path) as brain:
+        fill(brain, 5)
+        brain.flush()
+        fill(brain, 2, "t")
+    return path
+
+
+def refused_by_both(path: Path, refusal: type[R.Refusal], reason: str | None = None) -> list[R.Refusal]:
+    """Opening for writes and attaching read-only both refuse with ``refusal`` (and ``reason``)."""
+    caught = []
+    for opener in (Brain.open, Brain.attach):
+        with pytest.raises(refusal) as exc:
+            opener(path)
+        if reason is not None:
+            assert exc.value.reason == reason, (opener, exc.value)
+        caught.append(exc.value)
+    return caught
+
+
+# -- 1. the documents with a checksum line ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["flipped", "cut", "zeros", "empty", "garbage", "missing"])
+@pytest.mark.parametrize("document", ["IDENTITY", "MANIFEST", "ledger"])
+def test_a_damaged_checksummed_document_refuses_the_open_and_the_attach_by_name(
+    tmp_path: Path, document: str, how: str
+) -> None:
+    """IDENTITY, MANIFEST and the counts ledger are read whole and checked against their crc32 line: flipped,
+    cut, zeroed, emptied, garbled or missing, the store refuses to open and to attach, StoreUnservableError
+    ``unreadable-generation-stamp`` (a directory without IDENTITY is no store: StoreNotFoundError), and not a
+    byte of the store is written, cut or repaired on the way."""
+    path = flushed(tmp_path)
+    target = path / (read_document(path / "MANIFEST")["ledger"] if document == "ledger" else document)
+    damage(target, how)
+    before = files_of(path)
+    if document == "IDENTITY" and how == "missing":
+        refused_by_both(path, R.StoreNotFoundError)
+    else:
+        for refusal in refused_by_both(path, R.StoreUnservableError, "unreadable-generation-stamp"):
+            assert (document if document != "ledger" else ".counts") in str(refusal)
+    assert files_of(path) == before
+
+
+@pytest.mark.parametrize("which", ["manifest-format", "ledger-generation"])
+def test_a_checksummed_document_of_another_version_or_generation_refuses_by_name(tmp_path: Path, which: str) -> None:
+    """A MANIFEST of another format, or a ledger (checksum whole) of another generation than the MANIFEST's, is not
+    the stamp of this store as it stands: ``unreadable-generation-stamp``, never counts of another generation."""
+    path = flushed(tmp_path)
+    manifest = read_document(path / "MANIFEST")
+    if which == "manifest-format":
+        write_document(path / "MANIFEST", {**manifest, "format": 2})
+    else:
+        ledger = path / manifest["ledger"]
+        write_document(ledger, {**read_document(ledger), "generation": manifest["generation"] - 1})
+    refused_by_both(path, R.StoreUnservableError, "unreadable-generation-stamp")
+
+
+# -- 2. the fact log ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["header-flipped", "zeros", "sealed-header-flipped"])
+def test_a_damaged_segment_header_refuses_by_name(tmp_path: Path, how: str) -> None:
+    """A segment whose header does not check (its magic, version or crc damaged, or the whole segment zeroed) is
+    refused: ``checksum-mismatch`` in the last segment, ``torn-sealed-segment`` in a sealed one."""
+    path = crashed(tmp_path, 40, segment_bytes=2048)
+    segs = segments(path)
+    assert len(segs) >= 3
+    target = segs[0] if how.startswith("sealed") else segs[-1]
+    if how == "zeros":
+        damage(target, "zeros")
+    else:
+        flip(target, 3)
+    before = files_of(path)
+    refused_by_both(
+        path, R.FactLogRefusedError, "torn-sealed-segment" if how.startswith("sealed") else "checksum-mismatch"
+    )
+    assert files_of(path) == before
+
+
+def test_a_renamed_segment_refuses_segment_order(tmp_path: Path) -> None:
+    """A segment whose name is not the generation of its first frame (renamed, or another store's) is
+    ``segment-order``: its frames are never read as the generations its name claims."""
+    path = crashed(tmp_path, 40, segment_bytes=2048)
+    segs = segments(path)
+    middle = segs[1]
+    first = int(middle.name[:-4])
+    middle.rename(middle.with_name(log_.segment_name(first - 1)))
+    refused_by_both(path, R.FactLogRefusedError, "segment-order")
+
+
+def test_a_log_without_a_segment_refuses_missing_segment(tmp_path: Path) -> None:
+    """A store whose ``log/`` holds no segment (every one removed) refuses ``missing-segment``, even when its
+    tables hold every row: the log is the truth, and a store without one is not served as if it were whole."""
+    path = flushed(tmp_path)
+    for seg in segments(path):
+        seg.unlink()
+    refused_by_both(path, R.FactLogRefusedError, "missing-segment")
+
+
+# -- 3. the tables ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["cut", "zeros", "garbage"])
+def test_a_cut_zeroed_or_garbled_table_refuses_at_the_open(tmp_path: Path, how: str) -> None:
+    """A table cut short, zero-filled or garbled fails its footer: the open and the attach refuse
+    ``torn-sstable`` naming the file, and the table is never rewritten or read around."""
+    path = flushed(tmp_path)
+    table = tables(path)[0]
+    damage(table, how)
+    before = files_of(path)
+    for refusal in refused_by_both(path, R.StoreUnservableError, "torn-sstable"):
+        assert refusal.file == f"sst/{table.name}"
+    assert files_of(path) == before
+
+
+# -- 5. the blob packs ---------------------------------------------------------------------------------------
+
+
+def rand(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def write_file(brain: Brain, path: str, data: bytes) -> dict[str, Any]:
+    content = base64.b64encode(data).decode()
+    return brain.writeFile({"path": path, "content": content, "encoding": "base64", "createParents": True}, caller=ME)
+
+
+def read_file(brain: Brain, path: str) -> bytes:
+    return base64.b64decode(brain.readFile({"path": path, "encoding": "base64"})["content"])
+
+
+def records(pack: Path) -> list[tuple[int, bytes, int]]:
+    """Every record of a pack: (offset, kind, payload length)."""
+    data, pos, found = pack.read_bytes(), B.HEADER_SIZE, []
+    while pos < len(data):
+        kind, length, _, _ = B._record.unpack_from(data, pos)
+        found.append((pos, kind, length))
+        pos += B.RECORD_HEADER_SIZE + length
+    return found
+
+
+FILES = 4
+
+
+def with_files(tmp_path: Path, crash: bool = False, seal_bytes: int = B.SEAL_BYTES) -> Path:
+    """A store holding ``FILES`` files of 20,000 random bytes each (in one pack, unless ``seal_bytes`` seals them
+    sooner), closed (or crashed)."""
+    path = new_store(tmp_path)
+    brain = Brain.open(path)
+    brain.blobs.seal_bytes = seal_bytes
+    for i in range(FILES):
+        write_file(brain, f"/f{i}.bin", rand(20_000, i))
+    if crash:
+        brain._lease.abandon()
+        brain.commits.log.close()
+    else:
+        brain.close()
+    return path
+
+
+@pytest.mark.parametrize("tail", ["zeros", "cut-header", "cut-payload"])
+def test_a_zero_filled_or_cut_tail_of_the_last_pack_never_landed_and_is_cut_away(tmp_path: Path, tail: str) -> None:
+    """Zeros from a record boundary to the end, or one record cut short there, is an append the writer died in:
+    every file reads whole, and the next write cuts that tail away and lands after the last whole record."""
+    path = with_files(tmp_path)
+    (pack,) = sorted((path / "blobs").glob("*.pack"))
+    whole = pack.stat().st_size
+    record = B._record.pack(B.CHUNK, 9_000, hashlib.sha256(b"x").digest(), 0) + rand(3_000, 5)
+    with open(pack, "ab") as f:
+        f.write({"zeros": bytes(5_000), "cut-header": record[:20], "cut-payload": record}[tail])
+    with Brain.open(path) as brain:
+        for i in range(FILES):
+            assert read_file(brain, f"/f{i}.bin") == rand(20_000, i)
+        write_file(brain, "/new.bin", rand(7_000, 98))
+        assert read_file(brain, "/new.bin") == rand(7_000, 98)
+    assert records(pack)[-1][0] >= whole and pack.read_bytes()[whole : whole + 1] in (B.CHUNK, B.RECIPE)
+    with Brain.attach(path) as attached:
+        assert [read_file(attached, f"/f{i}.bin") for i in range(FILES)] == [rand(20_000, i) for i in range(FILES)]
+
+
+@pytest.mark.parametrize("where", ["recipe", "chunk-key", "missing-pack"])
+def test_a_damaged_recipe_or_key_or_a_missing_pack_is_blob_corrupt_and_never_served(tmp_path: Path, where: str) -> None:
+    """A recipe whose payload fails its crc32, a chunk whose record names another key (so the content's own chunk
+    is in no pack), or content whose pack is gone, is BlobCorruptError naming the address and the path: not a
+    byte of it is served, and the other files still read."""
+    path = with_files(tmp_path)
+    (pack,) = sorted((path / "blobs").glob("*.pack"))
+    recipes = [r for r in records(pack) if r[1] == B.RECIPE]
+    if where == "recipe":
+        flip(pack, recipes[1][0] + B.RECORD_HEADER_SIZE + 10)  # /f1.bin's recipe
+    elif where == "chunk-key":
+        first = [r for r in records(pack) if recipes[0][0] < r[0] < recipes[1][0]][0]  # /f1.bin's first chunk
+        flip(pack, first[0] + 1 + 4 + 5)  # inside its key
+    else:
+        pack.unlink()
+    with Brain.open(path) as brain:
+        with pytest.raises(R.BlobCorruptError) as exc:
+            read_file(brain, "/f1.bin")
+        assert exc.value.path == "/f1.bin"
+        assert exc.value.address == brain.stat({"path": "/f1.bin"})["node"]["hash"]
+        if where != "missing-pack":
+            assert read_file(brain, "/f0.bin") == rand(20_000, 0)
+
+
+# -- 6. the lease files -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["zeros", "cut", "garbage"])
+def test_a_damaged_lease_record_is_a_holder_gone_and_the_log_is_replayed(tmp_path: Path, how: str) -> None:
+    """A lease file whose record does not read (zeros, cut short, garbage) names no live holder once its lock is
+    free: the claim is ``stale-after-crash`` and the open replays the log."""
+    path = crashed(tmp_path, 3)
+    lock = path / "locks" / L.LOCK
+    damage(lock, how)
+    with Brain.open(path) as brain:
+        assert brain.claim.claim_path == "stale-after-crash" and brain.head == 3
+        assert "recovered-after-crash" in [w["code"] for w in brain.warnings]
+
+
+def test_an_emptied_lease_file_is_a_fresh_claim_and_the_log_is_still_replayed(tmp_path: Path) -> None:
+    """An empty lease file (a claim that died before its record landed, or a record emptied) names no holder: the
+    claim is ``fresh``, and the open replays the log past the flushed generation as every open does, so every
+    acknowledged commit is there (only the crash's own sweep of unreferenced blob records is not due)."""
+    path = crashed(tmp_path, 3)
+    damage(path / "locks" / L.LOCK, "empty")
+    with Brain.open(path) as brain:
+        assert brain.claim.claim_path == "fresh" and brain.head == 3
+        assert [brain.get(f"k{i}")["entity"] is not None for i in range(3)] == [True] * 3
+
+
+@pytest.mark.parametrize("how", ["zeros", "cut", "garbage", "empty"])
+def test_a_damaged_close_record_is_read_as_a_crash_never_as_a_clean_close(tmp_path: Path, how: str) -> None:
+    """A clean-close record that does not read cannot vouch for the close: the claim takes the crash path, replays
+    the log and says so; every acknowledged row is there."""
+    path = new_store(tmp_path)
+    with Brain.open(path) as brain:
+        fill(brain, 3)
+        lock = (path / "locks" / L.LOCK).read_bytes()
+    (path / "locks" / L.LOCK).write_bytes(lock)  # the lease file a close did not get to remove
+    damage(path / "locks" / L.CLOSE, how)
+    with Brain.open(path) as brain:
+        assert brain.claim.claim_path == "stale-after-crash"
+        assert [brain.get(f"k{i}")["entity"] is not None for i in range(3)] == [True] * 3
+
+
+# -- 7. the files the server reads: keys, issuers, the revoked list, TLS -----------------------------------------
+
+ADA = "bky_damage_tests_ada_0123456789"
+BOB = "bky_damage_tests_bob_0123456789"
+
+
+def keys_text() -> str:
+    return f"# keys\n{ADA}  person:ada  b1\n{BOB}  person:bob  b1 b2\n"
+
+
+@pytest.mark.parametrize("how", ["zeros", "cut-in-a-key", "cut-in-a-principal", "garbage"])
+def test_a_damaged_keys_file_refuses_the_start_and_a_reload_keeps_the_last_good_table(tmp_path: Path, how: str) -> None:
+    """The keys file has no checksum, so every line is parsed whole: zeros, garbage, or a cut that leaves a line
+    short of its fields refuses the start by line (KeysFileError) and, once running, is logged and the last
+    good table kept; a key is never read from half a line."""
+    path = place(tmp_path / "keys", keys_text())
+    table = KeyTable.open(path)
+    text = keys_text().encode()
+    cut = {"cut-in-a-key": text.index(BOB.encode()) + 20, "cut-in-a-principal": text.index(b"person:bob") + 6}
+    if how in cut:
+        damaged = text[: cut[how]]
+    elif how == "zeros":
+        damaged = bytes(len(text))
+    else:
+        damaged = random.Random(3).randbytes(len(text))
+    placed = tmp_path / "placed"
+    placed.write_bytes(damaged)
+    placed.chmod(0o600)
+    with pytest.raises(KeysFileError) as exc:
+        KeyTable.open(placed)
+    assert exc.value.line is not None and ADA not in str(exc.value) and BOB not in str(exc.value)
+    os.replace(placed, path)
+    assert table.refresh(now=time.monotonic() + 10) is False  # refused: the last good table stays
+    assert table.authenticate(f"Bearer {BOB}").id == "person:bob"
+
+
+@pytest.mark.parametrize("how", ["zeros", "cut-in-a-key", "garbage"])
+def test_a_damaged_issuers_file_refuses_the_start_and_a_reload_keeps_the_last_good_table(
+    tmp_path: Path, how: str
+) -> None:
+    """An issuers file zeroed, garbled or cut inside a key refuses the start by line (IssuersFileError); once
+    running, a damaged reload keeps the last good issuers, so a token is never judged against half a key."""
+    issuers = place(tmp_path / "issuers", issuers_text(("idp", KEY_A, "k1")))
+    verifier = T.TokenVerifier.open(issuers, tmp_path / "revoked.json", now=0.0)
+    text = issuers.read_bytes()
+    damaged = {
+        "zeros": bytes(len(text)),
+        "cut-in-a-key": text[: text.index(b"ed25519:") + 30],
+        "garbage": random.Random(4).randbytes(len(text)),
+    }[how]
+    placed = place(tmp_path / "placed", "")
+    placed.write_bytes(damaged)
+    with pytest.raises(T.IssuersFileError):
+        T.TokenVerifier.open(placed, tmp_path / "revoked.json")
+    os.replace(placed, issuers)
+    assert verifier.verify(sign(KEY_A, claims(kid="k1")), now=NOW, monotonic=10.0).id == "agent:anima"
+
+
+@pytest.mark.parametrize("how", ["cut", "zeros", "empty"])
+@pytest.mark.parametrize("which", ["cert", "key"])
+def test_a_cut_or_zeroed_tls_file_refuses_the_start_by_name(tmp_path: Path, which: str, how: str) -> None:
+    """The h3 listener's certificate and key are judged before anything is bound: cut short, zeroed or emptied,
+    a file holds no whole PEM block, and the start is refused by the certificate refusal's own name."""
+    pki = make_pki(tmp_path)
+    damage(pki.cert if which == "cert" else pki.key, how)
+    with pytest.raises(tls.CertificateError) as exc:
+        tls.judge(str(pki.cert), str(pki.key), 1)
+    want = tls.CertificateBlockMissingError if which == "cert" else tls.PrivateKeyBlockMissingError
+    assert type(exc.value) is want
