@@ -13,6 +13,7 @@ import base64
 import hashlib
 import os
 import random
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,37 @@ def test_a_checksummed_document_of_another_version_or_generation_refuses_by_name
 
 
 # -- 2. the fact log ----------------------------------------------------------------------------------------
+
+
+def frame_starts(segment: Path) -> list[int]:
+    data = segment.read_bytes()
+    pos, starts = log_.HEADER_SIZE, []
+    while pos + log_.FRAME_HEADER_SIZE <= len(data):
+        starts.append(pos)
+        pos += log_.FRAME_HEADER_SIZE + struct.unpack_from("<I", data, pos)[0]
+    return starts
+
+
+@pytest.mark.parametrize("frame", ["first", "middle", "last", "off-by-one"])
+def test_a_damaged_frame_length_in_the_last_segment_refuses_and_cuts_nothing(tmp_path: Path, frame: str) -> None:
+    """A frame whose length field is damaged so that it runs past the end of the last segment looks like a commit
+    cut short, yet the bytes after its header landed whole (its own payload to the end, or the frames after it):
+    that is damage, ``checksum-mismatch``, never a torn tail dropped with the acknowledged commits behind it and
+    cut away by the writer. A length off by one fails the frame's checksum the same way."""
+    path = crashed(tmp_path, 5)
+    seg = segments(path)[-1]
+    starts = frame_starts(seg)
+    assert len(starts) == 5
+    at = {"first": starts[0], "middle": starts[2], "last": starts[-1], "off-by-one": starts[1]}[frame]
+    data = bytearray(seg.read_bytes())
+    if frame == "off-by-one":
+        data[at] ^= 0x01  # the length's low bit
+    else:
+        data[at + 3] ^= 0x40  # the length's top byte: a gibibyte past the end
+    seg.write_bytes(bytes(data))
+    before = seg.read_bytes()
+    refused_by_both(path, R.FactLogRefusedError, "checksum-mismatch")
+    assert seg.read_bytes() == before  # nothing cut away
 
 
 @pytest.mark.parametrize("how", ["header-flipped", "zeros", "sealed-header-flipped"])
