@@ -272,6 +272,41 @@ def with_files(tmp_path: Path, crash: bool = False, seal_bytes: int = B.SEAL_BYT
     return path
 
 
+@pytest.mark.parametrize("where", ["kind", "length", "last-length", "tail-garbage"])
+def test_a_damaged_record_header_in_the_last_pack_refuses_and_cuts_nothing(tmp_path: Path, where: str) -> None:
+    """In the last pack only a record cut short at the end never landed. A record of an unknown kind, a length
+    that runs past records that landed whole (or past its own payload, whole to the end), or bytes at the end
+    that are neither zeros nor the start of a record are damage: the pack refuses by name
+    (StoreUnservableError ``torn-blob-pack``) for reads and writes of file content alike, and the writer never
+    cuts it (which would destroy the content of files committed rows name). Rows still read and write."""
+    path = with_files(tmp_path)
+    (pack,) = sorted((path / "blobs").glob("*.pack"))
+    found = records(pack)
+    if where == "kind":
+        flip(pack, found[1][0])
+    elif where == "length":
+        flip(pack, found[1][0] + 4)  # the length's top byte (after the kind byte)
+    elif where == "last-length":
+        flip(pack, found[-1][0] + 4)
+    else:
+        with open(pack, "ab") as f:
+            f.write(b"\x01damage\x02")
+    before = pack.read_bytes()
+    with Brain.open(path) as brain:
+        for i in range(FILES):
+            with pytest.raises(R.StoreUnservableError) as exc:
+                read_file(brain, f"/f{i}.bin")
+            assert exc.value.reason == "torn-blob-pack" and pack.name in str(exc.value)
+        with pytest.raises(R.StoreUnservableError):
+            write_file(brain, "/new.bin", rand(5_000, 99))
+        brain.add({"type": "thing", "id": "a row"})
+        assert brain.get("a row")["entity"] is not None
+        assert brain.stat({"path": "/f1.bin"})["node"]["size"] == 20_000  # the rows are not the packs
+    assert pack.read_bytes() == before
+    with Brain.attach(path) as attached, pytest.raises(R.StoreUnservableError):
+        read_file(attached, "/f0.bin")
+
+
 @pytest.mark.parametrize("tail", ["zeros", "cut-header", "cut-payload"])
 def test_a_zero_filled_or_cut_tail_of_the_last_pack_never_landed_and_is_cut_away(tmp_path: Path, tail: str) -> None:
     """Zeros from a record boundary to the end, or one record cut short there, is an append the writer died in:
@@ -290,6 +325,29 @@ def test_a_zero_filled_or_cut_tail_of_the_last_pack_never_landed_and_is_cut_away
     assert records(pack)[-1][0] >= whole and pack.read_bytes()[whole : whole + 1] in (B.CHUNK, B.RECIPE)
     with Brain.attach(path) as attached:
         assert [read_file(attached, f"/f{i}.bin") for i in range(FILES)] == [rand(20_000, i) for i in range(FILES)]
+
+
+@pytest.mark.parametrize("how", ["sealed-cut", "sealed-tail-garbage", "header"])
+def test_a_sealed_pack_cut_short_or_a_bad_pack_header_refuses_by_name(tmp_path: Path, how: str) -> None:
+    """Only the last pack may end in an append that never landed: a sealed pack cut short (mid-record or
+    mid-header), or any pack whose header does not check, is ``torn-blob-pack``, and nothing of it is served."""
+    folder = tmp_path / "blobs"
+    store = B.BlobStore(folder, writable=True, seal_bytes=30_000)
+    stored = [store.put(rand(20_000, i)) for i in range(4)]
+    store.close()
+    packs = sorted(folder.glob("*.pack"))
+    assert len(packs) >= 3
+    if how == "sealed-cut":
+        os.truncate(packs[0], packs[0].stat().st_size - 100)
+    elif how == "sealed-tail-garbage":
+        os.truncate(packs[0], records(packs[0])[-1][0] + 20)  # a record header cut short, in a sealed pack
+    else:
+        flip(packs[-1], 2)
+    reader = B.BlobStore(folder, writable=False)
+    for s in stored:
+        with pytest.raises(R.StoreUnservableError) as exc:
+            reader.read_all(s.address)
+        assert exc.value.reason == "torn-blob-pack"
 
 
 @pytest.mark.parametrize("where", ["recipe", "chunk-key", "missing-pack"])
