@@ -307,6 +307,27 @@ def test_a_damaged_record_header_in_the_last_pack_refuses_and_cuts_nothing(tmp_p
         read_file(attached, "/f0.bin")
 
 
+def test_a_damaged_pack_found_by_the_sweep_after_a_crash_leaves_writes_of_rows_working(tmp_path: Path) -> None:
+    """The open after a crash sweeps the packs; a pack that does not index (here a sealed one cut short) makes that
+    sweep collect nothing (the reads name the damage), rather than stopping the maintenance thread and with it
+    every later write of a row."""
+    path = with_files(tmp_path, crash=True, seal_bytes=30_000)
+    packs = sorted((path / "blobs").glob("*.pack"))
+    assert len(packs) >= 3
+    os.truncate(packs[0], packs[0].stat().st_size - 100)
+    with Brain.open(path) as brain:
+        assert brain.claim.claim_path == "stale-after-crash"
+        deadline = time.monotonic() + 30
+        while brain.swept is None and brain.maintenance.error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert brain.maintenance.error is None and brain.swept == B.Swept(0, 0, 0, 0)
+        brain.add({"type": "thing", "id": "after"})
+        with pytest.raises(R.StoreUnservableError):
+            read_file(brain, "/f2.bin")
+    with Brain.attach(path) as attached:
+        assert attached.get("after")["entity"] is not None
+
+
 @pytest.mark.parametrize("tail", ["zeros", "cut-header", "cut-payload"])
 def test_a_zero_filled_or_cut_tail_of_the_last_pack_never_landed_and_is_cut_away(tmp_path: Path, tail: str) -> None:
     """Zeros from a record boundary to the end, or one record cut short there, is an append the writer died in:

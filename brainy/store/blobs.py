@@ -16,6 +16,7 @@ reads on from where its index stopped, so it sees records a live writer appended
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import struct
@@ -45,6 +46,8 @@ _entry = struct.Struct("<I32s")
 _count = struct.Struct("<I")
 _KINDS = re.compile(b"[cr]")  # where a record may start: its kind byte
 PREFIX = "sha256:"
+
+log = logging.getLogger(__name__)
 
 
 def address(digest: bytes) -> str:
@@ -577,6 +580,13 @@ class BlobStore:
         less garbage are left whole, so a sweep copies at most as much as it frees."""
         if not self.writable:
             raise R.BRAINY_WRITER_LOCKED("this blob store is read-only", holder={})
+        try:
+            with self._lock:
+                if not self._loaded:
+                    self._load()
+        except R.StoreUnservableError as exc:  # a pack that does not index: no record can be told live or not
+            log.error("blob sweep skipped: %s", exc)
+            return Swept(0, 0, 0, 0)
         with self._lock:
             in_flight = set(self._writes)
             self._touched = set()
