@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import random
 import struct
@@ -398,13 +399,18 @@ def test_a_damaged_recipe_or_key_or_a_missing_pack_is_blob_corrupt_and_never_ser
 # -- 6. the lease files -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["zeros", "cut", "garbage"])
+@pytest.mark.parametrize("how", ["zeros", "cut", "garbage", "fields"])
 def test_a_damaged_lease_record_is_a_holder_gone_and_the_log_is_replayed(tmp_path: Path, how: str) -> None:
-    """A lease file whose record does not read (zeros, cut short, garbage) names no live holder once its lock is
-    free: the claim is ``stale-after-crash`` and the open replays the log."""
+    """A lease file whose record does not read (zeros, cut, garbage, or a heartbeat or hostname of the wrong type)
+    names no live holder once its lock is free: the claim is ``stale-after-crash`` and the open replays the log,
+    never a crash of the open on the record's fields."""
     path = crashed(tmp_path, 3)
     lock = path / "locks" / L.LOCK
-    damage(lock, how)
+    if how == "fields":
+        record = json.loads(lock.read_bytes())
+        lock.write_bytes(json.dumps({**record, "hostname": ["x"], "heartbeat": "soon"}).encode().ljust(L.RECORD_SIZE))
+    else:
+        damage(lock, how)
     with Brain.open(path) as brain:
         assert brain.claim.claim_path == "stale-after-crash" and brain.head == 3
         assert "recovered-after-crash" in [w["code"] for w in brain.warnings]
