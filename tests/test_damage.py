@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from helpers import fill, flip, new_store, segments, tables
 from test_serve_h3 import make_pki
-from test_tokens import KEY_A, NOW, claims, issuers_text, place, sign
+from test_tokens import KEY_A, NOW, claims, issuers_text, place, revoked_text, sign
 
 from brainy.auth import tokens as T
-from brainy.auth.keys import KeysFileError, KeyTable
+from brainy.auth.keys import KeysFileError, KeyTable, fingerprint
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.net import tls
@@ -498,6 +498,43 @@ def test_a_damaged_issuers_file_refuses_the_start_and_a_reload_keeps_the_last_go
         T.TokenVerifier.open(placed, tmp_path / "revoked.json")
     os.replace(placed, issuers)
     assert verifier.verify(sign(KEY_A, claims(kid="k1")), now=NOW, monotonic=10.0).id == "agent:anima"
+
+
+@pytest.mark.parametrize("how", ["cut", "empty", "zeros", "garbage"])
+def test_a_damaged_revoked_list_is_never_read_as_nothing_revoked(tmp_path: Path, how: str) -> None:
+    """The revoked list is one JSON document, so a cut one does not parse: cut, emptied, zeroed or garbled, it
+    refuses the start (RevokedFileError); once running, the last good list stays in force and a revoked
+    token stays refused (BRAINY_KEY_REVOKED), as does a revoked static key (UnauthenticatedError), also when
+    a door reads the list afresh (the keys listing)."""
+    issuers = place(tmp_path / "issuers", issuers_text(("idp", KEY_A, "k1")))
+    revoked = place(tmp_path / "revoked.json", revoked_text(("gone", NOW + 3600), (fingerprint(BOB), NOW + 3600)))
+    verifier = T.TokenVerifier.open(issuers, revoked, now=0.0)
+    keys = KeyTable.open(place(tmp_path / "keys", keys_text()), token_verifier=verifier, revoked=verifier.revoked)
+    damage(revoked, how)
+    with pytest.raises(T.RevokedFileError):
+        T.TokenVerifier.open(issuers, revoked)
+    token = sign(KEY_A, claims(kid="k1", jti="gone"))
+    for at in (10.0, 20.0):
+        with pytest.raises(R.BRAINY_KEY_REVOKED):
+            verifier.verify(token, now=NOW, monotonic=at)
+    verifier.revoked.load()  # a door's fresh read: the damage is logged, the last good list kept
+    assert fingerprint(BOB) in verifier.revoked.value
+    with pytest.raises(R.UnauthenticatedError):
+        keys.authenticate(f"Bearer {BOB}", now=30.0)
+
+
+def test_a_revoked_list_that_vanishes_keeps_its_revocations_also_for_a_fresh_read(tmp_path: Path) -> None:
+    """A revoked list removed while running (a copy step that deletes before it writes) keeps the last good list,
+    on the request path and when a door reads it afresh (``Placed.load`` once loaded): a revocation is never
+    dropped by a missing file. (The first read, at start, takes a missing file as nothing revoked.)"""
+    issuers = place(tmp_path / "issuers", issuers_text(("idp", KEY_A, "k1")))
+    revoked = place(tmp_path / "revoked.json", revoked_text(("gone", NOW + 3600)))
+    verifier = T.TokenVerifier.open(issuers, revoked, now=0.0)
+    revoked.unlink()
+    verifier.revoked.load()
+    assert verifier.revoked.value == {"gone": NOW + 3600}
+    with pytest.raises(R.BRAINY_KEY_REVOKED):
+        verifier.verify(sign(KEY_A, claims(kid="k1", jti="gone")), now=NOW, monotonic=10.0)
 
 
 @pytest.mark.parametrize("how", ["cut", "zeros", "empty"])
