@@ -14,11 +14,13 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import struct
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import fill, flip, new_store, segments, tables
 from test_serve_h3 import make_pki
@@ -226,6 +228,106 @@ def test_a_cut_zeroed_or_garbled_table_refuses_at_the_open(tmp_path: Path, how: 
     for refusal in refused_by_both(path, R.StoreUnservableError, "torn-sstable"):
         assert refusal.file == f"sst/{table.name}"
     assert files_of(path) == before
+
+
+# -- 4. the derived snapshots ---------------------------------------------------------------------------------
+
+AGGREGATE = {
+    "name": "by_team",
+    "source": {"type": "thing"},
+    "groupBy": ["team"],
+    "metrics": {"n": {"op": "count"}, "total": {"op": "sum", "field": "i"}},
+}
+
+
+def _vectors() -> np.ndarray:
+    return np.random.default_rng(11).standard_normal((300, 384)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def snapshotted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[Any, ...]]:
+    """A store whose ``index/`` holds every kind of snapshot (projection base and delta, aggregate state, vector
+    base, its quantised copy and deltas), closed cleanly, and what it answers, read with every snapshot whole."""
+    path = new_store(tmp_path_factory.mktemp("snapshotted"))
+    x = _vectors()
+
+    def items(start: int, stop: int) -> dict[str, Any]:
+        return {
+            "items": [
+                {
+                    "type": "thing",
+                    "id": f"v{i}",
+                    "vector": x[i].tolist(),
+                    "data": f"word{i % 5} row",
+                    "metadata": {"team": f"t{i % 3}", "i": i},
+                }
+                for i in range(start, stop)
+            ]
+        }
+
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        brain.defineAggregate(AGGREGATE, caller=ME)
+        brain.addMany(items(0, 200))
+        answers(brain)  # every projection built, so the flush persists it
+        brain.flush()
+        brain.addMany(items(200, 300))
+        brain.remove({"id": "v3"})
+        brain.flush()
+        brain.update({"id": "v5", "metadata": {"team": "t9", "i": 5}})
+    kinds = {p.suffix for p in (path / "index").iterdir()}
+    assert kinds == {".proj", ".projd", ".agg", ".vec", ".vecq", ".vecd"}, kinds
+    with Brain.open(path) as brain:
+        want = answers(brain)
+        assert not brain.warnings
+    return path, want
+
+
+def answers(brain: Brain) -> tuple[Any, ...]:
+    """What the projections, the vector index and the aggregate state answer."""
+    x = _vectors()
+    return (
+        [r["id"] for r in brain.find({"vector": x[7].tolist(), "limit": 10})["results"]],
+        sorted(r["id"] for r in brain.find({"where": {"team": "t1"}, "limit": 1000})["results"]),
+        [r["id"] for r in brain.find({"where": {"team": "t2"}, "orderBy": "i", "limit": 1000})["results"]],
+        sorted(r["id"] for r in brain.find({"query": "word2", "limit": 1000})["results"]),
+        brain.aggregate({"name": "by_team"})["rows"],
+    )
+
+
+@pytest.mark.parametrize("how", ["cut", "zeros", "garbage"])
+@pytest.mark.parametrize(
+    "suffix,warning",
+    [
+        (".proj", "projections-rebuilt"),
+        (".projd", "projections-rebuilt"),
+        (".agg", "aggregates-rebuilt"),
+        (".vec", "vectors-rebuilt"),
+        (".vecd", "vectors-rebuilt"),
+        (".vecq", None),
+    ],
+)
+def test_a_damaged_snapshot_of_any_kind_is_never_trusted_and_the_answers_are_the_rows(
+    tmp_path: Path, snapshotted: tuple[Path, tuple[Any, ...]], suffix: str, warning: str | None, how: str
+) -> None:
+    """Every snapshot in ``index/`` is a cache of the rows: cut, zero-filled or garbled, it is not trusted and the
+    state it held is built again from the rows (the warnings say which), so every read answers exactly what
+    the whole snapshots answered. A quantised copy that does not check out is simply not used: the scan
+    reads the float32 slots. Nothing is repaired in place by a read-only attach either."""
+    template, want = snapshotted
+    path = tmp_path / "brain"
+    shutil.copytree(template, path)
+    damage(sorted((path / "index").glob("*" + suffix))[-1], how)
+    before = files_of(path)
+    with Brain.attach(path) as attached:
+        assert answers(attached) == want
+        assert warning is None or warning in [w["code"] for w in attached.warnings]
+    assert files_of(path) == before
+    with Brain.open(path) as brain:
+        assert answers(brain) == want
+        assert warning is None or warning in [w["code"] for w in brain.warnings]
+    with Brain.open(path) as brain:  # the close wrote whole snapshots again
+        assert answers(brain) == want
+        assert not [w for w in brain.warnings if w["code"].endswith("-rebuilt")]
 
 
 # -- 5. the blob packs ---------------------------------------------------------------------------------------
