@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import fill, flip, new_store, segments, tables
+from server import BRAIN, PERSON_KEY, SERVICE_KEY, TIMEOUT, Answer, ServerProcess, curl, start_server
 from test_serve_h3 import make_pki
 from test_tokens import KEY_A, NOW, claims, issuers_text, place, revoked_text, sign
 
@@ -650,3 +651,65 @@ def test_a_cut_or_zeroed_tls_file_refuses_the_start_by_name(tmp_path: Path, whic
         tls.judge(str(pki.cert), str(pki.key), 1)
     want = tls.CertificateBlockMissingError if which == "cert" else tls.PrivateKeyBlockMissingError
     assert type(exc.value) is want
+
+
+# -- 8. over the wire ----------------------------------------------------------------------------------------
+
+
+def call(server: ServerProcess, method: str, path: str, doc: Any = None, key: str = SERVICE_KEY) -> Answer:
+    headers: tuple[tuple[str, str], ...] = (("Authorization", f"Bearer {key}"),)
+    if doc is not None:
+        headers += (("Content-Type", "application/json"),)
+    body = json.dumps(doc).encode() if doc is not None else None
+    return curl(server, method, path, body, headers=headers, timeout=TIMEOUT)
+
+
+@pytest.mark.slow
+def test_a_served_store_with_damage_answers_its_named_refusal_never_a_500_nor_its_rows(tmp_path: Path) -> None:
+    """Over a real ``brainy serve --brains-dir``: a brain whose MANIFEST is damaged answers 409
+    StoreUnservableError ``unreadable-generation-stamp`` and one whose log has a damaged frame length 409
+    FactLogRefusedError, on every door, never a 500 and never rows; a damaged archive marker keeps its brain
+    archived (423, ``archivedAt`` 0); a brain directory without IDENTITY is no store (404 StoreNotFoundError); a
+    revoked key stays refused, and listed revoked, after the revoked list
+    vanished; the healthy brain beside them answers throughout."""
+    brains = tmp_path / "brains"
+    damaged = {}
+    for name in ("stamp", "frames", "shelved", "nameless"):
+        store = crashed(brains, 3, name) if name == "frames" else flushed(brains, name)
+        damaged[name] = store
+    damage(damaged["stamp"] / "MANIFEST", "flipped")
+    damage(damaged["nameless"] / "IDENTITY", "missing")
+    seg = segments(damaged["frames"])[-1]
+    flip(seg, frame_starts(seg)[0] + 3)
+    (brains / ".archived").mkdir(parents=True)
+    (brains / ".archived" / "shelved.json").write_bytes(b'{"brain": "shelved", "archiv')  # cut short
+    with start_server(brains, extra_args=("--brains-dir", str(brains))) as server:
+        (server.keys_path.parent / "keys").write_text(
+            server.keys_path.read_text() + f"{ADA}  person:ada  *\n"
+        )  # a placed line: the gate reloads it within a second
+        server.keys_path.chmod(0o600)
+        time.sleep(0.5)
+        for name, refusal, reason in (
+            ("stamp", "StoreUnservableError", "unreadable-generation-stamp"),
+            ("frames", "FactLogRefusedError", "checksum-mismatch"),
+        ):
+            for method, door, doc in (("GET", "counts", None), ("POST", "add", {"type": "concept", "data": "x"})):
+                answer = call(server, method, f"/v1/brains/{name}/{door}", doc, key=ADA)
+                assert answer.status == 409 and answer.refusal == refusal, answer
+                assert answer.doc["error"]["reason"] == reason
+        answer = call(server, "GET", "/v1/brains/nameless/counts", key=ADA)
+        assert answer.status == 404 and answer.refusal == "StoreNotFoundError", answer
+        answer = call(server, "GET", "/v1/brains/shelved/counts", key=ADA)
+        assert answer.status == 423 and answer.refusal == "BrainArchivedError", answer
+        assert answer.doc["error"]["archivedAt"] == 0
+        assert call(server, "GET", f"/v1/brains/{BRAIN}/counts", key=PERSON_KEY).status == 200
+
+        assert call(server, "DELETE", f"/v1/keys/{fingerprint(ADA)}").status == 200
+        assert call(server, "GET", f"/v1/brains/{BRAIN}/counts", key=ADA).status == 401
+        (server.keys_path.parent / "revoked.json").unlink()
+        listed = {k["sha256"]: k for k in call(server, "GET", "/v1/keys").doc["keys"]}
+        assert listed[fingerprint(ADA)]["revoked"] is True
+        time.sleep(T.RELOAD_INTERVAL + 0.5)
+        answer = call(server, "GET", f"/v1/brains/{BRAIN}/counts", key=ADA)
+        assert answer.status == 401 and answer.refusal == "UnauthenticatedError", answer
+    assert damaged["stamp"].joinpath("MANIFEST").exists() and seg.stat().st_size > log_.HEADER_SIZE
