@@ -349,7 +349,14 @@ class Placed(Generic[T]):
         return self._parse(data, self.path), signature
 
     def load(self, now: float | None = None) -> Placed[T]:
-        """The first read, at start: a missing file is its empty value; any other failure raises."""
+        """Read the file now, whatever the interval. The first read, at start: a missing file is its empty value;
+        any other failure raises (the start refuses). A later one (a door that answers from the file as it stands)
+        keeps the reload law: a file that fails to read, or a revoked list that vanished, leaves the last good
+        value in force, never a file's damage read as "nothing revoked"."""
+        if self.generation:
+            self.watch.checked_at, self.watch.seen = None, (-1,)  # moved, whatever its signature: read it again
+            self.refresh(now)
+            return self
         self.watch.checked_at = time.monotonic() if now is None else now
         try:
             self.value, self.watch.seen = self._read()

@@ -277,7 +277,9 @@ class AggregateFollower:
             built = [_frozen(state.built[name]) for name in sorted(state.built)]
             pending = [state.pending[name].doc for name in sorted(state.pending)]
         folder, name = self.folder, snapshot_name(stamp, SUFFIX)
-        if not (folder / name).exists():
+        # one already at the stamp is kept only when it is the one this state was read from (it checked out);
+        # a state built from the rows at a damaged one's stamp writes it whole again
+        if not (folder / name).exists() or self.built_from != f"snapshot at {stamp}":
             folder.mkdir(exist_ok=True)
             write_durably(folder / name, encode_snapshot(stamp, built, pending))
             for older in folder.glob("*" + SUFFIX):

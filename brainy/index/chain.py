@@ -248,13 +248,14 @@ def write_delta(folder: Path, stamp: int, data: bytes) -> None:
             older.unlink(missing_ok=True)
 
 
-def write_base(folder: Path, stamp: int, data: bytes) -> Delta:
+def write_base(folder: Path, stamp: int, data: bytes, replace: bool = False) -> Delta:
     """A new base, durable before every older link goes (the older deltas name older bases); the empty delta after
     it. A base already there at the stamp is kept, and named by its own check (the same projections may encode to
-    other bytes: their maps' order follows their history)."""
+    other bytes: their maps' order follows their history), unless ``replace`` (the writer found the chain
+    damaged): then it is written whole over it."""
     path = folder / snapshot_name(stamp, BASE_SUFFIX)
     folder.mkdir(exist_ok=True)
-    if path.exists():
+    if path.exists() and not replace:
         with open(path, "rb") as f:
             check, size = head_check(f.read(16)), os.fstat(f.fileno()).st_size
     else:

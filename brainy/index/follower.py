@@ -109,7 +109,7 @@ class ProjectionFollower:
         self._starts_at = 0  # the stamp that build starts from (the refusal names it)
         self._in_place: InPlace | chain.Layered | None = None  # the newest chain, mapped, read until the build lands
         self._overlay: Overlaid | None = None  # that snapshot with the moves after its stamp laid over it
-        self._damaged = False  # a read in place met a damaged page: the snapshot is not read in place again
+        self._damaged = False  # the chain on disk is damaged: not read in place again, and its next link a base
         self._first_read = threading.Event()  # set once the first read in place is answered (or none can be)
         # set by the server's pool for a handle it serves: the first read ends with the first door, which the pool
         # reports (first_door_done), not as the door lets go of the projections (a find then reads its page's rows)
@@ -367,6 +367,7 @@ class ProjectionFollower:
             proj = chain.load(found)
         except (OSError, ValueError) as exc:
             brain.warnings.append({"code": f"{self.name}-rebuilt", "message": f"snapshot {name}: {exc}"})
+            self._damaged = True  # the next link is a base, written whole over the damaged chain
             return None
         return proj if proj.stamp == found.stamp else None
 
@@ -395,14 +396,14 @@ class ProjectionFollower:
                     return
                 frozen = self._proj.copy()
                 self._unsaved.drop(frozen.stamp)
-            self._delta = chain.write_base(self.folder, frozen.stamp, encode_snapshot(frozen))
+            self._delta = chain.write_base(self.folder, frozen.stamp, encode_snapshot(frozen), replace=self._damaged)
 
     def _delta_written(self) -> bool:
         """Fold the commits since the chain's stamp into its delta and write it; False when a base is due instead."""
         brain, delta = self._brain, self._delta
         if delta is None:
             found = chain.newest(self.folder)
-            if found is not None and found.stamp == brain.head and self._reachable(found.stamp):
+            if found is not None and found.stamp == brain.head and self._reachable(found.stamp) and not self._damaged:
                 return True  # the chain is at the head already: nothing to write
             delta = self._chain_delta(found)
             if delta is None:
@@ -444,7 +445,7 @@ class ProjectionFollower:
     def _chain_delta(self, found: chain.Found | None) -> chain.Delta | None:
         """The delta the newest chain ends with, when the moves this handle holds reach it and it reads; else None
         (none reachable, an older format's base, damage): the next link is then a base."""
-        if found is None or not self._reachable(found.stamp):
+        if found is None or self._damaged or not self._reachable(found.stamp):
             return None
         try:
             return chain.Delta.read(found)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from brainy._speedups import cdc
 from brainy.contract import refusals as R
@@ -45,7 +47,10 @@ _header = struct.Struct("<8sII")
 _record = struct.Struct("<cI32sI")
 _entry = struct.Struct("<I32s")
 _count = struct.Struct("<I")
+_KINDS = re.compile(b"[cr]")  # where a record may start: its kind byte
 PREFIX = "sha256:"
+
+log = logging.getLogger(__name__)
 
 
 def address(digest: bytes) -> str:
@@ -78,6 +83,38 @@ def decode_recipe(payload: bytes) -> list[tuple[int, bytes]]:
     if len(payload) != _count.size + count * _entry.size:
         raise ValueError("recipe length does not match its count")
     return [_entry.unpack_from(payload, _count.size + i * _entry.size) for i in range(count)]
+
+
+def _whole_record(rest: bytes, at: int) -> bool:
+    """Whether a whole record starts at ``rest[at]``: a known kind, its payload inside ``rest``, its crc32 (and a
+    chunk's key) its payload's."""
+    if at + RECORD_HEADER_SIZE > len(rest) or rest[at : at + 1] not in (CHUNK, RECIPE):
+        return False
+    kind, length, key, crc = _record.unpack_from(rest, at)
+    body = at + RECORD_HEADER_SIZE
+    payload = memoryview(rest)[body : body + length]
+    if body + length > len(rest) or crc32(payload) != crc:
+        return False
+    return kind != CHUNK or hashlib.sha256(payload).digest() == key
+
+
+def _never_landed(f: BinaryIO, offset: int, end: int) -> bool:
+    """Whether the bytes of the last pack from ``offset`` to ``end`` are an append the writer was cut short in
+    (which no commit references): zeros, or a prefix of one record. A record of an unknown kind, or one whose
+    length runs past a record that follows it whole (or past its own payload, whole to the end), is damage:
+    taking it for a torn tail would let the writer cut away records committed rows reference."""
+    f.seek(offset)
+    rest = f.read(end - offset)
+    if not rest.strip(b"\0"):
+        return True
+    if rest[:1] not in (CHUNK, RECIPE):
+        return False
+    if len(rest) < RECORD_HEADER_SIZE:
+        return True
+    _, _, _, crc = _record.unpack_from(rest, 0)
+    if crc32(memoryview(rest)[RECORD_HEADER_SIZE:]) == crc:
+        return False  # its payload is whole: its length is damaged
+    return not any(_whole_record(rest, m.start()) for m in _KINDS.finditer(rest, 1))
 
 
 @dataclass(frozen=True)
@@ -186,15 +223,17 @@ class BlobStore:
                     raise R.StoreUnservableError(f"blobs/{path.name}: bad pack header", reason="torn-blob-pack")
                 offset = HEADER_SIZE
             end = os.fstat(f.fileno()).st_size
-            while offset + RECORD_HEADER_SIZE <= end:
+            while offset < end:
                 f.seek(offset)
-                kind, length, key, crc = _record.unpack(f.read(RECORD_HEADER_SIZE))
+                head = f.read(RECORD_HEADER_SIZE)
+                kind, length, key, crc = _record.unpack(head.ljust(RECORD_HEADER_SIZE, b"\0"))
                 body = offset + RECORD_HEADER_SIZE
-                if kind not in (CHUNK, RECIPE) or body + length > end:
-                    if last:
+                if len(head) < RECORD_HEADER_SIZE or kind not in (CHUNK, RECIPE) or body + length > end:
+                    if last and _never_landed(f, offset, end):
                         break  # a record cut short at the end of the last pack never landed
                     raise R.StoreUnservableError(
-                        f"blobs/{path.name}: a record at offset {offset} is cut short", reason="torn-blob-pack"
+                        f"blobs/{path.name}: a record at offset {offset} is cut short or damaged",
+                        reason="torn-blob-pack",
                     )
                 found.append((kind, key, _Where(number, body, length, crc)))
                 offset = body + length
@@ -544,6 +583,13 @@ class BlobStore:
         less garbage are left whole, so a sweep copies at most as much as it frees."""
         if not self.writable:
             raise R.BRAINY_WRITER_LOCKED("this blob store is read-only", holder={})
+        try:
+            with self._lock:
+                if not self._loaded:
+                    self._load()
+        except R.StoreUnservableError as exc:  # a pack that does not index: no record can be told live or not
+            log.error("blob sweep skipped: %s", exc)
+            return Swept(0, 0, 0, 0)
         with self._lock:
             in_flight = set(self._writes)
             self._touched = set()

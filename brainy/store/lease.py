@@ -49,6 +49,10 @@ def read_record(path: Path) -> dict[str, Any] | None:
     record = json.loads(raw)
     if not isinstance(record, dict):
         raise ValueError("lease record is not an object")
+    # a record whose fields do not read is as unreadable as one that is not JSON: a claim judges nothing by it
+    heartbeat, hostname = record.get("heartbeat", 0), record.get("hostname")
+    if not isinstance(heartbeat, int) or isinstance(heartbeat, bool) or not isinstance(hostname, (str, type(None))):
+        raise ValueError("lease record's hostname or heartbeat does not read")
     return record
 
 
@@ -249,7 +253,7 @@ def claim(locks: Path, store_id: str, force: bool = False) -> tuple[Claim, Lease
         if (
             previous
             and previous.get("hostname") not in (None, socket.gethostname())
-            and now_ms() - int(previous.get("heartbeat") or 0) < REMOTE_STALE_MS
+            and now_ms() - previous.get("heartbeat", 0) < REMOTE_STALE_MS
             and not force
         ):
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -232,6 +232,23 @@ def _zero_tail(view: memoryview, pos: int, tail: Scan) -> bool:
     return True
 
 
+def _landed_past(data: bytes, body: int, crc: int) -> bool:
+    """Whether a frame whose length runs past the end of the last segment (its payload from ``data[body]``, its
+    checksum ``crc``) is followed by bytes that landed: its own payload whole to the end, or a whole frame after
+    it. A torn append leaves a prefix of one frame and nothing whole after it, so either is a damaged length,
+    which dropping as a torn tail would lose (the writer would cut away acknowledged commits)."""
+    view = memoryview(data)
+    if crc32(view[body:]) == crc:
+        return True
+    at = data.find(_G_PREFIX, body + FRAME_HEADER_SIZE)  # a later frame's payload opens as encode_payload writes it
+    while at != -1:
+        length, frame_crc = _frame_header.unpack_from(data, at - FRAME_HEADER_SIZE)
+        if at + length <= len(data) and crc32(view[at : at + length]) == frame_crc:
+            return True
+        at = data.find(_G_PREFIX, at + 1)
+    return False
+
+
 def _read_segment(
     path: Path, first: int, sealed: bool, after: int, tail: Scan, at: tuple[int, int] | None, decode_all: bool
 ) -> Generator[Frame, None, int]:
@@ -276,6 +293,10 @@ def _read_segment(
         if pos + FRAME_HEADER_SIZE + length > end:
             if sealed:
                 raise _refuse("torn-sealed-segment", name, f"frame cut short at offset {pos}")
+            if _landed_past(data, body, crc):
+                raise _refuse(
+                    "checksum-mismatch", name, f"frame at offset {pos}: its length runs past bytes that landed whole"
+                )
             break
         payload = view[body : body + length]
         tail.checked += length
