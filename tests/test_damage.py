@@ -713,3 +713,28 @@ def test_a_served_store_with_damage_answers_its_named_refusal_never_a_500_nor_it
         answer = call(server, "GET", f"/v1/brains/{BRAIN}/counts", key=ADA)
         assert answer.status == 401 and answer.refusal == "UnauthenticatedError", answer
     assert damaged["stamp"].joinpath("MANIFEST").exists() and seg.stat().st_size > log_.HEADER_SIZE
+
+
+def test_another_stores_manifest_and_a_missing_table_refuse_by_name(tmp_path: Path) -> None:
+    """A whole MANIFEST of another store is refused (its storeId is not IDENTITY's), never served; a table the
+    MANIFEST names that is not there refuses ``torn-sstable`` naming it, for the writer and for an attach."""
+    from brainy.contract import refusals as R
+    from brainy.engine import Brain, init_store
+
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for store in (mine, other):
+        init_store(store)
+        with Brain.open(store) as brain:
+            brain.add({"type": "document", "data": store.name})
+            brain.flush()
+    (mine / "MANIFEST").write_bytes((other / "MANIFEST").read_bytes())
+    for opener in (Brain.open, Brain.attach):
+        with pytest.raises(R.StoreUnservableError) as refused:
+            opener(mine)
+        assert refused.value.fields["reason"] == "unreadable-generation-stamp"
+    table = next((other / "sst").iterdir())
+    table.unlink()
+    for opener in (Brain.open, Brain.attach):
+        with pytest.raises(R.StoreUnservableError) as refused:
+            opener(other)
+        assert refused.value.fields == {"reason": "torn-sstable", "file": f"sst/{table.name}"}

@@ -81,6 +81,17 @@ def _referenced(brain: Brain) -> Callable[[], set[str]]:
     return lambda: vfs.addresses(brain.at())
 
 
+def _missing(root: Path, exc: FileNotFoundError) -> R.Refusal:
+    """A file the MANIFEST names is not there: the store cannot be served as it stands (a table is named)."""
+    gone = Path(exc.filename or "")
+    try:
+        named = str(gone.relative_to(root))
+    except ValueError:
+        named = gone.name
+    reason = "torn-sstable" if named.startswith("sst/") else "unreadable-generation-stamp"
+    return R.StoreUnservableError(f"{named}, which the MANIFEST names, is missing", reason=reason, file=named)
+
+
 class Brain:
     """A store directory, open. Use :meth:`open` (the writer, or a reader if the lease is held) or
     :meth:`attach` (read-only, frozen at the generation it resolved).
@@ -202,16 +213,19 @@ class Brain:
             try:
                 brain._load(writer=False, reader=reader)
                 return brain
-            except FileNotFoundError:
-                if attempt == 7:
-                    raise
+            except FileNotFoundError as exc:
+                if attempt == 7:  # the MANIFEST stood still: a file it names is gone, not swapped
+                    raise _missing(root, exc) from None
         raise AssertionError("unreachable")
 
     def _load(self, writer: bool, segment_bytes: int = log_.SEGMENT_ROTATE_BYTES, reader: Brain | None = None) -> None:
         root = self.path
-        self.created_at = int(read_identity(root)["createdAt"])
+        identity = read_identity(root)
+        self.created_at = int(identity["createdAt"])
         try:
             manifest = read_document(root / "MANIFEST")
+            if manifest.get("storeId") != identity["storeId"]:  # whole, but another store's
+                raise DocumentUnreadable(root / "MANIFEST", f"it is store {manifest.get('storeId')!r}'s")
             try:
                 ledger = Ledger(read_document(root / manifest["ledger"]))
             except DocumentUnreadable as exc:
@@ -234,6 +248,10 @@ class Brain:
         self.vector_follower.check_ahead(int(manifest["nextDenseInt"]), opened)
         try:
             self._load_rows(root, manifest, ledger, flushed, writer, segment_bytes, reader)
+        except FileNotFoundError as exc:
+            if not writer:
+                raise  # an attach reads the MANIFEST again: a compaction may have swapped it
+            raise _missing(root, exc) from None
         finally:
             opened.set()
 
