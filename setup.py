@@ -98,7 +98,14 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["brainy", "brainy.*"]),
     package_data={
-        "brainy": ["contract/*.json", "contract/*.md", "_speedups/*.pyx", "_speedups/*.pxd", "_speedups/*.pyi", "client/*.pyi"]
+        "brainy": [
+            "contract/*.json",
+            "contract/*.md",
+            "_speedups/*.pyx",
+            "_speedups/*.pxd",
+            "_speedups/*.pyi",
+            "client/*.pyi",
+        ]
     },
     ext_modules=extensions,
     cmdclass={"build_ext": build_ext},

@@ -18,7 +18,20 @@ ROOT = Path(brainy.__file__).parent
 
 #: The floors, ground first. A module may import its own floor and the floors below it. ``brainy`` itself
 #: (its ``__init__``: the version) is under every floor.
-FLOORS = ("contract", "_speedups", "errors", "client", "store", "index", "doors", "engine", "auth", "host", "net", "cli")
+FLOORS = (
+    "contract",
+    "_speedups",
+    "errors",
+    "client",
+    "store",
+    "index",
+    "doors",
+    "engine",
+    "auth",
+    "host",
+    "net",
+    "cli",
+)
 
 
 def _modules(root: Path) -> dict[str, Path]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import keyword
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from brainy.client.surface import BRAIN_DOORS  # noqa: E402
 from brainy.contract import doors as D  # noqa: E402
 
 HEAD = """# Generated from the contract by tools/gen_client_stubs.py: do not edit.
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import {iterator}
 from typing import Any
 
 from brainy.client import wire as wire
@@ -98,7 +99,24 @@ def stub(asynchronous: bool) -> str:
         text = CLIENT.format(name="Client", brain="RemoteBrain", a=a, enter=enter, exit=exit_, changes=changes)
     # a door named by a keyword (import) is reached by call() alone: no method can carry its name
     doors = [D.BY_NAME[name] for name in sorted(BRAIN_DOORS) if name != "changes" and not keyword.iskeyword(name)]
-    return HEAD + text + "".join(method(door, asynchronous) for door in doors)
+    return (
+        HEAD.format(iterator="AsyncIterator" if asynchronous else "Iterator")
+        + text
+        + "".join(method(door, asynchronous) for door in doors)
+    )
+
+
+def formatted(text: str, name: str) -> str:
+    """``text`` as ruff formats it (the suite holds every file to ruff format)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", name, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    return done.stdout
 
 
 def main() -> int:
@@ -108,7 +126,7 @@ def main() -> int:
     stale = []
     for name, asynchronous in (("sync.pyi", False), ("aio.pyi", True)):
         path = ROOT / "brainy" / "client" / name
-        text = stub(asynchronous)
+        text = formatted(stub(asynchronous), f"brainy/client/{name}")
         if args.check:
             if not path.exists() or path.read_text() != text:
                 stale.append(str(path))

@@ -1,5 +1,5 @@
 # Generated from the contract by tools/gen_client_stubs.py: do not edit.
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from brainy.client import wire as wire
@@ -38,7 +38,6 @@ class AsyncBrain:
     def __init__(self, client: AsyncClient, name: str) -> None: ...
     async def call(self, door: str, *positional: Any, timeout: float | None = None, **options: Any) -> Any: ...
     def changes(self, since: int | str | None = None) -> AsyncIterator[dict[str, Any]]: ...
-
     async def add(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 # Generated from the contract by tools/gen_client_stubs.py: do not edit.
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from brainy.client import wire as wire
@@ -40,10 +40,7 @@ class RemoteBrain:
     def changes(
         self, since: int | str | None = None, *, page: dict[str, Any] | None = None
     ) -> Iterator[dict[str, Any]]: ...
-
-    def add(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def add(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Embedded when a model is present; an existing id refuses unless `upsert`."""
     def addMany(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
@@ -69,17 +66,13 @@ class RemoteBrain:
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Answers in the order asked and lists the missing ids."""
-    def clear(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def clear(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Files and profile rows too; `confirm` names the brain."""
     def close(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Doors in flight finish first."""
-    def copy(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def copy(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """A tree needs `recursive`, an existing target `overwrite`."""
     def counts(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
@@ -93,21 +86,15 @@ class RemoteBrain:
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Lists problems; `deep` also verifies checksums."""
-    def diff(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def diff(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Added, changed, removed; a row written and removed between them is absent."""
-    def embed(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def embed(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """384 dimensions, local model; says if the input was truncated."""
     def embedBatch(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """One vector and one truncated flag per text."""
-    def exists(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def exists(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Only an invalid path refuses."""
     def explain(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
@@ -157,13 +144,9 @@ class RemoteBrain:
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Names only; read each with getxattr."""
-    def mkdir(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def mkdir(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """`parents` creates missing ancestors and accepts one that exists."""
-    def move(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def move(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Replacing an existing target needs `overwrite`."""
     def now(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
@@ -181,9 +164,7 @@ class RemoteBrain:
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Every depth by default, in path order."""
-    def relate(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def relate(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """The same from, to, type and subtype again updates it in place."""
     def relateMany(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
@@ -193,9 +174,7 @@ class RemoteBrain:
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Either direction or one, in relation-id order."""
-    def remove(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def remove(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """One commit, answering how many relations went with it."""
     def removeAggregate(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
@@ -209,17 +188,13 @@ class RemoteBrain:
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """An absent one is not a refusal."""
-    def rename(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def rename(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """The target must not exist."""
     def repair(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """`dryRun` only reports what it would do."""
-    def rmdir(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def rmdir(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """A non-empty one refuses without `recursive`."""
     def setxattr(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
@@ -237,9 +212,7 @@ class RemoteBrain:
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Immutable files; a copy of them reopens at that generation."""
-    def stat(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def stat(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Also its times, entity id and attributes."""
     def stats(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
@@ -257,17 +230,13 @@ class RemoteBrain:
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Up to 6 hops, breadth- or depth-first, expanding only matching nodes."""
-    def unlink(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def unlink(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """A directory refuses; that is rmdir."""
     def unrelate(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Answers the ids removed."""
-    def update(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def update(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """Metadata merges; new content is re-embedded; `ifGeneration` makes it conditional."""
     def updateMany(
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
@@ -277,9 +246,7 @@ class RemoteBrain:
         self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
     ) -> dict[str, Any]:
         """Also confidence and data; `ifGeneration` makes it conditional."""
-    def use(
-        self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    def use(self, args: dict[str, Any] | None, /, *, timeout: float | None = None, **options: Any) -> dict[str, Any]:
         """A plugin is code, so no wire carries it."""
     def warm(
         self, args: dict[str, Any] | None = None, /, *, timeout: float | None = None, **options: Any
