@@ -130,3 +130,42 @@ def test_backup_restore_and_doctor_on_a_local_store(tmp_path: Path) -> None:
     log.write_bytes(log.read_bytes()[:20] + b"\xff" * 40 + log.read_bytes()[60:])  # a damaged frame
     sick = brainy("doctor", str(tmp_path / "restored"))
     assert sick.returncode == 1 and "needs acting on" in sick.stdout
+
+
+@pytest.mark.slow
+def test_on_a_terminal_an_export_draws_its_progress_line(tmp_path: Path) -> None:
+    """stderr a terminal (a pty here): the line says rows, bytes and rate, redrawn in place; the export is the same."""
+    import pty
+
+    store = tmp_path / "store"
+    init_store(store)
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [{"type": "document", "data": f"r{i}"} for i in range(3000)]})
+    main, side = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "brainy.cli", "export", "--store", str(store), "--out", str(tmp_path / "e.jsonl")],
+            stderr=side,
+            stdout=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+        os.close(side)
+        side = -1
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the pty's other end is closed: all of it was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(main)
+        if side != -1:
+            os.close(side)
+    assert done.returncode == 0
+    text = drawn.decode().replace("\r\n", "\n")  # the terminal's own line ending
+    assert text.startswith("\rexport: ") and "rows/s" in text and text.endswith("\n"), text
+    assert "3,000 rows" in text.rsplit("\r", 1)[1]
