@@ -286,7 +286,9 @@ def read_view(brain: Brain, core: set[str], keys: set[str], paths: set[str], sco
             if row is not None:
                 assert row["key"] == key and row["type"] == "thing", f"{key} reads as {row}"
                 # every thing keeps the vector it was added with, whatever updated its metadata since
-                assert row["hasVector"] and _f32(row.get("vector", [])) == _f32(key_vector(key)), f"{key}: another vector"
+                assert row["hasVector"] and _f32(row.get("vector", [])) == _f32(key_vector(key)), (
+                    f"{key}: another vector"
+                )
                 things[key] = [row["metadata"], row["generation"]]
                 ids[row["id"]] = key
     rels: dict[tuple[str, str], list[Any]] = {}

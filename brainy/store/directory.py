@@ -79,7 +79,12 @@ def init_store(path: str | os.PathLike[str]) -> dict[str, Any]:
     else:
         root.mkdir(parents=True)
         fsync_dir(root.parent)
-    identity = {"format": STORE_FORMAT, "product": "brainy", "storeId": K.uuid7(), "createdAt": time.time_ns() // 1_000_000}
+    identity = {
+        "format": STORE_FORMAT,
+        "product": "brainy",
+        "storeId": K.uuid7(),
+        "createdAt": time.time_ns() // 1_000_000,
+    }
     for folder in FOLDERS:
         (root / folder).mkdir()
     with open(root / "log" / log_.segment_name(1), "wb") as f:

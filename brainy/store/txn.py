@@ -14,6 +14,7 @@ vector (the op's ``vec``) only then.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -223,9 +224,10 @@ class Txn:
         is stored split, as a put of today's stores it (docs/store-format.md, "Frame payload")."""
         for i, op in enumerate(ops):
             if op["o"] == "put":
-                raw: bytes | None = op["row"]
+                logged: bytes = op["row"]
                 # a None in ``decoded`` stands for a delete's row: a put's is there
-                row = rows.unpack(raw) if decoded is None else cast("dict[str, Any]", decoded[i])
+                row = rows.unpack(logged) if decoded is None else cast("dict[str, Any]", decoded[i])
+                raw: bytes | None = logged
                 self.next_dense = max(self.next_dense, row["denseInt"] + 1)
                 key = (K.entity_key if op["k"] == "e" else K.relation_key)(row["id"])
                 vec = op.get("vec")
@@ -234,7 +236,7 @@ class Txn:
                 elif vec is not None:
                     row = {**row, "vector": vec}
                 elif row.get("hasVector"):
-                    row = rows.whole(dict(row), lambda: self.get(K.vector_key(key)))
+                    row = rows.whole(dict(row), functools.partial(self.get, K.vector_key(key)))
                 (self.put_entity if op["k"] == "e" else self.put_relation)(row, raw)
             else:
                 (self.delete_entity if op["k"] == "e" else self.delete_relation)(op["id"])

@@ -176,13 +176,13 @@ def commit(brain: Brain, seq: int, op: dict[str, Any]) -> dict[str, Any]:
         return {"generation": brain.transact({"ops": ops})["generation"]}
     if door == "add":
         ((key, meta),) = op["put"]
-        return {"generation": brain.add({"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)})["generation"]}
+        added = brain.add({"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)})
+        return {"generation": added["generation"]}
     if door == "addMany":
         answer = brain.addMany(
             {
                 "items": [
-                    {"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)}
-                    for key, meta in op["put"]
+                    {"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)} for key, meta in op["put"]
                 ]
             }
         )
