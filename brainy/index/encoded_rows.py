@@ -7,9 +7,12 @@ envelope: the 1,000 rows of a page are not rebuilt as dicts and encoded again on
 Made from the stored row's bytes (docs/store-format.md, "Rows and keys": a MessagePack map) without
 decoding what the answer leaves out: the map's entries are walked and skipped, never decoded, so the
 MessagePack answer is the stored entries themselves under a new map header, and only the entries
-kept are decoded (for the JSON answer). A ``get`` without its vector never decodes the vector.
+kept are decoded (for the JSON answer). A ``get`` without its vector never reads the vector; one with it reads
+the row's vector key (a row of format 1 holds its vector inline, and that entry is decoded instead).
 
-**Never stale.** An answer is a function of the stored bytes alone (and of the two answer options).
+**Never stale.** An answer is a function of the stored bytes alone (and of the two answer options), with its
+vector that of the row's vector key at the version's generation: a vector key is written only with its row, so
+that too is named by the version.
 The cache is keyed by (brain handle, user key, the generation that wrote the version, the options):
 a commit writes a new version under a new generation, and a time-travel read finds that generation's
 version. Where the read found the stored bytes, a hit also checks they are the bytes the entry was
