@@ -19,11 +19,13 @@ model says (metadata and generation), and the counts ledger must equal the model
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import queue
 import random
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -38,6 +40,11 @@ from brainy.engine import Brain, init_store
 from brainy.store.files import read_document
 
 WRITER = Path(__file__).parent / "procs" / "writer.py"
+_spec = importlib.util.spec_from_file_location("crash_writer", WRITER)
+assert _spec is not None and _spec.loader is not None
+_writer = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_writer)
+key_vector = _writer.key_vector  # the vector the writer gives each thing, from its key
 
 # tuned so that a writer killed after a fraction of a second has flushed, compacted and rotated its log
 FLUSH_BYTES = 16 << 10
@@ -274,9 +281,14 @@ def read_view(brain: Brain, core: set[str], keys: set[str], paths: set[str], sco
     ordered = sorted(keys)
     for i in range(0, len(ordered), 1000):
         chunk = ordered[i : i + 1000]
-        for key, row in zip(chunk, brain.batchGet({"ids": chunk, "includeData": False})["entities"]):
+        answer = brain.batchGet({"ids": chunk, "includeData": False, "includeVector": True})
+        for key, row in zip(chunk, answer["entities"]):
             if row is not None:
                 assert row["key"] == key and row["type"] == "thing", f"{key} reads as {row}"
+                # every thing keeps the vector it was added with, whatever updated its metadata since
+                assert row["hasVector"] and _f32(row.get("vector", [])) == _f32(key_vector(key)), (
+                    f"{key}: another vector"
+                )
                 things[key] = [row["metadata"], row["generation"]]
                 ids[row["id"]] = key
     rels: dict[tuple[str, str], list[Any]] = {}
@@ -308,6 +320,11 @@ def read_view(brain: Brain, core: set[str], keys: set[str], paths: set[str], sco
         if found:
             mems[scope] = [[m["text"], m["generation"]] for m in found]
     return {"things": things, "rels": rels, "files": files, "mems": mems}
+
+
+def _f32(numbers: list[float]) -> bytes:
+    """A vector as its float32 bytes (the wire gives each number as the shortest decimal of its float32)."""
+    return struct.pack(f"<{len(numbers)}f", *numbers)
 
 
 def read_back(brain: Brain, path: str, digest: str) -> None:

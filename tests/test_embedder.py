@@ -430,8 +430,7 @@ def _relations(brain):
     snap = brain.at()
     out = []
     for _key, raw in brain.sources.scan(K.RELATION, K.prefix_end(K.RELATION), snap.generation):
-        row = rows.unpack(raw)
-        out.append(rows.public_view(row, include_vector=True))
+        out.append(rows.public_view(snap.whole(rows.unpack(raw)), include_vector=True))
     return out
 
 

@@ -22,7 +22,7 @@ def test_init_writes_identity_manifest_ledger_and_an_empty_log(tmp_path):
     """init writes IDENTITY, MANIFEST, the counts ledger and one empty log segment, and nothing else."""
     identity = init_store(tmp_path / "b")
     root = tmp_path / "b"
-    assert read_document(root / "IDENTITY") == identity and identity["format"] == 1
+    assert read_document(root / "IDENTITY") == identity and identity["format"] == 2
     manifest = read_document(root / "MANIFEST")
     assert manifest["generation"] == 0 and manifest["tables"] == [] and manifest["storeId"] == identity["storeId"]
     assert read_document(root / manifest["ledger"])["entities"] == 0
@@ -59,7 +59,7 @@ def test_a_newer_format_is_refused(tmp_path):
     from brainy.store.files import write_document
 
     identity = init_store(tmp_path / "b")
-    write_document(tmp_path / "b" / "IDENTITY", {**identity, "format": 2})
+    write_document(tmp_path / "b" / "IDENTITY", {**identity, "format": 3})
     with pytest.raises(R.StoreUnservableError) as exc:
         Brain.attach(tmp_path / "b")
     assert exc.value.reason == "newer-record-profile"

@@ -62,7 +62,7 @@ def test_purpose_is_a_second_semantic_signal_fused_by_rank(brain):
     answer = brain.find(
         {"query": query, "searchMode": "text", "purpose": "a note about greek letters", "limit": 1000, "explain": True}
     )
-    rows = {r["id"]: r for r in brain.at(None).entities()}
+    rows = {r["id"]: r for r in brain.at(None).entities(vectors=True)}
     text = {h["id"]: h["explanation"]["text"] for h in answer["results"]}
     purpose_vector = embedder.embed_one("a note about greek letters")[0]
     purpose = {i: float(_vector_of(rows[i]) @ purpose_vector) for i in text if rows[i].get("vector")}
@@ -80,7 +80,7 @@ def test_purpose_is_a_second_semantic_signal_fused_by_rank(brain):
 
 def test_purpose_shares_alpha_with_the_semantic_leg_in_weighted_fusion(brain):
     """weighted: each leg normalised to 0-1 over its hits, the purpose leg mixed with the semantic leg's share."""
-    by_key = {r["key"]: r for r in brain.at(None).entities()}
+    by_key = {r["key"]: r for r in brain.at(None).entities(vectors=True)}
     anchor = _vector_of(by_key["d3"])
     answer = brain.find(
         {
@@ -133,7 +133,7 @@ def test_proximity_matches_the_brute_force_window():
 def test_rerank_reorders_the_first_limit_times_four_exactly(brain):
     """rerank: the first limit × 4 fused hits re-scored alpha × exact cosine + (1 − alpha) × proximity, put in
     that order; the rest keep the fused order; the row without a vector scores cosine 0."""
-    rows = {r["id"]: r for r in brain.at(None).entities()}
+    rows = {r["id"]: r for r in brain.at(None).entities(vectors=True)}
     vector = _vector_of(next(r for r in rows.values() if r["key"] == "d10"))
     base = {"query": "beta delta", "vector": vector.tolist(), "searchMode": "hybrid", "limit": 5, "explain": True}
     # the window is the first 50 × 4 of the fused order, read off an unreranked page that long
@@ -158,7 +158,7 @@ def test_rerank_reorders_the_first_limit_times_four_exactly(brain):
 
 def test_rerank_of_a_text_only_find_is_proximity(brain):
     answer = brain.find({"query": "alpha zeta", "searchMode": "text", "rerank": True, "limit": 3})
-    rows = {r["id"]: r for r in brain.at(None).entities()}
+    rows = {r["id"]: r for r in brain.at(None).entities(vectors=True)}
     for hit in answer["results"]:
         assert hit["score"] == pytest.approx(
             _proximity_oracle(["alpha", "zeta"], [w.lower() for w in WORD.findall(rows[hit["id"]]["data"])])
@@ -191,7 +191,7 @@ def test_passages_are_the_best_windows_holding_the_query_words(tmp_path):
 
 def test_the_shapes_at_a_past_generation_agree_with_the_head(brain):
     """A find pinned at a past generation reads rows instead of the live indexes: the same shapes, the same answer."""
-    rows = {r["key"]: r for r in brain.at(None).entities()}
+    rows = {r["key"]: r for r in brain.at(None).entities(vectors=True)}
     q = {
         "query": "gamma",
         "vector": _vector_of(rows["d1"]).tolist(),

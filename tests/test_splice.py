@@ -90,7 +90,7 @@ def call(snap: Any, door: str, id_: Any = None, **document: Any) -> Any:
 
 def old_row(snap: Any, entity_id: str, include_vector: bool, include_data: bool) -> Any:
     row = snap.entity(entity_id)
-    return None if row is None else rows.public_view(row, include_vector, include_data)
+    return None if row is None else rows.public_view(snap.whole(row), include_vector, include_data)
 
 
 def old_way(

@@ -4,7 +4,7 @@ A real ``brainy serve`` (an h1/h2 listener and a gRPC one) holds entities with v
 every JSON type. The same ``find`` page and ``get`` are asked over HTTP/1.1 and HTTP/2, in JSON and in
 MessagePack, over MCP (the official SDK: the JSON text and structuredContent), the WebSocket and gRPC
 (the document as JSON); each answers the rows the old way builds them, read from the same store by a
-read-only attach in this process (``rows.public_view`` of each decoded row), and again, the same,
+read-only attach in this process (``rows.public_view`` of each decoded row made whole), and again, the same,
 once the cache holds them and after a commit changed one.
 """
 
@@ -84,7 +84,7 @@ def expected(server: ServerProcess) -> tuple[list[Any], list[Any]]:
     brain = Brain.attach(server.store)
     try:
         snap = brain.at()
-        found = [rows.public_view(row, True) for row in snap.entities() if row["type"] == "document"]
+        found = [rows.public_view(row, True) for row in snap.entities(vectors=True) if row["type"] == "document"]
     finally:
         brain.close()
     found.sort(key=lambda e: e["denseInt"])

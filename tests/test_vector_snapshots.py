@@ -209,7 +209,7 @@ def test_after_a_sigkill_the_index_is_caught_up_from_the_chain_and_the_tail(tmp_
         check(brain, rng)
         assert brain.vector_follower.built_from == f"snapshot at {flushed}"
         # the tail's moves, taken in one batch, hold every acknowledged vector as an index built from the rows does
-        assert index_state(brain)[1:] == index_of(VectorIndex.build(brain.at().entities(), brain.head))[1:]
+        assert index_state(brain)[1:] == index_of(VectorIndex.build(brain.at().entities(vectors=True), brain.head))[1:]
         deadline = time.monotonic() + 60
         while brain.flushed != head and time.monotonic() < deadline:  # the recovery flush, on its own thread
             time.sleep(0.02)
@@ -593,7 +593,7 @@ def test_a_writer_appends_after_reading_in_place_and_a_reopen_answers_the_same(t
         with brain.at().vectors() as held:  # the base and the delta, both read in place
             assert [len(part.rows) for part in held._slots._parts] == [6_000, 300 + 120]
         graph_in(brain)
-        rows_ = [r for r in brain.at().entities() if r.get("vector")]
+        rows_ = [r for r in brain.at().entities(vectors=True) if r.get("vector")]
         for r in rows_:  # every vector moved a little (its cluster kept): the dead slots outnumber the live
             moved = np.frombuffer(r["vector"], "<f4") + 0.001 * rng.standard_normal(DIM).astype(np.float32)
             brain.update({"id": r["id"], "vector": moved.tolist()})

@@ -43,7 +43,7 @@ def oracle(
     q = _unit(vector)
     scored = [
         (r["id"], float(_unit(np.frombuffer(r["vector"], "<f4")) @ q))
-        for r in brain.at(generation).entities()
+        for r in brain.at(generation).entities(vectors=True)
         if r.get("vector") and r.get("visibility", "public") in tiers and keep(r)
     ]
     scored.sort(key=lambda t: (-t[1], t[0]))

@@ -348,17 +348,21 @@ class Ranking:
         q: Query,
         kept: list[int],
         row_of: Callable[[int], dict[str, Any]],
+        vector_of: Callable[[int], bytes | None],
         query_vector: Any,
         id_of: Callable[[int], str],
     ) -> list[int]:
-        """``rerank``: the first limit × 4 hits of the fused order re-scored exactly from their rows."""
+        """``rerank``: the first limit × 4 hits of the fused order re-scored exactly from their rows (and the
+        vectors ``vector_of`` reads for them)."""
+
+        def unit_of(dense: int) -> Any:
+            vector = vector_of(dense)
+            return unit(vector) if vector else None
 
         def score_of(window: list[int]) -> dict[int, dict[str, Any]]:
             cosine = None
             if query_vector is not None:
-                cosine = SH.cosines(
-                    query_vector, window, lambda d: unit(row_of(d)["vector"]) if row_of(d).get("vector") else None
-                )
+                cosine = SH.cosines(query_vector, window, unit_of)
             near = (lambda d: SH.proximity(q.words, words(row_of(d)))) if "text" in q.legs else None
             return SH.rerank(window, cosine, near, q.fusion.alpha, id_of)
 
@@ -563,7 +567,7 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
     column = columns or {}  # every scalar path has a column; a path with none is missing from every row
     kept = _ordered(q, kept, ranking, id_list.__getitem__, lambda d: (d in column, column.get(d)))
     if q.shapes.rerank:
-        kept = ranking.rerank(q, kept, row_of, vector, id_list.__getitem__)
+        kept = ranking.rerank(q, kept, row_of, lambda d: view.vector(row_of(d)), vector, id_list.__getitem__)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
     answer = _page(
@@ -596,6 +600,9 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
     if "text" in q.legs:  # idf over the whole store at that generation, as the live leg scores it
         text_scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "", set(found))
         stages.mark("text", len(text_scores))
+    if q.semantic is not None or q.purpose is not None:
+        for row in found.values():  # whole: the exact scan, the purpose and the rerank read their vectors
+            view.whole(row)
     if q.semantic is not None:
         vector, anchor_dense = S.anchor_vector(view, q.semantic)
         anchor = None if q.include_self else anchor_dense
@@ -617,7 +624,7 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         stages.mark(f"fusion ({q.fusion.strategy})", len(kept))
     kept = _ordered(q, kept, ranking, id_of, lambda d: _column_value(found[d], q.order_by))
     if q.shapes.rerank:
-        kept = ranking.rerank(q, kept, found.__getitem__, vector, id_of)
+        kept = ranking.rerank(q, kept, found.__getitem__, lambda d: found[d].get("vector"), vector, id_of)
         stages.mark("rerank", len(ranking.exact))
     cost = {"segments": 1, "candidates": scanned, "rowsRead": scanned}
     return _page(

@@ -127,12 +127,13 @@ def anchor_vector(view: Snapshot, source: Source) -> tuple[np.ndarray, int | Non
     row = view.entity(id_)
     if row is None:
         raise R.EntityNotFoundError(f"near.id: no entity {source.anchor!r}", id=source.anchor)
-    if not row.get("vector"):
+    vector = view.vector(row)
+    if not vector:
         # nothing to be near: refused rather than answered from some other index (4.2)
         raise R.InvalidArgumentError(
             f"near.id: entity {source.anchor!r} has no vector", field="near.id", reason="no-vector"
         )
-    return unit(row["vector"]), row["denseInt"]
+    return unit(vector), row["denseInt"]
 
 
 # -- fusion ------------------------------------------------------------------------------------------

@@ -48,13 +48,14 @@ from brainy.index.aggregate_follower import AggregateFollower
 from brainy.index.follower import ProjectionFollower, VectorFollower
 from brainy.index.snapshot import Snapshot
 from brainy.store import horizons as H
+from brainy.store import keys as K
 from brainy.store import lease as L
 from brainy.store import log as log_
 from brainy.store.backup import FileSet, take
 from brainy.store.blobs import BlobStore, Swept
 from brainy.store.commit_path import CommitPath
 from brainy.store.counts import Ledger
-from brainy.store.directory import FORMAT, read_identity
+from brainy.store.directory import FORMAT, mark_format, read_identity
 from brainy.store.files import DocumentUnreadable, read_document
 from brainy.store.head import HeadState
 from brainy.store.maintenance import COMPACT_AT, FLUSH_BYTES, Maintenance
@@ -168,6 +169,11 @@ class Brain:
                 {"code": "opened-read-only", "message": f"another process holds the writer lease: {claim.holder}"}
             )
             return brain
+        try:
+            mark_format(root, identity)
+        except BaseException:
+            lease.abandon()
+            raise
         brain = cls(root, name or root.resolve().name)
         brain.role, brain.claim, brain._lease = "writer", claim, lease
         brain.blobs.writable = True
@@ -329,7 +335,16 @@ class Brain:
             self._replay_run(run, probed)
 
     def _replay_run(self, run: list[log_.Frame], probed: Probed) -> None:
-        probed.probe([written for frame in run for written in frame.written()])
+        # each op's row key and its vector key (a put reads whether the vector changed, a removal whether to drop
+        # it), each with the op's row: a new row's vector key is as new as its row (docs/store-format.md)
+        probed.probe(
+            [
+                looked
+                for frame in run
+                for key, row in frame.written()
+                for looked in ((key, row), (K.vector_key(key), row))
+            ]
+        )
         for frame in run:
             self.commits.replay(frame)
 

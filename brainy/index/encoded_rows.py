@@ -7,9 +7,12 @@ envelope: the 1,000 rows of a page are not rebuilt as dicts and encoded again on
 Made from the stored row's bytes (docs/store-format.md, "Rows and keys": a MessagePack map) without
 decoding what the answer leaves out: the map's entries are walked and skipped, never decoded, so the
 MessagePack answer is the stored entries themselves under a new map header, and only the entries
-kept are decoded (for the JSON answer). A ``get`` without its vector never decodes the vector.
+kept are decoded (for the JSON answer). A ``get`` without its vector never reads the vector; one with it reads
+the row's vector key (a row of format 1 holds its vector inline, and that entry is decoded instead).
 
-**Never stale.** An answer is a function of the stored bytes alone (and of the two answer options).
+**Never stale.** An answer is a function of the stored bytes alone (and of the two answer options), with its
+vector that of the row's vector key at the version's generation: a vector key is written only with its row, so
+that too is named by the version.
 The cache is keyed by (brain handle, user key, the generation that wrote the version, the options):
 a commit writes a new version under a new generation, and a time-travel read finds that generation's
 version. Where the read found the stored bytes, a hit also checks they are the bytes the entry was
@@ -29,6 +32,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -37,6 +41,7 @@ import orjson
 from brainy._speedups import pagerows
 from brainy.contract.encoded import Encoded
 from brainy.contract.vectors import Vector
+from brainy.store import keys as K
 from brainy.store import rows
 
 if TYPE_CHECKING:
@@ -73,24 +78,45 @@ def entries(raw: bytes) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def encode_row(raw: bytes, include_vector: bool = False, include_data: bool = True) -> Encoded:
-    """A stored row's answer (:func:`brainy.store.rows.public_view`) in both encodings, made from its bytes."""
+def _no_split() -> bytes | None:
+    return None
+
+
+def encode_row(
+    raw: bytes,
+    include_vector: bool = False,
+    include_data: bool = True,
+    read_split: Callable[[], bytes | None] = _no_split,
+) -> Encoded:
+    """A stored row's answer (:func:`brainy.store.rows.public_view`) in both encodings, made from its bytes;
+    with ``include_vector``, the vector :func:`brainy.store.rows.vector_of` finds (inline in a format 1 row,
+    else under the row's vector key, which ``read_split`` reads)."""
     kept: list[bytes] = []
-    vector = None
+    inline = has = None
     for key, start, at, end in entries(raw):
         if key == "vector":
-            vector = (at, end)
+            inline = (at, end)
         elif include_data or key != "data":
             kept.append(raw[start:end])
+            if key == "hasVector":
+                has = (at, end)
     body = b"".join(kept)
     plain = map_header(len(kept)) + body
     # orjson's bytes keep their whole ~4 KiB working buffer: a cached answer is copied to its own size, or
     # a 100-byte row would hold 4 KiB for as long as it is kept
     json = bytes(memoryview(orjson.dumps(msgpack.unpackb(plain, raw=False))))
-    if not include_vector or vector is None:
+    if not include_vector:
+        return Encoded(json, plain)
+    # only the two entries the rule reads are decoded
+    told = {
+        "vector": None if inline is None else msgpack.unpackb(raw[inline[0] : inline[1]]),
+        "hasVector": None if has is None else msgpack.unpackb(raw[has[0] : has[1]]),
+    }
+    blob = rows.vector_of(told, read_split)
+    if blob is None:
         return Encoded(json, plain)
     # public_view puts the vector last: so do both encodings here
-    out = Vector.of_float32(msgpack.unpackb(raw[vector[0] : vector[1]]))
+    out = Vector.of_float32(blob)
     json = json[:-1] + (b',"vector":' if len(json) > 2 else b'"vector":') + orjson.dumps(out) + b"}"
     return Encoded(json, map_header(len(kept) + 1) + body + _VECTOR_KEY + out.float32_msgpack())
 
@@ -122,16 +148,23 @@ class RowCache:
             self.hits += 1
             return entry[1]
 
-    def encoded(self, slot: tuple[int, bytes, int, bool, bool], raw: bytes) -> Encoded:
+    def encoded(
+        self,
+        slot: tuple[int, bytes, int, bool, bool],
+        raw: bytes,
+        read_split: Callable[[], bytes | None] = _no_split,
+    ) -> Encoded:
         """The answer for ``slot`` (serial, user key, generation, options) of the version whose stored bytes
-        are ``raw``: kept only if made from these very bytes."""
+        are ``raw``: kept only if made from these very bytes. ``read_split`` reads the row's vector key at the
+        version's generation (:func:`encode_row`); what it answers is the same for every read of the version,
+        since a vector key is written only with its row, so the slot still names the answer."""
         with self._lock:
             entry = self._entries.get(slot)
             if entry is not None and (entry[0] is raw or entry[0] == raw):
                 entry[1].used = True
                 self.hits += 1
                 return entry[1]
-        made = encode_row(raw, slot[3], slot[4])
+        made = encode_row(raw, slot[3], slot[4], read_split)
         cost = made.size + len(raw) + ENTRY_OVERHEAD
         with self._lock:
             self.misses += 1
@@ -245,11 +278,20 @@ def answer(
     """A row version's answer as ``view`` hands rows out: encoded bytes for a transport's snapshot
     (:meth:`~brainy.index.snapshot.Snapshot.for_wire`), a plain document for a call in process. The
     plain document without a vector is decoded from the cached MessagePack, which never held the vector;
-    one with its vector is the stored row's :func:`~brainy.store.rows.public_view` (a
-    :class:`~brainy.contract.vectors.Vector`, as in-process callers get it)."""
-    if not view.wire and include_vector:
-        return rows.public_view(rows.unpack(raw), True, include_data)
-    made = CACHE.encoded((view.serial, key, generation, include_vector, include_data), raw)
+    one with its vector is the whole row's :func:`~brainy.store.rows.public_view` (a
+    :class:`~brainy.contract.vectors.Vector`, as in-process callers get it). The vector is read at
+    ``generation``, the version's, as every read of it would find it."""
+    if not include_vector:
+        made = CACHE.encoded((view.serial, key, generation, False, include_data), raw)
+        return made if view.wire else made.msgpack_document()
+    vkey, sources = K.vector_key(key), view.sources
+
+    def read_split() -> bytes | None:
+        return sources.lookup(vkey, generation)
+
+    if not view.wire:
+        return rows.public_view(rows.whole(rows.unpack(raw), read_split), True, include_data)
+    made = CACHE.encoded((view.serial, key, generation, include_vector, include_data), raw, read_split)
     return made if view.wire else made.msgpack_document()
 
 

@@ -525,7 +525,7 @@ class VectorFollower(ProjectionFollower):
                 empty = VectorIndex()
                 empty.stamp = self._brain.head
                 return empty
-        return VectorIndex.build(self._brain.at(head).entities(), head)
+        return VectorIndex.build(self._brain.at(head).entities(vectors=True), head)
 
     def _persisted(self) -> VectorIndex | None:
         """The index the newest base and its deltas hold (docs/store-format.md, "Vector index snapshots"): its
@@ -550,7 +550,7 @@ class VectorFollower(ProjectionFollower):
         brain = self._brain
         if not self._moves.reaches(index.stamp, brain.head):
             # the moves this handle holds start at the flushed generation: the rows bring an older index up
-            index.rows_caught_up(brain.at(brain.head).entities(), brain.head)
+            index.rows_caught_up(brain.at(brain.head).entities(vectors=True), brain.head)
         return index
 
     def advance(self, durable: int, flushed: int) -> None:

@@ -14,7 +14,7 @@ generation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -189,10 +189,36 @@ class Snapshot:
         raw = self.lookup(K.relation_key(id_))
         return rows.unpack(raw) if raw else None
 
-    def entities(self) -> Iterator[dict[str, Any]]:
-        """Every entity row, in id order."""
-        for _, raw in self.scan(K.ENTITY, b"f"):
-            yield rows.unpack(raw)
+    def vector(self, row: dict[str, Any]) -> bytes | None:
+        """The vector of ``row`` (an entity or relation row this snapshot read) as it reads it
+        (:func:`brainy.store.rows.vector_of`); None when it has none."""
+        return rows.vector_of(row, self._split_of(row))
+
+    def whole(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` (decoded for the caller alone) with its vector in it, when it has one."""
+        return rows.whole(row, self._split_of(row))
+
+    def _split_of(self, row: dict[str, Any]) -> Callable[[], bytes | None]:
+        """The read of ``row``'s vector key at this snapshot's generation (a relation row has ``from``)."""
+        key = K.relation_key(row["id"]) if "from" in row else K.entity_key(row["id"])
+        return lambda: self.lookup(K.vector_key(key))
+
+    def entities(self, vectors: bool = False) -> Iterator[dict[str, Any]]:
+        """Every entity row, in id order; with ``vectors``, whole (each one's vector in it), the vectors read
+        by one pass over the vector keys beside the pass over the rows, not a point read each."""
+        found = self.scan(K.ENTITY, b"f")
+        if not vectors:
+            for _, raw in found:
+                yield rows.unpack(raw)
+            return
+        split = self.scan(K.ENTITY_VECTOR, K.prefix_end(K.ENTITY_VECTOR))
+        pending = next(split, None)
+        for key, raw in found:
+            id_ = key[1:]
+            while pending is not None and pending[0][1:] < id_:
+                pending = next(split, None)
+            held = pending[1] if pending is not None and pending[0][1:] == id_ else None
+            yield rows.whole(rows.unpack(raw), lambda held=held: held)
 
     def relations(self) -> Iterator[dict[str, Any]]:
         """Every relation row, in id order."""
@@ -240,7 +266,7 @@ class Snapshot:
             with self._store.vector_follower.held() as index:
                 yield index
         else:
-            yield VectorIndex.build(self.entities(), self.generation, graph=False)
+            yield VectorIndex.build(self.entities(vectors=True), self.generation, graph=False)
 
     def ledger(self) -> Ledger:
         """The counts as of this snapshot: the brain's own ledger at its head, else counted from the rows."""

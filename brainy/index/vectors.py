@@ -109,7 +109,8 @@ class VectorIndex:
 
     @classmethod
     def build(cls, entities: Iterable[dict[str, Any]], stamp: int, graph: bool = True) -> VectorIndex:
-        """From the rows. The graph is left to :meth:`catch_up`: until then every search is exact."""
+        """From the rows, whole (each vector in its row: ``Snapshot.entities(vectors=True)``). The graph is left to
+        :meth:`catch_up`: until then every search is exact."""
         built = cls(graph)
         for row in sorted((r for r in entities if r.get("vector")), key=lambda r: r["denseInt"]):
             built._write(row["denseInt"], row["vector"])
@@ -156,7 +157,8 @@ class VectorIndex:
     # -- following the commits -------------------------------------------------------------------------
 
     def apply(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
-        """Move the index from an entity's old row to its new one (None: absent)."""
+        """Move the index from an entity's old row to its new one (None: absent), both whole, as a commit's moves
+        carry them (brainy/store/txn.py)."""
         old = before.get("vector") if before is not None else None
         new = after.get("vector") if after is not None else None
         if old is not None and new is not None and old == new and before["denseInt"] == after["denseInt"]:
@@ -294,8 +296,8 @@ class VectorIndex:
             self._bitmap = None
 
     def rows_caught_up(self, entities: Iterable[dict[str, Any]], stamp: int) -> None:
-        """Bring an older index to ``stamp`` from that generation's rows: a row written after the index's
-        stamp replaces its slot, and a live slot no row holds dies."""
+        """Bring an older index to ``stamp`` from that generation's rows (whole, as :meth:`build` takes them): a row
+        written after the index's stamp replaces its slot, and a live slot no row holds dies."""
         held: set[int] = set()
         for row in entities:
             dense = row["denseInt"]

@@ -13,7 +13,10 @@ from brainy.store import log as log_
 from brainy.store.counts import Ledger
 from brainy.store.files import DocumentUnreadable, fsync_dir, read_document, write_document
 
-FORMAT = 1
+FORMAT = 1  # the MANIFEST's layout
+# the store's (IDENTITY's): 2 keeps a row's vector under a key of its own, 1 kept it inside the row (a format 1
+# store is read as it stands; a writer's open marks it 2 before it writes, so an older brainy refuses it)
+STORE_FORMAT = 2
 FOLDERS = ("log", "sst", "ledger", "locks", "index")
 
 
@@ -37,11 +40,23 @@ def read_identity(root: Path) -> dict[str, Any]:
         raise R.StoreUnservableError(
             f"IDENTITY does not read: {exc.reason}", reason="unreadable-generation-stamp"
         ) from None
-    if not isinstance(identity.get("format"), int) or identity["format"] > FORMAT:
+    if not isinstance(identity.get("format"), int) or identity["format"] > STORE_FORMAT:
         raise R.StoreUnservableError(
-            f"the store has format {identity.get('format')}; this brainy reads {FORMAT}", reason="newer-record-profile"
+            f"the store has format {identity.get('format')}; this brainy reads up to {STORE_FORMAT}",
+            reason="newer-record-profile",
         )
     return identity
+
+
+def mark_format(root: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """The writer's open, once it holds the lease: a store of an older format is marked with this one (IDENTITY
+    replaced whole, nothing else changed) before anything is written in this one's layout, so an older brainy
+    refuses it by name rather than take a row whose vector is under its own key for a row without one."""
+    if identity["format"] >= STORE_FORMAT:
+        return identity
+    marked = {**identity, "format": STORE_FORMAT}
+    write_document(root / "IDENTITY", marked)
+    return marked
 
 
 class StoreExistsError(Exception):
@@ -64,7 +79,12 @@ def init_store(path: str | os.PathLike[str]) -> dict[str, Any]:
     else:
         root.mkdir(parents=True)
         fsync_dir(root.parent)
-    identity = {"format": FORMAT, "product": "brainy", "storeId": K.uuid7(), "createdAt": time.time_ns() // 1_000_000}
+    identity = {
+        "format": STORE_FORMAT,
+        "product": "brainy",
+        "storeId": K.uuid7(),
+        "createdAt": time.time_ns() // 1_000_000,
+    }
     for folder in FOLDERS:
         (root / folder).mkdir()
     with open(root / "log" / log_.segment_name(1), "wb") as f:

@@ -20,6 +20,8 @@ ADJACENCY = b"a"
 IDENTITY = b"q"
 COMMIT = b"g"
 PATH = b"p"
+ENTITY_VECTOR = b"v"
+RELATION_VECTOR = b"w"
 
 # adjacency values: which way the relation points from the keyed entity
 OUT, IN = 1, 2
@@ -90,6 +92,12 @@ def entity_key(id_: str) -> bytes:
 
 def relation_key(id_: str) -> bytes:
     return RELATION + uuid.UUID(id_).bytes
+
+
+def vector_key(row_key: bytes) -> bytes:
+    """The key a row's vector is kept under, from the row's own (``e``/``r`` + id): ``v``/``w`` + the same id
+    (docs/store-format.md, "Rows and keys")."""
+    return (ENTITY_VECTOR if row_key[:1] == ENTITY else RELATION_VECTOR) + row_key[1:]
 
 
 def adjacency_key(entity_id: str, relation_id: str) -> bytes:

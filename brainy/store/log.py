@@ -77,6 +77,8 @@ class Frame:
         for op in doc["ops"]:
             if not isinstance(op, dict) or op.get("k") not in OP_KINDS or op.get("o") not in OP_NAMES:
                 raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: unknown op")
+            if "vec" in op and not isinstance(op["vec"], bytes):  # a put's vector is bin, or absent
+                raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: a vec that is not bin")
         return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"])
 
     def written(self) -> list[tuple[bytes, dict[str, Any] | None]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgpack
@@ -215,6 +215,42 @@ def mean_vector(a: bytes, b: bytes) -> bytes:
     return array("f", [(x + y) / 2 for x, y in zip(va, vb)]).tobytes()
 
 
+def vector_of(row: Mapping[str, Any], read_split: Callable[[], bytes | None]) -> bytes | None:
+    """A stored row's vector: how every reader of one gets it (docs/store-format.md, "Rows and keys").
+
+    A row version written by format 1 holds its vector inline, under ``vector``; a later one holds none and
+    says ``hasVector``, its vector under its vector key, which ``read_split`` reads at the generation the row
+    was read at (a vector key is written only with its row, so any generation from the row version's on reads
+    the vector that version was written with)."""
+    inline = row.get("vector")
+    if inline is not None or not row.get("hasVector"):
+        return inline
+    return read_split()
+
+
+def whole(row: dict[str, Any], read_split: Callable[[], bytes | None]) -> dict[str, Any]:
+    """``row``, a stored row decoded for the caller alone, with its vector (:func:`vector_of`) put under
+    ``vector`` when it has one: the row a write door works on and a commit's moves carry."""
+    if "vector" not in row:
+        vector = vector_of(row, read_split)
+        if vector is not None:
+            row["vector"] = vector
+    return row
+
+
+def stored(row: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """A whole row as it is stored and its vector apart: the row without ``vector``, its ``hasVector`` saying
+    whether there is one (so the row alone tells a replay whether the vector stays or goes)."""
+    vector = row.get("vector")
+    has = vector is not None
+    if "vector" not in row and bool(row.get("hasVector")) == has:
+        return row, None
+    out = {k: v for k, v in row.items() if k != "vector"}
+    if bool(out.get("hasVector")) != has:
+        out["hasVector"] = has
+    return out, vector
+
+
 def pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
@@ -224,7 +260,7 @@ def unpack(data: bytes) -> Any:
 
 
 def public_view(row: dict[str, Any], include_vector: bool = False, include_data: bool = True) -> dict[str, Any]:
-    """The wire document of a stored row."""
+    """The wire document of a row; with ``include_vector``, of a whole one (:func:`whole`: its vector in it)."""
     out = dict(row)
     blob = out.pop("vector", None)
     if include_vector and blob is not None:

@@ -2,13 +2,19 @@
 
 The four low-level ops (entity put/delete, relation put/delete) are the only
 way rows change. A live commit reaches them through the write doors; replay
-reaches them straight from a log frame. Both derive the same adjacency and
-identity keys and move the counts ledger the same way, so a replayed store
-equals the one that was acknowledged.
+reaches them straight from a log frame. Both derive the same adjacency,
+identity and vector keys and move the counts ledger the same way, so a
+replayed store equals the one that was acknowledged.
+
+A commit works on whole rows: :meth:`Txn.entity` and :meth:`Txn.relation` answer a row with its vector in
+it, and the puts take one so. The store keeps the vector apart, under the row's vector key
+(docs/store-format.md, "Rows and keys"), written only when it changes: a put splits the row, and logs the
+vector (the op's ``vec``) only then.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -35,6 +41,9 @@ class Txn:
         self._read = read
         self._scan = scan
         self.overlay: dict[bytes, bytes] = {}  # an empty value is a tombstone
+        # what the store answered, kept: it reads one generation, so an answer never changes, and a put reads again
+        # what its door read (the row, then its vector key to tell whether the vector changed)
+        self._reads: dict[bytes, bytes | None] = {}
         self.ops: list[dict[str, Any]] = []
         self.moves: list[tuple[str, dict | None, dict | None]] = []
         self.next_dense = next_dense
@@ -49,7 +58,11 @@ class Txn:
     def get(self, key: bytes) -> bytes | None:
         value = self.overlay.get(key)
         if value is None:
-            value = self._read(key)
+            reads = self._reads
+            if key in reads:
+                value = reads[key]
+            else:
+                value = reads[key] = self._read(key)
         return value or None
 
     def committed(self, key: bytes) -> bytes | None:
@@ -58,12 +71,18 @@ class Txn:
         return self._read(key) or None
 
     def entity(self, id_: str) -> dict[str, Any] | None:
-        raw = self.get(K.entity_key(id_))
-        return rows.unpack(raw) if raw else None
+        """The entity as this commit stands, whole (its vector in it)."""
+        return self._whole(K.entity_key(id_))
 
     def relation(self, id_: str) -> dict[str, Any] | None:
-        raw = self.get(K.relation_key(id_))
-        return rows.unpack(raw) if raw else None
+        """The relation as this commit stands, whole (its vector in it)."""
+        return self._whole(K.relation_key(id_))
+
+    def _whole(self, key: bytes) -> dict[str, Any] | None:
+        raw = self.get(key)
+        if not raw:
+            return None
+        return rows.whole(rows.unpack(raw), lambda: self.get(K.vector_key(key)))
 
     def scan(self, start: bytes, stop: bytes | None) -> list[bytes]:
         """Live keys in ``[start, stop)``, the overlay over the store."""
@@ -113,43 +132,65 @@ class Txn:
         return value
 
     def put_entity(self, row: dict[str, Any], raw: bytes | None = None) -> None:
-        before = self.entity(row["id"])
-        if raw is None:
-            raw = rows.pack(row)
-        else:
-            self.next_dense = max(self.next_dense, row["denseInt"] + 1)
-        self._set(K.entity_key(row["id"]), raw)
+        """Put a whole entity row; ``raw``, when the caller has it (a replay), is the row as stored."""
+        key = K.entity_key(row["id"])
+        before = self._whole(key)
+        self._put("e", key, row, raw)
         self._repost(before, row)
-        self.ops.append({"k": "e", "o": "put", "row": raw})
         self.moves.append(("e", before, row))
 
     def delete_entity(self, id_: str) -> None:
-        before = self.entity(id_)
-        self._set(K.entity_key(id_), b"")
+        key = K.entity_key(id_)
+        before = self._whole(key)
+        self._delete(key)
         self._repost(before, None)
         self.ops.append({"k": "e", "o": "del", "id": id_})
         self.moves.append(("e", before, None))
 
     def put_relation(self, row: dict[str, Any], raw: bytes | None = None) -> None:
-        before = self.relation(row["id"])
-        if raw is None:
-            raw = rows.pack(row)
-        else:
-            self.next_dense = max(self.next_dense, row["denseInt"] + 1)
+        """Put a whole relation row; ``raw`` as for :meth:`put_entity`."""
+        key = K.relation_key(row["id"])
+        before = self._whole(key)
         if before is not None:
             self._unindex(before)
         self._index(row)
-        self._set(K.relation_key(row["id"]), raw)
-        self.ops.append({"k": "r", "o": "put", "row": raw})
+        self._put("r", key, row, raw)
         self.moves.append(("r", before, row))
 
     def delete_relation(self, id_: str) -> None:
-        before = self.relation(id_)
+        key = K.relation_key(id_)
+        before = self._whole(key)
         if before is not None:
             self._unindex(before)
-        self._set(K.relation_key(id_), b"")
+        self._delete(key)
         self.ops.append({"k": "r", "o": "del", "id": id_})
         self.moves.append(("r", before, None))
+
+    def _put(self, kind: str, key: bytes, row: dict[str, Any], raw: bytes | None) -> None:
+        """Stage a whole row's put: the row without its vector, and the vector key only when it does not hold the
+        row's vector already (a new vector, a vector gone, a format 1 row's first put since), which is also the
+        one put whose op carries the vector (``vec``): a put that changes only the rest costs only the rest."""
+        held, vector = row, row.get("vector")
+        if raw is None:
+            held, vector = rows.stored(row)
+            raw = rows.pack(held)
+        if held.get("hasVector") != row.get("hasVector"):
+            row["hasVector"] = held["hasVector"]  # the moves carry what the store holds
+        self._set(key, raw)
+        op: dict[str, Any] = {"k": kind, "o": "put", "row": raw}
+        vkey = K.vector_key(key)
+        if vector != self.get(vkey):
+            self._set(vkey, b"" if vector is None else vector)
+            if vector is not None:
+                op["vec"] = vector
+        self.ops.append(op)
+
+    def _delete(self, key: bytes) -> None:
+        """Stage a row's removal: a tombstone on the row, and on its vector key when that holds a vector."""
+        self._set(key, b"")
+        vkey = K.vector_key(key)
+        if self.get(vkey) is not None:
+            self._set(vkey, b"")
 
     def _repost(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
         """Keep the path posting (``p`` keys) of a vfs node: derived from its rows, as ``a`` and ``q`` are."""
@@ -176,12 +217,26 @@ class Txn:
         self._set(K.identity_key(a, b, row["type"], row.get("subtype")), b"")
 
     def replay(self, ops: list[dict[str, Any]], decoded: list[dict[str, Any] | None] | None = None) -> None:
-        """Apply the ops of a logged frame; ``decoded`` (if given) holds each put's row already unpacked."""
+        """Apply the ops of a logged frame; ``decoded`` (if given) holds each put's row already unpacked.
+
+        Each put's row is made whole as its commit had it: the vector the op carries (``vec``), else, when the
+        row says it has one, the one its vector key holds. A format 1 frame's row holds its vector inline: it
+        is stored split, as a put of today's stores it (docs/store-format.md, "Frame payload")."""
         for i, op in enumerate(ops):
             if op["o"] == "put":
-                raw = op["row"]
+                logged: bytes = op["row"]
                 # a None in ``decoded`` stands for a delete's row: a put's is there
-                row = rows.unpack(raw) if decoded is None else cast("dict[str, Any]", decoded[i])
+                row = rows.unpack(logged) if decoded is None else cast("dict[str, Any]", decoded[i])
+                raw: bytes | None = logged
+                self.next_dense = max(self.next_dense, row["denseInt"] + 1)
+                key = (K.entity_key if op["k"] == "e" else K.relation_key)(row["id"])
+                vec = op.get("vec")
+                if "vector" in row:  # a format 1 frame: split as it is stored
+                    row, raw = dict(row), None
+                elif vec is not None:
+                    row = {**row, "vector": vec}
+                elif row.get("hasVector"):
+                    row = rows.whole(dict(row), functools.partial(self.get, K.vector_key(key)))
                 (self.put_entity if op["k"] == "e" else self.put_relation)(row, raw)
             else:
                 (self.delete_entity if op["k"] == "e" else self.delete_relation)(op["id"])

@@ -16,7 +16,8 @@ json saying everything the commit writes:
     {"door": name, "put": [[key, metadata], ...], "rel": [[from, to, metadata], ...],
      "del": [key, ...], "file": [path, hash, size] | null, "mem": [scope, text] | null}
 
-(``put``: entities of type ``thing`` written whole, new or over a live one; ``rel``: relatedTo
+(``put``: entities of type ``thing`` written whole, new or over a live one, each new one with the vector
+:func:`key_vector` derives from its key, which an update of its metadata keeps; ``rel``: relatedTo
 relations written whole; ``del``: entities removed with their relations; ``file``: a file
 written under ``/kill/w<t>/``; ``mem``: a fact remembered in its own scope). Once the commit has
 returned (durable) it prints ``ACK <t> <seq> <generation> <json>``, the json holding what the
@@ -74,6 +75,12 @@ from brainy.store.horizons import Horizons
 _SAID = threading.Lock()  # the writer threads and the maintenance thread print; a line is one write
 CALLER = "killer"  # memory.remember writes need a caller to attribute the fact to
 KNOWN_MAX = 64  # the keys a thread keeps to update, relate and remove: a bounded sample, oldest dropped
+
+
+def key_vector(key: str) -> list[float]:
+    """The vector a thing is written with, from its key alone: 384 numbers (2b - 255) / 256 over the bytes b of
+    the key's SHAKE-256, each a float32 exactly and never zero. The crash law reads every thing back with it."""
+    return [(2 * b - 255) / 256 for b in hashlib.shake_256(key.encode()).digest(384)]
 
 
 def say(line: str) -> None:
@@ -159,7 +166,10 @@ def commit(brain: Brain, seq: int, op: dict[str, Any]) -> dict[str, Any]:
     """Run ``op`` through its door; answers the generation and what the answer said worth checking."""
     door = op["door"]
     if door == "transact":
-        ops = [{"door": "add", "args": {"type": "thing", "id": key, "metadata": meta}} for key, meta in op["put"]]
+        ops = [
+            {"door": "add", "args": {"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)}}
+            for key, meta in op["put"]
+        ]
         ops += [
             {"door": "relate", "args": {"from": a, "to": b, "type": "relatedTo", "metadata": meta}}
             for a, b, meta in op.get("rel", [])
@@ -167,9 +177,16 @@ def commit(brain: Brain, seq: int, op: dict[str, Any]) -> dict[str, Any]:
         return {"generation": brain.transact({"ops": ops})["generation"]}
     if door == "add":
         ((key, meta),) = op["put"]
-        return {"generation": brain.add({"type": "thing", "id": key, "metadata": meta})["generation"]}
+        added = brain.add({"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)})
+        return {"generation": added["generation"]}
     if door == "addMany":
-        answer = brain.addMany({"items": [{"type": "thing", "id": key, "metadata": meta} for key, meta in op["put"]]})
+        answer = brain.addMany(
+            {
+                "items": [
+                    {"type": "thing", "id": key, "metadata": meta, "vector": key_vector(key)} for key, meta in op["put"]
+                ]
+            }
+        )
         return {"generation": answer["generation"], "failed": answer["failed"]}
     if door == "update":
         ((key, meta),) = op["put"]

@@ -168,8 +168,13 @@ def _cosines(view: Snapshot, rows_: list[dict[str, Any]], query: np.ndarray) -> 
             if index.stamp == view.generation:
                 vectors = {r["id"]: index.vector_of(r["denseInt"]) for r in rows_}
                 return {i: float(np.dot(v, query)) if v is not None else 0.0 for i, v in vectors.items()}
-    stored = {r["id"]: (view.entity(r["id"]) or {}).get("vector") for r in rows_}
+    stored = {r["id"]: _stored_vector(view, r["id"]) for r in rows_}
     return {i: float(np.dot(unit(v), query)) if v else 0.0 for i, v in stored.items()}
+
+
+def _stored_vector(view: Snapshot, id_: str) -> bytes | None:
+    row = view.entity(id_)
+    return None if row is None else view.vector(row)
 
 
 def rank(
