@@ -530,3 +530,21 @@ def test_search_with_no_query_is_store_order_and_pages(brain, monkeypatch):
     mine = call(brain, "search", {"participant": CRITIC, "status": "open"})
     assert {h["id"] for h in mine["hits"]} == {"thread:ACC-1", "action:write-the-summary"}
     refused(R.InvalidArgumentError, call, brain, "search", {"kinds": ["memo"]})
+
+
+def test_a_ranked_search_pages_the_same_fused_list(brain):
+    """With a query, a cursor pages on through the one fused list its first page ranked: the pages together are
+    the whole answer, in its order, each hit once."""
+    negotiation(brain)
+    whole = call(brain, "search", {"query": "ACC-1 summary draft", "limit": 50})
+    assert whole["hasMore"] is False and len(whole["hits"]) > 3
+    pages, cursor = [], None
+    while True:
+        page = call(
+            brain, "search", {"query": "ACC-1 summary draft", "limit": 2, **({"cursor": cursor} if cursor else {})}
+        )
+        pages.extend(h["id"] for h in page["hits"])
+        cursor = page["cursor"]
+        if not page["hasMore"]:
+            break
+    assert pages == [h["id"] for h in whole["hits"]]

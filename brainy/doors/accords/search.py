@@ -16,7 +16,9 @@ the number of legs served (the *ceiling*: 1, or 2 with meaning). An exact hit sc
 first by arithmetic, not by a sort that happens to hold. Ties break on the protocol id. With no query there are
 no scores and no re-sort: one find with no order key, the records in the store's order.
 
-A cursor pins the generation of its first page and the query; a ranked search pages at most 1,000 hits deep.
+A cursor pins the generation of its first page and the query. Each ranked leg hands the fusion its best
+:data:`DEPTH` hits whatever the page, so every page fuses the same lists and a ranked search pages within
+them (at most ``2 × DEPTH`` hits past the exact ones); the rows it reads are bounded by them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from brainy.index.where import compile_where
 from brainy.store import rows
 from brainy.store.rows import invalid
 
-DEPTH = 1000  # the most hits a ranked leg hands the fusion: find's own page limit
+# the hits each ranked leg hands the fusion, whatever the page: every page of a query fuses the same lists, and a
+# search reads at most this many rows a leg (each hit is a row read, its record answered)
+DEPTH = 100
 #: What leaves the meaning leg out of a search, said in the answer rather than refused (DOORS 12.2, 9).
 UNSERVED = (R.EmbeddingModelMissingError, R.ProjectionBehindError, R.IndexNotAttachedError)
 NARROWINGS = ("query", "kinds", "status", "participant", "lab")
