@@ -93,14 +93,7 @@ def _taken(txn: Txn) -> Callable[[str], bool]:
     return lambda key: txn.entity(ids.row_id(key)) is not None
 
 
-def _put(
-    txn: Txn,
-    ctx: Context,
-    kind: str,
-    key: str,
-    data: str,
-    fields: dict[str, Any],
-) -> dict[str, Any]:
+def _put(txn: Txn, ctx: Context, kind: str, key: str, data: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A new record of ``kind`` at ``key``: its fields in metadata (a None left out), ``data`` its text,
     embedded when the door's ``embeds`` named it and a model was there."""
     metadata = {"kind": kind, **{k: v for k, v in fields.items() if v is not None}}
@@ -196,25 +189,35 @@ def _record(txn: Txn, text: Any, kinds: tuple[str, ...], field: str) -> dict[str
     return M.resolve(txn.entity, text, kinds, field)
 
 
-def _round(
-    txn: Txn, ctx: Context, parent: dict[str, Any], who: str, text: str, **more: Any
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The parent's next round (rule A2: ``lastSeq`` + 1), ``partOf`` it; answers (round, parent as changed)."""
+def _under(
+    txn: Txn,
+    ctx: Context,
+    who: str,
+    parent: dict[str, Any],
+    verb: str,
+    kind: str,
+    key: str,
+    data: str,
+    fields: dict[str, Any],
+    **changes: Any,
+) -> dict[str, Any]:
+    """A record of ``kind`` at ``key`` that belongs to ``parent`` (its ``parent``, by ``who``, related to it by
+    ``verb``), and ``parent`` changed by ``changes`` in the same commit (its counters)."""
+    made = _put(txn, ctx, kind, key, data, {**fields, "author": who, "parent": M.key_of(parent), "involves": [who]})
+    _relate(txn, ctx, made, parent, verb)
+    if changes:
+        _changed(txn, parent, **changes)
+    return made
+
+
+def _round(txn: Txn, ctx: Context, parent: dict[str, Any], who: str, text: str, **more: Any) -> dict[str, Any]:
+    """The parent's next round (rule A2: ``lastSeq`` + 1), ``partOf`` it; its author joins the parent."""
     seq = int(M.meta(parent, "lastSeq", 0)) + 1
-    key = ids.round_(M.key_of(parent), seq)
-    made = _put(
-        txn,
-        ctx,
-        "round",
-        key,
-        text,
-        {"seq": seq, "text": text, "author": who, "parent": M.key_of(parent), "involves": [who]},
-    )
-    _relate(txn, ctx, made, parent, "partOf")
     changes: dict[str, Any] = {"lastSeq": seq, "involves": _with(M.meta(parent, "involves", []), who), **more}
     if M.kind_of(parent) == "thread":
         changes["participants"] = _with(M.meta(parent, "participants", []), who)
-    return made, _changed(txn, parent, **changes)
+    key = ids.round_(M.key_of(parent), seq)
+    return _under(txn, ctx, who, parent, "partOf", "round", key, text, {"seq": seq, "text": text}, **changes)
 
 
 # -- what each door stores, for its embeds --------------------------------------------------------------------
@@ -267,7 +270,7 @@ def file(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
             "lab": (provenance or {}).get("lab"),
         },
     )
-    first, _ = _round(txn, ctx, thread, who, text)
+    first = _round(txn, ctx, thread, who, text)
     return {"id": key, "round": first["key"]}
 
 
@@ -289,8 +292,7 @@ def post_round(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
             expected=expected,
             actual=seq,
         )
-    made, _ = _round(txn, ctx, parent, who, text)
-    return {"id": made["key"], "seq": seq}
+    return {"id": _round(txn, ctx, parent, who, text)["key"], "seq": seq}
 
 
 @door("accords.postUpdate", WRITE, embeds=_said("text"))
@@ -305,20 +307,46 @@ def post_update(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     still_open(target, "accords.postUpdate")
     n = int(M.meta(target, "updates", 0)) + 1
     key = ids.update(M.key_of(target), n)
-    made = _put(
-        txn,
-        ctx,
-        "update",
-        key,
-        text,
-        {"text": text, "state": state, "author": who, "parent": M.key_of(target), "involves": [who]},
-    )
-    _relate(txn, ctx, made, target, "references")
-    _changed(txn, target, updates=n)
+    _under(txn, ctx, who, target, "references", "update", key, text, {"text": text, "state": state}, updates=n)
     return {"id": key}
 
 
 # -- record, escalate ------------------------------------------------------------------------------------------
+
+
+def _slugged(
+    txn: Txn,
+    ctx: Context,
+    who: str,
+    kind: str,
+    title: str,
+    text: str | None,
+    subject: dict[str, Any] | None,
+    verb: str,
+    fields: dict[str, Any],
+) -> dict[str, Any]:
+    """A new ``<kind>:<slug>`` record titled ``title`` (its text after), on ``subject`` when given: its ``parent``,
+    related to it by ``verb``, its provenance inherited, so the dashboard's lab lens keeps a lab's whole story."""
+    provenance = M.meta(subject, "provenance") if subject is not None else None
+    made = _put(
+        txn,
+        ctx,
+        kind,
+        ids.slug(title, kind, _taken(txn)),
+        _joined(title, text),
+        {
+            "text": text,
+            "author": who,
+            "parent": M.key_of(subject) if subject is not None else None,
+            "involves": [who],
+            "provenance": provenance,
+            "lab": (provenance or {}).get("lab"),
+            **fields,
+        },
+    )
+    if subject is not None:
+        _relate(txn, ctx, made, subject, verb)
+    return made
 
 
 def _decision(
@@ -332,30 +360,8 @@ def _decision(
     escalation: str | None = None,
 ) -> dict[str, Any]:
     """A decision awaiting the owner's word, ``decision:<slug>``, referencing its subject."""
-    key = ids.slug(question, "decision", _taken(txn))
-    provenance = M.meta(subject, "provenance") if subject is not None else None
-    made = _put(
-        txn,
-        ctx,
-        "decision",
-        key,
-        _joined(question, text),
-        {
-            "question": question,
-            "text": text,
-            "options": options,
-            "status": "awaiting",
-            "author": who,
-            "parent": M.key_of(subject) if subject is not None else None,
-            "escalation": escalation,
-            "involves": [who],
-            "provenance": provenance,
-            "lab": (provenance or {}).get("lab"),
-        },
-    )
-    if subject is not None:
-        _relate(txn, ctx, made, subject, "references")
-    return made
+    fields = {"question": question, "options": options, "status": "awaiting", "escalation": escalation}
+    return _slugged(txn, ctx, who, "decision", question, text, subject, "references", fields)
 
 
 @door("accords.record", WRITE, embeds=_recorded)
@@ -378,32 +384,15 @@ def record(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if a.get("options") is not None:
         raise invalid("options", "bad-operand", "options are for a decision")
     assignee = _principal(a["assignee"], "assignee") if a.get("assignee") is not None else who
-    due = _due(a.get("due"))
-    key = ids.slug(title, "action", _taken(txn))
-    provenance = M.meta(thread, "provenance") if thread is not None else None
-    made = _put(
-        txn,
-        ctx,
-        "action",
-        key,
-        _joined(title, text),
-        {
-            "title": title,
-            "text": text,
-            "assignee": assignee,
-            "status": "open",
-            "due": due,
-            "author": who,
-            "parent": M.key_of(thread) if thread is not None else None,
-            "involves": _with([who], assignee),
-            "lastSeq": 0,
-            "provenance": provenance,
-            "lab": (provenance or {}).get("lab"),
-        },
-    )
-    if thread is not None:
-        _relate(txn, ctx, made, thread, "partOf")
-    return {"id": key}
+    fields = {
+        "title": title,
+        "assignee": assignee,
+        "status": "open",
+        "due": _due(a.get("due")),
+        "involves": _with([who], assignee),
+        "lastSeq": 0,
+    }
+    return {"id": _slugged(txn, ctx, who, "action", title, text, thread, "partOf", fields)["key"]}
 
 
 @door("accords.escalate", WRITE, embeds=_said("question"))
@@ -418,22 +407,8 @@ def escalate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     n = int(M.meta(target, "escalations", 0)) + 1
     key = ids.escalation(M.key_of(target), n)
     decision = _decision(txn, ctx, who, question, None, options, target, key)
-    made = _put(
-        txn,
-        ctx,
-        "escalation",
-        key,
-        question,
-        {
-            "question": question,
-            "decision": decision["key"],
-            "author": who,
-            "parent": M.key_of(target),
-            "involves": [who],
-        },
-    )
-    _relate(txn, ctx, made, target, "references")
-    _changed(txn, target, escalations=n)
+    fields = {"question": question, "decision": decision["key"]}
+    _under(txn, ctx, who, target, "references", "escalation", key, question, fields, escalations=n)
     return {"escalation": key, "decision": decision["key"]}
 
 
@@ -443,7 +418,8 @@ def escalate(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
 def _live_mandates(txn: Txn, ctx: Context) -> list[str]:
     """Every mandate live when this commit runs: the board's, the live ones the postings at the durable head
     hold, and any the commits applied above it made (not searchable there yet)."""
-    found = dict.fromkeys([_board(txn).get("mandate")] if _board(txn).get("mandate") else [])
+    pointer = _board(txn).get("mandate")
+    found = dict.fromkeys([pointer] if pointer else [])
     if ctx.view is not None:
         view = ctx.view()
         for row in Reading(view, "accords.decide").segment(narrowing(("mandate",), status="live"), 1000).rows:
@@ -514,15 +490,7 @@ def vote(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     still_open(target, "accords.vote")
     key = ids.vote(M.key_of(target), who)
     replaced = txn.entity(ids.row_id(key)) is not None
-    made = _put(
-        txn,
-        ctx,
-        "vote",
-        key,
-        note or value,
-        {"value": value, "note": note, "author": who, "parent": M.key_of(target), "involves": [who]},
-    )
-    _relate(txn, ctx, made, target, "evaluates")
+    _under(txn, ctx, who, target, "evaluates", "vote", key, note or value, {"value": value, "note": note})
     return {"id": key, "replaced": replaced}
 
 
@@ -539,7 +507,7 @@ def resolve(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if status not in closing:
         raise invalid("status", "bad-operand", f"a {kind} closes {' or '.join(closing)}")
     still_open(target, "accords.resolve")
-    closed, _ = _round(txn, ctx, target, who, outcome, status=status, closedBy=who)
+    closed = _round(txn, ctx, target, who, outcome, status=status, closedBy=who)
     return {"id": M.key_of(target), "status": status, "round": closed["key"]}
 
 
