@@ -10,12 +10,12 @@
 - **A3, the owner's word.** ``decide`` asks the owner rung, loose form (an owner triple, or a service's asserted
   ``X-Brainy-Owner: true``): the gate's question (``brainy/host/dispatch.py``), asked before the door runs,
   as the ruling doors' owner triple is; ``OwnerRungRequiredError``.
-- **A4, closed records.** No round, update or vote on a resolved or abandoned thread or action, or on a decided
-  decision (:func:`still_open`): ``RecordStateError {state}``.
+- **A4, closed records.** No round, update, vote or escalation on a resolved or abandoned thread or action, and
+  no vote or second word on a decided decision (:func:`still_open`): ``RecordStateError {state}``.
 - **R16, presence.** A participant reading its own ``inbox`` stamps its ``lastReadAt``, a write made only when
-  this process holds the lease and the credential may write (the inbox's ``stamp``, run by the two roads
-  to a door, ``brainy/doors/calling.py``; :func:`stamp_wanted`); otherwise the answer says ``stamped: false`` with the reason, and
-  nothing is refused.
+  this process holds the lease and the credential may write (the inbox's ``stamp``, :func:`stamp_wanted`, run
+  by the two roads to a door, ``brainy/doors/calling.py``); otherwise the answer says ``stamped: false`` with
+  the reason, and nothing is refused.
 
 Every write is attributed to its caller; one that reaches the profile with none (in process, no caller
 bound) is refused ``AccordsHostCannotWriteError {missing: "caller"}`` (:func:`caller`).
