@@ -57,36 +57,58 @@ LANDED_0_5 = {
     "setxattr",
     "removexattr",
 }
-# The 0.6.0 doors that have landed so far (issue 13): the nine policy doors, and the fourteen memory doors.
-LANDED_0_6 = {
-    "policy.check",
-    "policy.audit",
-    "policy.rules",
-    "policy.declare",
-    "policy.propose",
-    "policy.retire",
-    "policy.ratify",
-    "policy.unlock",
-    "policy.freeze",
-} | {
-    f"memory.{name}"
-    for name in (
-        "read",
-        "list",
-        "recall",
-        "context",
-        "stats",
-        "turns",
-        "remember",
-        "write",
-        "turn",
-        "abstract",
-        "cite",
-        "reinforce",
-        "retire",
-        "consolidate",
-    )
-}
+# The 0.6.0 doors that have landed (issue 13, issue 33): the nine policy doors, the fourteen memory doors and the
+# thirteen accords doors.
+LANDED_0_6 = (
+    {
+        "policy.check",
+        "policy.audit",
+        "policy.rules",
+        "policy.declare",
+        "policy.propose",
+        "policy.retire",
+        "policy.ratify",
+        "policy.unlock",
+        "policy.freeze",
+    }
+    | {
+        f"memory.{name}"
+        for name in (
+            "read",
+            "list",
+            "recall",
+            "context",
+            "stats",
+            "turns",
+            "remember",
+            "write",
+            "turn",
+            "abstract",
+            "cite",
+            "reinforce",
+            "retire",
+            "consolidate",
+        )
+    }
+    | {
+        f"accords.{name}"
+        for name in (
+            "inbox",
+            "dashboard",
+            "search",
+            "read",
+            "timeline",
+            "file",
+            "postRound",
+            "postUpdate",
+            "record",
+            "decide",
+            "vote",
+            "resolve",
+            "escalate",
+        )
+    }
+)
 # The 0.6.0 host provisioning doors, landed ahead of their release (issue 17).
 LANDED_HOST = {
     "host.provision",
@@ -217,6 +239,16 @@ def test_dispositions_follow_the_release_plan():
     assert {d.name for d in D.DOORS if d.layer == "host"} == LANDED_HOST | RELEASE_PLAN["0.7.0"]
 
 
+def test_108_of_109_doors_have_landed():
+    """Issue 33: every door of the contract but host.move (the fleet issue's) has its final disposition: 105
+    answer natively, the three in-process-only doors refuse by name with what to call instead, and host.move alone
+    refuses NotYetNativeError with its release. All thirteen accords doors are native."""
+    by = Counter(d.disposition for d in D.DOORS)
+    assert by == {"native": 105, "inProcessOnly": 3, "notYetNative": 1}
+    assert [d.name for d in D.DOORS if d.disposition == "notYetNative"] == ["host.move"]
+    assert all(d.native for d in D.DOORS if d.layer == "accords")
+
+
 def test_in_process_only_doors_say_what_to_call_instead():
     """DOORS.md 10.1: the three in-process doors refuse with InProcessOnlyError and name an alternative."""
     for name in IN_PROCESS_ONLY:
@@ -328,9 +360,9 @@ def test_disposition_refusals_carry_their_fields():
     """NotYetNativeError carries door and release; InProcessOnlyError door and instead (DOORS.md 11.3)."""
     assert set(R.by_name("NotYetNativeError").required) == {"door", "release"}
     assert set(R.by_name("InProcessOnlyError").required) == {"door", "instead"}
-    door = D.BY_NAME["accords.read"]
+    door = D.BY_NAME["host.move"]
     refusal = R.by_name(door.refusal_today)(door=door.name, release=door.release)
-    assert refusal.to_wire()["release"] == "0.6.0"
+    assert refusal.to_wire()["release"] == "0.7.0"
 
 
 def test_entries_round_trip():

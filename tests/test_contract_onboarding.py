@@ -15,7 +15,8 @@ def test_llms_txt_lists_every_door_exactly_once():
     assert sorted(named) == sorted(d.name for d in D.DOORS)
     assert "http://127.0.0.1:8300/contract.json" in text and "/mcp" in text
     assert "import` (write, POST /v1/brains/{brain}/import; answers)" in text
-    assert "accords.read` (read, GET /v1/brains/{brain}/accords/read/{id}; arrives in 0.6.0)" in text
+    assert "accords.read` (read, GET /v1/brains/{brain}/accords/read/{id}; answers)" in text
+    assert "host.move` (write, POST /v1/brains/{brain}/move; arrives in 0.7.0)" in text
 
 
 def test_agent_guide_points_at_the_contract_and_mcp():
@@ -26,4 +27,5 @@ def test_agent_guide_points_at_the_contract_and_mcp():
     assert "Authorization: Bearer <key>" in text
     named = re.findall(r"^- `([^`]+)` \(", text, re.M)
     assert named == [d.name for d in D.DOORS]
-    assert "- `get` (read; answers)" in text and "- `accords.read` (read; arrives in 0.6.0)" in text
+    assert "- `get` (read; answers)" in text and "- `accords.read` (read; answers)" in text
+    assert "- `host.move` (write; arrives in 0.7.0)" in text

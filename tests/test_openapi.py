@@ -192,10 +192,11 @@ def test_answers_and_refusals_have_the_wire_shape():
     for cls in R.REGISTRY.values():
         fields = {f: "x" for f in cls.required}
         assert refusal.is_valid({"error": cls(**fields).to_wire(), "_meta": {"ms": 1.0}}), cls.name
-    wire = R.NotYetNativeError(door="accords.read", release="0.6.0").to_wire()
+    wire = R.NotYetNativeError(door="host.move", release="0.7.0").to_wire()
     assert not refusal.is_valid({"error": {**wire, "colour": "red"}, "_meta": {"ms": 1.0}})
     assert not refusal.is_valid({"error": {"name": "NoSuchError", "message": "x"}, "_meta": {"ms": 1.0}})
-    pending = DOC["paths"][D.BY_NAME["accords.read"].path]["get"]["responses"]["501"]
+    moving = D.BY_NAME["host.move"]
+    pending = DOC["paths"][moving.path][moving.method.lower()]["responses"]["501"]
     narrowed = _validator(_resolve(pending)["content"][codecs.JSON]["schema"])
     assert narrowed.is_valid({"error": wire, "_meta": {"ms": 1.0}})
     other = R.InProcessOnlyError(door="use", instead="x").to_wire()

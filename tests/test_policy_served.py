@@ -119,8 +119,8 @@ def test_the_ruling_doors_with_every_kind_of_credential(served):
 def test_every_family_of_row_writing_door_wants_a_caller(served):
     """A bare service key is ServiceKeyCannotWriteError on every door the contract makes row-writing, engine,
     vfs and profile alike (before a door that has not landed says so; the three ruling doors ask for the owner
-    triple first, in the gate); its reads answer."""
-    writing = [d for d in D.DOORS if d.kind == "write" and "W" in d.sets and d.rung != "ownerTriple"]
+    triple first, in the gate, and accords.decide the owner rung); its reads answer."""
+    writing = [d for d in D.DOORS if d.kind == "write" and "W" in d.sets and d.rung is None]
     assert {d.layer for d in writing} == {"engine", "vfs", "accords", "memory", "policy"}
     for door in writing:
         status, doc = send(
@@ -132,6 +132,8 @@ def test_every_family_of_row_writing_door_wants_a_caller(served):
         )
         assert (status, doc["error"]["name"]) == (403, "ServiceKeyCannotWriteError"), (door.name, doc)
         assert doc["error"]["door"] == door.name
+    error = refusal(ask(served, "accords/decide", ORDERS_KEY, {"mandate": "m"}), 403, "OwnerRungRequiredError")
+    assert error["door"] == "accords.decide"
     assert ask(served, "counts", ORDERS_KEY, method="GET")[0] == 200
     assert ask(served, "policy/rules", ORDERS_KEY, method="GET")[0] == 200
 

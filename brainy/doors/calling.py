@@ -64,3 +64,40 @@ def read(entry: Registered, snapshot: Any, id_: Any, document: dict[str, Any], a
         with policy.asking(asking):
             return entry.fn(snapshot, id_, document)
     return entry.fn(snapshot, id_, document)
+
+
+# -- a read's stamp (registry.Stamp: the inbox's presence, DOORS 9.1 R16) ----------------------------------------
+
+#: Why a road leaves a stamp unwritten, as the answer says it.
+NO_CALLER = "no-caller"  # nobody to attribute the write to
+READ_ONLY_CREDENTIAL = "credential-read-only"  # a token whose scope lacks write
+LEASE_NOT_HELD = "lease-not-held"  # this process does not hold the brain's writer lease; a read never claims it
+
+
+def stamp_wanted(entry: Registered, answer: Any, blocked: Any) -> dict[str, Any] | None:
+    """The arguments of the stamp ``entry``'s answer asks for, when this road may write it; ``blocked()`` says why
+    it may not (one of the reasons above, or None), and then the answer says so and nothing is written."""
+    if entry.stamp is None or not isinstance(answer, dict):
+        return None
+    args = entry.stamp.wanted(answer)
+    if args is None:
+        return None
+    reason = blocked()
+    if reason is not None:
+        entry.stamp.said(answer, None, reason)
+        return None
+    return args
+
+
+def stamped(
+    entry: Registered, answer: dict[str, Any], receipt: dict[str, Any] | None, refused: R.Refusal | None
+) -> dict[str, Any]:
+    """``answer`` told how its stamp went: written at the commit's timestamp, or refused (its class the reason).
+    The read stands either way: a stamp is never the read's refusal."""
+    assert entry.stamp is not None
+    if refused is not None:
+        entry.stamp.said(answer, None, refused.name)
+    else:
+        assert receipt is not None
+        entry.stamp.said(answer, receipt["timestamp"], None)
+    return answer

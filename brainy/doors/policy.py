@@ -89,6 +89,12 @@ class Asking(Protocol):
 _ASKING: ContextVar[Asking | None] = ContextVar("brainy_policy_asking", default=None)
 
 
+def asked() -> Asking | None:
+    """Who the read being answered is for, inside a read registered ``asks`` (bound by the road that called it:
+    the dispatcher, or ``Brain.call``); None when nobody is bound (a read pinned by ``asOf``)."""
+    return _ASKING.get()
+
+
 class asking:
     """``with asking(who):`` binds ``who`` as who the reads run inside the block are for. A slotted class
     rather than a generator context manager: it wraps every read, and costs one ContextVar set."""

@@ -28,6 +28,20 @@ READ, WRITE, HOST, MODEL = "read", "write", "host", "model"
 
 
 @dataclass(frozen=True)
+class Stamp:
+    """The write a read's answer may ask for once it has answered: ``accords.inbox``'s presence stamp (DOORS 9.1,
+    R16), the one read that moves what it reads. ``wanted(answer)``: the write's arguments (the read door's own
+    document), or None when this answer asks none; ``rule(txn, args, ctx)``: its commit rule, run by the commit
+    path under the read door's name (``staging.rule_of``); ``said(answer, at, reason)``: the answer told whether
+    it was written (at ``at``) or not (for ``reason``). A road to the door (``calling.py``) writes it only when
+    its brain holds the lease and the credential may write; a pinned read (``asOf``) never."""
+
+    wanted: Callable[[dict[str, Any]], dict[str, Any] | None]
+    rule: Callable[..., dict[str, Any]]
+    said: Callable[[dict[str, Any], int | None, str | None], None]
+
+
+@dataclass(frozen=True)
 class Registered:
     name: str
     runs: str
@@ -49,6 +63,8 @@ class Registered:
     # the commit path does (brainy/doors/staging.py), which may hash a file, embed texts and ask a language
     # provider, the steps a write itself takes off the loop
     threaded: bool = False
+    # a read whose answer may ask for one write after it (``Stamp``)
+    stamp: Stamp | None = None
 
 
 REGISTERED: dict[str, Registered] = {}
@@ -62,17 +78,20 @@ def door(
     asks: bool = False,
     links: bool = False,
     threaded: bool = False,
+    stamp: Stamp | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as the answer of door ``name``."""
     if runs not in (READ, WRITE, HOST, MODEL):
         raise ValueError(f"door {name!r}: runs must be one of {READ}, {WRITE}, {HOST}, {MODEL}")
+    if stamp is not None and runs != READ:
+        raise ValueError(f"door {name!r}: only a read's answer asks for a stamp")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in REGISTERED:
             raise RuntimeError(
                 f"door {name!r} is registered twice: {REGISTERED[name].fn.__qualname__} and {fn.__qualname__}"
             )
-        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks, links, threaded)
+        REGISTERED[name] = Registered(name, runs, fn, embeds, prepares, asks, links, threaded, stamp)
         return fn
 
     return register

@@ -31,8 +31,11 @@ from brainy.store.txn import Txn
 
 
 def rule_of(door: str) -> Any:
-    """The rule of write door ``door``: ``fn(txn, args, ctx) -> answer``."""
+    """The rule of write door ``door``: ``fn(txn, args, ctx) -> answer``; for a read whose answer asks for a
+    stamp (``registry.Stamp``, the inbox's presence), the stamp's rule."""
     entry = registry.REGISTERED.get(door)
+    if entry is not None and entry.runs == registry.READ and entry.stamp is not None:
+        return entry.stamp.rule
     if entry is None or entry.runs != registry.WRITE:
         raise R.UnknownDoorError(f"{door!r} is not a write door", door=door)
     return entry.fn

@@ -26,6 +26,7 @@ from brainy.contract import refusals as R
 
 # each door family registers its doors when imported
 from brainy.doors import (  # noqa: F401  # noqa: F401
+    accords,
     aggregates,
     calling,
     importer,
@@ -568,7 +569,18 @@ class Brain:
             return self.write(door, document, caller=caller, via=via, roles=roles)
         if entry.runs == registry.MODEL:  # answered by the model, in the caller's thread
             return entry.fn(document)
-        return calling.read(entry, self.at(), id_, document, policy.Actor(caller, via, roles))
+        answer = calling.read(entry, self.at(), id_, document, policy.Actor(caller, via, roles))
+        if entry.stamp is not None:  # in process the host writes for its caller, when it holds the lease
+            args = calling.stamp_wanted(
+                entry, answer, lambda: None if self.role == "writer" else calling.LEASE_NOT_HELD
+            )
+            if args is not None:
+                try:
+                    receipt = self.write(door, args, caller=caller, via=via, roles=roles)
+                except R.Refusal as refused:
+                    return calling.stamped(entry, answer, None, refused)
+                return calling.stamped(entry, answer, receipt, None)
+        return answer
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         entry = registry.REGISTERED.get(name)

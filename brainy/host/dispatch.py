@@ -215,9 +215,15 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
                 raise R.BRAINY_KEY_BRAIN(f"the token was minted for brain {principal.token_brain!r}", brain=brain)
         elif principal.brains is not None and brain not in principal.brains:
             raise R.ForbiddenError("this key does not reach that brain", reason="reach")
-    # 3. ruling: the strict owner rung is the owner triple on a minted token
+    # 3. ruling: the strict owner rung is the owner triple on a minted token; the loose one (accords.decide, rule
+    # A3) the triple or a service's asserted X-Brainy-Owner: true
     if door.rung == "ownerTriple" and not principal.owner_triple:
         raise R.PolicyOwnerScopeRequiredError(f"{door.name} needs a token scoped read, write and owner", door=door.name)
+    if door.rung == "owner" and not principal.owner_rung:
+        raise R.OwnerRungRequiredError(
+            f"{door.name} is the owner's word: a token scoped read, write and owner, or an asserted owner",
+            door=door.name,
+        )
     # 4. token scope
     if principal.scope is not None and door.kind == "write" and "write" not in principal.scope:
         raise R.BRAINY_KEY_SCOPE(
@@ -356,6 +362,8 @@ class Dispatcher:
                     result = self._read_warmed(entry, entered, id_, document, texts, principal)
                 else:
                     result = calling.read(entry, brains.held(entered, False).wire_head(), id_, document, principal)
+                    if entry.stamp is not None:  # the inbox's presence: written after it, when it may be
+                        result = self._stamped(entry, brains.held(entered, False), door.name, result, principal)
             elif entry.runs == registry.WRITE:
                 result = brains.held(entered, True).awrite(
                     door.name, document, caller=principal.caller, via=principal.via, roles=principal.roles
@@ -394,6 +402,39 @@ class Dispatcher:
         held = HeldFeed(self.brains, brain, feed.check_limit(document.get("limit")))
         held.open(document.get("since", 0), resume)
         return held
+
+    def _stamped(
+        self, entry: registry.Registered, brain: Brain, name: str, answer: dict[str, Any], principal: Principal
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """``answer``, or an awaitable of it once the stamp it asks for is written (``registry.Stamp``): only when
+        this process holds the brain's lease (a read never claims it) and the credential may write."""
+
+        def blocked() -> str | None:
+            if principal.caller is None:
+                return calling.NO_CALLER
+            if principal.scope is not None and "write" not in principal.scope:
+                return calling.READ_ONLY_CREDENTIAL
+            return None if brain.role == "writer" else calling.LEASE_NOT_HELD
+
+        args = calling.stamp_wanted(entry, answer, blocked)
+        if args is None:
+            return answer
+        return self._stamp(entry, brain, name, answer, args, principal)
+
+    @staticmethod
+    async def _stamp(
+        entry: registry.Registered,
+        brain: Brain,
+        name: str,
+        answer: dict[str, Any],
+        args: dict[str, Any],
+        principal: Principal,
+    ) -> dict[str, Any]:
+        try:
+            receipt = await brain.awrite(name, args, caller=principal.caller, via=principal.via, roles=principal.roles)
+        except R.Refusal as refused:
+            return calling.stamped(entry, answer, None, refused)
+        return calling.stamped(entry, answer, receipt, None)
 
     async def _read_warmed(
         self,
