@@ -26,7 +26,6 @@ import orjson
 from brainy import errors
 from brainy.client import Client
 from brainy.contract import doors as D
-from brainy.contract.vectors import Vector
 
 EXPORT_FORMAT = "brainy-export"
 EXPORT_VERSION = 1
@@ -83,7 +82,8 @@ class Target:
         self._writer: Any = None
         self.name = args.brain
         if args.store is None:
-            self.client = Client(args.url, args.key, timeout=args.timeout)
+            # JSON answers: a vector comes as the shortest decimals of its float32s, as an export line holds it
+            self.client = Client(args.url, args.key, timeout=args.timeout, json=True)
             if self.name is None:
                 reached = [b["name"] for b in self.client.brains()]
                 if len(reached) != 1:
@@ -211,8 +211,6 @@ class Progress:
 def portable(row: dict[str, Any], relation: bool) -> dict[str, Any]:
     """A row as an export line holds it: what an import reproduces (not what the store assigns at the write)."""
     out = {k: v for k, v in row.items() if k not in ASSIGNED and v is not None}
-    if isinstance(out.get("vector"), list):  # the shortest decimals of its float32s, however it travelled
-        out["vector"] = list(Vector.of(out["vector"]))
     if relation:
         out.pop("id", None)  # an import mints a relation's id; its identity is (from, to, type, subtype)
     return out

@@ -96,12 +96,14 @@ def encode(document: Any, msgpack_body: bool) -> tuple[bytes, str]:
 
 
 def _vectors(document: Any) -> Any:
-    """``document`` with each ``vector`` list (top level, or in a batch's items) as a float32 :class:`Vector`."""
+    """``document`` with each ``vector`` list (top level, or in a batch's items) marked a :class:`Vector`, which the
+    MessagePack packer writes as float32s. Marked as it is: its shortest decimals (``Vector.of``, 0.7 ms a vector)
+    are JSON's business, and a float32 packs the same from either."""
     if not isinstance(document, dict):
         return document
     out = dict(document)
     if isinstance(out.get("vector"), list):
-        out["vector"] = Vector.of(out["vector"])
+        out["vector"] = Vector(out["vector"])
     if isinstance(out.get("items"), list):
         out["items"] = [_vectors(item) for item in out["items"]]
     return out
