@@ -261,6 +261,20 @@ def test_get_is_405_and_other_transport_refusals_travel_by_name(app):
         assert json.loads(got.body)["error"]["data"]["name"] == "UnauthenticatedError"
 
 
+@pytest.mark.parametrize("origin", ["http://[::1", "http://[", "https://[fe80::1", "http://[::1x]", "http://a[b]"])
+def test_an_origin_that_does_not_parse_is_refused_as_foreign(app, origin):
+    """An Origin that is no URL (an unclosed IPv6 bracket, which urlsplit refuses with a ValueError) names no
+    loopback host: 403 ForbiddenError, reason origin, never the 500 InternalError it was until a fuzzer sent one."""
+    got = Http(app).post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, {"origin": origin})
+    assert got.status == 403, got
+    error = json.loads(got.body)["error"]
+    assert (
+        error["data"]["name"] == "ForbiddenError"
+        and error["data"]["reason"] == "origin"
+        and error["code"] != M.INTERNAL_ERROR
+    )
+
+
 @pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25", "2024-11-05", "junk", ""])
 def test_a_protocol_version_header_other_than_2025_06_18_is_refused_by_name(app, version):
     """MCP-Protocol-Version other than 2025-06-18 is 400 ProtocolVersionError with supported, on initialize
