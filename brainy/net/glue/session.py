@@ -109,4 +109,8 @@ class FlushedOncePerPass:
         if data:
             self.transport.write(data)
         if self.conn.ended:
-            self.transport.close()
+            self._end()
+
+    def _end(self) -> None:
+        """``conn`` ended and its last bytes are written: close the connection."""
+        self.transport.close()
