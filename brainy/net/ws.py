@@ -56,7 +56,7 @@ CLOSE_SECONDS = 10.0
 PATH = "/v1/ws"
 
 TEXT, BINARY, CONTINUATION, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
-NORMAL_CLOSE, GOING_AWAY = 1000, 1001
+NORMAL_CLOSE, GOING_AWAY, PROTOCOL_ERROR, INVALID_PAYLOAD = 1000, 1001, 1002, 1007  # RFC 6455 7.4.1
 _INPUTS = {TEXT: "text", BINARY: "binary", CONTINUATION: "continuation", CLOSE: "close", PING: "ping", PONG: "pong"}
 
 
@@ -158,6 +158,30 @@ STATES = (OPEN, SKIPPING, CLOSED)
 INPUTS = ("text", "binary", "fragment", "continuation", "last-fragment", "ping", "pong", "close", "violation")
 
 
+def close_code_sendable(code: int) -> bool:
+    """True for a code a close frame may carry (RFC 6455 7.4.1, 7.4.2 and IANA's registry): 1000-1003,
+    1007-1014 and 3000-4999. 1005, 1006 and 1015 only ever name what an endpoint saw itself; the rest under
+    3000 are unassigned."""
+    return NORMAL_CLOSE <= code <= 1003 or INVALID_PAYLOAD <= code <= 1014 or 3000 <= code <= 4999
+
+
+def close_answer(payload: bytes) -> int:
+    """The code that answers a peer's close frame (RFC 6455 5.5.1): its own code, echoed, when a close frame
+    may carry it; 1000 for a close with no code; 1002 for a one-byte payload or a code no endpoint may send;
+    1007 for a reason that is not UTF-8 (7.1.6 and 8.1). Never a code the RFC keeps off the wire, as echoing
+    the peer's blindly once did."""
+    if not payload:
+        return NORMAL_CLOSE
+    code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 0
+    if not close_code_sendable(code):
+        return PROTOCOL_ERROR
+    try:
+        bytes(payload[2:]).decode("utf-8")
+    except UnicodeDecodeError:
+        return INVALID_PAYLOAD
+    return code
+
+
 class WsConnection:
     """One WebSocket session, server side, from the first byte after the ``101`` answer."""
 
@@ -249,7 +273,7 @@ class WsConnection:
         elif action == "pong":
             self._frame(PONG, payload)
         elif action == "echo-close":
-            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else NORMAL_CLOSE
+            code = close_answer(payload)
             self._frame(CLOSE, code.to_bytes(2, "big"))
             events.append(SessionEnded(code))
         elif action == "close":
