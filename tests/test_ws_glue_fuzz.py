@@ -22,6 +22,7 @@ from brainy.auth.keys import KeyTable
 from brainy.engine import init_store
 from brainy.host.pool import Pool
 from brainy.net.app import App
+from brainy.net.deadlines import LINGER_SECONDS, Lingering
 from brainy.net.glue.tcp import HttpProtocol
 from brainy.net.server import Server
 
@@ -163,7 +164,8 @@ def test_ten_thousand_random_sessions_leave_no_task_behind(served, chunks, split
 def test_an_ended_session_half_closes_and_lets_go_at_its_deadline(served):
     """The end through the glue: a violation's close frame is written, then the writing side is shut (not the
     connection: bytes still arriving are read and discarded, so the peer gets the close frame, not a reset);
-    the connection's timer is at the session's close deadline, and when it fires the connection is aborted."""
+    the connection's timer is at the linger deadline, LINGER_SECONDS on, and when it fires the connection is
+    aborted."""
     loop, app, server = served
 
     async def run() -> MemoryTransport:
@@ -177,6 +179,7 @@ def test_an_ended_session_half_closes_and_lets_go_at_its_deadline(served):
         assert not transport.closed and not transport.paused
         protocol.data_received(b"\x00" * 100_000)  # read and discarded
         await asyncio.sleep(0)
+        assert isinstance(protocol._timed, Lingering) and protocol._timed.seconds == LINGER_SECONDS
         assert protocol._timer is not None and protocol._timer_at == protocol._timed.next_deadline()
         protocol._timer.cancel()
         due = protocol._timer_at

@@ -176,23 +176,6 @@ def test_a_close_is_answered_with_a_code_the_wire_may_carry(session, payload, an
     assert session.data_to_send() == ws.wsframe.build(8, struct.pack(">H", answer))
 
 
-def test_an_ended_session_waits_its_close_deadline_for_the_peer(session):
-    """An open session keeps no deadline; one that ended (a violation, the peer's close, or the server's own
-    close) reports the moment the peer's side is waited for no longer, CLOSE_SECONDS after it ended, and says
-    "close" once that has passed; what arrives meanwhile is read and discarded."""
-    assert session.receive_data(client_frame(1, b"{}"), 100.0) and session.next_deadline() is None
-    assert session.timer_fired(1000.0) is None
-    session.receive_data(client_frame(1, b"hi", rsv=4), 101.0)
-    assert session.ended and session.next_deadline() == 101.0 + ws.CLOSE_SECONDS
-    assert session.receive_data(b"\x00" * 4096, 102.0) == [] and session.next_deadline() == 101.0 + ws.CLOSE_SECONDS
-    assert session.timer_fired(101.0 + ws.CLOSE_SECONDS - 0.5) is None
-    passed = session.timer_fired(101.0 + ws.CLOSE_SECONDS)
-    assert passed is not None and passed.reason == "close"
-    stopping = ws.WsConnection()
-    stopping.close(ws.GOING_AWAY, 7.0)
-    assert stopping.ended and stopping.next_deadline() == 7.0 + ws.CLOSE_SECONDS
-
-
 def test_the_lifecycle_table_is_total():
     """Every (open or skipping state, input) pair has a row, each action is one the session performs, and
     every next state is a state."""

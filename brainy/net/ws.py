@@ -20,11 +20,10 @@ refusal by name, never a silence:
   control frame over 125 bytes end the session with the class's own RFC 6455
   close code (its ``ws.close`` in the contract), the class name as the reason;
 * ping is answered with pong, close with close;
-* a session that ended (its close frame framed) waits up to :data:`CLOSE_SECONDS`
-  for the peer to close its side (:meth:`WsConnection.next_deadline`): the glue
-  half-closes and reads on, discarding, so a peer still sending gets the close
-  frame, not a reset that would throw it away (RFC 6455 7.1.1: the server closes
-  first, the client then).
+* a session that ended (its close frame framed) reads nothing more; the glue
+  half-closes the connection and lingers (``brainy.net.deadlines.Lingering``), so
+  a peer still sending gets the close frame, not a reset that would throw it away
+  (RFC 6455 7.1.1: the server closes first, the client then).
 
 The lifecycle is a table (:data:`LIFECYCLE`, STYLE 3): (state, input) to
 (what is done, next state).
@@ -44,15 +43,10 @@ from brainy._speedups import nesting, wsframe
 from brainy.contract import refusals as R
 from brainy.contract.limits import MAX_NESTING
 from brainy.net import codecs
-from brainy.net.deadlines import DeadlinePassed
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 1.3: what the accept value hashes the key with
 MAX_FRAME = 8 << 20  # FrameTooLargeError above this (DOORS.md 11.1)
 MAX_CONTROL = 125  # RFC 6455 5.5: a control frame's payload limit
-# How long a session that ended waits for the peer to close its side of the connection once ours is closed:
-# RFC 6455 7.1.1 has the server close the TCP connection first and the client then; a peer that never does is
-# let go after this (the websockets library waits as long for the closing handshake: close_timeout=10 s)
-CLOSE_SECONDS = 10.0
 PATH = "/v1/ws"
 
 TEXT, BINARY, CONTINUATION, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
@@ -191,7 +185,6 @@ class WsConnection:
         self._buf = bytearray()
         self._out: list[bytes] = []
         self.pending_bytes = 0  # framed and not yet handed over (back-pressure reads it)
-        self._ended_at: float | None = None  # when the session ended: the peer's side is waited for from then
 
     @property
     def ended(self) -> bool:
@@ -229,11 +222,7 @@ class WsConnection:
             else:
                 kind = _INPUTS[opcode]
             self._step(kind, None, events, payload)
-        if self.state == CLOSED:
-            self._buf = bytearray()
-            if self._ended_at is None:
-                self._ended_at = now
-        elif pos == size:
+        if self.state == CLOSED or pos == size:
             self._buf = bytearray()
         elif view is data:
             self._buf = bytearray(data[pos:])
@@ -292,12 +281,11 @@ class WsConnection:
         if self.state != CLOSED:
             self._frame(TEXT, payload)
 
-    def close(self, code: int = GOING_AWAY, now: float = 0.0) -> None:
-        """End the session from this side at ``now`` (the server is stopping): a close frame, then ``ended``."""
+    def close(self, code: int = GOING_AWAY) -> None:
+        """End the session from this side (the server is stopping): a close frame, then ``ended``."""
         if self.state != CLOSED:
             self._frame(CLOSE, code.to_bytes(2, "big"))
             self.state = CLOSED
-            self._ended_at = now
 
     def data_to_send(self) -> bytes:
         """The bytes framed so far, handed over once (no IO here: the caller writes them)."""
@@ -306,15 +294,11 @@ class WsConnection:
         self.pending_bytes = 0
         return out
 
-    # an open session has no deadline of its own: it lives as long as its peer. One that ended has one: the
-    # peer closes its side within CLOSE_SECONDS, or the connection is closed for it (the glue's timer asks)
+    # a session has no deadline of its own: it lives as long as its peer (the glue's timer asks)
     def next_deadline(self) -> float | None:
-        return None if self._ended_at is None else self._ended_at + CLOSE_SECONDS
+        return None
 
-    def timer_fired(self, now: float) -> DeadlinePassed | None:
-        """``"close"`` once the peer has not closed its side :data:`CLOSE_SECONDS` after the session ended."""
-        if self._ended_at is not None and now >= self._ended_at + CLOSE_SECONDS:
-            return DeadlinePassed("close", CLOSE_SECONDS)
+    def timer_fired(self, now: float) -> None:
         return None
 
 

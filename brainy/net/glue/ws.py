@@ -9,11 +9,11 @@ complete, each echoing its ``ref``. What was framed is written once per pass of
 the event loop.
 
 The end is a half-close (RFC 6455 7.1.1): once the session ended, its close
-frame written, the connection's writing side is shut (FIN) and reading goes on,
-everything read discarded, until the peer closes its side or the session's close
-deadline passes. Closing outright would drop a peer that is still sending with
-a reset, and a reset throws away the close frame that named why the session
-ended (the fuzzer's finding: a frame refused mid-write lost its close 1002).
+frame written, the connection lingers (``HttpProtocol.linger``: its writing side
+shut, what comes read and discarded until the peer closes its side). Closing
+outright would drop a peer that is still sending with a reset, and a reset
+throws away the close frame that named why the session ended (the fuzzer's
+finding: a frame refused mid-write lost its close 1002).
 
 Back-pressure (issue 15): a client that stops reading must not grow the server's
 memory without bound. Reading pauses while :data:`MAX_IN_FLIGHT` calls wait, and
@@ -49,7 +49,6 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
         self._tasks: set[asyncio.Future[Outcome]] = set()
         self._write_paused = False
         self._read_paused = False
-        self._half_closed = False
 
     def data_received(self, data: bytes, now: float) -> None:
         for event in self.conn.receive_data(data, now):
@@ -92,25 +91,6 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
 
     # -- writing and pacing -------------------------------------------------------------------------
 
-    def _end(self) -> None:
-        """The session ended and its close frame is written: shut the writing side (the close frame then FIN)
-        and read on, discarding, until the peer closes its side (``eof_received``: the connection closes) or
-        the session's close deadline passes (:meth:`closing`). Reading is still paced: a peer that reads
-        nothing is not read either (its close frame cannot reach it, and it gets no free bytes discarded)."""
-        if self._half_closed or self.transport.is_closing():
-            return
-        self._half_closed = True
-        if not self.transport.can_write_eof():
-            self.transport.close()
-            return
-        self.transport.write_eof()
-        self.protocol.arm()
-
-    def closing(self) -> None:
-        """The session's close deadline passed with the peer's side still open: drop the connection. Abort, not
-        close: a peer that reads nothing would hold an unwritten close frame, and with it the socket, for ever."""
-        self.transport.abort()
-
     def _pace(self) -> None:
         """Read only while few calls wait and the peer is taking what is written."""
         should_pause = self._write_paused or len(self._tasks) >= MAX_IN_FLIGHT
@@ -134,7 +114,7 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
     def close_if_idle(self) -> None:
         """The server is stopping: a going-away close once the calls in hand are answered."""
         if not self._tasks:
-            self.conn.close(ws.GOING_AWAY, self._loop.time())
+            self.conn.close(ws.GOING_AWAY)
             self._flush_soon()
 
     def connection_lost(self) -> None:
