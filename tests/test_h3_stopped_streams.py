@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aioquic.h3.connection import H3Connection as ClientH3
-from aioquic.quic.connection import QuicConnection
-from test_quic_shim import ADDR, _client, _pump, _server_configuration
+from test_quic_shim import ADDR, _connecting, _pump
 
 from brainy.net.h2 import H2Event, RequestReceived, StreamReset
 from brainy.net.h3 import H3Connection
@@ -27,14 +26,7 @@ class Pair:
     """A client (aioquic's HTTP/3) and a server (brainy's H3Connection over aioquic's QUIC), connected."""
 
     def __init__(self, directory: Path) -> None:
-        self.client = _client()
-        self.client.connect(ADDR, now=0.0)
-        first = self.client.datagrams_to_send(0.0)[0][0]
-        self.server = QuicConnection(
-            configuration=_server_configuration(directory),
-            original_destination_connection_id=self.client.original_destination_connection_id,
-        )
-        self.server.receive_datagram(first, ADDR, 0.0)
+        self.client, self.server = _connecting(directory)
         self.client_h3 = ClientH3(self.client)
         self.h3 = H3Connection(self.server)
         self.now = _pump(self.client, self.server, 0.0)

@@ -59,6 +59,20 @@ def _client() -> QuicConnection:
     return QuicConnection(configuration=QuicConfiguration(is_client=True, alpn_protocols=["h3"], verify_mode=0))
 
 
+def _connecting(directory: Path) -> tuple[QuicConnection, QuicConnection]:
+    """A client that sent its first datagram, and the server connection that read it (the rest of the handshake
+    is the caller's :func:`_pump`)."""
+    client = _client()
+    client.connect(ADDR, now=0.0)
+    first = client.datagrams_to_send(0.0)[0][0]
+    server = QuicConnection(
+        configuration=_server_configuration(directory),
+        original_destination_connection_id=client.original_destination_connection_id,
+    )
+    server.receive_datagram(first, ADDR, 0.0)
+    return client, server
+
+
 def _pump(client: QuicConnection, server: QuicConnection, now: float) -> float:
     """Hand datagrams across, firing each side's timers, until neither has anything to send; the clock after."""
     for _ in range(100):
@@ -83,14 +97,7 @@ def test_unacknowledged_bytes_are_the_stream_senders_buffer_until_the_peer_ackno
     """``QuicConnection._streams`` maps a stream id to its ``QuicStream``, whose ``sender._buffer`` holds what
     was written and not yet acknowledged: it counts a write at once, and drops to 0 once the peer's ACK came.
     A stream the connection does not have counts 0."""
-    client = _client()
-    client.connect(ADDR, now=0.0)
-    first = client.datagrams_to_send(0.0)[0][0]
-    server = QuicConnection(
-        configuration=_server_configuration(tmp_path),
-        original_destination_connection_id=client.original_destination_connection_id,
-    )
-    server.receive_datagram(first, ADDR, 0.0)
+    client, server = _connecting(tmp_path)
     now = _pump(client, server, 0.0)
 
     assert isinstance(client._streams, dict), VERSION
@@ -111,14 +118,7 @@ def test_sending_reset_is_the_stream_senders_reset_code_set_by_a_peers_stop_send
     """``QuicStreamSender._reset_error_code`` is None until the stream's sending part is reset, and the peer's
     STOP_SENDING sets it while the datagram is read (before its event is handed out); from then a write raises.
     A stream the connection does not have, or one still sending, is not reset."""
-    client = _client()
-    client.connect(ADDR, now=0.0)
-    first = client.datagrams_to_send(0.0)[0][0]
-    server = QuicConnection(
-        configuration=_server_configuration(tmp_path),
-        original_destination_connection_id=client.original_destination_connection_id,
-    )
-    server.receive_datagram(first, ADDR, 0.0)
+    client, server = _connecting(tmp_path)
     now = _pump(client, server, 0.0)
     assert sending_reset(server, 0) is False  # no such stream yet
     client.send_stream_data(0, b"request", end_stream=False)
