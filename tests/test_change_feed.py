@@ -66,6 +66,30 @@ def test_resume_lands_on_a_commit_boundary():
     assert feed.check_limit(None) is None and feed.check_limit(3) == 3
 
 
+@pytest.mark.parametrize(
+    "bad_id",
+    [
+        "\u00b2.0",  # a superscript two: str.isdigit says yes, int says no (once a 500, found by fuzzing)
+        "1.\u00b9",
+        "\u0663.\u0660",  # Arabic-Indic digits
+        "\uff14.\uff10",  # fullwidth digits
+        "9" * 5000 + ".0",  # past the 4,300 digits int reads (once a 500)
+        "1." + "9" * 5000,
+        "9" * 21 + ".0",
+        "-1.0",
+        "+4.0",
+        "4.0.0",
+        " 4 .0",
+    ],
+)
+def test_a_last_event_id_not_of_ascii_digits_refuses_by_name(bad_id):
+    """Law: a Last-Event-ID is two runs of ASCII digits, each at most 20 long (a generation is at most 2^64);
+    anything else is BadQueryParameterError naming the header, with the head, never a fault."""
+    with pytest.raises(R.BadQueryParameterError) as refused:
+        feed.resume_cursor(bad_id, 0, 5, {4: 3, 5: 1}.get)
+    assert refused.value.fields["param"] == "Last-Event-ID" and refused.value.fields["head"] == 5
+
+
 def test_a_frame_not_yet_whole_is_not_landed_and_never_refuses(tmp_path):
     """An attach's tail reads the frames another handle appends; a frame cut short at the end of the log is
     not landed yet (nothing, no refusal), and once its bytes are all there the next drain delivers it."""

@@ -157,6 +157,33 @@ def test_resume_lands_on_a_commit_boundary(server):
             reader.close()
 
 
+def test_a_last_event_id_of_other_digits_is_refused_by_name(server):
+    """A Last-Event-ID in Latin-1 bytes whose characters are digits to str.isdigit but not to int (the
+    superscript two, 0xB2), or of more digits than int reads (5,000), is 400 BadQueryParameterError naming the
+    header; each was a 500 until a fuzzer sent it. The keep-alive connection then answers a valid resume."""
+    _call(server, "add", {"type": "document", "data": "one"})
+    head = f"GET {server.path('changes')} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {server.key}\r\n".encode()
+    with socket.create_connection(server.address, timeout=10) as sock:
+        for value in (b"\xb2.0", b"1.\xb9", b"9" * 5000 + b".0"):
+            sock.sendall(head + b"Accept: text/event-stream\r\nLast-Event-ID: " + value + b"\r\n\r\n")
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            status_line, _, rest = data.partition(b"\r\n")
+            length = int(rest.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            body = data.partition(b"\r\n\r\n")[2]
+            while len(body) < length:
+                body += sock.recv(65536)
+            assert status_line.split()[1] == b"400", (value[:20], data[:300])
+            error = json.loads(body)["error"]
+            assert (error["name"], error["param"], error["head"]) == ("BadQueryParameterError", "Last-Event-ID", 1)
+    reader = SseReader(server, "", "Last-Event-ID: 0.0\r\n")
+    try:
+        assert reader.status == 200 and reader.events(1)[0]["id"] == "1.0"
+    finally:
+        reader.close()
+
+
 def test_the_stream_survives_the_brain_closing(server):
     """Closing the brain under a live stream (a new handle, a lost listener) does not lose the next write: the
     log's 2-second drain delivers it."""

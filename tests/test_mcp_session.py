@@ -261,6 +261,20 @@ def test_get_is_405_and_other_transport_refusals_travel_by_name(app):
         assert json.loads(got.body)["error"]["data"]["name"] == "UnauthenticatedError"
 
 
+@pytest.mark.parametrize("origin", ["http://[::1", "http://[", "https://[fe80::1", "http://[::1x]", "http://a[b]"])
+def test_an_origin_that_does_not_parse_is_refused_as_foreign(app, origin):
+    """An Origin that is no URL (an unclosed IPv6 bracket, which urlsplit refuses with a ValueError) names no
+    loopback host: 403 ForbiddenError, reason origin, never the 500 InternalError it was until a fuzzer sent one."""
+    got = Http(app).post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, {"origin": origin})
+    assert got.status == 403, got
+    error = json.loads(got.body)["error"]
+    assert (
+        error["data"]["name"] == "ForbiddenError"
+        and error["data"]["reason"] == "origin"
+        and error["code"] != M.INTERNAL_ERROR
+    )
+
+
 @pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25", "2024-11-05", "junk", ""])
 def test_a_protocol_version_header_other_than_2025_06_18_is_refused_by_name(app, version):
     """MCP-Protocol-Version other than 2025-06-18 is 400 ProtocolVersionError with supported, on initialize
@@ -454,3 +468,80 @@ def test_stdio_framing_reads_lines_whole_and_refuses_the_unreadable_once():
     framing.send({"text": "two\nlines"})
     out = framing.data_to_send()
     assert out.count(b"\n") == 1 and out.endswith(b"\n") and framing.data_to_send() == b""
+
+
+def test_stdio_stops_reading_while_sixty_four_answers_are_owed():
+    """Back-pressure over stdio: each message whose answer waits (a write's commit) is a task, and while
+    MAX_PENDING of them are owed stdin is read no further (``room`` is clear, the reader thread waits on it),
+    so a client pipelining writes faster than they commit fills the pipe, not this process's memory (the
+    fuzzer's stdio run grew by what it had queued); reading resumes once half are answered, and every answer
+    is written."""
+    from brainy.host.dispatch import Outcome
+    from brainy.net.mcp import stdio_glue
+
+    owed: list[asyncio.Future[Outcome]] = []
+
+    class Waiting:
+        def exchange(self, session, authenticate, message):
+            owed.append(asyncio.get_running_loop().create_future())
+            return owed[-1]
+
+    written: list[bytes] = []
+
+    async def run() -> None:
+        stdio = stdio_glue.StdioServer(Waiting(), lambda: None, written.append)  # type: ignore[arg-type]
+        lines = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(stdio_glue.MAX_PENDING))
+        stdio.receive(lines[: len(lines) // 2])
+        assert stdio.room.is_set()
+        stdio.receive(lines[len(lines) // 2 :])
+        assert len(stdio.pending) == stdio_glue.MAX_PENDING and not stdio.room.is_set()
+        for i, future in enumerate(owed[: stdio_glue.MAX_PENDING // 2]):
+            future.set_result(Outcome("server.mcp", 0.1, {"jsonrpc": "2.0", "id": i, "result": {}}))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert stdio.room.is_set() and len(stdio.pending) == stdio_glue.MAX_PENDING // 2
+        for i, future in enumerate(owed):
+            if not future.done():
+                future.set_result(Outcome("server.mcp", 0.1, {"jsonrpc": "2.0", "id": i, "result": {}}))
+        await stdio.drain()
+
+    asyncio.run(run())
+    replies = [json.loads(line) for line in b"".join(written).splitlines()]
+    assert sorted(r["id"] for r in replies) == list(range(stdio_glue.MAX_PENDING))
+
+
+def test_the_stdin_reader_waits_for_room_before_each_read():
+    """The reader thread reads a chunk only while ``room`` is set: with it clear, bytes in the pipe stay there."""
+    import os
+    import threading
+
+    from brainy.net.mcp import stdio_glue
+
+    read, write = os.pipe()
+    got: list[bytes | None] = []
+    seen = threading.Event()
+    room = threading.Event()
+
+    class Loop:
+        def call_soon_threadsafe(self, feed, chunk):
+            feed(chunk)
+
+    def feed(chunk):
+        got.append(chunk)
+        seen.set()
+
+    try:
+        thread = threading.Thread(target=stdio_glue._reader, args=(Loop(), feed, room, read), daemon=True)
+        thread.start()
+        os.write(write, b"one\n")
+        assert not seen.wait(0.3) and got == []
+        room.set()
+        assert seen.wait(5) and got == [b"one\n"]
+        os.close(write)
+        write = -1
+        thread.join(5)
+        assert got == [b"one\n", None]
+    finally:
+        if write >= 0:
+            os.close(write)
+        os.close(read)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aioquic
+import pytest
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
@@ -24,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from brainy.net.quic_shim import connection_routes, unacknowledged_bytes
+from brainy.net.quic_shim import connection_routes, sending_reset, unacknowledged_bytes
 
 ADDR = ("127.0.0.1", 4433)
 VERSION = f"aioquic {aioquic.__version__}"
@@ -58,6 +59,20 @@ def _client() -> QuicConnection:
     return QuicConnection(configuration=QuicConfiguration(is_client=True, alpn_protocols=["h3"], verify_mode=0))
 
 
+def _connecting(directory: Path) -> tuple[QuicConnection, QuicConnection]:
+    """A client that sent its first datagram, and the server connection that read it (the rest of the handshake
+    is the caller's :func:`_pump`)."""
+    client = _client()
+    client.connect(ADDR, now=0.0)
+    first = client.datagrams_to_send(0.0)[0][0]
+    server = QuicConnection(
+        configuration=_server_configuration(directory),
+        original_destination_connection_id=client.original_destination_connection_id,
+    )
+    server.receive_datagram(first, ADDR, 0.0)
+    return client, server
+
+
 def _pump(client: QuicConnection, server: QuicConnection, now: float) -> float:
     """Hand datagrams across, firing each side's timers, until neither has anything to send; the clock after."""
     for _ in range(100):
@@ -82,14 +97,7 @@ def test_unacknowledged_bytes_are_the_stream_senders_buffer_until_the_peer_ackno
     """``QuicConnection._streams`` maps a stream id to its ``QuicStream``, whose ``sender._buffer`` holds what
     was written and not yet acknowledged: it counts a write at once, and drops to 0 once the peer's ACK came.
     A stream the connection does not have counts 0."""
-    client = _client()
-    client.connect(ADDR, now=0.0)
-    first = client.datagrams_to_send(0.0)[0][0]
-    server = QuicConnection(
-        configuration=_server_configuration(tmp_path),
-        original_destination_connection_id=client.original_destination_connection_id,
-    )
-    server.receive_datagram(first, ADDR, 0.0)
+    client, server = _connecting(tmp_path)
     now = _pump(client, server, 0.0)
 
     assert isinstance(client._streams, dict), VERSION
@@ -104,6 +112,25 @@ def test_unacknowledged_bytes_are_the_stream_senders_buffer_until_the_peer_ackno
     assert unacknowledged_bytes(client, 0) == 5000, VERSION
     _pump(client, server, now)  # the server's ACK reaches the client
     assert unacknowledged_bytes(client, 0) == 0, VERSION
+
+
+def test_sending_reset_is_the_stream_senders_reset_code_set_by_a_peers_stop_sending(tmp_path):
+    """``QuicStreamSender._reset_error_code`` is None until the stream's sending part is reset, and the peer's
+    STOP_SENDING sets it while the datagram is read (before its event is handed out); from then a write raises.
+    A stream the connection does not have, or one still sending, is not reset."""
+    client, server = _connecting(tmp_path)
+    now = _pump(client, server, 0.0)
+    assert sending_reset(server, 0) is False  # no such stream yet
+    client.send_stream_data(0, b"request", end_stream=False)
+    client.send_stream_data(4, b"request", end_stream=False)
+    client.stop_stream(4, 0x10C)
+    for data, _ in client.datagrams_to_send(now + 0.01):
+        server.receive_datagram(data, ADDR, now + 0.01)
+    assert server._streams[4].sender._reset_error_code == 0x10C, VERSION
+    assert sending_reset(server, 4) is True and sending_reset(server, 0) is False, VERSION
+    server.send_stream_data(0, b"answer")
+    with pytest.raises(RuntimeError):  # what a write to it would do: what the shim's answer spares
+        server.send_stream_data(4, b"answer")
 
 
 def test_connection_routes_map_every_id_a_connection_answers_to_its_protocol(tmp_path):

@@ -400,6 +400,27 @@ def test_a_malformed_request_after_good_ones_on_one_connection_is_refused_and_cl
         assert client.buffer == b"", "something was answered after the malformed request"
 
 
+@pytest.mark.parametrize("bad", [b"X-Fuzz: \x7f", b"X-Fuzz: \x00", b"G@T: x"], ids=["del", "nul", "name"])
+def test_a_refusal_sent_while_the_body_still_arrives_reaches_the_client(server, bad):
+    """Law: a request refused from its header block while its 4 MiB body is still arriving is answered, and the
+    client reads the answer and then the end of the stream: the server shuts its writing side and reads the
+    rest, discarding it, until the client closes. Closing with the body unread made the kernel answer it
+    with a reset, which cut the client's send short and could throw the refusal away (an MCP client over
+    HTTP lost its answer so; found by tools/fuzz_transports.py)."""
+    body = b"{" + b" " * (4 << 20) + b"}"
+    head = f"POST /mcp HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {server.key}\r\n".encode()
+    head += b"Content-Type: application/json\r\n" + bad + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(head + body)  # a reset would cut this short (ConnectionResetError)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status, _, rest = data.partition(b"\r\n")
+    assert status.split()[1] == b"400", data[:300]
+    answer = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert answer["error"]["name"] == "MalformedRequestError" and b"connection: close" in rest.lower()
+
+
 def test_an_oversized_h2_frame_header_closes_at_once(server):
     """An HTTP/2 frame header announcing a length over SETTINGS_MAX_FRAME_SIZE is a connection error
     (FRAME_SIZE_ERROR, RFC 9113 4.2) as soon as its nine bytes arrive: the server does not wait to

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import os
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from brainy.auth.keys import KeyTable
 from brainy.engine import init_store
 from brainy.host.pool import Pool
 from brainy.net.app import App
+from brainy.net.deadlines import LINGER_SECONDS, Lingering
 from brainy.net.glue.tcp import HttpProtocol
 from brainy.net.server import Server
 
@@ -34,13 +36,24 @@ class MemoryTransport(asyncio.Transport):
         super().__init__()
         self.out = bytearray()
         self.closed = False
+        self.eof = False  # the writing side is shut (a half-close): the peer still sends, and is read
         self.paused = False
 
     def write(self, data) -> None:
+        assert not self.eof and not self.closed, "a write after the writing side was shut"
         self.out += data
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
 
     def close(self) -> None:
         self.closed = True
+
+    def abort(self) -> None:
+        self.closed = self.aborted = True
 
     def is_closing(self) -> bool:
         return self.closed
@@ -68,11 +81,14 @@ def served(tmp_path_factory):
     keys.chmod(0o600)
     pool = Pool({"notes": root / "notes"})
     loop = asyncio.new_event_loop()
+    faults: list[dict] = []
+    loop.set_exception_handler(lambda loop, context: faults.append(context))  # a callback's exception, kept
     app = App(pool, KeyTable.open(keys), "1970-01-01T00:00:00Z")
     server = Server(app, [])
     yield loop, app, server
     pool.close_all()
     loop.close()
+    assert not faults, faults[:3]  # nothing raised out of a callback the loop ran (the glue's flush among them)
 
 
 def _upgrade() -> bytes:
@@ -143,6 +159,38 @@ def test_ten_thousand_random_sessions_leave_no_task_behind(served, chunks, split
     loop, app, server = served
     loop.run_until_complete(_session(app, server, chunks, split))
     assert server.in_flight == 0
+
+
+def test_an_ended_session_half_closes_and_lets_go_at_its_deadline(served):
+    """The end through the glue: a violation's close frame is written, then the writing side is shut (not the
+    connection: bytes still arriving are read and discarded, so the peer gets the close frame, not a reset);
+    the connection's timer is at the linger deadline, LINGER_SECONDS on, and when it fires the connection is
+    aborted."""
+    loop, app, server = served
+
+    async def run() -> MemoryTransport:
+        protocol = HttpProtocol(app, server, ("h1", "h2"))
+        transport = MemoryTransport()
+        protocol.connection_made(transport)
+        protocol.data_received(_upgrade())
+        protocol.data_received(client_frame(1, b"{}", rsv=4))
+        await asyncio.sleep(0)
+        assert transport.out.endswith(b"\x88\x12\x03\xeaReservedBitError") and transport.eof, transport.out[-40:]
+        assert not transport.closed and not transport.paused
+        protocol.data_received(b"\x00" * 100_000)  # read and discarded
+        await asyncio.sleep(0)
+        assert isinstance(protocol._timed, Lingering) and protocol._timed.seconds == LINGER_SECONDS
+        assert protocol._timer is not None and protocol._timer_at == protocol._timed.next_deadline()
+        protocol._timer.cancel()
+        due = protocol._timer_at
+        real = protocol._loop
+        protocol._loop = types.SimpleNamespace(time=lambda: due, call_at=real.call_at)  # CLOSE_SECONDS on
+        protocol._fired()  # as the timer would: the peer never closed its side
+        assert transport.closed and transport.aborted
+        protocol.connection_lost(None)
+        return transport
+
+    loop.run_until_complete(run())
 
 
 def test_a_counts_call_is_answered_through_the_glue(served):

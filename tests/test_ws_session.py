@@ -125,7 +125,7 @@ def _read_close(sock: socket.socket) -> tuple[int, bytes]:
     return struct.unpack(">H", data[2:4])[0], data[4 : 2 + data[1]]
 
 
-@pytest.mark.parametrize(
+VIOLATIONS = pytest.mark.parametrize(
     "frame, name, code",
     [
         (client_frame(1, b"{}", masked=False), b"UnmaskedFrameError", 1002),
@@ -135,11 +135,34 @@ def _read_close(sock: socket.socket) -> tuple[int, bytes]:
     ],
     ids=["unmasked", "reserved-bit", "over-8MiB", "control-over-125"],
 )
+
+
+@VIOLATIONS
 def test_violations_close_the_session_by_name(server, frame, name, code):
     """Each violation ends the session with RFC 6455's close code and the class name, then the socket closes."""
     with _raw_session(server) as sock:
         sock.sendall(frame)
         assert _read_close(sock) == (code, name)
+
+
+@VIOLATIONS
+def test_a_peer_still_sending_gets_the_close_frame_not_a_reset(server, frame, name, code):
+    """Law: a peer whose bytes keep coming after its violation ended the session still reads the close frame,
+    then the end of the stream. The server shuts its writing side and reads on, discarding, until the peer
+    closes (RFC 6455 7.1.1); closing outright with bytes unread made the kernel answer them with a reset, which
+    threw the close frame away before the peer read it (found by tools/fuzz_transports.py)."""
+    with _raw_session(server) as sock:
+        # 4 MiB behind the violation: the server reads a piece, ends the session, and more is still arriving
+        sock.sendall(frame + b"\x00" * (4 << 20))
+        assert _read_close(sock) == (code, name)
+
+
+def test_the_close_handshake_reaches_a_peer_that_pipelined_past_its_close(server):
+    """Law: a close frame followed, in the same write, by more frames is answered with the close frame echoing
+    its code and then the end of the stream; the frames after the close are discarded, never a reset."""
+    with _raw_session(server) as sock:
+        sock.sendall(client_frame(8, struct.pack(">H", 1000)) + client_frame(1, b'{"ref":1,"door":"counts"}') * 50_000)
+        assert _read_close(sock) == (1000, b"")
 
 
 def test_fragmented_message_refuses_and_the_session_goes_on(server):

@@ -145,6 +145,37 @@ def test_violations_end_the_session_with_their_close_code(session, frame, name, 
     assert session.ended and session.receive_data(client_frame(1, b"more")) == []
 
 
+@pytest.mark.parametrize(
+    "payload, answer",
+    [
+        (b"", 1000),
+        (struct.pack(">H", 1000), 1000),
+        (struct.pack(">H", 1001) + b"bye", 1001),
+        (struct.pack(">H", 1011), 1011),
+        (struct.pack(">H", 4000) + "\u00e9t\u00e9".encode(), 4000),
+        (b"\x03", 1002),  # one byte: no code, half a code
+        (struct.pack(">H", 0), 1002),
+        (struct.pack(">H", 999), 1002),
+        (struct.pack(">H", 1004), 1002),
+        (struct.pack(">H", 1005), 1002),  # "no status": never on the wire
+        (struct.pack(">H", 1006), 1002),  # "abnormal closure": never on the wire
+        (struct.pack(">H", 1015), 1002),  # "TLS failure": never on the wire
+        (struct.pack(">H", 2999), 1002),
+        (struct.pack(">H", 5000), 1002),
+        (struct.pack(">H", 65535), 1002),
+        (struct.pack(">H", 1000) + b"\xff", 1007),  # a reason that is not UTF-8
+    ],
+)
+def test_a_close_is_answered_with_a_code_the_wire_may_carry(session, payload, answer):
+    """A peer's close frame is echoed with its code when RFC 6455 7.4 lets a close frame carry it, with 1000
+    when it has none; one whose code no endpoint may send (1005, 1006, 1015, unassigned) or whose payload is a
+    single byte is answered 1002, one whose reason is not UTF-8 1007. The echo once sent back whatever came,
+    1006 and 65535 among them (found by tools/fuzz_transports.py)."""
+    events = session.receive_data(client_frame(8, payload))
+    assert events == [ws.SessionEnded(answer)] and session.ended
+    assert session.data_to_send() == ws.wsframe.build(8, struct.pack(">H", answer))
+
+
 def test_the_lifecycle_table_is_total():
     """Every (open or skipping state, input) pair has a row, each action is one the session performs, and
     every next state is a state."""

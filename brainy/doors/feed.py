@@ -20,6 +20,7 @@ and a store without a log is ``NoFactLogError``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -144,6 +145,12 @@ def _since(value: Any, head: int, param: str) -> int:
     return value
 
 
+#: An event id as the stream writes it: two runs of ASCII digits. Not ``str.isdigit``, which takes ``²`` and
+#: ``١`` (a Latin-1 header can carry the first), nor runs ``int`` refuses to read (past 4,300 digits): a
+#: generation or an index is at most 2^64, 20 digits.
+_EVENT_ID = re.compile(r"([0-9]{1,20})\.([0-9]{1,20})")
+
+
 def resume_cursor(last_event_id: str | None, since: Any, head: int, ops_of: Callable[[int], int | None]) -> int:
     """The generation the stream starts after, always a commit boundary.
 
@@ -151,12 +158,12 @@ def resume_cursor(last_event_id: str | None, since: Any, head: int, ops_of: Call
     commit ``g`` when ``i`` was its last op (``ops_of(g)`` counts them), else at ``g - 1``, so a commit
     cut mid-way comes again whole (at-least-once, dedup on the pair). ``since`` past ``head`` refuses."""
     if last_event_id is not None and last_event_id.strip():
-        generation, dot, index = last_event_id.strip().partition(".")
-        if not (generation.isdigit() and dot and index.isdigit()):
+        found = _EVENT_ID.fullmatch(last_event_id.strip())
+        if found is None:
             raise R.BadQueryParameterError(
                 "Last-Event-ID: <generation>.<index>, as the stream sent it", param="Last-Event-ID", head=head
             )
-        g, i = int(generation), int(index)
+        g, i = int(found[1]), int(found[2])
         _since(g, head, "Last-Event-ID")
         return g if g == 0 or ops_of(g) == i + 1 else g - 1
     return _since(since, head, "since")

@@ -11,6 +11,10 @@ Each protocol object (the preface reader, h1, h2) keeps one :class:`Deadlines`
 and says when it is busy and when a request is arriving; it exposes
 ``next_deadline()`` and ``timer_fired(now)``, and the asyncio glue keeps one
 timer at the deadline it reports (aioquic's ``get_timer``/``handle_timer``).
+
+A third deadline is a connection's last: once its last answer is written and its
+writing side shut, it is :class:`Lingering`, reading and discarding until the peer
+closes its side, for at most :data:`LINGER_SECONDS`.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ from typing import Protocol
 
 IDLE_SECONDS = 75.0  # a keep-alive connection with nothing to say
 REQUEST_SECONDS = 30.0  # from a request's first byte to its last
+# from a connection's last answer to the peer closing its side: RFC 6455 7.1.1 has the server close first and
+# the client then (the websockets library waits as long for it: close_timeout=10 s); an HTTP/1.1 peer whose
+# request was refused mid-body may still be sending it
+LINGER_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
 class DeadlinePassed:
-    """The connection outlived a deadline: close it. ``reason`` is ``"idle"`` or ``"request"``."""
+    """The connection outlived a deadline: close it. ``reason`` is ``"idle"``, ``"request"`` or ``"linger"``."""
 
     reason: str
     seconds: float
@@ -75,3 +83,23 @@ class Deadlines:
         if now - self.last_data >= self.idle_seconds:
             return DeadlinePassed("idle", self.idle_seconds)
         return None
+
+
+class Lingering:
+    """The one deadline of a connection whose last answer is written and whose writing side is shut (a
+    half-close, from ``now``): the peer closes its side within ``seconds``, or the connection is dropped. What
+    the peer sends meanwhile is read and discarded, never answered.
+
+    Closing at once instead would leave the peer's bytes still arriving unread, and a kernel answers those
+    with a reset, which can throw the answer away before the peer has read it: the refusal that said why,
+    lost (RFC 9112 9.6; RFC 6455 7.1.1)."""
+
+    def __init__(self, now: float, seconds: float = LINGER_SECONDS) -> None:
+        self.seconds = seconds
+        self.due = now + seconds
+
+    def next_deadline(self) -> float | None:
+        return self.due
+
+    def timer_fired(self, now: float) -> DeadlinePassed | None:
+        return DeadlinePassed("linger", self.seconds) if now >= self.due else None

@@ -22,7 +22,7 @@ from aioquic.quic.connection import QuicConnection
 
 from brainy.net.h2 import H2Event, Stream, StreamReset
 from brainy.net.http import MAX_BODY, Response
-from brainy.net.quic_shim import unacknowledged_bytes
+from brainy.net.quic_shim import sending_reset, unacknowledged_bytes
 
 ALPN = ["h3"]  # exactly h3: offering more would let a client negotiate what this listener does not serve
 
@@ -40,7 +40,9 @@ class H3Connection:
     def quic_event_received(self, event: aioquic.quic.events.QuicEvent) -> list[H2Event]:
         """Feed one QUIC event; answer the request events it caused, in order."""
         out: list[H2Event] = []
-        if isinstance(event, aioquic.quic.events.StreamReset):
+        if isinstance(event, (aioquic.quic.events.StreamReset, aioquic.quic.events.StopSendingReceived)):
+            # the peer reset its request (RESET_STREAM), or wants no answer to it (STOP_SENDING, RFC 9114
+            # 4.1.1): either way nothing is answered on the stream, and an answer still being made is let go
             stream = self._streams.pop(event.stream_id, None)
             self._held.discard(event.stream_id)
             if stream is not None and stream.handed_out:
@@ -56,15 +58,20 @@ class H3Connection:
             else:
                 continue
             if h3_event.stream_ended and stream is not None and not stream.handed_out:
+                if sending_reset(self._quic, h3_event.stream_id):
+                    # a STOP_SENDING already reset the answer's side (its event may only come after this
+                    # one): the request is not run, since no answer to it can be sent
+                    del self._streams[h3_event.stream_id]
+                    continue
                 out.append(stream.event(h3_event.stream_id))
         return out
 
     def send_response(self, stream_id: int, response: Response) -> None:
         """Frame the answer on ``stream_id``: HEADERS, the body as DATA, trailers if it has any. QUIC's
         flow control is the QUIC connection's: what the peer's window holds back it sends later. A stream
-        the peer reset meanwhile takes nothing."""
+        the peer reset or stopped meanwhile takes nothing."""
         stream = self._streams.pop(stream_id, None)
-        if stream is None:
+        if stream is None or sending_reset(self._quic, stream_id):
             return
         headers = [(b":status", str(response.status).encode()), *response.headers]
         trailers = response.trailers
@@ -81,7 +88,7 @@ class H3Connection:
         """HEADERS of an answer whose body is a stream (the held change feed): DATA follows by
         :meth:`send_stream_data` until :meth:`end_stream`."""
         stream = self._streams.get(stream_id)
-        if stream is None:
+        if stream is None or sending_reset(self._quic, stream_id):
             return
         self._held.add(stream_id)
         self._h3.send_headers(
@@ -90,7 +97,7 @@ class H3Connection:
 
     def send_stream_data(self, stream_id: int, data: bytes) -> bool:
         """More of a streamed body; False once the stream is gone (reset by the peer)."""
-        if stream_id not in self._held or stream_id not in self._streams:
+        if stream_id not in self._held or stream_id not in self._streams or sending_reset(self._quic, stream_id):
             return False
         if data:
             self._h3.send_data(stream_id, data, end_stream=False)
@@ -99,7 +106,7 @@ class H3Connection:
     def end_stream(self, stream_id: int) -> None:
         if stream_id in self._held:
             self._held.discard(stream_id)
-            if self._streams.pop(stream_id, None) is not None:
+            if self._streams.pop(stream_id, None) is not None and not sending_reset(self._quic, stream_id):
                 self._h3.send_data(stream_id, b"", end_stream=True)
 
     def stream_backlog(self, stream_id: int) -> int:

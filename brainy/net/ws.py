@@ -19,7 +19,11 @@ refusal by name, never a silence:
   :data:`MAX_FRAME` (read off its header, before a byte of it is buffered) and a
   control frame over 125 bytes end the session with the class's own RFC 6455
   close code (its ``ws.close`` in the contract), the class name as the reason;
-* ping is answered with pong, close with close.
+* ping is answered with pong, close with close;
+* a session that ended (its close frame framed) reads nothing more; the glue
+  half-closes the connection and lingers (``brainy.net.deadlines.Lingering``), so
+  a peer still sending gets the close frame, not a reset that would throw it away
+  (RFC 6455 7.1.1: the server closes first, the client then).
 
 The lifecycle is a table (:data:`LIFECYCLE`, STYLE 3): (state, input) to
 (what is done, next state).
@@ -46,7 +50,7 @@ MAX_CONTROL = 125  # RFC 6455 5.5: a control frame's payload limit
 PATH = "/v1/ws"
 
 TEXT, BINARY, CONTINUATION, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
-NORMAL_CLOSE, GOING_AWAY = 1000, 1001
+NORMAL_CLOSE, GOING_AWAY, PROTOCOL_ERROR, INVALID_PAYLOAD = 1000, 1001, 1002, 1007  # RFC 6455 7.4.1
 _INPUTS = {TEXT: "text", BINARY: "binary", CONTINUATION: "continuation", CLOSE: "close", PING: "ping", PONG: "pong"}
 
 
@@ -148,6 +152,30 @@ STATES = (OPEN, SKIPPING, CLOSED)
 INPUTS = ("text", "binary", "fragment", "continuation", "last-fragment", "ping", "pong", "close", "violation")
 
 
+def close_code_sendable(code: int) -> bool:
+    """True for a code a close frame may carry (RFC 6455 7.4.1, 7.4.2 and IANA's registry): 1000-1003,
+    1007-1014 and 3000-4999. 1005, 1006 and 1015 only ever name what an endpoint saw itself; the rest under
+    3000 are unassigned."""
+    return NORMAL_CLOSE <= code <= 1003 or INVALID_PAYLOAD <= code <= 1014 or 3000 <= code <= 4999
+
+
+def close_answer(payload: bytes) -> int:
+    """The code that answers a peer's close frame (RFC 6455 5.5.1): its own code, echoed, when a close frame
+    may carry it; 1000 for a close with no code; 1002 for a one-byte payload or a code no endpoint may send;
+    1007 for a reason that is not UTF-8 (7.1.6 and 8.1). Never a code the RFC keeps off the wire, as echoing
+    the peer's blindly once did."""
+    if not payload:
+        return NORMAL_CLOSE
+    code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 0
+    if not close_code_sendable(code):
+        return PROTOCOL_ERROR
+    try:
+        bytes(payload[2:]).decode("utf-8")
+    except UnicodeDecodeError:
+        return INVALID_PAYLOAD
+    return code
+
+
 class WsConnection:
     """One WebSocket session, server side, from the first byte after the ``101`` answer."""
 
@@ -234,7 +262,7 @@ class WsConnection:
         elif action == "pong":
             self._frame(PONG, payload)
         elif action == "echo-close":
-            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else NORMAL_CLOSE
+            code = close_answer(payload)
             self._frame(CLOSE, code.to_bytes(2, "big"))
             events.append(SessionEnded(code))
         elif action == "close":

@@ -66,7 +66,7 @@ class H1Glue(Session[H1Connection]):
                 transport.write(conn.respond(answered, keep_alive, request.method == "HEAD"))
                 if not keep_alive:
                     self._closing = True
-                    transport.close()
+                    self.protocol.linger()
                     return
                 continue
             if not isinstance(answered, Response):
@@ -118,8 +118,10 @@ class H1Glue(Session[H1Connection]):
     def _write(self, response: Response, keep_alive: bool, head: bool) -> None:
         self.transport.write(self.conn.respond(response, keep_alive, head))
         if not keep_alive:
+            # the connection's last answer: a refusal may come with the request's body still arriving, so the
+            # connection lingers rather than closing on it (a reset would throw the refusal away)
             self._closing = True
-            self.transport.close()
+            self.protocol.linger()
 
     def close_if_idle(self) -> None:
         if self._feed is not None:
@@ -148,7 +150,7 @@ class _ChunkedSink:
         if not transport.is_closing():
             self.glue.conn.end_stream()
             transport.write(self.glue.conn.data_to_send())
-            transport.close()
+            self.glue.protocol.linger()
 
     @property
     def backlogged(self) -> bool:

@@ -54,7 +54,7 @@ class H2Glue(FlushedOncePerPass, Session[H2Connection]):
         elif parts:
             self.transport.write(b"".join(parts))  # small frames: one copy is cheaper than a buffer each
         if self.conn.ended:
-            self.transport.close()
+            self.protocol.linger()  # the GOAWAY reaches a peer still sending, not a reset
 
     def closing(self) -> None:
         self._flush()  # the GOAWAY of a deadline (idle, or our SETTINGS never acknowledged)

@@ -33,6 +33,10 @@ class Connection(Protocol):
     def switch_to_websocket(self, principal: Principal, rest: bytes) -> None:
         """From here the connection is a WebSocket session (an HTTP/1.1 upgrade was granted)."""
 
+    def linger(self) -> None:
+        """The connection's last answer is written: shut its writing side, read and discard until the peer
+        closes its side or the linger deadline passes (``brainy.net.deadlines.Lingering``)."""
+
 
 class Session(ABC, Generic[Conn]):
     """One connection's glue once its protocol is known, over that protocol's sans-IO object ``conn``."""
@@ -90,6 +94,7 @@ class FlushedOncePerPass:
 
     conn: Any
     transport: Any
+    protocol: Connection
 
     def _start_flushing(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -109,4 +114,4 @@ class FlushedOncePerPass:
         if data:
             self.transport.write(data)
         if self.conn.ended:
-            self.transport.close()
+            self.protocol.linger()

@@ -5,7 +5,8 @@ Thin glue: it sets TCP_NODELAY, reads the first bytes with the sans-IO
 glue of the protocol they chose (``glue.h1``, ``glue.h2``), feeding it bytes
 with the loop's time. It keeps the connection's one timer at the deadline the
 sans-IO object in charge reports, and closes the connection when that object
-says a deadline passed.
+says a deadline passed. A connection whose last answer is written lingers
+(:meth:`HttpProtocol.linger`) rather than closing on a peer still sending.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Protocol
 
 from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
-from brainy.net.deadlines import Timed
+from brainy.net.deadlines import Lingering, Timed
 from brainy.net.glue.h1 import H1Glue
 from brainy.net.glue.h2 import H2Glue
 from brainy.net.glue.seams import Handler, Serving
@@ -54,6 +55,7 @@ class HttpProtocol(asyncio.Protocol):
         self.session: H1Glue | H2Glue | WsGlue | None = None  # set once the first bytes chose the protocol
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._lingering = False  # the last answer is written and the writing side shut (linger)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
@@ -80,6 +82,8 @@ class HttpProtocol(asyncio.Protocol):
             session.connection_lost()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # the last answer is written: what the peer still sends is read and discarded
         now = self._loop.time()
         session = self.session
         if session is not None:
@@ -132,7 +136,28 @@ class HttpProtocol(asyncio.Protocol):
         conn.send_response(refusal_response(refusal), keep_alive=False)
         assert self.transport is not None
         self.transport.write(conn.data_to_send())
-        self.transport.close()
+        self.linger()
+
+    def linger(self) -> None:
+        """The connection's last answer is written: shut the writing side (FIN, once what is written is sent)
+        and read on, discarding, until the peer closes its side (``eof_received``: the connection closes) or
+        the linger deadline passes (``brainy.net.deadlines.Lingering``: the connection is aborted). Closing at
+        once would leave the peer's bytes still arriving unread, and the kernel answers those with a reset
+        that can throw the answer away before the peer reads it: a refusal sent mid-body, a WebSocket close
+        frame, an HTTP/2 GOAWAY (RFC 9112 9.6; RFC 6455 7.1.1)."""
+        transport = self.transport
+        if self._lingering or transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._lingering = True
+        self._timed = Lingering(self._loop.time())
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.arm()
 
     # -- the one timer ------------------------------------------------------------------------------
 
@@ -156,11 +181,15 @@ class HttpProtocol(asyncio.Protocol):
         if passed is None:
             self.arm()
             return
+        assert self.transport is not None
+        if passed.reason == "linger":
+            # abort, not close: a peer that reads nothing holds what is still unwritten, and the socket with it
+            self.transport.abort()
+            return
         if passed.reason == "request":
             log.info("closing a connection whose request took over %.0f s to arrive", passed.seconds)
         if self.session is not None:
             self.session.closing()
-        assert self.transport is not None
         self.transport.close()
 
     # -- the stop sequence --------------------------------------------------------------------------

@@ -8,6 +8,13 @@ runs as a task, so calls pipeline and their answers leave in the order they
 complete, each echoing its ``ref``. What was framed is written once per pass of
 the event loop.
 
+The end is a half-close (RFC 6455 7.1.1): once the session ended, its close
+frame written, the connection lingers (``HttpProtocol.linger``: its writing side
+shut, what comes read and discarded until the peer closes its side). Closing
+outright would drop a peer that is still sending with a reset, and a reset
+throws away the close frame that named why the session ended (the fuzzer's
+finding: a frame refused mid-write lost its close 1002).
+
 Back-pressure (issue 15): a client that stops reading must not grow the server's
 memory without bound. Reading pauses while :data:`MAX_IN_FLIGHT` calls wait, and
 while the transport's buffer is over its high-water mark (``pause_writing``), so

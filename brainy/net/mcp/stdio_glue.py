@@ -14,6 +14,11 @@ protocol. Logs go to stderr.
 
 One session per process: it begins with the process and ends at the end of the input
 (or SIGTERM/SIGINT), when every answer owed has been written and the brain is closed.
+
+Back-pressure: a client that pipelines writes faster than they commit must not grow this
+process's memory without bound (each owed answer is a task holding its message). While
+:data:`MAX_PENDING` answers are owed, stdin is read no further, so the pipe fills and the
+client's writes wait; reading resumes once half of them are written.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ log = logging.getLogger("brainy.mcp")
 
 KEY_VARIABLE = "BRAINY_KEY"
 READ_CHUNK = 1 << 16
+MAX_PENDING = 64  # answers owed (writes waiting on their commit) before stdin is read no further
 
 
 class StdioRefused(Exception):
@@ -83,6 +89,10 @@ class StdioServer:
         self.framing = StdioFraming()
         self.session = Session("stdio", ("", "", None))
         self.pending: set[asyncio.Task[None]] = set()
+        # set while stdin may be read: cleared at MAX_PENDING answers owed, set again at half (the reader
+        # thread waits on it before each read)
+        self.room = threading.Event()
+        self.room.set()
 
     def receive(self, data: bytes) -> None:
         for event in self.framing.receive_data(data):
@@ -104,7 +114,14 @@ class StdioServer:
             return
         task = asyncio.get_running_loop().create_task(self._later(outcome, message))
         self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
+        task.add_done_callback(self._answered)
+        if len(self.pending) >= MAX_PENDING:
+            self.room.clear()
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self.pending.discard(task)
+        if len(self.pending) <= MAX_PENDING // 2:
+            self.room.set()
 
     async def _later(self, pending: Awaitable[Outcome], message: Message) -> None:
         self._answer(await pending, message)
@@ -143,11 +160,15 @@ def _protocol_stdout() -> Callable[[bytes], None]:
     return write
 
 
-def _reader(loop: asyncio.AbstractEventLoop, feed: Callable[[bytes | None], None]) -> None:
-    """Read stdin in a thread (it may be a pipe, a file or a terminal) and hand each chunk to the loop."""
+def _reader(
+    loop: asyncio.AbstractEventLoop, feed: Callable[[bytes | None], None], room: threading.Event, fd: int = 0
+) -> None:
+    """Read stdin (``fd``) in a thread (it may be a pipe, a file or a terminal) and hand each chunk to the loop;
+    wait for ``room`` before each read (the session's back-pressure)."""
     try:
         while True:
-            chunk = os.read(0, READ_CHUNK)
+            room.wait()
+            chunk = os.read(fd, READ_CHUNK)
             loop.call_soon_threadsafe(feed, chunk or None)
             if not chunk:
                 return
@@ -198,7 +219,7 @@ def run(pool: Pool, keys: KeyTable, bearer: str) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, done.set)
-        threading.Thread(target=_reader, args=(loop, feed), name="brainy-mcp-stdin", daemon=True).start()
+        threading.Thread(target=_reader, args=(loop, feed, stdio.room), name="brainy-mcp-stdin", daemon=True).start()
         log.info("MCP over stdio: serving %s", ", ".join(pool.known()))
         await done.wait()
         await stdio.drain()

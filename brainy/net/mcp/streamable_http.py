@@ -53,6 +53,15 @@ def _owner(principal: Principal) -> tuple[str, str, str | None]:
     return principal.id, principal.kind, principal.token_brain
 
 
+def _origin_host(origin: str) -> str | None:
+    """The host an Origin names; None for one that does not parse as a URL (``http://[::1``, an unclosed
+    bracket), which names no loopback host."""
+    try:
+        return urlsplit(origin.strip()).hostname
+    except ValueError:
+        return None
+
+
 def _loopback(host: str | None) -> bool:
     if not host:
         return False
@@ -137,7 +146,7 @@ class StreamableHttp:
                 allowed=["DELETE", "POST"],
             )
         origin = headers.get("origin")
-        if origin is not None and not _loopback(urlsplit(origin.strip()).hostname):
+        if origin is not None and not _loopback(_origin_host(origin)):
             raise R.ForbiddenError(
                 f"the Origin {origin!r} is not a loopback origin; MCP over HTTP refuses "
                 "other browsers' origins (DNS-rebinding defence)",
