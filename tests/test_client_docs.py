@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from server import start_server
 
+from brainy.client import Client
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "client.md"
 BLOCK = re.compile(r"```(python|shell)\n(.*?)```", re.S)
 
@@ -53,6 +55,9 @@ def test_every_example_in_the_client_doc_runs(tmp_path: Path, monkeypatch: pytes
                 )
                 assert done.returncode == 0, (line, done.stderr)
                 printed.write(done.stdout)
+        for value in session.values():
+            if isinstance(value, Client):
+                value.close()
         out = printed.getvalue()
         assert "True" in out.splitlines()[1]  # find by meaning: the tea note first
         assert "EntityNotFoundError 404 nobody" in out

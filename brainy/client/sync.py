@@ -233,6 +233,12 @@ class Client(DoorMethods):
             except queue.Empty:
                 return
 
+    def __del__(self) -> None:  # a client dropped without close(): its idle connections go with it
+        try:
+            self.close()
+        except Exception:  # noqa: S110  (at interpreter exit the queue may be gone already)
+            pass
+
     def __enter__(self) -> Client:
         return self
 
