@@ -640,6 +640,36 @@ def test_a_revoked_list_that_vanishes_keeps_its_revocations_also_for_a_fresh_rea
         verifier.verify(sign(KEY_A, claims(kid="k1", jti="gone")), now=NOW, monotonic=10.0)
 
 
+@pytest.mark.parametrize("how", ["missing", "cut", "empty", "zeros", "garbage"])
+def test_a_revocation_on_a_missing_or_damaged_list_keeps_every_revocation_in_force(tmp_path: Path, how: str) -> None:
+    """``host.revokeKey`` over a revoked list that vanished or no longer parses: the new revocation is written
+    beside every one the server held in force, so none is dropped; a damaged file is moved aside whole (never
+    written over, its name logged), never refused, and the next start reads the new list."""
+    issuers = place(tmp_path / "issuers", issuers_text(("idp", KEY_A, "k1")))
+    revoked = place(tmp_path / "revoked.json", revoked_text(("gone", NOW + 3600), (fingerprint(BOB), NOW + 3600)))
+    verifier = T.TokenVerifier.open(issuers, revoked, now=0.0)
+    before = revoked.read_bytes()
+    if how == "missing":
+        revoked.unlink()
+    else:
+        damage(revoked, how)
+    damaged = revoked.read_bytes() if how != "missing" else None
+    assert T.add_revocation(revoked, fingerprint(ADA), T.STATIC_KEY_EXP, verifier.revoked.value)
+    assert T.parse_revoked(revoked.read_bytes()) == {
+        "gone": NOW + 3600,
+        fingerprint(BOB): NOW + 3600,
+        fingerprint(ADA): T.STATIC_KEY_EXP,
+    }
+    aside = sorted(tmp_path.glob("revoked.json.damaged-*"))
+    if how == "missing":
+        assert aside == []
+    else:
+        assert [p.read_bytes() for p in aside] == [damaged] and damaged != before
+    assert not T.add_revocation(revoked, fingerprint(ADA), T.STATIC_KEY_EXP, verifier.revoked.value)
+    restarted = T.TokenVerifier.open(issuers, revoked)
+    assert set(restarted.revoked.value) == {"gone", fingerprint(BOB), fingerprint(ADA)}
+
+
 @pytest.mark.parametrize("how", ["cut", "zeros", "empty"])
 @pytest.mark.parametrize("which", ["cert", "key"])
 def test_a_cut_or_zeroed_tls_file_refuses_the_start_by_name(tmp_path: Path, which: str, how: str) -> None:
@@ -712,6 +742,17 @@ def test_a_served_store_with_damage_answers_its_named_refusal_never_a_500_nor_it
         time.sleep(T.RELOAD_INTERVAL + 0.5)
         answer = call(server, "GET", f"/v1/brains/{BRAIN}/counts", key=ADA)
         assert answer.status == 401 and answer.refusal == "UnauthenticatedError", answer
+        for other, harm in (("1" * 64, None), ("2" * 64, "garbage")):  # revoking over a vanished, a damaged list
+            if harm:
+                damage(server.keys_path.parent / "revoked.json", harm)
+            assert call(server, "DELETE", f"/v1/keys/{other}").status == 200
+            listed = {k["sha256"]: k for k in call(server, "GET", "/v1/keys").doc["keys"]}
+            assert listed[fingerprint(ADA)]["revoked"] is True
+            answer = call(server, "GET", f"/v1/brains/{BRAIN}/counts", key=ADA)
+            assert answer.status == 401 and answer.refusal == "UnauthenticatedError", answer
+        assert {"1" * 64, "2" * 64, fingerprint(ADA)} <= set(
+            T.parse_revoked((server.keys_path.parent / "revoked.json").read_bytes())
+        )
     assert damaged["stamp"].joinpath("MANIFEST").exists() and seg.stat().st_size > log_.HEADER_SIZE
 
 

@@ -72,7 +72,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -282,21 +282,31 @@ def parse_revoked(data: bytes | str, source: str | os.PathLike[str] = "<revoked>
 STATIC_KEY_EXP = 253402300799
 
 
-def add_revocation(path: Path, jti: str, exp: int) -> bool:
-    """List ``jti`` in the revoked file at ``path`` until ``exp``, creating the file if absent; False when it was
-    listed already. The document is read and parsed first (a file this server would refuse is never
-    built on), keeps every member it had, and is replaced whole (written beside, fsynced, renamed), so a
-    reader sees the old list or the new one, never half of one.
+def add_revocation(path: Path, jti: str, exp: int, held: Mapping[str, int] | None = None) -> bool:
+    """List ``jti`` in the revoked file at ``path`` until ``exp``; False when it was listed already.
+
+    The document is read and parsed first, keeps every member it had, and is replaced whole (written beside,
+    fsynced, renamed), so a reader sees the old list or the new one, never half of one. ``held`` is the list
+    the server holds in force (its last good read): when the file is missing it is written again from that,
+    so a vanished list never takes the server's revocations with it; when the file does not parse (or is
+    placed with a mode this server refuses) it is moved aside whole, never written over, and the new list
+    is the held one with ``jti`` added: a revocation is never refused for a damaged list, and nothing the
+    damaged file said is lost (its name is logged for the operator to read).
     """
     try:
         data, _ = read_placed(path, lambda reason: RevokedFileError(path, reason), 0o022)
+        parse_revoked(data, path)
     except FileNotFoundError:
-        document: dict[str, Any] = {"revoked": []}
+        document: dict[str, Any] = _document_of(held)
+    except RevokedFileError as exc:
+        aside = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
+        os.rename(path, aside)
+        log.error("%s; moved aside to %s and written again from the list in force", exc, aside)
+        document = _document_of(held)
     else:
-        listed = parse_revoked(data, path)
-        if jti in listed:
-            return False
         document = json.loads(data)
+    if any(entry.get("jti") == jti for entry in document["revoked"]):
+        return False
     document["revoked"].append({"jti": jti, "exp": exp})
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -308,6 +318,10 @@ def add_revocation(path: Path, jti: str, exp: int) -> bool:
     os.rename(temp, path)
     _fsync_dir(path.parent)
     return True
+
+
+def _document_of(held: Mapping[str, int] | None) -> dict[str, Any]:
+    return {"revoked": [{"jti": jti, "exp": exp} for jti, exp in (held or {}).items()]}
 
 
 # --- a file re-read on its own change ----------------------------------------------------------

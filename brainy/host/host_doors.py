@@ -154,7 +154,8 @@ def _revoke_key(c: Any) -> dict[str, Any]:
         raise R.InvalidArgumentError(
             "sha256: 64 lowercase hex characters, the key's SHA-256", field="sha256", reason="malformed"
         )
-    add_revocation(c.host.revoked_path, sha, STATIC_KEY_EXP)
+    placed = c.host.keys.revoked
+    add_revocation(c.host.revoked_path, sha, STATIC_KEY_EXP, placed.value if placed is not None else None)
     _listed_revoked(c.host)
     c.host.keys.reload()
     known = any(found == sha for found, _ in c.host.keys.entries())
