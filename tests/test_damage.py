@@ -683,6 +683,34 @@ def test_a_cut_or_zeroed_tls_file_refuses_the_start_by_name(tmp_path: Path, whic
     assert type(exc.value) is want
 
 
+@pytest.mark.parametrize("which", ["cert", "key"])
+def test_a_tls_file_with_a_flipped_byte_is_judged_by_name_or_loads(tmp_path: Path, which: str) -> None:
+    """A byte flipped anywhere inside a PEM body (sampled positions, every bit pattern of a random byte): the judge
+    refuses by a certificate refusal's own name, or accepts a pair the h3 listener's QUIC stack then loads;
+    never a bare ValueError or UnsupportedAlgorithm from the parser."""
+    from aioquic.quic.configuration import QuicConfiguration
+
+    pki = make_pki(tmp_path)
+    target = pki.cert if which == "cert" else pki.key
+    good = target.read_bytes()
+    body_from, body_to = good.index(b"-----\n") + 6, good.rindex(b"\n-----END")
+    rng = random.Random(11)
+    refused = accepted = 0
+    for at in rng.sample(range(body_from, body_to), 120):
+        damaged = bytearray(good)
+        damaged[at] ^= 1 << rng.randrange(8)
+        target.write_bytes(bytes(damaged))
+        try:
+            judged = tls.judge(str(pki.cert), str(pki.key), 1)
+        except tls.CertificateError:
+            refused += 1
+            continue
+        assert judged is not None
+        QuicConfiguration(is_client=False).load_cert_chain(pki.cert, pki.key)
+        accepted += 1
+    assert refused > 0  # the damage is seen (a flip in a signed part may pass: the client's verification refuses)
+
+
 # -- 8. over the wire ----------------------------------------------------------------------------------------
 
 

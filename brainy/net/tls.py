@@ -30,7 +30,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from aioquic.quic.configuration import QuicConfiguration
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 _CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
@@ -70,6 +72,15 @@ class PrivateKeyBlockMissingError(CertificateError):
 
 class KeyMismatchError(CertificateError):
     name = "KeyMismatchError"
+
+
+_UNPARSED = (ValueError, TypeError, UnsupportedAlgorithm)
+
+
+def _spki(public_key: object) -> bytes:
+    return public_key.public_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 @dataclass(frozen=True)
@@ -113,19 +124,21 @@ def judge(cert: str | None, key: str | None, h3_listeners: int) -> Certificate |
     found = _PRIVATE_KEY.search(key_pem)
     if found is None:
         raise PrivateKeyBlockMissingError(key_path, "no -----BEGIN PRIVATE KEY----- block")
+    # cryptography parses a certificate's parts lazily and names a bad part with a bare ValueError (or
+    # UnsupportedAlgorithm for a mangled algorithm id), so every part the judge reads is read inside a try.
     try:
         leaf = x509.load_pem_x509_certificate(blocks[0])
-    except ValueError as exc:
+        leaf_key, subject = _spki(leaf.public_key()), leaf.subject.rfc4514_string()
+    except _UNPARSED as exc:
         raise CertificateFileUnreadableError(cert_path, f"the first CERTIFICATE block does not parse: {exc}") from None
     try:
-        private = serialization.load_pem_private_key(found.group(0), password=None)
-    except (ValueError, TypeError) as exc:
+        private_key = _spki(serialization.load_pem_private_key(found.group(0), password=None).public_key())
+    except _UNPARSED as exc:
         raise CertificateFileUnreadableError(key_path, f"the PRIVATE KEY block does not parse: {exc}") from None
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    if private.public_key().public_bytes(serialization.Encoding.DER, spki) != leaf.public_key().public_bytes(
-        serialization.Encoding.DER, spki
-    ):
-        raise KeyMismatchError(
-            key_path, f"this key is not the key of the certificate in {cert_path} ({leaf.subject.rfc4514_string()})"
-        )
-    return Certificate(cert_path, key_path, leaf.subject.rfc4514_string())
+    if private_key != leaf_key:
+        raise KeyMismatchError(key_path, f"this key is not the key of the certificate in {cert_path} ({subject})")
+    try:  # what the h3 listener will do with the files: a pair judged good is a pair that loads
+        QuicConfiguration(is_client=False).load_cert_chain(cert_path, key_path)
+    except Exception as exc:  # noqa: BLE001 - any failure of the load is this refusal, named, before a bind
+        raise CertificateFileUnreadableError(cert_path, f"the QUIC stack cannot load the pair: {exc!r}") from None
+    return Certificate(cert_path, key_path, subject)
