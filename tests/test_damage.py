@@ -25,10 +25,10 @@ import pytest
 from helpers import fill, flip, new_store, segments, tables
 from server import BRAIN, PERSON_KEY, SERVICE_KEY, TIMEOUT, Answer, ServerProcess, curl, start_server
 from test_serve_h3 import make_pki
-from test_tokens import KEY_A, NOW, claims, issuers_text, place, revoked_text, sign
+from test_tokens import KEY_A, KEY_B, NOW, claims, issuers_text, place, revoked_text, sign
 
 from brainy.auth import tokens as T
-from brainy.auth.keys import KeysFileError, KeyTable, fingerprint
+from brainy.auth.keys import KeysFileError, KeyTable, fingerprint, parse_keys
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.net import tls
@@ -553,6 +553,28 @@ BOB = "bky_damage_tests_bob_0123456789"
 
 def keys_text() -> str:
     return f"# keys\n{ADA}  person:ada  b1\n{BOB}  person:bob  b1 b2\n"
+
+
+def test_a_keys_or_issuers_file_cut_anywhere_never_reads_as_a_shorter_line() -> None:
+    """Cut at every byte, the keys file and the issuers file either refuse (by line) or read as a prefix of their
+    whole lines, each exactly as written: a cut inside the last brain name or kid is refused (the last line has
+    no newline after it), never read as a shorter name that may be another brain's."""
+    keys = f"# keys\n{ADA}  person:ada  b1\n{BOB}  person:bob  team teams\n".encode()
+    whole = parse_keys(keys)
+    issuers = issuers_text(("idp", KEY_A, "k1"), ("idp", KEY_B, "k12")).encode()
+    whole_issuers = {(k.issuer, k.kid) for keys_ in T.parse_issuers(issuers).values() for k in keys_}
+    for n in range(len(keys)):
+        try:
+            table = parse_keys(keys[:n])
+        except KeysFileError:
+            continue
+        assert all(whole[key] == principal for key, principal in table.items()), n
+    for n in range(len(issuers)):
+        try:
+            read = T.parse_issuers(issuers[:n])
+        except T.IssuersFileError:
+            continue
+        assert {(k.issuer, k.kid) for keys_ in read.values() for k in keys_} <= whole_issuers, n
 
 
 @pytest.mark.parametrize("how", ["zeros", "cut-in-a-key", "cut-in-a-principal", "garbage"])

@@ -483,7 +483,7 @@ def test_keygen_writes_the_private_key_only_to_its_file(tmp_path: Path, capsys: 
     for secret in (pem_body, seed.hex(), base64.b64encode(seed).decode(), b64url(seed), "PRIVATE KEY-----"):
         assert secret not in printed.out + printed.err
     assert f"written to {out} at mode 0600" in printed.err
-    assert T.parse_issuers(line)["example"][0].kid == "2026-09"
+    assert T.parse_issuers(line + "\n")["example"][0].kid == "2026-09"
 
 
 def test_keygen_never_replaces_a_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

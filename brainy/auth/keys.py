@@ -21,6 +21,8 @@ Laws, each enforced below:
 * ``<brains…>`` is one or more legal brain names, or ``*`` alone (every brain),
   or ``!`` alone (the service key: engine mechanics on every brain, no
   principal's rows), and only a ``service:`` principal may carry ``!``.
+* Every line ends with a newline: a last line with fields and none after it may
+  be a write cut short, and is refused.
 * A duplicate key, or any line breaking the above, refuses the WHOLE file, by
   line number. A refusal never quotes a field: a column put in the wrong place
   may be a key, and keys are never written to a message or a log.
@@ -149,6 +151,11 @@ def default_keys_path() -> Path:
 # --- parsing -----------------------------------------------------------------------------------
 
 
+# A line with fields and no newline after it ends the file in mid-line: a write cut short there reads as a
+# shorter last field (a key reaching brain "te" instead of "team", perhaps another brain), so it is refused.
+UNTERMINATED = "the file ends inside this line (no newline after it): a write cut short, or an editor that left the last line open; end it with a newline"
+
+
 def _fields(line: str) -> list[str]:
     out: list[str] = []
     for field in line.split():
@@ -210,6 +217,8 @@ def parse_keys(data: bytes | str, source: str | os.PathLike[str] = "<keys>") -> 
         fields = _fields(line)
         if not fields:
             continue
+        if number == len(lines):
+            raise KeysFileError(source, UNTERMINATED, number)
         if len(fields) < 3:
             raise KeysFileError(
                 source,

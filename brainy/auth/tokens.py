@@ -81,7 +81,7 @@ from nacl.bindings import crypto_core_ed25519_is_valid_point
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from brainy.auth.keys import TOKEN_PREFIX, Watch, _b64url, _fields, _fsync_dir, _write_all, read_placed
+from brainy.auth.keys import TOKEN_PREFIX, UNTERMINATED, Watch, _b64url, _fields, _fsync_dir, _write_all, read_placed
 from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
 from brainy.contract.limits import json_loads, quote
@@ -203,10 +203,13 @@ def parse_issuers(data: bytes | str, source: str | os.PathLike[str] = "<issuers>
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     table: dict[str, list[IssuerKey]] = {}
     kids: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
         fields = _fields(line)
         if not fields:
             continue
+        if number == len(lines):
+            raise IssuersFileError(source, UNTERMINATED, number)
         if len(fields) not in (2, 3):
             raise IssuersFileError(
                 source,
