@@ -806,6 +806,45 @@ def test_a_served_store_with_damage_answers_its_named_refusal_never_a_500_nor_it
     assert damaged["stamp"].joinpath("MANIFEST").exists() and seg.stat().st_size > log_.HEADER_SIZE
 
 
+def test_another_stores_snapshots_and_tables_under_the_same_names_are_never_read_as_this_ones(tmp_path: Path) -> None:
+    """Two stores with the same history of commits write snapshots and tables under the same names and stamps.
+    Another store's projection chain and aggregate snapshot copied over this one's are not trusted (their heads
+    name another storeId): both are rebuilt from this store's rows and answer its rows, never the other's; another
+    store's table under the name the MANIFEST gives is refused ``torn-sstable`` (its footer is not the one the
+    MANIFEST names)."""
+    from brainy.engine import init_store
+
+    counts = {"name": "bycat", "source": {"type": "product"}, "groupBy": ["cat"], "metrics": {"n": {"op": "count"}}}
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for store, cat in ((mine, "a"), (other, "b")):
+        init_store(store)
+        with Brain.open(store) as brain:
+            brain.defineAggregate(counts, caller="person:tester")
+            for _ in range(2):
+                brain.add({"type": "product", "metadata": {"cat": cat}}, caller="person:tester")
+            brain.find({"where": {"cat": cat}})
+            brain.aggregate({"name": "bycat"})
+            brain.flush()
+    names = sorted(p.name for p in (mine / "index").iterdir() if p.suffix in (".proj", ".projd", ".agg"))
+    assert names and names == sorted(
+        p.name for p in (other / "index").iterdir() if p.suffix in (".proj", ".projd", ".agg")
+    )
+    for name in names:
+        shutil.copyfile(other / "index" / name, mine / "index" / name)
+    with Brain.open(mine) as brain:
+        assert brain.find({"where": {"cat": "a"}})["total"] == 2
+        assert brain.find({"where": {"cat": "b"}})["total"] == 0
+        assert [(row["groupKey"], row["metrics"]["n"]) for row in brain.aggregate({"name": "bycat"})["rows"]] == [
+            ({"cat": "a"}, 2)
+        ]
+    table = next((mine / "sst").iterdir())
+    shutil.copyfile(other / "sst" / table.name, table)
+    for opener in (Brain.open, Brain.attach):
+        with pytest.raises(R.StoreUnservableError) as refused:
+            opener(mine)
+        assert refused.value.fields == {"reason": "torn-sstable", "file": f"sst/{table.name}"}
+
+
 def test_another_stores_manifest_and_a_missing_table_refuse_by_name(tmp_path: Path) -> None:
     """A whole MANIFEST of another store is refused (its storeId is not IDENTITY's), never served; a table the
     MANIFEST names that is not there refuses ``torn-sstable`` naming it, for the writer and for an attach."""

@@ -672,3 +672,9 @@ def test_index_edge_cases_in_both_twins(sstblock_twin):
             sstblock_twin.read_index(data)
     twice = msgpack.packb({"blocks": [[b"a", 1, 2]], "x": None, "y": True}, use_bin_type=True)
     assert _last_keys(sstblock_twin, twice) == ([b"a"], array("Q", [1]), array("Q", [2]))
+    for store_id in ("", "s", "0193a8c2-7f00-7000-8000-000000000000", "x" * 300, "y" * 70_000):  # fix, 8, 16, 32
+        owned = {"blocks": [[b"a", 1, 2]], "storeId": store_id, "minGen": 1, "maxGen": 2, "entries": 1}
+        data = msgpack.packb(owned, use_bin_type=True)
+        assert _last_keys(sstblock_twin, data) == ([b"a"], array("Q", [1]), array("Q", [2]))
+        with pytest.raises(ValueError, match="index block does not decode"):
+            sstblock_twin.read_index(data[: data.index(b"\xa7storeId") + 9 + min(len(store_id), 3)])

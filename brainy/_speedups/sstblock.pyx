@@ -303,8 +303,9 @@ cdef class _Reader:
         raise ValueError("index block does not decode: an offset or size is not an unsigned int")
 
     cdef int skip_scalar(self) except -1:
-        """Pass over a field other than the blocks: an int, nil or a bool."""
+        """Pass over a field other than the blocks: an int, nil, a bool or a string (the storeId)."""
         cdef unsigned char t
+        cdef Py_ssize_t n
         self.need(1)
         t = self.p[self.at]
         self.at += 1
@@ -316,7 +317,12 @@ cdef class _Reader:
         if 0xd0 <= t <= 0xd3:
             self.uint_be(1 << (t - 0xd0))
             return 0
-        raise ValueError("index block does not decode: a field is not an int")
+        if 0xa0 <= t <= 0xbf or 0xd9 <= t <= 0xdb:
+            n = (t & 0x1f) if t <= 0xbf else <Py_ssize_t>self.uint_be(1 << (t - 0xd9))
+            self.need(n)
+            self.at += n
+            return 0
+        raise ValueError("index block does not decode: a field is not an int or a string")
 
 
 def read_index(contents):

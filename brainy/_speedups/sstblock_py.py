@@ -276,8 +276,12 @@ class _Reader:
             self.uint_be(1 << (t - 0xCC))
         elif 0xD0 <= t <= 0xD3:
             self.uint_be(1 << (t - 0xD0))
+        elif 0xA0 <= t <= 0xBF or 0xD9 <= t <= 0xDB:  # a string: the storeId
+            n = (t & 0x1F) if t <= 0xBF else self.uint_be(1 << (t - 0xD9))
+            self.need(n)
+            self.at += n
         else:
-            raise ValueError("index block does not decode: a field is not an int")
+            raise ValueError("index block does not decode: a field is not an int or a string")
 
 
 def read_index(contents) -> tuple[array, array, array]:

@@ -273,7 +273,7 @@ class Brain:
         reader: Brain | None,
     ) -> None:
         """The open past its MANIFEST: the tables, the log's tail replayed over them, the writer's log."""
-        tables = tuple(Table(root / t["file"]) for t in manifest["tables"])
+        tables = tuple(Table(root / t["file"], manifest["storeId"]) for t in manifest["tables"])
         state = self.state
         state.stand_at(manifest, ledger, tables)
         resume = None

@@ -33,6 +33,7 @@ from brainy.index.aggregates import (
 from brainy.index.projections import newest_snapshot, snapshot_name
 from brainy.index.snapshot import Followed
 from brainy.store.crc import crc32
+from brainy.store.directory import store_id_of
 from brainy.store.files import write_durably
 from brainy.store.pending import Pending
 
@@ -56,8 +57,11 @@ def _frozen(aggregate: Aggregate) -> Frozen:
     ]
 
 
-def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any]]) -> bytes:
-    """The state as its snapshot: a JSON head, the min/max counts as MessagePack blobs after it, checksummed."""
+def encode_snapshot(
+    stamp: int, built: list[Frozen], pending: list[dict[str, Any]], store_id: str | None = None
+) -> bytes:
+    """The state as its snapshot: a JSON head (naming the store it is written in), the min/max counts as
+    MessagePack blobs after it, checksummed."""
     blobs: list[bytes | memoryview] = []
     at = 0
 
@@ -100,13 +104,16 @@ def encode_snapshot(stamp: int, built: list[Frozen], pending: list[dict[str, Any
             for definition, groups in built
         ],
     }
+    if store_id is not None:
+        doc["storeId"] = store_id
     head = orjson.dumps(doc)  # a row's integers fit in 64 bits and its floats are finite (rows.py): orjson takes them
     body = b"".join([_FRAME.pack(MAGIC, len(head), at), head, *blobs])
     return body + _CRC.pack(crc32(body))
 
 
-def decode_snapshot(data: bytes) -> Aggregates:
-    """The state a snapshot holds; ValueError when it does not check out (it is then rebuilt, never trusted)."""
+def decode_snapshot(data: bytes, store_id: str | None = None) -> Aggregates:
+    """The state a snapshot holds; ValueError when it does not check out, or names a store other than
+    ``store_id`` (a file copied in from another store): it is then rebuilt, never trusted."""
     if len(data) < _FRAME.size + _CRC.size:
         raise ValueError("shorter than its frame")
     magic, head_size, blobs_size = _FRAME.unpack_from(data)
@@ -120,6 +127,8 @@ def decode_snapshot(data: bytes) -> Aggregates:
         doc = orjson.loads(view[_FRAME.size : _FRAME.size + head_size])
         if doc["format"] != SNAPSHOT_FORMAT:
             raise ValueError(f"format {doc['format']!r}, not {SNAPSHOT_FORMAT}")
+        if store_id is not None and doc.get("storeId", store_id) != store_id:
+            raise ValueError(f"another store's (storeId {doc['storeId']})")
         state = Aggregates(int(doc["stamp"]))
         for held in doc["aggregates"]:
             aggregate = Aggregate(Definition(held["definition"]))
@@ -251,7 +260,7 @@ class AggregateFollower:
             why = f"snapshot {path.name}: this handle does not hold the moves after it"
         else:
             try:
-                state = decode_snapshot(path.read_bytes())
+                state = decode_snapshot(path.read_bytes(), store_id_of(brain.path))
                 if state.stamp == stamp:
                     return state
                 why = f"snapshot {path.name} holds generation {state.stamp}"
@@ -281,7 +290,7 @@ class AggregateFollower:
         # a state built from the rows at a damaged one's stamp writes it whole again
         if not (folder / name).exists() or self.built_from != f"snapshot at {stamp}":
             folder.mkdir(exist_ok=True)
-            write_durably(folder / name, encode_snapshot(stamp, built, pending))
+            write_durably(folder / name, encode_snapshot(stamp, built, pending, store_id_of(self._brain.path)))
             for older in folder.glob("*" + SUFFIX):
                 if older.name != name:
                     older.unlink(missing_ok=True)

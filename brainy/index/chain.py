@@ -26,6 +26,7 @@ import msgpack
 
 from brainy.index.overlaid import Overlaid
 from brainy.index.projections import (
+    MAGIC,
     SNAPSHOT_FORMAT,
     TYPECODE,
     InPlace,
@@ -39,6 +40,7 @@ from brainy.index.projections import (
     unpacked,
     words,
 )
+from brainy.store.directory import store_id_of
 from brainy.store.files import write_durably
 
 BASE_SUFFIX = ".proj"
@@ -60,6 +62,7 @@ class Found:
 
     base: tuple[int, Path]
     delta: tuple[int, Path] | None
+    store_id: str | None = None  # IDENTITY's, beside the folder: every link's head must name it (or none)
 
     @property
     def stamp(self) -> int:
@@ -76,7 +79,22 @@ def newest(folder: Path) -> Found | None:
     if base is None:
         return None
     delta = newest_snapshot(folder, DELTA_SUFFIX)
-    return Found(base, delta if delta is not None and delta[0] > base[0] else None)
+    return Found(base, delta if delta is not None and delta[0] > base[0] else None, store_id_of(folder.parent))
+
+
+def owned(folder: Path) -> dict[str, Any]:
+    """The head member that names the store a link is written in (docs/store-format.md, "Projection snapshots")."""
+    store_id = store_id_of(folder.parent)
+    return {} if store_id is None else {"storeId": store_id}
+
+
+def _owned(snap: InPlace, store_id: str | None) -> InPlace:
+    """``snap`` when its head names this store, or names none (a link written before heads named their store);
+    ValueError when it names another: a file copied in from another store under the same name is not trusted."""
+    named = snap.head.get("storeId")
+    if named is not None and store_id is not None and named != store_id:
+        raise ValueError(f"the snapshot at {snap.stamp} is another store's (storeId {named})")
+    return snap
 
 
 def _tied(delta: InPlace, base: InPlace) -> None:
@@ -101,10 +119,10 @@ def _mapped(path: Path) -> InPlace:
 def mapped(found: Found) -> InPlace | Layered:
     """The chain read in place: the base mapped, and the delta mapped and laid over it. ValueError (or OSError)
     when a file does not check out or the delta does not name the base."""
-    base = _mapped(found.base[1])
+    base = _owned(_mapped(found.base[1]), found.store_id)
     if found.delta is None:
         return base
-    delta = _mapped(found.delta[1])
+    delta = _owned(_mapped(found.delta[1]), found.store_id)
     _tied(delta, base)
     return Layered(base, delta)
 
@@ -112,9 +130,11 @@ def mapped(found: Found) -> InPlace | Layered:
 def load(found: Found) -> Projections:
     """The chain decoded whole: the base's projections less the voided rows, with the delta's merged in."""
     data = found.base[1].read_bytes()
+    if data.startswith(MAGIC):  # format 1 (one MessagePack map, before heads) has no head to name a store
+        _owned(InPlace(data), found.store_id)
     proj = decode_snapshot(data)
     if found.delta is not None:
-        delta = InPlace(found.delta[1].read_bytes())
+        delta = _owned(InPlace(found.delta[1].read_bytes()), found.store_id)
         _tied(delta, InPlace(data))
         try:
             for row in unpacked(delta.section("voided")):
@@ -177,8 +197,9 @@ class Delta:
     """The writer's delta: the projections of the rows the commits after the base touched, moved by each flush's
     commits and written whole as the chain's next link."""
 
-    def __init__(self, base: int, base_check: int, base_bytes: int) -> None:
+    def __init__(self, base: int, base_check: int, base_bytes: int, store_id: str | None = None) -> None:
         self.base, self.base_check, self.base_bytes = base, base_check, base_bytes
+        self.store_id = store_id
         self.stamp = base
         self.proj = Projections()  # the touched rows that are live, projected
         self.masked: set[int] = set()
@@ -189,14 +210,14 @@ class Delta:
     def read(cls, found: Found) -> Delta:
         """The delta the newest chain ends with (an empty one at its base's stamp when it has none)."""
         base_path = found.base[1]
-        base = _mapped(base_path)
+        base = _owned(_mapped(base_path), found.store_id)
         if base.format != SNAPSHOT_FORMAT:  # an older format's base is written again, as format 3, by the next flush
             raise ValueError(f"the base at {found.base[0]} is of format {base.format}")
         check = base.check
-        out = cls(found.base[0], check, base_path.stat().st_size)
+        out = cls(found.base[0], check, base_path.stat().st_size, found.store_id)
         if found.delta is None:
             return out
-        snap = InPlace(found.delta[1].read_bytes())
+        snap = _owned(InPlace(found.delta[1].read_bytes()), found.store_id)
         if snap.head.get("base") != out.base or snap.head.get("baseCheck") != check:
             raise ValueError(f"the delta at {snap.stamp} does not name the base at {out.base}")
         out.stamp, out.proj = snap.stamp, snap.load()
@@ -226,6 +247,7 @@ class Delta:
             "baseCheck": self.base_check,
             "voidedCount": len(self.voided),
             "voidedLength": self.voided_length,
+            **({} if self.store_id is None else {"storeId": self.store_id}),
         }
         self.proj.stamp = self.stamp
         return encode_snapshot(
@@ -264,4 +286,4 @@ def write_base(folder: Path, stamp: int, data: bytes, replace: bool = False) -> 
     for older in [*folder.glob("*" + BASE_SUFFIX), *folder.glob("*" + DELTA_SUFFIX)]:
         if older != path:
             older.unlink(missing_ok=True)
-    return Delta(stamp, check, size)
+    return Delta(stamp, check, size, store_id_of(folder.parent))

@@ -396,7 +396,9 @@ class ProjectionFollower:
                     return
                 frozen = self._proj.copy()
                 self._unsaved.drop(frozen.stamp)
-            self._delta = chain.write_base(self.folder, frozen.stamp, encode_snapshot(frozen), replace=self._damaged)
+            self._delta = chain.write_base(
+                self.folder, frozen.stamp, encode_snapshot(frozen, chain.owned(self.folder)), replace=self._damaged
+            )
 
     def _delta_written(self) -> bool:
         """Fold the commits since the chain's stamp into its delta and write it; False when a base is due instead."""

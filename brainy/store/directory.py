@@ -30,6 +30,17 @@ def not_a_store(path: Path) -> R.Refusal:
     )
 
 
+def store_id_of(root: Path) -> str | None:
+    """The storeId in ``root``'s IDENTITY, which the snapshot files written in it carry in their heads, so that
+    one copied in from another store is never trusted; None when IDENTITY does not read (then the store's open
+    refuses by name, and no snapshot is read)."""
+    try:
+        found = read_document(root / "IDENTITY").get("storeId")
+    except (OSError, DocumentUnreadable):
+        return None
+    return found if isinstance(found, str) else None
+
+
 def read_identity(root: Path) -> dict[str, Any]:
     """The store's IDENTITY, or a named refusal: no store here, or one from a newer brainy."""
     if not (root / "IDENTITY").exists():

@@ -166,9 +166,10 @@ class Maintenance:
                 self.commits.durable_at(seq, generation)  # a table never holds a commit the log might lose
             number = head.next_table
             head.next_table += 1
-            entry = write_table(self.path / "sst" / f"{number:010d}.sst", mem.entries())
+            store_id = head.manifest["storeId"]
+            entry = write_table(self.path / "sst" / f"{number:010d}.sst", mem.entries(), store_id)
             entry["file"] = f"sst/{number:010d}.sst"
-            table = Table(self.path / entry["file"])
+            table = Table(self.path / entry["file"], store_id)
             log.debug("flush wrote %s", entry["file"])
             tables = [entry] + list(head.manifest["tables"])
             # the snapshots go first, stamped at or above the generation this flush makes the flushed one: a
@@ -204,9 +205,9 @@ class Maintenance:
             head.next_table += 1
             name = f"sst/{number:010d}.sst"
             kept = Kept(floor, bottom=len(old) == len(every))
-            entry = write_table(self.path / name, kept.versions(_merge(old)))
+            entry = write_table(self.path / name, kept.versions(_merge(old)), manifest["storeId"])
             entry["file"] = name
-            table = Table(self.path / name)
+            table = Table(self.path / name, manifest["storeId"])
             log.debug("compact wrote %s", name)
             self._write_manifest(
                 manifest["generation"],

@@ -32,7 +32,8 @@ from brainy.store.crc import crc32
 from brainy.store.files import fsync_dir
 
 MAGIC = b"brnysst1"
-VERSION = 1
+VERSION = 2  # 2: the index block names the store (storeId); 1, read as well, does not
+READ_VERSIONS = (1, 2)
 FOOTER_SIZE = 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8
 BLOCK_BYTES = 4096
 RESTART_INTERVAL = 16
@@ -74,8 +75,9 @@ def _with_crc(contents: bytes) -> bytes:
     return contents + _u32.pack(crc32(contents))
 
 
-def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict:
-    """Write ``entries`` (sorted: key ascending, generation descending) to ``path`` durably.
+def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]], store_id: str | None = None) -> dict:
+    """Write ``entries`` (sorted: key ascending, generation descending) to ``path`` durably, its index block
+    naming ``store_id``, the store it is written in.
 
     Answers the table's MANIFEST entry fields: size, minGen, maxGen, entries.
     """
@@ -122,8 +124,9 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
         bloom_offset = offset
         out.write(bloom)
         offset += len(bloom)
+        owner = {} if store_id is None else {"storeId": store_id}
         index_doc = msgpack.packb(
-            {"blocks": index, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}, use_bin_type=True
+            {"blocks": index, **owner, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}, use_bin_type=True
         )
         index_block = _with_crc(index_doc)
         index_offset = offset
@@ -140,21 +143,30 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]]) -> dict
 _FIELDS = ("minGen", "maxGen", "entries")
 
 
-def _tail_fields(doc: bytes) -> dict[str, int] | None:
-    """The index block's minGen, maxGen and entries read from its end, where :func:`write_table` puts them (after
-    "blocks"), without passing over the blocks: None when the block is not laid out so (the caller then reads it
-    in order). Skipping the blocks was a walk of every block's row: 78M instructions, 20 ms, of an attach at a
-    million rows."""
-    if not doc.startswith(b"\x84\xa6blocks"):
+def _tail_fields(doc: bytes) -> dict[str, Any] | None:
+    """The index block's storeId (when it names one), minGen, maxGen and entries read from its end, where
+    :func:`write_table` puts them (after "blocks"), without passing over the blocks: None when the block is not
+    laid out so (the caller then reads it in order). Skipping the blocks was a walk of every block's row: 78M
+    instructions, 20 ms, of an attach at a million rows."""
+    owned = doc.startswith(b"\x85\xa6blocks")
+    if not owned and not doc.startswith(b"\x84\xa6blocks"):
         return None
     at = doc.rfind(b"\xa6minGen", max(0, len(doc) - 64))
     if at < 0:
         return None
     try:
         fields = msgpack.unpackb(b"\x83" + doc[at:], raw=False)
+        if list(fields) != list(_FIELDS) or not all(type(fields[name]) is int for name in _FIELDS):
+            return None
+        if owned:
+            named = doc.rfind(b"\xa7storeId", max(0, at - 128), at)
+            if named < 0:
+                return None
+            store = msgpack.unpackb(b"\x81" + doc[named:at], raw=False)
+            if list(store) != ["storeId"] or not isinstance(store["storeId"], str):
+                return None
+            fields.update(store)
     except (ValueError, msgpack.UnpackException):
-        return None
-    if list(fields) != list(_FIELDS) or not all(type(fields[name]) is int for name in _FIELDS):
         return None
     return fields
 
@@ -162,7 +174,9 @@ def _tail_fields(doc: bytes) -> dict[str, int] | None:
 class Table:
     """A read handle on one table: footer, bloom and index in memory, blocks read through a cache."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store_id: str | None = None) -> None:
+        """``store_id``: the store the table is read for; a table whose index block names another store (one
+        copied in under a name this store's MANIFEST gives) is refused as torn, never read as this store's."""
         self.path = path
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -178,7 +192,7 @@ class Table:
         )
         if magic != MAGIC or crc32(mm[size - FOOTER_SIZE : size - 12]) != crc:
             raise torn(path, "bad footer")
-        if version != VERSION:
+        if version not in READ_VERSIONS:
             raise R.StoreUnservableError(
                 f"table {path.name} has version {version}", reason="newer-record-profile", file=f"sst/{path.name}"
             )
@@ -208,8 +222,11 @@ class Table:
                     else:
                         fields[name] = unpacker.unpack()
             self.min_gen, self.max_gen, self.entries = fields["minGen"], fields["maxGen"], fields["entries"]
+            named = fields.get("storeId")
         except Exception:
             raise torn(path, "index block does not decode") from None
+        if named is not None and store_id is not None and named != store_id:
+            raise torn(path, f"it is another store's table (storeId {named})")
         self._cache: OrderedDict[int, tuple[list[bytes], list[int], list[bytes]]] = OrderedDict()
         self._lock = threading.Lock()
         self.size = size
