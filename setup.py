@@ -30,6 +30,7 @@ SPEEDUPS = [
     "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
     "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/index/encoded_rows.py)
     "nesting",  # how deep a decoded request nests, one C pass over its containers (brainy/contract/limits.py)
+    "ranking",  # find's ranked legs: BM25 over word postings, the first n in score-then-id order (brainy/doors/query.py)
 ]
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "pagerows",
     "picks",
     "postings",
+    "ranking",
     "sstblock",
     "textjoin",
     "vecpack",
@@ -49,6 +50,7 @@ NAMES = (
     "wirepack",
     "pagerows",
     "nesting",
+    "ranking",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -118,3 +120,4 @@ h2frame: ModuleType
 wirepack: ModuleType
 pagerows: ModuleType
 nesting: ModuleType
+ranking: ModuleType

@@ -3,9 +3,12 @@
 ``find`` plans from the projections: the metadata leg narrows candidates by
 intersecting postings (type, subtype, service, visibility, the where's
 equalities), the rest of the where is evaluated on the rows that survive, the
-text leg scores with BM25 over word postings, the semantic leg ranks by cosine
-on the vector index (``brainy/doors/semantic.py``), and the ranked legs are
-fused; ``connected`` keeps only the entities the graph walk reaches
+text leg scores with BM25 over word postings (compiled, into arrays:
+``brainy/_speedups/ranking.pyx``), the semantic leg ranks by cosine on the
+vector index (``brainy/doors/semantic.py``), and the ranked legs are fused:
+as arrays, only the page's first hits put in order (``Fusion.order``), or,
+with a graph or purpose leg or an orderBy, a dict a hit (``Fusion.fuse``).
+``connected`` keeps only the entities the graph walk reaches
 (``brainy/index/graph.py``), or adds 1/hops as one more ranked leg when
 ``fusion.weights.graph > 0``. The page is cut in store order, score order or
 the orderBy column. A find pinned at a past generation (asOf, or a cursor from
@@ -26,8 +29,11 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any
 
+import numpy as np
+
 from brainy._speedups import pagerows
 from brainy._speedups import postings as P
+from brainy._speedups import ranking as RK
 from brainy.contract import refusals as R
 from brainy.doors import aggregates
 from brainy.doors import semantic as S
@@ -49,6 +55,9 @@ from brainy.store.counts import Ledger
 MODES = ("auto", "text", "semantic", "vector", "hybrid", "metadata", "graph")
 TIERS = ("public", "internal", "system")
 BM25_K1, BM25_B = 1.2, 0.75
+#: The text and semantic legs fused as arrays, the page's first hits alone put in order (False: a dict a hit and a
+#: sort of them all, the path a graph or purpose leg or an orderBy takes; tests/test_fused_find.py holds the two equal).
+ARRAYS = True
 
 
 _list = rows.listed
@@ -220,27 +229,78 @@ def _row_allowed(q: Query, row: dict[str, Any]) -> bool:
 # -- the text leg --------------------------------------------------------------------------------------
 
 
-def _bm25(proj: Projections, text: str, candidates: set[int] | None) -> tuple[dict[int, float], dict[int, list[str]]]:
-    """BM25 scores of the candidates (None: every entity) holding any of the text's words."""
-    terms = list(dict.fromkeys(WORD.findall(text.lower())))
+class TextLeg:
+    """The text leg's hits as arrays, copies a read keeps past the projections' lock: their dense ints ascending,
+    their BM25 scores, and each scoring word's dense ints (what a hit's ``textMatches`` says)."""
+
+    def __init__(self, words: list[str], dense: np.ndarray, scores: np.ndarray, runs: list[np.ndarray]) -> None:
+        self.words, self.dense, self.scores, self.runs = words, dense, scores, runs
+
+    def __len__(self) -> int:
+        return len(self.dense)
+
+    def matched(self, dense: int) -> list[str]:
+        """The words a hit holds, in the query's order."""
+        return self.matches_of([dense]).get(dense, [])
+
+    def matches_of(self, dense_ints: list[int]) -> dict[int, list[str]]:
+        """The words each of ``dense_ints`` that is a hit holds, in the query's order (one search a word)."""
+        wanted = np.array(dense_ints, dtype=np.uint64)
+        out: dict[int, list[str]] = {}
+        for word, run in zip(self.words, self.runs):
+            for d in wanted[_held(run, wanted)[1]].tolist():
+                out.setdefault(d, []).append(word)
+        return out
+
+    def scores_of(self, dense_ints: list[int]) -> dict[int, float]:
+        """The scores of those of ``dense_ints`` that are hits."""
+        wanted = np.array(dense_ints, dtype=np.uint64)
+        at, there = _held(self.dense, wanted)
+        return dict(zip(wanted[there].tolist(), self.scores[at[there]].tolist()))
+
+    def by_dense(self) -> dict[int, float]:
+        """Every hit's score, a dict (what a graph or purpose leg's fusion takes)."""
+        return dict(zip(self.dense.tolist(), self.scores.tolist()))
+
+
+def _held(ascending: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each wanted dense int is in an ascending array, and whether it is there."""
+    at = np.minimum(np.searchsorted(ascending, wanted), max(0, len(ascending) - 1))
+    return at, (ascending[at] == wanted) if len(ascending) else np.zeros(len(wanted), dtype=bool)
+
+
+def _text_leg(proj: Projections, text: str, allowed: array | None) -> TextLeg:
+    """BM25 scores of the entities ``allowed`` holds (a posting list; None: every entity) holding any of the text's
+    words, scored in compiled code (brainy/_speedups/ranking.pyx) with idf over every entity."""
     n = max(1, len(proj.lengths))
     average = (proj.total_length / n) or 1.0
-    scores: dict[int, float] = {}
-    matched: dict[int, list[str]] = {}
-    for term in terms:
-        postings = proj.terms.get(term)
-        if not postings:
+    used: list[str] = []
+    postings: list[Any] = []
+    idfs: list[float] = []
+    for term in dict.fromkeys(WORD.findall(text.lower())):
+        found = proj.word_postings(term)  # (dense ints ascending, term frequencies)
+        if found is None:
             continue
-        idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-        for dense, tf in postings.items():
-            if candidates is not None and dense not in candidates:
-                continue
-            length = proj.lengths.get(dense, 0)
-            scores[dense] = scores.get(dense, 0.0) + idf * tf * (BM25_K1 + 1) / (
-                tf + BM25_K1 * (1 - BM25_B + BM25_B * length / average)
-            )
-            matched.setdefault(dense, []).append(term)
-    return scores, matched
+        used.append(term)
+        postings.append(found)
+        df = len(found[0])
+        idfs.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    dense, scores, runs = RK.bm25(postings, idfs, proj.word_lengths(), average, allowed, BM25_K1, BM25_B)
+    return TextLeg(used, dense, scores, runs)
+
+
+class _ComparedKeys:
+    """Id keys (:class:`~brainy.index.projections.IdKeys`' shape) for the hits of one find on projections that keep
+    none (read in place, or an id that is not a canonical UUID): each hit's id looked up, and its place among theirs
+    in id order is its key."""
+
+    def __init__(self, ids: Any, legs: list[S.Leg]) -> None:
+        hits = np.unique(np.concatenate([leg.dense for leg in legs])) if legs else np.empty(0, np.uint64)
+        names = list(map(ids.__getitem__, hits.tolist()))
+        order = sorted(range(len(names)), key=names.__getitem__)
+        self.hi = np.zeros(int(hits[-1]) + 1 if len(hits) else 1, dtype=np.uint64)
+        self.lo = np.zeros(len(self.hi), dtype=np.uint64)
+        self.hi[hits[order]] = np.arange(len(hits), dtype=np.uint64)
 
 
 #: The row's own fields an orderBy reads from the row rather than from its metadata: a where's, and the dense int.
@@ -302,13 +362,17 @@ class Ranking:
         self,
         q: Query,
         text: dict[int, float] | None,
-        matched: dict[int, list[str]] | None,
+        matched: Callable[[int], list[str]] | None,
         semantic: dict[int, float] | None,
         id_of: Callable[[int], str],
         graph: dict[int, float] | None = None,
         purpose: dict[int, float] | None = None,
+        fused: dict[int, float] | None = None,
     ) -> None:
-        self.text, self.matched, self.semantic, self.graph = text, matched or {}, semantic, graph
+        """``fused``: the fused scores when :meth:`Fusion.order` gave them (a page's hits; the legs' scores then need
+        only theirs)."""
+        self.text, self.semantic, self.graph = text, semantic, graph
+        self.matched: Callable[[int], list[str]] = matched or (lambda dense: [])
         self.purpose = purpose
         self.exact: dict[int, dict[str, Any]] = {}  # rerank's scores of the hits it re-scored
         legs = {
@@ -317,7 +381,10 @@ class Ranking:
             if scores is not None
         }
         self.fusing = len(legs) > 1
-        self.fused: dict[int, float] = q.fusion.fuse(legs, id_of) if self.fusing else next(iter(legs.values()))
+        if fused is not None:
+            self.fused = fused
+        else:
+            self.fused = q.fusion.fuse(legs, id_of) if self.fusing else next(iter(legs.values()))
 
     def hit(self, dense: int, hit: dict[str, Any], explain: bool) -> None:
         exact = self.exact.get(dense)
@@ -327,7 +394,7 @@ class Ranking:
         else:
             hit["matchSource"] = S.match_source(dense, self.text, self.semantic)
         if self.text is not None:
-            hit["textMatches"] = self.matched.get(dense, [])
+            hit["textMatches"] = self.matched(dense)
         if explain:
             explanation: dict[str, Any] = {}
             for name, scores in (
@@ -458,6 +525,11 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
     semantic = purpose = vector = None
     truncated = False
     anchor = None
+    # the text and semantic legs fused as arrays, and only the page's first hits ordered (Fusion.order); a graph or
+    # purpose leg, or an orderBy, fuses dicts a hit and sorts them (Ranking, Fusion.fuse)
+    arrays = ARRAYS and q.ranked and not q.order_by and not q.graph_ranked and q.purpose is None
+    text: TextLeg | None = None
+    keys: S.Keys | None = None
     with snap.projections() as proj:
         candidates, _ = _narrow(proj, q, snap.ledger() if snap.at_head else None, whole=not q.ranked)
         if candidates is None and q.connected is not None:
@@ -467,7 +539,7 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         ids = proj.ids
         residual = q.where.residual()
         needs_rows = not residual.matches_all
-        text_scores = matched = graph_scores = None
+        text_scores = graph_scores = None
         if q.connected is not None:
             graph = graph_at_head(proj, snap.at(proj.stamp))
             hops = G.reachable(graph, q.connected)
@@ -478,8 +550,10 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         # candidates are a subset of every row: as many means all of them (public only, on a store of public rows)
         narrowed = candidates is not None and len(candidates) < len(proj)
         if "text" in q.legs:
-            text_scores, matched = _bm25(proj, q.text or "", set(candidates) if narrowed else None)
-            stages.mark("text", len(text_scores))
+            text = _text_leg(proj, q.text or "", candidates if narrowed else None)
+            stages.mark("text", len(text))
+            if not arrays:
+                text_scores = text.by_dense()
         columns = (
             None
             if not q.order_by
@@ -510,6 +584,8 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             with snap.at(generation).vectors() as index:
                 purpose = SH.cosines(q.purpose, sorted(_hits(text_scores, semantic, graph_scores)), index.vector_of)
             stages.mark("purpose", len(purpose))
+        if arrays:
+            keys = proj.id_keys()  # held past the lock: what a commit adds never changes a key already there
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
     view = snap.at(generation)
     stored: dict[int, tuple[bytes, int, bytes]] = {}
@@ -555,8 +631,49 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         if truncated and len(semantic) < q.semantic_depth():
             # the where kept too few of the oversampled hits: that generation's rows, scanned exactly
             return _find_by_rows(q, view)
+    cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
+    if arrays:
+        legs = [S.Leg("text", text.dense, text.scores)] if text is not None else []
+        if semantic is not None:
+            legs.append(S.Leg("semantic", np.fromiter(semantic, np.uint64, len(semantic)), list(semantic.values())))
+        keep = None
+        if needs_rows:  # the where's rest, read from the rows of the hits the order reaches
+            keep = lambda dense: np.array([residual.matches(row_of(d)) for d in dense.tolist()], dtype=bool)  # noqa: E731
+        # one past the page (is there more?), or past rerank's window; every hit when explain counts the kept ones
+        upto = max(q.offset + q.limit, q.limit * SH.RERANK_FACTOR if q.shapes.rerank else 0) + 1
+        if q.explain and needs_rows and len(legs) > 1:
+            upto = None
+        order, fused, count = q.fusion.order(legs, keys or _ComparedKeys(id_list, legs), upto, keep)
+        kept = order.tolist()
+        matches = text.matches_of(kept) if text is not None else {}
+        ranking = Ranking(
+            q,
+            text.scores_of(kept) if text is not None else None,
+            lambda dense: matches.get(dense, []),
+            semantic,
+            id_list.__getitem__,
+            fused=dict(zip(kept, fused.tolist())),
+        )
+        if ranking.fusing:
+            stages.mark(f"fusion ({q.fusion.strategy})", len(kept) if count is None else count)
+        if q.shapes.rerank:
+            kept = ranking.rerank(q, kept, row_of, lambda d: view.vector(row_of(d)), vector, id_list.__getitem__)
+            stages.mark("rerank", len(ranking.exact))
+        answer = _page(q, view, kept, entities_of, id_list.__getitem__, row_of, ranking, None, cost, stages)
+        cost["rowsRead"] = read
+        return answer
     ranking = (
-        Ranking(q, text_scores, matched, semantic, id_list.__getitem__, graph_scores, purpose) if q.ranked else None
+        Ranking(
+            q,
+            text_scores,
+            text.matched if text is not None else None,
+            semantic,
+            id_list.__getitem__,
+            graph_scores,
+            purpose,
+        )
+        if q.ranked
+        else None
     )
     # unranked and unordered, the candidates' array is the order: the page is sliced from it, never listed whole
     kept = sorted(ranking.fused) if ranking is not None else candidates if not q.order_by else list(candidates)
@@ -569,7 +686,6 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
     if q.shapes.rerank:
         kept = ranking.rerank(q, kept, row_of, lambda d: view.vector(row_of(d)), vector, id_list.__getitem__)
         stages.mark("rerank", len(ranking.exact))
-    cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
     answer = _page(
         q, view, kept, entities_of, id_list.__getitem__, row_of, ranking, None if q.ranked else len(kept), cost, stages
     )
@@ -590,7 +706,8 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
             found[row["denseInt"]] = row
             stored[row["denseInt"]] = (user_key, generation, raw)
     stages.mark("metadata", len(found))
-    text_scores = matched = semantic = graph_scores = purpose = vector = None
+    text_scores = semantic = graph_scores = purpose = vector = None
+    text: TextLeg | None = None
     if q.connected is not None:
         hops = G.reachable(StoredAdjacency(view), q.connected)
         if q.graph_ranked:
@@ -598,7 +715,9 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         else:
             found = {d: row for d, row in found.items() if row["id"] in hops}
     if "text" in q.legs:  # idf over the whole store at that generation, as the live leg scores it
-        text_scores, matched = _bm25(Projections.build(view.entities(), view.generation), q.text or "", set(found))
+        built = Projections.build(view.entities(), view.generation)
+        text = _text_leg(built, q.text or "", array(TYPECODE, sorted(found)))
+        text_scores = text.by_dense()
         stages.mark("text", len(text_scores))
     if q.semantic is not None or q.purpose is not None:
         for row in found.values():  # whole: the exact scan, the purpose and the rerank read their vectors
@@ -618,6 +737,7 @@ def _find_by_rows(q: Query, view: Snapshot) -> dict[str, Any]:
         )
         stages.mark("purpose", len(purpose))
     id_of = lambda d: found[d]["id"]  # noqa: E731
+    matched = text.matched if text is not None else None
     ranking = Ranking(q, text_scores, matched, semantic, id_of, graph_scores, purpose) if q.ranked else None
     kept = sorted(ranking.fused) if ranking is not None else sorted(found)
     if ranking is not None and ranking.fusing:

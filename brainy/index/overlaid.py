@@ -35,6 +35,7 @@ from brainy.index.projections import (
     leaves,
     path_values,
     value_key,
+    word_arrays,
     words,
 )
 
@@ -163,6 +164,20 @@ class Overlaid:
 
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), _EMPTY)
+
+    def id_keys(self) -> None:
+        """None: an overlay keeps no id keys (it serves until the full load lands), and a ranked find looks up the
+        ids it compares instead."""
+        return None
+
+    def word_postings(self, word: str) -> tuple[Any, Any] | None:
+        """One word's postings as arrays (``projections.word_arrays``, made for each query), None when none holds it."""
+        tfs = self.terms.get(word)
+        return word_arrays(tfs) if tfs else None
+
+    def word_lengths(self) -> Mapping[int, int]:
+        """The word counts (the mapping: an overlay makes no array of them)."""
+        return self.lengths
 
     def _unmasked(self, base: Any) -> Any:
         """A snapshot posting less the mask: the posting itself (read-only, as every posting a read gets) when no

@@ -12,11 +12,15 @@ nothing until the first query) and say so.
   dense ints of the entities holding that value. Values are keyed by kind, so
   ``1`` and ``1.0`` share a posting and ``true`` and ``1`` do not.
 - **Word postings**: lower-cased alphanumeric runs of ``data`` and of string
-  metadata values, with term frequencies and document lengths for BM25.
+  metadata values, with term frequencies and document lengths for BM25. A text
+  query reads a word's postings as arrays (:meth:`Projections.word_postings`,
+  kept until a commit moves that word) and the lengths as an array indexed by
+  dense int (built on the first text query, moved from then on).
 - **Order columns**: for every scalar path, dense int to value, so orderBy
   sorts without reading rows.
 - **The id map**: dense int to entity id, for every row the projections have seen (a dense int is
-  never reused, so an entry outlives its row).
+  never reused, so an entry outlives its row). Beside it, built on the first ranked find and moved from
+  then on, each id as two u64 (:class:`IdKeys`): what a ranked find breaks its ties on.
 - **The graph** (``brainy/index/graph.py``): adjacency out and in per entity, built on the first
   graph walk and moved with the rest from then on (None until then; it is not persisted).
 """
@@ -29,11 +33,13 @@ import mmap
 import re
 import struct
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgpack
+import numpy as np
 
 from brainy._speedups import postings as P
 from brainy.index.where import kind_of
@@ -151,6 +157,85 @@ def _remove(posting: array, dense: int) -> None:
         del posting[i]
 
 
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_HYPHENS = [8, 13, 18, 23]
+_NIBBLE = np.full(256, 255, dtype=np.uint8)
+_NIBBLE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
+
+
+class IdKeys:
+    """Every dense int's id as the two halves of its UUID's 128 bits: ``hi`` and ``lo``, u64 arrays indexed by
+    dense int (0 where no id is known).
+
+    An id is a canonical UUID (lower-case hex, hyphens at 8, 13, 18 and 23), whose text orders as its value:
+    comparing ``(hi[d], lo[d])`` compares the ids, so a ranked find breaks its ties on id from these two arrays
+    (brainy/_speedups/ranking.pyx) without reading an id. 16 bytes a dense int. An id map's entries never change
+    (a dense int is never reused), so the arrays are only ever added to: a read holding them keeps reading the
+    same keys for the dense ints it knows, whatever is added after. Built from the id map in one pass of numpy
+    (about 20 ms at 100,000), then moved a row at a time."""
+
+    def __init__(self, ids: Mapping[int, str]) -> None:
+        dense = np.fromiter(ids.keys(), dtype=np.uint64, count=len(ids))
+        halves = _halves(list(ids.values()))
+        if halves is None:
+            raise ValueError("an id that is not a canonical UUID")
+        size = int(dense.max()) + 1 if len(dense) else 0
+        self.hi = np.zeros(max(1024, size + size // 4), dtype=np.uint64)
+        self.lo = np.zeros(len(self.hi), dtype=np.uint64)
+        at = dense.astype(np.intp)
+        self.hi[at], self.lo[at] = halves
+
+    def add(self, dense: int, id_: str) -> bool:
+        """Key one more id (False, keying nothing, when it is not a canonical UUID)."""
+        if _CANONICAL.fullmatch(id_) is None:
+            return False
+        if dense >= len(self.hi):  # new arrays, not grown in place: a read may hold the old ones
+            size = max(dense + 1, 2 * len(self.hi))
+            hi, lo = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
+            hi[: len(self.hi)], lo[: len(self.lo)] = self.hi, self.lo
+            self.hi, self.lo = hi, lo
+        value = int(id_.replace("-", ""), 16)
+        self.hi[dense], self.lo[dense] = value >> 64, value & 0xFFFFFFFFFFFFFFFF
+        return True
+
+
+#: Postings the word arrays a text query reads keep in all (12 bytes each, so about 25 MB): the words queried last.
+WORD_CACHE_POSTINGS = 1 << 21
+
+
+def word_arrays(tfs: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """One word's postings (dense int -> term frequency) as arrays: the dense ints ascending (u64) and their term
+    frequencies (u32), what brainy/_speedups/ranking.pyx scores."""
+    dense = np.fromiter(tfs.keys(), dtype=np.uint64, count=len(tfs))
+    tf = np.fromiter(tfs.values(), dtype=np.uint32, count=len(tfs))
+    if len(dense) > 1 and not bool((dense[1:] > dense[:-1]).all()):  # a row moved: its entry went to the end
+        order = np.argsort(dense, kind="stable")
+        dense, tf = dense[order], tf[order]
+    return dense, tf
+
+
+def _halves(ids: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The high and low u64 of each canonical UUID, or None when one is not canonical."""
+    n = len(ids)
+    if n == 0:
+        return np.empty(0, np.uint64), np.empty(0, np.uint64)
+    joined = "".join(ids)
+    if set(map(len, ids)) != {36} or not joined.isascii():
+        return None
+    text = np.frombuffer(joined.encode("ascii"), np.uint8).reshape(n, 36)
+    if not (text[:, _HYPHENS] == ord("-")).all():
+        return None
+    nibbles = _NIBBLE[np.delete(text, _HYPHENS, axis=1)]
+    if (nibbles == 255).any():  # not lower-case hex
+        return None
+    nibbles = nibbles.astype(np.uint64)
+    hi, lo = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    for i in range(16):
+        hi = (hi << np.uint64(4)) | nibbles[:, i]
+        lo = (lo << np.uint64(4)) | nibbles[:, 16 + i]
+    return hi, lo
+
+
 class Projections:
     def __init__(self) -> None:
         self.stamp = 0
@@ -162,6 +247,11 @@ class Projections:
         self.total_length = 0
         self.all = array(TYPECODE)
         self.graph: Adjacency | None = None
+        self._keys: IdKeys | None = None
+        self._keyable = True  # False once an id is not a canonical UUID: no keys, ever
+        self._words: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # word_postings' arrays
+        self._words_held = 0  # postings they hold
+        self._lengths_by_dense: np.ndarray | None = None
 
     @classmethod
     def build(cls, entities: Iterator[dict[str, Any]], stamp: int) -> Projections:
@@ -191,6 +281,58 @@ class Projections:
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
 
+    def id_keys(self) -> IdKeys | None:
+        """Every id as two u64 (built on first need, then moved with the id map), or None when some id is not a
+        canonical UUID; the caller holds the projections still."""
+        if self._keys is None and self._keyable:
+            try:
+                self._keys = IdKeys(self.ids)
+            except ValueError:
+                self._keyable = False
+        return self._keys
+
+    def word_postings(self, word: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """One word's postings as arrays (:func:`word_arrays`), None when no entity holds it; kept for the next
+        text query until a commit moves that word's postings (or :data:`WORD_CACHE_POSTINGS` pushes it out)."""
+        found = self._words.get(word)
+        if found is not None:
+            self._words.move_to_end(word)
+            return found
+        tfs = self.terms.get(word)
+        if not tfs:
+            return None
+        found = self._words[word] = word_arrays(tfs)
+        self._words_held += len(found[0])
+        while self._words_held > WORD_CACHE_POSTINGS and len(self._words) > 1:
+            _, (dense, _) = self._words.popitem(last=False)
+            self._words_held -= len(dense)
+        return found
+
+    def word_lengths(self) -> np.ndarray:
+        """Every entity's word count in an array indexed by dense int (0: no entity), built on the first text query
+        and moved with the rows from then on; the caller holds the projections still."""
+        if self._lengths_by_dense is None:
+            dense = np.fromiter(self.lengths.keys(), dtype=np.intp, count=len(self.lengths))
+            size = int(dense.max()) + 1 if len(dense) else 0
+            self._lengths_by_dense = np.zeros(max(1024, size + size // 4), dtype=np.uint32)
+            self._lengths_by_dense[dense] = np.fromiter(self.lengths.values(), dtype=np.uint32, count=len(dense))
+        return self._lengths_by_dense
+
+    def _word_moved(self, word: str) -> None:
+        dropped = self._words.pop(word, None)
+        if dropped is not None:
+            self._words_held -= len(dropped[0])
+
+    def _length_moved(self, dense: int, length: int) -> None:
+        lengths = self._lengths_by_dense
+        if lengths is None:
+            return
+        if dense >= len(lengths):
+            grown = np.zeros(max(dense + 1, 2 * len(lengths)), dtype=np.uint32)
+            grown[: len(lengths)] = lengths
+            lengths = self._lengths_by_dense = grown
+        lengths[dense] = length
+
     def apply(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
         """Move the projections from an entity's old row to its new one (None: absent)."""
         if before is not None:
@@ -212,6 +354,9 @@ class Projections:
     def merge(self, other: Projections) -> None:
         """Merge in the projections of rows this holds none of (a delta's, once its voided rows are unposted)."""
         self.ids.update(other.ids)
+        self._keys = self._lengths_by_dense = None  # built again when next needed
+        self._words.clear()
+        self._words_held = 0
         self.all = P.union(self.all, other.all) if len(self.all) else array(TYPECODE, other.all)
         for path, values in other.postings.items():
             mine = self.postings.setdefault(path, {})
@@ -228,6 +373,8 @@ class Projections:
     def _post(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]
         self.ids[dense] = row["id"]
+        if self._keys is not None and not self._keys.add(dense, row["id"]):
+            self._keys, self._keyable = None, False
         _insert(self.all, dense)
         seen: set[tuple[str, tuple[str, Any]]] = set()
         for path, value in leaves(row):
@@ -245,7 +392,9 @@ class Projections:
             counts[word] = counts.get(word, 0) + 1
         for word, tf in counts.items():
             self.terms.setdefault(word, {})[dense] = tf
+            self._word_moved(word)
         self.lengths[dense] = len(found)
+        self._length_moved(dense, len(found))
         self.total_length += len(found)
 
     def _unpost(self, row: dict[str, Any]) -> None:
@@ -274,7 +423,9 @@ class Projections:
                 postings.pop(dense, None)
                 if not postings:
                     del self.terms[word]
+            self._word_moved(word)
         self.total_length -= self.lengths.pop(dense, 0)
+        self._length_moved(dense, 0)
 
 
 # -- snapshots (docs/store-format.md, "Projection snapshots") -------------------------------------------
@@ -524,6 +675,20 @@ class InPlace:
 
     def posting(self, path: str, value: Any) -> array:
         return self.postings.get(path, {}).get(value_key(value), array(TYPECODE))
+
+    def id_keys(self) -> IdKeys | None:
+        """None: a read in place keeps no id keys (it serves until the full load lands), and a ranked find looks
+        up the ids it compares instead."""
+        return None
+
+    def word_postings(self, word: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """One word's postings as arrays (:func:`word_arrays`, made for each query), None when no entity holds it."""
+        tfs = self.terms.get(word)
+        return word_arrays(tfs) if tfs else None
+
+    def word_lengths(self) -> Mapping[int, int]:
+        """The word counts (the mapping: a read in place makes no array of them)."""
+        return self.lengths
 
     @property
     def terms(self) -> dict[str, dict[int, int]]:
