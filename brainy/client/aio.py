@@ -348,29 +348,24 @@ class AsyncClient:
         attempt = 0
         while True:
             request, extra = feed.request()
+            connection: _H1 | _H2 | None = None
             try:
                 async with asyncio.timeout(self.timeout):
                     connection = await self._open()
-            except (OSError, ValueError, TimeoutError) as exc:
-                if attempt >= self.retries:
-                    raise wire.failure(request, exc, self.url) from exc
-                attempt += 1
-                await asyncio.sleep(wire.backoff(attempt))
-                continue
-            try:
                 async for chunk in connection.stream(request, self.key, extra):
                     frames = feed.receive(chunk)
                     if frames:
                         attempt = 0  # the feed moved: a drop after this starts its retries afresh
                     for frame in frames:
                         yield frame
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, TimeoutError) as exc:
                 if attempt >= self.retries:
                     raise wire.failure(request, exc, self.url) from exc
                 attempt += 1
                 await asyncio.sleep(wire.backoff(attempt))
             finally:
-                await connection.aclose()
+                if connection is not None:
+                    await connection.aclose()
 
     async def close(self) -> None:
         shared, self._h2 = self._h2, None

@@ -5,6 +5,7 @@ retries for what is safe to send twice. What a call means is ``wire.py``'s and H
 
 from __future__ import annotations
 
+import math
 import queue
 import select
 import socket
@@ -48,7 +49,7 @@ def _readable(sock: socket.socket, seconds: float | None) -> bool:
     if hasattr(select, "poll"):
         poller = select.poll()
         poller.register(sock, select.POLLIN)
-        return bool(poller.poll(None if seconds is None else max(0, int(seconds * 1000) + 1)))
+        return bool(poller.poll(None if seconds is None else math.ceil(max(0.0, seconds) * 1000)))
     return bool(select.select([sock], [], [], seconds)[0])
 
 
@@ -432,15 +433,9 @@ class Client(DoorMethods):
         attempt = 0
         while True:
             request, extra = feed.request()
+            connection: _H1 | _H2 | None = None
             try:
                 connection = self._open(time.monotonic() + self.timeout)
-            except (OSError, ValueError) as exc:
-                if attempt >= self.retries:
-                    raise wire.failure(request, exc, self.url) from exc
-                attempt += 1
-                time.sleep(wire.backoff(attempt))
-                continue
-            try:
                 for chunk in connection.stream(request, self.key, extra):
                     frames = feed.receive(chunk)
                     if frames:
@@ -452,7 +447,8 @@ class Client(DoorMethods):
                 attempt += 1
                 time.sleep(wire.backoff(attempt))
             finally:
-                connection.close()
+                if connection is not None:
+                    connection.close()
 
     # -- closing -----------------------------------------------------------------------------------
 
