@@ -381,7 +381,7 @@ class PlainHttp1(BaseHTTPRequestHandler):
 def test_a_server_that_speaks_only_http1_is_spoken_to_in_http1_by_default(tmp_path: Path) -> None:
     """By default a client learns, on its first connection, that a server does not speak HTTP/2 — brainy's
     HTTP/1.1-only listener answers the preface 400, a plain HTTP/1.1 server 505 — and speaks HTTP/1.1 to it from
-    then on: calls and the change feed work. An HTTP/2-only listener is spoken to in HTTP/2, feed included.
+    then on: calls and the change feed (blocking and async) work. An HTTP/2-only listener is spoken to in HTTP/2, feed included.
     ``http2=True`` against the HTTP/1.1-only listener is a TransportError saying the server does not speak it."""
     h1_port, h2_port = free_port(), free_port()
     listens = ("--listen", f"127.0.0.1:{h1_port},h1", "--listen", f"127.0.0.1:{h2_port},h2")
@@ -395,6 +395,22 @@ def test_a_server_that_speaks_only_http1_is_spoken_to_in_http1_by_default(tmp_pa
                 assert any(frame["id"] == added["id"] for frame in feed)
                 feed.close()
                 assert client.http_version == spoken
+
+            async def follow(port: int = port) -> tuple[str | None, bool]:
+                async with AsyncClient(f"http://127.0.0.1:{port}", server.key) as aclient:
+                    ab = aclient.brain(server.brain)
+                    start = (await ab.now())["generation"]
+                    added = await ab.add({"type": "document", "data": "followed"})
+                    feed = ab.changes(since=start)
+                    seen = False
+                    async for frame in feed:
+                        if frame["id"] == added["id"]:
+                            seen = True
+                            break
+                    await feed.aclose()
+                    return aclient.http_version, seen
+
+            assert asyncio.run(follow()) == (spoken, True)
         with Client(f"http://127.0.0.1:{h1_port}", server.key, http2=True, retries=0) as strict:
             with pytest.raises(errors.TransportError) as refused:
                 strict.health()
