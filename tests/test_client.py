@@ -411,7 +411,7 @@ def test_a_server_that_speaks_only_http1_is_spoken_to_in_http1_by_default(tmp_pa
                     return aclient.http_version, seen
 
             assert asyncio.run(follow()) == (spoken, True)
-        with Client(f"http://127.0.0.1:{h1_port}", server.key, http2=True, retries=0) as strict:
+        with Client(f"http://127.0.0.1:{h1_port}", server.key, http2=True) as strict:
             with pytest.raises(errors.TransportError) as refused:
                 strict.health()
             assert isinstance(refused.value.cause, h2conn.NotHttp2Error) and "HTTP/1.1 400" in str(refused.value)

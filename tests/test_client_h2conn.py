@@ -283,7 +283,7 @@ def test_a_split_batch_is_planned_as_runs_and_joined_as_one(monkeypatch: pytest.
 
 def test_a_call_goes_again_only_when_sending_it_twice_is_harmless() -> None:
     """wire.again: a read, a request that never left, or one the server says it did not act on goes again while
-    retries last; a write that was sent does not; a timeout never does."""
+    retries last; a write that was sent does not; a timeout never does, nor a server's not speaking HTTP/2."""
     read = GET
     write = wire.Request("add", "POST", "/v1/brains/notes/add", b"{}", wire.JSON, False)
     reset = ConnectionResetError("reset")
@@ -292,6 +292,7 @@ def test_a_call_goes_again_only_when_sending_it_twice_is_harmless() -> None:
     assert wire.again(write, reset, False, 0, 3)
     assert wire.again(write, wire.Unprocessed("GOAWAY"), True, 0, 3)
     assert not wire.again(read, TimeoutError(), False, 0, 3)
+    assert not wire.again(read, NotHttp2Error(b"HTTP/1.1 400"), False, 0, 3)
 
 
 def test_bytes_that_arrive_one_at_a_time_make_the_same_answers() -> None:

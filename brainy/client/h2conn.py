@@ -116,7 +116,7 @@ class _Decoder:
         self._codec.max_table_size = size
 
 
-class NotHttp2Error(ValueError):
+class NotHttp2Error(wire.NotSpoken):
     """The server does not speak HTTP/2 here: its first bytes are not a SETTINGS frame (``first``: an HTTP/1.1
     server's ``HTTP/1.1 400 ...``), or TLS's ALPN chose another protocol."""
 

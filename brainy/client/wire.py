@@ -47,6 +47,11 @@ class Request:
     safe: bool
 
 
+class NotSpoken(ValueError):
+    """The server does not speak the protocol the client was told to use (``Client(http2=True)`` against a server
+    without HTTP/2): asking again gets the same answer, so the call is not tried again."""
+
+
 class Unprocessed(ConnectionError):
     """The server says it did not act on the request (HTTP/2's REFUSED_STREAM, or a GOAWAY below its stream; RFC
     9113 8.7): it may be sent again, whatever it was."""
@@ -380,8 +385,9 @@ class Feed:
 def again(request: Request, error: Exception, sent: bool, attempt: int, retries: int) -> bool:
     """Whether a call whose transport failed with ``error`` goes again (its ``attempt``-th failure): while
     ``retries`` last, when sending it twice is harmless — a read, a request that never left, one the server says it
-    did not act on (:class:`Unprocessed`) — and never after a timeout (the call's time is spent)."""
-    if attempt >= retries or isinstance(error, TimeoutError):
+    did not act on (:class:`Unprocessed`) — and never after a timeout (the call's time is spent) or a server's not
+    speaking the protocol asked for (:class:`NotSpoken`: it will not start to)."""
+    if attempt >= retries or isinstance(error, (TimeoutError, NotSpoken)):
         return False
     return request.safe or not sent or isinstance(error, Unprocessed)
 
