@@ -323,3 +323,16 @@ def test_a_goaway_with_an_error_ends_the_connection() -> None:
     session.receive_data(goaway.serialize())
     assert isinstance(call.error, h2conn.ConnectionEndedError) and "PROTOCOL_ERROR" in str(call.error)
     assert session.ended
+
+
+def test_an_http1_answer_fails_the_calls_already_sent_as_not_http2() -> None:
+    """With HTTP/2 required, calls go with the preface before the server's first bytes; an HTTP/1.1 answer then
+    fails them with NotHttp2Error itself (not to be sent again: wire.again), once the glue reports it."""
+    session = H2Session("example.test", "http")
+    call = session.send(GET, wire.h2_fields(GET, None, wire.JSON))
+    session.data_to_send()
+    with pytest.raises(NotHttp2Error) as refused:
+        session.receive_data(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+    events = session.connection_lost(refused.value)
+    assert [e.exchange for e in events] == [call] and call.error is refused.value
+    assert not wire.again(GET, refused.value, call.sent, 0, 3)

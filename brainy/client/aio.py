@@ -169,8 +169,9 @@ class _H2:
                 self._flush()
                 if not session.accepting and session.idle:
                     break  # a GOAWAY answered all it kept: the client's next call opens another connection
-        except NotHttp2Error as exc:
+        except NotHttp2Error as exc:  # every call on it fails so, and the connection is of no use
             self._heard.set_exception(exc)
+            self._hand(session.connection_lost(exc))
         finally:
             if not self._heard.done():
                 self._heard.set_exception(ConnectionEndedError("the server closed the connection on the preface"))

@@ -377,9 +377,10 @@ class H2Session:
         return out
 
     def connection_lost(self, cause: Exception | None = None) -> list[H2Event]:
-        """The connection closed (``cause``: why, if an error said): every call still open fails."""
-        self.accepting = False
-        self.ended = True
+        """The connection closed (``cause``: why, if an error said): every call still open fails — with ``cause``
+        itself when it was :class:`NotHttp2Error` (the calls are not to go again), else ConnectionEndedError."""
+        if isinstance(cause, NotHttp2Error):
+            return self._end(cause, [])
         reason = f"the connection closed: {cause}" if cause else "the connection closed"
         return self._end(ConnectionEndedError(reason), [])
 

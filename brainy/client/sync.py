@@ -242,7 +242,12 @@ class _H2:
                 return self.session.connection_lost(exc)
             if not data:
                 return self.session.connection_lost()
-            events = self.session.receive_data(data)
+            try:
+                events = self.session.receive_data(data)
+            except NotHttp2Error as exc:  # every call on it fails so, and the connection is of no use
+                self.session.connection_lost(exc)
+                self.sock.close()
+                raise
             self._flush(deadline if deadline != float("inf") else time.monotonic() + 30.0, quiet=True)
             if self.session.ended:
                 self.sock.close()
