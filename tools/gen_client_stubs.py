@@ -24,6 +24,7 @@ from brainy.client.surface import BRAIN_DOORS  # noqa: E402
 from brainy.contract import doors as D  # noqa: E402
 
 HEAD = """# Generated from the contract by tools/gen_client_stubs.py: do not edit.
+import ssl
 from collections.abc import {iterator}
 from typing import Any
 
@@ -49,7 +50,11 @@ CLIENT = """class {name}:
         retries: int = 3,
         json: bool = False,
         pool: int = 4,
+        http2: bool | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None: ...
+    @property
+    def http_version(self) -> str | None: ...
     {a}def call(self, door: str, *positional: Any, timeout: float | None = None, **options: Any) -> Any: ...
     def brain(self, name: str) -> {brain}: ...
     {a}def health(self) -> Any: ...

@@ -1,4 +1,5 @@
 # Generated from the contract by tools/gen_client_stubs.py: do not edit.
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,7 +23,11 @@ class AsyncClient:
         retries: int = 3,
         json: bool = False,
         pool: int = 4,
+        http2: bool | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None: ...
+    @property
+    def http_version(self) -> str | None: ...
     async def call(self, door: str, *positional: Any, timeout: float | None = None, **options: Any) -> Any: ...
     def brain(self, name: str) -> AsyncBrain: ...
     async def health(self) -> Any: ...

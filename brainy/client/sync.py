@@ -1,50 +1,117 @@
-"""The blocking client: a small pool of keep-alive HTTP/1.1 connections, a timeout on every call, retries for
-what is safe to send twice (brainy/client/wire.py says what a call means)."""
+"""The blocking client: its calls over one HTTP/2 connection whose streams every thread shares, or a small pool of
+keep-alive HTTP/1.1 connections, whichever the server speaks (``h2conn.ProtocolChoice``); a timeout on every call,
+retries for what is safe to send twice. What a call means is ``wire.py``'s and HTTP/2's streams are
+``h2conn.py``'s; this moves their bytes on sockets."""
 
 from __future__ import annotations
 
-import os
+import math
 import queue
+import select
 import socket
+import ssl
 import threading
 import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
-import orjson
-
-from brainy import errors
 from brainy.client import wire
-from brainy.client.surface import DoorMethods, door_of, version_skew
+from brainy.client.h2conn import (
+    BodyReceived,
+    ConnectionEndedError,
+    H2Session,
+    NotHttp2Error,
+    ProtocolChoice,
+    ResponseEnded,
+)
+from brainy.client.surface import DEFAULT_URL, DoorMethods, Endpoint, door_of, endpoint, version_skew
 
-DEFAULT_URL = "http://127.0.0.1:8300"
+__all__ = ["DEFAULT_URL", "Client", "RemoteBrain"]
 
 
-class _Connection:
-    def __init__(self, host: str, port: int, timeout: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+def _connect(server: Endpoint, context: ssl.SSLContext | None, timeout: float) -> socket.socket:
+    sock = socket.create_connection((server.host, server.port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if context is None:
+        return sock
+    try:
+        return context.wrap_socket(sock, server_hostname=server.host)
+    except BaseException:
+        sock.close()
+        raise
 
-    def exchange(self, data: bytes, body: bytes, timeout: float) -> wire.Response:
-        deadline = time.monotonic() + timeout
-        self.sock.settimeout(timeout)
-        self.sock.sendall(data + body if len(body) < 65536 else data)
-        if len(body) >= 65536:
-            self.sock.sendall(body)
+
+def _readable(sock: socket.socket, seconds: float | None) -> bool:
+    """Whether ``sock`` has bytes to read within ``seconds`` (None: however long it takes)."""
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True  # a TLS record already decrypted: the socket itself may have nothing more
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(None if seconds is None else math.ceil(max(0.0, seconds) * 1000)))
+    return bool(select.select([sock], [], [], seconds)[0])
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the call's timeout passed")
+    return left
+
+
+class _H1:
+    """One keep-alive HTTP/1.1 connection: one call at a time."""
+
+    def __init__(self, sock: socket.socket, server: Endpoint) -> None:
+        self.sock = sock
+        self.server = server
+
+    def exchange(self, request: wire.Request, key: str | None, accept: str, deadline: float) -> wire.Response:
+        data = wire.head(request, self.server.authority, key, accept)
+        self.sock.settimeout(_left(deadline))
+        if len(request.body) < 65536:
+            self.sock.sendall(data + request.body)
+        else:
+            self.sock.sendall(data)
+            self.sock.sendall(request.body)
         reader = wire.Reader()
         while not reader.done:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the call's timeout passed")
-            self.sock.settimeout(left)
+            self.sock.settimeout(_left(deadline))
             chunk = self.sock.recv(1 << 16)
             if not chunk:
                 reader.eof()
                 break
             reader.feed(chunk)
         return reader.response
+
+    def stream(self, request: wire.Request, key: str | None, extra: dict[str, str]) -> Iterator[bytes]:
+        """A held stream's body as it comes, until it ends; a refusal raises by name."""
+        self.sock.settimeout(None)
+        self.sock.sendall(wire.head(request, self.server.authority, key, wire.EVENT_STREAM, extra))
+        reader = wire.Reader(held=True)
+        while not reader.done:
+            got = self.sock.recv(1 << 16)
+            if not got:
+                raise ConnectionError("the held stream's connection closed")
+            reader.feed(got)
+            yield from reader.take()
+        if reader.response.status != 200:
+            wire.held_refused(reader.response)
+
+    def stale(self) -> bool:
+        """An idle connection the server has closed (or spoken on unasked): reading says so before a call is
+        sent on it, so a write is not lost to a connection that was already gone."""
+        try:
+            if not _readable(self.sock, 0):
+                return False
+            self.sock.settimeout(0)
+            self.sock.recv(1)  # the close (b""), or bytes no call asked for: either way, not for a call
+            return True
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False  # TLS's own records (a session ticket), no data: still good
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
         try:
@@ -53,14 +120,153 @@ class _Connection:
             pass
 
 
+class _H2:
+    """One HTTP/2 connection, every thread's calls as its streams. A thread frames its call and writes it, then
+    waits; one waiting thread at a time reads and feeds what arrives to the session, which completes any thread's
+    call, then wakes them all. Every use of the socket holds the lock (a TLS socket is not to be read and written
+    at once); the wait for bytes to read does not."""
+
+    def __init__(self, sock: socket.socket, server: Endpoint) -> None:
+        self.sock = sock
+        self.session = H2Session(server.authority, server.scheme)
+        self._lock = threading.Condition()
+        self._reading = False
+
+    def hear(self, deadline: float) -> None:
+        """Write the preface and wait for the server's first frame (:class:`NotHttp2Error` when it is not
+        HTTP/2's SETTINGS; ``ConnectionEndedError`` when it closed without a byte)."""
+        with self._lock:
+            self._flush(deadline)
+            while not self.session.heard:
+                self._read(deadline)
+                if self.session.ended:
+                    raise ConnectionEndedError("the server closed the connection on the HTTP/2 preface")
+
+    def exchange(self, request: wire.Request, key: str | None, accept: str, deadline: float) -> wire.Response:
+        with self._lock:
+            exchange = self.session.send(request, wire.h2_fields(request, key, accept))
+            try:
+                self._flush(deadline)
+                while not exchange.done:
+                    if self._reading:
+                        self._lock.wait(_left(deadline))
+                    else:
+                        self._read(deadline)
+            except TimeoutError:
+                self.session.cancel(exchange)
+                self._flush(time.monotonic() + 1.0, quiet=True)
+                raise
+            if not self.session.accepting and self.session.idle:
+                self._shut()  # its last call, after a GOAWAY: the client's next call opened another
+        if exchange.error is not None:
+            raise exchange.error
+        return exchange.response
+
+    def stream(self, request: wire.Request, key: str | None, extra: dict[str, str]) -> Iterator[bytes]:
+        """A held stream's body as it comes (this connection carries nothing else); a refusal raises by name."""
+        deadline = float("inf")
+        with self._lock:
+            exchange = self.session.send(request, wire.h2_fields(request, key, wire.EVENT_STREAM, extra), held=True)
+            self._flush(deadline)
+        while True:
+            with self._lock:
+                events = self._read(deadline)
+            for event in events:
+                if type(event) is BodyReceived:
+                    yield event.data
+                elif type(event) is ResponseEnded and exchange.response.status != 200:
+                    wire.held_refused(exchange.response)
+            if exchange.error is not None:
+                raise exchange.error
+            if exchange.done:
+                return
+
+    def usable(self) -> bool:
+        """The connection takes new calls: what has arrived while it was idle (a GOAWAY, the close) is read
+        first."""
+        with self._lock:
+            if not self._reading and not self.session.ended:
+                try:
+                    if _readable(self.sock, 0):
+                        self._read(time.monotonic() + 1.0)
+                except (OSError, ValueError):
+                    self.session.connection_lost()
+            return self.session.accepting
+
+    def close(self) -> None:
+        with self._lock:
+            self._shut()
+
+    def _shut(self) -> None:
+        if not self.session.ended:
+            self.session.close()
+            self._flush(time.monotonic() + 1.0, quiet=True)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # -- the socket, lock held --------------------------------------------------------------------------
+
+    def _flush(self, deadline: float, quiet: bool = False) -> None:
+        data = self.session.data_to_send()
+        if not data:
+            return
+        try:
+            self.sock.settimeout(max(0.001, deadline - time.monotonic()) if deadline != float("inf") else None)
+            self.sock.sendall(data)
+        except OSError as exc:
+            # a frame written in part leaves the connection unusable: every call on it fails, and goes again if
+            # it may (wire.again)
+            self.session.connection_lost(exc)
+            if not quiet:
+                raise
+
+    def _read(self, deadline: float) -> list[Any]:
+        """Wait (lock released) for bytes, read them, feed them to the session; the session's events."""
+        self._reading = True
+        try:
+            self._lock.release()
+            try:
+                ready = _readable(self.sock, None if deadline == float("inf") else _left(deadline))
+            finally:
+                self._lock.acquire()
+            if not ready:
+                raise TimeoutError("the call's timeout passed")
+            try:
+                self.sock.settimeout(0)  # it is readable: take what is there, never wait under the lock
+                data = self.sock.recv(1 << 20)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                return []  # a TLS record not whole yet, or one that carried no data
+            except OSError as exc:
+                return self.session.connection_lost(exc)
+            if not data:
+                return self.session.connection_lost()
+            try:
+                events = self.session.receive_data(data)
+            except NotHttp2Error as exc:  # every call on it fails so, and the connection is of no use
+                self.session.connection_lost(exc)
+                self.sock.close()
+                raise
+            self._flush(deadline if deadline != float("inf") else time.monotonic() + 30.0, quiet=True)
+            if self.session.ended:
+                self.sock.close()
+            return events
+        finally:
+            self._reading = False
+            self._lock.notify_all()
+
+
 class Client(DoorMethods):
     """A brainy server, called from blocking code.
 
     ``url`` and ``key`` default to ``$BRAINY_URL`` (else ``http://127.0.0.1:8300``) and ``$BRAINY_KEY``.
     ``timeout`` (seconds) bounds every call, ``retries`` how often a call safe to repeat (a read; any call that
     never reached the server) is tried again after a transport failure, with backoff. Answers come as
-    MessagePack (``json=True``: JSON). ``client.brain(name)`` has the embedded ``Brain``'s door surface; host
-    doors are called on the client (``client.call("host.provision", "notes")``)."""
+    MessagePack (``json=True``: JSON). ``http2``: None speaks HTTP/2 where the server offers it, True only
+    HTTP/2, False only HTTP/1.1 (docs/client.md, "Connect"); ``tls``: the context of an ``https`` URL (default:
+    the system's trust). ``pool``: the HTTP/1.1 connections kept idle. ``client.brain(name)`` has the embedded
+    ``Brain``'s door surface; host doors are called on the client (``client.call("host.provision", "notes")``)."""
 
     def __init__(
         self,
@@ -71,19 +277,25 @@ class Client(DoorMethods):
         retries: int = 3,
         json: bool = False,
         pool: int = 4,
+        http2: bool | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.url = (url or os.environ.get("BRAINY_URL") or DEFAULT_URL).rstrip("/")
-        self.key = key if key is not None else os.environ.get("BRAINY_KEY")
-        parts = urlsplit(self.url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"url {self.url!r}: an http://host:port URL (TLS is served on h3 only)")
-        self._host, self._port = parts.hostname, parts.port or 80
-        self._authority = parts.netloc
+        self._server = endpoint(url, key)
+        self.url, self.key = self._server.url, self._server.key
         self.timeout, self.retries, self.msgpack = timeout, retries, not json
-        self._idle: queue.LifoQueue[_Connection] = queue.LifoQueue(pool)
+        self._choice = ProtocolChoice(http2)
+        self._tls = self._server.tls_context(tls, self._choice.alpn)
+        self._idle: queue.LifoQueue[_H1] = queue.LifoQueue(pool)
+        self._h2: _H2 | None = None  # the one HTTP/2 connection, once the server is known to speak it
+        self._opening = threading.Lock()
         self._checked = False
         self._lock = threading.Lock()
         self.server_contract: dict[str, Any] | None = None
+
+    @property
+    def http_version(self) -> str | None:
+        """``"h2"`` or ``"h1"`` once the server has been reached (None before)."""
+        return self._choice.spoken
 
     # -- the door surface ------------------------------------------------------------------------
 
@@ -110,21 +322,8 @@ class Client(DoorMethods):
         self, brain: str | None, name: str, positional: tuple[Any, ...], options: dict[str, Any], timeout: float | None
     ) -> Any:
         self._check_version()
-        door = door_of(name, self.server_contract)
-        if brain is None and any(p.name == "brain" for p in door.path_params) and positional:
-            brain, positional = str(positional[0]), positional[1:]  # a host door of one brain names it first
-        document = dict(options) if options else None
-        if len(positional) > len([p for p in door.path_params if p.name != "brain"]):
-            *positional_l, extra = positional
-            positional = tuple(positional_l)
-            document = {**(extra or {}), **(document or {})}
-        answers, offsets, at = [], [], 0
-        for part in wire.split(door.name, document, self.msgpack):
-            request = wire.request(door, brain, positional, part, self.msgpack)
-            answers.append(wire.answer(self._send(request, timeout)))
-            offsets.append(at)
-            at += len((part or {}).get("items", []))
-        return wire.join(answers, offsets)
+        plan = wire.plan(door_of(name, self.server_contract), brain, positional, options, self.msgpack)
+        return plan.join([wire.answer(self._send(request, timeout)) for request in plan.requests])
 
     def _get(self, target: str, key: bool = True) -> Any:
         request = wire.Request(target, "GET", target, b"", None, True)
@@ -132,39 +331,83 @@ class Client(DoorMethods):
 
     def _send(self, request: wire.Request, timeout: float | None, key: bool = True) -> wire.Response:
         timeout = self.timeout if timeout is None else timeout
-        data = wire.head(request, self._authority, self.key if key else None, self.msgpack)
+        accept = wire.accepts(self.msgpack)
         attempt = 0
         while True:
+            deadline = time.monotonic() + timeout
             sent = False
-            connection: _Connection | None = None
+            connection: _H1 | _H2 | None = None
             try:
-                connection = self._take(timeout)
+                connection = self._take(deadline)
                 sent = True
-                response = connection.exchange(data, request.body, timeout)
+                response = connection.exchange(request, self.key if key else None, accept, deadline)
             except (OSError, ValueError) as exc:
-                if connection is not None:
+                if isinstance(connection, _H1):
                     connection.close()
-                if attempt < self.retries and (request.safe or not sent) and not isinstance(exc, TimeoutError):
+                if wire.again(request, exc, sent, attempt, self.retries):
                     attempt += 1
-                    time.sleep(min(2.0, 0.05 * 2**attempt))
+                    time.sleep(wire.backoff(attempt))
                     continue
-                what = "timed out" if isinstance(exc, TimeoutError) else f"failed: {exc}"
-                raise errors.TransportError(
-                    f"{request.method} {request.target} {what}", url=self.url, cause=exc
-                ) from exc
-            if response.keep:
-                self._give(connection)
-            else:
-                connection.close()
+                raise wire.failure(request, exc, self.url) from exc
+            if isinstance(connection, _H1):
+                self._give(connection, response.keep)
             return response
 
-    def _take(self, timeout: float) -> _Connection:
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            return _Connection(self._host, self._port, timeout)
+    def _take(self, deadline: float) -> _H1 | _H2:
+        """The connection for a call: the HTTP/2 one (opened when there is none that takes calls), else an idle
+        HTTP/1.1 one that is still open, else a new one."""
+        if self._choice.spoken != "h1":
+            shared = self._h2
+            if shared is not None and shared.usable():
+                return shared
+            with self._opening:
+                if self._h2 is not shared and self._h2 is not None and self._h2.usable():
+                    return self._h2  # another thread opened it meanwhile
+                opened = self._open(deadline)
+                if isinstance(opened, _H2):
+                    old, self._h2 = self._h2, opened
+                    if old is not None and old.session.idle:
+                        old.close()  # one with calls still open is shut by the last of them
+                return opened
+        while True:
+            try:
+                idle = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if not idle.stale():
+                return idle
+            idle.close()
+        opened = self._open(deadline)
+        if isinstance(opened, _H2):  # an https server's ALPN may choose either on any connection
+            self._h2 = opened
+        return opened
 
-    def _give(self, connection: _Connection) -> None:
+    def _open(self, deadline: float) -> _H1 | _H2:
+        """A new connection in the protocol the server speaks, learning it on the first (ProtocolChoice)."""
+        sock = _connect(self._server, self._tls, _left(deadline))
+        choice = self._choice
+        spoken = choice.chosen_by_alpn(sock.selected_alpn_protocol()) if self._tls is not None else choice.spoken
+        if spoken == "h1":
+            return _H1(sock, self._server)
+        connection = _H2(sock, self._server)
+        if not choice.probing:
+            return connection
+        try:
+            connection.hear(deadline)
+        except (NotHttp2Error, ConnectionEndedError):
+            connection.close()
+            choice.heard(False)
+            return _H1(_connect(self._server, self._tls, _left(deadline)), self._server)
+        except BaseException:  # the call's timeout (the server accepted, and says nothing): nothing learnt
+            connection.close()
+            raise
+        choice.heard(True)
+        return connection
+
+    def _give(self, connection: _H1, keep: bool) -> None:
+        if not keep:
+            connection.close()
+            return
         try:
             self._idle.put_nowait(connection)
         except queue.Full:
@@ -185,48 +428,39 @@ class Client(DoorMethods):
 
     # -- the held change feed ---------------------------------------------------------------------
 
-    def _changes(self, brain: str, since: int | str | None, timeout: float | None) -> Iterator[dict[str, Any]]:
+    def _changes(self, brain: str, since: int | str | None) -> Iterator[dict[str, Any]]:
         """Each change frame after ``since``, as the held stream sends them, resuming at a commit boundary when the
-        connection drops; ends when the iterator is closed."""
+        connection drops or the stream ends; ends when the iterator is closed. The feed has a connection of its
+        own, in the protocol the client speaks: it is read for as long as the iterator lives, and on the shared
+        HTTP/2 connection it would hold the other calls' reads behind its own."""
         self._check_version()
-        last: tuple[int, int] | None = None
+        feed = wire.Feed(brain, since)
         attempt = 0
         while True:
-            target = f"/v1/brains/{brain}/changes" + (f"?since={since}" if since is not None and last is None else "")
-            extra = {"Accept-Encoding": "identity"}
-            if last is not None:
-                extra["Last-Event-ID"] = f"{last[0]}.{last[1]}"
-            request = wire.Request("changes", "GET", target, b"", None, True)
-            data = wire.head(request, self._authority, self.key, False, extra).replace(
-                b"Accept: application/json", b"Accept: text/event-stream"
-            )
+            request, extra = feed.request()
+            connection: _H1 | _H2 | None = None
             try:
-                connection = _Connection(self._host, self._port, self.timeout)
-            except OSError as exc:
+                connection = self._open(time.monotonic() + self.timeout)
+                for chunk in connection.stream(request, self.key, extra):
+                    frames = feed.receive(chunk)
+                    if frames:
+                        attempt = 0  # the feed moved: a drop after this starts its retries afresh
+                    yield from frames
+            except (OSError, ValueError) as exc:
                 if attempt >= self.retries:
-                    raise errors.TransportError(f"GET {target} failed: {exc}", url=self.url, cause=exc) from exc
+                    raise wire.failure(request, exc, self.url) from exc
                 attempt += 1
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-                continue
-            try:
-                for frame in _stream(connection, data, self.timeout):
-                    attempt = 0
-                    spot = (frame["generation"], frame["index"])
-                    if last is not None and spot <= last:
-                        continue  # the commit again, from its start (the resume rule): already handed out
-                    last = spot
-                    yield frame
-            except (OSError, ValueError):
-                if attempt >= self.retries:
-                    raise
-                attempt += 1
-                time.sleep(min(2.0, 0.05 * 2**attempt))
+                time.sleep(wire.backoff(attempt))
             finally:
-                connection.close()
+                if connection is not None:
+                    connection.close()
 
     # -- closing -----------------------------------------------------------------------------------
 
     def close(self) -> None:
+        shared, self._h2 = self._h2, None
+        if shared is not None:
+            shared.close()
         while True:
             try:
                 self._idle.get_nowait().close()
@@ -246,43 +480,6 @@ class Client(DoorMethods):
         self.close()
 
 
-def _stream(connection: _Connection, data: bytes, timeout: float) -> Iterator[dict[str, Any]]:
-    """The change frames of one held stream's connection; a refusal before or inside it raises by name."""
-    sock = connection.sock
-    sock.settimeout(None)
-    sock.sendall(data)
-    reader = wire.Reader()
-    reader.events = []
-    chunks: list[bytes] = reader.events
-
-    def received() -> Iterator[bytes]:
-        while True:
-            while chunks:
-                yield chunks.pop(0)
-            if reader.done:
-                return
-            got = sock.recv(1 << 16)
-            if not got:
-                raise ConnectionError("the held stream's connection closed")
-            reader.feed(got)
-            if reader.response.status and reader.response.status != 200:
-                reader.events = None  # a refusal's body: read it whole
-                while not reader.done:
-                    more = sock.recv(1 << 16)
-                    if not more:
-                        break
-                    reader.feed(more)
-                reader.response.body = b"".join(chunks) + reader.response.body
-                wire.answer(reader.response)
-                raise ValueError(f"the held stream answered {reader.response.status}")
-
-    for _, event, payload in wire.events(received()):
-        if event == "change":
-            yield orjson.loads(payload)
-        elif event == "error":
-            raise errors.from_wire(orjson.loads(payload).get("error"))
-
-
 class RemoteBrain(DoorMethods):
     """One brain of a server, with the embedded ``Brain``'s door surface: ``b.call(door, *positional, **options)``
     and each door by its bare name (``b.add({...})``, ``b.get(id)``, ``b.find({...})``)."""
@@ -299,4 +496,4 @@ class RemoteBrain(DoorMethods):
         arguments, e.g. ``{"since": 0, "limit": 100}``) calls the ``changes`` door for one page instead."""
         if page is not None:
             return self.call("changes", page)
-        return self.client._changes(self.name, since, None)
+        return self.client._changes(self.name, since)

@@ -1,4 +1,5 @@
 # Generated from the contract by tools/gen_client_stubs.py: do not edit.
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,11 @@ class Client:
         retries: int = 3,
         json: bool = False,
         pool: int = 4,
+        http2: bool | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None: ...
+    @property
+    def http_version(self) -> str | None: ...
     def call(self, door: str, *positional: Any, timeout: float | None = None, **options: Any) -> Any: ...
     def brain(self, name: str) -> RemoteBrain: ...
     def health(self) -> Any: ...
