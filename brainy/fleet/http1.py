@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from dataclasses import dataclass, field
 
 import httptools
@@ -21,6 +22,11 @@ import httptools
 #: loop, the placement reads, the proxied requests of a moment).
 IDLE_PER_PEER = 8
 READ_CHUNK = 1 << 16
+#: A kept connection idle longer than this is closed, never reused: well inside the idle deadline a brainy node
+#: closes connections at (75 s, brainy/net/deadlines.py), so a peer's idle close never races a request sent
+#: on it; a request is then sent again only on a connection whose peer went away (restarted), never twice to
+#: one live process.
+KEEP_SECONDS = 30.0
 
 
 class PeerUnreachableError(OSError):
@@ -82,14 +88,17 @@ class Connections:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
 
     async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
         """``data`` sent to ``address`` and the response read whole, within the timeout; a kept connection the
         peer has closed meanwhile is dropped and the request sent once on a new one."""
         kept = self._idle.get(address)
         while kept:
-            reader, writer = kept.pop()
+            reader, writer, since = kept.pop()
+            if time.monotonic() - since > KEEP_SECONDS:
+                writer.close()
+                continue
             try:
                 return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
             except (PeerUnreachableError, ConnectionError):
@@ -125,13 +134,13 @@ class Connections:
                 raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection mid-answer")
             parsed.feed(chunk)
         if parsed.response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
-            self._idle[address].append((reader, writer))
+            self._idle[address].append((reader, writer, time.monotonic()))
         else:
             writer.close()
         return parsed.response
 
     def close(self) -> None:
         for kept in self._idle.values():
-            for _, writer in kept:
+            for _, writer, _ in kept:
                 writer.close()
         self._idle.clear()
