@@ -94,6 +94,14 @@ def test_any_node_answers_any_brain(fleet3, placed, http2):
     assert direct.result()["entity"]["id"] == got.result()["entity"]["id"]
 
 
+def test_a_head_request_is_answered_through_the_edge(fleet3, placed):
+    """HEAD on a brain owned elsewhere is answered by the owner, without a body, as a HEAD answered here is."""
+    owner = placed["p0"]
+    edge = next(node for name, node in fleet3.items() if name != owner)
+    answer = call(edge, "HEAD", "/v1/brains/p0/counts")
+    assert answer.status == 200 and answer.headers.get("brainy-node") == owner and answer.body == b""
+
+
 def test_the_key_is_checked_at_the_edge(fleet3, placed):
     """A request with a key nobody holds is refused by the node it reached, never forwarded."""
     owner = placed["p0"]
