@@ -17,6 +17,7 @@ none answers the call raises :class:`EtcdUnavailableError`.
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -163,7 +164,7 @@ class Etcd:
         await self.call("/v3/kv/deleterange", {"key": b64(key)})
 
     async def txn(
-        self, compare: list[dict[str, Any]], success: list[dict[str, Any]], failure: list[dict[str, Any]] = ()
+        self, compare: list[dict[str, Any]], success: list[dict[str, Any]], failure: Sequence[dict[str, Any]] = ()
     ) -> tuple[bool, list[list[KeyValue]]]:
         """One transaction: whether every compare held (and ``success`` ran, else ``failure``), and the keys
         each range request of the branch that ran read."""
