@@ -114,7 +114,8 @@ setup(
         "msgpack>=1.0,<2",  # the fact log's frames and the SSTable rows (docs/store-format.md)
         "sortedcontainers>=2.4,<3",  # the memtable's ordered key set for prefix scans
         "uvloop>=0.19",  # the event loop every listener runs on
-        "httptools>=0.6",  # HTTP/1.1 request parsing
+        "httptools>=0.6",  # HTTP/1.1 request parsing; and the fleet's responses from etcd's v3 JSON gateway and
+        # from peer nodes (brainy/fleet/http1.py): no etcd client package, chosen by perf/bench_etcd.py
         "h2>=4.1,<5",  # HTTP/2 connection state machine (sans-IO)
         "orjson>=3.10",  # JSON both ways on the wire; 3.10 for Fragment (rows spliced as bytes)
         "pybase64>=1.3,<2",  # base64 file content (writeFile/readFile): SIMD, 4-6x binascii on 100 MiB

@@ -47,3 +47,13 @@ def server(tmp_path):
 
     with start_server(tmp_path / "served") as running:
         yield running
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A real etcd member on loopback with its own data directory (``tests/etcd.py``), killed on the way out;
+    a missing ``etcd`` binary fails under CI and skips elsewhere."""
+    from etcd import start_etcd
+
+    with start_etcd(tmp_path / "etcd") as running:
+        yield running

@@ -28,6 +28,7 @@ FLOORS = (
     "doors",
     "engine",
     "auth",
+    "fleet",
     "host",
     "net",
     "cli",

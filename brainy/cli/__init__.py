@@ -134,6 +134,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how far back time travel reads (a duration such as 30d); older versions are dropped at "
         "compaction; default: every generation is kept",
     )
+    p_serve.add_argument(
+        "--fleet",
+        metavar="ETCD_URL[,ETCD_URL...]",
+        help="join a fleet whose placement is in this etcd (v3 API, 3.4+): any node answers any brain "
+        "(docs/fleet.md); needs --node and --advertise",
+    )
+    p_serve.add_argument("--node", metavar="NAME", help="this node's name in the fleet, unique among live nodes")
+    p_serve.add_argument(
+        "--advertise", metavar="URL", help="where the fleet's other nodes reach this one: http://HOST:PORT (h1)"
+    )
+    p_serve.add_argument(
+        "--fleet-ttl",
+        type=int,
+        default=10,
+        metavar="SECONDS",
+        help="the lease this node's registration and brains are held under; default 10, at least 2",
+    )
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")

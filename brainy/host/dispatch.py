@@ -40,6 +40,7 @@ from brainy.contract.limits import quote
 from brainy.doors import calling, feed, registry
 from brainy.doors.registry import HOST, READ, door
 from brainy.engine import Brain
+from brainy.fleet.membership import Fleet
 from brainy.host import host_doors, mechanics  # noqa: F401  (each registers its doors before the join below)
 from brainy.host.feeds import HeldFeed
 from brainy.index import embedder
@@ -171,7 +172,18 @@ class Plan:
     """What the dispatcher asks of one door on every call, worked out once, at import, from the contract:
     the gate's questions stay per call (they read the principal), the door's own facts do not."""
 
-    __slots__ = ("door", "host", "writes_rows", "closed", "guarded", "takes_brain", "checked", "holds")
+    __slots__ = (
+        "door",
+        "host",
+        "writes_rows",
+        "closed",
+        "guarded",
+        "takes_brain",
+        "checked",
+        "holds",
+        "owned",
+        "ahead",
+    )
 
     def __init__(self, door: D.Door) -> None:
         self.door = door
@@ -182,6 +194,10 @@ class Plan:
         self.takes_brain = door.name in TAKES_BRAIN
         self.checked = calling.CHECKED[door.name]  # the argument check Brain.call makes too
         self.holds = door.name in HOLDS
+        # in a fleet: whether the brain must be this node's (else BrainMovedError), and the fleet's check of a
+        # door that has not landed (host_doors.FLEET_AHEAD)
+        self.owned = self.takes_brain and door.name not in host_doors.FLEET_PLACES
+        self.ahead = host_doors.FLEET_AHEAD.get(door.name)
 
 
 def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
@@ -233,6 +249,21 @@ def gate(principal: Principal, door: D.Door, brain: str | None) -> None:
         )
 
 
+def owned_here(fleet: Fleet, brain: str) -> None:
+    """A brain another node of the fleet owns is refused by name, never served from this node's copy: the HTTP
+    edge forwards such a request before it gets here (brainy/net/edge.py); the transports that do not forward
+    yet (gRPC, WebSocket, MCP, the held change stream) and a forwarded request that found the brain moved on
+    meet this."""
+    owner = fleet.elsewhere(brain)
+    if owner is not None:
+        raise R.BrainMovedError(
+            f"brain {brain!r} is served by node {owner.node!r} of the fleet (epoch {owner.epoch})",
+            brain=brain,
+            node=owner.node,
+            epoch=owner.epoch,
+        )
+
+
 class Dispatcher:
     """The one road to a door from every transport: :meth:`credential` proves who calls, :meth:`call` runs the
     gate and the door under one clock and answers an :class:`Outcome`, :meth:`hold` opens a held change feed;
@@ -244,8 +275,10 @@ class Dispatcher:
         reading_door: ReadingDoor | None = None,
         host: Any = None,
         keys: Authenticating | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.brains = brains
+        self.fleet = fleet  # --fleet: a brain another node owns is refused BrainMovedError (docs/fleet.md)
         self.keys = keys  # None: a dispatcher whose callers are proven elsewhere (tests, in-process use)
         # the --reading-door receiver (brainy/auth/reading_door.py), None when not configured: memory.write
         # asks it for a link after its commit (reading_door.door_url)
@@ -334,6 +367,8 @@ class Dispatcher:
         if brain is not None and (type(brain) is not str or brain not in _LEGAL_NAMES):  # a name not yet seen
             check_brain_name(brain)
         gate(principal, door, brain)
+        if self.fleet is not None and brain is not None and plan.owned:
+            owned_here(self.fleet, brain)
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
         # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
         # commit path asks the policy guardrails before the write)
@@ -344,6 +379,8 @@ class Dispatcher:
                     door=door.name,
                 )
             if plan.closed is not None:
+                if self.fleet is not None and plan.ahead is not None:
+                    plan.ahead(self.fleet, brain, plan.checked.document(id_, document))
                 raise plan.closed()
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
@@ -396,6 +433,8 @@ class Dispatcher:
             brain = self.brains.only_brain(principal)
         brain = check_brain_name(brain)
         gate(principal, plan.door, brain)
+        if self.fleet is not None:
+            owned_here(self.fleet, brain)
         stray = sorted(set(document) - feed.HELD_ARGUMENTS)
         if stray:
             raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])

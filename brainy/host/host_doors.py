@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from brainy.auth.tokens import STATIC_KEY_EXP, add_revocation
 from brainy.contract import refusals as R
 from brainy.doors.registry import HOST, door
 from brainy.engine import Brain, init_store
+from brainy.fleet.membership import Fleet
 from brainy.host import archive
 from brainy.host.backups import Backups
 
@@ -40,6 +42,7 @@ class Host:
 
     keys: KeyTable
     backups: Backups = field(default_factory=lambda: Backups(None, None))
+    fleet: Fleet | None = None  # --fleet: this node's membership (docs/fleet.md); None outside a fleet
 
     @property
     def revoked_path(self) -> Path:
@@ -59,10 +62,26 @@ def _brains_dir(c: Any) -> Path:
 
 
 @door("host.provision", HOST)
-def _provision(c: Any) -> dict[str, Any]:
-    """A new empty store at ``<brains-dir>/<brain>``, exactly as ``brainy init`` writes one."""
+def _provision(c: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    """A new empty store at ``<brains-dir>/<brain>``, exactly as ``brainy init`` writes one. In a fleet the
+    brain is claimed first (epoch 1; a name the fleet ever placed is BrainExistsError) and the answer names
+    this node, where the edge placed it (docs/fleet.md "Placement")."""
     root = _brains_dir(c)
-    target = root / c.brain
+    _check_free(c, root)
+    fleet: Fleet | None = c.host.fleet if c.host is not None else None
+    if fleet is None:
+        return _create(c, root)
+    return _provision_claimed(c, root, fleet)
+
+
+async def _provision_claimed(c: Any, root: Path, fleet: Fleet) -> dict[str, Any]:
+    await fleet.claim_new(c.brain)
+    answer = _create(c, root)
+    answer["node"] = fleet.node
+    return answer
+
+
+def _check_free(c: Any, root: Path) -> None:
     try:
         c.brains.path_of(c.brain, archived_ok=True)
         taken = True
@@ -70,6 +89,10 @@ def _provision(c: Any) -> dict[str, Any]:
         taken = False
     if taken or archive.archived_at(root, c.brain) is not None:
         raise R.BrainExistsError(f"a brain named {c.brain!r} already exists (archived names included)", brain=c.brain)
+
+
+def _create(c: Any, root: Path) -> dict[str, Any]:
+    target = root / c.brain
     try:
         target.mkdir()  # exclusive: two provisions of one name race here, and one of them loses by name
     except FileExistsError:
@@ -188,3 +211,21 @@ def _persist_status(c: Any) -> dict[str, Any]:
     c.host.backups.configured()
     c.brains.path_of(c.brain, archived_ok=True)
     return {"runs": [r.to_wire() for r in c.host.backups.runs(c.brain, c.document.get("name"))]}
+
+
+def _move_ahead(fleet: Fleet, brain: str, document: dict[str, Any]) -> None:
+    """``host.move`` in a fleet, before its hand-over (which arrives with shipping, docs/fleet.md): the node it
+    names must be a live node of the fleet."""
+    node = document["node"]
+    if not fleet.live(node):
+        raise R.NodeUnknownError(f"no live node of the fleet is named {node!r}", node=node)
+
+
+#: Checks a fleet makes of a door that has not landed, before its not-yet-native refusal: the refusal a caller
+#: would meet first once it lands (DOORS.md 10.3, host.move).
+FLEET_AHEAD = {"host.move": _move_ahead}
+#: The doors the fleet's edge places on a node before forwarding (docs/fleet.md "Placement"): they create a brain.
+FLEET_PLACED = frozenset({"host.provision"})
+#: Doors that name a brain the fleet has not placed yet (or places elsewhere by themselves): never refused
+#: BrainMovedError for a brain another node owns.
+FLEET_PLACES = frozenset({"host.provision", "host.move"})

@@ -29,6 +29,7 @@ from brainy.host.pool import Pool
 from brainy.index import embedder
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
+from brainy.net.edge import Edge
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.routes import Match, Router, query_document
@@ -51,7 +52,7 @@ class App:
         self.auth_server = auth_server  # --auth-server: where a client gets a token (RFC 9728 discovery)
         self.router = Router(server=S.routes(configured=S.CONFIGURED_ONLY if auth_server else ()))
         self._routes: dict[tuple[str, str, str | None], Match] = {}  # see _route
-        self.dispatcher = Dispatcher(pool, reading_door, self.host, keys)
+        self.dispatcher = Dispatcher(pool, reading_door, self.host, keys, self.host.fleet)
         self.built_at = built_at
         self._contract = D.contract_envelope(__version__, built_at)
         self._openapi: str | None = None  # GET /openapi.json, rendered on first call
@@ -61,6 +62,13 @@ class App:
         self.mcp = StreamableHttp(McpServer(self.dispatcher), self.dispatcher.credential)
         self._base_url = base_url
         self.base_url = base_url
+        # --fleet: the edge that keeps a brain's request here or forwards it to the owner (brainy/net/edge.py)
+        self.fleet = self.host.fleet
+        self.edge = (
+            Edge(self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response)
+            if self.fleet is not None
+            else None
+        )
 
     @property
     def base_url(self) -> str:
@@ -73,7 +81,15 @@ class App:
         self.mcp.resource_metadata = f"{url}{OAUTH_PATH}" if self.auth_server else None
 
     def handle(self, request: Request) -> Response | Awaitable[Response]:
-        """The response, now for a door that does not wait (every read), or an awaitable of it."""
+        """The response, now for a door that does not wait (every read), or an awaitable of it. In a fleet, a
+        brain's request the edge forwards to its owner is answered by the owner."""
+        if self.edge is not None:
+            forwarded = self.edge.consider(request)
+            if forwarded is not None:
+                return forwarded
+        return self._handle(request)
+
+    def _handle(self, request: Request) -> Response | Awaitable[Response]:
         if request.path == MCP_PATH:  # JSON-RPC in and out: the MCP transport frames its own replies
             reply = self.mcp.handle(request.method, request.headers, request.body, time.monotonic())
             return self._mcp_response(reply) if isinstance(reply, HttpReply) else self._mcp_later(reply)
@@ -102,6 +118,10 @@ class App:
         principal = self.dispatcher.credential(request.headers)
         granted.append((principal, ws.check_handshake(request.method, request.headers)))
         return {}
+
+    def refusal_response(self, request: Request, refusal: R.Refusal) -> Response:
+        """``refusal`` as this app answers one, for a refusal made outside a door's call (the fleet's edge)."""
+        return self._respond(request, Outcome("", 0.0, None, refusal), [])
 
     async def _respond_later(
         self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]
@@ -247,6 +267,8 @@ class App:
             verifier = self.keys.token_verifier
             trusted = verifier.counts() if hasattr(verifier, "counts") else {"issuers": 0, "revoked": 0}
             answer["auth"] = {"keys": len(self.keys), **trusted}
+            if self.fleet is not None:  # docs/fleet.md "/v1/health": it names brains, as the pool detail does
+                answer["fleet"] = self.fleet.health()
         return answer
 
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:

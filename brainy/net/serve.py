@@ -17,7 +17,12 @@ from brainy.auth.reading_door import configure as configure_reading_door
 from brainy.auth.tokens import TokenVerifier, default_issuers_path
 from brainy.contract import refusals as R
 from brainy.doors import language
+from brainy.fleet.etcd import Etcd
+from brainy.fleet.membership import Fleet, FleetJoinError
+from brainy.fleet.proxy import owner_address
+from brainy.host.arbiter import meminfo
 from brainy.host.backups import Backups, check_start
+from brainy.host.dispatch import check_brain_name
 from brainy.host.host_doors import Host
 from brainy.host.pool import Pool
 from brainy.net.app import App
@@ -66,6 +71,9 @@ def run(
     built_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def main() -> list[dict[str, Any]]:
+        fleet = host.fleet if host is not None else None
+        if fleet is not None:  # joined before anything listens: a name or an etcd it cannot have refuses the start
+            await fleet.join()
         app = App(pool, keys, built_at, reading_door=reading_door, host=host, auth_server=auth_server)
         server = Server(app, listens, certificate)
 
@@ -76,7 +84,13 @@ def run(
             if on_ready is not None:
                 on_ready(s)
 
-        return await serve_until_stopped(server, ready)
+        try:
+            return await serve_until_stopped(server, ready)
+        finally:
+            if app.edge is not None:
+                app.edge.close()
+            if fleet is not None:  # after the last request: its registration and claims end with the lease
+                await fleet.leave()
 
     closed = asyncio.run(main())
     if host is not None:
@@ -141,6 +155,37 @@ def identity(auth_server: str | None, sign_in: str | None) -> str | None:
     return auth_server
 
 
+def join_args(args: Any, pool: Pool) -> Fleet | None:
+    """The fleet ``--fleet``, ``--node``, ``--advertise`` and ``--fleet-ttl`` describe (docs/fleet.md), or None
+    without ``--fleet``; a flag missing or malformed refuses the start. Nothing is contacted yet."""
+    urls = getattr(args, "fleet", None)
+    if urls is None:
+        for flag in ("node", "advertise"):
+            if getattr(args, flag, None) is not None:
+                raise FleetJoinError(f"--{flag} is a fleet's flag: give --fleet ETCD_URL too")
+        return None
+    node, advertise = getattr(args, "node", None), getattr(args, "advertise", None)
+    if not node or not advertise:
+        raise FleetJoinError("--fleet needs --node NAME and --advertise URL")
+    try:
+        check_brain_name(node)  # a node's name is one legal segment, as a brain's is
+    except R.Refusal:
+        raise FleetJoinError(f"--node {node!r}: one legal name segment") from None
+    try:
+        owner_address(advertise)
+        client = Etcd([url.strip() for url in urls.split(",") if url.strip()])
+    except ValueError as exc:
+        raise FleetJoinError(f"--fleet / --advertise: {exc}") from None
+    return Fleet(
+        client,
+        node,
+        advertise.rstrip("/"),
+        args.fleet_ttl,
+        free_bytes=lambda: meminfo().get("MemAvailable", 0),
+        local=pool.known,
+    )
+
+
 def serve(args: Any) -> int:
     _logging()
     _language()
@@ -169,6 +214,7 @@ def serve(args: Any) -> int:
             f"  {keys.minted}",
             flush=True,
         )
+    fleet = join_args(args, pool)
     reading_door = configure_reading_door(args.reading_door, keys.service_key)
     if reading_door is not None:
         log.info("reading door: %s", reading_door.url)
@@ -178,7 +224,7 @@ def serve(args: Any) -> int:
         listens,
         certificate=certificate,
         reading_door=reading_door,
-        host=Host(keys, Backups(snapshots, brains_dir)),
+        host=Host(keys, Backups(snapshots, brains_dir), fleet),
         auth_server=auth_server,
     )
 

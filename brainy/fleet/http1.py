@@ -1,0 +1,146 @@
+"""The fleet's one outbound HTTP/1.1: a request's bytes, a response read by httptools, kept-alive connections.
+
+The fleet speaks to two kinds of peer, and both over HTTP/1.1: etcd's v3 JSON gateway (``brainy.fleet.etcd``)
+and another node of the fleet, the owner of a brain a request named (``brainy.fleet.proxy``). The framing is
+here once, split as the house splits a protocol (STYLE 1): :func:`request_bytes` and :class:`Reader` are
+sans-IO; :class:`Connections` is the thin asyncio part, a few idle kept-alive sockets per peer address.
+
+A response is read whole (both peers answer documents, never streams worth following here); etcd answers its
+streaming calls (a lease's keep-alive) chunked, and httptools reads that as any other body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from dataclasses import dataclass, field
+
+import httptools
+
+#: Idle connections kept per peer address: the fleet's calls to one peer are few at a time (the renewal
+#: loop, the placement reads, the proxied requests of a moment).
+IDLE_PER_PEER = 8
+READ_CHUNK = 1 << 16
+#: A kept connection idle longer than this is closed, never reused: well inside the idle deadline a brainy node
+#: closes connections at (75 s, brainy/net/deadlines.py), so a peer's idle close never races a request sent
+#: on it; a request is then sent again only on a connection whose peer went away (restarted), never twice to
+#: one live process.
+KEEP_SECONDS = 30.0
+
+
+class PeerUnreachableError(OSError):
+    """A peer could not be reached, or closed or garbled its answer before it was whole."""
+
+
+def request_bytes(method: str, target: str, authority: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    """One request's bytes: the request line, ``Host``, the given fields, ``Content-Length``, the body."""
+    lines = [f"{method} {target} HTTP/1.1", f"host: {authority}"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    lines.append(f"content-length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+@dataclass
+class Response:
+    """A response read whole: status, header fields (lower-case names, in order), body; ``keep`` says the
+    connection may carry the next request."""
+
+    status: int = 0
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    keep: bool = False
+
+
+class Reader:
+    """Feed it a response's bytes as they arrive; ``done`` once it is whole (httptools' parser)."""
+
+    def __init__(self) -> None:
+        self.response = Response()
+        self.done = False
+        self._chunks: list[bytes] = []
+        self._parser = httptools.HttpResponseParser(self)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.response.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        self.response.status = self._parser.get_status_code()
+        self.response.keep = self._parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        self.response.body = b"".join(self._chunks)
+        self.done = True
+
+    def feed(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            raise PeerUnreachableError(f"the peer's answer is not HTTP/1.1: {exc}") from None
+
+
+class Connections:
+    """Kept-alive connections to peers by ``(host, port)``: :meth:`exchange` sends one request and reads its
+    response, on an idle connection when one is kept, else on a new one."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+
+    async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
+        """``data`` sent to ``address`` and the response read whole, within the timeout; a kept connection the
+        peer has closed meanwhile is dropped and the request sent once on a new one."""
+        kept = self._idle.get(address)
+        while kept:
+            reader, writer, since = kept.pop()
+            if time.monotonic() - since > KEEP_SECONDS:
+                writer.close()
+                continue
+            try:
+                return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
+            except (PeerUnreachableError, ConnectionError):
+                writer.close()  # closed while idle: a new connection below
+            except BaseException:
+                writer.close()
+                raise
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.timeout)
+        except (OSError, TimeoutError) as exc:
+            raise PeerUnreachableError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
+        try:
+            return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
+        except TimeoutError:
+            writer.close()
+            raise PeerUnreachableError(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
+        except BaseException:
+            writer.close()
+            raise
+
+    async def _exchange(
+        self, address: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+    ) -> Response:
+        writer.write(data)
+        await writer.drain()
+        parsed = Reader()
+        while not parsed.done:
+            chunk = await reader.read(READ_CHUNK)
+            if not chunk:
+                raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection mid-answer")
+            parsed.feed(chunk)
+        if parsed.response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
+            self._idle[address].append((reader, writer, time.monotonic()))
+        else:
+            writer.close()
+        return parsed.response
+
+    def close(self) -> None:
+        for kept in self._idle.values():
+            for _, writer, _ in kept:
+                writer.close()
+        self._idle.clear()

@@ -1,0 +1,287 @@
+"""One node's membership of the fleet: its registration under a lease, its claims, and its view of the others.
+
+docs/fleet.md is the law this follows. A :class:`Fleet` joins (a lease, then its ``nodes/`` key, created only
+if no live node has the name), then keeps three things true while it runs (:meth:`Fleet.run`):
+
+- its lease is renewed every third of its TTL, and its registration rewritten with its free memory then;
+  a lease found expired (a pause longer than the TTL, etcd restarted) is replaced by a new one, the node
+  registers again and claims back, at its own last epoch, each brain it owned: one another node claimed
+  meanwhile is let go;
+- its view of the fleet (every live node, every brain's owner) is read again every ``refresh`` seconds;
+- every brain this node has a copy of (the host's names) and no live node owns is claimed.
+
+A claim is one etcd transaction (:meth:`Fleet.claim`): compare the brain's epoch and that it has no live
+owner, put the epoch plus one and the owner under this node's lease. Never a read then a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from brainy.contract import refusals as R
+from brainy.fleet import etcd as E
+from brainy.fleet import layout as L
+from brainy.fleet.placement import place
+
+log = logging.getLogger("brainy.fleet")
+
+DEFAULT_TTL = 10
+MIN_TTL = 2  # seconds: a renewal every third of it must still come back in time
+REFRESH_SECONDS = 1.0
+CLAIM_TRIES = 3  # a claim's compare can lose to another node's claim; read again and try at most this often
+
+
+class FleetJoinError(ValueError):
+    """This node cannot join the fleet (its name is held by a live node, or etcd does not answer): the start is
+    refused (a ValueError, as every other refused start flag)."""
+
+
+class Fleet:
+    """This node in the fleet: ``node`` reachable at ``url``, its keys under a lease of ``ttl`` seconds.
+
+    ``free_bytes`` answers the memory placement weighs (MemAvailable); ``local`` the brains this node has a
+    copy of. Both are handed in by the host, which this floor does not know."""
+
+    def __init__(
+        self,
+        client: E.Etcd,
+        node: str,
+        url: str,
+        ttl: int = DEFAULT_TTL,
+        free_bytes: Callable[[], int] = lambda: 0,
+        local: Callable[[], list[str]] = list,
+        refresh: float = REFRESH_SECONDS,
+    ) -> None:
+        if ttl < MIN_TTL:
+            raise FleetJoinError(f"--fleet-ttl {ttl}: at least {MIN_TTL} seconds")
+        self.etcd = client
+        self.node = node
+        self.url = url
+        self.ttl = ttl
+        self.free_bytes = free_bytes
+        self.local = local
+        self.refresh_seconds = refresh
+        self.lease = 0
+        self.joined_at = int(time.time() * 1000)
+        self.owned: dict[str, int] = {}  # the brains this node serves, with the epoch it claimed each at
+        self.nodes: dict[str, L.Node] = {}  # the view: the live nodes
+        self.owners: dict[str, L.Owner] = {}  # the view: each placed brain's owner
+        self._task: asyncio.Task[None] | None = None
+
+    # -- joining and leaving ------------------------------------------------------------------------
+
+    def _registration(self) -> bytes:
+        return L.node_value(L.Node(self.node, self.url, self.free_bytes(), self.joined_at))
+
+    async def join(self) -> None:
+        """Register under a new lease; a name a live node holds is waited out for one TTL (a restarted node's
+        old lease running out), then refused. Then the first view, the claims, and the renewal loop."""
+        try:
+            await self._register()
+            await self.refresh()
+            await self.adopt_local()
+        except E.EtcdUnavailableError as exc:
+            self.etcd.close()
+            raise FleetJoinError(f"--fleet: {exc}") from None
+        except FleetJoinError:
+            self.etcd.close()
+            raise
+        self._task = asyncio.create_task(self.run(), name="brainy-fleet")
+
+    async def _register(self) -> None:
+        lease = await self.etcd.grant(self.ttl)
+        key = L.node_key(self.node)
+        deadline = time.monotonic() + self.ttl + 1
+        while True:
+            created, _ = await self.etcd.txn([E.version_is(key, 0)], [E.put_op(key, self._registration(), lease)])
+            if created:
+                break
+            if time.monotonic() > deadline:
+                await self._revoke(lease)
+                raise FleetJoinError(f"--node {self.node}: a live node of the fleet already has that name")
+            await asyncio.sleep(0.25)
+            if await self.etcd.keepalive(lease) <= 0:  # the wait may outlast a short TTL: keep the new lease
+                lease = await self.etcd.grant(self.ttl)
+        self.lease = lease
+        log.info("joined the fleet as %s (%s), lease %x, ttl %d s", self.node, self.url, lease, self.ttl)
+
+    async def leave(self) -> None:
+        """Stop renewing and end the lease: this node's registration and its owner keys go with it."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if self.lease:
+            await self._revoke(self.lease)
+            self.lease = 0
+        self.owned.clear()
+        self.etcd.close()
+
+    async def _revoke(self, lease: int) -> None:
+        try:
+            await self.etcd.revoke(lease)
+        except E.EtcdUnavailableError as exc:  # already expired, or etcd away: it expires by itself
+            log.warning("fleet: lease %x was not revoked (it expires by itself): %s", lease, exc)
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Renew, re-read the view and claim unowned local brains, until cancelled; a failing etcd is logged
+        and tried again on the next turn."""
+        renew_every = self.ttl / 3
+        next_renewal = time.monotonic() + renew_every
+        while True:
+            await asyncio.sleep(min(self.refresh_seconds, renew_every))
+            try:
+                if time.monotonic() >= next_renewal:
+                    next_renewal = time.monotonic() + renew_every
+                    await self.renew()
+                await self.refresh()
+                await self.adopt_local()
+            except (E.EtcdUnavailableError, L.LayoutError) as exc:
+                log.warning("fleet: %s", exc)
+
+    async def renew(self) -> None:
+        """Keep the lease alive and the registration fresh; a lease already expired is replaced."""
+        if await self.etcd.keepalive(self.lease) > 0:
+            await self.etcd.put(L.node_key(self.node), self._registration(), self.lease)
+            return
+        log.warning(
+            "fleet: lease %x had expired; joining again and claiming back %d brains", self.lease, len(self.owned)
+        )
+        held, self.owned = self.owned, {}
+        await self._register()
+        for brain, epoch in held.items():
+            claimed, holder, _ = await self.claim(brain, epoch)  # compare: still the epoch it put
+            if not claimed:
+                log.warning("fleet: brain %s was claimed by %s meanwhile; let go", brain, holder)
+
+    async def refresh(self) -> None:
+        """Read the view again: every live node and every placed brain's owner."""
+        nodes = {}
+        for kv in await self.etcd.prefix(L.NODES):
+            found = L.read_node(kv.value)
+            nodes[found.node] = found
+        owners = {L.name_of(kv.key, L.OWNERS): L.read_owner(kv.value) for kv in await self.etcd.prefix(L.OWNERS)}
+        for brain in list(self.owned):
+            if brain in owners and owners[brain].node != self.node:  # another node claimed it: never serve it
+                log.warning("fleet: brain %s is now %s's at epoch %d", brain, owners[brain].node, owners[brain].epoch)
+                del self.owned[brain]
+        self.nodes, self.owners = nodes, owners
+
+    async def adopt_local(self) -> None:
+        """Claim each brain this node has a copy of that no live node owns."""
+        for brain in self.local():
+            if brain not in self.owned and brain not in self.owners:
+                await self.adopt(brain)
+
+    # -- claims --------------------------------------------------------------------------------------
+
+    async def claim(self, brain: str, epoch: int) -> tuple[bool, L.Owner | None, int]:
+        """Claim ``brain`` at ``epoch``, the one read from ``epochs/<brain>`` (0: never placed): one
+        transaction. Answers whether it was claimed, the owner after it, and the brain's epoch after it."""
+        ekey, okey = L.epoch_key(brain), L.owner_key(brain)
+        claimed_at = epoch + 1
+        mine = L.Owner(self.node, claimed_at)
+        compare = [
+            E.version_is(ekey, 0) if epoch == 0 else E.value_is(ekey, L.epoch_value(epoch)),
+            E.version_is(okey, 0),
+        ]
+        success = [E.put_op(ekey, L.epoch_value(claimed_at)), E.put_op(okey, L.owner_value(mine), self.lease)]
+        claimed, read = await self.etcd.txn(compare, success, [E.range_op(ekey), E.range_op(okey)])
+        if claimed:
+            self.owned[brain] = claimed_at
+            self.owners[brain] = mine
+            log.info("fleet: claimed brain %s at epoch %d", brain, claimed_at)
+            return True, mine, claimed_at
+        current = L.read_epoch(read[0][0].value) if read and read[0] else 0
+        holder = L.read_owner(read[1][0].value) if len(read) > 1 and read[1] else None
+        if holder is not None:
+            self.owners[brain] = holder
+        return False, holder, current
+
+    async def adopt(self, brain: str) -> L.Owner | None:
+        """Claim ``brain`` at its current epoch if no live node owns it: the owner after (this node, another
+        that won, or None when the epoch kept moving)."""
+        for _ in range(CLAIM_TRIES):
+            found = await self.etcd.get(L.epoch_key(brain))
+            claimed, holder, _ = await self.claim(brain, L.read_epoch(found.value) if found else 0)
+            if claimed or holder is not None:
+                return holder
+        return None
+
+    async def claim_new(self, brain: str) -> int:
+        """Claim a brain the fleet has never placed (``host.provision``): its epoch, 1; a name the fleet has
+        placed before, live or not, is BrainExistsError."""
+        claimed, holder, epoch = await self.claim(brain, 0)
+        if not claimed:
+            where = f" (node {holder.node} owns it)" if holder is not None else f" (at epoch {epoch})"
+            raise R.BrainExistsError(f"the fleet has already placed a brain named {brain!r}{where}", brain=brain)
+        return 1
+
+    def release(self, brain: str) -> None:
+        """Forget a claim this node made and could not follow through (its store was not created)."""
+        self.owned.pop(brain, None)
+
+    # -- questions the host and the edge ask -------------------------------------------------------------
+
+    def owner(self, brain: str) -> L.Owner | None:
+        """Who serves ``brain`` now, as this node knows it: itself first, then the view."""
+        epoch = self.owned.get(brain)
+        if epoch is not None:
+            return L.Owner(self.node, epoch)
+        return self.owners.get(brain)
+
+    def elsewhere(self, brain: str) -> L.Owner | None:
+        """The owner of ``brain`` when it is another node than this one (None: serve it here)."""
+        owner = self.owner(brain)
+        return owner if owner is not None and owner.node != self.node else None
+
+    async def lookup(self, brain: str) -> L.Owner | None:
+        """The owner of ``brain`` read from etcd now (the view updated with it)."""
+        if brain in self.owned:
+            return self.owner(brain)
+        found = await self.etcd.get(L.owner_key(brain))
+        if found is None:
+            self.owners.pop(brain, None)
+            return None
+        owner = L.read_owner(found.value)
+        self.owners[brain] = owner
+        return owner
+
+    def url_of(self, node: str) -> str | None:
+        found = self.nodes.get(node)
+        return found.url if found is not None else None
+
+    def live(self, node: str) -> bool:
+        return node == self.node or node in self.nodes
+
+    async def place(self) -> L.Node:
+        """The node a new brain goes to (docs/fleet.md "Placement"), from a view read now."""
+        await self.refresh()
+        counts = Counter(owner.node for owner in self.owners.values())
+        chosen = place(self.nodes.values(), counts)
+        return chosen if chosen is not None else L.Node(self.node, self.url, self.free_bytes(), self.joined_at)
+
+    def health(self) -> dict[str, Any]:
+        """The ``fleet`` block of ``/v1/health``."""
+        counts = Counter(owner.node for owner in self.owners.values())
+        for brain in self.owned:
+            if self.owners.get(brain, L.Owner("", 0)).node != self.node:
+                counts[self.node] += 1  # claimed since the view was read
+        return {
+            "node": self.node,
+            "brains": dict(sorted(self.owned.items())),
+            "nodes": [
+                {"node": n.node, "url": n.url, "brains": counts.get(n.node, 0)}
+                for n in sorted(self.nodes.values(), key=lambda n: n.node)
+            ],
+        }

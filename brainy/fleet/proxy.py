@@ -1,0 +1,80 @@
+"""A request forwarded to the node that owns its brain (docs/fleet.md "Any node answers any brain").
+
+The edge node has already checked the caller's key; the request goes on as it came (method, target, body, the
+caller's own fields, ``Authorization`` among them, so the owner checks the key again), plus
+``brainy-forwarded: <edge>``, and the owner's answer comes back as it was sent, less the fields that belong to
+one connection. The field names of the fleet's hops are here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from brainy.fleet.http1 import Connections, Response, request_bytes
+
+#: On a forwarded request: the node it was forwarded by. A node never forwards such a request again.
+FORWARDED = "brainy-forwarded"
+#: On a forwarded ``host.provision``: the node placement chose, which creates the brain without placing again.
+PLACED = "brainy-placed"
+#: On every proxied answer: the node that owns the brain and answered.
+NODE = "brainy-node"
+
+#: Fields of one connection or one hop (RFC 9110 7.6.1), never passed on; the length is framed anew.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "host",
+        "content-length",
+        "http2-settings",
+        FORWARDED,
+        PLACED,
+    }
+)
+FORWARD_SECONDS = 60.0  # one forwarded door: a long write or a large find page still fits
+
+
+def owner_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a node's advertised ``http://HOST:PORT``."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"{url!r}: a node is advertised as http://HOST:PORT")
+    return parts.hostname, parts.port or 80
+
+
+class Forwarder:
+    """Forwards requests from this node (``node``) to owners, on kept-alive connections."""
+
+    def __init__(self, node: str, timeout: float = FORWARD_SECONDS) -> None:
+        self.node = node
+        self._connections = Connections(timeout)
+
+    async def forward(
+        self,
+        url: str,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        placed: str | None = None,
+    ) -> Response:
+        """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
+        host, port = owner_address(url)
+        fields = [(name, value) for name, value in headers.items() if name not in HOP_BY_HOP and name[:1] != ":"]
+        fields.append((FORWARDED, self.node))
+        if placed is not None:
+            fields.append((PLACED, placed))
+        response = await self._connections.exchange(
+            (host, port), request_bytes(method, target, f"{host}:{port}", fields, body)
+        )
+        response.headers = [(name, value) for name, value in response.headers if name not in HOP_BY_HOP]
+        return response
+
+    def close(self) -> None:
+        self._connections.close()

@@ -1,0 +1,219 @@
+"""A fleet of real ``brainy serve`` nodes on loopback against one real etcd (docs/fleet.md): registration,
+placement of provisioned brains, any node answering any brain over HTTP/1.1 and HTTP/2 with ``brainy-node``
+naming the owner, the health block, refusals by the contract's names, and a killed node's registration gone
+after its TTL."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from etcd import start_etcd
+from fleet import TTL, call, health, start_fleet, wait_until
+from server import SERVICE_KEY
+
+from brainy.fleet import layout as L
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fleet3(tmp_path_factory):
+    """Three nodes, a, b and c, of one fleet on one etcd, for the tests that leave them all running."""
+    root = tmp_path_factory.mktemp("fleet3")
+    with start_etcd(root / "etcd") as etcd, start_fleet(root, etcd.url, ("a", "b", "c")) as nodes:
+        yield {node.name: node for node in nodes}
+
+
+def provision(node, brain):
+    answer = call(node, "POST", f"/v1/brains/{brain}/provision", b"{}", key=SERVICE_KEY)
+    assert answer.status == 200, answer
+    return answer.result()
+
+
+@pytest.fixture(scope="module")
+def placed(fleet3):
+    """Three brains provisioned through node a: placement puts one on each node."""
+    return {brain: provision(fleet3["a"], brain)["node"] for brain in ("p0", "p1", "p2")}
+
+
+def test_every_node_registers_and_health_lists_them(fleet3):
+    """Each node's health answer (service key) has a fleet block naming itself and every live node with its URL."""
+    every = [(n, fleet3[n].url) for n in ("a", "b", "c")]
+    for name, node in fleet3.items():
+        assert health(node)["fleet"]["node"] == name
+
+        def listed(node=node):
+            return [(n["node"], n["url"]) for n in health(node)["fleet"]["nodes"]] == every
+
+        wait_until(listed, 5, f"node {name}'s view lists every node")  # a view is read again every second
+
+
+def test_provision_places_one_brain_on_each_node(fleet3, placed):
+    """host.provision sent to one node places each new brain on the node with the fewest brains: three brains,
+    three nodes, one each; the answer names the node; each owner's health lists its brain at epoch 1."""
+    assert sorted(placed.values()) == ["a", "b", "c"]
+    for brain, name in placed.items():
+        assert health(fleet3[name])["fleet"]["brains"] == {brain: 1}
+        assert [n for n, node in fleet3.items() if (node.brains_dir / brain).is_dir()] == [name]
+
+    def counted():
+        return {n["node"]: n["brains"] for n in health(fleet3["a"])["fleet"]["nodes"]} == {"a": 1, "b": 1, "c": 1}
+
+    wait_until(counted, 5, "node a's view counts one brain on each node")
+
+
+def test_a_name_placed_once_is_taken_fleet_wide(fleet3, placed):
+    """Provisioning a name the fleet has placed, through any node, is BrainExistsError."""
+    for node in fleet3.values():
+        answer = call(node, "POST", "/v1/brains/p0/provision", b"{}", key=SERVICE_KEY)
+        assert (answer.status, answer.refusal) == (409, "BrainExistsError"), answer
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["h1", "h2"])
+def test_any_node_answers_any_brain(fleet3, placed, http2):
+    """An add and a get sent to nodes that do not own the brain are answered by its owner, and every such answer
+    carries ``brainy-node: <owner>``; the owner answering directly adds no such field."""
+    brain = f"p{1 if http2 else 0}"
+    owner = placed[brain]
+    others = [name for name in fleet3 if name != owner]
+    added = call(
+        fleet3[others[0]],
+        "POST",
+        f"/v1/brains/{brain}/add",
+        json.dumps({"type": "person", "id": "ada", "metadata": {"via": others[0]}}).encode(),
+        http2=http2,
+    )
+    assert added.status == 200, added
+    assert added.headers.get("brainy-node") == owner
+    got = call(fleet3[others[1]], "GET", f"/v1/brains/{brain}/get/ada", http2=http2)
+    assert got.status == 200 and got.headers.get("brainy-node") == owner
+    assert got.result()["entity"]["metadata"] == {"via": others[0]}
+    direct = call(fleet3[owner], "GET", f"/v1/brains/{brain}/get/ada", http2=http2)
+    assert direct.status == 200 and "brainy-node" not in direct.headers
+    assert direct.result()["entity"]["id"] == got.result()["entity"]["id"]
+
+
+def test_a_head_request_is_answered_through_the_edge(fleet3, placed):
+    """HEAD on a brain owned elsewhere is answered by the owner, without a body, as a HEAD answered here is."""
+    owner = placed["p0"]
+    edge = next(node for name, node in fleet3.items() if name != owner)
+    answer = call(edge, "HEAD", "/v1/brains/p0/counts")
+    assert answer.status == 200 and answer.headers.get("brainy-node") == owner and answer.body == b""
+
+
+def test_the_key_is_checked_at_the_edge(fleet3, placed):
+    """A request with a key nobody holds is refused by the node it reached, never forwarded."""
+    owner = placed["p0"]
+    edge = next(node for name, node in fleet3.items() if name != owner)
+    answer = call(edge, "GET", "/v1/brains/p0/get/ada", key="bky_nobody_holds_this_key_0123456789")
+    assert (answer.status, answer.refusal) == (401, "UnauthenticatedError")
+    assert "brainy-node" not in answer.headers
+
+
+def test_a_transport_that_does_not_forward_refuses_brain_moved(fleet3, placed):
+    """The held change stream is not forwarded: on a node that does not own the brain it is BrainMovedError naming
+    the owner and the epoch, never a feed of that node's copy."""
+    owner = placed["p2"]
+    edge = next(node for name, node in fleet3.items() if name != owner)
+    answer = call(edge, "GET", "/v1/brains/p2/changes", headers=(("accept", "text/event-stream"),))
+    assert (answer.status, answer.refusal) == (409, "BrainMovedError"), answer
+    assert answer.doc["error"]["node"] == owner and answer.doc["error"]["epoch"] == 1
+
+
+def test_host_move_names_a_live_node(fleet3, placed):
+    """With --fleet, host.move to a node the fleet has no live node of is NodeUnknownError; to a live node it is
+    not yet native (the hand-over arrives with shipping)."""
+    unknown = call(fleet3["a"], "POST", "/v1/brains/p0/move", b'{"node": "zz"}', key=SERVICE_KEY)
+    assert (unknown.status, unknown.refusal) == (404, "NodeUnknownError") and unknown.doc["error"]["node"] == "zz"
+    live = call(fleet3["a"], "POST", "/v1/brains/p0/move", b'{"node": "b"}', key=SERVICE_KEY)
+    assert (live.status, live.refusal) == (501, "NotYetNativeError")
+
+
+def test_a_killed_nodes_registration_vanishes_after_its_ttl(tmp_path, etcd):
+    """kill -9 a node: its lease is renewed no more, and within the TTL (plus a renewal and a view refresh) its
+    registration and its brains' owner keys are gone from etcd and from the other node's health; the brain's
+    epoch stays."""
+    import asyncio
+
+    from brainy.fleet.etcd import Etcd
+
+    with start_fleet(tmp_path, etcd.url, ("a", "b")) as (a, b):
+        provision(b, "kept")
+        owner = next(node for node in (a, b) if "kept" in health(node)["fleet"]["brains"])
+        survivor = a if owner is b else b
+
+        def both():
+            return [n["node"] for n in health(survivor)["fleet"]["nodes"]] == ["a", "b"]
+
+        wait_until(both, 5, "the survivor's view lists both nodes")
+        owner.kill()
+
+        def gone():
+            return [n["node"] for n in health(survivor)["fleet"]["nodes"]] == [survivor.name]
+
+        wait_until(gone, TTL + 4, f"node {owner.name}'s registration expired")
+
+        async def keys():
+            client = Etcd([etcd.url])
+            try:
+                return (
+                    await client.get(L.node_key(owner.name)),
+                    await client.get(L.owner_key("kept")),
+                    await client.get(L.epoch_key("kept")),
+                )
+            finally:
+                client.close()
+
+        node_key, owner_key, epoch_key = asyncio.run(keys())
+        assert node_key is None and owner_key is None and epoch_key.value == b"1"
+
+
+def test_without_fleet_nothing_of_it_shows(server):
+    """A server started without --fleet has no fleet block in its health, and host.move refuses as a door that
+    has not landed."""
+    doc = call(server, "GET", "/v1/health", key=server.service_key).doc
+    assert "fleet" not in doc
+    moved = call(server, "POST", server.path("move"), b'{"node": "b"}', key=server.service_key)
+    assert (moved.status, moved.refusal) == (501, "NotYetNativeError")
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--node", "a"], "--node is a fleet's flag"),
+        (["--fleet", "http://127.0.0.1:1"], "needs --node NAME and --advertise URL"),
+        (["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "h3://x"], "advertised as http"),
+        (
+            ["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "http://127.0.0.1:2", "--fleet-ttl", "1"],
+            "at least 2",
+        ),
+        (
+            ["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "http://127.0.0.1:2"],
+            "no etcd endpoint answered",
+        ),
+    ],
+)
+def test_a_fleet_flag_missing_or_wrong_refuses_the_start(tmp_path, flags, says):
+    """The fleet's flags are checked at the start, and an etcd that does not answer refuses it: exit 2, saying why."""
+    (tmp_path / "brains").mkdir()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brainy.cli",
+            "serve",
+            "--brains-dir",
+            str(tmp_path / "brains"),
+            "--keys",
+            str(tmp_path / "keys"),
+            "--listen",
+            "127.0.0.1:0",
+            *flags,
+        ],
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done
+    assert says in done.stderr.decode(), done.stderr.decode()[-2000:]

@@ -1,0 +1,132 @@
+"""The fleet's membership and claims (``brainy/fleet/membership.py``, docs/fleet.md "The claim transaction")
+against a real etcd, with :class:`Fleet` objects in this process: a claim is one transaction on the epoch, a
+stale epoch is refused, the epoch outlives its owner, a name a live node holds is refused, and placement
+weighs brains, then memory."""
+
+import asyncio
+
+import pytest
+
+from brainy.contract import refusals as R
+from brainy.fleet import layout as L
+from brainy.fleet.etcd import Etcd
+from brainy.fleet.membership import Fleet, FleetJoinError
+from brainy.fleet.placement import place
+
+
+def run(coro, seconds: float = 30):
+    return asyncio.run(asyncio.wait_for(coro, seconds))
+
+
+def fleet(etcd_url: str, node: str, ttl: int = 2, **options) -> Fleet:
+    return Fleet(Etcd([etcd_url]), node, f"http://127.0.0.1:1/{node}", ttl, **options)
+
+
+def test_placement_is_fewest_brains_then_most_memory_then_name():
+    """The new brain goes to the node with the fewest brains; among equals the most free memory; then the name."""
+    nodes = [L.Node("a", "u", 100), L.Node("b", "u", 500), L.Node("c", "u", 500)]
+    assert place(nodes, {"a": 0, "b": 1, "c": 1}).node == "a"
+    assert place(nodes, {"a": 1, "b": 1, "c": 1}).node == "b"
+    assert place(nodes, {"a": 1, "b": 2, "c": 1}).node == "c"
+    assert place([], {}) is None
+
+
+def test_a_fleet_ttl_below_two_seconds_is_refused():
+    """``--fleet-ttl`` below 2 refuses: a renewal every third of it could not come back in time."""
+    with pytest.raises(FleetJoinError):
+        Fleet(Etcd(["http://127.0.0.1:1"]), "a", "http://127.0.0.1:2", ttl=1)
+
+
+@pytest.mark.slow
+def test_a_claim_at_a_stale_epoch_is_refused(etcd):
+    """Two nodes claim one brain at epoch 0: one wins at epoch 1, the other is refused and told the holder.
+    Once the winner's lease ends, its owner key goes but the epoch stays: a claim at the stale epoch 0 is
+    refused, and one at 1 succeeds at epoch 2."""
+
+    async def go():
+        a, b = fleet(etcd.url, "a"), fleet(etcd.url, "b")
+        await a.join()
+        await b.join()
+        try:
+            first, second = await asyncio.gather(a.claim("notes", 0), b.claim("notes", 0))
+            (winner, loser), (won, lost) = ((a, b), (first, second)) if first[0] else ((b, a), (second, first))
+            assert won == (True, L.Owner(winner.node, 1), 1)
+            assert lost == (False, L.Owner(winner.node, 1), 1)
+            assert winner.owned == {"notes": 1} and loser.owned == {}
+            await winner.leave()
+            check = Etcd([etcd.url])
+            try:
+                assert await check.get(L.owner_key("notes")) is None  # gone with the lease
+                assert (await check.get(L.epoch_key("notes"))).value == b"1"  # the epoch outlives its owner
+            finally:
+                check.close()
+            assert await loser.claim("notes", 0) == (False, None, 1)
+            assert await loser.claim("notes", 1) == (True, L.Owner(loser.node, 2), 2)
+            with pytest.raises(R.BrainExistsError):
+                await loser.claim_new("notes")  # a name the fleet placed once is taken for good
+        finally:
+            await a.leave()
+            await b.leave()
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_a_name_a_live_node_holds_is_refused(etcd):
+    """A second node joining under a live node's name waits one TTL for it to go, then is refused."""
+
+    async def go():
+        first = fleet(etcd.url, "same")
+        await first.join()
+        try:
+            with pytest.raises(FleetJoinError, match="already has that name"):
+                await fleet(etcd.url, "same").join()
+        finally:
+            await first.leave()
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_local_brains_are_claimed_and_the_view_counts_them(etcd):
+    """At join a node claims each brain it has a copy of that no live node owns; a second node with a copy of
+    the same brain does not claim it, and its view names the owner; the health block counts each node's."""
+
+    async def go():
+        a = fleet(etcd.url, "a", local=lambda: ["x", "y"])
+        b = fleet(etcd.url, "b", local=lambda: ["y", "z"])
+        await a.join()
+        await b.join()
+        try:
+            assert a.owned == {"x": 1, "y": 1} and b.owned == {"z": 1}
+            assert b.elsewhere("y") == L.Owner("a", 1) and b.elsewhere("z") is None
+            await a.refresh()
+            block = a.health()
+            assert block["node"] == "a" and block["brains"] == {"x": 1, "y": 1}
+            assert [(n["node"], n["brains"]) for n in block["nodes"]] == [("a", 2), ("b", 1)]
+            assert (await b.place()).node == "b"
+        finally:
+            await a.leave()
+            await b.leave()
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_a_lost_lease_is_replaced_and_the_brains_claimed_back(etcd):
+    """A node whose lease was ended under it (as etcd does after a pause longer than the TTL) joins again on its
+    next renewal and claims back its brains at the next epoch."""
+
+    async def go():
+        a = fleet(etcd.url, "a", local=lambda: ["x"])
+        await a.join()
+        try:
+            old = a.lease
+            await a.etcd.revoke(old)
+            await a.renew()
+            assert a.lease != old and a.owned == {"x": 2}
+            assert a.owner("x") == L.Owner("a", 2)
+        finally:
+            await a.leave()
+
+    run(go())

@@ -1,0 +1,86 @@
+"""In a fleet the dispatcher never serves a brain another node owns (docs/fleet.md): the one road every
+transport takes (gRPC, WebSocket and MCP calls through ``run``, the held change stream through ``hold``)
+refuses ``BrainMovedError {brain, node, epoch}`` naming the owner, before the door runs; a brain this node
+owns, or one the fleet has not placed, is served as without a fleet. ``host.move`` names a live node."""
+
+import asyncio
+
+import pytest
+from helpers import new_store
+
+from brainy.auth.principal import Principal
+from brainy.contract import refusals as R
+from brainy.fleet.layout import Owner
+from brainy.host import dispatch as X
+from brainy.host.pool import Pool
+
+PERSON = Principal.static_key("person:ada")
+SERVICE = Principal.static_key("service:ops", service_key=True)
+
+
+class Placed:
+    """A fleet's answers, without etcd: ``owners`` is who serves each placed brain; this node is ``here``."""
+
+    node = "here"
+
+    def __init__(self, owners):
+        self.owners = owners
+
+    def elsewhere(self, brain):
+        owner = self.owners.get(brain)
+        return owner if owner is not None and owner.node != self.node else None
+
+    def live(self, node):
+        return node in ("here", "there")
+
+
+@pytest.fixture
+def dispatcher(tmp_path):
+    pool = Pool({"mine": new_store(tmp_path / "mine"), "theirs": new_store(tmp_path / "theirs")})
+    pool.resolve("theirs", for_write=True).add({"type": "person", "id": "a"})
+    owners = {"mine": Owner("here", 3), "theirs": Owner("there", 2)}
+    yield X.Dispatcher(pool, fleet=Placed(owners))
+    pool.close_all()
+
+
+def call(dispatcher, principal, door, brain, id=None, document=None):
+    return asyncio.run(dispatcher.dispatch(principal, door, brain, id, document))
+
+
+def test_a_brain_owned_elsewhere_is_refused_by_name(dispatcher):
+    """A read of a brain another node owns is BrainMovedError naming that node and its epoch, not this node's
+    copy of it."""
+    outcome = call(dispatcher, PERSON, "get", "theirs", "a")
+    assert outcome.refusal is not None and outcome.refusal.name == "BrainMovedError"
+    assert outcome.refusal.fields == {"brain": "theirs", "node": "there", "epoch": 2}
+
+
+def test_a_brain_owned_here_or_unplaced_is_served(dispatcher):
+    """A brain this node owns is served; so is one the fleet has not placed (it answers as without a fleet)."""
+    assert call(dispatcher, PERSON, "counts", "mine").ok
+    assert call(dispatcher, PERSON, "get", "nowhere", "a").refusal.name == "NoSuchBrainError"
+
+
+def test_the_held_change_stream_is_refused_too(dispatcher):
+    """The changes door held open (SSE) meets the same refusal before its first catch-up read."""
+    with pytest.raises(R.BrainMovedError):
+        dispatcher.hold(PERSON, "changes", "theirs", {})
+
+
+def test_the_gate_comes_first(dispatcher):
+    """The gate's refusal comes before the fleet's: a key that does not reach the brain learns nothing of where
+    it is."""
+    outsider = Principal.static_key("person:eve", brains=frozenset({"mine"}))
+    assert call(dispatcher, outsider, "get", "theirs", "a").refusal.name == "ForbiddenError"
+
+
+def test_host_move_names_a_live_node(dispatcher):
+    """In a fleet, host.move to a node no live node has is NodeUnknownError; to a live one it is not yet
+    native. Without a fleet it is not yet native whatever it names."""
+    unknown = call(dispatcher, SERVICE, "host.move", "mine", document={"node": "zz"})
+    assert unknown.refusal.name == "NodeUnknownError" and unknown.refusal.fields == {"node": "zz"}
+    assert call(dispatcher, SERVICE, "host.move", "mine", document={"node": "there"}).refusal.name == (
+        "NotYetNativeError"
+    )
+    dispatcher.fleet = None
+    assert call(dispatcher, SERVICE, "host.move", "mine", document={"node": "zz"}).refusal.name == "NotYetNativeError"
