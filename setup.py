@@ -30,6 +30,7 @@ SPEEDUPS = [
     "wirepack",  # an answer's MessagePack in one pass, its encoded rows spliced in (brainy/net/codecs.py)
     "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/index/encoded_rows.py)
     "nesting",  # how deep a decoded request nests, one C pass over its containers (brainy/contract/limits.py)
+    "vecdecimal",  # a stored float32 vector's shortest decimals for the wire, exact integer arithmetic in C (brainy/store/rows.py)
 ]
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "postings",
     "sstblock",
     "textjoin",
+    "vecdecimal",
     "vecpack",
     "wirepack",
     "wsframe",
@@ -49,6 +50,7 @@ NAMES = (
     "wirepack",
     "pagerows",
     "nesting",
+    "vecdecimal",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -118,3 +120,4 @@ h2frame: ModuleType
 wirepack: ModuleType
 pagerows: ModuleType
 nesting: ModuleType
+vecdecimal: ModuleType
