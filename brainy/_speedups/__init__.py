@@ -34,6 +34,7 @@ __all__ = [
     "textjoin",
     "vecdecimal",
     "vecpack",
+    "vecscan",
     "wirepack",
     "wsframe",
 ]
@@ -51,6 +52,7 @@ NAMES = (
     "pagerows",
     "nesting",
     "vecdecimal",
+    "vecscan",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -121,3 +123,4 @@ wirepack: ModuleType
 pagerows: ModuleType
 nesting: ModuleType
 vecdecimal: ModuleType
+vecscan: ModuleType

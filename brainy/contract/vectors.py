@@ -23,6 +23,30 @@ class Vector(list):
         return float32_msgpack(np.asarray(self, dtype=">f4"))
 
 
+class Float32s:
+    """A vector argument that came in as an array of numbers (JSON, or MessagePack float32s or float64s), kept as
+    the little-endian float32 bytes the store would pack it to, never read as Python floats
+    (brainy/_speedups/vecscan*). It stands where the list
+    would: ``len`` is its count of numbers, and the vector packer (``vecpack``) checks it as it checks a list of
+    those numbers, with the same refusals."""
+
+    __slots__ = ("cells",)
+
+    def __init__(self, cells: bytes) -> None:
+        self.cells = cells
+
+    def __len__(self) -> int:
+        return len(self.cells) // 4
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Float32s and other.cells == self.cells
+
+    __hash__ = None  # type: ignore[assignment]  # as a list's
+
+    def __repr__(self) -> str:
+        return f"Float32s({np.frombuffer(self.cells, dtype='<f4').tolist()!r})"
+
+
 def float32_msgpack(values: np.ndarray) -> bytes:
     """Float32 ``values`` (any byte order) as a MessagePack array of float32s: what
     :meth:`Vector.float32_msgpack` answers for the Vector of the same numbers, without reading them as
