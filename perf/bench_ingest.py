@@ -343,20 +343,15 @@ def main() -> int:
                         + ")"
                     )
         out = Path(args.profile_out or tempfile.mkdtemp(prefix="brainy-ingest-profile-"))
-        if args.yappi:
+        profilers = [("yappi", "pstat", cpu_top)] if args.yappi else []
+        profilers += [("py-spy", "txt", top)] if args.py_spy and args.profile else []
+        for profiler, suffix, summary in profilers:
             out.mkdir(parents=True, exist_ok=True)
             for cell in cells:
-                stats = out / f"{cell}.pstat"
-                rate = one(trees[0], cell, bodies, args, cores, yappi=stats)
-                print(f"\nyappi profile of {cell} ({rate:,.0f} rec/s under the profiler), pstats in {stats}")
-                print(cpu_top(stats))
-        if args.py_spy and args.profile:
-            out.mkdir(parents=True, exist_ok=True)
-            for cell in cells:
-                raw = out / f"{cell}.txt"
-                rate = one(trees[0], cell, bodies, args, cores, spy=raw)
-                print(f"\nprofile of {cell} ({rate:,.0f} rec/s under the sampler), raw stacks in {raw}")
-                print(top(raw))
+                kept = out / f"{cell}.{suffix}"
+                rate = one(trees[0], cell, bodies, args, cores, **{"yappi" if profiler == "yappi" else "spy": kept})
+                print(f"\n{profiler} profile of {cell} ({rate:,.0f} rec/s under it), kept in {kept}")
+                print(summary(kept))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -51,17 +51,18 @@ VALUE = st.recursive(
 )
 
 
-def documents(vector):
+def documents(vector, value=VALUE):
+    """Bodies of a write door: a batch of items (a vector each, or any value), one vector, or any value."""
     item = st.one_of(
-        st.fixed_dictionaries({"type": st.just("thing"), "vector": vector}, optional={"metadata": VALUE}),
-        VALUE,
+        st.fixed_dictionaries({"type": st.just("thing"), "vector": vector}, optional={"metadata": value}),
+        value,
     )
     return st.one_of(
         st.fixed_dictionaries(
             {"items": st.lists(item, max_size=4)}, optional={"continueOnError": st.booleans(), "vector": vector}
         ),
-        st.fixed_dictionaries({"vector": vector}, optional={"type": st.text(max_size=3), "items": VALUE}),
-        VALUE,
+        st.fixed_dictionaries({"vector": vector}, optional={"type": st.text(max_size=3), "items": value}),
+        value,
     )
 
 
@@ -72,23 +73,24 @@ def _pack(document, single: bool) -> bytes:
     return msgpack.packb(document, use_bin_type=True, use_single_float=single)
 
 
-def _outcome(body: bytes, vectors: str | None):
+def _outcome(body: bytes, vectors: str | None, media: str = codecs.MSGPACK):
     try:
-        return codecs.decode(body, codecs.MSGPACK, vectors=vectors)
+        return codecs.decode(body, media, vectors=vectors)
     except R.Refusal as refusal:
         return refusal.name, str(refusal)
 
 
-def _packed_as_the_packer_would(document, vectors: str):
-    """The plain decode's document with each vector the walk may pack (an array of floats) as Float32s."""
+def _packed_as_the_packer_would(document, vectors: str, packs=lambda x: type(x) is float):
+    """The plain decode's document with each vector the walk packs (an array of numbers ``packs`` takes: floats
+    in MessagePack) as Float32s of what the packer makes of its numbers."""
     if not isinstance(document, dict):
         return document
     holders = [document] if vectors == "vector" else document.get("items", [])
     for holder in holders if isinstance(holders, list) else []:
         value = holder.get("vector") if isinstance(holder, dict) else None
-        if isinstance(value, list) and value and all(type(x) is float for x in value):
-            with np.errstate(over="ignore"):
-                holder["vector"] = Float32s(np.asarray(value, dtype="<f4").tobytes())
+        if isinstance(value, list) and value and all(packs(x) for x in value):
+            with np.errstate(over="ignore"):  # past float32's range: inf, as the packer makes it
+                holder["vector"] = Float32s(np.asarray(value, dtype=np.float64).astype("<f4").tobytes())
     return document
 
 
@@ -171,20 +173,6 @@ JSON_VECTOR = st.one_of(
 )
 
 
-def json_documents():
-    item = st.one_of(
-        st.fixed_dictionaries({"type": st.just("thing"), "vector": JSON_VECTOR}, optional={"metadata": JSON_VALUE}),
-        JSON_VALUE,
-    )
-    return st.one_of(
-        st.fixed_dictionaries(
-            {"items": st.lists(item, max_size=4)}, optional={"continueOnError": st.booleans(), "vector": JSON_VECTOR}
-        ),
-        st.fixed_dictionaries({"vector": JSON_VECTOR}, optional={"type": st.text(max_size=3), "items": JSON_VALUE}),
-        JSON_VALUE,
-    )
-
-
 def _texts(document, cut: int) -> list[bytes]:
     """The document as JSON, compact and spread over lines, each also cut short and followed by a stray byte."""
     out = []
@@ -193,33 +181,15 @@ def _texts(document, cut: int) -> list[bytes]:
     return out
 
 
-def _json_outcome(body: bytes, vectors: str | None):
-    try:
-        return codecs.decode(body, codecs.JSON, vectors=vectors)
-    except R.Refusal as refusal:
-        return refusal.name, str(refusal)
-
-
 def _json_packed(document, vectors: str):
-    """The plain decode's document with each vector the walk packs (an array of floats and short ints) as
-    Float32s of what the packer makes of its numbers."""
-    if not isinstance(document, dict):
-        return document
-    holders = [document] if vectors == "vector" else document.get("items", [])
-    for holder in holders if isinstance(holders, list) else []:
-        value = holder.get("vector") if isinstance(holder, dict) else None
-        if (
-            isinstance(value, list)
-            and value
-            and all(type(x) is float or (type(x) is int and abs(x) < 10**18) for x in value)
-        ):
-            with np.errstate(over="ignore"):
-                holder["vector"] = Float32s(np.asarray(value, dtype=np.float64).astype("<f4").tobytes())
-    return document
+    """In JSON the walk packs floats and ints of at most 18 digits."""
+    return _packed_as_the_packer_would(
+        document, vectors, lambda x: type(x) is float or (type(x) is int and abs(x) < 10**18)
+    )
 
 
 @settings(max_examples=1500, deadline=None)
-@given(json_documents(), st.sampled_from(["vector", "items"]), st.integers(0, 8))
+@given(documents(JSON_VECTOR, JSON_VALUE), st.sampled_from(["vector", "items"]), st.integers(0, 8))
 def test_both_twins_find_the_same_json_vectors(vecscan_twins, document, vectors, cut):
     compiled, pure = vecscan_twins
     for b in _texts(document, cut):
@@ -227,11 +197,11 @@ def test_both_twins_find_the_same_json_vectors(vecscan_twins, document, vectors,
 
 
 @settings(max_examples=1500, deadline=None)
-@given(json_documents(), st.sampled_from(["vector", "items"]), st.integers(0, 8))
+@given(documents(JSON_VECTOR, JSON_VALUE), st.sampled_from(["vector", "items"]), st.integers(0, 8))
 def test_decoding_json_with_the_walk_is_the_plain_decode(document, vectors, cut):
     for b in _texts(document, cut):
-        plain = _json_outcome(b, None)
-        walked = _json_outcome(b, vectors)
+        plain = _outcome(b, None, codecs.JSON)
+        walked = _outcome(b, vectors, codecs.JSON)
         if isinstance(plain, tuple):
             assert walked == plain
         else:
@@ -258,8 +228,8 @@ def test_decoding_json_with_the_walk_is_the_plain_decode(document, vectors, cut)
 )
 def test_a_malformed_json_body_is_refused_as_the_decoder_refuses_it(body):
     for vectors in ("vector", "items"):
-        assert _json_outcome(body, vectors) == _json_outcome(body, None)
-        assert isinstance(_json_outcome(body, None), tuple)
+        assert _outcome(body, vectors, codecs.JSON) == _outcome(body, None, codecs.JSON)
+        assert isinstance(_outcome(body, None, codecs.JSON), tuple)
 
 
 def test_json_numbers_are_read_as_the_decoder_and_the_packer_read_them():

@@ -336,10 +336,20 @@ cdef extern from *:
 
 
 cdef class _Walk:
+    """A walk over one body: ``found`` the packed vectors (where, cells), ``spans`` where each stood."""
+
     cdef brainy_mp m
     cdef list found
     cdef list spans
 
+    cdef void begin(self, const unsigned char[::1] body):
+        self.m.b = &body[0]
+        self.m.n = body.shape[0]
+        self.found = []
+        self.spans = []
+
+
+cdef class _MsgpackWalk(_Walk):
     cdef Py_ssize_t vector_of_map(self, Py_ssize_t i, Py_ssize_t where) except -2:
         """Walk the map at i (any other value skipped), packing its "vector"; where it ends, -1 when malformed."""
         cdef uint64_t count, pair, floats
@@ -377,17 +387,14 @@ cdef class _Walk:
 
 
 def msgpack_vectors(const unsigned char[::1] body, bint items):
-    cdef _Walk walk = _Walk()
-    cdef Py_ssize_t n = body.shape[0], j, k, end, at, start, stop
+    cdef _MsgpackWalk walk = _MsgpackWalk()
+    cdef Py_ssize_t n = body.shape[0], j, k, end
     cdef uint64_t count, pairs, pair, index
     cdef int kind, is_items
     cdef bint seen = False
     if n == 0:
         return None
-    walk.m.b = &body[0]
-    walk.m.n = n
-    walk.found = []
-    walk.spans = []
+    walk.begin(body)
     kind = brainy_head(&walk.m, 0, &pairs, &j)
     if kind != BRAINY_MAP:
         return None
@@ -423,30 +430,30 @@ def msgpack_vectors(const unsigned char[::1] body, bint items):
         end = j
     if end != n or not walk.found:
         return None
-    # the rest: the body with a nil (0xc0) for each packed array
-    cdef Py_ssize_t size = n
-    for start, stop in walk.spans:
-        size -= stop - start - 1
+    return _rest(body, walk.spans, b"\xc0"), walk.found
+
+
+cdef bytes _rest(const unsigned char[::1] body, list spans, bytes filler):
+    """The body with ``filler`` (a nil, a null) in place of each packed array's span."""
+    cdef Py_ssize_t n = body.shape[0], size = n, at = 0, start, stop, width = len(filler)
+    for start, stop in spans:
+        size -= stop - start - width
     cdef bytes rest = PyBytes_FromStringAndSize(NULL, size)
     cdef char *out = PyBytes_AS_STRING(rest)
-    at = 0
-    for start, stop in walk.spans:
-        memcpy(out, &body[at], start - at)
+    for start, stop in spans:
+        memcpy(out, &body[0] + at, start - at)
         out += start - at
-        out[0] = <char>0xC0
-        out += 1
+        memcpy(out, PyBytes_AS_STRING(filler), width)
+        out += width
         at = stop
     memcpy(out, &body[0] + at, n - at)
-    return rest, walk.found
+    return rest
 
 
-cdef class _JsonWalk:
-    """The JSON walk: ``found`` and ``spans`` as the MessagePack walk's, the numbers of the vector being read in a
-    growing buffer. A method answers where the value it walked ends, -1 when the walk gives up (None to the caller)."""
+cdef class _JsonWalk(_Walk):
+    """The JSON walk, the numbers of the vector being read in a growing buffer. A method answers where the value it
+    walked ends, -1 when the walk gives up (None to the caller)."""
 
-    cdef brainy_mp m
-    cdef list found
-    cdef list spans
     cdef uint32_t *cells
     cdef Py_ssize_t room
 
@@ -507,7 +514,7 @@ cdef class _JsonWalk:
         """The object at i (any other value skipped): its ``name`` member walked by :meth:`member`; where it ends."""
         cdef Py_ssize_t j, end
         cdef int is_name
-        cdef bint seen = False
+        cdef bint seen = False, more
         if i >= self.m.n or self.m.b[i] != 123:  # '{'
             return brainy_js_skip(&self.m, i)
         j = brainy_ws(&self.m, i + 1)
@@ -530,17 +537,14 @@ cdef class _JsonWalk:
                 j = brainy_js_skip(&self.m, j)
             if j < 0:
                 return -1
-            j = brainy_ws(&self.m, j)
-            if j < self.m.n and self.m.b[j] == 44:  # ','
-                j = brainy_ws(&self.m, j + 1)
-                continue
-            if j < self.m.n and self.m.b[j] == 125:  # '}'
-                return j + 1
-            return -1
+            j = self.after(j, 125, &more)  # '}'
+            if j < 0 or not more:
+                return j
 
     cdef Py_ssize_t member(self, Py_ssize_t i, Py_ssize_t where) except -2:
         """The value of the key walked for: a vector (``where`` >= -1), or the items array (``where`` -2)."""
         cdef Py_ssize_t j, index = 0
+        cdef bint more
         if where != -2:
             return self.vector(i, where)
         if i >= self.m.n or self.m.b[i] != 91:  # '['
@@ -553,24 +557,26 @@ cdef class _JsonWalk:
             if j < 0:
                 return -1
             index += 1
-            j = brainy_ws(&self.m, j)
-            if j < self.m.n and self.m.b[j] == 44:  # ','
-                j = brainy_ws(&self.m, j + 1)
-                continue
-            if j < self.m.n and self.m.b[j] == 93:  # ']'
-                return j + 1
-            return -1
+            j = self.after(j, 93, &more)  # ']'
+            if j < 0 or not more:
+                return j
+
+    cdef Py_ssize_t after(self, Py_ssize_t j, unsigned char close, bint *more) except -2:
+        """After a member ending at j: the next one's start (``more``), or the container's end (its ``close``)."""
+        j = brainy_ws(&self.m, j)
+        if j < self.m.n and self.m.b[j] == 44:  # ','
+            more[0] = True
+            return brainy_ws(&self.m, j + 1)
+        more[0] = False
+        return j + 1 if j < self.m.n and self.m.b[j] == close else -1
 
 
 def json_vectors(const unsigned char[::1] body, bint items):
     cdef _JsonWalk walk = _JsonWalk()
-    cdef Py_ssize_t n = body.shape[0], i, end, at, start, stop
+    cdef Py_ssize_t n = body.shape[0], i, end
     if n == 0:
         return None
-    walk.m.b = &body[0]
-    walk.m.n = n
-    walk.found = []
-    walk.spans = []
+    walk.begin(body)
     i = brainy_ws(&walk.m, 0)
     if i >= n or body[i] != 123:  # '{'
         return None
@@ -580,18 +586,4 @@ def json_vectors(const unsigned char[::1] body, bint items):
         end = walk.pairs(i, b"vector", 6, -1)
     if end < 0 or brainy_ws(&walk.m, end) != n or not walk.found:
         return None
-    # the rest: the body with a null for each packed array
-    cdef Py_ssize_t size = n
-    for start, stop in walk.spans:
-        size -= stop - start - 4
-    cdef bytes rest = PyBytes_FromStringAndSize(NULL, size)
-    cdef char *out = PyBytes_AS_STRING(rest)
-    at = 0
-    for start, stop in walk.spans:
-        memcpy(out, &body[at], start - at)
-        out += start - at
-        memcpy(out, b"null", 4)
-        out += 4
-        at = stop
-    memcpy(out, &body[0] + at, n - at)
-    return rest, walk.found
+    return _rest(body, walk.spans, b"null"), walk.found

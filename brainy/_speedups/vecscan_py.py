@@ -186,12 +186,17 @@ def msgpack_vectors(body: bytes | bytearray | memoryview, items: bool) -> tuple[
         return None
     if end != len(b) or not found:
         return None
+    return _rest(b, spans, b"\xc0"), found
+
+
+def _rest(b: bytes, spans: list[tuple[int, int]], filler: bytes) -> bytes:
+    """The body with ``filler`` (a nil, a null) in place of each packed array's span."""
     pieces, at = [], 0
     for start, stop in spans:
-        pieces += [b[at:start], b"\xc0"]
+        pieces += [b[at:start], filler]
         at = stop
     pieces.append(b[at:])
-    return b"".join(pieces), found
+    return b"".join(pieces)
 
 
 # -- JSON --------------------------------------------------------------------------------------------------------
@@ -308,13 +313,19 @@ def _js_pairs(b: bytes, i: int, name: bytes, where: int, found: list, spans: lis
             j = _js_items(b, j, found, spans) if where == -2 else _js_vector(b, j, where, found, spans)
         else:
             j = _js_skip(b, j)
-        j = _ws(b, j)
-        if j < len(b) and b[j] == 0x2C:  # ','
-            j = _ws(b, j + 1)
-            continue
-        if j < len(b) and b[j] == 0x7D:  # '}'
-            return j + 1
-        raise _GiveUp
+        j, more = _after(b, j, 0x7D)  # '}'
+        if not more:
+            return j
+
+
+def _after(b: bytes, j: int, close: int) -> tuple[int, bool]:
+    """After a member ending at ``j``: the next one's start and True, or the container's end (``close``) and False."""
+    j = _ws(b, j)
+    if j < len(b) and b[j] == 0x2C:  # ','
+        return _ws(b, j + 1), True
+    if j < len(b) and b[j] == close:
+        return j + 1, False
+    raise _GiveUp
 
 
 def _js_items(b: bytes, i: int, found: list, spans: list) -> int:
@@ -325,14 +336,10 @@ def _js_items(b: bytes, i: int, found: list, spans: list) -> int:
         return j + 1
     index = 0
     while True:
-        j = _ws(b, _js_pairs(b, j, _VECTOR, index, found, spans))
+        j, more = _after(b, _js_pairs(b, j, _VECTOR, index, found, spans), 0x5D)  # ']'
         index += 1
-        if j < len(b) and b[j] == 0x2C:  # ','
-            j = _ws(b, j + 1)
-            continue
-        if j < len(b) and b[j] == 0x5D:  # ']'
-            return j + 1
-        raise _GiveUp
+        if not more:
+            return j
 
 
 def json_vectors(body: bytes | bytearray | memoryview, items: bool) -> tuple[bytes, list[tuple[int, bytes]]] | None:
@@ -348,9 +355,4 @@ def json_vectors(body: bytes | bytearray | memoryview, items: bool) -> tuple[byt
         return None
     if _ws(b, end) != len(b) or not found:
         return None
-    pieces, at = [], 0
-    for start, stop in spans:
-        pieces += [b[at:start], b"null"]
-        at = stop
-    pieces.append(b[at:])
-    return b"".join(pieces), found
+    return _rest(b, spans, b"null"), found
