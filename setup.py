@@ -31,6 +31,8 @@ SPEEDUPS = [
     "pagerows",  # a page's rows out of the row cache and its plain hits, one C loop each (brainy/index/encoded_rows.py)
     "nesting",  # how deep a decoded request nests, one C pass over its containers (brainy/contract/limits.py)
     "ranking",  # find's ranked legs: BM25 over word postings, the first n in score-then-id order (brainy/doors/query.py)
+    "vecdecimal",  # a stored float32 vector's shortest decimals for the wire, exact integer arithmetic in C (brainy/store/rows.py)
+    "vecscan",  # a write's MessagePack vectors packed as float32 before the body is decoded (brainy/net/codecs.py)
 ]
 
 

@@ -22,13 +22,13 @@ from server import curl, start_server
 
 from brainy.auth.principal import Principal
 from brainy.contract import refusals as R
-from brainy.contract.vectors import Vector
 from brainy.doors.writes import texts
 from brainy.engine import Brain
 from brainy.host import dispatch as X
 from brainy.host.pool import Pool
 from brainy.index import embedder, quantize
 from brainy.net import codecs
+from brainy.store.rows import vector_out
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_float32_reference.json"
 PERSON = Principal.static_key("person:ada")
@@ -494,7 +494,7 @@ def test_vectors_encode_as_float32_in_both_encodings():
     """codecs write a Vector as float32 in MessagePack and shortest float32 decimals in JSON, inside
     any document; documents without one encode as before."""
     values = np.array([0.1, 1 / 3, -2.5e-7, 123456.7] * 96, dtype=np.float32)
-    doc = {"a": 1, "hits": [{"vector": Vector.of(values.tobytes()), "score": 0.1}], "t": (1, 2)}
+    doc = {"a": 1, "hits": [{"vector": vector_out(values.tobytes()), "score": 0.1}], "t": (1, 2)}
     packed = codecs.to_msgpack(doc)
     decoded = msgpack.unpackb(packed)
     assert np.array_equal(np.array(decoded["hits"][0]["vector"], np.float32), values)

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brainy.contract.encoded import Encoded
-from brainy.contract.vectors import Vector
 from brainy.index.encoded_rows import encode_row
+from brainy.store.rows import vector_out
 
 INTS = st.one_of(
     st.integers(-40, 300),
@@ -84,7 +84,7 @@ def test_a_page_of_encoded_rows_and_vectors_is_spliced_the_same_by_both_twins(wi
     compiled, pure = wirepack_twins
     page = {
         "results": [{"id": f"id-{i}", "score": None, "entity": _row(i, text)} for i, text in rows],
-        "vectors": [Vector.of_float32(_float32s([0.1, i, -2.5])) for i, _ in rows[:3]],
+        "vectors": [vector_out(_float32s([0.1, i, -2.5])) for i, _ in rows[:3]],
         "extra": extra,
         "cost": OrderedDict(segments=1),
     }

@@ -33,7 +33,9 @@ __all__ = [
     "ranking",
     "sstblock",
     "textjoin",
+    "vecdecimal",
     "vecpack",
+    "vecscan",
     "wirepack",
     "wsframe",
 ]
@@ -51,6 +53,8 @@ NAMES = (
     "pagerows",
     "nesting",
     "ranking",
+    "vecdecimal",
+    "vecscan",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -121,3 +125,5 @@ wirepack: ModuleType
 pagerows: ModuleType
 nesting: ModuleType
 ranking: ModuleType
+vecdecimal: ModuleType
+vecscan: ModuleType

@@ -15,6 +15,7 @@ from libc.stdint cimport uint32_t
 from libc.string cimport memcpy
 
 from brainy._speedups.errors import VectorRefused
+from brainy.contract.vectors import Float32s
 
 __all__ = ["code_bounds", "pack"]
 
@@ -64,7 +65,30 @@ cdef extern from "Python.h":
     bint PyLong_CheckExact(object)
 
 
+cdef bytes _packed(object value, Py_ssize_t dimensions):
+    """A Float32s (a vector that came in packed): its own bytes, checked as the list of its numbers would be."""
+    cdef bytes cells = value.cells
+    if len(cells) != dimensions * 4:
+        raise VectorRefused("length")
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(cells)
+    cdef Py_ssize_t i
+    cdef uint32_t bits
+    cdef bint nonzero = False
+    for i in range(dimensions):
+        bits = (<uint32_t>p[4 * i]) | (<uint32_t>p[4 * i + 1] << 8) | (<uint32_t>p[4 * i + 2] << 16) | (
+            <uint32_t>p[4 * i + 3] << 24)
+        if (bits & 0x7F800000) == 0x7F800000:  # an infinity or a NaN
+            raise VectorRefused("not-a-number")
+        if bits & 0x7FFFFFFF:
+            nonzero = True
+    if not nonzero:
+        raise VectorRefused("zero-vector")
+    return cells
+
+
 def pack(value, Py_ssize_t dimensions):
+    if type(value) is Float32s:
+        return _packed(value, dimensions)
     if not isinstance(value, (list, tuple)):
         raise VectorRefused("not-a-list")
     if len(value) != dimensions:

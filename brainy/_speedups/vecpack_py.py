@@ -1,7 +1,9 @@
 """Pure twin of ``vecpack``: a vector argument packed as little-endian float32 bytes, checked on the way.
 
 ``pack(value, dimensions)`` answers the ``dimensions × 4`` bytes of a list or tuple of that many finite
-numbers (an int or a float, never a bool), not all zero. Anything else raises
+numbers (an int or a float, never a bool), not all zero, or of a
+:class:`~brainy.contract.vectors.Float32s` (a vector that came in packed) of that many finite float32s, not all
+zero (its own bytes). Anything else raises
 :class:`~brainy._speedups.errors.VectorRefused` with its ``reason``: ``"not-a-list"``, ``"length"``,
 ``"not-a-number"`` (a non-number, a bool, a value past float32's range, NaN or infinity) or
 ``"zero-vector"``. Which reason wins when several apply: the order just given.
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from brainy._speedups.errors import VectorRefused
+from brainy.contract.vectors import Float32s
 
 __all__ = ["code_bounds", "pack"]
 
@@ -28,6 +31,15 @@ _NUMBERS = frozenset((int, float))
 
 
 def pack(value: Any, dimensions: int) -> bytes:
+    if type(value) is Float32s:
+        if len(value) != dimensions:
+            raise VectorRefused("length")
+        cells = np.frombuffer(value.cells, dtype="<f4")
+        if not np.isfinite(cells).all():
+            raise VectorRefused("not-a-number")
+        if not cells.any():
+            raise VectorRefused("zero-vector")
+        return value.cells
     if not isinstance(value, (list, tuple)):
         raise VectorRefused("not-a-list")
     if len(value) != dimensions:

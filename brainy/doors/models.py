@@ -11,17 +11,16 @@ from typing import Any
 import numpy as np
 
 from brainy.contract import refusals as R
-from brainy.contract.vectors import Vector
 from brainy.doors.registry import MODEL as ANSWERED_BY_MODEL
 from brainy.doors.registry import door
 from brainy.index.embedder import MAX_BATCH, MODEL, embed_many, embed_one
-from brainy.store.rows import DIMENSIONS
+from brainy.store.rows import DIMENSIONS, vector_out
 
 
 @door("embed", ANSWERED_BY_MODEL)
 def embed(a: dict[str, Any]) -> dict[str, Any]:
     vector, truncated = embed_one(a["text"])
-    return {"vector": Vector.of(vector.tobytes()), "dimensions": DIMENSIONS, "model": MODEL, "truncated": truncated}
+    return {"vector": vector_out(vector.tobytes()), "dimensions": DIMENSIONS, "model": MODEL, "truncated": truncated}
 
 
 @door("embedBatch", ANSWERED_BY_MODEL)
@@ -35,7 +34,7 @@ def embed_batch(a: dict[str, Any]) -> dict[str, Any]:
         )
     vectors, truncated = embed_many(texts)
     return {
-        "vectors": [Vector.of(v.tobytes()) for v in vectors],
+        "vectors": [vector_out(v.tobytes()) for v in vectors],
         "dimensions": DIMENSIONS,
         "model": MODEL,
         "truncated": truncated,

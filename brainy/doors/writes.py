@@ -56,6 +56,22 @@ _EMBEDS = {"add": "add", "update": "update", "relate": "relation", "updateRelati
 _BATCHES = {"addMany": "add", "updateMany": "update", "relateMany": "relate"}
 
 
+def _vectors_at() -> dict[str, str]:
+    """Where each write door that stores a given vector carries it: ``"vector"``, its argument, or ``"items"``, each
+    item's (a batch of such a door). A transport packs a body's numbers there before decoding it
+    (brainy/net/codecs.py ``decode``); the door's rule checks them with :func:`brainy.store.rows.vector`."""
+    stores = {
+        name
+        for name, entry in D.BY_NAME.items()
+        if entry.kind == "write"
+        and any(p.name == "vector" and p.type.startswith("number[") for p in entry.document_params)
+    }
+    return {name: "vector" for name in stores} | {batch: "items" for batch, one in _BATCHES.items() if one in stores}
+
+
+VECTORS_AT = _vectors_at()
+
+
 def texts(door: str, args: Any) -> list[str]:
     """The texts a write door's rule will ask the embedding of, read from its raw arguments, each once:
     an entity's ``data`` when no vector comes with it (add, update), a relation's ``data`` (relate,

@@ -36,11 +36,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgpack
+import numpy as np
 import orjson
 
 from brainy._speedups import pagerows
 from brainy.contract.encoded import Encoded
-from brainy.contract.vectors import Vector
+from brainy.contract.vectors import float32_msgpack
 from brainy.store import keys as K
 from brainy.store import rows
 
@@ -116,9 +117,11 @@ def encode_row(
     if blob is None:
         return Encoded(json, plain)
     # public_view puts the vector last: so do both encodings here
-    out = Vector.of_float32(blob)
+    out = rows.vector_out(blob)
     json = json[:-1] + (b',"vector":' if len(json) > 2 else b'"vector":') + orjson.dumps(out) + b"}"
-    return Encoded(json, map_header(len(kept) + 1) + body + _VECTOR_KEY + out.float32_msgpack())
+    # the float32s as they are stored: the decimals read back as the same bits
+    cells = float32_msgpack(np.frombuffer(blob, dtype="<f4"))
+    return Encoded(json, map_header(len(kept) + 1) + body + _VECTOR_KEY + cells)
 
 
 class RowCache:

@@ -32,6 +32,7 @@ own snapshot and the graph caught up off the commit path. Both take the brain's 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -68,6 +69,12 @@ INLINE_ROWS = 1_000  # a served read builds a store this small itself (about 0.1
 # million rows): started beside the first door, it made an ordered find at 1M take 245 ms instead of ~80, and
 # a first vector find at 1M after a crash with a cold page cache (300-600 ms) 450-960 ms instead of 330-500.
 FIRST_READ_GRACE_SECONDS = 1.0
+
+# The graph's catch-up runs at this nice value (Linux: a thread's own, so the rest of the process keeps its own):
+# HNSW insertion costs 100-1,700 us a vector on one core (perf/bench_ingest.py), far more than a commit of it,
+# and at the default priority it took a third of the core a durable ingest ran on. Searches scan the tail
+# exactly meanwhile, so the graph can wait for the core's idle time; at 10 it still gets a share under load.
+CATCH_UP_NICE = 10
 
 # Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
 # why not a thread per build).
@@ -648,7 +655,15 @@ class VectorFollower(ProjectionFollower):
                 if self._catching_up:
                     return
                 self._catching_up = True
-            threading.Thread(target=self.catch_up, name="brainy-vectors", daemon=True).start()
+            threading.Thread(target=self._catch_up_behind, name="brainy-vectors", daemon=True).start()
+
+    def _catch_up_behind(self) -> None:
+        """:meth:`catch_up` on its own thread, that thread behind the requests (``CATCH_UP_NICE``)."""
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CATCH_UP_NICE)
+        except (AttributeError, OSError):  # not Linux, or not allowed: at the process's priority
+            pass
+        self.catch_up()
 
     def catch_up(self) -> None:
         """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then

@@ -22,6 +22,7 @@ from brainy.contract import doors as D
 from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
+from brainy.doors.writes import VECTORS_AT  # where a write's vectors stand: packed before the body is decoded
 from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name
 from brainy.host.feeds import HeldFeed
 from brainy.host.host_doors import Host
@@ -164,7 +165,9 @@ class App:
                 else None
             )
         else:
-            document = codecs.decode(request.body, request.headers.get("content-type"))
+            document = codecs.decode(
+                request.body, request.headers.get("content-type"), vectors=VECTORS_AT.get(door_name)
+            )
             if match.selector is not None:
                 door_name = self._select(match, document)
         id_ = match.params.get("id", match.params.get("sha256"))  # host.revokeKey's one path parameter

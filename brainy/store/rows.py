@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 
-from brainy._speedups import vecpack
+from brainy._speedups import vecdecimal, vecpack
 from brainy._speedups.errors import VectorRefused
 from brainy.contract import refusals as R
 from brainy.contract.limits import quote
@@ -205,9 +205,10 @@ def vector(value: Any, field: str = "vector") -> bytes:
         raise invalid(field, "wrong-type", "must be an array of finite numbers") from None
 
 
-def vector_out(blob: bytes) -> Vector:
-    """A stored vector as the wire carries it (DOORS.md 0.3, ``brainy/contract/vectors.py``)."""
-    return Vector.of_float32(blob)
+def vector_out(blob: bytes | bytearray | memoryview) -> Vector:
+    """A stored vector (little-endian float32 bytes) as the wire carries it: each number the shortest decimal
+    that reads back as its float32 (DOORS.md 0.3, ``brainy/contract/vectors.py``, ``brainy/_speedups/vecdecimal``)."""
+    return Vector(vecdecimal.shortest(blob))
 
 
 def mean_vector(a: bytes, b: bytes) -> bytes:

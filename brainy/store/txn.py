@@ -135,7 +135,7 @@ class Txn:
         """Put a whole entity row; ``raw``, when the caller has it (a replay), is the row as stored."""
         key = K.entity_key(row["id"])
         before = self._whole(key)
-        self._put("e", key, row, raw)
+        self._put("e", key, row, raw, before is None)
         self._repost(before, row)
         self.moves.append(("e", before, row))
 
@@ -154,7 +154,7 @@ class Txn:
         if before is not None:
             self._unindex(before)
         self._index(row)
-        self._put("r", key, row, raw)
+        self._put("r", key, row, raw, before is None)
         self.moves.append(("r", before, row))
 
     def delete_relation(self, id_: str) -> None:
@@ -166,10 +166,12 @@ class Txn:
         self.ops.append({"k": "r", "o": "del", "id": id_})
         self.moves.append(("r", before, None))
 
-    def _put(self, kind: str, key: bytes, row: dict[str, Any], raw: bytes | None) -> None:
+    def _put(self, kind: str, key: bytes, row: dict[str, Any], raw: bytes | None, new: bool = False) -> None:
         """Stage a whole row's put: the row without its vector, and the vector key only when it does not hold the
         row's vector already (a new vector, a vector gone, a format 1 row's first put since), which is also the
-        one put whose op carries the vector (``vec``): a put that changes only the rest costs only the rest."""
+        one put whose op carries the vector (``vec``): a put that changes only the rest costs only the rest.
+        ``new``: the row key holds no row, so its vector key holds no vector either (a vector key is written and
+        removed only with its row) and is not read through every table."""
         held, vector = row, row.get("vector")
         if raw is None:
             held, vector = rows.stored(row)
@@ -179,7 +181,7 @@ class Txn:
         self._set(key, raw)
         op: dict[str, Any] = {"k": kind, "o": "put", "row": raw}
         vkey = K.vector_key(key)
-        if vector != self.get(vkey):
+        if vector != (None if new else self.get(vkey)):
             self._set(vkey, b"" if vector is None else vector)
             if vector is not None:
                 op["vec"] = vector
