@@ -143,8 +143,8 @@ def encode(document: Any, msgpack_body: bool) -> tuple[bytes, str]:
 
 def _vectors(document: Any) -> Any:
     """``document`` with each ``vector`` list (top level, or in a batch's items) marked a :class:`Vector`, which the
-    MessagePack packer writes as float32s. Marked as it is: its shortest decimals (``Vector.of``, 0.7 ms a vector)
-    are JSON's business, and a float32 packs the same from either."""
+    MessagePack packer writes as float32s. Marked as it is: shortest decimals are JSON's business (the server's
+    ``brainy.store.rows.vector_out``), and a float32 packs the same from either."""
     if not isinstance(document, dict):
         return document
     out = dict(document)
