@@ -586,7 +586,7 @@ class VectorFollower(ProjectionFollower):
         try:
             with super().held() as index:
                 yield index
-            if not self.door_ends_first_read:
+            if not self.door_ends_first_read and not self._first_read.is_set():  # set once: setting it takes a lock
                 self._first_read.set()
             self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
         except VM.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
@@ -640,6 +640,8 @@ class VectorFollower(ProjectionFollower):
         """Start the catch-up when the tail is long, most slots are dead, or a snapshot's graph waits to be taken.
         Only the first read of the handle (once it has answered) starts the taking of a snapshot's graph: a commit
         before it does not (a tail past ``TAIL_MAX`` still does, and its thread waits for that read first)."""
+        if self._catching_up:  # every read asks: once the thread under way ends, the next read asks again
+            return
         waiting = index.graph_waiting and self._first_read.is_set()
         if index.pending >= V.TAIL_MAX or index.wasteful or waiting:
             with self._lock:  # two reads answered at once start one thread

@@ -357,11 +357,15 @@ class Slots:
 
 def unit(vector: Any) -> np.ndarray:
     """A vector (float32 bytes or numbers) as a unit-length float32 array; ValueError for a zero vector."""
-    v = (
-        np.frombuffer(vector, dtype="<f4")
-        if isinstance(vector, (bytes, bytearray, memoryview))
-        else np.asarray(vector, dtype=np.float32)
-    )
+    if isinstance(vector, (bytes, bytearray, memoryview)):
+        v = np.frombuffer(vector, dtype="<f4")
+    elif isinstance(vector, list):
+        try:  # a query's numbers: packed in one compiled pass (the same float32 bits), not 384 numpy scalars
+            v = np.frombuffer(vecpack.pack(vector, len(vector)), dtype="<f4")  # 31 -> 7 us
+        except ValueError:  # not plain finite numbers, or all zero: as before, below
+            v = np.asarray(vector, dtype=np.float32)
+    else:
+        v = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     if not norm or not np.isfinite(norm):
         raise ValueError("a zero vector has no direction")

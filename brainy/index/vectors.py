@@ -73,7 +73,11 @@ TAIL_MAX = 2_048  # fresh slots past which the graph is caught up
 COMPACT_AFTER = 4_096  # dead slots (at least as many as the live ones) past which the slots are compacted
 HNSW_M = 16  # graph degree: recall against memory (faiss's own default is 32)
 EF_CONSTRUCTION = 128
-EF_SEARCH = 256  # recall@10 0.96 on clustered vectors at 100,000, 128 gives 0.88 (perf/bench_vectors.py)
+# efSearch by the slots in the graph: the graph's recall at one efSearch falls as it grows. On clustered vectors
+# (perf/bench_vectors.py's, queries 0.1 off a stored vector) recall@10 was 0.987 at 20,000 with 128 (0.969 with
+# 96, 0.999 with 256, which took twice as long); 0.964 at 100,000 with 256 (0.88 with 128); at 1,000,000 see
+# perf/compare_vector_libraries.py
+EF_SEARCH = ((32_768, 128), (262_144, 256), (None, 512))  # (graphed up to, efSearch), the first that fits
 BASE_AFTER = 4  # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
 BASE_AFTER_MIN = 1_024  # ... and at least this many (a small base is cheap to write again anyway)
 MAX_DELTAS = 64  # ... or once this many deltas follow it (each is a file the next open reads)
@@ -100,6 +104,7 @@ class VectorIndex:
         self._uses_graph = graph
         self._dead_in_graph = 0
         self._bitmap: np.ndarray | None = None  # live slots of the graph, kept until a slot dies
+        self._params: Any = None  # the search parameters of an unfiltered graph search, made once per efSearch
         self.graph_lock = threading.Lock()  # held by whoever writes or serialises the graph
 
     def heap_bytes(self) -> int:
@@ -447,8 +452,21 @@ class VectorIndex:
         self, query: np.ndarray, k: int, slots: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         graphed, count = self.graphed, self._count
+        ef = max(ef_search(graphed), 2 * k)
+        if slots is None and not self._dead_in_graph:  # the common search: no selector, its parameters made once
+            params = self._params
+            if params is None or params.efSearch != ef:
+                params = self._params = faiss.SearchParametersHNSW()
+                params.efSearch = ef
+            _, found = self._graph.search(query[None, :], k, params=params)
+            found = found[0]
+            found = found[(found >= 0) & (found < graphed)]
+            candidates = np.concatenate([found, self._live_tail(graphed, count)]) if count > graphed else found
+            scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
+            picked = _top(scores, k)
+            return scores[picked], self._dense[candidates[picked]]
         params = faiss.SearchParametersHNSW()
-        params.efSearch = max(EF_SEARCH, 2 * k)
+        params.efSearch = ef
         if slots is not None:
             inside = slots[slots < graphed]
             mask = np.zeros(graphed, bool)
@@ -457,12 +475,10 @@ class VectorIndex:
             params.efSearch *= 2
             tail = slots[slots >= graphed]
         else:
-            bitmap = self._live_bitmap() if self._dead_in_graph else None
-            tail = np.arange(graphed, count)
-            tail = tail[self._dense[graphed:count] != NO_SLOT]
-        if bitmap is not None:
-            selector = faiss.IDSelectorBitmap(graphed, faiss.swig_ptr(bitmap))
-            params.sel = selector
+            bitmap = self._live_bitmap()
+            tail = self._live_tail(graphed, count)
+        selector = faiss.IDSelectorBitmap(graphed, faiss.swig_ptr(bitmap))  # kept alive until the search is done
+        params.sel = selector
         _, found = self._graph.search(query[None, :], k, params=params)
         found = found[0]
         found = found[(found >= 0) & (found < graphed)]
@@ -473,6 +489,11 @@ class VectorIndex:
         scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
         picked = _top(scores, k)
         return scores[picked], self._dense[candidates[picked]]
+
+    def _live_tail(self, graphed: int, count: int) -> np.ndarray:
+        """The live slots past the graph."""
+        tail = np.arange(graphed, count)
+        return tail[self._dense[graphed:count] != NO_SLOT]
 
     def _live_bitmap(self) -> np.ndarray:
         if self._bitmap is None:
@@ -654,6 +675,14 @@ class VectorIndex:
                 if index._graph is None:
                     raise ValueError(why or "the graph section does not check out")
         return index
+
+
+def ef_search(graphed: int) -> int:
+    """The graph's efSearch for a graph of ``graphed`` slots (``EF_SEARCH``)."""
+    for upto, ef in EF_SEARCH:
+        if upto is None or graphed <= upto:
+            return ef
+    return EF_SEARCH[-1][1]
 
 
 def _grown_slot_map(slot: np.ndarray, size: int) -> np.ndarray:
