@@ -3,7 +3,8 @@ of a chain at an open. The law is docs/store-format.md, "Vector index snapshots"
 
 - **A base** (``<stamp>.vec``) holds the whole index, graph included; **deltas** (``<stamp>.vecd``) after it
   hold the slots written and killed since the link before; a base's **quantised copy** (``<stamp>.vecq``)
-  holds its slots as int8 codes with a scale each. :class:`Link` says where an index's chain stands,
+  holds its slots as int8 codes with a scale each; a large base's **partitioned copy** (``<stamp>.vecp``) holds
+  them in lists by centroid (its layout and search: ``vector_partitions.py``, which stands on this module). :class:`Link` says where an index's chain stands,
   :class:`Frozen` is one link copied to be encoded, :func:`write_link` writes it.
 - **Reading ahead.** :func:`check_ahead` begins, when a handle opens, to read and check a large chain's files
   on a helper thread (:class:`Ahead`), so that the read of the index finds them done.
@@ -144,6 +145,7 @@ _QUANTISED = struct.Struct("<4sIQIxxxxQII")  # a quantised copy's header, header
 SUFFIX = ".vec"
 DELTA_SUFFIX = ".vecd"
 QUANTISED_SUFFIX = ".vecq"
+PARTITIONED_SUFFIX = ".vecp"  # a large base's partitioned copy (its layout: brainy/index/vector_partitions.py)
 QUANTISE_ROWS = 65_536  # slots quantised at a time when a copy is written (float64 work space: 200 MB)
 
 
@@ -222,14 +224,16 @@ class Frozen:
 
 
 def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
-    """Write one link; a base then its quantised copy, and removes every older base, delta and copy."""
+    """Write one link; a base then its quantised copy, and removes every older base, delta and copy (quantised or
+    partitioned: the caller writes the new base's partitioned copy next)."""
     folder.mkdir(exist_ok=True)
     name = snapshot_name(frozen.stamp, SUFFIX if frozen.is_base else DELTA_SUFFIX)
     write_durably(folder / name, data)
     if frozen.is_base:
         copy = snapshot_name(frozen.stamp, QUANTISED_SUFFIX)
         write_durably(folder / copy, encode_quantised(frozen.stamp, frozen.vectors.contiguous(len(frozen.dense))))
-        for older in [p for suffix in (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX) for p in folder.glob("*" + suffix)]:
+        kinds = (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX, PARTITIONED_SUFFIX)
+        for older in [p for suffix in kinds for p in folder.glob("*" + suffix)]:
             if older.name not in (name, copy):
                 older.unlink(missing_ok=True)
 
@@ -343,7 +347,10 @@ def check_ahead(folder: Path, dense_ints: int = 0, opened: threading.Event | Non
         if base.stat().st_size < AHEAD_SLOTS * 4 * DIMENSIONS:
             return None
         copied = copy.is_file()
-        copy_large = copied and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
+        # with a partitioned copy the first search reads a few of its lists, not the quantised copy: that is left
+        # to be checked chunk by chunk by the scans that read it (reading it ahead took the disk from that search)
+        partitioned = (folder / snapshot_name(stamp, PARTITIONED_SUFFIX)).is_file()
+        copy_large = copied and not partitioned and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
         deltas = [p for _, p in _deltas(folder, stamp)]
         sized = sum(p.stat().st_size for p in deltas) >= AHEAD_DELTA_BYTES
     except OSError:

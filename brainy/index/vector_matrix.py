@@ -282,7 +282,9 @@ class Slots:
                 continue
             at = slots[inside] - start
             if not part.checked:
-                for c in np.unique(at // part.chunk).tolist():
+                chunks = _distinct(at // part.chunk)
+                part.will_need(chunks)  # asked for together: a cold chunk at a time waited for the disk each time
+                for c in chunks:
                     part.check(c)
             out[inside] = part.rows[at]
         return out
@@ -353,6 +355,13 @@ class Slots:
         if end > self._mapped:
             parts.append(self.owned[: end - self._mapped])  # rows below the count are never written again
         return parts
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values, ascending: ``np.unique``'s answer without its first call's import of numpy.ma (numpy 2
+    asks whether the array is masked), which a cold process's first search paid (tens of ms)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))].tolist() if len(ordered) else []
 
 
 def unit(vector: Any) -> np.ndarray:
