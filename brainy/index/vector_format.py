@@ -265,19 +265,29 @@ def encode_quantised(stamp: int, parts: list[np.ndarray]) -> bytes:
     return b"".join((start, bytes(_aligned(len(start)) - len(start)), body))
 
 
+def copy_header(
+    view: memoryview, layout: struct.Struct, magic: bytes, form: int, stamp: int, slots: int
+) -> tuple[Any, ...]:
+    """A base's copy's header (quantised or partitioned: magic, format, stamp, dimensions, slots, a u32 that is not
+    0, headerCrc), unpacked with ``layout`` and checked; ValueError when it does not check out or the copy is not
+    of the base of ``stamp`` and ``slots`` (a stale copy)."""
+    if len(view) < layout.size:
+        raise ValueError("sizes do not add up")
+    head = layout.unpack_from(view)
+    if head[0] != magic or head[1] != form or head[3] != DIMENSIONS:
+        raise ValueError(f"not a {magic.decode()} copy of format {form} at {DIMENSIONS} dimensions")
+    if crc32c.crc32c(view[: layout.size - 4]) != head[-1] or head[5] == 0:
+        raise ValueError("header checksum mismatch")
+    if head[2] != stamp or head[4] != slots:
+        raise ValueError(f"it is the copy of a base of generation {head[2]} and {head[4]} slots")
+    return head
+
+
 def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int) -> _Codes:
     """A base's quantised copy read in place, its header and front checked; ValueError when they do not check out
     or it is not the copy of the base of ``stamp`` and ``slots``."""
     view = memoryview(data)
-    if len(view) < _QUANTISED.size:
-        raise ValueError("sizes do not add up")
-    magic, form, of, dims, count, chunk, header_crc = _QUANTISED.unpack_from(view)
-    if magic != QUANTISED_MAGIC or form != QUANTISED_FORMAT or dims != DIMENSIONS:
-        raise ValueError(f"not a quantised copy of format {QUANTISED_FORMAT} at {DIMENSIONS} dimensions")
-    if crc32c.crc32c(view[: _QUANTISED.size - 4]) != header_crc or chunk == 0:
-        raise ValueError("header checksum mismatch")
-    if of != stamp or count != slots:
-        raise ValueError(f"it copies a base of generation {of} and {count} slots")
+    *_, count, chunk, _ = copy_header(view, _QUANTISED, QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, slots)
     chunks = -(-count // chunk)
     crcs_at = _QUANTISED.size + 4 * count
     front_crc_at = crcs_at + 4 * chunks

@@ -30,7 +30,7 @@ import numpy as np
 
 from brainy._speedups import vecpack
 from brainy.index.projections import snapshot_name
-from brainy.index.vector_format import _CRC, PARTITIONED_SUFFIX, _aligned, _mapped, quantise
+from brainy.index.vector_format import _CRC, PARTITIONED_SUFFIX, _aligned, _mapped, copy_header, quantise
 from brainy.index.vector_matrix import DIMENSIONS, NO_SLOT, QUERY_STEPS
 from brainy.store.files import write_durably
 
@@ -256,15 +256,7 @@ def decode_partitioned(data: mmap.mmap | bytes, name: str, stamp: int, slots: in
     """A partitioned copy read in place, its header and front checked; ValueError when they do not check out, its
     size does not add up, or it is not the copy of the base of ``stamp`` and ``slots``."""
     view = memoryview(data)
-    if len(view) < _PARTITIONED.size:
-        raise ValueError("sizes do not add up")
-    magic, form, of, dims, count, lists, header_crc = _PARTITIONED.unpack_from(view)
-    if magic != PARTITIONED_MAGIC or form != PARTITIONED_FORMAT or dims != DIMENSIONS:
-        raise ValueError(f"not a partitioned copy of format {PARTITIONED_FORMAT} at {DIMENSIONS} dimensions")
-    if crc32c.crc32c(view[: _PARTITIONED.size - 4]) != header_crc or lists == 0:
-        raise ValueError("header checksum mismatch")
-    if of != stamp or count != slots:
-        raise ValueError(f"it partitions a base of generation {of} and {count} slots")
+    *_, count, lists, _ = copy_header(view, _PARTITIONED, PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, slots)
     front_at = _PARTITIONED.size
     bounds_at = front_at + 4 * DIMENSIONS * lists
     crcs_at = bounds_at + 8 * (lists + 1)
