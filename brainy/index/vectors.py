@@ -517,13 +517,15 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         graphed, count = self.graphed, self._count
         ef = max(ef_search(graphed), 2 * k)
-        if slots is None and not self._dead_in_graph:  # the common search: no selector, its parameters made once
+        if slots is None and not self._dead_in_graph and k > 0:  # the common search: no selector, parameters made once
             params = self._params
             if params is None or params.efSearch != ef:
                 params = self._params = faiss.SearchParametersHNSW()
                 params.efSearch = ef
-            _, found = self._graph.search(query[None, :], k, params=params)
-            found = found[0]
+            # faiss's own call, not its Python wrapper (which checks and copies the query: 20 us of 150 at 20,000)
+            query = np.ascontiguousarray(query, np.float32)
+            distances, found = np.empty(k, np.float32), np.empty(k, np.int64)
+            self._graph.search_c(1, faiss.swig_ptr(query), k, faiss.swig_ptr(distances), faiss.swig_ptr(found), params)
             found = found[(found >= 0) & (found < graphed)]
             candidates = np.concatenate([found, self._live_tail(graphed, count)]) if count > graphed else found
             scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
