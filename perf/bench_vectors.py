@@ -184,10 +184,11 @@ def recall(folder: Path) -> None:
         x = vectors(n, kind)
         brain = Brain.attach(folder / name)
         qs = queries(x)
-        sweep = (V.EF_SEARCH, 64, 256, 384, 512) if name == "clustered-100k" else (V.EF_SEARCH,)
-        chosen = V.EF_SEARCH
+        chosen = V.EF_SEARCH  # efSearch by the graph's size: the one for this store first, then a sweep at 100,000
+        own = V.ef_search(n)
+        sweep = (own, 64, 128, 256, 384, 512) if name == "clustered-100k" else (own,)
         for ef in sweep:
-            V.EF_SEARCH = ef
+            V.EF_SEARCH = ((None, ef),)
             got = total = 0
             times = []
             with brain.at().vectors() as index:

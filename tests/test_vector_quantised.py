@@ -16,7 +16,7 @@ import pytest
 from helpers import flip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt
+from test_vector_snapshots import check_near, graphed_store, refused_then_rebuilt, written_again
 from test_vectors import DIM
 
 from brainy._speedups import load
@@ -75,14 +75,9 @@ def test_the_copy_is_as_documented_and_written_with_every_base(tmp_path: Path) -
     assert np.abs(codes).max() == 127 and (np.abs(codes).max(axis=1) == 127).all()
     assert np.allclose(scales, np.abs(x).max(axis=1) / 127)
     assert (np.abs(x - scales[:, None] * codes) <= scales[:, None] / 2 * (1 + 1e-6)).all()
-    with Brain.open(path) as brain:
-        brain.add({"type": "thing", "id": "new", "vector": queries[0].tolist()})
-        with brain.at().vectors() as held:
-            held.link = None  # the next flush writes a base
-        brain.flush()
-        (newer,) = (path / "index").glob("*.vec")
-        assert sorted(p.name for p in (path / "index").glob("*.vecq")) == [copy_of(newer).name]
-        assert quantised_layout(copy_of(newer))["count"] == 601
+    newer = written_again(path, queries)
+    assert sorted(p.name for p in (path / "index").glob("*.vecq")) == [copy_of(newer).name]
+    assert quantised_layout(copy_of(newer))["count"] == 601
 
 
 def test_the_twins_bound_codes_alike() -> None:

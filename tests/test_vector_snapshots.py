@@ -367,6 +367,18 @@ def graphed_store(tmp_path: Path, seed: int, n: int = 6_000) -> tuple[Path, list
     return path, queries, path / "index" / base
 
 
+def written_again(path: Path, queries: list[np.ndarray]) -> Path:
+    """One more vector added and a new base written by a flush (the link dropped, so the flush writes a base, not a
+    delta): that base's path. The brain is still open when it is answered (it closes after)."""
+    with Brain.open(path) as brain:
+        brain.add({"type": "thing", "id": "new", "vector": queries[0].tolist()})
+        with brain.at().vectors() as held:
+            held.link = None  # the next flush writes a base
+        brain.flush()
+        (newer,) = (path / "index").glob("*.vec")
+    return newer
+
+
 def without_copy(base: Path) -> None:
     """A base without its quantised copy, as every store written before copies holds: the exact scan reads the
     float32 slots, every chunk of them."""

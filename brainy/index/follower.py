@@ -46,6 +46,7 @@ from brainy.contract import refusals as R
 from brainy.index import chain
 from brainy.index import vector_format as VF
 from brainy.index import vector_matrix as VM
+from brainy.index import vector_partitions as VP
 from brainy.index import vectors as V
 from brainy.index.overlaid import Overlaid
 from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
@@ -595,7 +596,9 @@ class VectorFollower(ProjectionFollower):
         try:
             with super().held() as index:
                 yield index
-            if not self.door_ends_first_read:
+            if index.noted:
+                self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in index.notes())
+            if not self.door_ends_first_read and not self._first_read.is_set():  # set once: setting it takes a lock
                 self._first_read.set()
             self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
         except VM.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
@@ -649,6 +652,8 @@ class VectorFollower(ProjectionFollower):
         """Start the catch-up when the tail is long, most slots are dead, or a snapshot's graph waits to be taken.
         Only the first read of the handle (once it has answered) starts the taking of a snapshot's graph: a commit
         before it does not (a tail past ``TAIL_MAX`` still does, and its thread waits for that read first)."""
+        if self._catching_up:  # every read asks: once the thread under way ends, the next read asks again
+            return
         waiting = index.graph_waiting and self._first_read.is_set()
         if index.pending >= V.TAIL_MAX or index.wasteful or waiting:
             with self._lock:  # two reads answered at once start one thread
@@ -707,17 +712,30 @@ class VectorFollower(ProjectionFollower):
                 return
             with self._lock:
                 kind = index.next_link()
-                if kind is None:
-                    return
-                frozen = index.freeze(base=kind == "base")
-            if frozen.is_base:
-                with index.graph_lock:
-                    index.graph_for(frozen)
-            try:
-                data = frozen.encode()
-            except VM.Damaged as exc:  # a new base never carries slots that failed their check
-                self._discard(index, exc)
-                self.settle()
-                continue
-            VF.write_link(self.folder, frozen, data)
+                frozen = None if kind is None else index.freeze(base=kind == "base")
+                owed = None if kind == "base" else index.owed_partition()
+            if frozen is not None:
+                if frozen.is_base:
+                    with index.graph_lock:
+                        index.graph_for(frozen)
+                try:
+                    data = frozen.encode()
+                except VM.Damaged as exc:  # a new base never carries slots that failed their check
+                    self._discard(index, exc)
+                    self.settle()
+                    continue
+                VF.write_link(self.folder, frozen, data)
+                if frozen.is_base:  # its partitioned copy next, from the same slots (written after the base's own)
+                    owed = (frozen.stamp, len(frozen.dense), frozen.vectors, frozen.dense)
+            if owed is not None:
+                stamp, count, slots, dense = owed
+                try:
+                    written = VP.write_partitioned(self.folder, stamp, count, slots.contiguous(count), dense)
+                except VM.Damaged as exc:  # a chunk of the base failed its check: the index is not trusted
+                    self._discard(index, exc)
+                    self.settle()
+                    continue
+                partitions = VP.read_partitioned(self.folder, stamp, count)[0] if written else None
+                with self._lock:
+                    index.partition_written(stamp, partitions)
             return

@@ -3,7 +3,8 @@ of a chain at an open. The law is docs/store-format.md, "Vector index snapshots"
 
 - **A base** (``<stamp>.vec``) holds the whole index, graph included; **deltas** (``<stamp>.vecd``) after it
   hold the slots written and killed since the link before; a base's **quantised copy** (``<stamp>.vecq``)
-  holds its slots as int8 codes with a scale each. :class:`Link` says where an index's chain stands,
+  holds its slots as int8 codes with a scale each; a large base's **partitioned copy** (``<stamp>.vecp``) holds
+  them in lists by centroid (its layout and search: ``vector_partitions.py``, which stands on this module). :class:`Link` says where an index's chain stands,
   :class:`Frozen` is one link copied to be encoded, :func:`write_link` writes it.
 - **Reading ahead.** :func:`check_ahead` begins, when a handle opens, to read and check a large chain's files
   on a helper thread (:class:`Ahead`), so that the read of the index finds them done.
@@ -144,6 +145,7 @@ _QUANTISED = struct.Struct("<4sIQIxxxxQII")  # a quantised copy's header, header
 SUFFIX = ".vec"
 DELTA_SUFFIX = ".vecd"
 QUANTISED_SUFFIX = ".vecq"
+PARTITIONED_SUFFIX = ".vecp"  # a large base's partitioned copy (its layout: brainy/index/vector_partitions.py)
 QUANTISE_ROWS = 65_536  # slots quantised at a time when a copy is written (float64 work space: 200 MB)
 
 
@@ -222,14 +224,16 @@ class Frozen:
 
 
 def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
-    """Write one link; a base then its quantised copy, and removes every older base, delta and copy."""
+    """Write one link; a base then its quantised copy, and removes every older base, delta and copy (quantised or
+    partitioned: the caller writes the new base's partitioned copy next)."""
     folder.mkdir(exist_ok=True)
     name = snapshot_name(frozen.stamp, SUFFIX if frozen.is_base else DELTA_SUFFIX)
     write_durably(folder / name, data)
     if frozen.is_base:
         copy = snapshot_name(frozen.stamp, QUANTISED_SUFFIX)
         write_durably(folder / copy, encode_quantised(frozen.stamp, frozen.vectors.contiguous(len(frozen.dense))))
-        for older in [p for suffix in (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX) for p in folder.glob("*" + suffix)]:
+        kinds = (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX, PARTITIONED_SUFFIX)
+        for older in [p for suffix in kinds for p in folder.glob("*" + suffix)]:
             if older.name not in (name, copy):
                 older.unlink(missing_ok=True)
 
@@ -261,19 +265,29 @@ def encode_quantised(stamp: int, parts: list[np.ndarray]) -> bytes:
     return b"".join((start, bytes(_aligned(len(start)) - len(start)), body))
 
 
+def copy_header(
+    view: memoryview, layout: struct.Struct, magic: bytes, form: int, stamp: int, slots: int
+) -> tuple[Any, ...]:
+    """A base's copy's header (quantised or partitioned: magic, format, stamp, dimensions, slots, a u32 that is not
+    0, headerCrc), unpacked with ``layout`` and checked; ValueError when it does not check out or the copy is not
+    of the base of ``stamp`` and ``slots`` (a stale copy)."""
+    if len(view) < layout.size:
+        raise ValueError("sizes do not add up")
+    head = layout.unpack_from(view)
+    if head[0] != magic or head[1] != form or head[3] != DIMENSIONS:
+        raise ValueError(f"not a {magic.decode()} copy of format {form} at {DIMENSIONS} dimensions")
+    if crc32c.crc32c(view[: layout.size - 4]) != head[-1] or head[5] == 0:
+        raise ValueError("header checksum mismatch")
+    if head[2] != stamp or head[4] != slots:
+        raise ValueError(f"it is the copy of a base of generation {head[2]} and {head[4]} slots")
+    return head
+
+
 def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int) -> _Codes:
     """A base's quantised copy read in place, its header and front checked; ValueError when they do not check out
     or it is not the copy of the base of ``stamp`` and ``slots``."""
     view = memoryview(data)
-    if len(view) < _QUANTISED.size:
-        raise ValueError("sizes do not add up")
-    magic, form, of, dims, count, chunk, header_crc = _QUANTISED.unpack_from(view)
-    if magic != QUANTISED_MAGIC or form != QUANTISED_FORMAT or dims != DIMENSIONS:
-        raise ValueError(f"not a quantised copy of format {QUANTISED_FORMAT} at {DIMENSIONS} dimensions")
-    if crc32c.crc32c(view[: _QUANTISED.size - 4]) != header_crc or chunk == 0:
-        raise ValueError("header checksum mismatch")
-    if of != stamp or count != slots:
-        raise ValueError(f"it copies a base of generation {of} and {count} slots")
+    *_, count, chunk, _ = copy_header(view, _QUANTISED, QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, slots)
     chunks = -(-count // chunk)
     crcs_at = _QUANTISED.size + 4 * count
     front_crc_at = crcs_at + 4 * chunks
@@ -343,7 +357,10 @@ def check_ahead(folder: Path, dense_ints: int = 0, opened: threading.Event | Non
         if base.stat().st_size < AHEAD_SLOTS * 4 * DIMENSIONS:
             return None
         copied = copy.is_file()
-        copy_large = copied and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
+        # with a partitioned copy the first search reads a few of its lists, not the quantised copy: that is left
+        # to be checked chunk by chunk by the scans that read it (reading it ahead took the disk from that search)
+        partitioned = (folder / snapshot_name(stamp, PARTITIONED_SUFFIX)).is_file()
+        copy_large = copied and not partitioned and copy.stat().st_size >= AHEAD_SLOTS * DIMENSIONS
         deltas = [p for _, p in _deltas(folder, stamp)]
         sized = sum(p.stat().st_size for p in deltas) >= AHEAD_DELTA_BYTES
     except OSError:

@@ -282,7 +282,9 @@ class Slots:
                 continue
             at = slots[inside] - start
             if not part.checked:
-                for c in np.unique(at // part.chunk).tolist():
+                chunks = _distinct(at // part.chunk)
+                part.will_need(chunks)  # asked for together: a cold chunk at a time waited for the disk each time
+                for c in chunks:
                     part.check(c)
             out[inside] = part.rows[at]
         return out
@@ -355,13 +357,24 @@ class Slots:
         return parts
 
 
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values, ascending: ``np.unique``'s answer without its first call's import of numpy.ma (numpy 2
+    asks whether the array is masked), which a cold process's first search paid (tens of ms)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))].tolist() if len(ordered) else []
+
+
 def unit(vector: Any) -> np.ndarray:
     """A vector (float32 bytes or numbers) as a unit-length float32 array; ValueError for a zero vector."""
-    v = (
-        np.frombuffer(vector, dtype="<f4")
-        if isinstance(vector, (bytes, bytearray, memoryview))
-        else np.asarray(vector, dtype=np.float32)
-    )
+    if isinstance(vector, (bytes, bytearray, memoryview)):
+        v = np.frombuffer(vector, dtype="<f4")
+    elif isinstance(vector, list):
+        try:  # a query's numbers: packed in one compiled pass (the same float32 bits), not 384 numpy scalars
+            v = np.frombuffer(vecpack.pack(vector, len(vector)), dtype="<f4")  # 31 -> 7 us
+        except ValueError:  # not plain finite numbers, or all zero: as before, below
+            v = np.asarray(vector, dtype=np.float32)
+    else:
+        v = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(v))
     if not norm or not np.isfinite(norm):
         raise ValueError("a zero vector has no direction")

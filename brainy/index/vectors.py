@@ -16,10 +16,12 @@ be trusted. Its layout is the law in docs/store-format.md, "Vector index snapsho
   written and killed since the link before), a new base once the deltas pass a quarter of it
   (:meth:`VectorIndex.freeze`, :meth:`VectorIndex.decode`, :func:`read_chain`; the files' layouts, their
   writing and their reading ahead are in ``brainy/index/vector_format.py``).
-- **Exact, or the graph.** A search is an exact scan while the index is small, when a filter keeps
-  few rows, when the graph is busy catching up, and for a past generation (:meth:`VectorIndex.exact`);
-  otherwise the graph answers (with a predicate for a large filter) and the tail is scanned beside it.
-  A filtered graph search that cannot fill the page falls back to the exact scan.
+- **Exact, the graph, or the partitions.** A search is an exact scan while the index is small, when a filter
+  keeps few rows, and for a past generation (:meth:`VectorIndex.exact`); otherwise the graph answers (with a
+  predicate for a large filter) and the tail is scanned beside it. A filtered graph search that cannot fill
+  the page falls back to the exact scan. While the graph does not serve (not yet taken from the snapshot, or
+  busy catching up) an unfiltered search of a large base answers from its partitioned copy
+  (``brainy/index/vector_partitions.py``): what a first search after an open reads from a cold disk.
 
 The library and the thresholds were chosen by measurement on the project's box: ``perf/bench_vectors.py``
 and the commit that chose them carry the figures.
@@ -65,6 +67,7 @@ from brainy.index.vector_format import (
     decode_quantised,
 )
 from brainy.index.vector_matrix import CHUNK_SLOTS, DIMENSIONS, NO_SLOT, Slots, _largest, _top, _units, unit
+from brainy.index.vector_partitions import PartitionDamaged, Partitions, read_partitioned, wanted
 from brainy.store.crc import crc32
 
 EXACT_BELOW = 4_096  # live vectors under which every search is an exact scan (about 0.2 ms)
@@ -73,7 +76,11 @@ TAIL_MAX = 2_048  # fresh slots past which the graph is caught up
 COMPACT_AFTER = 4_096  # dead slots (at least as many as the live ones) past which the slots are compacted
 HNSW_M = 16  # graph degree: recall against memory (faiss's own default is 32)
 EF_CONSTRUCTION = 128
-EF_SEARCH = 256  # recall@10 0.96 on clustered vectors at 100,000, 128 gives 0.88 (perf/bench_vectors.py)
+# efSearch by the slots in the graph: the graph's recall at one efSearch falls as it grows. On clustered vectors
+# (perf/bench_vectors.py's, queries 0.1 off a stored vector) recall@10 was 0.987 at 20,000 with 128 (0.969 with
+# 96, 0.999 with 256, which took twice as long); 0.964 at 100,000 with 256 (0.88 with 128); at 1,000,000 see
+# perf/compare_vector_libraries.py
+EF_SEARCH = ((32_768, 128), (262_144, 256), (None, 512))  # (graphed up to, efSearch), the first that fits
 BASE_AFTER = 4  # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
 BASE_AFTER_MIN = 1_024  # ... and at least this many (a small base is cheap to write again anyway)
 MAX_DELTAS = 64  # ... or once this many deltas follow it (each is a file the next open reads)
@@ -100,6 +107,10 @@ class VectorIndex:
         self._uses_graph = graph
         self._dead_in_graph = 0
         self._bitmap: np.ndarray | None = None  # live slots of the graph, kept until a slot dies
+        self._params: Any = None  # the search parameters of an unfiltered graph search, made once per efSearch
+        self._partitions: Partitions | None = None  # the base's partitioned copy, when it has one that checks out
+        self.partition_owed = False  # the base's partitioned copy is missing, stale or damaged: a flush writes it
+        self._notes: list[str] = []  # what the follower is to warn of (a damaged partitioned copy)
         self.graph_lock = threading.Lock()  # held by whoever writes or serialises the graph
 
     def heap_bytes(self) -> int:
@@ -141,6 +152,7 @@ class VectorIndex:
         self._slots, self._dense, self._count = slots, dense, n
         self._graph, self.graphed, self._dead_in_graph, self._bitmap = None, 0, 0, None
         self._graph_part = None
+        self._partitions = None  # of the slots as they were numbered; the next base has its own copy
         self.link, self._killed = None, []  # the slots are renumbered: a delta cannot say it
         self._epoch += 1
 
@@ -387,12 +399,17 @@ class VectorIndex:
     def search(self, query: np.ndarray, k: int, allowed: array | None = None) -> tuple[np.ndarray, np.ndarray, str]:
         """The ``k`` entities closest to the unit vector ``query``: (scores, dense ints, how), best first;
         ``allowed`` (sorted dense ints), when given, is the only set a hit may come from. ``how`` is
-        ``exact`` or ``graph``."""
+        ``exact``, ``graph`` or ``partitioned`` (the base's partitioned copy, while the graph does not serve)."""
         slots = None if allowed is None else self.slots_of(allowed)
         if slots is not None and len(slots) == self._live:
             slots = None  # the filter keeps every vectored row
         small = self._live <= EXACT_BELOW if slots is None else len(slots) <= EXACT_CANDIDATES
-        if small or self._graph is None or self.graphed == 0 or not self._graph_taken():
+        if small:
+            return (*self._exact(query, k, slots), "exact")
+        if self._graph is None or self.graphed == 0 or not self._graph_taken():
+            found = self._partitioned(query, k) if slots is None else None
+            if found is not None:
+                return (*found, "partitioned")
             return (*self._exact(query, k, slots), "exact")
         try:
             found = self._graph_search(query, k, slots)
@@ -443,12 +460,79 @@ class VectorIndex:
         picked = _top(scores, k)
         return scores[picked], self._dense[candidates[picked]]
 
+    def _partitioned(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The top ``k`` from the base's partitioned copy (docs/store-format.md, "Vector index snapshots"): the
+        slots of the best approximate scores in the probed lists and every live slot past the base, scored
+        exactly on their float32 rows. None when there is no copy, when a probed list is damaged (the copy is
+        then dropped, and owed), or when too few live slots came out: the exact scan answers."""
+        partitions = self._partitions
+        if partitions is None or k <= 0:
+            return None
+        try:
+            candidates = partitions.candidates(query, k, self._dense)
+        except PartitionDamaged as exc:
+            self._partitions, self.partition_owed = None, True
+            self._notes.append(f"{exc}; searches answer without the partitioned copy until a flush writes it again")
+            return None
+        count = self._count
+        if count > partitions.slots:  # the deltas' and the tail's slots are in no list
+            tail = np.arange(partitions.slots, count)
+            candidates = np.concatenate([candidates, tail[self._dense[partitions.slots : count] != NO_SLOT]])
+        if len(candidates) < min(k, self._live):
+            return None
+        scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
+        picked = _top(scores, k)
+        return scores[picked], self._dense[candidates[picked]]
+
+    def owed_partition(self) -> tuple[int, int, Slots, np.ndarray] | None:
+        """What writing the base's owed partitioned copy takes (under the brain's lock): the base's stamp, its slots,
+        the slot matrix (the rows below its count are never written again) and a copy of its dense ints as they are
+        now (a slot killed since is left out of the lists). None when no copy is owed."""
+        link = self.link
+        if not self.partition_owed or link is None:
+            return None
+        return link.base, link.base_slots, self._slots, self._dense[: link.base_slots].copy()
+
+    def partition_written(self, stamp: int, partitions: Partitions | None) -> None:
+        """The partitioned copy of the base of ``stamp`` was written (``partitions``, read back) or that base needs
+        none (None). Taken for the searches while the graph does not serve, if the base is still this index's
+        (no compaction has renumbered the slots since: it would have dropped the link)."""
+        if self.link is not None and self.link.base == stamp:
+            self.partition_owed = False
+            if partitions is not None:
+                self._partitions = partitions
+
+    @property
+    def noted(self) -> bool:
+        """Something went wrong with the partitioned copy since :meth:`notes` was last asked."""
+        return bool(self._notes)
+
+    def notes(self) -> list[str]:
+        """What went wrong with the partitioned copy since last asked (the follower warns of it)."""
+        notes, self._notes = self._notes, []
+        return notes
+
     def _graph_search(
         self, query: np.ndarray, k: int, slots: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         graphed, count = self.graphed, self._count
+        ef = max(ef_search(graphed), 2 * k)
+        if slots is None and not self._dead_in_graph and k > 0:  # the common search: no selector, parameters made once
+            params = self._params
+            if params is None or params.efSearch != ef:
+                params = self._params = faiss.SearchParametersHNSW()
+                params.efSearch = ef
+            # faiss's own call, not its Python wrapper (which checks and copies the query: 20 us of 150 at 20,000)
+            query = np.ascontiguousarray(query, np.float32)
+            distances, found = np.empty(k, np.float32), np.empty(k, np.int64)
+            self._graph.search_c(1, faiss.swig_ptr(query), k, faiss.swig_ptr(distances), faiss.swig_ptr(found), params)
+            found = found[(found >= 0) & (found < graphed)]
+            candidates = np.concatenate([found, self._live_tail(graphed, count)]) if count > graphed else found
+            scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
+            picked = _top(scores, k)
+            return scores[picked], self._dense[candidates[picked]]
         params = faiss.SearchParametersHNSW()
-        params.efSearch = max(EF_SEARCH, 2 * k)
+        params.efSearch = ef
         if slots is not None:
             inside = slots[slots < graphed]
             mask = np.zeros(graphed, bool)
@@ -457,12 +541,10 @@ class VectorIndex:
             params.efSearch *= 2
             tail = slots[slots >= graphed]
         else:
-            bitmap = self._live_bitmap() if self._dead_in_graph else None
-            tail = np.arange(graphed, count)
-            tail = tail[self._dense[graphed:count] != NO_SLOT]
-        if bitmap is not None:
-            selector = faiss.IDSelectorBitmap(graphed, faiss.swig_ptr(bitmap))
-            params.sel = selector
+            bitmap = self._live_bitmap()
+            tail = self._live_tail(graphed, count)
+        selector = faiss.IDSelectorBitmap(graphed, faiss.swig_ptr(bitmap))  # kept alive until the search is done
+        params.sel = selector
         _, found = self._graph.search(query[None, :], k, params=params)
         found = found[0]
         found = found[(found >= 0) & (found < graphed)]
@@ -473,6 +555,11 @@ class VectorIndex:
         scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
         picked = _top(scores, k)
         return scores[picked], self._dense[candidates[picked]]
+
+    def _live_tail(self, graphed: int, count: int) -> np.ndarray:
+        """The live slots past the graph."""
+        tail = np.arange(graphed, count)
+        return tail[self._dense[graphed:count] != NO_SLOT]
 
     def _live_bitmap(self) -> np.ndarray:
         if self._bitmap is None:
@@ -656,6 +743,14 @@ class VectorIndex:
         return index
 
 
+def ef_search(graphed: int) -> int:
+    """The graph's efSearch for a graph of ``graphed`` slots (``EF_SEARCH``)."""
+    for upto, ef in EF_SEARCH:
+        if upto is None or graphed <= upto:
+            return ef
+    return EF_SEARCH[-1][1]
+
+
 def _grown_slot_map(slot: np.ndarray, size: int) -> np.ndarray:
     """The slot map (dense int -> slot) at ``size`` entries: the old entries copied, only the new ones filled."""
     grown = np.empty(size, np.int64)
@@ -679,6 +774,23 @@ def _read_quantised(folder: Path, index: VectorIndex, ahead: Ahead | None = None
         return
     with contextlib.suppress(OSError, ValueError):
         base.quantised = decode_quantised(_mapped(path), path.name, index.stamp, len(base.rows))
+
+
+def _read_partitioned(folder: Path, index: VectorIndex) -> None:
+    """Give the base an index was just read from its partitioned copy, if it is large enough to have one and it
+    checks out. One that is missing, stale or does not check out is owed (the next flush writes it); a base
+    written before partitioned copies simply has none yet, so only a stale or damaged one is warned of."""
+    base = index._slots.base
+    if base is None:
+        return
+    count = len(base.rows)
+    if not wanted(count, index._dense[:count]):
+        return
+    index._partitions, why = read_partitioned(folder, index.stamp, count)
+    if index._partitions is None:
+        index.partition_owed = True
+        if why is not None and not why.endswith("is missing"):
+            index._notes.append(f"{why}; searches answer without it until a flush writes it again")
 
 
 def read_chain(
@@ -715,6 +827,7 @@ def read_chain(
     if index.stamp != stamp:
         return None, [f"snapshot {path.name} holds generation {index.stamp}"]
     _read_quantised(folder, index, ahead)
+    _read_partitioned(folder, index)
     for _, delta in deltas:
         try:
             checked = ahead.take(delta) if ahead is not None else None
