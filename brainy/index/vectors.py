@@ -81,13 +81,13 @@ EF_CONSTRUCTION = 128
 # efSearch by the slots in the graph: the graph's recall at one efSearch falls as it grows. On clustered vectors
 # (perf/bench_vectors.py's, queries 0.1 off a stored vector) recall@10 was 0.987 at 20,000 with 128 (0.969 with
 # 96, 0.999 with 256, which took twice as long); 0.964 at 100,000 with 256 (0.88 with 128); at 1,000,000 0.777
-# with 512 (1.7 ms), 0.926 with 1,024 (3.3 ms), 0.986 with 2,048 (6.7 ms), where hnswlib took 4.6 ms for 0.968
-# and usearch 13.7 ms for 0.943 (perf/compare_vector_libraries.py)
+# with 512 (1.6 ms), 0.926 with 1,024 (3.1 ms), 0.986 with 2,048 (6.5 ms), where hnswlib took 4.5 ms for 0.963
+# and usearch 11.2 ms for 0.962 (perf/compare_vector_libraries.py, one run)
 EF_SEARCH = ((32_768, 128), (131_072, 256), (None, 2_048))  # (graphed up to, efSearch), the first that fits
 # From this many live slots an unfiltered search answers from the base's partitioned copy even when the graph
 # serves, while few live slots lie past the base (at most TAIL_MAX: the copy's search scores them exactly): at
-# 1,000,000 clustered vectors its recall@10 was 0.99-1.00 at ~1.5 ms, where the graph needs efSearch 2,048 and
-# 6.7 ms for 0.986 (perf/compare_vector_libraries.py)
+# 1,000,000 clustered vectors its recall@10 was 1.000 in 0.81 ms, where the graph took 6.5 ms for 0.986 with
+# efSearch 2,048 (perf/compare_vector_libraries.py, the same run)
 PARTITIONS_FIRST = 262_144
 BASE_AFTER = 4  # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
 BASE_AFTER_MIN = 1_024  # ... and at least this many (a small base is cheap to write again anyway)
