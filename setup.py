@@ -159,6 +159,12 @@ setup(
             "ruff>=0.6",  # the linter and formatter the generated refusal module is held to
             "mypy==2.4.1",
         ],  # the type check tests/test_types.py runs; exact, as each release finds new errors
+        # the peers the vector benchmarks measure brainy beside, in the same run; no test imports them
+        "perf": [
+            "hnswlib>=0.8",  # perf/compare_vector_libraries.py: HNSW libraries beside brainy's index ...
+            "usearch>=2.16",  # ... in one process
+            "chromadb>=1.5,<1.6",  # perf/compare_served_vectors.py: Chroma's own server (`chroma run`) over HTTP
+        ],
     },
     entry_points={"console_scripts": ["brainy=brainy.cli:main"]},
 )

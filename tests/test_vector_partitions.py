@@ -6,6 +6,7 @@ when damaged or stale, and written again by the next flush; the list scan the sa
 from __future__ import annotations
 
 import struct
+from array import array
 from pathlib import Path
 
 import crc32c
@@ -267,3 +268,34 @@ def test_the_documented_constants(monkeypatch) -> None:
     assert P.lists_for(70_000) == 128 and P.lists_for(1_000_000) == 2_048 and P.lists_for(10**8) == 8_192
     assert P.probes_for(2_048) == 32 and P.probes_for(128) == 16 and P.probes_for(16) == 16
     assert P.rescored_for(10) == 40 and P.rescored_for(1) == 32
+
+
+def test_past_partitions_first_the_copy_answers_before_the_graph_while_few_slots_follow_the_base(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """An index of ``PARTITIONS_FIRST`` live slots or more, its graph in: an unfiltered search answers from the
+    partitioned copy while at most ``TAIL_MAX`` slots lie past the base, and from the graph once more do; a filtered
+    one is never the copy's. Both answer as the exact scan does on these clusters."""
+    monkeypatch.setattr(V, "PARTITIONS_FIRST", 2_000)
+    monkeypatch.setattr(V, "TAIL_MAX", 100)
+    rng = np.random.default_rng(47)
+    x = _clustered(rng, 3_400, 60)
+    index = indexed(tmp_path, x[:3_000], np.array([], np.int64))
+    index.catch_up()
+    q = M.unit(x[5] + 0.1 * rng.standard_normal(DIM).astype(np.float32))
+    want = exact_top(x[:3_000], np.ones(3_000, bool), q).tolist()
+    scores, dense, how = index.search(q, 10)
+    assert how == "partitioned" and dense.tolist() == want
+    allowed = array("Q", range(0, 3_000, 2))
+    assert index.search(q, 10, allowed)[2] != "partitioned"
+    index.apply_all((None, {"denseInt": i, "vector": x[i].tobytes()}) for i in range(3_000, 3_100))
+    assert index.search(q, 10)[2] == "partitioned"  # 100 past the base: scored exactly beside the lists
+    index.apply_all((None, {"denseInt": i, "vector": x[i].tobytes()}) for i in range(3_100, 3_400))
+    index.catch_up()
+    scores, dense, how = index.search(q, 10)
+    assert how == "graph" and dense.tolist() == exact_top(x, np.ones(3_400, bool), q).tolist()
+
+
+def test_the_graph_searches_with_the_efsearch_of_its_size() -> None:
+    """``ef_search``: the first row of ``EF_SEARCH`` whose size the graph does not pass (the last has none)."""
+    assert [V.ef_search(n) for n in (0, 32_768, 32_769, 131_072, 131_073, 10**7)] == [128, 128, 256, 256, 2_048, 2_048]

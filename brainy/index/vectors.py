@@ -21,7 +21,9 @@ be trusted. Its layout is the law in docs/store-format.md, "Vector index snapsho
   predicate for a large filter) and the tail is scanned beside it. A filtered graph search that cannot fill
   the page falls back to the exact scan. While the graph does not serve (not yet taken from the snapshot, or
   busy catching up) an unfiltered search of a large base answers from its partitioned copy
-  (``brainy/index/vector_partitions.py``): what a first search after an open reads from a cold disk.
+  (``brainy/index/vector_partitions.py``): what a first search after an open reads from a cold disk. Past
+  ``PARTITIONS_FIRST`` live slots, with few written since the base, the copy answers first even when the graph
+  serves (on the bench's vectors it is the faster of the two at the recall wanted).
 
 The library and the thresholds were chosen by measurement on the project's box: ``perf/bench_vectors.py``
 and the commit that chose them carry the figures.
@@ -78,9 +80,15 @@ HNSW_M = 16  # graph degree: recall against memory (faiss's own default is 32)
 EF_CONSTRUCTION = 128
 # efSearch by the slots in the graph: the graph's recall at one efSearch falls as it grows. On clustered vectors
 # (perf/bench_vectors.py's, queries 0.1 off a stored vector) recall@10 was 0.987 at 20,000 with 128 (0.969 with
-# 96, 0.999 with 256, which took twice as long); 0.964 at 100,000 with 256 (0.88 with 128); at 1,000,000 see
-# perf/compare_vector_libraries.py
-EF_SEARCH = ((32_768, 128), (262_144, 256), (None, 512))  # (graphed up to, efSearch), the first that fits
+# 96, 0.999 with 256, which took twice as long); 0.964 at 100,000 with 256 (0.88 with 128); at 1,000,000 0.777
+# with 512 (1.6 ms), 0.926 with 1,024 (3.1 ms), 0.986 with 2,048 (6.5 ms), where hnswlib took 4.5 ms for 0.963
+# and usearch 11.2 ms for 0.962 (perf/compare_vector_libraries.py, one run)
+EF_SEARCH = ((32_768, 128), (131_072, 256), (None, 2_048))  # (graphed up to, efSearch), the first that fits
+# From this many live slots an unfiltered search answers from the base's partitioned copy even when the graph
+# serves, while few live slots lie past the base (at most TAIL_MAX: the copy's search scores them exactly): at
+# 1,000,000 clustered vectors its recall@10 was 1.000 in 0.81 ms, where the graph took 6.5 ms for 0.986 with
+# efSearch 2,048 (perf/compare_vector_libraries.py, the same run)
+PARTITIONS_FIRST = 262_144
 BASE_AFTER = 4  # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
 BASE_AFTER_MIN = 1_024  # ... and at least this many (a small base is cheap to write again anyway)
 MAX_DELTAS = 64  # ... or once this many deltas follow it (each is a file the next open reads)
@@ -406,6 +414,10 @@ class VectorIndex:
         small = self._live <= EXACT_BELOW if slots is None else len(slots) <= EXACT_CANDIDATES
         if small:
             return (*self._exact(query, k, slots), "exact")
+        if slots is None and self._partitions_first():
+            found = self._partitioned(query, k)
+            if found is not None:
+                return (*found, "partitioned")
         if self._graph is None or self.graphed == 0 or not self._graph_taken():
             found = self._partitioned(query, k) if slots is None else None
             if found is not None:
@@ -459,6 +471,12 @@ class VectorIndex:
         scores = self._slots.exact_scores(candidates, query, upper)
         picked = _top(scores, k)
         return scores[picked], self._dense[candidates[picked]]
+
+    def _partitions_first(self) -> bool:
+        """Whether the base's partitioned copy answers an unfiltered search before the graph is asked
+        (``PARTITIONS_FIRST``)."""
+        partitions = self._partitions
+        return partitions is not None and self._live >= PARTITIONS_FIRST and self._count - partitions.slots <= TAIL_MAX
 
     def _partitioned(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The top ``k`` from the base's partitioned copy (docs/store-format.md, "Vector index snapshots"): the
