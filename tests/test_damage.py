@@ -304,7 +304,7 @@ def answers(brain: Brain) -> tuple[Any, ...]:
         (".agg", "aggregates-rebuilt"),
         (".vec", "vectors-rebuilt"),
         (".vecd", "vectors-rebuilt"),
-        (".vecq", None),
+        (".vecq", "vectors-rebuilt"),
     ],
 )
 def test_a_damaged_snapshot_of_any_kind_is_never_trusted_and_the_answers_are_the_rows(
@@ -312,8 +312,9 @@ def test_a_damaged_snapshot_of_any_kind_is_never_trusted_and_the_answers_are_the
 ) -> None:
     """Every snapshot in ``index/`` is a cache of the rows: cut, zero-filled or garbled, it is not trusted and the
     state it held is built again from the rows (the warnings say which), so every read answers exactly what
-    the whole snapshots answered. A quantised copy that does not check out is simply not used: the scan
-    reads the float32 slots. Nothing is repaired in place by a read-only attach either."""
+    the whole snapshots answered. A quantised copy that does not check out is not used (the scan reads the float32
+    slots; the warnings name it) and the next flush writes it again. Nothing is repaired in place by a read-only
+    attach either."""
     template, want = snapshotted
     path = tmp_path / "brain"
     shutil.copytree(template, path)
@@ -843,6 +844,55 @@ def test_another_stores_snapshots_and_tables_under_the_same_names_are_never_read
         with pytest.raises(R.StoreUnservableError) as refused:
             opener(mine)
         assert refused.value.fields == {"reason": "torn-sstable", "file": f"sst/{table.name}"}
+
+
+@pytest.mark.parametrize("suffix", [".vec", ".vecd", ".vecq", ".vecp"])
+def test_another_stores_vector_snapshots_under_the_same_names_are_never_read_as_this_ones(
+    tmp_path: Path, monkeypatch, suffix: str
+) -> None:
+    """Two stores with the same history of commits, each its own vectors, write vector snapshots under the same
+    names and stamps. Another store's base, delta, quantised or partitioned copy copied over this one's names
+    another storeTag: it is not trusted (the warnings say so), the vectors are this store's rows', and the next
+    flush writes this store's own again."""
+    from brainy.engine import init_store
+    from brainy.index import vector_partitions as P
+
+    monkeypatch.setattr(P, "PARTITION_SLOTS", 300)
+    monkeypatch.setattr(P, "LIST_TARGET", 50)
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    rng = np.random.default_rng(5)
+    vectors = {store: rng.standard_normal((500, 384)).astype(np.float32) for store in (mine, other)}
+    for store, x in vectors.items():
+        init_store(store)
+        with Brain.open(store, flush_bytes=1 << 30) as brain:
+            brain.addMany({"items": [{"type": "thing", "id": f"v{i}", "vector": x[i].tolist()} for i in range(400)]})
+            brain.find({"vector": x[0].tolist(), "limit": 1})
+            brain.flush()
+            brain.addMany(
+                {"items": [{"type": "thing", "id": f"v{i}", "vector": x[i].tolist()} for i in range(400, 500)]}
+            )
+            brain.flush()
+    names = sorted(p.name for p in (mine / "index").iterdir() if p.suffix == suffix)
+    assert names and names == sorted(p.name for p in (other / "index").iterdir() if p.suffix == suffix)
+    for name in names:
+        assert (mine / "index" / name).read_bytes() != (other / "index" / name).read_bytes()
+        shutil.copyfile(other / "index" / name, mine / "index" / name)
+    x = vectors[mine]
+    with Brain.open(mine) as brain:
+        for i in (0, 250, 450):  # in the base and in the delta
+            [hit] = brain.find({"vector": x[i].tolist(), "limit": 1})["results"]
+            assert hit["entity"]["key"] == f"v{i}" and hit["score"] == pytest.approx(1, abs=1e-5)
+        said = [w["message"] for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+        assert any("another store's" in m for m in said), said
+    with Brain.open(mine) as brain:  # the close wrote this store's own
+        [hit] = brain.find({"vector": x[7].tolist(), "limit": 1})["results"]
+        assert hit["entity"]["key"] == "v7"
+        assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+    for name in (p.name for p in (mine / "index").iterdir() if p.suffix == suffix):
+        assert (
+            not (other / "index" / name).exists()
+            or (mine / "index" / name).read_bytes() != (other / "index" / name).read_bytes()
+        )
 
 
 def test_another_stores_manifest_and_a_missing_table_refuse_by_name(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from brainy.index import vector_format as F
 from brainy.index import vector_matrix as M
 from brainy.index import vector_partitions as P
 from brainy.index import vectors as V
-from brainy.index.vector_format import write_link
+from brainy.index.vector_format import store_tag, write_link
 from brainy.index.vectors import VectorIndex, read_chain
 
 TWINS = [load("vecpack", "cython"), load("vecpack", "python")]
@@ -46,9 +46,9 @@ def copy_of(base: Path) -> Path:
 def partitioned_layout(copy: Path) -> dict:
     """The sections of a partitioned copy, read from its bytes as the docs lay them out."""
     data = copy.read_bytes()
-    magic, form, stamp, dims, slots, lists, header_crc = struct.unpack_from("<4sIQI4xQII", data)
-    assert (magic, form, dims) == (b"BVP1", 1, DIM)
-    bounds_at = 40 + 4 * DIM * lists
+    magic, form, stamp, dims, slots, lists, store, header_crc = struct.unpack_from("<4sIQI4xQI16sI", data)
+    assert (magic, form, dims) == (b"BVP1", 2, DIM)
+    bounds_at = 56 + 4 * DIM * lists
     crcs_at = bounds_at + 8 * (lists + 1)
     lists_at = -(-(crcs_at + 4 * lists + 4) // 64) * 64
     bounds = np.frombuffer(data, "<u8", lists + 1, bounds_at).astype(np.int64)
@@ -59,7 +59,8 @@ def partitioned_layout(copy: Path) -> dict:
         "slots": slots,
         "lists": lists,
         "header_crc": header_crc,
-        "centroids": np.frombuffer(data, "<f4", DIM * lists, 40).reshape(lists, DIM),
+        "store": store,
+        "centroids": np.frombuffer(data, "<f4", DIM * lists, 56).reshape(lists, DIM),
         "bounds": bounds,
         "crcs": np.frombuffer(data, "<u4", lists, crcs_at),
         "crcs_at": crcs_at,
@@ -77,9 +78,9 @@ def test_the_copy_is_as_documented_and_written_with_every_large_base(tmp_path: P
     at = partitioned_layout(copy_of(base))
     data, lists, bounds = at["data"], at["lists"], at["bounds"]
     assert at["stamp"] == int(base.stem) and at["slots"] == 3_000 and lists == 32  # 3,000 / 100: 32 nearest
-    assert at["header_crc"] == crc32c.crc32c(data[:36])
+    assert at["header_crc"] == crc32c.crc32c(data[:52]) and at["store"] == store_tag(path)
     assert struct.unpack_from("<I", data, at["crcs_at"] + 4 * lists)[0] == crc32c.crc32c(
-        data[40 : at["crcs_at"] + 4 * lists]
+        data[56 : at["crcs_at"] + 4 * lists]
     )
     assert not any(data[at["crcs_at"] + 4 * lists + 4 : at["lists_at"]])  # the pad
     assert len(data) == at["starts"][-1]
@@ -205,9 +206,9 @@ def test_a_damaged_list_is_never_used_and_the_next_flush_writes_the_copy_again(t
     assert index.search(queries[0], 10)[2] == "partitioned"
 
 
-@pytest.mark.parametrize("where", ["header", "centroids", "truncated", "longer", "stamp", "slots", "gone"])
+@pytest.mark.parametrize("where", ["header", "centroids", "truncated", "longer", "stamp", "slots", "store", "gone"])
 def test_a_copy_that_does_not_check_out_is_never_used_and_is_owed(tmp_path: Path, where: str) -> None:
-    """A damaged header or centroids, a file cut short or grown, a copy of another base (a stale stamp or other
+    """A damaged header or centroids, a file cut short or grown, a copy of another base or store (a stale stamp, other
     slots, its header checksum good) or none at all: the copy is not used, the search answers exactly from the
     slots, a brain's find answers as the rows do, and the next flush writes the copy again (a missing copy, as
     every store written before copies has, is not warned of)."""
@@ -217,15 +218,15 @@ def test_a_copy_that_does_not_check_out_is_never_used_and_is_owed(tmp_path: Path
     if where == "header":
         flip(copy, 20)
     elif where == "centroids":
-        flip(copy, 40 + 4 * DIM * 3 + 1)
+        flip(copy, 56 + 4 * DIM * 3 + 1)
     elif where == "truncated":
         copy.write_bytes(bytes(data[:-1]))
     elif where == "longer":
         copy.write_bytes(bytes(data) + b"\0" * 64)
-    elif where in ("stamp", "slots"):
-        at, value = (8, int(base.stem) - 1) if where == "stamp" else (24, 2_999)
-        data[at : at + 8] = struct.pack("<Q", value)
-        data[36:40] = struct.pack("<I", crc32c.crc32c(bytes(data[:36])))
+    elif where in ("stamp", "slots", "store"):
+        at, value = {"stamp": (8, int(base.stem) - 1), "slots": (24, 2_999), "store": (36, 7)}[where]
+        data[at : at + 8] = struct.pack("<Q", value)  # the store: another store's storeTag
+        data[52:56] = struct.pack("<I", crc32c.crc32c(bytes(data[:52])))
         copy.write_bytes(bytes(data))
     else:
         copy.unlink()

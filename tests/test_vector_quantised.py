@@ -24,7 +24,7 @@ from brainy.engine import Brain
 from brainy.index import vector_format as F
 from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
-from brainy.index.vector_format import write_link
+from brainy.index.vector_format import store_tag, write_link
 from brainy.index.vectors import VectorIndex, read_chain
 from brainy.store.crc import crc32c_joined
 
@@ -38,16 +38,17 @@ def copy_of(base: Path) -> Path:
 def quantised_layout(copy: Path) -> dict[str, int]:
     """Where a quantised copy's sections start, from its header."""
     data = copy.read_bytes()
-    magic, form, stamp, dims, count, chunk, _ = struct.unpack_from("<4sIQIxxxxQII", data)
-    assert (magic, form, dims) == (b"BVQ1", 1, DIM)
+    magic, form, stamp, dims, count, chunk, store, _ = struct.unpack_from("<4sIQIxxxxQI16sI", data)
+    assert (magic, form, dims) == (b"BVQ1", 2, DIM)
     chunks = -(-count // chunk)
     return {
         "stamp": stamp,
         "count": count,
         "chunk": chunk,
-        "scales": 40,
-        "crcs": 40 + 4 * count,
-        "codes": -(-(40 + 4 * count + 4 * chunks + 4) // 64) * 64,
+        "store": store,
+        "scales": 56,
+        "crcs": 56 + 4 * count,
+        "codes": -(-(56 + 4 * count + 4 * chunks + 4) // 64) * 64,
     }
 
 
@@ -59,10 +60,11 @@ def test_the_copy_is_as_documented_and_written_with_every_base(tmp_path: Path) -
     data = copy.read_bytes()
     at = quantised_layout(copy)
     assert at["stamp"] == int(base.stem) and at["count"] == 600 and at["chunk"] == 256
-    assert struct.unpack_from("<I", data, 36)[0] == crc32c.crc32c(data[:36])
+    assert struct.unpack_from("<I", data, 52)[0] == crc32c.crc32c(data[:52])
+    assert at["store"] == store_tag(path) and len(at["store"]) == 16 and at["store"] != bytes(16)
     assert len(data) == at["codes"] + DIM * 600
     front_crc_at = at["crcs"] + 4 * 3  # three chunks
-    assert struct.unpack_from("<I", data, front_crc_at)[0] == crc32c.crc32c(data[40:front_crc_at])
+    assert struct.unpack_from("<I", data, front_crc_at)[0] == crc32c.crc32c(data[56:front_crc_at])
     assert not any(data[front_crc_at + 4 : at["codes"]])  # the pad
     scales = np.frombuffer(data, "<f4", 600, at["scales"])
     codes = np.frombuffer(data, np.int8, 600 * DIM, at["codes"]).reshape(600, DIM)
@@ -198,27 +200,39 @@ def test_a_damaged_chunk_of_codes_is_never_used_and_the_rows_rebuild_the_index(t
 
 
 @pytest.mark.parametrize("where", ["header", "scales", "stamp", "gone"])
-def test_a_copy_that_does_not_check_out_is_not_used(tmp_path: Path, where: str) -> None:
-    """A damaged header or scales, a copy of another base, or none at all (every store written before copies): the
-    copy is not used, and the float32 scan answers as the rows do."""
+def test_a_copy_that_does_not_check_out_is_not_used_and_the_next_flush_writes_it_again(
+    tmp_path: Path, where: str
+) -> None:
+    """A damaged header or scales, a copy of another base, or none at all: the copy is not used, and the float32
+    scan answers as the rows do; the warnings name it (a missing one is not warned of), and the next flush writes
+    the copy again, which the next open reads."""
     path, queries, base = graphed_store(tmp_path, 34, n=1_000)
     copy = copy_of(base)
     if where == "header":
         flip(copy, 30)
     elif where == "scales":
-        flip(copy, 40 + 4 * 500)
+        flip(copy, 56 + 4 * 500)
     elif where == "stamp":
         data = bytearray(copy.read_bytes())
         data[8:16] = struct.pack("<Q", int(base.stem) - 1)  # under the base's name, a copy of another base
-        data[36:40] = struct.pack("<I", crc32c.crc32c(bytes(data[:36])))
+        data[52:56] = struct.pack("<I", crc32c.crc32c(bytes(data[:52])))
         copy.write_bytes(bytes(data))
     else:
         copy.unlink()
     index, why = read_chain(path / "index", 10**9, graph_later=True)
-    assert index is not None and not why and not index._slots.quantised
+    assert index is not None and not why and not index._slots.quantised and index.quantised_owed
+    notes = index.notes()
+    assert (notes == []) if where == "gone" else (len(notes) == 1 and copy.name in notes[0]), notes
+    if where == "stamp":
+        assert "the copy of a base of generation" in notes[0]
     with Brain.open(path) as brain:
         check_near(brain, queries)
         assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        said = [w["message"] for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+        assert (said == []) if where == "gone" else any(copy.name in m for m in said)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
+    assert index is not None and not why and index._slots.quantised and not index.quantised_owed
+    assert index.notes() == [] and quantised_layout(copy)["stamp"] == int(base.stem)
 
 
 @settings(max_examples=60, deadline=None)
@@ -310,8 +324,8 @@ def test_an_open_checks_a_large_copy_ahead_and_a_damaged_chunk_is_still_named(
         flip(copy, quantised_layout(copy)["codes"] + DIM * (5 * 256 + 7) + 11)
     ahead = F.check_ahead(path / "index")
     assert ahead is not None and sorted(ahead.checks) == sorted([base.name, copy.name])
-    of, codes = ahead.checks[copy.name].result()
-    assert of == int(base.stem) and codes.checked is not damaged
+    of, store, codes = ahead.checks[copy.name].result()
+    assert of == int(base.stem) and store == store_tag(path) and codes.checked is not damaged
     with Brain.open(path) as brain:
         brain.follower.background = brain.vector_follower.background = True
         opened = brain.vector_follower._ahead
@@ -322,6 +336,6 @@ def test_an_open_checks_a_large_copy_ahead_and_a_damaged_chunk_is_still_named(
             return
         check_near(brain, queries)
         with brain.vector_follower.held() as index:
-            assert index._slots.base.quantised is checked.result()[1]  # the copy the open checked, taken
+            assert index._slots.base.quantised is checked.result()[2]  # the copy the open checked, taken
             assert index._slot is prepared.result().slot  # and the base's arrays it made
         assert brain.vector_follower._ahead is None

@@ -91,8 +91,9 @@ def index_of(index: VectorIndex) -> tuple[int, int, dict[int, bytes]]:
 
 
 def test_a_delta_is_as_documented_and_follows_its_base():
-    """The header's fields in place, 64 bytes; killed slots, written dense ints (-1 for one dead already) and the
-    vectors after it; applied to its base it gives the index it was frozen from."""
+    """The header's fields in place, 80 bytes (the storeTag last); killed slots, written dense ints (-1 for one
+    dead already) and the vectors after it; applied to its base it gives the index it was frozen from. Formats 2
+    and 1, which name no store, are still read."""
     index = VectorIndex()
     rng = np.random.default_rng(1)
     vectors = rng.standard_normal((6, DIM)).astype(np.float32)
@@ -110,11 +111,11 @@ def test_a_delta_is_as_documented_and_follows_its_base():
     assert index.next_link() == "delta"
     delta = index.freeze(base=False)
     data = delta.encode()
-    assert len(data) == 64 + 8 * 1 + 8 * 3 + 4 * DIM * 3 + 4 and data[:4] == b"BVD1"
-    assert F._DELTA.unpack_from(data)[1:] == (2, 5, 2, 2, DIM, 3, 3, 1)
+    assert len(data) == 80 + 8 * 1 + 8 * 3 + 4 * DIM * 3 + 4 and data[:4] == b"BVD1"
+    assert F._DELTA.unpack_from(data)[1:] == (3, 5, 2, 2, DIM, 3, 3, 1) and data[64:80] == F.NO_STORE
     assert struct.unpack_from("<I", data, len(data) - 4)[0] == crc32c.crc32c(data[:-4])
-    assert np.frombuffer(data, "<i8", 1, 64).tolist() == [1]
-    assert np.frombuffer(data, "<i8", 3, 72).tolist() == [7, -1, 8]  # ... killed by the update: dead already
+    assert np.frombuffer(data, "<i8", 1, 80).tolist() == [1]
+    assert np.frombuffer(data, "<i8", 3, 88).tolist() == [7, -1, 8]  # ... killed by the update: dead already
     back = VectorIndex.decode(base_bytes)
     back.apply_delta(data)
     assert back.stamp == 5 and len(back) == len(index) == 4
@@ -124,7 +125,12 @@ def test_a_delta_is_as_documented_and_follows_its_base():
     with pytest.raises(ValueError, match="does not follow"):
         back.apply_delta(data)  # its previous link is 2, the chain stands at 5
     assert index.next_link() is None  # nothing changed since
-    old = data[:4] + struct.pack("<I", 1) + data[8:-4]  # format 1, as stores written before format 2 hold
+    two = data[:4] + struct.pack("<I", 2) + data[8:64] + data[80:-4]  # format 2: no storeTag
+    two += struct.pack("<I", crc32c.crc32c(two))
+    older = VectorIndex.decode(base_bytes)
+    older.apply_delta(two)
+    assert index_of(older) == index_of(back)
+    old = two[:4] + struct.pack("<I", 1) + two[8:-4]  # format 1, as stores written before format 2 hold
     old += struct.pack("<I", zlib.crc32(old))
     older = VectorIndex.decode(base_bytes)
     older.apply_delta(old)
@@ -277,7 +283,10 @@ def test_deltas_checked_ahead_are_taken_and_a_damaged_one_still_ends_the_chain(
     monkeypatch.setattr(
         VectorIndex,
         "apply_delta",
-        lambda self, data, name=None, checked=False: (taken.append(checked), apply_delta(self, data, name, checked))[1],
+        lambda self, data, name=None, checked=False, store=None: (
+            taken.append(checked),
+            apply_delta(self, data, name, checked, store),
+        )[1],
     )
     index, why = read_chain(path / "index", 10**9, ahead=ahead)
     assert index is not None and plain is not None and index_of(index) == index_of(plain) and why == plain_why
@@ -341,7 +350,7 @@ def test_a_store_without_vectors_persists_an_empty_index_without_reading_a_row(t
         assert brain.vector_follower.built_from == "rows"
         brain.add({"type": "thing", "id": "t-last"})
         brain.flush()
-        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [68, 68]
+        assert [(path / "index" / n).stat().st_size for n in chain(path)] == [132, 84]
     with Brain.open(path) as brain:
         with brain.at().vectors() as index:
             assert len(index) == 0
@@ -417,11 +426,11 @@ def test_the_first_search_after_a_reopen_scans_exactly_and_the_graph_then_gives_
 
 
 def layout(base: Path) -> dict[str, int]:
-    """Where a format 3 base's sections start (docs/store-format.md, "Vector index snapshots"), from its header."""
+    """Where a format 4 base's sections start (docs/store-format.md, "Vector index snapshots"), from its header."""
     data = base.read_bytes()
-    assert struct.unpack_from("<I", data, 4)[0] == 3
+    assert struct.unpack_from("<I", data, 4)[0] == 4
     count, graphed, graph_bytes, chunk = struct.unpack_from("<QQQI", data, 24)
-    vectors = -(-(56 + 8 * count + 4 * -(-count // chunk) + 4) // 64) * 64
+    vectors = -(-(72 + 8 * count + 4 * -(-count // chunk) + 4) // 64) * 64
     return {
         "count": count,
         "chunk": chunk,
@@ -519,14 +528,26 @@ def test_a_damaged_vectors_chunk_is_never_answered_from_and_the_rows_rebuild_the
     assert index._graph is None
 
 
+def as_format_3(data: bytes) -> bytes:
+    """A format 4 base written as format 3 (as stores written before format 4 hold): its 56-byte header names no
+    store; the rest as it was, the pad before the vectors made for the shorter header."""
+    head = struct.unpack_from("<4sIQIxxxxQQQI16sI", data)
+    count, chunk, graph_bytes = head[4], head[7], head[6]
+    front_end = 72 + 8 * count + 4 * -(-count // chunk) + 4
+    vectors_at = len(data) - 4 - graph_bytes - 4 * DIM * count
+    header = struct.pack("<4sIQIxxxxQQQI", head[0], 3, *head[2:8])
+    front = header + struct.pack("<I", crc32c.crc32c(header)) + data[72:front_end]
+    return front + bytes(-(-len(front) // 64) * 64 - len(front)) + data[vectors_at:]
+
+
 def as_format_2(data: bytes) -> bytes:
-    """A format 3 base written as format 2 (as stores written before format 3 hold): its 48-byte header, dense
+    """A format 4 base written as format 2 (as stores written before format 3 hold): its 48-byte header, dense
     ints, vectors and graph, then zlib's crc32 of header, dense ints and vectors, and of the graph."""
     magic, _, stamp, dims, count, graphed, graph_bytes = struct.unpack_from("<4sIQIxxxxQQQ", data)
     vectors_at = len(data) - 4 - graph_bytes - 4 * DIM * count
     slots = (
         struct.pack("<4sIQIxxxxQQQ", magic, 2, stamp, dims, count, graphed, graph_bytes)
-        + data[56 : 56 + 8 * count]
+        + data[72 : 72 + 8 * count]
         + data[vectors_at : vectors_at + 4 * DIM * count]
     )
     graph = data[vectors_at + 4 * DIM * count : -4]
@@ -539,14 +560,15 @@ def as_format_1(data: bytes) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
 
-def test_format_1_and_2_bases_are_still_read(tmp_path: Path) -> None:
-    """A base written before format 3 (format 2: zlib crc32s of the slots and of the graph; format 1: one over
-    all) is checked whole at the open, then read in place the same way: the first search scans exactly, the
-    graph loads off the read path; a damaged one is refused at the open; the next base is format 3."""
-    for form in (2, 1):
+def test_format_1_2_and_3_bases_are_still_read(tmp_path: Path) -> None:
+    """A base written before format 4 is read: format 3 (no store named) as format 4 is; format 2 (zlib crc32s of
+    the slots and of the graph) and format 1 (one over all) checked whole at the open, then read in place the same
+    way: the first search scans exactly, the graph loads off the read path; a damaged one is refused at the open;
+    the next base is format 4."""
+    for form in (3, 2, 1):
         path, queries, base = graphed_store(tmp_path / str(form), 16)
         before = index_of(VectorIndex.decode(base.read_bytes()))
-        old = as_format_2(base.read_bytes())
+        old = as_format_3(base.read_bytes()) if form == 3 else as_format_2(base.read_bytes())
         if form == 1:
             old = as_format_1(old)
         base.write_bytes(old)
@@ -555,6 +577,8 @@ def test_format_1_and_2_bases_are_still_read(tmp_path: Path) -> None:
         assert index.take_graph() is None
         count = struct.unpack_from("<Q", old, 24)[0]
         for at in (48 + 8 * count + 4 * DIM * 100, len(old) - 10):  # a vector; a byte of the graph (format 1)
+            if form == 3:
+                continue  # format 3's chunks are checked as a read touches them (test_a_damaged_chunk...)
             if form == 2 and at == len(old) - 10:
                 continue  # format 2's graph has a checksum of its own, checked when the graph is loaded
             with pytest.raises(ValueError, match="checksum"):
@@ -567,12 +591,12 @@ def test_format_1_and_2_bases_are_still_read(tmp_path: Path) -> None:
                 assert held.graphed == 6_000
             check_near(brain, queries)
             assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
-            with brain.at().vectors() as held:  # a new base (as a compaction's would be) is written as format 3
+            with brain.at().vectors() as held:  # a new base (as a compaction's would be) is written as format 4
                 held.link = None
             brain.add({"type": "thing", "id": "new", "vector": queries[0].tolist()})
             brain.flush()
         (newer,) = [n for n in chain(path) if n.endswith(".vec")]
-        assert struct.unpack_from("<I", (path / "index" / newer).read_bytes(), 4)[0] == 3
+        assert struct.unpack_from("<I", (path / "index" / newer).read_bytes(), 4)[0] == 4
 
 
 def test_a_writer_appends_after_reading_in_place_and_a_reopen_answers_the_same(tmp_path: Path) -> None:

@@ -325,15 +325,22 @@ def test_the_snapshot_format_is_as_documented():
     index.apply({"denseInt": 2, "vector": vec.tobytes()}, {"denseInt": 2, "vector": vec2.tobytes()})
     index.stamp = 4
     data = index.encode()
-    assert len(data) == 6276 and data[:4] == b"BVX1" and data[4:8] == (3).to_bytes(4, "little")
-    assert struct.unpack_from("<II", data, 48) == (256, crc32c.crc32c(data[:52]))  # chunkSlots, headerCrc
-    assert np.frombuffer(data, "<i8", 4, 56).tolist() == [0, -1, 5, 2]
-    assert struct.unpack_from("<I", data, 88)[0] == crc32c.crc32c(data[128 : 128 + 4 * 1536])  # the one chunk
-    assert struct.unpack_from("<I", data, 92)[0] == crc32c.crc32c(data[56:92])  # denseCrc
-    assert data[96:128] == bytes(32) and struct.unpack_from("<I", data, 6272)[0] == 0  # pad, graphCrc (no graph)
+    assert len(data) == 6276 and data[:4] == b"BVX1" and data[4:8] == (4).to_bytes(4, "little")
+    # chunkSlots, storeTag (none: encoded outside a store), headerCrc
+    assert struct.unpack_from("<I16sI", data, 48) == (256, bytes(16), crc32c.crc32c(data[:68]))
+    assert np.frombuffer(data, "<i8", 4, 72).tolist() == [0, -1, 5, 2]
+    assert struct.unpack_from("<I", data, 104)[0] == crc32c.crc32c(data[128 : 128 + 4 * 1536])  # the one chunk
+    assert struct.unpack_from("<I", data, 108)[0] == crc32c.crc32c(data[72:108])  # denseCrc
+    assert data[112:128] == bytes(16) and struct.unpack_from("<I", data, 6272)[0] == 0  # pad, graphCrc (no graph)
     back = VectorIndex.decode(data)
     assert back.stamp == 4 and len(back) == 3 and back.vector_of(2)[1] == pytest.approx(1 / np.sqrt(5))
-    for at in (20, 60, 90, len(data) - 1):  # the header, a dense int, the chunk's checksum, the graph's
+    for at in (
+        20,
+        60,
+        76,
+        106,
+        len(data) - 1,
+    ):  # the header, its storeTag, a dense int, the chunk's checksum, the graph's
         with pytest.raises(ValueError):
             VectorIndex.decode(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
     read = VectorIndex.decode(data[:200] + bytes([data[200] ^ 1]) + data[201:])  # a vector: read in place, and

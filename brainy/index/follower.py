@@ -713,8 +713,10 @@ class VectorFollower(ProjectionFollower):
             with self._lock:
                 kind = index.next_link()
                 frozen = None if kind is None else index.freeze(base=kind == "base")
-                owed = None if kind == "base" else index.owed_partition()
+                owed = None if kind == "base" else index.owed_copies()
+            store = VF.store_tag(self.folder.parent) or VF.NO_STORE
             if frozen is not None:
+                frozen.store = store
                 if frozen.is_base:
                     with index.graph_lock:
                         index.graph_for(frozen)
@@ -726,16 +728,26 @@ class VectorFollower(ProjectionFollower):
                     continue
                 VF.write_link(self.folder, frozen, data)
                 if frozen.is_base:  # its partitioned copy next, from the same slots (written after the base's own)
-                    owed = (frozen.stamp, len(frozen.dense), frozen.vectors, frozen.dense)
+                    owed = VF.Owed(frozen.stamp, len(frozen.dense), frozen.vectors, frozen.dense, False, True)
             if owed is not None:
-                stamp, count, slots, dense = owed
                 try:
-                    written = VP.write_partitioned(self.folder, stamp, count, slots.contiguous(count), dense)
+                    self._write_copies(index, owed, store)
                 except VM.Damaged as exc:  # a chunk of the base failed its check: the index is not trusted
                     self._discard(index, exc)
                     self.settle()
                     continue
-                partitions = VP.read_partitioned(self.folder, stamp, count)[0] if written else None
-                with self._lock:
-                    index.partition_written(stamp, partitions)
             return
+
+    def _write_copies(self, index: VectorIndex, owed: VF.Owed, store: bytes) -> None:
+        """Write the base's owed copies (docs/store-format.md, "Vector index snapshots") from its slots, each
+        chunk checked, read them back, and give them to the index; Damaged when a chunk fails its check."""
+        parts = owed.vectors.contiguous(owed.slots)
+        if owed.quantised:
+            codes = VF.write_quantised(self.folder, owed.stamp, parts, store)
+            with self._lock:
+                index.quantised_written(owed.stamp, codes)
+        if owed.partitioned:
+            written = VP.write_partitioned(self.folder, owed.stamp, owed.slots, parts, owed.dense, store)
+            partitions = VP.read_partitioned(self.folder, owed.stamp, owed.slots, store)[0] if written else None
+            with self._lock:
+                index.partition_written(owed.stamp, partitions)

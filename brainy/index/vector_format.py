@@ -15,6 +15,7 @@ The index (``brainy/index/vectors.py``) freezes itself into links and decodes th
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import struct
@@ -31,6 +32,7 @@ import numpy as np
 from brainy.index.projections import newest_snapshot, snapshot_name
 from brainy.index.vector_matrix import CHUNK_SLOTS, CODE_MAX, DIMENSIONS, NO_SLOT, _Codes
 from brainy.store.crc import crc32
+from brainy.store.directory import store_id_of
 from brainy.store.files import write_durably
 from brainy.store.workers import LongLived
 
@@ -55,7 +57,7 @@ def _slot_arrays(
 
 @dataclass
 class Prepared:
-    """A format 3 base read ahead (:func:`check_ahead`): its file mapped, its header and dense section checked
+    """A format 3 or 4 base read ahead (:func:`check_ahead`): its file mapped, its header and dense section checked
     (``layout``, as :func:`_layout` answers it) and the arrays :func:`_slot_arrays` makes of it, with room."""
 
     data: mmap.mmap
@@ -75,15 +77,17 @@ class Prepared:
 
 
 def _layout(view: memoryview, count: int, graph_bytes: int) -> tuple[int, int, np.ndarray, int, int]:
-    """Where a format 3 base's sections are, its header and dense section checked: (dense at, vectors at, the
+    """Where a format 3 or 4 base's sections are, its header and dense section checked: (dense at, vectors at, the
     chunks' checksums, slots a chunk, graphCrc); ValueError when they do not check out."""
-    if len(view) < _HEADER3.size + _CRC.size:
+    header = _HEADER4 if _HEADER.unpack_from(view)[1] == SNAPSHOT_FORMAT else _HEADER3
+    if len(view) < header.size + _CRC.size:
         raise ValueError("sizes do not add up")
-    *_, chunk, header_crc = _HEADER3.unpack_from(view)
-    if crc32c.crc32c(view[: _HEADER3.size - 4]) != header_crc or chunk == 0:
+    head = header.unpack_from(view)
+    chunk, header_crc = head[7], head[-1]
+    if crc32c.crc32c(view[: header.size - 4]) != header_crc or chunk == 0:
         raise ValueError("header checksum mismatch")
     chunks = -(-count // chunk)
-    dense_at = _HEADER3.size
+    dense_at = header.size
     crcs_at = dense_at + 8 * count
     dense_crc_at = crcs_at + 4 * chunks
     vectors_at = _aligned(dense_crc_at + _CRC.size)
@@ -104,14 +108,14 @@ def _aligned(at: int) -> int:
 
 @dataclass
 class GraphPart:
-    """A base's graph section, as read: checked (format 2 and 3) and deserialised only when the graph is wanted."""
+    """A base's graph section, as read: checked (format 2 and later) and deserialised only when the graph is wanted."""
 
     data: bytes | mmap.mmap
     at: int
     size: int
     graphed: int
     crc: int | None  # the base's graphCrc; None: format 1, checked whole with the slots
-    crc_of: Any = crc32  # how graphCrc is computed: zlib's crc32 (format 2) or crc32c (format 3)
+    crc_of: Any = crc32  # how graphCrc is computed: zlib's crc32 (format 2) or crc32c (format 3 and later)
 
     def _view(self) -> memoryview:
         part = memoryview(self.data)[self.at : self.at + self.size]
@@ -132,16 +136,36 @@ class GraphPart:
 
 MAGIC = b"BVX1"
 DELTA_MAGIC = b"BVD1"
-SNAPSHOT_FORMAT = 3  # a base's: crc32c of its header, of its dense ints, of each chunk of vectors, of its graph
-DELTA_FORMAT = 2  # a delta's: crc32c of it all (format 1: zlib's crc32, still read)
+# a base's: crc32c of its header, of its dense ints, of each chunk of vectors, of its graph, and its store named
+SNAPSHOT_FORMAT = 4
+DELTA_FORMAT = 3  # a delta's: crc32c of it all, and its store named (format 2 names none; format 1: zlib's crc32)
 _HEADER = struct.Struct("<4sIQIxxxxQQQ")
 _HEADER3 = struct.Struct("<4sIQIxxxxQQQII")  # format 3: chunkSlots and headerCrc after format 2's header
+_HEADER4 = struct.Struct("<4sIQIxxxxQQQI16sI")  # format 4: storeTag between them
 _DELTA = struct.Struct("<4sIQQQIxxxxQQQ")
+_DELTA_STORE = struct.Struct("<16s")  # a format 3 delta's storeTag, after format 2's header
 _CRC = struct.Struct("<I")
 _CRCS = struct.Struct("<II")  # a format 2 base's slotsCrc and graphCrc
 QUANTISED_MAGIC = b"BVQ1"
-QUANTISED_FORMAT = 1
-_QUANTISED = struct.Struct("<4sIQIxxxxQII")  # a quantised copy's header, headerCrc last
+QUANTISED_FORMAT = 2  # format 1, which named no store, is not read: the next flush writes the copy again
+_QUANTISED = struct.Struct("<4sIQIxxxxQI16sI")  # a quantised copy's header, headerCrc last
+NO_STORE = bytes(16)  # the storeTag of a file written where no IDENTITY reads: it names no store
+
+
+def store_tag(root: Path) -> bytes | None:
+    """The 16 bytes that name the store at ``root`` in its vector snapshots: the first 16 bytes of the SHA-256 of
+    IDENTITY's storeId (docs/store-format.md, "Vector index snapshots"); None when IDENTITY does not read."""
+    found = store_id_of(root)
+    return None if found is None else hashlib.sha256(found.encode()).digest()[:16]
+
+
+def owned(named: bytes, store: bytes | None) -> None:
+    """ValueError when a file's storeTag ``named`` is another store's than ``store`` (a file copied in from
+    another store under the same name is never trusted); a file or a store that names none passes."""
+    if store is not None and named != NO_STORE and named != store:
+        raise ValueError(f"it is another store's (storeTag {named.hex()}, this store's {store.hex()})")
+
+
 SUFFIX = ".vec"
 DELTA_SUFFIX = ".vecd"
 QUANTISED_SUFFIX = ".vecq"
@@ -163,6 +187,20 @@ class Link:
 
 
 @dataclass
+class Owed:
+    """A base's copies a flush is to write again (missing, stale, another store's or damaged at the open): the
+    base's stamp and slots, its slot matrix (``Slots``: rows below the count are never written again) and its dense
+    ints as copied under the brain's lock, and which copies."""
+
+    stamp: int
+    slots: int
+    vectors: Any
+    dense: np.ndarray
+    quantised: bool
+    partitioned: bool
+
+
+@dataclass
 class Frozen:
     """One link copied under the brain's lock (:meth:`VectorIndex.freeze`), encoded without it. A base has
     ``killed`` None and the index's :class:`Slots` by reference (the slots below its count are never written
@@ -179,6 +217,7 @@ class Frozen:
     epoch: int = 0
     graph: bytes = b""
     graphed: int = 0
+    store: bytes = NO_STORE  # the storeTag written in the file (:func:`store_tag`), set by the writer
 
     @property
     def is_base(self) -> bool:
@@ -194,8 +233,17 @@ class Frozen:
                 [crc32c.crc32c(view[at : at + CHUNK_SLOTS * row]) for at in range(0, len(vectors), CHUNK_SLOTS * row)],
                 "<u4",
             )
-            head = _HEADER3.pack(
-                MAGIC, SNAPSHOT_FORMAT, self.stamp, DIMENSIONS, written, self.graphed, len(self.graph), CHUNK_SLOTS, 0
+            head = _HEADER4.pack(
+                MAGIC,
+                SNAPSHOT_FORMAT,
+                self.stamp,
+                DIMENSIONS,
+                written,
+                self.graphed,
+                len(self.graph),
+                CHUNK_SLOTS,
+                self.store,
+                0,
             )[:-4]
             dense = self.dense.astype("<i8").tobytes() + chunks.tobytes()
             front = b"".join((head, _CRC.pack(crc32c.crc32c(head)), dense, _CRC.pack(crc32c.crc32c(dense))))
@@ -211,7 +259,7 @@ class Frozen:
             self.first,
             written,
             len(self.killed),
-        )
+        ) + _DELTA_STORE.pack(self.store)
         body = b"".join(
             (
                 header,
@@ -231,7 +279,8 @@ def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
     write_durably(folder / name, data)
     if frozen.is_base:
         copy = snapshot_name(frozen.stamp, QUANTISED_SUFFIX)
-        write_durably(folder / copy, encode_quantised(frozen.stamp, frozen.vectors.contiguous(len(frozen.dense))))
+        parts = frozen.vectors.contiguous(len(frozen.dense))
+        write_durably(folder / copy, encode_quantised(frozen.stamp, parts, frozen.store))
         kinds = (SUFFIX, DELTA_SUFFIX, QUANTISED_SUFFIX, PARTITIONED_SUFFIX)
         for older in [p for suffix in kinds for p in folder.glob("*" + suffix)]:
             if older.name not in (name, copy):
@@ -247,7 +296,7 @@ def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-def encode_quantised(stamp: int, parts: list[np.ndarray]) -> bytes:
+def encode_quantised(stamp: int, parts: list[np.ndarray], store: bytes = NO_STORE) -> bytes:
     """A base's quantised copy (docs/store-format.md, "Vector index snapshots") of its slots, given in order."""
     codes, scales = [], []
     for part in parts:
@@ -259,18 +308,33 @@ def encode_quantised(stamp: int, parts: list[np.ndarray]) -> bytes:
     slots = len(body) // DIMENSIONS
     view, size = memoryview(body), CHUNK_SLOTS * DIMENSIONS
     crcs = np.array([crc32c.crc32c(view[at : at + size]) for at in range(0, len(body), size)], "<u4")
-    head = _QUANTISED.pack(QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, DIMENSIONS, slots, CHUNK_SLOTS, 0)[:-4]
+    head = _QUANTISED.pack(QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, DIMENSIONS, slots, CHUNK_SLOTS, store, 0)[:-4]
     front = b"".join(scales) + crcs.tobytes()
     start = b"".join((head, _CRC.pack(crc32c.crc32c(head)), front, _CRC.pack(crc32c.crc32c(front))))
     return b"".join((start, bytes(_aligned(len(start)) - len(start)), body))
 
 
+def write_quantised(folder: Path, stamp: int, parts: list[np.ndarray], store: bytes) -> _Codes:
+    """Write the quantised copy of the base of ``stamp`` again (it was missing, stale or damaged) and read it back."""
+    path = folder / snapshot_name(stamp, QUANTISED_SUFFIX)
+    write_durably(path, encode_quantised(stamp, parts, store))
+    slots = sum(len(part) for part in parts)
+    return decode_quantised(_mapped(path, ahead=False), path.name, stamp, slots, store)
+
+
 def copy_header(
-    view: memoryview, layout: struct.Struct, magic: bytes, form: int, stamp: int, slots: int
+    view: memoryview,
+    layout: struct.Struct,
+    magic: bytes,
+    form: int,
+    stamp: int | None,
+    slots: int | None,
+    store: bytes | None = None,
 ) -> tuple[Any, ...]:
     """A base's copy's header (quantised or partitioned: magic, format, stamp, dimensions, slots, a u32 that is not
-    0, headerCrc), unpacked with ``layout`` and checked; ValueError when it does not check out or the copy is not
-    of the base of ``stamp`` and ``slots`` (a stale copy)."""
+    0, storeTag, headerCrc), unpacked with ``layout`` and checked; ValueError when it does not check out, or the
+    copy is not of the base of ``stamp`` and ``slots`` (a stale copy), or is another store's than ``store`` (None
+    for any of the three: not asked)."""
     if len(view) < layout.size:
         raise ValueError("sizes do not add up")
     head = layout.unpack_from(view)
@@ -278,16 +342,19 @@ def copy_header(
         raise ValueError(f"not a {magic.decode()} copy of format {form} at {DIMENSIONS} dimensions")
     if crc32c.crc32c(view[: layout.size - 4]) != head[-1] or head[5] == 0:
         raise ValueError("header checksum mismatch")
-    if head[2] != stamp or head[4] != slots:
+    owned(head[6], store)
+    if stamp is not None and (head[2] != stamp or head[4] != slots):
         raise ValueError(f"it is the copy of a base of generation {head[2]} and {head[4]} slots")
     return head
 
 
-def decode_quantised(data: bytes | mmap.mmap, name: str, stamp: int, slots: int) -> _Codes:
+def decode_quantised(
+    data: bytes | mmap.mmap, name: str, stamp: int | None, slots: int | None, store: bytes | None = None
+) -> _Codes:
     """A base's quantised copy read in place, its header and front checked; ValueError when they do not check out
-    or it is not the copy of the base of ``stamp`` and ``slots``."""
+    or it is not the copy of the base of ``stamp`` and ``slots`` or is another store's (:func:`copy_header`)."""
     view = memoryview(data)
-    *_, count, chunk, _ = copy_header(view, _QUANTISED, QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, slots)
+    *_, count, chunk, _, _ = copy_header(view, _QUANTISED, QUANTISED_MAGIC, QUANTISED_FORMAT, stamp, slots, store)
     chunks = -(-count // chunk)
     crcs_at = _QUANTISED.size + 4 * count
     front_crc_at = crcs_at + 4 * chunks
@@ -403,14 +470,14 @@ def _cached(path: Path) -> bool:
 
 
 def _prepared(path: Path, copied: bool, room: int, dense_ints: int) -> Prepared | None:
-    """A format 3 base mapped as :func:`read_chain` maps it, its header and dense section checked and its arrays
+    """A format 3 or 4 base mapped as :func:`read_chain` maps it, its header and dense section checked and its arrays
     made (numpy lets the interpreter lock go while it fills them); None when it is not one or does not check
     out (the read then reads it itself, and says why)."""
     try:
         mapped = _mapped(path, ahead=not copied)
         view = memoryview(mapped)
         magic, form, stamp, dims, count, _, graph_bytes = _HEADER.unpack_from(view)
-        if magic != MAGIC or form != SNAPSHOT_FORMAT or dims != DIMENSIONS:
+        if magic != MAGIC or form not in (3, SNAPSHOT_FORMAT) or dims != DIMENSIONS:
             return None
         layout = _layout(view, count, graph_bytes)
         dense, slot, live, top = _slot_arrays(view, count, layout[0], room, dense_ints)
@@ -423,12 +490,11 @@ def _checked_ahead(path: Path) -> tuple[int, _Codes] | None:
     try:
         mapped = _mapped(path)
         header = _QUANTISED.unpack_from(mapped)
-        of, count = header[2], header[4]
-        codes = decode_quantised(mapped, path.name, of, count)
+        codes = decode_quantised(mapped, path.name, None, None)
     except (OSError, ValueError, struct.error):
         return None  # the read of the index takes it up again, and says why
     codes.check_whole()
-    return of, codes
+    return header[2], header[6], codes
 
 
 def _checked_delta(path: Path) -> mmap.mmap | None:
@@ -439,7 +505,7 @@ def _checked_delta(path: Path) -> mmap.mmap | None:
     except (OSError, ValueError):
         return None
     view = memoryview(mapped)
-    if len(view) < _DELTA.size + _CRC.size or _DELTA.unpack_from(view)[1] != DELTA_FORMAT:
+    if len(view) < _DELTA.size + _CRC.size or _DELTA.unpack_from(view)[1] not in (2, DELTA_FORMAT):
         return None
     if crc32c.crc32c(view[:-4], gil_release_mode=1) != _CRC.unpack_from(view, len(view) - 4)[0]:
         return None

@@ -139,7 +139,12 @@ class _Mapped:
         at least ``SPLIT_UNCHECKED`` chunks unchecked (the first scan after an open) the chunks are shared with
         the scan helper thread, each half checked and scored on its own core; Damaged if either half fails."""
         if self._unchecked == 0:
-            self._score(0, len(self.rows), query, out)
+            # the last chunk on its own, as :meth:`chunk_scores` scores it: a lone row is a dot product to numpy,
+            # not its matrix product's row, and their sums round differently
+            whole = len(self.rows) - len(self.rows) % self.chunk
+            self._score(0, whole, query, out[:whole])
+            if whole < len(self.rows):
+                self._score(whole, len(self.rows), query, out[whole:])
             return
         assert self._checked is not None
         chunks = len(self._checked)
@@ -351,7 +356,12 @@ class Slots:
         """Slots 0 to ``end`` - 1 as arrays in order, every mapped chunk checked (a new base must never carry
         bytes no checksum vouched for: it would give them a checksum of its own)."""
         self.check_all()
-        parts = [part.rows for part in self._parts]
+        parts, at = [], 0
+        for part in self._parts:  # the base's copies ask for the base's slots alone: the deltas' are mapped too
+            if at >= end:
+                return parts
+            parts.append(part.rows[: end - at])
+            at += len(parts[-1])
         if end > self._mapped:
             parts.append(self.owned[: end - self._mapped])  # rows below the count are never written again
         return parts

@@ -30,13 +30,13 @@ import numpy as np
 
 from brainy._speedups import vecpack
 from brainy.index.projections import snapshot_name
-from brainy.index.vector_format import _CRC, PARTITIONED_SUFFIX, _aligned, _mapped, copy_header, quantise
+from brainy.index.vector_format import _CRC, NO_STORE, PARTITIONED_SUFFIX, _aligned, _mapped, copy_header, quantise
 from brainy.index.vector_matrix import DIMENSIONS, NO_SLOT, QUERY_STEPS
 from brainy.store.files import write_durably
 
 PARTITIONED_MAGIC = b"BVP1"
-PARTITIONED_FORMAT = 1
-_PARTITIONED = struct.Struct("<4sIQI4xQII")  # the header, headerCrc last: 40 bytes
+PARTITIONED_FORMAT = 2  # format 1, which named no store, is not read: the next flush writes the copy again
+_PARTITIONED = struct.Struct("<4sIQI4xQI16sI")  # the header, storeTag and headerCrc last: 56 bytes
 ENTRY_BYTES = 4 + 4 + DIMENSIONS  # a slot in a list: its slot (u32), its scale (f32) and its codes (i8 each)
 PARTITION_SLOTS = 65_536  # live slots from which a base has a partitioned copy (below, a full scan reads < 25 MB)
 MAX_SLOT = 2**32 - 1  # a list's slots are u32: a larger base has no copy
@@ -127,13 +127,15 @@ def _block_sizes(bounds: np.ndarray) -> np.ndarray:
     return -(-np.diff(bounds) * ENTRY_BYTES // 64) * 64
 
 
-def encode_partitioned(stamp: int, slots: int, parts: list[np.ndarray], dense: np.ndarray) -> bytearray:
+def encode_partitioned(
+    stamp: int, slots: int, parts: list[np.ndarray], dense: np.ndarray, store: bytes = NO_STORE
+) -> bytearray:
     """A base's partitioned copy: the base of ``stamp``, ``slots`` slots given as its parts in order (unit rows)
-    and its dense ints."""
+    and its dense ints, in the store of ``store`` (its storeTag)."""
     centroids, bounds, members = partition(parts, dense)
     lists = len(centroids)
     sizes = _block_sizes(bounds)
-    head = _PARTITIONED.pack(PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, DIMENSIONS, slots, lists, 0)[:-4]
+    head = _PARTITIONED.pack(PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, DIMENSIONS, slots, lists, store, 0)[:-4]
     front_at = len(head) + _CRC.size
     crcs_at = front_at + 4 * DIMENSIONS * lists + 8 * (lists + 1)
     lists_at = _aligned(crcs_at + 4 * lists + _CRC.size)
@@ -160,12 +162,15 @@ def encode_partitioned(stamp: int, slots: int, parts: list[np.ndarray], dense: n
     return out
 
 
-def write_partitioned(folder: Path, stamp: int, slots: int, parts: list[np.ndarray], dense: np.ndarray) -> bool:
+def write_partitioned(
+    folder: Path, stamp: int, slots: int, parts: list[np.ndarray], dense: np.ndarray, store: bytes = NO_STORE
+) -> bool:
     """Write the partitioned copy of the base of ``stamp`` (its ``slots`` slots as ``parts``, its dense ints) when
     the base is large enough to have one; whether it was written."""
     if not wanted(slots, dense):
         return False
-    write_durably(folder / snapshot_name(stamp, PARTITIONED_SUFFIX), encode_partitioned(stamp, slots, parts, dense))
+    data = encode_partitioned(stamp, slots, parts, dense, store)
+    write_durably(folder / snapshot_name(stamp, PARTITIONED_SUFFIX), data)
     return True
 
 
@@ -263,11 +268,14 @@ class Partitions:
         return members
 
 
-def decode_partitioned(data: mmap.mmap | bytes, name: str, stamp: int, slots: int) -> Partitions:
+def decode_partitioned(
+    data: mmap.mmap | bytes, name: str, stamp: int, slots: int, store: bytes | None = None
+) -> Partitions:
     """A partitioned copy read in place, its header and front checked; ValueError when they do not check out, its
-    size does not add up, or it is not the copy of the base of ``stamp`` and ``slots``."""
+    size does not add up, or it is not the copy of the base of ``stamp`` and ``slots`` or is another store's."""
     view = memoryview(data)
-    *_, count, lists, _ = copy_header(view, _PARTITIONED, PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, slots)
+    head = copy_header(view, _PARTITIONED, PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, slots, store)
+    count, lists = head[4], head[5]
     front_at = _PARTITIONED.size
     bounds_at = front_at + 4 * DIMENSIONS * lists
     crcs_at = bounds_at + 8 * (lists + 1)
@@ -292,7 +300,9 @@ def decode_partitioned(data: mmap.mmap | bytes, name: str, stamp: int, slots: in
     )
 
 
-def read_partitioned(folder: Path, stamp: int, slots: int) -> tuple[Partitions | None, str | None]:
+def read_partitioned(
+    folder: Path, stamp: int, slots: int, store: bytes | None = None
+) -> tuple[Partitions | None, str | None]:
     """The partitioned copy of the base of ``stamp`` and ``slots`` in ``folder``: (it, None), or (None, why not)
     when it is missing, stale or does not check out (it is then owed: the next flush writes it again)."""
     path = folder / snapshot_name(stamp, PARTITIONED_SUFFIX)
@@ -305,7 +315,7 @@ def read_partitioned(folder: Path, stamp: int, slots: int) -> tuple[Partitions |
         head = _PARTITIONED.unpack_from(data) if len(data) >= _PARTITIONED.size else None
         if head is not None:
             data.madvise(mmap.MADV_WILLNEED, 0, min(len(data), _front_end(head[5])))
-        return decode_partitioned(data, path.name, stamp, slots), None
+        return decode_partitioned(data, path.name, stamp, slots, store), None
     except (OSError, ValueError) as exc:
         return None, f"{path.name}: {exc}"
 

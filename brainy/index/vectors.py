@@ -49,7 +49,9 @@ from brainy.index.vector_format import (
     _CRC,
     _CRCS,
     _DELTA,
+    _DELTA_STORE,
     _HEADER,
+    _HEADER4,
     DELTA_FORMAT,
     DELTA_MAGIC,
     MAGIC,
@@ -60,6 +62,7 @@ from brainy.index.vector_format import (
     Frozen,
     GraphPart,
     Link,
+    Owed,
     Prepared,
     _deltas,
     _layout,
@@ -67,6 +70,8 @@ from brainy.index.vector_format import (
     _slot_arrays,
     _written,
     decode_quantised,
+    owned,
+    store_tag,
 )
 from brainy.index.vector_matrix import CHUNK_SLOTS, DIMENSIONS, NO_SLOT, Slots, _largest, _top, _units, unit
 from brainy.index.vector_partitions import PartitionDamaged, Partitions, read_partitioned, wanted
@@ -118,7 +123,8 @@ class VectorIndex:
         self._params: Any = None  # the search parameters of an unfiltered graph search, made once per efSearch
         self._partitions: Partitions | None = None  # the base's partitioned copy, when it has one that checks out
         self.partition_owed = False  # the base's partitioned copy is missing, stale or damaged: a flush writes it
-        self._notes: list[str] = []  # what the follower is to warn of (a damaged partitioned copy)
+        self.quantised_owed = False  # the same for its quantised copy
+        self._notes: list[str] = []  # what the follower is to warn of (a damaged copy)
         self.graph_lock = threading.Lock()  # held by whoever writes or serialises the graph
 
     def heap_bytes(self) -> int:
@@ -502,14 +508,24 @@ class VectorIndex:
         picked = _top(scores, k)
         return scores[picked], self._dense[candidates[picked]]
 
-    def owed_partition(self) -> tuple[int, int, Slots, np.ndarray] | None:
-        """What writing the base's owed partitioned copy takes (under the brain's lock): the base's stamp, its slots,
-        the slot matrix (the rows below its count are never written again) and a copy of its dense ints as they are
-        now (a slot killed since is left out of the lists). None when no copy is owed."""
+    def owed_copies(self) -> Owed | None:
+        """What writing the base's owed copies takes (under the brain's lock): which are owed, the base's stamp, its
+        slots, the slot matrix (the rows below its count are never written again) and a copy of its dense ints as
+        they are now (a slot killed since is left out of the partitioned copy's lists). None when none is owed."""
         link = self.link
-        if not self.partition_owed or link is None:
+        if not (self.partition_owed or self.quantised_owed) or link is None:
             return None
-        return link.base, link.base_slots, self._slots, self._dense[: link.base_slots].copy()
+        dense = self._dense[: link.base_slots].copy()
+        return Owed(link.base, link.base_slots, self._slots, dense, self.quantised_owed, self.partition_owed)
+
+    def quantised_written(self, stamp: int, codes: Any) -> None:
+        """The quantised copy of the base of ``stamp`` was written and read back (``codes``, a ``_Codes``): the
+        scans read it from now on, if the base is still this index's (no compaction since)."""
+        base = self._slots.base
+        if self.link is not None and self.link.base == stamp:
+            self.quantised_owed = False
+            if base is not None and len(base.rows) == len(codes.rows):
+                base.quantised = codes
 
     def partition_written(self, stamp: int, partitions: Partitions | None) -> None:
         """The partitioned copy of the base of ``stamp`` was written (``partitions``, read back) or that base needs
@@ -646,23 +662,29 @@ class VectorIndex:
             finally:
                 self._serialising = False
 
-    def apply_delta(self, data: bytes | mmap.mmap, name: str | None = None, checked: bool = False) -> None:
-        """Append one delta to the index read so far; ValueError when it does not check out or does not follow.
-        ``name`` (the file's, when ``data`` is it mapped): its vectors are read in place, not copied. ``checked``:
-        its checksum was found good on these very bytes already (mapped and checked ahead, :func:`check_ahead`)."""
+    def apply_delta(
+        self, data: bytes | mmap.mmap, name: str | None = None, checked: bool = False, store: bytes | None = None
+    ) -> None:
+        """Append one delta to the index read so far; ValueError when it does not check out, is another store's
+        than ``store`` (:func:`store_tag`) or does not follow. ``name`` (the file's, when ``data`` is it mapped): its
+        vectors are read in place, not copied. ``checked``: its checksum was found good on these very bytes
+        already (mapped and checked ahead, :func:`check_ahead`)."""
         view = memoryview(data)
-        if len(view) < _DELTA.size + _CRC.size:
+        if len(view) < _DELTA.size + _DELTA_STORE.size + _CRC.size:
             raise ValueError("sizes do not add up")
         magic, form, stamp, base, previous, dims, first, written, killed = _DELTA.unpack_from(view)
-        if magic != DELTA_MAGIC or form not in (1, DELTA_FORMAT) or dims != DIMENSIONS:
-            raise ValueError(f"not a vector index delta of format 1 or {DELTA_FORMAT} at {DIMENSIONS} dimensions")
+        if magic != DELTA_MAGIC or form not in (1, 2, DELTA_FORMAT) or dims != DIMENSIONS:
+            raise ValueError(f"not a vector index delta of format 1 to {DELTA_FORMAT} at {DIMENSIONS} dimensions")
         crc = crc32 if form == 1 else crc32c.crc32c
         if not checked and crc(view[:-4]) != _CRC.unpack_from(view, len(view) - 4)[0]:
             raise ValueError("checksum mismatch")
+        at = _DELTA.size
+        if form == DELTA_FORMAT:
+            owned(_DELTA_STORE.unpack_from(view, at)[0], store)
+            at += _DELTA_STORE.size
         link = self.link
         if link is None or base != link.base or previous != link.stamp or first != self._count or stamp <= previous:
             raise ValueError("it does not follow the chain read so far")
-        at = _DELTA.size
         dense_at = at + 8 * killed
         vectors_at = dense_at + 8 * written
         if vectors_at + 4 * DIMENSIONS * written + _CRC.size != len(view):
@@ -695,26 +717,30 @@ class VectorIndex:
         name: str = "base",
         dense_ints: int = 0,
         prepared: Prepared | None = None,
+        store: bytes | None = None,
     ) -> VectorIndex:
         """An index from its base snapshot (bytes, or the file mapped); ValueError when it does not check out (it is
         then rebuilt, never trusted). The vectors are read in place (``name``: the file's, for the warnings):
-        format 3's header and dense ints are checked here and each vectors chunk when a read first touches it;
+        format 3 and 4's header and dense ints are checked here and each vectors chunk when a read first touches it;
         a format 1 or 2 base's slots are checked whole here. The graph is checked and deserialised here too
         unless ``graph_later``: it is then left for :meth:`take_graph`, off the read path, and searches scan
         exactly meanwhile (a format 1 base's graph is checked with its slots). ``room``: the slots the deltas
         and the log's tail will add (their dense ints are reserved for); ``dense_ints``: the dense ints minted so
         far (the slot map holds them all from the start). ``prepared``: the dense ints and slot map
-        :func:`check_ahead` made of these very bytes, used when they have that room."""
+        :func:`check_ahead` made of these very bytes, used when they have that room. ``store``: this store's
+        :func:`store_tag`; a format 4 base that names another is not trusted."""
         view = memoryview(data)
         if len(view) < _HEADER.size + _CRC.size:
             raise ValueError("sizes do not add up")
         magic, form, stamp, dims, count, graphed, graph_bytes = _HEADER.unpack_from(view)
-        if magic != MAGIC or form not in (1, 2, SNAPSHOT_FORMAT) or dims != DIMENSIONS:
+        if magic != MAGIC or form not in (1, 2, 3, SNAPSHOT_FORMAT) or dims != DIMENSIONS:
             raise ValueError(f"not a vector index snapshot of format 1 to {SNAPSHOT_FORMAT} at {DIMENSIONS} dimensions")
         if prepared is not None and (prepared.data is not data or (prepared.stamp, prepared.count) != (stamp, count)):
             prepared = None  # made of other bytes
-        if form == SNAPSHOT_FORMAT:
+        if form >= 3:
             layout = _layout(view, count, graph_bytes) if prepared is None else prepared.layout
+            if form == SNAPSHOT_FORMAT:  # its header checked by the layout: a flipped byte is damage, not a store
+                owned(_HEADER4.unpack_from(view)[8], store)
             dense_at, vectors_at, crcs, chunk, graph_crc = layout
             crc = crc32c.crc32c
         else:
@@ -777,24 +803,33 @@ def _grown_slot_map(slot: np.ndarray, size: int) -> np.ndarray:
     return grown
 
 
-def _read_quantised(folder: Path, index: VectorIndex, ahead: Ahead | None = None) -> None:
-    """Give the base an index was just read from its quantised copy, if it has one that checks out. One that does
-    not is let be: it only ever speeds the scan, which then reads the float32 slots (no rebuild is owed).
-    ``ahead``: the copy's check begun at the open, waited for when it is under way (it reads the pages this
-    read would) and taken if it copies this base; one not yet begun is called off."""
+def _read_quantised(folder: Path, index: VectorIndex, store: bytes | None, ahead: Ahead | None = None) -> None:
+    """Give the base an index was just read from its quantised copy, if it has one that checks out. One that is
+    missing, stale, another store's or does not check out is owed (the next flush writes it again from the base's
+    slots), and, but for a missing one, warned of: the scans read the float32 slots meanwhile, the same answers,
+    only slower (no rebuild). ``ahead``: the copy's check begun at the open, waited for when it is under way (it
+    reads the pages this read would) and taken if it copies this base; one not yet begun is called off."""
     path = folder / snapshot_name(index.stamp, QUANTISED_SUFFIX)
     base = index._slots.base
-    if base is None or not path.is_file():
+    if base is None:
+        return
+    if not path.is_file():
+        index.quantised_owed = True
         return
     read = ahead.take(path) if ahead is not None else None
-    if read is not None and read[0] == index.stamp and len(read[1].rows) == len(base.rows):
-        base.quantised = read[1]
-        return
-    with contextlib.suppress(OSError, ValueError):
-        base.quantised = decode_quantised(_mapped(path), path.name, index.stamp, len(base.rows))
+    if read is not None and read[0] == index.stamp and len(read[2].rows) == len(base.rows):
+        with contextlib.suppress(ValueError):
+            owned(read[1], store)
+            base.quantised = read[2]
+            return
+    try:
+        base.quantised = decode_quantised(_mapped(path), path.name, index.stamp, len(base.rows), store)
+    except (OSError, ValueError) as exc:
+        index.quantised_owed = True
+        index._notes.append(f"{path.name}: {exc}; scans read the float32 slots until a flush writes it again")
 
 
-def _read_partitioned(folder: Path, index: VectorIndex) -> None:
+def _read_partitioned(folder: Path, index: VectorIndex, store: bytes | None) -> None:
     """Give the base an index was just read from its partitioned copy, if it is large enough to have one and it
     checks out. One that is missing, stale or does not check out is owed (the next flush writes it); a base
     written before partitioned copies simply has none yet, so only a stale or damaged one is warned of."""
@@ -804,7 +839,7 @@ def _read_partitioned(folder: Path, index: VectorIndex) -> None:
     count = len(base.rows)
     if not wanted(count, index._dense[:count]):
         return
-    index._partitions, why = read_partitioned(folder, index.stamp, count)
+    index._partitions, why = read_partitioned(folder, index.stamp, count, store)
     if index._partitions is None:
         index.partition_owed = True
         if why is not None and not why.endswith("is missing"):
@@ -829,6 +864,7 @@ def read_chain(
         return None, [f"snapshot {path.name} is above the head {head}"]
     deltas = _deltas(folder, stamp, head)
     copied = (folder / snapshot_name(stamp, QUANTISED_SUFFIX)).is_file()
+    store = store_tag(folder.parent)
     try:
         room = sum(_written(p) for _, p in deltas) + tail
         prepared = ahead.take(path) if ahead is not None else None
@@ -839,17 +875,18 @@ def read_chain(
             name=path.name,
             dense_ints=dense_ints,
             prepared=prepared,
+            store=store,
         )
     except (OSError, ValueError) as exc:
         return None, [f"snapshot {path.name}: {exc}"]
     if index.stamp != stamp:
         return None, [f"snapshot {path.name} holds generation {index.stamp}"]
-    _read_quantised(folder, index, ahead)
-    _read_partitioned(folder, index)
+    _read_quantised(folder, index, store, ahead)
+    _read_partitioned(folder, index, store)
     for _, delta in deltas:
         try:
             checked = ahead.take(delta) if ahead is not None else None
-            index.apply_delta(checked or _mapped(delta), delta.name, checked=checked is not None)
+            index.apply_delta(checked or _mapped(delta), delta.name, checked=checked is not None, store=store)
         except (OSError, ValueError) as exc:
             # the chain stands at the last link that checked out; later deltas cannot follow it
             return index, [f"delta {delta.name}: {exc}; the index stands at generation {index.stamp}"]
