@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx2
-from server import HOST, SERVICE_KEY, _answers, _stop, free_port, write_keys
+from server import HOST, _answers, _stop, free_port, write_keys
 
 from brainy.engine import init_store
 
