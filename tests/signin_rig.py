@@ -241,5 +241,3 @@ def payload(token: str) -> dict[str, Any]:
     """The claims of a bk1 token (its middle segment)."""
     segment = token.split(".")[1]
     return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-
-
