@@ -41,7 +41,9 @@ def server(tmp_path):
         minted.append((sub, brain, scope, aud))
         return f"bk1.token{len(minted)}", {"iat": 0, "exp": 3600, "jti": str(len(minted))}
 
-    yield AuthorizationServer(PUBLIC, records, Register(register), mint)
+    made = AuthorizationServer(PUBLIC, records, Register(register), mint)
+    made.minted_for_test = minted  # what the minter was asked for, for the assertions
+    yield made
     records.close()
 
 
@@ -118,8 +120,7 @@ def test_the_exchange_mints_for_the_registered_store_with_the_resource_as_audien
     }
     answer = server.token(form, T0 + 1)
     assert answer["scope"] == "read" and answer["access_token"] == "bk1.token1"
-    assert server.mint.__closure__ is not None  # the test's own minter recorded the call
-    (call,) = server.mint.__closure__[0].cell_contents
+    (call,) = server.minted_for_test
     assert call == ("person:alice@example.com", "alice", ("read",), PUBLIC + "/mcp")
     # a refresh may narrow, never widen
     refresh = {"grant_type": ["refresh_token"], "client_id": [client_id], "refresh_token": [answer["refresh_token"]]}
