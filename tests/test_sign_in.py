@@ -212,13 +212,19 @@ def test_the_pages_are_locked_down(served):
     with httpx2.Client() as http:
         page = open_sign_in(http, served, client_id, challenge)
     csp = page.headers["content-security-policy"]
-    assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src" not in csp
+    assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src 'self';" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
     assert page.headers["x-frame-options"] == "DENY"
     cookie = page.headers["set-cookie"]
     assert "SameSite=Strict" in cookie and "HttpOnly" in cookie
-    (form,) = forms(page.text).forms
-    assert form["method"] == "post" and form["action"] == "/auth/sign-in/email"
-    assert set(form["inputs"]) == {"request", "email"}
+    passkey, by_email = forms(page.text).forms
+    assert by_email["method"] == "post" and by_email["action"] == "/auth/sign-in/email"
+    assert set(by_email["inputs"]) == {"request", "email"}
+    # the passkey form is hidden until the page's one script (script-src 'self') finds WebAuthn
+    assert passkey["action"] == "/auth/sign-in/passkey" and set(passkey["inputs"]) == {"request", "credential"}
+    assert "<form id=passkey" in page.text and " hidden>" in page.text
+    script = httpx2.get(f"{served.url}/auth/sign-in.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
 
 
 @pytest.mark.parametrize(

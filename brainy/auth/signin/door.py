@@ -22,6 +22,7 @@ from brainy.auth.issuer import IssuerKeyFile, mint
 from brainy.auth.signin import keyring, pages
 from brainy.auth.signin.mail import Mailer, MailFailed
 from brainy.auth.signin.oauth import ACCESS_TTL, AuthorizationServer, OAuthError, Pending, digest
+from brainy.auth.signin.passkeys import Passkeys
 from brainy.auth.signin.records import Records
 from brainy.auth.signin.register import Register
 from brainy.auth.tokens import Issuers
@@ -29,7 +30,10 @@ from brainy.auth.tokens import Issuers
 log = logging.getLogger("brainy.sign_in")
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
-COOKIE = "brainy_sign_in"
+COOKIE = "brainy_sign_in"  # ties a sign-in in progress to the browser that opened it
+SESSION = "brainy_session"  # a person signed in here: what opens the passkeys page
+SESSION_TTL = 30 * 86400
+ENROL_TTL = 300.0  # a passkey's creation options answer this long
 MAX_FORM = 64 * 1024
 # The pages' own safety: no script, no frame, no referrer, no cache (seed 001; the issue's "Limits").
 _PAGE_HEADERS = [
@@ -57,7 +61,7 @@ def _csp(redirect_uri: str | None) -> str:
         parts = urlsplit(redirect_uri)
         targets += f" {parts.scheme}://{parts.netloc}"
     return (
-        f"default-src 'none'; style-src '{pages.STYLE_HASH}'; form-action {targets}; "
+        f"default-src 'none'; script-src 'self'; style-src '{pages.STYLE_HASH}'; form-action {targets}; "
         "frame-ancestors 'none'; base-uri 'none'"
     )
 
@@ -101,6 +105,9 @@ class SignIn:
         self.clock = clock
         self.secure = public_url.startswith("https:")
         self.server = AuthorizationServer(public_url, records, register, self._mint)
+        origin = urlsplit(public_url)
+        self.passkeys = Passkeys(records, origin.hostname or "", door_id, f"{origin.scheme}://{origin.netloc}")
+        self.enrolling: dict[str, tuple[bytes, float]] = {}  # digest(session) -> (challenge, expiry)
 
     def _mint(self, sub: str, brain: str, scope: tuple[str, ...], aud: str) -> tuple[str, dict[str, Any]]:
         token, payload = mint(self.key, brain, sub, scope, ACCESS_TTL, audience=aud)
@@ -123,13 +130,14 @@ class SignIn:
     def _json(status: int, document: Any) -> Reply:
         return Reply(status, list(_JSON_HEADERS), json.dumps(document).encode())
 
+    def _cookie(self, name: str, value: str, seconds: int) -> tuple[str, str]:
+        secure = "; Secure" if self.secure else ""
+        return ("set-cookie", f"{name}={value}; Path=/auth/; HttpOnly; SameSite=Strict; Max-Age={seconds}{secure}")
+
     def _page(self, status: int, html: str, held: Pending | None = None, cookie: str | None = None) -> Reply:
         headers = [*_PAGE_HEADERS, ("content-security-policy", _csp(held.redirect_uri if held else None))]
         if cookie is not None:
-            secure = "; Secure" if self.secure else ""
-            headers.append(
-                ("set-cookie", f"{COOKIE}={cookie}; Path=/auth/; HttpOnly; SameSite=Strict; Max-Age=1800{secure}")
-            )
+            headers.append(self._cookie(COOKIE, cookie, 1800))
         return Reply(status, headers, html.encode())
 
     def _refused(self, refusal: OAuthError) -> Reply:
@@ -178,7 +186,8 @@ class SignIn:
             held = self.server.authorize(parse_qs(query, keep_blank_values=True), digest(nonce), self.clock())
         except OAuthError as refusal:
             return self._refused(refusal)
-        return self._page(200, pages.email_page(self.door_id, held.id), held, cookie=nonce)
+        options, held.passkey_challenge = self.passkeys.authentication_options()
+        return self._page(200, pages.email_page(self.door_id, held.id, passkey=options), held, cookie=nonce)
 
     def _email(self, query: str, headers: Mapping[str, str], body: bytes) -> Reply | Awaitable[Reply]:
         now = self.clock()
@@ -190,9 +199,12 @@ class SignIn:
         try:
             email, code = self.server.send_code(held, _first(form, "email"), now)
         except OAuthError as refusal:
-            page = pages.email_page(self.door_id, held.id, refusal.error, refusal.description)
-            return self._page(refusal.status, page, held)
+            return self._page(refusal.status, self._email_page(held, refusal.error, refusal.description), held)
         return self._mail(held, email, code)
+
+    def _email_page(self, held: Pending, error: str | None = None, message: str | None = None) -> str:
+        options, held.passkey_challenge = self.passkeys.authentication_options()
+        return pages.email_page(self.door_id, held.id, error, message, passkey=options)
 
     async def _mail(self, held: Pending, email: str, code: str) -> Reply:
         try:
@@ -201,7 +213,7 @@ class SignIn:
             self.server.drop_code(held)
             log.warning("sign-in code not sent: %s", failed)
             message = f"We could not send your code: {failed}. Nothing was sent; try again later."
-            return self._page(502, pages.email_page(self.door_id, held.id, "mail_failed", message), held)
+            return self._page(502, self._email_page(held, "mail_failed", message), held)
         return self._page(200, pages.code_page(self.door_id, held.id, email), held)
 
     def _code(self, query: str, headers: Mapping[str, str], body: bytes) -> Reply:
@@ -219,9 +231,85 @@ class SignIn:
                 return self._refused(refusal)
             page = pages.code_page(self.door_id, held.id, held.email or "", refusal.error, refusal.description)
             return self._page(refusal.status, page, held)
-        log.info("sign-in: person:%s signed in", held.email)
-        headers_out = [("location", location), ("cache-control", "no-store"), ("referrer-policy", "no-referrer")]
-        return Reply(303, headers_out, b"")
+        log.info("sign-in: person:%s signed in by code", held.email)
+        return self._signed_in(f"person:{held.email}", location)
+
+    def _signed_in(self, account: str, location: str) -> Reply:
+        """The redirect back to the client, and a session for this browser (what opens the passkeys page)."""
+        session = secrets.token_urlsafe(32)
+        self.records.put(f"session:{digest(session)}", {"account": account, "exp": int(self.clock()) + SESSION_TTL})
+        headers = [
+            ("location", location),
+            ("cache-control", "no-store"),
+            ("referrer-policy", "no-referrer"),
+            self._cookie(SESSION, session, SESSION_TTL),
+        ]
+        return Reply(303, headers, b"")
+
+    def _passkey(self, query: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        """The email page's passkey form: the credential the script wrote, checked against this sign-in's
+        challenge; a passkey of a registered account signs in as the right code does."""
+        now = self.clock()
+        try:
+            form = _form(body)
+            held = self.server.find(_first(form, "request"), self._browser(headers), now)
+        except OAuthError as refusal:
+            return self._refused(refusal)
+        try:
+            if held.passkey_challenge is None:
+                raise OAuthError("passkey_refused", "this sign-in offered no passkey challenge")
+            challenge, held.passkey_challenge = held.passkey_challenge, None  # one answer per challenge
+            account = self.passkeys.authenticate(_first(form, "credential"), challenge)
+            location = self.server.finish(held, account, now)
+        except OAuthError as refusal:
+            if refusal.error == "sign_in_failed":
+                return self._refused(refusal)
+            return self._page(refusal.status, self._email_page(held, refusal.error, refusal.description), held)
+        log.info("sign-in: %s signed in by passkey", account)
+        return self._signed_in(account, location)
+
+    def _session(self, headers: Mapping[str, str]) -> tuple[str, str]:
+        """(digest of the session cookie, its account), or OAuthError: the passkeys page wants a sign-in."""
+        key = digest(_cookies(headers).get(SESSION, ""))
+        held = self.records.get(f"session:{key}")
+        if held is None or self.clock() >= held["exp"]:
+            raise OAuthError("signed_out", "sign in first (through any app), then come back to add a passkey", 401)
+        return key, str(held["account"])
+
+    def _passkeys_page(self, query: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        try:
+            session, account = self._session(headers)
+        except OAuthError as refusal:
+            return self._refused(refusal)
+        options, challenge = self.passkeys.registration_options(account)
+        if len(self.enrolling) >= 10_000:
+            self.enrolling = {k: v for k, v in self.enrolling.items() if v[1] > self.clock()}
+        self.enrolling[session] = (challenge, self.clock() + ENROL_TTL)
+        return self._page(200, pages.passkeys_page(self.door_id, account, options))
+
+    def _add_passkey(self, query: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        try:
+            session, account = self._session(headers)
+            form = _form(body)
+            challenge, until = self.enrolling.pop(session, (b"", 0.0))
+            if self.clock() >= until:
+                raise OAuthError("passkey_refused", "these passkey options expired; load the page again")
+            self.passkeys.register(account, _first(form, "credential"), challenge, self.clock())
+        except OAuthError as refusal:
+            return self._refused(refusal)
+        log.info("sign-in: %s added a passkey", account)
+        return self._page(200, pages.passkeys_page(self.door_id, account, None))
+
+    def _script(self, query: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        return Reply(
+            200,
+            [
+                ("content-type", "text/javascript; charset=utf-8"),
+                ("cache-control", "no-cache"),
+                ("x-content-type-options", "nosniff"),
+            ],
+            pages.SCRIPT.encode(),
+        )
 
 
 def _first(form: Mapping[str, list[str]], name: str) -> str | None:
@@ -236,4 +324,8 @@ _ROUTES: dict[tuple[str, str], Callable[..., Reply | Awaitable[Reply]]] = {
     ("POST", pages.EMAIL_ACTION): SignIn._email,
     ("POST", pages.CODE_ACTION): SignIn._code,
     ("POST", "/auth/token"): SignIn._token,
+    ("POST", pages.PASSKEY_ACTION): SignIn._passkey,
+    ("GET", pages.PASSKEYS_PATH): SignIn._passkeys_page,
+    ("POST", pages.PASSKEYS_PATH): SignIn._add_passkey,
+    ("GET", pages.SCRIPT_PATH): SignIn._script,
 }

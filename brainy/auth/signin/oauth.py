@@ -80,6 +80,7 @@ class Pending:
     code: str | None = None
     code_expires: float = 0.0
     attempts: int = 0
+    passkey_challenge: bytes | None = None  # the WebAuthn challenge the page's passkey form answers
 
 
 @dataclass
@@ -329,15 +330,19 @@ class AuthorizationServer:
                 held.code = None
                 raise OAuthError("code_burnt", "too many wrong codes; ask for a new one")
             raise OAuthError("wrong_code", "that code is not the one we sent")
-        del self.pending[held.id]
-        account = f"person:{held.email}"
+        return self.finish(held, f"person:{held.email}", now)
+
+    def finish(self, held: Pending, account: str, now: float) -> str:
+        """A sign-in proven (by a code or a passkey): it is finished, so nothing answers for it twice, and
+        for an account the register names it answers the redirect URL with an authorization code."""
+        self.pending.pop(held.id, None)
         brain = self.register.store_for(account)
         if brain is None:
             raise OAuthError(
                 "sign_in_failed", f"{account} has no brain on this server; its host must register one", 403
             )
         previous = self.records.get(f"account:{account}") or {"created": int(now)}
-        self.records.put(f"account:{account}", {**previous, "email": held.email, "lastSignIn": int(now)})
+        self.records.put(f"account:{account}", {**previous, "lastSignIn": int(now)})
         code = secrets.token_urlsafe(32)
         self.grants[digest(code)] = Grant(
             held.client_id,
