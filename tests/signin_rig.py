@@ -85,7 +85,7 @@ class SignInServer:
     log_path: Path = field(default_factory=Path)
 
 
-def sign_in_command(directory: Path, port: int, mail_url: str, *extra: str) -> list[str]:
+def sign_in_command(directory: Path, port: int, mail_url: str, *extra: str, public_host: str = HOST) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -99,7 +99,7 @@ def sign_in_command(directory: Path, port: int, mail_url: str, *extra: str) -> l
         str(directory / "keys"),
         "--sign-in",
         "--public-url",
-        f"http://{HOST}:{port}",
+        f"http://{public_host}:{port}",
         "--sign-in-mail",
         mail_url,
         *extra,
@@ -117,14 +117,18 @@ def prepare(directory: Path, register: str | None) -> None:
 
 
 @contextlib.contextmanager
-def start_sign_in(directory: Path, register: str | None = f"person:{ALICE}  {ALICE_BRAIN}\n") -> Iterator[SignInServer]:
+def start_sign_in(
+    directory: Path, register: str | None = f"person:{ALICE}  {ALICE_BRAIN}\n", public_host: str = HOST
+) -> Iterator[SignInServer]:
+    """``public_host`` names the public URL's host: ``localhost`` for a browser's passkey (WebAuthn refuses an
+    IP address as the relying party), which the browser is told resolves to the loopback address served."""
     prepare(directory, register)
     mail = MailReceiver()
     log_path = directory / "serve.log"
     port = free_port()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            sign_in_command(directory, port, mail.url),
+            sign_in_command(directory, port, mail.url, public_host=public_host),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -139,7 +143,7 @@ def start_sign_in(directory: Path, register: str | None = f"person:{ALICE}  {ALI
         mail.close()
         raise RuntimeError("brainy serve --sign-in did not start; its log ends:\n" + log_path.read_text()[-4000:])
     server = SignInServer(
-        f"http://{HOST}:{port}",
+        f"http://{public_host}:{port}",
         directory,
         directory / "keys",
         directory / "brains",
