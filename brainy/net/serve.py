@@ -221,8 +221,10 @@ def sign_in_door(args: Any, create: Callable[[Any], Any], keys: KeyTable, brains
     )
     door = create(config)
     verifier = keys.token_verifier
-    if verifier is not None:
-        verifier.merge(door.issuers())
+    if not isinstance(verifier, TokenVerifier):  # open_keys always builds one: the table a minted token meets
+        door.close()
+        raise RuntimeError("--sign-in needs the bk1 token verifier the keys file is opened with")
+    verifier.merge(door.issuers())
     log.info(
         "sign-in: this server is issuer %r at %s; accounts register %s", door_id, config.public_url, config.accounts
     )
