@@ -262,3 +262,17 @@ def test_registration_takes_public_clients_with_safe_redirects_only(served):
         json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "client_secret_basic"},
     )
     assert secret.status_code == 400 and secret.json()["error"] == "invalid_client_metadata"
+
+
+def test_a_missing_register_is_no_refusal_to_start_and_recognises_nobody(tmp_path):
+    with start_sign_in(tmp_path, register=None) as server:
+        assert not server.register.exists()
+        client_id = register_client(server)
+        _, challenge = pkce()
+        with httpx2.Client() as http:
+            answer = sign_in(http, server, open_sign_in(http, server, client_id, challenge))
+        assert answer.status_code == 403 and forms(answer.text).refusal == "sign_in_failed"
+        # the register placed while it runs is read at the next sign-in: no restart
+        server.register.write_text(f"person:{ALICE}  {ALICE_BRAIN}\n")
+        with httpx2.Client() as http:
+            redirect_params(sign_in(http, server, open_sign_in(http, server, client_id, challenge)))

@@ -83,3 +83,13 @@ def test_the_default_module_is_brainys_own(tmp_path):
     command = [sys.executable, "-m", "brainy.cli", "serve", "--listen", f"{HOST}:0", "--keys", "keys", "--sign-in"]
     stderr = _refused(command, tmp_path)
     assert b"SignInModuleUnavailableError" not in stderr and b"--sign-in needs --public-url" in stderr
+
+
+def test_a_second_server_on_the_same_identity_store_refuses(tmp_path):
+    from server import free_port
+    from signin_rig import start_sign_in
+
+    with start_sign_in(tmp_path / "one") as first:
+        command = sign_in_command(first.directory, free_port(), first.mail.url)
+        stderr = _refused(command, first.directory)
+    assert b"refused to start" in stderr and b"held by another live process" in stderr

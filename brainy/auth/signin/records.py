@@ -32,7 +32,11 @@ class Records:
             init_store(path)
         except StoreExistsError:
             pass
-        return cls(Brain.open(path, name=IDENTITY_NAME))
+        brain = Brain.open(path, name=IDENTITY_NAME)
+        if brain.role != "writer":  # another live process holds it: every sign-in here would fail to record
+            brain.close()
+            raise ValueError(f"the identity store {path} is held by another live process; one server signs in")
+        return cls(brain)
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         self.brain.call(
