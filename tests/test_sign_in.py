@@ -119,9 +119,16 @@ def test_the_authorization_code_is_single_use_and_checks_the_pkce_verifier(serve
     assert "already used" in again.json()["error_description"]
     with httpx2.Client() as http:
         code = redirect_params(sign_in(http, served, open_sign_in(http, served, client_id, challenge)))["code"]
-    assert _exchange(served, client_id, code, verifier).status_code == 200
+    first = _exchange(served, client_id, code, verifier)
+    assert first.status_code == 200
     reused = _exchange(served, client_id, code, verifier)
     assert reused.status_code == 400 and "already used" in reused.json()["error_description"]
+    # a replayed code revokes what its first exchange issued: that refresh token stops
+    refresh = httpx2.post(
+        f"{served.url}/auth/token",
+        data={"grant_type": "refresh_token", "refresh_token": first.json()["refresh_token"], "client_id": client_id},
+    )
+    assert refresh.status_code == 400 and "revoked" in refresh.json()["error_description"]
 
 
 def test_an_account_without_a_register_line_is_refused_sign_in_failed(served):

@@ -68,10 +68,11 @@ def test_no_service_key_line_refuses_naming_it(tmp_path):
     assert b"brainy: InvalidArgumentError:" in stderr and b"service-key line" in stderr
 
 
-def test_a_malformed_public_url_refuses(tmp_path):
+@pytest.mark.parametrize("url", ["not a url", "https://brains.example.com/under/a/path"])
+def test_a_public_url_that_is_not_an_origin_refuses(tmp_path, url):
     prepare(tmp_path, None)
     command = sign_in_command(tmp_path, 1, MAIL)
-    command[command.index("--public-url") + 1] = "not a url"
+    command[command.index("--public-url") + 1] = url
     stderr = _refused(command, tmp_path)
     assert b"brainy: InvalidArgumentError:" in stderr and b"--public-url" in stderr
 

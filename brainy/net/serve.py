@@ -191,9 +191,15 @@ def sign_in_door(args: Any, create: Callable[[Any], Any], keys: KeyTable, brains
     if not public:
         raise _missing("--public-url", "the fixed origin the issuer, its pages and its tokens name")
     parts = urlsplit(public)
-    if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment:
+    if (
+        parts.scheme not in ("https", "http")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):  # an origin: the sign-in answers /auth/* and /.well-known/* at this server's root
         raise R.InvalidArgumentError(
-            f"--public-url {public!r}: an absolute http(s) URL without a query or fragment",
+            f"--public-url {public!r}: an origin, http(s)://HOST[:PORT], without a path, query or fragment",
             field="--public-url",
             reason="malformed",
         )

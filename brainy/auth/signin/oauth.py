@@ -165,7 +165,9 @@ class AuthorizationServer:
     register_limit: Limit = field(default_factory=lambda: Limit(30, 60.0))  # registrations, all callers
     pending: dict[str, Pending] = field(default_factory=dict)
     grants: dict[str, Grant] = field(default_factory=dict)  # digest(code) -> grant
-    spent: dict[str, float] = field(default_factory=dict)  # digest(code) -> its expiry: named "reused", not unknown
+    # digest(code) -> (its expiry, the refresh family it started): a replay is named "already used", not
+    # unknown, and revokes what the first exchange issued (OAuth 2.1 section 4.1.3)
+    spent: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     # --- discovery ------------------------------------------------------------------------------
 
@@ -247,7 +249,7 @@ class AuthorizationServer:
                 for key in [k for k, v in table.items() if v.expires <= now]:
                     del table[key]
         if len(self.spent) >= HELD:
-            self.spent = {k: v for k, v in self.spent.items() if v > now}
+            self.spent = {k: v for k, v in self.spent.items() if v[0] > now}
 
     def authorize(self, form: Mapping[str, list[str]], browser: str, now: float) -> Pending:
         """The client's authorization request, checked whole, held as a sign-in awaiting its person."""
@@ -361,9 +363,9 @@ class AuthorizationServer:
 
     def token(self, form: Mapping[str, list[str]], now: float) -> dict[str, Any]:
         client_id = _one(form, "client_id")
+        self.client(client_id)  # first: an unregistered id is refused before it takes a place in the limiter
         if not self.token_limit.allow(str(client_id), now):
             raise OAuthError("rate_limited", "too many token requests for this client; slow down", 429)
-        self.client(client_id)
         grant_type = _one(form, "grant_type")
         if grant_type == "authorization_code":
             return self._exchange(form, str(client_id), now)
@@ -376,9 +378,11 @@ class AuthorizationServer:
         grant = self.grants.pop(key, None)
         if grant is None:
             if key in self.spent:
-                raise OAuthError("invalid_grant", "this authorization code was already used")
+                self.records.put(f"family:{self.spent[key][1]}", {"revoked": int(now)})
+                raise OAuthError("invalid_grant", "this authorization code was already used; what it issued is revoked")
             raise OAuthError("invalid_grant", "this authorization code is unknown")
-        self.spent[key] = grant.expires
+        family = secrets.token_hex(8)
+        self.spent[key] = (grant.expires, family)
         if now >= grant.expires:
             raise OAuthError("invalid_grant", "this authorization code has expired")
         if grant.client_id != client_id:
@@ -392,9 +396,7 @@ class AuthorizationServer:
         if resource is not None and self._resource(resource) != grant.resource:
             raise OAuthError("invalid_target", "resource differs from the authorization request's")
         self._still_registered(grant.account, grant.brain)
-        return self._issue(
-            client_id, grant.account, grant.brain, grant.scope, grant.resource, secrets.token_hex(8), now
-        )
+        return self._issue(client_id, grant.account, grant.brain, grant.scope, grant.resource, family, now)
 
     def _refresh(self, form: Mapping[str, list[str]], client_id: str, now: float) -> dict[str, Any]:
         key = f"refresh:{digest(str(_one(form, 'refresh_token')))}"
