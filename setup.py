@@ -124,6 +124,8 @@ setup(
         "aioquic>=1.2,<2",  # HTTP/3: QUIC and its TLS 1.3, sans-IO (brainy/net/h3.py, glue/h3.py)
         "cryptography>=42",  # the h3 certificate and key judged at startup (brainy/net/tls.py)
         "pynacl>=1.5",  # ed25519: verifying bk1 tokens, and the reference issuer (docs/keys.md)
+        "webauthn>=3.0,<4",  # --sign-in's passkeys: WebAuthn registration and assertion checks (duo-labs'
+        # py_webauthn: attestation formats and COSE keys kept by people who do nothing else; docs/sign-in.md)
         "numpy>=1.26",  # the vector index's matrix and its exact scan (BLAS); the embedder's tensors
         "faiss-cpu>=1.8",  # the vector index's HNSW graph: a wheel, a predicate (IDSelector) and
         # bytes in, bytes out; chosen by measurement (perf/bench_vectors.py)
@@ -150,6 +152,8 @@ setup(
             "pyperf>=2.6",
             "cryptography>=42",  # an ed25519 independent of pynacl, to sign the tests' tokens
             "mcp>=2.3,<3",  # the official MCP SDK client, to speak to /mcp and `brainy mcp`
+            "playwright>=1.50,<2",  # drives Debian's chromium (tools/test-services) through the sign-in pages and a
+            # virtual passkey; its own browser downloads are never used
             "quicktok-v1>=0.4,<1",  # o200k_base shipped in the wheel: what MCP costs an agent, offline
             "jsonschema>=4.18",  # JSON Schema 2020-12, to hold the contract's type schemas to check()
             "openapi-spec-validator>=0.7",  # to validate the generated docs/openapi.json as OpenAPI 3.1

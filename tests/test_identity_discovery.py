@@ -4,8 +4,8 @@ this door as its own issuer" and "Minted keys"; DOORS.md 10.2, 11.10).
 With ``--auth-server URL`` the server publishes its RFC 9728 protected-resource document naming that
 authorization server, and every 401 (on a door and on ``POST /mcp``) carries ``resource_metadata`` in its
 ``WWW-Authenticate`` challenge, so an MCP client that was refused learns where to get a token. Without it
-the document is no route. ``--sign-in`` refuses to start (brainy ships no sign-in module), and the two
-flags together refuse by name.
+the document is no route. ``--sign-in`` with a module that will not import refuses to start by name, and
+the two flags together refuse by name (the sign-in itself: tests/test_sign_in*.py).
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ def test_without_an_auth_server_the_document_is_no_route(tmp_path):
 @pytest.mark.parametrize(
     "flags, name",
     [
-        (("--sign-in",), "SignInModuleUnavailableError"),
         (("--sign-in", "some-module"), "SignInModuleUnavailableError"),
         (("--sign-in", "--auth-server", ISSUER), "InvalidArgumentError"),
         (("--auth-server", "not a url"), "InvalidArgumentError"),

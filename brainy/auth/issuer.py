@@ -163,8 +163,10 @@ def mint(
     ttl: int,
     now: int | None = None,
     jti: str | None = None,
+    audience: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """A signed ``bk1.`` token and its payload: issued now, expiring ``ttl`` seconds later, with a fresh jti."""
+    """A signed ``bk1.`` token and its payload: issued now, expiring ``ttl`` seconds later, with a fresh jti.
+    ``audience`` (the sign-in's RFC 8707 resource) travels as ``aud``, a claim verification ignores."""
     if not BRAIN_NAME.fullmatch(brain):
         raise IssuerError(f"--brain {brain!r} is not a legal brain name")
     if not sub or len(sub) > MAX_NAME_LENGTH or not sub.isprintable():
@@ -183,6 +185,8 @@ def mint(
     if key.kid:
         payload["kid"] = key.kid
     payload["jti"] = jti or secrets.token_hex(16)
+    if audience is not None:
+        payload["aud"] = audience
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     signature = key.key.sign(body).signature
     return f"{TOKEN_PREFIX}{_b64url(body)}.{_b64url(signature)}", payload

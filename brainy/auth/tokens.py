@@ -517,6 +517,9 @@ class TokenVerifier:
     def __init__(self, issuers: Placed[Issuers], revoked: Placed[dict[str, int]]) -> None:
         self.issuers = issuers
         self.revoked = revoked
+        # Keys trusted beside the file: ``--sign-in``'s own keyring, merged once at start (:meth:`merge`), so
+        # a token this door minted climbs the same ladder as any other issuer's (seed 001, "Sign-in").
+        self.merged: Issuers = {}
         # token -> (the issuers table it verified against, its claims, its principal): a keep-alive caller's
         # signature is checked once per issuers table, not once per request (an ed25519 verify is ~50 us).
         # Revocation and expiry are still asked on every request; a reloaded table verifies afresh.
@@ -540,9 +543,17 @@ class TokenVerifier:
         revoked = Placed(revoked_at, parse_revoked, RevokedFileError, 0o022, {}, keep_when_gone=True).load(now)
         return cls(issuers, revoked)
 
+    def merge(self, issuers: Issuers) -> None:
+        """Trust ``issuers`` beside the issuers file for this process's life: the file still reloads on its
+        mtime; these keys are never dropped by a reload (they change only at the next start)."""
+        for name, keys in issuers.items():
+            self.merged[name] = self.merged.get(name, ()) + tuple(keys)
+        self._proven.clear()
+
     def counts(self) -> dict[str, int]:
         """How many issuer keys and revoked jtis are in force (for a health answer)."""
-        return {"issuers": sum(len(keys) for keys in self.issuers.value.values()), "revoked": len(self.revoked.value)}
+        held = sum(len(keys) for keys in self.issuers.value.values()) + sum(len(k) for k in self.merged.values())
+        return {"issuers": held, "revoked": len(self.revoked.value)}
 
     def __call__(self, token: str) -> Principal:
         return self.verify(token)
@@ -573,7 +584,7 @@ class TokenVerifier:
         """The ladder's first three rungs (it parses, its issuer is trusted, its signature verifies), remembered
         for this issuers table; at most :data:`PROVEN_TOKENS` are held, the oldest forgotten first."""
         claims = decode(token)
-        keys = self.issuers.value.get(claims.iss)
+        keys = self.issuers.value.get(claims.iss, ()) + self.merged.get(claims.iss, ())
         if not keys:
             raise R.BRAINY_KEY_UNKNOWN_ISSUER(
                 f"the token's issuer {claims.iss!r} is not in the issuers file {self.issuers.path}", iss=claims.iss

@@ -111,9 +111,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve.add_argument(
         "--sign-in",
         nargs="?",
-        const="@soulcraft/identity-kit",
+        const="brainy.auth.signin",
         metavar="MODULE",
-        help="make this server its own issuer; brainy ships no sign-in module, so it refuses",
+        help="make this server its own issuer (OAuth 2.1, email codes; docs/sign-in.md): MODULE exposes "
+        "create_sign_in, default brainy's own; needs --public-url, --sign-in-mail, --brains-dir and a service key",
+    )
+    p_serve.add_argument("--public-url", metavar="URL", help="this server's fixed origin (needed by --sign-in)")
+    p_serve.add_argument(
+        "--sign-in-mail",
+        metavar="URL",
+        help="where a sign-in code is POSTed ({email, code, expiresInMinutes}, this server's service key as bearer)",
+    )
+    p_serve.add_argument("--door-id", metavar="ID", help="the sign-in's issuer id (default: --public-url's host)")
+    p_serve.add_argument(
+        "--sign-in-accounts",
+        metavar="FILE",
+        help="the register: `<account id> <store>` lines (default sign-in-accounts beside --keys; absent: none)",
     )
     p_serve.add_argument(
         "--snapshots-dir",

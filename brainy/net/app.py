@@ -10,6 +10,7 @@ on every refusal, even a 401 or a 404, come from the same measurement.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -46,8 +47,11 @@ class App:
         reading_door: ReadingDoor | None = None,
         host: Host | None = None,
         auth_server: str | None = None,
+        sign_in: Any = None,
     ) -> None:
         self.pool = pool
+        # --sign-in: the door that claims /auth/* and RFC 8414's document ahead of every route (seed 001)
+        self.sign_in = sign_in
         self.keys = keys
         self.host = host if host is not None else Host(keys)
         self.auth_server = auth_server  # --auth-server: where a client gets a token (RFC 9728 discovery)
@@ -91,6 +95,9 @@ class App:
         return self._handle(request)
 
     def _handle(self, request: Request) -> Response | Awaitable[Response]:
+        if self.sign_in is not None and self.sign_in.claims(request.path):
+            reply = self.sign_in.handle(request.method, request.path, request.query, request.headers, request.body)
+            return _sign_in_response(reply) if not inspect.isawaitable(reply) else self._sign_in_later(reply)
         if request.path == MCP_PATH:  # JSON-RPC in and out: the MCP transport frames its own replies
             reply = self.mcp.handle(request.method, request.headers, request.body, time.monotonic())
             return self._mcp_response(reply) if isinstance(reply, HttpReply) else self._mcp_later(reply)
@@ -128,6 +135,10 @@ class App:
         self, request: Request, pending: Awaitable[Outcome], text: list[tuple[str, str]]
     ) -> Response:
         return self._respond(request, await pending, text)
+
+    @staticmethod
+    async def _sign_in_later(pending: Awaitable[Any]) -> Response:
+        return _sign_in_response(await pending)
 
     @staticmethod
     def _mcp_response(reply: HttpReply) -> Response:
@@ -245,11 +256,14 @@ class App:
 
     def _oauth_door(self, principal: Principal | None, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         """``GET /.well-known/oauth-protected-resource`` (RFC 9728), routed only with ``--auth-server``."""
-        return {
+        document: dict[str, Any] = {
             "resource": self.base_url,
             "authorization_servers": [self.auth_server],
             "bearer_methods_supported": ["header"],
         }
+        if self.sign_in is not None:  # what a client asks for by default: never the owner triple (docs/sign-in.md)
+            document["scopes_supported"] = ["read", "write"]
+        return document
 
     def _brains_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         return {"brains": self.pool.brains_for(principal)}
@@ -305,6 +319,11 @@ _JSON_FIELD, _MSGPACK_FIELD = _CONTENT_TYPE_FIELD[codecs.JSON], _CONTENT_TYPE_FI
 # (elapsed_ms), and a server's reads take a few hundred different ones (bounded: a slow door may take any).
 TIMINGS_HELD = 4096
 _TIMINGS: dict[float, tuple[bytes, bytes]] = {}
+
+
+def _sign_in_response(reply: Any) -> Response:
+    """The sign-in door's reply (str headers: it imports nothing of the net) as this app's Response."""
+    return Response(reply.status, [(k.encode(), v.encode()) for k, v in reply.headers], reply.body)
 
 
 def _timing(ms: float) -> tuple[bytes, bytes]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,8 +67,10 @@ def run(
     reading_door: ReadingDoor | None = None,
     host: Host | None = None,
     auth_server: str | None = None,
+    sign_in: Any = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed."""
+    """Serve until SIGTERM/SIGINT; then stop in order and narrate each brain closed. ``sign_in`` (a
+    ``--sign-in`` door) is closed last: its identity store is the one this process keeps resident."""
     _loop()
     built_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -74,13 +78,18 @@ def run(
         fleet = host.fleet if host is not None else None
         if fleet is not None:  # joined before anything listens: a name or an etcd it cannot have refuses the start
             await fleet.join()
-        app = App(pool, keys, built_at, reading_door=reading_door, host=host, auth_server=auth_server)
+        app = App(pool, keys, built_at, reading_door=reading_door, host=host, auth_server=auth_server, sign_in=sign_in)
         server = Server(app, listens, certificate)
 
         def ready(s: Server) -> None:
             host, port = s.addresses[0]
             app.listeners = [(f"{h}:{p}", listen.protocols) for (h, p), listen in zip(s.addresses, s.bound)]
-            app.base_url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+            # a sign-in door names one fixed origin (--public-url): its documents and this server's agree
+            app.base_url = (
+                sign_in.public_url
+                if sign_in is not None
+                else f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+            )
             if on_ready is not None:
                 on_ready(s)
 
@@ -91,6 +100,8 @@ def run(
                 app.edge.close()
             if fleet is not None:  # after the last request: its registration and claims end with the lease
                 await fleet.leave()
+            if sign_in is not None:
+                sign_in.close()
 
     closed = asyncio.run(main())
     if host is not None:
@@ -128,21 +139,14 @@ def open_keys(
 
 def identity(auth_server: str | None, sign_in: str | None) -> str | None:
     """The start's identity flags, checked before anything is opened (seed 001, "Sign-in"): ``--auth-server``
-    names someone else's issuer and ``--sign-in`` would make this server one, so both together refuse;
-    ``--sign-in`` alone refuses SignInModuleUnavailableError, since brainy ships no sign-in module. Answers
-    the authorization server's URL, or None."""
+    names someone else's issuer and ``--sign-in`` would make this server one, so both together refuse.
+    Answers ``--auth-server``'s URL, or None (``--sign-in`` is settled by :func:`sign_in_door`)."""
     if auth_server is not None and sign_in is not None:
         raise R.InvalidArgumentError(
             "--auth-server and --sign-in are mutually exclusive: one names another "
             "issuer, the other would make this server the issuer",
             field="--sign-in",
             reason="exclusive",
-        )
-    if sign_in is not None:
-        raise R.SignInModuleUnavailableError(
-            f"--sign-in {sign_in}: no sign-in module can be loaded (brainy ships "
-            "none); point --auth-server at an identity service instead",
-            module=sign_in,
         )
     if auth_server is not None:
         parts = urlsplit(auth_server)
@@ -153,6 +157,84 @@ def identity(auth_server: str | None, sign_in: str | None) -> str | None:
                 reason="malformed",
             )
     return auth_server
+
+
+def sign_in_module(name: str) -> Callable[[Any], Any]:
+    """``--sign-in MODULE``'s ``create_sign_in``, resolved by import: a module that will not import, or has no
+    such function, refuses the start by name; never a server that came up without the sign-in it was asked
+    for."""
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # any failure to import is the same refusal, naming why
+        raise R.SignInModuleUnavailableError(
+            f"--sign-in {name}: the module does not import ({type(exc).__name__}: {exc})", module=name
+        ) from None
+    create = getattr(module, "create_sign_in", None)
+    if not callable(create):
+        raise R.SignInModuleUnavailableError(f"--sign-in {name}: the module has no create_sign_in", module=name)
+    return create
+
+
+def _missing(flag: str, why: str) -> R.Refusal:
+    return R.InvalidArgumentError(f"--sign-in needs {flag}: {why}", field=flag, reason="missing")
+
+
+def sign_in_door(args: Any, create: Callable[[Any], Any], keys: KeyTable, brains_dir: Path | None) -> Any:
+    """The sign-in door ``--sign-in`` asked for, its required flags checked first (seed 001, "Sign-in"), its
+    keyring's public key merged into the issuers table every bk1 token is verified against."""
+    from brainy.auth.signin import SignInConfig
+    from brainy.auth.signin.keyring import KEY_NAME
+    from brainy.auth.signin.records import IDENTITY_NAME
+    from brainy.auth.signin.register import REGISTER_NAME
+
+    public = getattr(args, "public_url", None)
+    if not public:
+        raise _missing("--public-url", "the fixed origin the issuer, its pages and its tokens name")
+    parts = urlsplit(public)
+    if (
+        parts.scheme not in ("https", "http")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):  # an origin: the sign-in answers /auth/* and /.well-known/* at this server's root
+        raise R.InvalidArgumentError(
+            f"--public-url {public!r}: an origin, http(s)://HOST[:PORT], without a path, query or fragment",
+            field="--public-url",
+            reason="malformed",
+        )
+    mail = getattr(args, "sign_in_mail", None)
+    if not mail:
+        raise _missing("--sign-in-mail", "the mail sender a sign-in code is POSTed to")
+    if urlsplit(mail).scheme not in ("https", "http") or not urlsplit(mail).hostname:
+        raise R.InvalidArgumentError(
+            f"--sign-in-mail {mail!r}: an http(s) URL with a host", field="--sign-in-mail", reason="malformed"
+        )
+    if keys.service_key() is None:
+        raise _missing("a service-key line (! reach) in --keys", "the bearer of the mail POST")
+    if brains_dir is None:
+        raise _missing("--brains-dir", "its accounts live in <brains-dir>/.identity")
+    door_id = getattr(args, "door_id", None) or parts.hostname
+    accounts = getattr(args, "sign_in_accounts", None)
+    config = SignInConfig(
+        public_url=public.rstrip("/"),
+        door_id=door_id,
+        mail_url=mail,
+        service_key=keys.service_key,
+        accounts=Path(accounts) if accounts else keys.path.with_name(REGISTER_NAME),
+        identity=brains_dir / IDENTITY_NAME,
+        key=brains_dir / KEY_NAME,
+    )
+    door = create(config)
+    verifier = keys.token_verifier
+    if not isinstance(verifier, TokenVerifier):  # open_keys always builds one: the table a minted token meets
+        door.close()
+        raise RuntimeError("--sign-in needs the bk1 token verifier the keys file is opened with")
+    verifier.merge(door.issuers())
+    log.info(
+        "sign-in: this server is issuer %r at %s; accounts register %s", door_id, config.public_url, config.accounts
+    )
+    return door
 
 
 def join_args(args: Any, pool: Pool) -> Fleet | None:
@@ -190,6 +272,7 @@ def serve(args: Any) -> int:
     _logging()
     _language()
     auth_server = identity(getattr(args, "auth_server", None), getattr(args, "sign_in", None))
+    create_sign_in = sign_in_module(args.sign_in) if getattr(args, "sign_in", None) is not None else None
     listens = [Listen.parse(text) for text in (args.listen or [DEFAULT_LISTEN])]
     # judged before anything opens or binds: a refused pair refuses the start, never an h2 fallback
     certificate = judge(args.tls_cert, args.tls_key, sum(listen.protocols == ("h3",) for listen in listens))
@@ -214,6 +297,9 @@ def serve(args: Any) -> int:
             f"  {keys.minted}",
             flush=True,
         )
+    sign_in = sign_in_door(args, create_sign_in, keys, brains_dir) if create_sign_in is not None else None
+    if sign_in is not None:
+        auth_server = sign_in.public_url  # this door's RFC 9728 document names ITSELF (seed 001, "Discovery")
     fleet = join_args(args, pool)
     reading_door = configure_reading_door(args.reading_door, keys.service_key)
     if reading_door is not None:
@@ -226,6 +312,7 @@ def serve(args: Any) -> int:
         reading_door=reading_door,
         host=Host(keys, Backups(snapshots, brains_dir), fleet),
         auth_server=auth_server,
+        sign_in=sign_in,
     )
 
 
