@@ -49,7 +49,7 @@ from brainy.index import vector_matrix as VM
 from brainy.index import vector_partitions as VP
 from brainy.index import vectors as V
 from brainy.index.overlaid import Overlaid
-from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot
+from brainy.index.projections import Damaged, InPlace, Projections, encode_snapshot, newest_snapshot, snapshot_name
 from brainy.index.snapshot import Followed
 from brainy.index.vectors import VectorIndex
 from brainy.store.pending import Pending
@@ -504,6 +504,7 @@ class VectorFollower(ProjectionFollower):
         self._catching_up = False
         self._looked = 0  # the generation up to which commits were looked at for a vector (_wanted)
         self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
+        self._copying: threading.Thread | None = None  # a served handle's partitioned copy being written behind
 
     def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
         """At the open: begin reading the chain's large files on another thread while the log is replayed
@@ -629,7 +630,11 @@ class VectorFollower(ProjectionFollower):
 
     def release(self) -> None:
         """At the handle's close: let the index and the snapshot files it reads in place go (a graph loader still
-        running holds them until it is done)."""
+        running holds them until it is done). A partitioned copy being written behind is waited for: the files of
+        a closed handle are another handle's to write."""
+        copying = self._copying
+        if copying is not None:
+            copying.join()
         with self._lock:
             self._proj = None
             self._drop_ahead()
@@ -746,8 +751,46 @@ class VectorFollower(ProjectionFollower):
             codes = VF.write_quantised(self.folder, owed.stamp, parts, store)
             with self._lock:
                 index.quantised_written(owed.stamp, codes)
-        if owed.partitioned:
-            written = VP.write_partitioned(self.folder, owed.stamp, owed.slots, parts, owed.dense, store)
-            partitions = VP.read_partitioned(self.folder, owed.stamp, owed.slots, store)[0] if written else None
+        if not owed.partitioned:
+            return
+        if not (self.background and VP.wanted(owed.slots, owed.dense)):
+            self._write_partitioned(index, owed, parts, store)
+            return
+        # a served handle's flush does not wait for it: at a million slots its k-means, lists and write took 35-77 s,
+        # every later flush waiting behind them (the searches answer from the graph or the exact scan meanwhile)
+        with self._lock:
+            if self._copying is not None:
+                return  # one at a time: the copy stays owed, and the flush after this one's end asks again
+            self._copying = threading.Thread(
+                target=self._partition_behind, args=(index, owed, store), name="brainy-vectors-copy", daemon=True
+            )
+            self._copying.start()
+
+    def _write_partitioned(self, index: VectorIndex, owed: VF.Owed, parts: list[Any], store: bytes) -> None:
+        """Write the base's partitioned copy, read it back and give it to the index, if the base is still its."""
+        written = VP.write_partitioned(self.folder, owed.stamp, owed.slots, parts, owed.dense, store)
+        partitions = VP.read_partitioned(self.folder, owed.stamp, owed.slots, store)[0] if written else None
+        with self._lock:
+            index.partition_written(owed.stamp, partitions)
+            current = self._proj is index and index.link is not None and index.link.base == owed.stamp
+        if written and not current:  # a newer base (or a rebuild) came meanwhile and removed the older copies
+            (self.folder / snapshot_name(owed.stamp, VF.PARTITIONED_SUFFIX)).unlink(missing_ok=True)
+
+    def _partition_behind(self, index: VectorIndex, owed: VF.Owed, store: bytes) -> None:
+        """:meth:`_write_partitioned` on its own thread, behind the requests (``CATCH_UP_NICE``); what goes wrong is
+        logged and the copy stays owed (a damaged chunk of the base: the index is not trusted, as anywhere)."""
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CATCH_UP_NICE)
+        except (AttributeError, OSError):
+            pass
+        try:
+            self._write_partitioned(index, owed, owed.vectors.contiguous(owed.slots), store)
+        except VM.Damaged as exc:
+            self._discard(index, exc)
+        except Exception:  # noqa: BLE001 - a thread's failure is logged, never lost with it
+            log.exception(
+                "brain %r: the partitioned copy of the vector base at %d was not written", self._brain.name, owed.stamp
+            )
+        finally:
             with self._lock:
-                index.partition_written(owed.stamp, partitions)
+                self._copying = None

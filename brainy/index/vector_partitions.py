@@ -36,7 +36,7 @@ from brainy.store.files import write_durably
 
 PARTITIONED_MAGIC = b"BVP1"
 PARTITIONED_FORMAT = 2  # format 1, which named no store, is not read: the next flush writes the copy again
-_PARTITIONED = struct.Struct("<4sIQI4xQI16sI")  # the header, storeTag and headerCrc last: 56 bytes
+_PARTITIONED = struct.Struct("<4sIQI4xQI16sfI")  # the header, storeTag, recall and headerCrc last: 60 bytes
 ENTRY_BYTES = 4 + 4 + DIMENSIONS  # a slot in a list: its slot (u32), its scale (f32) and its codes (i8 each)
 PARTITION_SLOTS = 65_536  # live slots from which a base has a partitioned copy (below, a full scan reads < 25 MB)
 MAX_SLOT = 2**32 - 1  # a list's slots are u32: a larger base has no copy
@@ -54,6 +54,19 @@ MIN_PROBES = 16
 PROBE_SHARE = 64
 MIN_RESCORED = 32
 RESCORED_PER_HIT = 4
+# The recall a copy's own search reaches is measured when it is written, on RECALL_QUERIES queries about its live
+# slots (each a slot's unit vector plus Gaussian noise of RECALL_NOISE in each cell, made unit length again:
+# perf/bench_vectors.py's queries, whose cosine to the slot is about 0.45) against the exact top RECALL_K of every
+# live slot; below RECALL_LEAST the copy
+# never answers (the exact scan or the graph does). A million of perf/bench_vectors.py's clustered vectors measured
+# 1.00, a million uniformly random ones 0.10 (3,000: 0.47, 8 of 32 lists probed): with no neighbourhoods to find,
+# no list holds what a query is near. The measure took 1.3-1.4 s at a million, the copy's build 38-48 s.
+RECALL_QUERIES = 64
+RECALL_NOISE = 0.1
+RECALL_K = 10
+RECALL_LEAST = 0.95
+RECALL_SEED = 4_321
+SCORE_ROUNDING = 1e-6  # how far two float32 sums of one unit product may differ (a few ulps of 1)
 
 
 class PartitionDamaged(ValueError):
@@ -135,7 +148,7 @@ def encode_partitioned(
     centroids, bounds, members = partition(parts, dense)
     lists = len(centroids)
     sizes = _block_sizes(bounds)
-    head = _PARTITIONED.pack(PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, DIMENSIONS, slots, lists, store, 0)[:-4]
+    head = _PARTITIONED.pack(PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, DIMENSIONS, slots, lists, store, 0, 0)[:-4]
     front_at = len(head) + _CRC.size
     crcs_at = front_at + 4 * DIMENSIONS * lists + 8 * (lists + 1)
     lists_at = _aligned(crcs_at + 4 * lists + _CRC.size)
@@ -159,7 +172,39 @@ def encode_partitioned(
         at += int(sizes[lst])
     out[crcs_at : crcs_at + 4 * lists] = crcs.tobytes()
     _CRC.pack_into(out, crcs_at + 4 * lists, crc32c.crc32c(view[front_at : crcs_at + 4 * lists]))
+    recall = measured_recall(decode_partitioned(out, "measured", stamp, slots), parts, dense)
+    head = _PARTITIONED.pack(PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, DIMENSIONS, slots, lists, store, recall, 0)
+    out[: len(head) - 4] = head[:-4]
+    _CRC.pack_into(out, len(head) - 4, crc32c.crc32c(head[:-4]))
     return out
+
+
+def measured_recall(partitions: Partitions, parts: list[np.ndarray], dense: np.ndarray) -> float:
+    """The recall@``RECALL_K`` of the copy's search (its candidates, scored exactly) against the exact top of every
+    live slot, over ``RECALL_QUERIES`` queries near live slots (docs/store-format.md, "Vector index snapshots")."""
+    live = np.flatnonzero(dense != NO_SLOT)
+    rng = np.random.default_rng(RECALL_SEED)
+    picked = np.sort(rng.choice(live, min(RECALL_QUERIES, len(live)), replace=False))
+    noise = rng.standard_normal((len(picked), DIMENSIONS)).astype(np.float32) * RECALL_NOISE
+    queries = _rows(parts, picked) + noise
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    best = np.full((len(queries), RECALL_K), -np.inf, np.float32)  # the exact top, a block of slots at a time
+    start = 0
+    for part in parts:
+        for at in range(0, len(part), ASSIGN_ROWS):
+            scores = queries @ part[at : at + ASSIGN_ROWS].T
+            scores[:, dense[start + at : start + at + len(scores[0])] == NO_SLOT] = -np.inf
+            both = np.concatenate([best, scores], axis=1)
+            best = -np.partition(-both, RECALL_K - 1, axis=1)[:, :RECALL_K]
+        start += len(part)
+    found = 0
+    for q, floor in zip(queries, best.min(axis=1)):
+        candidates = partitions.candidates(q, RECALL_K, dense)
+        scores = np.sort(_rows(parts, np.sort(candidates)) @ q)[::-1][:RECALL_K]
+        # ties at the floor count (any of them is a right answer), and so do scores a rounding under it: the exact
+        # pass's matrix product and this one's vector product sum in other orders
+        found += int(np.count_nonzero(scores >= floor - SCORE_ROUNDING))
+    return found / (len(queries) * RECALL_K)
 
 
 def write_partitioned(
@@ -187,9 +232,13 @@ class Partitions:
         crcs: np.ndarray,
         lists_at: int,
         slots: int,
+        recall: float = 0.0,
     ) -> None:
         self.name, self._data, self.centroids, self.bounds, self.crcs = name, data, centroids, bounds, crcs
         self.slots = slots  # the base's slots: those past it are not in any list
+        self.recall = (
+            recall  # measured when the copy was written (measured_recall): below RECALL_LEAST it never answers
+        )
         self._view = memoryview(data)
         self._starts = lists_at + np.concatenate(([0], np.cumsum(_block_sizes(bounds))))
         self._checked = np.zeros(len(centroids), bool)
@@ -269,13 +318,13 @@ class Partitions:
 
 
 def decode_partitioned(
-    data: mmap.mmap | bytes, name: str, stamp: int, slots: int, store: bytes | None = None
+    data: mmap.mmap | bytes | bytearray, name: str, stamp: int, slots: int, store: bytes | None = None
 ) -> Partitions:
     """A partitioned copy read in place, its header and front checked; ValueError when they do not check out, its
     size does not add up, or it is not the copy of the base of ``stamp`` and ``slots`` or is another store's."""
     view = memoryview(data)
     head = copy_header(view, _PARTITIONED, PARTITIONED_MAGIC, PARTITIONED_FORMAT, stamp, slots, store)
-    count, lists = head[4], head[5]
+    count, lists, recall = head[4], head[5], head[7]
     front_at = _PARTITIONED.size
     bounds_at = front_at + 4 * DIMENSIONS * lists
     crcs_at = bounds_at + 8 * (lists + 1)
@@ -297,6 +346,7 @@ def decode_partitioned(
         np.frombuffer(view, "<u4", lists, crcs_at),
         lists_at,
         count,
+        recall,
     )
 
 

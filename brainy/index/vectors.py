@@ -74,7 +74,7 @@ from brainy.index.vector_format import (
     store_tag,
 )
 from brainy.index.vector_matrix import CHUNK_SLOTS, DIMENSIONS, NO_SLOT, Slots, _largest, _top, _units, unit
-from brainy.index.vector_partitions import PartitionDamaged, Partitions, read_partitioned, wanted
+from brainy.index.vector_partitions import RECALL_LEAST, PartitionDamaged, Partitions, read_partitioned, wanted
 from brainy.store.crc import crc32
 
 EXACT_BELOW = 4_096  # live vectors under which every search is an exact scan (about 0.2 ms)
@@ -487,11 +487,12 @@ class VectorIndex:
     def _partitioned(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The top ``k`` from the base's partitioned copy (docs/store-format.md, "Vector index snapshots"): the
         slots of the best approximate scores in the probed lists and every live slot past the base, scored
-        exactly on their float32 rows. None when there is no copy, when a probed list is damaged (the copy is
-        then dropped, and owed), or when too few live slots came out: the exact scan answers."""
+        exactly on their float32 rows. None when there is no copy, when its measured recall is under
+        ``RECALL_LEAST``, when a probed list is damaged (the copy is then dropped, and owed), or when too few live
+        slots came out: the exact scan answers."""
         partitions = self._partitions
-        if partitions is None or k <= 0:
-            return None
+        if partitions is None or k <= 0 or not partitions.recall >= RECALL_LEAST:
+            return None  # a copy whose own search measured a poorer recall never answers (NaN: neither)
         try:
             candidates = partitions.candidates(query, k, self._dense)
         except PartitionDamaged as exc:
@@ -642,6 +643,10 @@ class VectorIndex:
             self.stamp, self.stamp, self.stamp, 0, self._dense[:count].copy(), self._slots, None, epoch=self._epoch
         )
         self.link, self._killed = Link(self.stamp, self.stamp, count, count, 0, 0), []
+        # its partitioned copy is written after it (on a thread of its own for a served handle): owed until then, so
+        # that one not written is asked for again; the older base's copy answers meanwhile (no slot is renumbered)
+        self.partition_owed = True
+        self.quantised_owed = False  # written with the base
         return frozen
 
     def graph_for(self, frozen: Frozen) -> None:
