@@ -47,7 +47,7 @@ def cluster(tmp_path, monkeypatch):
 
 def test_a_killed_owners_acknowledged_writes_are_served_by_the_new_owner(tmp_path, cluster):
     keys = write_fleet_keys(tmp_path / "keys")
-    extra = ("--object-store", "s3://brainy-failover/t1", "--ship", "sync")
+    extra = ("--object-store", f"s3://brainy-failover/{tmp_path.name}", "--ship", "sync")
     nodes = {name: start_node(tmp_path, name, cluster.url, keys, TTL, extra) for name in ("a", "b", "c")}
     try:
         provisioned = call(nodes["a"], "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)

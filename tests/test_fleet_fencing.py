@@ -8,18 +8,19 @@
 
 import json
 import signal
+import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 from etcd import start_etcd
 from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
 from objectstore import start_moto
-from server import SERVICE_KEY
+from server import PERSON_KEY, SERVICE_KEY, curl
 
 pytestmark = pytest.mark.slow
 
 BRAIN = "fenced"
-EXTRA = ("--object-store", "s3://brainy-fencing/t", "--ship", "sync")
 
 
 def add(node, id_):
@@ -30,26 +31,32 @@ def add(node, id_):
         return None
 
 
-def present(node, id_):
+def present(node, id_, seconds=2.0):
+    """Whether ``node`` answers the entity, asked with a short timeout: a request forwarded to a paused owner
+    gets no answer, and a poll must not wait out the forward's own timeout."""
+    fields = (("authorization", f"Bearer {PERSON_KEY}"),)
     try:
-        return call(node, "GET", f"/v1/brains/{BRAIN}/get/{id_}").status == 200
-    except AssertionError:
+        return curl(node, "GET", f"/v1/brains/{BRAIN}/get/{id_}", headers=fields, timeout=seconds).status == 200
+    except (AssertionError, subprocess.TimeoutExpired):
         return False
 
 
 @pytest.fixture
 def cluster(tmp_path, monkeypatch):
+    """etcd, moto, and the environment a node's --object-store reads (each node inherits it). moto's objects
+    live as long as the test process: each test's fleet has a prefix of its own, as each fleet must."""
+    extra = ("--object-store", f"s3://brainy-fencing/{tmp_path.name}", "--ship", "sync")
     with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
         for name, value in moto.env.items():
             monkeypatch.setenv(name, value)
-        yield etcd
+        yield SimpleNamespace(url=etcd.url, proc=etcd.proc, extra=extra)
 
 
 def test_an_owner_that_cannot_renew_stops_acknowledging_before_its_lease_can_expire(tmp_path, cluster):
     """etcd stopped: within the TTL the owner refuses writes BrainMovedError (its safe time ended a margin before
     the lease could); etcd resumed: it acknowledges writes again, and what it acknowledged before is there."""
     keys = write_fleet_keys(tmp_path / "keys")
-    node = start_node(tmp_path, "a", cluster.url, keys, TTL, EXTRA)
+    node = start_node(tmp_path, "a", cluster.url, keys, TTL, cluster.extra)
     try:
         assert call(node, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).status == 200
         assert add(node, "before").status == 200
@@ -82,8 +89,8 @@ def test_a_restarted_old_owner_restores_the_shipped_history_and_sets_its_copy_as
     copy that lacks x2, claims the brain at epoch 3 and serves the shipped history (x1 and x2), its own copy set
     aside as .stale-<brain>-e3."""
     keys = write_fleet_keys(tmp_path / "keys")
-    a = start_node(tmp_path, "a", cluster.url, keys, TTL, EXTRA)
-    b = start_node(tmp_path, "b", cluster.url, keys, TTL, EXTRA)
+    a = start_node(tmp_path, "a", cluster.url, keys, TTL, cluster.extra)
+    b = start_node(tmp_path, "b", cluster.url, keys, TTL, cluster.extra)
     try:
         assert call(a, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).result()["node"] == "a"
         assert add(a, "x1").status == 200
@@ -91,7 +98,7 @@ def test_a_restarted_old_owner_restores_the_shipped_history_and_sets_its_copy_as
         wait_until(lambda: present(b, "x1"), TTL + 5, "b serves the brain")
         assert add(b, "x2").status == 200  # a's copy never saw this write
         b.kill()
-        a = start_node(tmp_path, "a", cluster.url, keys, TTL, EXTRA)  # its copy is stale: x2 is not in it
+        a = start_node(tmp_path, "a", cluster.url, keys, TTL, cluster.extra)  # its copy is stale: x2 is not in it
         wait_until(lambda: BRAIN in health(a)["fleet"]["brains"], TTL + 8, "a claims the brain again")
         assert health(a)["fleet"]["brains"][BRAIN] == 3
         assert present(a, "x1") and present(a, "x2")
@@ -100,5 +107,64 @@ def test_a_restarted_old_owner_restores_the_shipped_history_and_sets_its_copy_as
     finally:
         for node in (a, b):
             if node.proc.poll() is None:
+                node.proc.terminate()
+                node.proc.wait(timeout=15)
+
+
+def test_an_owner_paused_past_its_lease_claims_its_brain_back_and_its_history_stays_whole(tmp_path, cluster):
+    """a alone owns the brain and is paused (SIGSTOP) past its TTL: etcd drops its lease. Resumed, it joins
+    again and claims the brain back at epoch 2 with its open copy, shipping on from where epoch 1 stopped. Then b
+    joins, a is killed, and b restores every write of both epochs."""
+    keys = write_fleet_keys(tmp_path / "keys")
+    a = start_node(tmp_path, "a", cluster.url, keys, TTL, cluster.extra)
+    b = None
+    try:
+        assert call(a, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).status == 200
+        assert add(a, "one").status == 200
+        a.proc.send_signal(signal.SIGSTOP)
+        time.sleep(TTL + 2)
+        a.proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: health(a)["fleet"]["brains"].get(BRAIN) == 2, 15, "a claims its brain back at epoch 2")
+        assert add(a, "two").status == 200
+        b = start_node(tmp_path, "b", cluster.url, keys, TTL, cluster.extra)
+        a.kill()
+        wait_until(lambda: present(b, "two"), TTL + 5, "b serves the brain")
+        assert present(b, "one")
+        assert health(b)["fleet"]["brains"][BRAIN] == 3
+    finally:
+        for node in (a, b):
+            if node is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGCONT)
+                node.proc.terminate()
+                node.proc.wait(timeout=15)
+
+
+def test_a_partitioned_owner_is_fenced_and_loses_nothing_it_acknowledged(tmp_path, cluster):
+    """a owns the brain and is paused (a partition: it hears nothing, renews nothing); b takes it over at epoch 2.
+    Resumed, a acknowledges nothing as the writer: a write sent to it is answered by b, and every write a
+    acknowledged before is at b."""
+    keys = write_fleet_keys(tmp_path / "keys")
+    a = start_node(tmp_path, "a", cluster.url, keys, TTL, cluster.extra)
+    b = start_node(tmp_path, "b", cluster.url, keys, TTL, cluster.extra)
+    try:
+        assert call(a, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).result()["node"] == "a"
+        acknowledged = [f"p{i}" for i in range(10) if add(a, f"p{i}").status == 200]
+        a.proc.send_signal(signal.SIGSTOP)
+        wait_until(lambda: present(b, acknowledged[-1]), TTL + 5, "b serves the brain")
+        a.proc.send_signal(signal.SIGCONT)
+        answer = None
+        for _ in range(50):  # bounded: a's edge learns of b within a view refresh or on b's refusal
+            answer = add(a, "after-partition")
+            if answer is not None and answer.status == 200:
+                break
+            time.sleep(0.2)
+        assert answer is not None and answer.status == 200 and answer.headers.get("brainy-node") == "b", answer
+        wait_until(lambda: BRAIN not in health(a)["fleet"]["brains"], 10, "a let its claim go")
+        assert all(present(b, id_) for id_ in acknowledged)
+        assert health(b)["fleet"]["brains"][BRAIN] == 2
+    finally:
+        for node in (a, b):
+            if node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGCONT)
                 node.proc.terminate()
                 node.proc.wait(timeout=15)

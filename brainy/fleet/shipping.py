@@ -84,6 +84,14 @@ class Shipper:
             self.ship(generation)
         self.fence()
 
+    def settle(self, generation: int) -> None:
+        """Every frame up to ``generation`` is durable (the caller synced the log): ship them all, now (this
+        node claimed the brain back at a later epoch, which starts after them)."""
+        with self._cond:
+            if generation > self._durable:
+                self._durable = generation
+        self.ship(generation)
+
     # -- uploads ------------------------------------------------------------------------------------------------
 
     def pending(self) -> bool:
@@ -107,8 +115,11 @@ class Shipper:
                     self._cond.wait(left)
                     continue
                 batch = [(g, f) for g, f in self._frames if self.stored < g <= self._durable]
-                if not batch:  # the frame is not durable yet (acknowledge sets it first): nothing to do
-                    return
+                if not batch or batch[0][0] != self.stored + 1:  # never: every frame is handed over as appended
+                    raise R.InternalError(
+                        f"brain {self.brain}: generations {self.stored + 1}-{target} were never handed to its shipper",
+                        ref="fleet-ship",
+                    )
                 self._uploading = True
                 self._cond.release()
                 error: BaseException | None = None

@@ -101,25 +101,43 @@ class Shipping:
     # -- writers -------------------------------------------------------------------------------------------------
 
     def on_writer(self, brain: str, handle: Brain) -> None:
-        """Give a writer just opened its brain's shipper (or the gate of a brain not this node's)."""
+        """Give a writer just opened (or open, when this node claimed its brain back at a new epoch) its brain's
+        shipper, or the gate of a brain not this node's."""
         epoch = self.fleet.owned.get(brain) or self.fleet.arriving.get(brain)
         if epoch is None:
             handle.commits.shipping = Unowned(self.fleet, brain)
             return
-        handle.commits.shipping = self._shipper(brain, epoch, handle)
-
-    def _shipper(self, brain: str, epoch: int, handle: Brain) -> Shipper:
         with self._lock:
             held = self._shippers.get(brain)
-            if held is not None and held.epoch == epoch:
-                return held  # a writer opened again at the same epoch (an eviction): its frames continue
-        if held is not None:  # this node's earlier epoch of the brain: its durable frames go first, at it
-            held.ship()
-        base = handle.head
-        at = int(time.time() * 1000)
-        marker = O.marker_value(brain, self.fleet.node, epoch, base, at)
+        if held is not None and held.epoch == epoch:
+            handle.commits.shipping = held  # a writer opened again at the same epoch (an eviction): frames go on
+            return
+        commits = handle.commits
+        # under the commit lock no commit slips between the epoch's base and its shipper: every frame up to the
+        # base is made durable and shipped at the earlier epoch (this node's, claimed back), every later one at this
+        with commits.head.commit_lock:
+            assert commits.log is not None
+            commits.log.sync_all()
+            base = commits.head.applied
+            if held is not None:
+                held.settle(base)
+            base = self._mark(brain, epoch, base)
+            shipper = Shipper(self.store, brain, epoch, base, lambda: self.fleet.fence(brain, epoch), self.mode)
+            commits.shipping = shipper
+        with self._lock:
+            self._shippers[brain] = shipper
+        if self.courier is not None:
+            self.courier.add(shipper)
+        if not self.store.list(f"{O.brain_prefix(brain)}snapshots/"):  # the first: before it serves a door
+            self._put_snapshot(brain, epoch, handle.hold_files(), None)
+        log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
+
+    def _mark(self, brain: str, epoch: int, base: int) -> int:
+        """Store the epoch's marker (docs/fleet.md "Object layout"); answers its base."""
+        marker = O.marker_value(brain, self.fleet.node, epoch, base, int(time.time() * 1000))
         try:
             self.store.put_new(O.marker_name(brain, epoch), marker)
+            return base
         except ObjectExistsError:
             found = O.read_marker(self.store.get(O.marker_name(brain, epoch)) or b"")
             if found.get("node") != self.fleet.node:  # an epoch is one claim's: never another node's
@@ -129,16 +147,7 @@ class Shipping:
                     node=str(found.get("node")),
                     epoch=epoch,
                 ) from None
-            base = int(found["base"])
-        if not self.store.list(f"{O.brain_prefix(brain)}snapshots/"):
-            self._put_snapshot(brain, epoch, handle.hold_files(), None)
-        shipper = Shipper(self.store, brain, epoch, base, lambda: self.fleet.fence(brain, epoch), self.mode)
-        with self._lock:
-            self._shippers[brain] = shipper
-        if self.courier is not None:
-            self.courier.add(shipper)
-        log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
-        return shipper
+            return int(found["base"])
 
     def _put_snapshot(self, brain: str, epoch: int, files: FileSet, name: str | None) -> tuple[int, int]:
         count, size, generation = len(files.files), files.bytes, files.generation
