@@ -5,9 +5,9 @@ The commit path (brainy/store/commit_path.py, ``Ships``) hands each frame over w
 commit lock, so in generation order), asks :meth:`Shipper.check` before a commit is begun and
 :meth:`Shipper.acknowledge` once its frame is durable locally, before the write is acknowledged:
 
-- ``sync``: :meth:`acknowledge` returns once a segment holding the frame is stored. Uploads are one at a time;
-  whoever waits while none runs uploads every frame durable so far, for everyone (group commit, as the log's
-  fsync: ``LogWriter.wait``), so a commit never waits behind more than one upload it did not need.
+- ``sync``: :meth:`acknowledge` returns once a segment holding the frame is stored, and every frame below it.
+  Whoever waits while fewer than ``PIPELINE`` uploads run uploads every durable frame not yet handed to one, for
+  everyone (group commit, as the log's fsync: ``LogWriter.wait``).
 - ``async``: :meth:`acknowledge` returns at once; :class:`Courier`'s thread uploads every ``interval``.
 
 Either way :meth:`acknowledge` ends with the fence (``fence``, the fleet's: this node still owns the brain at
@@ -32,6 +32,10 @@ SYNC, ASYNC = "sync", "async"
 MODES = (SYNC, ASYNC)
 DEFAULT_INTERVAL = 1.0  # seconds; docs/fleet.md says why
 WAIT_SECONDS = 30.0  # a sync write waits at most this for its segment (the store's tries end well before)
+# uploads of one brain in flight at once: a segment may land before the one below it, but ``stored`` (what is
+# acknowledged) moves only over a gapless prefix, and a restore stops at the first missing generation, so what
+# lands above a gap is never history unless the gap is filled (perf/bench_ship.py measured 1 against 4)
+PIPELINE = 2
 
 
 class Shipper:
@@ -58,8 +62,11 @@ class Shipper:
         self._cond = threading.Condition()
         self._frames: list[tuple[int, bytes]] = []  # appended, not yet stored, in generation order
         self._durable = base  # the highest generation durable locally (every frame at or below it is)
-        self.stored = base  # the highest generation stored in a segment
-        self._uploading = False
+        self.stored = base  # the highest generation stored in a segment, with every one below it
+        self._handed = base  # the highest generation handed to an upload
+        self._inflight = 0
+        self._landed: dict[int, int] = {}  # uploads that landed above a gap: first -> last generation
+        self._retry: list[tuple[int, int]] = []  # ranges whose upload failed, uploaded again first
         self.error: BaseException | None = None  # the last upload's failure, until one succeeds
         self.uploads = 0
 
@@ -100,12 +107,14 @@ class Shipper:
 
     def ship(self, generation: int | None = None, wait: float = WAIT_SECONDS) -> None:
         """Return once every frame up to ``generation`` (None: every durable one) is stored, uploading what is
-        durable when no upload runs; raise InternalError (ref ``fleet-ship``) when the store does not take it."""
+        durable when fewer than ``PIPELINE`` uploads run; raise InternalError (ref ``fleet-ship``) when the store
+        does not take it. ``stored`` moves only over uploads that landed without a gap below them."""
         deadline = time.monotonic() + wait
         with self._cond:
             target = self._durable if generation is None else generation
             while self.stored < target:
-                if self._uploading:
+                batch = self._take()
+                if batch is None:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise R.InternalError(
@@ -114,13 +123,8 @@ class Shipper:
                         )
                     self._cond.wait(left)
                     continue
-                batch = [(g, f) for g, f in self._frames if self.stored < g <= self._durable]
-                if not batch or batch[0][0] != self.stored + 1:  # never: every frame is handed over as appended
-                    raise R.InternalError(
-                        f"brain {self.brain}: generations {self.stored + 1}-{target} were never handed to its shipper",
-                        ref="fleet-ship",
-                    )
-                self._uploading = True
+                first, last = batch[0][0], batch[-1][0]
+                self._inflight += 1
                 self._cond.release()
                 error: BaseException | None = None
                 try:
@@ -129,21 +133,43 @@ class Shipper:
                     error = exc
                 finally:
                     self._cond.acquire()
-                    self._uploading = False
+                    self._inflight -= 1
                 if error is None:
-                    self.stored = batch[-1][0]
+                    self._landed[first] = last
+                    while self.stored + 1 in self._landed:  # the stored prefix grows over what landed in order
+                        self.stored = self._landed.pop(self.stored + 1)
                     self._frames = [(g, f) for g, f in self._frames if g > self.stored]
                     self.error = None
                     self.uploads += 1
                 else:
+                    self._retry.append((first, last))  # the same range again, under the same name
+                    self._retry.sort()
                     self.error = error
                 self._cond.notify_all()
                 if error is not None:
                     raise R.InternalError(
-                        f"brain {self.brain}: the object store did not store generations "
-                        f"{batch[0][0]}-{batch[-1][0]}: {error}",
+                        f"brain {self.brain}: the object store did not store generations {first}-{last}: {error}",
                         ref="fleet-ship",
                     ) from None
+
+    def _take(self) -> list[tuple[int, bytes]] | None:
+        """The next upload's frames, under the lock: a range whose upload failed first, else every durable frame
+        not yet handed to an upload; None when ``PIPELINE`` uploads run or nothing is left to hand out."""
+        if self._inflight >= PIPELINE:
+            return None
+        if self._retry:
+            first, last = self._retry.pop(0)
+        elif self._handed < self._durable:
+            first, last = self._handed + 1, self._durable
+            self._handed = last
+        else:
+            return None
+        batch = [(g, f) for g, f in self._frames if first <= g <= last]
+        if len(batch) != last - first + 1:  # never: every frame is handed over as appended
+            raise R.InternalError(
+                f"brain {self.brain}: generations {first}-{last} were not all handed to its shipper", ref="fleet-ship"
+            )
+        return batch
 
     def _upload(self, batch: list[tuple[int, bytes]]) -> None:
         first, last = batch[0][0], batch[-1][0]
