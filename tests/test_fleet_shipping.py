@@ -5,7 +5,10 @@ from what was shipped, with the epochs' markers keeping a fenced owner's late se
 import threading
 
 import pytest
+from etcd import start_etcd
+from fleet import TTL, call, start_node, wait_until, write_fleet_keys
 from objectstore import start_moto
+from server import SERVICE_KEY
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
@@ -225,3 +228,58 @@ def test_damage_in_a_segment_is_refused_by_name():
     data = bytearray(O.encode_segment([(1, b"\x05\x00\x00\x00\x00\x00\x00\x00hello")]))
     with pytest.raises(O.ShippedDamageError):
         list(O.decode_segment(bytes(data), 1, 1))
+
+
+@pytest.mark.slow
+def test_host_persist_without_snapshots_dir_uploads_a_snapshot_a_failover_restores(moto, tmp_path, monkeypatch):
+    """A node with --object-store and no --snapshots-dir: host.persist's run uploads a snapshot named with the
+    brain, the epoch and the generation; persistStatus answers it done. Its owner killed, the next owner restores
+    from that snapshot and the log after it: every write is there."""
+    prefix = f"persist-{tmp_path.name}"
+    for name, value in moto.env.items():
+        monkeypatch.setenv(name, value)
+    extra = ("--object-store", f"s3://brainy-ship/{prefix}")
+    store = ObjectStore.from_url(f"s3://brainy-ship/{prefix}", moto.env)
+    with start_etcd(tmp_path / "etcd") as etcd:
+        keys = write_fleet_keys(tmp_path / "keys")
+        a = start_node(tmp_path, "a", etcd.url, keys, TTL, extra)
+        b = None
+        try:
+            assert call(a, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).status == 200
+            for i in range(5):
+                assert (
+                    call(a, "POST", f"/v1/brains/{BRAIN}/add", f'{{"type":"thing","id":"s{i}"}}'.encode()).status == 200
+                )
+            started = call(a, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", b'{"name":"nightly"}', key=SERVICE_KEY)
+            assert started.status == 200 and started.result()["run"]["generation"] == 5, started
+
+            def done():
+                status = call(a, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist?name=nightly", key=SERVICE_KEY)
+                return status.result()["runs"][0]["state"] == "done"
+
+            wait_until(done, 10, "the persist run done")
+            snapshots = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).snapshots
+            assert [(s.generation, s.epoch) for s in snapshots] == [(0, 1), (5, 1)]
+            index, _ = O.decode_snapshot(store.get(snapshots[-1].name))
+            assert index["name"] == "nightly" and index["node"] == "a"
+            for i in range(5, 8):
+                assert (
+                    call(a, "POST", f"/v1/brains/{BRAIN}/add", f'{{"type":"thing","id":"s{i}"}}'.encode()).status == 200
+                )
+            b = start_node(tmp_path, "b", etcd.url, keys, TTL, extra)
+            a.kill()
+
+            def served():
+                try:
+                    return call(b, "GET", f"/v1/brains/{BRAIN}/get/s7").status == 200
+                except AssertionError:
+                    return False
+
+            wait_until(served, TTL + 5, "b serves the brain")
+            assert all(call(b, "GET", f"/v1/brains/{BRAIN}/get/s{i}").status == 200 for i in range(8))
+            assert "snapshot 5 (epoch 1) and 3 shipped frames" in b.log()
+        finally:
+            for node in (a, b):
+                if node is not None and node.proc.poll() is None:
+                    node.proc.terminate()
+                    node.proc.wait(timeout=15)
