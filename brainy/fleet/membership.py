@@ -34,6 +34,7 @@ DEFAULT_TTL = 10
 MIN_TTL = 2  # seconds: a renewal every third of it must still come back in time
 REFRESH_SECONDS = 1.0
 CLAIM_TRIES = 3  # a claim's compare can lose to another node's claim; read again and try at most this often
+ARRIVAL_BACKOFF = (1.0, 60.0)  # seconds: a brain that could not arrive is tried again after 1 s, doubling to 60
 MAX_MARGIN = 1.0  # seconds: a write is acknowledged only this long (or a quarter of the TTL) before the lease can end
 
 #: How a brain came to be claimed, for :attr:`Fleet.arrive`: a new brain (``host.provision``: no store yet), one
@@ -89,6 +90,8 @@ class Fleet:
         self.arrive: Arrival | None = None
         self.arriving: dict[str, int] = {}
         self.takes_over = False  # --object-store: claim the placed brains no live node owns, not only local ones
+        # brains whose arrival failed: (when to try again, the wait after that); each failed claim burns an epoch
+        self._backoff: dict[str, tuple[float, float]] = {}
 
     # -- joining and leaving ------------------------------------------------------------------------
 
@@ -205,14 +208,21 @@ class Fleet:
     async def adopt_local(self) -> None:
         """Claim each brain this node has a copy of that no live node owns."""
         for brain in self.local():
-            if brain not in self.owned and brain not in self.owners:
+            if brain not in self.owned and brain not in self.owners and not self.waiting(brain):
                 await self.adopt(brain)
+
+    def waiting(self, brain: str) -> bool:
+        """Whether ``brain`` failed to arrive here lately and is not to be claimed again yet."""
+        held = self._backoff.get(brain)
+        return held is not None and time.monotonic() < held[0]
 
     async def take_over(self) -> None:
         """Claim each brain the fleet has placed (it has an epoch) that no live node owns: a dead owner's brains
         (docs/fleet.md "Failover"). Of several nodes trying, the claim transaction lets one win."""
         for kv in await self.etcd.prefix(L.EPOCHS):
             brain = L.name_of(kv.key, L.EPOCHS)
+            if self.waiting(brain):
+                continue
             if brain not in self.owners and brain not in self.owned and brain not in self.arriving:
                 await self.claim(brain, L.read_epoch(kv.value))
 
@@ -239,12 +249,22 @@ class Fleet:
             try:
                 await self.arrive(brain, claimed_at, how)
             except Exception as exc:
-                log.error("fleet: brain %s did not arrive at epoch %d; let go: %s", brain, claimed_at, exc)
+                wait = self._backoff.get(brain, (0.0, ARRIVAL_BACKOFF[0] / 2))[1] * 2
+                wait = min(ARRIVAL_BACKOFF[1], max(ARRIVAL_BACKOFF[0], wait))
+                self._backoff[brain] = (time.monotonic() + wait, wait)
+                log.error(
+                    "fleet: brain %s did not arrive at epoch %d; let go, tried again in %.0f s: %s",
+                    brain,
+                    claimed_at,
+                    wait,
+                    exc,
+                )
                 await self.let_go(brain, mine)
                 return False, None, claimed_at
             finally:
                 self.arriving.pop(brain, None)
         if claimed:
+            self._backoff.pop(brain, None)
             self.owned[brain] = claimed_at
             self.owners[brain] = mine
             log.info("fleet: claimed brain %s at epoch %d", brain, claimed_at)
@@ -261,7 +281,7 @@ class Fleet:
         for _ in range(CLAIM_TRIES):
             found = await self.etcd.get(L.epoch_key(brain))
             claimed, holder, _ = await self.claim(brain, L.read_epoch(found.value) if found else 0)
-            if claimed or holder is not None:
+            if claimed or holder is not None or self.waiting(brain):  # won, lost, or won and could not arrive
                 return holder
         return None
 
