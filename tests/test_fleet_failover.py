@@ -4,6 +4,7 @@ writers are writing; every write it acknowledged is read back from the new owner
 the old owner, restarted, serves nothing of its stale copy as the writer: its requests go to the new owner."""
 
 import json
+import os
 import threading
 import time
 
@@ -13,9 +14,13 @@ from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
 from objectstore import start_moto
 from server import SERVICE_KEY
 
+from brainy.fleet import objects as O
+from brainy.fleet.objectstore import ObjectStore
+
 pytestmark = pytest.mark.slow
 
 BRAIN = "fo"
+AWS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 WRITERS = 8
 PER_WRITER = 10
 
@@ -106,6 +111,40 @@ def test_a_killed_owners_acknowledged_writes_are_served_by_the_new_owner(tmp_pat
         assert health(new_owner)["fleet"]["brains"][BRAIN] == 2
     finally:
         for node in nodes.values():
+            if node.proc.poll() is None:
+                node.proc.terminate()
+                node.proc.wait(timeout=15)
+
+
+def test_async_ships_within_the_interval_and_a_failover_keeps_what_was_shipped(tmp_path, cluster):
+    """--ship async --ship-interval 0.5 on real nodes: the last write's segment is stored within the interval
+    (and a put's time) of its answer; after the owner is killed, every write acknowledged more than the interval
+    before is served by the new owner. (That the answer comes before the segment: test_fleet_shipping.py.)"""
+    prefix = f"async-{tmp_path.name}"
+    extra = ("--object-store", f"s3://brainy-failover/{prefix}", "--ship", "async", "--ship-interval", "0.5")
+    store = ObjectStore.from_url(f"s3://brainy-failover/{prefix}", {k: os.environ[k] for k in AWS})
+    keys = write_fleet_keys(tmp_path / "keys")
+    a = start_node(tmp_path, "a", cluster.url, keys, TTL, extra)
+    b = start_node(tmp_path, "b", cluster.url, keys, TTL, extra)
+    try:
+        assert call(a, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).result()["node"] == "a"
+        ids = [f"x{i}" for i in range(20)]
+        for id_ in ids:
+            assert add(a, id_).status == 200
+
+        def shipped():
+            segments = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).segments
+            return bool(segments) and max(s.last for s in segments) == 20
+
+        acknowledged = time.monotonic()
+        wait_until(shipped, 0.5 + 2, "the last write's segment stored")
+        assert time.monotonic() - acknowledged < 0.5 + 2
+        time.sleep(0.5)
+        a.kill()
+        wait_until(lambda: readable(b, ids[-1]), TTL + 5, "b serves the brain")
+        assert all(readable(b, id_) for id_ in ids)
+    finally:
+        for node in (a, b):
             if node.proc.poll() is None:
                 node.proc.terminate()
                 node.proc.wait(timeout=15)
