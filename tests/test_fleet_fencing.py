@@ -142,7 +142,7 @@ def test_an_owner_paused_past_its_lease_claims_its_brain_back_and_its_history_st
 def test_a_partitioned_owner_is_fenced_and_loses_nothing_it_acknowledged(tmp_path, cluster):
     """a owns the brain and is paused (a partition: it hears nothing, renews nothing); b takes it over at epoch 2.
     Resumed, a acknowledges nothing as the writer: a write sent to it is answered by b, and every write a
-    acknowledged before is at b."""
+    acknowledged before is at b. Then b is killed: a takes the brain over at epoch 3 from what was shipped."""
     keys = write_fleet_keys(tmp_path / "keys")
     a = start_node(tmp_path, "a", cluster.url, keys, TTL, cluster.extra)
     b = start_node(tmp_path, "b", cluster.url, keys, TTL, cluster.extra)
@@ -162,6 +162,12 @@ def test_a_partitioned_owner_is_fenced_and_loses_nothing_it_acknowledged(tmp_pat
         wait_until(lambda: BRAIN not in health(a)["fleet"]["brains"], 10, "a let its claim go")
         assert all(present(b, id_) for id_ in acknowledged)
         assert health(b)["fleet"]["brains"][BRAIN] == 2
+        # b killed: a takes the brain over again (epoch 3) from the shipped history, its own copy set aside
+        b.kill()
+        wait_until(lambda: present(a, "after-partition"), TTL + 5, "a serves the brain again")
+        assert all(present(a, id_) for id_ in acknowledged)
+        assert health(a)["fleet"]["brains"][BRAIN] == 3
+        assert add(a, "back-at-a").status == 200
     finally:
         for node in (a, b):
             if node.proc.poll() is None:

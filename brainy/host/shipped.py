@@ -114,12 +114,13 @@ class Shipping:
             return
         commits = handle.commits
         # under the commit lock no commit slips between the epoch's base and its shipper: every frame up to the
-        # base is made durable and shipped at the earlier epoch (this node's, claimed back), every later one at this
+        # base is made durable and shipped at the earlier epoch (this node's, claimed back with its copy open),
+        # every later one at this. An earlier epoch's shipper of a copy since set aside (restored) ships nothing.
         with commits.head.commit_lock:
             assert commits.log is not None
             commits.log.sync_all()
             base = commits.head.applied
-            if held is not None:
+            if held is not None and commits.shipping is held:  # the same copy, claimed back: its frames go first
                 held.settle(base)
             base = self._mark(brain, epoch, base)
             shipper = Shipper(self.store, brain, epoch, base, lambda: self.fleet.fence(brain, epoch), self.mode)
@@ -185,7 +186,10 @@ class Shipping:
         if how != ADOPTED:
             return  # a new brain: host.provision creates it, then opens it (:meth:`provisioned`)
         local = self.pool.brains_dir is not None and (self.pool.brains_dir / brain).is_dir()
-        shipped = await loop.run_in_executor(None, self.store.list, O.brain_prefix(brain))
+        # no snapshot shipped means no segment either (a writer's first open stores its snapshot before it serves):
+        # a local copy is then the brain's whole history (a fleet that ran without --object-store, or a first open
+        # cut short), and it is kept
+        shipped = await loop.run_in_executor(None, self.store.list, f"{O.brain_prefix(brain)}snapshots/")
         if epoch > 1 and (shipped or not local):
             if self.pool.brains_dir is None:
                 raise R.BrainsDirNotConfiguredError("a brain restored from the object store needs --brains-dir")
