@@ -199,6 +199,8 @@ def shipping_args(args: Any, pool: Pool, fleet: Fleet | None, backups: Backups) 
         return None
     if fleet is None:
         raise FleetJoinError("--object-store ships a fleet's brains: give --fleet ETCD_URL too")
+    if pool.brains_dir is None:
+        raise FleetJoinError("--object-store needs --brains-dir: a brain taken over is restored there")
     try:
         store = ObjectStore.from_url(url)
         store.create_bucket()
