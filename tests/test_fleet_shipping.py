@@ -2,6 +2,9 @@
 brain's commit path, a real moto server on loopback, our own S3 client; and the restore that rebuilds the brain
 from what was shipped, with the epochs' markers keeping a fenced owner's late segments out of its history."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -283,3 +286,37 @@ def test_host_persist_without_snapshots_dir_uploads_a_snapshot_a_failover_restor
                 if node is not None and node.proc.poll() is None:
                     node.proc.terminate()
                     node.proc.wait(timeout=15)
+
+
+FLEET = ["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "http://127.0.0.1:2"]
+KEYS = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+
+
+@pytest.mark.parametrize(
+    "flags, env, says",
+    [
+        (["--object-store", "s3://brainy-x"], KEYS, "give --fleet ETCD_URL too"),
+        ([*FLEET, "--object-store", "http://brainy-x"], KEYS, "s3://BUCKET[/PREFIX]"),
+        ([*FLEET, "--object-store", "s3://brainy-x"], {}, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        (
+            [*FLEET, "--object-store", "s3://brainy-x"],
+            {**KEYS, "AWS_ENDPOINT_URL": "http://127.0.0.1:1"},
+            "the object store did not answer",
+        ),
+        ([*FLEET, "--object-store", "s3://brainy-x", "--ship", "later"], KEYS, "invalid choice"),
+    ],
+)
+def test_an_object_store_flag_missing_or_wrong_refuses_the_start(tmp_path, flags, env, says):
+    """--object-store is checked at the start, and a store that does not answer refuses it, saying why."""
+    (tmp_path / "brains").mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "brainy.cli", "serve", "--brains-dir", str(tmp_path / "brains")]
+        + ["--keys", str(tmp_path / "keys"), "--listen", "127.0.0.1:0", *flags],
+        capture_output=True,
+        timeout=60,
+        env={**clean, **env},
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert says in done.stderr.decode(), done.stderr.decode()
