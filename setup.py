@@ -161,6 +161,8 @@ setup(
             "grpcio>=1.60",  # a stock gRPC client (and perf/measure.py's grpcio floor server)
             "grpcio-tools>=1.60",  # stock protoc: the tests compile docs/brainy.proto and call every rpc
             "ruff>=0.6",  # the linter and formatter the generated refusal module is held to
+            "moto[server]>=5.1",  # an S3-compatible store on loopback (ThreadedMotoServer) for the fleet's shipping
+            # tests; answers a conditional put (If-None-Match: *) with 412 since getmoto/moto#8109 (Sept 2024)
             "mypy==2.4.1",
         ],  # the type check tests/test_types.py runs; exact, as each release finds new errors
         # the peers the vector benchmarks measure brainy beside, in the same run; no test imports them

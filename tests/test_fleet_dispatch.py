@@ -25,6 +25,7 @@ class Placed:
 
     def __init__(self, owners):
         self.owners = owners
+        self.arriving = {}  # claimed here, being restored (docs/fleet.md "Failover")
 
     def elsewhere(self, brain):
         owner = self.owners.get(brain)
@@ -53,6 +54,16 @@ def test_a_brain_owned_elsewhere_is_refused_by_name(dispatcher):
     outcome = call(dispatcher, PERSON, "get", "theirs", "a")
     assert outcome.refusal is not None and outcome.refusal.name == "BrainMovedError"
     assert outcome.refusal.fields == {"brain": "theirs", "node": "there", "epoch": 2}
+
+
+def test_a_brain_arriving_here_is_refused_until_it_has_arrived(dispatcher):
+    """A brain this node has claimed and is still restoring is served from no copy: BrainMovedError names this
+    node at the new epoch (ask again), then, arrived, it is served."""
+    dispatcher.fleet.arriving["mine"] = 4
+    outcome = call(dispatcher, PERSON, "counts", "mine")
+    assert outcome.refusal is not None and outcome.refusal.fields == {"brain": "mine", "node": "here", "epoch": 4}
+    del dispatcher.fleet.arriving["mine"]
+    assert call(dispatcher, PERSON, "counts", "mine").ok
 
 
 def test_a_brain_owned_here_or_unplaced_is_served(dispatcher):

@@ -164,6 +164,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="the lease this node's registration and brains are held under; default 10, at least 2",
     )
+    p_serve.add_argument(
+        "--object-store",
+        metavar="s3://BUCKET[/PREFIX]",
+        help="ship every commit's log frames and host.persist snapshots to this S3-compatible store (endpoint and "
+        "keys from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION); needs --fleet",
+    )
+    p_serve.add_argument(
+        "--ship",
+        choices=("sync", "async"),
+        default="sync",
+        help="sync (default): a write is acknowledged once its frames are stored; async: after the local fsync, "
+        "shipped within --ship-interval",
+    )
+    p_serve.add_argument(
+        "--ship-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --ship async: the most time between a write's fsync and its frames being stored; default 1",
+    )
     for flag in LATER_FLAGS:
         p_serve.add_argument("--" + flag.replace("_", "-"), metavar="PATH", help=f"arrives in {LATER_FLAGS[flag]}")
     parser.add_argument("--keys", dest="starter_keys", metavar="FILE", help="the starter's keys file")

@@ -90,6 +90,10 @@ def put_op(key: bytes, value: bytes, lease: int = 0) -> dict[str, Any]:
     return {"request_put": body}
 
 
+def delete_op(key: bytes) -> dict[str, Any]:
+    return {"request_delete_range": {"key": b64(key)}}
+
+
 def range_op(key: bytes) -> dict[str, Any]:
     return {"request_range": {"key": b64(key)}}
 

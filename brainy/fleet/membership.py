@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brainy.contract import refusals as R
@@ -34,6 +34,15 @@ DEFAULT_TTL = 10
 MIN_TTL = 2  # seconds: a renewal every third of it must still come back in time
 REFRESH_SECONDS = 1.0
 CLAIM_TRIES = 3  # a claim's compare can lose to another node's claim; read again and try at most this often
+ARRIVAL_BACKOFF = (1.0, 60.0)  # seconds: a brain that could not arrive is tried again after 1 s, doubling to 60
+MAX_MARGIN = 1.0  # seconds: a write is acknowledged only this long (or a quarter of the TTL) before the lease can end
+
+#: How a brain came to be claimed, for :attr:`Fleet.arrive`: a new brain (``host.provision``: no store yet), one
+#: no live node owned (a local copy, or a dead owner's brain: restored from the object store after epoch 1), or
+#: one this node held before its lease lapsed and claimed back at its own epoch (its open copy is current).
+NEW, ADOPTED, BACK = "new", "adopted", "back"
+
+Arrival = Callable[[str, int, str], Awaitable[None]]
 
 
 class FleetJoinError(ValueError):
@@ -72,6 +81,17 @@ class Fleet:
         self.nodes: dict[str, L.Node] = {}  # the view: the live nodes
         self.owners: dict[str, L.Owner] = {}  # the view: each placed brain's owner
         self._task: asyncio.Task[None] | None = None
+        # until when (time.monotonic()) this node may acknowledge a write: a keep-alive etcd answered was sent at
+        # t, so etcd cannot expire the lease before t + TTL; less a margin, for the answer still on its way
+        self.safe_until = 0.0
+        self.margin = min(MAX_MARGIN, ttl / 4)
+        # with --object-store: what a claim must do before the brain is served (restore it, open and ship it);
+        # the brains it is doing it for, with their epoch, are refused meanwhile (docs/fleet.md "Failover")
+        self.arrive: Arrival | None = None
+        self.arriving: dict[str, int] = {}
+        self.takes_over = False  # --object-store: claim the placed brains no live node owns, not only local ones
+        # brains whose arrival failed: (when to try again, the wait after that); each failed claim burns an epoch
+        self._backoff: dict[str, tuple[float, float]] = {}
 
     # -- joining and leaving ------------------------------------------------------------------------
 
@@ -94,6 +114,7 @@ class Fleet:
         self._task = asyncio.create_task(self.run(), name="brainy-fleet")
 
     async def _register(self) -> None:
+        sent = time.monotonic()
         lease = await self.etcd.grant(self.ttl)
         key = L.node_key(self.node)
         deadline = time.monotonic() + self.ttl + 1
@@ -105,9 +126,11 @@ class Fleet:
                 await self._revoke(lease)
                 raise FleetJoinError(f"--node {self.node}: a live node of the fleet already has that name")
             await asyncio.sleep(0.25)
+            sent = time.monotonic()
             if await self.etcd.keepalive(lease) <= 0:  # the wait may outlast a short TTL: keep the new lease
                 lease = await self.etcd.grant(self.ttl)
         self.lease = lease
+        self.safe_until = sent + self.ttl - self.margin
         log.info("joined the fleet as %s (%s), lease %x, ttl %d s", self.node, self.url, lease, self.ttl)
 
     async def leave(self) -> None:
@@ -146,12 +169,17 @@ class Fleet:
                     await self.renew()
                 await self.refresh()
                 await self.adopt_local()
+                if self.takes_over:
+                    await self.take_over()
             except (E.EtcdUnavailableError, L.LayoutError) as exc:
                 log.warning("fleet: %s", exc)
 
     async def renew(self) -> None:
         """Keep the lease alive and the registration fresh; a lease already expired is replaced."""
-        if await self.etcd.keepalive(self.lease) > 0:
+        sent = time.monotonic()
+        left = await self.etcd.keepalive(self.lease)
+        if left > 0:
+            self.safe_until = sent + left - self.margin
             await self.etcd.put(L.node_key(self.node), self._registration(), self.lease)
             return
         log.warning(
@@ -160,7 +188,7 @@ class Fleet:
         held, self.owned = self.owned, {}
         await self._register()
         for brain, epoch in held.items():
-            claimed, holder, _ = await self.claim(brain, epoch)  # compare: still the epoch it put
+            claimed, holder, _ = await self.claim(brain, epoch, BACK)  # compare: still the epoch it put
             if not claimed:
                 log.warning("fleet: brain %s was claimed by %s meanwhile; let go", brain, holder)
 
@@ -180,14 +208,33 @@ class Fleet:
     async def adopt_local(self) -> None:
         """Claim each brain this node has a copy of that no live node owns."""
         for brain in self.local():
-            if brain not in self.owned and brain not in self.owners:
+            if brain not in self.owned and brain not in self.owners and not self.waiting(brain):
                 await self.adopt(brain)
+
+    def waiting(self, brain: str) -> bool:
+        """Whether ``brain`` failed to arrive here lately and is not to be claimed again yet."""
+        held = self._backoff.get(brain)
+        return held is not None and time.monotonic() < held[0]
+
+    async def take_over(self) -> None:
+        """Claim each brain the fleet has placed (it has an epoch) that no live node owns: a dead owner's brains
+        (docs/fleet.md "Failover"). Of several nodes trying, the claim transaction lets one win."""
+        for kv in await self.etcd.prefix(L.EPOCHS):
+            brain = L.name_of(kv.key, L.EPOCHS)
+            if self.waiting(brain):
+                continue
+            if brain not in self.owners and brain not in self.owned and brain not in self.arriving:
+                await self.claim(brain, L.read_epoch(kv.value))
 
     # -- claims --------------------------------------------------------------------------------------
 
-    async def claim(self, brain: str, epoch: int) -> tuple[bool, L.Owner | None, int]:
+    async def claim(self, brain: str, epoch: int, how: str = ADOPTED) -> tuple[bool, L.Owner | None, int]:
         """Claim ``brain`` at ``epoch``, the one read from ``epochs/<brain>`` (0: never placed): one
-        transaction. Answers whether it was claimed, the owner after it, and the brain's epoch after it."""
+        transaction. Answers whether it was claimed, the owner after it, and the brain's epoch after it.
+
+        With :attr:`arrive` set, the brain is served only once it has arrived (``how`` says how it came); one
+        that cannot arrive is let go (its owner key deleted while still this node's), and the claim answers
+        False with no holder."""
         ekey, okey = L.epoch_key(brain), L.owner_key(brain)
         claimed_at = epoch + 1
         mine = L.Owner(self.node, claimed_at)
@@ -197,7 +244,27 @@ class Fleet:
         ]
         success = [E.put_op(ekey, L.epoch_value(claimed_at)), E.put_op(okey, L.owner_value(mine), self.lease)]
         claimed, read = await self.etcd.txn(compare, success, [E.range_op(ekey), E.range_op(okey)])
+        if claimed and self.arrive is not None:
+            self.arriving[brain] = claimed_at
+            try:
+                await self.arrive(brain, claimed_at, how)
+            except Exception as exc:
+                wait = self._backoff.get(brain, (0.0, ARRIVAL_BACKOFF[0] / 2))[1] * 2
+                wait = min(ARRIVAL_BACKOFF[1], max(ARRIVAL_BACKOFF[0], wait))
+                self._backoff[brain] = (time.monotonic() + wait, wait)
+                log.error(
+                    "fleet: brain %s did not arrive at epoch %d; let go, tried again in %.0f s: %s",
+                    brain,
+                    claimed_at,
+                    wait,
+                    exc,
+                )
+                await self.let_go(brain, mine)
+                return False, None, claimed_at
+            finally:
+                self.arriving.pop(brain, None)
         if claimed:
+            self._backoff.pop(brain, None)
             self.owned[brain] = claimed_at
             self.owners[brain] = mine
             log.info("fleet: claimed brain %s at epoch %d", brain, claimed_at)
@@ -214,18 +281,50 @@ class Fleet:
         for _ in range(CLAIM_TRIES):
             found = await self.etcd.get(L.epoch_key(brain))
             claimed, holder, _ = await self.claim(brain, L.read_epoch(found.value) if found else 0)
-            if claimed or holder is not None:
+            if claimed or holder is not None or self.waiting(brain):  # won, lost, or won and could not arrive
                 return holder
         return None
 
     async def claim_new(self, brain: str) -> int:
         """Claim a brain the fleet has never placed (``host.provision``): its epoch, 1; a name the fleet has
         placed before, live or not, is BrainExistsError."""
-        claimed, holder, epoch = await self.claim(brain, 0)
+        claimed, holder, epoch = await self.claim(brain, 0, NEW)
         if not claimed:
             where = f" (node {holder.node} owns it)" if holder is not None else f" (at epoch {epoch})"
             raise R.BrainExistsError(f"the fleet has already placed a brain named {brain!r}{where}", brain=brain)
         return 1
+
+    async def let_go(self, brain: str, mine: L.Owner) -> None:
+        """Delete ``brain``'s owner key if it is still ``mine`` (one transaction), so another claim may follow."""
+        self.owned.pop(brain, None)
+        if self.owners.get(brain) == mine:
+            del self.owners[brain]
+        okey = L.owner_key(brain)
+        try:
+            await self.etcd.txn([E.value_is(okey, L.owner_value(mine))], [E.delete_op(okey)])
+        except E.EtcdUnavailableError as exc:  # it ends with this node's lease all the same
+            log.warning("fleet: the claim of %s was not let go (it ends with the lease): %s", brain, exc)
+
+    def fence(self, brain: str, epoch: int) -> None:
+        """Return when this node may acknowledge a write of ``brain`` at ``epoch`` now: it owns the brain at that
+        epoch, and its lease cannot have expired (docs/fleet.md "Fencing"); else BrainMovedError."""
+        if self.owned.get(brain) != epoch:
+            owner = self.owners.get(brain)
+            node, at = (owner.node, owner.epoch) if owner is not None else (self.node, epoch)
+            raise R.BrainMovedError(
+                f"brain {brain!r} is no longer this node's at epoch {epoch} (node {node!r}, epoch {at})",
+                brain=brain,
+                node=node,
+                epoch=at,
+            )
+        if time.monotonic() >= self.safe_until:
+            raise R.BrainMovedError(
+                f"node {self.node!r} could not renew its lease in time: it acknowledges no write of {brain!r} "
+                "until it has",
+                brain=brain,
+                node=self.node,
+                epoch=epoch,
+            )
 
     def release(self, brain: str) -> None:
         """Forget a claim this node made and could not follow through (its store was not created)."""

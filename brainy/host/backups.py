@@ -38,6 +38,7 @@ import re
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,13 @@ class Backups:
         self._runs: dict[tuple[str, str], Run] = {}
         self._read: set[str] = set()  # the brains whose records this process has read
         self._lock = threading.Lock()
+        # a fleet node with --object-store and no --snapshots-dir: a run uploads the snapshot instead (brain, name,
+        # files) -> (files, bytes) (brainy/host/shipped.py; docs/fleet.md "When things are shipped")
+        self.remote: Callable[[str, str, FileSet], tuple[int, int]] | None = None
 
     def configured(self) -> Path:
+        if self.root is None and self.remote is not None:
+            return Path()  # runs go to the object store: there is no root to check
         if self.root is None:
             raise R.SnapshotRootNotConfiguredError("this server was started without --snapshots-dir")
         return self.root
@@ -200,6 +206,54 @@ class Backups:
         self._record(run)
         run.thread.start()
         return run
+
+    def start_remote(self, brain: str, name: Any, files: FileSet) -> Run:
+        """Register a run uploading ``files`` to the object store (:attr:`remote`) and start it on its own thread.
+        The name is checked as a directory run's is; the runs are this process's (no records file)."""
+        assert self.remote is not None
+        if not isinstance(name, str) or not SEGMENT.fullmatch(name):
+            files.close()
+            raise R.SnapshotNameInvalidError(
+                f"{name!r} is not one legal path segment (no '/', not starting with '.', at most 64 characters)",
+                snapshot=str(name),
+            )
+        with self._lock:
+            held = self._runs.get((brain, name))
+            if held is not None:
+                files.close()
+                raise R.SnapshotTargetNotEmptyError(f"a run named {name!r} of {brain!r} exists already")
+            run = Run(brain, name, files.generation, _now_ms())
+            self._runs[(brain, name)] = run
+        run.thread = threading.Thread(
+            target=self._upload, args=(run, files), name=f"brainy-persist-{brain}", daemon=True
+        )
+        run.thread.start()
+        return run
+
+    def _upload(self, run: Run, files: FileSet) -> None:
+        assert self.remote is not None
+        run.state = "running"
+        try:
+            count, size = self.remote(run.brain, run.name, files)
+            run.files, run.bytes, run.finished_at = count, size, _now_ms()
+            run.state = "done"
+            log.info(
+                "persist %s/%s: generation %d, %d files, %d bytes, to the object store",
+                run.brain,
+                run.name,
+                run.generation,
+                count,
+                size,
+            )
+        except Exception as exc:  # a failed run carries its refusal
+            log.error("persist %s/%s failed: %s", run.brain, run.name, exc, exc_info=exc)
+            run.error = (
+                exc if isinstance(exc, R.Refusal) else R.InternalError(str(exc), ref=f"persist:{run.brain}/{run.name}")
+            )
+            run.finished_at = _now_ms()
+            run.state = "failed"
+        finally:
+            files.close()
 
     def _records(self, brain: str) -> Path | None:
         """``<root>/<brain>/.runs.jsonl``, unless the brain's folder is not a plain directory (never followed)."""

@@ -254,6 +254,14 @@ def owned_here(fleet: Fleet, brain: str) -> None:
     edge forwards such a request before it gets here (brainy/net/edge.py); the transports that do not forward
     yet (gRPC, WebSocket, MCP, the held change stream) and a forwarded request that found the brain moved on
     meet this."""
+    arriving = fleet.arriving.get(brain)
+    if arriving is not None:  # claimed here, still being restored: not served from any copy yet
+        raise R.BrainMovedError(
+            f"brain {brain!r} is arriving at node {fleet.node!r} (epoch {arriving}); ask again",
+            brain=brain,
+            node=fleet.node,
+            epoch=arriving,
+        )
     owner = fleet.elsewhere(brain)
     if owner is not None:
         raise R.BrainMovedError(

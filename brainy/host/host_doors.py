@@ -31,6 +31,7 @@ from brainy.engine import Brain, init_store
 from brainy.fleet.membership import Fleet
 from brainy.host import archive
 from brainy.host.backups import Backups
+from brainy.host.shipped import Shipping
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 MINTABLE_KINDS = ("person:", "business:", "service:")
@@ -43,6 +44,7 @@ class Host:
     keys: KeyTable
     backups: Backups = field(default_factory=lambda: Backups(None, None))
     fleet: Fleet | None = None  # --fleet: this node's membership (docs/fleet.md); None outside a fleet
+    shipping: Shipping | None = None  # --object-store: the brains shipped off the node (docs/fleet.md)
 
     @property
     def revoked_path(self) -> Path:
@@ -77,6 +79,9 @@ def _provision(c: Any) -> dict[str, Any] | Awaitable[dict[str, Any]]:
 async def _provision_claimed(c: Any, root: Path, fleet: Fleet) -> dict[str, Any]:
     await fleet.claim_new(c.brain)
     answer = _create(c, root)
+    shipping: Shipping | None = c.host.shipping
+    if shipping is not None:  # opened at once: its epoch's marker and base snapshot are stored before it answers
+        await shipping.provisioned(c.brain)
     answer["node"] = fleet.node
     return answer
 
@@ -191,6 +196,13 @@ def _persist(c: Any) -> dict[str, Any]:
     backups: Backups = c.host.backups
     backups.configured()
     path = c.brains.path_of(c.brain, archived_ok=True)
+    if backups.root is None and backups.remote is not None:  # --object-store, no --snapshots-dir
+        run = backups.start_remote(c.brain, c.document["name"], c.brains.resolve(c.brain, False).hold_files())
+        return {
+            "brain": c.brain,
+            "name": run.name,
+            "run": {"state": run.state, "startedAt": run.started_at, "generation": run.generation},
+        }
     target = backups.target(c.brain, c.document["name"])
     archived = c.brains.brains_dir is not None and archive.archived_at(Path(c.brains.brains_dir), c.brain) is not None
     if archived:  # an archived brain is closed: read it through an attach of its own, held only to take the set

@@ -21,6 +21,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,9 @@ class Pool:
         self._lock = threading.Lock()
         self._options = {"horizons": Horizons.of(*horizons), **(open_options or {})}
         self.arbiter = Arbiter(self, budget)
+        # called with each writer this pool opens, before it serves a door: a fleet node's shipping attaches its
+        # shipper there (brainy/host/shipped.py); what it raises refuses the open, and the handle is closed
+        self.on_writer: Callable[[str, Brain], None] | None = None
 
     # -- which names are brains -----------------------------------------------------------------
 
@@ -187,6 +191,7 @@ class Pool:
         except BaseException:
             entry.kept = kept
             raise
+        self._writer_opened(entry, opened)
         log.info(
             "brain %s readmitted as its writer (generation %d, %d replayed)",
             entry.name,
@@ -194,6 +199,22 @@ class Pool:
             opened.recovery["replayedGenerations"] if opened.recovery else 0,
         )
         return self._admitted(entry, opened)
+
+    def open_writer(self, name: str) -> Brain | None:
+        """The writer handle open on ``name`` now, if there is one (nothing is opened)."""
+        entry = self._entries.get(name)
+        handle = entry.handle if entry is not None else None
+        return handle if handle is not None and handle.role == "writer" else None
+
+    def _writer_opened(self, entry: Entry, opened: Brain) -> None:
+        """:attr:`on_writer` for a writer just opened, before it is admitted; a refusal closes it again."""
+        if self.on_writer is None:
+            return
+        try:
+            self.on_writer(entry.name, opened)
+        except BaseException:
+            opened.close()
+            raise
 
     def resident_entries(self) -> list[Entry]:
         with self._lock:
@@ -234,6 +255,7 @@ class Pool:
             raise R.BRAINY_WRITER_LOCKED(
                 f"another live process holds the writer lease of {entry.name!r}: {holder}", holder=holder
             )
+        self._writer_opened(entry, opened)
         previous = entry.handle
         self._admitted(entry, opened)
         if previous is not None:

@@ -21,12 +21,14 @@ from brainy.contract import refusals as R
 from brainy.doors import language
 from brainy.fleet.etcd import Etcd
 from brainy.fleet.membership import Fleet, FleetJoinError
+from brainy.fleet.objectstore import ObjectStore, ObjectStoreError
 from brainy.fleet.proxy import owner_address
 from brainy.host.arbiter import meminfo
 from brainy.host.backups import Backups, check_start
 from brainy.host.dispatch import check_brain_name
 from brainy.host.host_doors import Host
 from brainy.host.pool import Pool
+from brainy.host.shipped import Shipping
 from brainy.net.app import App
 from brainy.net.server import Listen, Server, serve_until_stopped
 from brainy.net.tls import Certificate, judge
@@ -98,6 +100,8 @@ def run(
         finally:
             if app.edge is not None:
                 app.edge.close()
+            if host is not None and host.shipping is not None:  # async: what is durable is shipped once more
+                await asyncio.get_running_loop().run_in_executor(None, host.shipping.stop)
             if fleet is not None:  # after the last request: its registration and claims end with the lease
                 await fleet.leave()
             if sign_in is not None:
@@ -268,6 +272,29 @@ def join_args(args: Any, pool: Pool) -> Fleet | None:
     )
 
 
+def shipping_args(args: Any, pool: Pool, fleet: Fleet | None, backups: Backups) -> Shipping | None:
+    """The shipping ``--object-store``, ``--ship`` and ``--ship-interval`` describe (docs/fleet.md), or None; the
+    bucket is created if absent. A flag malformed, no ``--fleet``, or a store that does not answer refuses the
+    start."""
+    url = getattr(args, "object_store", None)
+    if url is None:
+        return None
+    if fleet is None:
+        raise FleetJoinError("--object-store ships a fleet's brains: give --fleet ETCD_URL too")
+    if pool.brains_dir is None:
+        raise FleetJoinError("--object-store needs --brains-dir: a brain taken over is restored there")
+    try:
+        store = ObjectStore.from_url(url)
+        store.create_bucket()
+    except (ValueError, ObjectStoreError) as exc:
+        raise FleetJoinError(f"--object-store: {exc}") from None
+    shipping = Shipping(store, fleet, pool, args.ship, args.ship_interval)
+    if backups.root is None:  # host.persist uploads a snapshot instead (docs/fleet.md)
+        backups.remote = shipping.persist
+    log.info("object store %s (%s), --ship %s", url, store.creds.endpoint, args.ship)
+    return shipping
+
+
 def serve(args: Any) -> int:
     _logging()
     _language()
@@ -301,6 +328,8 @@ def serve(args: Any) -> int:
     if sign_in is not None:
         auth_server = sign_in.public_url  # this door's RFC 9728 document names ITSELF (seed 001, "Discovery")
     fleet = join_args(args, pool)
+    backups = Backups(snapshots, brains_dir)
+    shipping = shipping_args(args, pool, fleet, backups)
     reading_door = configure_reading_door(args.reading_door, keys.service_key)
     if reading_door is not None:
         log.info("reading door: %s", reading_door.url)
@@ -310,7 +339,7 @@ def serve(args: Any) -> int:
         listens,
         certificate=certificate,
         reading_door=reading_door,
-        host=Host(keys, Backups(snapshots, brains_dir), fleet),
+        host=Host(keys, backups, fleet, shipping),
         auth_server=auth_server,
         sign_in=sign_in,
     )

@@ -37,6 +37,21 @@ class Follows(Protocol):
         """The commit at ``generation`` is durable (the tables cover ``flushed``); called under the state lock."""
 
 
+class Ships(Protocol):
+    """What ships a writer's commits off the machine before they are acknowledged, as the commit path sees it (a
+    fleet node's shipper, brainy/fleet/shipping.py): asked before a commit begins, handed each frame appended, and
+    asked once a frame is durable here whether its commit may be acknowledged."""
+
+    def check(self) -> None:
+        """Refuse (raise) before anything is appended when this writer may not commit now."""
+
+    def appended(self, generation: int, frame: bytes) -> None:
+        """The encoded frame of the commit at ``generation`` was appended (not yet durable); under the commit lock."""
+
+    def acknowledge(self, generation: int) -> None:
+        """The commit at ``generation`` is durable locally: return once it may be acknowledged, else raise."""
+
+
 class CommitPath:
     """One handle's commit path over its ``head``: ``followers`` told of every commit applied and of every move of
     the durable head, ``log`` appended to and waited on.
@@ -54,6 +69,8 @@ class CommitPath:
         # the entity rows written by each commit appended above the durable generation (:meth:`written_since`): put
         # and dropped only under the commit lock, so a rule holding it finds every commit above what it searched
         self._written: Pending[list[dict[str, Any]]] = Pending()
+        # a fleet node's shipper (docs/fleet.md "Shipping to object storage"): None outside a fleet's object store
+        self.shipping: Ships | None = None
 
     def txn(self, generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
         """A transaction writing ``generation`` over every commit applied so far."""
@@ -72,6 +89,8 @@ class CommitPath:
     def begin(self, caller: str | None, via: str | None) -> Txn:
         """The next commit's transaction: the generation after the applied one, stamped now (never before the last
         commit). The caller holds the commit lock until it has appended it or dropped it."""
+        if self.shipping is not None:  # fenced: refused before anything is appended
+            self.shipping.check()
         head = self.head
         return self.txn(head.applied + 1, max(now_ms(), head.last_ts), caller, via)
 
@@ -87,6 +106,8 @@ class CommitPath:
         payload = log_.encode_payload(generation, timestamp, txn.caller, txn.via, txn.ops)
         assert self.log is not None
         seq = self.log.append(generation, payload)
+        if self.shipping is not None:
+            self.shipping.appended(generation, log_.encode_frame(payload))
         self.apply(txn)
         head = self.head
         head.ledgers.put(generation, head.ledger.copy())
@@ -141,9 +162,15 @@ class CommitPath:
     def durable_at(self, seq: int, generation: int) -> None:
         """Return once the frame ``seq`` (the commit at ``generation``) is durable, the durable head moved up to it:
         its ledger the durable one and the followers advanced, under the state lock, then :attr:`on_durable`
-        called. A head already at or past ``generation`` (a later commit's wait moved it) stays."""
+        called. A head already at or past ``generation`` (a later commit's wait moved it) stays.
+
+        With a shipper, the head moves only once it says the commit may be acknowledged (``--ship sync``: stored
+        off the machine; always: this owner still holds the brain), so no read sees a commit that a failover
+        could lose, and a refusal it raises leaves the head where it was."""
         assert self.log is not None
         self.log.wait(seq)
+        if self.shipping is not None and generation > self.head.durable:  # a head already past it was acknowledged
+            self.shipping.acknowledge(generation)
         head = self.head
         with head.state_lock:
             if generation > head.durable:

@@ -1,0 +1,261 @@
+"""An S3-compatible object store, spoken directly: the four calls shipping makes, signed with AWS Signature V4.
+
+Why our own client and not boto3 (measured by ``perf/bench_s3.py``, figures in the commit that chose it): a
+shipped segment is small (a group commit's frames, a few KiB), so what a ``--ship sync`` write waits on is the
+client's cost per call, not its bandwidth; botocore's per-call machinery (its model-driven serialiser, its event
+hooks, its retry handler) costs several times the round trip to a local store. The calls shipping makes are four
+(a conditional put, a get, a list, a bucket create for tests and first starts), each a few lines of SigV4 over
+``http.client`` with a kept-alive connection per thread; nothing beyond the standard library.
+
+Configuration is the standard one: ``AWS_ENDPOINT_URL`` (absent: ``https://s3.<region>.amazonaws.com``),
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN`` (optional), ``AWS_DEFAULT_REGION``
+(absent: ``us-east-1``). Requests are path-style (``/BUCKET/KEY``), which every S3-compatible store answers.
+
+Every call blocks: shipping runs on the brain's fsync workers and its own thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import http.client
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+from xml.etree import ElementTree
+
+CALL_SECONDS = 10.0  # one call; a sync write waits on it, so a store that hangs longer is unreachable
+ATTEMPTS = 3  # a call whose connection broke (a kept-alive socket the store closed) is tried again this often
+_EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+_XMLNS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+class ObjectStoreError(Exception):
+    """The object store did not answer a call, or answered it with an error shipping cannot go past."""
+
+
+class ObjectExistsError(ObjectStoreError):
+    """A conditional put (``If-None-Match: *``) found the name taken: another writer stored it first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a fleet's objects go: ``s3://BUCKET[/PREFIX]`` read apart. ``prefix`` is '' or ends in '/'."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, url: str) -> Location:
+        parts = urlsplit(url)
+        if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError(f"--object-store {url!r}: s3://BUCKET[/PREFIX]")
+        prefix = parts.path.strip("/")
+        return cls(parts.netloc, prefix + "/" if prefix else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Endpoint, region and keys, from the standard environment variables."""
+
+    endpoint: str
+    region: str
+    access_key: str
+    secret_key: str
+    token: str | None = None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Credentials:
+        region = environ.get("AWS_DEFAULT_REGION") or environ.get("AWS_REGION") or "us-east-1"
+        endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+        access, secret = environ.get("AWS_ACCESS_KEY_ID"), environ.get("AWS_SECRET_ACCESS_KEY")
+        if not access or not secret:
+            raise ValueError("--object-store: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+        return cls(
+            endpoint or f"https://s3.{region}.amazonaws.com", region, access, secret, environ.get("AWS_SESSION_TOKEN")
+        )
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def sign(
+    method: str,
+    path: str,
+    query: list[tuple[str, str]],
+    headers: dict[str, str],
+    payload_sha: str,
+    creds: Credentials,
+    now: datetime.datetime,
+) -> dict[str, str]:
+    """``headers`` plus the SigV4 ones (``x-amz-date``, ``x-amz-content-sha256``, ``authorization``) for S3.
+
+    The canonical request is AWS's: method, the URI-encoded path, the sorted query, the signed headers (lower
+    case, sorted), their names, the payload's SHA-256; the string to sign names the day's scope."""
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    day = stamp[:8]
+    out = dict(headers)
+    out["x-amz-date"] = stamp
+    out["x-amz-content-sha256"] = payload_sha
+    if creds.token:
+        out["x-amz-security-token"] = creds.token
+    names = sorted(k.lower() for k in out)
+    lowered = {k.lower(): v.strip() for k, v in out.items()}
+    canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query))
+    canonical = "\n".join(
+        [
+            method,
+            quote(path, safe="/-_.~"),
+            canonical_query,
+            "".join(f"{n}:{lowered[n]}\n" for n in names),
+            ";".join(names),
+            payload_sha,
+        ]
+    )
+    scope = f"{day}/{creds.region}/s3/aws4_request"
+    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    key = _hmac(_hmac(_hmac(_hmac(("AWS4" + creds.secret_key).encode(), day), creds.region), "s3"), "aws4_request")
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    out["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, SignedHeaders={';'.join(names)}, "
+        f"Signature={signature}"
+    )
+    return out
+
+
+class ObjectStore:
+    """One bucket (and prefix) of an S3-compatible store; names given to its calls are below the prefix."""
+
+    def __init__(self, location: Location, creds: Credentials, timeout: float = CALL_SECONDS) -> None:
+        self.location = location
+        self.creds = creds
+        self.timeout = timeout
+        parts = urlsplit(creds.endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"AWS_ENDPOINT_URL {creds.endpoint!r}: http(s)://HOST[:PORT]")
+        self._secure = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._secure else 80)
+        self._host_field = parts.netloc
+        self._local = threading.local()  # one kept-alive connection per calling thread
+
+    @classmethod
+    def from_url(cls, url: str, environ: Mapping[str, str] = os.environ) -> ObjectStore:
+        return cls(Location.parse(url), Credentials.from_environment(environ))
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
+            conn = kind(self._host, self._port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None = None,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """One signed call: (status, body). A broken kept-alive connection is tried again on a new one."""
+        query = query or []
+        fields = dict(headers or {})
+        fields["host"] = self._host_field
+        sha = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA
+        target = quote(path, safe="/-_.~")
+        if query:
+            target += "?" + "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query))
+        last: Exception | None = None
+        for attempt in range(ATTEMPTS):
+            signed = sign(method, path, query, fields, sha, self.creds, datetime.datetime.now(datetime.UTC))
+            if body or method == "PUT":
+                signed["content-length"] = str(len(body))
+            try:
+                conn = self._connection()
+                conn.request(method, target, body=body or None, headers=signed)
+                answer = conn.getresponse()
+                data = answer.read()
+                if answer.getheader("connection", "").lower() == "close":
+                    self._drop()
+                return answer.status, data
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop()
+                last = exc
+                if attempt + 1 < ATTEMPTS:
+                    time.sleep(0.05 * (attempt + 1))
+        raise ObjectStoreError(f"the object store did not answer {method} {path}: {last}")
+
+    def _path(self, name: str = "") -> str:
+        return f"/{self.location.bucket}/{self.location.prefix}{name}" if name else f"/{self.location.bucket}"
+
+    @staticmethod
+    def _error(status: int, data: bytes, what: str) -> ObjectStoreError:
+        code = ""
+        try:
+            found = ElementTree.fromstring(data).find("Code")
+            code = found.text or "" if found is not None else ""
+        except ElementTree.ParseError:
+            pass
+        return ObjectStoreError(f"the object store refused {what}: {status} {code}".rstrip())
+
+    def create_bucket(self) -> None:
+        """Create the bucket; one that exists already (ours or anyone's we may write) is fine."""
+        status, data = self.request("PUT", self._path())
+        if status not in (200, 409):
+            raise self._error(status, data, "the bucket's creation")
+
+    def put_new(self, name: str, data: bytes) -> None:
+        """Store ``data`` as ``name`` only if no object has that name (``If-None-Match: *``): an object is written
+        once and never replaced. ObjectExistsError when the name was taken."""
+        status, answer = self.request("PUT", self._path(name), body=data, headers={"if-none-match": "*"})
+        if status == 412:
+            raise ObjectExistsError(f"object {name} exists already")
+        if status != 200:
+            raise self._error(status, answer, f"the put of {name}")
+
+    def get(self, name: str) -> bytes | None:
+        """The object ``name``'s bytes; None when there is none."""
+        status, data = self.request("GET", self._path(name))
+        if status == 404:
+            return None
+        if status != 200:
+            raise self._error(status, data, f"the get of {name}")
+        return data
+
+    def list(self, prefix: str) -> list[str]:
+        """Every object name starting with ``prefix`` (below the store's own), in name order."""
+        names: list[str] = []
+        token = ""
+        base = self.location.prefix
+        for _ in range(100_000):  # a page is at most 1000 names: bounded far past any brain's objects
+            query = [("list-type", "2"), ("prefix", base + prefix)]
+            if token:
+                query.append(("continuation-token", token))
+            status, data = self.request("GET", self._path(), query)
+            if status != 200:
+                raise self._error(status, data, f"the list of {prefix}")
+            root = ElementTree.fromstring(data)
+            for item in root.iter(f"{_XMLNS}Contents"):
+                key = item.findtext(f"{_XMLNS}Key") or ""
+                names.append(key[len(base) :])
+            token = root.findtext(f"{_XMLNS}NextContinuationToken") or ""
+            if root.findtext(f"{_XMLNS}IsTruncated") != "true" or not token:
+                break
+        names.sort()
+        return names
+
+    def close(self) -> None:
+        self._drop()

@@ -1,0 +1,215 @@
+"""A fleet node's brains shipped to object storage: the glue between the pool's writers, the fleet's claims and
+the shippers (docs/fleet.md "Shipping to object storage", "Fencing", "Failover").
+
+- Each writer the pool opens (``Pool.on_writer``) gets its brain's shipper before it serves a door: the one of
+  the epoch this node owns it at, made on the first open at that epoch, after the epoch's marker (``base``: the
+  generation it opened at) and, when the store holds no snapshot of the brain yet, a base snapshot. A writer of
+  a brain this node does not own gets a gate that refuses every commit (``BrainMovedError``).
+- Each claim (``Fleet.arrive``) makes the brain ready before it is served: a brain no live node owned is
+  restored from the object store (``brainy.fleet.restore``) unless this is its first placement, and opened.
+- ``host.persist`` on a node without ``--snapshots-dir`` uploads a snapshot (``Backups.remote``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain
+from brainy.fleet import objects as O
+from brainy.fleet.membership import ADOPTED, BACK, Fleet
+from brainy.fleet.objectstore import ObjectExistsError, ObjectStore
+from brainy.fleet.restore import restore
+from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, Courier, Shipper
+from brainy.store.backup import FileSet
+
+log = logging.getLogger("brainy.shipped")
+
+
+class Pool(Protocol):
+    """What shipping uses of the pool (brainy/host/pool.py), which imports the doors this module's users are."""
+
+    on_writer: Callable[[str, Brain], None] | None
+
+    @property
+    def brains_dir(self) -> Path | None: ...
+
+    def open_writer(self, name: str) -> Brain | None: ...
+
+    def resolve(self, name: str, for_write: bool) -> Brain: ...
+
+    async def retire(self, name: str, drain_seconds: float = 10.0) -> dict[str, Any] | None: ...
+
+
+class Unowned:
+    """The gate of a writer whose brain this node does not own: every commit is refused before it is appended."""
+
+    def __init__(self, fleet: Fleet, brain: str) -> None:
+        self.fleet = fleet
+        self.brain = brain
+
+    def check(self) -> None:
+        self.fleet.fence(self.brain, -1)
+
+    def appended(self, generation: int, frame: bytes) -> None:  # never reached: check refused first
+        pass
+
+    def acknowledge(self, generation: int) -> None:
+        self.fleet.fence(self.brain, -1)
+
+
+def snapshot_bytes(files: FileSet, brain: str, epoch: int, node: str, name: str | None) -> bytes:
+    """``files`` (held open) as a snapshot object (docs/fleet.md "Snapshot format")."""
+    with files:
+        contents = [(held.name, b"".join(held.chunks())) for held in files.files]
+        index = {
+            "brain": brain,
+            "epoch": epoch,
+            "generation": files.generation,
+            "node": node,
+            "name": name,
+            "createdAt": files.created_at,
+        }
+    return O.encode_snapshot(index, contents)
+
+
+class Shipping:
+    """This node's shipping: ``store`` the object store, ``mode`` sync or async (every ``interval`` seconds)."""
+
+    def __init__(
+        self, store: ObjectStore, fleet: Fleet, pool: Pool, mode: str = SYNC, interval: float = DEFAULT_INTERVAL
+    ) -> None:
+        if mode not in (SYNC, ASYNC):
+            raise ValueError(f"--ship {mode!r}: sync or async")
+        self.store = store
+        self.fleet = fleet
+        self.pool = pool
+        self.mode = mode
+        self.courier = Courier(interval) if mode == ASYNC else None
+        self._shippers: dict[str, Shipper] = {}
+        self._lock = threading.Lock()
+        fleet.arrive = self.arrive
+        fleet.takes_over = True
+        pool.on_writer = self.on_writer
+
+    # -- writers -------------------------------------------------------------------------------------------------
+
+    def on_writer(self, brain: str, handle: Brain) -> None:
+        """Give a writer just opened (or open, when this node claimed its brain back at a new epoch) its brain's
+        shipper, or the gate of a brain not this node's."""
+        epoch = self.fleet.owned.get(brain) or self.fleet.arriving.get(brain)
+        if epoch is None:
+            handle.commits.shipping = Unowned(self.fleet, brain)
+            return
+        with self._lock:
+            held = self._shippers.get(brain)
+        if held is not None and held.epoch == epoch:
+            handle.commits.shipping = held  # a writer opened again at the same epoch (an eviction): frames go on
+            return
+        commits = handle.commits
+        # under the commit lock no commit slips between the epoch's base and its shipper: every frame up to the
+        # base is made durable and shipped at the earlier epoch (this node's, claimed back with its copy open),
+        # every later one at this. An earlier epoch's shipper of a copy since set aside (restored) ships nothing.
+        with commits.head.commit_lock:
+            assert commits.log is not None
+            commits.log.sync_all()
+            base = commits.head.applied
+            if held is not None and commits.shipping is held:  # the same copy, claimed back: its frames go first
+                held.settle(base)
+            base = self._mark(brain, epoch, base)
+            shipper = Shipper(self.store, brain, epoch, base, lambda: self.fleet.fence(brain, epoch), self.mode)
+            commits.shipping = shipper
+        with self._lock:
+            self._shippers[brain] = shipper
+        if self.courier is not None:
+            self.courier.add(shipper)
+        if not self.store.list(f"{O.brain_prefix(brain)}snapshots/"):  # the first: before it serves a door
+            self._put_snapshot(brain, epoch, handle.hold_files(), None)
+        log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
+
+    def _mark(self, brain: str, epoch: int, base: int) -> int:
+        """Store the epoch's marker (docs/fleet.md "Object layout"); answers its base."""
+        marker = O.marker_value(brain, self.fleet.node, epoch, base, int(time.time() * 1000))
+        try:
+            self.store.put_new(O.marker_name(brain, epoch), marker)
+            return base
+        except ObjectExistsError:
+            found = O.read_marker(self.store.get(O.marker_name(brain, epoch)) or b"")
+            if found.get("node") != self.fleet.node:  # an epoch is one claim's: never another node's
+                raise R.BrainMovedError(
+                    f"epoch {epoch} of brain {brain!r} is node {found.get('node')!r}'s",
+                    brain=brain,
+                    node=str(found.get("node")),
+                    epoch=epoch,
+                ) from None
+            return int(found["base"])
+
+    def _put_snapshot(self, brain: str, epoch: int, files: FileSet, name: str | None) -> tuple[int, int]:
+        count, size, generation = len(files.files), files.bytes, files.generation
+        data = snapshot_bytes(files, brain, epoch, self.fleet.node, name)
+        try:
+            self.store.put_new(O.snapshot_name(brain, generation, epoch), data)
+        except ObjectExistsError:  # this epoch's snapshot of this generation is stored: the same files
+            log.info("snapshot of %s at generation %d (epoch %d) was stored already", brain, generation, epoch)
+        return count, size
+
+    def persist(self, brain: str, name: str, files: FileSet) -> tuple[int, int]:
+        """``host.persist`` to the object store: the snapshot of ``files`` at the epoch this node owns it at."""
+        epoch = self.fleet.owned.get(brain)
+        if epoch is None:
+            files.close()
+            owner = self.fleet.owners.get(brain)
+            raise R.BrainMovedError(
+                f"brain {brain!r} is not this node's to persist",
+                brain=brain,
+                node=owner.node if owner else self.fleet.node,
+                epoch=owner.epoch if owner else 0,
+            )
+        return self._put_snapshot(brain, epoch, files, name)
+
+    # -- claims --------------------------------------------------------------------------------------------------
+
+    async def arrive(self, brain: str, epoch: int, how: str) -> None:
+        """Make ``brain``, just claimed at ``epoch``, ready to serve (``Fleet.arrive``)."""
+        loop = asyncio.get_running_loop()
+        if how == BACK:
+            open_writer = self.pool.open_writer(brain)
+            if open_writer is not None:  # the copy it serves is current: ship on at the new epoch
+                await loop.run_in_executor(None, self.on_writer, brain, open_writer)
+            return
+        if how != ADOPTED:
+            return  # a new brain: host.provision creates it, then opens it (:meth:`provisioned`)
+        local = self.pool.brains_dir is not None and (self.pool.brains_dir / brain).is_dir()
+        # no snapshot shipped means no segment either (a writer's first open stores its snapshot before it serves):
+        # a local copy is then the brain's whole history (a fleet that ran without --object-store, or a first open
+        # cut short), and it is kept
+        shipped = await loop.run_in_executor(None, self.store.list, f"{O.brain_prefix(brain)}snapshots/")
+        if epoch > 1 and (shipped or not local):
+            if self.pool.brains_dir is None:
+                raise R.BrainsDirNotConfiguredError("a brain restored from the object store needs --brains-dir")
+            await self.pool.retire(brain)  # a stale copy open here (a reader) is closed before it is set aside
+            await loop.run_in_executor(None, restore, self.store, brain, epoch, self.pool.brains_dir)
+        await loop.run_in_executor(None, self.pool.resolve, brain, True)
+
+    async def provisioned(self, brain: str) -> None:
+        """A brain ``host.provision`` just created here: opened, so its marker and base snapshot are stored."""
+        await asyncio.get_running_loop().run_in_executor(None, self.pool.resolve, brain, True)
+
+    def health(self) -> dict[str, Any]:
+        with self._lock:
+            shippers = dict(self._shippers)
+        return {
+            name: {"epoch": s.epoch, "shipped": s.stored, "uploads": s.uploads, "error": str(s.error or "") or None}
+            for name, s in sorted(shippers.items())
+        }
+
+    def stop(self) -> None:
+        """The stop sequence, after the last write: what ``async`` has durable is shipped once more."""
+        if self.courier is not None:
+            self.courier.stop()

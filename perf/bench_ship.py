@@ -1,0 +1,119 @@
+"""Benchmark: write throughput of one brain with its commits shipped (``--ship sync`` / ``async``) against local
+only, at 16 concurrent writers (docs/fleet.md "--ship sync and --ship async"; issue 36's target: sync at least
+half of local-only).
+
+    python perf/bench_ship.py                       # starts moto_server (moto[server]) on a loopback port
+    python perf/bench_ship.py --writers 16 --seconds 5
+
+Each mode gets a fresh brain; ``writers`` threads each commit ``add`` (a small entity) for ``seconds``, one
+write at a time, as a served brain's fsync workers do. Printed: commits per second, and for the shipping modes
+the uploads made (a sync upload carries every commit durable when it starts: group commit). moto runs in a
+process of its own, so its cost is not on this process's GIL; it is slower than S3 per put in CPU, faster in
+latency (loopback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from brainy.engine import Brain, init_store  # noqa: E402
+from brainy.fleet import objects as O  # noqa: E402
+from brainy.fleet.objectstore import ObjectStore  # noqa: E402
+from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(mode: str, store: ObjectStore | None, root: Path, writers: int, seconds: float) -> str:
+    path = root / mode
+    init_store(path)
+    done = [0] * writers
+    with Brain.open(path, name="bench") as brain:
+        shipper = courier = None
+        if store is not None:
+            shipper = Shipper(store, f"bench-{mode}", 1, brain.head, lambda: None, SYNC if mode == SYNC else ASYNC)
+            brain.commits.shipping = shipper
+            if mode == ASYNC:
+                courier = Courier(1.0)
+                courier.add(shipper)
+        stop = time.monotonic() + seconds
+
+        def writer(w: int) -> None:
+            i = 0
+            while time.monotonic() < stop:
+                brain.write("add", {"type": "thing", "id": f"w{w}-{i}"}, caller="person:bench")
+                i += 1
+            done[w] = i
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - started
+        if courier is not None:
+            courier.stop()
+        total = sum(done)
+        line = f"{mode:6s} {total / elapsed:8.0f} commits/s  ({total} in {elapsed:.1f} s)"
+        if shipper is not None:
+            line += f"  uploads {shipper.uploads} ({total / max(shipper.uploads, 1):.1f} commits each)"
+        return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=0.5)
+                break
+            except OSError:
+                time.sleep(0.1)
+        env = {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        store = ObjectStore.from_url("s3://brainy-bench-ship", env)
+        store.create_bucket()
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            print(f"{args.writers} writers, {args.seconds:.0f} s each")
+            print(run("local", None, root, args.writers, args.seconds))
+            print(run(SYNC, store, root, args.writers, args.seconds))
+            print(run(ASYNC, store, root, args.writers, args.seconds))
+        print(
+            f"segments stored: {len(O.read_listing('bench-sync', store.list(O.brain_prefix('bench-sync'))).segments)}"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

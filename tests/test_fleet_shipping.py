@@ -1,0 +1,322 @@
+"""Shipping a brain's commits to an S3-compatible store (docs/fleet.md "Shipping to object storage"): a real
+brain's commit path, a real moto server on loopback, our own S3 client; and the restore that rebuilds the brain
+from what was shipped, with the epochs' markers keeping a fenced owner's late segments out of its history."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from etcd import start_etcd
+from fleet import TTL, call, start_node, wait_until, write_fleet_keys
+from objectstore import start_moto
+from server import SERVICE_KEY
+
+from brainy.contract import refusals as R
+from brainy.engine import Brain, init_store
+from brainy.fleet import objects as O
+from brainy.fleet.objectstore import Location, ObjectExistsError, ObjectStore
+from brainy.fleet.restore import restore
+from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper
+from brainy.host.shipped import snapshot_bytes
+
+BRAIN = "notes"
+
+
+@pytest.fixture(scope="module")
+def moto():
+    with start_moto() as running:
+        yield running
+
+
+@pytest.fixture
+def store(moto, request):
+    prefix = request.node.name.replace("[", "-").replace("]", "")
+    made = ObjectStore.from_url(f"s3://brainy-ship/{prefix}", moto.env)
+    made.create_bucket()
+    yield made
+    made.close()
+
+
+def open_brain(path):
+    init_store(path)
+    return Brain.open(path, name=BRAIN)
+
+
+def start_shipping(store, brain, epoch=1, mode=SYNC, fence=lambda: None):
+    """What a node does when it opens a writer at ``epoch`` (brainy/host/shipped.py): marker, base snapshot,
+    shipper attached to the commit path."""
+    base = brain.head
+    store.put_new(O.marker_name(BRAIN, epoch), O.marker_value(BRAIN, "n", epoch, base, 0))
+    if not store.list(f"{O.brain_prefix(BRAIN)}snapshots/"):
+        store.put_new(O.snapshot_name(BRAIN, base, epoch), snapshot_bytes(brain.hold_files(), BRAIN, epoch, "n", None))
+    shipper = Shipper(store, BRAIN, epoch, base, fence, mode)
+    brain.commits.shipping = shipper
+    return shipper
+
+
+def add(brain, id_):
+    return brain.write("add", {"type": "thing", "id": id_, "metadata": {"n": id_}}, caller="person:pat")
+
+
+def found(brain, id_):
+    try:
+        return brain.get(id_)["entity"] is not None
+    except R.EntityNotFoundError:
+        return False
+
+
+def test_a_conditional_put_never_replaces_an_object(store):
+    """An object is written once: a second put of the name (If-None-Match: *) is refused and the first stays."""
+    store.put_new("x/one", b"first")
+    with pytest.raises(ObjectExistsError):
+        store.put_new("x/one", b"second")
+    assert store.get("x/one") == b"first"
+    assert store.get("x/absent") is None
+    assert store.list("x/") == ["x/one"]
+
+
+def test_the_location_reads_bucket_and_prefix():
+    assert Location.parse("s3://bucket") == Location("bucket", "")
+    assert Location.parse("s3://bucket/a/b/") == Location("bucket", "a/b/")
+    with pytest.raises(ValueError):
+        Location.parse("http://bucket")
+
+
+def test_sync_acknowledges_a_write_only_once_its_segment_is_stored(store, tmp_path):
+    """--ship sync: when a write returns, a segment holding its generation is in the store, named with the brain,
+    the epoch and the generation range, and its frames are the log's own."""
+    with open_brain(tmp_path / "b") as brain:
+        start_shipping(store, brain, epoch=3)
+        for i in range(5):
+            answer = add(brain, f"e{i}")
+            listing = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN)))
+            assert max(s.last for s in listing.segments) == answer["generation"]
+            assert {s.epoch for s in listing.segments} == {3}
+        segs = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).segments
+        assert [(s.first, s.last) for s in segs] == [(g, g) for g in range(1, 6)]
+        frames = list(O.decode_segment(store.get(segs[0].name), 1, 1))
+        assert frames[0][0] == 1
+
+
+def test_sync_groups_concurrent_writers_into_fewer_uploads(store, tmp_path):
+    """Concurrent writers share uploads (group commit): 16 threads writing 8 each make fewer segments than
+    commits, and every commit is in exactly one segment, generations consecutive."""
+    with open_brain(tmp_path / "b") as brain:
+        shipper = start_shipping(store, brain)
+        errors = []
+
+        def writer(t):
+            try:
+                for i in range(8):
+                    add(brain, f"t{t}-{i}")
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors
+        segs = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).segments
+        covered = [g for s in segs for g in range(s.first, s.last + 1)]
+        assert covered == list(range(1, brain.head + 1)) and brain.head == 128
+        assert shipper.uploads == len(segs) < 128
+
+
+def test_async_acknowledges_at_once_and_ships_within_the_interval(store, tmp_path):
+    """--ship async: a write returns before its segment exists; the courier stores it within the interval."""
+    with open_brain(tmp_path / "b") as brain:
+        shipper = start_shipping(store, brain, mode=ASYNC)
+        courier = Courier(0.2)
+        courier.add(shipper)
+        try:
+            generation = add(brain, "a")["generation"]
+            assert shipper.stored < generation
+            for _ in range(100):  # bounded: 100 x 0.05 s
+                if shipper.stored >= generation:
+                    break
+                threading.Event().wait(0.05)
+            assert shipper.stored == generation
+        finally:
+            courier.stop()
+
+
+def test_a_fenced_owner_appends_nothing_and_acknowledges_nothing(store, tmp_path):
+    """The fence is asked before a commit begins: a writer whose claim ended is refused BrainMovedError, and its
+    log does not move."""
+    fenced = threading.Event()
+
+    def fence():
+        if fenced.is_set():
+            raise R.BrainMovedError("moved", brain=BRAIN, node="b", epoch=2)
+
+    with open_brain(tmp_path / "b") as brain:
+        start_shipping(store, brain, fence=fence)
+        add(brain, "before")
+        head = brain.head
+        fenced.set()
+        with pytest.raises(R.BrainMovedError) as refused:
+            add(brain, "after")
+        assert refused.value.to_wire()["node"] == "b"
+        assert brain.head == head and brain.commits.head.applied == head
+
+
+def test_restore_rebuilds_the_brain_from_its_snapshot_and_log(store, tmp_path):
+    """A brain restored at epoch 2 from what epoch 1 shipped holds every acknowledged write, at the same
+    generation; a local copy is set aside, never deleted."""
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        start_shipping(store, brain)
+        ids = [f"e{i}" for i in range(20)]
+        for id_ in ids:
+            add(brain, id_)
+        head = brain.head
+    brains = tmp_path / "b"
+    (brains / BRAIN).mkdir(parents=True)
+    (brains / BRAIN / "stale-file").write_text("old")
+    assert restore(store, BRAIN, 2, brains) == head
+    assert (brains / f".stale-{BRAIN}-e2" / "stale-file").read_text() == "old"
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert restored.head == head
+        for id_ in ids:
+            assert restored.get(id_)["entity"]["metadata"] == {"n": id_}
+
+
+def test_a_later_snapshot_is_restored_with_only_the_log_after_it(store, tmp_path):
+    """host.persist's snapshot at generation g: a restore starts from it and replays only the frames after g."""
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        start_shipping(store, brain)
+        for i in range(5):
+            add(brain, f"e{i}")
+        files = brain.hold_files()
+        store.put_new(O.snapshot_name(BRAIN, files.generation, 1), snapshot_bytes(files, BRAIN, 1, "n", "mid"))
+        for i in range(5, 8):
+            add(brain, f"e{i}")
+    brains = tmp_path / "b"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 8
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert found(restored, "e7") and found(restored, "e2")
+
+
+def test_a_fenced_owners_late_segments_are_not_history(store, tmp_path):
+    """Epoch 1 ships generations 1-3, epoch 2 starts from 3 (its marker) and writes 4-5; epoch 1's late segment
+    of generation 4 (shipped after it was fenced) is not history: a restore at epoch 3 has epoch 2's 4 and 5."""
+    with open_brain(tmp_path / "a" / BRAIN) as one:
+        start_shipping(store, one, epoch=1)
+        for i in range(3):
+            add(one, f"e{i}")
+        brains = tmp_path / "b"
+        brains.mkdir()
+        restore(store, BRAIN, 2, brains)
+        add(one, "late")  # epoch 1's owner, fenced by nothing here: its segment 4-4 lands late
+    with Brain.open(brains / BRAIN, name=BRAIN) as two:
+        start_shipping(store, two, epoch=2)
+        add(two, "e3")
+        add(two, "e4")
+    listing = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN)))
+    assert sorted((s.first, s.epoch) for s in listing.segments if s.first == 4) == [(4, 1), (4, 2)]
+    again = tmp_path / "c"
+    again.mkdir()
+    assert restore(store, BRAIN, 3, again) == 5
+    with Brain.open(again / BRAIN, name=BRAIN) as three:
+        assert not found(three, "late")
+        assert found(three, "e3") and found(three, "e4")
+
+
+def test_damage_in_a_segment_is_refused_by_name():
+    """A segment whose frame does not check is refused (ShippedDamageError), never skipped."""
+    data = bytearray(O.encode_segment([(1, b"\x05\x00\x00\x00\x00\x00\x00\x00hello")]))
+    with pytest.raises(O.ShippedDamageError):
+        list(O.decode_segment(bytes(data), 1, 1))
+
+
+@pytest.mark.slow
+def test_host_persist_without_snapshots_dir_uploads_a_snapshot_a_failover_restores(moto, tmp_path, monkeypatch):
+    """A node with --object-store and no --snapshots-dir: host.persist's run uploads a snapshot named with the
+    brain, the epoch and the generation; persistStatus answers it done. Its owner killed, the next owner restores
+    from that snapshot and the log after it: every write is there."""
+    prefix = f"persist-{tmp_path.name}"
+    for name, value in moto.env.items():
+        monkeypatch.setenv(name, value)
+    extra = ("--object-store", f"s3://brainy-ship/{prefix}")
+    store = ObjectStore.from_url(f"s3://brainy-ship/{prefix}", moto.env)
+    with start_etcd(tmp_path / "etcd") as etcd:
+        keys = write_fleet_keys(tmp_path / "keys")
+        a = start_node(tmp_path, "a", etcd.url, keys, TTL, extra)
+        b = None
+        try:
+            assert call(a, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY).status == 200
+            for i in range(5):
+                assert (
+                    call(a, "POST", f"/v1/brains/{BRAIN}/add", f'{{"type":"thing","id":"s{i}"}}'.encode()).status == 200
+                )
+            started = call(a, "POST", f"/v1/brains/{BRAIN}/ceremonies/persist", b'{"name":"nightly"}', key=SERVICE_KEY)
+            assert started.status == 200 and started.result()["run"]["generation"] == 5, started
+
+            def done():
+                status = call(a, "GET", f"/v1/brains/{BRAIN}/ceremonies/persist?name=nightly", key=SERVICE_KEY)
+                return status.result()["runs"][0]["state"] == "done"
+
+            wait_until(done, 10, "the persist run done")
+            snapshots = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).snapshots
+            assert [(s.generation, s.epoch) for s in snapshots] == [(0, 1), (5, 1)]
+            index, _ = O.decode_snapshot(store.get(snapshots[-1].name))
+            assert index["name"] == "nightly" and index["node"] == "a"
+            for i in range(5, 8):
+                assert (
+                    call(a, "POST", f"/v1/brains/{BRAIN}/add", f'{{"type":"thing","id":"s{i}"}}'.encode()).status == 200
+                )
+            b = start_node(tmp_path, "b", etcd.url, keys, TTL, extra)
+            a.kill()
+
+            def served():
+                try:
+                    return call(b, "GET", f"/v1/brains/{BRAIN}/get/s7").status == 200
+                except AssertionError:
+                    return False
+
+            wait_until(served, TTL + 5, "b serves the brain")
+            assert all(call(b, "GET", f"/v1/brains/{BRAIN}/get/s{i}").status == 200 for i in range(8))
+            assert "snapshot 5 (epoch 1) and 3 shipped frames" in b.log()
+        finally:
+            for node in (a, b):
+                if node is not None and node.proc.poll() is None:
+                    node.proc.terminate()
+                    node.proc.wait(timeout=15)
+
+
+FLEET = ["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "http://127.0.0.1:2"]
+KEYS = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+
+
+@pytest.mark.parametrize(
+    "flags, env, says",
+    [
+        (["--object-store", "s3://brainy-x"], KEYS, "give --fleet ETCD_URL too"),
+        ([*FLEET, "--object-store", "http://brainy-x"], KEYS, "s3://BUCKET[/PREFIX]"),
+        ([*FLEET, "--object-store", "s3://brainy-x"], {}, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        (
+            [*FLEET, "--object-store", "s3://brainy-x"],
+            {**KEYS, "AWS_ENDPOINT_URL": "http://127.0.0.1:1"},
+            "the object store did not answer",
+        ),
+        ([*FLEET, "--object-store", "s3://brainy-x", "--ship", "later"], KEYS, "invalid choice"),
+    ],
+)
+def test_an_object_store_flag_missing_or_wrong_refuses_the_start(tmp_path, flags, env, says):
+    """--object-store is checked at the start, and a store that does not answer refuses it, saying why."""
+    (tmp_path / "brains").mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "brainy.cli", "serve", "--brains-dir", str(tmp_path / "brains")]
+        + ["--keys", str(tmp_path / "keys"), "--listen", "127.0.0.1:0", *flags],
+        capture_output=True,
+        timeout=60,
+        env={**clean, **env},
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert says in done.stderr.decode(), done.stderr.decode()
