@@ -9,6 +9,7 @@ on every refusal, even a 401 or a 404, come from the same measurement.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import time
@@ -35,6 +36,7 @@ from brainy.net.edge import Edge
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.routes import Match, Router, query_document
+from brainy.store.workers import LongLived
 
 
 class App:
@@ -96,8 +98,7 @@ class App:
 
     def _handle(self, request: Request) -> Response | Awaitable[Response]:
         if self.sign_in is not None and self.sign_in.claims(request.path):
-            reply = self.sign_in.handle(request.method, request.path, request.query, request.headers, request.body)
-            return _sign_in_response(reply) if not inspect.isawaitable(reply) else self._sign_in_later(reply)
+            return self._sign_in(request)
         if request.path == MCP_PATH:  # JSON-RPC in and out: the MCP transport frames its own replies
             reply = self.mcp.handle(request.method, request.headers, request.body, time.monotonic())
             return self._mcp_response(reply) if isinstance(reply, HttpReply) else self._mcp_later(reply)
@@ -136,9 +137,20 @@ class App:
     ) -> Response:
         return self._respond(request, await pending, text)
 
-    @staticmethod
-    async def _sign_in_later(pending: Awaitable[Any]) -> Response:
-        return _sign_in_response(await pending)
+    async def _sign_in(self, request: Request) -> Response:
+        """The sign-in's answer, worked out on its own thread: its records are a brainy store whose writes fsync,
+        which the event loop never waits on, and one thread keeps the sign-in's state single-threaded (a reply
+        still to be awaited, a mail being sent, runs on the loop)."""
+        reply = await asyncio.get_running_loop().run_in_executor(
+            _sign_in_worker(),
+            self.sign_in.handle,
+            request.method,
+            request.path,
+            request.query,
+            request.headers,
+            request.body,
+        )
+        return _sign_in_response(await reply if inspect.isawaitable(reply) else reply)
 
     @staticmethod
     def _mcp_response(reply: HttpReply) -> Response:
@@ -319,6 +331,9 @@ _JSON_FIELD, _MSGPACK_FIELD = _CONTENT_TYPE_FIELD[codecs.JSON], _CONTENT_TYPE_FI
 # (elapsed_ms), and a server's reads take a few hundred different ones (bounded: a slow door may take any).
 TIMINGS_HELD = 4096
 _TIMINGS: dict[float, tuple[bytes, bytes]] = {}
+
+
+_sign_in_worker = LongLived(1, "brainy-sign-in")
 
 
 def _sign_in_response(reply: Any) -> Response:
