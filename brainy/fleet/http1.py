@@ -30,7 +30,16 @@ KEEP_SECONDS = 30.0
 
 
 class PeerUnreachableError(OSError):
-    """A peer could not be reached, or closed or garbled its answer before it was whole."""
+    """A peer could not be reached, or closed or garbled its answer before it was whole. ``sent`` says whether
+    the request may have reached it: one never sent (no connection) is safe to send again elsewhere."""
+
+    sent = True
+
+
+class NotConnectedError(PeerUnreachableError):
+    """No connection to the peer could be made: the request was never sent."""
+
+    sent = False
 
 
 def request_bytes(method: str, target: str, authority: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
@@ -109,7 +118,7 @@ class Connections:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.timeout)
         except (OSError, TimeoutError) as exc:
-            raise PeerUnreachableError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
+            raise NotConnectedError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait

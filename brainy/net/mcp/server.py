@@ -295,10 +295,28 @@ class McpServer:
         return resources.read(uri, template, await pending)  # no read door waits today; a later one may
 
 
+class Answered(dict):  # type: ignore[type-arg]
+    """A tool result a node of the fleet other than this one gave (``answered_by``): the streamable HTTP reply
+    names it in ``brainy-node`` (docs/fleet.md "Any node answers any brain")."""
+
+    answered_by = ""
+
+
 def _tool(outcome: CallOutcome) -> JsonDoc:
     """A door's outcome as a tool result: its answer, or its refusal flagged ``isError``."""
     assert outcome.refusal is not None or outcome.answer is not None
-    return tool_refusal(outcome.refusal) if outcome.refusal is not None else tool_result(outcome.answer)
+    result = tool_refusal(outcome.refusal) if outcome.refusal is not None else tool_result(outcome.answer)
+    node = getattr(outcome.refusal if outcome.refusal is not None else outcome.answer, "answered_by", "")
+    if not node:
+        return result
+    answered = Answered(result)
+    answered.answered_by = node
+    return answered
+
+
+def answered_by(reply: Any) -> str:
+    """The node of the fleet that gave a reply's tool result ("" for this node, or a reply of no tool)."""
+    return getattr(reply.get("result"), "answered_by", "") if isinstance(reply, dict) else ""
 
 
 def finish(outcome: CallOutcome, message: Message | None) -> JsonDoc:

@@ -1,0 +1,149 @@
+"""Any node answers any brain on the door-calling transports (docs/fleet.md "Any node answers any brain"): two
+real ``brainy serve`` nodes on loopback, one real etcd; a brain placed on node b is called through node a over
+gRPC (grpcio stubs from docs/brainy.proto), WebSocket (the ``websockets`` client) and MCP (the official SDK over
+streamable HTTP). Each answer is the owner's, gRPC's and MCP's carry ``brainy-node: b``; the key is checked at
+node a and again at node b, which is handed the caller's own credential."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import httpx2
+import pytest
+import websockets
+from etcd import start_etcd
+from fleet import Node, call, health, start_node, wait_until, write_fleet_keys
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from server import HOST, PERSON, PERSON_KEY, SERVICE_KEY, _stop, free_port
+from test_serve_grpc import stubs  # noqa: F401  (the module's fixture: stubs generated from docs/brainy.proto)
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 20.0
+#: A person key only node a's keys file holds: node a lets it through, node b (the owner) refuses it.
+EDGE_ONLY_KEY = "bky_fleet_transports_edge_only_0123456789"
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node, int, str]]:
+    """Nodes a (with a gRPC listener) and b, and a brain placed on b holding ``ada``: (a, b, a's gRPC port, brain)."""
+    root = tmp_path_factory.mktemp("transports")
+    keys = write_fleet_keys(root / "keys")
+    keys_a = root / "keys-a"
+    fd = os.open(keys_a, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(keys.read_text() + f"{EDGE_ONLY_KEY}  {PERSON}  *\n")
+    grpc_port = free_port()
+    with start_etcd(root / "etcd") as etcd:
+        a = start_node(root, "a", etcd.url, keys_a, extra=("--listen", f"{HOST}:{grpc_port},grpc"))
+        b = start_node(root, "b", etcd.url, keys)
+        try:
+            wait_until(lambda: len(health(a)["fleet"]["nodes"]) == 2, 5, "node a sees node b")
+            on_b = None
+            for n in range(4):  # placement alternates between the two empty nodes: one of them lands on b
+                placed = call(a, "POST", f"/v1/brains/t{n}/provision", b"{}", key=SERVICE_KEY).doc
+                if placed["node"] == "b":
+                    on_b = placed["brain"]
+                    break
+            assert on_b is not None, "no brain was placed on node b"
+            added = call(b, "POST", f"/v1/brains/{on_b}/add", json.dumps({"type": "person", "id": "ada"}).encode())
+            assert added.status == 200, added
+            yield a, b, grpc_port, on_b
+        finally:
+            _stop(a.proc)
+            _stop(b.proc)
+
+
+def grpc_call(stubs: Any, port: int, rpc: str, key: str, **fields: Any) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """(``document`` or ``refusal``, its JSON, the initial metadata) of one unary call."""
+    pb2, pb2_grpc = stubs
+    with grpc.insecure_channel(f"{HOST}:{port}") as channel:
+        stub = pb2_grpc.BrainyStub(channel)
+        request = pb2.DoorRequest(**fields)
+        answer, done = getattr(stub, rpc).with_call(
+            request, metadata=(("authorization", f"Bearer {key}"),), timeout=TIMEOUT
+        )
+    which = answer.WhichOneof("outcome")
+    return which, json.loads(getattr(answer, which)), dict(done.initial_metadata())
+
+
+def test_grpc_is_answered_by_the_owner(stubs, pair):  # noqa: F811
+    """An rpc through node a for a brain on node b: b's answer (a write, then a read of it), with ``brainy-node: b``
+    in the initial metadata; a refusal of b's travels in the answer, named, with the same field."""
+    a, _, port, brain = pair
+    doc = json.dumps({"type": "person", "id": "grace", "metadata": {"via": "grpc"}})
+    which, added, meta = grpc_call(stubs, port, "add", PERSON_KEY, brain=brain, document=doc)
+    assert which == "document" and added["generation"] >= 2 and meta.get("brainy-node") == "b", (which, added)
+    which, got, meta = grpc_call(stubs, port, "get", PERSON_KEY, brain=brain, id="grace")
+    assert which == "document" and got["entity"]["metadata"] == {"via": "grpc"}, got
+    assert "_meta" not in got and meta.get("brainy-node") == "b" and "brainy-ms" in meta
+    which, missing, meta = grpc_call(stubs, port, "find", PERSON_KEY, brain=brain, document='{"limit": "many"}')
+    assert which == "refusal" and missing["name"] == "InvalidArgumentError" and meta.get("brainy-node") == "b", missing
+
+
+def test_grpc_keys_are_checked_at_the_edge_and_at_the_owner(stubs, pair):  # noqa: F811
+    """A key no node holds is UNAUTHENTICATED at node a, never forwarded; a key only node a holds passes a's gate
+    and is refused by b, which proved the caller's own credential (its refusal, named by b)."""
+    _, _, port, brain = pair
+    with pytest.raises(grpc.RpcError) as caught:
+        grpc_call(stubs, port, "get", "bky_nobody_holds_this_key_0123456789", brain=brain, id="ada")
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    which, refused, meta = grpc_call(stubs, port, "get", EDGE_ONLY_KEY, brain=brain, id="ada")
+    assert which == "refusal" and refused["name"] == "UnauthenticatedError" and meta.get("brainy-node") == "b"
+
+
+def test_websocket_calls_are_answered_by_the_owner(pair):
+    """A WebSocket session on node a calling doors of a brain on node b: b's answers in the contract's envelope,
+    a write then a read of it; a refusal of b's is the envelope's named error."""
+    a, _, _, brain = pair
+
+    async def session() -> list[dict[str, Any]]:
+        url = f"ws://{HOST}:{a.port}/v1/ws"
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {PERSON_KEY}"}) as ws:
+            frames = [
+                {"ref": 1, "door": "add", "brain": brain, "body": {"type": "person", "id": "hopper"}},
+                {"ref": 2, "door": "get", "brain": brain, "id": "hopper"},
+                {"ref": 3, "door": "find", "brain": brain, "body": {"limit": "many"}},
+            ]
+            answers = []
+            for frame in frames:  # one at a time: the read follows the write's acknowledgement
+                await ws.send(json.dumps(frame))
+                answers.append(json.loads(await ws.recv()))
+            return answers
+
+    added, got, missing = asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    assert added["ok"] and added["result"]["generation"] >= 2, added
+    assert got["ok"] and got["result"]["entity"]["key"] == "hopper" and "ms" in got["meta"], got
+    assert not missing["ok"] and missing["error"]["name"] == "InvalidArgumentError", missing
+
+
+def test_mcp_tool_calls_are_answered_by_the_owner(pair):
+    """MCP over streamable HTTP on node a, ``tools/call`` naming a brain on node b: b's answer as the tool result,
+    and the HTTP response head of that reply carries ``brainy-node: b``; a refusal of b's is ``isError``."""
+    a, _, _, brain = pair
+    seen: list[str | None] = []
+
+    async def noted(response: Any) -> None:
+        seen.append(response.headers.get("brainy-node"))
+
+    async def session() -> tuple[Any, Any]:
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {PERSON_KEY}"}, timeout=TIMEOUT, event_hooks={"response": [noted]}
+        )
+        async with http, Client(streamable_http_client(f"{a.url}/mcp", http_client=http)) as client:
+            seen.clear()
+            got = await client.call_tool("brainy_get", {"brain": brain, "id": "ada"})
+            node = list(seen)
+            missing = await client.call_tool("brainy_find", {"brain": brain, "body": {"limit": "many"}})
+            return (got, node), missing
+
+    (got, node), missing = asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    assert not got.is_error and got.structured_content["entity"]["key"] == "ada", got
+    assert "b" in node, node
+    assert missing.is_error and missing.structured_content["error"]["name"] == "InvalidArgumentError", missing
