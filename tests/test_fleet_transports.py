@@ -147,3 +147,43 @@ def test_mcp_tool_calls_are_answered_by_the_owner(pair):
     assert not got.is_error and got.structured_content["entity"]["key"] == "ada", got
     assert "b" in node, node
     assert missing.is_error and missing.structured_content["error"]["name"] == "InvalidArgumentError", missing
+
+
+def _events(lines: Iterator[str], until: str, limit: int = 200) -> list[dict[str, str]]:
+    """The events of an SSE stream up to and including the first named ``until`` (at most ``limit`` lines)."""
+    events, current = [], {}
+    for _, line in zip(range(limit), lines, strict=False):
+        if not line:
+            if current:
+                events.append(current)
+                if current.get("event") == until:
+                    return events
+            current = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            current[name] = value
+    raise AssertionError(f"no {until!r} event within {limit} lines: {events}")
+
+
+def test_the_change_stream_is_relayed_from_the_owner_and_resumes(pair):
+    """``GET P/changes`` as an event stream through node a for a brain on node b: b's frames with b's event ids,
+    ``brainy-node: b`` in the response head; a commit made on b while the stream is held arrives through a; a
+    stream opened again at a with ``Last-Event-ID`` resumes after that id."""
+    a, b, _, brain = pair
+    auth = {"Authorization": f"Bearer {PERSON_KEY}", "Accept": "text/event-stream"}
+    url = f"{a.url}/v1/brains/{brain}/changes"
+    with httpx2.Client(timeout=TIMEOUT) as http, http.stream("GET", url, headers=auth) as stream:
+        assert stream.status_code == 200 and stream.headers.get("brainy-node") == "b", stream.headers
+        lines = stream.iter_lines()
+        first = _events(lines, "caught-up")
+        changes = [e for e in first if e.get("event") == "change"]
+        assert changes and all("id" in e for e in changes), first
+        added = call(b, "POST", f"/v1/brains/{brain}/add", json.dumps({"type": "person", "id": "liskov"}).encode())
+        assert added.status == 200, added
+        later = _events(lines, "change")
+        assert json.loads(later[-1]["data"])["generation"] == added.doc["generation"], later
+    resume = {**auth, "Last-Event-ID": changes[-1]["id"]}
+    with httpx2.Client(timeout=TIMEOUT) as http, http.stream("GET", url, headers=resume) as stream:
+        again = [e for e in _events(stream.iter_lines(), "caught-up") if e.get("event") == "change"]
+    assert again and again[0]["id"] != changes[-1]["id"], again
+    assert json.loads(again[-1]["data"])["generation"] == added.doc["generation"], again

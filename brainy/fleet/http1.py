@@ -91,6 +91,84 @@ class Reader:
             raise PeerUnreachableError(f"the peer's answer is not HTTP/1.1: {exc}") from None
 
 
+class Stream:
+    """A response whose body is followed as it arrives, on a connection of its own (the held change stream relayed
+    from a brain's owner, docs/fleet.md): :meth:`open` reads its head, :meth:`next` each piece of body after it
+    (httptools undoes the chunking), ``b""`` once it is whole or the peer went."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.response = Response()
+        self.head = False
+        self.done = False
+        self._pending: list[bytes] = []
+        self._parser = httptools.HttpResponseParser(self)
+
+    on_header = Reader.on_header
+
+    def on_headers_complete(self) -> None:
+        self.response.status = self._parser.get_status_code()
+        self.head = True
+
+    def on_body(self, body: bytes) -> None:
+        self._pending.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+    @classmethod
+    async def open(cls, address: tuple[str, int], data: bytes, timeout: float) -> Stream:
+        """``data`` sent on a new connection to ``address``, and the answer's head read within ``timeout``."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+        except (OSError, TimeoutError) as exc:
+            raise NotConnectedError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
+        stream = cls(reader, writer)
+        try:
+            writer.write(data)
+            async with asyncio.timeout(timeout):
+                while not stream.head:
+                    if not await stream._read():
+                        raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection before answering")
+        except TimeoutError:
+            stream.close()
+            raise PeerUnreachableError(f"{address[0]}:{address[1]}: no answer in {timeout} s") from None
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+    async def _read(self) -> bool:
+        chunk = await self.reader.read(READ_CHUNK)
+        if not chunk:
+            return False
+        try:
+            self._parser.feed_data(chunk)
+        except httptools.HttpParserError as exc:
+            raise PeerUnreachableError(f"the peer's answer is not HTTP/1.1: {exc}") from None
+        return True
+
+    async def next(self) -> bytes:
+        """The body that arrived since the last call, waiting for some; ``b""`` at its end."""
+        while not self._pending and not self.done:
+            if not await self._read():
+                break
+        data = b"".join(self._pending)
+        self._pending.clear()
+        return data
+
+    async def whole(self) -> bytes:
+        """The rest of the body (an answer that is not a stream: a refusal)."""
+        parts = []
+        while part := await self.next():
+            parts.append(part)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class Connections:
     """Kept-alive connections to peers by ``(host, port)``: :meth:`exchange` sends one request and reads its
     response, on an idle connection when one is kept, else on a new one."""

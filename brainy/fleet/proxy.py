@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from brainy.fleet.http1 import Connections, Response, request_bytes
+from brainy.fleet.http1 import Connections, Response, Stream, request_bytes
 
 #: On a forwarded request: the node it was forwarded by. A node never forwards such a request again.
 FORWARDED = "brainy-forwarded"
@@ -55,6 +55,24 @@ class Forwarder:
         self.node = node
         self._connections = Connections(timeout)
 
+    def _request(
+        self, url: str, method: str, target: str, headers: Mapping[str, str], body: bytes, placed: str | None
+    ) -> tuple[tuple[str, int], bytes]:
+        host, port = owner_address(url)
+        fields = [(name, value) for name, value in headers.items() if name not in HOP_BY_HOP and name[:1] != ":"]
+        fields.append((FORWARDED, self.node))
+        if placed is not None:
+            fields.append((PLACED, placed))
+        return (host, port), request_bytes(method, target, f"{host}:{port}", fields, body)
+
+    async def open_stream(self, url: str, target: str, headers: Mapping[str, str]) -> Stream:
+        """The owner at ``url``'s answer to a GET whose body is a stream (the held change stream), its head read;
+        on a connection of its own, which the stream holds until it ends."""
+        address, data = self._request(url, "GET", target, headers, b"", None)
+        stream = await Stream.open(address, data, self._connections.timeout)
+        stream.response.headers = [(name, value) for name, value in stream.response.headers if name not in HOP_BY_HOP]
+        return stream
+
     async def forward(
         self,
         url: str,
@@ -65,14 +83,8 @@ class Forwarder:
         placed: str | None = None,
     ) -> Response:
         """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
-        host, port = owner_address(url)
-        fields = [(name, value) for name, value in headers.items() if name not in HOP_BY_HOP and name[:1] != ":"]
-        fields.append((FORWARDED, self.node))
-        if placed is not None:
-            fields.append((PLACED, placed))
-        response = await self._connections.exchange(
-            (host, port), request_bytes(method, target, f"{host}:{port}", fields, body)
-        )
+        address, data = self._request(url, method, target, headers, body, placed)
+        response = await self._connections.exchange(address, data)
         response.headers = [(name, value) for name, value in response.headers if name not in HOP_BY_HOP]
         return response
 

@@ -12,8 +12,8 @@ request itself (the app's road, as without a fleet), or an awaitable of the owne
    (``brainy.fleet.placement``) and forwarded to the chosen node, unless this node is the one chosen, or
    was named by the edge that placed it.
 4. A brain another node owns is forwarded there, and the answer carries ``brainy-node: <owner>``. One this
-   node does not place is looked up in etcd first. The held change stream is never forwarded: the app's
-   road refuses it ``BrainMovedError`` naming the owner.
+   node does not place is looked up in etcd first. The held change stream is relayed as it arrives, the
+   owner's event ids kept, so a client resumes it with ``Last-Event-ID`` at any node.
 5. During a hand-over (the brain arriving here, or placed with no live owner, or its owner gone silent) the
    request waits, up to the fleet's TTL plus :data:`HANDOVER_EXTRA` seconds, for the node that serves it
    (``Fleet.serving``), and only past that is refused ``BrainMovedError``.
@@ -50,7 +50,7 @@ from brainy.fleet.membership import Fleet
 from brainy.fleet.proxy import FORWARDED, NODE, PLACED, Forwarder
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
-from brainy.net.http import Request, Response
+from brainy.net.http import Request, Response, StreamingResponse
 from brainy.net.routes import Match
 
 log = logging.getLogger("brainy.edge")
@@ -64,6 +64,7 @@ RETRY_PAUSE = 0.1  # seconds between tries at an owner that did not answer or is
 #: off a non-HTTP transport carries to the owner, which proves them again.
 CREDENTIAL = ("authorization", CALLER_HEADER, OWNER_HEADER, ROLES_HEADER)
 _T = TypeVar("_T")
+HOLDS = {door.name: door.holds for door in D.SERVER_DOORS if door.holds}  # a held stream's server door -> its door
 
 
 class Edge:
@@ -96,10 +97,10 @@ class Edge:
         except R.Refusal:
             return None  # no such route: the app refuses it as it would anyway
         brain = match.params.get("brain")
-        if brain is None or match.server is not None:
-            return None  # the held change stream: the dispatcher refuses a brain owned elsewhere
-        if not self._passes(request, match, brain):
+        if brain is None or not self._passes(request, match, brain):
             return None
+        if match.server is not None:  # the held change stream: relayed from the owner as it arrives
+            return None if self.settled(brain) else self._owned(request, brain, self._relay)
         if match.door in FLEET_PLACED:
             return None if PLACED in request.headers else self._place(request)
         if not self.settled(brain):
@@ -113,8 +114,9 @@ class Edge:
 
     def _passes(self, request: Request, match: Match, brain: str) -> bool:
         """The caller's key and the gate, checked here before anything is forwarded (the owner checks them
-        again). A shared route (vfs) is gated as its first door: the owner gates the door the body names."""
-        name = match.door or next(iter((match.choices or {}).values()), None)
+        again). A shared route (vfs) is gated as its first door: the owner gates the door the body names; the
+        held change stream as the door it holds open (``changes``)."""
+        name = match.door or next(iter((match.choices or {}).values()), None) or HOLDS.get(match.server or "")
         door = D.BY_NAME.get(name) if name is not None else None
         try:
             principal = self.dispatcher.credential(request.headers)
@@ -134,14 +136,18 @@ class Edge:
         answered = self.local(request)
         return answered if isinstance(answered, Response) else await answered
 
-    async def _owned(self, request: Request, brain: str) -> Response:
-        """The answer of the node that serves ``brain``, waited for through a hand-over."""
+    async def _owned(
+        self, request: Request, brain: str, send: Callable[[Request, str, str], Awaitable[Response]] | None = None
+    ) -> Response:
+        """The answer of the node that serves ``brain`` (``send``: forwarded whole), waited for through a
+        hand-over."""
+        send = send or self._send
         try:
             return await self.at_owner(
                 brain,
                 request.method in ("GET", "HEAD"),
                 lambda: self._here(request),
-                lambda owner, url: self._send(request, owner.node, url),
+                lambda owner, url: send(request, owner.node, url),
                 lambda answer: answer.status == R.BrainMovedError.status and _refused_moved(answer.body),
             )
         except (PeerUnreachableError, ValueError) as exc:
@@ -204,6 +210,22 @@ class Edge:
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in got.headers]
         headers.append((NODE.encode(), node.encode()))
         return Response(got.status, headers, got.body)
+
+    async def _relay(self, request: Request, node: str, url: str) -> Response:
+        """The owner's held change stream, relayed as it arrives (``brainy.net.glue.sse.RelayRunner``); its
+        ``id:`` lines are the owner's, so a client that lost it resumes with ``Last-Event-ID`` at any node."""
+        target = request.path + (f"?{request.query}" if request.query else "")
+        stream = await self.forwarder.open_stream(url, target, request.headers)
+        head = stream.response
+        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in head.headers]
+        headers.append((NODE.encode(), node.encode()))
+        if head.status != 200:  # a refusal: read whole, answered as any other
+            try:
+                body = await stream.whole()
+            finally:
+                stream.close()
+            return Response(head.status, headers, body)
+        return StreamingResponse(200, headers, b"", feed=stream)
 
     def close(self) -> None:
         self.forwarder.close()
