@@ -1,0 +1,92 @@
+"""A request during a hand-over waits for the new owner (docs/fleet.md "A request during a hand-over"): three real
+``brainy serve`` nodes with ``--object-store`` and ``--ship sync``, one etcd, one moto server. The owner of a brain
+is SIGKILLed; reads sent to another node at once, while the dead owner's lease has not run out and while the
+brain is being claimed and restored, are answered (200, the right entity, ``brainy-node`` naming the new owner)
+within TTL + 5 s, never refused BrainMovedError; over gRPC as over HTTP/1.1."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import grpc
+import pytest
+from etcd import start_etcd
+from fleet import TTL, call, health, start_node, write_fleet_keys
+from objectstore import start_moto
+from server import HOST, PERSON_KEY, SERVICE_KEY, free_port
+from test_serve_grpc import stubs  # noqa: F401  (the module's fixture: stubs generated from docs/brainy.proto)
+
+pytestmark = pytest.mark.slow
+
+BRAIN = "hw"
+BOUND = TTL + 5 + 3  # the edge's own bound (TTL + 5 s), plus a request's time on either side of it
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """etcd, moto, and the environment a node's --object-store reads (each node inherits it)."""
+    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
+        for name, value in moto.env.items():
+            monkeypatch.setenv(name, value)
+        yield etcd
+
+
+def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, stubs):  # noqa: F811
+    """Killed owner: a read sent at once to a surviving node over HTTP/1.1, and one over gRPC, each answer 200 with
+    the entity written before the kill, from the new owner, within the bound; none is a refusal."""
+    pb2, pb2_grpc = stubs
+    keys = write_fleet_keys(tmp_path / "keys")
+    extra = ("--object-store", f"s3://brainy-wait/{tmp_path.name}", "--ship", "sync")
+    grpc_ports = {name: free_port() for name in ("a", "b", "c")}
+    nodes = {
+        name: start_node(
+            tmp_path, name, cluster.url, keys, TTL, (*extra, "--listen", f"{HOST}:{grpc_ports[name]},grpc")
+        )
+        for name in ("a", "b", "c")
+    }
+    try:
+        provisioned = call(nodes["a"], "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)
+        assert provisioned.status == 200, provisioned
+        owner = nodes[provisioned.result()["node"]]
+        edge = next(node for node in nodes.values() if node is not owner)
+        added = call(owner, "POST", f"/v1/brains/{BRAIN}/add", json.dumps({"type": "person", "id": "ada"}).encode())
+        assert added.status == 200, added
+
+        answers: dict[str, object] = {}
+
+        def over_grpc():
+            with grpc.insecure_channel(f"{HOST}:{grpc_ports[edge.name]}") as channel:
+                stub = pb2_grpc.BrainyStub(channel)
+                answer, done = stub.get.with_call(
+                    pb2.DoorRequest(brain=BRAIN, id="ada"),
+                    metadata=(("authorization", f"Bearer {PERSON_KEY}"),),
+                    timeout=BOUND + 10,
+                )
+            which = answer.WhichOneof("outcome")
+            answers["grpc"] = (which, json.loads(getattr(answer, which)), dict(done.initial_metadata()))
+
+        owner.kill()
+        killed = time.monotonic()
+        thread = threading.Thread(target=over_grpc)
+        thread.start()
+        got = call(edge, "GET", f"/v1/brains/{BRAIN}/get/ada")
+        took = time.monotonic() - killed
+        thread.join(BOUND + 15)
+        assert not thread.is_alive()
+
+        assert got.status == 200, got
+        assert got.result()["entity"]["key"] == "ada"
+        assert took <= BOUND, took
+        new_owner = next(n for n in nodes.values() if n is not owner and BRAIN in health(n)["fleet"]["brains"])
+        assert got.headers.get("brainy-node", edge.name) == new_owner.name
+        which, doc, meta = answers["grpc"]
+        assert which == "document" and doc["entity"]["key"] == "ada", (which, doc)
+        assert meta.get("brainy-node", edge.name) == new_owner.name
+        print(f"hand-over: a read sent at the kill was answered after {took:.2f} s (TTL {TTL} s)")
+    finally:
+        for node in nodes.values():
+            if node.proc.poll() is None:
+                node.proc.terminate()
+                node.proc.wait(timeout=15)
