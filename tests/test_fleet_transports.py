@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 TIMEOUT = 20.0
 #: A person key only node a's keys file holds: node a lets it through, node b (the owner) refuses it.
 EDGE_ONLY_KEY = "bky_fleet_transports_edge_only_0123456789"
+ONE_BRAIN_KEY = "bky_fleet_transports_one_brain_"  # + the brain's number: a key reaching that brain alone
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node,
     """Nodes a (with a gRPC listener) and b, and a brain placed on b holding ``ada``: (a, b, a's gRPC port, brain)."""
     root = tmp_path_factory.mktemp("transports")
     keys = write_fleet_keys(root / "keys")
+    with open(keys, "a") as out:  # one key per candidate brain, reaching it alone
+        out.writelines(f"{ONE_BRAIN_KEY}{n}  {PERSON}  t{n}\n" for n in range(4))
     keys_a = root / "keys-a"
     fd = os.open(keys_a, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -121,6 +124,23 @@ def test_websocket_calls_are_answered_by_the_owner(pair):
     assert added["ok"] and added["result"]["generation"] >= 2, added
     assert got["ok"] and got["result"]["entity"]["key"] == "hopper" and "ms" in got["meta"], got
     assert not missing["ok"] and missing["error"]["name"] == "InvalidArgumentError", missing
+
+
+def test_a_one_brain_websocket_session_names_its_owner(pair):
+    """A WebSocket session whose key reaches one brain, served by node b, opened at node a: the 101 answer says
+    ``brainy-node: b`` (the envelope has no field for it), and a call naming no brain is b's answer."""
+    a, _, _, brain = pair
+    key = f"{ONE_BRAIN_KEY}{brain[1:]}"
+
+    async def session() -> tuple[str | None, dict[str, Any]]:
+        url = f"ws://{HOST}:{a.port}/v1/ws"
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+            await ws.send(json.dumps({"ref": 1, "door": "get", "id": "ada"}))
+            return ws.response.headers.get("brainy-node"), json.loads(await ws.recv())
+
+    node, got = asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    assert node == "b"
+    assert got["ok"] and got["result"]["entity"]["key"] == "ada", got
 
 
 def test_mcp_tool_calls_are_answered_by_the_owner(pair):

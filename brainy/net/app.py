@@ -118,7 +118,10 @@ class App:
         outcome = self.dispatcher.timed(request.path, self._grant, request, granted)
         if isinstance(outcome, Outcome) and outcome.ok and granted:
             principal, accept = granted[0]
-            return Response(101, ws.switching_headers(accept), b""), principal
+            headers = ws.switching_headers(accept)
+            if self.edge is not None:  # a session whose one brain another node serves says which (docs/fleet.md)
+                headers += self.edge.session_node(principal)
+            return Response(101, headers, b""), principal
         assert isinstance(outcome, Outcome)  # the grant never waits
         return self._respond(request, outcome, []), None
 

@@ -108,6 +108,13 @@ class Edge:
         owner = self.fleet.elsewhere(brain)
         return self._owned(request, brain) if owner is not None else None
 
+    def session_node(self, principal: Principal) -> list[tuple[bytes, bytes]]:
+        """``brainy-node`` for a WebSocket upgrade whose caller reaches one brain, owned by another node: a
+        message's envelope has no field for it (DESIGN.md "The wire"), so the session's head says it."""
+        brain = one_brain(self.dispatcher, principal)
+        owner = self.fleet.elsewhere(brain) if brain is not None else None
+        return [(NODE.encode(), owner.node.encode())] if owner is not None else []
+
     def settled(self, brain: str) -> bool:
         """Whether ``brain`` is this node's to serve now, as far as it knows without asking etcd."""
         return brain in self.fleet.owned and brain not in self.fleet.arriving
@@ -231,6 +238,16 @@ class Edge:
         self.forwarder.close()
 
 
+def one_brain(dispatcher: Dispatcher, principal: Principal) -> str | None:
+    """The brain a call that names none reaches (DOORS 0.2), in a fleet: a token's brain or a one-brain key's,
+    wherever the fleet serves it (this node's pool lists only its own), else the dispatcher's rule."""
+    if principal.token_brain is not None:
+        return principal.token_brain
+    if principal.brains is not None and len(principal.brains) == 1 and not principal.service_key:
+        return next(iter(principal.brains))
+    return dispatcher.only_brain(principal)
+
+
 def _refused_moved(body: bytes) -> bool:
     """Whether an owner's answer is the ``BrainMovedError`` refusal (its body names the class, JSON or msgpack)."""
     return b"BrainMovedError" in body
@@ -272,7 +289,7 @@ class EdgeDispatcher(Dispatcher):
         if plan is None or not plan.owned or not isinstance(principal, Carried):
             return super().run(principal, name, brain, id_, document)
         if brain is None:
-            brain = self.brains.only_brain(principal)
+            brain = one_brain(self, principal)
         if type(brain) is not str or self.edge.settled(brain):
             return super().run(principal, name, brain, id_, document)
         gate(principal, plan.door, brain)  # the edge's check; the owner makes its own
