@@ -2,8 +2,10 @@
 
 The fleet speaks to two kinds of peer, and both over HTTP/1.1: etcd's v3 JSON gateway (``brainy.fleet.etcd``)
 and another node of the fleet, the owner of a brain a request named (``brainy.fleet.proxy``). The framing is
-here once, split as the house splits a protocol (STYLE 1): :func:`request_bytes` and :class:`Reader` are
-sans-IO; :class:`Connections` is the thin asyncio part, a few idle kept-alive sockets per peer address.
+here once, split as the house splits a protocol (STYLE 1): :func:`request_bytes` and the response reader
+(``brainy.client.wire.Reader``, the client's own: one reader for every HTTP/1.1 answer brainy reads) are sans-IO;
+:class:`Connections` is the thin asyncio part, a few idle kept-alive sockets per peer address, and
+:class:`Stream` one held answer followed as it arrives.
 
 A response is read whole (both peers answer documents, never streams worth following here); etcd answers its
 streaming calls (a lease's keep-alive) chunked, and httptools reads that as any other body.
@@ -14,9 +16,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from dataclasses import dataclass, field
 
-import httptools
+from brainy.client.wire import Reader, Response
 
 #: Idle connections kept per peer address: the fleet's calls to one peer are few at a time (the renewal
 #: loop, the placement reads, the proxied requests of a moment).
@@ -50,47 +51,6 @@ def request_bytes(method: str, target: str, authority: str, headers: list[tuple[
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-@dataclass
-class Response:
-    """A response read whole: status, header fields (lower-case names, in order), body; ``keep`` says the
-    connection may carry the next request."""
-
-    status: int = 0
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-    keep: bool = False
-
-
-class Reader:
-    """Feed it a response's bytes as they arrive; ``done`` once it is whole (httptools' parser)."""
-
-    def __init__(self) -> None:
-        self.response = Response()
-        self.done = False
-        self._chunks: list[bytes] = []
-        self._parser = httptools.HttpResponseParser(self)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.response.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
-
-    def on_headers_complete(self) -> None:
-        self.response.status = self._parser.get_status_code()
-        self.response.keep = self._parser.should_keep_alive()
-
-    def on_body(self, body: bytes) -> None:
-        self._chunks.append(body)
-
-    def on_message_complete(self) -> None:
-        self.response.body = b"".join(self._chunks)
-        self.done = True
-
-    def feed(self, data: bytes) -> None:
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            raise PeerUnreachableError(f"the peer's answer is not HTTP/1.1: {exc}") from None
-
-
 class Stream:
     """A response whose body is followed as it arrives, on a connection of its own (the held change stream relayed
     from a brain's owner, docs/fleet.md): :meth:`open` reads its head, :meth:`next` each piece of body after it
@@ -99,23 +59,8 @@ class Stream:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.response = Response()
-        self.head = False
-        self.done = False
-        self._pending: list[bytes] = []
-        self._parser = httptools.HttpResponseParser(self)
-
-    on_header = Reader.on_header
-
-    def on_headers_complete(self) -> None:
-        self.response.status = self._parser.get_status_code()
-        self.head = True
-
-    def on_body(self, body: bytes) -> None:
-        self._pending.append(body)
-
-    def on_message_complete(self) -> None:
-        self.done = True
+        self.parsed = Reader(held=True)
+        self.response = self.parsed.response
 
     @classmethod
     async def open(cls, address: tuple[str, int], data: bytes, timeout: float) -> Stream:
@@ -128,7 +73,7 @@ class Stream:
         try:
             writer.write(data)
             async with asyncio.timeout(timeout):
-                while not stream.head:
+                while not stream.response.status:
                     if not await stream._read():
                         raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection before answering")
         except TimeoutError:
@@ -143,30 +88,34 @@ class Stream:
         chunk = await self.reader.read(READ_CHUNK)
         if not chunk:
             return False
-        try:
-            self._parser.feed_data(chunk)
-        except httptools.HttpParserError as exc:
-            raise PeerUnreachableError(f"the peer's answer is not HTTP/1.1: {exc}") from None
+        feed(self.parsed, chunk)
         return True
 
     async def next(self) -> bytes:
         """The body that arrived since the last call, waiting for some; ``b""`` at its end."""
-        while not self._pending and not self.done:
-            if not await self._read():
-                break
-        data = b"".join(self._pending)
-        self._pending.clear()
-        return data
+        while True:
+            chunks = self.parsed.take()
+            if chunks:
+                return b"".join(chunks)
+            if self.parsed.done or not await self._read():
+                return b""
 
     async def whole(self) -> bytes:
-        """The rest of the body (an answer that is not a stream: a refusal)."""
-        parts = []
-        while part := await self.next():
-            parts.append(part)
-        return b"".join(parts)
+        """The body of an answer that is not a stream (a refusal), read to its end."""
+        while not self.parsed.done and await self._read():
+            pass
+        return self.response.body
 
     def close(self) -> None:
         self.writer.close()
+
+
+def feed(parsed: Reader, data: bytes) -> None:
+    """``data`` fed to ``parsed``; an answer that is not HTTP/1.1 is PeerUnreachableError."""
+    try:
+        parsed.feed(data)
+    except ValueError as exc:
+        raise PeerUnreachableError(str(exc)) from None
 
 
 class Connections:
@@ -187,7 +136,8 @@ class Connections:
                 writer.close()
                 continue
             try:
-                return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
+                async with asyncio.timeout(self.timeout):  # no task per request, as wait_for would make
+                    return await self._exchange(address, reader, writer, data)
             except (PeerUnreachableError, ConnectionError):
                 writer.close()  # closed while idle: a new connection below
             except BaseException:
@@ -201,7 +151,8 @@ class Connections:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
         try:
-            return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                return await self._exchange(address, reader, writer, data)
         except TimeoutError:
             writer.close()
             raise PeerUnreachableError(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
@@ -219,7 +170,7 @@ class Connections:
             chunk = await reader.read(READ_CHUNK)
             if not chunk:
                 raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection mid-answer")
-            parsed.feed(chunk)
+            feed(parsed, chunk)
         if parsed.response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
             self._idle[address].append((reader, writer, time.monotonic()))
         else:

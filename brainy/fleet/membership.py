@@ -357,19 +357,22 @@ class Fleet:
         self.owners[brain] = owner
         return owner
 
-    async def serving(self, brain: str, deadline: float) -> L.Owner | None:
+    async def serving(self, brain: str, deadline: float, fresh: bool = False) -> L.Owner | None:
         """The owner that serves ``brain``, waited for until ``deadline`` (time.monotonic()) while a hand-over is
         under way (docs/fleet.md "A request during a hand-over"): the brain arriving here (being restored), placed
         (it has an epoch) with no live owner (its owner's lease ended, no node has claimed it yet), or owned by a
         node not registered (its lease ending). None: the fleet has never placed it (a copy only this node has).
-        Past the deadline, BrainMovedError naming the last owner known."""
+        Past the deadline, BrainMovedError naming the last owner known. Unless ``fresh`` (the owner it answered
+        last did not serve), a live owner in the view is answered without asking etcd: the common case."""
         last = self.owner(brain)
+        if not fresh and last is not None and brain not in self.arriving and self._reachable(last):
+            return last
         while True:
             if brain not in self.arriving:
                 owner = await self.lookup(brain)
                 if owner is not None:
                     last = owner
-                    if self.live(owner.node) and (owner.node == self.node or self.url_of(owner.node) is not None):
+                    if self._reachable(owner):
                         return owner
                 elif await self.etcd.get(L.epoch_key(brain)) is None:
                     return None
@@ -384,6 +387,9 @@ class Fleet:
             await asyncio.sleep(min(HANDOVER_POLL, max(0.0, deadline - time.monotonic())))
             if brain not in self.arriving:
                 await self.refresh()
+
+    def _reachable(self, owner: L.Owner) -> bool:
+        return owner.node == self.node or self.url_of(owner.node) is not None
 
     def url_of(self, node: str) -> str | None:
         found = self.nodes.get(node)

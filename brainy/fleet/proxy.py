@@ -3,11 +3,13 @@
 The edge node has already checked the caller's key; the request goes on as it came (method, target, body, the
 caller's own fields, ``Authorization`` among them, so the owner checks the key again), plus
 ``brainy-forwarded: <edge>``, and the owner's answer comes back as it was sent, less the fields that belong to
-one connection. The field names of the fleet's hops are here, once.
+one connection (its fields as read, bytes passed on, never decoded and encoded again). The field names of the
+fleet's hops are here, once.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -37,9 +39,11 @@ HOP_BY_HOP = frozenset(
         PLACED,
     }
 )
+_HOP_BY_HOP = frozenset(name.encode() for name in HOP_BY_HOP)  # as an answer's fields are read: bytes
 FORWARD_SECONDS = 60.0  # one forwarded door: a long write or a large find page still fits
 
 
+@functools.lru_cache(maxsize=256)  # a node's few URLs, parsed once rather than per forwarded request
 def owner_address(url: str) -> tuple[str, int]:
     """``(host, port)`` of a node's advertised ``http://HOST:PORT``."""
     parts = urlsplit(url)
@@ -70,7 +74,7 @@ class Forwarder:
         on a connection of its own, which the stream holds until it ends."""
         address, data = self._request(url, "GET", target, headers, b"", None)
         stream = await Stream.open(address, data, self._connections.timeout)
-        stream.response.headers = [(name, value) for name, value in stream.response.headers if name not in HOP_BY_HOP]
+        stream.response.fields = [(name, value) for name, value in stream.response.fields if name not in _HOP_BY_HOP]
         return stream
 
     async def forward(
@@ -85,7 +89,7 @@ class Forwarder:
         """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
         address, data = self._request(url, method, target, headers, body, placed)
         response = await self._connections.exchange(address, data)
-        response.headers = [(name, value) for name, value in response.headers if name not in HOP_BY_HOP]
+        response.fields = [(name, value) for name, value in response.fields if name not in _HOP_BY_HOP]
         return response
 
     def close(self) -> None:

@@ -64,6 +64,7 @@ RETRY_PAUSE = 0.1  # seconds between tries at an owner that did not answer or is
 #: off a non-HTTP transport carries to the owner, which proves them again.
 CREDENTIAL = ("authorization", CALLER_HEADER, OWNER_HEADER, ROLES_HEADER)
 _T = TypeVar("_T")
+_NODE = NODE.encode()
 HOLDS = {door.name: door.holds for door in D.SERVER_DOORS if door.holds}  # a held stream's server door -> its door
 
 
@@ -176,8 +177,10 @@ class Edge:
         the owner could not be reached for when it was never sent or ``safe`` (a read) says sending it twice is
         harmless. Past the bound, the last answer, or BrainMovedError / PeerUnreachableError."""
         deadline = time.monotonic() + self.fleet.ttl + HANDOVER_EXTRA
+        fresh = False  # the view's owner first; etcd's once that one did not serve
         while True:
-            owner = await self.fleet.serving(brain, deadline)
+            owner = await self.fleet.serving(brain, deadline, fresh)
+            fresh = True
             if owner is None or owner.node == self.fleet.node:
                 answer = await here()
             else:
@@ -214,8 +217,8 @@ class Edge:
                 return self._unanswered(request, exc)
         else:
             got = await self.forwarder.forward(url, method, target, request.headers, request.body)
-        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in got.headers]
-        headers.append((NODE.encode(), node.encode()))
+        headers = got.fields
+        headers.append((_NODE, node.encode()))
         return Response(got.status, headers, got.body)
 
     async def _relay(self, request: Request, node: str, url: str) -> Response:
@@ -224,8 +227,8 @@ class Edge:
         target = request.path + (f"?{request.query}" if request.query else "")
         stream = await self.forwarder.open_stream(url, target, request.headers)
         head = stream.response
-        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in head.headers]
-        headers.append((NODE.encode(), node.encode()))
+        headers = head.fields
+        headers.append((_NODE, node.encode()))
         if head.status != 200:  # a refusal: read whole, answered as any other
             try:
                 body = await stream.whole()
