@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -207,3 +210,19 @@ def test_the_change_stream_is_relayed_from_the_owner_and_resumes(pair):
         again = [e for e in _events(stream.iter_lines(), "caught-up") if e.get("event") == "change"]
     assert again and again[0]["id"] != changes[-1]["id"], again
     assert json.loads(again[-1]["data"])["generation"] == added.doc["generation"], again
+
+
+def test_a_client_that_hangs_up_before_a_forwarded_answer_leaves_no_task_error(pair):
+    """Clients that send a request for a brain on node b to node a and reset the connection at once: node a drops
+    each owner's answer it has nowhere to write (no "Task exception was never retrieved" in its log) and goes on
+    answering."""
+    a, _, _, brain = pair
+    request = f"GET /v1/brains/{brain}/get/ada HTTP/1.1\r\nhost: a\r\nauthorization: Bearer {PERSON_KEY}\r\n\r\n"
+    for _ in range(50):
+        with socket.create_connection((HOST, a.port), timeout=TIMEOUT) as sock:
+            sock.sendall(request.encode())
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close as a reset
+    time.sleep(1.0)  # the owner's answers arrive after the resets
+    got = call(a, "GET", f"/v1/brains/{brain}/get/ada")
+    assert got.status == 200 and got.headers.get("brainy-node") == "b", got
+    assert "Task exception was never retrieved" not in a.log()

@@ -87,6 +87,13 @@ class H1Glue(Session[H1Connection]):
         finally:
             self.server.in_flight -= 1
             self._waiting = None
+        if self.transport.is_closing():
+            # the peer went while its answer was on the way (a forwarded request's client that hung up): there
+            # is nothing to write it to, and a write to a closed transport raises out of this task unseen
+            close = getattr(response, "feed", None) and getattr(response.feed, "close", None)
+            if close is not None:  # a relayed stream holds a connection to its owner
+                close()
+            return
         if self._answer(response, event):
             self._drain()
         self.protocol.arm()
