@@ -18,6 +18,7 @@ from brainy.net.glue.session import Connection, Session
 from brainy.net.glue.sse import BACKLOG_BYTES, Runner, run_feed
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
 from brainy.net.http import Response, StreamingResponse, refusal_response
+from brainy.net.sse import OpenedFeed
 
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 
@@ -90,9 +91,8 @@ class H1Glue(Session[H1Connection]):
         if self.transport.is_closing():
             # the peer went while its answer was on the way (a forwarded request's client that hung up): there
             # is nothing to write it to, and a write to a closed transport raises out of this task unseen
-            close = getattr(response, "feed", None) and getattr(response.feed, "close", None)
-            if close is not None:  # a relayed stream holds a connection to its owner
-                close()
+            if isinstance(response, StreamingResponse) and not isinstance(response.feed, OpenedFeed):
+                response.feed.close()  # type: ignore[attr-defined]  # a relayed stream's connection to its owner
             return
         if self._answer(response, event):
             self._drain()
