@@ -97,10 +97,11 @@ def main() -> None:
                 _stop(b.proc)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process ``pid`` so far (Linux /proc)."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of process ``pid`` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def run(edge: int, owner: int, target: str, n: int, rounds: int, edge_pid: int, owner_pid: int) -> None:
@@ -122,8 +123,8 @@ def run(edge: int, owner: int, target: str, n: int, rounds: int, edge_pid: int, 
                 samples[name].append(time.perf_counter_ns() - t0)
                 assert status == 200, status
             spent[name] += time.perf_counter_ns() - began
-    edge_cpu = cpu_seconds(edge_pid) - edge_cpu  # the edge node serves only the proxied gets
-    owner_cpu = cpu_seconds(owner_pid) - owner_cpu  # the owner serves both
+    edge_cpu = [after - before for after, before in zip(cpu_seconds(edge_pid), edge_cpu, strict=True)]
+    owner_cpu = [after - before for after, before in zip(cpu_seconds(owner_pid), owner_cpu, strict=True)]
     direct.close()
     proxied.close()
     p50 = {}
@@ -132,10 +133,13 @@ def run(edge: int, owner: int, target: str, n: int, rounds: int, edge_pid: int, 
         rate = len(samples[name]) / (spent[name] / 1e9)
         print(f"{name:8} get  p50 {p50[name]:7.1f} us   p99 {p99:7.1f} us   {rate:8.0f} req/s   n={len(samples[name])}")
     print(f"proxied / direct (p50): {p50['proxied'] / p50['direct']:.2f}x")
-    print(
-        f"CPU per get: edge {edge_cpu / len(samples['proxied']) * 1e6:.1f} us (proxied only), "
-        f"owner {owner_cpu / (len(samples['proxied']) + len(samples['direct'])) * 1e6:.1f} us"
-    )
+    edge_n = len(samples["proxied"])  # the edge node serves only the proxied gets, the owner both
+    owner_n = edge_n + len(samples["direct"])
+    for name, (user, system), count in (("edge", edge_cpu, edge_n), ("owner", owner_cpu, owner_n)):
+        print(
+            f"{name:5} CPU per get: {(user + system) / count * 1e6:6.1f} us "
+            f"(user {user / count * 1e6:.1f}, system {system / count * 1e6:.1f})"
+        )
 
 
 if __name__ == "__main__":
