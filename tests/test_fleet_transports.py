@@ -164,12 +164,30 @@ def test_mcp_tool_calls_are_answered_by_the_owner(pair):
             got = await client.call_tool("brainy_get", {"brain": brain, "id": "ada"})
             node = list(seen)
             missing = await client.call_tool("brainy_find", {"brain": brain, "body": {"limit": "many"}})
-            return (got, node), missing
+            seen.clear()
+            read = await client.read_resource(f"brainy://{brain}/entities/ada")
+            return (got, node), missing, (read, list(seen))
 
-    (got, node), missing = asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    (got, node), missing, (read, read_node) = asyncio.run(asyncio.wait_for(session(), TIMEOUT))
     assert not got.is_error and got.structured_content["entity"]["key"] == "ada", got
     assert "b" in node, node
     assert missing.is_error and missing.structured_content["error"]["name"] == "InvalidArgumentError", missing
+    assert json.loads(read.contents[0].text)["entity"]["key"] == "ada" and "b" in read_node, (read, read_node)
+
+
+def test_a_one_brain_key_calls_an_mcp_tool_naming_no_brain(pair):
+    """MCP at node a with a key that reaches one brain, served by node b: a tool call that leaves ``brain`` out
+    reaches that brain at b (the key's brain is taken from the key, not from a's own brains)."""
+    a, _, _, brain = pair
+    key = f"{ONE_BRAIN_KEY}{brain[1:]}"
+
+    async def session() -> Any:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=TIMEOUT)
+        async with http, Client(streamable_http_client(f"{a.url}/mcp", http_client=http)) as client:
+            return await client.call_tool("brainy_get", {"id": "ada"})
+
+    got = asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    assert not got.is_error and got.structured_content["entity"]["key"] == "ada", got
 
 
 def _events(lines: Iterator[str], until: str, limit: int = 200) -> list[dict[str, str]]:

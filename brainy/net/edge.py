@@ -244,11 +244,16 @@ class Edge:
 def one_brain(dispatcher: Dispatcher, principal: Principal) -> str | None:
     """The brain a call that names none reaches (DOORS 0.2), in a fleet: a token's brain or a one-brain key's,
     wherever the fleet serves it (this node's pool lists only its own), else the dispatcher's rule."""
+    named = _named_brain(principal)
+    return named if named is not None else dispatcher.only_brain(principal)
+
+
+def _named_brain(principal: Principal) -> str | None:
     if principal.token_brain is not None:
         return principal.token_brain
     if principal.brains is not None and len(principal.brains) == 1 and not principal.service_key:
         return next(iter(principal.brains))
-    return dispatcher.only_brain(principal)
+    return None
 
 
 def _refused_moved(body: bytes) -> bool:
@@ -287,12 +292,17 @@ class EdgeDispatcher(Dispatcher):
         values = {f.name: getattr(principal, f.name) for f in dataclasses.fields(Principal)}
         return Carried(**values, fields=fields)
 
+    def only_brain(self, principal: Principal) -> str | None:
+        """The dispatcher's rule for a call that names no brain, with a token's or a one-brain key's brain
+        taken wherever the fleet serves it (MCP asks this before its call)."""
+        return one_brain(super(), principal)  # type: ignore[arg-type]
+
     def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
         plan = PLANS.get(name) if isinstance(name, str) else None
         if plan is None or not plan.owned or not isinstance(principal, Carried):
             return super().run(principal, name, brain, id_, document)
         if brain is None:
-            brain = one_brain(self, principal)
+            brain = self.only_brain(principal)
         if type(brain) is not str or self.edge.settled(brain):
             return super().run(principal, name, brain, id_, document)
         gate(principal, plan.door, brain)  # the edge's check; the owner makes its own
