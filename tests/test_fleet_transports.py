@@ -23,7 +23,7 @@ from etcd import start_etcd
 from fleet import Node, call, health, start_node, wait_until, write_fleet_keys
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from server import HOST, PERSON, PERSON_KEY, SERVICE_KEY, _stop, free_port
+from server import HOST, PERSON, PERSON_KEY, SERVICE_KEY, H2Client, _stop, free_port
 from test_serve_grpc import stubs  # noqa: F401  (the module's fixture: stubs generated from docs/brainy.proto)
 
 pytestmark = pytest.mark.slow
@@ -244,3 +244,21 @@ def test_a_client_that_hangs_up_before_a_forwarded_answer_leaves_no_task_error(p
     got = call(a, "GET", f"/v1/brains/{brain}/get/ada")
     assert got.status == 200 and got.headers.get("brainy-node") == "b", got
     assert "Task exception was never retrieved" not in a.log()
+
+
+def test_the_change_stream_is_relayed_over_http2(pair):
+    """The held change stream asked of node a over HTTP/2 (prior knowledge) for a brain on node b: a stream
+    answered 200 with ``brainy-node: b``, whose DATA are b's frames up to ``caught-up``, held open after it."""
+    a, _, _, brain = pair
+    with H2Client((HOST, a.port), timeout=TIMEOUT) as h2:
+        stream = h2.start(
+            "GET",
+            f"/v1/brains/{brain}/changes",
+            headers=(("authorization", f"Bearer {PERSON_KEY}"), ("accept", "text/event-stream")),
+        )
+        deadline = time.monotonic() + TIMEOUT
+        while b"event: caught-up" not in h2.bodies[stream]:
+            assert time.monotonic() < deadline and h2.pump_once(deadline - time.monotonic()), bytes(h2.bodies[stream])
+        status, headers = h2.heads[stream]
+        assert status == 200 and dict(headers).get("brainy-node") == "b", headers
+        assert b"event: change" in h2.bodies[stream] and stream not in h2.ended

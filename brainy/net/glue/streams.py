@@ -96,7 +96,11 @@ class StreamAnswers:
         self.server.in_flight -= 1
         self.tasks.pop(stream_id, None)
         if not task.cancelled():  # cancelled: the peer reset the stream, or the connection was lost
-            self.conn.send_response(stream_id, task.result())
+            answered = task.result()
+            if isinstance(answered, StreamingResponse):  # a held stream relayed from its owner (brainy/net/edge.py)
+                self._answer(stream_id, answered)
+                return
+            self.conn.send_response(stream_id, answered)
         self.written()
 
     def stop_feeds(self) -> None:
