@@ -11,6 +11,7 @@ import threading
 import time
 
 import grpc
+import httpx2
 import pytest
 from etcd import start_etcd
 from fleet import TTL, call, health, start_node, write_fleet_keys
@@ -85,6 +86,72 @@ def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, 
         assert which == "document" and doc["entity"]["key"] == "ada", (which, doc)
         assert meta.get("brainy-node", edge.name) == new_owner.name
         print(f"hand-over: a read sent at the kill was answered after {took:.2f} s (TTL {TTL} s)")
+    finally:
+        for node in nodes.values():
+            if node.proc.poll() is None:
+                node.proc.terminate()
+                node.proc.wait(timeout=15)
+
+
+def _until(lines, event: str, limit: int = 400) -> list[dict[str, str]]:
+    """SSE events read up to and including the first named ``event`` (at most ``limit`` lines)."""
+    events, current = [], {}
+    for _, line in zip(range(limit), lines, strict=False):
+        if not line:
+            if current:
+                events.append(current)
+                if current.get("event") == event:
+                    return events
+            current = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            current[name] = value
+    raise AssertionError(f"no {event!r} event within {limit} lines: {events}")
+
+
+def test_a_relayed_change_stream_resumes_at_the_new_owner(tmp_path, cluster):
+    """A change stream held through a surviving node ends when the owner is SIGKILLed; asked again of that node
+    with ``Last-Event-ID`` at once, it waits out the hand-over and resumes from the new owner after that id,
+    and a write made after the failover arrives on it."""
+    keys = write_fleet_keys(tmp_path / "keys")
+    extra = ("--object-store", f"s3://brainy-wait/{tmp_path.name}", "--ship", "sync")
+    nodes = {name: start_node(tmp_path, name, cluster.url, keys, TTL, extra) for name in ("a", "b", "c")}
+    try:
+        provisioned = call(nodes["a"], "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)
+        owner = nodes[provisioned.result()["node"]]
+        edge = next(node for node in nodes.values() if node is not owner)
+        for id_ in ("ada", "grace"):
+            body = json.dumps({"type": "person", "id": id_}).encode()
+            assert call(owner, "POST", f"/v1/brains/{BRAIN}/add", body).status == 200
+        url = f"{edge.url}/v1/brains/{BRAIN}/changes"
+        auth = {"Authorization": f"Bearer {PERSON_KEY}", "Accept": "text/event-stream"}
+        with httpx2.Client(timeout=BOUND + 10) as http:
+            with http.stream("GET", url, headers=auth) as stream:
+                assert stream.headers.get("brainy-node") == owner.name
+                lines = stream.iter_lines()
+                seen = [e for e in _until(lines, "caught-up") if e.get("event") == "change"]
+                last = seen[-1]["id"]
+                owner.kill()
+                ended = time.monotonic()
+                try:  # the owner's stream ended mid-way: the relay ends too (cleanly, or cut), never hangs
+                    rest = [line for _, line in zip(range(1000), lines, strict=False)]
+                except httpx2.TimeoutException:
+                    raise AssertionError("the relayed stream outlived its owner") from None
+                except httpx2.HTTPError:
+                    rest = []
+                assert len(rest) < 1000 and time.monotonic() - ended < 5, rest[-5:]
+            with http.stream("GET", url, headers={**auth, "Last-Event-ID": last}) as stream:
+                assert stream.status_code == 200, stream.read()
+                new_owner = stream.headers.get("brainy-node", edge.name)
+                assert new_owner != owner.name
+                lines = stream.iter_lines()
+                resumed = [e for e in _until(lines, "caught-up") if e.get("event") == "change"]
+                assert all(e["id"] != last for e in resumed), resumed
+                body = json.dumps({"type": "person", "id": "hopper"}).encode()
+                added = call(edge, "POST", f"/v1/brains/{BRAIN}/add", body)
+                assert added.status == 200, added
+                arrived = _until(lines, "change")
+                assert json.loads(arrived[-1]["data"])["generation"] == added.doc["generation"], arrived
     finally:
         for node in nodes.values():
             if node.proc.poll() is None:
