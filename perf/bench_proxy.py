@@ -7,7 +7,7 @@ Starts etcd (``etcd`` on PATH) and two ``brainy serve --fleet`` nodes, a and b, 
 placed on b and writes one entity to it. Then, on one kept-alive HTTP/1.1 connection to each node (a lean
 client: one write per request, the answer read by its length), it times ``GET /v1/brains/B/get/ada``: direct
 (to b, the owner) and proxied (to a, which forwards to b), interleaved in ``--rounds`` rounds so both see the
-same machine. Printed: p50 and p99 in microseconds, requests per second, the ratio of the p50s, and the edge
+same machine (``--client brainy``: brainy's own client instead, a caller's view). Printed: p50 and p99 in microseconds, requests per second, the ratio of the p50s, and the edge
 node's CPU time per proxied get (what the hop costs in work, apart from the wakeups it waits for).
 """
 
@@ -64,6 +64,23 @@ class Connection:
         self.sock.close()
 
 
+class BrainyClient:
+    """brainy's own Python client (``brainy.client.Client``, HTTP/1.1, MessagePack): a caller's view of the hop."""
+
+    def __init__(self, port: int) -> None:
+        from brainy.client import Client
+
+        self.client = Client(f"http://{HOST}:{port}", PERSON_KEY, http2=False)
+
+    def get(self, target: str) -> tuple[int, bytes]:
+        _, _, _, brain, _, id_ = target.split("/")
+        self.client.brain(brain).get(id_)
+        return 200, b""
+
+    def close(self) -> None:
+        self.client.close()
+
+
 def quantiles(samples: list[int]) -> tuple[float, float]:
     samples = sorted(samples)
     return samples[len(samples) // 2] / 1000, samples[min(len(samples) - 1, int(len(samples) * 0.99))] / 1000
@@ -73,6 +90,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=2000, help="gets each way (default 2000)")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    parser.add_argument(
+        "--client", choices=("lean", "brainy"), default="lean", help="a lean socket client, or brainy.client"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         root = Path(tmp)
@@ -91,7 +111,16 @@ def main() -> None:
                 assert brain is not None, "no brain was placed on node b"
                 body = json.dumps({"type": "person", "id": "ada", "metadata": {"bench": True}}).encode()
                 assert call(b, "POST", f"/v1/brains/{brain}/add", body).status == 200
-                run(a.port, b.port, f"/v1/brains/{brain}/get/ada", args.n, args.rounds, a.proc.pid, b.proc.pid)
+                run(
+                    a.port,
+                    b.port,
+                    f"/v1/brains/{brain}/get/ada",
+                    args.n,
+                    args.rounds,
+                    a.proc.pid,
+                    b.proc.pid,
+                    args.client,
+                )
             finally:
                 _stop(a.proc)
                 _stop(b.proc)
@@ -104,8 +133,11 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def run(edge: int, owner: int, target: str, n: int, rounds: int, edge_pid: int, owner_pid: int) -> None:
-    direct, proxied = Connection(owner), Connection(edge)
+def run(
+    edge: int, owner: int, target: str, n: int, rounds: int, edge_pid: int, owner_pid: int, client: str = "lean"
+) -> None:
+    kind = BrainyClient if client == "brainy" else Connection
+    direct, proxied = kind(owner), kind(edge)
     for conn in (direct, proxied):  # warm: the brain opened, the edge's connection to the owner made
         for _ in range(max(50, n // 10)):
             status, _ = conn.get(target)

@@ -118,67 +118,113 @@ def feed(parsed: Reader, data: bytes) -> None:
         raise PeerUnreachableError(str(exc)) from None
 
 
+class _Peer(asyncio.Protocol):
+    """One kept-alive connection to a peer, one request at a time: the answer's bytes go straight from the loop
+    into a reader, and the request waits on one future (no stream buffers, no task, no drain per request)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._parsed: Reader | None = None
+        self._waiter: asyncio.Future[Response] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
+
+    def data_received(self, data: bytes) -> None:
+        parsed = self._parsed
+        if parsed is None:  # bytes nobody asked for: the connection cannot be trusted with another request
+            self.close()
+            return
+        try:
+            feed(parsed, data)
+        except PeerUnreachableError as exc:
+            self._fail(exc)
+            self.close()
+            return
+        if parsed.done:
+            self._parsed, waiter, self._waiter = None, self._waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(parsed.response)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(PeerUnreachableError("the peer closed the connection mid-answer"))
+
+    def _fail(self, exc: Exception) -> None:
+        waiter, self._waiter, self._parsed = self._waiter, None, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    async def exchange(self, data: bytes) -> Response:
+        assert self.transport is not None
+        self._parsed = Reader()
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        return await self._waiter
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
 class Connections:
     """Kept-alive connections to peers by ``(host, port)``: :meth:`exchange` sends one request and reads its
     response, on an idle connection when one is kept, else on a new one."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+        self._idle: dict[tuple[str, int], list[tuple[_Peer, float]]] = {}
 
     async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
         """``data`` sent to ``address`` and the response read whole, within the timeout; a kept connection the
         peer has closed meanwhile is dropped and the request sent once on a new one."""
         kept = self._idle.get(address)
         while kept:
-            reader, writer, since = kept.pop()
-            if time.monotonic() - since > KEEP_SECONDS:
-                writer.close()
+            peer, since = kept.pop()
+            if peer.closed or time.monotonic() - since > KEEP_SECONDS:
+                peer.close()
                 continue
             try:
-                async with asyncio.timeout(self.timeout):  # no task per request, as wait_for would make
-                    return await self._exchange(address, reader, writer, data)
-            except (PeerUnreachableError, ConnectionError):
-                writer.close()  # closed while idle: a new connection below
-            except BaseException:
-                writer.close()
-                raise
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.timeout)
-        except (OSError, TimeoutError) as exc:
-            raise NotConnectedError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
+                return await self._exchange(address, peer, data)
+            except (PeerUnreachableError, ConnectionError) as exc:
+                if isinstance(exc, _NoAnswer):
+                    raise  # it was sent and not answered in time: never sent twice
+                peer.close()  # closed while idle: a new connection below
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._exchange(address, reader, writer, data)
-        except TimeoutError:
-            writer.close()
-            raise PeerUnreachableError(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
-        except BaseException:
-            writer.close()
-            raise
+                _, peer = await loop.create_connection(_Peer, *address)
+        except (OSError, TimeoutError) as exc:
+            raise NotConnectedError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
+        return await self._exchange(address, peer, data)
 
-    async def _exchange(
-        self, address: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
-    ) -> Response:
-        writer.write(data)
-        await writer.drain()
-        parsed = Reader()
-        while not parsed.done:
-            chunk = await reader.read(READ_CHUNK)
-            if not chunk:
-                raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection mid-answer")
-            feed(parsed, chunk)
-        if parsed.response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
-            self._idle[address].append((reader, writer, time.monotonic()))
+    async def _exchange(self, address: tuple[str, int], peer: _Peer, data: bytes) -> Response:
+        try:
+            async with asyncio.timeout(self.timeout):  # no task per request, as wait_for would make
+                response = await peer.exchange(data)
+        except TimeoutError:
+            peer.close()
+            raise _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
+        except BaseException:
+            peer.close()
+            raise
+        if response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
+            self._idle[address].append((peer, time.monotonic()))
         else:
-            writer.close()
-        return parsed.response
+            peer.close()
+        return response
 
     def close(self) -> None:
         for kept in self._idle.values():
-            for _, writer, _ in kept:
-                writer.close()
+            for peer, _ in kept:
+                peer.close()
         self._idle.clear()
+
+
+class _NoAnswer(PeerUnreachableError):
+    """A request was sent and no answer came within the timeout."""
