@@ -2,7 +2,8 @@
 ``brainy serve`` nodes with ``--object-store`` and ``--ship sync``, one etcd, one moto server. The owner of a brain
 is SIGKILLed; reads sent to another node at once, while the dead owner's lease has not run out and while the
 brain is being claimed and restored, are answered (200, the right entity, ``brainy-node`` naming the new owner)
-within TTL + 5 s, never refused BrainMovedError; over gRPC as over HTTP/1.1."""
+within TTL + 5 s, never refused BrainMovedError; over gRPC as over HTTP/1.1; a write sent then is applied by the
+new owner."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def cluster(tmp_path, monkeypatch):
 
 def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, stubs):  # noqa: F811
     """Killed owner: a read sent at once to a surviving node over HTTP/1.1, and one over gRPC, each answer 200 with
-    the entity written before the kill, from the new owner, within the bound; none is a refusal."""
+    the entity written before the kill, from the new owner, within the bound; none is a refusal. A write sent at
+    the same moment is acknowledged and read back."""
     pb2, pb2_grpc = stubs
     keys = write_fleet_keys(tmp_path / "keys")
     extra = ("--object-store", f"s3://brainy-wait/{tmp_path.name}", "--ship", "sync")
@@ -68,14 +70,20 @@ def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, 
             which = answer.WhichOneof("outcome")
             answers["grpc"] = (which, json.loads(getattr(answer, which)), dict(done.initial_metadata()))
 
+        def write():
+            body = json.dumps({"type": "person", "id": "grace"}).encode()
+            answers["write"] = call(edge, "POST", f"/v1/brains/{BRAIN}/add", body)
+
         owner.kill()
         killed = time.monotonic()
-        thread = threading.Thread(target=over_grpc)
-        thread.start()
+        threads = [threading.Thread(target=over_grpc), threading.Thread(target=write)]
+        for thread in threads:
+            thread.start()
         got = call(edge, "GET", f"/v1/brains/{BRAIN}/get/ada")
         took = time.monotonic() - killed
-        thread.join(BOUND + 15)
-        assert not thread.is_alive()
+        for thread in threads:
+            thread.join(BOUND + 15)
+            assert not thread.is_alive()
 
         assert got.status == 200, got
         assert got.result()["entity"]["key"] == "ada"
@@ -85,6 +93,9 @@ def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, 
         which, doc, meta = answers["grpc"]
         assert which == "document" and doc["entity"]["key"] == "ada", (which, doc)
         assert meta.get("brainy-node", edge.name) == new_owner.name
+        written = answers["write"]
+        assert written.status == 200, written  # never sent to the dead owner (no connection): sent to the new one
+        assert call(edge, "GET", f"/v1/brains/{BRAIN}/get/grace").result()["entity"]["key"] == "grace"
         print(f"hand-over: a read sent at the kill was answered after {took:.2f} s (TTL {TTL} s)")
     finally:
         for node in nodes.values():
