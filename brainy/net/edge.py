@@ -191,7 +191,7 @@ class Edge:
                 except PeerUnreachableError as exc:
                     if (exc.sent and not safe) or time.monotonic() >= deadline:
                         raise
-                    log.info("node %s did not answer for brain %s (%s); asking again", owner.node, brain, exc)
+                    log.debug("node %s did not answer for brain %s (%s); asking again", owner.node, brain, exc)
                     await asyncio.sleep(RETRY_PAUSE)
                     continue
             if not moved(answer) or time.monotonic() >= deadline:
