@@ -262,3 +262,18 @@ def test_the_change_stream_is_relayed_over_http2(pair):
         status, headers = h2.heads[stream]
         assert status == 200 and dict(headers).get("brainy-node") == "b", headers
         assert b"event: change" in h2.bodies[stream] and stream not in h2.ended
+
+
+def test_grpc_provision_is_placed_fleet_wide(stubs, pair):  # noqa: F811
+    """``host_provision`` over gRPC at node a is placed as over HTTP: brains provisioned there land on the node
+    with the fewest brains, and one placed on node b is created by b, the answer naming b in ``node`` and in
+    ``brainy-node``."""
+    a, b, port, _ = pair
+    landed = {}
+    for n in range(4):
+        which, placed, meta = grpc_call(stubs, port, "host_provision", SERVICE_KEY, brain=f"g{n}", document="{}")
+        assert which == "document", placed
+        landed[placed["brain"]] = (placed["node"], meta.get("brainy-node"))
+    on_b = [brain for brain, (node, _) in landed.items() if node == "b"]
+    assert on_b and all(landed[brain][1] == "b" for brain in on_b), landed
+    assert all((b.brains_dir / brain).is_dir() and not (a.brains_dir / brain).is_dir() for brain in on_b)

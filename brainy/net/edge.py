@@ -299,6 +299,9 @@ class EdgeDispatcher(Dispatcher):
 
     def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
         plan = PLANS.get(name) if isinstance(name, str) else None
+        if plan is not None and name in FLEET_PLACED and type(brain) is str and isinstance(principal, Carried):
+            gate(principal, plan.door, brain)  # the chosen node gates it again
+            return self._placed(principal, plan.door, brain, id_, document)
         if plan is None or not plan.owned or not isinstance(principal, Carried):
             return super().run(principal, name, brain, id_, document)
         if brain is None:
@@ -320,6 +323,19 @@ class EdgeDispatcher(Dispatcher):
             raise answer
         return answer
 
+    async def _placed(self, principal: Carried, door: D.Door, brain: str, id_: Any, document: Any) -> dict[str, Any]:
+        """A door that creates a brain (``host.provision``), placed as the HTTP edge places it: created here, or
+        called at the node placement chose, which creates it without placing it again."""
+        chosen = await self.fleet.place()  # type: ignore[union-attr]
+        if chosen.node == self.fleet.node:  # type: ignore[union-attr]
+            answer = super().run(principal, door.name, brain, id_, document)
+            return answer if isinstance(answer, dict) else await answer  # type: ignore[misc]
+        owner = Owner(chosen.node, 0)
+        got = await self._send(principal, door, brain, id_, document, owner, chosen.url, placed=chosen.node)
+        if isinstance(got, R.Refusal):
+            raise got
+        return got
+
     async def _here(self, principal: Principal, name: str, brain: str, id_: Any, document: Any) -> Any:
         try:
             answer = super().run(principal, name, brain, id_, document)
@@ -328,7 +344,15 @@ class EdgeDispatcher(Dispatcher):
             return moved
 
     async def _send(
-        self, principal: Carried, door: D.Door, brain: str, id_: Any, document: Any, owner: Owner, url: str
+        self,
+        principal: Carried,
+        door: D.Door,
+        brain: str,
+        id_: Any,
+        document: Any,
+        owner: Owner,
+        url: str,
+        placed: str | None = None,
     ) -> Proxied | R.Refusal:
         """The door called at the owner at ``url``: its answer, or its refusal (returned, for at_owner to weigh)."""
         positional = (id_,) if id_ is not None and len(door.path_params) > 1 else ()
@@ -342,7 +366,7 @@ class EdgeDispatcher(Dispatcher):
         headers["accept"] = wire.JSON
         if call.content_type is not None:
             headers["content-type"] = call.content_type
-        got = await self.edge.forwarder.forward(url, call.method, call.target, headers, call.body)
+        got = await self.edge.forwarder.forward(url, call.method, call.target, headers, call.body, placed)
         body = orjson.loads(got.body) if got.body else {}
         if not isinstance(body, dict):
             raise http1.PeerUnreachableError(f"node {owner.node} answered {door.name} with a non-object")
