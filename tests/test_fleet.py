@@ -111,16 +111,6 @@ def test_the_key_is_checked_at_the_edge(fleet3, placed):
     assert "brainy-node" not in answer.headers
 
 
-def test_a_transport_that_does_not_forward_refuses_brain_moved(fleet3, placed):
-    """The held change stream is not forwarded: on a node that does not own the brain it is BrainMovedError naming
-    the owner and the epoch, never a feed of that node's copy."""
-    owner = placed["p2"]
-    edge = next(node for name, node in fleet3.items() if name != owner)
-    answer = call(edge, "GET", "/v1/brains/p2/changes", headers=(("accept", "text/event-stream"),))
-    assert (answer.status, answer.refusal) == (409, "BrainMovedError"), answer
-    assert answer.doc["error"]["node"] == owner and answer.doc["error"]["epoch"] == 1
-
-
 def test_host_move_names_a_live_node(fleet3, placed):
     """With --fleet, host.move to a node the fleet has no live node of is NodeUnknownError; to a live node it is
     not yet native (the hand-over arrives with shipping)."""

@@ -229,16 +229,20 @@ def accepts(msgpack_answers: bool) -> str:
 @dataclass
 class Response:
     """A response read off the connection: status, headers (lower-case names), body; ``keep`` says the connection
-    may carry the next request."""
+    may carry the next request. ``fields`` holds every header field as it came over HTTP/1.1 (lower-case names,
+    in order, a repeated one each time): what a proxy passes on (brainy.fleet.proxy), where ``headers`` keeps the
+    last of each name for a lookup."""
 
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     keep: bool = True
+    fields: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
 class Reader:
-    """Feed it the bytes of one response as they arrive; ``done`` once it is whole (httptools' parser). A ``held``
+    """Feed it the bytes of one response as they arrive; ``done`` once it is whole (httptools' parser): the one
+    HTTP/1.1 response reader, the client's and the fleet's (brainy.fleet.http1). A ``held``
     response (the change feed) hands its body out as it comes (:meth:`take`) when it is a 200; any other status
     is a refusal, its body kept whole like any answer's."""
 
@@ -252,7 +256,9 @@ class Reader:
         self._chunks: list[bytes] = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.response.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        name = name.lower()
+        self.response.fields.append((name, value))
+        self.response.headers[name.decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self.response.status = self._parser.get_status_code()

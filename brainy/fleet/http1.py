@@ -2,8 +2,10 @@
 
 The fleet speaks to two kinds of peer, and both over HTTP/1.1: etcd's v3 JSON gateway (``brainy.fleet.etcd``)
 and another node of the fleet, the owner of a brain a request named (``brainy.fleet.proxy``). The framing is
-here once, split as the house splits a protocol (STYLE 1): :func:`request_bytes` and :class:`Reader` are
-sans-IO; :class:`Connections` is the thin asyncio part, a few idle kept-alive sockets per peer address.
+here once, split as the house splits a protocol (STYLE 1): :func:`request_bytes` and the response reader
+(``brainy.client.wire.Reader``, the client's own: one reader for every HTTP/1.1 answer brainy reads) are sans-IO;
+:class:`Connections` is the thin asyncio part, a few idle kept-alive sockets per peer address, and
+:class:`Stream` one held answer followed as it arrives.
 
 A response is read whole (both peers answer documents, never streams worth following here); etcd answers its
 streaming calls (a lease's keep-alive) chunked, and httptools reads that as any other body.
@@ -14,9 +16,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from dataclasses import dataclass, field
 
-import httptools
+from brainy.client.wire import Reader, Response
 
 #: Idle connections kept per peer address: the fleet's calls to one peer are few at a time (the renewal
 #: loop, the placement reads, the proxied requests of a moment).
@@ -30,7 +31,16 @@ KEEP_SECONDS = 30.0
 
 
 class PeerUnreachableError(OSError):
-    """A peer could not be reached, or closed or garbled its answer before it was whole."""
+    """A peer could not be reached, or closed or garbled its answer before it was whole. ``sent`` says whether
+    the request may have reached it: one never sent (no connection) is safe to send again elsewhere."""
+
+    sent = True
+
+
+class NotConnectedError(PeerUnreachableError):
+    """No connection to the peer could be made: the request was never sent."""
+
+    sent = False
 
 
 def request_bytes(method: str, target: str, authority: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
@@ -41,45 +51,125 @@ def request_bytes(method: str, target: str, authority: str, headers: list[tuple[
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-@dataclass
-class Response:
-    """A response read whole: status, header fields (lower-case names, in order), body; ``keep`` says the
-    connection may carry the next request."""
+class Stream:
+    """A response whose body is followed as it arrives, on a connection of its own (the held change stream relayed
+    from a brain's owner, docs/fleet.md): :meth:`open` reads its head, :meth:`next` each piece of body after it
+    (httptools undoes the chunking), ``b""`` once it is whole or the peer went."""
 
-    status: int = 0
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-    keep: bool = False
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.parsed = Reader(held=True)
+        self.response = self.parsed.response
+
+    @classmethod
+    async def open(cls, address: tuple[str, int], data: bytes, timeout: float) -> Stream:
+        """``data`` sent on a new connection to ``address``, and the answer's head read within ``timeout``."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+        except (OSError, TimeoutError) as exc:
+            raise NotConnectedError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
+        stream = cls(reader, writer)
+        try:
+            writer.write(data)
+            async with asyncio.timeout(timeout):
+                while not stream.response.status:
+                    if not await stream._read():
+                        raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection before answering")
+        except TimeoutError:
+            stream.close()
+            raise PeerUnreachableError(f"{address[0]}:{address[1]}: no answer in {timeout} s") from None
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+    async def _read(self) -> bool:
+        chunk = await self.reader.read(READ_CHUNK)
+        if not chunk:
+            return False
+        feed(self.parsed, chunk)
+        return True
+
+    async def next(self) -> bytes:
+        """The body that arrived since the last call, waiting for some; ``b""`` at its end."""
+        while True:
+            chunks = self.parsed.take()
+            if chunks:
+                return b"".join(chunks)
+            if self.parsed.done or not await self._read():
+                return b""
+
+    async def whole(self) -> bytes:
+        """The body of an answer that is not a stream (a refusal), read to its end."""
+        while not self.parsed.done and await self._read():
+            pass
+        return self.response.body
+
+    def close(self) -> None:
+        self.writer.close()
 
 
-class Reader:
-    """Feed it a response's bytes as they arrive; ``done`` once it is whole (httptools' parser)."""
+def feed(parsed: Reader, data: bytes) -> None:
+    """``data`` fed to ``parsed``; an answer that is not HTTP/1.1 is PeerUnreachableError."""
+    try:
+        parsed.feed(data)
+    except ValueError as exc:
+        raise PeerUnreachableError(str(exc)) from None
+
+
+class _Peer(asyncio.Protocol):
+    """One kept-alive connection to a peer, one request at a time: the answer's bytes go straight from the loop
+    into a reader, and the request waits on one future (no stream buffers, no task, no drain per request)."""
 
     def __init__(self) -> None:
-        self.response = Response()
-        self.done = False
-        self._chunks: list[bytes] = []
-        self._parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._parsed: Reader | None = None
+        self._waiter: asyncio.Future[Response] | None = None
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.response.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
 
-    def on_headers_complete(self) -> None:
-        self.response.status = self._parser.get_status_code()
-        self.response.keep = self._parser.should_keep_alive()
-
-    def on_body(self, body: bytes) -> None:
-        self._chunks.append(body)
-
-    def on_message_complete(self) -> None:
-        self.response.body = b"".join(self._chunks)
-        self.done = True
-
-    def feed(self, data: bytes) -> None:
+    def data_received(self, data: bytes) -> None:
+        parsed = self._parsed
+        if parsed is None:  # bytes nobody asked for: the connection cannot be trusted with another request
+            self.close()
+            return
         try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            raise PeerUnreachableError(f"the peer's answer is not HTTP/1.1: {exc}") from None
+            feed(parsed, data)
+        except PeerUnreachableError as exc:
+            self._fail(exc)
+            self.close()
+            return
+        if parsed.done:
+            self._parsed, waiter, self._waiter = None, self._waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(parsed.response)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(PeerUnreachableError("the peer closed the connection mid-answer"))
+
+    def _fail(self, exc: Exception) -> None:
+        waiter, self._waiter, self._parsed = self._waiter, None, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    async def exchange(self, data: bytes) -> Response:
+        assert self.transport is not None
+        self._parsed = Reader()
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        return await self._waiter
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
 
 
 class Connections:
@@ -88,59 +178,53 @@ class Connections:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+        self._idle: dict[tuple[str, int], list[tuple[_Peer, float]]] = {}
 
     async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
         """``data`` sent to ``address`` and the response read whole, within the timeout; a kept connection the
         peer has closed meanwhile is dropped and the request sent once on a new one."""
         kept = self._idle.get(address)
         while kept:
-            reader, writer, since = kept.pop()
-            if time.monotonic() - since > KEEP_SECONDS:
-                writer.close()
+            peer, since = kept.pop()
+            if peer.closed or time.monotonic() - since > KEEP_SECONDS:
+                peer.close()
                 continue
             try:
-                return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
-            except (PeerUnreachableError, ConnectionError):
-                writer.close()  # closed while idle: a new connection below
-            except BaseException:
-                writer.close()
-                raise
+                return await self._exchange(address, peer, data)
+            except (PeerUnreachableError, ConnectionError) as exc:
+                if isinstance(exc, _NoAnswer):
+                    raise  # it was sent and not answered in time: never sent twice
+                peer.close()  # closed while idle: a new connection below
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                _, peer = await loop.create_connection(_Peer, *address)
         except (OSError, TimeoutError) as exc:
-            raise PeerUnreachableError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
-        try:
-            return await asyncio.wait_for(self._exchange(address, reader, writer, data), self.timeout)
-        except TimeoutError:
-            writer.close()
-            raise PeerUnreachableError(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
-        except BaseException:
-            writer.close()
-            raise
+            raise NotConnectedError(f"{address[0]}:{address[1]}: {exc or 'timed out'}") from None
+        return await self._exchange(address, peer, data)
 
-    async def _exchange(
-        self, address: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
-    ) -> Response:
-        writer.write(data)
-        await writer.drain()
-        parsed = Reader()
-        while not parsed.done:
-            chunk = await reader.read(READ_CHUNK)
-            if not chunk:
-                raise PeerUnreachableError(f"{address[0]}:{address[1]} closed the connection mid-answer")
-            parsed.feed(chunk)
-        if parsed.response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
-            self._idle[address].append((reader, writer, time.monotonic()))
+    async def _exchange(self, address: tuple[str, int], peer: _Peer, data: bytes) -> Response:
+        try:
+            async with asyncio.timeout(self.timeout):  # no task per request, as wait_for would make
+                response = await peer.exchange(data)
+        except TimeoutError:
+            peer.close()
+            raise _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
+        except BaseException:
+            peer.close()
+            raise
+        if response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
+            self._idle[address].append((peer, time.monotonic()))
         else:
-            writer.close()
-        return parsed.response
+            peer.close()
+        return response
 
     def close(self) -> None:
         for kept in self._idle.values():
-            for _, writer, _ in kept:
-                writer.close()
+            for peer, _ in kept:
+                peer.close()
         self._idle.clear()
+
+
+class _NoAnswer(PeerUnreachableError):
+    """A request was sent and no answer came within the timeout."""

@@ -35,6 +35,7 @@ MIN_TTL = 2  # seconds: a renewal every third of it must still come back in time
 REFRESH_SECONDS = 1.0
 CLAIM_TRIES = 3  # a claim's compare can lose to another node's claim; read again and try at most this often
 ARRIVAL_BACKOFF = (1.0, 60.0)  # seconds: a brain that could not arrive is tried again after 1 s, doubling to 60
+HANDOVER_POLL = 0.1  # seconds: how often a request waiting out a hand-over reads the fleet again (Fleet.serving)
 MAX_MARGIN = 1.0  # seconds: a write is acknowledged only this long (or a quarter of the TTL) before the lease can end
 
 #: How a brain came to be claimed, for :attr:`Fleet.arrive`: a new brain (``host.provision``: no store yet), one
@@ -355,6 +356,40 @@ class Fleet:
         owner = L.read_owner(found.value)
         self.owners[brain] = owner
         return owner
+
+    async def serving(self, brain: str, deadline: float, fresh: bool = False) -> L.Owner | None:
+        """The owner that serves ``brain``, waited for until ``deadline`` (time.monotonic()) while a hand-over is
+        under way (docs/fleet.md "A request during a hand-over"): the brain arriving here (being restored), placed
+        (it has an epoch) with no live owner (its owner's lease ended, no node has claimed it yet), or owned by a
+        node not registered (its lease ending). None: the fleet has never placed it (a copy only this node has).
+        Past the deadline, BrainMovedError naming the last owner known. Unless ``fresh`` (the owner it answered
+        last did not serve), a live owner in the view is answered without asking etcd: the common case."""
+        last = self.owner(brain)
+        if not fresh and last is not None and brain not in self.arriving and self._reachable(last):
+            return last
+        while True:
+            if brain not in self.arriving:
+                owner = await self.lookup(brain)
+                if owner is not None:
+                    last = owner
+                    if self._reachable(owner):
+                        return owner
+                elif await self.etcd.get(L.epoch_key(brain)) is None:
+                    return None
+            if time.monotonic() >= deadline:
+                node, epoch = (last.node, last.epoch) if last is not None else ("", self.arriving.get(brain, 0))
+                raise R.BrainMovedError(
+                    f"brain {brain!r} has no node serving it yet (a hand-over is under way); ask again",
+                    brain=brain,
+                    node=node,
+                    epoch=epoch,
+                )
+            await asyncio.sleep(min(HANDOVER_POLL, max(0.0, deadline - time.monotonic())))
+            if brain not in self.arriving:
+                await self.refresh()
+
+    def _reachable(self, owner: L.Owner) -> bool:
+        return owner.node == self.node or self.url_of(owner.node) is not None
 
     def url_of(self, node: str) -> str | None:
         found = self.nodes.get(node)

@@ -3,15 +3,17 @@
 The edge node has already checked the caller's key; the request goes on as it came (method, target, body, the
 caller's own fields, ``Authorization`` among them, so the owner checks the key again), plus
 ``brainy-forwarded: <edge>``, and the owner's answer comes back as it was sent, less the fields that belong to
-one connection. The field names of the fleet's hops are here, once.
+one connection (its fields as read, bytes passed on, never decoded and encoded again). The field names of the
+fleet's hops are here, once.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from brainy.fleet.http1 import Connections, Response, request_bytes
+from brainy.fleet.http1 import Connections, Response, Stream, request_bytes
 
 #: On a forwarded request: the node it was forwarded by. A node never forwards such a request again.
 FORWARDED = "brainy-forwarded"
@@ -37,9 +39,11 @@ HOP_BY_HOP = frozenset(
         PLACED,
     }
 )
+_HOP_BY_HOP = frozenset(name.encode() for name in HOP_BY_HOP)  # as an answer's fields are read: bytes
 FORWARD_SECONDS = 60.0  # one forwarded door: a long write or a large find page still fits
 
 
+@functools.lru_cache(maxsize=256)  # a node's few URLs, parsed once rather than per forwarded request
 def owner_address(url: str) -> tuple[str, int]:
     """``(host, port)`` of a node's advertised ``http://HOST:PORT``."""
     parts = urlsplit(url)
@@ -55,6 +59,24 @@ class Forwarder:
         self.node = node
         self._connections = Connections(timeout)
 
+    def _request(
+        self, url: str, method: str, target: str, headers: Mapping[str, str], body: bytes, placed: str | None
+    ) -> tuple[tuple[str, int], bytes]:
+        host, port = owner_address(url)
+        fields = [(name, value) for name, value in headers.items() if name not in HOP_BY_HOP and name[:1] != ":"]
+        fields.append((FORWARDED, self.node))
+        if placed is not None:
+            fields.append((PLACED, placed))
+        return (host, port), request_bytes(method, target, f"{host}:{port}", fields, body)
+
+    async def open_stream(self, url: str, target: str, headers: Mapping[str, str]) -> Stream:
+        """The owner at ``url``'s answer to a GET whose body is a stream (the held change stream), its head read;
+        on a connection of its own, which the stream holds until it ends."""
+        address, data = self._request(url, "GET", target, headers, b"", None)
+        stream = await Stream.open(address, data, self._connections.timeout)
+        stream.response.fields = [(name, value) for name, value in stream.response.fields if name not in _HOP_BY_HOP]
+        return stream
+
     async def forward(
         self,
         url: str,
@@ -65,15 +87,9 @@ class Forwarder:
         placed: str | None = None,
     ) -> Response:
         """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
-        host, port = owner_address(url)
-        fields = [(name, value) for name, value in headers.items() if name not in HOP_BY_HOP and name[:1] != ":"]
-        fields.append((FORWARDED, self.node))
-        if placed is not None:
-            fields.append((PLACED, placed))
-        response = await self._connections.exchange(
-            (host, port), request_bytes(method, target, f"{host}:{port}", fields, body)
-        )
-        response.headers = [(name, value) for name, value in response.headers if name not in HOP_BY_HOP]
+        address, data = self._request(url, method, target, headers, body, placed)
+        response = await self._connections.exchange(address, data)
+        response.fields = [(name, value) for name, value in response.fields if name not in _HOP_BY_HOP]
         return response
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from brainy.host.pool import Pool
 from brainy.index import embedder
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
-from brainy.net.edge import Edge
+from brainy.net.edge import Edge, EdgeDispatcher
 from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.routes import Match, Router, query_document
@@ -65,17 +65,20 @@ class App:
         self._openapi: str | None = None  # GET /openapi.json, rendered on first call
         self.started = time.monotonic()
         self.listeners: list[tuple[str, tuple[str, ...]]] = []  # (address, protocols), set by the server
+        # --fleet: the edge that keeps a brain's request here or forwards it to the owner (brainy/net/edge.py);
+        # ``calls`` is the dispatcher the door-calling transports (gRPC, WebSocket, MCP) are handed: in a fleet,
+        # one that calls a door of a brain owned elsewhere at its owner
+        self.fleet = self.host.fleet
+        self.edge: Edge | None = None
+        self.calls: Dispatcher = self.dispatcher
+        if self.fleet is not None:
+            self.edge = Edge(self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response)
+            self.calls = EdgeDispatcher(pool, reading_door, self.host, keys, self.fleet)
+            self.calls.edge = self.edge
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)
-        self.mcp = StreamableHttp(McpServer(self.dispatcher), self.dispatcher.credential)
+        self.mcp = StreamableHttp(McpServer(self.calls), self.calls.credential)
         self._base_url = base_url
         self.base_url = base_url
-        # --fleet: the edge that keeps a brain's request here or forwards it to the owner (brainy/net/edge.py)
-        self.fleet = self.host.fleet
-        self.edge = (
-            Edge(self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response)
-            if self.fleet is not None
-            else None
-        )
 
     @property
     def base_url(self) -> str:
@@ -116,7 +119,10 @@ class App:
         outcome = self.dispatcher.timed(request.path, self._grant, request, granted)
         if isinstance(outcome, Outcome) and outcome.ok and granted:
             principal, accept = granted[0]
-            return Response(101, ws.switching_headers(accept), b""), principal
+            headers = ws.switching_headers(accept)
+            if self.edge is not None:  # a session whose one brain another node serves says which (docs/fleet.md)
+                headers += self.edge.session_node(principal)
+            return Response(101, headers, b""), principal
         assert isinstance(outcome, Outcome)  # the grant never waits
         return self._respond(request, outcome, []), None
 
@@ -124,7 +130,7 @@ class App:
         match = self.router.match(request.method, request.path, request.headers.get("accept"))
         if match.server != "server.ws":
             raise R.MalformedRequestError(f"{request.path} does not switch protocols", reason="upgrade")
-        principal = self.dispatcher.credential(request.headers)
+        principal = self.calls.credential(request.headers)  # a WebSocket's calls are door calls
         granted.append((principal, ws.check_handshake(request.method, request.headers)))
         return {}
 

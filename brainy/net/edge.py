@@ -12,30 +12,60 @@ request itself (the app's road, as without a fleet), or an awaitable of the owne
    (``brainy.fleet.placement``) and forwarded to the chosen node, unless this node is the one chosen, or
    was named by the edge that placed it.
 4. A brain another node owns is forwarded there, and the answer carries ``brainy-node: <owner>``. One this
-   node does not place is looked up in etcd first. The held change stream is never forwarded: the app's
-   road refuses it ``BrainMovedError`` naming the owner.
+   node does not place is looked up in etcd first. The held change stream is relayed as it arrives, the
+   owner's event ids kept, so a client resumes it with ``Last-Event-ID`` at any node.
+5. During a hand-over (the brain arriving here, or placed with no live owner, or its owner gone silent) the
+   request waits, up to the fleet's TTL plus :data:`HANDOVER_EXTRA` seconds, for the node that serves it
+   (``Fleet.serving``), and only past that is refused ``BrainMovedError``.
+
+The other transports call doors rather than routes: :class:`EdgeDispatcher` is the dispatcher they are handed
+in a fleet. Its principals carry the credential fields they were proven from (:class:`Carried`), and a door
+call for a brain owned elsewhere goes to the owner as the door's HTTP request (the contract's one binding,
+``brainy.client.wire.request``), with the caller's own credential: the owner checks it again. Its answer comes
+back marked with the node that gave it (:class:`Proxied`, a refusal's ``answered_by``), for the transport to
+say (gRPC metadata, MCP's response head).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
+import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
+import orjson
+
+from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER
+from brainy.auth.principal import Principal
+from brainy.client import wire
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
+from brainy.fleet import http1
 from brainy.fleet.http1 import PeerUnreachableError
 from brainy.fleet.layout import Owner
 from brainy.fleet.membership import Fleet
 from brainy.fleet.proxy import FORWARDED, NODE, PLACED, Forwarder
-from brainy.host.dispatch import Dispatcher, gate
+from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
-from brainy.net.http import Request, Response
+from brainy.net.http import Request, Response, StreamingResponse
 from brainy.net.routes import Match
 
 log = logging.getLogger("brainy.edge")
 
 BRAINS = "/v1/brains/"
+#: Seconds past the fleet's TTL a request waits for a brain's new owner: an owner's lease ends within the TTL,
+#: and the claim and restore after it take a moment more (docs/fleet.md "Failover": TTL + 5 s).
+HANDOVER_EXTRA = 5.0
+RETRY_PAUSE = 0.1  # seconds between tries at an owner that did not answer or is still taking the brain over
+#: The fields a credential is proven from (the dispatcher's ``credential``): the only ones a door call forwarded
+#: off a non-HTTP transport carries to the owner, which proves them again.
+CREDENTIAL = ("authorization", CALLER_HEADER, OWNER_HEADER, ROLES_HEADER)
+_T = TypeVar("_T")
+_NODE = NODE.encode()
+HOLDS = {door.name: door.holds for door in D.SERVER_DOORS if door.holds}  # a held stream's server door -> its door
 
 
 class Edge:
@@ -68,23 +98,33 @@ class Edge:
         except R.Refusal:
             return None  # no such route: the app refuses it as it would anyway
         brain = match.params.get("brain")
-        if brain is None or match.server is not None:
-            return None  # the held change stream: the dispatcher refuses a brain owned elsewhere
-        if not self._passes(request, match, brain):
+        if brain is None or not self._passes(request, match, brain):
             return None
+        if match.server is not None:  # the held change stream: relayed from the owner as it arrives
+            return None if self.settled(brain) else self._owned(request, brain, self._relay)
         if match.door in FLEET_PLACED:
             return None if PLACED in request.headers else self._place(request)
+        if not self.settled(brain):
+            return self._owned(request, brain)
         owner = self.fleet.elsewhere(brain)
-        if owner is not None:
-            return self._forward(request, brain, owner)
-        if self.fleet.owner(brain) is None:  # placed nowhere this node knows of: ask etcd
-            return self._looked_up(request, brain)
-        return None
+        return self._owned(request, brain) if owner is not None else None
+
+    def session_node(self, principal: Principal) -> list[tuple[bytes, bytes]]:
+        """``brainy-node`` for a WebSocket upgrade whose caller reaches one brain, owned by another node: a
+        message's envelope has no field for it (DESIGN.md "The wire"), so the session's head says it."""
+        brain = one_brain(self.dispatcher, principal)
+        owner = self.fleet.elsewhere(brain) if brain is not None else None
+        return [(NODE.encode(), owner.node.encode())] if owner is not None else []
+
+    def settled(self, brain: str) -> bool:
+        """Whether ``brain`` is this node's to serve now, as far as it knows without asking etcd."""
+        return brain in self.fleet.owned and brain not in self.fleet.arriving
 
     def _passes(self, request: Request, match: Match, brain: str) -> bool:
         """The caller's key and the gate, checked here before anything is forwarded (the owner checks them
-        again). A shared route (vfs) is gated as its first door: the owner gates the door the body names."""
-        name = match.door or next(iter((match.choices or {}).values()), None)
+        again). A shared route (vfs) is gated as its first door: the owner gates the door the body names; the
+        held change stream as the door it holds open (``changes``)."""
+        name = match.door or next(iter((match.choices or {}).values()), None) or HOLDS.get(match.server or "")
         door = D.BY_NAME.get(name) if name is not None else None
         try:
             principal = self.dispatcher.credential(request.headers)
@@ -100,61 +140,254 @@ class Edge:
             return await self._here(request)
         return await self._send(request, chosen.node, chosen.url, placed=chosen.node)
 
-    async def _looked_up(self, request: Request, brain: str) -> Response:
-        owner = await self.fleet.lookup(brain)
-        if owner is None or owner.node == self.fleet.node:
-            return await self._here(request)
-        return await self._forward(request, brain, owner)
-
     async def _here(self, request: Request) -> Response:
         answered = self.local(request)
         return answered if isinstance(answered, Response) else await answered
 
-    async def _forward(self, request: Request, brain: str, owner: Owner, again: bool = True) -> Response:
-        url = self.fleet.url_of(owner.node)
-        if url is None:
-            await self.fleet.refresh()
-            url = self.fleet.url_of(owner.node)
-        if url is None:  # its owner key outlived its registration for a moment: the lease is ending
-            return self.refuse(
-                request,
-                R.BrainMovedError(
-                    f"brain {brain!r} is owned by node {owner.node!r}, which is leaving the fleet",
-                    brain=brain,
-                    node=owner.node,
-                    epoch=owner.epoch,
-                ),
+    async def _owned(
+        self, request: Request, brain: str, send: Callable[[Request, str, str], Awaitable[Response]] | None = None
+    ) -> Response:
+        """The answer of the node that serves ``brain`` (``send``: forwarded whole), waited for through a
+        hand-over."""
+        send = send or self._send
+        try:
+            return await self.at_owner(
+                brain,
+                request.method in ("GET", "HEAD"),
+                lambda: self._here(request),
+                lambda owner, url: send(request, owner.node, url),
+                lambda answer: answer.status == R.BrainMovedError.status and _refused_moved(answer.body),
             )
-        answer = await self._send(request, owner.node, url)
-        if again and answer.status == R.BrainMovedError.status and _refused_moved(answer):
-            fresh = await self.fleet.lookup(brain)  # the owner moved on meanwhile: once more, to the new one
-            if fresh is None or fresh.node == self.fleet.node:
-                return await self._here(request)
-            if fresh != owner:
-                return await self._forward(request, brain, fresh, again=False)
-        return answer
+        except (PeerUnreachableError, ValueError) as exc:
+            return self._unanswered(request, exc)
+        except R.Refusal as refusal:
+            return self.refuse(request, refusal)
+
+    async def at_owner(
+        self,
+        brain: str,
+        safe: bool,
+        here: Callable[[], Awaitable[_T]],
+        send: Callable[[Owner, str], Awaitable[_T]],
+        moved: Callable[[_T], bool],
+    ) -> _T:
+        """``here()`` when this node serves ``brain``, else ``send(owner, url)`` to the node that does, waited for
+        up to the TTL plus :data:`HANDOVER_EXTRA` seconds while a hand-over is under way: an answer that says the
+        brain moved (``moved``: the owner did not act on it) is asked again of the new owner, and so is a request
+        the owner could not be reached for when it was never sent or ``safe`` (a read) says sending it twice is
+        harmless. Past the bound, the last answer, or BrainMovedError / PeerUnreachableError."""
+        deadline = time.monotonic() + self.fleet.ttl + HANDOVER_EXTRA
+        fresh = False  # the view's owner first; etcd's once that one did not serve
+        while True:
+            owner = await self.fleet.serving(brain, deadline, fresh)
+            fresh = True
+            if owner is None or owner.node == self.fleet.node:
+                answer = await here()
+            else:
+                url = self.fleet.url_of(owner.node)
+                assert url is not None  # serving answers a remote owner only once its address is known
+                try:
+                    answer = await send(owner, url)
+                except PeerUnreachableError as exc:
+                    if (exc.sent and not safe) or time.monotonic() >= deadline:
+                        raise
+                    log.debug("node %s did not answer for brain %s (%s); asking again", owner.node, brain, exc)
+                    await asyncio.sleep(RETRY_PAUSE)
+                    continue
+            if not moved(answer) or time.monotonic() >= deadline:
+                return answer
+            await asyncio.sleep(RETRY_PAUSE)
+
+    def _unanswered(self, request: Request, exc: Exception) -> Response:
+        ref = str(uuid.uuid4())
+        log.error("the owner did not answer a forwarded request (ref %s): %s", ref, exc)
+        return self.refuse(
+            request, R.InternalError(f"the brain's node did not answer; see the log under {ref}", ref=ref)
+        )
 
     async def _send(self, request: Request, node: str, url: str, placed: str | None = None) -> Response:
         target = request.path + (f"?{request.query}" if request.query else "")
         # HEAD goes on as GET: the answer to a HEAD has a length and no body, which no reader can tell from a
         # cut one; the glue here drops the body of a HEAD's answer, as it does for one answered locally
         method = "GET" if request.method == "HEAD" else request.method
-        try:
-            got = await self.forwarder.forward(url, method, target, request.headers, request.body, placed)
-        except (PeerUnreachableError, ValueError) as exc:
-            ref = str(uuid.uuid4())
-            log.error("node %s at %s did not answer a forwarded request (ref %s): %s", node, url, ref, exc)
-            return self.refuse(
-                request, R.InternalError(f"the brain's node {node!r} did not answer; see the log under {ref}", ref=ref)
-            )
-        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in got.headers]
-        headers.append((NODE.encode(), node.encode()))
+        if placed is not None:
+            try:
+                got = await self.forwarder.forward(url, method, target, request.headers, request.body, placed)
+            except (PeerUnreachableError, ValueError) as exc:
+                return self._unanswered(request, exc)
+        else:
+            got = await self.forwarder.forward(url, method, target, request.headers, request.body)
+        headers = got.fields
+        headers.append((_NODE, node.encode()))
         return Response(got.status, headers, got.body)
+
+    async def _relay(self, request: Request, node: str, url: str) -> Response:
+        """The owner's held change stream, relayed as it arrives (``brainy.net.glue.sse.RelayRunner``); its
+        ``id:`` lines are the owner's, so a client that lost it resumes with ``Last-Event-ID`` at any node."""
+        target = request.path + (f"?{request.query}" if request.query else "")
+        stream = await self.forwarder.open_stream(url, target, request.headers)
+        head = stream.response
+        headers = head.fields
+        headers.append((_NODE, node.encode()))
+        if head.status != 200:  # a refusal: read whole, answered as any other
+            try:
+                body = await stream.whole()
+            finally:
+                stream.close()
+            return Response(head.status, headers, body)
+        return StreamingResponse(200, headers, b"", feed=stream)
 
     def close(self) -> None:
         self.forwarder.close()
 
 
-def _refused_moved(answer: Response) -> bool:
+def one_brain(dispatcher: Dispatcher, principal: Principal) -> str | None:
+    """The brain a call that names none reaches (DOORS 0.2), in a fleet: a token's brain or a one-brain key's,
+    wherever the fleet serves it (this node's pool lists only its own), else the dispatcher's rule."""
+    named = _named_brain(principal)
+    return named if named is not None else dispatcher.only_brain(principal)
+
+
+def _named_brain(principal: Principal) -> str | None:
+    if principal.token_brain is not None:
+        return principal.token_brain
+    if principal.brains is not None and len(principal.brains) == 1 and not principal.service_key:
+        return next(iter(principal.brains))
+    return None
+
+
+def _refused_moved(body: bytes) -> bool:
     """Whether an owner's answer is the ``BrainMovedError`` refusal (its body names the class, JSON or msgpack)."""
-    return b"BrainMovedError" in answer.body
+    return b"BrainMovedError" in body
+
+
+# -- door calls: gRPC, WebSocket, MCP ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Carried(Principal):
+    """A principal with the credential fields it was proven from: what a door call forwarded to the brain's
+    owner carries, so the owner proves the caller's own credential again (never one the edge vouches for)."""
+
+    fields: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+
+class Proxied(dict):  # type: ignore[type-arg]
+    """A door's answer as the brain's owner gave it; ``answered_by`` names that node (``brainy-node``)."""
+
+    answered_by = ""
+
+
+class EdgeDispatcher(Dispatcher):
+    """The dispatcher the door-calling transports (gRPC, WebSocket, MCP) are handed in a fleet: a door of a
+    brain another node serves is called there (its HTTP binding, the caller's credential fields), and waits out
+    a hand-over as an HTTP request does (:meth:`Edge.at_owner`). The HTTP road keeps the plain dispatcher: its
+    requests are forwarded whole, before any door is called."""
+
+    edge: Edge
+
+    def credential(self, headers: Mapping[str, str]) -> Principal:
+        principal = super().credential(headers)
+        fields = tuple((name, headers[name]) for name in CREDENTIAL if name in headers)
+        values = {f.name: getattr(principal, f.name) for f in dataclasses.fields(Principal)}
+        return Carried(**values, fields=fields)
+
+    def only_brain(self, principal: Principal) -> str | None:
+        """The dispatcher's rule for a call that names no brain, with a token's or a one-brain key's brain
+        taken wherever the fleet serves it (MCP asks this before its call)."""
+        return one_brain(super(), principal)  # type: ignore[arg-type]
+
+    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
+        plan = PLANS.get(name) if isinstance(name, str) else None
+        if plan is not None and name in FLEET_PLACED and type(brain) is str and isinstance(principal, Carried):
+            gate(principal, plan.door, brain)  # the chosen node gates it again
+            return self._placed(principal, plan.door, brain, id_, document)
+        if plan is None or not plan.owned or not isinstance(principal, Carried):
+            return super().run(principal, name, brain, id_, document)
+        if brain is None:
+            brain = self.only_brain(principal)
+        if type(brain) is not str or self.edge.settled(brain):
+            return super().run(principal, name, brain, id_, document)
+        gate(principal, plan.door, brain)  # the edge's check; the owner makes its own
+        return self._owned(principal, plan.door, brain, id_, document)
+
+    async def _owned(self, principal: Carried, door: D.Door, brain: str, id_: Any, document: Any) -> dict[str, Any]:
+        answer = await self.edge.at_owner(
+            brain,
+            door.kind == "read",
+            lambda: self._here(principal, door.name, brain, id_, document),
+            lambda owner, url: self._send(principal, door, brain, id_, document, owner, url),
+            lambda got: isinstance(got, R.BrainMovedError),
+        )
+        if isinstance(answer, R.Refusal):
+            raise answer
+        return answer
+
+    async def _placed(self, principal: Carried, door: D.Door, brain: str, id_: Any, document: Any) -> dict[str, Any]:
+        """A door that creates a brain (``host.provision``), placed as the HTTP edge places it: created here, or
+        called at the node placement chose, which creates it without placing it again."""
+        chosen = await self.fleet.place()  # type: ignore[union-attr]
+        if chosen.node == self.fleet.node:  # type: ignore[union-attr]
+            answer = super().run(principal, door.name, brain, id_, document)
+            return answer if isinstance(answer, dict) else await answer  # type: ignore[misc]
+        owner = Owner(chosen.node, 0)
+        got = await self._send(principal, door, brain, id_, document, owner, chosen.url, placed=chosen.node)
+        if isinstance(got, R.Refusal):
+            raise got
+        return got
+
+    async def _here(self, principal: Principal, name: str, brain: str, id_: Any, document: Any) -> Any:
+        try:
+            answer = super().run(principal, name, brain, id_, document)
+            return answer if isinstance(answer, dict) else await answer  # type: ignore[misc]
+        except R.BrainMovedError as moved:  # the claim went elsewhere meanwhile: asked again there
+            return moved
+
+    async def _send(
+        self,
+        principal: Carried,
+        door: D.Door,
+        brain: str,
+        id_: Any,
+        document: Any,
+        owner: Owner,
+        url: str,
+        placed: str | None = None,
+    ) -> Proxied | R.Refusal:
+        """The door called at the owner at ``url``: its answer, or its refusal (returned, for at_owner to weigh)."""
+        positional = (id_,) if id_ is not None and len(door.path_params) > 1 else ()
+        if door.layer == "vfs" and isinstance(document, dict):
+            document = {k: v for k, v in document.items() if k != D.VFS_SELECTOR}  # the request names the door
+        try:
+            call = wire.request(door, brain, positional, document, msgpack_body=False)
+        except TypeError as exc:
+            raise R.InvalidArgumentError(str(exc), reason="malformed") from None
+        headers = dict(principal.fields)
+        headers["accept"] = wire.JSON
+        if call.content_type is not None:
+            headers["content-type"] = call.content_type
+        got = await self.edge.forwarder.forward(url, call.method, call.target, headers, call.body, placed)
+        body = orjson.loads(got.body) if got.body else {}
+        if not isinstance(body, dict):
+            raise http1.PeerUnreachableError(f"node {owner.node} answered {door.name} with a non-object")
+        if got.status == 200:
+            body.pop("_meta", None)
+            answer = Proxied(body)
+            answer.answered_by = owner.node
+            return answer
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        refusal = _refusal(error, got.status)
+        refusal.answered_by = owner.node
+        return refusal
+
+
+def _refusal(error: dict[str, Any], status: int) -> R.Refusal:
+    """The owner's refusal document as the named class it names (an InternalError when it names none known)."""
+    fields = {k: v for k, v in error.items() if k not in ("name", "message")}
+    try:
+        cls = R.by_name(str(error.get("name")))
+        return cls(str(error.get("message", "")), **fields)
+    except (KeyError, TypeError, ValueError):
+        ref = str(uuid.uuid4())
+        log.error("a forwarded door was refused %s with %r (ref %s)", status, error, ref)
+        return R.InternalError(f"the brain's node refused the call unreadably; see the log under {ref}", ref=ref)

@@ -93,7 +93,18 @@ class GrpcService:
         refusal = outcome.refusal
         if refusal is None:
             assert outcome.answer is not None
-            return G.answered(G.answer_message(document=codecs.to_json(outcome.answer)), outcome.ms)
+            return _noted(
+                G.answered(G.answer_message(document=codecs.to_json(outcome.answer)), outcome.ms), outcome.answer
+            )
         if status:
             return G.failed(status[0], f"{refusal.name}: {refusal.message}", outcome.ms)
-        return G.answered(G.answer_message(refusal=codecs.to_json(refusal.to_wire())), outcome.ms)
+        return _noted(G.answered(G.answer_message(refusal=codecs.to_json(refusal.to_wire())), outcome.ms), refusal)
+
+
+def _noted(response: Response, answer: Any) -> Response:
+    """``response`` with ``brainy-node`` in its initial metadata when the brain's owner elsewhere gave ``answer``
+    (docs/fleet.md "Any node answers any brain": ``answered_by``, set by brainy/net/edge.py)."""
+    node = getattr(answer, "answered_by", "")
+    if node:
+        response.headers.append((b"brainy-node", node.encode()))
+    return response

@@ -53,7 +53,7 @@ class Listen:
 class Server:
     def __init__(self, app: App, listens: list[Listen], certificate: Certificate | None = None) -> None:
         self.app = app
-        self.grpc = GrpcService(app.dispatcher)
+        self.grpc = GrpcService(app.calls)
         self.listens = listens
         self.certificate = certificate  # the host's, for the h3 listeners (brainy.net.tls judged it)
         self.endpoints: list[H3Endpoint] = []

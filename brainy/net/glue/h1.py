@@ -15,9 +15,10 @@ from typing import Any
 
 from brainy.net.glue.seams import HttpHandler
 from brainy.net.glue.session import Connection, Session
-from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
+from brainy.net.glue.sse import BACKLOG_BYTES, Runner, run_feed
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
 from brainy.net.http import Response, StreamingResponse, refusal_response
+from brainy.net.sse import OpenedFeed
 
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 
@@ -33,7 +34,7 @@ class H1Glue(Session[H1Connection]):
         self._waiting: asyncio.Task[None] | None = None
         self._closing = False
         self._paused = False  # reading paused behind MAX_PIPELINE queued requests
-        self._feed: FeedRunner | None = None  # the held change stream this connection carries, once asked
+        self._feed: Runner | None = None  # the held change stream this connection carries, once asked
 
     def data_received(self, data: bytes, now: float) -> None:
         conn = self.conn
@@ -87,6 +88,12 @@ class H1Glue(Session[H1Connection]):
         finally:
             self.server.in_flight -= 1
             self._waiting = None
+        if self.transport.is_closing():
+            # the peer went while its answer was on the way (a forwarded request's client that hung up): there
+            # is nothing to write it to, and a write to a closed transport raises out of this task unseen
+            if isinstance(response, StreamingResponse) and not isinstance(response.feed, OpenedFeed):
+                response.feed.close()  # type: ignore[attr-defined]  # a relayed stream's connection to its owner
+            return
         if self._answer(response, event):
             self._drain()
         self.protocol.arm()
@@ -109,7 +116,7 @@ class H1Glue(Session[H1Connection]):
             self.conn.send_stream_head(response)
             self.transport.write(self.conn.data_to_send())
             self._closing = True  # the stream is the connection's last answer
-            self._feed = FeedRunner(response.feed, _ChunkedSink(self))  # type: ignore[arg-type]
+            self._feed = run_feed(response.feed, _ChunkedSink(self))
             return False
         keep_alive = event.keep_alive and not self.server.stopping
         self._write(response, keep_alive, event.request.method == "HEAD")

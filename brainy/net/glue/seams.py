@@ -36,6 +36,7 @@ class HttpHandler(Handler, Protocol):
     refusal and None), and its dispatcher runs the calls of the WebSocket session it granted."""
 
     dispatcher: Dispatcher
+    calls: Dispatcher  # the dispatcher the session's door calls run on (in a fleet, one that calls the owner)
 
     def upgrade(self, request: Request) -> tuple[Response, Principal | None]: ...
 

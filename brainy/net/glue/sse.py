@@ -26,6 +26,7 @@ from brainy.net.sse import OpenedFeed
 log = logging.getLogger("brainy.serve")
 
 BACKLOG_BYTES = 1 << 20  # a sink holding more than this unwritten is backlogged
+BACKLOG_PAUSE = 0.05  # seconds a relayed stream waits for a backlogged sink before looking again
 
 
 class Sink(Protocol):
@@ -37,6 +38,53 @@ class Sink(Protocol):
 
     @property
     def backlogged(self) -> bool: ...
+
+
+class Relayed(Protocol):
+    """A held stream whose bytes come framed from elsewhere (the brain's owner in a fleet: brainy/net/edge.py):
+    ``next`` answers what arrived, ``b""`` at its end."""
+
+    async def next(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class Runner(Protocol):
+    def stop(self) -> None: ...
+
+
+def run_feed(feed: object, sink: Sink) -> Runner:
+    """The runner that holds a streaming answer's feed on ``sink``: this node's stream, or one relayed."""
+    if isinstance(feed, OpenedFeed):
+        return FeedRunner(feed, sink)
+    return RelayRunner(feed, sink)  # type: ignore[arg-type]
+
+
+class RelayRunner:
+    """Holds one relayed stream on ``sink``: what the owner sends is written as it arrives (a backlogged sink is
+    waited for, so a reader that does not read holds the owner's stream still); it ends with the owner's."""
+
+    def __init__(self, relayed: Relayed, sink: Sink) -> None:
+        self.relayed = relayed
+        self.sink = sink
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while data := await self.relayed.next():
+                self.sink.write(data)
+                while self.sink.backlogged:
+                    await asyncio.sleep(BACKLOG_PAUSE)
+        except asyncio.CancelledError:
+            pass
+        except OSError as exc:  # the owner went: the stream ends, and the client resumes from its last id
+            log.info("a relayed change stream ended: %s", exc)
+        finally:
+            self.relayed.close()
+            self.sink.end()
+
+    def stop(self) -> None:
+        self.task.cancel()
 
 
 class FeedRunner:

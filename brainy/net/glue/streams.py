@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from brainy.net.glue.seams import Handler, Serving
-from brainy.net.glue.sse import BACKLOG_BYTES, FeedRunner
+from brainy.net.glue.sse import BACKLOG_BYTES, Runner, run_feed
 from brainy.net.h2 import H2Event, RequestReceived, RequestRefused, StreamReset
 from brainy.net.http import Response, StreamingResponse, refusal_response
 
@@ -53,7 +53,7 @@ class StreamAnswers:
         self.written = written
         self.transport_backlog = transport_backlog  # bytes the connection's transport holds unwritten
         self.tasks: dict[int, asyncio.Future[Response]] = {}  # answers that wait, by stream
-        self.feeds: dict[int, FeedRunner] = {}  # held change streams, by stream
+        self.feeds: dict[int, Runner] = {}  # held change streams, by stream
 
     def received(self, events: Iterable[H2Event]) -> None:
         handle, conn = self.app.handle, self.conn
@@ -81,7 +81,7 @@ class StreamAnswers:
         a Response subclass, or an awaitable run as a task."""
         if isinstance(answered, StreamingResponse):
             self.conn.send_stream_head(stream_id, answered)
-            self.feeds[stream_id] = FeedRunner(answered.feed, StreamSink(self, stream_id))  # type: ignore[arg-type]
+            self.feeds[stream_id] = run_feed(answered.feed, StreamSink(self, stream_id))
             self.written()
             return
         if isinstance(answered, Response):
@@ -96,7 +96,11 @@ class StreamAnswers:
         self.server.in_flight -= 1
         self.tasks.pop(stream_id, None)
         if not task.cancelled():  # cancelled: the peer reset the stream, or the connection was lost
-            self.conn.send_response(stream_id, task.result())
+            answered = task.result()
+            if isinstance(answered, StreamingResponse):  # a held stream relayed from its owner (brainy/net/edge.py)
+                self._answer(stream_id, answered)
+                return
+            self.conn.send_response(stream_id, answered)
         self.written()
 
     def stop_feeds(self) -> None:

@@ -44,7 +44,7 @@ class WsGlue(FlushedOncePerPass, Session[ws.WsConnection]):
     def __init__(self, protocol: Connection, conn: ws.WsConnection, principal: Principal) -> None:
         super().__init__(protocol, conn)
         self.principal = principal
-        self.dispatcher = self.app.dispatcher
+        self.dispatcher = self.app.calls  # in a fleet, one that calls a door where its brain is served
         self._start_flushing()
         self._tasks: set[asyncio.Future[Outcome]] = set()
         self._write_paused = False

@@ -292,13 +292,37 @@ class McpServer:
 
     @staticmethod
     async def _read_later(uri: str, template: ResourceTemplate, pending: Awaitable[CallOutcome]) -> JsonDoc:
-        return resources.read(uri, template, await pending)  # no read door waits today; a later one may
+        outcome = await pending  # a door of a brain another node serves waits for its owner (brainy/net/edge.py)
+        return _noted(resources.read(uri, template, outcome), outcome)
+
+
+class Answered(dict):  # type: ignore[type-arg]
+    """A tool result (or a resource read) a node of the fleet other than this one gave (``answered_by``): the streamable HTTP reply
+    names it in ``brainy-node`` (docs/fleet.md "Any node answers any brain")."""
+
+    answered_by = ""
 
 
 def _tool(outcome: CallOutcome) -> JsonDoc:
     """A door's outcome as a tool result: its answer, or its refusal flagged ``isError``."""
     assert outcome.refusal is not None or outcome.answer is not None
-    return tool_refusal(outcome.refusal) if outcome.refusal is not None else tool_result(outcome.answer)
+    result = tool_refusal(outcome.refusal) if outcome.refusal is not None else tool_result(outcome.answer)
+    return _noted(result, outcome)
+
+
+def _noted(result: JsonDoc, outcome: CallOutcome) -> JsonDoc:
+    """``result`` marked :class:`Answered` when another node of the fleet gave the outcome it was made from."""
+    node = getattr(outcome.refusal if outcome.refusal is not None else outcome.answer, "answered_by", "")
+    if not node:
+        return result
+    answered = Answered(result)
+    answered.answered_by = node
+    return answered
+
+
+def answered_by(reply: Any) -> str:
+    """The node of the fleet that gave a reply's tool result ("" for this node, or a reply of no tool)."""
+    return getattr(reply.get("result"), "answered_by", "") if isinstance(reply, dict) else ""
 
 
 def finish(outcome: CallOutcome, message: Message | None) -> JsonDoc:

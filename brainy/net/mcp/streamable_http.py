@@ -36,7 +36,7 @@ from brainy.net.mcp.jsonrpc import (
     request_id,
 )
 from brainy.net.mcp.lifecycle import Input, Session, State
-from brainy.net.mcp.server import PROTOCOL_VERSION, CallOutcome, McpServer, finish
+from brainy.net.mcp.server import PROTOCOL_VERSION, CallOutcome, McpServer, answered_by, finish
 
 log = logging.getLogger("brainy.mcp")
 
@@ -238,6 +238,9 @@ class StreamableHttp:
             headers.append((b"content-type", b"application/json"))
             body = orjson.dumps(error_reply(exchange.request_id, refusal_error(refusal)))
             return HttpReply(refusal.status or 500, headers, body)
+        node = answered_by(outcome.answer)
+        if node:  # a tool called at the brain's owner elsewhere in the fleet (brainy/net/edge.py)
+            headers.append((b"brainy-node", node.encode()))
         reply = finish(outcome, exchange.message)
         if exchange.session_id is not None:
             headers.append((b"mcp-session-id", exchange.session_id.encode("ascii")))

@@ -1,0 +1,178 @@
+"""Benchmark: a proxied ``get`` against a direct one (docs/fleet.md "Any node answers any brain"; target ≤ 1.5×).
+
+    python perf/bench_proxy.py                 # two nodes and an etcd on loopback, 2,000 gets each way
+    python perf/bench_proxy.py -n 5000 --rounds 20
+
+Starts etcd (``etcd`` on PATH) and two ``brainy serve --fleet`` nodes, a and b, on loopback; provisions a brain
+placed on b and writes one entity to it. Then, on one kept-alive HTTP/1.1 connection to each node (a lean
+client: one write per request, the answer read by its length), it times ``GET /v1/brains/B/get/ada``: direct
+(to b, the owner) and proxied (to a, which forwards to b), interleaved in ``--rounds`` rounds so both see the
+same machine (``--client brainy``: brainy's own client instead, a caller's view). Printed: p50 and p99 in microseconds, requests per second, the ratio of the p50s, and the edge
+node's CPU time per proxied get (what the hop costs in work, apart from the wakeups it waits for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' real-process helpers: etcd and a fleet's nodes
+
+from etcd import start_etcd  # noqa: E402
+from fleet import call, health, start_node, wait_until, write_fleet_keys  # noqa: E402
+from server import HOST, PERSON_KEY, SERVICE_KEY, _stop  # noqa: E402
+
+
+class Connection:
+    """One kept-alive HTTP/1.1 connection; :meth:`get` sends a GET and reads its answer by Content-Length."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection((HOST, port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = b""
+
+    def get(self, target: str) -> tuple[int, bytes]:
+        self.sock.sendall(
+            f"GET {target} HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer {PERSON_KEY}\r\n\r\n".encode()
+        )
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self._recv()
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split()[1])
+        length = next(int(line.split(b":", 1)[1]) for line in lines[1:] if line.lower().startswith(b"content-length"))
+        while len(rest) < length:
+            rest += self._recv()
+        self.buffer = rest[length:]
+        return status, rest[:length]
+
+    def _recv(self) -> bytes:
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("the node closed the connection")
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class BrainyClient:
+    """brainy's own Python client (``brainy.client.Client``, HTTP/1.1, MessagePack): a caller's view of the hop."""
+
+    def __init__(self, port: int) -> None:
+        from brainy.client import Client
+
+        self.client = Client(f"http://{HOST}:{port}", PERSON_KEY, http2=False)
+
+    def get(self, target: str) -> tuple[int, bytes]:
+        _, _, _, brain, _, id_ = target.split("/")
+        self.client.brain(brain).get(id_)
+        return 200, b""
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def quantiles(samples: list[int]) -> tuple[float, float]:
+    samples = sorted(samples)
+    return samples[len(samples) // 2] / 1000, samples[min(len(samples) - 1, int(len(samples) * 0.99))] / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-n", type=int, default=2000, help="gets each way (default 2000)")
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    parser.add_argument(
+        "--client", choices=("lean", "brainy"), default="lean", help="a lean socket client, or brainy.client"
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
+        root = Path(tmp)
+        keys = write_fleet_keys(root / "keys")
+        with start_etcd(root / "etcd") as etcd:
+            a = start_node(root, "a", etcd.url, keys, ttl=10)
+            b = start_node(root, "b", etcd.url, keys, ttl=10)
+            try:
+                wait_until(lambda: len(health(a)["fleet"]["nodes"]) == 2, 10, "node a sees node b")
+                brain = None
+                for n in range(4):
+                    placed = call(a, "POST", f"/v1/brains/bp{n}/provision", b"{}", key=SERVICE_KEY).doc
+                    if placed["node"] == "b":
+                        brain = placed["brain"]
+                        break
+                assert brain is not None, "no brain was placed on node b"
+                body = json.dumps({"type": "person", "id": "ada", "metadata": {"bench": True}}).encode()
+                assert call(b, "POST", f"/v1/brains/{brain}/add", body).status == 200
+                run(
+                    a.port,
+                    b.port,
+                    f"/v1/brains/{brain}/get/ada",
+                    args.n,
+                    args.rounds,
+                    a.proc.pid,
+                    b.proc.pid,
+                    args.client,
+                )
+            finally:
+                _stop(a.proc)
+                _stop(b.proc)
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def run(
+    edge: int, owner: int, target: str, n: int, rounds: int, edge_pid: int, owner_pid: int, client: str = "lean"
+) -> None:
+    kind = BrainyClient if client == "brainy" else Connection
+    direct, proxied = kind(owner), kind(edge)
+    for conn in (direct, proxied):  # warm: the brain opened, the edge's connection to the owner made
+        for _ in range(max(50, n // 10)):
+            status, _ = conn.get(target)
+            assert status == 200, status
+    samples: dict[str, list[int]] = {"direct": [], "proxied": []}
+    spent = {"direct": 0, "proxied": 0}
+    per = max(1, n // rounds)
+    edge_cpu, owner_cpu = cpu_seconds(edge_pid), cpu_seconds(owner_pid)
+    for _ in range(rounds):
+        for name, conn in (("direct", direct), ("proxied", proxied)):
+            began = time.perf_counter_ns()
+            for _ in range(per):
+                t0 = time.perf_counter_ns()
+                status, _ = conn.get(target)
+                samples[name].append(time.perf_counter_ns() - t0)
+                assert status == 200, status
+            spent[name] += time.perf_counter_ns() - began
+    edge_cpu = [after - before for after, before in zip(cpu_seconds(edge_pid), edge_cpu, strict=True)]
+    owner_cpu = [after - before for after, before in zip(cpu_seconds(owner_pid), owner_cpu, strict=True)]
+    direct.close()
+    proxied.close()
+    p50 = {}
+    for name in ("direct", "proxied"):
+        p50[name], p99 = quantiles(samples[name])
+        rate = len(samples[name]) / (spent[name] / 1e9)
+        print(f"{name:8} get  p50 {p50[name]:7.1f} us   p99 {p99:7.1f} us   {rate:8.0f} req/s   n={len(samples[name])}")
+    print(f"proxied / direct (p50): {p50['proxied'] / p50['direct']:.2f}x")
+    edge_n = len(samples["proxied"])  # the edge node serves only the proxied gets, the owner both
+    owner_n = edge_n + len(samples["direct"])
+    for name, (user, system), count in (("edge", edge_cpu, edge_n), ("owner", owner_cpu, owner_n)):
+        print(
+            f"{name:5} CPU per get: {(user + system) / count * 1e6:6.1f} us "
+            f"(user {user / count * 1e6:.1f}, system {system / count * 1e6:.1f})"
+        )
+
+
+if __name__ == "__main__":
+    main()
