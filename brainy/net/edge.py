@@ -272,7 +272,7 @@ class Carried(Principal):
     fields: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False, compare=False)
 
 
-class Proxied(dict):  # type: ignore[type-arg]
+class Proxied(dict):
     """A door's answer as the brain's owner gave it; ``answered_by`` names that node (``brainy-node``)."""
 
     answered_by = ""
@@ -375,9 +375,9 @@ class EdgeDispatcher(Dispatcher):
             answer = Proxied(body)
             answer.answered_by = owner.node
             return answer
-        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        error: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else {}
         refusal = _refusal(error, got.status)
-        refusal.answered_by = owner.node
+        refusal.answered_by = owner.node  # type: ignore[attr-defined]  # read where the answer is framed, by getattr
         return refusal
 
 

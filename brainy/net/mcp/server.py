@@ -296,7 +296,7 @@ class McpServer:
         return _noted(resources.read(uri, template, outcome), outcome)
 
 
-class Answered(dict):  # type: ignore[type-arg]
+class Answered(dict):
     """A tool result (or a resource read) a node of the fleet other than this one gave (``answered_by``): the streamable HTTP reply
     names it in ``brainy-node`` (docs/fleet.md "Any node answers any brain")."""
 
