@@ -228,9 +228,13 @@ class Fleet:
 
     # -- claims --------------------------------------------------------------------------------------
 
-    async def claim(self, brain: str, epoch: int, how: str = ADOPTED) -> tuple[bool, L.Owner | None, int]:
+    async def claim(
+        self, brain: str, epoch: int, how: str = ADOPTED, owner_was: bytes | None = None
+    ) -> tuple[bool, L.Owner | None, int]:
         """Claim ``brain`` at ``epoch``, the one read from ``epochs/<brain>`` (0: never placed): one
         transaction. Answers whether it was claimed, the owner after it, and the brain's epoch after it.
+        ``owner_was``: the brain is handed over (``host.move``, brainy/fleet/move.py), claimed only while its owner
+        key is still exactly that value, the old owner's word that it stopped writing; else it must have no owner.
 
         With :attr:`arrive` set, the brain is served only once it has arrived (``how`` says how it came); one
         that cannot arrive is let go (its owner key deleted while still this node's), and the claim answers
@@ -240,7 +244,7 @@ class Fleet:
         mine = L.Owner(self.node, claimed_at)
         compare = [
             E.version_is(ekey, 0) if epoch == 0 else E.value_is(ekey, L.epoch_value(epoch)),
-            E.version_is(okey, 0),
+            E.version_is(okey, 0) if owner_was is None else E.value_is(okey, owner_was),
         ]
         success = [E.put_op(ekey, L.epoch_value(claimed_at)), E.put_op(okey, L.owner_value(mine), self.lease)]
         claimed, read = await self.etcd.txn(compare, success, [E.range_op(ekey), E.range_op(okey)])

@@ -182,7 +182,6 @@ class Plan:
         "checked",
         "holds",
         "owned",
-        "ahead",
     )
 
     def __init__(self, door: D.Door) -> None:
@@ -194,10 +193,8 @@ class Plan:
         self.takes_brain = door.name in TAKES_BRAIN
         self.checked = calling.CHECKED[door.name]  # the argument check Brain.call makes too
         self.holds = door.name in HOLDS
-        # in a fleet: whether the brain must be this node's (else BrainMovedError), and the fleet's check of a
-        # door that has not landed (host_doors.FLEET_AHEAD)
+        # in a fleet: whether the brain must be this node's (else BrainMovedError)
         self.owned = self.takes_brain and door.name not in host_doors.FLEET_PLACES
-        self.ahead = host_doors.FLEET_AHEAD.get(door.name)
 
 
 def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
@@ -387,8 +384,6 @@ class Dispatcher:
                     door=door.name,
                 )
             if plan.closed is not None:
-                if self.fleet is not None and plan.ahead is not None:
-                    plan.ahead(self.fleet, brain, plan.checked.document(id_, document))
                 raise plan.closed()
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")

@@ -29,7 +29,7 @@ from brainy.contract import refusals as R
 from brainy.doors.registry import HOST, door
 from brainy.engine import Brain, init_store
 from brainy.fleet.membership import Fleet
-from brainy.host import archive
+from brainy.host import archive, moving
 from brainy.host.backups import Backups
 from brainy.host.shipped import Shipping
 
@@ -225,17 +225,12 @@ def _persist_status(c: Any) -> dict[str, Any]:
     return {"runs": [r.to_wire() for r in c.host.backups.runs(c.brain, c.document.get("name"))]}
 
 
-def _move_ahead(fleet: Fleet, brain: str, document: dict[str, Any]) -> None:
-    """``host.move`` in a fleet, before its hand-over (which arrives with shipping, docs/fleet.md): the node it
-    names must be a live node of the fleet."""
-    node = document["node"]
-    if not fleet.live(node):
-        raise R.NodeUnknownError(f"no live node of the fleet is named {node!r}", node=node)
+@door("host.move", HOST)
+def _move(c: Any) -> Awaitable[dict[str, Any]]:
+    """Hand the brain to another node of the fleet (brainy/host/moving.py says how)."""
+    return moving.run(c)
 
 
-#: Checks a fleet makes of a door that has not landed, before its not-yet-native refusal: the refusal a caller
-#: would meet first once it lands (DOORS.md 10.3, host.move).
-FLEET_AHEAD = {"host.move": _move_ahead}
 #: The doors the fleet's edge places on a node before forwarding (docs/fleet.md "Placement"): they create a brain.
 FLEET_PLACED = frozenset({"host.provision"})
 #: Doors that name a brain the fleet has not placed yet (or places elsewhere by themselves): never refused

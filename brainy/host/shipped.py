@@ -31,6 +31,8 @@ from brainy.store.backup import FileSet
 
 log = logging.getLogger("brainy.shipped")
 
+HOLD_DRAIN_SECONDS = 5.0  # the commits begun before a move's hold are acknowledged within this (their tail is stored)
+
 
 class Pool(Protocol):
     """What shipping uses of the pool (brainy/host/pool.py), which imports the doors this module's users are."""
@@ -172,6 +174,56 @@ class Shipping:
                 epoch=owner.epoch if owner else 0,
             )
         return self._put_snapshot(brain, epoch, files, name)
+
+    # -- a planned move (host.move, brainy/host/moving.py) ---------------------------------------------------------
+
+    def hold(self, brain: str, epoch: int) -> int:
+        """Stop ``brain``'s commits and ship its tail (blocking): answers the last generation, every commit up to
+        which is stored and acknowledged. A snapshot is stored first, while writes still flow, so the new owner
+        restores it and a short log rather than every segment since the last one."""
+        handle = self.pool.resolve(brain, True)
+        with self._lock:
+            shipper = self._shippers.get(brain)
+        if shipper is None or shipper.epoch != epoch:
+            raise R.BrainMovedError(
+                f"brain {brain!r} is not shipped from this node at epoch {epoch}", brain=brain, node="", epoch=epoch
+            )
+        self._put_snapshot(brain, epoch, handle.hold_files(), None)
+        commits = handle.commits
+        shipper.hold()
+        try:
+            # under the commit lock no commit is between its begin and its append: every later begin waits in the
+            # shipper's check, so ``applied`` is the last commit of this epoch
+            with commits.head.commit_lock:
+                assert commits.log is not None
+                commits.log.sync_all()
+                last = commits.head.applied
+            shipper.settle(last)
+            # the commits up to it were begun before the hold: their acknowledgements (stored now) land first
+            deadline = time.monotonic() + HOLD_DRAIN_SECONDS
+            while commits.head.durable < last and time.monotonic() < deadline:
+                time.sleep(0.002)
+        except BaseException:
+            shipper.release()
+            raise
+        return last
+
+    def resume(self, brain: str) -> None:
+        """The hand-over did not happen: the held commits go on."""
+        with self._lock:
+            shipper = self._shippers.get(brain)
+        if shipper is not None:
+            shipper.release()
+
+    def handed(self, brain: str, moved: R.Refusal) -> None:
+        """The brain is another node's now: the held commits (and every later one here) are refused ``moved``, and
+        its shipper is let go."""
+        with self._lock:
+            shipper = self._shippers.pop(brain, None)
+        if shipper is not None:
+            shipper.release(moved)
+            if self.courier is not None:
+                self.courier.remove(brain)
 
     # -- claims --------------------------------------------------------------------------------------------------
 
