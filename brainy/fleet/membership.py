@@ -92,6 +92,9 @@ class Fleet:
         self.takes_over = False  # --object-store: claim the placed brains no live node owns, not only local ones
         # brains whose arrival failed: (when to try again, the wait after that); each failed claim burns an epoch
         self._backoff: dict[str, tuple[float, float]] = {}
+        # host.move: the brains this node is handing to another (brainy/host/moving.py), each with the event set
+        # when the hand-over has ended; the dispatcher holds a new write of such a brain back until then
+        self.handing: dict[str, asyncio.Event] = {}
 
     # -- joining and leaving ------------------------------------------------------------------------
 

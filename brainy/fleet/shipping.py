@@ -37,9 +37,6 @@ WAIT_SECONDS = 30.0  # a sync write waits at most this for its segment (the stor
 # generation. Measured (perf/bench_ship.py, 16 writers, moto on loopback, 2 cores): 1 in flight 1728 commits/s
 # (6.9 a segment), 2: 1560 (4.3), 4: 1076 (2.7): more in flight splits the groups, and a put's cost is per put.
 PIPELINE = 1
-# a commit begun while its brain is handed to another node (host.move) waits at most this for the hand-over's end:
-# the move's own bound (the tail shipped, the new owner restored) is well inside it
-HOLD_SECONDS = 10.0
 
 
 class Shipper:
@@ -73,19 +70,18 @@ class Shipper:
         self._retry: list[tuple[int, int]] = []  # ranges whose upload failed, uploaded again first
         self.error: BaseException | None = None  # the last upload's failure, until one succeeds
         self.uploads = 0
-        # host.move (docs/fleet.md "Planned move"): while held, a commit waits before it begins; once the brain is
-        # handed over, it is refused with ``moved`` (BrainMovedError naming the new owner) instead
+        # host.move (docs/fleet.md "Planned move"): while held, a commit is refused before it begins (the dispatcher
+        # holds new writes back before they get here; this is for one that slipped past it); once the brain is
+        # handed over, every commit is refused with ``moved`` (BrainMovedError naming the new owner)
         self._held = False
         self._moved: R.Refusal | None = None
 
     # -- the commit path's side (brainy/store/commit_path.py, Ships) --------------------------------------------
 
     def check(self) -> None:
-        """Before a commit is begun: refuse it, with nothing appended, when this owner may not write; while the brain
-        is being handed over, wait (at most ``HOLD_SECONDS``) to learn whether it still may."""
+        """Before a commit is begun: refuse it, with nothing appended, when this owner may not write. Never waits:
+        a commit begins on the event loop's thread, under the commit lock."""
         with self._cond:
-            if self._held:
-                self._cond.wait_for(lambda: not self._held, HOLD_SECONDS)
             moved, held = self._moved, self._held
         if moved is not None:  # a fresh refusal each time: one exception object is never raised in two threads
             raise type(moved)(moved.message, **moved.fields)
@@ -99,12 +95,12 @@ class Shipper:
         self.fence()
 
     def hold(self) -> None:
-        """Stop commits from beginning (host.move): each waits in :meth:`check` until :meth:`release`."""
+        """Stop commits from beginning (host.move): each is refused in :meth:`check` until :meth:`release`."""
         with self._cond:
             self._held = True
 
     def release(self, moved: R.Refusal | None = None) -> None:
-        """End the hold: the waiting commits go on, or, with ``moved``, are refused by it (and every later one)."""
+        """End the hold: commits begin again, or, with ``moved``, every later one is refused by it."""
         with self._cond:
             self._held = False
             self._moved = moved

@@ -75,6 +75,17 @@ async def _hand_over(c: Any, fleet: Fleet, brain: str, epoch: int, to: str) -> d
     if shipping is None:  # nothing off the machine to restore from: the named node could not serve it
         raise R.FleetNotConfiguredError("host.move ships the brain through the object store: start with --object-store")
     loop = asyncio.get_running_loop()
+    ended = fleet.handing[brain] = asyncio.Event()  # new writes wait in the dispatcher from here on
+    try:
+        return await _handing(c, fleet, shipping, brain, epoch, to, loop)
+    finally:
+        del fleet.handing[brain]
+        ended.set()
+
+
+async def _handing(
+    c: Any, fleet: Fleet, shipping: Any, brain: str, epoch: int, to: str, loop: asyncio.AbstractEventLoop
+) -> dict[str, Any]:
     generation = await loop.run_in_executor(None, shipping.hold, brain, epoch)
     held = time.monotonic()
     try:

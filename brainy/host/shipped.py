@@ -190,11 +190,11 @@ class Shipping:
             )
         self._put_snapshot(brain, epoch, handle.hold_files(), None)
         commits = handle.commits
-        shipper.hold()
         try:
-            # under the commit lock no commit is between its begin and its append: every later begin waits in the
+            # under the commit lock no commit is between its begin and its append: every later begin is refused in the
             # shipper's check, so ``applied`` is the last commit of this epoch
             with commits.head.commit_lock:
+                shipper.hold()
                 assert commits.log is not None
                 commits.log.sync_all()
                 last = commits.head.applied

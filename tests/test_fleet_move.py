@@ -1,0 +1,135 @@
+"""A planned move with real processes on loopback (docs/fleet.md "Planned move"): three ``brainy serve`` nodes with
+``--object-store`` and ``--ship sync``, one etcd, one moto server. ``host.move`` is sent to a node that neither owns
+the brain nor is named, while writers write through every node; the brain is served by the named node at epoch 2,
+every write acknowledged before, during and after the move is read back from it, and the writes were unavailable
+for at most a second (measured: the longest time no write was acknowledged, around the move)."""
+
+import json
+import threading
+import time
+
+import pytest
+from etcd import start_etcd
+from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
+from objectstore import start_moto
+from server import SERVICE_KEY
+
+pytestmark = pytest.mark.slow
+
+BRAIN = "mv"
+WRITERS = 6
+UNAVAILABLE_SECONDS = 1.0  # issue 36's target for a planned move
+
+
+def add(node, id_):
+    body = json.dumps({"type": "thing", "id": id_, "metadata": {"by": "move"}}).encode()
+    try:
+        return call(node, "POST", f"/v1/brains/{BRAIN}/add", body)
+    except AssertionError:  # curl got no answer: not acknowledged
+        return None
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """etcd, moto, and the environment a node's --object-store reads (each node inherits it)."""
+    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
+        for name, value in moto.env.items():
+            monkeypatch.setenv(name, value)
+        yield etcd
+
+
+@pytest.fixture
+def nodes(tmp_path, cluster):
+    keys = write_fleet_keys(tmp_path / "keys")
+    extra = ("--object-store", f"s3://brainy-move/{tmp_path.name}", "--ship", "sync")
+    started = {}
+    try:
+        for name in ("a", "b", "c"):
+            started[name] = start_node(tmp_path, name, cluster.url, keys, TTL, extra)
+        yield started
+    finally:
+        for node in started.values():
+            if node.proc.poll() is None:
+                node.proc.terminate()
+                node.proc.wait(timeout=15)
+
+
+def test_a_planned_move_loses_nothing_and_holds_writes_under_a_second(nodes):
+    provisioned = call(nodes["a"], "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)
+    assert provisioned.status == 200, provisioned
+    source = provisioned.result()["node"]
+    target, edge = [name for name in ("a", "b", "c") if name != source]
+    acknowledged: list[tuple[float, str]] = []
+    refused: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(w):
+        """Writes through every node in turn; a write refused (BrainMovedError while handed over) is sent again."""
+        order = [nodes[source], nodes[target], nodes[edge]]
+        for i in range(100_000):
+            if stop.is_set():
+                return
+            id_ = f"w{w}-{i}"
+            for attempt in range(50):
+                answer = add(order[(i + attempt) % 3], id_)
+                if answer is not None and answer.status == 200:
+                    with lock:
+                        acknowledged.append((time.monotonic(), id_))
+                    break
+                if answer is not None and answer.refusal == "EntityExistsError":
+                    break  # an earlier try landed after all; not counted as acknowledged
+                with lock:
+                    refused.append(f"{id_}: {answer.refusal if answer is not None else 'no answer'}")
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: len(acknowledged) >= 100, 60, "writes acknowledged before the move")
+        asked = time.monotonic()
+        moved = call(
+            nodes[edge], "POST", f"/v1/brains/{BRAIN}/move", json.dumps({"node": target}).encode(), key=SERVICE_KEY
+        )
+        answered = time.monotonic()
+        assert moved.status == 200, moved
+        result = moved.result()
+        assert (result["brain"], result["from"], result["node"], result["epoch"]) == (BRAIN, source, target, 2)
+        count_at_move = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= count_at_move + 100, 60, "writes acknowledged after the move")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert result["generation"] >= 100
+    times = sorted(at for at, _ in acknowledged)
+    around = [at for at in times if asked - 1.0 <= at <= answered + 1.0]
+    gap = max(b - a for a, b in zip(around, around[1:], strict=False))
+    print(
+        f"move {source} -> {target} via {edge}: door answered in {answered - asked:.3f} s; longest time no write was "
+        f"acknowledged around it {gap:.3f} s; {len(acknowledged)} acknowledged, {len(refused)} refused and sent again"
+    )
+
+    assert health(nodes[target])["fleet"]["brains"] == {BRAIN: 2}
+    assert BRAIN not in health(nodes[source])["fleet"]["brains"]
+    ids = [id_ for _, id_ in acknowledged]
+    missing = []
+    for start in range(0, len(ids), 200):
+        body = json.dumps({"ids": ids[start : start + 200]}).encode()
+        got = call(nodes[target], "POST", f"/v1/brains/{BRAIN}/batchGet", body)
+        assert got.status == 200, got
+        assert "brainy-node" not in got.headers  # served by the target itself
+        missing += got.result()["missing"]
+    assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:5]}"
+    assert gap <= UNAVAILABLE_SECONDS, f"writes unavailable {gap:.3f} s"
+
+    # the old owner sends the brain's requests on to the new one
+    via_old = add(nodes[source], "after-move")
+    assert via_old is not None and via_old.status == 200 and via_old.headers.get("brainy-node") == target, via_old
+    # moving it to where it is: no change
+    same = call(
+        nodes[source], "POST", f"/v1/brains/{BRAIN}/move", json.dumps({"node": target}).encode(), key=SERVICE_KEY
+    )
+    assert same.status == 200 and same.result()["from"] == same.result()["node"] == target, same
+    assert same.result()["epoch"] == 2
