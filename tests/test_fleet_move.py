@@ -113,6 +113,11 @@ def test_a_planned_move_loses_nothing_and_holds_writes_under_a_second(nodes):
 
     assert health(nodes[target])["fleet"]["brains"] == {BRAIN: 2}
     assert BRAIN not in health(nodes[source])["fleet"]["brains"]
+    # /v1/health's fleet block: each owned brain's shipping (every write acknowledged was stored: no lag at rest)
+    shipping = health(nodes[target])["fleet"]["shipping"][BRAIN]
+    assert (shipping["mode"], shipping["epoch"], shipping["lag"], shipping["lagMs"]) == ("sync", 2, 0, 0), shipping
+    assert shipping["shipped"] == shipping["durable"] > result["generation"] and shipping["error"] is None
+    assert BRAIN not in health(nodes[source])["fleet"]["shipping"]
     ids = [id_ for _, id_ in acknowledged]
     missing = []
     for start in range(0, len(ids), 200):

@@ -254,12 +254,11 @@ class Shipping:
         await asyncio.get_running_loop().run_in_executor(None, self.pool.resolve, brain, True)
 
     def health(self) -> dict[str, Any]:
+        """Each owned brain's shipping, for ``/v1/health``'s ``fleet`` block (docs/fleet.md "/v1/health")."""
         with self._lock:
             shippers = dict(self._shippers)
-        return {
-            name: {"epoch": s.epoch, "shipped": s.stored, "uploads": s.uploads, "error": str(s.error or "") or None}
-            for name, s in sorted(shippers.items())
-        }
+        owned = self.fleet.owned
+        return {name: s.state() for name, s in sorted(shippers.items()) if owned.get(name) == s.epoch}
 
     def stop(self) -> None:
         """The stop sequence, after the last write: what ``async`` has durable is shipped once more."""
