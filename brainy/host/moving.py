@@ -60,7 +60,7 @@ async def run(c: Any) -> dict[str, Any]:
     handing = await move.pending(fleet, brain)
     if handing is not None and handing.to == fleet.node and handing.node == owner.node:
         return await _claim(c, fleet, brain, handing)
-    return await _send(c, fleet, owner.node, brain, to)
+    return await ask(c, fleet, owner.node, brain, "move", {"node": to})
 
 
 def _shipped(c: Any, brain: str) -> int:
@@ -103,7 +103,7 @@ async def _handing(
             epoch=now.epoch if now is not None else epoch,
         )
     try:
-        got = await _send(c, fleet, to, brain, to)
+        got = await ask(c, fleet, to, brain, "move", {"node": to})
         new = Owner(to, int(got["epoch"]))
     except (R.Refusal, OSError, ValueError, KeyError) as exc:
         now = await move.take_back(fleet, brain, handing)
@@ -154,8 +154,9 @@ async def _claim(c: Any, fleet: Fleet, brain: str, handing: move.Handing) -> dic
     return answer(brain, handing.node, fleet.node, epoch, handing.generation)
 
 
-async def _send(c: Any, fleet: Fleet, node: str, brain: str, to: str) -> dict[str, Any]:
-    """The door as ``node`` answers it: its answer, or its refusal raised here."""
+async def ask(c: Any, fleet: Fleet, node: str, brain: str, door: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/brains/{brain}/{door}`` as ``node`` answers it, with this node's service key: its answer, or its
+    refusal raised here (the host doors a node sends on to a brain's owner: move, archive, unarchive)."""
     url = fleet.url_of(node)
     if url is None:
         await fleet.refresh()
@@ -164,13 +165,13 @@ async def _send(c: Any, fleet: Fleet, node: str, brain: str, to: str) -> dict[st
         raise R.NodeUnknownError(f"no live node of the fleet is named {node!r}", node=node)
     key = c.host.keys.service_key()
     if key is None:
-        raise R.FleetNotConfiguredError("host.move travels between nodes with the keys file's service key (!)")
+        raise R.FleetNotConfiguredError(f"host.{door} travels between nodes with the keys file's service key (!)")
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "accept": "application/json"}
     forwarder = Forwarder(fleet.node)
     try:
-        got = await forwarder.forward(url, "POST", f"/v1/brains/{brain}/move", headers, orjson.dumps({"node": to}))
+        got = await forwarder.forward(url, "POST", f"/v1/brains/{brain}/{door}", headers, orjson.dumps(body))
     except PeerUnreachableError as exc:
-        raise R.InternalError(f"node {node!r} did not answer host.move: {exc}", ref="fleet-move") from None
+        raise R.InternalError(f"node {node!r} did not answer host.{door}: {exc}", ref="fleet-move") from None
     finally:
         forwarder.close()
     doc = orjson.loads(got.body)
@@ -182,5 +183,5 @@ async def _send(c: Any, fleet: Fleet, node: str, brain: str, to: str) -> dict[st
         fields = {k: v for k, v in error.items() if k not in ("name", "message")}
         refusal = cls(str(error.get("message", "")), **fields)
     except (KeyError, TypeError):
-        refusal = R.InternalError(f"node {node!r} answered host.move {got.status}", ref="fleet-move")
+        refusal = R.InternalError(f"node {node!r} answered host.{door} {got.status}", ref="fleet-move")
     raise refusal
