@@ -214,9 +214,12 @@ def main() -> None:
     parser.add_argument("--ttl", type=int, default=2)
     parser.add_argument("--moves", type=int, default=5)
     parser.add_argument("--writers", type=int, default=6)
+    parser.add_argument("--keep", type=Path, help="run in this (new) folder and keep the nodes' logs there")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        fleet = Fleet(Path(tmp), args.ttl)
+        root = Path(tmp) if args.keep is None else args.keep
+        root.mkdir(parents=True, exist_ok=True)
+        fleet = Fleet(root, args.ttl)
         try:
             fleet.start()
             status, doc, _ = request(fleet.ports["a"], "POST", f"/v1/brains/{BRAIN}/provision", {}, key=SERVICE_KEY)
