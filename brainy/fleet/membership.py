@@ -206,6 +206,10 @@ class Fleet:
             nodes[found.node] = found
         owners = {L.name_of(kv.key, L.OWNERS): L.read_owner(kv.value) for kv in await self.etcd.prefix(L.OWNERS)}
         self.archived = await A.every(self.etcd)
+        for brain, owner in list(owners.items()):
+            if owner.node == self.node and brain not in self.owned and brain not in self.arriving:
+                # read before this node let the brain go (host.move): looked up afresh when asked, never served
+                del owners[brain]
         for brain in list(self.owned):
             if brain in owners and owners[brain].node != self.node:  # another node claimed it: never serve it
                 log.warning("fleet: brain %s is now %s's at epoch %d", brain, owners[brain].node, owners[brain].epoch)

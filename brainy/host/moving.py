@@ -28,12 +28,15 @@ import orjson
 
 from brainy.contract import refusals as R
 from brainy.fleet import move
+from brainy.fleet.etcd import EtcdUnavailableError
 from brainy.fleet.http1 import PeerUnreachableError
 from brainy.fleet.layout import Owner
 from brainy.fleet.membership import ADOPTED, Fleet
 from brainy.fleet.proxy import Forwarder
 
 log = logging.getLogger("brainy.move")
+
+TAKE_BACK_TRIES = 4  # a hand-over that did not happen is put back within about 5 s of etcd answering again
 
 
 def answer(brain: str, source: str, node: str, epoch: int, generation: int) -> dict[str, Any]:
@@ -106,7 +109,7 @@ async def _handing(
         got = await ask(c, fleet, to, brain, "move", {"node": to})
         new = Owner(to, int(got["epoch"]))
     except (R.Refusal, OSError, ValueError, KeyError) as exc:
-        now = await move.take_back(fleet, brain, handing)
+        now = await _take_back(c, fleet, brain, handing)
         if now is None:  # put back: this node serves on
             shipping.resume(brain)
             log.warning(
@@ -126,10 +129,27 @@ async def _handing(
     return answer(brain, fleet.node, to, new.epoch, generation)
 
 
+async def _take_back(c: Any, fleet: Fleet, brain: str, handing: move.Handing) -> Owner | None:
+    """:func:`move.take_back`, tried again while etcd does not answer (bounded); still unanswered, the brain is let
+    go here (its writes refused) rather than served without knowing whether the named node claimed it."""
+    for turn in range(TAKE_BACK_TRIES):
+        try:
+            return await move.take_back(fleet, brain, handing)
+        except EtcdUnavailableError as exc:
+            log.warning("brain %s: the hand-over could not be taken back yet: %s", brain, exc)
+            await asyncio.sleep(0.5 * (turn + 1))
+    log.error("brain %s: etcd did not answer; let go here, its owner key ends with this node's lease", brain)
+    return Owner("", handing.epoch)
+
+
 def _gone(c: Any, fleet: Fleet, brain: str, new: Owner) -> None:
-    """``brain`` is ``new``'s: the view says so, and the commits held here are refused naming it."""
+    """``brain`` is ``new``'s (``new.node`` empty: no node's yet): the view says so, and the commits held here are
+    refused naming it."""
     fleet.owned.pop(brain, None)
-    fleet.owners[brain] = new
+    if new.node:
+        fleet.owners[brain] = new
+    else:
+        fleet.owners.pop(brain, None)
     c.host.shipping.handed(
         brain,
         R.BrainMovedError(
