@@ -2,15 +2,21 @@
 ``--object-store`` and ``--ship sync``, one etcd, one moto server. ``host.move`` is sent to a node that neither owns
 the brain nor is named, while writers write through every node; the brain is served by the named node at epoch 2,
 every write acknowledged before, during and after the move is read back from it, and the writes were unavailable
-for at most a second (measured: the longest time no write was acknowledged, around the move)."""
+for at most a second (measured: the longest time no write was acknowledged, around the move). Over MCP, which does
+not forward a brain's calls, the move and the archive doors sent to a node that does not own the brain act on the
+owner all the same."""
 
+import asyncio
 import json
 import threading
 import time
 
+import httpx2
 import pytest
 from etcd import start_etcd
 from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from objectstore import start_moto
 from server import SERVICE_KEY
 
@@ -138,3 +144,49 @@ def test_a_planned_move_loses_nothing_and_holds_writes_under_a_second(nodes):
     )
     assert same.status == 200 and same.result()["from"] == same.result()["node"] == target, same
     assert same.result()["epoch"] == 2
+
+
+async def _over_mcp(node, calls):
+    """Each ``(tool, arguments)`` called over ``node``'s MCP endpoint with the service key: (is_error, content)."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {SERVICE_KEY}"}, timeout=30.0)
+    async with http, Client(streamable_http_client(f"{node.url}/mcp", http_client=http)) as client:
+        return [
+            ((got := await client.call_tool(tool, arguments)).is_error, got.structured_content)
+            for tool, arguments in calls
+        ]
+
+
+def test_move_and_archive_over_mcp_sent_to_a_node_that_is_neither_owner_nor_named(nodes):
+    """MCP does not forward a brain's calls as the HTTP edge does: host.move, host.archive and host.unarchive, called
+    there on a node that does not own the brain, send themselves on to the owner, and act there."""
+    provisioned = call(nodes["a"], "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)
+    assert provisioned.status == 200, provisioned
+    source = provisioned.result()["node"]
+    target, edge = [name for name in ("a", "b", "c") if name != source]
+    for i in range(5):
+        assert add(nodes[source], f"r{i}").status == 200
+
+    moved, archived = asyncio.run(
+        _over_mcp(
+            nodes[edge],
+            [("host_move", {"brain": BRAIN, "body": {"node": target}}), ("host_archive", {"brain": BRAIN})],
+        )
+    )
+    assert moved[0] is False and moved[1] == {
+        "brain": BRAIN,
+        "from": source,
+        "node": target,
+        "epoch": 2,
+        "generation": moved[1]["generation"],
+    }, moved
+    assert moved[1]["generation"] >= 5
+    assert archived[0] is False and archived[1]["archived"] is True, archived
+    assert health(nodes[target])["fleet"]["brains"] == {BRAIN: 2}
+    refused = call(nodes[source], "GET", f"/v1/brains/{BRAIN}/get/r1")
+    assert refused.refusal == "BrainArchivedError", refused
+
+    [unarchived] = asyncio.run(_over_mcp(nodes[source], [("host_unarchive", {"brain": BRAIN})]))
+    assert unarchived == (False, {"brain": BRAIN, "archived": False}), unarchived
+    for i in range(5):
+        got = call(nodes[edge], "GET", f"/v1/brains/{BRAIN}/get/r{i}")
+        assert got.status == 200 and got.headers.get("brainy-node") == target, got
