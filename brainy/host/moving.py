@@ -77,6 +77,13 @@ async def _hand_over(c: Any, fleet: Fleet, brain: str, epoch: int, to: str) -> d
     shipping = c.host.shipping
     if shipping is None:  # nothing off the machine to restore from: the named node could not serve it
         raise R.FleetNotConfiguredError("host.move ships the brain through the object store: start with --object-store")
+    if brain in fleet.handing:  # one hand-over at a time: a second would hold and ship what the first hands over
+        raise R.BrainMovedError(
+            f"brain {brain!r} is being handed over by node {fleet.node!r}; ask again",
+            brain=brain,
+            node=fleet.node,
+            epoch=epoch,
+        )
     loop = asyncio.get_running_loop()
     ended = fleet.handing[brain] = asyncio.Event()  # new writes wait in the dispatcher from here on
     try:
