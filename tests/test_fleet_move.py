@@ -8,6 +8,7 @@ owner all the same."""
 
 import asyncio
 import json
+import signal
 import threading
 import time
 
@@ -190,3 +191,33 @@ def test_move_and_archive_over_mcp_sent_to_a_node_that_is_neither_owner_nor_name
     for i in range(5):
         got = call(nodes[edge], "GET", f"/v1/brains/{BRAIN}/get/r{i}")
         assert got.status == 200 and got.headers.get("brainy-node") == target, got
+
+
+def test_a_move_the_named_node_does_not_answer_is_taken_back(nodes):
+    """The named node is stopped (SIGSTOP) when the move reaches it: within the claim's bound the owner puts its
+    owner key back, answers the refusal, and serves the brain on at the same epoch; nothing is lost, and the named
+    node, let run again, does not claim it."""
+    provisioned = call(nodes["a"], "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)
+    assert provisioned.status == 200, provisioned
+    source = provisioned.result()["node"]
+    target = next(name for name in ("a", "b", "c") if name != source)
+    assert add(nodes[source], "before").status == 200
+    nodes[target].proc.send_signal(signal.SIGSTOP)
+    try:
+        asked = time.monotonic()
+        moved = call(
+            nodes[source], "POST", f"/v1/brains/{BRAIN}/move", json.dumps({"node": target}).encode(), key=SERVICE_KEY
+        )
+        took = time.monotonic() - asked
+    finally:
+        nodes[target].proc.send_signal(signal.SIGCONT)
+    assert (moved.status, moved.refusal) == (500, "InternalError"), moved
+    assert took < 8, took
+    after = add(nodes[source], "after")
+    assert after.status == 200 and "brainy-node" not in after.headers, after
+    assert health(nodes[source])["fleet"]["brains"] == {BRAIN: 1}
+    time.sleep(TTL + 1)  # the named node runs again: it rejoins, and claims nothing
+    assert BRAIN not in health(nodes[target])["fleet"]["brains"]
+    assert health(nodes[source])["fleet"]["brains"] == {BRAIN: 1}
+    for id_ in ("before", "after"):
+        assert call(nodes[target], "GET", f"/v1/brains/{BRAIN}/get/{id_}").status == 200

@@ -32,10 +32,13 @@ from brainy.fleet.etcd import EtcdUnavailableError
 from brainy.fleet.http1 import PeerUnreachableError
 from brainy.fleet.layout import Owner
 from brainy.fleet.membership import ADOPTED, Fleet
-from brainy.fleet.proxy import Forwarder
+from brainy.fleet.proxy import FORWARD_SECONDS, Forwarder
 
 log = logging.getLogger("brainy.move")
 
+# the named node claims, restores and opens the brain within this, or the hand-over is taken back: the writes are
+# held meanwhile, and a move that cannot keep them under a second or so is better not made
+CLAIM_SECONDS = 5.0
 TAKE_BACK_TRIES = 4  # a hand-over that did not happen is put back within about 5 s of etcd answering again
 
 
@@ -113,7 +116,7 @@ async def _handing(
             epoch=now.epoch if now is not None else epoch,
         )
     try:
-        got = await ask(c, fleet, to, brain, "move", {"node": to})
+        got = await ask(c, fleet, to, brain, "move", {"node": to}, CLAIM_SECONDS)
         new = Owner(to, int(got["epoch"]))
     except (R.Refusal, OSError, ValueError, KeyError) as exc:
         now = await _take_back(c, fleet, brain, handing)
@@ -181,7 +184,9 @@ async def _claim(c: Any, fleet: Fleet, brain: str, handing: move.Handing) -> dic
     return answer(brain, handing.node, fleet.node, epoch, handing.generation)
 
 
-async def ask(c: Any, fleet: Fleet, node: str, brain: str, door: str, body: dict[str, Any]) -> dict[str, Any]:
+async def ask(
+    c: Any, fleet: Fleet, node: str, brain: str, door: str, body: dict[str, Any], timeout: float = FORWARD_SECONDS
+) -> dict[str, Any]:
     """``POST /v1/brains/{brain}/{door}`` as ``node`` answers it, with this node's service key: its answer, or its
     refusal raised here (the host doors a node sends on to a brain's owner: move, archive, unarchive)."""
     url = fleet.url_of(node)
@@ -194,7 +199,7 @@ async def ask(c: Any, fleet: Fleet, node: str, brain: str, door: str, body: dict
     if key is None:
         raise R.FleetNotConfiguredError(f"host.{door} travels between nodes with the keys file's service key (!)")
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "accept": "application/json"}
-    forwarder = Forwarder(fleet.node)
+    forwarder = Forwarder(fleet.node, timeout)
     try:
         got = await forwarder.forward(url, "POST", f"/v1/brains/{brain}/{door}", headers, orjson.dumps(body))
     except PeerUnreachableError as exc:
