@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from brainy.auth.keys import CALLER_HEADER
 from brainy.contract import refusals as R
 from brainy.fleet import move
 from brainy.fleet.etcd import EtcdUnavailableError
@@ -39,7 +40,9 @@ log = logging.getLogger("brainy.move")
 # the named node claims, restores and opens the brain within this, or the hand-over is taken back: the writes are
 # held meanwhile, and a move that cannot keep them under a second or so is better not made
 CLAIM_SECONDS = 5.0
-TAKE_BACK_TRIES = 4  # a hand-over that did not happen is put back within about 5 s of etcd answering again
+TAKE_BACK_TRIES = 4
+#: The caller an owner asserts when it asks the named node to claim (``X-Brainy-Caller: node:<owner>``).
+CALLER_KIND = "node:"  # a hand-over that did not happen is put back within about 5 s of etcd answering again
 
 
 def answer(brain: str, source: str, node: str, epoch: int, generation: int) -> dict[str, Any]:
@@ -66,6 +69,15 @@ async def run(c: Any) -> dict[str, Any]:
     handing = await move.pending(fleet, brain)
     if handing is not None and handing.to == fleet.node and handing.node == owner.node:
         return await _claim(c, fleet, brain, handing)
+    if c.principal.caller is not None and c.principal.caller.startswith(CALLER_KIND):
+        # an owner's request to claim that arrives after it took the hand-over back (it waited no longer): never
+        # sent back to it as a new move
+        raise R.BrainMovedError(
+            f"brain {brain!r} is not being handed to node {fleet.node!r} (the hand-over was taken back)",
+            brain=brain,
+            node=owner.node,
+            epoch=owner.epoch,
+        )
     return await ask(c, fleet, owner.node, brain, "move", {"node": to})
 
 
@@ -116,7 +128,7 @@ async def _handing(
             epoch=now.epoch if now is not None else epoch,
         )
     try:
-        got = await ask(c, fleet, to, brain, "move", {"node": to}, CLAIM_SECONDS)
+        got = await ask(c, fleet, to, brain, "move", {"node": to}, CLAIM_SECONDS, claim=True)
         new = Owner(to, int(got["epoch"]))
     except (R.Refusal, OSError, ValueError, KeyError) as exc:
         now = await _take_back(c, fleet, brain, handing)
@@ -185,7 +197,14 @@ async def _claim(c: Any, fleet: Fleet, brain: str, handing: move.Handing) -> dic
 
 
 async def ask(
-    c: Any, fleet: Fleet, node: str, brain: str, door: str, body: dict[str, Any], timeout: float = FORWARD_SECONDS
+    c: Any,
+    fleet: Fleet,
+    node: str,
+    brain: str,
+    door: str,
+    body: dict[str, Any],
+    timeout: float = FORWARD_SECONDS,
+    claim: bool = False,
 ) -> dict[str, Any]:
     """``POST /v1/brains/{brain}/{door}`` as ``node`` answers it, with this node's service key: its answer, or its
     refusal raised here (the host doors a node sends on to a brain's owner: move, archive, unarchive)."""
@@ -199,6 +218,8 @@ async def ask(
     if key is None:
         raise R.FleetNotConfiguredError(f"host.{door} travels between nodes with the keys file's service key (!)")
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "accept": "application/json"}
+    if claim:  # the owner asking the named node to claim: said as the caller the service key asserts
+        headers[CALLER_HEADER] = CALLER_KIND + fleet.node
     forwarder = Forwarder(fleet.node, timeout)
     try:
         got = await forwarder.forward(url, "POST", f"/v1/brains/{brain}/{door}", headers, orjson.dumps(body))
