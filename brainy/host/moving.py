@@ -40,9 +40,9 @@ log = logging.getLogger("brainy.move")
 # the named node claims, restores and opens the brain within this, or the hand-over is taken back: the writes are
 # held meanwhile, and a move that cannot keep them under a second or so is better not made
 CLAIM_SECONDS = 5.0
-TAKE_BACK_TRIES = 4
+TAKE_BACK_TRIES = 4  # a hand-over that did not happen is put back within about 5 s of etcd answering again
 #: The caller an owner asserts when it asks the named node to claim (``X-Brainy-Caller: node:<owner>``).
-CALLER_KIND = "node:"  # a hand-over that did not happen is put back within about 5 s of etcd answering again
+CALLER_KIND = "node:"
 
 
 def answer(brain: str, source: str, node: str, epoch: int, generation: int) -> dict[str, Any]:
@@ -111,8 +111,7 @@ async def _hand_over(c: Any, fleet: Fleet, brain: str, epoch: int, to: str) -> d
 async def _handing(
     c: Any, fleet: Fleet, shipping: Any, brain: str, epoch: int, to: str, loop: asyncio.AbstractEventLoop
 ) -> dict[str, Any]:
-    generation = await loop.run_in_executor(None, shipping.hold, brain, epoch)
-    held = time.monotonic()
+    generation, held = await loop.run_in_executor(None, shipping.hold, brain, epoch)
     try:
         handing = await move.hand(fleet, brain, epoch, to, generation)
     except BaseException:
@@ -185,6 +184,10 @@ def _gone(c: Any, fleet: Fleet, brain: str, new: Owner) -> None:
 
 async def _claim(c: Any, fleet: Fleet, brain: str, handing: move.Handing) -> dict[str, Any]:
     """The named node's part: claim at the next epoch while the hand-over stands, restore, serve."""
+    if c.host.shipping is None:  # claimed without a restore, it would serve whatever copy it has
+        raise R.FleetNotConfiguredError(
+            f"node {fleet.node!r} has no --object-store: it cannot restore a brain handed to it"
+        )
     claimed, holder, epoch = await fleet.claim(brain, handing.epoch, ADOPTED, owner_was=handing.value())
     if not claimed:
         raise R.BrainMovedError(

@@ -177,9 +177,9 @@ class Shipping:
 
     # -- a planned move (host.move, brainy/host/moving.py) ---------------------------------------------------------
 
-    def hold(self, brain: str, epoch: int) -> int:
+    def hold(self, brain: str, epoch: int) -> tuple[int, float]:
         """Stop ``brain``'s commits and ship its tail (blocking): answers the last generation, every commit up to
-        which is stored and acknowledged. A snapshot is stored first, while writes still flow, so the new owner
+        which is stored and acknowledged, and when the hold began (``time.monotonic()``). A snapshot is stored first, while writes still flow, so the new owner
         restores it and a short log rather than every segment since the last one."""
         handle = self.pool.resolve(brain, True)
         with self._lock:
@@ -195,6 +195,7 @@ class Shipping:
             # shipper's check, so ``applied`` is the last commit of this epoch
             with commits.head.commit_lock:
                 shipper.hold()
+                began = time.monotonic()
                 assert commits.log is not None
                 commits.log.sync_all()
                 last = commits.head.applied
@@ -206,7 +207,7 @@ class Shipping:
         except BaseException:
             shipper.release()
             raise
-        return last
+        return last, began
 
     def resume(self, brain: str) -> None:
         """The hand-over did not happen: the held commits go on."""
