@@ -96,8 +96,9 @@ class Fleet:
         # brains whose arrival failed: (when to try again, the wait after that); each failed claim burns an epoch
         self._backoff: dict[str, tuple[float, float]] = {}
         # host.move: the brains this node is handing to another (brainy/host/moving.py), each with the event set
-        # when the hand-over has ended; the dispatcher holds a new write of such a brain back until then
-        self.handing: dict[str, asyncio.Event] = {}
+        # when the hand-over has ended once its writes are held (None before: the new owner is still staging it);
+        # the dispatcher holds a new write of such a brain back until then
+        self.handing: dict[str, asyncio.Event | None] = {}
 
     # -- joining and leaving ------------------------------------------------------------------------
 

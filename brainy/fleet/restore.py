@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,8 @@ def restore(store: ObjectStore, brain: str, epoch: int, brains_dir: Path, staged
         except O.ShippedDamageError as exc:
             raise RestoreError(f"brain {brain}: {exc}") from None
     if at < 0:
+        if staged is not None:  # staged for another epoch, or before a newer snapshot: only ever a staging copy
+            shutil.rmtree(staged.path, ignore_errors=True)
         staged = stage(store, brain, epoch, brains_dir)
         at = staged.generation
     assert staged is not None

@@ -3,14 +3,16 @@
 The door may reach any node (the HTTP edge forwards it to the owner; another transport lands wherever it was sent),
 and does one of three things there:
 
-- on the **owner**: it stores a snapshot (writes still flow), holds the brain's commits (each new one waits in its
-  shipper's check), ships the tail up to the last commit ``g``, writes the hand-over into the owner key
-  (brainy/fleet/move.py), and asks the named node to claim. Once it has, the held commits are refused
-  ``BrainMovedError`` naming the new owner (a proxying node sends them on there), and the brain is closed here.
-  Should the claim not happen, the owner key is put back and the held commits go on;
-- on the **named node**, asked by the owner (the owner key says it is handing the brain here): it claims the brain
-  at the next epoch, only while the owner key still holds the hand-over (one compare-and-put), restores it from the
-  object store (the snapshot and the shipped log after it), and answers once it serves it;
+- on the **owner**: it stores a snapshot and asks the named node to stage it (writes still flow), then holds the
+  brain's new writes (they wait in the dispatcher), ships the tail up to the last commit ``g``, writes the
+  hand-over into the owner key (brainy/fleet/move.py), and asks the named node to claim. Once it has, the held
+  writes are refused ``BrainMovedError`` naming the new owner (a proxying node sends them on there), and the brain
+  is closed here. Should the claim not happen, the owner key is put back and the held writes go on;
+- on the **named node**, asked by the owner (``X-Brainy-Caller: node:<owner>``) with no hand-over under way: it
+  stages the brain (the newest snapshot and the shipped log after it, written beside its brains, not served);
+  asked once the owner key says it is handing the brain here: it claims the brain at the next epoch, only while the
+  key still holds the hand-over (one compare-and-put), finishes the staged copy with the frames shipped since,
+  renames it into place, and answers once it serves it;
 - on **any other node**: it sends the door on to the owner.
 
 Node to node, the door travels as HTTP with this node's service key (the keys file's ``!`` line; a fleet's nodes
@@ -40,6 +42,9 @@ log = logging.getLogger("brainy.move")
 # the named node claims, restores and opens the brain within this, or the hand-over is taken back: the writes are
 # held meanwhile, and a move that cannot keep them under a second or so is better not made
 CLAIM_SECONDS = 5.0
+# the named node stages the brain (its newest snapshot and the log after it, written beside its brains) within this,
+# before any write is held, or the move is refused: a brain it cannot stage in that time is not moved
+PREPARE_SECONDS = 20.0
 TAKE_BACK_TRIES = 4  # a hand-over that did not happen is put back within about 5 s of etcd answering again
 #: The caller an owner asserts when it asks the named node to claim (``X-Brainy-Caller: node:<owner>``).
 CALLER_KIND = "node:"
@@ -69,15 +74,10 @@ async def run(c: Any) -> dict[str, Any]:
     handing = await move.pending(fleet, brain)
     if handing is not None and handing.to == fleet.node and handing.node == owner.node:
         return await _claim(c, fleet, brain, handing)
-    if c.principal.caller is not None and c.principal.caller.startswith(CALLER_KIND):
-        # an owner's request to claim that arrives after it took the hand-over back (it waited no longer): never
-        # sent back to it as a new move
-        raise R.BrainMovedError(
-            f"brain {brain!r} is not being handed to node {fleet.node!r} (the hand-over was taken back)",
-            brain=brain,
-            node=owner.node,
-            epoch=owner.epoch,
-        )
+    if c.principal.caller == CALLER_KIND + owner.node and to == fleet.node:
+        # the owner, before its hold, or a request of its to claim that arrives after it took the hand-over back
+        # (it waited no longer): staged here, never sent back to it as a new move
+        return await _prepare(c, fleet, brain, owner)
     return await ask(c, fleet, owner.node, brain, "move", {"node": to})
 
 
@@ -100,8 +100,12 @@ async def _hand_over(c: Any, fleet: Fleet, brain: str, epoch: int, to: str) -> d
             epoch=epoch,
         )
     loop = asyncio.get_running_loop()
-    ended = fleet.handing[brain] = asyncio.Event()  # new writes wait in the dispatcher from here on
+    fleet.handing[brain] = None  # a move under way; writes flow while the named node stages the brain
+    ended = asyncio.Event()
     try:
+        await loop.run_in_executor(None, shipping.snapshot, brain, epoch)
+        await ask(c, fleet, to, brain, "move", {"node": to}, PREPARE_SECONDS, claim=True)  # staged there, or refused
+        fleet.handing[brain] = ended  # new writes wait in the dispatcher from here on
         return await _handing(c, fleet, shipping, brain, epoch, to, loop)
     finally:
         del fleet.handing[brain]
@@ -180,6 +184,14 @@ def _gone(c: Any, fleet: Fleet, brain: str, new: Owner) -> None:
             epoch=new.epoch,
         ),
     )
+
+
+async def _prepare(c: Any, fleet: Fleet, brain: str, owner: Owner) -> dict[str, Any]:
+    """The named node's part before the hold: stage the brain for the epoch it will claim it at."""
+    if c.host.shipping is None:
+        raise R.FleetNotConfiguredError(f"node {fleet.node!r} has no --object-store: it cannot restore a brain")
+    staged = await c.host.shipping.prepare(brain, owner.epoch + 1)
+    return answer(brain, owner.node, fleet.node, owner.epoch, staged)
 
 
 async def _claim(c: Any, fleet: Fleet, brain: str, handing: move.Handing) -> dict[str, Any]:
