@@ -261,4 +261,4 @@ def test_a_negotiation_between_two_agents_and_an_owner_over_mcp(served):
     assert [d["disposition"] for d in layers["accords"]] == [{"native": True}] * 13
     every = [d for name in D.LAYERS for d in layers[name]]
     assert len(every) == 109
-    assert [d["name"] for d in every if "notYetNative" in d["disposition"]] == ["host.move"]
+    assert [d["name"] for d in every if "notYetNative" in d["disposition"]] == []

@@ -524,7 +524,7 @@ def test_every_door_answers_or_refuses_by_name_through_the_client(tmp_path: Path
     assert _every_door(tmp_path / "h1", "blocking", http2=False) == blocking  # the default spoke HTTP/2
     assert set(blocking) == {d.name for d in D.DOORS}
     assert sum(v == "answer" for v in blocking.values()) >= 25, blocking
-    assert blocking["host.move"] == "NotYetNativeError" and blocking["get"] == "answer"
+    assert blocking["host.move"] == "InvalidArgumentError" and blocking["get"] == "answer"  # no node named
 
 
 def _every_door(folder: Path, form: str, http2: bool | None = None) -> dict[str, str]:

@@ -16,7 +16,7 @@ def test_llms_txt_lists_every_door_exactly_once():
     assert "http://127.0.0.1:8300/contract.json" in text and "/mcp" in text
     assert "import` (write, POST /v1/brains/{brain}/import; answers)" in text
     assert "accords.read` (read, GET /v1/brains/{brain}/accords/read/{id}; answers)" in text
-    assert "host.move` (write, POST /v1/brains/{brain}/move; arrives in 0.7.0)" in text
+    assert "host.move` (write, POST /v1/brains/{brain}/move; answers)" in text
 
 
 def test_agent_guide_points_at_the_contract_and_mcp():
@@ -28,4 +28,4 @@ def test_agent_guide_points_at_the_contract_and_mcp():
     named = re.findall(r"^- `([^`]+)` \(", text, re.M)
     assert named == [d.name for d in D.DOORS]
     assert "- `get` (read; answers)" in text and "- `accords.read` (read; answers)" in text
-    assert "- `host.move` (write; arrives in 0.7.0)" in text
+    assert "- `host.move` (write; answers)" in text

@@ -75,8 +75,8 @@ def test_the_registry_refuses_a_contract_it_does_not_match(monkeypatch):
             registry.join(doors)
         return str(exc.value)
 
-    unregistered = dataclasses.replace(D.BY_NAME["host.move"], disposition="native", release=None)
-    assert "without a function ['host.move']" in join_with(D.DOORS + (unregistered,))
+    unregistered = dataclasses.replace(D.BY_NAME["host.move"], name="host.later")
+    assert "without a function ['host.later']" in join_with(D.DOORS + (unregistered,))
     stray = registry.Registered("nobody", registry.READ, lambda *a: {})
     assert "not native doors ['nobody']" in join_with(D.DOORS, {"nobody": stray})
     as_read = registry.Registered("add", registry.READ, lambda *a: {})

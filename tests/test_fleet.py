@@ -112,12 +112,25 @@ def test_the_key_is_checked_at_the_edge(fleet3, placed):
 
 
 def test_host_move_names_a_live_node(fleet3, placed):
-    """With --fleet, host.move to a node the fleet has no live node of is NodeUnknownError; to a live node it is
-    not yet native (the hand-over arrives with shipping)."""
+    """With --fleet, host.move to a node the fleet has no live node of is NodeUnknownError; to the owner itself it
+    answers no change (from equals node); to another live node of a fleet without --object-store it is
+    FleetNotConfiguredError (nothing off the machine to restore from). The hand-over: tests/test_fleet_move.py."""
     unknown = call(fleet3["a"], "POST", "/v1/brains/p0/move", b'{"node": "zz"}', key=SERVICE_KEY)
     assert (unknown.status, unknown.refusal) == (404, "NodeUnknownError") and unknown.doc["error"]["node"] == "zz"
-    live = call(fleet3["a"], "POST", "/v1/brains/p0/move", b'{"node": "b"}', key=SERVICE_KEY)
-    assert (live.status, live.refusal) == (501, "NotYetNativeError")
+    owner = placed["p0"]
+    same = call(fleet3["a"], "POST", "/v1/brains/p0/move", json.dumps({"node": owner}).encode(), key=SERVICE_KEY)
+    assert same.status == 200, same
+    answer = same.result()
+    assert {k: v for k, v in answer.items() if k != "generation"} == {
+        "brain": "p0",
+        "from": owner,
+        "node": owner,
+        "epoch": 1,
+    }
+    assert isinstance(answer["generation"], int) and answer["generation"] >= 0
+    other = next(n for n in ("a", "b", "c") if n != owner)
+    live = call(fleet3["a"], "POST", "/v1/brains/p0/move", json.dumps({"node": other}).encode(), key=SERVICE_KEY)
+    assert (live.status, live.refusal) == (503, "FleetNotConfiguredError")
 
 
 def test_a_killed_nodes_registration_vanishes_after_its_ttl(tmp_path, etcd):
@@ -160,12 +173,12 @@ def test_a_killed_nodes_registration_vanishes_after_its_ttl(tmp_path, etcd):
 
 
 def test_without_fleet_nothing_of_it_shows(server):
-    """A server started without --fleet has no fleet block in its health, and host.move refuses as a door that
-    has not landed."""
+    """A server started without --fleet has no fleet block in its health, and host.move refuses
+    FleetNotConfiguredError."""
     doc = call(server, "GET", "/v1/health", key=server.service_key).doc
     assert "fleet" not in doc
     moved = call(server, "POST", server.path("move"), b'{"node": "b"}', key=server.service_key)
-    assert (moved.status, moved.refusal) == (501, "NotYetNativeError")
+    assert (moved.status, moved.refusal) == (503, "FleetNotConfiguredError")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """In a fleet the dispatcher never serves a brain another node owns (docs/fleet.md): the one road every
 transport takes (gRPC, WebSocket and MCP calls through ``run``, the held change stream through ``hold``)
 refuses ``BrainMovedError {brain, node, epoch}`` naming the owner, before the door runs; a brain this node
-owns, or one the fleet has not placed, is served as without a fleet. ``host.move`` names a live node."""
+owns, or one the fleet has not placed, is served as without a fleet."""
 
 import asyncio
 
@@ -85,13 +85,9 @@ def test_the_gate_comes_first(dispatcher):
     assert call(dispatcher, outsider, "get", "theirs", "a").refusal.name == "ForbiddenError"
 
 
-def test_host_move_names_a_live_node(dispatcher):
-    """In a fleet, host.move to a node no live node has is NodeUnknownError; to a live one it is not yet
-    native. Without a fleet it is not yet native whatever it names."""
-    unknown = call(dispatcher, SERVICE, "host.move", "mine", document={"node": "zz"})
-    assert unknown.refusal.name == "NodeUnknownError" and unknown.refusal.fields == {"node": "zz"}
-    assert call(dispatcher, SERVICE, "host.move", "mine", document={"node": "there"}).refusal.name == (
-        "NotYetNativeError"
+def test_host_move_without_a_fleet_is_refused_by_name(dispatcher):
+    """host.move on a server whose host has no fleet (started without --fleet) is FleetNotConfiguredError, whatever
+    it names; its hand-over itself is tests/test_fleet_move.py's, with real nodes."""
+    assert call(dispatcher, SERVICE, "host.move", "mine", document={"node": "zz"}).refusal.name == (
+        "FleetNotConfiguredError"
     )
-    dispatcher.fleet = None
-    assert call(dispatcher, SERVICE, "host.move", "mine", document={"node": "zz"}).refusal.name == "NotYetNativeError"

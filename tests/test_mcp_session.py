@@ -325,16 +325,15 @@ def test_tools_call_answers_through_the_dispatcher(app):
 
 
 def test_a_door_refusal_is_an_is_error_result_with_the_class_in_structured_content(app):
-    """NotYetNativeError (a door not landed, with its release), InProcessOnlyError, ForbiddenError (a brain the
+    """FleetNotConfiguredError (host.move without --fleet), InProcessOnlyError, ForbiddenError (a brain the
     key does not reach; a service-key door) and InvalidArgumentError (the door's own argument rule) all come
     back as results flagged isError, {"error": {name, message, ...fields}} in structuredContent and the same
     as JSON text, never as JSON-RPC errors."""
     http = opened(app)
-    # the one door not landed (host.move, until the fleet issue) opens to the service key, over its own session
-    pending = [d for d in D.DOORS if d.disposition == "notYetNative" and d.rung is None]
-    assert [d.access for d in pending] == ["service"]
+    # host.move (the last door to land) opens to the service key, over its own session
+    moving = D.BY_NAME["host.move"]
     service = opened(app, SERVICE_KEY)
-    pending_call = (pending[0].mcp_tool, {"brain": "notes", **({"body": {}} if _needs_body(pending[0]) else {})})
+    pending_call = (moving.mcp_tool, {"brain": "notes", "body": {"node": "b"}})
     cases = [
         ("brainy_use", {"body": {}}, "InProcessOnlyError"),
         ("brainy_counts", {"brain": "other"}, "ForbiddenError"),
@@ -350,12 +349,7 @@ def test_a_door_refusal_is_an_is_error_result_with_the_class_in_structured_conte
         assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
     refusal = service.call(*pending_call)["result"]
     assert refusal["isError"] is True and json.loads(refusal["content"][0]["text"]) == refusal["structuredContent"]
-    error = refusal["structuredContent"]["error"]
-    assert (error["name"], error["release"]) == ("NotYetNativeError", pending[0].release)
-
-
-def _needs_body(door: D.Door) -> bool:
-    return M.SHAPES[door.mcp_tool].body_required
+    assert refusal["structuredContent"]["error"]["name"] == "FleetNotConfiguredError"
 
 
 def test_protocol_errors_are_kept_for_the_malformed(app):

@@ -192,14 +192,14 @@ def test_answers_and_refusals_have_the_wire_shape():
     for cls in R.REGISTRY.values():
         fields = {f: "x" for f in cls.required}
         assert refusal.is_valid({"error": cls(**fields).to_wire(), "_meta": {"ms": 1.0}}), cls.name
-    wire = R.NotYetNativeError(door="host.move", release="0.7.0").to_wire()
+    wire = R.InProcessOnlyError(door="use", instead="x").to_wire()
     assert not refusal.is_valid({"error": {**wire, "colour": "red"}, "_meta": {"ms": 1.0}})
     assert not refusal.is_valid({"error": {"name": "NoSuchError", "message": "x"}, "_meta": {"ms": 1.0}})
-    moving = D.BY_NAME["host.move"]
-    pending = DOC["paths"][moving.path][moving.method.lower()]["responses"]["501"]
+    using = D.BY_NAME["use"]
+    pending = DOC["paths"][using.path][using.method.lower()]["responses"]["501"]
     narrowed = _validator(_resolve(pending)["content"][codecs.JSON]["schema"])
     assert narrowed.is_valid({"error": wire, "_meta": {"ms": 1.0}})
-    other = R.InProcessOnlyError(door="use", instead="x").to_wire()
+    other = R.NotYetNativeError(door="host.move", release="0.7.0").to_wire()
     assert refusal.is_valid({"error": other, "_meta": {"ms": 1.0}}) and not narrowed.is_valid(
         {"error": other, "_meta": {"ms": 1.0}}
     )

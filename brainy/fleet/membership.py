@@ -8,7 +8,8 @@ if no live node has the name), then keeps three things true while it runs (:meth
   registers again and claims back, at its own last epoch, each brain it owned: one another node claimed
   meanwhile is let go;
 - its view of the fleet (every live node, every brain's owner) is read again every ``refresh`` seconds;
-- every brain this node has a copy of (the host's names) and no live node owns is claimed.
+- every brain this node has a copy of (the host's names) and no live node owns is claimed, unless it is archived
+  fleet-wide (brainy/fleet/archived.py).
 
 A claim is one etcd transaction (:meth:`Fleet.claim`): compare the brain's epoch and that it has no live
 owner, put the epoch plus one and the owner under this node's lease. Never a read then a write.
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brainy.contract import refusals as R
+from brainy.fleet import archived as A
 from brainy.fleet import etcd as E
 from brainy.fleet import layout as L
 from brainy.fleet.placement import place
@@ -81,6 +83,7 @@ class Fleet:
         self.owned: dict[str, int] = {}  # the brains this node serves, with the epoch it claimed each at
         self.nodes: dict[str, L.Node] = {}  # the view: the live nodes
         self.owners: dict[str, L.Owner] = {}  # the view: each placed brain's owner
+        self.archived: set[str] = set()  # the view: the brains archived fleet-wide (never claimed unowned)
         self._task: asyncio.Task[None] | None = None
         # until when (time.monotonic()) this node may acknowledge a write: a keep-alive etcd answered was sent at
         # t, so etcd cannot expire the lease before t + TTL; less a margin, for the answer still on its way
@@ -93,6 +96,10 @@ class Fleet:
         self.takes_over = False  # --object-store: claim the placed brains no live node owns, not only local ones
         # brains whose arrival failed: (when to try again, the wait after that); each failed claim burns an epoch
         self._backoff: dict[str, tuple[float, float]] = {}
+        # host.move: the brains this node is handing to another (brainy/host/moving.py), each with the event set
+        # when the hand-over has ended once its writes are held (None before: the new owner is still staging it);
+        # the dispatcher holds a new write of such a brain back until then
+        self.handing: dict[str, asyncio.Event | None] = {}
 
     # -- joining and leaving ------------------------------------------------------------------------
 
@@ -200,6 +207,11 @@ class Fleet:
             found = L.read_node(kv.value)
             nodes[found.node] = found
         owners = {L.name_of(kv.key, L.OWNERS): L.read_owner(kv.value) for kv in await self.etcd.prefix(L.OWNERS)}
+        self.archived = await A.every(self.etcd)
+        for brain, owner in list(owners.items()):
+            if owner.node == self.node and brain not in self.owned and brain not in self.arriving:
+                # read before this node let the brain go (host.move): looked up afresh when asked, never served
+                del owners[brain]
         for brain in list(self.owned):
             if brain in owners and owners[brain].node != self.node:  # another node claimed it: never serve it
                 log.warning("fleet: brain %s is now %s's at epoch %d", brain, owners[brain].node, owners[brain].epoch)
@@ -209,6 +221,8 @@ class Fleet:
     async def adopt_local(self) -> None:
         """Claim each brain this node has a copy of that no live node owns."""
         for brain in self.local():
+            if brain in self.archived:
+                continue
             if brain not in self.owned and brain not in self.owners and not self.waiting(brain):
                 await self.adopt(brain)
 
@@ -222,16 +236,20 @@ class Fleet:
         (docs/fleet.md "Failover"). Of several nodes trying, the claim transaction lets one win."""
         for kv in await self.etcd.prefix(L.EPOCHS):
             brain = L.name_of(kv.key, L.EPOCHS)
-            if self.waiting(brain):
+            if self.waiting(brain) or brain in self.archived:
                 continue
             if brain not in self.owners and brain not in self.owned and brain not in self.arriving:
                 await self.claim(brain, L.read_epoch(kv.value))
 
     # -- claims --------------------------------------------------------------------------------------
 
-    async def claim(self, brain: str, epoch: int, how: str = ADOPTED) -> tuple[bool, L.Owner | None, int]:
+    async def claim(
+        self, brain: str, epoch: int, how: str = ADOPTED, owner_was: bytes | None = None
+    ) -> tuple[bool, L.Owner | None, int]:
         """Claim ``brain`` at ``epoch``, the one read from ``epochs/<brain>`` (0: never placed): one
         transaction. Answers whether it was claimed, the owner after it, and the brain's epoch after it.
+        ``owner_was``: the brain is handed over (``host.move``, brainy/fleet/move.py), claimed only while its owner
+        key is still exactly that value, the old owner's word that it stopped writing; else it must have no owner.
 
         With :attr:`arrive` set, the brain is served only once it has arrived (``how`` says how it came); one
         that cannot arrive is let go (its owner key deleted while still this node's), and the claim answers
@@ -241,7 +259,8 @@ class Fleet:
         mine = L.Owner(self.node, claimed_at)
         compare = [
             E.version_is(ekey, 0) if epoch == 0 else E.value_is(ekey, L.epoch_value(epoch)),
-            E.version_is(okey, 0),
+            E.version_is(okey, 0) if owner_was is None else E.value_is(okey, owner_was),
+            A.absent(brain),  # an archived brain is claimed by no one (brainy/fleet/archived.py)
         ]
         success = [E.put_op(ekey, L.epoch_value(claimed_at)), E.put_op(okey, L.owner_value(mine), self.lease)]
         claimed, read = await self.etcd.txn(compare, success, [E.range_op(ekey), E.range_op(okey)])

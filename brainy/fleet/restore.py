@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from brainy.fleet import objects as O
@@ -47,39 +49,66 @@ def _aside(path: Path, name: str) -> Path:
     raise RestoreError(f"no free name beside {path} for {name}")
 
 
-def restore(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> int:
-    """Rebuild ``brain`` (claimed at ``epoch``) under ``brains_dir`` from the object store; answers the generation
-    it was rebuilt at. A local copy is set aside, never deleted."""
-    started = time.monotonic()
+@dataclass
+class Staged:
+    """A brain rebuilt into ``path`` (beside the brains, under a dot-name) and not yet renamed into place: from
+    ``snapshot`` and the shipped frames up to ``generation``, appended to ``log`` (None: none yet)."""
+
+    brain: str
+    epoch: int
+    path: Path
+    snapshot: str
+    generation: int
+    log: Path | None
+    taken: tuple[int, int] = (0, 0)  # the snapshot's generation and epoch
+    frames: int = 0  # the shipped frames after the snapshot, appended
+
+
+def _plan(store: ObjectStore, brain: str, epoch: int) -> O.Plan:
+    listing = O.read_listing(brain, store.list(O.brain_prefix(brain)))
+    bases = {}
+    for marked, name in listing.markers.items():
+        if marked < epoch:
+            data = store.get(name)
+            if data is not None:
+                bases[marked] = int(O.read_marker(data)["base"])
+    plan = O.plan(listing, bases, epoch)
+    if plan.snapshot is None:
+        raise RestoreError(f"brain {brain}: the object store holds no snapshot of it that is history")
+    return plan
+
+
+def _frames(store: ObjectStore, plan: O.Plan, at: int) -> tuple[list[bytes], int]:
+    """The log frames ``plan`` ships after generation ``at``, encoded, and the generation they end at."""
+    frames: list[bytes] = []
+    for segment, upto in plan.segments:
+        if segment.last <= at:
+            continue  # staged already
+        data = store.get(segment.name)
+        if data is None:
+            break  # listed, then gone: the history ends before it
+        for generation, payload in O.decode_segment(data, segment.first, segment.last):
+            if at < generation <= upto:
+                frames.append(log_.encode_frame(payload))
+                at = generation
+    return frames, at
+
+
+def stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Staged:
+    """Rebuild ``brain`` for ``epoch`` into a staging folder beside the brains, every file and folder fsynced, and
+    rename nothing: :func:`restore` finishes it (``host.move`` stages before its hold, so only the tail is fetched
+    while writes wait)."""
     try:
-        listing = O.read_listing(brain, store.list(O.brain_prefix(brain)))
-        bases = {}
-        for marked, name in listing.markers.items():
-            if marked < epoch:
-                data = store.get(name)
-                if data is not None:
-                    bases[marked] = int(O.read_marker(data)["base"])
-        plan = O.plan(listing, bases, epoch)
-        if plan.snapshot is None:
-            raise RestoreError(f"brain {brain}: the object store holds no snapshot of it that is history")
+        plan = _plan(store, brain, epoch)
+        assert plan.snapshot is not None
         snap_data = store.get(plan.snapshot.name)
         if snap_data is None:
             raise RestoreError(f"brain {brain}: snapshot {plan.snapshot.name} is listed but not there")
         index, files = O.decode_snapshot(snap_data)
-        frames: list[bytes] = []
-        at = plan.snapshot.generation
-        for segment, upto in plan.segments:
-            data = store.get(segment.name)
-            if data is None:
-                break  # listed, then gone: the history ends before it
-            for generation, payload in O.decode_segment(data, segment.first, segment.last):
-                if at < generation <= upto:
-                    frames.append(log_.encode_frame(payload))
-                    at = generation
+        frames, at = _frames(store, plan, plan.snapshot.generation)
     except O.ShippedDamageError as exc:
         raise RestoreError(f"brain {brain}: {exc}") from None
-    target = brains_dir / brain
-    staging = _aside(target, f".arriving-{brain}-e{epoch}")
+    staging = _aside(brains_dir / brain, f".arriving-{brain}-e{epoch}")
     staging.mkdir()
     for folder in FOLDERS:
         (staging / folder).mkdir(exist_ok=True)
@@ -89,25 +118,73 @@ def restore(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> int
     tail = b"".join(frames)
     for name, data in sorted(files, key=lambda f: f[0] == "IDENTITY"):  # IDENTITY last: without it, no store
         _write(staging / name, data + tail if logs and name == logs[-1] else data)
+    last_log = staging / logs[-1] if logs else None
     if tail and not logs:
-        first = plan.snapshot.generation + 1
-        _write(staging / "log" / log_.segment_name(first), log_.encode_header() + tail)
+        last_log = staging / "log" / log_.segment_name(plan.snapshot.generation + 1)
+        _write(last_log, log_.encode_header() + tail)
     for folder in {str(Path(n).parent) for n, _ in files} | set(FOLDERS):
         fsync_dir(staging / folder)
     fsync_dir(staging)
+    taken = (plan.snapshot.generation, plan.snapshot.epoch)
+    return Staged(brain, epoch, staging, plan.snapshot.name, at, last_log, taken, len(frames))
+
+
+def _catch_up(store: ObjectStore, staged: Staged) -> int:
+    """Append to ``staged`` the frames shipped since it was staged, if its snapshot is still the one to restore:
+    the generation it now ends at, or -1 when it is not (it is then set aside, and a whole restore follows)."""
+    plan = _plan(store, staged.brain, staged.epoch)
+    assert plan.snapshot is not None
+    if plan.snapshot.name != staged.snapshot:
+        return -1
+    frames, at = _frames(store, plan, staged.generation)
+    if frames:
+        target = staged.log or staged.path / "log" / log_.segment_name(staged.generation + 1)
+        if target.exists():
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+            try:
+                write_all(fd, b"".join(frames))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        else:
+            _write(target, log_.encode_header() + b"".join(frames))
+        fsync_dir(target.parent)
+        staged.frames += len(frames)
+    staged.generation = at
+    return at
+
+
+def restore(store: ObjectStore, brain: str, epoch: int, brains_dir: Path, staged: Staged | None = None) -> int:
+    """Rebuild ``brain`` (claimed at ``epoch``) under ``brains_dir`` from the object store; answers the generation
+    it was rebuilt at. A local copy is set aside, never deleted. ``staged``: a :func:`stage` of it for ``epoch``,
+    finished with the frames shipped since (or set aside, when a newer snapshot is to be restored instead)."""
+    started = time.monotonic()
+    at = -1
+    if staged is not None and staged.brain == brain and staged.epoch == epoch:
+        try:
+            at = _catch_up(store, staged)
+        except O.ShippedDamageError as exc:
+            raise RestoreError(f"brain {brain}: {exc}") from None
+    if at < 0:
+        if staged is not None:  # staged for another epoch, or before a newer snapshot: only ever a staging copy
+            shutil.rmtree(staged.path, ignore_errors=True)
+        staged = stage(store, brain, epoch, brains_dir)
+        at = staged.generation
+    assert staged is not None
+    target = brains_dir / brain
     if os.path.lexists(target):
         stale = _aside(target, f".stale-{brain}-e{epoch}")
         os.rename(target, stale)
         log.warning("brain %s: the local copy is stale (epoch %d restored); set aside as %s", brain, epoch, stale.name)
-    os.rename(staging, target)
+    os.rename(staged.path, target)
     fsync_dir(brains_dir)
     log.info(
         "brain %s restored at epoch %d: snapshot %d (epoch %d) and %d shipped frames, generation %d, in %.2f s",
         brain,
         epoch,
-        plan.snapshot.generation,
-        plan.snapshot.epoch,
-        len(frames),
+        staged.taken[0],
+        staged.taken[1],
+        staged.frames,
         at,
         time.monotonic() - started,
     )

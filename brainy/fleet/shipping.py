@@ -70,12 +70,58 @@ class Shipper:
         self._retry: list[tuple[int, int]] = []  # ranges whose upload failed, uploaded again first
         self.error: BaseException | None = None  # the last upload's failure, until one succeeds
         self.uploads = 0
+        # host.move (docs/fleet.md "Planned move"): while held, a commit is refused before it begins (the dispatcher
+        # holds new writes back before they get here; this is for one that slipped past it); once the brain is
+        # handed over, every commit is refused with ``moved`` (BrainMovedError naming the new owner)
+        self._held = False
+        self._moved: R.Refusal | None = None
+        # since when (time.monotonic()) a durable commit has waited to be stored: /v1/health's lag; None when none has
+        self._behind_since: float | None = None
 
     # -- the commit path's side (brainy/store/commit_path.py, Ships) --------------------------------------------
 
     def check(self) -> None:
-        """Before a commit is begun: refuse it, with nothing appended, when this owner may not write."""
+        """Before a commit is begun: refuse it, with nothing appended, when this owner may not write. Never waits:
+        a commit begins on the event loop's thread, under the commit lock."""
+        with self._cond:
+            moved, held = self._moved, self._held
+        if moved is not None:  # a fresh refusal each time: one exception object is never raised in two threads
+            raise type(moved)(moved.message, **moved.fields)
+        if held:
+            raise R.BrainMovedError(
+                f"brain {self.brain!r} is being handed to another node; ask again",
+                brain=self.brain,
+                node="",
+                epoch=self.epoch,
+            )
         self.fence()
+
+    def hold(self) -> None:
+        """Stop commits from beginning (host.move): each is refused in :meth:`check` until :meth:`release`."""
+        with self._cond:
+            self._held = True
+
+    def release(self, moved: R.Refusal | None = None) -> None:
+        """End the hold: commits begin again, or, with ``moved``, every later one is refused by it."""
+        with self._cond:
+            self._held = False
+            self._moved = moved
+            self._cond.notify_all()
+
+    def state(self) -> dict[str, int | str | None]:
+        """What ``/v1/health`` says of this brain's shipping (docs/fleet.md "/v1/health")."""
+        with self._cond:
+            durable, stored, since, error = self._durable, self.stored, self._behind_since, self.error
+        return {
+            "mode": self.mode,
+            "epoch": self.epoch,
+            "shipped": stored,
+            "durable": durable,
+            "lag": max(0, durable - stored),
+            "lagMs": 0 if since is None else int((time.monotonic() - since) * 1000),
+            "uploads": self.uploads,
+            "error": str(error) if error is not None else None,
+        }
 
     def appended(self, generation: int, frame: bytes) -> None:
         """The frame of the commit at ``generation`` was appended to the local log (not yet durable)."""
@@ -86,8 +132,7 @@ class Shipper:
         """The commit at ``generation`` is durable locally; return when it may be acknowledged (``sync``: once a
         segment holds it), else raise the refusal that says why not."""
         with self._cond:
-            if generation > self._durable:
-                self._durable = generation
+            self._durable_at(generation)
         if self.mode == SYNC:
             self.ship(generation)
         self.fence()
@@ -96,9 +141,15 @@ class Shipper:
         """Every frame up to ``generation`` is durable (the caller synced the log): ship them all, now (this
         node claimed the brain back at a later epoch, which starts after them)."""
         with self._cond:
-            if generation > self._durable:
-                self._durable = generation
+            self._durable_at(generation)
         self.ship(generation)
+
+    def _durable_at(self, generation: int) -> None:
+        """Under the lock: every frame up to ``generation`` is durable here."""
+        if generation > self._durable:
+            self._durable = generation
+            if self._behind_since is None and generation > self.stored:
+                self._behind_since = time.monotonic()
 
     # -- uploads ------------------------------------------------------------------------------------------------
 
@@ -139,6 +190,8 @@ class Shipper:
                     self._landed[first] = last
                     while self.stored + 1 in self._landed:  # the stored prefix grows over what landed in order
                         self.stored = self._landed.pop(self.stored + 1)
+                    if self.stored >= self._durable:
+                        self._behind_since = None
                     self._frames = [(g, f) for g, f in self._frames if g > self.stored]
                     self.error = None
                     self.uploads += 1

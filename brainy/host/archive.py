@@ -40,13 +40,14 @@ def archived_at(brains_dir: Path, name: str) -> int | None:
     return at if isinstance(at, int) and not isinstance(at, bool) else 0
 
 
-def mark(brains_dir: Path, name: str) -> tuple[int, bool]:
-    """Archive ``name``: (archivedAt, whether this call wrote the marker). An archived brain keeps its marker."""
+def mark(brains_dir: Path, name: str, at: int | None = None) -> tuple[int, bool]:
+    """Archive ``name`` (``at``: when, the fleet's register's time; else now): (archivedAt, whether this call wrote
+    the marker). An archived brain keeps its marker."""
     already = archived_at(brains_dir, name)
     if already is not None:
         return already, False
     (brains_dir / REGISTER).mkdir(exist_ok=True)
-    at = time.time_ns() // 1_000_000
+    at = at if at is not None else time.time_ns() // 1_000_000
     write_durably(marker(brains_dir, name), json.dumps({"brain": name, "archivedAt": at}).encode() + b"\n")
     return at, True
 

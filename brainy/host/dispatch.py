@@ -126,6 +126,9 @@ def check_brain_name(name: Any) -> str:
 
 #: Names that passed :func:`check_brain_name` (bounded: a caller may send any number of names).
 LEGAL_NAMES_HELD = 4096
+# a write of a brain this node is handing to another (host.move) waits at most this for the hand-over to end, then
+# goes on to meet whatever it left (BrainMovedError naming the new owner, or the brain served here still)
+HAND_OVER_WAIT = 5.0
 _LEGAL_NAMES: set[str] = set()
 
 
@@ -182,7 +185,6 @@ class Plan:
         "checked",
         "holds",
         "owned",
-        "ahead",
     )
 
     def __init__(self, door: D.Door) -> None:
@@ -194,10 +196,8 @@ class Plan:
         self.takes_brain = door.name in TAKES_BRAIN
         self.checked = calling.CHECKED[door.name]  # the argument check Brain.call makes too
         self.holds = door.name in HOLDS
-        # in a fleet: whether the brain must be this node's (else BrainMovedError), and the fleet's check of a
-        # door that has not landed (host_doors.FLEET_AHEAD)
+        # in a fleet: whether the brain must be this node's (else BrainMovedError)
         self.owned = self.takes_brain and door.name not in host_doors.FLEET_PLACES
-        self.ahead = host_doors.FLEET_AHEAD.get(door.name)
 
 
 def _closed(door: D.Door) -> Callable[[], R.Refusal] | None:
@@ -377,6 +377,9 @@ class Dispatcher:
         gate(principal, door, brain)
         if self.fleet is not None and brain is not None and plan.owned:
             owned_here(self.fleet, brain)
+            handing = self.fleet.handing.get(brain) if door.kind == "write" else None
+            if handing is not None:
+                return self._after_hand_over(handing, principal, name, brain, id_, document)
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
         # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
         # commit path asks the policy guardrails before the write)
@@ -387,8 +390,6 @@ class Dispatcher:
                     door=door.name,
                 )
             if plan.closed is not None:
-                if self.fleet is not None and plan.ahead is not None:
-                    plan.ahead(self.fleet, brain, plan.checked.document(id_, document))
                 raise plan.closed()
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
@@ -501,6 +502,18 @@ class Dispatcher:
         """A read registered ``threaded``, at the head it is called at, on a worker thread (registry.py)."""
         head = self.brains.held(entered, False).wire_head()
         return await asyncio.to_thread(calling.read, entry, head, id_, document, principal)
+
+    async def _after_hand_over(
+        self, handing: asyncio.Event, principal: Principal, name: str, brain: str, id_: Any, document: Any
+    ) -> dict[str, Any]:
+        """A write held back while its brain is handed over (docs/fleet.md "Planned move"): run once it has ended
+        (bounded), so it is served here still or refused naming the new owner, whom a proxying node asks next."""
+        try:
+            await asyncio.wait_for(handing.wait(), HAND_OVER_WAIT)
+        except TimeoutError:
+            pass
+        answer = self.run(principal, name, brain, id_, document)
+        return answer if isinstance(answer, dict) else await answer
 
     async def _finish(self, entered: Any, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:

@@ -28,8 +28,10 @@ from brainy.auth.tokens import STATIC_KEY_EXP, add_revocation
 from brainy.contract import refusals as R
 from brainy.doors.registry import HOST, door
 from brainy.engine import Brain, init_store
+from brainy.fleet import archived as fleet_archived
+from brainy.fleet import layout as L
 from brainy.fleet.membership import Fleet
-from brainy.host import archive
+from brainy.host import archive, moving
 from brainy.host.backups import Backups
 from brainy.host.shipped import Shipping
 
@@ -108,21 +110,67 @@ def _create(c: Any, root: Path) -> dict[str, Any]:
 
 @door("host.archive", HOST)
 async def _archive(c: Any) -> dict[str, Any]:
-    """Mark the brain archived, then close it (its doors in flight finish first). An archived one answers as is."""
+    """Mark the brain archived, then close it (its doors in flight finish first). An archived one answers as is.
+    In a fleet the owner does it (a node that is not sends the door on to it), and the brain is archived in etcd
+    first, so no node claims it should its owner die (docs/fleet.md "Archived brains in a fleet")."""
     root = _brains_dir(c)
+    fleet: Fleet | None = c.host.fleet if c.host is not None else None
+    at = None
+    if fleet is not None:
+        owner = await fleet.lookup(c.brain)
+        if owner is not None and owner.node != fleet.node:
+            return await moving.ask(c, fleet, owner.node, c.brain, "archive", {})
+        if owner is None and not _local(c):  # placed, its owner gone: archived in etcd alone
+            await _placed(fleet, c.brain)
+            return {
+                "brain": c.brain,
+                "archived": True,
+                "archivedAt": await fleet_archived.mark(fleet.etcd, c.brain, ""),
+            }
+        at = await fleet_archived.mark(fleet.etcd, c.brain, fleet.node)
     c.brains.path_of(c.brain, archived_ok=True)  # NoSuchBrainError for a name that is no brain
-    at, wrote = archive.mark(root, c.brain)
+    at, wrote = archive.mark(root, c.brain, at)
     if wrote:
         await c.brains.retire(c.brain)
     return {"brain": c.brain, "archived": True, "archivedAt": at}
 
 
 @door("host.unarchive", HOST)
-def _unarchive(c: Any) -> dict[str, Any]:
+async def _unarchive(c: Any) -> dict[str, Any]:
+    """Serve the brain again. In a fleet the owner does it; an archived brain no live node owns (its owner died
+    meanwhile) is claimed by the node that was asked, restored from the object store, and served there."""
     root = _brains_dir(c)
-    c.brains.path_of(c.brain, archived_ok=True)
+    fleet: Fleet | None = c.host.fleet if c.host is not None else None
+    if fleet is None:
+        c.brains.path_of(c.brain, archived_ok=True)
+        archive.unmark(root, c.brain)
+        return {"brain": c.brain, "archived": False}
+    owner = await fleet.lookup(c.brain)
+    if owner is not None and owner.node != fleet.node:
+        return await moving.ask(c, fleet, owner.node, c.brain, "unarchive", {})
+    if owner is None and not _local(c):
+        await _placed(fleet, c.brain)
     archive.unmark(root, c.brain)
+    await fleet_archived.unmark(fleet.etcd, c.brain)
+    fleet.archived.discard(c.brain)
+    if owner is None:  # claimed here now (restored from the object store when it is not the local copy's)
+        await fleet.adopt(c.brain)
     return {"brain": c.brain, "archived": False}
+
+
+def _local(c: Any) -> bool:
+    """Whether this node has a copy of the brain (archived or not)."""
+    try:
+        c.brains.path_of(c.brain, archived_ok=True)
+    except R.NoSuchBrainError:
+        return False
+    return True
+
+
+async def _placed(fleet: Fleet, brain: str) -> None:
+    """NoSuchBrainError unless the fleet has placed ``brain`` (it has an epoch)."""
+    if await fleet.etcd.get(L.epoch_key(brain)) is None:
+        raise R.NoSuchBrainError(f"the fleet has placed no brain named {brain!r}", brain=brain)
 
 
 @door("host.mintKey", HOST)
@@ -225,19 +273,14 @@ def _persist_status(c: Any) -> dict[str, Any]:
     return {"runs": [r.to_wire() for r in c.host.backups.runs(c.brain, c.document.get("name"))]}
 
 
-def _move_ahead(fleet: Fleet, brain: str, document: dict[str, Any]) -> None:
-    """``host.move`` in a fleet, before its hand-over (which arrives with shipping, docs/fleet.md): the node it
-    names must be a live node of the fleet."""
-    node = document["node"]
-    if not fleet.live(node):
-        raise R.NodeUnknownError(f"no live node of the fleet is named {node!r}", node=node)
+@door("host.move", HOST)
+def _move(c: Any) -> Awaitable[dict[str, Any]]:
+    """Hand the brain to another node of the fleet (brainy/host/moving.py says how)."""
+    return moving.run(c)
 
 
-#: Checks a fleet makes of a door that has not landed, before its not-yet-native refusal: the refusal a caller
-#: would meet first once it lands (DOORS.md 10.3, host.move).
-FLEET_AHEAD = {"host.move": _move_ahead}
 #: The doors the fleet's edge places on a node before forwarding (docs/fleet.md "Placement"): they create a brain.
 FLEET_PLACED = frozenset({"host.provision"})
-#: Doors that name a brain the fleet has not placed yet (or places elsewhere by themselves): never refused
-#: BrainMovedError for a brain another node owns.
-FLEET_PLACES = frozenset({"host.provision", "host.move"})
+#: Doors that name a brain the fleet has not placed yet, or that find its owner themselves and send themselves on
+#: to it (brainy/host/moving.py ``ask``): never refused BrainMovedError for a brain another node owns.
+FLEET_PLACES = frozenset({"host.provision", "host.move", "host.archive", "host.unarchive"})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -25,11 +26,13 @@ from brainy.engine import Brain
 from brainy.fleet import objects as O
 from brainy.fleet.membership import ADOPTED, BACK, Fleet
 from brainy.fleet.objectstore import ObjectExistsError, ObjectStore
-from brainy.fleet.restore import restore
+from brainy.fleet.restore import Staged, restore, stage
 from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, Courier, Shipper
 from brainy.store.backup import FileSet
 
 log = logging.getLogger("brainy.shipped")
+
+HOLD_DRAIN_SECONDS = 5.0  # the commits begun before a move's hold are acknowledged within this (their tail is stored)
 
 
 class Pool(Protocol):
@@ -94,6 +97,7 @@ class Shipping:
         self.courier = Courier(interval) if mode == ASYNC else None
         self._shippers: dict[str, Shipper] = {}
         self._lock = threading.Lock()
+        self._staged: dict[str, Staged] = {}  # host.move: brains staged here before their hand-over (:meth:`prepare`)
         fleet.arrive = self.arrive
         fleet.takes_over = True
         pool.on_writer = self.on_writer
@@ -173,6 +177,79 @@ class Shipping:
             )
         return self._put_snapshot(brain, epoch, files, name)
 
+    # -- a planned move (host.move, brainy/host/moving.py) ---------------------------------------------------------
+
+    def snapshot(self, brain: str, epoch: int) -> None:
+        """Store a snapshot of ``brain`` now (blocking), while writes still flow: the node it is moved to stages it
+        before the hold, and restores only the short log after it during the hold."""
+        self._shipper(brain, epoch)
+        self._put_snapshot(brain, epoch, self.pool.resolve(brain, True).hold_files(), None)
+
+    def _shipper(self, brain: str, epoch: int) -> Shipper:
+        with self._lock:
+            shipper = self._shippers.get(brain)
+        if shipper is None or shipper.epoch != epoch:
+            raise R.BrainMovedError(
+                f"brain {brain!r} is not shipped from this node at epoch {epoch}", brain=brain, node="", epoch=epoch
+            )
+        return shipper
+
+    def hold(self, brain: str, epoch: int) -> tuple[int, float]:
+        """Stop ``brain``'s commits and ship its tail (blocking): answers the last generation, every commit up to
+        which is stored and acknowledged, and when the hold began (``time.monotonic()``)."""
+        handle = self.pool.resolve(brain, True)
+        shipper = self._shipper(brain, epoch)
+        commits = handle.commits
+        try:
+            # under the commit lock no commit is between its begin and its append: every later begin is refused in the
+            # shipper's check, so ``applied`` is the last commit of this epoch
+            with commits.head.commit_lock:
+                shipper.hold()
+                began = time.monotonic()
+                assert commits.log is not None
+                commits.log.sync_all()
+                last = commits.head.applied
+            shipper.settle(last)
+            # the commits up to it were begun before the hold: their acknowledgements (stored now) land first
+            deadline = time.monotonic() + HOLD_DRAIN_SECONDS
+            while commits.head.durable < last and time.monotonic() < deadline:
+                time.sleep(0.002)
+        except BaseException:
+            shipper.release()
+            raise
+        return last, began
+
+    def resume(self, brain: str) -> None:
+        """The hand-over did not happen: the held commits go on."""
+        with self._lock:
+            shipper = self._shippers.get(brain)
+        if shipper is not None:
+            shipper.release()
+
+    def handed(self, brain: str, moved: R.Refusal) -> None:
+        """The brain is another node's now: the held commits (and every later one here) are refused ``moved``, and
+        its shipper is let go."""
+        with self._lock:
+            shipper = self._shippers.pop(brain, None)
+        if shipper is not None:
+            shipper.release(moved)
+            if self.courier is not None:
+                self.courier.remove(brain)
+
+    async def prepare(self, brain: str, epoch: int) -> int:
+        """Stage ``brain`` here for its claim at ``epoch`` (host.move, before the owner's hold): the generation it is
+        staged at. A staging left by an earlier move that did not happen is removed first (never a brain: a
+        dot-name, and never served)."""
+        if self.pool.brains_dir is None:
+            raise R.BrainsDirNotConfiguredError("a brain restored from the object store needs --brains-dir")
+        loop = asyncio.get_running_loop()
+        old = self._staged.pop(brain, None)
+        if old is not None:
+            await loop.run_in_executor(None, shutil.rmtree, old.path, True)
+        staged = await loop.run_in_executor(None, stage, self.store, brain, epoch, self.pool.brains_dir)
+        self._staged[brain] = staged
+        return staged.generation
+
     # -- claims --------------------------------------------------------------------------------------------------
 
     async def arrive(self, brain: str, epoch: int, how: str) -> None:
@@ -194,7 +271,8 @@ class Shipping:
             if self.pool.brains_dir is None:
                 raise R.BrainsDirNotConfiguredError("a brain restored from the object store needs --brains-dir")
             await self.pool.retire(brain)  # a stale copy open here (a reader) is closed before it is set aside
-            await loop.run_in_executor(None, restore, self.store, brain, epoch, self.pool.brains_dir)
+            staged = self._staged.pop(brain, None)
+            await loop.run_in_executor(None, restore, self.store, brain, epoch, self.pool.brains_dir, staged)
         await loop.run_in_executor(None, self.pool.resolve, brain, True)
 
     async def provisioned(self, brain: str) -> None:
@@ -202,12 +280,11 @@ class Shipping:
         await asyncio.get_running_loop().run_in_executor(None, self.pool.resolve, brain, True)
 
     def health(self) -> dict[str, Any]:
+        """Each owned brain's shipping, for ``/v1/health``'s ``fleet`` block (docs/fleet.md "/v1/health")."""
         with self._lock:
             shippers = dict(self._shippers)
-        return {
-            name: {"epoch": s.epoch, "shipped": s.stored, "uploads": s.uploads, "error": str(s.error or "") or None}
-            for name, s in sorted(shippers.items())
-        }
+        owned = self.fleet.owned
+        return {name: s.state() for name, s in sorted(shippers.items()) if owned.get(name) == s.epoch}
 
     def stop(self) -> None:
         """The stop sequence, after the last write: what ``async`` has durable is shipped once more."""

@@ -304,6 +304,8 @@ class App:
             answer["auth"] = {"keys": len(self.keys), **trusted}
             if self.fleet is not None:  # docs/fleet.md "/v1/health": it names brains, as the pool detail does
                 answer["fleet"] = self.fleet.health()
+                if self.host.shipping is not None:  # each owned brain's shipping: mode, last shipped, lag
+                    answer["fleet"]["shipping"] = self.host.shipping.health()
         return answer
 
     def _respond(self, request: Request, outcome: Outcome, text: list[tuple[str, str]]) -> Response:
