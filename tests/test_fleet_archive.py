@@ -82,7 +82,7 @@ def test_archive_and_unarchive_act_on_the_owner_and_survive_its_death(nodes):
     while time.monotonic() - killed < TTL + 5:  # a failover of an unarchived brain is served within TTL + 5 s
         assert owners(survivors) == {others[0]: False, others[1]: False}
         time.sleep(0.5)
-    assert get(survivors[others[1]], "r1").status != 200
+    assert get(survivors[others[1]], "r1").refusal == "BrainArchivedError"  # answered by the node asked
 
     # unarchived through a survivor: claimed there (epoch 2), restored from the object store, every row served
     back = door(survivors[others[1]], "unarchive")

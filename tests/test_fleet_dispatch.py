@@ -26,6 +26,7 @@ class Placed:
     def __init__(self, owners):
         self.owners = owners
         self.arriving = {}  # claimed here, being restored (docs/fleet.md "Failover")
+        self.archived = {}  # archived fleet-wide: brain -> archivedAt (brainy/fleet/archived.py)
 
     def elsewhere(self, brain):
         owner = self.owners.get(brain)
@@ -91,3 +92,17 @@ def test_host_move_without_a_fleet_is_refused_by_name(dispatcher):
     assert call(dispatcher, SERVICE, "host.move", "mine", document={"node": "zz"}).refusal.name == (
         "FleetNotConfiguredError"
     )
+
+
+def test_a_brain_archived_fleet_wide_with_no_live_owner_is_refused_archived(dispatcher):
+    """A brain archived fleet-wide whose owner is gone is claimed by no node: every node answers it archived (with
+    the register's archivedAt), never as a brain it has not heard of nor as one moved; with a live owner the
+    owner answers, so this node refuses it moved as before."""
+    fleet = dispatcher.fleet
+    fleet.archived["gone"] = 1_234
+    outcome = call(dispatcher, PERSON, "counts", "gone")
+    assert outcome.refusal is not None and outcome.refusal.name == "BrainArchivedError", outcome
+    assert outcome.refusal.fields == {"brain": "gone", "archivedAt": 1_234}
+    fleet.archived["theirs"] = 1_234
+    outcome = call(dispatcher, PERSON, "counts", "theirs")
+    assert outcome.refusal is not None and outcome.refusal.name == "BrainMovedError", outcome

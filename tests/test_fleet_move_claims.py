@@ -96,7 +96,7 @@ def test_an_archived_brain_is_claimed_by_no_one_until_unarchived(etcd):
             assert b.owned == {}
             await A.unmark(b.etcd, "notes")
             await b.refresh()
-            assert b.archived == set()
+            assert b.archived == {}
             assert await b.adopt("notes") == L.Owner("b", 2)
         finally:
             await b.leave()

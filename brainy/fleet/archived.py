@@ -55,6 +55,6 @@ async def unmark(client: E.Etcd, brain: str) -> None:
     await client.delete(archived_key(brain))
 
 
-async def every(client: E.Etcd) -> set[str]:
-    """The brains archived fleet-wide."""
-    return {L.name_of(kv.key, ARCHIVED) for kv in await client.prefix(ARCHIVED)}
+async def every(client: E.Etcd) -> dict[str, int]:
+    """The brains archived fleet-wide, each with its ``archivedAt``."""
+    return {L.name_of(kv.key, ARCHIVED): read_at(kv.value) for kv in await client.prefix(ARCHIVED)}

@@ -83,7 +83,8 @@ class Fleet:
         self.owned: dict[str, int] = {}  # the brains this node serves, with the epoch it claimed each at
         self.nodes: dict[str, L.Node] = {}  # the view: the live nodes
         self.owners: dict[str, L.Owner] = {}  # the view: each placed brain's owner
-        self.archived: set[str] = set()  # the view: the brains archived fleet-wide (never claimed unowned)
+        # the view: the brains archived fleet-wide, each with its archivedAt (never claimed unowned)
+        self.archived: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         # until when (time.monotonic()) this node may acknowledge a write: a keep-alive etcd answered was sent at
         # t, so etcd cannot expire the lease before t + TTL; less a margin, for the answer still on its way
@@ -165,20 +166,30 @@ class Fleet:
     # -- the loop ------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Renew, re-read the view and claim unowned local brains, until cancelled; a failing etcd is logged
-        and tried again on the next turn."""
-        renew_every = self.ttl / 3
-        next_renewal = time.monotonic() + renew_every
+        """Re-read the view and claim unowned local brains, until cancelled, the lease renewed beside it on a task
+        of its own; a failing etcd is logged and tried again on the next turn."""
+        renewing = asyncio.ensure_future(self._renewing())
+        try:
+            while True:
+                await asyncio.sleep(self.refresh_seconds)
+                try:
+                    await self.refresh()
+                    await self.adopt_local()
+                    if self.takes_over:
+                        await self.take_over()
+                except (E.EtcdUnavailableError, L.LayoutError) as exc:
+                    log.warning("fleet: %s", exc)
+        finally:
+            renewing.cancel()
+
+    async def _renewing(self) -> None:
+        """Renew every third of the TTL, whatever the claims are doing: a failover's restore of a dead owner's
+        brain takes seconds, and in one loop with the claims the lease ran out during it (the node then claimed
+        its own brain again at the next epoch)."""
         while True:
-            await asyncio.sleep(min(self.refresh_seconds, renew_every))
+            await asyncio.sleep(self.ttl / 3)
             try:
-                if time.monotonic() >= next_renewal:
-                    next_renewal = time.monotonic() + renew_every
-                    await self.renew()
-                await self.refresh()
-                await self.adopt_local()
-                if self.takes_over:
-                    await self.take_over()
+                await self.renew()
             except (E.EtcdUnavailableError, L.LayoutError) as exc:
                 log.warning("fleet: %s", exc)
 
@@ -380,7 +391,8 @@ class Fleet:
         """The owner that serves ``brain``, waited for until ``deadline`` (time.monotonic()) while a hand-over is
         under way (docs/fleet.md "A request during a hand-over"): the brain arriving here (being restored), placed
         (it has an epoch) with no live owner (its owner's lease ended, no node has claimed it yet), or owned by a
-        node not registered (its lease ending). None: the fleet has never placed it (a copy only this node has).
+        node not registered (its lease ending). None: the fleet has never placed it (a copy only this node has), or
+        it is archived with no owner (no node claims it: ``host.unarchive`` here claims it back).
         Past the deadline, BrainMovedError naming the last owner known. Unless ``fresh`` (the owner it answered
         last did not serve), a live owner in the view is answered without asking etcd: the common case."""
         last = self.owner(brain)
@@ -393,6 +405,8 @@ class Fleet:
                     last = owner
                     if self._reachable(owner):
                         return owner
+                elif brain in self.archived:  # no node will claim it: its doors answer here (archived, unarchive)
+                    return None
                 elif await self.etcd.get(L.epoch_key(brain)) is None:
                     return None
             if time.monotonic() >= deadline:

@@ -263,6 +263,13 @@ def owned_here(fleet: Fleet, brain: str) -> None:
             epoch=arriving,
         )
     owner = fleet.elsewhere(brain)
+    at = fleet.archived.get(brain)
+    if at is not None and (owner is None or not fleet.live(owner.node)):
+        # archived fleet-wide and served by no node (its owner gone since): no node claims it, so every node
+        # answers it archived, as its owner did, rather than as a brain it has never heard of
+        raise R.BrainArchivedError(
+            f"brain {brain!r} is archived; host.unarchive serves it again", brain=brain, archivedAt=at
+        )
     if owner is not None:
         raise R.BrainMovedError(
             f"brain {brain!r} is served by node {owner.node!r} of the fleet (epoch {owner.epoch})",

@@ -152,7 +152,7 @@ async def _unarchive(c: Any) -> dict[str, Any]:
         await _placed(fleet, c.brain)
     archive.unmark(root, c.brain)
     await fleet_archived.unmark(fleet.etcd, c.brain)
-    fleet.archived.discard(c.brain)
+    fleet.archived.pop(c.brain, None)
     if owner is None:  # claimed here now (restored from the object store when it is not the local copy's)
         await fleet.adopt(c.brain)
     return {"brain": c.brain, "archived": False}
