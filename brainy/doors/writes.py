@@ -174,7 +174,8 @@ Rule = Callable[[Txn, Any, Context], dict[str, Any]]
 @door("add", WRITE)
 def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     kind = rows.noun(need(a, "type"))
-    if a.get("id") is not None:
+    minted = a.get("id") is None
+    if not minted:
         id_, key = K.resolve(a["id"])
     else:
         id_, key = K.uuid7(), None
@@ -202,13 +203,15 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if vector is not None:
         row["vector"] = vector
     upsert = a["upsert"]
-    before = txn.entity(id_)
+    # an id minted here is new: a uuid7 past every one this process handed out, with 74 random bits no caller
+    # guesses, so there is no row to read for it
+    before = None if minted else txn.entity(id_)
     if before is not None and not upsert:
         raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
     if before is not None:
         _callers_row(before)
     _stamp(txn, row, before)
-    txn.put_entity(row)
+    txn.put_entity(row, minted=minted)
     answer: dict[str, Any] = {"id": id_}
     if key is not None:
         answer["key"] = key
