@@ -201,8 +201,6 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         vector = ctx.vector_of(text)
         embedded = vector is not None
     row["hasVector"] = vector is not None
-    if vector is not None:
-        row["vector"] = vector
     upsert = a["upsert"]
     # an id minted here is new: a uuid7 past every one this process handed out, with 74 random bits no caller
     # guesses, so there is no row to read for it
@@ -212,7 +210,12 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if before is not None:
         _callers_row(before)
     _stamp(txn, row, before)
-    txn.put_entity(row, minted=minted)
+    # the row as stored is the whole row without its vector (rows.stored): packed before the vector goes in, so a
+    # batch's rows are not each copied to leave it out
+    raw = rows.pack(row)
+    if vector is not None:
+        row["vector"] = vector
+    txn.put_entity(row, raw, minted=minted)
     answer: dict[str, Any] = {"id": id_}
     if key is not None:
         answer["key"] = key
