@@ -61,6 +61,7 @@ from measure import H2LOAD, free_port, pinned, split_cores, wait_ready  # noqa: 
 KEY = "bky_" + "i" * 32
 DIM = 384
 CPU: dict[tuple[str, str], list[dict[str, float]]] = collections.defaultdict(list)  # server CPU by thread, per run
+SETTLED: dict[tuple[str, str], list[dict[str, float]]] = collections.defaultdict(list)  # the same, until it idled
 CELLS = {
     "json": (["--h1"], 1, "application/json"),
     "msgpack": (["--h1"], 1, "application/msgpack"),
@@ -202,6 +203,20 @@ def cpu_by_thread(pid: int, names: dict[str, str] | None = None) -> dict[str, fl
     return dict(found)
 
 
+def settle(pid: int, most: float, names: dict[str, str]) -> dict[str, float]:
+    """``cpu_by_thread`` once the server has idled (under 2% of a core over half a second) or ``most`` seconds have
+    passed: what the rows cost with the work they left behind (flushes, snapshots, the graph's catch-up) done."""
+    deadline = time.monotonic() + most
+    last = sum(cpu_by_thread(pid, names).values())
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = sum(cpu_by_thread(pid, names).values())
+        if now - last < 0.01:
+            break
+        last = now
+    return cpu_by_thread(pid, names)
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
@@ -241,6 +256,11 @@ def one(
             after = cpu_by_thread(proc.pid, thread_names(proc.pid, args.py_spy))
             spent = {k: after[k] - before.get(k, 0.0) for k in after if after[k] - before.get(k, 0.0) > 0.005}
             CPU[str(tree), cell].append(spent)
+            if args.settle:
+                settled = settle(proc.pid, args.settle, thread_names(proc.pid, args.py_spy))
+                SETTLED[str(tree), cell].append(
+                    {k: settled[k] - before.get(k, 0.0) for k in settled if settled[k] - before.get(k, 0.0) > 0.005}
+                )
         finally:
             if sampler is not None:
                 sampler.send_signal(2)  # SIGINT: py-spy writes what it sampled
@@ -313,6 +333,13 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=20, help="addMany requests per run (default 20)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per cell and tree (default 3)")
     parser.add_argument("--only", help="comma-separated cells (json, msgpack, h2x4)")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="after each run wait (at most this many seconds) for the server to idle, and print its CPU a row "
+        "with the work the burst left behind done (the graph's catch-up among it)",
+    )
     parser.add_argument("--py-spy", help="the py-spy binary: names the server's threads in the CPU figures")
     parser.add_argument("--profile", action="store_true", help="and profile each cell of this tree once with it")
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL (py-spy --gil)")
@@ -354,6 +381,16 @@ def main() -> int:
                         )
                         + ")"
                     )
+                    if SETTLED[str(tree), cell]:
+                        done = [sum(d.values()) for d in SETTLED[str(tree), cell]]
+                        whole = SETTLED[str(tree), cell][done.index(min(done))]
+                        print(
+                            f"{'':<9} settled, least of the runs: {1e6 * sum(whole.values()) / rows:,.0f} us ("
+                            + ", ".join(
+                                f"{k} {1e6 * v / rows:,.0f}" for k, v in sorted(whole.items(), key=lambda kv: -kv[1])
+                            )
+                            + ")"
+                        )
         out = Path(args.profile_out or tempfile.mkdtemp(prefix="brainy-ingest-profile-"))
         profilers = [("yappi", "pstat", cpu_top)] if args.yappi else []
         profilers += [("py-spy", "txt", top)] if args.py_spy and args.profile else []

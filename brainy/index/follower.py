@@ -717,6 +717,8 @@ class VectorFollower(ProjectionFollower):
             while True:
                 if behind:
                     self._pause(index)
+                    if self._proj is not index:  # let go meanwhile (the handle closed, or a damaged index dropped)
+                        return
                 with index.graph_lock:
                     with self._lock:
                         start, vectors = index.tail(GRAPH_STEP)
