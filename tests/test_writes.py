@@ -359,19 +359,37 @@ def test_an_add_without_an_id_reads_no_row_for_it(brain, monkeypatch):
     refused(brain, R.EntityExistsError, "add", {"type": "thing", "id": "named"})
 
 
-def test_a_commits_keys_put_at_once_are_the_keys_put_one_by_one():
-    """Memtable.put_many leaves the memtable put would: the same versions, the same sorted keys, the same size."""
+def test_the_memtable_holds_what_a_model_of_its_versions_holds():
+    """Memtable.put_many and put (a key written once holds its version as a tuple, again a list) against a dict
+    of version lists: every version scanned in key order, newest first; get at every generation answers the newest
+    version at or below it; a later put of a key in the same commit replaces its version; size and length agree."""
     import random
 
     from brainy.store.memtable import Memtable
 
     rng = random.Random(3)
-    one, many = Memtable(), Memtable()
-    for generation in range(1, 30):
-        items = {bytes(rng.randrange(4) for _ in range(3)): bytes([generation]) * rng.randrange(3) for _ in range(20)}
-        for key, value in items.items():
-            one.put(key, generation, value)
-        many.put_many(items.items(), generation)
-    assert list(one.entries()) == list(many.entries())
-    assert (one.bytes, one.max_generation, len(one)) == (many.bytes, many.max_generation, len(many))
-    assert list(one.scan(b"\x01", b"\x02\x02")) == list(many.scan(b"\x01", b"\x02\x02"))
+    mem, model = Memtable(), {}
+    size = 0
+    for generation in range(1, 40):
+        items = [(bytes(rng.randrange(4) for _ in range(3)), bytes([generation]) * rng.randrange(3)) for _ in range(9)]
+        if generation % 2:
+            mem.put_many(items, generation)
+        else:
+            for key, value in items:
+                mem.put(key, generation, value)
+        for key, value in items:
+            versions = model.setdefault(key, [])
+            if versions and versions[-1][0] == generation:
+                versions[-1] = (generation, value)
+            else:
+                versions.append((generation, value))
+            size += len(key) + len(value) + 16
+    want = [(key, gen, value) for key in sorted(model) for gen, value in reversed(model[key])]
+    assert list(mem.entries()) == want
+    assert list(mem.scan(b"\x01", b"\x02\x02")) == [e for e in want if b"\x01" <= e[0] < b"\x02\x02"]
+    for key, versions in model.items():
+        for generation in range(0, 41):
+            below = [v for v in versions if v[0] <= generation]
+            assert mem.get(key, generation) == (below[-1] if below else None)
+    assert mem.get(b"\xff", 40) is None
+    assert (mem.bytes, mem.max_generation, len(mem)) == (size, 39, len(model))
