@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import struct
-import threading
 import time
 
 import crc32c
@@ -477,59 +476,5 @@ def test_similar_and_near_rank_by_the_anchor_and_refuse_by_name(tmp_path):
                 brain.find(bad)
         for shape in ({"purpose": "x"}, {"rerank": True}):  # the ranked shapes work on the leg's hits
             assert brain.find({"vector": anchor["vector"], **shape})["results"]
-    finally:
-        brain.close()
-
-
-def test_the_graph_catch_up_behind_waits_for_a_pause_in_the_commits_and_goes_in_steps(tmp_path, monkeypatch):
-    """The follower's own catch-up (``behind``) puts nothing in the graph while commits keep coming and the fresh
-    tail is below GRAPH_DEFER_MAX; once they pause it puts the tail in, GRAPH_STEP slots a step, each published
-    (a search between steps takes the graph). Past the bound it does not wait. Finds stay the oracle's all along."""
-    from brainy.index import follower as F
-
-    monkeypatch.setattr(F, "GRAPH_STEP", 700)
-    monkeypatch.setattr(F, "GRAPH_QUIET_SECONDS", 0.3)
-    rng = np.random.default_rng(21)
-    n = 2100
-    x = _clustered(rng, n, 20)
-    brain = Brain.open(new_store(tmp_path))
-    try:
-        brain.addMany({"items": [{"type": "thing", "id": f"s{i}", "vector": x[i].tolist()} for i in range(n)]})
-        brain.find({"vector": x[0].tolist()})
-        graph_in(brain)  # what the find started (the commit is long past: nothing waits)
-        follower = brain.vector_follower
-        with brain.at().vectors() as index:
-            assert index.graphed == n
-        more = _clustered(rng, n, 20)
-        brain.addMany({"items": [{"type": "thing", "id": f"t{i}", "vector": more[i].tolist()} for i in range(n)]})
-        with brain.at().vectors() as index:
-            assert index.pending == n
-            steps: list[int] = []
-            grown = index.graph_grown
-            monkeypatch.setattr(index, "graph_grown", lambda upto: (steps.append(upto), grown(upto)))
-        follower._committed_at = time.monotonic()  # a commit just now
-        waiter = threading.Thread(target=follower.catch_up, kwargs={"behind": True})
-        started = time.monotonic()
-        waiter.start()
-        time.sleep(0.1)
-        assert steps == []  # still inside the quiet window: nothing put in
-        q = more[5] + 0.01 * rng.standard_normal(DIM).astype(np.float32)
-        _assert_same(brain.find({"vector": q.tolist()}), oracle(brain, q, 10))  # the tail scanned exactly
-        waiter.join(60)
-        assert time.monotonic() - started >= 0.3
-        assert steps == [n + 700, n + 1400, 2 * n]
-        with brain.at().vectors() as index:
-            assert index.graphed == 2 * n and index.pending == 0
-        _assert_same(brain.find({"vector": q.tolist(), "limit": 10}), oracle(brain, q, 10))
-        monkeypatch.setattr(F, "GRAPH_DEFER_MAX", 10)  # past the bound: no wait for a pause
-        brain.addMany({"items": [{"type": "thing", "id": f"u{i}", "vector": x[i].tolist()} for i in range(20)]})
-        monkeypatch.setattr(F, "GRAPH_QUIET_SECONDS", 2.0)
-        follower._committed_at = started = time.monotonic()
-        with brain.at().vectors() as index:
-            follower._pause(index)
-        assert time.monotonic() - started < 1.0
-        follower.catch_up(behind=True)
-        with brain.at().vectors() as index:
-            assert index.pending == 0
     finally:
         brain.close()

@@ -76,16 +76,6 @@ FIRST_READ_GRACE_SECONDS = 1.0
 # and at the default priority it took a third of the core a durable ingest ran on. Searches scan the tail
 # exactly meanwhile, so the graph can wait for the core's idle time; at 10 it still gets a share under load.
 CATCH_UP_NICE = 10
-# A catch-up behind the requests waits, before each step, for the commits to pause this long: a durable ingest on
-# one core left its tenth to the graph at nice 10 (331 us a vector of HNSW insertion against ~60 of the commit).
-# Never past GRAPH_DEFER_MAX fresh slots: each find scans those exactly (384 float32s a slot, about 5 ms at the
-# bound), so a sustained ingest still keeps its graph within reach, at the nice share.
-GRAPH_QUIET_SECONDS = 0.25
-GRAPH_DEFER_MAX = 32_768
-# The slots one step puts in the graph (about a second of insertion): between steps the graph lock is let go, so
-# a search takes the graph for what it holds (it scans exactly only while a step runs), and a burst of commits
-# that began meanwhile is waited for again.
-GRAPH_STEP = 4_096
 
 # Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
 # why not a thread per build).
@@ -512,7 +502,6 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: Followed, lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
-        self._committed_at = 0.0  # time.monotonic() of the last commit recorded: a catch-up behind waits for a pause
         self._looked = 0  # the generation up to which commits were looked at for a vector (_wanted)
         self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
 
@@ -531,7 +520,6 @@ class VectorFollower(ProjectionFollower):
 
     def record(self, generation: int, moves: list[Move]) -> None:
         """Only entities carry the vectors the index holds (a relation's is not searched)."""
-        self._committed_at = time.monotonic()
         super().record(generation, [m for m in moves if m[0] == "e"])
 
     def _read_in_place(self) -> None:
@@ -680,27 +668,15 @@ class VectorFollower(ProjectionFollower):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CATCH_UP_NICE)
         except (AttributeError, OSError):  # not Linux, or not allowed: at the process's priority
             pass
-        self.catch_up(behind=True)
+        self.catch_up()
 
-    def _pause(self, index: VectorIndex) -> None:
-        """Wait while commits keep coming (one within ``GRAPH_QUIET_SECONDS``) and the fresh tail is below
-        ``GRAPH_DEFER_MAX``: on a core the requests share, the graph's insertion waits for the burst to end."""
-        while index.pending < GRAPH_DEFER_MAX:
-            quiet = time.monotonic() - self._committed_at
-            if quiet >= GRAPH_QUIET_SECONDS:
-                return
-            time.sleep(min(GRAPH_QUIET_SECONDS, GRAPH_QUIET_SECONDS - quiet))
-
-    def catch_up(self, behind: bool = False) -> None:
+    def catch_up(self) -> None:
         """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
         built again, as one long tail); first, the graph a snapshot held is checked and deserialised. Searches
         meanwhile scan exactly; commits never wait on it. It starts once the handle's first read has answered
         (or after ``FIRST_READ_GRACE_SECONDS``): beside that read, its check of the slots and faiss's load of the
         graph (1.5 GB copied at a million slots) took the memory bandwidth and cores the read's first checked
-        scan needs (it made the first search at 1M take 600-800 ms).
-
-        The tail goes in ``GRAPH_STEP`` slots a step, each published when done; ``behind`` (the follower's own
-        thread), each step first waits for a pause in the commits (:meth:`_pause`)."""
+        scan needs (it made the first search at 1M take 600-800 ms)."""
         index = self._proj
         try:
             if index is None:
@@ -714,19 +690,10 @@ class VectorFollower(ProjectionFollower):
                         self._brain.warnings.append({"code": "vectors-rebuilt", "message": why})
                     if index.wasteful:
                         index.compact()
-            while True:
-                if behind:
-                    self._pause(index)
-                    if self._proj is not index:  # let go meanwhile (the handle closed, or a damaged index dropped)
-                        return
-                with index.graph_lock:
-                    with self._lock:
-                        start, vectors = index.tail(GRAPH_STEP)
-                    if not len(vectors):
-                        return
-                    index.grow_graph(start, vectors)
-                    with self._lock:
-                        index.graph_grown(start + len(vectors))
+                    start, vectors = index.tail()
+                index.grow_graph(start, vectors)
+                with self._lock:
+                    index.graph_grown(start + len(vectors))
         except VM.Damaged as exc:  # a chunk no read had touched yet: the reads refuse from now on, until rebuilt
             self._discard(index, exc)
         finally:

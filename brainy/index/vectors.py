@@ -339,11 +339,9 @@ class VectorIndex:
 
     # -- the graph -------------------------------------------------------------------------------------
 
-    def tail(self, most: int | None = None) -> tuple[int, np.ndarray]:
-        """Where the graph stops and a copy of the vectors past it, ``most`` of them at most (read under the brain's
-        lock)."""
-        end = self._count if most is None else min(self._count, self.graphed + most)
-        return self.graphed, self._slots.copy(self.graphed, end)
+    def tail(self) -> tuple[int, np.ndarray]:
+        """Where the graph stops and a copy of the vectors past it (read under the brain's lock)."""
+        return self.graphed, self._slots.copy(self.graphed, self._count)
 
     def grow_graph(self, start: int, vectors: np.ndarray) -> None:
         """Add the slots from ``start`` to the graph; the caller holds :attr:`graph_lock` (not the brain's)."""
