@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import struct
 
 import msgpack
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brainy._speedups import vecscan_py
 from brainy._speedups.errors import VectorRefused
 from brainy.contract import refusals as R
 from brainy.contract.vectors import Float32s
@@ -262,6 +264,36 @@ def test_json_numbers_are_read_as_the_decoder_and_the_packer_read_them():
     assert codecs.decode(escaped, codecs.JSON, vectors="items") == {"items": [{"vector": [1.5]}]}
     twice = b'{"vector": [1.5], "vector": [2.5]}'
     assert codecs.decode(twice, codecs.JSON, vectors="vector") == orjson.loads(twice)
+
+
+def test_json_digits_read_eight_at_a_time_are_the_digits_read_one_by_one():
+    """The compiled walk reads a fraction's digits eight at a time once a significant digit is in: numbers with
+    every count of significant digits around the 19 it takes (and past them: left to the decoder), leading zeros
+    before them, and every digit count after the last full eight, each packed as the decoder and the packer make it
+    and as the pure twin walks it."""
+    rng = random.Random(8)
+    texts = []
+    for zeros in (0, 1, 3, 9):
+        for digits in range(1, 23):
+            for _ in range(6):
+                body = str(rng.randrange(1, 10)) + "".join(str(rng.randrange(10)) for _ in range(digits - 1))
+                whole = rng.choice(["0", "7", "12"])
+                texts.append(f"{rng.choice(['', '-'])}{whole}.{'0' * zeros}{body}{rng.choice(['', 'e-3', 'E+2'])}")
+    body = ('{"items": [' + ",".join('{"vector": [%s, %s ]}' % (t, t) for t in texts) + "]}").encode()
+    document = codecs.decode(body, codecs.JSON, vectors="items")
+    walked = vecscan_py.json_vectors(body, True)
+    packed = 0
+    for t, item in zip(texts, document["items"], strict=True):
+        if type(item["vector"]) is list:  # more than 19 significant digits: left to the decoder
+            assert item["vector"] == [orjson.loads(t)] * 2, t
+            continue
+        packed += 1
+        want = np.asarray([orjson.loads(t)] * 2, dtype=np.float64).astype("<f4").tobytes()
+        assert item["vector"] == Float32s(want), t
+    assert packed > 0.6 * len(texts)
+    assert walked is not None and [cells for _, cells in walked[1]] == [
+        item["vector"].cells for item in document["items"] if type(item["vector"]) is not list
+    ]
 
 
 DIM = 8

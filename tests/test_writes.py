@@ -313,3 +313,83 @@ def test_refusals_carry_their_wire_identity():
     with pytest.raises(TypeError):
         R.EntityNotFoundError(colour="red")
     assert len(R.REGISTRY) == 89 + 2  # the catalogue's, and brainy's two transport refusals
+
+
+def test_minted_ids_are_uuid7s_whose_bytes_are_their_row_keys():
+    """uuid7_bytes mints a version 7, RFC 9562 variant UUID in minting order; uuid_text writes it as uuid.UUID
+    does, and minted_entity_key is the row key entity_key gives its text."""
+    import uuid
+
+    from brainy.store import keys as K
+
+    minted = [K.uuid7_bytes() for _ in range(2_000)]
+    assert minted == sorted(minted) and len(set(minted)) == len(minted)
+    for raw in minted[:200]:
+        text = K.uuid_text(raw)
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.bytes == raw
+        assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
+        assert K.minted_entity_key(raw) == K.entity_key(text)
+    assert K.uuid7() > K.uuid_text(minted[-1])
+
+
+def test_an_add_without_an_id_reads_no_row_for_it(brain, monkeypatch):
+    """An id the rule minted is new: a batch of adds without ids reads no row key, and each row reads back whole;
+    an add with an id still reads its row (and refuses one that exists)."""
+    from brainy.store import keys as K
+    from brainy.store.txn import Txn
+
+    read: list[bytes] = []
+    real = Txn.get
+
+    def counting(self, key):
+        read.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(Txn, "get", counting)
+    items = [{"type": "document", "vector": [0.5 + i] * 384, "metadata": {"n": i}} for i in range(5)]
+    out = brain.write("addMany", {"items": items})
+    assert len(out["ids"]) == 5 and out["failed"] == []
+    assert not [k for k in read if k[:1] in (K.ENTITY, K.ENTITY_VECTOR)]
+    for i, id_ in enumerate(out["ids"]):
+        entity = brain.get(id_, includeVector=True)["entity"]
+        assert entity["metadata"] == {"n": i} and entity["hasVector"] is True and len(entity["vector"]) == 384
+    named = brain.add({"type": "thing", "id": "named"})
+    assert K.entity_key(named["id"]) in read
+    refused(brain, R.EntityExistsError, "add", {"type": "thing", "id": "named"})
+
+
+def test_the_memtable_holds_what_a_model_of_its_versions_holds():
+    """Memtable.put_many and put (a key written once holds its version as a tuple, again a list) against a dict
+    of version lists: every version scanned in key order, newest first; get at every generation answers the newest
+    version at or below it; a later put of a key in the same commit replaces its version; size and length agree."""
+    import random
+
+    from brainy.store.memtable import Memtable
+
+    rng = random.Random(3)
+    mem, model = Memtable(), {}
+    size = 0
+    for generation in range(1, 40):
+        items = [(bytes(rng.randrange(4) for _ in range(3)), bytes([generation]) * rng.randrange(3)) for _ in range(9)]
+        if generation % 2:
+            mem.put_many(items, generation)
+        else:
+            for key, value in items:
+                mem.put(key, generation, value)
+        for key, value in items:
+            versions = model.setdefault(key, [])
+            if versions and versions[-1][0] == generation:
+                versions[-1] = (generation, value)
+            else:
+                versions.append((generation, value))
+            size += len(key) + len(value) + 16
+    want = [(key, gen, value) for key in sorted(model) for gen, value in reversed(model[key])]
+    assert list(mem.entries()) == want
+    assert list(mem.scan(b"\x01", b"\x02\x02")) == [e for e in want if b"\x01" <= e[0] < b"\x02\x02"]
+    for key, versions in model.items():
+        for generation in range(0, 41):
+            below = [v for v in versions if v[0] <= generation]
+            assert mem.get(key, generation) == (below[-1] if below else None)
+    assert mem.get(b"\xff", 40) is None
+    assert (mem.bytes, mem.max_generation, len(mem)) == (size, 39, len(model))

@@ -214,6 +214,28 @@ cdef extern from *:
         return -1;
     }
 
+    /* Eight ASCII digits at p as their value: 1, or 0 when one of the eight is not a digit. One load and three
+       multiplications in place of eight steps of the digit loop (a vector's number has 16 or 17 digits); the
+       lanes are read in memory order, so only where a load is little-endian (elsewhere: 0, the loop reads them). */
+    static inline int brainy_eight_digits(const unsigned char *p, uint64_t *value) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t v;
+        memcpy(&v, p, 8);
+        /* every byte 0x30-0x39: neither adding 0x46 nor taking 0x30 away sets its top bit (a byte that borrows or
+           carries into its neighbour has failed itself) */
+        if (((v + 0x4646464646464646ull) | (v - 0x3030303030303030ull)) & 0x8080808080808080ull) return 0;
+        v -= 0x3030303030303030ull;
+        v = (v * 10) + (v >> 8);  /* pairs: each even byte holds two digits' value */
+        v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+             (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+        *value = v;
+        return 1;
+    #else
+        (void)p; (void)value;
+        return 0;
+    #endif
+    }
+
     /* The float32 a JSON number at i becomes through the decoder (a double correctly rounded, or an int) and the
        packer (to nearest, half to even): 1 with *bits and *end set, 0 when it is not a number brainy packs here
        (then the decoder reads the array as it always does). */
@@ -244,6 +266,15 @@ cdef extern from *:
             i++;
             if (i >= n || b[i] < '0' || b[i] > '9') return 0;
             while (i < n && b[i] >= '0' && b[i] <= '9') {
+                uint64_t eight;
+                /* past the first significant digit every digit counts: eight at once while 19 still fit */
+                if (w != 0 && digits <= 11 && n - i >= 8 && brainy_eight_digits(b + i, &eight)) {
+                    w = w * 100000000u + eight;
+                    digits += 8;
+                    q -= 8;
+                    i += 8;
+                    continue;
+                }
                 if (w != 0 || b[i] != '0') {
                     if (++digits > 19) return 0;
                 }

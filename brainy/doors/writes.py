@@ -174,10 +174,12 @@ Rule = Callable[[Txn, Any, Context], dict[str, Any]]
 @door("add", WRITE)
 def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     kind = rows.noun(need(a, "type"))
+    minted = None
     if a.get("id") is not None:
         id_, key = K.resolve(a["id"])
     else:
-        id_, key = K.uuid7(), None
+        raw_id = K.uuid7_bytes()
+        id_, key, minted = K.uuid_text(raw_id), None, K.minted_entity_key(raw_id)
     data = rows.content(a.get("data"))
     row: dict[str, Any] = {"id": id_}
     if key is not None:
@@ -199,16 +201,21 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         vector = ctx.vector_of(text)
         embedded = vector is not None
     row["hasVector"] = vector is not None
-    if vector is not None:
-        row["vector"] = vector
     upsert = a["upsert"]
-    before = txn.entity(id_)
+    # an id minted here is new: a uuid7 past every one this process handed out, with 74 random bits no caller
+    # guesses, so there is no row to read for it
+    before = None if minted is not None else txn.entity(id_)
     if before is not None and not upsert:
         raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
     if before is not None:
         _callers_row(before)
     _stamp(txn, row, before)
-    txn.put_entity(row)
+    # the row as stored is the whole row without its vector (rows.stored): packed before the vector goes in, so a
+    # batch's rows are not each copied to leave it out
+    raw = rows.pack(row)
+    if vector is not None:
+        row["vector"] = vector
+    txn.put_entity(row, raw, minted=minted)
     answer: dict[str, Any] = {"id": id_}
     if key is not None:
         answer["key"] = key

@@ -141,9 +141,7 @@ class CommitPath:
             }
         )
         head = self.head
-        mem = head.mem
-        for key, value in txn.overlay.items():
-            mem.put(key, generation, value)
+        head.mem.put_many(txn.overlay.items(), generation)
         ledger = head.ledger
         for kind, before, after in txn.moves:
             ledger.move(kind, before, after)

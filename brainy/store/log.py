@@ -31,6 +31,10 @@ VERSION = 1
 HEADER_SIZE = 8 + 4 + 4
 FRAME_HEADER_SIZE = 4 + 4
 SEGMENT_ROTATE_BYTES = 64 << 20
+# A frame is written at most this much a call: a batch's frame of megabytes written whole cost three times the
+# CPU of the same bytes in 64 KiB writes (ext4 on this box: 1.9 against 0.67 ms for a 1.7 MB frame, each
+# followed by its fdatasync), on the one thread that runs every commit.
+WRITE_BYTES = 64 << 10
 
 _header = struct.Struct("<8sII")
 _frame_header = struct.Struct("<II")
@@ -405,7 +409,7 @@ class LogWriter:
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self._fd, view) :]
+                view = view[os.write(self._fd, view[:WRITE_BYTES]) :]
         except OSError as exc:
             # take the partial frame back so the next one follows the last whole frame
             try:

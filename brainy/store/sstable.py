@@ -59,16 +59,24 @@ def _bloom_hash(key: bytes) -> tuple[int, int]:
     return h & 0xFFFFFFFF, h >> 32
 
 
+_BLOOM_CHUNK = 1 << 16  # keys whose probes are set in one array operation (7 probes of 8 bytes: 3.5 MiB)
+
+
 def build_bloom(keys: list[bytes]) -> bytes:
+    """The bloom block's contents for ``keys`` (docs/store-format.md, "Bloom block"): probe ``i`` of a key sets bit
+    ``(h1 + i * h2) mod m``, bit ``b`` being bit ``b & 7`` of byte ``b >> 3``. The probes are set a chunk of keys
+    at a time in arrays: one Python step a key and probe cost a flush of a vectored ingest 2 us a row."""
+    import numpy as np  # the vector index's dependency (as :class:`Blooms`)
+
     m = max(64, len(keys) * BLOOM_BITS_PER_KEY)
     m = (m + 7) // 8 * 8
-    bits = bytearray(m // 8)
-    for key in keys:
-        h1, h2 = _bloom_hash(key)
-        for i in range(BLOOM_PROBES):
-            b = (h1 + i * h2) % m
-            bits[b >> 3] |= 1 << (b & 7)
-    return _u32.pack(BLOOM_PROBES) + bytes(bits)
+    flags = np.zeros(m, dtype=bool)
+    steps = np.arange(BLOOM_PROBES, dtype=np.uint64)[None, :]
+    for start in range(0, len(keys), _BLOOM_CHUNK):
+        digests = b"".join(hashlib.blake2b(key, digest_size=8).digest() for key in keys[start : start + _BLOOM_CHUNK])
+        h = np.frombuffer(digests, dtype="<u8")[:, None]  # _bloom_hash's: h1 the low half, h2 the high
+        flags[((h & np.uint64(0xFFFFFFFF)) + steps * (h >> np.uint64(32))) % np.uint64(m)] = True
+    return _u32.pack(BLOOM_PROBES) + np.packbits(flags, bitorder="little").tobytes()
 
 
 def _with_crc(contents: bytes) -> bytes:

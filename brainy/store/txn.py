@@ -131,10 +131,13 @@ class Txn:
         self.next_dense += 1
         return value
 
-    def put_entity(self, row: dict[str, Any], raw: bytes | None = None) -> None:
-        """Put a whole entity row; ``raw``, when the caller has it (a replay), is the row as stored."""
-        key = K.entity_key(row["id"])
-        before = self._whole(key)
+    def put_entity(self, row: dict[str, Any], raw: bytes | None = None, minted: bytes | None = None) -> None:
+        """Put a whole entity row; ``raw``, when the caller has it (a replay), is the row as stored. ``minted``: the
+        row's key, when its id was minted for it in this commit (:func:`brainy.store.keys.uuid7_bytes`), so that
+        no row holds it and nothing is read for it: an ``add`` without an id, a batch's thousand rows without a
+        thousand lookups through every table."""
+        key = minted or K.entity_key(row["id"])
+        before = None if minted else self._whole(key)
         self._put("e", key, row, raw, before is None)
         self._repost(before, row)
         self.moves.append(("e", before, row))
