@@ -20,6 +20,16 @@ interleaved, and the quietest round (lowest p50; highest rate at c=64) is shown.
 recall@10 is measured over HTTP for every one of the 200 queries against the exact top-10 (numpy, float32)
 of the same rows. ``--profile`` also times, in the serving process's way but in this process, the parts of
 one brainy request: the JSON body's decode, the index search, the door around it, the answer's encoding.
+
+Measured on the project's box, 20,000 rows, 3 rounds, a quiet box (no other work running), chromadb 1.5.9:
+
+    cell            c   p50 µs   req/s   CPU µs/req   recall@10
+    brainy          1      408    2370       379       0.987
+    chroma ef100    1    1094      883      1105       0.948
+    brainy         64   21266    2822       344
+    chroma ef100   64   69388      897      1094
+
+    brainy/chroma: c=1 p50 0.37x; c=64 req/s 3.15x, CPU a request 0.31x
 """
 
 from __future__ import annotations
