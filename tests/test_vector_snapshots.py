@@ -738,3 +738,34 @@ def test_the_chain_is_read_with_room_for_the_tail_and_the_dense_ints_minted(tmp_
     index.apply_all((None, {"denseInt": 4_000 + i, "vector": v.tobytes()}) for i, v in enumerate(x[200:]))
     assert index._slot is slot_map and index._dense is dense_ints and len(index) == 300
     assert index.vector_of(4_099).tobytes() == M.unit(x[299].tobytes()).tobytes()
+
+
+def test_a_graph_grown_well_past_its_base_is_kept_by_a_new_base_even_with_nothing_written(tmp_path: Path) -> None:
+    """A base flushed before its graph was built holds no graph; once the graph holds more than a quarter of the
+    base's slots (and 1,024) past what the base's graph held, the next persist writes a new base with the graph,
+    also when nothing was written since (a close), so the next open takes the graph instead of inserting every
+    slot again. A graph that grew less leaves the chain as it was."""
+    path = new_store(tmp_path)
+    x = _clustered(np.random.default_rng(61), 6_000, 30)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        add_range(brain, x, 0, 6_000)
+        brain.flush()  # a base before any graph
+        (first,) = [n for n in chain(path) if n.endswith(".vec")]
+        assert struct.unpack_from("<Q", (path / "index" / first).read_bytes(), 32)[0] == 0  # graphed
+        brain.find({"vector": x[0].tolist()})
+        brain.vector_follower.catch_up()
+        with brain.at().vectors() as held:
+            assert held.graphed == 6_000 and held.next_link() == "base"
+    (kept,) = [n for n in chain(path) if n.endswith(".vec")]
+    assert struct.unpack_from("<Q", (path / "index" / kept).read_bytes(), 32)[0] == 6_000
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
+    assert index is not None and not why and index.graph_waiting  # taken from the file, not built again
+    assert index.take_graph() is None
+    index.graph_taken()
+    assert index.graphed == 6_000 and index.next_link() is None
+    with Brain.open(path, flush_bytes=1 << 30) as brain:  # a little more: a delta, the base kept
+        brain.addMany({"items": [{"type": "thing", "id": f"w{i}", "vector": x[i].tolist()} for i in range(100)]})
+        brain.find({"vector": x[0].tolist()})
+        brain.vector_follower.catch_up()
+        brain.flush()
+    assert [n for n in chain(path) if n.endswith(".vec")] == [kept]
