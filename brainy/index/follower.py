@@ -669,10 +669,7 @@ class VectorFollower(ProjectionFollower):
 
     def _catch_up_behind(self) -> None:
         """:meth:`catch_up` on its own thread, that thread behind the requests (``CATCH_UP_NICE``)."""
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CATCH_UP_NICE)
-        except (AttributeError, OSError):  # not Linux, or not allowed: at the process's priority
-            pass
+        behind_the_requests()
         self.catch_up()
 
     def catch_up(self) -> None:
@@ -779,10 +776,7 @@ class VectorFollower(ProjectionFollower):
     def _partition_behind(self, index: VectorIndex, owed: VF.Owed, store: bytes) -> None:
         """:meth:`_write_partitioned` on its own thread, behind the requests (``CATCH_UP_NICE``); what goes wrong is
         logged and the copy stays owed (a damaged chunk of the base: the index is not trusted, as anywhere)."""
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CATCH_UP_NICE)
-        except (AttributeError, OSError):
-            pass
+        behind_the_requests()
         try:
             self._write_partitioned(index, owed, owed.vectors.contiguous(owed.slots), store)
         except VM.Damaged as exc:
@@ -794,3 +788,12 @@ class VectorFollower(ProjectionFollower):
         finally:
             with self._lock:
                 self._copying = None
+
+
+def behind_the_requests() -> None:
+    """Lower this thread's priority to ``CATCH_UP_NICE``: the vector index's background work yields the core to the
+    requests. Not Linux, or not allowed: it stays at the process's priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CATCH_UP_NICE)
+    except (AttributeError, OSError):
+        pass
