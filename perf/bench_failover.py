@@ -21,6 +21,7 @@ At the end every acknowledged write is read back (batchGet) from the brain's las
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,84 +211,93 @@ class Writers:
         return max((b - a for a, b in zip(times, times[1:])), default=float("inf"))
 
 
-def main() -> None:
+def fleet_arguments() -> argparse.ArgumentParser:
+    """The flags every fleet benchmark takes: ``--ttl`` and ``--keep``."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--ttl", type=int, default=2)
-    parser.add_argument("--moves", type=int, default=5)
-    parser.add_argument("--writers", type=int, default=6)
     parser.add_argument("--keep", type=Path, help="run in this (new) folder and keep the nodes' logs there")
-    args = parser.parse_args()
+    return parser
+
+
+@contextlib.contextmanager
+def running(args: argparse.Namespace) -> Iterator[Fleet]:
+    """A started fleet in a temporary folder (``--keep``: that one, kept), stopped at the end."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) if args.keep is None else args.keep
         root.mkdir(parents=True, exist_ok=True)
         fleet = Fleet(root, args.ttl)
         try:
             fleet.start()
-            status, doc, _ = request(fleet.ports["a"], "POST", f"/v1/brains/{BRAIN}/provision", {}, key=SERVICE_KEY)
-            assert status == 200, doc
-            writers = Writers(fleet, args.writers)
-            for t in writers.threads:
-                t.start()
-            wait_for(lambda: len(writers.acked) >= 50, 30, "writes acknowledged")
-            print(f"3 nodes, --fleet-ttl {args.ttl}, --ship sync, {args.writers} writers through every node")
-            windows = []
-            for m in range(args.moves):
-                owner = fleet.owner()
-                to, via = [n for n in ("a", "b", "c") if n != owner]
-                if m % 2:
-                    to, via = via, to
-                asked = time.monotonic()
-                status, doc, _ = request(
-                    fleet.ports[via], "POST", f"/v1/brains/{BRAIN}/move", {"node": to}, SERVICE_KEY
-                )
-                answered = time.monotonic()
-                assert status == 200, doc
-                time.sleep(1.2)  # writes flow again: the window is measured over a second past the answer
-                window = writers.gap(asked, answered)
-                windows.append(window)
-                print(
-                    f"move {owner} -> {to} (sent to {via}): door {answered - asked:.3f} s, "
-                    f"no write acknowledged for at most {window:.3f} s, generation {doc['generation']}"
-                )
-            print(f"planned move: worst window {max(windows):.3f} s (target 1 s)")
-
-            owner = fleet.owner()
-            survivor = next(n for n in ("a", "b", "c") if n != owner)
-            port = fleet.ports[survivor]
-            fleet.nodes[owner].send_signal(signal.SIGKILL)
-            fleet.nodes[owner].wait(timeout=10)
-            killed = time.monotonic()
-            last_id = writers.acked[-1][1]
-            wait_for(lambda: request(port, "GET", f"/v1/brains/{BRAIN}/get/{last_id}")[0] == 200, 60, "read again")
-            read_at = time.monotonic() - killed
-            wait_for(
-                lambda: (
-                    request(port, "POST", f"/v1/brains/{BRAIN}/add", {"type": "thing", "id": f"k{time.time_ns()}"})[0]
-                    == 200
-                ),
-                60,
-                "written again",
-            )
-            write_at = time.monotonic() - killed
-            print(
-                f"failover after SIGKILL of {owner}: reads again in {read_at:.2f} s, writes in {write_at:.2f} s "
-                f"(target TTL + 5 = {args.ttl + 5} s)"
-            )
-            time.sleep(1.0)
-            writers.stop.set()
-            for t in writers.threads:
-                t.join(30)
-            ids = [id_ for _, id_ in writers.acked]
-            lost = []
-            for start in range(0, len(ids), 500):
-                status, doc, _ = request(
-                    port, "POST", f"/v1/brains/{BRAIN}/batchGet", {"ids": ids[start : start + 500]}
-                )
-                assert status == 200, doc
-                lost += doc["missing"]
-            print(f"{len(ids)} writes acknowledged, {len(lost)} lost")
+            yield fleet
         finally:
             fleet.stop()
+
+
+def main() -> None:
+    parser = fleet_arguments()
+    parser.add_argument("--moves", type=int, default=5)
+    parser.add_argument("--writers", type=int, default=6)
+    args = parser.parse_args()
+    with running(args) as fleet:
+        status, doc, _ = request(fleet.ports["a"], "POST", f"/v1/brains/{BRAIN}/provision", {}, key=SERVICE_KEY)
+        assert status == 200, doc
+        writers = Writers(fleet, args.writers)
+        for t in writers.threads:
+            t.start()
+        wait_for(lambda: len(writers.acked) >= 50, 30, "writes acknowledged")
+        print(f"3 nodes, --fleet-ttl {args.ttl}, --ship sync, {args.writers} writers through every node")
+        windows = []
+        for m in range(args.moves):
+            owner = fleet.owner()
+            to, via = [n for n in ("a", "b", "c") if n != owner]
+            if m % 2:
+                to, via = via, to
+            asked = time.monotonic()
+            status, doc, _ = request(fleet.ports[via], "POST", f"/v1/brains/{BRAIN}/move", {"node": to}, SERVICE_KEY)
+            answered = time.monotonic()
+            assert status == 200, doc
+            time.sleep(1.2)  # writes flow again: the window is measured over a second past the answer
+            window = writers.gap(asked, answered)
+            windows.append(window)
+            print(
+                f"move {owner} -> {to} (sent to {via}): door {answered - asked:.3f} s, "
+                f"no write acknowledged for at most {window:.3f} s, generation {doc['generation']}"
+            )
+        print(f"planned move: worst window {max(windows):.3f} s (target 1 s)")
+
+        owner = fleet.owner()
+        survivor = next(n for n in ("a", "b", "c") if n != owner)
+        port = fleet.ports[survivor]
+        fleet.nodes[owner].send_signal(signal.SIGKILL)
+        fleet.nodes[owner].wait(timeout=10)
+        killed = time.monotonic()
+        last_id = writers.acked[-1][1]
+        wait_for(lambda: request(port, "GET", f"/v1/brains/{BRAIN}/get/{last_id}")[0] == 200, 60, "read again")
+        read_at = time.monotonic() - killed
+        wait_for(
+            lambda: (
+                request(port, "POST", f"/v1/brains/{BRAIN}/add", {"type": "thing", "id": f"k{time.time_ns()}"})[0]
+                == 200
+            ),
+            60,
+            "written again",
+        )
+        write_at = time.monotonic() - killed
+        print(
+            f"failover after SIGKILL of {owner}: reads again in {read_at:.2f} s, writes in {write_at:.2f} s "
+            f"(target TTL + 5 = {args.ttl + 5} s)"
+        )
+        time.sleep(1.0)
+        writers.stop.set()
+        for t in writers.threads:
+            t.join(30)
+        ids = [id_ for _, id_ in writers.acked]
+        lost = []
+        for start in range(0, len(ids), 500):
+            status, doc, _ = request(port, "POST", f"/v1/brains/{BRAIN}/batchGet", {"ids": ids[start : start + 500]})
+            assert status == 200, doc
+            lost += doc["missing"]
+        print(f"{len(ids)} writes acknowledged, {len(lost)} lost")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ class Etcd:
             if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
                 raise ValueError(f"{url!r}: an etcd client URL, http://HOST:PORT")
             self.endpoints.append((parts.hostname, parts.port or 2379))
-        self._connections = Connections(timeout)
+        self._connections = Connections(timeout, resend=True)
         self._first = 0  # the endpoint that answered last: asked first next time
 
     async def call(self, path: str, document: dict[str, Any]) -> dict[str, Any]:

@@ -25,8 +25,7 @@ IDLE_PER_PEER = 8
 READ_CHUNK = 1 << 16
 #: A kept connection idle longer than this is closed, never reused: well inside the idle deadline a brainy node
 #: closes connections at (75 s, brainy/net/deadlines.py), so a peer's idle close never races a request sent
-#: on it; a request is then sent again only on a connection whose peer went away (restarted), never twice to
-#: one live process.
+#: on it: a kept connection that fails under a request means its peer went away, maybe after acting on it.
 KEEP_SECONDS = 30.0
 
 
@@ -176,13 +175,17 @@ class Connections:
     """Kept-alive connections to peers by ``(host, port)``: :meth:`exchange` sends one request and reads its
     response, on an idle connection when one is kept, else on a new one."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, resend: bool = False) -> None:
         self.timeout = timeout
+        # etcd's calls keep the older rule: a kept connection that fails (an etcd restarted while it was idle) is
+        # tried once more on a new one
+        self.resend = resend
         self._idle: dict[tuple[str, int], list[tuple[_Peer, float]]] = {}
 
     async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
-        """``data`` sent to ``address`` and the response read whole, within the timeout; a kept connection the
-        peer has closed meanwhile is dropped and the request sent once on a new one."""
+        """``data`` sent to ``address`` and the response read whole, within the timeout, on a kept connection its
+        peer has not closed, else a new one. A kept connection that fails after the write raises
+        PeerUnreachableError (``sent``), unless ``resend``: then the request is sent once more on a new one."""
         kept = self._idle.get(address)
         while kept:
             peer, since = kept.pop()
@@ -194,7 +197,12 @@ class Connections:
             except (PeerUnreachableError, ConnectionError) as exc:
                 if isinstance(exc, _NoAnswer):
                     raise  # it was sent and not answered in time: never sent twice
-                peer.close()  # closed while idle: a new connection below
+                if not self.resend:
+                    # written to a connection its peer had not closed when it was taken: the peer may have read it
+                    # and acted before it went (killed mid-request); a proxied read is sent again by the edge, a
+                    # write is not (brainy/net/edge.py)
+                    raise PeerUnreachableError(f"{address[0]}:{address[1]}: {exc}") from None
+                peer.close()  # ``resend``: a new connection below
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.timeout):

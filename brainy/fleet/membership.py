@@ -18,10 +18,11 @@ owner, put the epoch plus one and the owner under this node's lease. Never a rea
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from brainy.contract import refusals as R
@@ -38,6 +39,9 @@ REFRESH_SECONDS = 1.0
 CLAIM_TRIES = 3  # a claim's compare can lose to another node's claim; read again and try at most this often
 ARRIVAL_BACKOFF = (1.0, 60.0)  # seconds: a brain that could not arrive is tried again after 1 s, doubling to 60
 HANDOVER_POLL = 0.1  # seconds: how often a request waiting out a hand-over reads the fleet again (Fleet.serving)
+# claims at once whose arrival (a restore from the object store, a second or more each) runs in parallel: a dead
+# owner's hundred brains are not restored one after another while their requests wait
+ARRIVALS = 8
 MAX_MARGIN = 1.0  # seconds: a write is acknowledged only this long (or a quarter of the TTL) before the lease can end
 
 #: How a brain came to be claimed, for :attr:`Fleet.arrive`: a new brain (``host.provision``: no store yet), one
@@ -86,6 +90,7 @@ class Fleet:
         # the view: the brains archived fleet-wide, each with its archivedAt (never claimed unowned)
         self.archived: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Future[None] | None = None
         # until when (time.monotonic()) this node may acknowledge a write: a keep-alive etcd answered was sent at
         # t, so etcd cannot expire the lease before t + TTL; less a margin, for the answer still on its way
         self.safe_until = 0.0
@@ -107,20 +112,33 @@ class Fleet:
     def _registration(self) -> bytes:
         return L.node_value(L.Node(self.node, self.url, self.free_bytes(), self.joined_at))
 
-    async def join(self) -> None:
+    async def join(self, claim: bool = True) -> None:
         """Register under a new lease; a name a live node holds is waited out for one TTL (a restarted node's
-        old lease running out), then refused. Then the first view, the claims, and the renewal loop."""
+        old lease running out), then refused. Then the renewals and the first view; with ``claim``, the first
+        claims and the loop (:meth:`start`). A server joins with ``claim`` False and starts once it listens: a
+        brain it claimed would otherwise be forwarded to an address that refuses connections until then."""
         try:
             await self._register()
+            # renewed from now on: the first claims restore brains, seconds each, longer than a short TTL
+            self._renewal = asyncio.ensure_future(self._renewing())
             await self.refresh()
-            await self.adopt_local()
+            if claim:
+                await self.adopt_local()
         except E.EtcdUnavailableError as exc:
+            await self._stop_renewing()
             self.etcd.close()
             raise FleetJoinError(f"--fleet: {exc}") from None
         except FleetJoinError:
+            await self._stop_renewing()
             self.etcd.close()
             raise
-        self._task = asyncio.create_task(self.run(), name="brainy-fleet")
+        if claim:
+            self.start()
+
+    def start(self) -> None:
+        """Begin the loop (:meth:`run`), its first turn at once."""
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name="brainy-fleet")
 
     async def _register(self) -> None:
         sent = time.monotonic()
@@ -144,18 +162,18 @@ class Fleet:
 
     async def leave(self) -> None:
         """Stop renewing and end the lease: this node's registration and its owner keys go with it."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await _cancel(self._task)
+        self._task = None
+        await self._stop_renewing()
         if self.lease:
             await self._revoke(self.lease)
             self.lease = 0
         self.owned.clear()
         self.etcd.close()
+
+    async def _stop_renewing(self) -> None:
+        await _cancel(self._renewal)
+        self._renewal = None
 
     async def _revoke(self, lease: int) -> None:
         try:
@@ -166,21 +184,18 @@ class Fleet:
     # -- the loop ------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Re-read the view and claim unowned local brains, until cancelled, the lease renewed beside it on a task
-        of its own; a failing etcd is logged and tried again on the next turn."""
-        renewing = asyncio.ensure_future(self._renewing())
-        try:
-            while True:
-                await asyncio.sleep(self.refresh_seconds)
-                try:
-                    await self.refresh()
-                    await self.adopt_local()
-                    if self.takes_over:
-                        await self.take_over()
-                except (E.EtcdUnavailableError, L.LayoutError) as exc:
-                    log.warning("fleet: %s", exc)
-        finally:
-            renewing.cancel()
+        """Re-read the view and claim unowned local brains (and, with ``takes_over``, a dead owner's) every
+        ``refresh`` seconds until cancelled, the lease renewed beside it on the task :meth:`join` started; a failing
+        etcd is logged and tried again on the next turn."""
+        while True:
+            try:
+                await self.refresh()
+                await self.adopt_local()
+                if self.takes_over:
+                    await self.take_over()
+            except (E.EtcdUnavailableError, L.LayoutError) as exc:
+                log.warning("fleet: %s", exc)
+            await asyncio.sleep(self.refresh_seconds)
 
     async def _renewing(self) -> None:
         """Renew every third of the TTL, whatever the claims are doing: a failover's restore of a dead owner's
@@ -231,11 +246,28 @@ class Fleet:
 
     async def adopt_local(self) -> None:
         """Claim each brain this node has a copy of that no live node owns."""
-        for brain in self.local():
-            if brain in self.archived:
-                continue
-            if brain not in self.owned and brain not in self.owners and not self.waiting(brain):
-                await self.adopt(brain)
+        await self._each(
+            [
+                functools.partial(self.adopt, brain)
+                for brain in self.local()
+                if brain not in self.archived
+                and brain not in self.owned
+                and brain not in self.owners
+                and not self.waiting(brain)
+            ]
+        )
+
+    async def _each(self, claims: Sequence[Callable[[], Awaitable[object]]]) -> None:
+        """Run ``claims``, :data:`ARRIVALS` at a time; the first failure is raised once all have ended."""
+        gate = asyncio.Semaphore(ARRIVALS)
+
+        async def one(claim: Callable[[], Awaitable[object]]) -> None:
+            async with gate:
+                await claim()
+
+        for result in await asyncio.gather(*(one(c) for c in claims), return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
 
     def waiting(self, brain: str) -> bool:
         """Whether ``brain`` failed to arrive here lately and is not to be claimed again yet."""
@@ -245,12 +277,15 @@ class Fleet:
     async def take_over(self) -> None:
         """Claim each brain the fleet has placed (it has an epoch) that no live node owns: a dead owner's brains
         (docs/fleet.md "Failover"). Of several nodes trying, the claim transaction lets one win."""
+        claims: list[Callable[[], Awaitable[object]]] = []
         for kv in await self.etcd.prefix(L.EPOCHS):
             brain = L.name_of(kv.key, L.EPOCHS)
             if self.waiting(brain) or brain in self.archived:
                 continue
             if brain not in self.owners and brain not in self.owned and brain not in self.arriving:
-                await self.claim(brain, L.read_epoch(kv.value))
+                epoch = L.read_epoch(kv.value)
+                claims.append(functools.partial(self.claim, brain, epoch))
+        await self._each(claims)
 
     # -- claims --------------------------------------------------------------------------------------
 
@@ -452,3 +487,13 @@ class Fleet:
                 for n in sorted(self.nodes.values(), key=lambda n: n.node)
             ],
         }
+
+
+async def _cancel(task: asyncio.Future[None] | None) -> None:
+    """Cancel ``task`` (if any) and wait for it to end."""
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass

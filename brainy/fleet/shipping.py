@@ -11,7 +11,8 @@ commit lock, so in generation order), asks :meth:`Shipper.check` before a commit
 - ``async``: :meth:`acknowledge` returns at once; :class:`Courier`'s thread uploads every ``interval``.
 
 Either way :meth:`acknowledge` ends with the fence (``fence``, the fleet's: this node still owns the brain at
-this epoch, and its lease cannot have expired): a write is never acknowledged outside its owner's claim.
+this epoch, and its lease cannot have expired): a write is never acknowledged outside its owner's claim. A fence
+that fails there, after the append, is InternalError (ref ``fleet-fenced``): the write may be kept or not.
 Every call here blocks; they run on the brain's fsync workers and the courier's thread, never on the loop.
 """
 
@@ -37,6 +38,11 @@ WAIT_SECONDS = 30.0  # a sync write waits at most this for its segment (the stor
 # generation. Measured (perf/bench_ship.py, 16 writers, moto on loopback, 2 cores): 1 in flight 1728 commits/s
 # (6.9 a segment), 2: 1560 (4.3), 4: 1076 (2.7): more in flight splits the groups, and a put's cost is per put.
 PIPELINE = 1
+# a brain's next snapshot (docs/fleet.md "Checkpoints") is due once this many segments were stored since its last
+# one and they weigh at least 1/TAIL_SHARE of it: a restore then fetches at most that many segments after the
+# snapshot, while a large brain written in small commits is not uploaded whole every few hundred of them
+TAIL_SEGMENTS = 128
+TAIL_SHARE = 16
 
 
 class Shipper:
@@ -77,6 +83,12 @@ class Shipper:
         self._moved: R.Refusal | None = None
         # since when (time.monotonic()) a durable commit has waited to be stored: /v1/health's lag; None when none has
         self._behind_since: float | None = None
+        # the segments stored since the brain's last snapshot, their bytes, and that snapshot's (0: not known);
+        # ``on_due`` is called (under the lock: it only wakes a thread) when the next snapshot falls due
+        self.tail = 0
+        self.tail_bytes = 0
+        self.snapshot_bytes = 0
+        self.on_due: Callable[[], None] | None = None
 
     # -- the commit path's side (brainy/store/commit_path.py, Ships) --------------------------------------------
 
@@ -123,6 +135,21 @@ class Shipper:
             "error": str(error) if error is not None else None,
         }
 
+    def due(self) -> bool:
+        """Whether the brain's next snapshot is due (:data:`TAIL_SEGMENTS`, :data:`TAIL_SHARE`)."""
+        with self._cond:
+            return self._due()
+
+    def _due(self) -> bool:
+        return self.tail >= TAIL_SEGMENTS and self.tail_bytes * TAIL_SHARE >= self.snapshot_bytes
+
+    def checkpointed(self, size: int, tail: int, tail_bytes: int) -> None:
+        """A snapshot of ``size`` bytes was stored, taken when ``tail`` segments (``tail_bytes``) were counted."""
+        with self._cond:
+            self.tail -= min(self.tail, tail)
+            self.tail_bytes -= min(self.tail_bytes, tail_bytes)
+            self.snapshot_bytes = size
+
     def appended(self, generation: int, frame: bytes) -> None:
         """The frame of the commit at ``generation`` was appended to the local log (not yet durable)."""
         with self._cond:
@@ -135,7 +162,16 @@ class Shipper:
             self._durable_at(generation)
         if self.mode == SYNC:
             self.ship(generation)
-        self.fence()
+        try:
+            self.fence()
+        except R.BrainMovedError as exc:
+            # appended, durable here and maybe shipped, so maybe kept: not "moved" (a request refused so was not
+            # acted on, and is sent again to the new owner), but an outcome only a read can tell
+            raise R.InternalError(
+                f"brain {self.brain}: this node's claim ended while generation {generation} was being made, so it "
+                f"may or may not be kept ({exc.message}); read it back to know",
+                ref="fleet-fenced",
+            ) from None
 
     def settle(self, generation: int) -> None:
         """Every frame up to ``generation`` is durable (the caller synced the log): ship them all, now (this
@@ -179,8 +215,9 @@ class Shipper:
                 self._inflight += 1
                 self._cond.release()
                 error: BaseException | None = None
+                size = 0
                 try:
-                    self._upload(batch)
+                    size = self._upload(batch)
                 except ObjectStoreError as exc:
                     error = exc
                 finally:
@@ -195,6 +232,10 @@ class Shipper:
                     self._frames = [(g, f) for g, f in self._frames if g > self.stored]
                     self.error = None
                     self.uploads += 1
+                    self.tail += 1
+                    self.tail_bytes += size
+                    if self.on_due is not None and self._due():
+                        self.on_due()
                 else:
                     self._retry.append((first, last))  # the same range again, under the same name
                     self._retry.sort()
@@ -225,14 +266,17 @@ class Shipper:
             )
         return batch
 
-    def _upload(self, batch: list[tuple[int, bytes]]) -> None:
+    def _upload(self, batch: list[tuple[int, bytes]]) -> int:
+        """Store ``batch`` as one segment: its size."""
         first, last = batch[0][0], batch[-1][0]
         name = O.segment_name(self.brain, first, last, self.epoch)
+        data = O.encode_segment(batch)
         try:
-            self.store.put_new(name, O.encode_segment(batch))
+            self.store.put_new(name, data)
         except ObjectExistsError:
             # a name is only ever this epoch's owner's: an earlier try of this same put landed
             log.info("segment %s was stored by an earlier try", name)
+        return len(data)
 
 
 class Courier:

@@ -8,6 +8,8 @@ the shippers (docs/fleet.md "Shipping to object storage", "Fencing", "Failover")
 - Each claim (``Fleet.arrive``) makes the brain ready before it is served: a brain no live node owned is
   restored from the object store (``brainy.fleet.restore``) unless this is its first placement, and opened.
 - ``host.persist`` on a node without ``--snapshots-dir`` uploads a snapshot (``Backups.remote``).
+- A checkpoint thread uploads a snapshot of each brain whose shipped log has grown long since its last one
+  (``Shipper.due``), so a failover restores a bounded tail.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.fleet import objects as O
 from brainy.fleet.membership import ADOPTED, BACK, Fleet
-from brainy.fleet.objectstore import ObjectExistsError, ObjectStore
+from brainy.fleet.objectstore import ObjectExistsError, ObjectStore, ObjectStoreError
 from brainy.fleet.restore import Staged, restore, stage
-from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, Courier, Shipper
+from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, WAIT_SECONDS, Courier, Shipper
 from brainy.store.backup import FileSet
 
 log = logging.getLogger("brainy.shipped")
 
+CHECKPOINT_POLL = 5.0  # seconds: the checkpoint thread looks at every shipper this often, woken sooner when one is due
 HOLD_DRAIN_SECONDS = 5.0  # the commits begun before a move's hold are acknowledged within this (their tail is stored)
 
 
@@ -98,6 +101,10 @@ class Shipping:
         self._shippers: dict[str, Shipper] = {}
         self._lock = threading.Lock()
         self._staged: dict[str, Staged] = {}  # host.move: brains staged here before their hand-over (:meth:`prepare`)
+        # checkpoints (docs/fleet.md "Checkpoints"): a thread stores the snapshot a shipper says is due
+        self._due = threading.Event()
+        self._stopping = threading.Event()
+        self._checkpoints: threading.Thread | None = None
         fleet.arrive = self.arrive
         fleet.takes_over = True
         pool.on_writer = self.on_writer
@@ -128,9 +135,13 @@ class Shipping:
                 held.settle(base)
             base = self._mark(brain, epoch, base)
             shipper = Shipper(self.store, brain, epoch, base, lambda: self.fleet.fence(brain, epoch), self.mode)
+            shipper.on_due = self._due.set
             commits.shipping = shipper
         with self._lock:
             self._shippers[brain] = shipper
+            if self._checkpoints is None:
+                self._checkpoints = threading.Thread(target=self._checkpointing, name="brainy-checkpoint", daemon=True)
+                self._checkpoints.start()
         if self.courier is not None:
             self.courier.add(shipper)
         if not self.store.list(f"{O.brain_prefix(brain)}snapshots/"):  # the first: before it serves a door
@@ -156,12 +167,34 @@ class Shipping:
 
     def _put_snapshot(self, brain: str, epoch: int, files: FileSet, name: str | None) -> tuple[int, int]:
         count, size, generation = len(files.files), files.bytes, files.generation
+        with self._lock:
+            shipper = self._shippers.get(brain)
+        tail = (shipper.tail, shipper.tail_bytes) if shipper is not None and shipper.epoch == epoch else None
         data = snapshot_bytes(files, brain, epoch, self.fleet.node, name)
         try:
             self.store.put_new(O.snapshot_name(brain, generation, epoch), data)
         except ObjectExistsError:  # this epoch's snapshot of this generation is stored: the same files
             log.info("snapshot of %s at generation %d (epoch %d) was stored already", brain, generation, epoch)
+        if shipper is not None and tail is not None:
+            shipper.checkpointed(len(data), *tail)
         return count, size
+
+    def _checkpointing(self) -> None:
+        """The checkpoint thread: each brain whose shipper says its next snapshot is due gets one, so a restore
+        never fetches more than about :data:`TAIL_SEGMENTS` segments after the newest snapshot."""
+        while not self._stopping.is_set():
+            self._due.wait(CHECKPOINT_POLL)
+            self._due.clear()
+            with self._lock:
+                due = [s for s in self._shippers.values() if s.due()]
+            for shipper in due:
+                if self._stopping.is_set():
+                    return
+                try:
+                    self.snapshot(shipper.brain, shipper.epoch)
+                    log.info("brain %s: checkpoint stored at epoch %d", shipper.brain, shipper.epoch)
+                except (R.Refusal, ObjectStoreError, OSError) as exc:  # no longer ours, or the store away: next turn
+                    log.warning("brain %s: the checkpoint was not stored: %s", shipper.brain, exc)
 
     def persist(self, brain: str, name: str, files: FileSet) -> tuple[int, int]:
         """``host.persist`` to the object store: the snapshot of ``files`` at the epoch this node owns it at."""
@@ -288,5 +321,9 @@ class Shipping:
 
     def stop(self) -> None:
         """The stop sequence, after the last write: what ``async`` has durable is shipped once more."""
+        self._stopping.set()
+        self._due.set()
+        if self._checkpoints is not None:
+            self._checkpoints.join(timeout=WAIT_SECONDS)
         if self.courier is not None:
             self.courier.stop()

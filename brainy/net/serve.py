@@ -79,7 +79,7 @@ def run(
     async def main() -> list[dict[str, Any]]:
         fleet = host.fleet if host is not None else None
         if fleet is not None:  # joined before anything listens: a name or an etcd it cannot have refuses the start
-            await fleet.join()
+            await fleet.join(claim=False)
         app = App(pool, keys, built_at, reading_door=reading_door, host=host, auth_server=auth_server, sign_in=sign_in)
         server = Server(app, listens, certificate)
 
@@ -92,6 +92,8 @@ def run(
                 if sign_in is not None
                 else f"http://{host if ':' not in host else f'[{host}]'}:{port}"
             )
+            if fleet is not None:  # claims once it listens: a brain it serves is forwarded here from then on
+                fleet.start()
             if on_ready is not None:
                 on_ready(s)
 

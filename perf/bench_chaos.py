@@ -1,0 +1,189 @@
+"""Benchmark: a fleet under load while its nodes are killed (docs/fleet.md "Failover"): three nodes, many brains,
+a mixed load for a minute, one node SIGKILLed and started again every 15 seconds.
+
+    python perf/bench_chaos.py                                  # 3 nodes, 300 brains, 60 s, a kill every 15 s
+    python perf/bench_chaos.py --brains 30 --seconds 30 --keep /tmp/chaos   # smaller, logs kept
+
+Starts moto_server and etcd on loopback ports and three ``brainy serve --fleet --object-store --ship sync`` nodes
+(perf/bench_failover.py's ``Fleet``). ``--brains`` brains are provisioned through the nodes in turn, then
+``--clients`` threads each send one request at a time, for ``--seconds``: an ``add`` with an id of its own (60%),
+a ``get`` of an id acknowledged before (25%), a ``find`` (15%), each to a brain and a node picked at random. A client
+whose node does not answer (it was killed under the request), or whose node answers that the owner it forwarded
+the request to did not (``InternalError``: killed under it), sends the same request to another node; an ``add``
+answered ``EntityExistsError`` on such a second try had landed, and counts as acknowledged.
+
+Every ``--kill-every`` seconds the next node in turn (a, b, c, ...) is SIGKILLed and started again at once, in the
+same folder under the same name: its brains fail over to the other two, and it comes back holding none of them.
+
+Printed: the answers by status and refusal name (the target: every answer a 200 but those of a node killed under
+the request; a hand-over is waited out inside the fleet, bounded by the TTL plus 5 s); the longest a request took;
+and, once the load has stopped and every brain is served again, every acknowledged write read back through one
+node (batchGet): "lost" must be 0.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_failover import PERSON_KEY, SERVICE_KEY, Fleet, fleet_arguments, request, running, wait_for  # noqa: E402
+
+NODES = ("a", "b", "c")
+
+
+class Load:
+    """``clients`` threads of mixed requests over ``brains``, through whichever nodes are up."""
+
+    def __init__(self, fleet: Fleet, brains: list[str], clients: int) -> None:
+        self.fleet = fleet
+        self.brains = brains
+        self.lock = threading.Lock()
+        self.acked: dict[str, list[str]] = collections.defaultdict(list)
+        self.answers: collections.Counter[str] = collections.Counter()
+        self.slowest: list[tuple[float, str]] = []  # (seconds, what) of the slowest requests
+        self.examples: dict[str, str] = {}
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(c,), daemon=True) for c in range(clients)]
+
+    def _run(self, client: int) -> None:
+        rng = random.Random(client)
+        i = 0
+        while not self.stop.is_set():
+            brain = rng.choice(self.brains)
+            roll = rng.random()
+            if roll < 0.6:
+                id_ = f"c{client}-{i}"
+                i += 1
+                self._send(rng, brain, "POST", f"/v1/brains/{brain}/add", {"type": "thing", "id": id_}, id_)
+            elif roll < 0.85:
+                with self.lock:
+                    known = self.acked.get(brain)
+                    id_ = rng.choice(known) if known else None
+                if id_ is not None:
+                    self._send(rng, brain, "GET", f"/v1/brains/{brain}/get/{id_}")
+            else:
+                self._send(rng, brain, "POST", f"/v1/brains/{brain}/find", {"where": {"type": "thing"}, "limit": 5})
+
+    def _send(self, rng: random.Random, brain: str, method: str, path: str, body=None, id_: str | None = None) -> None:
+        retried = False
+        for _ in range(50):  # bounded: a client gives up on a request after 50 nodes did not answer it
+            port = self.fleet.ports[rng.choice(NODES)]
+            started = time.monotonic()
+            status, doc, _ = request(port, method, path, body, PERSON_KEY, timeout=30)
+            took = time.monotonic() - started
+            if status == 0:  # the node is down, or was killed under the request: another node
+                self._count("no answer (node down)")
+                retried = True
+                time.sleep(0.02)
+                continue
+            name = "200" if status == 200 else f"{status} {((doc or {}).get('error') or {}).get('name')}"
+            if name == "500 InternalError" and "did not answer" in doc["error"]["message"]:
+                # the owner was killed under the forwarded request: it may have landed, as when a client's own
+                # connection to it is cut; an add with an id is sent again (EntityExistsError: it had landed)
+                self._count("500 InternalError: the owner was killed under the forwarded request")
+                if id_ is None:
+                    return
+                retried = True
+                time.sleep(0.02)
+                continue
+            if id_ is not None and retried and name.endswith("EntityExistsError"):
+                name = "200 (landed before the node died)"
+            self._count(name, f"{method} {path} {doc}" if not name.startswith("200") else None)
+            with self.lock:
+                self.slowest.append((took, f"{method} {path} -> {name}"))
+                self.slowest.sort(reverse=True)
+                del self.slowest[5:]
+                if id_ is not None and name.startswith("200"):
+                    self.acked[brain].append(id_)
+            return
+
+    def _count(self, name: str, example: str | None = None) -> None:
+        with self.lock:
+            self.answers[name] += 1
+            if example is not None:
+                self.examples.setdefault(name, example[:300])
+
+
+def main() -> None:
+    parser = fleet_arguments()
+    parser.add_argument("--brains", type=int, default=300)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--kill-every", type=float, default=15)
+    parser.add_argument("--clients", type=int, default=16)
+    args = parser.parse_args()
+    with running(args) as fleet:
+        brains = [f"b{n:03d}" for n in range(args.brains)]
+        started = time.monotonic()
+
+        def provision(n: int) -> None:
+            port = fleet.ports[NODES[n % len(NODES)]]
+            status, doc, _ = request(port, "POST", f"/v1/brains/{brains[n]}/provision", {}, SERVICE_KEY, 60)
+            assert status == 200, (brains[n], status, doc)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(provision, range(len(brains))))
+        placed = collections.Counter(held(fleet, n) for n in NODES)
+        print(
+            f"{len(brains)} brains provisioned in {time.monotonic() - started:.1f} s "
+            f"({', '.join(f'{n}: {placed[n]}' for n in NODES)}); --fleet-ttl {args.ttl}, --ship sync"
+        )
+        load = Load(fleet, brains, args.clients)
+        began = time.monotonic()
+        for t in load.threads:
+            t.start()
+        kills = 0
+        while time.monotonic() - began < args.seconds:
+            at = began + (kills + 1) * args.kill_every
+            if at >= began + args.seconds:
+                time.sleep(max(0.0, began + args.seconds - time.monotonic()))
+                break
+            time.sleep(max(0.0, at - time.monotonic()))
+            victim = NODES[kills % len(NODES)]
+            owned = held(fleet, victim)
+            fleet.nodes[victim].send_signal(signal.SIGKILL)
+            fleet.nodes[victim].wait(timeout=10)
+            print(f"{time.monotonic() - began:5.1f} s  SIGKILL {victim} (it served {owned} brains); started again")
+            threading.Thread(target=fleet.start_node, args=(victim,), daemon=True).start()
+            kills += 1
+        load.stop.set()
+        for t in load.threads:
+            t.join(60)
+        print(f"load stopped after {time.monotonic() - began:.1f} s, {kills} kills")
+        port = fleet.ports["a"]
+        wait_for(lambda: sum(held(fleet, n) for n in NODES) == len(brains), 120, "every brain served")
+        print("answers:")
+        for name, count in load.answers.most_common():
+            print(f"  {count:7d}  {name}")
+            if name in load.examples:
+                print(f"           e.g. {load.examples[name]}")
+        print("slowest requests: " + "; ".join(f"{s:.2f} s {what}" for s, what in load.slowest))
+        acked = lost = 0
+        for brain, ids in load.acked.items():
+            for start in range(0, len(ids), 500):
+                status, doc, _ = request(
+                    port, "POST", f"/v1/brains/{brain}/batchGet", {"ids": ids[start : start + 500]}, timeout=60
+                )
+                assert status == 200, (brain, status, doc)
+                acked += len(ids[start : start + 500])
+                lost += len(doc["missing"])
+                if doc["missing"]:
+                    print(f"  {brain}: lost {doc['missing'][:10]}")
+        print(f"{acked} writes acknowledged over {len(load.acked)} brains, {lost} lost")
+
+
+def held(fleet: Fleet, node: str) -> int:
+    """How many brains ``node`` serves now (0 when it does not answer)."""
+    status, doc, _ = request(fleet.ports[node], "GET", "/v1/health", key=SERVICE_KEY)
+    return len(doc["fleet"]["brains"]) if status == 200 else 0
+
+
+if __name__ == "__main__":
+    main()
