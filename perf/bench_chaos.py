@@ -24,6 +24,7 @@ node (batchGet): "lost" must be 0.
 from __future__ import annotations
 
 import collections
+import os
 import random
 import signal
 import sys
@@ -130,7 +131,7 @@ def main() -> None:
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(provision, range(len(brains))))
-        placed = collections.Counter(held(fleet, n) for n in NODES)
+        placed = {n: held(fleet, n) for n in NODES}
         print(
             f"{len(brains)} brains provisioned in {time.monotonic() - started:.1f} s "
             f"({', '.join(f'{n}: {placed[n]}' for n in NODES)}); --fleet-ttl {args.ttl}, --ship sync"
@@ -177,6 +178,20 @@ def main() -> None:
                 if doc["missing"]:
                     print(f"  {brain}: lost {doc['missing'][:10]}")
         print(f"{acked} writes acknowledged over {len(load.acked)} brains, {lost} lost")
+        print("CPU seconds of the processes alive at the end: " + ", ".join(cpu(fleet)))
+
+
+def cpu(fleet: Fleet) -> list[str]:
+    """Each live process's CPU time (user + system) so far: etcd, moto, then the nodes (since their last start)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    names = {id(p): n for n, p in fleet.nodes.items()}
+    out = []
+    for n, proc in enumerate(fleet.procs):
+        if proc.poll() is None:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            name = names.get(id(proc), ("etcd", "moto")[n] if n < 2 else "?")
+            out.append(f"{name} {(int(fields[11]) + int(fields[12])) / ticks:.1f}")
+    return out
 
 
 def held(fleet: Fleet, node: str) -> int:

@@ -130,3 +130,43 @@ def test_a_lost_lease_is_replaced_and_the_brains_claimed_back(etcd):
             await a.leave()
 
     run(go())
+
+
+@pytest.mark.slow
+def test_a_node_joined_without_claims_claims_once_started_and_renews_through_slow_arrivals(etcd):
+    """``join(claim=False)`` (a server, before it listens) registers and claims nothing; :meth:`Fleet.start`
+    claims. Arrivals that take longer than the TTL in all (a restore a brain) run side by side, and the lease,
+    renewed from its grant, outlives them."""
+    arrived: list[str] = []
+    running = 0
+    most = 0
+
+    async def arrive(brain: str, epoch: int, how: str) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(1.5)  # the restore: with a TTL of 2 s, eight in a row would outlast the lease
+        running -= 1
+        arrived.append(brain)
+
+    async def go():
+        brains = [f"x{n}" for n in range(12)]
+        a = fleet(etcd.url, "a", local=lambda: brains)
+        a.arrive = arrive
+        await a.join(claim=False)
+        try:
+            assert a.owned == {} and a._task is None
+            a.start()
+            deadline = asyncio.get_running_loop().time() + 20
+            while len(a.owned) < len(brains):
+                assert asyncio.get_running_loop().time() < deadline, a.owned
+                await asyncio.sleep(0.1)
+            assert sorted(arrived) == sorted(brains) and 1 < most <= 8
+            lease = a.lease
+            await a.renew()
+            assert a.lease == lease  # never lapsed: the claims are this lease's
+            assert a.owned == {b: 1 for b in brains}
+        finally:
+            await a.leave()
+
+    run(go())

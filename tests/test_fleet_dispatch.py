@@ -25,6 +25,8 @@ class Placed:
 
     def __init__(self, owners):
         self.owners = owners
+        self.owned = {brain: owner.epoch for brain, owner in owners.items() if owner.node == self.node}
+        self.epochs = {brain: owner.epoch for brain, owner in owners.items()}  # every placed brain's
         self.arriving = {}  # claimed here, being restored (docs/fleet.md "Failover")
         self.archived = {}  # archived fleet-wide: brain -> archivedAt (brainy/fleet/archived.py)
 
@@ -71,6 +73,18 @@ def test_a_brain_owned_here_or_unplaced_is_served(dispatcher):
     """A brain this node owns is served; so is one the fleet has not placed (it answers as without a fleet)."""
     assert call(dispatcher, PERSON, "counts", "mine").ok
     assert call(dispatcher, PERSON, "get", "nowhere", "a").refusal.name == "NoSuchBrainError"
+
+
+def test_a_placed_brain_no_live_node_serves_is_not_served_from_the_copy_here(dispatcher):
+    """A brain the fleet has placed whose owner is not known to be live (its lease ending: an earlier run of this
+    very node, restarted) is refused BrainMovedError, never answered from this node's copy, which may be stale."""
+    fleet = dispatcher.fleet
+    del fleet.owners["mine"], fleet.owned["mine"]
+    fleet.epochs["mine"] = 4
+    outcome = call(dispatcher, PERSON, "counts", "mine")
+    assert outcome.refusal is not None and outcome.refusal.fields == {"brain": "mine", "node": "", "epoch": 4}
+    fleet.owned["mine"] = 5  # claimed again
+    assert call(dispatcher, PERSON, "counts", "mine").ok
 
 
 def test_the_held_change_stream_is_refused_too(dispatcher):

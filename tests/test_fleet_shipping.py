@@ -16,6 +16,7 @@ from server import SERVICE_KEY
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
 from brainy.fleet import objects as O
+from brainy.fleet import shipping
 from brainy.fleet.objectstore import Location, ObjectExistsError, ObjectStore
 from brainy.fleet.restore import restore
 from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper
@@ -162,6 +163,67 @@ def test_a_fenced_owner_appends_nothing_and_acknowledges_nothing(store, tmp_path
             add(brain, "after")
         assert refused.value.to_wire()["node"] == "b"
         assert brain.head == head and brain.commits.head.applied == head
+
+
+def test_a_fence_that_fails_after_the_append_says_the_write_may_be_kept(store, tmp_path):
+    """The fence passes before the commit begins and fails before it is acknowledged (the claim ended while it
+    was made durable and shipped): the write is refused InternalError (ref fleet-fenced), not BrainMovedError,
+    which says a request was not acted on. Its segment is stored: a restore keeps it."""
+    armed = threading.Event()
+    calls = []
+
+    def fence():
+        calls.append(armed.is_set())
+        if armed.is_set() and len(calls) % 2 == 0:  # the second ask of a commit: the one after its append
+            raise R.BrainMovedError("moved", brain=BRAIN, node="b", epoch=2)
+
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        shipper = start_shipping(store, brain, fence=fence)
+        add(brain, "before")
+        armed.set()
+        with pytest.raises(R.InternalError) as refused:
+            add(brain, "during")
+        assert refused.value.to_wire()["ref"] == "fleet-fenced"
+        assert shipper.stored == brain.commits.head.applied == 2
+    brains = tmp_path / "b"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 2
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert found(restored, "during")
+
+
+def test_a_checkpoint_falls_due_after_enough_segments_of_enough_weight(store, tmp_path, monkeypatch):
+    """``Shipper.due``: once TAIL_SEGMENTS segments were stored since the last snapshot and they weigh at least
+    1/TAIL_SHARE of it, the shipper wakes ``on_due``; a snapshot stored (``checkpointed``) starts the count
+    again from the segments stored after it was taken. A restore then reads only what follows it."""
+    monkeypatch.setattr(shipping, "TAIL_SEGMENTS", 4)
+    woken = []
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        shipper = start_shipping(store, brain)
+        shipper.on_due = lambda: woken.append(shipper.tail)
+        for i in range(3):
+            add(brain, f"e{i}")
+        assert not shipper.due() and woken == []
+        add(brain, "e3")
+        assert shipper.due() and woken == [4]
+        files = brain.hold_files()
+        data = snapshot_bytes(files, BRAIN, 1, "n", None)
+        store.put_new(O.snapshot_name(BRAIN, files.generation, 1), data)
+        shipper.checkpointed(len(data), 4, shipper.tail_bytes)
+        assert not shipper.due() and shipper.tail == 0 and shipper.snapshot_bytes == len(data)
+        for i in range(4, 8):
+            add(brain, f"e{i}")
+        assert shipper.tail == 4 and shipper.due()
+        # four segments weighing less than a sixteenth of the last snapshot (a large brain): not due
+        shipper.snapshot_bytes = shipper.tail_bytes * shipping.TAIL_SHARE + 1
+        assert not shipper.due()
+        shipper.snapshot_bytes -= 1
+        assert shipper.due()
+    brains = tmp_path / "b"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 8
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert found(restored, "e0") and found(restored, "e7")
 
 
 def test_restore_rebuilds_the_brain_from_its_snapshot_and_log(store, tmp_path):

@@ -22,7 +22,7 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brainy.contract import refusals as R
@@ -91,6 +91,13 @@ class Fleet:
         self.archived: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._renewal: asyncio.Future[None] | None = None
+        # the view: each placed brain's epoch (a brain with one and no live owner is claimed by a node that
+        # takes over; one this node does not own is never served from its copy, brainy/host/dispatch.py)
+        self.epochs: dict[str, int] = {}
+        # the brains requests wait for through a hand-over (:meth:`serving`), with how many wait: claimed first
+        self.wanted: Counter[str] = Counter()
+        self._refreshing: asyncio.Future[None] | None = None  # the view's read under way for waiting requests
+        self._refreshed_at = 0.0
         # until when (time.monotonic()) this node may acknowledge a write: a keep-alive etcd answered was sent at
         # t, so etcd cannot expire the lease before t + TTL; less a margin, for the answer still on its way
         self.safe_until = 0.0
@@ -233,6 +240,7 @@ class Fleet:
             found = L.read_node(kv.value)
             nodes[found.node] = found
         owners = {L.name_of(kv.key, L.OWNERS): L.read_owner(kv.value) for kv in await self.etcd.prefix(L.OWNERS)}
+        self.epochs = {L.name_of(kv.key, L.EPOCHS): L.read_epoch(kv.value) for kv in await self.etcd.prefix(L.EPOCHS)}
         self.archived = await A.every(self.etcd)
         for brain, owner in list(owners.items()):
             if owner.node == self.node and brain not in self.owned and brain not in self.arriving:
@@ -247,25 +255,28 @@ class Fleet:
     async def adopt_local(self) -> None:
         """Claim each brain this node has a copy of that no live node owns."""
         await self._each(
-            [
-                functools.partial(self.adopt, brain)
+            {
+                brain: functools.partial(self.adopt, brain)
                 for brain in self.local()
                 if brain not in self.archived
                 and brain not in self.owned
                 and brain not in self.owners
                 and not self.waiting(brain)
-            ]
+            }
         )
 
-    async def _each(self, claims: Sequence[Callable[[], Awaitable[object]]]) -> None:
-        """Run ``claims``, :data:`ARRIVALS` at a time; the first failure is raised once all have ended."""
-        gate = asyncio.Semaphore(ARRIVALS)
+    async def _each(self, claims: dict[str, Callable[[], Awaitable[object]]]) -> None:
+        """Run each brain's claim, :data:`ARRIVALS` at a time, a brain a request waits for (:attr:`wanted`)
+        before the others; the first failure is raised once all have ended."""
+        left = dict(claims)
 
-        async def one(claim: Callable[[], Awaitable[object]]) -> None:
-            async with gate:
-                await claim()
+        async def worker() -> None:
+            while left:
+                brain = next((b for b in self.wanted if b in left), None) or next(iter(left))
+                await left.pop(brain)()
 
-        for result in await asyncio.gather(*(one(c) for c in claims), return_exceptions=True):
+        results = await asyncio.gather(*(worker() for _ in range(min(ARRIVALS, len(left)))), return_exceptions=True)
+        for result in results:
             if isinstance(result, BaseException):
                 raise result
 
@@ -277,14 +288,12 @@ class Fleet:
     async def take_over(self) -> None:
         """Claim each brain the fleet has placed (it has an epoch) that no live node owns: a dead owner's brains
         (docs/fleet.md "Failover"). Of several nodes trying, the claim transaction lets one win."""
-        claims: list[Callable[[], Awaitable[object]]] = []
-        for kv in await self.etcd.prefix(L.EPOCHS):
-            brain = L.name_of(kv.key, L.EPOCHS)
+        claims: dict[str, Callable[[], Awaitable[object]]] = {}
+        for brain, epoch in self.epochs.items():  # as the refresh before it read them
             if self.waiting(brain) or brain in self.archived:
                 continue
             if brain not in self.owners and brain not in self.owned and brain not in self.arriving:
-                epoch = L.read_epoch(kv.value)
-                claims.append(functools.partial(self.claim, brain, epoch))
+                claims[brain] = functools.partial(self.claim, brain, epoch)
         await self._each(claims)
 
     # -- claims --------------------------------------------------------------------------------------
@@ -419,7 +428,8 @@ class Fleet:
             self.owners.pop(brain, None)
             return None
         owner = L.read_owner(found.value)
-        self.owners[brain] = owner
+        if owner.node != self.node:  # one naming this node that it does not hold is an earlier run's: not kept
+            self.owners[brain] = owner
         return owner
 
     async def serving(self, brain: str, deadline: float, fresh: bool = False) -> L.Owner | None:
@@ -431,33 +441,58 @@ class Fleet:
         Past the deadline, BrainMovedError naming the last owner known. Unless ``fresh`` (the owner it answered
         last did not serve), a live owner in the view is answered without asking etcd: the common case."""
         last = self.owner(brain)
-        if not fresh and last is not None and brain not in self.arriving and self._reachable(last):
+        if not fresh and last is not None and brain not in self.arriving and self._reachable(brain, last):
             return last
-        while True:
-            if brain not in self.arriving:
-                owner = await self.lookup(brain)
-                if owner is not None:
-                    last = owner
-                    if self._reachable(owner):
-                        return owner
-                elif brain in self.archived:  # no node will claim it: its doors answer here (archived, unarchive)
-                    return None
-                elif await self.etcd.get(L.epoch_key(brain)) is None:
-                    return None
-            if time.monotonic() >= deadline:
-                node, epoch = (last.node, last.epoch) if last is not None else ("", self.arriving.get(brain, 0))
-                raise R.BrainMovedError(
-                    f"brain {brain!r} has no node serving it yet (a hand-over is under way); ask again",
-                    brain=brain,
-                    node=node,
-                    epoch=epoch,
-                )
-            await asyncio.sleep(min(HANDOVER_POLL, max(0.0, deadline - time.monotonic())))
-            if brain not in self.arriving:
-                await self.refresh()
+        self.wanted[brain] += 1  # a brain this node is about to claim is claimed before the others
+        try:
+            while True:
+                if brain not in self.arriving:
+                    owner = await self.lookup(brain)
+                    if owner is not None:
+                        last = owner
+                        if self._reachable(brain, owner):
+                            return owner
+                    elif brain in self.archived:  # no node will claim it: its doors answer here (archived, unarchive)
+                        return None
+                    elif await self.etcd.get(L.epoch_key(brain)) is None:
+                        return None
+                if time.monotonic() >= deadline:
+                    node, epoch = (last.node, last.epoch) if last is not None else ("", self.arriving.get(brain, 0))
+                    raise R.BrainMovedError(
+                        f"brain {brain!r} has no node serving it yet (a hand-over is under way); ask again",
+                        brain=brain,
+                        node=node,
+                        epoch=epoch,
+                    )
+                await asyncio.sleep(min(HANDOVER_POLL, max(0.0, deadline - time.monotonic())))
+                if brain not in self.arriving:
+                    await self.refresh_shared()
+        finally:
+            self.wanted[brain] -= 1
+            if self.wanted[brain] <= 0:
+                del self.wanted[brain]
 
-    def _reachable(self, owner: L.Owner) -> bool:
-        return owner.node == self.node or self.url_of(owner.node) is not None
+    async def refresh_shared(self) -> None:
+        """:meth:`refresh`, once for every request waiting out a hand-over: one that began meanwhile is waited
+        for, and one that ended less than :data:`HANDOVER_POLL` ago is enough."""
+        if self._refreshing is None:
+            if time.monotonic() - self._refreshed_at < HANDOVER_POLL:
+                return
+            self._refreshing = asyncio.ensure_future(self.refresh())
+            self._refreshing.add_done_callback(self._refreshed)
+        await asyncio.shield(self._refreshing)
+
+    def _refreshed(self, done: asyncio.Future[None]) -> None:
+        self._refreshing = None
+        if not done.cancelled() and done.exception() is None:
+            self._refreshed_at = time.monotonic()
+
+    def _reachable(self, brain: str, owner: L.Owner) -> bool:
+        """Whether ``owner`` serves ``brain`` now: a live node of the view, or this node at the epoch it holds
+        (an owner key naming this node at another epoch is an earlier run's, before a restart: its lease ends)."""
+        if owner.node == self.node:
+            return self.owned.get(brain) == owner.epoch
+        return self.url_of(owner.node) is not None
 
     def url_of(self, node: str) -> str | None:
         found = self.nodes.get(node)

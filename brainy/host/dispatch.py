@@ -277,6 +277,16 @@ def owned_here(fleet: Fleet, brain: str) -> None:
             node=owner.node,
             epoch=owner.epoch,
         )
+    placed = fleet.epochs.get(brain)
+    if placed is not None and brain not in fleet.owned:
+        # placed, and no live node is known to serve it (its owner's lease is ending: an earlier run of this
+        # node's, say): the copy here may be stale, and is not served until this node claims the brain
+        raise R.BrainMovedError(
+            f"brain {brain!r} has no node serving it yet (a hand-over is under way); ask again",
+            brain=brain,
+            node="",
+            epoch=placed,
+        )
 
 
 class Dispatcher:

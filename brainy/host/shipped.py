@@ -105,6 +105,7 @@ class Shipping:
         self._due = threading.Event()
         self._stopping = threading.Event()
         self._checkpoints: threading.Thread | None = None
+        self._snapshotted: set[str] = set()  # brains the store is known to hold a snapshot of
         fleet.arrive = self.arrive
         fleet.takes_over = True
         pool.on_writer = self.on_writer
@@ -144,9 +145,15 @@ class Shipping:
                 self._checkpoints.start()
         if self.courier is not None:
             self.courier.add(shipper)
-        if not self.store.list(f"{O.brain_prefix(brain)}snapshots/"):  # the first: before it serves a door
+        if brain not in self._snapshotted and not self._has_snapshot(brain):  # the first: before it serves a door
             self._put_snapshot(brain, epoch, handle.hold_files(), None)
         log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
+
+    def _has_snapshot(self, brain: str) -> bool:
+        """Whether the store holds a snapshot of ``brain`` (one listing; remembered once it does: none is deleted)."""
+        if self.store.list(f"{O.brain_prefix(brain)}snapshots/"):
+            self._snapshotted.add(brain)
+        return brain in self._snapshotted
 
     def _mark(self, brain: str, epoch: int, base: int) -> int:
         """Store the epoch's marker (docs/fleet.md "Object layout"); answers its base."""
@@ -175,6 +182,7 @@ class Shipping:
             self.store.put_new(O.snapshot_name(brain, generation, epoch), data)
         except ObjectExistsError:  # this epoch's snapshot of this generation is stored: the same files
             log.info("snapshot of %s at generation %d (epoch %d) was stored already", brain, generation, epoch)
+        self._snapshotted.add(brain)
         if shipper is not None and tail is not None:
             shipper.checkpointed(len(data), *tail)
         return count, size
@@ -299,7 +307,7 @@ class Shipping:
         # no snapshot shipped means no segment either (a writer's first open stores its snapshot before it serves):
         # a local copy is then the brain's whole history (a fleet that ran without --object-store, or a first open
         # cut short), and it is kept
-        shipped = await loop.run_in_executor(None, self.store.list, f"{O.brain_prefix(brain)}snapshots/")
+        shipped = await loop.run_in_executor(None, self._has_snapshot, brain)
         if epoch > 1 and (shipped or not local):
             if self.pool.brains_dir is None:
                 raise R.BrainsDirNotConfiguredError("a brain restored from the object store needs --brains-dir")

@@ -1,0 +1,86 @@
+"""The fleet's HTTP/1.1 connections to its peers (``brainy/fleet/http1.py``): a request written on a kept
+connection whose peer goes away before answering is never sent again by the pool for a proxied request (the
+peer may have acted on it), and is sent once more for etcd's calls (``resend``)."""
+
+import asyncio
+import contextlib
+import socket
+
+import pytest
+
+from brainy.fleet.http1 import Connections, NotConnectedError, PeerUnreachableError, request_bytes
+
+
+class _Peer(asyncio.Protocol):
+    """Answers a connection's first request 200 (kept alive) and drops it on the second, as a killed peer does;
+    counts the requests it was sent."""
+
+    seen = 0
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.requests = 0
+
+    def data_received(self, data):
+        type(self).seen += data.count(b"HTTP/1.1\r\n")
+        self.requests += 1
+        if self.requests == 1:
+            self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+        else:
+            self.transport.abort()
+
+
+def _exchange_twice(resend: bool):
+    async def go():
+        _Peer.seen = 0
+        server = await asyncio.get_running_loop().create_server(_Peer, "127.0.0.1", 0)
+        address = server.sockets[0].getsockname()[:2]
+        connections = Connections(5.0, resend=resend)
+        data = request_bytes("POST", "/v1/brains/x/add", "peer", [], b"{}")
+        try:
+            first = await connections.exchange(address, data)
+            assert first.status == 200
+            try:
+                second = await connections.exchange(address, data)
+            except PeerUnreachableError as exc:
+                return _Peer.seen, exc
+            return _Peer.seen, second
+        finally:
+            connections.close()
+            server.close()
+            await server.wait_closed()
+
+    return asyncio.run(asyncio.wait_for(go(), 10))
+
+
+def test_a_request_on_a_kept_connection_whose_peer_goes_is_not_sent_again():
+    seen, outcome = _exchange_twice(resend=False)
+    assert isinstance(outcome, PeerUnreachableError) and not isinstance(outcome, NotConnectedError)
+    assert outcome.sent  # the edge sends a read again, never a write
+    assert seen == 2
+
+
+def test_with_resend_it_is_sent_once_more_on_a_new_connection():
+    seen, outcome = _exchange_twice(resend=True)
+    assert not isinstance(outcome, BaseException) and outcome.status == 200  # a new connection's first request
+    assert seen == 3
+
+
+@pytest.mark.parametrize("resend", [False, True])
+def test_a_peer_that_is_not_there_is_not_connected(resend):
+    async def go():
+        connections = Connections(2.0, resend=resend)
+        with socket_bound() as port:
+            with pytest.raises(NotConnectedError) as refused:
+                await connections.exchange(("127.0.0.1", port), request_bytes("GET", "/", "peer", [], b""))
+        assert not refused.value.sent
+
+    asyncio.run(go())
+
+
+@contextlib.contextmanager
+def socket_bound():
+    """A loopback port nothing listens on (bound, not listening: connections to it are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
