@@ -57,3 +57,17 @@ def etcd(tmp_path):
 
     with start_etcd(tmp_path / "etcd") as running:
         yield running
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """etcd and moto's S3 server on loopback, and the environment a node's ``--object-store`` reads (each node
+    started after inherits it); yields the etcd. moto's objects live as long as it: a fleet takes a bucket
+    prefix of its own (``tmp_path.name``)."""
+    from etcd import start_etcd
+    from objectstore import start_moto
+
+    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
+        for name, value in moto.env.items():
+            monkeypatch.setenv(name, value)
+        yield etcd

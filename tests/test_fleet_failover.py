@@ -9,9 +9,7 @@ import threading
 import time
 
 import pytest
-from etcd import start_etcd
 from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
-from objectstore import start_moto
 from server import SERVICE_KEY
 
 from brainy.fleet import objects as O
@@ -39,15 +37,6 @@ def readable(node, id_):
     except AssertionError:
         return False
     return answer.status == 200
-
-
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """etcd, moto, and the environment a node's --object-store reads (each node inherits it)."""
-    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
-        for name, value in moto.env.items():
-            monkeypatch.setenv(name, value)
-        yield etcd
 
 
 def test_a_killed_owners_acknowledged_writes_are_served_by_the_new_owner(tmp_path, cluster):

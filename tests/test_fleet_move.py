@@ -14,11 +14,9 @@ import time
 
 import httpx2
 import pytest
-from etcd import start_etcd
 from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from objectstore import start_moto
 from server import SERVICE_KEY, curl
 
 pytestmark = pytest.mark.slow
@@ -34,15 +32,6 @@ def add(node, id_):
         return call(node, "POST", f"/v1/brains/{BRAIN}/add", body)
     except AssertionError:  # curl got no answer: not acknowledged
         return None
-
-
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """etcd, moto, and the environment a node's --object-store reads (each node inherits it)."""
-    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
-        for name, value in moto.env.items():
-            monkeypatch.setenv(name, value)
-        yield etcd
 
 
 @pytest.fixture

@@ -14,9 +14,7 @@ import time
 import grpc
 import httpx2
 import pytest
-from etcd import start_etcd
 from fleet import TTL, call, health, start_node, write_fleet_keys
-from objectstore import start_moto
 from server import HOST, PERSON_KEY, SERVICE_KEY, free_port
 from test_serve_grpc import stubs  # noqa: F401  (the module's fixture: stubs generated from docs/brainy.proto)
 
@@ -24,15 +22,6 @@ pytestmark = pytest.mark.slow
 
 BRAIN = "hw"
 BOUND = TTL + 5 + 3  # the edge's own bound (TTL + 5 s), plus a request's time on either side of it
-
-
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """etcd, moto, and the environment a node's --object-store reads (each node inherits it)."""
-    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
-        for name, value in moto.env.items():
-            monkeypatch.setenv(name, value)
-        yield etcd
 
 
 def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, stubs):  # noqa: F811
