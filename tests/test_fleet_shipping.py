@@ -226,6 +226,55 @@ def test_a_checkpoint_falls_due_after_enough_segments_of_enough_weight(store, tm
         assert found(restored, "e0") and found(restored, "e7")
 
 
+def test_a_backlog_ships_in_bounded_segments(store, tmp_path, monkeypatch):
+    """Durable frames waiting for one upload (--ship async between turns, or a store that was away) go in
+    segments of at most SEGMENT_FRAMES frames, consecutive, in one ship() call; the restore reads them all."""
+    monkeypatch.setattr(O, "SEGMENT_FRAMES", 3)
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        shipper = start_shipping(store, brain, mode=ASYNC)
+        for i in range(8):
+            add(brain, f"e{i}")
+        assert shipper.stored == 0
+        shipper.ship()
+        assert shipper.stored == 8 and shipper.uploads == 3
+    segs = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).segments
+    assert [(s.first, s.last) for s in segs] == [(1, 3), (4, 6), (7, 8)]
+    brains = tmp_path / "b"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 8
+
+
+def test_a_restore_lists_only_the_segments_after_its_snapshots_shipped_generation(store, tmp_path):
+    """A snapshot that says ``shipped`` (a checkpoint: the stored generation read before its files were held)
+    lets the restore list the segments after it only (start-after), not every segment ever shipped."""
+    listed = []
+    real_list = store.list
+
+    def watched(prefix, start_after=""):
+        listed.append((prefix, start_after))
+        return real_list(prefix, start_after)
+
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        shipper = start_shipping(store, brain)
+        for i in range(6):
+            add(brain, f"e{i}")
+        shipped = shipper.stored
+        files = brain.hold_files()
+        data = snapshot_bytes(files, BRAIN, 1, "n", None, shipped)
+        store.put_new(O.snapshot_name(BRAIN, files.generation, 1), data)
+        for i in range(6, 9):
+            add(brain, f"e{i}")
+    store.list = watched
+    brains = tmp_path / "b"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 9
+    logs = [start for prefix, start in listed if prefix.endswith("/log/")]
+    assert logs == [O.segment_start(BRAIN, 6)]
+    assert O.read_listing(BRAIN, real_list(O.brain_prefix(BRAIN) + "log/", logs[0])).segments[0].first == 7
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert found(restored, "e0") and found(restored, "e8")
+
+
 def test_restore_rebuilds_the_brain_from_its_snapshot_and_log(store, tmp_path):
     """A brain restored at epoch 2 from what epoch 1 shipped holds every acknowledged write, at the same
     generation; a local copy is set aside, never deleted."""

@@ -28,6 +28,11 @@ SNAPSHOT_MAGIC = b"brainysn"
 SNAPSHOT_VERSION = 1
 _snapshot_header = struct.Struct("<8sII")  # magic, version, index_length: 8 + 4 + 4
 _frame_header = struct.Struct("<II")
+# a segment's bound (docs/fleet.md "Segment format"): at most this many frames and bytes of them (one frame more
+# when a single frame is larger), so a put is bounded, and the segment after a snapshot at g starts above
+# g - SEGMENT_FRAMES (a restore lists from there)
+SEGMENT_FRAMES = 4096
+SEGMENT_BYTES = 64 << 20
 
 
 class ShippedDamageError(ValueError):
@@ -44,6 +49,11 @@ def marker_name(brain: str, epoch: int) -> str:
 
 def segment_name(brain: str, first: int, last: int, epoch: int) -> str:
     return f"{BRAINS}{brain}/log/{first:020d}-{last:020d}-{epoch:010d}.seg"
+
+
+def segment_start(brain: str, generation: int) -> str:
+    """The name every segment whose ``first`` is above ``generation`` sorts after (S3's ``start-after``)."""
+    return f"{BRAINS}{brain}/log/{generation:020d}-~"
 
 
 def snapshot_name(brain: str, generation: int, epoch: int) -> str:

@@ -235,8 +235,9 @@ class ObjectStore:
             raise self._error(status, data, f"the get of {name}")
         return data
 
-    def list(self, prefix: str) -> list[str]:
-        """Every object name starting with ``prefix`` (below the store's own), in name order."""
+    def list(self, prefix: str, start_after: str = "") -> list[str]:
+        """Every object name starting with ``prefix`` (below the store's own), in name order; with
+        ``start_after``, only the names after it (S3's ``start-after``: the store skips the rest itself)."""
         names: list[str] = []
         token = ""
         base = self.location.prefix
@@ -244,6 +245,8 @@ class ObjectStore:
             query = [("list-type", "2"), ("prefix", base + prefix)]
             if token:
                 query.append(("continuation-token", token))
+            elif start_after:
+                query.append(("start-after", base + start_after))
             status, data = self.request("GET", self._path(), query)
             if status != 200:
                 raise self._error(status, data, f"the list of {prefix}")

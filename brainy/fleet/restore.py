@@ -65,20 +65,34 @@ class Staged:
     log: Path | None
     taken: tuple[int, int] = (0, 0)  # the snapshot's generation and epoch
     frames: int = 0  # the shipped frames after the snapshot, appended
+    shipped: int = 0  # every segment after the snapshot starts above this generation (0: not known)
 
 
-def _plan(store: ObjectStore, brain: str, epoch: int) -> O.Plan:
-    listing = O.read_listing(brain, store.list(O.brain_prefix(brain)))
+def _choose(store: ObjectStore, brain: str, epoch: int) -> tuple[O.Listing, dict[int, int], O.SnapshotObject]:
+    """Steps 1-2 of a restore of ``brain`` for ``epoch`` (docs/fleet.md "Failover"), up to the snapshot: the
+    markers and snapshots listed (no segment yet), each marker's base, and the newest snapshot that is history."""
+    prefix = O.brain_prefix(brain)
+    listing = O.read_listing(brain, store.list(f"{prefix}epochs/") + store.list(f"{prefix}snapshots/"))
     bases = {}
     for marked, name in listing.markers.items():
         if marked < epoch:
             data = store.get(name)
             if data is not None:
                 bases[marked] = int(O.read_marker(data)["base"])
-    plan = O.plan(listing, bases, epoch)
-    if plan.snapshot is None:
+    chosen = O.plan(listing, bases, epoch).snapshot
+    if chosen is None:
         raise RestoreError(f"brain {brain}: the object store holds no snapshot of it that is history")
-    return plan
+    return listing, bases, chosen
+
+
+def _plan(
+    store: ObjectStore, brain: str, epoch: int, listing: O.Listing, bases: dict[int, int], shipped: int
+) -> O.Plan:
+    """The rest of step 2: the segments listed after ``shipped`` (every segment the snapshot's history goes on
+    with starts above it; 0 lists them all), and the plan over them."""
+    start = O.segment_start(brain, shipped) if shipped > 0 else ""
+    listing.segments = O.read_listing(brain, store.list(f"{O.brain_prefix(brain)}log/", start)).segments
+    return O.plan(listing, bases, epoch)
 
 
 def _fetch(store: ObjectStore, names: list[str]) -> list[bytes | None]:
@@ -121,12 +135,14 @@ def stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Stage
     rename nothing: :func:`restore` finishes it (``host.move`` stages before its hold, so only the tail is fetched
     while writes wait)."""
     try:
-        plan = _plan(store, brain, epoch)
-        assert plan.snapshot is not None
-        snap_data = store.get(plan.snapshot.name)
+        listing, bases, chosen = _choose(store, brain, epoch)
+        snap_data = store.get(chosen.name)
         if snap_data is None:
-            raise RestoreError(f"brain {brain}: snapshot {plan.snapshot.name} is listed but not there")
+            raise RestoreError(f"brain {brain}: snapshot {chosen.name} is listed but not there")
         index, files = O.decode_snapshot(snap_data)
+        shipped = index.get("shipped", 0) if isinstance(index.get("shipped"), int) else 0
+        plan = _plan(store, brain, epoch, listing, bases, shipped)
+        assert plan.snapshot is not None
         frames, at = _frames(store, plan, plan.snapshot.generation)
     except O.ShippedDamageError as exc:
         raise RestoreError(f"brain {brain}: {exc}") from None
@@ -148,16 +164,16 @@ def stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Stage
         fsync_dir(staging / folder)
     fsync_dir(staging)
     taken = (plan.snapshot.generation, plan.snapshot.epoch)
-    return Staged(brain, epoch, staging, plan.snapshot.name, at, last_log, taken, len(frames))
+    return Staged(brain, epoch, staging, plan.snapshot.name, at, last_log, taken, len(frames), shipped)
 
 
 def _catch_up(store: ObjectStore, staged: Staged) -> int:
     """Append to ``staged`` the frames shipped since it was staged, if its snapshot is still the one to restore:
     the generation it now ends at, or -1 when it is not (it is then set aside, and a whole restore follows)."""
-    plan = _plan(store, staged.brain, staged.epoch)
-    assert plan.snapshot is not None
-    if plan.snapshot.name != staged.snapshot:
+    listing, bases, chosen = _choose(store, staged.brain, staged.epoch)
+    if chosen.name != staged.snapshot:
         return -1
+    plan = _plan(store, staged.brain, staged.epoch, listing, bases, staged.shipped)
     frames, at = _frames(store, plan, staged.generation)
     if frames:
         target = staged.log or staged.path / "log" / log_.segment_name(staged.generation + 1)

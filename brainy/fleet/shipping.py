@@ -248,22 +248,33 @@ class Shipper:
                     ) from None
 
     def _take(self) -> list[tuple[int, bytes]] | None:
-        """The next upload's frames, under the lock: a range whose upload failed first, else every durable frame
-        not yet handed to an upload; None when ``PIPELINE`` uploads run or nothing is left to hand out."""
+        """The next upload's frames, under the lock: a range whose upload failed first, else the durable frames not
+        yet handed to an upload, as many as one segment holds; None when ``PIPELINE`` uploads run or nothing is
+        left to hand out."""
         if self._inflight >= PIPELINE:
             return None
-        if self._retry:
-            first, last = self._retry.pop(0)
+        retry = bool(self._retry)
+        if retry:
+            first, last = self._retry.pop(0)  # bounded already: it was one upload's
         elif self._handed < self._durable:
             first, last = self._handed + 1, self._durable
-            self._handed = last
         else:
             return None
-        batch = [(g, f) for g, f in self._frames if first <= g <= last]
-        if len(batch) != last - first + 1:  # never: every frame is handed over as appended
-            raise R.InternalError(
+        batch: list[tuple[int, bytes]] = []
+        size = 0
+        for generation, frame in self._frames:
+            if generation < first:
+                continue
+            if generation > last or (batch and (len(batch) == O.SEGMENT_FRAMES or size + len(frame) > O.SEGMENT_BYTES)):
+                break  # the rest goes in the next segment (docs/fleet.md "Segment format": a segment's bound)
+            batch.append((generation, frame))
+            size += len(frame)
+        if not batch or batch[0][0] != first or batch[-1][0] - first + 1 != len(batch):  # never: each frame is
+            raise R.InternalError(  # handed over as appended
                 f"brain {self.brain}: generations {first}-{last} were not all handed to its shipper", ref="fleet-ship"
             )
+        if not retry:
+            self._handed = batch[-1][0]
         return batch
 
     def _upload(self, batch: list[tuple[int, bytes]]) -> int:

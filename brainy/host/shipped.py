@@ -70,11 +70,14 @@ class Unowned:
         self.fleet.fence(self.brain, -1)
 
 
-def snapshot_bytes(files: FileSet, brain: str, epoch: int, node: str, name: str | None) -> bytes:
-    """``files`` (held open) as a snapshot object (docs/fleet.md "Snapshot format")."""
+def snapshot_bytes(
+    files: FileSet, brain: str, epoch: int, node: str, name: str | None, shipped: int | None = None
+) -> bytes:
+    """``files`` (held open) as a snapshot object (docs/fleet.md "Snapshot format"); ``shipped``: the shipper's
+    stored generation read before they were held (every segment after the snapshot starts above it)."""
     with files:
         contents = [(held.name, b"".join(held.chunks())) for held in files.files]
-        index = {
+        index: dict[str, Any] = {
             "brain": brain,
             "epoch": epoch,
             "generation": files.generation,
@@ -82,6 +85,8 @@ def snapshot_bytes(files: FileSet, brain: str, epoch: int, node: str, name: str 
             "name": name,
             "createdAt": files.created_at,
         }
+        if shipped is not None:
+            index["shipped"] = shipped
     return O.encode_snapshot(index, contents)
 
 
@@ -146,7 +151,7 @@ class Shipping:
         if self.courier is not None:
             self.courier.add(shipper)
         if brain not in self._snapshotted and not self._has_snapshot(brain):  # the first: before it serves a door
-            self._put_snapshot(brain, epoch, handle.hold_files(), None)
+            self._put_snapshot(brain, epoch, handle.hold_files(), None, base)  # nothing stored yet above base
         log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
 
     def _has_snapshot(self, brain: str) -> bool:
@@ -172,12 +177,14 @@ class Shipping:
                 ) from None
             return int(found["base"])
 
-    def _put_snapshot(self, brain: str, epoch: int, files: FileSet, name: str | None) -> tuple[int, int]:
+    def _put_snapshot(
+        self, brain: str, epoch: int, files: FileSet, name: str | None, shipped: int | None = None
+    ) -> tuple[int, int]:
         count, size, generation = len(files.files), files.bytes, files.generation
         with self._lock:
             shipper = self._shippers.get(brain)
         tail = (shipper.tail, shipper.tail_bytes) if shipper is not None and shipper.epoch == epoch else None
-        data = snapshot_bytes(files, brain, epoch, self.fleet.node, name)
+        data = snapshot_bytes(files, brain, epoch, self.fleet.node, name, shipped)
         try:
             self.store.put_new(O.snapshot_name(brain, generation, epoch), data)
         except ObjectExistsError:  # this epoch's snapshot of this generation is stored: the same files
@@ -223,8 +230,8 @@ class Shipping:
     def snapshot(self, brain: str, epoch: int) -> None:
         """Store a snapshot of ``brain`` now (blocking), while writes still flow: the node it is moved to stages it
         before the hold, and restores only the short log after it during the hold."""
-        self._shipper(brain, epoch)
-        self._put_snapshot(brain, epoch, self.pool.resolve(brain, True).hold_files(), None)
+        shipped = self._shipper(brain, epoch).stored  # read before the files are held: a bound below them
+        self._put_snapshot(brain, epoch, self.pool.resolve(brain, True).hold_files(), None, shipped)
 
     def _shipper(self, brain: str, epoch: int) -> Shipper:
         with self._lock:
