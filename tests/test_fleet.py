@@ -4,6 +4,7 @@ naming the owner, the health block, refusals by the contract's names, and a kill
 after its TTL."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from etcd import start_etcd
 from fleet import TTL, call, health, start_fleet, wait_until
 from server import SERVICE_KEY
 
+from brainy.engine import init_store
 from brainy.fleet import layout as L
 
 pytestmark = pytest.mark.slow
@@ -92,6 +94,28 @@ def test_any_node_answers_any_brain(fleet3, placed, http2):
     direct = call(fleet3[owner], "GET", f"/v1/brains/{brain}/get/ada", http2=http2)
     assert direct.status == 200 and "brainy-node" not in direct.headers
     assert direct.result()["entity"]["id"] == got.result()["entity"]["id"]
+
+
+def test_the_brain_list_is_the_fleets_at_any_node(fleet3, placed):
+    """``GET /v1/brains`` at any node lists every placed brain once, each naming the node that serves it, whatever
+    the brains folder of the node asked holds: a copy of a brain another node owns is never listed as its."""
+    owner = placed["p0"]
+    elsewhere = next(name for name in fleet3 if name != owner)
+    init_store(fleet3[elsewhere].brains_dir / "p0")  # a stale copy, as a node restarted after a failover keeps
+    try:
+        for name, node in fleet3.items():
+            answer = call(node, "GET", "/v1/brains", key=SERVICE_KEY)
+            assert answer.status == 200, answer
+            listed = {entry["name"]: entry for entry in answer.doc["brains"]}
+            assert {b: e["node"] for b, e in listed.items() if b in placed} == placed, name
+            assert len(answer.doc["brains"]) == len(listed)
+            assert all(entry["archived"] is False for entry in listed.values())
+        # asked as another node asks (forwarded), a node lists only what it serves
+        forwarded = call(fleet3[elsewhere], "GET", "/v1/brains", key=SERVICE_KEY, headers=(("brainy-forwarded", "x"),))
+        assert [e["node"] for e in forwarded.doc["brains"]] == [elsewhere] * len(forwarded.doc["brains"])
+        assert "p0" not in {e["name"] for e in forwarded.doc["brains"]}
+    finally:
+        shutil.rmtree(fleet3[elsewhere].brains_dir / "p0")
 
 
 def test_a_head_request_is_answered_through_the_edge(fleet3, placed):

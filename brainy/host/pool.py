@@ -388,12 +388,7 @@ class Pool:
 
     def reach(self, principal: Any) -> list[str]:
         """The names of the brains a credential reaches here (the service key reaches every name)."""
-        known = self.known()
-        if principal.token_brain is not None:
-            return [b for b in known if b == principal.token_brain]
-        if principal.brains is None or principal.service_key:
-            return known
-        return [b for b in known if b in principal.brains]
+        return [b for b in self.known() if reaches(principal, b)]
 
     def only_brain(self, principal: Any) -> str | None:
         """The one rule for a call that names no brain (DOORS 0.2), on every transport: the brain a credential
@@ -519,3 +514,11 @@ class Pool:
                 )
                 closed.append(answer)
         return closed
+
+
+def reaches(principal: Any, name: str) -> bool:
+    """Whether a credential reaches the brain ``name``: a token its own brain, a key its named brains, the service
+    key and a ``*`` key every one."""
+    if principal.token_brain is not None:
+        return name == principal.token_brain
+    return principal.brains is None or principal.service_key or name in principal.brains

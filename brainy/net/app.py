@@ -283,8 +283,10 @@ class App:
             document["scopes_supported"] = ["read", "write"]
         return document
 
-    def _brains_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
-        return {"brains": self.pool.brains_for(principal)}
+    def _brains_door(self, principal: Principal, text: list[tuple[str, str]], match: Match, request: Request) -> Answer:
+        """``GET /v1/brains``; in a fleet, every node's (docs/fleet.md "GET /v1/brains in a fleet")."""
+        here = self.pool.brains_for(principal)
+        return {"brains": here} if self.edge is None else self.edge.every_brain(principal, request, here)
 
     def _health_door(self, principal: Principal, text: list[tuple[str, str]], *_: Any) -> dict[str, Any]:
         """``GET /v1/health``: liveness for any credential; the pool and auth detail for the service key."""

@@ -50,6 +50,7 @@ from brainy.fleet.membership import Fleet
 from brainy.fleet.proxy import FORWARDED, NODE, PLACED, Forwarder
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
+from brainy.host.pool import reaches
 from brainy.net.http import Request, Response, StreamingResponse
 from brainy.net.routes import Match
 
@@ -108,6 +109,48 @@ class Edge:
             return self._owned(request, brain)
         owner = self.fleet.elsewhere(brain)
         return self._owned(request, brain) if owner is not None else None
+
+    async def every_brain(self, principal: Principal, request: Request, here: list[dict[str, Any]]) -> dict[str, Any]:
+        """``GET /v1/brains`` in a fleet (docs/fleet.md "GET /v1/brains in a fleet"): of ``here`` (this node's
+        pool), the brains this node serves, each naming its node; asked by a client, not by another node, also
+        every other live node's (asked in parallel with the caller's own credential), then the placed brains no
+        node answered for (in a hand-over, or their node did not answer), from the view."""
+        fleet = self.fleet
+        served = [
+            {**entry, "node": fleet.node}
+            for entry in here
+            if self.settled(entry["name"]) or entry["name"] not in fleet.epochs  # a copy the fleet never placed
+        ]
+        if FORWARDED in request.headers:
+            return {"brains": served}
+        headers = {**request.headers, "accept": "application/json"}  # parsed here, framed as the caller asked
+        others = [(node, found.url) for node, found in sorted(fleet.nodes.items()) if node != fleet.node]
+        answers = await asyncio.gather(
+            *(self.forwarder.forward(url, "GET", request.path, headers, b"") for _, url in others),
+            return_exceptions=True,
+        )
+        listed = {entry["name"]: entry for entry in served}
+        for (node, _), answer in zip(others, answers):
+            if isinstance(answer, Response) and answer.status == 200:
+                for entry in orjson.loads(answer.body).get("brains", []):
+                    listed.setdefault(entry["name"], entry)
+            else:
+                log.warning(
+                    "GET /v1/brains: node %s did not answer (%s); its brains are listed from the view",
+                    node,
+                    answer if isinstance(answer, BaseException) else answer.status,
+                )
+        for name in sorted(set(fleet.epochs) | set(fleet.archived)):
+            if name not in listed and reaches(principal, name):
+                owner = fleet.owners.get(name)
+                listed[name] = {
+                    "name": name,
+                    "archived": name in fleet.archived,
+                    "resident": False,
+                    "writer": False,
+                    "node": owner.node if owner is not None and fleet.live(owner.node) else None,
+                }
+        return {"brains": [listed[name] for name in sorted(listed)]}
 
     def session_node(self, principal: Principal) -> list[tuple[bytes, bytes]]:
         """``brainy-node`` for a WebSocket upgrade whose caller reaches one brain, owned by another node: a
