@@ -16,11 +16,11 @@ from server import SERVICE_KEY
 from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
 from brainy.fleet import objects as O
-from brainy.fleet import shipping
+from brainy.fleet import objectstore, shipping
 from brainy.fleet.objectstore import Location, ObjectExistsError, ObjectStore
-from brainy.fleet.restore import restore
+from brainy.fleet.restore import RestoreError, restore
 from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper
-from brainy.host.shipped import snapshot_bytes
+from brainy.host.shipped import snapshot_bytes, snapshot_parts
 
 BRAIN = "notes"
 
@@ -273,6 +273,57 @@ def test_a_restore_lists_only_the_segments_after_its_snapshots_shipped_generatio
     assert O.read_listing(BRAIN, real_list(O.brain_prefix(BRAIN) + "log/", logs[0])).segments[0].first == 7
     with Brain.open(brains / BRAIN, name=BRAIN) as restored:
         assert found(restored, "e0") and found(restored, "e8")
+
+
+def test_a_large_snapshot_goes_up_in_parts_and_comes_back_as_it_streams(store, tmp_path, monkeypatch):
+    """A snapshot over SINGLE_PUT is a multipart upload (never whole in memory), completed only if its name is
+    free: a second upload under the name is ObjectExistsError and leaves the first. The restore reads it as it
+    arrives, and a file that does not check leaves no staging folder behind."""
+    monkeypatch.setattr(objectstore, "SINGLE_PUT", 1 << 20)
+    monkeypatch.setattr(objectstore, "PART_BYTES", 5 << 20)  # S3's least part
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        start_shipping(store, brain)
+        for i in range(40):  # about 12 MB of rows the tables cannot shrink much
+            brain.write(
+                "add",
+                {"type": "thing", "id": f"big{i}", "metadata": {"blob": os.urandom(150_000).hex()}},
+                caller="person:pat",
+            )
+        brain.flush()
+        files = brain.hold_files()
+        name = O.snapshot_name(BRAIN, files.generation, 1)
+        with files:
+            size, parts = snapshot_parts(files, BRAIN, 1, "n", "big")
+            assert size > 10 << 20
+            store.put_new_stream(name, size, parts)
+        again = brain.hold_files()
+        with again:
+            size2, parts2 = snapshot_parts(again, BRAIN, 1, "n", "again")
+            with pytest.raises(ObjectExistsError):
+                store.put_new_stream(name, size2, parts2)
+    assert O.decode_snapshot(store.get(name))[0]["name"] == "big"  # the first upload's, whole
+    brains = tmp_path / "b"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 40
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert len(restored.get("big39")["entity"]["metadata"]["blob"]) == 300_000
+
+
+def test_a_snapshot_that_does_not_check_is_refused_and_leaves_nothing_staged(store, tmp_path):
+    """A snapshot whose file bytes do not match its index is RestoreError (damage), found as it streams; the
+    staging folder written so far is removed and the brain's place is untouched."""
+    with open_brain(tmp_path / "a" / BRAIN) as brain:
+        start_shipping(store, brain)
+        add(brain, "e0")
+        files = brain.hold_files()
+        data = bytearray(snapshot_bytes(files, BRAIN, 1, "n", None))
+    data[-1] ^= 0xFF  # the last file's last byte
+    store.put_new(O.snapshot_name(BRAIN, 1, 1), bytes(data))
+    brains = tmp_path / "b"
+    brains.mkdir()
+    with pytest.raises(RestoreError, match="does not check"):
+        restore(store, BRAIN, 2, brains)
+    assert list(brains.iterdir()) == []
 
 
 def test_restore_rebuilds_the_brain_from_its_snapshot_and_log(store, tmp_path):

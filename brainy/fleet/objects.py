@@ -13,8 +13,9 @@ history (docs/fleet.md "Fencing").
 from __future__ import annotations
 
 import hashlib
+import io
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,40 +172,75 @@ def decode_segment(data: bytes, first: int, last: int) -> Iterator[tuple[int, by
 # -- the snapshot --------------------------------------------------------------------------------------------
 
 
+def snapshot_head(index: dict[str, Any], listed: list[tuple[str, int, str]]) -> bytes:
+    """A snapshot object's bytes before its files: ``index`` with its ``files`` (name, size, sha256 hex each)."""
+    index = dict(index)
+    index["files"] = [{"name": n, "size": size, "sha256": digest} for n, size, digest in listed]
+    body = orjson.dumps(index)
+    return _snapshot_header.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, len(body)) + body
+
+
 def encode_snapshot(index: dict[str, Any], files: list[tuple[str, bytes]]) -> bytes:
     """A snapshot object: ``index`` (its ``files`` filled in here from ``files``, in order), then the bytes."""
-    index = dict(index)
-    index["files"] = [{"name": n, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for n, d in files]
-    body = orjson.dumps(index)
-    return b"".join([_snapshot_header.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, len(body)), body, *(d for _, d in files)])
+    listed = [(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in files]
+    return b"".join([snapshot_head(index, listed), *(d for _, d in files)])
+
+
+class SnapshotReader:
+    """A snapshot object read as it arrives from ``read(n)`` (at most ``n`` bytes, ``b""`` at its end): the
+    :attr:`index` at once, then each file's bytes in chunks (:meth:`files`), each file's digest checked at its
+    end, and nothing after the last. Damage is ShippedDamageError."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self._read = read
+        magic, version, length = _snapshot_header.unpack(self._exactly(_snapshot_header.size, "snapshot header"))
+        if magic != SNAPSHOT_MAGIC or version != SNAPSHOT_VERSION:
+            raise ShippedDamageError("bad snapshot header")
+        try:
+            self.index: dict[str, Any] = orjson.loads(self._exactly(length, "snapshot index"))
+            self.listed = [(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in self.index["files"]]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ShippedDamageError(f"bad snapshot index: {exc}") from None
+        for name, size, _ in self.listed:
+            if name.startswith("/") or ".." in name.split("/") or size < 0:
+                raise ShippedDamageError(f"snapshot file name {name!r} leaves the store")
+
+    def _exactly(self, n: int, what: str) -> bytes:
+        parts = []
+        while n > 0:
+            got = self._read(n)
+            if not got:
+                raise ShippedDamageError(f"{what} cut short")
+            parts.append(got)
+            n -= len(got)
+        return b"".join(parts)
+
+    def files(self) -> Iterator[tuple[str, Iterator[bytes]]]:
+        """Each file's name and its bytes in chunks, in the index's order; each chunk iterator must be used up
+        before the next file is asked for."""
+        for name, size, digest in self.listed:
+            yield name, self._file(name, size, digest)
+        if self._read(1):
+            raise ShippedDamageError("bytes after the snapshot's last file")
+
+    def _file(self, name: str, size: int, digest: str) -> Iterator[bytes]:
+        hashed = hashlib.sha256()
+        left = size
+        while left > 0:
+            chunk = self._exactly(min(self.CHUNK, left), f"snapshot file {name}")
+            hashed.update(chunk)
+            left -= len(chunk)
+            yield chunk
+        if hashed.hexdigest() != digest:
+            raise ShippedDamageError(f"snapshot file {name} does not check")
 
 
 def decode_snapshot(data: bytes) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
-    """The index and every file (relative name, bytes) of a snapshot object, each file's digest checked."""
-    if len(data) < _snapshot_header.size:
-        raise ShippedDamageError("snapshot header cut short")
-    magic, version, length = _snapshot_header.unpack_from(data, 0)
-    if magic != SNAPSHOT_MAGIC or version != SNAPSHOT_VERSION:
-        raise ShippedDamageError("bad snapshot header")
-    at = _snapshot_header.size
-    try:
-        index = orjson.loads(data[at : at + length])
-        listed = [(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in index["files"]]
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ShippedDamageError(f"bad snapshot index: {exc}") from None
-    at += length
-    files = []
-    for name, size, digest in listed:
-        if name.startswith("/") or ".." in name.split("/"):
-            raise ShippedDamageError(f"snapshot file name {name!r} leaves the store")
-        chunk = data[at : at + size]
-        if len(chunk) != size or hashlib.sha256(chunk).hexdigest() != digest:
-            raise ShippedDamageError(f"snapshot file {name} does not check")
-        files.append((name, chunk))
-        at += size
-    if at != len(data):
-        raise ShippedDamageError("bytes after the snapshot's last file")
-    return index, files
+    """The index and every file (relative name, bytes) of a snapshot object held whole, each digest checked."""
+    reader = SnapshotReader(io.BytesIO(data).read)
+    return reader.index, [(name, b"".join(chunks)) for name, chunks in reader.files()]
 
 
 # -- the history -------------------------------------------------------------------------------------------

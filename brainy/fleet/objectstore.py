@@ -16,22 +16,29 @@ Every call blocks: shipping runs on the brain's fsync workers and its own thread
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import hmac
 import http.client
+import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 from xml.etree import ElementTree
 
+# an object up to SINGLE_PUT bytes is one put; a larger one (a large brain's snapshot) a multipart upload of
+# PART_BYTES parts (S3: parts of 5 MiB to 5 GiB, at most 10,000 of them: objects up to 640 GiB here)
+SINGLE_PUT = 64 << 20
+PART_BYTES = 64 << 20
 CALL_SECONDS = 10.0  # one call; a sync write waits on it, so a store that hangs longer is unreachable
 ATTEMPTS = 3  # a call whose connection broke (a kept-alive socket the store closed) is tried again this often
 _EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 _XMLNS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+log = logging.getLogger("brainy.fleet.objectstore")
 
 
 class ObjectStoreError(Exception):
@@ -169,20 +176,14 @@ class ObjectStore:
         query: list[tuple[str, str]] | None = None,
         body: bytes = b"",
         headers: dict[str, str] | None = None,
-    ) -> tuple[int, bytes]:
-        """One signed call: (status, body). A broken kept-alive connection is tried again on a new one."""
+    ) -> tuple[int, bytes, http.client.HTTPMessage]:
+        """One signed call: (status, body, the answer's fields). A broken kept-alive connection is tried again
+        on a new one."""
         query = query or []
-        fields = dict(headers or {})
-        fields["host"] = self._host_field
-        sha = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA
-        target = quote(path, safe="/-_.~")
-        if query:
-            target += "?" + "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query))
+        target, signed = self._signed(method, path, query, body, headers)
         last: Exception | None = None
         for attempt in range(ATTEMPTS):
-            signed = sign(method, path, query, fields, sha, self.creds, datetime.datetime.now(datetime.UTC))
-            if body or method == "PUT":
-                signed["content-length"] = str(len(body))
+            signed = self._signed(method, path, query, body, headers)[1] if attempt else signed
             try:
                 conn = self._connection()
                 conn.request(method, target, body=body or None, headers=signed)
@@ -190,13 +191,28 @@ class ObjectStore:
                 data = answer.read()
                 if answer.getheader("connection", "").lower() == "close":
                     self._drop()
-                return answer.status, data
+                return answer.status, data, answer.msg
             except (OSError, http.client.HTTPException) as exc:
                 self._drop()
                 last = exc
                 if attempt + 1 < ATTEMPTS:
                     time.sleep(0.05 * (attempt + 1))
         raise ObjectStoreError(f"the object store did not answer {method} {path}: {last}")
+
+    def _signed(
+        self, method: str, path: str, query: list[tuple[str, str]], body: bytes, headers: dict[str, str] | None
+    ) -> tuple[str, dict[str, str]]:
+        """A call's target (path and query, encoded) and its signed fields, signed now."""
+        fields = dict(headers or {})
+        fields["host"] = self._host_field
+        sha = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA
+        target = quote(path, safe="/-_.~")
+        if query:
+            target += "?" + "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query))
+        signed = sign(method, path, query, fields, sha, self.creds, datetime.datetime.now(datetime.UTC))
+        if body or method in ("PUT", "POST"):
+            signed["content-length"] = str(len(body))
+        return target, signed
 
     def _path(self, name: str = "") -> str:
         return f"/{self.location.bucket}/{self.location.prefix}{name}" if name else f"/{self.location.bucket}"
@@ -213,22 +229,99 @@ class ObjectStore:
 
     def create_bucket(self) -> None:
         """Create the bucket; one that exists already (ours or anyone's we may write) is fine."""
-        status, data = self.request("PUT", self._path())
+        status, data, _ = self.request("PUT", self._path())
         if status not in (200, 409):
             raise self._error(status, data, "the bucket's creation")
 
     def put_new(self, name: str, data: bytes) -> None:
         """Store ``data`` as ``name`` only if no object has that name (``If-None-Match: *``): an object is written
         once and never replaced. ObjectExistsError when the name was taken."""
-        status, answer = self.request("PUT", self._path(name), body=data, headers={"if-none-match": "*"})
+        status, answer, _ = self.request("PUT", self._path(name), body=data, headers={"if-none-match": "*"})
         if status == 412:
             raise ObjectExistsError(f"object {name} exists already")
         if status != 200:
             raise self._error(status, answer, f"the put of {name}")
 
+    def put_new_stream(self, name: str, size: int, chunks: Iterable[bytes]) -> None:
+        """:meth:`put_new` of an object of ``size`` bytes given in ``chunks``, never whole in memory when it is
+        larger than :data:`SINGLE_PUT`: a multipart upload of :data:`PART_BYTES` parts, completed only if no
+        object has the name (``If-None-Match: *`` on the completion), aborted when it does not complete."""
+        if size <= SINGLE_PUT:
+            self.put_new(name, b"".join(chunks))
+            return
+        path = self._path(name)
+        status, answer, _ = self.request("POST", path, [("uploads", "")])
+        upload = ElementTree.fromstring(answer).findtext(f"{_XMLNS}UploadId") if status == 200 else None
+        if not upload:
+            raise self._error(status, answer, f"the start of the upload of {name}")
+        try:
+            parts: list[str] = []
+            pending = bytearray()
+            for chunk in chunks:
+                pending += chunk
+                while len(pending) >= PART_BYTES:
+                    parts.append(self._part(path, upload, len(parts) + 1, bytes(pending[:PART_BYTES])))
+                    del pending[:PART_BYTES]
+            if pending or not parts:
+                parts.append(self._part(path, upload, len(parts) + 1, bytes(pending)))
+            listed = "".join(
+                f"<Part><PartNumber>{n}</PartNumber><ETag>{tag}</ETag></Part>" for n, tag in enumerate(parts, 1)
+            )
+            body = f"<CompleteMultipartUpload>{listed}</CompleteMultipartUpload>".encode()
+            status, answer, _ = self.request("POST", path, [("uploadId", upload)], body, {"if-none-match": "*"})
+            if status == 412:
+                raise ObjectExistsError(f"object {name} exists already")
+            # a completion can fail inside a 200 (the error is its body): only a result is success
+            if status != 200 or b"CompleteMultipartUploadResult" not in answer:
+                raise self._error(status, answer, f"the completion of the upload of {name}")
+        except BaseException:
+            try:
+                self.request("DELETE", path, [("uploadId", upload)])  # its parts are not kept (nor billed)
+            except ObjectStoreError as exc:
+                log.warning("the upload of %s was not aborted (the store's lifecycle rules end it): %s", name, exc)
+            raise
+
+    def _part(self, path: str, upload: str, number: int, data: bytes) -> str:
+        """Store one part of a multipart upload: its ETag."""
+        status, answer, fields = self.request("PUT", path, [("partNumber", str(number)), ("uploadId", upload)], data)
+        tag = fields.get("etag")
+        if status != 200 or not tag:
+            raise self._error(status, answer, f"part {number} of {path}")
+        return tag
+
+    @contextlib.contextmanager
+    def reading(self, name: str) -> Iterator[Callable[[int], bytes] | None]:
+        """The object ``name`` read as it arrives, on a connection of its own (the caller's other calls go on
+        meanwhile): yields ``read(n)`` (at most ``n`` bytes, ``b""`` at the end), or None when there is none."""
+        kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
+        conn = kind(self._host, self._port, timeout=self.timeout)
+        try:
+            target, signed = self._signed("GET", self._path(name), [], b"", None)
+            try:
+                conn.request("GET", target, headers=signed)
+                answer = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                raise ObjectStoreError(f"the object store did not answer GET {name}: {exc}") from None
+            if answer.status == 404:
+                answer.read()
+                yield None
+                return
+            if answer.status != 200:
+                raise self._error(answer.status, answer.read(), f"the get of {name}")
+
+            def read(n: int) -> bytes:
+                try:
+                    return answer.read(n)
+                except (OSError, http.client.HTTPException) as exc:
+                    raise ObjectStoreError(f"the object store broke off GET {name}: {exc}") from None
+
+            yield read
+        finally:
+            conn.close()
+
     def get(self, name: str) -> bytes | None:
         """The object ``name``'s bytes; None when there is none."""
-        status, data = self.request("GET", self._path(name))
+        status, data, _ = self.request("GET", self._path(name))
         if status == 404:
             return None
         if status != 200:
@@ -247,7 +340,7 @@ class ObjectStore:
                 query.append(("continuation-token", token))
             elif start_after:
                 query.append(("start-after", base + start_after))
-            status, data = self.request("GET", self._path(), query)
+            status, data, _ = self.request("GET", self._path(), query)
             if status != 200:
                 raise self._error(status, data, f"the list of {prefix}")
             root = ElementTree.fromstring(data)

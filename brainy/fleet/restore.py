@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +33,15 @@ class RestoreError(Exception):
     """The object store holds no history this brain can be rebuilt from (no snapshot, or damage)."""
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: Path, chunks: Iterable[bytes], more: bytes = b"") -> None:
+    """A new file of ``chunks`` then ``more``, fsynced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        write_all(fd, data)
+        for chunk in chunks:
+            write_all(fd, chunk)
+        if more:
+            write_all(fd, more)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -133,38 +138,57 @@ def _frames(store: ObjectStore, plan: O.Plan, at: int) -> tuple[list[bytes], int
 def stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Staged:
     """Rebuild ``brain`` for ``epoch`` into a staging folder beside the brains, every file and folder fsynced, and
     rename nothing: :func:`restore` finishes it (``host.move`` stages before its hold, so only the tail is fetched
-    while writes wait)."""
+    while writes wait). The snapshot is read as it arrives and written as it is read, never whole in memory."""
     try:
         listing, bases, chosen = _choose(store, brain, epoch)
-        snap_data = store.get(chosen.name)
-        if snap_data is None:
-            raise RestoreError(f"brain {brain}: snapshot {chosen.name} is listed but not there")
-        index, files = O.decode_snapshot(snap_data)
-        shipped = index.get("shipped", 0) if isinstance(index.get("shipped"), int) else 0
-        plan = _plan(store, brain, epoch, listing, bases, shipped)
-        assert plan.snapshot is not None
-        frames, at = _frames(store, plan, plan.snapshot.generation)
+        with store.reading(chosen.name) as read:
+            if read is None:
+                raise RestoreError(f"brain {brain}: snapshot {chosen.name} is listed but not there")
+            snapshot = O.SnapshotReader(read)
+            shipped = snapshot.index.get("shipped")
+            shipped = shipped if isinstance(shipped, int) else 0
+            plan = _plan(store, brain, epoch, listing, bases, shipped)
+            assert plan.snapshot is not None
+            frames, at = _frames(store, plan, plan.snapshot.generation)
+            staging = _aside(brains_dir / brain, f".arriving-{brain}-e{epoch}")
+            staging.mkdir()
+            try:
+                last_log = _write_staged(staging, snapshot, b"".join(frames), plan.snapshot.generation)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)  # only ever a staging copy
+                raise
     except O.ShippedDamageError as exc:
         raise RestoreError(f"brain {brain}: {exc}") from None
-    staging = _aside(brains_dir / brain, f".arriving-{brain}-e{epoch}")
-    staging.mkdir()
+    taken = (plan.snapshot.generation, plan.snapshot.epoch)
+    return Staged(brain, epoch, staging, plan.snapshot.name, at, last_log, taken, len(frames), shipped)
+
+
+def _write_staged(staging: Path, snapshot: O.SnapshotReader, tail: bytes, generation: int) -> Path | None:
+    """The snapshot's files written into ``staging`` as they are read, ``tail`` (the frames after the snapshot)
+    appended to its last log segment, IDENTITY last (a folder without it is no store), every file and folder
+    fsynced: the staged log's last segment (None: none)."""
     for folder in FOLDERS:
         (staging / folder).mkdir(exist_ok=True)
     # the frames after the snapshot follow its last log segment, which ends with the snapshot's generation's frame
     # (a snapshot's log is cut at a whole frame): the log reads on across them as it was written
-    logs = sorted(name for name, _ in files if name.startswith("log/") and name.endswith(".log"))
-    tail = b"".join(frames)
-    for name, data in sorted(files, key=lambda f: f[0] == "IDENTITY"):  # IDENTITY last: without it, no store
-        _write(staging / name, data + tail if logs and name == logs[-1] else data)
+    names = [name for name, _, _ in snapshot.listed]
+    logs = sorted(name for name in names if name.startswith("log/") and name.endswith(".log"))
+    identity: bytes | None = None
+    for name, chunks in snapshot.files():
+        if name == "IDENTITY":
+            identity = b"".join(chunks)
+            continue
+        _write(staging / name, chunks, tail if logs and name == logs[-1] else b"")
+    if identity is not None:
+        _write(staging / "IDENTITY", [identity])
     last_log = staging / logs[-1] if logs else None
     if tail and not logs:
-        last_log = staging / "log" / log_.segment_name(plan.snapshot.generation + 1)
-        _write(last_log, log_.encode_header() + tail)
-    for folder in {str(Path(n).parent) for n, _ in files} | set(FOLDERS):
+        last_log = staging / "log" / log_.segment_name(generation + 1)
+        _write(last_log, [log_.encode_header(), tail])
+    for folder in {str(Path(n).parent) for n in names} | set(FOLDERS):
         fsync_dir(staging / folder)
     fsync_dir(staging)
-    taken = (plan.snapshot.generation, plan.snapshot.epoch)
-    return Staged(brain, epoch, staging, plan.snapshot.name, at, last_log, taken, len(frames), shipped)
+    return last_log
 
 
 def _catch_up(store: ObjectStore, staged: Staged) -> int:
@@ -185,7 +209,7 @@ def _catch_up(store: ObjectStore, staged: Staged) -> int:
             finally:
                 os.close(fd)
         else:
-            _write(target, log_.encode_header() + b"".join(frames))
+            _write(target, [log_.encode_header(), *frames])
         fsync_dir(target.parent)
         staged.frames += len(frames)
     staged.generation = at

@@ -15,11 +15,12 @@ the shippers (docs/fleet.md "Shipping to object storage", "Fencing", "Failover")
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,24 +71,45 @@ class Unowned:
         self.fleet.fence(self.brain, -1)
 
 
+def snapshot_parts(
+    files: FileSet, brain: str, epoch: int, node: str, name: str | None, shipped: int | None = None
+) -> tuple[int, Iterator[bytes]]:
+    """``files`` (held open by the caller until the parts are used up) as a snapshot object (docs/fleet.md
+    "Snapshot format"): its size, and its bytes in chunks, never whole in memory (each file is read twice: once
+    for its digest, which the index before it holds). ``shipped``: the shipper's stored generation read before
+    the files were held (every segment after the snapshot starts above it)."""
+    listed = []
+    for held in files.files:
+        digest = hashlib.sha256()
+        for chunk in held.chunks():
+            digest.update(chunk)
+        listed.append((held.name, held.size, digest.hexdigest()))
+    index: dict[str, Any] = {
+        "brain": brain,
+        "epoch": epoch,
+        "generation": files.generation,
+        "node": node,
+        "name": name,
+        "createdAt": files.created_at,
+    }
+    if shipped is not None:
+        index["shipped"] = shipped
+    head = O.snapshot_head(index, listed)
+
+    def parts() -> Iterator[bytes]:
+        yield head
+        for held in files.files:
+            yield from held.chunks()
+
+    return len(head) + files.bytes, parts()
+
+
 def snapshot_bytes(
     files: FileSet, brain: str, epoch: int, node: str, name: str | None, shipped: int | None = None
 ) -> bytes:
-    """``files`` (held open) as a snapshot object (docs/fleet.md "Snapshot format"); ``shipped``: the shipper's
-    stored generation read before they were held (every segment after the snapshot starts above it)."""
+    """:func:`snapshot_parts` whole, ``files`` closed after (a small brain's, or a test's)."""
     with files:
-        contents = [(held.name, b"".join(held.chunks())) for held in files.files]
-        index: dict[str, Any] = {
-            "brain": brain,
-            "epoch": epoch,
-            "generation": files.generation,
-            "node": node,
-            "name": name,
-            "createdAt": files.created_at,
-        }
-        if shipped is not None:
-            index["shipped"] = shipped
-    return O.encode_snapshot(index, contents)
+        return b"".join(snapshot_parts(files, brain, epoch, node, name, shipped)[1])
 
 
 class Shipping:
@@ -184,14 +206,15 @@ class Shipping:
         with self._lock:
             shipper = self._shippers.get(brain)
         tail = (shipper.tail, shipper.tail_bytes) if shipper is not None and shipper.epoch == epoch else None
-        data = snapshot_bytes(files, brain, epoch, self.fleet.node, name, shipped)
-        try:
-            self.store.put_new(O.snapshot_name(brain, generation, epoch), data)
-        except ObjectExistsError:  # this epoch's snapshot of this generation is stored: the same files
-            log.info("snapshot of %s at generation %d (epoch %d) was stored already", brain, generation, epoch)
+        with files:
+            stored, parts = snapshot_parts(files, brain, epoch, self.fleet.node, name, shipped)
+            try:
+                self.store.put_new_stream(O.snapshot_name(brain, generation, epoch), stored, parts)
+            except ObjectExistsError:  # this epoch's snapshot of this generation is stored: the same files
+                log.info("snapshot of %s at generation %d (epoch %d) was stored already", brain, generation, epoch)
         self._snapshotted.add(brain)
         if shipper is not None and tail is not None:
-            shipper.checkpointed(len(data), *tail)
+            shipper.checkpointed(stored, *tail)
         return count, size
 
     def _checkpointing(self) -> None:
