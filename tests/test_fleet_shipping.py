@@ -3,6 +3,7 @@ brain's commit path, a real moto server on loopback, our own S3 client; and the 
 from what was shipped, with the epochs' markers keeping a fenced owner's late segments out of its history."""
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -324,6 +325,37 @@ def test_a_snapshot_that_does_not_check_is_refused_and_leaves_nothing_staged(sto
     with pytest.raises(RestoreError, match="does not check"):
         restore(store, BRAIN, 2, brains)
     assert list(brains.iterdir()) == []
+
+
+def test_a_flush_whose_acknowledgement_is_refused_is_held_not_the_end_of_maintenance(store, moto, tmp_path):
+    """--ship sync with the object store away: a write is refused InternalError (fleet-ship), and the flush of
+    its memtable, refused too, is held (tried again on the thread's next turn), not the end of the brain's
+    maintenance. With the store back the held flush writes its table and writes are acknowledged again. A close
+    while a flush is held records no clean close; the next open replays the log."""
+    with socket.socket() as unlistened:  # bound, not listening: every connection to it is refused
+        unlistened.bind(("127.0.0.1", 0))
+        away = ObjectStore.from_url(
+            "s3://brainy-ship/away", {**moto.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{unlistened.getsockname()[1]}"}
+        )
+        brain = open_brain(tmp_path / "a" / BRAIN)
+        shipper = start_shipping(store, brain)
+        add(brain, "e0")
+        shipper.store = away
+        with pytest.raises(R.InternalError):
+            add(brain, "e1")
+        assert brain.maintenance.flush(keep=True) is False and brain.maintenance.flush_due
+        assert brain.maintenance.error is None and brain.flushed == 0
+        shipper.store = store
+        assert brain.maintenance.flush(keep=True) is True
+        assert brain.flushed == 2 and found(brain, "e1")
+        add(brain, "e2")  # acknowledged again
+        shipper.store = away
+        with pytest.raises(R.InternalError):
+            add(brain, "e3")
+        closed = brain.close()
+    assert closed["closed"] and not closed["cleanCloseRecorded"]
+    with Brain.open(tmp_path / "a" / BRAIN, name=BRAIN) as reopened:
+        assert all(found(reopened, i) for i in ("e0", "e1", "e2", "e3"))  # e3 was durable here, never acknowledged
 
 
 def test_restore_rebuilds_the_brain_from_its_snapshot_and_log(store, tmp_path):

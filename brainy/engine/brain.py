@@ -623,10 +623,13 @@ class Brain:
             sources = self.state.sources
             small_tail = keep_lease and sources.mem.bytes + sum(m.bytes for m in sources.frozen) < EVICT_TAIL_BYTES
             if failed is None and not small_tail and self._lease is not None and self._lease.fence_holds():
-                if not self.flush():
-                    self.follower.persist(build=True)
-                    self.aggregate_follower.persist()
-                self.vector_follower.persist()
+                try:
+                    if not self.flush():
+                        self.follower.persist(build=True)
+                        self.aggregate_follower.persist()
+                    self.vector_follower.persist()
+                except R.Refusal as exc:  # its last commit's acknowledgement refused (a shipper's): no clean close,
+                    failed = exc  # and the next open replays the log, which holds it
             assert self.commits.log is not None and self._lease is not None
             self.commits.log.close()
             if failed is None and keep_lease:

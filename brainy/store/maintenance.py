@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,6 +62,19 @@ class Persists(Protocol):
         """What is written once the swap made the flush's generation the flushed one."""
 
 
+@dataclass
+class _Frozen:
+    """A memtable a flush froze, and the head as it stood then: what its table and MANIFEST record."""
+
+    mem: Memtable
+    generation: int
+    seq: int
+    ledger: Ledger
+    next_dense: int
+    timestamp: int
+    at: log_.Position  # where generation's frame ends in the log
+
+
 class Maintenance:
     """The flush, compaction and blob sweep of the store at ``path``, over its ``head``: ``commits`` waited on
     (a table never holds a commit the log might lose), ``followers`` persisted at each flush, ``blobs`` swept
@@ -99,6 +113,8 @@ class Maintenance:
         self.dropped = 0  # versions the compactions dropped under the history horizon, since the open
         self.trimmed = 0  # log segments deleted under the feed retention, since the open
         self._horizon_at = 0.0  # when the thread last trimmed the log (time.monotonic)
+        # a flush frozen whose last commit's acknowledgement was refused: written by the next flush (:meth:`flush`)
+        self._held: _Frozen | None = None
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -132,7 +148,7 @@ class Maintenance:
                 flushed = False
                 if self.head.mem.bytes >= self.flush_bytes or self.flush_due:
                     self.flush_due = False
-                    flushed = self.flush()
+                    flushed = self.flush(keep=True)
                 if len(self.head.sources.tables) >= self.compact_at:
                     self.compact(tiered=True)
                 if flushed or time.monotonic() - self._horizon_at >= HORIZON_EVERY_SECONDS:
@@ -144,26 +160,52 @@ class Maintenance:
                 self.error = exc
                 return
 
-    def flush(self) -> bool:
-        """Write the memtable out as a table now. Answers whether there was anything to write."""
+    def flush(self, keep: bool = False) -> bool:
+        """Write the memtable out as a table now. Answers whether there was anything to write.
+
+        The table waits for its last commit to be acknowledged (durable, and with a shipper shipped: a table
+        never holds a commit the log, or a failover, might lose). When that acknowledgement is refused (the
+        object store away under ``--ship sync``), the frozen memtable is held, still read, and the next flush
+        writes it before freezing another: with ``keep`` (the maintenance thread's) this one answers False and
+        is tried again; without, the refusal is raised."""
         head = self.head
         with self.lock:
-            if len(head.mem):
-                self.followers.prepare_flush()
-            with head.commit_lock:
-                mem = head.mem
-                if not len(mem):
-                    return False
-                generation, seq = head.applied, head.last_seq
-                ledger, next_dense, timestamp = head.ledger.copy(), head.next_dense, head.last_ts
-                assert self.commits.log is not None
-                at = self.commits.log.position()  # where generation's frame ends: the next open reads from there
-                head.mem = Memtable()
-                s = head.sources
-                head.sources = Sources(head.mem, (mem,) + s.frozen, s.tables)
-            log.debug("flush froze generation %d", generation)
+            if self._held is None:
+                if len(head.mem):
+                    self.followers.prepare_flush()
+                with head.commit_lock:
+                    mem = head.mem
+                    if not len(mem):
+                        return False
+                    assert self.commits.log is not None
+                    self._held = _Frozen(
+                        mem,
+                        head.applied,
+                        head.last_seq,
+                        head.ledger.copy(),
+                        head.next_dense,
+                        head.last_ts,
+                        self.commits.log.position(),  # where generation's frame ends: the next open reads on there
+                    )
+                    head.mem = Memtable()
+                    s = head.sources
+                    head.sources = Sources(head.mem, (mem,) + s.frozen, s.tables)
+                log.debug("flush froze generation %d", head.applied)
+            held = self._held
+            mem, generation, seq = held.mem, held.generation, held.seq
+            ledger, next_dense, timestamp, at = held.ledger, held.next_dense, held.timestamp, held.at
             if seq:
-                self.commits.durable_at(seq, generation)  # a table never holds a commit the log might lose
+                try:
+                    self.commits.durable_at(seq, generation)
+                except R.Refusal as exc:
+                    if not keep:
+                        raise
+                    log.warning(
+                        "the flush of generation %d waits for its acknowledgement, refused: %s", generation, exc
+                    )
+                    self.flush_due = True  # the thread tries again on its next turn
+                    return False
+            self._held = None
             number = head.next_table
             head.next_table += 1
             store_id = head.manifest["storeId"]
