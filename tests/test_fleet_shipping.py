@@ -11,6 +11,7 @@ import threading
 import pytest
 from etcd import start_etcd
 from fleet import TTL, call, start_node, wait_until, write_fleet_keys
+from helpers import new_store
 from objectstore import start_moto
 from server import SERVICE_KEY
 
@@ -18,10 +19,14 @@ from brainy.contract import refusals as R
 from brainy.engine import Brain, init_store
 from brainy.fleet import objects as O
 from brainy.fleet import objectstore, shipping
+from brainy.fleet import restore as restore_module
+from brainy.fleet.etcd import Etcd
+from brainy.fleet.membership import Fleet
 from brainy.fleet.objectstore import Location, ObjectExistsError, ObjectStore
 from brainy.fleet.restore import RestoreError, restore
 from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper
-from brainy.host.shipped import snapshot_bytes, snapshot_parts
+from brainy.host.pool import Pool
+from brainy.host.shipped import Shipping, snapshot_bytes, snapshot_parts
 
 BRAIN = "notes"
 
@@ -356,6 +361,78 @@ def test_a_flush_whose_acknowledgement_is_refused_is_held_not_the_end_of_mainten
     assert closed["closed"] and not closed["cleanCloseRecorded"]
     with Brain.open(tmp_path / "a" / BRAIN, name=BRAIN) as reopened:
         assert all(found(reopened, i) for i in ("e0", "e1", "e2", "e3"))  # e3 was durable here, never acknowledged
+
+
+def node_shipping(store, tmp_path):
+    """A node's shipping of one brain it owns at epoch 1: a real pool and Shipping, and a Fleet that is not
+    joined (no etcd): it owns the brain, and its fence holds until the test says otherwise."""
+    fleet = Fleet(Etcd(["http://127.0.0.1:1"]), "n", "http://127.0.0.1:2")
+    fleet.owned[BRAIN] = 1
+    fleet.safe_until = float("inf")
+    pool = Pool({BRAIN: new_store(tmp_path, BRAIN)})
+    shipping_ = Shipping(store, fleet, pool, SYNC)
+    brain = pool.resolve(BRAIN, for_write=True)  # on_writer: the marker, the base snapshot, the shipper
+    return fleet, pool, shipping_, brain
+
+
+def test_a_checkpoint_deletes_what_it_covers_and_keeps_named_snapshots(store, tmp_path):
+    """After a checkpoint at generation g the owner deletes the segments ending at or below g and the earlier
+    snapshots without a name; a host.persist snapshot (named) is kept, and the brain restores whole from what is
+    left. A fence that fails stops the deletes."""
+    fleet, pool, shipping_, brain = node_shipping(store, tmp_path)
+    try:
+        for i in range(5):
+            add(brain, f"e{i}")
+        shipping_.persist(BRAIN, "kept", brain.hold_files())  # named, at generation 5
+        for i in range(5, 9):
+            add(brain, f"e{i}")
+        generation = shipping_.snapshot(BRAIN, 1)
+        assert generation == 9
+        deleted = shipping_._collect(shipping_._shipper(BRAIN, 1), generation)
+        listing = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN)))
+        assert listing.segments == [] and deleted == 9 + 1  # nine one-commit segments, the base snapshot
+        assert [s.generation for s in listing.snapshots] == [5, 9]  # the named one, and the checkpoint
+        for i in range(9, 12):
+            add(brain, f"e{i}")
+        fleet.owned.clear()  # another node claimed it: the fence fails before the first delete
+        with pytest.raises(R.BrainMovedError):
+            shipping_._collect(shipping_._shipper(BRAIN, 1), 12)
+        assert len(O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).segments) == 3
+    finally:
+        pool.close_all()
+        shipping_.stop()
+    brains = tmp_path / "restored"
+    brains.mkdir()
+    assert restore(store, BRAIN, 2, brains) == 12
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert all(found(restored, f"e{i}") for i in range(12))
+
+
+def test_a_restore_that_finds_a_listed_segment_deleted_lists_again(store, tmp_path, monkeypatch):
+    """A delete that lands between a restore's listing and its read (the owner's collection after a newer
+    checkpoint) makes the restore list again, and restore from the checkpoint it then finds."""
+    fleet, pool, shipping_, brain = node_shipping(store, tmp_path)
+    real_fetch = restore_module._fetch
+    landed = []
+
+    def fetch_after_a_checkpoint(store_, names):
+        if not landed:  # the owner checkpoints and collects after this restore listed
+            landed.append(shipping_.snapshot(BRAIN, 1))
+            shipping_._collect(shipping_._shipper(BRAIN, 1), landed[0])
+        return real_fetch(store_, names)
+
+    try:
+        for i in range(6):
+            add(brain, f"e{i}")
+        monkeypatch.setattr(restore_module, "_fetch", fetch_after_a_checkpoint)
+        brains = tmp_path / "restored"
+        brains.mkdir()
+        assert restore(store, BRAIN, 2, brains) == 6 and landed == [6]
+    finally:
+        pool.close_all()
+        shipping_.stop()
+    with Brain.open(brains / BRAIN, name=BRAIN) as restored:
+        assert all(found(restored, f"e{i}") for i in range(6))
 
 
 def test_restore_rebuilds_the_brain_from_its_snapshot_and_log(store, tmp_path):

@@ -319,6 +319,12 @@ class ObjectStore:
         finally:
             conn.close()
 
+    def delete(self, name: str) -> None:
+        """Delete the object ``name``; one already gone is fine."""
+        status, data, _ = self.request("DELETE", self._path(name))
+        if status not in (200, 204, 404):
+            raise self._error(status, data, f"the delete of {name}")
+
     def get(self, name: str) -> bytes | None:
         """The object ``name``'s bytes; None when there is none."""
         status, data, _ = self.request("GET", self._path(name))

@@ -33,6 +33,13 @@ class RestoreError(Exception):
     """The object store holds no history this brain can be rebuilt from (no snapshot, or damage)."""
 
 
+class _Gone(Exception):
+    """An object listed was not there when read."""
+
+
+LISTINGS = 3  # a restore lists again at most this often when what it listed is deleted under it
+
+
 def _write(path: Path, chunks: Iterable[bytes], more: bytes = b"") -> None:
     """A new file of ``chunks`` then ``more``, fsynced."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,8 +133,8 @@ def _frames(store: ObjectStore, plan: O.Plan, at: int) -> tuple[list[bytes], int
     frames: list[bytes] = []
     wanted = [(segment, upto) for segment, upto in plan.segments if segment.last > at]  # the rest is staged already
     for (segment, upto), data in zip(wanted, _fetch(store, [segment.name for segment, _ in wanted])):
-        if data is None:
-            break  # listed, then gone: the history ends before it
+        if data is None:  # listed, then gone: its owner deleted it under a newer checkpoint (docs/fleet.md)
+            raise _Gone(segment.name)
         for generation, payload in O.decode_segment(data, segment.first, segment.last):
             if at < generation <= upto:
                 frames.append(log_.encode_frame(payload))
@@ -138,12 +145,25 @@ def _frames(store: ObjectStore, plan: O.Plan, at: int) -> tuple[list[bytes], int
 def stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Staged:
     """Rebuild ``brain`` for ``epoch`` into a staging folder beside the brains, every file and folder fsynced, and
     rename nothing: :func:`restore` finishes it (``host.move`` stages before its hold, so only the tail is fetched
-    while writes wait). The snapshot is read as it arrives and written as it is read, never whole in memory."""
+    while writes wait). The snapshot is read as it arrives and written as it is read, never whole in memory. An
+    object listed and gone by the time it is read (deleted under a newer checkpoint) means listing again."""
+    for _ in range(LISTINGS - 1):
+        try:
+            return _stage(store, brain, epoch, brains_dir)
+        except _Gone as gone:
+            log.info("brain %s: %s was deleted under a newer checkpoint; listing again", brain, gone)
+    try:
+        return _stage(store, brain, epoch, brains_dir)
+    except _Gone as gone:
+        raise RestoreError(f"brain {brain}: {gone} was listed and gone {LISTINGS} times") from None
+
+
+def _stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Staged:
     try:
         listing, bases, chosen = _choose(store, brain, epoch)
         with store.reading(chosen.name) as read:
             if read is None:
-                raise RestoreError(f"brain {brain}: snapshot {chosen.name} is listed but not there")
+                raise _Gone(chosen.name)
             snapshot = O.SnapshotReader(read)
             shipped = snapshot.index.get("shipped")
             shipped = shipped if isinstance(shipped, int) else 0
@@ -198,7 +218,10 @@ def _catch_up(store: ObjectStore, staged: Staged) -> int:
     if chosen.name != staged.snapshot:
         return -1
     plan = _plan(store, staged.brain, staged.epoch, listing, bases, staged.shipped)
-    frames, at = _frames(store, plan, staged.generation)
+    try:
+        frames, at = _frames(store, plan, staged.generation)
+    except _Gone:  # a newer checkpoint came meanwhile: the whole restore, from it
+        return -1
     if frames:
         target = staged.log or staged.path / "log" / log_.segment_name(staged.generation + 1)
         if target.exists():

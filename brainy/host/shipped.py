@@ -229,10 +229,46 @@ class Shipping:
                 if self._stopping.is_set():
                     return
                 try:
-                    self.snapshot(shipper.brain, shipper.epoch)
-                    log.info("brain %s: checkpoint stored at epoch %d", shipper.brain, shipper.epoch)
+                    generation = self.snapshot(shipper.brain, shipper.epoch)
+                    deleted = self._collect(shipper, generation)
+                    log.info(
+                        "brain %s: checkpoint at generation %d (epoch %d) stored, %d objects it covers deleted",
+                        shipper.brain,
+                        generation,
+                        shipper.epoch,
+                        deleted,
+                    )
                 except (R.Refusal, ObjectStoreError, OSError) as exc:  # no longer ours, or the store away: next turn
-                    log.warning("brain %s: the checkpoint was not stored: %s", shipper.brain, exc)
+                    log.warning(
+                        "brain %s: the checkpoint was not stored, or not collected after: %s", shipper.brain, exc
+                    )
+
+    def _collect(self, shipper: Shipper, generation: int) -> int:
+        """Delete what the checkpoint at ``generation`` makes unnecessary (docs/fleet.md "When things are
+        shipped"): the segments of this epoch or an earlier one ending at or below it, and the earlier snapshots
+        without a name. The fence is asked before each delete (BrainMovedError ends it). Answers how many."""
+        brain, epoch = shipper.brain, shipper.epoch
+        prefix = O.brain_prefix(brain)
+        listing = O.read_listing(brain, self.store.list(f"{prefix}snapshots/") + self.store.list(f"{prefix}log/"))
+        doomed = [s.name for s in listing.segments if s.epoch <= epoch and s.last <= generation]
+        doomed += [
+            s.name
+            for s in listing.snapshots
+            if s.generation < generation and s.epoch <= epoch and not self._named(s.name)
+        ]
+        for name in doomed:
+            shipper.fence()
+            self.store.delete(name)
+        return len(doomed)
+
+    def _named(self, name: str) -> bool:
+        """Whether the snapshot ``name`` was given a name (``host.persist``: kept); one that cannot be read is
+        kept too. Only its head is read."""
+        try:
+            with self.store.reading(name) as read:
+                return read is not None and O.SnapshotReader(read).index.get("name") is not None
+        except O.ShippedDamageError:
+            return True
 
     def persist(self, brain: str, name: str, files: FileSet) -> tuple[int, int]:
         """``host.persist`` to the object store: the snapshot of ``files`` at the epoch this node owns it at."""
@@ -250,11 +286,14 @@ class Shipping:
 
     # -- a planned move (host.move, brainy/host/moving.py) ---------------------------------------------------------
 
-    def snapshot(self, brain: str, epoch: int) -> None:
-        """Store a snapshot of ``brain`` now (blocking), while writes still flow: the node it is moved to stages it
-        before the hold, and restores only the short log after it during the hold."""
+    def snapshot(self, brain: str, epoch: int) -> int:
+        """Store a snapshot of ``brain`` now (blocking), while writes still flow: its generation. The node it is
+        moved to stages it before the hold, and restores only the short log after it during the hold."""
         shipped = self._shipper(brain, epoch).stored  # read before the files are held: a bound below them
-        self._put_snapshot(brain, epoch, self.pool.resolve(brain, True).hold_files(), None, shipped)
+        files = self.pool.resolve(brain, True).hold_files()
+        generation = files.generation
+        self._put_snapshot(brain, epoch, files, None, shipped)
+        return generation
 
     def _shipper(self, brain: str, epoch: int) -> Shipper:
         with self._lock:
