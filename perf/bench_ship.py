@@ -10,6 +10,11 @@ write at a time, as a served brain's fsync workers do. Printed: commits per seco
 the uploads made (a sync upload carries every commit durable when it starts: group commit). moto runs in a
 process of its own, so its cost is not on this process's GIL; it is slower than S3 per put in CPU, faster in
 latency (loopback).
+
+Measured (2 shared cores, another job's test suite on them; runs vary by a third), sync as a share of local-only,
+before and after an upload takes the frames still in their local fsync too (their fsync and the upload
+overlap), four interleaved rounds each: before 41%, 28%, 36%, 38% (mean 36%); after 56%, 41%, 49%, 43% (mean
+47%). An upload to moto on loopback takes about 5 ms, a group about 8 commits.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ commit lock, so in generation order), asks :meth:`Shipper.check` before a commit
 :meth:`Shipper.acknowledge` once its frame is durable locally, before the write is acknowledged:
 
 - ``sync``: :meth:`acknowledge` returns once a segment holding the frame is stored, and every frame below it.
-  Whoever waits while fewer than ``PIPELINE`` uploads run uploads every durable frame not yet handed to one, for
-  everyone (group commit, as the log's fsync: ``LogWriter.wait``).
+  Whoever waits while fewer than ``PIPELINE`` uploads run uploads every frame appended and not yet handed to one,
+  for everyone (group commit, as the log's fsync: ``LogWriter.wait``): the frames of commits still in their
+  local fsync go too, so the next group's fsync and this group's upload overlap (a frame stored before it is
+  durable here is one a crash may or may not keep, as any write not yet acknowledged).
 - ``async``: :meth:`acknowledge` returns at once; :class:`Courier`'s thread uploads every ``interval``.
 
 Either way :meth:`acknowledge` ends with the fence (``fence``, the fleet's: this node still owns the brain at
@@ -69,6 +71,7 @@ class Shipper:
         self._cond = threading.Condition()
         self._frames: list[tuple[int, bytes]] = []  # appended, not yet stored, in generation order
         self._durable = base  # the highest generation durable locally (every frame at or below it is)
+        self._appended = base  # the highest generation appended to the local log
         self.stored = base  # the highest generation stored in a segment, with every one below it
         self._handed = base  # the highest generation handed to an upload
         self._inflight = 0
@@ -154,6 +157,7 @@ class Shipper:
         """The frame of the commit at ``generation`` was appended to the local log (not yet durable)."""
         with self._cond:
             self._frames.append((generation, frame))
+            self._appended = generation
 
     def acknowledge(self, generation: int) -> None:
         """The commit at ``generation`` is durable locally; return when it may be acknowledged (``sync``: once a
@@ -256,8 +260,8 @@ class Shipper:
         retry = bool(self._retry)
         if retry:
             first, last = self._retry.pop(0)  # bounded already: it was one upload's
-        elif self._handed < self._durable:
-            first, last = self._handed + 1, self._durable
+        elif self._handed < self._appended:
+            first, last = self._handed + 1, self._appended
         else:
             return None
         batch: list[tuple[int, bytes]] = []
