@@ -61,6 +61,10 @@ class Adjacency(Protocol):
     def relation(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None: ...
 
 
+# kind_of's answer for the exact types a row's scalars have (a subclass asks kind_of)
+_KINDS: dict[type, str] = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string"}
+
+
 def value_key(value: Any) -> tuple[str, Any]:
     """The posting key of a scalar: its where kind and value (equal for equal scalars only)."""
     return kind_of(value), value
@@ -376,16 +380,27 @@ class Projections:
         if self._keys is not None and not self._keys.add(dense, row["id"]):
             self._keys, self._keyable = None, False
         _insert(self.all, dense)
-        seen: set[tuple[str, tuple[str, Any]]] = set()
+        postings, columns = self.postings, self.columns
+        # a (path, value) the row yields twice (a list's repeated element, a dotted metadata key beside the object
+        # it spells) posts once: its second insert finds the dense int there, and its column keeps the first value
         for path, value in leaves(row):
-            key = value_key(value)
-            if (path, key) in seen:
-                continue
-            seen.add((path, key))
-            _insert(self.postings.setdefault(path, {}).setdefault(key, array(TYPECODE)), dense)
-            self.columns.setdefault(path, {}).setdefault(dense, value)
+            kind = _KINDS.get(type(value))
+            key = (kind if kind is not None else kind_of(value), value)  # value_key, its common types looked up
+            values = postings.get(path)
+            if values is None:
+                values = postings[path] = {}
+            posting = values.get(key)
+            if posting is None:
+                values[key] = array(TYPECODE, (dense,))
+            else:
+                _insert(posting, dense)
+            column = columns.get(path)
+            if column is None:
+                columns[path] = {dense: value}
+            elif dense not in column:
+                column[dense] = value
         for name in COLUMN_ONLY:
-            self.columns.setdefault(name, {})[dense] = row[name]
+            columns.setdefault(name, {})[dense] = row[name]
         counts: dict[str, int] = {}
         found = words(row)
         for word in found:
