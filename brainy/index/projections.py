@@ -42,10 +42,12 @@ import msgpack
 import numpy as np
 
 from brainy._speedups import postings as P
+from brainy._speedups import rowpost
 from brainy.index.where import kind_of
 from brainy.store.crc import crc32
 
 RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
+_NULLABLE = ("subtype", "service")  # string | null: absent reads as null (leaves, rowpost.post_leaves)
 # Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
 COLUMN_ONLY = ("id", "createdAt", "updatedAt", "generation")
 WORD = re.compile(r"[^\W_]+")
@@ -61,10 +63,6 @@ class Adjacency(Protocol):
     def relation(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None: ...
 
 
-# kind_of's answer for the exact types a row's scalars have (a subclass asks kind_of)
-_KINDS: dict[type, str] = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string"}
-
-
 def value_key(value: Any) -> tuple[str, Any]:
     """The posting key of a scalar: its where kind and value (equal for equal scalars only)."""
     return kind_of(value), value
@@ -75,7 +73,7 @@ def leaves(row: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     for name in RESERVED_POSTED:
         if name in row:
             yield name, row[name]
-        elif name in ("subtype", "service"):  # string | null: absent reads as null
+        elif name in _NULLABLE:
             yield name, None
     yield from _walk(row.get("metadata") or {}, "")
 
@@ -381,24 +379,8 @@ class Projections:
             self._keys, self._keyable = None, False
         _insert(self.all, dense)
         postings, columns = self.postings, self.columns
-        # a (path, value) the row yields twice (a list's repeated element, a dotted metadata key beside the object
-        # it spells) posts once: its second insert finds the dense int there, and its column keeps the first value
-        for path, value in leaves(row):
-            kind = _KINDS.get(type(value))
-            key = (kind if kind is not None else kind_of(value), value)  # value_key, its common types looked up
-            values = postings.get(path)
-            if values is None:
-                values = postings[path] = {}
-            posting = values.get(key)
-            if posting is None:
-                values[key] = array(TYPECODE, (dense,))
-            else:
-                _insert(posting, dense)
-            column = columns.get(path)
-            if column is None:
-                columns[path] = {dense: value}
-            elif dense not in column:
-                column[dense] = value
+        # every leaf's posting and column (a leaf yielded twice posts once and keeps its first value), compiled
+        rowpost.post_leaves(row, dense, RESERVED_POSTED, _NULLABLE, postings, columns, kind_of)
         for name in COLUMN_ONLY:
             columns.setdefault(name, {})[dense] = row[name]
         counts: dict[str, int] = {}
