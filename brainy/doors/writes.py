@@ -96,8 +96,10 @@ def _texts(door: Any, a: Any, found: dict[str, None]) -> None:
             if text is not None:
                 found[text] = None
     elif door in _BATCHES and isinstance(a.get("items"), list):
+        one = _BATCHES[door]
         for item in a["items"]:
-            _texts(_BATCHES[door], item, found)
+            if isinstance(item, dict) and "data" in item:  # a text is only ever an item's data
+                _texts(one, item, found)
     elif door == "transact" and isinstance(a.get("ops"), list):
         for op in a["ops"]:
             if isinstance(op, dict):
@@ -201,27 +203,50 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if text is not None:
         vector = ctx.vector_of(text)
         embedded = vector is not None
-    row: dict[str, Any] = {"id": id_, "key": key} if key is not None else {"id": id_}
-    row.update(
-        type=kind,
-        subtype=sub,
-        service=service,
-        data=data,
-        metadata=meta,
-        visibility=seen,
-        confidence=confidence,
-        weight=weight,
-        hasVector=vector is not None,
-    )
     upsert = get("upsert", _UPSERT)
-    # an id minted here is new: a uuid7 past every one this process handed out, with 74 random bits no caller
-    # guesses, so there is no row to read for it
-    before = None if minted is not None else txn.entity(id_)
-    if before is not None and not upsert:
-        raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
-    if before is not None:
-        _callers_row(before)
-    _stamp(txn, row, before)
+    row: dict[str, Any]
+    if minted is not None:
+        # an id minted here is new: a uuid7 past every one this process handed out, with 74 random bits no caller
+        # guesses, so there is no row to read for it; the row is laid out whole, stamped as _stamp stamps a new one
+        timestamp, caller = txn.timestamp, txn.caller
+        row = {
+            "id": id_,
+            "type": kind,
+            "subtype": sub,
+            "service": service,
+            "data": data,
+            "metadata": meta,
+            "visibility": seen,
+            "confidence": confidence,
+            "weight": weight,
+            "hasVector": vector is not None,
+            "generation": txn.generation,
+            "updatedAt": timestamp,
+            "createdAt": timestamp,
+            "denseInt": txn.mint(),
+        }
+        if caller is not None:
+            row["createdBy"] = caller
+            row["updatedBy"] = caller
+    else:
+        row = {"id": id_, "key": key} if key is not None else {"id": id_}
+        row.update(
+            type=kind,
+            subtype=sub,
+            service=service,
+            data=data,
+            metadata=meta,
+            visibility=seen,
+            confidence=confidence,
+            weight=weight,
+            hasVector=vector is not None,
+        )
+        before = txn.entity(id_)
+        if before is not None and not upsert:
+            raise R.EntityExistsError(f"an entity {a.get('id')!r} already exists (pass upsert to replace it)", id=id_)
+        if before is not None:
+            _callers_row(before)
+        _stamp(txn, row, before)
     # the row as stored is the whole row without its vector (rows.stored): packed before the vector goes in, so a
     # batch's rows are not each copied to leave it out
     raw = rows.pack(row)
