@@ -393,3 +393,23 @@ def test_the_memtable_holds_what_a_model_of_its_versions_holds():
             assert mem.get(key, generation) == (below[-1] if below else None)
     assert mem.get(b"\xff", 40) is None
     assert (mem.bytes, mem.max_generation, len(mem)) == (size, 39, len(model))
+
+
+def test_a_memtable_scan_between_puts_sees_every_key_put_before_it():
+    """New keys wait to be sorted in until the next scan: a scan after any put, of one key or of a commit's, lists
+    every version put so far, keys in order, each key's versions together and newest first."""
+    from brainy.store.memtable import Memtable
+
+    mem = Memtable()
+    model: dict[bytes, list[int]] = {}
+    for generation in range(1, 30):
+        keys = [bytes([generation * 7 % 11, i]) for i in range(generation % 4)]
+        if generation % 3:
+            mem.put_many([(k, b"v") for k in keys], generation)
+        else:
+            for k in keys:
+                mem.put(k, generation, b"v")
+        for k in keys:
+            model.setdefault(k, []).append(generation)
+        want = [(k, g) for k in sorted(model) for g in reversed(model[k])]
+        assert [(key, gen) for key, gen, _ in mem.scan(b"", None)] == want
