@@ -10,8 +10,9 @@ list's elements that are neither a list nor an object, under the list's path) an
 - puts ``value`` in ``columns[path][dense]`` unless that holds one already (a path yielded twice keeps its first).
 
 ``kind_of`` is brainy/index/where.py's; the compiled twin answers the exact types ``None``, ``bool``, ``int``,
-``float`` and ``str`` itself, with the same kinds. Errors are what the same steps raise in Python (a
-``metadata`` that is no object, a key that is no string).
+``float`` and ``str`` itself, with the same kinds. ``dense`` is a dense int, an int from 0 to 2**64 - 1 (the
+compiled twin reads it as a u64 first and refuses any other: OverflowError, TypeError). Errors are what the same
+steps raise in Python (a ``metadata`` that is no object, a key that is no string).
 """
 
 from __future__ import annotations
