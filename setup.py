@@ -33,6 +33,7 @@ SPEEDUPS = [
     "ranking",  # find's ranked legs: BM25 over word postings, the first n in score-then-id order (brainy/doors/query.py)
     "vecdecimal",  # a stored float32 vector's shortest decimals for the wire, exact integer arithmetic in C (brainy/store/rows.py)
     "vecscan",  # a write's MessagePack vectors packed as float32 before the body is decoded (brainy/net/codecs.py)
+    "rowpost",  # a durable row's leaves posted into the projections' postings and columns (brainy/index/projections.py)
 ]
 
 

@@ -43,10 +43,32 @@ Then this tree (ingest branch) beside f338206 (the tree before it), 3 rounds int
 What moved: the JSON walk reads eight digits at a time (16.5 -> 10.6 us a row), a frame is written 64 KiB a call
 (its write 6.5 -> 1.0 us a row), an add with a minted id reads no row and keys it from the id's bytes, a row is
 packed once, a commit's keys go into the memtable at once, a flush's bloom is set in arrays (2.4 -> 0.45 us a key).
-Where one core's time goes now (msgpack, in process, thread CPU a row): the rule 12.9 us, the frame and the
-memtable 5, the decode 2.6, the cyclic garbage collector 5-12 (the commit thread 37 -> 27.5 us with it off); on the
-fsync worker the followers, 15 (projection postings 9, the vector slots 5); the flush, about 45 all in (tables,
-projection and vector snapshots), of which 4 falls inside a burst while the graph's catch-up holds its lock.
+(The CPU figures above counted the main thread's start-up too: the snapshot before the load was not named by
+thread. They are taken by name on both sides now.)
+
+Then this tree (ingest2) beside 2f48c91 (the tree before it), 3 rounds interleaved, best run, load average 1-2.5
+(another engineer's benchmarks on the box; each cell's runs spread by up to a third), CPU in the load's window:
+
+    cell      before rec/s  after rec/s       server CPU a row, before -> after
+    json            15,625       16,393  1.05x    64 ->  61 us  (main thread 38 -> 35, fsync worker 15 -> 13)
+    msgpack         22,607       29,882  1.32x    45 ->  34 us  (main thread 20 -> 18, fsync worker 14 -> 6)
+    h2x4            21,350       27,251  1.28x    45 ->  37 us  (main thread 21 -> 21, fsync worker 14 -> 6)
+
+What moved (thread CPU a row, in process unless said): on the fsync worker a commit's vectors go into the index in
+one batch and a row's postings are posted by a compiled walk (brainy/_speedups/rowpost; the durable step with both
+followers built 16.2 -> 7.9 us, Projections.apply 8.9 -> 4.6); a memtable key's one version is a tuple the
+collector lets go, not a list every full collection scans (full collections 17.6 -> 7.3 us in process, 4.1 -> 2.1
+served), and new keys are sorted in by the next scan (put_many 2.0 -> 1.1); addMany checks its items without a copy
+each and add lays a minted row out in one dict, packed by a Packer its thread keeps (the rule 11.0 -> 8.2); a frame
+is written from the payload in place, not joined to its header first.
+
+Where one core's time goes now (msgpack, served, thread CPU a row in the window): the main thread 18-21 (the rule
+8-10, the frame and the memtable 5-6, the decode 2.5, the cyclic collector 3.5 of it, the rest HTTP and the
+dispatch); the fsync worker 6-7.5 (projection postings 4, the vector slots 2); the maintenance thread 3-4 (the flush,
+most of its ~45 us a row all in falling after the burst); the graph's catch-up, at nice 10, 3-5. 50,000 rows a second
+on one core is 20 us a row in all: the rule alone floors near 4.6 of its 8.2 in the calls it makes into the store
+(a uuid7 1.5, the put into the transaction 1.5, the metadata and vector checks 1, the pack 0.7), so it is out of
+reach without the rule and the commit's bookkeeping in compiled code.
 
 The graph's HNSW insertion (faiss, M 16, efConstruction 128, one thread) costs 331 us of CPU a vector for these
 random unit vectors (125 us for clustered ones): behind the requests now, it is caught up after the burst, so a
@@ -269,7 +291,9 @@ def one(
                     stderr=subprocess.DEVNULL,
                 )
                 time.sleep(1.0)
-            before = cpu_by_thread(proc.pid)
+            # named as the figures after are: unnamed, the threads alive now were all "python", and the main
+            # thread's figure counted its start-up (imports, the store's open) as if the rows had cost it
+            before = cpu_by_thread(proc.pid, thread_names(proc.pid, args.py_spy))
             took = load(port, cell, bodies[CELLS[cell][2]], args.batches, cores[1])
             after = cpu_by_thread(proc.pid, thread_names(proc.pid, args.py_spy))
             spent = {k: after[k] - before.get(k, 0.0) for k in after if after[k] - before.get(k, 0.0) > 0.005}

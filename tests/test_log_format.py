@@ -181,3 +181,23 @@ def test_segments_rotate_and_replay_across_them(tmp_path):
     assert again.writer_block()["claimPath"] == "stale-after-crash"
     assert all(again.get(f"k{i}")["entity"]["metadata"] == {"i": i} for i in range(30))
     again.close()
+
+
+def test_a_frame_written_a_few_bytes_at_a_time_reads_back_whole(tmp_path, monkeypatch):
+    """A frame's header and payload are written from where they lie, the header with the payload's first piece:
+    however few bytes each write takes, the segment holds encode_frame's bytes, frame after frame."""
+    path = new_store(tmp_path)
+    brain = Brain.open(path)
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data)[:3]))
+    monkeypatch.setattr(os, "writev", lambda fd, parts: real_write(fd, b"".join(bytes(p) for p in parts)[:5]))
+    brain.add({"type": "thing", "id": "small"})
+    brain.add({"type": "thing", "id": "big", "data": "x" * 70_000})  # past one write's 64 KiB
+    monkeypatch.undo()
+    brain.close()
+    brain = Brain.open(path)
+    try:
+        assert brain.head == 2
+        assert brain.get("big")["entity"]["data"] == "x" * 70_000
+    finally:
+        brain.close()

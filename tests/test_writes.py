@@ -359,6 +359,28 @@ def test_an_add_without_an_id_reads_no_row_for_it(brain, monkeypatch):
     refused(brain, R.EntityExistsError, "add", {"type": "thing", "id": "named"})
 
 
+def test_an_added_rows_stored_bytes_are_what_rows_pack_makes_of_it(brain):
+    """add packs its row with a Packer of its thread's: the bytes stored are rows.pack's of the same row, field
+    for field in the order add lays it out, minted or named, with and without an author, after a refused item."""
+    from brainy.store import keys as K
+    from brainy.store import rows
+
+    items = [
+        {"type": "document", "vector": [0.25] * 384, "metadata": {"n": 1, "f": 0.5, "s": "é", "l": [1, None]}},
+        {"type": "nope"},
+        {"type": "concept", "data": {"k": [True, 2]}, "subtype": "a.b", "confidence": 1},
+    ]
+    out = brain.write("addMany", {"items": items, "continueOnError": True}, caller="person:ada")
+    named = brain.add({"type": "thing", "id": "named", "weight": 0.5})
+    assert len(out["ids"]) == 2 and out["failed"][0]["index"] == 1
+    for id_ in [*out["ids"], named["id"]]:
+        raw = brain.at().lookup(K.entity_key(id_))
+        assert raw == rows.pack(rows.unpack(raw))
+        assert list(rows.unpack(raw))[:3] == (
+            ["id", "key", "type"] if id_ == named["id"] else ["id", "type", "subtype"]
+        )
+
+
 def test_the_memtable_holds_what_a_model_of_its_versions_holds():
     """Memtable.put_many and put (a key written once holds its version as a tuple, again a list) against a dict
     of version lists: every version scanned in key order, newest first; get at every generation answers the newest
@@ -393,3 +415,23 @@ def test_the_memtable_holds_what_a_model_of_its_versions_holds():
             assert mem.get(key, generation) == (below[-1] if below else None)
     assert mem.get(b"\xff", 40) is None
     assert (mem.bytes, mem.max_generation, len(mem)) == (size, 39, len(model))
+
+
+def test_a_memtable_scan_between_puts_sees_every_key_put_before_it():
+    """New keys wait to be sorted in until the next scan: a scan after any put, of one key or of a commit's, lists
+    every version put so far, keys in order, each key's versions together and newest first."""
+    from brainy.store.memtable import Memtable
+
+    mem = Memtable()
+    model: dict[bytes, list[int]] = {}
+    for generation in range(1, 30):
+        keys = [bytes([generation * 7 % 11, i]) for i in range(generation % 4)]
+        if generation % 3:
+            mem.put_many([(k, b"v") for k in keys], generation)
+        else:
+            for k in keys:
+                mem.put(k, generation, b"v")
+        for k in keys:
+            model.setdefault(k, []).append(generation)
+        want = [(k, g) for k in sorted(model) for g in reversed(model[k])]
+        assert [(key, gen) for key, gen, _ in mem.scan(b"", None)] == want

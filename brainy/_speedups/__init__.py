@@ -31,6 +31,7 @@ __all__ = [
     "picks",
     "postings",
     "ranking",
+    "rowpost",
     "sstblock",
     "textjoin",
     "vecdecimal",
@@ -55,6 +56,7 @@ NAMES = (
     "ranking",
     "vecdecimal",
     "vecscan",
+    "rowpost",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -127,3 +129,4 @@ nesting: ModuleType
 ranking: ModuleType
 vecdecimal: ModuleType
 vecscan: ModuleType
+rowpost: ModuleType

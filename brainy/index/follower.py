@@ -158,7 +158,7 @@ class ProjectionFollower:
         if proj is not None:
             for g, moves in self._moves.take(durable):
                 if g > proj.stamp:
-                    _apply(proj, moves)
+                    self._apply_all(proj, [moves])  # a commit's moves in one batch where the index takes them so
                     proj.stamp = g
         else:  # not built yet: keep what a snapshot at or after the flushed generation (or a build in flight) needs
             floor = flushed if self._build_floor is None else min(flushed, self._build_floor)

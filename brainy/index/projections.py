@@ -42,10 +42,12 @@ import msgpack
 import numpy as np
 
 from brainy._speedups import postings as P
+from brainy._speedups import rowpost
 from brainy.index.where import kind_of
 from brainy.store.crc import crc32
 
 RESERVED_POSTED = ("type", "subtype", "service", "visibility", "key", "hasVector", "createdBy", "updatedBy")
+_NULLABLE = ("subtype", "service")  # string | null: absent reads as null (leaves, rowpost.post_leaves)
 # Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
 COLUMN_ONLY = ("id", "createdAt", "updatedAt", "generation")
 WORD = re.compile(r"[^\W_]+")
@@ -71,7 +73,7 @@ def leaves(row: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     for name in RESERVED_POSTED:
         if name in row:
             yield name, row[name]
-        elif name in ("subtype", "service"):  # string | null: absent reads as null
+        elif name in _NULLABLE:
             yield name, None
     yield from _walk(row.get("metadata") or {}, "")
 
@@ -376,16 +378,11 @@ class Projections:
         if self._keys is not None and not self._keys.add(dense, row["id"]):
             self._keys, self._keyable = None, False
         _insert(self.all, dense)
-        seen: set[tuple[str, tuple[str, Any]]] = set()
-        for path, value in leaves(row):
-            key = value_key(value)
-            if (path, key) in seen:
-                continue
-            seen.add((path, key))
-            _insert(self.postings.setdefault(path, {}).setdefault(key, array(TYPECODE)), dense)
-            self.columns.setdefault(path, {}).setdefault(dense, value)
+        postings, columns = self.postings, self.columns
+        # every leaf's posting and column (a leaf yielded twice posts once and keeps its first value), compiled
+        rowpost.post_leaves(row, dense, RESERVED_POSTED, _NULLABLE, postings, columns, kind_of)
         for name in COLUMN_ONLY:
-            self.columns.setdefault(name, {})[dense] = row[name]
+            columns.setdefault(name, {})[dense] = row[name]
         counts: dict[str, int] = {}
         found = words(row)
         for word in found:

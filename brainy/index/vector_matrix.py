@@ -404,7 +404,9 @@ def _units(vectors: list[Any]) -> np.ndarray | None:
             ],
             np.float32,
         ).reshape(len(vectors), DIMENSIONS)
-    norms = np.array([float(np.linalg.norm(row)) for row in rows], np.float32)
+    # np.linalg.norm's own steps for a float32 row (its dot with itself, the float32 square root), row by row
+    # without its wrapper: the same bits, a thousand rows a commit
+    norms = np.sqrt(np.array([row.dot(row) for row in rows], np.float32))
     if not (np.isfinite(norms).all() and norms.all()):
         return None
     return (rows / norms[:, None]).astype(np.float32, copy=False)

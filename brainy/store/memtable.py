@@ -13,12 +13,22 @@ from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
 
+Version = tuple[int, bytes]  # (generation, value)
+
 
 class Memtable:
+    """Each key's versions: one version as its ``(generation, value)`` tuple, two or more as a list of them in
+    generation order. A tuple of an int and bytes is let go by the cyclic garbage collector the first time it
+    looks at it, where a list is scanned by every collection until the flush: a burst of new rows (two keys
+    each, a row and its vector) would otherwise add two lists a row to every full collection of the process."""
+
     def __init__(self) -> None:
-        self._versions: dict[bytes, list[tuple[int, bytes]]] = {}
+        self._versions: dict[bytes, Version | list[Version]] = {}
         self._keys = SortedList()
-        self._lock = threading.Lock()  # guards _keys against a scan racing an insert
+        # keys put since the last scan, not yet in _keys: a scan sorts them in first, so a burst of writes with no
+        # scan between pays one sort at the next scan (a flush's, at the latest), not an insertion a key
+        self._pending: list[bytes] = []
+        self._lock = threading.Lock()  # guards _keys and _pending against a scan racing an insert
         self.bytes = 0
         self.max_generation = 0
 
@@ -29,12 +39,10 @@ class Memtable:
         versions = self._versions.get(key)
         if versions is None:
             with self._lock:
-                self._versions[key] = [(generation, value)]
-                self._keys.add(key)
-        elif versions[-1][0] == generation:
-            versions[-1] = (generation, value)  # a later op of the same commit wins
+                self._versions[key] = (generation, value)
+                self._pending.append(key)
         else:
-            versions.append((generation, value))
+            self._versions[key] = _with(versions, generation, value)
         self.bytes += len(key) + len(value) + 16
         if generation > self.max_generation:
             self.max_generation = generation
@@ -49,15 +57,13 @@ class Memtable:
             versions = versions_of.get(key)
             if versions is None:
                 new.append(key)
-                versions_of[key] = [(generation, value)]  # before the index: a key scanned is always here
-            elif versions[-1][0] == generation:
-                versions[-1] = (generation, value)
+                versions_of[key] = (generation, value)  # before the index: a key scanned is always here
             else:
-                versions.append((generation, value))
+                versions_of[key] = _with(versions, generation, value)
             size += len(key) + len(value) + 16
         if new:
             with self._lock:
-                self._keys.update(new)
+                self._pending.extend(new)
         self.bytes += size
         if generation > self.max_generation:
             self.max_generation = generation
@@ -66,6 +72,8 @@ class Memtable:
         versions = self._versions.get(key)
         if versions is None:
             return None
+        if isinstance(versions, tuple):
+            return versions if versions[0] <= generation else None
         for i in range(len(versions) - 1, -1, -1):
             gen, value = versions[i]
             if gen <= generation:
@@ -75,6 +83,9 @@ class Memtable:
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
         """Every version with ``start <= key < stop``, key ascending then generation descending."""
         with self._lock:
+            if self._pending:
+                self._keys.update(self._pending)
+                self._pending = []
             keys = list(
                 self._keys.irange(start, stop, inclusive=(True, False))
                 if stop is not None
@@ -82,8 +93,27 @@ class Memtable:
             )
         for key in keys:
             versions = self._versions[key]
+            if isinstance(versions, tuple):
+                yield key, versions[0], versions[1]
+                continue
             for gen, value in reversed(versions[:]):
                 yield key, gen, value
 
     def entries(self) -> Iterator[tuple[bytes, int, bytes]]:
         return self.scan(b"", None)
+
+
+def _with(versions: Version | list[Version], generation: int, value: bytes) -> Version | list[Version]:
+    """A key's versions with ``(generation, value)`` put: a later op of the same commit replaces the commit's
+    version; a later commit's is added after it (a list from the second version on, changed in place, which a
+    scan copies before it reads)."""
+    if isinstance(versions, tuple):
+        if versions[0] == generation:
+            return (generation, value)
+        return [versions, (generation, value)]
+    assert isinstance(versions, list)
+    if versions[-1][0] == generation:
+        versions[-1] = (generation, value)
+    else:
+        versions.append((generation, value))
+    return versions

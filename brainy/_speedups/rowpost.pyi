@@ -1,0 +1,16 @@
+# Types for the compiled row poster (rowpost.pyx); the pure twin rowpost_py.py has the same surface.
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["post_leaves"]
+
+def post_leaves(
+    row: dict[str, Any],
+    dense: int,
+    reserved: tuple[str, ...],
+    nullable: tuple[str, ...],
+    postings: dict[str, dict[tuple[str, Any], array[int]]],
+    columns: dict[str, dict[int, Any]],
+    kind_of: Callable[[Any], str],
+) -> None: ...

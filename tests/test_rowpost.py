@@ -1,0 +1,126 @@
+"""A durable row's leaves posted into the projections (brainy/_speedups/rowpost*, brainy/index/projections.py):
+both twins leave the postings and columns that posting each of ``leaves(row)`` with its ``value_key`` leaves
+(a leaf yielded twice posted once, its column keeping the first value), over existing postings that take the
+new int at the end, in the middle, or hold it already."""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brainy.index.projections import _NULLABLE, RESERVED_POSTED, leaves, value_key
+from brainy.index.where import kind_of
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.sampled_from([0, 1, 1.0, True, False, 0.0, -0.0, 2.5]),  # kinds that share a key, and ones that do not
+    st.floats(allow_nan=False),
+    st.text(alphabet="ab.", max_size=3),
+)
+KEYS = st.text(alphabet="ab.n", min_size=1, max_size=3)  # dotted keys that spell a nested path too
+METADATA = st.recursive(
+    st.dictionaries(KEYS, SCALARS, max_size=4),
+    lambda inner: st.dictionaries(KEYS, st.one_of(SCALARS, inner, st.lists(st.one_of(SCALARS, inner), max_size=4))),
+    max_leaves=12,
+)
+RESERVED = st.fixed_dictionaries(
+    {},
+    optional={
+        name: st.one_of(SCALARS, st.sampled_from(["document", "public", "person:x"])) for name in RESERVED_POSTED
+    },
+)
+
+
+def model(row, dense, postings, columns):
+    """Projections._post's leaves as it was written in Python: each (path, key) once, a sorted insert, first value."""
+    seen = set()
+    for path, value in leaves(row):
+        key = value_key(value)
+        if (path, key) in seen:
+            continue
+        seen.add((path, key))
+        posting = postings.setdefault(path, {}).setdefault(key, array("Q"))
+        i = bisect.bisect_left(posting, dense)
+        if i == len(posting) or posting[i] != dense:
+            posting.insert(i, dense)
+        columns.setdefault(path, {}).setdefault(dense, value)
+
+
+def existing(rows_before):
+    """Postings and columns as earlier rows left them (their dense ints on either side of the new one)."""
+    postings, columns = {}, {}
+    for dense, row in rows_before:
+        model(row, dense, postings, columns)
+    return postings, columns
+
+
+def copied(postings, columns):
+    return (
+        {p: {k: array("Q", v) for k, v in values.items()} for p, values in postings.items()},
+        {p: dict(c) for p, c in columns.items()},
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    reserved=RESERVED,
+    metadata=st.one_of(st.none(), METADATA),
+    dense=st.integers(0, 40),
+    before=st.lists(st.tuples(st.integers(0, 40), st.fixed_dictionaries({"metadata": METADATA})), max_size=4),
+)
+def test_post_leaves_posts_what_the_leaves_say(rowpost_twin, reserved, metadata, dense, before):
+    """Each twin leaves the postings and columns the model does, on top of what earlier rows posted."""
+    row = dict(reserved)
+    if metadata is not None:
+        row["metadata"] = metadata
+    postings, columns = existing(before)
+    want_p, want_c = copied(postings, columns)
+    model(row, dense, want_p, want_c)
+    rowpost_twin.post_leaves(row, dense, RESERVED_POSTED, _NULLABLE, postings, columns, kind_of)
+    assert postings == want_p
+    assert columns == want_c
+    for values in postings.values():
+        for key, posting in values.items():
+            assert type(posting) is array and posting.typecode == "Q", key
+
+
+def test_an_int_already_posted_stays_once_and_a_smaller_one_goes_in_order(rowpost_twin):
+    """A posting holding the int keeps it once; an int below its last goes where it sorts; above, at the end."""
+    postings = {"type": {("string", "note"): array("Q", [2, 5, 9])}}
+    columns: dict = {"type": {5: "note"}}
+    for dense in (5, 3, 12, 0):
+        rowpost_twin.post_leaves({"type": "note"}, dense, ("type",), (), postings, columns, kind_of)
+    assert postings["type"][("string", "note")] == array("Q", [0, 2, 3, 5, 9, 12])
+    assert columns["type"] == {5: "note", 3: "note", 12: "note", 0: "note"}
+
+
+def test_a_posting_of_another_kind_of_sequence_is_kept_sorted_by_its_own_methods(rowpost_twin):
+    """A posting that is not an array('Q') (a list) is inserted into as the pure twin does."""
+    postings = {"type": {("string", "note"): [1, 4]}}
+    for dense in (4, 2, 7):
+        rowpost_twin.post_leaves({"type": "note"}, dense, ("type",), (), postings, {}, kind_of)
+    assert postings["type"][("string", "note")] == [1, 2, 4, 7]
+
+
+def test_kinds_of_other_types_come_from_kind_of(rowpost_twin):
+    """A value of a type the compiled twin does not know (a subclass of str, bytes) takes kind_of's kind."""
+
+    class Text(str):
+        pass
+
+    postings: dict = {}
+    rowpost_twin.post_leaves({"metadata": {"a": Text("x"), "b": b"y"}}, 1, (), (), postings, {}, kind_of)
+    assert set(postings["a"]) == {(kind_of(Text("x")), "x")} and set(postings["b"]) == {("other", b"y")}
+
+
+def test_a_metadata_that_is_no_object_fails_as_in_python(rowpost_twin):
+    """A metadata of another type raises what walking it in Python raises (AttributeError: no items)."""
+    import pytest
+
+    with pytest.raises(AttributeError):
+        rowpost_twin.post_leaves({"metadata": [1]}, 1, (), (), {}, {}, kind_of)
