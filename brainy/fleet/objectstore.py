@@ -16,6 +16,7 @@ Every call blocks: shipping runs on the brain's fsync workers and its own thread
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import hashlib
@@ -29,10 +30,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 from xml.etree import ElementTree
+from xml.sax.saxutils import escape
 
 # an object up to SINGLE_PUT bytes is one put; a larger one (a large brain's snapshot) a multipart upload of
 # PART_BYTES parts (S3: parts of 5 MiB to 5 GiB, at most 10,000 of them: objects up to 640 GiB here)
 SINGLE_PUT = 64 << 20
+DELETES = 1000  # objects one DeleteObjects call names, at most
 PART_BYTES = 64 << 20
 CALL_SECONDS = 10.0  # one call; a sync write waits on it, so a store that hangs longer is unreachable
 ATTEMPTS = 3  # a call whose connection broke (a kept-alive socket the store closed) is tried again this often
@@ -319,11 +322,24 @@ class ObjectStore:
         finally:
             conn.close()
 
-    def delete(self, name: str) -> None:
-        """Delete the object ``name``; one already gone is fine."""
-        status, data, _ = self.request("DELETE", self._path(name))
-        if status not in (200, 204, 404):
-            raise self._error(status, data, f"the delete of {name}")
+    def delete(self, names: list[str]) -> None:
+        """Delete the objects ``names`` (at most :data:`DELETES` a call: S3's DeleteObjects); one already gone is
+        fine."""
+        if not names:
+            return
+        if len(names) > DELETES:
+            raise ValueError(f"at most {DELETES} objects a delete")
+        base = self.location.prefix
+        keys = "".join(f"<Object><Key>{escape(base + name)}</Key></Object>" for name in names)
+        body = f"<Delete><Quiet>true</Quiet>{keys}</Delete>".encode()
+        digest = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()  # S3 asks for it
+        status, data, _ = self.request("POST", self._path(), [("delete", "")], body, {"content-md5": digest})
+        if status != 200:
+            raise self._error(status, data, f"the delete of {len(names)} objects")
+        failed = ElementTree.fromstring(data).find(f"{_XMLNS}Error")  # a quiet answer lists the failures only
+        if failed is not None:
+            code, key = failed.findtext(f"{_XMLNS}Code") or "", failed.findtext(f"{_XMLNS}Key") or ""
+            raise ObjectStoreError(f"the object store did not delete {key[len(base) :]}: {code}")
 
     def get(self, name: str) -> bytes | None:
         """The object ``name``'s bytes; None when there is none."""

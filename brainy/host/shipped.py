@@ -28,7 +28,7 @@ from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.fleet import objects as O
 from brainy.fleet.membership import ADOPTED, BACK, Fleet
-from brainy.fleet.objectstore import ObjectExistsError, ObjectStore, ObjectStoreError
+from brainy.fleet.objectstore import DELETES, ObjectExistsError, ObjectStore, ObjectStoreError
 from brainy.fleet.restore import Staged, restore, stage
 from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, WAIT_SECONDS, Courier, Shipper
 from brainy.store.backup import FileSet
@@ -246,7 +246,8 @@ class Shipping:
     def _collect(self, shipper: Shipper, generation: int) -> int:
         """Delete what the checkpoint at ``generation`` makes unnecessary (docs/fleet.md "When things are
         shipped"): the segments of this epoch or an earlier one ending at or below it, and the earlier snapshots
-        without a name. The fence is asked before each delete (BrainMovedError ends it). Answers how many."""
+        without a name, a thousand a call. The fence is asked before each call (BrainMovedError ends it). Answers
+        how many."""
         brain, epoch = shipper.brain, shipper.epoch
         prefix = O.brain_prefix(brain)
         listing = O.read_listing(brain, self.store.list(f"{prefix}snapshots/") + self.store.list(f"{prefix}log/"))
@@ -256,9 +257,9 @@ class Shipping:
             for s in listing.snapshots
             if s.generation < generation and s.epoch <= epoch and not self._named(s.name)
         ]
-        for name in doomed:
+        for first in range(0, len(doomed), DELETES):
             shipper.fence()
-            self.store.delete(name)
+            self.store.delete(doomed[first : first + DELETES])
         return len(doomed)
 
     def _named(self, name: str) -> bool:
