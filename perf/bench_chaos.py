@@ -19,6 +19,21 @@ Printed: the answers by status and refusal name (the target: every answer a 200 
 the request; a hand-over is waited out inside the fleet, bounded by the TTL plus 5 s); the longest a request took;
 and, once the load has stopped and every brain is served again, every acknowledged write read back through one
 node (batchGet): "lost" must be 0.
+
+Measured on the 2-core development machine (nothing else running), TTL 2 s, 16 clients, kills at 15, 30, 45 s:
+
+    answers 200                                        11,890
+    requests whose node was killed or down (resent)        69
+    waits that ran out (BrainMovedError, ask again)        23
+    forwarded writes whose owner was killed under them     14   (InternalError; resent by the client)
+    writes acknowledged / lost                          7,269 / 0
+    CPU seconds: etcd 11.5, moto 55.8, nodes 2.6-6.2 (since their last start)
+
+A killed node's 99-175 brains are claimed by all three nodes (eight at a time each, the restarted one
+included) and restored at about twelve a second in all: each restore is six calls to the store plus one get a
+segment shipped since the last checkpoint, and moto's server, one Python process, is the busiest process of
+the run. So the last of a kill's brains come back 9-20 s after it, and a request for one of them that waited
+its TTL + 5 s is refused BrainMovedError (ask again).
 """
 
 from __future__ import annotations
