@@ -42,8 +42,10 @@ WAIT_SECONDS = 30.0  # a sync write waits at most this for its segment (the stor
 PIPELINE = 1
 # a brain's next snapshot (docs/fleet.md "Checkpoints") is due once this many segments were stored since its last
 # one and they weigh at least 1/TAIL_SHARE of it: a restore then fetches at most that many segments after the
-# snapshot, while a large brain written in small commits is not uploaded whole every few hundred of them
-TAIL_SEGMENTS = 128
+# snapshot (one call each; a restore's other calls are six), while a large brain written in small commits is not
+# uploaded whole every few dozen of them. A checkpoint costs about five calls (its put, two listings, a read of
+# the last one's head, one delete of what it covers): a sixth more calls in all, for a restore of at most 38
+TAIL_SEGMENTS = 32
 TAIL_SHARE = 16
 
 
