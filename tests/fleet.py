@@ -105,8 +105,63 @@ def start_fleet(directory: Path, etcd_url: str, names: tuple[str, ...] = ("a", "
             nodes.append(start_node(directory, name, etcd_url, keys))
         yield nodes
     finally:
-        for node in nodes:
+        stop_nodes(*nodes)
+
+
+def stop_nodes(*nodes: Node | None) -> None:
+    """SIGTERM each node still running (none, or one already killed, is left be), waiting for each (bounded).
+    A stopped (SIGSTOP) node is continued first, so it can hear the signal."""
+    for node in nodes:
+        if node is not None and node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGCONT)
             _stop(node.proc)
+
+
+@contextlib.contextmanager
+def shipping_nodes(
+    directory: Path, etcd_url: str, bucket: str, names: tuple[str, ...] = ("a", "b", "c")
+) -> Iterator[dict[str, Node]]:
+    """``names`` nodes shipping to ``s3://bucket/<directory's name>`` (``--ship sync``; the object store is the
+    environment's: the ``cluster`` fixture), each started in turn; all stopped on the way out."""
+    keys = write_fleet_keys(directory / "keys")
+    extra = ("--object-store", f"s3://{bucket}/{directory.name}", "--ship", "sync")
+    started: dict[str, Node] = {}
+    try:
+        for name in names:
+            started[name] = start_node(directory, name, etcd_url, keys, TTL, extra)
+        yield started
+    finally:
+        stop_nodes(*started.values())
+
+
+def place_on(edge: Node, owner: Node, prefix: str, tries: int) -> str:
+    """A brain provisioned through ``edge`` that placement put on ``owner`` (placement alternates between empty
+    nodes: one of ``tries`` lands there), holding one entity, ``ada``, written at its owner."""
+    wait_until(lambda: len(health(edge)["fleet"]["nodes"]) >= 2, 5, f"node {edge.name} sees node {owner.name}")
+    for n in range(tries):
+        placed = call(edge, "POST", f"/v1/brains/{prefix}{n}/provision", b"{}", key=SERVICE_KEY).doc
+        if placed["node"] == owner.name:
+            added = call(owner, "POST", f"/v1/brains/{placed['brain']}/add", b'{"type": "person", "id": "ada"}')
+            assert added.status == 200, added
+            return str(placed["brain"])
+    raise AssertionError(f"no brain was placed on node {owner.name}")
+
+
+def sse_events(lines: Iterator[str], until: str, limit: int = 400) -> list[dict[str, str]]:
+    """The events of an SSE stream up to and including the first named ``until`` (at most ``limit`` lines)."""
+    events: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for _, line in zip(range(limit), lines, strict=False):
+        if not line:
+            if current:
+                events.append(current)
+                if current.get("event") == until:
+                    return events
+            current = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            current[name] = value
+    raise AssertionError(f"no {until!r} event within {limit} lines: {events}")
 
 
 def call(

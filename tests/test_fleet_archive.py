@@ -8,9 +8,7 @@ import json
 import time
 
 import pytest
-from etcd import start_etcd
-from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
-from objectstore import start_moto
+from fleet import TTL, call, health, shipping_nodes, wait_until
 from server import SERVICE_KEY
 
 pytestmark = pytest.mark.slow
@@ -19,22 +17,9 @@ BRAIN = "ar"
 
 
 @pytest.fixture
-def nodes(tmp_path, monkeypatch):
-    with start_moto() as moto, start_etcd(tmp_path / "etcd") as etcd:
-        for name, value in moto.env.items():
-            monkeypatch.setenv(name, value)
-        keys = write_fleet_keys(tmp_path / "keys")
-        extra = ("--object-store", f"s3://brainy-archive/{tmp_path.name}", "--ship", "sync")
-        started = {}
-        try:
-            for name in ("a", "b", "c"):
-                started[name] = start_node(tmp_path, name, etcd.url, keys, TTL, extra)
-            yield started
-        finally:
-            for node in started.values():
-                if node.proc.poll() is None:
-                    node.proc.terminate()
-                    node.proc.wait(timeout=15)
+def nodes(tmp_path, cluster):
+    with shipping_nodes(tmp_path, cluster.url, "brainy-archive") as started:
+        yield started
 
 
 def door(node, name):

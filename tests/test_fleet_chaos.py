@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from fleet import TTL, start_node, wait_until, write_fleet_keys
+from fleet import TTL, start_node, stop_nodes, wait_until, write_fleet_keys
 from server import HOST, PERSON_KEY, SERVICE_KEY
 
 BRAINS = [f"c{n:02d}" for n in range(12)]
@@ -135,7 +135,4 @@ def test_nodes_killed_under_load_lose_no_acknowledged_write(tmp_path, cluster):
         print(f"{acknowledged} acknowledged, 0 lost, {load.waits_ran_out} waits ran out")
     finally:
         load.stop.set()
-        for node in nodes.values():
-            if node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(*nodes.values())

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
+from fleet import TTL, call, health, start_node, stop_nodes, wait_until, write_fleet_keys
 from server import SERVICE_KEY
 
 from brainy.fleet import objects as O
@@ -99,10 +99,7 @@ def test_a_killed_owners_acknowledged_writes_are_served_by_the_new_owner(tmp_pat
         assert got.status == 200 and got.headers.get("brainy-node") == new_owner.name
         assert health(new_owner)["fleet"]["brains"][BRAIN] == 2
     finally:
-        for node in nodes.values():
-            if node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(*nodes.values())
 
 
 def test_async_ships_within_the_interval_and_a_failover_keeps_what_was_shipped(tmp_path, cluster):
@@ -135,7 +132,4 @@ def test_async_ships_within_the_interval_and_a_failover_keeps_what_was_shipped(t
         wait_until(lambda: readable(b, ids[-1]), TTL + 5, "b serves the brain")
         assert all(readable(b, id_) for id_ in ids)
     finally:
-        for node in (a, b):
-            if node is not None and node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(a, b)

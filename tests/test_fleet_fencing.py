@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from etcd import start_etcd
-from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
+from fleet import TTL, call, health, start_node, stop_nodes, wait_until, write_fleet_keys
 from objectstore import start_moto
 from server import PERSON_KEY, SERVICE_KEY, curl
 
@@ -80,8 +80,7 @@ def test_an_owner_that_cannot_renew_stops_acknowledging_before_its_lease_can_exp
         assert present(node, "before") and present(node, "after")
         assert health(node)["fleet"]["brains"][BRAIN] in (1, 2)
     finally:
-        node.proc.terminate()
-        node.proc.wait(timeout=15)
+        stop_nodes(node)
 
 
 def test_a_restarted_old_owner_restores_the_shipped_history_and_sets_its_copy_aside(tmp_path, cluster):
@@ -107,10 +106,7 @@ def test_a_restarted_old_owner_restores_the_shipped_history_and_sets_its_copy_as
         assert (a.brains_dir / f".stale-{BRAIN}-e3").is_dir()  # set aside, not deleted, not served
         assert add(a, "x3").status == 200
     finally:
-        for node in (a, b):
-            if node is not None and node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(a, b)
 
 
 def test_an_owner_paused_past_its_lease_claims_its_brain_back_and_its_history_stays_whole(tmp_path, cluster):
@@ -134,11 +130,7 @@ def test_an_owner_paused_past_its_lease_claims_its_brain_back_and_its_history_st
         assert present(b, "one")
         assert health(b)["fleet"]["brains"][BRAIN] == 3
     finally:
-        for node in (a, b):
-            if node is not None and node.proc.poll() is None:
-                node.proc.send_signal(signal.SIGCONT)
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(a, b)
 
 
 def test_a_partitioned_owner_is_fenced_and_loses_nothing_it_acknowledged(tmp_path, cluster):
@@ -173,8 +165,4 @@ def test_a_partitioned_owner_is_fenced_and_loses_nothing_it_acknowledged(tmp_pat
         assert health(a)["fleet"]["brains"][BRAIN] == 3
         assert add(a, "back-at-a").status == 200
     finally:
-        for node in (a, b):
-            if node is not None and node.proc.poll() is None:
-                node.proc.send_signal(signal.SIGCONT)
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(a, b)

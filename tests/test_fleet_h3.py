@@ -4,13 +4,12 @@ not own the brain is answered by the owner, with ``brainy-node`` naming it (docs
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from aioquic.asyncio.client import connect
 from etcd import start_etcd
-from fleet import call, health, start_node, wait_until, write_fleet_keys
-from server import HOST, PERSON_KEY, SERVICE_KEY, _stop
+from fleet import place_on, start_node, write_fleet_keys
+from server import HOST, PERSON_KEY, _stop
 from test_serve_h3 import H3Client, _free_udp_port, client_configuration, make_pki
 
 pytestmark = pytest.mark.slow
@@ -26,16 +25,7 @@ def test_h3_is_forwarded_to_the_owner(tmp_path):
         a = start_node(tmp_path, "a", etcd.url, keys, extra=h3)
         b = start_node(tmp_path, "b", etcd.url, keys)
         try:
-            wait_until(lambda: len(health(a)["fleet"]["nodes"]) == 2, 5, "node a sees node b")
-            on_b = None
-            for n in range(2):  # placement alternates between the two empty nodes: one of two lands on b
-                placed = call(a, "POST", f"/v1/brains/h{n}/provision", b"{}", key=SERVICE_KEY).doc
-                if placed["node"] == "b":
-                    on_b = placed["brain"]
-                    break
-            assert on_b is not None, "no brain was placed on node b"
-            added = call(b, "POST", f"/v1/brains/{on_b}/add", json.dumps({"type": "person", "id": "ada"}).encode())
-            assert added.status == 200, added
+            on_b = place_on(a, b, "h", 2)
 
             async def main():
                 configuration = client_configuration(pki, ["h3"])

@@ -14,7 +14,7 @@ import time
 
 import httpx2
 import pytest
-from fleet import TTL, call, health, start_node, wait_until, write_fleet_keys
+from fleet import TTL, call, health, shipping_nodes, wait_until
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from server import SERVICE_KEY, curl
@@ -36,18 +36,8 @@ def add(node, id_):
 
 @pytest.fixture
 def nodes(tmp_path, cluster):
-    keys = write_fleet_keys(tmp_path / "keys")
-    extra = ("--object-store", f"s3://brainy-move/{tmp_path.name}", "--ship", "sync")
-    started = {}
-    try:
-        for name in ("a", "b", "c"):
-            started[name] = start_node(tmp_path, name, cluster.url, keys, TTL, extra)
+    with shipping_nodes(tmp_path, cluster.url, "brainy-move") as started:
         yield started
-    finally:
-        for node in started.values():
-            if node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
 
 
 def test_a_planned_move_loses_nothing_and_holds_writes_under_a_second(nodes):

@@ -4,6 +4,8 @@
 hand-over taken back cannot be claimed; an archived brain is claimed by no one until it is unarchived."""
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -24,16 +26,26 @@ def fleet(etcd_url: str, node: str) -> Fleet:
     return Fleet(Etcd([etcd_url]), node, f"http://127.0.0.1:1/{node}", 2)
 
 
+@contextlib.asynccontextmanager
+async def pair(etcd_url: str) -> AsyncIterator[tuple[Fleet, Fleet]]:
+    """Nodes a and b, joined; both have left on the way out (leaving twice is leaving once)."""
+    a, b = fleet(etcd_url, "a"), fleet(etcd_url, "b")
+    await a.join()
+    await b.join()
+    try:
+        yield a, b
+    finally:
+        await a.leave()
+        await b.leave()
+
+
 def test_the_named_node_claims_only_while_the_hand_over_stands(etcd):
     """a owns the brain at epoch 1. b cannot claim it with a hand-over a never wrote; a writes the hand-over, and
     b's claim of it lands at epoch 2 under b's lease; a's take-back then finds b the owner, and a hand-over from a at
     epoch 1 can no longer be written."""
 
     async def go():
-        a, b = fleet(etcd.url, "a"), fleet(etcd.url, "b")
-        await a.join()
-        await b.join()
-        try:
+        async with pair(etcd.url) as (a, b):
             assert (await a.claim("notes", 0))[0]
             forged = move.Handing("a", 1, "b", 7)
             assert (await b.claim("notes", 1, owner_was=forged.value()))[0] is False
@@ -45,9 +57,6 @@ def test_the_named_node_claims_only_while_the_hand_over_stands(etcd):
             assert (claimed, holder, epoch) == (True, L.Owner("b", 2), 2) and b.owned == {"notes": 2}
             assert await move.take_back(a, "notes", handing) == L.Owner("b", 2)
             assert await move.hand(a, "notes", 1, "c", 8) is None
-        finally:
-            await a.leave()
-            await b.leave()
 
     run(go())
 
@@ -57,10 +66,7 @@ def test_a_hand_over_taken_back_cannot_be_claimed(etcd):
     again, and the named node's claim, arriving late, is refused."""
 
     async def go():
-        a, b = fleet(etcd.url, "a"), fleet(etcd.url, "b")
-        await a.join()
-        await b.join()
-        try:
+        async with pair(etcd.url) as (a, b):
             assert (await a.claim("notes", 0))[0]
             handing = await move.hand(a, "notes", 1, "b", 3)
             assert handing is not None
@@ -68,9 +74,6 @@ def test_a_hand_over_taken_back_cannot_be_claimed(etcd):
             assert (await b.lookup("notes")) == L.Owner("a", 1) and await move.pending(b, "notes") is None
             claimed, holder, epoch = await b.claim("notes", 1, owner_was=handing.value())
             assert (claimed, holder, epoch) == (False, L.Owner("a", 1), 1) and b.owned == {}
-        finally:
-            await a.leave()
-            await b.leave()
 
     run(go())
 
@@ -81,10 +84,7 @@ def test_an_archived_brain_is_claimed_by_no_one_until_unarchived(etcd):
     epoch. Archiving again keeps the first archivedAt."""
 
     async def go():
-        a, b = fleet(etcd.url, "a"), fleet(etcd.url, "b")
-        await a.join()
-        await b.join()
-        try:
+        async with pair(etcd.url) as (a, b):
             assert (await a.claim("notes", 0))[0]
             at = await A.mark(a.etcd, "notes", "a", 1234)
             assert at == 1234 and await A.mark(a.etcd, "notes", "a", 9999) == 1234
@@ -98,7 +98,5 @@ def test_an_archived_brain_is_claimed_by_no_one_until_unarchived(etcd):
             await b.refresh()
             assert b.archived == {}
             assert await b.adopt("notes") == L.Owner("b", 2)
-        finally:
-            await b.leave()
 
     run(go())

@@ -20,7 +20,7 @@ import httpx2
 import pytest
 import websockets
 from etcd import start_etcd
-from fleet import Node, call, health, start_node, wait_until, write_fleet_keys
+from fleet import Node, call, place_on, sse_events, start_node, write_fleet_keys
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from server import HOST, PERSON, PERSON_KEY, SERVICE_KEY, H2Client, _stop, free_port
@@ -50,16 +50,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node,
         a = start_node(root, "a", etcd.url, keys_a, extra=("--listen", f"{HOST}:{grpc_port},grpc"))
         b = start_node(root, "b", etcd.url, keys)
         try:
-            wait_until(lambda: len(health(a)["fleet"]["nodes"]) == 2, 5, "node a sees node b")
-            on_b = None
-            for n in range(4):  # placement alternates between the two empty nodes: one of them lands on b
-                placed = call(a, "POST", f"/v1/brains/t{n}/provision", b"{}", key=SERVICE_KEY).doc
-                if placed["node"] == "b":
-                    on_b = placed["brain"]
-                    break
-            assert on_b is not None, "no brain was placed on node b"
-            added = call(b, "POST", f"/v1/brains/{on_b}/add", json.dumps({"type": "person", "id": "ada"}).encode())
-            assert added.status == 200, added
+            on_b = place_on(a, b, "t", 4)
             yield a, b, grpc_port, on_b
         finally:
             _stop(a.proc)
@@ -190,22 +181,6 @@ def test_a_one_brain_key_calls_an_mcp_tool_naming_no_brain(pair):
     assert not got.is_error and got.structured_content["entity"]["key"] == "ada", got
 
 
-def _events(lines: Iterator[str], until: str, limit: int = 200) -> list[dict[str, str]]:
-    """The events of an SSE stream up to and including the first named ``until`` (at most ``limit`` lines)."""
-    events, current = [], {}
-    for _, line in zip(range(limit), lines, strict=False):
-        if not line:
-            if current:
-                events.append(current)
-                if current.get("event") == until:
-                    return events
-            current = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            current[name] = value
-    raise AssertionError(f"no {until!r} event within {limit} lines: {events}")
-
-
 def test_the_change_stream_is_relayed_from_the_owner_and_resumes(pair):
     """``GET P/changes`` as an event stream through node a for a brain on node b: b's frames with b's event ids,
     ``brainy-node: b`` in the response head; a commit made on b while the stream is held arrives through a; a
@@ -216,16 +191,16 @@ def test_the_change_stream_is_relayed_from_the_owner_and_resumes(pair):
     with httpx2.Client(timeout=TIMEOUT) as http, http.stream("GET", url, headers=auth) as stream:
         assert stream.status_code == 200 and stream.headers.get("brainy-node") == "b", stream.headers
         lines = stream.iter_lines()
-        first = _events(lines, "caught-up")
+        first = sse_events(lines, "caught-up")
         changes = [e for e in first if e.get("event") == "change"]
         assert changes and all("id" in e for e in changes), first
         added = call(b, "POST", f"/v1/brains/{brain}/add", json.dumps({"type": "person", "id": "liskov"}).encode())
         assert added.status == 200, added
-        later = _events(lines, "change")
+        later = sse_events(lines, "change")
         assert json.loads(later[-1]["data"])["generation"] == added.doc["generation"], later
     resume = {**auth, "Last-Event-ID": changes[-1]["id"]}
     with httpx2.Client(timeout=TIMEOUT) as http, http.stream("GET", url, headers=resume) as stream:
-        again = [e for e in _events(stream.iter_lines(), "caught-up") if e.get("event") == "change"]
+        again = [e for e in sse_events(stream.iter_lines(), "caught-up") if e.get("event") == "change"]
     assert again and again[0]["id"] != changes[-1]["id"], again
     assert json.loads(again[-1]["data"])["generation"] == added.doc["generation"], again
 

@@ -14,7 +14,7 @@ import time
 import grpc
 import httpx2
 import pytest
-from fleet import TTL, call, health, start_node, write_fleet_keys
+from fleet import TTL, call, health, sse_events, start_node, stop_nodes, write_fleet_keys
 from server import HOST, PERSON_KEY, SERVICE_KEY, free_port
 from test_serve_grpc import stubs  # noqa: F401  (the module's fixture: stubs generated from docs/brainy.proto)
 
@@ -87,26 +87,7 @@ def test_reads_sent_during_a_failover_wait_for_the_new_owner(tmp_path, cluster, 
         assert call(edge, "GET", f"/v1/brains/{BRAIN}/get/grace").result()["entity"]["key"] == "grace"
         print(f"hand-over: a read sent at the kill was answered after {took:.2f} s (TTL {TTL} s)")
     finally:
-        for node in nodes.values():
-            if node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
-
-
-def _until(lines, event: str, limit: int = 400) -> list[dict[str, str]]:
-    """SSE events read up to and including the first named ``event`` (at most ``limit`` lines)."""
-    events, current = [], {}
-    for _, line in zip(range(limit), lines, strict=False):
-        if not line:
-            if current:
-                events.append(current)
-                if current.get("event") == event:
-                    return events
-            current = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            current[name] = value
-    raise AssertionError(f"no {event!r} event within {limit} lines: {events}")
+        stop_nodes(*nodes.values())
 
 
 def test_a_relayed_change_stream_resumes_at_the_new_owner(tmp_path, cluster):
@@ -129,7 +110,7 @@ def test_a_relayed_change_stream_resumes_at_the_new_owner(tmp_path, cluster):
             with http.stream("GET", url, headers=auth) as stream:
                 assert stream.headers.get("brainy-node") == owner.name
                 lines = stream.iter_lines()
-                seen = [e for e in _until(lines, "caught-up") if e.get("event") == "change"]
+                seen = [e for e in sse_events(lines, "caught-up") if e.get("event") == "change"]
                 last = seen[-1]["id"]
                 owner.kill()
                 ended = time.monotonic()
@@ -145,15 +126,12 @@ def test_a_relayed_change_stream_resumes_at_the_new_owner(tmp_path, cluster):
                 new_owner = stream.headers.get("brainy-node", edge.name)
                 assert new_owner != owner.name
                 lines = stream.iter_lines()
-                resumed = [e for e in _until(lines, "caught-up") if e.get("event") == "change"]
+                resumed = [e for e in sse_events(lines, "caught-up") if e.get("event") == "change"]
                 assert all(e["id"] != last for e in resumed), resumed
                 body = json.dumps({"type": "person", "id": "hopper"}).encode()
                 added = call(edge, "POST", f"/v1/brains/{BRAIN}/add", body)
                 assert added.status == 200, added
-                arrived = _until(lines, "change")
+                arrived = sse_events(lines, "change")
                 assert json.loads(arrived[-1]["data"])["generation"] == added.doc["generation"], arrived
     finally:
-        for node in nodes.values():
-            if node.proc.poll() is None:
-                node.proc.terminate()
-                node.proc.wait(timeout=15)
+        stop_nodes(*nodes.values())
