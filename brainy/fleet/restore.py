@@ -147,15 +147,14 @@ def stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Stage
     rename nothing: :func:`restore` finishes it (``host.move`` stages before its hold, so only the tail is fetched
     while writes wait). The snapshot is read as it arrives and written as it is read, never whole in memory. An
     object listed and gone by the time it is read (deleted under a newer checkpoint) means listing again."""
-    for _ in range(LISTINGS - 1):
+    gone: _Gone | None = None
+    for _ in range(LISTINGS):
         try:
             return _stage(store, brain, epoch, brains_dir)
-        except _Gone as gone:
-            log.info("brain %s: %s was deleted under a newer checkpoint; listing again", brain, gone)
-    try:
-        return _stage(store, brain, epoch, brains_dir)
-    except _Gone as gone:
-        raise RestoreError(f"brain {brain}: {gone} was listed and gone {LISTINGS} times") from None
+        except _Gone as exc:
+            gone = exc
+            log.info("brain %s: %s was deleted under a newer checkpoint; listing again", brain, exc)
+    raise RestoreError(f"brain {brain}: {gone} was listed and gone {LISTINGS} times")
 
 
 def _stage(store: ObjectStore, brain: str, epoch: int, brains_dir: Path) -> Staged:

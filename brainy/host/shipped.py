@@ -177,7 +177,8 @@ class Shipping:
         log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
 
     def _has_snapshot(self, brain: str) -> bool:
-        """Whether the store holds a snapshot of ``brain`` (one listing; remembered once it does: none is deleted)."""
+        """Whether the store holds a snapshot of ``brain`` (one listing; remembered once it does: a collection
+        deletes only snapshots older than the checkpoint it follows)."""
         if self.store.list(f"{O.brain_prefix(brain)}snapshots/"):
             self._snapshotted.add(brain)
         return brain in self._snapshotted
