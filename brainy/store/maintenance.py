@@ -190,7 +190,7 @@ class Maintenance:
                     head.mem = Memtable()
                     s = head.sources
                     head.sources = Sources(head.mem, (mem,) + s.frozen, s.tables)
-                log.debug("flush froze generation %d", head.applied)
+                log.debug("flush froze generation %d", self._held.generation)
             held = self._held
             mem, generation, seq = held.mem, held.generation, held.seq
             ledger, next_dense, timestamp, at = held.ledger, held.next_dense, held.timestamp, held.at
