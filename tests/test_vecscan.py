@@ -296,6 +296,36 @@ def test_json_digits_read_eight_at_a_time_are_the_digits_read_one_by_one():
     ]
 
 
+def test_a_number_is_packed_the_same_far_from_the_body_end_and_near_it(vecscan_twins):
+    """The compiled walk reads a number of one integer digit in a quicker way unless it ends within 40 bytes of the
+    body's end: every shape around that reading's limits (digit counts across its three eight-byte loads, leading
+    zeros, exponents of up to four digits, float32 midpoints at every digit count), read both ways, packs as the
+    decoder and the packer make it."""
+    rng = np.random.default_rng(36)
+    texts = []
+    for digits in range(1, 23):
+        for zeros in (0, 1, 2, 9):
+            for exponent in ("", "e5", "E-7", "e+012", "e-0003", "e30"):
+                tail = "".join(str(d) for d in rng.integers(0, 10, digits))
+                texts.append(f"{rng.choice(['', '-'])}{rng.integers(0, 10)}.{'0' * zeros}{tail}{exponent}")
+    f = rng.standard_normal(300).astype(np.float32)
+    mid = (f.astype(np.float64) + np.nextafter(f, np.float32(np.inf)).astype(np.float64)) / 2
+    for m in mid:
+        texts += [f"{m:.{p}e}" for p in (15, 16, 17, 18, 19)]
+    for t in texts:
+        want = np.asarray([orjson.loads(t)] * 2, dtype=np.float64).astype("<f4").tobytes()
+        far = f'{{"vector": [{t}, {t}], "metadata": {{"padding": "{"x" * 48}"}}}}'.encode()
+        near = f'{{"vector": [{t}, {t}]}}'.encode()
+        for body in (far, near):
+            document = codecs.decode(body, codecs.JSON, vectors="vector")
+            if type(document["vector"]) is list:  # more than 19 significant digits: left to the decoder
+                assert document["vector"] == [orjson.loads(t)] * 2, t
+            else:
+                assert document["vector"] == Float32s(want), t
+            compiled, pure = vecscan_twins
+            assert compiled.json_vectors(body, False) == pure.json_vectors(body, False), t
+
+
 DIM = 8
 
 
