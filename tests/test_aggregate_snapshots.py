@@ -18,7 +18,7 @@ from helpers import new_store
 from test_aggregates import CALLER, DEFINITIONS, _define_all, _write, check_all
 
 from brainy.engine import Brain
-from brainy.index.aggregate_follower import SUFFIX, decode_snapshot
+from brainy.index.aggregate_follower import EMPTY_STORE, SUFFIX, decode_snapshot
 
 
 def snapshots(path: Path) -> list[Path]:
@@ -204,6 +204,62 @@ def test_a_store_without_a_snapshot_is_built_from_rows_and_its_first_flush_write
     with Brain.open(path) as brain:
         check_all(brain)
         assert brain.aggregate_follower.built_from.startswith("snapshot at")
+
+
+def test_a_fresh_store_builds_its_state_from_the_moves_it_holds_and_reads_no_row(tmp_path: Path) -> None:
+    """Nothing flushed yet: the moves the handle holds reach back to the empty store, so they make the state (no
+    row is read for it), which answers as the oracle over the rows does, through the first flush and a reopen."""
+    path = new_store(tmp_path)
+    rng, live = random.Random(13), []
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        assert brain.flushed == 0
+        for _ in range(40):
+            _write(brain, rng, live)
+        _define_all(brain)
+        for _ in range(40):
+            _write(brain, rng, live)
+        check_all(brain)
+        assert brain.aggregate_follower.built_from == EMPTY_STORE
+        assert brain.flush()
+        for _ in range(20):
+            _write(brain, rng, live)
+        check_all(brain)
+    with Brain.open(path) as brain:
+        check_all(brain)
+        assert brain.aggregate_follower.built_from == f"snapshot at {brain.head}"
+
+
+@pytest.mark.slow
+def test_a_store_killed_before_its_first_flush_builds_its_state_from_the_replayed_moves(tmp_path: Path) -> None:
+    """A real writer commits and is SIGKILLed before anything is flushed: the reopen replays every frame since the
+    empty store, and those moves alone make a state that answers as the oracle does."""
+    path = new_store(tmp_path)
+    script = (
+        "import os, random, signal, sys\n"
+        "sys.path.insert(0, sys.argv[2])\n"
+        "from brainy.engine import Brain\n"
+        "from test_aggregates import _define_all, _write\n"
+        "brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)\n"
+        "rng, live = random.Random(14), []\n"
+        "for _ in range(40): _write(brain, rng, live)\n"
+        "_define_all(brain)\n"
+        "for _ in range(40): _write(brain, rng, live)\n"
+        "print(brain.flushed, brain.head, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    flushed, head = map(int, done.stdout.split())
+    assert flushed == 0 and not snapshots(path)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        assert brain.head == head
+        check_all(brain)
+        assert brain.aggregate_follower.built_from == EMPTY_STORE
 
 
 def test_the_widest_integers_and_exact_sums_round_trip(tmp_path: Path) -> None:
