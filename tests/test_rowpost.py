@@ -99,6 +99,22 @@ def test_an_int_already_posted_stays_once_and_a_smaller_one_goes_in_order(rowpos
     assert columns["type"] == {5: "note", 3: "note", 12: "note", 0: "note"}
 
 
+def test_a_posting_whose_buffer_a_reader_holds_is_never_moved(rowpost_twin):
+    """An append to a posting whose buffer is held refuses as the array's own append does (BufferError), whichever
+    twin posts; let go, the same append goes in, and a posting grown past its room keeps every int in order."""
+    import pytest
+
+    posting = array("Q", [1, 2])
+    postings = {"type": {("string", "note"): posting}}
+    held = memoryview(posting)
+    with pytest.raises(BufferError):
+        rowpost_twin.post_leaves({"type": "note"}, 3, ("type",), (), postings, {}, kind_of)
+    held.release()
+    for dense in range(3, 3000):
+        rowpost_twin.post_leaves({"type": "note"}, dense, ("type",), (), postings, {}, kind_of)
+    assert posting == array("Q", range(1, 3000))
+
+
 def test_a_posting_of_another_kind_of_sequence_is_kept_sorted_by_its_own_methods(rowpost_twin):
     """A posting that is not an array('Q') (a list) is inserted into as the pure twin does."""
     postings = {"type": {("string", "note"): [1, 4]}}
