@@ -34,6 +34,7 @@ SPEEDUPS = [
     "vecdecimal",  # a stored float32 vector's shortest decimals for the wire, exact integer arithmetic in C (brainy/store/rows.py)
     "vecscan",  # a write's MessagePack vectors packed as float32 before the body is decoded (brainy/net/codecs.py)
     "rowpost",  # a durable row's leaves posted into the projections' postings and columns (brainy/index/projections.py)
+    "mint",  # a new entity id, a UUIDv7 in minting order, its bytes and text in one step (brainy/store/keys.py)
 ]
 
 

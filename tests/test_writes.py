@@ -316,21 +316,19 @@ def test_refusals_carry_their_wire_identity():
 
 
 def test_minted_ids_are_uuid7s_whose_bytes_are_their_row_keys():
-    """uuid7_bytes mints a version 7, RFC 9562 variant UUID in minting order; uuid_text writes it as uuid.UUID
-    does, and minted_entity_key is the row key entity_key gives its text."""
+    """mint_entity mints a version 7, RFC 9562 variant UUID in minting order, its text as uuid.UUID writes it and
+    its row key the one entity_key gives that text."""
     import uuid
 
     from brainy.store import keys as K
 
-    minted = [K.uuid7_bytes() for _ in range(2_000)]
-    assert minted == sorted(minted) and len(set(minted)) == len(minted)
-    for raw in minted[:200]:
-        text = K.uuid_text(raw)
+    minted = [K.mint_entity() for _ in range(2_000)]
+    assert [key for _, key in minted] == sorted(key for _, key in minted) and len(set(minted)) == len(minted)
+    for text, key in minted[:200]:
         parsed = uuid.UUID(text)
-        assert str(parsed) == text and parsed.bytes == raw
+        assert str(parsed) == text and K.entity_key(text) == key
         assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
-        assert K.minted_entity_key(raw) == K.entity_key(text)
-    assert K.uuid7() > K.uuid_text(minted[-1])
+    assert K.uuid7() > minted[-1][0]
 
 
 def test_an_add_without_an_id_reads_no_row_for_it(brain, monkeypatch):

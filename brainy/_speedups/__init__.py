@@ -26,6 +26,7 @@ __all__ = [
     "h1frame",
     "h2frame",
     "load",
+    "mint",
     "nesting",
     "pagerows",
     "picks",
@@ -57,6 +58,7 @@ NAMES = (
     "vecdecimal",
     "vecscan",
     "rowpost",
+    "mint",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -130,3 +132,4 @@ ranking: ModuleType
 vecdecimal: ModuleType
 vecscan: ModuleType
 rowpost: ModuleType
+mint: ModuleType

@@ -201,8 +201,8 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if a.get("id") is not None:
         id_, key = K.resolve(a["id"])
     else:
-        raw_id = K.uuid7_bytes()
-        id_, key, minted = K.uuid_text(raw_id), None, K.minted_entity_key(raw_id)
+        id_, minted = K.mint_entity()
+        key = None
     get = a.get
     data = rows.content(get("data"))
     # checked in this order (the first refusal is the one answered), the row's fields in this order (its bytes)
@@ -221,7 +221,7 @@ def add(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
     upsert = get("upsert", _UPSERT)
     row: dict[str, Any]
     if minted is not None:
-        # an id minted here is new: a uuid7 past every one this process handed out, with 74 random bits no caller
+        # an id minted here is new: a uuid7 past every one this process handed out, with 62 random bits no caller
         # guesses, so there is no row to read for it; the row is laid out whole, stamped as _stamp stamps a new one
         timestamp, caller = txn.timestamp, txn.caller
         row = {

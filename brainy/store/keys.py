@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import os
 import struct
-import threading
-import time
 import uuid
 
+from brainy._speedups import mint
 from brainy.contract import refusals as R
 
 NATURAL_KEY_NAMESPACE = uuid.UUID("6f2c9a7e-5b1d-4c3a-9e8f-b7a1d2c3e4f5")
@@ -26,51 +24,18 @@ RELATION_VECTOR = b"w"
 # adjacency values: which way the relation points from the keyed entity
 OUT, IN = 1, 2
 
-_uuid7_lock = threading.Lock()
-_uuid7_last = 0
-# Random bytes for ids, read from the OS 10 KiB at a time (a batch of a thousand rows cost a thousand getrandom
-# calls): the same source, fetched ahead, 10 bytes an id; taken under the lock, so never handed out twice.
-_RANDOM_CHUNK = 10 * 1024
-_uuid7_random = b""
-_uuid7_used = 0
-
-
-def _forget_random() -> None:
-    global _uuid7_random, _uuid7_used
-    _uuid7_random, _uuid7_used = b"", 0
-
-
-os.register_at_fork(after_in_child=_forget_random)  # a forked child must not hand out its parent's bytes again
-
 
 def uuid7() -> str:
-    """A time-ordered UUIDv7 (RFC 9562): 48 bits of ms, then random bits.
-
-    Within one millisecond the timestamp field is advanced past the last one
-    handed out, so ids minted by this process sort in minting order.
-    """
-    return uuid_text(uuid7_bytes())
+    """A time-ordered UUIDv7 (RFC 9562): 48 bits of ms, a 12-bit counter, then 62 random bits, minted in order
+    (brainy/_speedups/mint_py.py says how)."""
+    return mint.mint()[0]
 
 
-def uuid7_bytes() -> bytes:
-    """:func:`uuid7`'s 16 bytes: with them a writer that mints an id has its row key (:func:`minted_entity_key`)
+def mint_entity() -> tuple[str, bytes]:
+    """A new entity's id (:func:`uuid7`) and its row key, in one step: a writer that mints an id has its row key
     without parsing the id's text back (and without filling :func:`entity_key`'s cache with ids read once)."""
-    global _uuid7_last, _uuid7_random, _uuid7_used
-    with _uuid7_lock:
-        ms = max(time.time_ns() // 1_000_000, _uuid7_last + 1)
-        _uuid7_last = ms
-        if _uuid7_used + 10 > len(_uuid7_random):
-            _uuid7_random, _uuid7_used = os.urandom(_RANDOM_CHUNK), 0
-        rand = _uuid7_random[_uuid7_used : _uuid7_used + 10]
-        _uuid7_used += 10
-    # unix_ts_ms (48) | ver 0b0111 (4) + rand_a (12) | var 0b10 (2) + rand_b (62)
-    return ms.to_bytes(6, "big") + bytes((0x70 | (rand[0] & 0x0F), rand[1], 0x80 | (rand[2] & 0x3F))) + rand[3:]
-
-
-def uuid_text(raw: bytes) -> str:
-    """The canonical text of a UUID's 16 bytes, as ``str(uuid.UUID(bytes=raw))`` writes it."""
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    text, raw = mint.mint()
+    return text, ENTITY + raw
 
 
 def _parse_uuid(text: str) -> uuid.UUID | None:
@@ -116,12 +81,6 @@ def _resolved(text: str) -> tuple[str, str | None]:
 @functools.lru_cache(maxsize=1 << 16)
 def entity_key(id_: str) -> bytes:
     return ENTITY + uuid.UUID(id_).bytes
-
-
-def minted_entity_key(raw: bytes) -> bytes:
-    """The row key of the entity whose id is the UUID of these 16 bytes (:func:`uuid7_bytes`): what
-    :func:`entity_key` answers for its text."""
-    return ENTITY + raw
 
 
 def relation_key(id_: str) -> bytes:

@@ -133,7 +133,7 @@ class Txn:
 
     def put_entity(self, row: dict[str, Any], raw: bytes | None = None, minted: bytes | None = None) -> None:
         """Put a whole entity row; ``raw``, when the caller has it (a replay), is the row as stored. ``minted``: the
-        row's key, when its id was minted for it in this commit (:func:`brainy.store.keys.uuid7_bytes`), so that
+        row's key, when its id was minted for it in this commit (:func:`brainy.store.keys.mint_entity`), so that
         no row holds it and nothing is read for it: an ``add`` without an id, a batch's thousand rows without a
         thousand lookups through every table."""
         key = minted or K.entity_key(row["id"])
