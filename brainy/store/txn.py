@@ -136,11 +136,34 @@ class Txn:
         row's key, when its id was minted for it in this commit (:func:`brainy.store.keys.mint_entity`), so that
         no row holds it and nothing is read for it: an ``add`` without an id, a batch's thousand rows without a
         thousand lookups through every table."""
+        if minted is not None and raw is not None:
+            self._put_minted(row, raw, minted)
+            return
         key = minted or K.entity_key(row["id"])
         before = None if minted else self._whole(key)
         self._put("e", key, row, raw, before is None)
         self._repost(before, row)
         self.moves.append(("e", before, row))
+
+    def _put_minted(self, row: dict[str, Any], raw: bytes, key: bytes) -> None:
+        """:meth:`put_entity` of a row whose id this commit minted, as stored (``raw``): what :meth:`_put` and
+        :meth:`_repost` do for a new row, without their steps for what may already be there (no key of the row is
+        staged or stored: nothing to undo to, no vector to compare; a batch of a thousand adds takes this path a
+        thousand times)."""
+        undo, overlay = self._undo, self.overlay
+        undo.append((key, _MISSING))
+        overlay[key] = raw
+        op: dict[str, Any] = {"k": "e", "o": "put", "row": raw}
+        vector = row.get("vector")
+        if vector is not None:
+            vkey = K.ENTITY_VECTOR + key[1:]
+            undo.append((vkey, _MISSING))
+            overlay[vkey] = vector
+            op["vec"] = vector
+        self.ops.append(op)
+        if row.get("subtype") in VFS_SUBTYPES:
+            self._repost(None, row)
+        self.moves.append(("e", None, row))
 
     def delete_entity(self, id_: str) -> None:
         key = K.entity_key(id_)
