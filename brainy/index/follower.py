@@ -74,8 +74,10 @@ FIRST_READ_GRACE_SECONDS = 1.0
 # The graph's catch-up runs at this nice value (Linux: a thread's own, so the rest of the process keeps its own):
 # HNSW insertion costs 100-1,700 us a vector on one core (perf/bench_ingest.py), far more than a commit of it,
 # and at the default priority it took a third of the core a durable ingest ran on. Searches scan the tail
-# exactly meanwhile, so the graph can wait for the core's idle time; at 10 it still gets a share under load.
-CATCH_UP_NICE = 10
+# exactly meanwhile, so the graph can wait for the core's idle time. At 10 it still took a tenth of a busy core
+# (6 us of a MessagePack ingest's 34 a row); at 19, the lowest, about a sixtieth (perf/bench_ingest.py: 30.8k ->
+# 37.1k rows a second beside the rest of that day's changes), and all of the core's idle time still.
+CATCH_UP_NICE = 19
 
 # Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
 # why not a thread per build).
