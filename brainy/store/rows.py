@@ -159,17 +159,32 @@ def metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
     return value
 
 
+def _plain(value: Any) -> bool:
+    """A leaf that stores as it is: a str, a bool, None, a finite float or a 64-bit int, of exactly that type (a
+    subclass asks :func:`_check_storable`)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -(1 << 63) <= value < (1 << 64)
+    return kind is float and math.isfinite(value)
+
+
 def _check_storable(value: Any, field: str, depth: int = 0) -> None:
     if depth > 32:
         raise invalid(field, "too-deep", "nested more than 32 levels")
+    # a plain leaf is passed over without its path (written for a container's members, a refusal, and a leaf past
+    # the depth, which is refused as before)
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise invalid(field, "wrong-type", "object keys must be strings")
-            _check_storable(v, f"{field}.{k}", depth + 1)
+            if depth >= 32 or not _plain(v):
+                _check_storable(v, f"{field}.{k}", depth + 1)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _check_storable(v, f"{field}[{i}]", depth + 1)
+            if depth >= 32 or not _plain(v):
+                _check_storable(v, f"{field}[{i}]", depth + 1)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise invalid(field, "wrong-type", "numbers must be finite")
