@@ -4,6 +4,7 @@
     python perf/bench_ingest.py --tree /path/to/other --rounds 3  # another checkout beside it, interleaved
     python perf/bench_ingest.py --only json --py-spy /path/py-spy --profile --profile-out DIR   # where the time goes
     python perf/bench_ingest.py --settle 60     # and the CPU a row once the work the burst left behind is done
+    python perf/bench_ingest.py --only json --chroma   # and Chroma's server taking the same rows, once a round
 
 Each cell serves a fresh store (``brainy serve`` from that tree on a loopback port, pinned to one core with
 ``taskset``) and loads it from the other core with h2load: ``--batches`` ``addMany`` requests of ``--batch`` rows
@@ -313,6 +314,73 @@ def one(
     return args.batches * args.batch / took
 
 
+def chroma_rate(args: argparse.Namespace, cores: tuple[set[int] | None, set[int] | None]) -> float:
+    """Rows per second of Chroma's server (``chroma run``, pinned as brainy is) taking the same rows as JSON over
+    one keep-alive connection from the load core: ``--batches`` ``add`` calls of ``--batch`` rows (ids, embeddings
+    as ``ndarray.tolist()`` writes them, metadatas), each answered once Chroma has taken it (its write-ahead log).
+    Sent by http.client, not h2load: every call needs ids of its own, and one body replayed would add nothing."""
+    import http.client
+
+    import chromadb
+
+    chroma = shutil.which("chroma", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    if chroma is None:
+        raise SystemExit("--chroma: the chroma command is not installed (pip install chromadb)")
+    scratch = Path(tempfile.mkdtemp(prefix="brainy-ingest-chroma-"))
+    port = free_port()
+    proc = subprocess.Popen(
+        [*pinned(cores[0]), chroma, "run", "--path", str(scratch / "chroma"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    affinity = os.sched_getaffinity(0)
+    try:
+        wait_ready(port, 60)
+        deadline = time.monotonic() + 60
+        while True:  # the port opens before the server answers
+            try:
+                client = chromadb.HttpClient(host="127.0.0.1", port=port)
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        coll = client.create_collection(
+            "ingest", configuration={"hnsw": {"space": "cosine", "ef_construction": 128, "max_neighbors": 16}}
+        )
+        base = f"/api/v2/tenants/{coll.tenant}/databases/{coll.database}/collections/{coll.id}/add"
+        rng = np.random.default_rng(7)
+        x = rng.standard_normal((args.batch, DIM), dtype=np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        embeddings = [v.tolist() for v in x]
+        metadatas = [{"n": i} for i in range(args.batch)]
+        bodies = [
+            orjson.dumps(
+                {"ids": [f"{b}-{i}" for i in range(args.batch)], "embeddings": embeddings, "metadatas": metadatas}
+            )
+            for b in range(args.batches)
+        ]
+        if cores[1]:
+            os.sched_setaffinity(0, cores[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        started = time.perf_counter()
+        for body in bodies:
+            conn.request("POST", base, body, {"content-type": "application/json"})
+            answer = conn.getresponse()
+            answer.read()
+            if answer.status // 100 != 2:
+                raise SystemExit(f"chroma add: {answer.status}")
+        took = time.perf_counter() - started
+        conn.close()
+        if coll.count() != args.batch * args.batches:
+            raise SystemExit(f"chroma holds {coll.count()} rows, not {args.batch * args.batches}")
+        return args.batches * args.batch / took
+    finally:
+        os.sched_setaffinity(0, affinity)
+        stop(proc)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def top(raw: Path, n: int = 25) -> str:
     """py-spy's raw stacks (``frame;frame;... count`` a line) as the top functions by own and by total samples,
     the event loop's idle wait (``select``/``epoll``) and the fsync waiters' sleep left out of the total."""
@@ -382,6 +450,9 @@ def main() -> int:
         help="after each run wait (at most this many seconds) for the server to idle, and print its CPU a row "
         "with the work the burst left behind done (flushes, snapshots, a graph catch-up under way)",
     )
+    parser.add_argument(
+        "--chroma", action="store_true", help="and Chroma's server taking the same rows as JSON, once a round"
+    )
     parser.add_argument("--py-spy", help="the py-spy binary: names the server's threads in the CPU figures")
     parser.add_argument("--profile", action="store_true", help="and profile each cell of this tree once with it")
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL (py-spy --gil)")
@@ -401,10 +472,13 @@ def main() -> int:
             bodies[media].write_bytes(body)
             print(f"{media}: {len(body):,} bytes a batch of {args.batch:,} ({len(body) / args.batch:,.0f} a row)")
         figures: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        chroma: list[float] = []
         for _ in range(args.rounds):
             for cell in cells:
                 for tree in trees:
                     figures[str(tree), cell].append(one(tree, cell, bodies, args, cores))
+            if args.chroma:
+                chroma.append(chroma_rate(args, cores))
         print(
             f"\n{args.batches} x addMany of {args.batch:,} rows, durable; server on core {cores[0]}, load on {cores[1]}"
         )
@@ -433,6 +507,13 @@ def main() -> int:
                             )
                             + ")"
                         )
+        if chroma:
+            print(
+                f"{'chroma':<9} {max(chroma):>11,.0f}  {', '.join(f'{r:,.0f}' for r in chroma)}  (JSON, `chroma run`)"
+            )
+            for cell in cells:
+                if figures[str(trees[0]), cell]:
+                    print(f"  {cell} / chroma: {max(figures[str(trees[0]), cell]) / max(chroma):.1f}x")
         out = Path(args.profile_out or tempfile.mkdtemp(prefix="brainy-ingest-profile-"))
         profilers = [("yappi", "pstat", cpu_top)] if args.yappi else []
         profilers += [("py-spy", "txt", top)] if args.py_spy and args.profile else []
