@@ -1,6 +1,6 @@
 """Benchmark: durable ingest with vectors into a served brain, over one connection, in records per second.
 
-    python perf/bench_ingest.py                                   # this tree: JSON, MessagePack, h2 x4
+    python perf/bench_ingest.py                                   # this tree: JSON, MessagePack, h2 x4 of each
     python perf/bench_ingest.py --tree /path/to/other --rounds 3  # another checkout beside it, interleaved
     python perf/bench_ingest.py --only json --py-spy /path/py-spy --profile --profile-out DIR   # where the time goes
     python perf/bench_ingest.py --settle 60     # and the CPU a row once the work the burst left behind is done
@@ -18,7 +18,8 @@ Cells:
 - ``json``: HTTP/1.1 keep-alive, a JSON body whose numbers are each float32 as a double (``ndarray.tolist()``
   of a float32 array: 17 significant digits, what a Python client sends);
 - ``msgpack``: the same rows as MessagePack, each number a float32 (``0xca``, 5 bytes);
-- ``h2x4``: the MessagePack body over one HTTP/2 connection with 4 streams in flight.
+- ``h2x4``: the MessagePack body over one HTTP/2 connection with 4 streams in flight;
+- ``h2x4json``: the JSON body so.
 
 Reported per cell and tree: the best of ``--rounds`` runs (rows over h2load's wall time) and every run's figure.
 With ``--tree`` each round runs every tree's cells one after the other, so a shared box's load falls on both.
@@ -106,6 +107,7 @@ CELLS = {
     "json": (["--h1"], 1, "application/json"),
     "msgpack": (["--h1"], 1, "application/msgpack"),
     "h2x4": ([], 4, "application/msgpack"),
+    "h2x4json": ([], 4, "application/json"),
 }
 
 
@@ -442,7 +444,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=1000, help="rows per addMany (default 1,000)")
     parser.add_argument("--batches", type=int, default=20, help="addMany requests per run (default 20)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per cell and tree (default 3)")
-    parser.add_argument("--only", help="comma-separated cells (json, msgpack, h2x4)")
+    parser.add_argument("--only", help="comma-separated cells (json, msgpack, h2x4, h2x4json)")
     parser.add_argument(
         "--settle",
         type=float,
