@@ -285,6 +285,7 @@ class Brain:
             self.follower.adopt(reader.follower.moves())
             self.vector_follower.adopt(reader.vector_follower.moves())
             self.aggregate_follower.adopt(reader.aggregate_follower)
+            self.commits.answered = reader.commits.answered  # the write ids of the frames it replayed
         at = manifest.get("logAt")
         if isinstance(at, dict) and int(at["segment"]) < H.log_from(manifest):
             at = None  # that segment held nothing past the flushed generation, and the feed retention deleted it
@@ -479,9 +480,10 @@ class Brain:
         caller: str | None = None,
         via: str | None = None,
         roles: tuple[str, ...] = (),
+        write: str | None = None,
     ) -> dict:
         """Run the write door ``door``; returns once the commit is durable (``commits.Writes.write``)."""
-        return self.writes.write(door, args, caller=caller, via=via, roles=roles)
+        return self.writes.write(door, args, caller=caller, via=via, roles=roles, write=write)
 
     async def awrite(
         self,
@@ -491,10 +493,11 @@ class Brain:
         caller: str | None = None,
         via: str | None = None,
         roles: tuple[str, ...] = (),
+        write: str | None = None,
     ) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop (``commits.Writes.awrite``)."""
-        return await self.writes.awrite(door, args, caller=caller, via=via, roles=roles)
+        return await self.writes.awrite(door, args, caller=caller, via=via, roles=roles, write=write)
 
     def check_writable(self) -> None:
         """Refuse unless this handle may write now: open, the writer, its maintenance sound, its lease fenced."""

@@ -28,6 +28,7 @@ from brainy.doors.writes import texts
 from brainy.index import embedder
 from brainy.index.follower import ACK_WAIT_SECONDS
 from brainy.index.snapshot import Snapshot
+from brainy.store import answered
 from brainy.store.blobs import BlobStore
 from brainy.store.commit_path import CommitPath
 from brainy.store.maintenance import Maintenance
@@ -68,11 +69,14 @@ class Writes:
         roles: tuple[str, ...] = (),
         prepared: dict[str, Any] | None = None,
         staged: Any = None,
+        write: str | None = None,
     ) -> tuple[dict[str, Any], int]:
         """Validate, append and apply one commit; answers (answer, log sequence or 0 if nothing was written).
         ``vectors`` are the embeddings of the texts the rule stores (``staging.embeddings``), ``prepared`` what
         its door's ``prepares`` made, ``staged`` a file's content already durable in the blob packs
-        (``vfs.stage``): all of it before the commit lock.
+        (``vfs.stage``): all of it before the commit lock. ``write``: the id the write was sent with
+        (``brainy-write``, docs/fleet.md "A write sent twice"): a write of the caller's with an id the commit path
+        remembers is answered what it was, its commit's log sequence to wait for, and nothing is run.
 
         The guardrails (DOORS 9.3) are asked after the rule staged its ops and before anything is
         appended: a refused write is dropped, its audit event committed in its place, and
@@ -82,6 +86,10 @@ class Writes:
         brain, commits, head = self.brain, self.commits, self.commits.head
         with head.commit_lock:
             brain.check_writable()
+            if write is not None:
+                recalled = commits.answered.recall(write, caller)
+                if recalled is not None:
+                    return recalled
             txn = commits.begin(caller, via)
             answer = staging.run(txn, door, args, brain, vectors, prepared, staged, commits.written_since)
             refused = policy.refusal(txn, door, roles, self)
@@ -92,6 +100,10 @@ class Writes:
             if not txn.ops:  # every item of a batch refused: nothing to commit
                 answer.update(generation=head.applied, timestamp=head.last_ts)
                 return answer, 0
+            if write is not None and refused is None and "receipt" not in answer:  # a receipt's digest is the frame's
+                txn.write = answered.written(
+                    write, caller, {**answer, "generation": txn.generation, "timestamp": txn.timestamp}
+                )
             seq, payload = commits.append(txn)
             if "receipt" in answer:
                 answer["receipt"]["digest"] = hashlib.sha256(payload).hexdigest()
@@ -109,10 +121,12 @@ class Writes:
         caller: str | None = None,
         via: str | None = None,
         roles: tuple[str, ...] = (),
+        write: str | None = None,
     ) -> dict:
         """Run the write door ``door``; returns once the commit is durable. ``roles`` are the caller's
-        asserted roles, which a policy rule's ``role:<name>`` subject matches. A file's content is stored
-        and fsynced first, outside the commit lock, so a crash never leaves a row naming missing bytes."""
+        asserted roles, which a policy rule's ``role:<name>`` subject matches; ``write`` the id it was sent with
+        (:meth:`commit`). A file's content is stored and fsynced first, outside the commit lock, so a crash never
+        leaves a row naming missing bytes."""
         brain = self.brain
         args, prepared = staging.prepare(brain, door, args)
         if door in vfs.STAGERS:
@@ -121,7 +135,7 @@ class Writes:
             staged = vfs.stage(brain, door, args, writing)
             try:
                 answer, seq = self.commit(
-                    door, args, caller, via, staging.embeddings(door, args, staged), roles, prepared, staged
+                    door, args, caller, via, staging.embeddings(door, args, staged), roles, prepared, staged, write
                 )
             except policy.Audited as audited:  # the refusal answers once its audit event is durable
                 self.commits.durable_at(audited.seq, audited.generation)
@@ -149,6 +163,7 @@ class Writes:
         caller: str | None = None,
         via: str | None = None,
         roles: tuple[str, ...] = (),
+        write: str | None = None,
     ) -> dict:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
@@ -167,7 +182,7 @@ class Writes:
             wanted = texts(door, args) or vfs.staged_texts(door, args, staged)
             vectors = await embedder.run(staging.embeddings, door, args, staged) if wanted else None
             try:
-                answer, seq = self.commit(door, args, caller, via, vectors, roles, prepared, staged)
+                answer, seq = self.commit(door, args, caller, via, vectors, roles, prepared, staged, write)
             except policy.Audited as audited:
                 await self._adurable_at(audited.seq, audited.generation)
                 raise audited.refusal from None

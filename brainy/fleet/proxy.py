@@ -21,6 +21,9 @@ FORWARDED = "brainy-forwarded"
 PLACED = "brainy-placed"
 #: On every proxied answer: the node that owns the brain and answered.
 NODE = "brainy-node"
+#: On every forwarded write: its id, so the write sent again after its owner went away is answered once
+#: (docs/fleet.md "A write sent twice"). The edge mints it; a request that came with one keeps it.
+WRITE = "brainy-write"
 
 #: Fields of one connection or one hop (RFC 9110 7.6.1), never passed on; the length is framed anew.
 HOP_BY_HOP = frozenset(

@@ -381,8 +381,11 @@ class Dispatcher:
             refusal = R.InternalError(f"an unexpected fault; see the log under {ref}", ref=ref)
         return Outcome(door, elapsed_ms(started), None, refusal)
 
-    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
-        """The gate and the door, without the clock: the answer, or an awaitable of it for a door that waits."""
+    def run(
+        self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any, write: str | None = None
+    ) -> Answer:
+        """The gate and the door, without the clock: the answer, or an awaitable of it for a door that waits.
+        ``write``: the id a write was sent with (``brainy-write``, docs/fleet.md "A write sent twice")."""
         plan = PLANS.get(name) if isinstance(name, str) else None
         if plan is None:
             raise R.UnknownDoorError(f"no door is named {name!r}", door=str(name))
@@ -396,7 +399,7 @@ class Dispatcher:
             owned_here(self.fleet, brain)
             handing = self.fleet.handing.get(brain) if door.kind == "write" else None
             if handing is not None:
-                return self._after_hand_over(handing, principal, name, brain, id_, document)
+                return self._after_hand_over(handing, principal, name, brain, id_, document, write)
         # 5. the door: for a row-writing door first the caller rule (DOORS 0.4: one law for engine, vfs and
         # profile writes, whether or not the door has landed), then its disposition, then the engine (whose
         # commit path asks the policy guardrails before the write)
@@ -429,7 +432,7 @@ class Dispatcher:
                         result = self._stamped(entry, brains.held(entered, False), door.name, result, principal)
             elif entry.runs == registry.WRITE:
                 result = brains.held(entered, True).awrite(
-                    door.name, document, caller=principal.caller, via=principal.via, roles=principal.roles
+                    door.name, document, caller=principal.caller, via=principal.via, roles=principal.roles, write=write
                 )
                 if entry.links:  # then the reading door's link, once the commit is durable
                     result = reading_door.after_write(self.reading_door, principal, document, result)
@@ -521,7 +524,14 @@ class Dispatcher:
         return await asyncio.to_thread(calling.read, entry, head, id_, document, principal)
 
     async def _after_hand_over(
-        self, handing: asyncio.Event, principal: Principal, name: str, brain: str, id_: Any, document: Any
+        self,
+        handing: asyncio.Event,
+        principal: Principal,
+        name: str,
+        brain: str,
+        id_: Any,
+        document: Any,
+        write: str | None,
     ) -> dict[str, Any]:
         """A write held back while its brain is handed over (docs/fleet.md "Planned move"): run once it has ended
         (bounded), so it is served here still or refused naming the new owner, whom a proxying node asks next."""
@@ -529,7 +539,7 @@ class Dispatcher:
             await asyncio.wait_for(handing.wait(), HAND_OVER_WAIT)
         except TimeoutError:
             pass
-        answer = self.run(principal, name, brain, id_, document)
+        answer = self.run(principal, name, brain, id_, document, write)
         return answer if isinstance(answer, dict) else await answer
 
     async def _finish(self, entered: Any, pending: Awaitable[dict[str, Any]]) -> dict[str, Any]:

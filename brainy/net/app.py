@@ -25,6 +25,7 @@ from brainy.contract import openapi
 from brainy.contract import refusals as R
 from brainy.contract.onboarding import agent_markdown, llms_txt
 from brainy.doors.writes import VECTORS_AT  # where a write's vectors stand: packed before the body is decoded
+from brainy.fleet.proxy import WRITE
 from brainy.host.dispatch import Answer, Dispatcher, Outcome, check_brain_name
 from brainy.host.feeds import HeldFeed
 from brainy.host.host_doors import Host
@@ -200,7 +201,8 @@ class App:
             if match.selector is not None:
                 door_name = self._select(match, document)
         id_ = match.params.get("id", match.params.get("sha256"))  # host.revokeKey's one path parameter
-        return self.dispatcher.run(principal, door_name, match.params.get("brain"), id_, document)
+        brain, write = match.params.get("brain"), request.headers.get(WRITE)
+        return self.dispatcher.run(principal, door_name, brain, id_, document, write)
 
     @staticmethod
     def _select(match: Match, document: Any) -> str:

@@ -47,7 +47,7 @@ from brainy.fleet import http1
 from brainy.fleet.http1 import PeerUnreachableError
 from brainy.fleet.layout import Owner
 from brainy.fleet.membership import Fleet
-from brainy.fleet.proxy import FORWARDED, NODE, PLACED, Forwarder
+from brainy.fleet.proxy import FORWARDED, NODE, PLACED, WRITE, Forwarder
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
 from brainy.host.pool import reaches
@@ -193,13 +193,17 @@ class Edge:
         """The answer of the node that serves ``brain`` (``send``: forwarded whole), waited for through a
         hand-over."""
         send = send or self._send
+        safe = request.method in ("GET", "HEAD")
+        if not safe:  # a write (or a door that may be one) goes with an id: sent again, it is answered once
+            request.headers.setdefault(WRITE, uuid.uuid4().hex)
         try:
             return await self.at_owner(
                 brain,
-                request.method in ("GET", "HEAD"),
+                safe,
                 lambda: self._here(request),
                 lambda owner, url: send(request, owner.node, url),
                 lambda answer: answer.status == R.BrainMovedError.status and _refused_moved(answer.body),
+                resend=not safe,
             )
         except (PeerUnreachableError, ValueError) as exc:
             return self._unanswered(request, exc)
@@ -213,12 +217,14 @@ class Edge:
         here: Callable[[], Awaitable[_T]],
         send: Callable[[Owner, str], Awaitable[_T]],
         moved: Callable[[_T], bool],
+        resend: bool = False,
     ) -> _T:
         """``here()`` when this node serves ``brain``, else ``send(owner, url)`` to the node that does, waited for
         up to the TTL plus :data:`HANDOVER_EXTRA` seconds while a hand-over is under way: an answer that says the
         brain moved (``moved``: the owner did not act on it) is asked again of the new owner, and so is a request
-        the owner could not be reached for when it was never sent or ``safe`` (a read) says sending it twice is
-        harmless. Past the bound, the last answer, or BrainMovedError / PeerUnreachableError."""
+        the owner could not be reached for when it was never sent, or ``safe`` (a read) says sending it twice is
+        harmless, or ``resend`` (a write sent with its id, which an owner answers once) says so. Past the bound,
+        the last answer, or BrainMovedError / PeerUnreachableError."""
         deadline = time.monotonic() + self.fleet.ttl + HANDOVER_EXTRA
         fresh = False  # the view's owner first; etcd's once that one did not serve
         while True:
@@ -232,7 +238,7 @@ class Edge:
                 try:
                     answer = await send(owner, url)
                 except PeerUnreachableError as exc:
-                    if (exc.sent and not safe) or time.monotonic() >= deadline:
+                    if (exc.sent and not (safe or resend)) or time.monotonic() >= deadline:
                         raise
                     log.debug("node %s did not answer for brain %s (%s); asking again", owner.node, brain, exc)
                     await asyncio.sleep(RETRY_PAUSE)
@@ -340,27 +346,35 @@ class EdgeDispatcher(Dispatcher):
         taken wherever the fleet serves it (MCP asks this before its call)."""
         return one_brain(super(), principal)  # type: ignore[arg-type]
 
-    def run(self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any) -> Answer:
+    def run(
+        self, principal: Principal, name: str, brain: str | None, id_: Any, document: Any, write: str | None = None
+    ) -> Answer:
         plan = PLANS.get(name) if isinstance(name, str) else None
         if plan is not None and name in FLEET_PLACED and type(brain) is str and isinstance(principal, Carried):
             gate(principal, plan.door, brain)  # the chosen node gates it again
             return self._placed(principal, plan.door, brain, id_, document)
         if plan is None or not plan.owned or not isinstance(principal, Carried):
-            return super().run(principal, name, brain, id_, document)
+            return super().run(principal, name, brain, id_, document, write)
         if brain is None:
             brain = self.only_brain(principal)
         if type(brain) is not str or self.edge.settled(brain):
-            return super().run(principal, name, brain, id_, document)
+            return super().run(principal, name, brain, id_, document, write)
         gate(principal, plan.door, brain)  # the edge's check; the owner makes its own
-        return self._owned(principal, plan.door, brain, id_, document)
+        return self._owned(principal, plan.door, brain, id_, document, write)
 
-    async def _owned(self, principal: Carried, door: D.Door, brain: str, id_: Any, document: Any) -> dict[str, Any]:
+    async def _owned(
+        self, principal: Carried, door: D.Door, brain: str, id_: Any, document: Any, write: str | None
+    ) -> dict[str, Any]:
+        safe = door.kind == "read"
+        if not safe and write is None:  # sent again after its owner went away, answered once (docs/fleet.md)
+            write = uuid.uuid4().hex
         answer = await self.edge.at_owner(
             brain,
-            door.kind == "read",
-            lambda: self._here(principal, door.name, brain, id_, document),
-            lambda owner, url: self._send(principal, door, brain, id_, document, owner, url),
+            safe,
+            lambda: self._here(principal, door.name, brain, id_, document, write),
+            lambda owner, url: self._send(principal, door, brain, id_, document, owner, url, write=write),
             lambda got: isinstance(got, R.BrainMovedError),
+            resend=not safe,
         )
         if isinstance(answer, R.Refusal):
             raise answer
@@ -379,9 +393,11 @@ class EdgeDispatcher(Dispatcher):
             raise got
         return got
 
-    async def _here(self, principal: Principal, name: str, brain: str, id_: Any, document: Any) -> Any:
+    async def _here(
+        self, principal: Principal, name: str, brain: str, id_: Any, document: Any, write: str | None = None
+    ) -> Any:
         try:
-            answer = super().run(principal, name, brain, id_, document)
+            answer = super().run(principal, name, brain, id_, document, write)
             return answer if isinstance(answer, dict) else await answer  # type: ignore[misc]
         except R.BrainMovedError as moved:  # the claim went elsewhere meanwhile: asked again there
             return moved
@@ -396,6 +412,7 @@ class EdgeDispatcher(Dispatcher):
         owner: Owner,
         url: str,
         placed: str | None = None,
+        write: str | None = None,
     ) -> Proxied | R.Refusal:
         """The door called at the owner at ``url``: its answer, or its refusal (returned, for at_owner to weigh)."""
         positional = (id_,) if id_ is not None and len(door.path_params) > 1 else ()
@@ -409,6 +426,8 @@ class EdgeDispatcher(Dispatcher):
         headers["accept"] = wire.JSON
         if call.content_type is not None:
             headers["content-type"] = call.content_type
+        if write is not None:
+            headers[WRITE] = write
         got = await self.edge.forwarder.forward(url, call.method, call.target, headers, call.body, placed)
         body = orjson.loads(got.body) if got.body else {}
         if not isinstance(body, dict):

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from brainy.store import keys as K
 from brainy.store import log as log_
 from brainy.store import rows
+from brainy.store.answered import Answered
 from brainy.store.clock import now_ms
 from brainy.store.head import HeadState
 from brainy.store.pending import Pending
@@ -71,6 +72,8 @@ class CommitPath:
         self._written: Pending[list[dict[str, Any]]] = Pending()
         # a fleet node's shipper (docs/fleet.md "Shipping to object storage"): None outside a fleet's object store
         self.shipping: Ships | None = None
+        # the answers of the last writes sent with an id, appended or replayed (docs/fleet.md "A write sent twice")
+        self.answered = Answered()
 
     def txn(self, generation: int, timestamp: int, caller: str | None, via: str | None) -> Txn:
         """A transaction writing ``generation`` over every commit applied so far."""
@@ -103,9 +106,11 @@ class CommitPath:
         """Write ``txn``'s frame to the log (not yet durable) and apply it to the head; answers the frame's log
         sequence (what :meth:`durable_at` waits for) and its payload. The caller holds the commit lock."""
         generation, timestamp = txn.generation, txn.timestamp
-        payload = log_.encode_payload(generation, timestamp, txn.caller, txn.via, txn.ops)
+        payload = log_.encode_payload(generation, timestamp, txn.caller, txn.via, txn.ops, txn.write)
         assert self.log is not None
         seq = self.log.append(generation, payload)
+        if txn.write is not None:
+            self.answered.remember(txn.write, seq)
         if self.shipping is not None:
             self.shipping.appended(generation, log_.encode_frame(payload))
         self.apply(txn)
@@ -156,6 +161,8 @@ class CommitPath:
         txn = self.txn(frame.generation, frame.timestamp, frame.author, frame.via)
         txn.replay(frame.ops, [row for _, row in frame.written()])
         self.apply(txn)
+        if frame.write is not None:
+            self.answered.remember(frame.write, 0)
 
     def durable_at(self, seq: int, generation: int) -> None:
         """Return once the frame ``seq`` (the commit at ``generation``) is durable, the durable head moved up to it:

@@ -23,6 +23,7 @@ from typing import Any
 import msgpack
 
 from brainy.contract import refusals as R
+from brainy.store.answered import Written
 from brainy.store.crc import crc32
 from brainy.store.files import fsync_dir
 
@@ -64,6 +65,8 @@ class Frame:
     via: str | None
     ops: list[dict[str, Any]]
     _written: list[tuple[bytes, dict[str, Any] | None]] | None = field(default=None, repr=False, compare=False)
+    # a write sent with an id (docs/store-format.md "Frame payload", ``w``): (id, caller, the answer's MessagePack)
+    write: Written | None = field(default=None, compare=False)
 
     @classmethod
     def decode(cls, payload: bytes | memoryview, segment: str) -> Frame:
@@ -83,7 +86,20 @@ class Frame:
                 raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: unknown op")
             if "vec" in op and not isinstance(op["vec"], bytes):  # a put's vector is bin, or absent
                 raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: a vec that is not bin")
-        return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"])
+        write = doc.get("w")
+        if write is not None:
+            if (
+                not isinstance(write, list)
+                or len(write) != 3
+                or not isinstance(write[0], str)
+                or not isinstance(write[1], (str, type(None)))
+                or not isinstance(write[2], bytes)
+            ):
+                raise _refuse(
+                    "unknown-record-type", segment, f"generation {doc['g']}: a w that is not [id, caller, bin]"
+                )
+            write = (write[0], write[1], write[2])
+        return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"], write=write)
 
     def written(self) -> list[tuple[bytes, dict[str, Any] | None]]:
         """Each op's store key with the row it puts (None for a delete), each row decoded once for the whole
@@ -102,20 +118,29 @@ class Frame:
 
 
 def encode_payload(
-    generation: int, timestamp: int, author: str | None, via: str | None, ops: list[dict[str, Any]]
+    generation: int,
+    timestamp: int,
+    author: str | None,
+    via: str | None,
+    ops: list[dict[str, Any]],
+    write: Written | None = None,
 ) -> bytes:
     # "g" first: a reader that only needs the generation finds it in the payload's first bytes
-    return msgpack.packb({"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops}, use_bin_type=True)
+    doc: dict[str, Any] = {"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops}
+    if write is not None:
+        doc["w"] = list(write)
+    return msgpack.packb(doc, use_bin_type=True)
 
 
-_G_PREFIX = b"\x85\xa1g"  # a five-key map whose first key is "g", as encode_payload writes it
+_G_PREFIXES = (b"\x85\xa1g", b"\x86\xa1g")  # a five- (six-, with "w") key map whose first key is "g"
+_G_KEY = b"\xa1g"
 _uint = {0xCC: struct.Struct(">B"), 0xCD: struct.Struct(">H"), 0xCE: struct.Struct(">I"), 0xCF: struct.Struct(">Q")}
 
 
 def peek_generation(data: bytes, start: int, end: int) -> int | None:
     """The generation of the payload ``data[start:end]`` read from its first bytes, without decoding it;
     None when the payload is not laid out as ``encode_payload`` writes it (the caller decodes it whole)."""
-    if end - start < 4 or data[start : start + 3] != _G_PREFIX:
+    if end - start < 4 or data[start : start + 3] not in _G_PREFIXES:
         return None
     tag = data[start + 3]
     if tag < 0x80:
@@ -246,12 +271,15 @@ def _landed_past(data: bytes, body: int, crc: int) -> bool:
     view = memoryview(data)
     if crc32(view[body:]) == crc:
         return True
-    at = data.find(_G_PREFIX, body + FRAME_HEADER_SIZE)  # a later frame's payload opens as encode_payload writes it
+    # a later frame's payload opens as encode_payload writes it: a map of five or six keys, its first "g"
+    at = data.find(_G_KEY, body + FRAME_HEADER_SIZE + 1)
     while at != -1:
-        length, frame_crc = _frame_header.unpack_from(data, at - FRAME_HEADER_SIZE)
-        if at + length <= len(data) and crc32(view[at : at + length]) == frame_crc:
-            return True
-        at = data.find(_G_PREFIX, at + 1)
+        start = at - 1
+        if data[start : start + 3] in _G_PREFIXES:
+            length, frame_crc = _frame_header.unpack_from(data, start - FRAME_HEADER_SIZE)
+            if start + length <= len(data) and crc32(view[start : start + length]) == frame_crc:
+                return True
+        at = data.find(_G_KEY, at + 1)
     return False
 
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from brainy.store import keys as K
 from brainy.store import rows
+from brainy.store.answered import Written
 
 Reader = Callable[[bytes], "bytes | None"]
 Scanner = Callable[[bytes, "bytes | None"], Iterator[tuple[bytes, bytes]]]
@@ -52,6 +53,8 @@ class Txn:
         self.caller = caller
         self.via = via
         self._undo: list[tuple[bytes, object]] = []
+        # a write sent with an id: (id, caller, its answer's MessagePack), logged in the frame (brainy/store/answered.py)
+        self.write: Written | None = None
 
     # -- reading through the overlay -------------------------------------------------------
 
