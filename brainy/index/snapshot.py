@@ -253,9 +253,10 @@ class Snapshot:
             yield Projections.build(self.entities(), self.generation)
 
     def aggregates(self) -> AbstractContextManager[Aggregates]:
-        """The maintained aggregates at the durable head, held still for the block (a head snapshot's only:
-        a past one computes its aggregates from its rows, brainy/index/aggregates.py)."""
-        assert self.at_head, "a past snapshot computes its aggregates from its rows"
+        """The maintained aggregates at the durable head, held still for the block: a head snapshot's only (a past
+        one computes its aggregates from its rows, brainy/index/aggregates.py), which the caller tells by
+        :attr:`at_head` first. Not asked again here: a commit may have moved the head since, and the state held
+        then answers at its own stamp, as the projections and the vectors of a head snapshot do."""
         return self._store.aggregate_follower.held()
 
     @contextmanager
