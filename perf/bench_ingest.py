@@ -72,6 +72,28 @@ on one core is 20 us a row in all: the rule alone floors near 4.6 of its 8.2 in 
 (a uuid7 1.5, the put into the transaction 1.5, the metadata and vector checks 1, the pack 0.7), so it is out of
 reach without the rule and the commit's bookkeeping in compiled code.
 
+Then this tree (session 19) beside 9617d8e (the tree before it), 3 rounds interleaved, best run, load average
+0.8-1.6, with Chroma's server taking the same rows once a round (``--chroma``), CPU in the load's window:
+
+    cell        before rec/s  after rec/s       server CPU a row, before -> after
+    json              20,579       24,626  1.20x   49 -> 42 us  (main thread 32 -> 28)
+    msgpack           31,042       39,027  1.26x   33 -> 26 us  (main thread 18 -> 14)
+    h2x4              30,373       37,851  1.25x   33 -> 28 us  (main thread 18 -> 16)
+    h2x4json          20,000       27,215  1.36x   51 -> 37 us  (main thread 34 -> 26)
+    chroma             2,274                       (JSON: brainy 10.8x, h2x4json 12.0x, msgpack 17.2x)
+
+What moved: a JSON vector's numbers read 24 digits at once with one rounding test (vecscan's json_vectors 10.6
+-> 6.8 us a row), a MessagePack vector's float32s swapped and checked in one pass (1.32 -> 0.49 us), a packed
+vector checked in a loop GCC vectorises (vecpack 397 -> 107 ns), a minted id's bytes and text in one compiled
+step with a counter in a millisecond (mint: 1.4 -> 0.12 us), an add's minted row put without the steps for what
+may be there and its metadata's plain leaves checked without their paths (the addMany rule in process 7.2 -> 4.7
+us a row), a posting appended in place (rowpost 2.3 -> 1.5 us a row with a unique leaf), a commit's unit vectors'
+lengths in one einsum, a fresh store's aggregates made from its moves rather than a read of every row at its
+first flush, and the graph's catch-up at nice 19 (it took a tenth of the core at 10). MessagePack's 50,000 is
+not met: 26 us a row of one core is the main thread's 14 (the rule 5-7, the frame and the memtable 4-5, the
+decode 1-2 with the cyclic collector's 2.4 spread over them), the fsync worker's 6 (the projections' postings
+3, the vector slots 1.5) and the flush's 2; 20 us a row is that with a third of the Python gone.
+
 The graph's HNSW insertion (faiss, M 16, efConstruction 128, one thread) costs 331 us of CPU a vector for these
 random unit vectors (125 us for clustered ones): behind the requests now, it is caught up after the burst, so a
 sustained ingest that keeps the graph current stays under 3,000 (8,000) rows a second on one core.
