@@ -32,8 +32,8 @@ Measured on the 2-core development machine (nothing else running), TTL 2 s, 16 c
 Since a forwarded write carries an id and the edge sends it again to the next owner (docs/fleet.md "A write
 sent twice"), the same run (session 19, quiet box) answers no InternalError:
 
-    answers 200                                        11,013   (11 of them from a node killed just after)
-    requests whose node was killed or down (resent)        45
+    answers 200                                        11,002
+    requests whose node was killed or down (resent)        45   (11 adds had landed: EntityExistsError)
     waits that ran out (BrainMovedError, ask again)        26
     writes acknowledged / lost                          6,724 / 0
     CPU seconds: etcd 11.8, moto 54.8, nodes 2.4-5.9 (since their last start)
