@@ -67,23 +67,22 @@ def test_a_clean_close_with_a_tail_is_caught_up_from_the_snapshot(tmp_path: Path
         assert brain.aggregate_follower.built_from == f"snapshot at {brain.head}"
 
 
-def crashed_writer(path: Path) -> tuple[int, int]:
-    """A real writer process defines the aggregates, flushes (the snapshot), commits a tail and is SIGKILLed:
-    the flushed generation and the head it reached."""
+def crashed_writer(path: Path, flushed: bool = True) -> tuple[int, int]:
+    """A real writer process defines the aggregates, flushes (the snapshot: unless not ``flushed``), commits a tail
+    and is SIGKILLed: the flushed generation and the head it reached."""
     script = (
         "import os, random, signal, sys\n"
         "sys.path.insert(0, sys.argv[2])\n"
         "from brainy.engine import Brain\n"
         "from test_aggregates import _define_all, _write\n"
         "brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)\n"
-        "rng, live = random.Random(7), []\n"
+        f"rng, live = random.Random({7 if flushed else 14}), []\n"
         "for _ in range(40): _write(brain, rng, live)\n"
         "_define_all(brain)\n"
-        "brain.aggregate({'name': 'sales'})\n"
-        "for _ in range(40): _write(brain, rng, live)\n"
-        "brain.flush()\n"
-        "for _ in range(60): _write(brain, rng, live)\n"
-        "print(brain.flushed, brain.head, flush=True)\n"
+        + ("brain.aggregate({'name': 'sales'})\n" if flushed else "")
+        + "for _ in range(40): _write(brain, rng, live)\n"
+        + ("brain.flush()\nfor _ in range(60): _write(brain, rng, live)\n" if flushed else "")
+        + "print(brain.flushed, brain.head, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     done = subprocess.run(
@@ -93,8 +92,8 @@ def crashed_writer(path: Path) -> tuple[int, int]:
         timeout=120,
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
-    flushed, head = map(int, done.stdout.split())
-    return flushed, head
+    flushed_at, head = map(int, done.stdout.split())
+    return flushed_at, head
 
 
 @pytest.mark.slow
@@ -234,27 +233,7 @@ def test_a_store_killed_before_its_first_flush_builds_its_state_from_the_replaye
     """A real writer commits and is SIGKILLed before anything is flushed: the reopen replays every frame since the
     empty store, and those moves alone make a state that answers as the oracle does."""
     path = new_store(tmp_path)
-    script = (
-        "import os, random, signal, sys\n"
-        "sys.path.insert(0, sys.argv[2])\n"
-        "from brainy.engine import Brain\n"
-        "from test_aggregates import _define_all, _write\n"
-        "brain = Brain.open(sys.argv[1], flush_bytes=1 << 30)\n"
-        "rng, live = random.Random(14), []\n"
-        "for _ in range(40): _write(brain, rng, live)\n"
-        "_define_all(brain)\n"
-        "for _ in range(40): _write(brain, rng, live)\n"
-        "print(brain.flushed, brain.head, flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(path), str(Path(__file__).parent)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    flushed, head = map(int, done.stdout.split())
+    flushed, head = crashed_writer(path, flushed=False)
     assert flushed == 0 and not snapshots(path)
     with Brain.open(path, flush_bytes=1 << 30) as brain:
         assert brain.head == head

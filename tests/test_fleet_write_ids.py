@@ -19,9 +19,9 @@ from pathlib import Path
 import grpc
 import msgpack
 import pytest
-from fleet import call, health, start_node, stop_nodes, wait_until, write_fleet_keys
+from fleet import call, place_on, start_node, stop_nodes, write_fleet_keys
 from helpers import new_store, segments
-from server import HOST, PERSON_KEY, SERVICE_KEY, free_port
+from server import HOST, PERSON_KEY, free_port
 from test_damage import frame_starts, refused_by_both
 from test_serve_grpc import stubs  # noqa: F401  (the module's fixture: stubs generated from docs/brainy.proto)
 
@@ -206,14 +206,7 @@ def test_a_forwarded_write_whose_answer_is_lost_is_sent_again_and_answered_once(
         a = start_node(tmp_path, "a", etcd.url, keys, extra=("--listen", f"{HOST}:{grpc_port},grpc"))
         b = start_node(tmp_path, "b", etcd.url, keys, extra=("--advertise", f"http://{HOST}:{relay.port}"))
         relay.upstream = b.port
-        wait_until(lambda: len(health(a)["fleet"]["nodes"]) == 2, 10, "node a sees node b")
-        brain = None
-        for n in range(6):
-            placed = call(a, "POST", f"/v1/brains/wi{n}/provision", b"{}", key=SERVICE_KEY).doc
-            if placed["node"] == "b":
-                brain = placed["brain"]
-                break
-        assert brain is not None, "no brain was placed on node b"
+        brain = place_on(a, b, "wi", 6)
         relay.cuts = 2
         added = call(a, "POST", f"/v1/brains/{brain}/add", json.dumps({"type": "document", "id": "n1"}).encode())
         assert added.status == 200, added

@@ -227,6 +227,27 @@ cdef extern from *:
     static const uint64_t BRAINY_POW10[9] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
                                              10000000ull, 100000000ull};
 
+    /* The float32 a positive double ``approx`` within three roundings (a relative 2^-51) of a decimal rounds to, in
+       *bits: 1 when that is certain, which it is unless a float32 midpoint lies within 2^-48 of it (then 0, and
+       the decimal is read exactly). Past the margin, the float32 is also the one the decimal's nearest double
+       rounds to. */
+    static inline int brainy_f32_certain(double approx, uint32_t *bits) {
+        float f = (float)approx, next, previous;
+        uint32_t u, above, below;
+        memcpy(&u, &f, 4);
+        if (!(u - 1 < 0x7F7FFFFFu)) return 0;  /* zero, a subnormal's underflow, or past float32's range */
+        above = u + 1;
+        below = u - 1;
+        memcpy(&next, &above, 4);
+        memcpy(&previous, &below, 4);
+        double fd = f, mid_lo = (fd + (double)previous) * 0.5;
+        double mid_hi = u == 0x7F7FFFFFu ? fd + (fd - (double)previous) * 0.5 : (fd + (double)next) * 0.5;
+        double margin = approx * 0x1p-48;
+        if (!(approx - mid_lo > margin && mid_hi - approx > margin)) return 0;
+        *bits = u;
+        return 1;
+    }
+
     /* The run of ASCII digits that starts the eight bytes at p: its length (0-8), what it is worth in *value. One
        load and three multiplications in place of up to eight steps of a digit loop; the lanes are read in memory
        order, so only where a load is little-endian (elsewhere: 0, and the loop reads the digits). */
@@ -299,22 +320,10 @@ cdef extern from *:
         }
         if (q < -22 || q > 22) return 0;
         {
-            /* within three roundings (a relative 2^-51) of the decimal, two where w is exact: brainy_js_number's
-               margin test, which it skips only for the exact w it divides in one rounding; past the margin the
-               float32 is the one that rounding's double makes */
-            double approx = q >= 0 ? (double)w * BRAINY_TEN[q] : (double)w * BRAINY_TENTH[-q];
-            float f = (float)approx, next, previous;
-            uint32_t u, above, below;
-            memcpy(&u, &f, 4);
-            if (!(u - 1 < 0x7F7FFFFFu)) return 0;
-            above = u + 1;
-            below = u - 1;
-            memcpy(&next, &above, 4);
-            memcpy(&previous, &below, 4);
-            double fd = f, mid_lo = (fd + (double)previous) * 0.5;
-            double mid_hi = u == 0x7F7FFFFFu ? fd + (fd - (double)previous) * 0.5 : (fd + (double)next) * 0.5;
-            double margin = approx * 0x1p-48;
-            if (!(approx - mid_lo > margin && mid_hi - approx > margin)) return 0;
+            /* within three roundings of the decimal, two where w is exact: brainy_js_number's margin test, which it
+               skips only for the exact w it divides in one rounding */
+            uint32_t u;
+            if (!brainy_f32_certain(q >= 0 ? (double)w * BRAINY_TEN[q] : (double)w * BRAINY_TENTH[-q], &u)) return 0;
             *bits = negative ? u | 0x80000000u : u;
         }
         *end = i;
@@ -395,27 +404,11 @@ cdef extern from *:
                     d = q >= 0 ? (double)w * BRAINY_TEN[q] : (double)w / BRAINY_TEN[-q];
                     exact = 1;
                 } else {
-                    /* within three roundings (a relative 2^-51) of the decimal: the float32 it rounds to is
-                       certain unless a float32 midpoint lies within 2^-48 of it */
-                    double approx = q >= 0 ? (double)w * BRAINY_TEN[q] : (double)w * BRAINY_TENTH[-q];
-                    f = (float)approx;
-                    uint32_t u, above, below;
-                    memcpy(&u, &f, 4);
-                    if (u - 1 < 0x7F7FFFFFu) {  /* positive, finite: its neighbours by their bits */
-                        float next, previous;
-                        above = u + 1;
-                        below = u - 1;
-                        memcpy(&next, &above, 4);
-                        memcpy(&previous, &below, 4);
-                        double fd = f, mid_lo = (fd + (double)previous) * 0.5;
-                        double mid_hi = u == 0x7F7FFFFFu ? fd + (fd - (double)previous) * 0.5 : (fd + (double)next) * 0.5;
-                        double margin = approx * 0x1p-48;
-                        if (approx - mid_lo > margin && mid_hi - approx > margin) {
-                            if (negative) u |= 0x80000000u;
-                            *bits = u;
-                            *end = i;
-                            return 1;
-                        }
+                    uint32_t u;
+                    if (brainy_f32_certain(q >= 0 ? (double)w * BRAINY_TEN[q] : (double)w * BRAINY_TENTH[-q], &u)) {
+                        *bits = negative ? u | 0x80000000u : u;
+                        *end = i;
+                        return 1;
                     }
                 }
             }
