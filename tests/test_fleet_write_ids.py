@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import grpc
@@ -117,6 +118,15 @@ def test_a_damaged_length_before_frames_with_write_ids_refuses_and_cuts_nothing(
     seg.write_bytes(bytes(data))
     refused_by_both(path, R.FactLogRefusedError, "checksum-mismatch")
     assert seg.read_bytes() == bytes(data)
+
+
+def test_the_remembered_answers_are_let_go_after_their_time(monkeypatch) -> None:
+    monkeypatch.setattr(A, "KEEP_SECONDS", 0.2)
+    held = A.Answered()
+    held.remember(("old", None, msgpack.packb(1)), 1)
+    time.sleep(0.25)
+    held.remember(("new", None, msgpack.packb(2)), 2)
+    assert held.recall("old", None) is None and held.recall("new", None) == (2, 2) and len(held) == 1
 
 
 def test_the_remembered_answers_are_bounded_oldest_first(monkeypatch) -> None:
