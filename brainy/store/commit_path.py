@@ -148,8 +148,7 @@ class CommitPath:
         head = self.head
         head.mem.put_many(txn.overlay.items(), generation)
         ledger = head.ledger
-        for kind, before, after in txn.moves:
-            ledger.move(kind, before, after)
+        ledger.move_all(txn.moves)
         ledger.generation, ledger.last_updated = generation, timestamp
         head.next_dense = txn.next_dense
         head.applied = generation
