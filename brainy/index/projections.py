@@ -128,8 +128,20 @@ def _values_at(node: dict[str, Any], path: str, out: list[Any]) -> None:
 def words(row: dict[str, Any]) -> list[str]:
     """The words of a row's text: its data (a string, or the strings inside an object) and string metadata."""
     texts: list[str] = []
-    strings_of(row.get("data"), texts)
-    strings_of(row.get("metadata"), texts)
+    data, metadata = row.get("data"), row.get("metadata")
+    if data is not None:
+        strings_of(data, texts)
+    if type(metadata) is dict:  # its plain leaves looked at here, not a call each (most rows' metadata is a few)
+        for value in metadata.values():
+            kind = type(value)
+            if kind is str:
+                texts.append(value)
+            elif kind is not int and kind is not float and kind is not bool and value is not None:
+                strings_of(value, texts)
+    elif metadata is not None:
+        strings_of(metadata, texts)
+    if not texts:
+        return []
     return [w for text in texts for w in WORD.findall(text.lower())]
 
 
