@@ -11,6 +11,7 @@ after).
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_New
 from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memcpy
 
 import os
 
@@ -54,7 +55,10 @@ def mint(now_ms=None):
     cdef uint64_t now = brainy_now_ms() if now_ms is None else now_ms
     while _used + 10 > len(_random):  # os.urandom may let another thread in: the room is asked again after it
         _random, _used = os.urandom(CHUNK), 0
-    cdef const uint8_t *r = <const uint8_t *>PyBytes_AS_STRING(_random) + _used
+    # the id's random bytes and its place taken into locals before anything is made (nothing made here runs Python
+    # code, which could let another thread in to move them)
+    cdef uint8_t r[10]
+    memcpy(r, PyBytes_AS_STRING(_random) + _used, 10)
     _used += 10
     cdef unsigned int seed = (r[0] << 3) | (r[1] >> 5)  # the top 11 of the 80 random bits
     if now > _last:
@@ -63,13 +67,15 @@ def mint(now_ms=None):
         _counter += 1
         if _counter > 0xFFF:
             _last, _counter = _last + 1, seed
+    cdef uint64_t ms = _last
+    cdef unsigned int counter = _counter
     cdef bytes raw = PyBytes_FromStringAndSize(NULL, 16)
     cdef uint8_t *b = <uint8_t *>PyBytes_AS_STRING(raw)
     cdef int k
     for k in range(6):
-        b[k] = (_last >> (40 - 8 * k)) & 0xFF
-    b[6] = 0x70 | (_counter >> 8)
-    b[7] = _counter & 0xFF
+        b[k] = (ms >> (40 - 8 * k)) & 0xFF
+    b[6] = 0x70 | (counter >> 8)
+    b[7] = counter & 0xFF
     b[8] = 0x80 | (r[2] & 0x3F)  # the variant, then the low 62 of the 80 random bits
     for k in range(9, 16):
         b[k] = r[k - 6]
