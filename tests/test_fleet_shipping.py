@@ -495,6 +495,13 @@ def test_a_fenced_owners_late_segments_are_not_history(store, tmp_path):
     with Brain.open(again / BRAIN, name=BRAIN) as three:
         assert not found(three, "late")
         assert found(three, "e3") and found(three, "e4")
+    # a marker is read once a process: a second restore reads none of them, and restores the same
+    read: list[str] = []
+    get = store.get
+    store.get = lambda name: read.append(name) or get(name)  # type: ignore[method-assign]
+    once_more = tmp_path / "d"
+    once_more.mkdir()
+    assert restore(store, BRAIN, 3, once_more) == 5 and read and not [n for n in read if "/epochs/" in n]
 
 
 def test_damage_in_a_segment_is_refused_by_name():

@@ -39,6 +39,35 @@ class _Gone(Exception):
 
 LISTINGS = 3  # a restore lists again at most this often when what it listed is deleted under it
 
+# The base each epoch's marker names, by store and marker: a marker is written once (a conditional put) and never
+# deleted, so a node reads each at most once, and not the ones it wrote (a brain that failed over k times was k
+# gets of every restore of it). Bounded: past MARKERS_HELD the memory starts again.
+_BASES: dict[tuple[str, str, str, str], int] = {}
+MARKERS_HELD = 65_536
+
+
+def _marker_key(store: ObjectStore, name: str) -> tuple[str, str, str, str]:
+    return store.creds.endpoint, store.location.bucket, store.location.prefix, name
+
+
+def remember_marker(store: ObjectStore, name: str, base: int) -> None:
+    """The marker ``name`` in ``store`` names ``base`` (it was just written or read)."""
+    if len(_BASES) >= MARKERS_HELD:
+        _BASES.clear()
+    _BASES[_marker_key(store, name)] = base
+
+
+def marker_base(store: ObjectStore, name: str) -> int | None:
+    """The base the marker ``name`` names, read once a process; None when it is not there."""
+    base = _BASES.get(_marker_key(store, name))
+    if base is None:
+        data = store.get(name)
+        if data is None:
+            return None
+        base = int(O.read_marker(data)["base"])
+        remember_marker(store, name, base)
+    return base
+
 
 def _write(path: Path, chunks: Iterable[bytes], more: bytes = b"") -> None:
     """A new file of ``chunks`` then ``more``, fsynced."""
@@ -88,9 +117,9 @@ def _choose(store: ObjectStore, brain: str, epoch: int) -> tuple[O.Listing, dict
     bases = {}
     for marked, name in listing.markers.items():
         if marked < epoch:
-            data = store.get(name)
-            if data is not None:
-                bases[marked] = int(O.read_marker(data)["base"])
+            base = marker_base(store, name)
+            if base is not None:
+                bases[marked] = base
     chosen = O.plan(listing, bases, epoch).snapshot
     if chosen is None:
         raise RestoreError(f"brain {brain}: the object store holds no snapshot of it that is history")

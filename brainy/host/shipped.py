@@ -29,7 +29,7 @@ from brainy.engine import Brain
 from brainy.fleet import objects as O
 from brainy.fleet.membership import ADOPTED, BACK, Fleet
 from brainy.fleet.objectstore import DELETES, ObjectExistsError, ObjectStore, ObjectStoreError
-from brainy.fleet.restore import Staged, restore, stage
+from brainy.fleet.restore import Staged, remember_marker, restore, stage
 from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, WAIT_SECONDS, Courier, Shipper
 from brainy.store.backup import FileSet
 
@@ -177,8 +177,10 @@ class Shipping:
         log.info("brain %s ships at epoch %d from generation %d (%s)", brain, epoch, base, self.mode)
 
     def _has_snapshot(self, brain: str) -> bool:
-        """Whether the store holds a snapshot of ``brain`` (one listing; remembered once it does: a collection
-        deletes only snapshots older than the checkpoint it follows)."""
+        """Whether the store holds a snapshot of ``brain`` (one listing, unless known already: once it holds one it
+        always does, a collection deleting only snapshots older than the checkpoint it follows)."""
+        if brain in self._snapshotted:
+            return True
         if self.store.list(f"{O.brain_prefix(brain)}snapshots/"):
             self._snapshotted.add(brain)
         return brain in self._snapshotted
@@ -188,6 +190,7 @@ class Shipping:
         marker = O.marker_value(brain, self.fleet.node, epoch, base, int(time.time() * 1000))
         try:
             self.store.put_new(O.marker_name(brain, epoch), marker)
+            remember_marker(self.store, O.marker_name(brain, epoch), base)
             return base
         except ObjectExistsError:
             found = O.read_marker(self.store.get(O.marker_name(brain, epoch)) or b"")
