@@ -89,14 +89,14 @@ def test_a_refused_or_empty_write_is_not_remembered(tmp_path: Path) -> None:
 
 
 def test_a_frame_with_a_write_id_decodes_and_peeks_as_any_other() -> None:
-    write = ("w-9", CALLER, msgpack.packb({"id": "x", "generation": 7}))
+    write = ("w-9", msgpack.packb({"id": "x", "generation": 7}))
     payload = L.encode_payload(7, 1_700_000_000_000, CALLER, None, [], write)
     assert payload[:3] == b"\x86\xa1g" and L.peek_generation(payload, 0, len(payload)) == 7
     frame = L.Frame.decode(payload, "0001")
     assert frame.generation == 7 and frame.write == write
     plain = L.encode_payload(8, 1_700_000_000_000, None, None, [])
     assert plain[:3] == b"\x85\xa1g" and L.Frame.decode(plain, "0001").write is None
-    bad = msgpack.packb({"g": 9, "t": 1, "a": None, "v": None, "ops": [], "w": ["w", None, "not bin"]})
+    bad = msgpack.packb({"g": 9, "t": 1, "a": None, "v": None, "ops": [], "w": ["w", "not bin"]})
     with pytest.raises(Exception, match="unknown-record-type"):
         L.Frame.decode(bad, "0001")
 
@@ -123,9 +123,9 @@ def test_a_damaged_length_before_frames_with_write_ids_refuses_and_cuts_nothing(
 def test_the_remembered_answers_are_let_go_after_their_time(monkeypatch) -> None:
     monkeypatch.setattr(A, "KEEP_SECONDS", 0.2)
     held = A.Answered()
-    held.remember(("old", None, msgpack.packb(1)), 1)
+    held.remember(("old", msgpack.packb(1)), None, 1)
     time.sleep(0.25)
-    held.remember(("new", None, msgpack.packb(2)), 2)
+    held.remember(("new", msgpack.packb(2)), None, 2)
     assert held.recall("old", None) is None and held.recall("new", None) == (2, 2) and len(held) == 1
 
 
@@ -134,9 +134,9 @@ def test_the_remembered_answers_are_bounded_oldest_first(monkeypatch) -> None:
     monkeypatch.setattr(A, "MAX_BYTES", 100)
     held = A.Answered()
     for n in range(5):
-        held.remember((f"w{n}", None, msgpack.packb({"n": n})), n)
+        held.remember((f"w{n}", msgpack.packb({"n": n})), None, n)
     assert len(held) == 3 and held.recall("w1", None) is None and held.recall("w4", None) == ({"n": 4}, 4)
-    held.remember(("big", None, msgpack.packb("x" * 96)), 9)  # 98 bytes: the older ones go, oldest first
+    held.remember(("big", msgpack.packb("x" * 96)), None, 9)  # 98 bytes: the older ones go, oldest first
     assert held.recall("big", None) == ("x" * 96, 9) and len(held) == 1
 
 

@@ -102,7 +102,7 @@ class Writes:
                 return answer, 0
             if write is not None and refused is None and "receipt" not in answer:  # a receipt's digest is the frame's
                 txn.write = answered.written(
-                    write, caller, {**answer, "generation": txn.generation, "timestamp": txn.timestamp}
+                    write, {**answer, "generation": txn.generation, "timestamp": txn.timestamp}
                 )
             seq, payload = commits.append(txn)
             if "receipt" in answer:

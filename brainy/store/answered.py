@@ -1,8 +1,9 @@
 """The answers of the last writes sent with an id (docs/fleet.md "A write sent twice"), so the same write sent
 again is answered, not committed again.
 
-A commit made for a write that came with an id (``brainy-write``) logs the id, the caller and the door's answer in
-its frame (docs/store-format.md "Frame payload", ``w``); the commit path remembers them as it appends the frame,
+A commit made for a write that came with an id (``brainy-write``) logs the id and the door's answer in its frame
+(docs/store-format.md "Frame payload", ``w``; the caller is the frame's author); the commit path remembers them,
+with the caller, as it appends the frame,
 and as an open, a restore or a reader replays it. :meth:`Answered.recall` is asked under the commit lock before a
 write with an id is run. The memory is bounded, a brain's: the last :data:`MAX_IDS` ids, :data:`MAX_BYTES` of
 answers, none remembered longer than :data:`KEEP_SECONDS` (a write is sent again within its edge's hand-over
@@ -21,7 +22,7 @@ MAX_IDS = 1024
 MAX_BYTES = 4 << 20
 KEEP_SECONDS = 120.0
 
-Written = tuple[str, "str | None", bytes]  # a frame's ``w``: the write's id, its caller, its answer's MessagePack
+Written = tuple[str, bytes]  # a frame's ``w``: the write's id and its answer's MessagePack
 
 
 class Answered:
@@ -35,8 +36,8 @@ class Answered:
     def __len__(self) -> int:
         return len(self._held)
 
-    def remember(self, write: Written, seq: int) -> None:
-        id_, caller, answer = write
+    def remember(self, write: Written, caller: str | None, seq: int) -> None:
+        id_, answer = write
         self._forget(id_)
         self._held[id_] = (caller, answer, seq, time.monotonic())
         self._bytes += len(answer)
@@ -66,10 +67,10 @@ class Answered:
             self._forget(id_)
 
 
-def written(id_: str, caller: str | None, answer: dict[str, Any]) -> Written | None:
+def written(id_: str, answer: dict[str, Any]) -> Written | None:
     """A frame's ``w`` for ``answer`` (its generation and timestamp in it), or None when the answer does not pack
     (then the write is not remembered: sent again, it would be run again)."""
     try:
-        return id_, caller, msgpack.packb(answer, use_bin_type=True)
+        return id_, msgpack.packb(answer, use_bin_type=True)
     except (TypeError, ValueError, OverflowError):
         return None

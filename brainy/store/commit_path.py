@@ -110,7 +110,7 @@ class CommitPath:
         assert self.log is not None
         seq = self.log.append(generation, payload)
         if txn.write is not None:
-            self.answered.remember(txn.write, seq)
+            self.answered.remember(txn.write, txn.caller, seq)
         if self.shipping is not None:
             self.shipping.appended(generation, log_.encode_frame(payload))
         self.apply(txn)
@@ -161,7 +161,7 @@ class CommitPath:
         txn.replay(frame.ops, [row for _, row in frame.written()])
         self.apply(txn)
         if frame.write is not None:
-            self.answered.remember(frame.write, 0)
+            self.answered.remember(frame.write, frame.author, 0)
 
     def durable_at(self, seq: int, generation: int) -> None:
         """Return once the frame ``seq`` (the commit at ``generation``) is durable, the durable head moved up to it:

@@ -65,7 +65,7 @@ class Frame:
     via: str | None
     ops: list[dict[str, Any]]
     _written: list[tuple[bytes, dict[str, Any] | None]] | None = field(default=None, repr=False, compare=False)
-    # a write sent with an id (docs/store-format.md "Frame payload", ``w``): (id, caller, the answer's MessagePack)
+    # a write sent with an id (docs/store-format.md "Frame payload", ``w``): (id, the answer's MessagePack)
     write: Written | None = field(default=None, compare=False)
 
     @classmethod
@@ -90,15 +90,12 @@ class Frame:
         if write is not None:
             if (
                 not isinstance(write, list)
-                or len(write) != 3
-                or not isinstance(write[0], str)
-                or not isinstance(write[1], (str, type(None)))
-                or not isinstance(write[2], bytes)
+                or len(write) != 2
+                or type(write[0]) is not str
+                or type(write[1]) is not bytes
             ):
-                raise _refuse(
-                    "unknown-record-type", segment, f"generation {doc['g']}: a w that is not [id, caller, bin]"
-                )
-            write = (write[0], write[1], write[2])
+                raise _refuse("unknown-record-type", segment, f"generation {doc['g']}: a w that is not [id, bin]")
+            write = (write[0], write[1])
         return cls(doc["g"], doc["t"], doc.get("a"), doc.get("v"), doc["ops"], write=write)
 
     def written(self) -> list[tuple[bytes, dict[str, Any] | None]]:

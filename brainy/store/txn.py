@@ -53,7 +53,7 @@ class Txn:
         self.caller = caller
         self.via = via
         self._undo: list[tuple[bytes, object]] = []
-        # a write sent with an id: (id, caller, its answer's MessagePack), logged in the frame (brainy/store/answered.py)
+        # a write sent with an id: (id, its answer's MessagePack), logged in the frame (brainy/store/answered.py)
         self.write: Written | None = None
 
     # -- reading through the overlay -------------------------------------------------------
