@@ -22,10 +22,15 @@ def tables(path: Path) -> list[Path]:
 
 
 def flip(path: Path, offset: int) -> None:
-    """Flip every bit of one byte of a file in place."""
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0xFF
-    path.write_bytes(bytes(data))
+    """Flip every bit of one byte of a file in place: the file is never cut short, not even for an instant (a
+    rewrite would be, under a map of it)."""
+    if offset < 0:
+        offset += path.stat().st_size
+    with path.open("r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0xFF]))
 
 
 def fill(brain: Brain, n: int, prefix: str = "k") -> list[str]:

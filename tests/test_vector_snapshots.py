@@ -769,3 +769,22 @@ def test_a_graph_grown_well_past_its_base_is_kept_by_a_new_base_even_with_nothin
         brain.vector_follower.catch_up()
         brain.flush()
     assert [n for n in chain(path) if n.endswith(".vec")] == [kept]
+
+
+def test_a_closed_handle_leaves_no_catch_up_reading_its_files(tmp_path: Path) -> None:
+    """A tail past TAIL_MAX starts the catch-up before any read, which waits for that read; the close ends it
+    before it reads a snapshot file: once closed, the handle's files are another's to replace (or the user's to
+    damage), and a map of a file cut short under a reader kills the process."""
+    path, queries, base = graphed_store(tmp_path, 23)
+    x = _clustered(np.random.default_rng(24), 8_100, 30)
+    brain = Brain.open(path, flush_bytes=1 << 30)
+    brain.vector_follower.background = True
+    brain.vector_follower._build()  # the index in memory, its graph waiting for the first read
+    add_range(brain, x, 6_000, 8_100)  # past the store's 6,000
+    catcher = brain.vector_follower._catcher
+    assert catcher is not None and catcher.is_alive()  # waiting for the first read
+    brain.close()
+    assert not catcher.is_alive()
+    base.write_bytes(b"")  # cut short under nobody
+    with Brain.attach(path) as reader:
+        assert len(reader.find({"vector": queries[0].tolist(), "limit": 5})["results"]) == 5
