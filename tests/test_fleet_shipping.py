@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from etcd import start_etcd
@@ -27,6 +28,7 @@ from brainy.fleet.restore import RestoreError, restore
 from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper
 from brainy.host.pool import Pool
 from brainy.host.shipped import Shipping, snapshot_bytes, snapshot_parts
+from brainy.store import log as log_
 
 BRAIN = "notes"
 
@@ -131,6 +133,39 @@ def test_sync_groups_concurrent_writers_into_fewer_uploads(store, tmp_path):
         covered = [g for s in segs for g in range(s.first, s.last + 1)]
         assert covered == list(range(1, brain.head + 1)) and brain.head == 128
         assert shipper.uploads == len(segs) < 128
+
+
+def test_sync_waits_for_the_writers_an_upload_released_before_the_next(store, monkeypatch):
+    """After an upload lands, the next one waits (at most the landed one's duration) for the frames of the writers
+    it released: four frames shipped together, then a fifth waited on alone, is not uploaded alone but with the
+    three appended while it waited. Uploading at once would halve the groups: two cohorts of writers taking turns
+    (perf/bench_ship.py). The store here answers a put after a second, as a far one would."""
+    monkeypatch.setattr(shipping, "GROUP_WAIT_MAX", 30.0)
+    put_new = store.put_new
+
+    def far(name, data):
+        time.sleep(1.0)
+        put_new(name, data)
+
+    monkeypatch.setattr(store, "put_new", far)
+    shipper = Shipper(store, BRAIN, 1, 0, lambda: None, SYNC)
+
+    def append(generation):
+        shipper.appended(generation, log_.encode_frame(log_.encode_payload(generation, 0, None, None, [])))
+
+    for g in range(1, 5):
+        append(g)
+    shipper.settle(4)  # one upload of 1-4: it released four writers, none waits
+    append(5)
+    acknowledged = threading.Thread(target=shipper.acknowledge, args=(5,))
+    acknowledged.start()
+    time.sleep(0.2)
+    for g in range(6, 9):
+        append(g)
+    acknowledged.join(30)
+    segs = O.read_listing(BRAIN, store.list(O.brain_prefix(BRAIN))).segments
+    assert [(s.first, s.last) for s in segs] == [(1, 4), (5, 8)]
+    assert shipper.stored == 8
 
 
 def test_async_acknowledges_at_once_and_ships_within_the_interval(store, tmp_path):

@@ -9,7 +9,8 @@ commit lock, so in generation order), asks :meth:`Shipper.check` before a commit
   Whoever waits while fewer than ``PIPELINE`` uploads run uploads every frame appended and not yet handed to one,
   for everyone (group commit, as the log's fsync: ``LogWriter.wait``): the frames of commits still in their
   local fsync go too, so the next group's fsync and this group's upload overlap (a frame stored before it is
-  durable here is one a crash may or may not keep, as any write not yet acknowledged).
+  durable here is one a crash may or may not keep, as any write not yet acknowledged). After an upload lands, the
+  next waits briefly for the writers it released (``GROUP_WAIT_MAX``).
 - ``async``: :meth:`acknowledge` returns at once; :class:`Courier`'s thread uploads every ``interval``.
 
 Either way :meth:`acknowledge` ends with the fence (``fence``, the fleet's: this node still owns the brain at
@@ -39,8 +40,15 @@ WAIT_SECONDS = 30.0  # a sync write waits at most this for its segment (the stor
 # ``stored`` (what is acknowledged) moves only over a gapless prefix, and a restore stops at the first missing
 # generation. Measured (perf/bench_ship.py, 16 writers, moto on loopback, 2 cores): 1 in flight 1728 commits/s
 # (6.9 a segment), 2: 1560 (4.3), 4: 1076 (2.7): more in flight splits the groups, and a put's cost is per put.
-# Measured again once an upload took the frames still in their fsync too: 1 in flight 49% of local-only, 2: 40%.
+# Measured again once an upload took the frames still in their fsync too: 1 in flight 49% of local-only, 2: 40%;
+# and once an upload waits for the writers the last one released (GROUP_WAIT_MAX): 1 in flight 55%.
 PIPELINE = 1
+# ``--ship sync``'s group commit: after an upload lands, the next one waits (at most the landed upload's own
+# duration, and never more than GROUP_WAIT_MAX) for the writers it released to append their next commits: every
+# frame left waiting then plus one frame a released writer. Uploading at once instead splits the writers into two
+# cohorts that take turns, half of them in each segment (their commits appended while the other half's upload is
+# in flight). One writer: its next frame is the one awaited, so nothing waits for nobody.
+GROUP_WAIT_MAX = 0.010
 # a brain's next snapshot (docs/fleet.md "Checkpoints") is due once this many segments were stored since its last
 # one and they weigh at least 1/TAIL_SHARE of it: a restore then fetches at most that many segments after the
 # snapshot (one call each; a restore's other calls are six), while a large brain written in small commits is not
@@ -82,6 +90,9 @@ class Shipper:
         self._retry: list[tuple[int, int]] = []  # ranges whose upload failed, uploaded again first
         self.error: BaseException | None = None  # the last upload's failure, until one succeeds
         self.uploads = 0
+        # (deadline, frames): the next sync upload starts once this many frames wait to be handed, or at the
+        # deadline (time.monotonic()); None: at once
+        self._gathering: tuple[float, int] | None = None
         # host.move (docs/fleet.md "Planned move"): while held, a commit is refused before it begins (the dispatcher
         # holds new writes back before they get here; this is for one that slipped past it); once the brain is
         # handed over, every commit is refused with ``moved`` (BrainMovedError naming the new owner)
@@ -161,6 +172,9 @@ class Shipper:
         with self._cond:
             self._frames.append((generation, frame))
             self._appended = generation
+            gathering = self._gathering
+            if gathering is not None and generation - self._handed >= gathering[1]:
+                self._cond.notify_all()  # the group the next upload waits for is whole
 
     def acknowledge(self, generation: int) -> None:
         """The commit at ``generation`` is durable locally; return when it may be acknowledged (``sync``: once a
@@ -210,12 +224,16 @@ class Shipper:
             while self.stored < target:
                 batch = self._take()
                 if batch is None:
-                    left = deadline - time.monotonic()
+                    now = time.monotonic()
+                    left = deadline - now
                     if left <= 0:
                         raise R.InternalError(
                             f"brain {self.brain}: generation {target} was not shipped within {wait:.0f} s",
                             ref="fleet-ship",
                         )
+                    gathering = self._gathering
+                    if gathering is not None and self._inflight < PIPELINE:
+                        left = min(left, max(gathering[0] - now, 0.0))  # then it starts with whatever is there
                     self._cond.wait(left)
                     continue
                 first, last = batch[0][0], batch[-1][0]
@@ -223,6 +241,7 @@ class Shipper:
                 self._cond.release()
                 error: BaseException | None = None
                 size = 0
+                began = time.monotonic()
                 try:
                     size = self._upload(batch)
                 except ObjectStoreError as exc:
@@ -230,6 +249,10 @@ class Shipper:
                 finally:
                     self._cond.acquire()
                     self._inflight -= 1
+                if error is None and self.mode == SYNC and generation is not None:
+                    landed = time.monotonic()
+                    waiting = self._appended - self._handed
+                    self._gathering = (landed + min(landed - began, GROUP_WAIT_MAX), waiting + len(batch))
                 if error is None:
                     self._landed[first] = last
                     while self.stored + 1 in self._landed:  # the stored prefix grows over what landed in order
@@ -263,6 +286,10 @@ class Shipper:
         retry = bool(self._retry)
         if retry:
             first, last = self._retry.pop(0)  # bounded already: it was one upload's
+        elif self._gathering is not None and (
+            self._appended - self._handed < self._gathering[1] and time.monotonic() < self._gathering[0]
+        ):
+            return None  # the group is still forming
         elif self._handed < self._appended:
             first, last = self._handed + 1, self._appended
         else:
@@ -282,6 +309,7 @@ class Shipper:
             )
         if not retry:
             self._handed = batch[-1][0]
+            self._gathering = None
         return batch
 
     def _upload(self, batch: list[tuple[int, bytes]]) -> int:
