@@ -35,6 +35,7 @@ SPEEDUPS = [
     "vecscan",  # a write's MessagePack vectors packed as float32 before the body is decoded (brainy/net/codecs.py)
     "rowpost",  # a durable row's leaves posted into the projections' postings and columns (brainy/index/projections.py)
     "mint",  # a new entity id, a UUIDv7 in minting order, its bytes and text in one step (brainy/store/keys.py)
+    "addrow",  # a batch's adds of new rows laid out and staged in one walk (brainy/doors/writes.py, store/txn.py)
 ]
 
 

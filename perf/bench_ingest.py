@@ -94,6 +94,22 @@ not met: 26 us a row of one core is the main thread's 14 (the rule 5-7, the fram
 decode 1-2 with the cyclic collector's 2.4 spread over them), the fsync worker's 6 (the projections' postings
 3, the vector slots 1.5) and the flush's 2; 20 us a row is that with a third of the Python gone.
 
+Then this tree (session 20) beside 5c555ec (the tree before it), 3 rounds interleaved, best run, load average
+1.2-1.9, CPU in the load's window:
+
+    cell        before rec/s  after rec/s       server CPU a row, before -> after
+    json              25,340       29,860  1.18x   40 -> 34 us  (main thread 26 -> 22)
+    msgpack           35,902       43,962  1.22x   27 -> 24 us  (main thread 15 -> 11)
+    h2x4              37,307       40,915  1.10x   27 -> 26 us  (main thread 15 -> 12)
+    h2x4json          26,440       28,036  1.06x   38 -> 37 us  (main thread 26 -> 24)
+
+What moved: an addMany's plain adds (a minted id, a vector, plain metadata) are laid out, packed and staged in one
+compiled walk (brainy/_speedups/addrow: 1.5 us a row in process, where the rule, its argument check, its savepoint
+and the put took 5.7-7.9), the row written as msgpack's Packer writes it without the Packer (0.66 -> 0.15 us).
+MessagePack's 50,000 is still not met: 24 us a row is the main thread's 11 (the frame and the memtable 4-5, the
+decode 1-2, HTTP and the dispatch 1.5, the collector's 2 spread), the fsync worker's 6, the flush's 3 and the
+graph's 2 (at nice 19, in the gaps).
+
 The graph's HNSW insertion (faiss, M 16, efConstruction 128, one thread) costs 331 us of CPU a vector for these
 random unit vectors (125 us for clustered ones): behind the requests now, it is caught up after the burst, so a
 sustained ingest that keeps the graph current stays under 3,000 (8,000) rows a second on one core.

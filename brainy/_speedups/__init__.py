@@ -22,6 +22,7 @@ from types import ModuleType
 __all__ = [
     "CHOICES",
     "NAMES",
+    "addrow",
     "cdc",
     "h1frame",
     "h2frame",
@@ -59,6 +60,7 @@ NAMES = (
     "vecscan",
     "rowpost",
     "mint",
+    "addrow",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -133,3 +135,4 @@ vecdecimal: ModuleType
 vecscan: ModuleType
 rowpost: ModuleType
 mint: ModuleType
+addrow: ModuleType

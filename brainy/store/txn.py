@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+from brainy._speedups import addrow, mint
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.answered import Written
@@ -147,6 +148,29 @@ class Txn:
         self._put("e", key, row, raw, before is None)
         self._repost(before, row)
         self.moves.append(("e", before, row))
+
+    def add_minted(self, items: list[Any], start: int, rule: tuple[Any, ...], ids: list[str]) -> int:
+        """Stage the plain adds of ``items`` from ``start`` on, each a new row whose id is minted here: what the
+        ``add`` rule and :meth:`put_entity` with ``minted`` do, in one walk (brainy/_speedups/addrow*, whose
+        docstring says what is plain and what ``rule`` holds). Their ids go to ``ids``; answers the index of the
+        first item that is not plain (``len(items)``: none), left for the rule itself."""
+        end, self.next_dense = addrow.add_minted(
+            items,
+            start,
+            (
+                self.overlay,
+                self._undo,
+                self.ops,
+                self.moves,
+                self.generation,
+                self.timestamp,
+                self.caller,
+                self.next_dense,
+            ),
+            (*rule, _MISSING, mint.mint, K.ENTITY, K.ENTITY_VECTOR),
+            ids,
+        )
+        return end
 
     def _put_minted(self, row: dict[str, Any], raw: bytes, key: bytes) -> None:
         """:meth:`put_entity` of a row whose id this commit minted, as stored (``raw``): what :meth:`_put` and

@@ -1,0 +1,326 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""A batch's adds of new rows, each id minted here, laid out and staged in one walk, compiled: the twin of
+``addrow_py.py``, whose docstring is the law (what a plain add is, what is staged, what ``staged`` and ``plan``
+hold). The same checks in the same order, the same row, key and op bytes: a batch of a thousand adds without
+the rule's thousand calls through the argument check, the row checks, the savepoint and the put.
+
+The row is packed here, not by ``pack_row``: its fields and their types are known once the item is plain, so
+it is written straight as msgpack's Packer (``use_bin_type=True``) writes it: the smallest header of each
+string and map, an int in the smallest form that holds it (msgpack's own choice: non-negative as unsigned,
+negative as signed), a float as a float64, big-endian.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Next, PyDict_SetItem, PyDict_Size
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.object cimport PyObject
+from libc.math cimport isfinite
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+
+__all__ = ["add_minted"]
+
+cdef frozenset _ARGUMENTS = frozenset(("type", "vector", "data", "metadata"))
+cdef object _INT_LOW = -(1 << 63)
+cdef object _INT_END = 1 << 64
+
+
+cdef inline bint _leaf(object value):
+    cdef type kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return _INT_LOW <= value < _INT_END
+    return kind is float and isfinite(PyFloat_AS_DOUBLE(value))
+
+
+cdef object _metadata(object value, frozenset reserved):
+    """The row's metadata when it is plain (a new ``{}`` for None), else None."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject *key
+    cdef PyObject *leaf
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        return None
+    while PyDict_Next(value, &pos, &key, &leaf):
+        if type(<object>key) is not str or <object>key in reserved or not _leaf(<object>leaf):
+            return None
+    return value
+
+
+cdef struct Out:
+    char *data
+    Py_ssize_t length, capacity
+
+
+cdef int _room(Out *out, Py_ssize_t more) except -1:
+    cdef Py_ssize_t want = out.length + more
+    cdef char *grown
+    if want <= out.capacity:
+        return 0
+    while out.capacity < want:
+        out.capacity *= 2
+    grown = <char *>PyMem_Realloc(out.data, out.capacity)
+    if grown == NULL:
+        raise MemoryError()
+    out.data = grown
+    return 0
+
+
+cdef inline int _byte(Out *out, unsigned char b) except -1:
+    _room(out, 1)
+    out.data[out.length] = <char>b
+    out.length += 1
+    return 0
+
+
+cdef inline int _big(Out *out, unsigned char tag, uint64_t value, int size) except -1:
+    """``tag`` then ``value``'s low ``size`` bytes, big-endian."""
+    cdef int k
+    _room(out, 1 + size)
+    out.data[out.length] = <char>tag
+    for k in range(size):
+        out.data[out.length + 1 + k] = <char>((value >> (8 * (size - 1 - k))) & 0xFF)
+    out.length += 1 + size
+    return 0
+
+
+cdef int _str(Out *out, object text) except -1:
+    cdef Py_ssize_t size
+    cdef const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size)
+    if size < 32:
+        _byte(out, 0xA0 | size)
+    elif size < 256:
+        _big(out, 0xD9, size, 1)
+    elif size < 65536:
+        _big(out, 0xDA, size, 2)
+    else:
+        _big(out, 0xDB, size, 4)
+    _room(out, size)
+    memcpy(out.data + out.length, utf8, size)
+    out.length += size
+    return 0
+
+
+cdef int _map(Out *out, Py_ssize_t size) except -1:
+    if size < 16:
+        return _byte(out, 0x80 | size)
+    if size < 65536:
+        return _big(out, 0xDE, size, 2)
+    return _big(out, 0xDF, size, 4)
+
+
+cdef int _int(Out *out, object value) except -1:
+    cdef int overflow = 0
+    cdef int64_t d = PyLong_AsLongLongAndOverflow(value, &overflow)
+    cdef uint64_t u
+    if overflow > 0:  # past int64: a plain leaf's is below 2**64
+        return _big(out, 0xCF, PyLong_AsUnsignedLongLong(value), 8)
+    if d < -(1 << 5):
+        if d < -(1 << 15):
+            if d < -(1LL << 31):
+                return _big(out, 0xD3, <uint64_t>d, 8)
+            return _big(out, 0xD2, <uint64_t>d, 4)
+        if d < -(1 << 7):
+            return _big(out, 0xD1, <uint64_t>d, 2)
+        return _big(out, 0xD0, <uint64_t>d, 1)
+    if d < (1 << 7):
+        return _byte(out, <unsigned char>(d & 0xFF))
+    u = <uint64_t>d
+    if u < (1 << 8):
+        return _big(out, 0xCC, u, 1)
+    if u < (1 << 16):
+        return _big(out, 0xCD, u, 2)
+    if u < (1ULL << 32):
+        return _big(out, 0xCE, u, 4)
+    return _big(out, 0xCF, u, 8)
+
+
+cdef int _leaf_out(Out *out, object value) except -1:
+    cdef double f
+    cdef uint64_t bits
+    cdef type kind = type(value)
+    if value is None:
+        return _byte(out, 0xC0)
+    if kind is bool:
+        return _byte(out, 0xC3 if value else 0xC2)
+    if kind is str:
+        return _str(out, value)
+    if kind is int:
+        return _int(out, value)
+    f = PyFloat_AS_DOUBLE(value)
+    memcpy(&bits, &f, 8)
+    return _big(out, 0xCB, bits, 8)
+
+
+# the row's field names as msgpack fixstrs, in the rule's order
+cdef bytes _K_ID = b"\xa2id"
+cdef bytes _K_TYPE = b"\xa4type"
+cdef bytes _K_SUBTYPE_SERVICE = b"\xa7subtype\xc0\xa7service\xc0"
+cdef bytes _K_DATA = b"\xa4data"
+cdef bytes _K_METADATA = b"\xa8metadata"
+cdef bytes _K_VISIBILITY = b"\xaavisibility"
+cdef bytes _K_CONFIDENCE_WEIGHT_HAS = b"\xaaconfidence\xc0\xa6weight\xc0\xa9hasVector\xc3"
+cdef bytes _K_GENERATION = b"\xaageneration"
+cdef bytes _K_UPDATED_AT = b"\xa9updatedAt"
+cdef bytes _K_CREATED_AT = b"\xa9createdAt"
+cdef bytes _K_DENSE = b"\xa8denseInt"
+cdef bytes _K_CREATED_BY = b"\xa9createdBy"
+cdef bytes _K_UPDATED_BY = b"\xa9updatedBy"
+
+
+cdef inline int _raw(Out *out, bytes piece) except -1:
+    cdef Py_ssize_t size = len(piece)
+    _room(out, size)
+    memcpy(out.data + out.length, <const char *>piece, size)
+    out.length += size
+    return 0
+
+
+cdef bytes _pack_row(Out *out, object text, object kind, object data, dict meta, object visibility,
+                     object generation, object timestamp, object dense, object caller):
+    """The row as ``pack_row`` packs it (the field order of addrow_py's dict)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject *key
+    cdef PyObject *leaf
+    out.length = 0
+    _map(out, 14 if caller is None else 16)
+    _raw(out, _K_ID)
+    _str(out, text)
+    _raw(out, _K_TYPE)
+    _str(out, kind)
+    _raw(out, _K_SUBTYPE_SERVICE)
+    _raw(out, _K_DATA)
+    _leaf_out(out, data)
+    _raw(out, _K_METADATA)
+    _map(out, PyDict_Size(meta))
+    while PyDict_Next(meta, &pos, &key, &leaf):
+        _str(out, <object>key)
+        _leaf_out(out, <object>leaf)
+    _raw(out, _K_VISIBILITY)
+    _str(out, visibility)
+    _raw(out, _K_CONFIDENCE_WEIGHT_HAS)
+    _raw(out, _K_GENERATION)
+    _int(out, generation)
+    _raw(out, _K_UPDATED_AT)
+    _int(out, timestamp)
+    _raw(out, _K_CREATED_AT)
+    _int(out, timestamp)
+    _raw(out, _K_DENSE)
+    _int(out, dense)
+    if caller is not None:
+        _raw(out, _K_CREATED_BY)
+        _str(out, caller)
+        _raw(out, _K_UPDATED_BY)
+        _str(out, caller)
+    return PyBytes_FromStringAndSize(out.data, out.length)
+
+
+cdef bint _arguments_plain(dict item):
+    cdef Py_ssize_t pos = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    while PyDict_Next(item, &pos, &key, &value):
+        if <object>key not in _ARGUMENTS:
+            return False
+    return True
+
+
+def add_minted(list items, Py_ssize_t start, tuple staged, tuple plan, list ids):
+    cdef dict overlay
+    cdef list undo, ops, moves
+    cdef object generation, timestamp, caller, missing, mint, pack_vector, refused, pack_row, visibility
+    cdef frozenset nouns, reserved
+    cdef bytes entity, vector_key
+    cdef long long next_dense
+    cdef Py_ssize_t i = start, n = PyList_GET_SIZE(items)
+    cdef Out out
+    overlay, undo, ops, moves, generation, timestamp, caller, next_dense = staged
+    nouns, reserved, visibility, pack_vector, refused, pack_row, missing, mint, entity, vector_key = plan
+    out.capacity = 1024
+    out.length = 0
+    out.data = <char *>PyMem_Malloc(out.capacity)
+    if out.data == NULL:
+        raise MemoryError()
+    try:
+        i = _walk(items, i, n, overlay, undo, ops, moves, generation, timestamp, caller, &next_dense, nouns,
+                  reserved, visibility, pack_vector, refused, missing, mint, entity, vector_key, ids, &out)
+    finally:
+        PyMem_Free(out.data)
+    return i, next_dense
+
+
+cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list undo, list ops, list moves,
+                      object generation, object timestamp, object caller, long long *dense_at, frozenset nouns,
+                      frozenset reserved, object visibility, object pack_vector, object refused, object missing,
+                      object mint, bytes entity, bytes vector_key, list ids, Out *out) except -1:
+    cdef dict row, item_dict
+    cdef bytes raw, stored, packed, key, vkey
+    cdef long long next_dense = dense_at[0]
+    cdef object item, kind, data, meta, vector, text
+    while i < n:
+        item = <object>PyList_GET_ITEM(items, i)
+        if type(item) is not dict:
+            break
+        item_dict = <dict>item
+        if not _arguments_plain(item_dict):
+            break
+        kind = item_dict.get("type")
+        if type(kind) is not str or kind not in nouns:
+            break
+        data = item_dict.get("data")
+        if data is not None and type(data) is not str:
+            break
+        meta = _metadata(item_dict.get("metadata"), reserved)
+        if meta is None:
+            break
+        vector = item_dict.get("vector")
+        if vector is None:
+            break
+        try:
+            packed = pack_vector(vector)
+        except refused:
+            break
+        text, raw = mint()
+        row = {
+            "id": text,
+            "type": kind,
+            "subtype": None,
+            "service": None,
+            "data": data,
+            "metadata": meta,
+            "visibility": visibility,
+            "confidence": None,
+            "weight": None,
+            "hasVector": True,
+            "generation": generation,
+            "updatedAt": timestamp,
+            "createdAt": timestamp,
+            "denseInt": next_dense,
+        }
+        next_dense += 1
+        if caller is not None:
+            row["createdBy"] = caller
+            row["updatedBy"] = caller
+        stored = _pack_row(out, text, kind, data, <dict>meta, visibility, generation, timestamp,
+                           row["denseInt"], caller)
+        row["vector"] = packed
+        key = entity + raw
+        vkey = vector_key + raw
+        undo.append((key, missing))
+        PyDict_SetItem(overlay, key, stored)
+        undo.append((vkey, missing))
+        PyDict_SetItem(overlay, vkey, packed)
+        ops.append({"k": "e", "o": "put", "row": stored, "vec": packed})
+        moves.append(("e", None, row))
+        ids.append(text)
+        i += 1
+        dense_at[0] = next_dense
+    return i

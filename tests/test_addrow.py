@@ -1,0 +1,192 @@
+"""A batch's plain adds staged in one walk (brainy/_speedups/addrow*): both twins stage what the ``add`` rule and
+``Txn.put_entity`` stage for a new row, byte for byte; they stop, staging nothing, at the first item that is not
+plain; and ``addMany`` answers as before around the items the rule takes."""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import numpy as np
+import pytest
+from helpers import new_store
+
+from brainy.contract import refusals as R
+from brainy.contract.vectors import Float32s
+from brainy.doors import writes
+from brainy.engine import Brain
+from brainy.store import rows
+from brainy.store.txn import Txn
+
+DIM = rows.DIMENSIONS
+RNG = np.random.default_rng(7)
+
+
+def _vector() -> np.ndarray:
+    return RNG.standard_normal(DIM).astype(np.float32)
+
+
+def _txn(caller: str | None = "person:ada") -> Txn:
+    return Txn(lambda key: None, lambda start, stop: iter(()), 40, 9, 1_760_000_000_123, caller)
+
+
+def _counting_mint():
+    """A mint whose ids are known in advance: the same for both twins."""
+    count = [0]
+
+    def mint() -> tuple[str, bytes]:
+        count[0] += 1
+        raw = (0x0190_0000_0000_7000_8000_0000_0000_0000 + count[0]).to_bytes(16, "big")
+        text = raw.hex()
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}", raw
+
+    return mint
+
+
+def _staged(twin, items, start=0, caller="person:ada"):
+    txn = _txn(caller)
+    ids: list[str] = []
+    plan = (*writes._plain_adds(), object(), _counting_mint(), b"e", b"v")
+    end, next_dense = twin.add_minted(
+        items,
+        start,
+        (txn.overlay, txn._undo, txn.ops, txn.moves, txn.generation, txn.timestamp, txn.caller, txn.next_dense),
+        plan,
+        ids,
+    )
+    return end, next_dense, txn, ids, plan[6]
+
+
+PLAIN = [
+    {"type": "document", "vector": Float32s(_vector().tobytes())},
+    {"type": "thing", "vector": _vector().tolist(), "metadata": {"n": 1, "s": "é ☃", "b": True, "z": None}},
+    {"type": "person", "vector": _vector().tolist(), "data": "a line of text", "metadata": None},
+    {"type": "document", "vector": _vector().tolist(), "data": None, "metadata": {"f": 0.1, "g": -1e300}},
+    {"type": "thing", "vector": _vector().tolist(), "metadata": {"lo": -(1 << 63), "hi": (1 << 64) - 1, "c": 127}},
+    {"type": "thing", "vector": _vector().tolist(), "metadata": {"k" * 40: "v" * 300, "m": -33, "x": 65_536}},
+    {"type": "thing", "vector": _vector().tolist(), "data": "d" * 70_000, "metadata": {f"k{i}": i for i in range(20)}},
+    {
+        "type": "thing",
+        "vector": _vector().tolist(),
+        "metadata": {
+            "ints": -129,
+            "i2": -32_769,
+            "i3": -(1 << 31) - 1,
+            "u1": 255,
+            "u2": 256,
+            "u3": (1 << 32),
+            "u4": (1 << 63),
+            "neg": -32,
+            "zero": 0,
+            "f": False,
+            "nan-free": 1.5e-310,
+        },
+    },
+]
+
+
+def test_both_twins_stage_the_same_bytes(addrow_twins):
+    compiled, pure = addrow_twins
+    for caller in ("person:ada", None):
+        a = _staged(compiled, PLAIN, caller=caller)
+        b = _staged(pure, PLAIN, caller=caller)
+        assert a[0] == b[0] == len(PLAIN) and a[1] == b[1] == 40 + len(PLAIN)
+        assert a[3] == b[3] and a[2].ops == b[2].ops and a[2].overlay == b[2].overlay
+        assert a[2].moves == b[2].moves
+        assert [k for k, _ in a[2]._undo] == [k for k, _ in b[2]._undo]
+
+
+def test_a_plain_add_stages_what_the_rule_stages(addrow_twin):
+    """Each row, key, op and move is the one the add rule and put_entity(minted) make for the same item, but for
+    the minted id (the rule mints its own)."""
+    end, _, txn, ids, _ = _staged(addrow_twin, PLAIN)
+    assert end == len(PLAIN)
+    rule = _txn()
+    rule.next_dense = 40
+    answers = [writes.add(rule, item, writes.Context("b")) for item in PLAIN]
+    assert all(a["embedded"] is False and "reason" not in a for a in answers)
+
+    def same_id(row: dict, id_: str) -> dict:
+        return {**row, "id": id_}
+
+    for i, (id_, ((_, _, mine), (_, _, theirs))) in enumerate(zip(ids, zip(txn.moves, rule.moves, strict=True))):
+        assert mine == same_id(theirs, id_), i
+        assert mine["denseInt"] == 40 + i and mine["vector"] == rows.vector(PLAIN[i]["vector"])
+    for mine, theirs, id_ in zip(txn.ops, rule.ops, ids, strict=True):
+        assert list(mine) == list(theirs) == ["k", "o", "row", "vec"] and mine["vec"] == theirs["vec"]
+        theirs_row = msgpack.unpackb(theirs["row"])
+        assert mine["row"] == msgpack.packb(same_id(theirs_row, id_), use_bin_type=True)
+        assert msgpack.unpackb(mine["row"]) == rows.stored(txn.moves[ids.index(id_)][2])[0]
+    keys = list(txn.overlay)
+    assert len(keys) == 2 * len(PLAIN) and [k[:1] for k in keys] == [b"e", b"v"] * len(PLAIN)
+    assert [k for k, _ in txn._undo] == keys
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"type": "thing", "id": "given", "vector": [1.0] * DIM},  # an id: the rule reads the row
+        {"type": "thing", "vector": [1.0] * DIM, "subtype": "x"},
+        {"type": "thing", "vector": [1.0] * DIM, "upsert": True},
+        {"type": "thing", "vector": [1.0] * DIM, "visibility": "internal"},
+        {"type": "thing", "vector": [1.0] * DIM, "confidence": 0.5},
+        {"type": "thing", "vector": [1.0] * DIM, "what": 1},  # not an argument: the rule refuses it
+        {"type": "nope", "vector": [1.0] * DIM},
+        {"type": 3, "vector": [1.0] * DIM},
+        {"vector": [1.0] * DIM},
+        {"type": "thing"},  # no vector: the rule embeds its data or says why not
+        {"type": "thing", "vector": None},
+        {"type": "thing", "vector": [1.0] * (DIM - 1)},
+        {"type": "thing", "vector": [0.0] * DIM},
+        {"type": "thing", "vector": [math.nan] * DIM},
+        {"type": "thing", "vector": [1.0] * DIM, "data": {"nested": "object"}},
+        {"type": "thing", "vector": [1.0] * DIM, "data": 5},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": {"id": "reserved"}},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": {"deep": {"er": 1}}},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": {"n": math.inf}},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": {"n": 1 << 64}},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": {"n": -(1 << 63) - 1}},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": {1: "key"}},
+        {"type": "thing", "vector": [1.0] * DIM, "metadata": ["a", "list"]},
+        ["not", "an", "object"],
+    ],
+)
+def test_the_walk_stops_at_an_item_that_is_not_plain_and_stages_nothing_of_it(addrow_twin, item):
+    items = [PLAIN[0], PLAIN[1], item, PLAIN[2]]
+    end, next_dense, txn, ids, _ = _staged(addrow_twin, items)
+    assert end == 2 and next_dense == 42 and len(ids) == 2
+    assert len(txn.ops) == len(txn.moves) == 2 and len(txn.overlay) == len(txn._undo) == 4
+    end, next_dense, txn, ids, _ = _staged(addrow_twin, items, start=3)
+    assert end == 4 and len(ids) == 1
+
+
+def test_add_many_answers_as_before_around_the_items_the_rule_takes(tmp_path):
+    """Plain items staged in one walk, the rest by the rule: the answer's ids in item order, a refused item's index
+    its own, every row read back as a single add stores it."""
+    vectors = [_vector() for _ in range(6)]
+    items = [
+        {"type": "thing", "vector": vectors[0].tolist(), "metadata": {"n": 0}},
+        {"type": "thing", "vector": vectors[1].tolist(), "metadata": {"n": 1}},
+        {"type": "nope", "vector": vectors[2].tolist()},
+        {"type": "thing", "id": "named", "vector": vectors[3].tolist(), "metadata": {"n": 3}},
+        {"type": "thing", "vector": vectors[4].tolist(), "metadata": {"n": 4}, "data": "four"},
+        {"type": "thing", "vector": vectors[5].tolist(), "metadata": {"deep": {"n": 5}}},
+    ]
+    with Brain.open(new_store(tmp_path)) as brain:
+        head = brain.head
+        with pytest.raises(R.TransactionAbortedError) as refused:
+            brain.addMany({"items": items})
+        assert refused.value.fields["index"] == 2 and "items[2]" in refused.value.message
+        assert brain.head == head  # nothing written
+        out = brain.addMany({"items": items, "continueOnError": True})
+        assert [f["index"] for f in out["failed"]] == [2]
+        assert len(out["ids"]) == 5 and out["ids"][2] == brain.get("named")["entity"]["id"]
+        single = brain.add(dict(items[0]))
+        for id_, i in zip(out["ids"], [0, 1, 3, 4, 5], strict=True):
+            got = brain.get(id_, {"includeVector": True})["entity"]
+            assert got["metadata"] == items[i]["metadata"] and got["data"] == items[i].get("data")
+            assert np.allclose(got["vector"], vectors[i]) and got["visibility"] == "public"
+        mine = brain.get(out["ids"][0])["entity"]
+        theirs = brain.get(single["id"])["entity"]
+        differ = {k for k in mine if mine[k] != theirs[k]}
+        assert differ <= {"id", "generation", "createdAt", "updatedAt", "denseInt"}
