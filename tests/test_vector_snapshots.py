@@ -781,10 +781,14 @@ def test_a_closed_handle_leaves_no_catch_up_reading_its_files(tmp_path: Path) ->
     brain.vector_follower.background = True
     brain.vector_follower._build()  # the index in memory, its graph waiting for the first read
     add_range(brain, x, 6_000, 8_100)  # past the store's 6,000
-    catcher = brain.vector_follower._catcher
-    assert catcher is not None and catcher.is_alive()  # waiting for the first read
+    index = brain.vector_follower._proj
+    assert index is not None and brain.vector_follower._catching_up  # the catch-up waits for the first read
     brain.close()
-    assert not catcher.is_alive()
-    base.write_bytes(b"")  # cut short under nobody
+    base.write_bytes(b"")  # cut short: were it read now, the process would die of it
+    for _ in range(100):
+        if not brain.vector_follower._catching_up:
+            break
+        time.sleep(0.05)
+    assert not brain.vector_follower._catching_up and index.graphed == 0  # it ended without taking the graph
     with Brain.attach(path) as reader:
         assert len(reader.find({"vector": queries[0].tolist(), "limit": 5})["results"]) == 5

@@ -504,8 +504,10 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: Followed, lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
-        self._catcher: threading.Thread | None = None  # the catch-up thread, joined at the close (release)
-        self._closing = False  # set at the close: a catch-up not yet reading the snapshot files does not begin
+        # held by the catch-up while it reads the snapshot files (the slots' check, the graph's load, the tail's
+        # copy), and taken by the close (release) after it set _closing: a catch-up not yet reading them never does
+        self._reading = threading.Lock()
+        self._closing = False
         self._looked = 0  # the generation up to which commits were looked at for a vector (_wanted)
         self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
         self._copying: threading.Thread | None = None  # a served handle's partitioned copy being written behind
@@ -635,14 +637,17 @@ class VectorFollower(ProjectionFollower):
     def release(self) -> None:
         """At the handle's close: let the index and the snapshot files it reads in place go. A catch-up reading
         them is waited for (its check of the slots and load of the graph: seconds at a million slots), one not yet
-        begun never begins: once closed, the handle reads none of the store's files, which are another handle's to
-        replace, or the user's to copy or damage. A partitioned copy being written behind is waited for too: the
-        files of a closed handle are another handle's to write."""
+        reading them never does; the graph it grows from copies is not waited for. Once closed, the handle reads
+        none of the store's files, which are another handle's to replace, or the user's to copy or damage (a file
+        cut short under a map of it kills the process). A partitioned copy being written behind is waited for too:
+        the files of a closed handle are another handle's to write."""
         self._closing = True
         self._first_read.set()  # a catch-up waiting for the first read wakes, to end
-        for thread in (self._catcher, self._copying):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join()
+        with self._reading:  # a catch-up reading the files ends that first
+            pass
+        copying = self._copying
+        if copying is not None:
+            copying.join()
         with self._lock:
             self._proj = None
             self._drop_ahead()
@@ -673,8 +678,7 @@ class VectorFollower(ProjectionFollower):
                 if self._catching_up:
                     return
                 self._catching_up = True
-            self._catcher = threading.Thread(target=self._catch_up_behind, name="brainy-vectors", daemon=True)
-            self._catcher.start()
+            threading.Thread(target=self._catch_up_behind, name="brainy-vectors", daemon=True).start()
 
     def _catch_up_behind(self) -> None:
         """:meth:`catch_up` on its own thread, that thread behind the requests (``CATCH_UP_NICE``)."""
@@ -694,19 +698,20 @@ class VectorFollower(ProjectionFollower):
                 return
             self._first_read.wait(FIRST_READ_GRACE_SECONDS)
             with index.graph_lock:
-                if self._closing:
-                    return
-                why = index.take_graph()
-                with self._lock:
-                    if self._closing:  # the graph grows from copies, but a closed handle's index is not kept
+                with self._reading:  # the snapshot files are read in here, never once the handle is closing
+                    if self._closing:
                         return
-                    index.graph_taken()
-                    if why is not None:
-                        self._brain.warnings.append({"code": "vectors-rebuilt", "message": why})
-                    if index.wasteful:
-                        index.compact()
-                    start, vectors = index.tail()
-                index.grow_graph(start, vectors)
+                    why = index.take_graph()
+                    with self._lock:
+                        if self._closing:
+                            return
+                        index.graph_taken()
+                        if why is not None:
+                            self._brain.warnings.append({"code": "vectors-rebuilt", "message": why})
+                        if index.wasteful:
+                            index.compact()
+                        start, vectors = index.tail()
+                index.grow_graph(start, vectors)  # from copies: a close does not wait for it
                 with self._lock:
                     index.graph_grown(start + len(vectors))
         except VM.Damaged as exc:  # a chunk no read had touched yet: the reads refuse from now on, until rebuilt
