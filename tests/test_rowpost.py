@@ -1,7 +1,7 @@
 """A durable row's leaves posted into the projections (brainy/_speedups/rowpost*, brainy/index/projections.py):
 both twins leave the postings and columns that posting each of ``leaves(row)`` with its ``value_key`` leaves
 (a leaf yielded twice posted once, its column keeping the first value), over existing postings that take the
-new int at the end, in the middle, or hold it already."""
+new int at the end, in the middle, or hold it already; and a new row's id, int and order columns with them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from array import array
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brainy.index.projections import _NULLABLE, RESERVED_POSTED, leaves, value_key
+from brainy.index.projections import _NULLABLE, COLUMN_ONLY, RESERVED_POSTED, leaves, value_key, words
 from brainy.index.where import kind_of
 
 SCALARS = st.one_of(
@@ -140,3 +140,43 @@ def test_a_metadata_that_is_no_object_fails_as_in_python(rowpost_twin):
 
     with pytest.raises(AttributeError):
         rowpost_twin.post_leaves({"metadata": [1]}, 1, (), (), {}, {}, kind_of)
+
+
+DATA = st.one_of(st.none(), st.text(alphabet="ab ", max_size=4), st.dictionaries(KEYS, SCALARS, max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    reserved=RESERVED,
+    metadata=st.one_of(st.none(), METADATA),
+    data=DATA,
+    dense=st.integers(0, 40),
+    before=st.lists(st.tuples(st.integers(0, 40), st.fixed_dictionaries({"metadata": METADATA})), max_size=4),
+)
+def test_post_row_is_the_id_the_int_the_leaves_and_the_order_columns(
+    rowpost_twin, reserved, metadata, data, dense, before
+):
+    """post_row leaves what Projections._post's steps before the words did: the id under the int, the int in the
+    sorted list of every row's, the leaves as post_leaves posts them, each order column set; and it answers False
+    only for a row that holds no words."""
+    row = {**reserved, "id": f"id-{dense}", "createdAt": 1, "updatedAt": 2, "generation": 3}
+    if metadata is not None:
+        row["metadata"] = metadata
+    if data is not None:
+        row["data"] = data
+    postings, columns = existing(before)
+    ids = {d: f"id-{d}" for d, _ in before}
+    everyone = array("Q", sorted({d for d, _ in before}))
+    want_p, want_c = copied(postings, columns)
+    model(row, dense, want_p, want_c)
+    for name in ("id", "createdAt", "updatedAt", "generation"):
+        want_c.setdefault(name, {})[dense] = row[name]
+    want_all = array("Q", sorted({*everyone, dense}))
+    may_hold = rowpost_twin.post_row(
+        row, dense, RESERVED_POSTED, _NULLABLE, postings, columns, kind_of, ids, everyone, COLUMN_ONLY
+    )
+    assert postings == want_p and columns == want_c and everyone == want_all and ids[dense] == f"id-{dense}"
+    if not may_hold:
+        assert words(row) == []
+    if data is None and (metadata is None or all(isinstance(v, (int, float)) or v is None for v in metadata.values())):
+        assert may_hold is False

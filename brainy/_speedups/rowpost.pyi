@@ -3,7 +3,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["post_leaves"]
+__all__ = ["post_leaves", "post_row"]
 
 def post_leaves(
     row: dict[str, Any],
@@ -14,3 +14,15 @@ def post_leaves(
     columns: dict[str, dict[int, Any]],
     kind_of: Callable[[Any], str],
 ) -> None: ...
+def post_row(
+    row: dict[str, Any],
+    dense: int,
+    reserved: tuple[str, ...],
+    nullable: tuple[str, ...],
+    postings: dict[str, dict[tuple[str, Any], array[int]]],
+    columns: dict[str, dict[int, Any]],
+    kind_of: Callable[[Any], str],
+    ids: dict[int, str],
+    everyone: Any,
+    column_only: tuple[str, ...],
+) -> bool: ...

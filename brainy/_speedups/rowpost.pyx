@@ -24,7 +24,7 @@ cdef extern from *:
 import array as _array
 import bisect
 
-__all__ = ["post_leaves"]
+__all__ = ["post_leaves", "post_row"]
 
 cdef type ARRAY = _array.array
 cdef array.array _TEMPLATE = _array.array("Q")
@@ -39,6 +39,33 @@ def post_leaves(dict row, object dense, tuple reserved, tuple nullable, dict pos
         elif name in nullable:
             _post(name, None, dense, d, postings, columns, kind_of)
     _walk(row.get("metadata") or {}, "", dense, d, postings, columns, kind_of)
+
+
+def post_row(dict row, object dense, tuple reserved, tuple nullable, dict postings, dict columns, object kind_of,
+             dict ids, object everyone, tuple column_only):
+    cdef uint64_t d = dense
+    cdef type kind
+    ids[dense] = row["id"]
+    _insert(everyone, dense, d)
+    post_leaves(row, dense, reserved, nullable, postings, columns, kind_of)
+    for name in column_only:
+        column = columns.get(name)
+        if column is None:
+            column = {}
+            columns[name] = column
+        column[dense] = row[name]
+    if row.get("data") is not None:
+        return True
+    metadata = row.get("metadata")
+    if metadata is None:
+        return False
+    if type(metadata) is not dict:
+        return True
+    for value in (<dict>metadata).values():
+        kind = type(value)
+        if kind is not int and kind is not float and kind is not bool and value is not None:
+            return True
+    return False
 
 
 cdef int _walk(object node, str prefix, object dense, uint64_t d, dict postings, dict columns,

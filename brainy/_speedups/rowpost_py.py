@@ -13,6 +13,14 @@ list's elements that are neither a list nor an object, under the list's path) an
 ``float`` and ``str`` itself, with the same kinds. ``dense`` is a dense int, an int from 0 to 2**64 - 1 (the
 compiled twin reads it as a u64 first and refuses any other: OverflowError, TypeError). Errors are what the same
 steps raise in Python (a ``metadata`` that is no object, a key that is no string).
+
+``post_row(row, dense, reserved, nullable, postings, columns, kind_of, ids, everyone, column_only)`` is a new
+row's place in the projections but for its words (brainy/index/projections.py ``Projections._post``): its id
+put in ``ids[dense]``, ``dense`` put in ``everyone`` (sorted distinct ints, as a posting), its leaves posted as
+``post_leaves`` posts them, and for each name of ``column_only`` ``row[name]`` put in ``columns[name][dense]``
+(set, not kept first). It answers whether the row may hold words: False only when its ``data`` is None and its
+``metadata`` is None or a ``dict`` whose values are each an ``int``, ``float``, ``bool`` or None, exactly (the
+caller then counts no words without looking for them).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["post_leaves"]
+__all__ = ["post_leaves", "post_row"]
 
 
 def post_leaves(
@@ -78,14 +86,54 @@ def _post(
     posting = values.get(key)
     if posting is None:
         values[key] = array("Q", (dense,))
-    elif not posting or posting[-1] < dense:  # new rows mint increasing ints: the common case appends
-        posting.append(dense)
     else:
-        i = bisect.bisect_left(posting, dense)
-        if i == len(posting) or posting[i] != dense:
-            posting.insert(i, dense)
+        _insert(posting, dense)
     column = columns.get(path)
     if column is None:
         columns[path] = {dense: value}
     elif dense not in column:
         column[dense] = value
+
+
+def _insert(posting: Any, dense: int) -> None:
+    if not posting or posting[-1] < dense:  # new rows mint increasing ints: the common case appends
+        posting.append(dense)
+        return
+    i = bisect.bisect_left(posting, dense)
+    if i == len(posting) or posting[i] != dense:
+        posting.insert(i, dense)
+
+
+def post_row(
+    row: dict[str, Any],
+    dense: int,
+    reserved: tuple[str, ...],
+    nullable: tuple[str, ...],
+    postings: dict[str, dict[tuple[str, Any], array[int]]],
+    columns: dict[str, dict[int, Any]],
+    kind_of: Callable[[Any], str],
+    ids: dict[int, str],
+    everyone: Any,
+    column_only: tuple[str, ...],
+) -> bool:
+    """Put a new row in the projections but for its words; whether it may hold words (see the docstring)."""
+    ids[dense] = row["id"]
+    _insert(everyone, dense)
+    post_leaves(row, dense, reserved, nullable, postings, columns, kind_of)
+    for name in column_only:
+        column = columns.get(name)
+        if column is None:
+            column = columns[name] = {}
+        column[dense] = row[name]
+    if row.get("data") is not None:
+        return True
+    metadata = row.get("metadata")
+    if metadata is None:
+        return False
+    if type(metadata) is not dict:
+        return True
+    for value in metadata.values():
+        kind = type(value)
+        if kind is not int and kind is not float and kind is not bool and value is not None:
+            return True
+    return False

@@ -156,15 +156,6 @@ def strings_of(value: Any, out: list[str]) -> None:
             strings_of(v, out)
 
 
-def _insert(posting: array, dense: int) -> None:
-    if not posting or posting[-1] < dense:  # new rows mint increasing ints: the common case appends
-        posting.append(dense)
-        return
-    i = bisect.bisect_left(posting, dense)
-    if i == len(posting) or posting[i] != dense:
-        posting.insert(i, dense)
-
-
 def _remove(posting: array, dense: int) -> None:
     i = bisect.bisect_left(posting, dense)
     if i < len(posting) and posting[i] == dense:
@@ -386,15 +377,25 @@ class Projections:
 
     def _post(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]
-        self.ids[dense] = row["id"]
         if self._keys is not None and not self._keys.add(dense, row["id"]):
             self._keys, self._keyable = None, False
-        _insert(self.all, dense)
-        postings, columns = self.postings, self.columns
-        # every leaf's posting and column (a leaf yielded twice posts once and keeps its first value), compiled
-        rowpost.post_leaves(row, dense, RESERVED_POSTED, _NULLABLE, postings, columns, kind_of)
-        for name in COLUMN_ONLY:
-            columns.setdefault(name, {})[dense] = row[name]
+        # its id, its dense int, every leaf's posting and column (a leaf yielded twice posts once and keeps its
+        # first value) and the order columns, compiled; a row that cannot hold words counts none without a look
+        if not rowpost.post_row(
+            row,
+            dense,
+            RESERVED_POSTED,
+            _NULLABLE,
+            self.postings,
+            self.columns,
+            kind_of,
+            self.ids,
+            self.all,
+            COLUMN_ONLY,
+        ):
+            self.lengths[dense] = 0
+            self._length_moved(dense, 0)
+            return
         counts: dict[str, int] = {}
         found = words(row)
         for word in found:
