@@ -182,7 +182,6 @@ Rule = Callable[[Txn, Any, Context], dict[str, Any]]
 # copy of each with its defaults put in, brainy/contract/arguments.py ``Declared.check``)
 _ADD_ARGS = arguments.declared(D.BY_NAME["add"])
 _UPSERT, _VISIBILITY = _ADD_ARGS.default("upsert"), _ADD_ARGS.default("visibility")
-_NOUNS, _RESERVED = frozenset(rows.NOUN_TYPES), frozenset(rows.RESERVED_METADATA)
 
 
 _packers = threading.local()  # a Packer is no thread's to share: a rule runs in a commit, or in a rehearsal beside it
@@ -204,7 +203,7 @@ def _pack_row(row: dict[str, Any]) -> bytes:
 def _plain_adds() -> tuple[Any, ...]:
     """What :meth:`Txn.add_minted` takes from this rule: what it checks a plain add against, and how it packs one
     (the row by this thread's Packer: a batch runs in one thread)."""
-    return (_NOUNS, _RESERVED, _VISIBILITY, _pack_vector, VectorRefused, _packer().pack)
+    return (rows.NOUN_TYPES, rows.RESERVED_METADATA, _VISIBILITY, _pack_vector, VectorRefused, _packer().pack)
 
 
 def _pack_vector(value: Any) -> bytes:
@@ -534,9 +533,10 @@ def _nested(name: str, rule: Rule, txn: Txn, args: Any, ctx: Context) -> dict[st
     return rule(txn, arguments.check(D.BY_NAME[name], args), ctx)
 
 
-def _batch(name: str, rule: Rule, fill: bool = True) -> Rule:
+def _batch(name: str, rule: Rule, fill: bool = True, plain: Callable[[], tuple[Any, ...]] | None = None) -> Rule:
     """The batch door of ``name``: each item checked as ``name``'s arguments are (``fill``: with its defaults put
-    in; without, the rule reads them itself) and run by ``rule``, a refused one rolled back to where it began."""
+    in; without, the rule reads them itself) and run by ``rule``, a refused one rolled back to where it began.
+    ``plain`` (add's): what :meth:`Txn.add_minted` takes, which stages the plain items in one walk between them."""
 
     def run(txn: Txn, a: dict[str, Any], ctx: Context) -> dict[str, Any]:
         items = _items(a)
@@ -544,11 +544,11 @@ def _batch(name: str, rule: Rule, fill: bool = True) -> Rule:
         check = arguments.declared(D.BY_NAME[name]).check
         ids: list[str] = []
         failed: list[dict[str, Any]] = []
-        plain = _plain_adds() if rule is add else None
+        walk = plain() if plain is not None else None
         i, n = 0, len(items)
         while i < n:
-            if plain is not None:  # the plain adds from here on, in one walk; the rule takes the item it stops at
-                i = txn.add_minted(items, i, plain, ids)
+            if walk is not None:  # the plain items from here on, in one walk; the rule takes the item it stops at
+                i = txn.add_minted(items, i, walk, ids)
                 if i == n:
                     break
             point = txn.savepoint()
@@ -569,7 +569,7 @@ def _batch(name: str, rule: Rule, fill: bool = True) -> Rule:
     return door(name + "Many", WRITE)(run)
 
 
-add_many = _batch("add", add, fill=False)  # add reads its defaults: its items are not each copied
+add_many = _batch("add", add, fill=False, plain=_plain_adds)  # add reads its defaults: its items are not each copied
 update_many = _batch("update", update)
 relate_many = _batch("relate", relate)
 

@@ -380,8 +380,8 @@ class Projections:
         if self._keys is not None and not self._keys.add(dense, row["id"]):
             self._keys, self._keyable = None, False
         # its id, its dense int, every leaf's posting and column (a leaf yielded twice posts once and keeps its
-        # first value) and the order columns, compiled; a row that cannot hold words counts none without a look
-        if not rowpost.post_row(
+        # first value) and the order columns, compiled; a row that cannot hold words is not looked through for them
+        may_hold = rowpost.post_row(
             row,
             dense,
             RESERVED_POSTED,
@@ -392,12 +392,9 @@ class Projections:
             self.ids,
             self.all,
             COLUMN_ONLY,
-        ):
-            self.lengths[dense] = 0
-            self._length_moved(dense, 0)
-            return
+        )
         counts: dict[str, int] = {}
-        found = words(row)
+        found = words(row) if may_hold else []
         for word in found:
             counts[word] = counts.get(word, 0) + 1
         for word, tf in counts.items():
