@@ -10,6 +10,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from array import array
@@ -792,3 +793,43 @@ def test_a_closed_handle_leaves_no_catch_up_reading_its_files(tmp_path: Path) ->
     assert not brain.vector_follower._catching_up and index.graphed == 0  # it ended without taking the graph
     with Brain.attach(path) as reader:
         assert len(reader.find({"vector": queries[0].tolist(), "limit": 5})["results"]) == 5
+
+
+def test_a_flush_never_waits_for_a_catch_up_holding_the_graph(tmp_path: Path) -> None:
+    """A catch-up holds the graph lock while it inserts the tail, at the lowest priority: a flush waiting for it let
+    the memtable grow for as long. With the lock held elsewhere, a flush writes a base that is due without its
+    graph, and a delta where a base would be due only because the graph grew; a close-style persist, with the lock
+    free, then writes the base with the graph."""
+    path = new_store(tmp_path)
+    x = _clustered(np.random.default_rng(67), 3_100, 30)
+
+    def graphed(name: str) -> int:
+        return struct.unpack_from("<Q", (path / "index" / name).read_bytes(), 32)[0]
+
+    def flush_beside_a_catch_up(brain: Brain, index: VectorIndex) -> None:
+        with index.graph_lock:  # as the catch-up holds it
+            flushing = threading.Thread(target=brain.flush)
+            flushing.start()
+            flushing.join(30)
+            assert not flushing.is_alive(), "the flush waited for the graph lock"
+
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        add_range(brain, x, 0, 3_000)
+        brain.find({"vector": x[0].tolist()})
+        brain.vector_follower.catch_up()
+        with brain.at().vectors() as index:
+            assert index.graphed == 3_000
+        flush_beside_a_catch_up(brain, index)  # the first link: a base is due, written without the graph
+        (base,) = chain(path)
+        assert base.endswith(".vec") and graphed(base) == 0
+        with brain.at().vectors() as held:
+            assert held.next_link() == "base"  # the graph is past the base's by all 3,000 slots
+        add_range(brain, x, 3_000, 3_100)
+        flush_beside_a_catch_up(brain, index)  # due a base only for the graph: a delta
+        assert chain(path)[0] == base and chain(path)[1].endswith(".vecd")
+        brain.vector_follower.persist()  # the lock free: the base with its graph
+        (kept,) = chain(path)
+        assert kept.endswith(".vec") and kept != base
+    assert graphed(kept) == 3_000
+    with Brain.open(path) as brain:
+        check(brain, np.random.default_rng(68))

@@ -610,13 +610,15 @@ class VectorIndex:
         self.graph_for(frozen)
         return frozen.encode()
 
-    def next_link(self) -> str | None:
-        """What the next snapshot link must be: "base", "delta", or None when nothing changed since the last."""
+    def next_link(self, graph_free: bool = True) -> str | None:
+        """What the next snapshot link must be: "base", "delta", or None when nothing changed since the last.
+        ``graph_free``: whether the writer holds the graph lock, so a base could carry the graph; without it, a
+        graph grown past the base's is no reason for a base (the next link written with the lock takes it)."""
         link = self.link
         if link is None:
             return "base"
         grown = self.graphed - self._base_graphed
-        if grown > max(BASE_AFTER_MIN, link.base_slots // BASE_AFTER):
+        if graph_free and grown > max(BASE_AFTER_MIN, link.base_slots // BASE_AFTER):
             # the graph holds that many slots more than the base's: a base keeps them, where deltas would leave
             # every later open to insert them again (125-330 us a vector, at low priority: a minute at 20,000 on a
             # busy core, the searches exact meanwhile); also when nothing was written since
@@ -646,7 +648,7 @@ class VectorIndex:
             self.link, self._killed = Link(link.base, self.stamp, count, link.base_slots, since, link.deltas + 1), []
             return frozen
         # the slots below the count are never written again: references, not a copy (checked when encoded)
-        self._base_graphed = self.graphed  # what its graph holds, serialised by graph_for (or, failing that, none)
+        self._base_graphed = 0  # what its graph holds: none until graph_for serialises one into it
         frozen = Frozen(
             self.stamp, self.stamp, self.stamp, 0, self._dense[:count].copy(), self._slots, None, epoch=self._epoch
         )
@@ -667,6 +669,7 @@ class VectorIndex:
                 frozen.graph, frozen.graphed = part.checked(), part.graphed
             except ValueError:
                 pass  # the base goes without it; the catch-up says why it was not used
+            self._base_graphed = frozen.graphed
             return
         if graph is not None and self._epoch == frozen.epoch and 0 < graph.ntotal <= len(frozen.dense):
             self._serialising = True
@@ -674,6 +677,7 @@ class VectorIndex:
                 frozen.graph, frozen.graphed = faiss.serialize_index(graph).tobytes(), graph.ntotal
             finally:
                 self._serialising = False
+            self._base_graphed = frozen.graphed
 
     def apply_delta(
         self, data: bytes | mmap.mmap, name: str | None = None, checked: bool = False, store: bytes | None = None

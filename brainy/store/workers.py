@@ -1,4 +1,5 @@
-"""Process-wide thread pools, each made on first use and kept for the life of the process.
+"""Process-wide thread pools, each made on first use and kept for the life of the process, and the priority of
+the threads that work behind the requests.
 
 Long-lived rather than a thread per job: a fresh thread per build left the allocator's per-thread arenas
 fragmented (9 to 32 KB of resident memory kept per admission, measured over 500 admissions), against none
@@ -7,6 +8,7 @@ for builds on one thread.
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,3 +26,14 @@ class LongLived:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
             return self._pool
+
+
+def behind_the_requests(nice: int) -> None:
+    """Run the calling thread at ``nice`` (never above the priority it runs at now): work no request waits for
+    yields the core to the ones that do, as a database's background flushes and compactions do. Not Linux, or not
+    allowed: it stays as it is."""
+    try:
+        me = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, me, max(nice, os.getpriority(os.PRIO_PROCESS, me)))
+    except (AttributeError, OSError):
+        pass
