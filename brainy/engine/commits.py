@@ -128,6 +128,7 @@ class Writes:
         (:meth:`commit`). A file's content is stored and fsynced first, outside the commit lock, so a crash never
         leaves a row naming missing bytes."""
         brain = self.brain
+        self.maintenance.wait_for_room()
         args, prepared = staging.prepare(brain, door, args)
         if door in vfs.STAGERS:
             brain.check_writable()
@@ -168,6 +169,8 @@ class Writes:
         """:meth:`write` for an event loop: the embedding and the fsync are awaited on worker threads,
         never on the loop."""
         brain = self.brain
+        if self.maintenance.behind():  # before this write holds anything the maintenance thread may wait on
+            await asyncio.to_thread(self.maintenance.wait_for_room)
         entry = registry.REGISTERED.get(door)
         prepared = None
         if entry is not None and entry.prepares is not None:  # it may wait on a language provider: a thread

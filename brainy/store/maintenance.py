@@ -36,8 +36,16 @@ from brainy.store.head import HeadState
 from brainy.store.memtable import Memtable
 from brainy.store.sources import Sources
 from brainy.store.sstable import Table, write_table
+from brainy.store.workers import behind_the_requests
 
 FLUSH_BYTES = 8 << 20
+# The thread runs at this nice value (its own, brainy/store/workers.py): no request waits for a flush, so a burst of
+# writes keeps the core and the flush takes the time between. A memtable past STALL_FLUSHES flushes' worth while the
+# flush is behind holds the next commits back (:meth:`Maintenance.wait_for_room`), so the memory a long burst holds
+# levels off at the pace the flush keeps; a commit waits at most STALL_WAIT_SECONDS, then goes ahead (logged).
+MAINTENANCE_NICE = 10
+STALL_FLUSHES = 8
+STALL_WAIT_SECONDS = 30.0
 COMPACT_AT = 5  # compact (the newest run of tables, compact_run) once there are this many
 SWEEP_AT = 64 << 20  # sweep the blob packs once refused writes have stored this much (and after a crash)
 HORIZON_EVERY_SECONDS = 60.0  # how often a quiet writer looks whether the feed retention passed a segment
@@ -116,6 +124,7 @@ class Maintenance:
         # a flush frozen whose last commit's acknowledgement was refused: written by the next flush (:meth:`flush`)
         self._held: _Frozen | None = None
         self._wake = threading.Event()
+        self._room = threading.Condition()  # notified when a flush takes the memtable, and when the thread ends
         self._stopping = False
         self._thread: threading.Thread | None = None
 
@@ -132,13 +141,56 @@ class Maintenance:
             self._stopping = True
             self._wake.set()
             self._thread.join()
+            self._make_room()
 
     def committed(self) -> None:
         """A commit was applied (the caller holds the commit lock): wake the thread once the memtable is full."""
         if self.head.mem.bytes >= self.flush_bytes:
             self._wake.set()
 
+    @property
+    def stall_bytes(self) -> int:
+        """The memtable's size past which the next commit waits for the flush."""
+        return STALL_FLUSHES * self.flush_bytes
+
+    def behind(self) -> bool:
+        """Whether the next commit waits for the flush (:meth:`wait_for_room`): the memtable holds ``stall_bytes``
+        and the thread is there to flush it."""
+        return (
+            self.head.mem.bytes >= self.stall_bytes
+            and self._thread is not None
+            and not self._stopping
+            and self.error is None
+        )
+
+    def wait_for_room(self, seconds: float = STALL_WAIT_SECONDS) -> None:
+        """Before a commit, holding no lock of the store: wait while the flush is :meth:`behind`, at most
+        ``seconds`` (then the commit goes ahead: a write is held back, never refused, for the flush's pace)."""
+        deadline = time.monotonic() + seconds
+        with self._room:
+            while self.behind():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning(
+                        "a commit waited %.0f s for the flush (memtable %d bytes) and goes ahead",
+                        seconds,
+                        self.head.mem.bytes,
+                    )
+                    return
+                self._room.wait(left)
+
+    def _make_room(self) -> None:
+        with self._room:
+            self._room.notify_all()
+
     def _maintain(self) -> None:
+        behind_the_requests(MAINTENANCE_NICE)
+        try:
+            self._maintaining()
+        finally:
+            self._make_room()  # whatever ended the thread, no commit waits for it
+
+    def _maintaining(self) -> None:
         while not self._stopping:
             self._wake.wait(1.0)
             self._wake.clear()
@@ -190,6 +242,7 @@ class Maintenance:
                     head.mem = Memtable()
                     s = head.sources
                     head.sources = Sources(head.mem, (mem,) + s.frozen, s.tables)
+                self._make_room()
                 log.debug("flush froze generation %d", self._held.generation)
             held = self._held
             mem, generation, seq = held.mem, held.generation, held.seq

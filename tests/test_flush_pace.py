@@ -1,0 +1,100 @@
+"""The flush's pace against the writes' (brainy/store/maintenance.py): the maintenance thread runs behind the
+requests, and a memtable past eight flushes' worth while the flush is behind holds the next writes back."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+from helpers import new_store
+
+from brainy.engine import Brain
+from brainy.store import maintenance as M
+
+FLUSH = 64 << 10
+
+
+def _filled(brain: Brain) -> int:
+    """Write until the flush is behind (the test holds it back); answers the rows written."""
+    n = 0
+    for batch in range(200):  # 8 x 64 KiB of rows ~1 KB each: about 5 batches
+        if brain.maintenance.behind():
+            return n
+        brain.addMany({"items": [{"type": "thing", "id": f"r{batch}-{i}", "data": "x" * 1_000} for i in range(100)]})
+        n += 100
+    raise AssertionError("the memtable never reached the stall mark")
+
+
+def test_the_maintenance_thread_runs_behind_the_requests(tmp_path: Path) -> None:
+    with Brain.open(new_store(tmp_path)) as brain:
+        thread = brain.maintenance._thread
+        assert thread is not None and thread.native_id is not None
+        deadline = time.monotonic() + 10
+        while os.getpriority(os.PRIO_PROCESS, thread.native_id) == os.getpriority(os.PRIO_PROCESS, 0):
+            assert time.monotonic() < deadline, "the thread kept the process's priority"
+            time.sleep(0.01)
+        own = os.getpriority(os.PRIO_PROCESS, thread.native_id)
+        assert own == max(M.MAINTENANCE_NICE, os.getpriority(os.PRIO_PROCESS, 0))
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < own  # the caller's own is untouched
+
+
+def test_a_write_waits_while_the_flush_is_behind_and_goes_on_once_it_takes_the_memtable(tmp_path: Path) -> None:
+    """The test holds the flush back (its lock, as a long flush holds it): once the memtable holds eight flushes'
+    worth, a write waits before it appends anything; the flush taking the memtable lets it go, and it lands."""
+    with Brain.open(new_store(tmp_path), flush_bytes=FLUSH) as brain:
+        assert brain.maintenance.stall_bytes == M.STALL_FLUSHES * FLUSH
+        with brain.maintenance.lock:
+            written = _filled(brain)
+            head, held = brain.head, brain.maintenance.head.mem.bytes
+            assert held >= brain.maintenance.stall_bytes
+            late = threading.Thread(target=brain.add, args=({"type": "thing", "id": "late"},))
+            late.start()
+            late.join(1.0)
+            assert late.is_alive(), "the write did not wait for the flush"
+            assert brain.head == head and brain.maintenance.head.mem.bytes == held  # nothing appended meanwhile
+        late.join(30)
+        assert not late.is_alive(), "the write still waits after the flush took the memtable"
+        assert brain.get("late")["entity"] is not None
+        assert brain.get(f"r{written // 100 - 1}-99")["entity"] is not None
+        assert brain.maintenance.head.mem.bytes < brain.maintenance.stall_bytes
+
+
+def test_an_awrite_waits_off_the_loop(tmp_path: Path) -> None:
+    """A write on the event loop waits on a worker thread: the loop keeps ticking while it waits."""
+    with Brain.open(new_store(tmp_path), flush_bytes=FLUSH) as brain:
+        lock = brain.maintenance.lock
+        lock.acquire()
+        try:
+            _filled(brain)
+
+            async def main() -> list[float]:
+                ticks: list[float] = []
+                writing = asyncio.create_task(brain.awrite("add", {"type": "thing", "id": "late"}))
+                started = time.monotonic()
+                while time.monotonic() - started < 0.5:
+                    ticks.append(time.monotonic())
+                    await asyncio.sleep(0.01)
+                assert not writing.done(), "the write did not wait for the flush"
+                lock.release()
+                await asyncio.wait_for(writing, 30)
+                return ticks
+
+            ticks = asyncio.run(main())
+        finally:
+            if lock.locked():
+                lock.release()
+        assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.2
+        assert brain.get("late")["entity"] is not None
+
+
+def test_a_write_held_back_past_the_bound_goes_ahead(tmp_path: Path) -> None:
+    with Brain.open(new_store(tmp_path), flush_bytes=FLUSH) as brain:
+        with brain.maintenance.lock:
+            _filled(brain)
+            started = time.monotonic()
+            brain.maintenance.wait_for_room(0.3)
+            assert 0.3 <= time.monotonic() - started < 5
+            assert brain.maintenance.behind()
