@@ -833,3 +833,24 @@ def test_a_flush_never_waits_for_a_catch_up_holding_the_graph(tmp_path: Path) ->
     assert graphed(kept) == 3_000
     with Brain.open(path) as brain:
         check(brain, np.random.default_rng(68))
+
+
+def test_a_bases_chunk_checks_span_the_slots_parts(tmp_path: Path) -> None:
+    """A base is written from its slots' parts as they lie (mapped links, then owned rows): every chunk's check is
+    the crc32c of those bytes laid end to end, also for a chunk that two parts share."""
+    rng = np.random.default_rng(71)
+    joined = rng.standard_normal((1_000, DIM), dtype=np.float32)
+    parts = [F._bytes_of(joined[a:b]) for a, b in ((0, 100), (100, 357), (357, 1_000))]
+    size = F.CHUNK_SLOTS * 4 * DIM
+    whole = joined.tobytes()
+    expected = [crc32c.crc32c(whole[at : at + size]) for at in range(0, len(whole), size)]
+    assert F._chunk_checks(parts, size).tolist() == expected
+    index = VectorIndex()
+    index.apply_all((None, {"denseInt": i, "vector": v.tobytes()}) for i, v in enumerate(joined))
+    index.stamp = 5
+    frozen = index.freeze(base=True)
+    F.write_link(tmp_path, frozen, frozen.parts())
+    back, why = read_chain(tmp_path, 5)
+    assert why == [] and back is not None and len(back) == 1_000
+    for dense in (0, 356, 357, 999):
+        assert back.vector_of(dense).tobytes() == M.unit(joined[dense].tobytes()).tobytes()

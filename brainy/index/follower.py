@@ -750,7 +750,7 @@ class VectorFollower(ProjectionFollower):
             if frozen is not None:
                 frozen.store = store
                 try:
-                    data = frozen.encode()
+                    data = frozen.parts()
                 except VM.Damaged as exc:  # a new base never carries slots that failed their check
                     self._discard(index, exc)
                     self.settle()

@@ -225,14 +225,15 @@ class Frozen:
 
     def encode(self) -> bytes:
         """The link's file (Damaged when a base's mapped slots fail a check: it is then not written)."""
+        return b"".join(self.parts())
+
+    def parts(self) -> list[memoryview]:
+        """The link's file as the buffers it is made of, in order: a base's vectors are the slots' own memory (150 MB
+        at 100,000 slots: a join of them cost two copies and most of a flush's base). Damaged as :meth:`encode`."""
         written = len(self.dense)
         if self.killed is None:
-            vectors = b"".join(part.astype("<f4", copy=False).tobytes() for part in self.vectors.contiguous(written))
-            view, row = memoryview(vectors), 4 * DIMENSIONS
-            chunks = np.array(
-                [crc32c.crc32c(view[at : at + CHUNK_SLOTS * row]) for at in range(0, len(vectors), CHUNK_SLOTS * row)],
-                "<u4",
-            )
+            vectors = [_bytes_of(part) for part in self.vectors.contiguous(written)]
+            chunks = _chunk_checks(vectors, CHUNK_SLOTS * 4 * DIMENSIONS)
             head = _HEADER4.pack(
                 MAGIC,
                 SNAPSHOT_FORMAT,
@@ -248,7 +249,8 @@ class Frozen:
             dense = self.dense.astype("<i8").tobytes() + chunks.tobytes()
             front = b"".join((head, _CRC.pack(crc32c.crc32c(head)), dense, _CRC.pack(crc32c.crc32c(dense))))
             pad = bytes(_aligned(len(front)) - len(front))
-            return b"".join((front, pad, vectors, self.graph, _CRC.pack(crc32c.crc32c(self.graph))))
+            graph = memoryview(self.graph)
+            return [memoryview(front + pad), *vectors, graph, memoryview(_CRC.pack(crc32c.crc32c(graph)))]
         header = _DELTA.pack(
             DELTA_MAGIC,
             DELTA_FORMAT,
@@ -260,18 +262,42 @@ class Frozen:
             written,
             len(self.killed),
         ) + _DELTA_STORE.pack(self.store)
-        body = b"".join(
-            (
-                header,
-                self.killed.astype("<i8").tobytes(),
-                self.dense.astype("<i8").tobytes(),
-                self.vectors.astype("<f4").tobytes(),
-            )
-        )
-        return body + _CRC.pack(crc32c.crc32c(body))
+        body = [
+            memoryview(header),
+            _bytes_of(self.killed.astype("<i8", copy=False)),
+            _bytes_of(self.dense.astype("<i8", copy=False)),
+            _bytes_of(self.vectors.astype("<f4", copy=False)),
+        ]
+        check = 0
+        for part in body:
+            check = crc32c.crc32c(part, check)
+        return [*body, memoryview(_CRC.pack(check))]
 
 
-def write_link(folder: Path, frozen: Frozen, data: bytes) -> None:
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """An array's memory as bytes, without a copy when it is C-contiguous already."""
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))  # an empty one too (cast refuses it)
+
+
+def _chunk_checks(parts: list[memoryview], size: int) -> np.ndarray:
+    """The crc32c of every ``size`` bytes of the parts laid end to end (the last chunk may be shorter), as little-
+    endian uint32s: a chunk may span two parts."""
+    checks, check, filled = [], 0, 0
+    for part in parts:
+        at = 0
+        while at < len(part):
+            take = min(size - filled, len(part) - at)
+            check = crc32c.crc32c(part[at : at + take], check)
+            filled, at = filled + take, at + take
+            if filled == size:
+                checks.append(check)
+                check, filled = 0, 0
+    if filled:
+        checks.append(check)
+    return np.array(checks, "<u4")
+
+
+def write_link(folder: Path, frozen: Frozen, data: bytes | list[memoryview]) -> None:
     """Write one link; a base then its quantised copy, and removes every older base, delta and copy (quantised or
     partitioned: the caller writes the new base's partitioned copy next)."""
     folder.mkdir(exist_ok=True)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from brainy.store.crc import crc32
+
+Buffer = bytes | bytearray | memoryview
 
 
 class DocumentUnreadable(Exception):
@@ -34,19 +37,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: Buffer) -> None:
     """Write every byte of ``data`` to ``fd`` (a write may take fewer than it is given)."""
-    view = memoryview(data)
+    view = memoryview(data).cast("B")
     while view:
         view = view[os.write(fd, view) :]
 
 
-def write_durably(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably."""
+def write_durably(path: Path, data: Buffer | Sequence[Buffer]) -> None:
+    """Replace ``path`` with ``data`` atomically and durably: its bytes, or the bytes of each of its buffers in
+    turn (a large file's parts written from where they lie, never joined into one copy first)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        write_all(fd, data)
+        for part in [data] if isinstance(data, (bytes, bytearray, memoryview)) else data:
+            write_all(fd, part)
         os.fsync(fd)
     finally:
         os.close(fd)
