@@ -25,8 +25,7 @@ class Followers:
     def record(self, generation: int, moves: list[Move]) -> None:
         self.projections.record(generation, moves)
         self.vectors.record(generation, moves)
-        # the aggregates follow entities only, as (before, after)
-        self.aggregates.record(generation, [(b, a) for kind, b, a in moves if kind == "e"])
+        self.aggregates.record(generation, moves)  # it follows the entity moves among them
 
     def advance(self, generation: int, flushed: int) -> None:
         self.projections.advance(generation, flushed)

@@ -189,10 +189,10 @@ class AggregateFollower:
         handle would find a gap after it and build every definition from the rows again."""
         self._moves, self._reach = Pending(other._moves.copy()), other._reach
 
-    def record(self, generation: int, entity_moves: list[Move]) -> None:
+    def record(self, generation: int, moves: list[Move]) -> None:
         if self._reach is None:
             self._reach = self._brain.flushed
-        self._moves.put(generation, entity_moves)
+        self._moves.put(generation, moves)
 
     def advance(self, durable: int) -> None:
         """The commit at ``durable`` is acknowledged. The caller holds the lock."""

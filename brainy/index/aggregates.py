@@ -528,9 +528,12 @@ class Aggregates:
         state.settle(entities)
         return state
 
-    def apply(self, moves: list[tuple[dict[str, Any] | None, dict[str, Any] | None]], generation: int) -> None:
-        """One durable commit's entity moves: definitions come and go, every built aggregate follows the rows."""
-        for before, after in moves:
+    def apply(self, moves: list[Move], generation: int) -> None:
+        """One durable commit's moves (the entity ones followed): definitions come and go, every built aggregate
+        follows the rows."""
+        for kind, before, after in moves:
+            if kind != "e":
+                continue
             if before is not None and is_definition_row(before):
                 name = (before.get("data") or {}).get("name")
                 self.built.pop(name, None)
@@ -559,4 +562,6 @@ class Aggregates:
         return [found[name].doc for name in sorted(found)]
 
 
-Move = tuple[dict[str, Any] | None, dict[str, Any] | None]
+# a commit's move as the commit path records it (brainy/store/commit_path.py): "e" or "r", the row before, after;
+# taken as it is, not as (before, after) pairs of the entity moves (a tuple a row, held until the commit is durable)
+Move = tuple[str, dict[str, Any] | None, dict[str, Any] | None]
