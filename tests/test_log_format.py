@@ -201,3 +201,30 @@ def test_a_frame_written_a_few_bytes_at_a_time_reads_back_whole(tmp_path, monkey
         assert brain.get("big")["entity"]["data"] == "x" * 70_000
     finally:
         brain.close()
+
+
+def test_a_large_frames_writeback_starts_as_it_is_written(tmp_path, monkeypatch):
+    """A frame of 64 KiB or more asks the kernel to start writing it back at once (sync_file_range), over exactly
+    its bytes, so its fsync finds little left to write; a small frame does not ask. The hint failing changes
+    nothing: the frames are durable all the same."""
+    if log_._start_writeback is None:
+        pytest.skip("no sync_file_range on this platform")
+    path = new_store(tmp_path)
+    brain = Brain.open(path)
+    asked = []
+    monkeypatch.setattr(log_, "_start_writeback", lambda fd, at, size, flags: asked.append((at, size, flags)) or -1)
+    segment = segments(path)[-1]
+    before = segment.stat().st_size
+    brain.add({"type": "thing", "id": "small"})
+    middle = segment.stat().st_size
+    brain.add({"type": "thing", "id": "big", "data": "x" * 70_000})
+    after = segment.stat().st_size
+    monkeypatch.undo()
+    brain.close()
+    assert before < middle < after
+    assert asked == [(middle, after - middle, log_.SYNC_FILE_RANGE_WRITE)]
+    brain = Brain.open(path)
+    try:
+        assert brain.head == 2 and brain.get("big")["entity"]["data"] == "x" * 70_000
+    finally:
+        brain.close()

@@ -12,10 +12,11 @@ landed, and is dropped; damage anywhere else is refused by name.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import struct
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,26 @@ SEGMENT_ROTATE_BYTES = 64 << 20
 # CPU of the same bytes in 64 KiB writes (ext4 on this box: 1.9 against 0.67 ms for a 1.7 MB frame, each
 # followed by its fdatasync), on the one thread that runs every commit.
 WRITE_BYTES = 64 << 10
+# A frame of at least this many bytes has its writeback started as soon as it is written (Linux's
+# sync_file_range, SYNC_FILE_RANGE_WRITE: it returns at once): the disk takes the frame while the commit applies
+# its keys, and the fsync its acknowledgement waits for has little left to write. A 2 MB frame followed by 1.7 ms of
+# other work: its fdatasync 0.83 ms without, 0.13 ms with (ext4 on this box). A small frame's fsync is short anyway.
+WRITEBACK_BYTES = 64 << 10
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def _writeback() -> Callable[[int, int, int, int], int] | None:
+    """libc's sync_file_range, called with the interpreter lock let go; None where there is none (not Linux)."""
+    try:
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (AttributeError, OSError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call  # type: ignore[no-any-return]
+
+
+_start_writeback = _writeback()
 
 _header = struct.Struct("<8sII")
 _frame_header = struct.Struct("<II")
@@ -450,6 +471,8 @@ class LogWriter:
             except OSError:
                 self._failed = R.InternalError(f"the fact log could not be repaired after {exc}", ref="fact-log-append")
             raise R.InternalError(f"the fact log refused the append: {exc}", ref="fact-log-append") from exc
+        if size >= WRITEBACK_BYTES and _start_writeback is not None:
+            _start_writeback(self._fd, self._size, size, SYNC_FILE_RANGE_WRITE)  # a hint: its failure changes nothing
         self._size += size
         self.next_generation = generation + 1
         with self._cond:
