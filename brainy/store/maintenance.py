@@ -40,10 +40,14 @@ from brainy.store.workers import behind_the_requests
 
 FLUSH_BYTES = 8 << 20
 # The thread runs at this nice value (its own, brainy/store/workers.py): no request waits for a flush, so a burst of
-# writes keeps the core and the flush takes the time between. A memtable past STALL_FLUSHES flushes' worth while the
-# flush is behind holds the next commits back (:meth:`Maintenance.wait_for_room`), so the memory a long burst holds
-# levels off at the pace the flush keeps; a commit waits at most STALL_WAIT_SECONDS, then goes ahead (logged).
-MAINTENANCE_NICE = 10
+# writes keeps the core and the flush takes the time between. At 10 it still held the core past a request's wakeup
+# often enough to cost the served ingest over one connection (perf/bench_ingest.py, five rounds each: msgpack
+# median 47.5k -> 49.0k rows a second, h2 x4 48.2k -> 51.6k); at 19, the lowest, it shares the idle time with the
+# vector graph's catch-up. A memtable past STALL_FLUSHES flushes' worth while the flush is behind holds the next
+# commits back (:meth:`Maintenance.wait_for_room`), so the memory a long burst holds levels off at the pace the
+# flush keeps, and a core the requests keep busy frees itself for the flush; a commit waits at most
+# STALL_WAIT_SECONDS, then goes ahead (logged).
+MAINTENANCE_NICE = 19
 STALL_FLUSHES = 8
 STALL_WAIT_SECONDS = 30.0
 COMPACT_AT = 5  # compact (the newest run of tables, compact_run) once there are this many
