@@ -191,7 +191,9 @@ class Writes:
                 raise audited.refusal from None
             if seq:
                 await self._adurable_at(seq, answer["generation"])
-                if brain.follower.background:  # served: read-your-writes, the builds this commit needs done first
+                # served: read-your-writes, the builds this commit needs done first (a commit starts one in the
+                # durable step just awaited, so one it needs is in flight by now)
+                if brain.follower.background and brain.followers.building:
                     await asyncio.get_running_loop().run_in_executor(
                         self._workers(), brain.followers.until_built, ACK_WAIT_SECONDS
                     )

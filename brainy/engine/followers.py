@@ -32,6 +32,12 @@ class Followers:
         self.aggregates.advance(generation)
         self.vectors.advance(generation, flushed)
 
+    @property
+    def building(self) -> bool:
+        """Whether :meth:`until_built` has a build to wait for (a write that finds none answers without the hop to
+        a worker thread that waiting takes)."""
+        return self.projections.building or self.vectors.building
+
     def until_built(self, seconds: float) -> None:
         """Wait (off the loop, bounded) for the projection and vector builds in flight before a write answers."""
         self.projections.until_built(seconds)

@@ -264,10 +264,15 @@ class ProjectionFollower:
             self._build_floor = self._brain.flushed
             self._building = _builders().submit(self._build_off_lock)
 
+    @property
+    def building(self) -> bool:
+        """Whether a build is in flight with nothing built yet: what :meth:`until_built` waits for."""
+        return self._proj is None and self._building is not None
+
     def until_built(self, seconds: float) -> None:
         """Wait, at most ``seconds``, for a build in flight (one a commit started, or the admission's): called off the
         event loop before a write answers, never holding the state lock the build publishes under."""
-        if self._proj is None and self._building is not None:
+        if self.building:
             self._first_read.set()  # a write waits for it: the build starts now, not after a read's grace
             self._built.wait(seconds)
 
