@@ -110,6 +110,27 @@ MessagePack's 50,000 is still not met: 24 us a row is the main thread's 11 (the 
 decode 1-2, HTTP and the dispatch 1.5, the collector's 2 spread), the fsync worker's 6, the flush's 3 and the
 graph's 2 (at nice 19, in the gaps).
 
+Then this tree (session 21) beside 7f6f371 (the tree before it), 5 rounds interleaved, best run and median, load
+average 1.0-1.7, CPU in the load's window:
+
+    cell        before: best (median)   after: best (median)        server CPU a row, before -> after
+    json           30,216 (26,247)        32,548 (29,145)  1.08x       33 -> 32 us  (main thread 22 -> 23)
+    msgpack        47,114 (45,396)        56,203 (50,085)  1.19x       22 -> 20 us  (main thread 10 -> 11)
+    h2x4           41,542 (35,694)        51,053 (46,783)  1.23x       25 -> 22 us  (main thread 13 -> 12)
+    h2x4json       28,739 (27,322)        30,337 (30,134)  1.06x       35 -> 34 us  (main thread 24 -> 24)
+
+What moved: a large frame's writeback starts as it is written (sync_file_range), so the fsync its answer waits for
+has little left (the fsync worker's wait 1.2 -> 0.27 ms a batch); the flush runs at nice 19 and no longer steals
+the core from the requests; a served write goes through the worker pool once, not twice, when no build is in
+flight; the aggregates take the commit's moves as they are. The flush no longer waits behind the graph's catch-up
+either, and a memtable of eight flushes' worth holds the next writes back (docs/store-format.md, "Flush and
+compaction"): the memory a long burst holds levels off, where before the first flush waited for the graph for the
+whole burst and the memtable held all of it. So the flushes' work is now done during a long burst rather than
+after it: with ``--batches 100`` (100,000 rows) the rows a second are the flush's pace, 21-26k, where the tree
+before reached 33-37k holding every row in memory and doing the flushes' work after it. The flushes' own CPU over
+such a burst fell from 48 to 28 us a row (a base's vectors written from the slots' own memory, its quantised copy
+made 4,096 slots at a time); the rest of it is the projections' base and delta (12) and the table (7).
+
 The graph's HNSW insertion (faiss, M 16, efConstruction 128, one thread) costs 331 us of CPU a vector for these
 random unit vectors (125 us for clustered ones): behind the requests now, it is caught up after the burst, so a
 sustained ingest that keeps the graph current stays under 3,000 (8,000) rows a second on one core.
