@@ -53,7 +53,7 @@ def _writeback() -> Callable[[int, int, int, int], int] | None:
         return None
     call.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
     call.restype = ctypes.c_int
-    return call  # type: ignore[no-any-return]
+    return call
 
 
 _start_writeback = _writeback()
