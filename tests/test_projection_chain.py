@@ -168,6 +168,26 @@ def test_a_delta_past_its_share_makes_the_next_link_a_base(tmp_path: Path, monke
         _chain_reads_as_built(store, brain)
 
 
+def test_a_burst_sure_to_pass_the_share_goes_straight_to_a_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush whose commits add more rows than twice the delta's share of the base holds writes the base without
+    folding them into the delta first (never encoded to be thrown away); a few rows still make a delta, measured."""
+    store = tmp_path / "s"
+    first = _based(store, range(300))
+    encoded = []
+    real = chain.Delta.encode
+    monkeypatch.setattr(chain.Delta, "encode", lambda delta: encoded.append(len(delta.proj)) or real(delta))
+    with Brain.open(store) as brain:
+        brain.addMany({"items": [_row(i) for i in range(300, 310)]})
+        assert brain.flush()
+        assert _links(store) == ([first], [brain.head]) and encoded == [10]  # ten rows: a delta
+        brain.addMany({"items": [_row(i) for i in range(310, 500)]})  # 200 rows: past 2 x 0.25 x 300
+        assert brain.flush()
+        assert _links(store) == ([brain.head], []) and encoded == [10]  # a base, the delta never built
+        _chain_reads_as_built(store, brain)
+
+
 def test_a_served_read_answers_from_the_delta_in_place_and_the_tail_over_it(tmp_path: Path) -> None:
     """A served attach answers before its build lands: from the base and delta read in place while the chain is
     at the head, and with a log tail laid over them after a writer's unflushed commits, as a full build does."""

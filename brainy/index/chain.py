@@ -197,8 +197,11 @@ class Delta:
     """The writer's delta: the projections of the rows the commits after the base touched, moved by each flush's
     commits and written whole as the chain's next link."""
 
-    def __init__(self, base: int, base_check: int, base_bytes: int, store_id: str | None = None) -> None:
+    def __init__(
+        self, base: int, base_check: int, base_bytes: int, store_id: str | None = None, base_rows: int = 0
+    ) -> None:
         self.base, self.base_check, self.base_bytes = base, base_check, base_bytes
+        self.base_rows = base_rows  # the rows the base holds (0: not known), for :meth:`past_its_share`
         self.store_id = store_id
         self.stamp = base
         self.proj = Projections()  # the touched rows that are live, projected
@@ -214,7 +217,7 @@ class Delta:
         if base.format != SNAPSHOT_FORMAT:  # an older format's base is written again, as format 3, by the next flush
             raise ValueError(f"the base at {found.base[0]} is of format {base.format}")
         check = base.check
-        out = cls(found.base[0], check, base_path.stat().st_size, found.store_id)
+        out = cls(found.base[0], check, base_path.stat().st_size, found.store_id, len(base))
         if found.delta is None:
             return out
         snap = _owned(InPlace(found.delta[1].read_bytes()), found.store_id)
@@ -260,6 +263,19 @@ class Delta:
         """Whether a delta of ``size`` bytes is past its share of the base: the next link is then a base."""
         return size > REBASE_FRACTION * self.base_bytes
 
+    def past_its_share(self, moves: list[list[Any]]) -> bool:
+        """Whether the delta is sure to be past its share once ``moves`` (each commit's entity moves) are folded in,
+        before they are: it would then hold, at the least, its rows and those the moves add less those they
+        remove, and that is twice the rows its share of the base holds (a delta's rows are the base's, byte for
+        byte). Folding in a burst's rows only to find a base due took a quarter of its flushes' projections."""
+        if not self.base_rows:
+            return False
+        held = len(self.proj)
+        for commit in moves:
+            for _, before, after in commit:
+                held += (after is not None) - (before is not None)
+        return held > 2 * REBASE_FRACTION * self.base_rows
+
 
 def write_delta(folder: Path, stamp: int, data: bytes) -> None:
     """The chain's next delta, durable before the one it replaces goes."""
@@ -270,7 +286,7 @@ def write_delta(folder: Path, stamp: int, data: bytes) -> None:
             older.unlink(missing_ok=True)
 
 
-def write_base(folder: Path, stamp: int, data: bytes, replace: bool = False) -> Delta:
+def write_base(folder: Path, stamp: int, data: bytes, replace: bool = False, rows: int = 0) -> Delta:
     """A new base, durable before every older link goes (the older deltas name older bases); the empty delta after
     it. A base already there at the stamp is kept, and named by its own check (the same projections may encode to
     other bytes: their maps' order follows their history), unless ``replace`` (the writer found the chain
@@ -286,4 +302,4 @@ def write_base(folder: Path, stamp: int, data: bytes, replace: bool = False) -> 
     for older in [*folder.glob("*" + BASE_SUFFIX), *folder.glob("*" + DELTA_SUFFIX)]:
         if older != path:
             older.unlink(missing_ok=True)
-    return Delta(stamp, check, size, store_id_of(folder.parent))
+    return Delta(stamp, check, size, store_id_of(folder.parent), rows)

@@ -411,7 +411,11 @@ class ProjectionFollower:
                 frozen = self._proj.copy()
                 self._unsaved.drop(frozen.stamp)
             self._delta = chain.write_base(
-                self.folder, frozen.stamp, encode_snapshot(frozen, chain.owned(self.folder)), replace=self._damaged
+                self.folder,
+                frozen.stamp,
+                encode_snapshot(frozen, chain.owned(self.folder)),
+                replace=self._damaged,
+                rows=len(frozen),
             )
 
     def _delta_written(self) -> bool:
@@ -434,6 +438,8 @@ class ProjectionFollower:
         if not commits:
             self._delta = delta
             return True
+        if delta.past_its_share(commits):
+            return False
         for moves in commits:
             for _, before, after in moves:
                 delta.apply(before, after)
