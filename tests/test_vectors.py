@@ -17,6 +17,7 @@ from helpers import flip, new_store
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.index import embedder
+from brainy.index import vector_format as F
 from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
 from brainy.index.vector_matrix import unit
@@ -478,3 +479,43 @@ def test_similar_and_near_rank_by_the_anchor_and_refuse_by_name(tmp_path):
             assert brain.find({"vector": anchor["vector"], **shape})["results"]
     finally:
         brain.close()
+
+
+def test_owned_slots_are_never_copied_to_grow_and_read_the_same_across_their_parts(tmp_path) -> None:
+    """A full owned part stays where it is and the next takes the rows after it (no commit pays a copy of every
+    slot): the parts hold the rows in order, a batch that crosses a part's end is split over two, and every read
+    (gather, copy, scores, the exact search, a base written from them and read back) answers as one matrix would."""
+    rng = np.random.default_rng(73)
+    x = rng.standard_normal((5_000, DIM), dtype=np.float32)
+    slots = M.Slots()
+    first = slots.owned
+    slots.extend(x[:1_000])
+    slots.extend(x[1_000:1_500])  # 24 rows fill the first part, 476 start the second
+    for v in x[1_500:1_600]:
+        slots.append(v)
+    slots.extend(x[1_600:])
+    assert len(slots) == 5_000 and slots._parts[0].rows.base is first  # the first part as it was written
+    # each new part as large as the rows to come or every slot so far: 1,024, then 1,024, then the last 2,952
+    assert [len(p.rows) for p in slots._parts] == [1_024, 1_024] and slots._owned == len(slots.owned) == 2_952
+    assert all(p.heap for p in slots._parts) and slots.base is None
+    assert slots.heap_bytes() == 5_000 * DIM * 4
+    picked = rng.choice(5_000, 300, replace=False)
+    assert (slots.gather(picked) == x[picked]).all()
+    assert (slots.copy(1_000, 3_000) == x[1_000:3_000]).all()
+    q = unit(rng.standard_normal(DIM).astype(np.float32))
+    assert np.allclose(slots.scores(q), x @ q, atol=1e-5)
+    assert (np.concatenate(slots.contiguous(4_500)) == x[:4_500]).all()
+
+    index = VectorIndex()
+    for lo, hi in ((0, 3_000), (3_000, 5_000)):  # two commits: two full parts, the last rows in a third
+        index.apply_all((None, {"denseInt": i, "vector": x[i].tobytes()}) for i in range(lo, hi))
+    assert [len(p.rows) for p in index._slots._parts] == [1_024, 1_976] and index._slots._owned == 2_000
+    units = np.stack([unit(v) for v in x])
+    scores, dense, how = index.search(q, 10)
+    assert how == "exact" and dense.tolist() == np.argsort(-(units @ q), kind="stable")[:10].tolist()
+    index.stamp = 9
+    frozen = index.freeze(base=True)
+    F.write_link(tmp_path, frozen, frozen.parts())
+    back, why = V.read_chain(tmp_path, 9)
+    assert why == [] and back is not None and len(back) == 5_000
+    assert (back._slots.gather(np.arange(5_000)) == units).all()
