@@ -128,7 +128,8 @@ class Writes:
         (:meth:`commit`). A file's content is stored and fsynced first, outside the commit lock, so a crash never
         leaves a row naming missing bytes."""
         brain = self.brain
-        self.maintenance.wait_for_room()
+        if self.maintenance.behind():  # as awrite: the condition's lock only when there is something to wait for
+            self.maintenance.wait_for_room()
         args, prepared = staging.prepare(brain, door, args)
         if door in vfs.STAGERS:
             brain.check_writable()
