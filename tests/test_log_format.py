@@ -228,3 +228,43 @@ def test_a_large_frames_writeback_starts_as_it_is_written(tmp_path, monkeypatch)
         assert brain.head == 2 and brain.get("big")["entity"]["data"] == "x" * 70_000
     finally:
         brain.close()
+
+
+def test_a_payload_packed_in_place_is_the_payloads_bytes_and_a_held_one_is_never_overwritten():
+    """The commit path packs each payload into its thread's packer (no new bytes a commit): the same bytes as
+    encode_payload, with and without a write's id. A view of the last payload still held when the thread packs the
+    next (a traceback keeps one) is left as it was: the next goes to a packer of its own."""
+    ops = [{"k": "e", "o": "put", "row": b"r" * 3000, "vec": b"v" * 1536}]
+    first = log_.encode_payload_here(7, 11, "alice", None, ops)
+    assert bytes(first) == log_.encode_payload(7, 11, "alice", None, ops)
+    kept = bytes(first)
+    second = log_.encode_payload_here(8, 12, None, "svc", ops * 40, ("w1", 3))
+    assert bytes(second) == log_.encode_payload(8, 12, None, "svc", ops * 40, ("w1", 3))
+    assert bytes(first) == kept  # held across the next pack, never overwritten
+    assert log_.peek_generation(bytes(second), 0, len(second)) == 8
+    del first, second
+    third = log_.encode_payload_here(9, 13, None, None, [])
+    assert bytes(third) == log_.encode_payload(9, 13, None, None, [])
+
+
+def test_a_receipts_digest_is_the_sha256_of_the_frames_payload_as_written(tmp_path):
+    """transact's receipt digest is taken from the payload packed in place, before the thread packs another: the
+    digest of the last frame's payload bytes as the segment holds them."""
+    import hashlib
+
+    path = new_store(tmp_path)
+    brain = Brain.open(path)
+    try:
+        for n in range(3):
+            out = brain.transact(
+                {"ops": [{"door": "add", "args": {"type": "thing", "id": f"t{n}", "data": "x" * 900}}]}
+            )
+            data = segments(path)[-1].read_bytes()
+            at, payloads = log_._header.size, []
+            while at < len(data):
+                size, _ = log_._frame_header.unpack_from(data, at)
+                payloads.append(data[at + 8 : at + 8 + size])
+                at += 8 + size
+            assert out["receipt"]["digest"] == hashlib.sha256(payloads[-1]).hexdigest()
+    finally:
+        brain.close()
