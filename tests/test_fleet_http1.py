@@ -84,3 +84,55 @@ def socket_bound():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         yield s.getsockname()[1]
+
+
+class _Slow(asyncio.Protocol):
+    """Answers each request with its own body and fields, except the one whose target is /late, answered only
+    after the caller's timeout has passed."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        target = data.split(b" ", 2)[1]
+        answer = b"HTTP/1.1 200 OK\r\nx-target: " + target + b"\r\ncontent-length: " + str(len(target)).encode()
+        answer += b"\r\n\r\n" + target
+        if target == b"/late":
+            asyncio.get_running_loop().call_later(0.6, self._late, answer)
+        else:
+            self.transport.write(answer)
+
+    def _late(self, answer):
+        if not self.transport.is_closing():
+            self.transport.write(answer)
+
+
+def test_a_kept_connection_reads_its_answers_one_after_another_and_one_not_answered_in_time_closes_it():
+    """One connection carries many exchanges, each answer read whole with its own fields (the connection's one
+    parser, fields as they came); an answer not come within the timeout is PeerUnreachableError, sent, and its
+    connection is never used again, so the late answer is never read as the next request's."""
+
+    async def go():
+        server = await asyncio.get_running_loop().create_server(_Slow, "127.0.0.1", 0)
+        address = server.sockets[0].getsockname()[:2]
+        connections = Connections(0.3)
+        try:
+            for n in range(5):
+                target = f"/n{n}"
+                got = await connections.exchange(address, request_bytes("GET", target, "peer", [], b""))
+                assert got.status == 200 and got.body == target.encode()
+                assert (b"x-target", target.encode()) in got.fields
+            kept = connections._idle[address]
+            assert len(kept) == 1  # all five on one connection
+            with pytest.raises(PeerUnreachableError) as late:
+                await connections.exchange(address, request_bytes("GET", "/late", "peer", [], b""))
+            assert late.value.sent and not connections._idle[address]
+            await asyncio.sleep(0.5)  # the late answer arrives at a connection already closed
+            got = await connections.exchange(address, request_bytes("GET", "/after", "peer", [], b""))
+            assert got.body == b"/after"
+        finally:
+            connections.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(asyncio.wait_for(go(), 10))

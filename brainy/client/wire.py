@@ -246,7 +246,7 @@ class Reader:
     response (the change feed) hands its body out as it comes (:meth:`take`) when it is a 200; any other status
     is a refusal, its body kept whole like any answer's."""
 
-    def __init__(self, held: bool = False) -> None:
+    def __init__(self, held: bool = False, lookup: bool = True) -> None:
         self.response = Response()
         self._parts: list[bytes] = []
         self._name = b""
@@ -254,11 +254,21 @@ class Reader:
         self._parser = httptools.HttpResponseParser(self)
         self._held = held
         self._chunks: list[bytes] = []
+        # False: only ``fields`` (a proxy passes them on as read; ``headers`` stays empty, no field decoded)
+        self._lookup = lookup
+
+    def again(self) -> None:
+        """Read the next response on the same connection with the same parser (kept alive: a peer's answers one
+        after another), once this one is done."""
+        self.response = Response()
+        self._parts = []
+        self.done = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
         self.response.fields.append((name, value))
-        self.response.headers[name.decode("latin-1")] = value.decode("latin-1")
+        if self._lookup:
+            self.response.headers[name.decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self.response.status = self._parser.get_status_code()

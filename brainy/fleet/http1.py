@@ -119,13 +119,17 @@ def feed(parsed: Reader, data: bytes) -> None:
 
 class _Peer(asyncio.Protocol):
     """One kept-alive connection to a peer, one request at a time: the answer's bytes go straight from the loop
-    into a reader, and the request waits on one future (no stream buffers, no task, no drain per request)."""
+    into a reader, and the request waits on one future (no stream buffers, no task, no drain per request). The
+    connection's one reader (one httptools parser) reads its answers one after another, their fields only as
+    they came: nothing the fleet reads of an answer needs them decoded."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self._reader = Reader(lookup=False)
         self._parsed: Reader | None = None
         self._waiter: asyncio.Future[Response] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -146,6 +150,7 @@ class _Peer(asyncio.Protocol):
             return
         if parsed.done:
             self._parsed, waiter, self._waiter = None, self._waiter, None
+            self._stop_timer()
             if waiter is not None and not waiter.done():
                 waiter.set_result(parsed.response)
 
@@ -153,17 +158,30 @@ class _Peer(asyncio.Protocol):
         self.closed = True
         self._fail(PeerUnreachableError("the peer closed the connection mid-answer"))
 
+    def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
     def _fail(self, exc: Exception) -> None:
+        self._stop_timer()
         waiter, self._waiter, self._parsed = self._waiter, None, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
 
-    async def exchange(self, data: bytes) -> Response:
+    def exchange(self, data: bytes, timeout: float) -> asyncio.Future[Response]:
+        """The answer to ``data``, or TimeoutError once ``timeout`` seconds pass without it (the connection is
+        then closed: an answer arriving late must not be read as the next request's). A timer on the loop, not
+        ``asyncio.timeout``: no task to find and no context to enter on the proxied path."""
         assert self.transport is not None
-        self._parsed = Reader()
-        self._waiter = asyncio.get_running_loop().create_future()
+        reader = self._reader
+        reader.again()
+        self._parsed = reader
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        self._timer = loop.call_later(timeout, self._fail, TimeoutError())
         self.transport.write(data)
-        return await self._waiter
+        return waiter
 
     def close(self) -> None:
         self.closed = True
@@ -213,8 +231,7 @@ class Connections:
 
     async def _exchange(self, address: tuple[str, int], peer: _Peer, data: bytes) -> Response:
         try:
-            async with asyncio.timeout(self.timeout):  # no task per request, as wait_for would make
-                response = await peer.exchange(data)
+            response = await peer.exchange(data, self.timeout)
         except TimeoutError:
             peer.close()
             raise _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
