@@ -8,7 +8,9 @@ import os
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from helpers import new_store
 
 from brainy.engine import Brain
@@ -98,3 +100,31 @@ def test_a_write_held_back_past_the_bound_goes_ahead(tmp_path: Path) -> None:
             brain.maintenance.wait_for_room(0.3)
             assert 0.3 <= time.monotonic() - started < 5
             assert brain.maintenance.behind()
+
+
+def test_the_graphs_catch_up_and_the_partitioned_copy_run_behind_the_flush(tmp_path: Path, monkeypatch) -> None:
+    """The vector graph's catch-up and the partitioned copy of a vector base run below every nice level, the
+    flush's too (Linux's SCHED_IDLE): nothing waits for them, and at nice 19 beside the flush they took half the
+    core the flush needed while the writes waited for it. The calling thread's own policy is untouched."""
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this platform")
+    from brainy.index import follower as F
+
+    seen: dict[str, tuple[int, int]] = {}
+
+    def policy(name: str) -> None:
+        me = threading.get_native_id()
+        seen[name] = (os.sched_getscheduler(me), os.getpriority(os.PRIO_PROCESS, me))
+
+    owed = SimpleNamespace(stamp=0, slots=None, vectors=SimpleNamespace(contiguous=lambda slots: None))
+    with Brain.open(new_store(tmp_path)) as brain:
+        follower = brain.vector_follower
+        monkeypatch.setattr(F.VectorFollower, "catch_up", lambda self: policy("catch-up"))
+        monkeypatch.setattr(F.VectorFollower, "_write_partitioned", lambda self, *a: policy("copy"))
+        for target, args in ((follower._catch_up_behind, ()), (follower._partition_behind, (None, owed, b""))):
+            thread = threading.Thread(target=target, args=args)
+            thread.start()
+            thread.join(10)
+    lowest = max(F.CATCH_UP_NICE, os.getpriority(os.PRIO_PROCESS, 0))
+    assert seen == {"catch-up": (os.SCHED_IDLE, lowest), "copy": (os.SCHED_IDLE, lowest)}
+    assert os.sched_getscheduler(threading.get_native_id()) == os.SCHED_OTHER

@@ -75,7 +75,11 @@ FIRST_READ_GRACE_SECONDS = 1.0
 # and at the default priority it took a third of the core a durable ingest ran on. Searches scan the tail
 # exactly meanwhile, so the graph can wait for the core's idle time. At 10 it still took a tenth of a busy core
 # (6 us of a MessagePack ingest's 34 a row); at 19, the lowest, about a sixtieth (perf/bench_ingest.py: 30.8k ->
-# 37.1k rows a second beside the rest of that day's changes), and all of the core's idle time still.
+# 37.1k rows a second beside the rest of that day's changes), and all of the core's idle time still. At 19 it
+# still took half of what the flush (maintenance, at 19 too) could have had: over a 100,000-row burst the graph
+# (150 us a row) and the partitioned copies (27) stood level with the flush (25), whose pace the writes wait for
+# once the memtable is full. So both run behind the flush as well (SCHED_IDLE, ``behind_the_requests``): that
+# burst went from 18.9-19.2k to 25.7-27.4k rows a second, the searches scanning exactly a while longer.
 CATCH_UP_NICE = 19
 
 # Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
@@ -691,8 +695,8 @@ class VectorFollower(ProjectionFollower):
             threading.Thread(target=self._catch_up_behind, name="brainy-vectors", daemon=True).start()
 
     def _catch_up_behind(self) -> None:
-        """:meth:`catch_up` on its own thread, that thread behind the requests (``CATCH_UP_NICE``)."""
-        behind_the_requests(CATCH_UP_NICE)
+        """:meth:`catch_up` on its own thread, that thread behind the requests and the flush (``CATCH_UP_NICE``)."""
+        behind_the_requests(CATCH_UP_NICE, idle=True)
         self.catch_up()
 
     def catch_up(self) -> None:
@@ -812,9 +816,9 @@ class VectorFollower(ProjectionFollower):
             (self.folder / snapshot_name(owed.stamp, VF.PARTITIONED_SUFFIX)).unlink(missing_ok=True)
 
     def _partition_behind(self, index: VectorIndex, owed: VF.Owed, store: bytes) -> None:
-        """:meth:`_write_partitioned` on its own thread, behind the requests (``CATCH_UP_NICE``); what goes wrong is
+        """:meth:`_write_partitioned` on its own thread, behind the requests and the flush; what goes wrong is
         logged and the copy stays owed (a damaged chunk of the base: the index is not trusted, as anywhere)."""
-        behind_the_requests(CATCH_UP_NICE)
+        behind_the_requests(CATCH_UP_NICE, idle=True)
         try:
             self._write_partitioned(index, owed, owed.vectors.contiguous(owed.slots), store)
         except VM.Damaged as exc:

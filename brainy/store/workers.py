@@ -28,12 +28,15 @@ class LongLived:
             return self._pool
 
 
-def behind_the_requests(nice: int) -> None:
+def behind_the_requests(nice: int, idle: bool = False) -> None:
     """Run the calling thread at ``nice`` (never above the priority it runs at now): work no request waits for
-    yields the core to the ones that do, as a database's background flushes and compactions do. Not Linux, or not
-    allowed: it stays as it is."""
+    yields the core to the ones that do, as a database's background flushes and compactions do. ``idle``: behind
+    the flush too (Linux's SCHED_IDLE, weighted below nice 19), for work nothing waits for at all. Not Linux, or
+    not allowed: it stays as it is."""
     try:
         me = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, me, max(nice, os.getpriority(os.PRIO_PROCESS, me)))
+        if idle:
+            os.sched_setscheduler(me, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         pass
