@@ -102,7 +102,7 @@ class CommitPath:
         (a refused write's audit event is committed so, in the refused write's place)."""
         return self.txn(txn.generation, txn.timestamp, txn.caller, txn.via)
 
-    def append(self, txn: Txn) -> tuple[int, bytes]:
+    def append(self, txn: Txn) -> tuple[int, bytes | memoryview]:
         """Write ``txn``'s frame to the log (not yet durable) and apply it to the head; answers the frame's log
         sequence (what :meth:`durable_at` waits for) and its payload. The caller holds the commit lock."""
         generation, timestamp = txn.generation, txn.timestamp

@@ -74,7 +74,7 @@ def encode_header() -> bytes:
     return head + struct.pack("<I", crc32(head))
 
 
-def encode_frame(payload: bytes) -> bytes:
+def encode_frame(payload: bytes | memoryview) -> bytes:
     return _frame_header.pack(len(payload), crc32(payload)) + payload
 
 
@@ -483,7 +483,7 @@ class LogWriter:
         """Where the last frame appended ends (the caller serialises appends): a flush's MANIFEST ``logAt``."""
         return Position(self._first, self._size, self.next_generation - 1)
 
-    def append(self, generation: int, payload: bytes) -> int:
+    def append(self, generation: int, payload: bytes | memoryview) -> int:
         """Write one frame (the caller serialises appends); answer its sequence number."""
         if self._failed is not None:
             raise self._failed
