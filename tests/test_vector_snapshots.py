@@ -854,3 +854,39 @@ def test_a_bases_chunk_checks_span_the_slots_parts(tmp_path: Path) -> None:
     assert why == [] and back is not None and len(back) == 1_000
     for dense in (0, 356, 357, 999):
         assert back.vector_of(dense).tobytes() == M.unit(joined[dense].tobytes()).tobytes()
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_bases_quantised_copy_takes_the_prior_copys_checked_chunks(tmp_path: Path, monkeypatch, damaged) -> None:
+    """A base written after another (no compaction between: its slots start with the other's) takes the codes,
+    scales and checks of the prior quantised copy's whole chunks as they are, and works out only the rest: the copy
+    is byte for byte the one worked out whole. A prior chunk that fails its check, and every one after it, is
+    worked out again from the float32 rows: a damaged byte is never carried into the new copy."""
+    folder = tmp_path / "vectors"
+    rng = np.random.default_rng(7)
+    first_slots, more = 3 * M.CHUNK_SLOTS + 17, 600
+    vectors = rng.standard_normal((first_slots + more, DIM)).astype(np.float32)
+    index = VectorIndex()
+    index.apply_all((None, {"denseInt": d, "vector": vectors[d].tobytes()}) for d in range(first_slots))
+    index.stamp = 3
+    first = index.freeze(base=True)
+    assert first.prior is None
+    F.write_link(folder, first, first.parts())
+    prior = folder / F.snapshot_name(3, F.QUANTISED_SUFFIX)
+    if damaged:
+        codes_at = len(prior.read_bytes()) - first_slots * DIM
+        flip(prior, codes_at + M.CHUNK_SLOTS * DIM + 11)  # the second chunk's codes
+    index.apply_all((None, {"denseInt": d, "vector": vectors[d].tobytes()}) for d in range(first_slots, len(vectors)))
+    index.apply({"denseInt": 5, "vector": vectors[5].tobytes()}, None)  # a slot killed stays a slot of the base
+    index.stamp = 9
+    second = index.freeze(base=True)
+    assert second.prior == (3, first_slots)
+    whole = F.encode_quantised(9, second.vectors.contiguous(len(second.dense)))
+    worked: list[int] = []
+    quantise = F.quantise
+    monkeypatch.setattr(F, "quantise", lambda rows: worked.append(len(rows)) or quantise(rows))
+    F.write_link(folder, second, second.parts())
+    assert (folder / F.snapshot_name(9, F.QUANTISED_SUFFIX)).read_bytes() == whole
+    taken = (1 if damaged else 3) * M.CHUNK_SLOTS
+    assert sum(worked) == len(vectors) - taken
+    assert not prior.exists()  # the older copy goes once the new one is written

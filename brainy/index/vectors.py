@@ -652,6 +652,8 @@ class VectorIndex:
         frozen = Frozen(
             self.stamp, self.stamp, self.stamp, 0, self._dense[:count].copy(), self._slots, None, epoch=self._epoch
         )
+        if link is not None:  # the base before is of these slots' first ones (a compaction sets no link)
+            frozen.prior = (link.base, link.base_slots)
         self.link, self._killed = Link(self.stamp, self.stamp, count, count, 0, 0), []
         # its partitioned copy is written after it (on a thread of its own for a served handle): owed until then, so
         # that one not written is asked for again; the older base's copy answers meanwhile (no slot is renumbered)
