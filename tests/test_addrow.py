@@ -190,3 +190,67 @@ def test_add_many_answers_as_before_around_the_items_the_rule_takes(tmp_path):
         theirs = brain.get(single["id"])["entity"]
         differ = {k for k in mine if mine[k] != theirs[k]}
         assert differ <= {"id", "generation", "createdAt", "updatedAt", "denseInt"}
+
+
+_LEAVES = [
+    None,
+    True,
+    False,
+    0,
+    127,
+    128,
+    255,
+    256,
+    65_535,
+    65_536,
+    (1 << 32) - 1,
+    1 << 32,
+    (1 << 64) - 1,
+    -1,
+    -32,
+    -33,
+    -128,
+    -129,
+    -32_768,
+    -32_769,
+    -(1 << 31),
+    -(1 << 31) - 1,
+    -(1 << 63),
+    0.0,
+    -2.5,
+    1e300,
+    math.inf,
+    math.nan,
+    "",
+    "x" * 31,
+    "x" * 32,
+    "é" * 200,
+    "y" * 65_535,
+    "z" * 65_536,
+]
+
+
+def test_a_columns_leaves_pack_as_msgpack_packs_them_one_at_a_time(addrow_twin):
+    """pack_column packs each value of a slice of a column as msgpack's Packer packs it alone, laid end to end,
+    with the end of each counted from ``base``: every form of every leaf kind (an int in each width, a float
+    however odd, a str at each length header), in slices, in the keys' order."""
+    column = {dense: value for dense, value in enumerate(_LEAVES * 3)}
+    keys = sorted(column, reverse=True)  # the keys' order, whatever it is
+    one = [msgpack.packb(column[k], use_bin_type=True) for k in keys]
+    ends, parts, at = [], [], 1_000
+    for lo in range(0, len(keys), 7):
+        packed = addrow_twin.pack_column(column, keys, lo, min(lo + 7, len(keys)), at)
+        assert packed is not None
+        offsets, values = packed
+        parts.append(values)
+        ends.extend(np.frombuffer(offsets, "=u8").tolist())
+        at += len(values)
+    assert b"".join(parts) == b"".join(one)
+    assert ends == (1_000 + np.cumsum([len(p) for p in one])).tolist()
+
+
+@pytest.mark.parametrize("odd", [[1], {"a": 1}, b"bytes", 1 << 64, -(1 << 63) - 1, 7.5j])
+def test_a_column_holding_a_value_that_is_not_a_leaf_is_not_packed(addrow_twin, odd):
+    column = {1: "a", 2: odd, 3: "c"}
+    assert addrow_twin.pack_column(column, [1, 2, 3], 0, 3, 0) is None
+    assert addrow_twin.pack_column(column, [1, 3], 0, 2, 0) is not None  # only the slice asked for is looked at

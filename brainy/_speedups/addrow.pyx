@@ -10,7 +10,7 @@ string and map, an int in the smallest form that holds it (msgpack's own choice:
 negative as signed), a float as a float64, big-endian.
 """
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Next, PyDict_SetItem, PyDict_Size
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -24,7 +24,7 @@ from libc.string cimport memcpy
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
 
-__all__ = ["add_minted"]
+__all__ = ["add_minted", "pack_column"]
 
 cdef frozenset _ARGUMENTS = frozenset(("type", "vector", "data", "metadata"))
 cdef object _INT_LOW = -(1 << 63)
@@ -324,3 +324,29 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         i += 1
         dense_at[0] = next_dense
     return i
+
+
+def pack_column(dict column, list keys, Py_ssize_t lo, Py_ssize_t hi, uint64_t base):
+    """The values of ``column`` at ``keys[lo:hi]``, each packed as msgpack's Packer packs it, laid end to end, and
+    the end of each one's bytes as native u64s counted from ``base``; None when a value is not a leaf this packs
+    (nothing is packed then: the caller packs the column a value at a time)."""
+    cdef Out out
+    cdef Py_ssize_t i, n = hi - lo
+    cdef bytes ends = PyBytes_FromStringAndSize(NULL, 8 * n)
+    cdef uint64_t *end = <uint64_t *>PyBytes_AS_STRING(ends)
+    cdef object value
+    out.capacity = 1024
+    out.length = 0
+    out.data = <char *>PyMem_Malloc(out.capacity)
+    if out.data == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            value = column[<object>PyList_GET_ITEM(keys, lo + i)]
+            if not _leaf(value) and type(value) is not float:  # a float any float: msgpack packs its bits
+                return None
+            _leaf_out(&out, value)
+            end[i] = base + <uint64_t>out.length
+        return ends, PyBytes_FromStringAndSize(out.data, out.length)
+    finally:
+        PyMem_Free(out.data)

@@ -23,9 +23,12 @@ vector packer and the exception it refuses with, the row packer; the undo log's 
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any
 
-__all__ = ["add_minted"]
+import msgpack
+
+__all__ = ["add_minted", "pack_column"]
 
 _ARGUMENTS = frozenset(("type", "vector", "data", "metadata"))
 
@@ -110,3 +113,22 @@ def add_minted(
         ids.append(text)
         i += 1
     return i, next_dense
+
+
+def pack_column(column: dict[int, Any], keys: list[int], lo: int, hi: int, base: int) -> tuple[bytes, bytes] | None:
+    """The values of ``column`` at ``keys[lo:hi]``, each packed as msgpack's Packer (``use_bin_type=True``) packs
+    it, laid end to end, and the end of each one's bytes as native u64s counted from ``base`` (a projections
+    snapshot's column section, brainy/index/projections.py); None when a value is not a leaf (an exact ``str``,
+    ``bool``, None, ``float`` or 64-bit ``int``): nothing is packed then, the caller packs that column a value at
+    a time."""
+    values = [column[key] for key in keys[lo:hi]]
+    if not all(_leaf(value) or type(value) is float for value in values):
+        return None
+    packer = msgpack.Packer(use_bin_type=True)
+    parts, ends, at = [], [], base
+    for value in values:
+        part = packer.pack(value)
+        parts.append(part)
+        at += len(part)
+        ends.append(at)
+    return struct.pack(f"={len(ends)}Q", *ends), b"".join(parts)
