@@ -7,6 +7,7 @@ reads nothing after a GOAWAY), frame by frame with hyperframe.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import h2.config
@@ -303,3 +304,27 @@ def test_the_peer_saying_goaway_ends_the_connection():
     pair.request("GET", "/a")
     pair.client.close_connection()
     assert pair.pump() == [] and pair.server.ended
+
+
+def test_requests_arrive_whole_however_their_bytes_are_cut_into_reads():
+    """A frame kept from one read is made whole by the next (its head cut or not, the frame spanning many reads),
+    and the bodies, kept as views of the reads until they are joined, read back byte for byte, two streams'
+    DATA interleaved, whatever the reads' sizes."""
+    rng = random.Random(5)
+    bodies = [rng.randbytes(50_000), rng.randbytes(70_001)]
+    for cut in (1, 5, 8, 9, 10, 100, 16_393, 20_000, 0):
+        pair = Pair()
+        streams = [pair.request("POST", f"/b{i}", end=False) for i in range(2)]
+        for at in range(0, 70_001, 16_384):
+            for stream, body in zip(streams, bodies, strict=True):
+                if at < len(body):
+                    pair.client.send_data(stream, body[at : at + 16_384], end_stream=at + 16_384 >= len(body))
+        data = pair.client.data_to_send()
+        events = []
+        at = 0
+        while at < len(data):
+            size = cut or rng.randint(1, 40_000)
+            events += pair.server.receive_data(data[at : at + size], 0.0)
+            at += size
+        got = {e.stream_id: e.request.body for e in events if isinstance(e, RequestReceived)}
+        assert got == dict(zip(streams, bodies, strict=True)), f"reads of {cut or 'random'} bytes"

@@ -262,48 +262,81 @@ class H2Connection:
                 return []
             self._preface_at += len(data[:take])
             data = data[take:]
-        buffer = self._buffer + data if self._buffer else data
         out: list[H2Event] = []
         self._opened = False
-        at, end = 0, len(buffer)
-        parse_header = h2frame.parse_header
+        buffer, at = data, 0
         try:
-            while True:
-                head = parse_header(buffer, at)
-                if head is None:
-                    break
-                length, kind, flags, stream_id = head
-                if length > MAX_FRAME_SIZE:
-                    raise ProtocolViolation(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
-                if end - at - 9 < length:
-                    break
-                payload = buffer[at + 9 : at + 9 + length]
-                at += 9 + length
-                if kind == HEADERS and self._continuing is None and self._settled:
-                    shape = flags & _WHOLE_MASK
-                    if shape == _WHOLE:
-                        self._whole_request(stream_id, payload, out)  # the common frame: a request in one HEADERS
-                        continue
-                    if shape == END_HEADERS:  # a body follows: in this very read, for a unary gRPC call
-                        after = self._unary_request(stream_id, payload, buffer, at, end, out)
-                        if after is not None:
-                            at = after
-                            continue
-                self._frame(kind, flags, stream_id, payload, out)
-                if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
-                    return []
+            if self._buffer:
+                pending, need = self._buffer, self._pending_need(data)
+                if need is None:  # the kept frame's head is cut, or it is not whole with these bytes either
+                    buffer = pending + data
+                else:  # the kept frame made whole alone (its bytes only copied), then this read from where it ends
+                    self._buffer = b""
+                    if self._frames(pending + data[:need], 0, out) is None:
+                        return []
+                    at = need
+            stop = self._frames(buffer, at, out)
+            if stop is None:
+                return []
         except ProtocolViolation as error:
             self._fail(error.code)
             return []
         except HpackError:
             self._fail(COMPRESSION_ERROR)
             return []
-        self._buffer = buffer[at:] if at < end else b""
+        self._buffer = buffer[stop:] if stop < len(buffer) else b""
         if self._topping or self._receive_window < CONNECTION_WINDOW // 2:
             self._top_up()
         if self._opened and self._sending:
             self._pump()
         return out
+
+    def _pending_need(self, data: bytes) -> int | None:
+        """How many of ``data``'s bytes make the frame kept from the last read whole, or None when its head is
+        cut or these bytes do not make it whole (the two are then read as one buffer)."""
+        pending = self._buffer
+        if len(pending) < 9:
+            return None
+        need = 9 + int.from_bytes(pending[:3], "big") - len(pending)
+        return need if need <= len(data) else None
+
+    def _frames(self, buffer: bytes, at: int, out: list[H2Event]) -> int | None:
+        """Read the whole frames of ``buffer`` from ``at`` on; answers where the first frame not yet whole starts,
+        or None once the peer's GOAWAY ended the connection (nothing it asked on it is answered)."""
+        end = len(buffer)
+        parse_header = h2frame.parse_header
+        view: memoryview | None = None
+        while True:
+            head = parse_header(buffer, at)
+            if head is None:
+                return at
+            length, kind, flags, stream_id = head
+            if length > MAX_FRAME_SIZE:
+                raise ProtocolViolation(FRAME_SIZE_ERROR, f"a frame of {length} bytes")
+            if end - at - 9 < length:
+                return at
+            if kind == DATA and type(buffer) is bytes:
+                # a body's piece kept as a view of the read (bytes: never changed) until the body is joined, the one
+                # copy of it; a view stands where bytes would, as _data only measures and slices it
+                if view is None:
+                    view = memoryview(buffer)
+                payload = cast(bytes, view[at + 9 : at + 9 + length])
+            else:
+                payload = buffer[at + 9 : at + 9 + length]
+            at += 9 + length
+            if kind == HEADERS and self._continuing is None and self._settled:
+                shape = flags & _WHOLE_MASK
+                if shape == _WHOLE:
+                    self._whole_request(stream_id, payload, out)  # the common frame: a request in one HEADERS
+                    continue
+                if shape == END_HEADERS:  # a body follows: in this very read, for a unary gRPC call
+                    after = self._unary_request(stream_id, payload, buffer, at, end, out)
+                    if after is not None:
+                        at = after
+                        continue
+            self._frame(kind, flags, stream_id, payload, out)
+            if self.ended:  # the peer's GOAWAY: nothing it asked on this connection is answered
+                return None
 
     def _fail(self, code: int) -> None:
         self._out.append(self._goaway(code))
