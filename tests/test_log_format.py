@@ -268,3 +268,20 @@ def test_a_receipts_digest_is_the_sha256_of_the_frames_payload_as_written(tmp_pa
             assert out["receipt"]["digest"] == hashlib.sha256(payloads[-1]).hexdigest()
     finally:
         brain.close()
+
+
+def test_a_thread_lets_go_of_a_packer_grown_past_the_payload_it_keeps(monkeypatch):
+    """A payload past PAYLOAD_KEPT is packed (and read back whole), and the thread's next payload goes to a new
+    packer: one large commit does not keep its megabytes for every later one."""
+    monkeypatch.setattr(log_, "PAYLOAD_KEPT", 64 << 10)
+    big = [{"k": "e", "o": "put", "row": b"r" * 100_000}]
+    first = log_.encode_payload_here(1, 1, None, None, big)
+    assert bytes(first) == log_.encode_payload(1, 1, None, None, big)
+    packer = log_._packers.packer
+    del first
+    small = log_.encode_payload_here(2, 2, None, None, [])
+    assert log_._packers.packer is not packer and bytes(small) == log_.encode_payload(2, 2, None, None, [])
+    again = log_._packers.packer
+    del small
+    log_.encode_payload_here(3, 3, None, None, [])
+    assert log_._packers.packer is again  # a small one's packer is kept

@@ -32,8 +32,7 @@ ALT_SVC_SECONDS = 86400  # how long a client may remember the h3 alternative (RF
 # served write keeps its rows (each a dict holding a dict, which the collector never untracks) until the flush, so
 # every collection walks them again: ingest of 20 batches of 1,000 vectored rows took 202 young collections and a
 # full one (1.3 us a row of the main thread; 5.0 over 100 batches, its full passes up to 75 ms). At 10,000: 9, and
-# 0.55 us a row (1.9 over 100 batches, its longest pass 36 ms); served MessagePack ingest 52-57k -> 60-61k rows a
-# second, 3 runs interleaved.
+# 0.55 us a row (1.9 over 100 batches, its longest pass 36 ms).
 GC_YOUNG = 10_000
 
 PROTOCOLS = ("h1", "h2", "grpc", "h3")  # what one --listen may name; none names h1 and h2 on one port
