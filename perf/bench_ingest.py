@@ -146,6 +146,29 @@ made 4,096 slots at a time); the rest of it is the projections' base and delta (
 The graph's HNSW insertion (faiss, M 16, efConstruction 128, one thread) costs 331 us of CPU a vector for these
 random unit vectors (125 us for clustered ones): behind the requests now, it is caught up after the burst, so a
 sustained ingest that keeps the graph current stays under 3,000 (8,000) rows a second on one core.
+
+Then this tree (session 22, 61b5e46) beside 29095fb (the tree before it), 5 rounds interleaved, best run and
+median, in a busy hour (load average 1.1-1.4; the same cells swung by a third between runs of one tree):
+
+    cell        before: best (median)   after: best (median)        server CPU a row, before -> after
+    json           32,424 (30,940)        34,043 (31,300)          32 -> 30 us  (main thread 23 -> 21)
+    msgpack        52,289 (49,563)        52,615 (38,984)          21 -> 20 us  (main thread 12 -> 11)
+    h2x4           52,698 (47,158)        52,193 (49,611)          21 -> 21 us  (main thread 12 -> 12)
+    h2x4json       32,286 (30,591)        32,709 (26,860)          32 -> 32 us  (main thread 23 -> 23)
+
+An earlier run of the session's first changes (b4058b8) beside 29095fb, quieter: msgpack 62,490 (58,694) against
+58,052 (49,549), h2x4 56,667 (51,736) against 57,865 (53,214). The 20-batch burst is within the box's noise of
+where it was; the MessagePack cells' best runs stay above 50,000, their medians on either side of it.
+
+What moved is the long burst (``--batches 100``, 100,000 rows), whose pace is the flush's once the memtable is
+full: 3 runs each interleaved with 29095fb, 13.4/15.2/14.2k -> 26.1/23.9/23.8k rows a second in the busy hour
+(18.9/19.3k -> 31.0/26.5k earlier, through 27e14db). The graph's catch-up and the partitioned copies no longer take
+half the core the flush needs (SCHED_IDLE, brainy/index/follower.py), and the flush's own CPU a row fell: a
+projections base's columns packed by a compiled call (encode_snapshot 8.3 -> 2.6 us a row over the burst), a
+vector base's quantised copy taking the prior copy's checked chunks (4.5 -> 1.5), the table written through a
+1 MiB buffer (6.0 -> 4.5). On the request path, a commit's payload is packed in its thread's packer (the commit's
+append 5.1 -> 3.8 us a row in process) and the collector's youngest generation waits for 10,000 new containers
+(its share of the main thread 1.3 -> 0.55 us a row in process).
 """
 
 from __future__ import annotations
