@@ -128,3 +128,43 @@ def test_the_graphs_catch_up_and_the_partitioned_copy_run_behind_the_flush(tmp_p
     lowest = max(F.CATCH_UP_NICE, os.getpriority(os.PRIO_PROCESS, 0))
     assert seen == {"catch-up": (os.SCHED_IDLE, lowest), "copy": (os.SCHED_IDLE, lowest)}
     assert os.sched_getscheduler(threading.get_native_id()) == os.SCHED_OTHER
+
+
+def test_a_close_waiting_for_the_graphs_catch_up_takes_it_out_of_sched_idle(tmp_path: Path, monkeypatch) -> None:
+    """Below every nice level, a catch-up holding the graph's lock could keep a close (which waits for that lock
+    to persist the graph) waiting as long as the core stays busy: the close takes it back to the flush's level
+    (SCHED_OTHER at nice 19) first. Here the catch-up holds the lock until it sees that, at most 10 s."""
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this platform")
+    from brainy.index import follower as F
+
+    seen: list[int] = []
+    holding = threading.Event()
+    with Brain.open(new_store(tmp_path)) as brain:
+        vector = [1.0] + [0.0] * 383
+        brain.add({"type": "thing", "id": "v", "vector": vector})
+        brain.find({"vector": vector, "limit": 1})  # the index built
+        follower = brain.vector_follower
+        index = follower._proj
+        assert index is not None
+
+        def held_catch_up(self) -> None:
+            me = threading.get_native_id()
+            with index.graph_lock:
+                seen.append(os.sched_getscheduler(me))
+                holding.set()
+                deadline = time.monotonic() + 10
+                while os.sched_getscheduler(me) == os.SCHED_IDLE and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seen.append(os.sched_getscheduler(me))
+
+        monkeypatch.setattr(F.VectorFollower, "catch_up", held_catch_up)
+        thread = threading.Thread(target=follower._catch_up_behind)
+        thread.start()
+        assert holding.wait(10)
+        began = time.monotonic()
+        follower.persist()  # a close's persist: it waits for the lock
+        waited = time.monotonic() - began
+        thread.join(10)
+    assert seen == [os.SCHED_IDLE, os.SCHED_OTHER]
+    assert waited < 5

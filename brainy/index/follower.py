@@ -52,7 +52,7 @@ from brainy.index.projections import Damaged, InPlace, Projections, encode_snaps
 from brainy.index.snapshot import Followed
 from brainy.index.vectors import VectorIndex
 from brainy.store.pending import Pending
-from brainy.store.workers import LongLived, behind_the_requests
+from brainy.store.workers import LongLived, behind_the_requests, level_with_the_flush
 
 log = logging.getLogger("brainy.engine")
 
@@ -518,6 +518,7 @@ class VectorFollower(ProjectionFollower):
     def __init__(self, brain: Followed, lock: threading.RLock) -> None:
         super().__init__(brain, lock)
         self._catching_up = False
+        self._catching_thread: int | None = None  # the catch-up's native thread id while one runs
         # held by the catch-up while it reads the snapshot files (the slots' check, the graph's load, the tail's
         # copy), and taken by the close (release) after it set _closing: a catch-up not yet reading them never does
         self._reading = threading.Lock()
@@ -696,8 +697,12 @@ class VectorFollower(ProjectionFollower):
 
     def _catch_up_behind(self) -> None:
         """:meth:`catch_up` on its own thread, that thread behind the requests and the flush (``CATCH_UP_NICE``)."""
+        self._catching_thread = threading.get_native_id()
         behind_the_requests(CATCH_UP_NICE, idle=True)
-        self.catch_up()
+        try:
+            self.catch_up()
+        finally:
+            self._catching_thread = None
 
     def catch_up(self) -> None:
         """Put the index's tail in its graph, after dropping its dead slots when most are dead (the graph is then
@@ -750,6 +755,9 @@ class VectorFollower(ProjectionFollower):
             index = self._proj
             if index is None:
                 return
+            catching = self._catching_thread
+            if not at_flush and catching is not None:  # a close waits for the catch-up: no longer below the flush
+                level_with_the_flush(catching)
             graph_free = index.graph_lock.acquire(blocking=not at_flush)  # taken before the brain's, as a catch-up
             try:
                 with self._lock:
