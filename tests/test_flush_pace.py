@@ -168,3 +168,36 @@ def test_a_close_waiting_for_the_graphs_catch_up_takes_it_out_of_sched_idle(tmp_
         thread.join(10)
     assert seen == [os.SCHED_IDLE, os.SCHED_OTHER]
     assert waited < 5
+
+
+def test_a_close_waiting_for_a_partitioned_copy_takes_it_out_of_sched_idle(tmp_path: Path, monkeypatch) -> None:
+    """The close waits for a partitioned copy written behind (the files are the next handle's to write): it takes
+    that thread back to the flush's level first. Here the copy runs until it sees that, at most 10 s."""
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this platform")
+    from brainy.index import follower as F
+
+    seen: list[int] = []
+    writing = threading.Event()
+
+    def held_copy(self, *args) -> None:
+        me = threading.get_native_id()
+        seen.append(os.sched_getscheduler(me))
+        writing.set()
+        deadline = time.monotonic() + 10
+        while os.sched_getscheduler(me) == os.SCHED_IDLE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(os.sched_getscheduler(me))
+
+    owed = SimpleNamespace(stamp=0, slots=None, vectors=SimpleNamespace(contiguous=lambda slots: None))
+    with Brain.open(new_store(tmp_path)) as brain:
+        follower = brain.vector_follower
+        monkeypatch.setattr(F.VectorFollower, "_write_partitioned", held_copy)
+        follower._copying = threading.Thread(target=follower._partition_behind, args=(None, owed, b""))
+        follower._copying.start()
+        assert writing.wait(10)
+        began = time.monotonic()
+        follower.release()
+        waited = time.monotonic() - began
+    assert seen == [os.SCHED_IDLE, os.SCHED_OTHER]
+    assert waited < 5

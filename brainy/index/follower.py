@@ -662,6 +662,8 @@ class VectorFollower(ProjectionFollower):
             pass
         copying = self._copying
         if copying is not None:
+            if copying.native_id is not None:  # waited for: no longer below the flush
+                level_with_the_flush(copying.native_id)
             copying.join()
         with self._lock:
             self._proj = None

@@ -8,6 +8,7 @@ for builds on one thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +47,5 @@ def level_with_the_flush(native_id: int) -> None:
     """Take the thread ``native_id`` out of SCHED_IDLE (``behind_the_requests(idle=True)``), its nice kept: for work
     something has come to wait for after all (a close waiting for the lock it holds), which below every nice level
     could wait for as long as the core stays busy. Not Linux, not allowed, or the thread gone: nothing changes."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         os.sched_setscheduler(native_id, os.SCHED_OTHER, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
