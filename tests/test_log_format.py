@@ -235,15 +235,15 @@ def test_a_payload_packed_in_place_is_the_payloads_bytes_and_a_held_one_is_never
     encode_payload, with and without a write's id. A view of the last payload still held when the thread packs the
     next (a traceback keeps one) is left as it was: the next goes to a packer of its own."""
     ops = [{"k": "e", "o": "put", "row": b"r" * 3000, "vec": b"v" * 1536}]
-    first = log_.encode_payload_here(7, 11, "alice", None, ops)
+    first = log_.encode_payload_here(log_.payload_doc(7, 11, "alice", None, ops))
     assert bytes(first) == log_.encode_payload(7, 11, "alice", None, ops)
     kept = bytes(first)
-    second = log_.encode_payload_here(8, 12, None, "svc", ops * 40, ("w1", 3))
+    second = log_.encode_payload_here(log_.payload_doc(8, 12, None, "svc", ops * 40, ("w1", 3)))
     assert bytes(second) == log_.encode_payload(8, 12, None, "svc", ops * 40, ("w1", 3))
     assert bytes(first) == kept  # held across the next pack, never overwritten
     assert log_.peek_generation(bytes(second), 0, len(second)) == 8
     del first, second
-    third = log_.encode_payload_here(9, 13, None, None, [])
+    third = log_.encode_payload_here(log_.payload_doc(9, 13, None, None, []))
     assert bytes(third) == log_.encode_payload(9, 13, None, None, [])
 
 
@@ -275,13 +275,13 @@ def test_a_thread_lets_go_of_a_packer_grown_past_the_payload_it_keeps(monkeypatc
     packer: one large commit does not keep its megabytes for every later one."""
     monkeypatch.setattr(log_, "PAYLOAD_KEPT", 64 << 10)
     big = [{"k": "e", "o": "put", "row": b"r" * 100_000}]
-    first = log_.encode_payload_here(1, 1, None, None, big)
+    first = log_.encode_payload_here(log_.payload_doc(1, 1, None, None, big))
     assert bytes(first) == log_.encode_payload(1, 1, None, None, big)
     packer = log_._packers.packer
     del first
-    small = log_.encode_payload_here(2, 2, None, None, [])
+    small = log_.encode_payload_here(log_.payload_doc(2, 2, None, None, []))
     assert log_._packers.packer is not packer and bytes(small) == log_.encode_payload(2, 2, None, None, [])
     again = log_._packers.packer
     del small
-    log_.encode_payload_here(3, 3, None, None, [])
+    log_.encode_payload_here(log_.payload_doc(3, 3, None, None, []))
     assert log_._packers.packer is again  # a small one's packer is kept

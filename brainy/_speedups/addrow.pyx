@@ -60,6 +60,16 @@ cdef struct Out:
     Py_ssize_t length, capacity
 
 
+cdef int _open(Out *out) except -1:
+    """An empty buffer of 1 KiB, grown as it fills (:func:`_room`); the caller frees ``out.data``."""
+    out.capacity = 1024
+    out.length = 0
+    out.data = <char *>PyMem_Malloc(out.capacity)
+    if out.data == NULL:
+        raise MemoryError()
+    return 0
+
+
 cdef int _room(Out *out, Py_ssize_t more) except -1:
     cdef Py_ssize_t want = out.length + more
     cdef char *grown
@@ -244,11 +254,7 @@ def add_minted(list items, Py_ssize_t start, tuple staged, tuple plan, list ids)
     cdef Out out
     overlay, undo, ops, moves, generation, timestamp, caller, next_dense = staged
     nouns, reserved, visibility, pack_vector, refused, pack_row, missing, mint, entity, vector_key = plan
-    out.capacity = 1024
-    out.length = 0
-    out.data = <char *>PyMem_Malloc(out.capacity)
-    if out.data == NULL:
-        raise MemoryError()
+    _open(&out)
     try:
         i = _walk(items, i, n, overlay, undo, ops, moves, generation, timestamp, caller, &next_dense, nouns,
                   reserved, visibility, pack_vector, refused, missing, mint, entity, vector_key, ids, &out)
@@ -335,11 +341,7 @@ def pack_column(dict column, list keys, Py_ssize_t lo, Py_ssize_t hi, uint64_t b
     cdef bytes ends = PyBytes_FromStringAndSize(NULL, 8 * n)
     cdef uint64_t *end = <uint64_t *>PyBytes_AS_STRING(ends)
     cdef object value
-    out.capacity = 1024
-    out.length = 0
-    out.data = <char *>PyMem_Malloc(out.capacity)
-    if out.data == NULL:
-        raise MemoryError()
+    _open(&out)
     try:
         for i in range(n):
             value = column[<object>PyList_GET_ITEM(keys, lo + i)]

@@ -106,7 +106,9 @@ class CommitPath:
         """Write ``txn``'s frame to the log (not yet durable) and apply it to the head; answers the frame's log
         sequence (what :meth:`durable_at` waits for) and its payload. The caller holds the commit lock."""
         generation, timestamp = txn.generation, txn.timestamp
-        payload = log_.encode_payload_here(generation, timestamp, txn.caller, txn.via, txn.ops, txn.write)
+        payload = log_.encode_payload_here(
+            log_.payload_doc(generation, timestamp, txn.caller, txn.via, txn.ops, txn.write)
+        )
         assert self.log is not None
         seq = self.log.append(generation, payload)
         if txn.write is not None:

@@ -135,25 +135,15 @@ class Frame:
         return self._written
 
 
-def encode_payload(
+def payload_doc(
     generation: int,
     timestamp: int,
     author: str | None,
     via: str | None,
     ops: list[dict[str, Any]],
     write: Written | None = None,
-) -> bytes:
-    return msgpack.packb(_payload_doc(generation, timestamp, author, via, ops, write), use_bin_type=True)
-
-
-def _payload_doc(
-    generation: int,
-    timestamp: int,
-    author: str | None,
-    via: str | None,
-    ops: list[dict[str, Any]],
-    write: Written | None,
 ) -> dict[str, Any]:
+    """A commit's frame payload as the document :func:`encode_payload` packs."""
     # "g" first: a reader that only needs the generation finds it in the payload's first bytes
     doc: dict[str, Any] = {"g": generation, "t": timestamp, "a": author, "v": via, "ops": ops}
     if write is not None:
@@ -161,25 +151,22 @@ def _payload_doc(
     return doc
 
 
+def encode_payload(*fields: Any) -> bytes:
+    """:func:`payload_doc` of ``fields`` as new bytes (the commit path packs it in place: :func:`encode_payload_here`)."""
+    return msgpack.packb(payload_doc(*fields), use_bin_type=True)
+
+
 _packers = threading.local()
 PAYLOAD_KEPT = 16 << 20  # the largest payload whose packer a thread keeps for its next commit
 
 
-def encode_payload_here(
-    generation: int,
-    timestamp: int,
-    author: str | None,
-    via: str | None,
-    ops: list[dict[str, Any]],
-    write: Written | None = None,
-) -> memoryview:
+def encode_payload_here(doc: dict[str, Any]) -> memoryview:
     """:func:`encode_payload`'s bytes in this thread's packer, valid until the thread's next call (the commit path
     writes, hashes and ships them under the commit lock, then lets them go). A batch's megabytes packed into new
     bytes each commit were a copy and fresh memory each time: the heap, grown meanwhile by the rows the memtable
     keeps, seldom had the hole for them, and their first touch cost 0.57 page faults a row (1.6 us a row of the
     commit, served, against 0.55 now). A packer whose last payload was past :data:`PAYLOAD_KEPT` is let go, not
     kept as large for the thread's every later commit."""
-    doc = _payload_doc(generation, timestamp, author, via, ops, write)
     packer = getattr(_packers, "packer", None)
     try:
         if packer is None or _packers.size > PAYLOAD_KEPT:
