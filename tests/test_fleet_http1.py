@@ -136,3 +136,49 @@ def test_a_kept_connection_reads_its_answers_one_after_another_and_one_not_answe
             await server.wait_closed()
 
     asyncio.run(asyncio.wait_for(go(), 10))
+
+
+def test_send_kept_sends_only_on_a_kept_connection_and_says_what_came_as_exchange_would():
+    """The edge's quick road (``Connections.send_kept``): nothing sent, False, with no idle connection; on a kept
+    one, the answer (the connection kept again), or for a peer that went mid-request PeerUnreachableError, sent,
+    and for one that did not answer in time the same, its connection closed either way."""
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        _Peer.seen = 0
+        dropping = await loop.create_server(_Peer, "127.0.0.1", 0)
+        slow = await loop.create_server(_Slow, "127.0.0.1", 0)
+        connections = Connections(0.3)
+
+        async def send_kept(address, target):
+            landed = loop.create_future()
+            sent = connections.send_kept(address, request_bytes("GET", target, "peer", [], b""), landed.set_result)
+            return (await landed) if sent else None
+
+        try:
+            for server in (dropping, slow):
+                address = server.sockets[0].getsockname()[:2]
+                assert await send_kept(address, "/none-kept") is None
+                assert (await connections.exchange(address, request_bytes("GET", "/", "peer", [], b""))).status == 200
+            seen = _Peer.seen
+            address = dropping.sockets[0].getsockname()[:2]
+            gone = await send_kept(address, "/second")  # the dropping peer's second request: it goes away
+            assert isinstance(gone, PeerUnreachableError) and gone.sent
+            assert _Peer.seen == seen + 1 and not connections._idle[address]
+
+            address = slow.sockets[0].getsockname()[:2]
+            for n in range(3):
+                got = await send_kept(address, f"/k{n}")
+                assert got.status == 200 and got.body == f"/k{n}".encode()
+                assert len(connections._idle[address]) == 1  # kept again for the next
+            late = await send_kept(address, "/late")
+            assert isinstance(late, PeerUnreachableError) and late.sent and "no answer" in str(late)
+            assert not connections._idle[address]
+            assert await send_kept(address, "/after") is None  # the late one's connection was never kept
+        finally:
+            connections.close()
+            for server in (dropping, slow):
+                server.close()
+                await server.wait_closed()
+
+    asyncio.run(asyncio.wait_for(go(), 10))

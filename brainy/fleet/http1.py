@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 
 from brainy.client.wire import Reader, Response
 
@@ -27,6 +28,8 @@ READ_CHUNK = 1 << 16
 #: closes connections at (75 s, brainy/net/deadlines.py), so a peer's idle close never races a request sent
 #: on it: a kept connection that fails under a request means its peer went away, maybe after acting on it.
 KEEP_SECONDS = 30.0
+#: What is called with a request's answer, or with the error that stopped it.
+Done = Callable[[Response | Exception], None]
 
 
 class PeerUnreachableError(OSError):
@@ -128,7 +131,7 @@ class _Peer(asyncio.Protocol):
         self.closed = False
         self._reader = Reader(lookup=False)
         self._parsed: Reader | None = None
-        self._waiter: asyncio.Future[Response] | None = None
+        self._done: Done | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,10 +152,10 @@ class _Peer(asyncio.Protocol):
             self.close()
             return
         if parsed.done:
-            self._parsed, waiter, self._waiter = None, self._waiter, None
+            self._parsed, done, self._done = None, self._done, None
             self._stop_timer()
-            if waiter is not None and not waiter.done():
-                waiter.set_result(parsed.response)
+            if done is not None:
+                done(parsed.response)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -165,22 +168,36 @@ class _Peer(asyncio.Protocol):
 
     def _fail(self, exc: Exception) -> None:
         self._stop_timer()
-        waiter, self._waiter, self._parsed = self._waiter, None, None
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
+        done, self._done, self._parsed = self._done, None, None
+        if done is not None:
+            done(exc)
 
-    def exchange(self, data: bytes, timeout: float) -> asyncio.Future[Response]:
-        """The answer to ``data``, or TimeoutError once ``timeout`` seconds pass without it (the connection is
-        then closed: an answer arriving late must not be read as the next request's). A timer on the loop, not
+    def send(self, data: bytes, timeout: float, done: Done) -> None:
+        """Send ``data``; ``done`` is called, from the loop, with the answer, or with TimeoutError once ``timeout``
+        seconds pass without it (the caller then closes the connection: an answer arriving late must not be read
+        as the next request's), or with the error that ended the connection. A timer on the loop, not
         ``asyncio.timeout``: no task to find and no context to enter on the proxied path."""
         assert self.transport is not None
         reader = self._reader
         reader.again()
         self._parsed = reader
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        self._timer = loop.call_later(timeout, self._fail, TimeoutError())
+        self._done = done
+        self._timer = asyncio.get_running_loop().call_later(timeout, self._fail, TimeoutError())
         self.transport.write(data)
+
+    def exchange(self, data: bytes, timeout: float) -> asyncio.Future[Response]:
+        """:meth:`send`, its answer a future's result (or exception)."""
+        waiter: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+
+        def done(got: Response | Exception) -> None:
+            if waiter.done():
+                return
+            if isinstance(got, Response):
+                waiter.set_result(got)
+            else:
+                waiter.set_exception(got)
+
+        self.send(data, timeout, done)
         return waiter
 
     def close(self) -> None:
@@ -204,12 +221,7 @@ class Connections:
         """``data`` sent to ``address`` and the response read whole, within the timeout, on a kept connection its
         peer has not closed, else a new one. A kept connection that fails after the write raises
         PeerUnreachableError (``sent``), unless ``resend``: then the request is sent once more on a new one."""
-        kept = self._idle.get(address)
-        while kept:
-            peer, since = kept.pop()
-            if peer.closed or time.monotonic() - since > KEEP_SECONDS:
-                peer.close()
-                continue
+        while (peer := self._idle_peer(address)) is not None:
             try:
                 return await self._exchange(address, peer, data)
             except (PeerUnreachableError, ConnectionError) as exc:
@@ -234,15 +246,55 @@ class Connections:
             response = await peer.exchange(data, self.timeout)
         except TimeoutError:
             peer.close()
-            raise _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s") from None
+            raise self._no_answer(address) from None
         except BaseException:
             peer.close()
             raise
+        self._kept(address, peer, response)
+        return response
+
+    def send_kept(self, address: tuple[str, int], data: bytes, done: Done) -> bool:
+        """:meth:`exchange` without a coroutine, on a kept connection only (the proxied path's common case): False,
+        nothing sent, when none is idle; else ``done`` is called from the loop with the answer or with the
+        PeerUnreachableError (sent) that :meth:`exchange` would raise."""
+        peer = self._idle_peer(address)
+        if peer is None:
+            return False
+
+        def landed(got: Response | Exception) -> None:
+            if isinstance(got, Response):
+                self._kept(address, peer, got)
+            else:
+                peer.close()
+                if isinstance(got, TimeoutError):
+                    got = self._no_answer(address)
+                elif not isinstance(got, PeerUnreachableError):
+                    got = PeerUnreachableError(f"{address[0]}:{address[1]}: {got}")
+            done(got)
+
+        peer.send(data, self.timeout, landed)
+        return True
+
+    def _idle_peer(self, address: tuple[str, int]) -> _Peer | None:
+        """A kept connection to ``address`` its peer has not closed and not idle too long, taken out of the idle
+        ones; None when there is none."""
+        kept = self._idle.get(address)
+        while kept:
+            peer, since = kept.pop()
+            if not peer.closed and time.monotonic() - since <= KEEP_SECONDS:
+                return peer
+            peer.close()
+        return None
+
+    def _kept(self, address: tuple[str, int], peer: _Peer, response: Response) -> None:
+        """``peer``, answered with ``response``, kept idle for the next request when it may be."""
         if response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
             self._idle[address].append((peer, time.monotonic()))
         else:
             peer.close()
-        return response
+
+    def _no_answer(self, address: tuple[str, int]) -> _NoAnswer:
+        return _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s")
 
     def close(self) -> None:
         for kept in self._idle.values():

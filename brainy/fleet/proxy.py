@@ -13,7 +13,7 @@ import functools
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from brainy.fleet.http1 import Connections, Response, Stream, request_bytes
+from brainy.fleet.http1 import Connections, Done, Response, Stream, request_bytes
 
 #: On a forwarded request: the node it was forwarded by. A node never forwards such a request again.
 FORWARDED = "brainy-forwarded"
@@ -91,9 +91,26 @@ class Forwarder:
     ) -> Response:
         """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
         address, data = self._request(url, method, target, headers, body, placed)
-        response = await self._connections.exchange(address, data)
-        response.fields = [(name, value) for name, value in response.fields if name not in _HOP_BY_HOP]
-        return response
+        return _passed_on(await self._connections.exchange(address, data))
+
+    def forward_kept(
+        self, url: str, method: str, target: str, headers: Mapping[str, str], body: bytes, done: Done
+    ) -> bool:
+        """:meth:`forward` without a coroutine, on a connection kept from an earlier request (the common case of a
+        busy edge): False, nothing sent, when none is idle; else ``done`` is called from the loop with the answer
+        or with the PeerUnreachableError :meth:`forward` would raise."""
+        address, data = self._request(url, method, target, headers, body, None)
+
+        def landed(got: Response | Exception) -> None:
+            done(_passed_on(got) if isinstance(got, Response) else got)
+
+        return self._connections.send_kept(address, data, landed)
 
     def close(self) -> None:
         self._connections.close()
+
+
+def _passed_on(response: Response) -> Response:
+    """An owner's answer with the fields of its connection taken out."""
+    response.fields = [(name, value) for name, value in response.fields if name not in _HOP_BY_HOP]
+    return response

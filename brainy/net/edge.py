@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 import uuid
@@ -106,7 +107,8 @@ class Edge:
         if match.door in FLEET_PLACED:
             return None if PLACED in request.headers else self._place(request)
         if not self.settled(brain):
-            return self._owned(request, brain)
+            quick = self._quick(request, brain)
+            return quick if quick is not None else self._owned(request, brain)
         owner = self.fleet.elsewhere(brain)
         return self._owned(request, brain) if owner is not None else None
 
@@ -187,6 +189,44 @@ class Edge:
         answered = self.local(request)
         return answered if isinstance(answered, Response) else await answered
 
+    def _quick(self, request: Request, brain: str) -> asyncio.Future[Response] | None:
+        """:meth:`_owned`'s common case, with no task and no coroutine: a brain the view says a live node serves,
+        asked on a connection kept from an earlier request. None when it is not that case (the caller takes
+        :meth:`_owned`'s road). An answer that says the brain moved, or a kept connection that failed, goes on
+        down that road from there, as :meth:`at_owner` would (a write keeps the id it was first sent with)."""
+        fleet = self.fleet
+        owner = fleet.owners.get(brain)
+        if owner is None or brain in fleet.owned or brain in fleet.arriving:
+            return None
+        url = fleet.url_of(owner.node)
+        if url is None:
+            return None
+        if request.method not in ("GET", "HEAD"):
+            request.headers.setdefault(WRITE, uuid.uuid4().hex)
+        deadline = time.monotonic() + fleet.ttl + HANDOVER_EXTRA
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Response] = loop.create_future()
+        node = owner.node.encode()
+
+        def done(got: http1.Response | Exception) -> None:
+            if answer.done():  # cancelled: the stream it answers was reset
+                return
+            past = time.monotonic() >= deadline
+            if isinstance(got, http1.Response) and (past or not _moved(got)):
+                got.fields.append((_NODE, node))
+                answer.set_result(Response(got.status, got.fields, got.body))
+            elif past:
+                answer.set_result(self._unanswered(request, got))  # type: ignore[arg-type]
+            else:
+                slow = loop.create_task(self._owned(request, brain))
+                slow.add_done_callback(functools.partial(_settle, answer))
+                answer.add_done_callback(lambda _: slow.cancel())
+
+        method, target = _outbound(request)
+        if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, done):
+            return None
+        return answer
+
     async def _owned(
         self, request: Request, brain: str, send: Callable[[Request, str, str], Awaitable[Response]] | None = None
     ) -> Response:
@@ -202,7 +242,7 @@ class Edge:
                 safe,
                 lambda: self._here(request),
                 lambda owner, url: send(request, owner.node, url),
-                lambda answer: answer.status == R.BrainMovedError.status and _refused_moved(answer.body),
+                _moved,
                 resend=not safe,
             )
         except (PeerUnreachableError, ValueError) as exc:
@@ -255,10 +295,7 @@ class Edge:
         )
 
     async def _send(self, request: Request, node: str, url: str, placed: str | None = None) -> Response:
-        target = request.path + (f"?{request.query}" if request.query else "")
-        # HEAD goes on as GET: the answer to a HEAD has a length and no body, which no reader can tell from a
-        # cut one; the glue here drops the body of a HEAD's answer, as it does for one answered locally
-        method = "GET" if request.method == "HEAD" else request.method
+        method, target = _outbound(request)
         if placed is not None:
             try:
                 got = await self.forwarder.forward(url, method, target, request.headers, request.body, placed)
@@ -305,9 +342,29 @@ def _named_brain(principal: Principal) -> str | None:
     return None
 
 
-def _refused_moved(body: bytes) -> bool:
+def _moved(answer: Response | http1.Response) -> bool:
     """Whether an owner's answer is the ``BrainMovedError`` refusal (its body names the class, JSON or msgpack)."""
-    return b"BrainMovedError" in body
+    return answer.status == R.BrainMovedError.status and b"BrainMovedError" in answer.body
+
+
+def _outbound(request: Request) -> tuple[str, str]:
+    """The method and target a request is forwarded with. HEAD goes on as GET: the answer to a HEAD has a length
+    and no body, which no reader can tell from a cut one; the glue drops the body of a HEAD's answer, as it does
+    for one answered locally."""
+    method = "GET" if request.method == "HEAD" else request.method
+    return method, request.path + (f"?{request.query}" if request.query else "")
+
+
+def _settle(answer: asyncio.Future[Response], slow: asyncio.Task[Response]) -> None:
+    """``answer`` given what ``slow`` (the road it went on down) came to."""
+    if answer.done():
+        return
+    if slow.cancelled():
+        answer.cancel()
+    elif slow.exception() is not None:
+        answer.set_exception(slow.exception())  # type: ignore[arg-type]
+    else:
+        answer.set_result(slow.result())
 
 
 # -- door calls: gRPC, WebSocket, MCP ---------------------------------------------------------------------

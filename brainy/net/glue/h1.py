@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
+import logging
 from typing import Any
 
 from brainy.net.glue.seams import HttpHandler
@@ -20,6 +22,7 @@ from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, Upgrade
 from brainy.net.http import Response, StreamingResponse, refusal_response
 from brainy.net.sse import OpenedFeed
 
+log = logging.getLogger("brainy.serve")
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
 
 
@@ -31,7 +34,7 @@ class H1Glue(Session[H1Connection]):
     def __init__(self, protocol: Connection, conn: H1Connection) -> None:
         super().__init__(protocol, conn)
         self._queue: collections.deque[RequestReceived | UpgradeRequested | ProtocolFailed] = collections.deque()
-        self._waiting: asyncio.Task[None] | None = None
+        self._waiting: asyncio.Future[Any] | None = None  # the answer the queue waits for (a task, or a future)
         self._closing = False
         self._paused = False  # reading paused behind MAX_PIPELINE queued requests
         self._feed: Runner | None = None  # the held change stream this connection carries, once asked
@@ -70,6 +73,10 @@ class H1Glue(Session[H1Connection]):
                     self.protocol.linger()
                     return
                 continue
+            if type(answered) is asyncio.Future:  # on its way (a request forwarded to its brain's node): no task
+                self._waiting = answered
+                answered.add_done_callback(functools.partial(self._landed, event))
+                return
             if not isinstance(answered, Response):
                 self._waiting = asyncio.get_running_loop().create_task(self._later(answered, event))
                 return
@@ -88,6 +95,23 @@ class H1Glue(Session[H1Connection]):
         finally:
             self.server.in_flight -= 1
             self._waiting = None
+        self._then(response, event)
+
+    def _landed(self, event: RequestReceived, answer: asyncio.Future[Response]) -> None:
+        """:meth:`_later` for an answer that came as a future."""
+        self.server.in_flight -= 1
+        self._waiting = None
+        if answer.cancelled():  # nothing to write
+            return
+        exc = answer.exception()
+        if exc is not None:  # a bug: said, and the connection closed rather than left waiting
+            log.error("a request's answer failed", exc_info=exc)
+            self.transport.close()
+            return
+        self._then(answer.result(), event)
+
+    def _then(self, response: Response, event: RequestReceived) -> None:
+        """A request's answer that waited, written in its turn; then the requests queued behind it."""
         if self.transport.is_closing():
             # the peer went while its answer was on the way (a forwarded request's client that hung up): there
             # is nothing to write it to, and a write to a closed transport raises out of this task unseen
