@@ -112,6 +112,11 @@ def main() -> None:
         "--client", choices=("lean", "brainy"), default="lean", help="a lean socket client, or brainy.client"
     )
     parser.add_argument("--floor", action="store_true", help="and the same gets through a bare relay to the owner")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the nodes (and the relay) on core 0, every thread, this client on core 1 (Linux, taskset)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         root = Path(tmp)
@@ -131,6 +136,8 @@ def main() -> None:
                 body = json.dumps({"type": "person", "id": "ada", "metadata": {"bench": True}}).encode()
                 assert call(b, "POST", f"/v1/brains/{brain}/add", body).status == 200
                 target = f"/v1/brains/{brain}/get/ada"
+                if args.pin:
+                    pin(a.proc.pid, b.proc.pid)
                 run(a.port, b.port, target, args.n, args.rounds, a.proc.pid, b.proc.pid, args.client)
                 if args.floor:
                     relay_port = free_port()
@@ -139,6 +146,8 @@ def main() -> None:
                     )
                     try:
                         wait_ready(relay_port)
+                        if args.pin:
+                            pin(relay.pid)
                         print("through a bare relay to the owner (perf/floor_relay.py), as the edge:")
                         run(relay_port, b.port, target, args.n, args.rounds, relay.pid, b.proc.pid, args.client)
                     finally:
@@ -147,6 +156,13 @@ def main() -> None:
             finally:
                 _stop(a.proc)
                 _stop(b.proc)
+
+
+def pin(*servers: int) -> None:
+    """``servers`` (every thread) on core 0, this process on core 1: the client never takes a server's core."""
+    for pid in servers:
+        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True, stdout=subprocess.DEVNULL)
+    os.sched_setaffinity(0, {1})
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:

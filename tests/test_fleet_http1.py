@@ -99,6 +99,8 @@ class _Slow(asyncio.Protocol):
         answer += b"\r\n\r\n" + target
         if target == b"/late":
             asyncio.get_running_loop().call_later(0.6, self._late, answer)
+        elif target == b"/soon":  # within the caller's timeout, though past an earlier request's deadline
+            asyncio.get_running_loop().call_later(0.2, self._late, answer)
         else:
             self.transport.write(answer)
 
@@ -124,6 +126,10 @@ def test_a_kept_connection_reads_its_answers_one_after_another_and_one_not_answe
                 assert (b"x-target", target.encode()) in got.fields
             kept = connections._idle[address]
             assert len(kept) == 1  # all five on one connection
+            # the connection's one timer, set at the first request's deadline, fails no later request before its own
+            await asyncio.sleep(0.2)
+            got = await connections.exchange(address, request_bytes("GET", "/soon", "peer", [], b""))
+            assert got.body == b"/soon" and len(connections._idle[address]) == 1
             with pytest.raises(PeerUnreachableError) as late:
                 await connections.exchange(address, request_bytes("GET", "/late", "peer", [], b""))
             assert late.value.sent and not connections._idle[address]

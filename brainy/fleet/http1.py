@@ -122,7 +122,7 @@ def feed(parsed: Reader, data: bytes) -> None:
 
 class _Peer(asyncio.Protocol):
     """One kept-alive connection to a peer, one request at a time: the answer's bytes go straight from the loop
-    into a reader, and the request waits on one future (no stream buffers, no task, no drain per request). The
+    into a reader, and the whole answer to the request's callback (no stream buffers, no task, no drain). The
     connection's one reader (one httptools parser) reads its answers one after another, their fields only as
     they came: nothing the fleet reads of an answer needs them decoded."""
 
@@ -132,7 +132,11 @@ class _Peer(asyncio.Protocol):
         self._reader = Reader(lookup=False)
         self._parsed: Reader | None = None
         self._done: Done | None = None
+        # one timer for the connection, not one a request (a request's timer cost the proxied path 2.2 us of CPU to
+        # set and cancel): set at a request's deadline when none is set, and when it fires it fails the request in
+        # flight if that one's deadline has passed, else is set again at it
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -153,7 +157,6 @@ class _Peer(asyncio.Protocol):
             return
         if parsed.done:
             self._parsed, done, self._done = None, self._done, None
-            self._stop_timer()
             if done is not None:
                 done(parsed.response)
 
@@ -182,8 +185,21 @@ class _Peer(asyncio.Protocol):
         reader.again()
         self._parsed = reader
         self._done = done
-        self._timer = asyncio.get_running_loop().call_later(timeout, self._fail, TimeoutError())
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + timeout
+        if self._timer is None:
+            self._timer = loop.call_at(self._deadline, self._expire)
         self.transport.write(data)
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._done is None:  # answered: the next request sets it again
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:  # set for an earlier request: this one's deadline is later
+            self._timer = loop.call_at(self._deadline, self._expire)
+            return
+        self._fail(TimeoutError())
 
     def exchange(self, data: bytes, timeout: float) -> asyncio.Future[Response]:
         """:meth:`send`, its answer a future's result (or exception)."""
@@ -202,6 +218,7 @@ class _Peer(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._stop_timer()
         if self.transport is not None:
             self.transport.close()
 
