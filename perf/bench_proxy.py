@@ -2,6 +2,7 @@
 
     python perf/bench_proxy.py                 # two nodes and an etcd on loopback, 2,000 gets each way
     python perf/bench_proxy.py -n 5000 --rounds 20
+    python perf/bench_proxy.py -n 6000 --rounds 6 --floor --pin   # and the bare relay; the nodes on core 0
 
 Starts etcd (``etcd`` on PATH) and two ``brainy serve --fleet`` nodes, a and b, on loopback; provisions a brain
 placed on b and writes one entity to it. Then, on one kept-alive HTTP/1.1 connection to each node (a lean
@@ -12,17 +13,26 @@ microseconds, requests per second, the ratio of the p50s, and the edge node's CP
 hop costs in work, apart from the wakeups it waits for). ``--floor`` also runs the same gets through
 perf/floor_relay.py, a bare uvloop relay to the owner that parses nothing: what any hop costs in this stack.
 
-Measured (2 cores shared, load average about 1), ``--floor``, 6,000 gets each way in 6 rounds:
+Measured (2 cores shared, load average about 1), ``--floor``, 6,000 gets each way in 6 rounds, before the edge's
+quick road (83ed467, session 22's docs: 3.16x, the relay 1.53x):
 
     arm                  p50 us   ratio   hop CPU a get (user + system)
     direct (owner)         76.1
     brainy's edge         240.6   3.16x   131.7 us (75.0 + 56.7)
     bare relay (floor)    142.9   1.53x    53.3 us (10.0 + 43.3)
 
-The 1.5x target is the floor itself: a relay that only passes bytes costs 1.53x here, most of it the kernel's
-loopback TCP for the second connection's two writes and two reads (system time 43 us a get). An edge must also
-read the request to route and check it, so it cannot meet 1.5x in this stack; what is left to take is the edge's
-own user time above the floor's.
+After it (2e83c2a: a live owner's request on a kept connection with no task and no coroutine, one timer a
+connection), three runs, unpinned and ``--pin``:
+
+    arm                  unpinned: p50 us   ratio       --pin: p50 us   ratio      hop CPU a get
+    direct (owner)              96-144                       107-117
+    brainy's edge              260-278     1.9-2.8x          192-218   1.7-2.0x    100-138 us (55-78 + 42-60)
+    bare relay (floor)         175-196     1.5-1.6x          122-164   1.2-1.3x     45-63 us (8-17 + 37-52)
+
+The edge's own CPU, proxied gets only, 3 x 10,000 a run, ``--pin``, three runs of each tree interleaved: user
+80 -> 67 us a get, wall 250 -> 232 us. The target (1.5x) is above the bare relay's floor pinned and near it
+unpinned; what is left above it is the edge's own Python (reading the request to route it and check the key,
+the owner's answer read and framed again), 45-65 us a get above the relay's.
 """
 
 from __future__ import annotations
