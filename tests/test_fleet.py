@@ -5,13 +5,14 @@ after its TTL."""
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 
 import pytest
 from etcd import start_etcd
 from fleet import TTL, call, health, start_fleet, wait_until
-from server import SERVICE_KEY
+from server import HOST, PERSON_KEY, SERVICE_KEY
 
 from brainy.engine import init_store
 from brainy.fleet import layout as L
@@ -124,6 +125,57 @@ def test_a_head_request_is_answered_through_the_edge(fleet3, placed):
     edge = next(node for name, node in fleet3.items() if name != owner)
     answer = call(edge, "HEAD", "/v1/brains/p0/counts")
     assert answer.status == 200 and answer.headers.get("brainy-node") == owner and answer.body == b""
+
+
+def test_pipelined_requests_through_the_edge_are_answered_in_order(fleet3, placed):
+    """Requests sent back to back on one connection to a node that does not own their brain, a HEAD and a refused
+    one among them, are each forwarded and answered in the order they came, each naming the owner; a request for
+    a brain the node owns, queued behind them, is answered by the node itself."""
+    owner = placed["p2"]
+    edge_name = next(name for name in fleet3 if name != owner)
+    edge = fleet3[edge_name]
+    mine = next(brain for brain, node in placed.items() if node == edge_name)
+    ids = []
+    for brain, id_ in (("p2", "pipe"), (mine, "local")):
+        added = call(edge, "POST", f"/v1/brains/{brain}/add", json.dumps({"type": "thing", "id": id_}).encode())
+        assert added.status == 200, added
+        ids.append(added.result()["id"])
+    asked = [
+        ("GET", "/v1/brains/p2/get/pipe", b""),
+        ("POST", "/v1/brains/p2/find", b'{"limit": -1}'),
+        ("HEAD", "/v1/brains/p2/counts", b""),
+        ("GET", "/v1/brains/p2/get/pipe", b""),
+        ("GET", f"/v1/brains/{mine}/get/local", b""),
+    ]
+    data = b"".join(
+        f"{method} {target} HTTP/1.1\r\nhost: t\r\nauthorization: Bearer {PERSON_KEY}\r\n".encode()
+        + (b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body) if body else b"")
+        + b"\r\n"
+        + body
+        for method, target, body in asked
+    )
+    with socket.create_connection((HOST, edge.port), timeout=30) as sock:
+        sock.sendall(data)  # one write: the node reads them all at once, and queues the ones behind a forward
+        stream = sock.makefile("rb")
+        answers = []
+        for method, _, _ in asked:
+            status = int(stream.readline().split()[1])
+            headers = {}
+            while (line := stream.readline()) != b"\r\n":
+                name, _, value = line.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", 0))
+            answers.append((status, headers.get("brainy-node"), stream.read(length) if method != "HEAD" else b""))
+    assert [(status, node) for status, node, _ in answers] == [
+        (200, owner),
+        (400, owner),
+        (200, owner),
+        (200, owner),
+        (200, None),
+    ]
+    assert json.loads(answers[0][2])["entity"]["id"] == json.loads(answers[3][2])["entity"]["id"] == ids[0]
+    assert json.loads(answers[1][2])["error"]["name"] == "InvalidArgumentError"
+    assert json.loads(answers[4][2])["entity"]["id"] == ids[1]
 
 
 def test_the_key_is_checked_at_the_edge(fleet3, placed):
