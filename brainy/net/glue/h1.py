@@ -101,11 +101,10 @@ class H1Glue(Session[H1Connection]):
         """:meth:`_later` for an answer that came as a future."""
         self.server.in_flight -= 1
         self._waiting = None
-        if answer.cancelled():  # nothing to write
-            return
-        exc = answer.exception()
-        if exc is not None:  # a bug: said, and the connection closed rather than left waiting
-            log.error("a request's answer failed", exc_info=exc)
+        exc = None if answer.cancelled() else answer.exception()
+        if answer.cancelled() or exc is not None:  # (a server stopping, or a bug: said) closed, not left waiting
+            if exc is not None:
+                log.error("a request's answer failed", exc_info=exc)
             self.transport.close()
             return
         self._then(answer.result(), event)
