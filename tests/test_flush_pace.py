@@ -149,14 +149,8 @@ def test_a_close_waiting_for_the_graphs_catch_up_takes_it_out_of_sched_idle(tmp_
         assert index is not None
 
         def held_catch_up(self) -> None:
-            me = threading.get_native_id()
             with index.graph_lock:
-                seen.append(os.sched_getscheduler(me))
-                holding.set()
-                deadline = time.monotonic() + 10
-                while os.sched_getscheduler(me) == os.SCHED_IDLE and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                seen.append(os.sched_getscheduler(me))
+                _until_out_of_sched_idle(seen, holding)
 
         monkeypatch.setattr(F.VectorFollower, "catch_up", held_catch_up)
         thread = threading.Thread(target=follower._catch_up_behind)
@@ -181,13 +175,7 @@ def test_a_close_waiting_for_a_partitioned_copy_takes_it_out_of_sched_idle(tmp_p
     writing = threading.Event()
 
     def held_copy(self, *args) -> None:
-        me = threading.get_native_id()
-        seen.append(os.sched_getscheduler(me))
-        writing.set()
-        deadline = time.monotonic() + 10
-        while os.sched_getscheduler(me) == os.SCHED_IDLE and time.monotonic() < deadline:
-            time.sleep(0.01)
-        seen.append(os.sched_getscheduler(me))
+        _until_out_of_sched_idle(seen, writing)
 
     owed = SimpleNamespace(stamp=0, slots=None, vectors=SimpleNamespace(contiguous=lambda slots: None))
     with Brain.open(new_store(tmp_path)) as brain:
@@ -201,3 +189,15 @@ def test_a_close_waiting_for_a_partitioned_copy_takes_it_out_of_sched_idle(tmp_p
         waited = time.monotonic() - began
     assert seen == [os.SCHED_IDLE, os.SCHED_OTHER]
     assert waited < 5
+
+
+def _until_out_of_sched_idle(seen: list[int], started: threading.Event) -> None:
+    """This thread's policy noted, ``started`` set, then waiting (at most 10 s) until another thread takes it out
+    of SCHED_IDLE, its policy noted again."""
+    me = threading.get_native_id()
+    seen.append(os.sched_getscheduler(me))
+    started.set()
+    deadline = time.monotonic() + 10
+    while os.sched_getscheduler(me) == os.SCHED_IDLE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen.append(os.sched_getscheduler(me))

@@ -196,7 +196,7 @@ class Edge:
         down that road from there, as :meth:`at_owner` would (a write keeps the id it was first sent with)."""
         fleet = self.fleet
         owner = fleet.owners.get(brain)
-        if owner is None or brain in fleet.owned or brain in fleet.arriving:
+        if owner is None or brain in fleet.arriving:  # (one it owns and is not taking over is settled: not here)
             return None
         url = fleet.url_of(owner.node)
         if url is None:
