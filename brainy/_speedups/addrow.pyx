@@ -23,6 +23,7 @@ from libc.string cimport memcpy
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+    void PyObject_GC_UnTrack(void *op)
 
 __all__ = ["add_minted", "pack_column"]
 
@@ -271,6 +272,7 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
     cdef bytes raw, stored, packed, key, vkey
     cdef long long next_dense = dense_at[0]
     cdef object item, kind, data, meta, vector, text
+    cdef tuple move
     while i < n:
         item = <object>PyList_GET_ITEM(items, i)
         if type(item) is not dict:
@@ -325,7 +327,15 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         undo.append((vkey, missing))
         PyDict_SetItem(overlay, vkey, packed)
         ops.append({"k": "e", "o": "put", "row": stored, "vec": packed})
-        moves.append(("e", None, row))
+        move = ("e", None, row)
+        # Kept until the next flush (the followers' moves, the commit's written rows): out of the cyclic
+        # collector's passes, which would otherwise visit these two a row in every pass over the older
+        # generations (a tenth of the main thread in a burst). Neither can be in a cycle: the row holds only
+        # strings, numbers, bytes and a plain metadata dict of leaves, and a dict a container is put into later
+        # is tracked again by that put. CPython leaves such a dict tracked (it holds a dict), never the tuple.
+        PyObject_GC_UnTrack(<PyObject *>row)
+        PyObject_GC_UnTrack(<PyObject *>move)
+        moves.append(move)
         ids.append(text)
         i += 1
         dense_at[0] = next_dense
