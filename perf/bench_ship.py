@@ -44,7 +44,6 @@ from brainy.fleet import objects as O  # noqa: E402
 from brainy.fleet.objectstore import ObjectStore  # noqa: E402
 from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper  # noqa: E402
 
-
 # moto_server answers as HTTP/1.0 unless told otherwise (werkzeug's development server): it closes the connection
 # after every answer, so each upload pays a new connection and a new server thread, which no S3 endpoint asks of a
 # client (S3 keeps connections alive; brainy's client keeps one a thread, brainy/fleet/objectstore.py). The same

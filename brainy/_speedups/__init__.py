@@ -27,6 +27,7 @@ __all__ = [
     "h1frame",
     "h2frame",
     "load",
+    "memput",
     "mint",
     "nesting",
     "pagerows",
@@ -61,6 +62,7 @@ NAMES = (
     "rowpost",
     "mint",
     "addrow",
+    "memput",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -136,3 +138,4 @@ vecscan: ModuleType
 rowpost: ModuleType
 mint: ModuleType
 addrow: ModuleType
+memput: ModuleType

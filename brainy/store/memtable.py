@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
 
+from brainy._speedups import memput
+
 Version = tuple[int, bytes]  # (generation, value)
 
 
@@ -42,25 +44,16 @@ class Memtable:
                 self._versions[key] = (generation, value)
                 self._pending.append(key)
         else:
-            self._versions[key] = _with(versions, generation, value)
+            self._versions[key] = memput.with_version(versions, generation, value)
         self.bytes += len(key) + len(value) + 16
         if generation > self.max_generation:
             self.max_generation = generation
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]], generation: int) -> None:
-        """:meth:`put` of every ``(key, value)`` of one commit: its new keys put in the sorted index at once, under
-        one taking of the lock (a batch of a thousand rows puts two thousand keys)."""
-        versions_of = self._versions
-        new: list[bytes] = []
-        size = 0
-        for key, value in items:
-            versions = versions_of.get(key)
-            if versions is None:
-                new.append(key)
-                versions_of[key] = (generation, value)  # before the index: a key scanned is always here
-            else:
-                versions_of[key] = _with(versions, generation, value)
-            size += len(key) + len(value) + 16
+        """:meth:`put` of every ``(key, value)`` of one commit (brainy/_speedups/memput*): its new keys put in the
+        sorted index at once, under one taking of the lock (a batch of a thousand rows puts two thousand keys). A
+        new key's version is in ``_versions`` before the index, so a key scanned is always there."""
+        new, size = memput.put_many(self._versions, items, generation)
         if new:
             with self._lock:
                 self._pending.extend(new)
@@ -101,19 +94,3 @@ class Memtable:
 
     def entries(self) -> Iterator[tuple[bytes, int, bytes]]:
         return self.scan(b"", None)
-
-
-def _with(versions: Version | list[Version], generation: int, value: bytes) -> Version | list[Version]:
-    """A key's versions with ``(generation, value)`` put: a later op of the same commit replaces the commit's
-    version; a later commit's is added after it (a list from the second version on, changed in place, which a
-    scan copies before it reads)."""
-    if isinstance(versions, tuple):
-        if versions[0] == generation:
-            return (generation, value)
-        return [versions, (generation, value)]
-    assert isinstance(versions, list)
-    if versions[-1][0] == generation:
-        versions[-1] = (generation, value)
-    else:
-        versions.append((generation, value))
-    return versions

@@ -1,0 +1,48 @@
+"""Pure twin of ``memput``: one commit's keys put into the memtable's versions (brainy/store/memtable.py).
+
+``put_many(versions, items, generation) -> (new, size)``: each ``(key, value)`` of ``items`` put into
+``versions`` (a dict of each key's versions: one version as its ``(generation, value)`` tuple, two or more as a
+list of them in generation order) at ``generation``; answers the keys that were not there (in the order put) and
+the bytes the puts add to the memtable's count (each ``len(key) + len(value) + 16``).
+
+A key's versions with ``(generation, value)`` put: a later op of the same commit replaces the commit's version;
+a later commit's is added after it (a list from the second version on, changed in place, which a scan copies
+before it reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["put_many", "with_version"]
+
+Version = tuple[int, bytes]
+
+
+def put_many(
+    versions: dict[bytes, Version | list[Version]], items: Iterable[tuple[bytes, bytes]], generation: int
+) -> tuple[list[bytes], int]:
+    new: list[bytes] = []
+    size = 0
+    for key, value in items:
+        found = versions.get(key)
+        if found is None:
+            new.append(key)
+            versions[key] = (generation, value)
+        else:
+            versions[key] = with_version(found, generation, value)
+        size += len(key) + len(value) + 16
+    return new, size
+
+
+def with_version(versions: Version | list[Version], generation: int, value: bytes) -> Version | list[Version]:
+    """A key's versions with ``(generation, value)`` put."""
+    if isinstance(versions, tuple):
+        if versions[0] == generation:
+            return (generation, value)
+        return [versions, (generation, value)]
+    if versions[-1][0] == generation:
+        versions[-1] = (generation, value)
+    else:
+        versions.append((generation, value))
+    return versions
