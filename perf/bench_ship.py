@@ -44,14 +44,6 @@ from brainy.fleet import objects as O  # noqa: E402
 from brainy.fleet.objectstore import ObjectStore  # noqa: E402
 from brainy.fleet.shipping import ASYNC, SYNC, Courier, Shipper  # noqa: E402
 
-# moto_server answers as HTTP/1.0 unless told otherwise (werkzeug's development server): it closes the connection
-# after every answer, so each upload pays a new connection and a new server thread, which no S3 endpoint asks of a
-# client (S3 keeps connections alive; brainy's client keeps one a thread, brainy/fleet/objectstore.py). The same
-# server answering HTTP/1.1 measures what shipping costs against a store that keeps the connection.
-KEPT_ALIVE = (
-    "import sys, moto.server as m; m.MotoRequestHandler.protocol_version = 'HTTP/1.1'; sys.exit(m.main(sys.argv[1:]))"
-)
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -100,17 +92,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument(
-        "--moto-http10", action="store_true", help="moto_server as it starts by default: a connection an answer"
-    )
     args = parser.parse_args()
+    binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
     port = _free_port()
-    if args.moto_http10:
-        binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-        argv = [binary, "-H", "127.0.0.1", "-p", str(port)]
-    else:  # moto's own server, its answers HTTP/1.1 (KEPT_ALIVE says why)
-        argv = [sys.executable, "-c", KEPT_ALIVE, "-H", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(100):
             try:
