@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from brainy.contract import refusals as R
+from brainy.fleet import archived as A
 from brainy.fleet import layout as L
 from brainy.fleet.etcd import Etcd
 from brainy.fleet.membership import Fleet, FleetJoinError
@@ -168,5 +169,31 @@ def test_a_node_joined_without_claims_claims_once_started_and_renews_through_slo
             assert a.owned == {b: 1 for b in brains}
         finally:
             await a.leave()
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_an_archived_brain_is_claimed_only_by_the_claim_that_unarchives_it(etcd):
+    """A brain archived fleet-wide with no owner: a claim (a failover's) is refused; the claim ``host.unarchive``
+    makes wins and deletes the archived key in its one transaction, so no other claim could come between."""
+
+    async def go():
+        a, b = fleet(etcd.url, "a"), fleet(etcd.url, "b")
+        await a.join()
+        await b.join()
+        check = Etcd([etcd.url])
+        try:
+            assert (await a.claim("shelf", 0))[0]
+            await A.mark(check, "shelf", "a")
+            await a.leave()  # its owner gone: the brain archived, at epoch 1, unowned
+            assert await check.get(L.owner_key("shelf")) is None
+            assert await b.claim("shelf", 1) == (False, None, 1)  # archived: no failover takes it
+            assert await b.adopt("shelf", unarchive=True) == L.Owner("b", 2)
+            assert b.owned == {"shelf": 2}
+            assert await check.get(A.archived_key("shelf")) is None
+        finally:
+            await b.leave()
+            check.close()
 
     run(go())

@@ -30,6 +30,12 @@ def absent(brain: str) -> dict[str, object]:
     return E.version_is(archived_key(brain), 0)
 
 
+def unmark_op(brain: str) -> dict[str, object]:
+    """The op that serves ``brain`` again fleet-wide, in a claim's transaction (``host.unarchive`` of a brain no
+    live node owns: claimed and unarchived at once, so no other node's failover claims it between the two)."""
+    return E.delete_op(archived_key(brain))
+
+
 def read_at(value: bytes) -> int:
     """``archivedAt`` of a register value (0 when it does not read: still archived, as brainy/host/archive.py)."""
     try:

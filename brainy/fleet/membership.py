@@ -299,12 +299,14 @@ class Fleet:
     # -- claims --------------------------------------------------------------------------------------
 
     async def claim(
-        self, brain: str, epoch: int, how: str = ADOPTED, owner_was: bytes | None = None
+        self, brain: str, epoch: int, how: str = ADOPTED, owner_was: bytes | None = None, unarchive: bool = False
     ) -> tuple[bool, L.Owner | None, int]:
         """Claim ``brain`` at ``epoch``, the one read from ``epochs/<brain>`` (0: never placed): one
         transaction. Answers whether it was claimed, the owner after it, and the brain's epoch after it.
         ``owner_was``: the brain is handed over (``host.move``, brainy/fleet/move.py), claimed only while its owner
         key is still exactly that value, the old owner's word that it stopped writing; else it must have no owner.
+        An archived brain is claimed by no one, but with ``unarchive`` (``host.unarchive`` of one no live node
+        owns): then the claim deletes its archived key in the same transaction.
 
         With :attr:`arrive` set, the brain is served only once it has arrived (``how`` says how it came); one
         that cannot arrive is let go (its owner key deleted while still this node's), and the claim answers
@@ -315,9 +317,12 @@ class Fleet:
         compare = [
             E.version_is(ekey, 0) if epoch == 0 else E.value_is(ekey, L.epoch_value(epoch)),
             E.version_is(okey, 0) if owner_was is None else E.value_is(okey, owner_was),
-            A.absent(brain),  # an archived brain is claimed by no one (brainy/fleet/archived.py)
         ]
         success = [E.put_op(ekey, L.epoch_value(claimed_at)), E.put_op(okey, L.owner_value(mine), self.lease)]
+        if unarchive:
+            success.append(A.unmark_op(brain))
+        else:
+            compare.append(A.absent(brain))  # an archived brain is claimed by no one (brainy/fleet/archived.py)
         claimed, read = await self.etcd.txn(compare, success, [E.range_op(ekey), E.range_op(okey)])
         if claimed and self.arrive is not None:
             self.arriving[brain] = claimed_at
@@ -350,12 +355,13 @@ class Fleet:
             self.owners[brain] = holder
         return False, holder, current
 
-    async def adopt(self, brain: str) -> L.Owner | None:
+    async def adopt(self, brain: str, unarchive: bool = False) -> L.Owner | None:
         """Claim ``brain`` at its current epoch if no live node owns it: the owner after (this node, another
-        that won, or None when the epoch kept moving)."""
+        that won, or None when the epoch kept moving). ``unarchive``: it is archived fleet-wide, and the claim
+        serves it again in the same transaction."""
         for _ in range(CLAIM_TRIES):
             found = await self.etcd.get(L.epoch_key(brain))
-            claimed, holder, _ = await self.claim(brain, L.read_epoch(found.value) if found else 0)
+            claimed, holder, _ = await self.claim(brain, L.read_epoch(found.value) if found else 0, unarchive=unarchive)
             if claimed or holder is not None or self.waiting(brain):  # won, lost, or won and could not arrive
                 return holder
         return None

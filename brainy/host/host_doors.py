@@ -151,10 +151,14 @@ async def _unarchive(c: Any) -> dict[str, Any]:
     if owner is None and not _local(c):
         await _placed(fleet, c.brain)
     archive.unmark(root, c.brain)
-    await fleet_archived.unmark(fleet.etcd, c.brain)
-    fleet.archived.pop(c.brain, None)
-    if owner is None:  # claimed here now (restored from the object store when it is not the local copy's)
-        await fleet.adopt(c.brain)
+    if owner is None:
+        # claimed here now (restored from the object store when it is not the local copy's), unarchived
+        # fleet-wide in the claim's own transaction: unarchived first, another node's failover could take it
+        fleet.archived.pop(c.brain, None)
+        await fleet.adopt(c.brain, unarchive=True)
+    else:
+        await fleet_archived.unmark(fleet.etcd, c.brain)
+        fleet.archived.pop(c.brain, None)
     return {"brain": c.brain, "archived": False}
 
 
