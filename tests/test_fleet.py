@@ -178,6 +178,54 @@ def test_pipelined_requests_through_the_edge_are_answered_in_order(fleet3, place
     assert json.loads(answers[4][2])["entity"]["id"] == ids[1]
 
 
+def _read_answer(stream, head: bool = False) -> tuple[int, list[tuple[str, str]], bytes]:
+    status = int(stream.readline().split()[1])
+    fields = []
+    while (line := stream.readline()) != b"\r\n":
+        name, _, value = line.decode().partition(":")
+        fields.append((name.strip().lower(), value.strip()))
+    length = int(dict(fields).get("content-length", 0))
+    return status, fields, stream.read(length) if not head else b""
+
+
+def test_requests_one_after_another_are_passed_on_as_the_owner_answered_them(fleet3, placed):
+    """On one kept-alive connection to a node that does not own the brain, each request after the first goes to the
+    owner on a kept connection and its answer comes back as the owner framed it (Edge.splice: its fields in its
+    order, ``brainy-node`` after them), the connection kept: a write, a get, a refused find, a HEAD (framed by
+    the edge: a HEAD's answer has no body to pass on), a get again."""
+    owner = placed["p1"]
+    edge = next(node for name, node in fleet3.items() if name != owner)
+    asked = [
+        ("GET", "/v1/brains/p1/counts", b""),  # the first: the owner's connection is made for it
+        ("POST", "/v1/brains/p1/add", json.dumps({"type": "thing", "id": "spliced"}).encode()),
+        ("GET", "/v1/brains/p1/get/spliced", b""),
+        ("POST", "/v1/brains/p1/find", b'{"limit": -1}'),
+        ("HEAD", "/v1/brains/p1/get/spliced", b""),
+        ("GET", "/v1/brains/p1/get/spliced", b""),
+    ]
+    answers = []
+    with socket.create_connection((HOST, edge.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        for method, target, body in asked:
+            sock.sendall(
+                f"{method} {target} HTTP/1.1\r\nhost: t\r\nauthorization: Bearer {PERSON_KEY}\r\n".encode()
+                + (b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body) if body else b"")
+                + b"\r\n"
+                + body
+            )
+            answers.append(_read_answer(stream, method == "HEAD"))
+    assert [status for status, _, _ in answers] == [200, 200, 200, 400, 200, 200]
+    for _, fields, _ in answers:
+        assert [value for name, value in fields if name == "brainy-node"] == [owner]
+        assert "connection" not in dict(fields)  # kept alive: the next request came on it
+    for _, fields, _ in answers[1:4] + answers[5:]:  # passed on as it came: the owner's fields, the node last
+        names = [name for name, _ in fields]
+        assert names.index("content-length") < names.index("brainy-node") == len(names) - 1
+    added = json.loads(answers[1][2])["id"]
+    assert json.loads(answers[2][2])["entity"]["id"] == json.loads(answers[5][2])["entity"]["id"] == added
+    assert json.loads(answers[3][2])["error"]["name"] == "InvalidArgumentError"
+
+
 def test_the_key_is_checked_at_the_edge(fleet3, placed):
     """A request with a key nobody holds is refused by the node it reached, never forwarded."""
     owner = placed["p0"]

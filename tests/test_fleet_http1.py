@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from brainy.fleet.http1 import Connections, NotConnectedError, PeerUnreachableError, request_bytes
+from brainy.client.wire import Response
+from brainy.fleet.http1 import Connections, NotConnectedError, PeerUnreachableError, Raw, request_bytes
 
 
 class _Peer(asyncio.Protocol):
@@ -186,5 +187,67 @@ def test_send_kept_sends_only_on_a_kept_connection_and_says_what_came_as_exchang
             for server in (dropping, slow):
                 server.close()
                 await server.wait_closed()
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+
+
+class _Shapes(asyncio.Protocol):
+    """Answers each request by its target: ``/plain`` whole in one write, ``/pieces`` a long body in pieces a
+    moment apart, ``/chunked`` chunked (not the plain shape), ``/close`` saying ``connection: close``."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        target = data.split(b" ", 2)[1]
+        loop = asyncio.get_running_loop()
+        if target == b"/plain":
+            self.transport.write(b"HTTP/1.1 404 Not Found\r\nx-a: 1\r\ncontent-length: 5\r\n\r\nnope!")
+        elif target == b"/pieces":
+            body = bytes(range(256)) * 1024
+            answer = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+            for n, at in enumerate(range(0, len(answer), 40_000)):
+                loop.call_later(0.01 * n, self.transport.write, answer[at : at + 40_000])
+        elif target == b"/chunked":
+            self.transport.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+        else:
+            self.transport.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")
+
+
+def test_an_answer_read_as_its_bytes_comes_whole_as_it_came_and_any_other_shape_as_httptools_reads_it():
+    """``send_kept(..., raw=True)`` (the edge's spliced road): a plain answer comes as its bytes (``Raw``: head,
+    status, whether the connection may be kept), whole however it was cut; a chunked one as a ``Response`` read by
+    httptools; one saying ``connection: close`` is not kept."""
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_Shapes, "127.0.0.1", 0)
+        address = server.sockets[0].getsockname()[:2]
+        connections = Connections(5.0)
+
+        async def raw(target):
+            landed = loop.create_future()
+            assert connections.send_kept(
+                address, request_bytes("GET", target, "peer", [], b""), landed.set_result, True
+            )
+            return await landed
+
+        try:
+            assert (await connections.exchange(address, request_bytes("GET", "/plain", "peer", [], b""))).status == 404
+            plain = await raw("/plain")
+            assert isinstance(plain, Raw) and (plain.status, plain.keep) == (404, True)
+            assert plain.data[: plain.head] == b"HTTP/1.1 404 Not Found\r\nx-a: 1\r\ncontent-length: 5\r\n\r\n"
+            assert plain.data[plain.head :] == b"nope!"
+            pieces = await raw("/pieces")
+            assert isinstance(pieces, Raw) and pieces.data[pieces.head :] == bytes(range(256)) * 1024
+            chunked = await raw("/chunked")
+            assert isinstance(chunked, Response) and (chunked.status, chunked.body) == (200, b"abc")
+            assert len(connections._idle[address]) == 1  # each answer whole: the connection kept for the next
+            closing = await raw("/close")
+            assert isinstance(closing, Raw) and closing.keep is False and not connections._idle[address]
+        finally:
+            connections.close()
+            server.close()
+            await server.wait_closed()
 
     asyncio.run(asyncio.wait_for(go(), 10))

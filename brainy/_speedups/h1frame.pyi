@@ -2,7 +2,16 @@
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
+__all__ = [
+    "answer_head",
+    "frame_request",
+    "frame_response",
+    "frame_chunk",
+    "frame_chunked_head",
+    "parse_head",
+    "REASONS",
+    "LAST_CHUNK",
+]
 
 REASONS: Final[dict[int, bytes]]
 LAST_CHUNK: Final[bytes]
@@ -19,3 +28,13 @@ def frame_chunk(data: bytes) -> bytes: ...
 def parse_head(
     data: bytes, start: int, max_head: int
 ) -> tuple[str, str, str, dict[str, str], bool, int, int] | None: ...
+def answer_head(data: bytes, max_head: int) -> tuple[int, int, bool] | int | None: ...
+def frame_request(
+    method: str,
+    target: str,
+    authority: str,
+    headers: dict[str, str],
+    drop: frozenset[str],
+    extra: tuple[tuple[str, str], ...],
+    body: bytes,
+) -> bytes: ...

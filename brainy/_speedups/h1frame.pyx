@@ -32,7 +32,7 @@ from brainy._speedups.h1frame_py import _check_header as py_check_header
 
 from brainy._speedups.h1frame_py import MAX_CONTENT_LENGTH_DIGITS
 
-__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
+__all__ = ["answer_head", "frame_request", "frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
 
 # Index status - STATUS_MIN: "HTTP/1.1 <status> <reason>\r\n", the reason empty when unregistered.
 cdef list STATUS_LINES = [b"HTTP/1.1 %d %s\r\n" % (s, REASONS.get(s, b""))
@@ -279,6 +279,58 @@ cdef int connection_tokens(const unsigned char* p, Py_ssize_t n, bint* close, bi
     return 0
 
 
+cdef int read_fields(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop, dict headers, Py_ssize_t* length,
+                     bint* close, bint* keep) except -2:
+    # The field lines from i to stop (the last line's CRLF), as h1frame_py._fields reads them: length (-1: none),
+    # close and keep set, each field put in headers when it is not None; -1 when they are not the plain shape.
+    cdef Py_ssize_t name_at, name_end, value_at, value_end, digits_end, digits, m
+    cdef unsigned char c
+    cdef const unsigned char* q
+    while i < stop:
+        name_at = i
+        while CLASSES[p[i]] & TCHAR:
+            i += 1
+        name_end = i
+        if name_end == name_at or p[i] != 58:  # ":"
+            return -1
+        i += 1
+        while p[i] == 32 or p[i] == 9:
+            i += 1
+        value_at = i
+        while i < stop and CLASSES[p[i]] & FIELD:
+            i += 1
+        if i >= stop or p[i] != 13 or p[i + 1] != 10:
+            return -1
+        value_end = i  # trailing OWS kept, as llhttp keeps it
+        i += 2
+        q = p + name_at
+        if name_end - name_at == 14 and lower_eq(q, b"content-length", 14):
+            digits_end = value_end
+            while digits_end > value_at and (p[digits_end - 1] == 32 or p[digits_end - 1] == 9):
+                digits_end -= 1  # the length's digits only
+            digits = digits_end - value_at
+            if length[0] >= 0 or digits == 0 or digits > MAX_CONTENT_LENGTH_DIGITS:
+                return -1
+            length[0] = 0
+            for m in range(value_at, digits_end):
+                c = p[m]
+                if c < 48 or c > 57:
+                    return -1
+                length[0] = length[0] * 10 + (c - 48)
+        elif name_end - name_at == 10 and lower_eq(q, b"connection", 10):
+            if connection_tokens(p + value_at, value_end - value_at, close, keep) < 0 or (close[0] and keep[0]):
+                return -1
+        elif (name_end - name_at == 17 and lower_eq(q, b"transfer-encoding", 17)) or \
+                (name_end - name_at == 7 and lower_eq(q, b"upgrade", 7)):
+            return -1
+        if headers is not None:
+            name = field_name(q, name_end - name_at)
+            value = PyUnicode_DecodeLatin1(<const char*>p + value_at, value_end - value_at, NULL)
+            known = headers.get(name)
+            headers[name] = value if known is None else f"{known}, {value}"
+    return 0
+
+
 def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
     """The head of the plain request at data[start:], or None (as h1frame_py.parse_head)."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
@@ -286,12 +338,10 @@ def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
     cdef Py_ssize_t span = (size if size - start < max_head else start + max_head) - start
     cdef const unsigned char* found
     cdef Py_ssize_t end = -1
-    cdef Py_ssize_t i, m, target_at, query_at, target_end, name_at, name_end, value_at, value_end, stop
-    cdef Py_ssize_t length = -1, digits, digits_end
+    cdef Py_ssize_t i, m, target_at, query_at, target_end, stop
+    cdef Py_ssize_t length = -1
     cdef bint close = False, keep = False, minor_one
     cdef dict headers
-    cdef unsigned char c
-    cdef const unsigned char* q
     # data.find(b"\r\n\r\n", start, start + max_head), without a method call
     if 0 <= start and span >= 4:
         found = <const unsigned char*>memmem(p + start, span, b"\r\n\r\n", 4)
@@ -320,47 +370,8 @@ def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
     minor_one = p[i + 8] == 49
     i += 11
     headers = {}
-    while i < stop:
-        name_at = i
-        while CLASSES[p[i]] & TCHAR:
-            i += 1
-        name_end = i
-        if name_end == name_at or p[i] != 58:  # ":"
-            return None
-        i += 1
-        while p[i] == 32 or p[i] == 9:
-            i += 1
-        value_at = i
-        while i < stop and CLASSES[p[i]] & FIELD:
-            i += 1
-        if i >= stop or p[i] != 13 or p[i + 1] != 10:
-            return None
-        value_end = i  # trailing OWS kept, as llhttp keeps it
-        i += 2
-        q = p + name_at
-        if name_end - name_at == 14 and lower_eq(q, b"content-length", 14):
-            digits_end = value_end
-            while digits_end > value_at and (p[digits_end - 1] == 32 or p[digits_end - 1] == 9):
-                digits_end -= 1  # the length's digits only
-            digits = digits_end - value_at
-            if length >= 0 or digits == 0 or digits > MAX_CONTENT_LENGTH_DIGITS:
-                return None
-            length = 0
-            for m in range(value_at, digits_end):
-                c = p[m]
-                if c < 48 or c > 57:
-                    return None
-                length = length * 10 + (c - 48)
-        elif name_end - name_at == 10 and lower_eq(q, b"connection", 10):
-            if connection_tokens(p + value_at, value_end - value_at, &close, &keep) < 0 or (close and keep):
-                return None
-        elif (name_end - name_at == 17 and lower_eq(q, b"transfer-encoding", 17)) or \
-                (name_end - name_at == 7 and lower_eq(q, b"upgrade", 7)):
-            return None
-        name = field_name(q, name_end - name_at)
-        value = PyUnicode_DecodeLatin1(<const char*>p + value_at, value_end - value_at, NULL)
-        known = headers.get(name)
-        headers[name] = value if known is None else f"{known}, {value}"
+    if read_fields(p, i, stop, headers, &length, &close, &keep) < 0:
+        return None
     if query_at < 0:
         path = PyUnicode_DecodeLatin1(<const char*>p + target_at, target_end - target_at, NULL)
         query = ""
@@ -369,3 +380,60 @@ def parse_head(bytes data, Py_ssize_t start, Py_ssize_t max_head):
         query = PyUnicode_DecodeLatin1(<const char*>p + query_at + 1, target_end - query_at - 1, NULL)
     return (method, path, query, headers, (not close) if minor_one else keep, length if length > 0 else 0,
             end + 4)
+
+
+def answer_head(bytes data, Py_ssize_t max_head):
+    """The one plain answer data holds: (body_start, status, keep_alive), the bytes still to come, or None (as
+    h1frame_py.answer_head)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t span = size if size < max_head else max_head
+    cdef const unsigned char* found
+    cdef Py_ssize_t end = -1, stop, i, whole
+    cdef Py_ssize_t length = -1, status
+    cdef bint close = False, keep = False
+    if span >= 4:
+        found = <const unsigned char*>memmem(p, span, b"\r\n\r\n", 4)
+        if found != NULL:
+            end = found - p
+    if end < 0:
+        return 1 if size < max_head else None
+    stop = end + 2
+    if end < 13 or memcmp(p, b"HTTP/1.1 ", 9) != 0 or p[12] != 32:
+        return None
+    status = 0
+    for i in range(9, 12):
+        if p[i] < 48 or p[i] > 57:
+            return None
+        status = status * 10 + (p[i] - 48)
+    if status < 200 or status == 204 or status == 304:
+        return None
+    i = 13
+    while i < stop and CLASSES[p[i]] & FIELD:  # the reason
+        i += 1
+    if i >= stop or p[i] != 13 or p[i + 1] != 10:
+        return None
+    i += 2
+    if read_fields(p, i, stop, None, &length, &close, &keep) < 0:
+        return None
+    if length < 0:
+        return None
+    whole = end + 4 + length
+    if size < whole:
+        return whole - size
+    if size > whole:
+        return None
+    return end + 4, status, not close
+
+
+def frame_request(str method, str target, str authority, dict headers, frozenset drop, tuple extra, bytes body):
+    """A request forwarded as it came (as h1frame_py.frame_request)."""
+    cdef list parts = [method, " ", target, " HTTP/1.1\r\nhost: ", authority, "\r\n"]
+    for name, value in headers.items():
+        if name in drop or (<str>name).startswith(":"):
+            continue
+        parts += (name, ": ", value, "\r\n")
+    for name, value in extra:
+        parts += (name, ": ", value, "\r\n")
+    parts += ("content-length: ", str(len(body)), "\r\n\r\n")
+    return "".join(parts).encode("latin-1") + body

@@ -33,6 +33,16 @@ None also when the head is not whole within ``max_head`` bytes, a field names tr
 upgrade, content-length is given twice or is not 1 to 18 digits, or connection names upgrade or
 both close and keep-alive. So the fast parse never decides a hard case: what it reads, llhttp reads
 the same (tests/test_h1frame.py checks that against httptools).
+
+:func:`answer_head` reads the one kind of answer a node of the fleet passes on as it came (brainy/net/edge.py,
+a proxied request's answer), and answers None for everything else, which the caller hands to httptools::
+
+    answer  := "HTTP/1.1" SP status: 3DIGIT SP reason CRLF  (field CRLF)*  CRLF  body
+    reason  := (field-vchar | SP | HTAB)*
+    field   := as parse_head's, content-length given once (0 to 18 digits' worth: 1 to 18 digits)
+
+None also when a field names transfer-encoding or upgrade, content-length is missing, connection names
+upgrade or both close and keep-alive, the status is one with no body (1xx, 204, 304), or bytes follow the body.
 """
 
 from __future__ import annotations
@@ -40,7 +50,16 @@ from __future__ import annotations
 import operator
 import re
 
-__all__ = ["frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
+__all__ = [
+    "answer_head",
+    "frame_request",
+    "frame_response",
+    "frame_chunk",
+    "frame_chunked_head",
+    "parse_head",
+    "REASONS",
+    "LAST_CHUNK",
+]
 
 # RFC 9110 section 15 phrases, plus the registered extensions brainy may answer with. The compiled
 # twin builds its status lines from this table too, so the two cannot drift.
@@ -225,27 +244,65 @@ _FIELD_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([\t\x20-\x7e\x
 MAX_CONTENT_LENGTH_DIGITS = 18  # fits a signed 64-bit length with room to spare
 
 
-def parse_head(data: bytes, start: int, max_head: int):
-    """The head of the plain request at ``data[start:]``: ``(method, path, query, headers, keep_alive,
-    content_length, body_start)``, or None for anything else (see the module's grammar).
+def frame_request(
+    method: str,
+    target: str,
+    authority: str,
+    headers: dict[str, str],
+    drop: frozenset[str],
+    extra: tuple[tuple[str, str], ...],
+    body: bytes,
+) -> bytes:
+    """A request forwarded as it came (a fleet's edge to a brain's owner, brainy/fleet/proxy.py): the request
+    line, ``host: authority``, each of ``headers`` (lowercase names) but those in ``drop`` and pseudo-fields
+    (``:``-names), then ``extra``, ``content-length``, the body. Text as latin-1 (UnicodeEncodeError past it);
+    the fields are the caller's, as its parser read them."""
+    lines = [f"{method} {target} HTTP/1.1", f"host: {authority}"]
+    lines += [f"{name}: {value}" for name, value in headers.items() if name not in drop and name[:1] != ":"]
+    lines += [f"{name}: {value}" for name, value in extra]
+    lines.append(f"content-length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
-    ``path`` and ``query`` are the target split at its first ``?`` (still percent-encoded), ``headers``
-    has lowercase names, a repeated field's values joined by ", " in order, all text as latin-1;
-    ``keep_alive`` is as llhttp's should_keep_alive reads the version and connection; the body is
-    ``data[body_start:body_start + content_length]``, whether or not it has all arrived.
-    """
-    end = data.find(b"\r\n\r\n", start, start + max_head)
+
+_STATUS_LINE = re.compile(rb"HTTP/1\.1 ([0-9]{3}) [\t\x20-\x7e\x80-\xff]*\r\n")
+
+
+def answer_head(data: bytes, max_head: int):
+    """The one plain answer ``data`` holds (see the module's grammar): ``(body_start, status, keep_alive)`` once
+    it is whole, the body ``data[body_start:]``; while it is not, the number of bytes still to come at least
+    (1 while its head is not whole within ``max_head`` bytes); None for anything else."""
+    end = data.find(b"\r\n\r\n", 0, max_head)
     if end < 0:
-        return None
-    line = _REQUEST_LINE.match(data, start)
+        return 1 if len(data) < max_head else None
+    line = _STATUS_LINE.match(data)
     if line is None:
         return None
-    headers: dict[str, str] = {}
+    status = int(line[1])
+    if status < 200 or status in (204, 304):
+        return None
+    framing = _fields(data, line.end(), end + 2, None)
+    if framing is None:
+        return None
+    length, close, _ = framing
+    if length < 0:
+        return None
+    whole = end + 4 + length
+    if len(data) < whole:
+        return whole - len(data)
+    if len(data) > whole:
+        return None
+    return end + 4, status, not close
+
+
+def _fields(data: bytes, pos: int, stop: int, headers: dict[str, str] | None) -> tuple[int, bool, bool] | None:
+    """The field lines of a head, from ``pos`` to ``stop`` (the last line's CRLF): ``(content_length, close,
+    keep_alive)`` as its fields say them (-1: no length), each put in ``headers`` when given (lowercase names, a
+    repeated field's values joined by ", "); None for a line that is not a field, a length given twice or not 1 to
+    18 digits, a connection naming upgrade or both close and keep-alive, transfer-encoding or upgrade."""
     length = -1
     close = keep = False
-    pos = line.end()
-    while pos < end + 2:
-        field = _FIELD_LINE.match(data, pos, end + 2)
+    while pos < stop:
+        field = _FIELD_LINE.match(data, pos, stop)
         if field is None:
             return None
         pos = field.end()
@@ -269,8 +326,32 @@ def parse_head(data: bytes, start: int, max_head: int):
                 return None
         elif name in ("transfer-encoding", "upgrade"):
             return None
-        text = value.decode("latin-1")
-        headers[name] = f"{headers[name]}, {text}" if name in headers else text
+        if headers is not None:
+            text = value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {text}" if name in headers else text
+    return length, close, keep
+
+
+def parse_head(data: bytes, start: int, max_head: int):
+    """The head of the plain request at ``data[start:]``: ``(method, path, query, headers, keep_alive,
+    content_length, body_start)``, or None for anything else (see the module's grammar).
+
+    ``path`` and ``query`` are the target split at its first ``?`` (still percent-encoded), ``headers``
+    has lowercase names, a repeated field's values joined by ", " in order, all text as latin-1;
+    ``keep_alive`` is as llhttp's should_keep_alive reads the version and connection; the body is
+    ``data[body_start:body_start + content_length]``, whether or not it has all arrived.
+    """
+    end = data.find(b"\r\n\r\n", start, start + max_head)
+    if end < 0:
+        return None
+    line = _REQUEST_LINE.match(data, start)
+    if line is None:
+        return None
+    headers: dict[str, str] = {}
+    framing = _fields(data, line.end(), end + 2, headers)
+    if framing is None:
+        return None
+    length, close, keep = framing
     path, _, query = line[2].partition(b"?")
     keep_alive = not close if line[3] == b"1" else keep
     return (

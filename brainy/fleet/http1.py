@@ -17,19 +17,24 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
+from typing import cast
 
+from brainy._speedups import h1frame
 from brainy.client.wire import Reader, Response
 
 #: Idle connections kept per peer address: the fleet's calls to one peer are few at a time (the renewal
 #: loop, the placement reads, the proxied requests of a moment).
 IDLE_PER_PEER = 8
 READ_CHUNK = 1 << 16
+MAX_ANSWER_HEAD = 1 << 16  # an answer read as bytes whose head is longer is read by httptools
 #: A kept connection idle longer than this is closed, never reused: well inside the idle deadline a brainy node
 #: closes connections at (75 s, brainy/net/deadlines.py), so a peer's idle close never races a request sent
 #: on it: a kept connection that fails under a request means its peer went away, maybe after acting on it.
 KEEP_SECONDS = 30.0
 #: What is called with a request's answer, or with the error that stopped it.
 Done = Callable[[Response | Exception], None]
+#: The same for an answer that may come as its bytes (:meth:`_Peer.send_raw`).
+Landed = Callable[["Response | Raw | Exception"], None]
 
 
 class PeerUnreachableError(OSError):
@@ -51,6 +56,20 @@ def request_bytes(method: str, target: str, authority: str, headers: list[tuple[
     lines += [f"{name}: {value}" for name, value in headers]
     lines.append(f"content-length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class Raw:
+    """An answer read as its bytes (:meth:`_Peer.send_raw`, ``h1frame.answer_head``): ``data`` the whole answer as
+    it came, ``head`` where its body starts, ``status`` its code, ``keep`` whether the connection may carry the
+    next request."""
+
+    __slots__ = ("data", "head", "status", "keep")
+
+    def __init__(self, data: bytes, head: int, status: int, keep: bool) -> None:
+        self.data = data
+        self.head = head
+        self.status = status
+        self.keep = keep
 
 
 class Stream:
@@ -131,12 +150,15 @@ class _Peer(asyncio.Protocol):
         self.closed = False
         self._reader = Reader(lookup=False)
         self._parsed: Reader | None = None
-        self._done: Done | None = None
+        self._done: Landed | None = None
         # one timer for the connection, not one a request (a request's timer cost the proxied path 2.2 us of CPU to
         # set and cancel): set at a request's deadline when none is set, and when it fires it fails the request in
         # flight if that one's deadline has passed, else is set again at it
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = 0.0
+        self._raw: list[bytes] | None = None  # an answer read as bytes (send_raw): its pieces so far
+        self._raw_size = 0  # their bytes
+        self._raw_need = 0  # the bytes the answer is known to need at least: read again only once they came
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -145,6 +167,25 @@ class _Peer(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
 
     def data_received(self, data: bytes) -> None:
+        pieces = self._raw
+        if pieces is not None:
+            pieces.append(data)
+            self._raw_size += len(data)
+            if self._raw_size < self._raw_need:
+                return  # a long body still coming: not joined and read again each piece
+            whole = data if len(pieces) == 1 else b"".join(pieces)
+            framed = h1frame.answer_head(whole, MAX_ANSWER_HEAD)
+            if isinstance(framed, int):
+                self._raw, self._raw_need = [whole], self._raw_size + framed
+                return
+            self._raw = None
+            if framed is not None:
+                self._parsed, done, self._done = None, self._done, None
+                if done is not None:
+                    done(Raw(whole, *framed))
+                return
+            data = whole  # not the plain shape: httptools reads all of it
+            self._reader.again()
         parsed = self._parsed
         if parsed is None:  # bytes nobody asked for: the connection cannot be trusted with another request
             self.close()
@@ -171,6 +212,7 @@ class _Peer(asyncio.Protocol):
 
     def _fail(self, exc: Exception) -> None:
         self._stop_timer()
+        self._raw = None
         done, self._done, self._parsed = self._done, None, None
         if done is not None:
             done(exc)
@@ -180,10 +222,21 @@ class _Peer(asyncio.Protocol):
         seconds pass without it (the caller then closes the connection: an answer arriving late must not be read
         as the next request's), or with the error that ended the connection. A timer on the loop, not
         ``asyncio.timeout``: no task to find and no context to enter on the proxied path."""
-        assert self.transport is not None
         reader = self._reader
         reader.again()
         self._parsed = reader
+        self._raw = None
+        self._write(data, timeout, cast(Landed, done))  # (never a Raw: no answer is read as its bytes)
+
+    def send_raw(self, data: bytes, timeout: float, done: Landed) -> None:
+        """:meth:`send`, the answer handed to ``done`` as its bytes (:class:`Raw`) when it frames plainly
+        (``h1frame.answer_head``), else read by httptools as :meth:`send` reads it."""
+        self._parsed = self._reader  # made ready for an answer only if one comes that it must read
+        self._raw, self._raw_size, self._raw_need = [], 0, 0
+        self._write(data, timeout, done)
+
+    def _write(self, data: bytes, timeout: float, done: Landed) -> None:
+        assert self.transport is not None
         self._done = done
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + timeout
@@ -270,7 +323,7 @@ class Connections:
         self._kept(address, peer, response)
         return response
 
-    def send_kept(self, address: tuple[str, int], data: bytes, done: Done) -> bool:
+    def send_kept(self, address: tuple[str, int], data: bytes, done: Landed, raw: bool = False) -> bool:
         """:meth:`exchange` without a coroutine, on a kept connection only (the proxied path's common case): False,
         nothing sent, when none is idle; else ``done`` is called from the loop with the answer or with the
         PeerUnreachableError (sent) that :meth:`exchange` would raise."""
@@ -278,8 +331,8 @@ class Connections:
         if peer is None:
             return False
 
-        def landed(got: Response | Exception) -> None:
-            if isinstance(got, Response):
+        def landed(got: Response | Raw | Exception) -> None:
+            if isinstance(got, (Response, Raw)):
                 self._kept(address, peer, got)
             else:
                 peer.close()
@@ -289,7 +342,10 @@ class Connections:
                     got = PeerUnreachableError(f"{address[0]}:{address[1]}: {got}")
             done(got)
 
-        peer.send(data, self.timeout, landed)
+        if raw:
+            peer.send_raw(data, self.timeout, landed)
+        else:
+            peer.send(data, self.timeout, landed)
         return True
 
     def _idle_peer(self, address: tuple[str, int]) -> _Peer | None:
@@ -303,7 +359,7 @@ class Connections:
             peer.close()
         return None
 
-    def _kept(self, address: tuple[str, int], peer: _Peer, response: Response) -> None:
+    def _kept(self, address: tuple[str, int], peer: _Peer, response: Response | Raw) -> None:
         """``peer``, answered with ``response``, kept idle for the next request when it may be."""
         if response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
             self._idle[address].append((peer, time.monotonic()))

@@ -10,10 +10,10 @@ fleet's hops are here, once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from brainy.fleet.http1 import Connections, Done, Response, Stream, request_bytes
+from brainy._speedups import h1frame
+from brainy.fleet.http1 import Connections, Landed, Raw, Response, Stream
 
 #: On a forwarded request: the node it was forwarded by. A node never forwards such a request again.
 FORWARDED = "brainy-forwarded"
@@ -63,16 +63,13 @@ class Forwarder:
         self._connections = Connections(timeout)
 
     def _request(
-        self, url: str, method: str, target: str, headers: Mapping[str, str], body: bytes, placed: str | None
+        self, url: str, method: str, target: str, headers: dict[str, str], body: bytes, placed: str | None
     ) -> tuple[tuple[str, int], bytes]:
         host, port = owner_address(url)
-        fields = [(name, value) for name, value in headers.items() if name not in HOP_BY_HOP and name[:1] != ":"]
-        fields.append((FORWARDED, self.node))
-        if placed is not None:
-            fields.append((PLACED, placed))
-        return (host, port), request_bytes(method, target, f"{host}:{port}", fields, body)
+        extra = ((FORWARDED, self.node),) if placed is None else ((FORWARDED, self.node), (PLACED, placed))
+        return (host, port), h1frame.frame_request(method, target, f"{host}:{port}", headers, HOP_BY_HOP, extra, body)
 
-    async def open_stream(self, url: str, target: str, headers: Mapping[str, str]) -> Stream:
+    async def open_stream(self, url: str, target: str, headers: dict[str, str]) -> Stream:
         """The owner at ``url``'s answer to a GET whose body is a stream (the held change stream), its head read;
         on a connection of its own, which the stream holds until it ends."""
         address, data = self._request(url, "GET", target, headers, b"", None)
@@ -85,7 +82,7 @@ class Forwarder:
         url: str,
         method: str,
         target: str,
-        headers: Mapping[str, str],
+        headers: dict[str, str],
         body: bytes,
         placed: str | None = None,
     ) -> Response:
@@ -94,17 +91,17 @@ class Forwarder:
         return _passed_on(await self._connections.exchange(address, data))
 
     def forward_kept(
-        self, url: str, method: str, target: str, headers: Mapping[str, str], body: bytes, done: Done
+        self, url: str, method: str, target: str, headers: dict[str, str], body: bytes, done: Landed, raw: bool = False
     ) -> bool:
         """:meth:`forward` without a coroutine, on a connection kept from an earlier request (the common case of a
         busy edge): False, nothing sent, when none is idle; else ``done`` is called from the loop with the answer
         or with the PeerUnreachableError :meth:`forward` would raise."""
         address, data = self._request(url, method, target, headers, body, None)
 
-        def landed(got: Response | Exception) -> None:
+        def landed(got: Response | Raw | Exception) -> None:
             done(_passed_on(got) if isinstance(got, Response) else got)
 
-        return self._connections.send_kept(address, data, landed)
+        return self._connections.send_kept(address, data, landed, raw)
 
     def close(self) -> None:
         self._connections.close()

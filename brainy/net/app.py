@@ -13,7 +13,7 @@ import asyncio
 import functools
 import inspect
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brainy import __version__
@@ -34,7 +34,7 @@ from brainy.index import embedder
 from brainy.net import codecs, sse, ws
 from brainy.net import server_doors as S
 from brainy.net.edge import Edge, EdgeDispatcher
-from brainy.net.http import MAX_BODY, Request, Response, StreamingResponse, refusal_headers
+from brainy.net.http import MAX_BODY, Passed, Request, Response, StreamingResponse, refusal_headers
 from brainy.net.mcp import MCP_PATH, HttpReply, McpServer, StreamableHttp
 from brainy.net.routes import Match, Router, query_document
 from brainy.store.workers import LongLived
@@ -72,8 +72,10 @@ class App:
         self.fleet = self.host.fleet
         self.edge: Edge | None = None
         self.calls: Dispatcher = self.dispatcher
+        self.splice: Callable[[Request, Callable[[Response | Passed], None]], bool] | None = None
         if self.fleet is not None:
             self.edge = Edge(self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response)
+            self.splice = self.edge.splice
             self.calls = EdgeDispatcher(pool, reading_door, self.host, keys, self.fleet)
             self.calls.edge = self.edge
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)

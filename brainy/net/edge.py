@@ -13,7 +13,8 @@ request itself (the app's road, as without a fleet), or an awaitable of the owne
    was named by the edge that placed it.
 4. A brain another node owns is forwarded there, and the answer carries ``brainy-node: <owner>``. One this
    node does not place is looked up in etcd first. The held change stream is relayed as it arrives, the
-   owner's event ids kept, so a client resumes it with ``Last-Event-ID`` at any node.
+   owner's event ids kept, so a client resumes it with ``Last-Event-ID`` at any node. Over HTTP/1.1 the
+   common case is spliced (:meth:`Edge.splice`): the owner's answer passed on as it came, no future between.
 5. During a hand-over (the brain arriving here, or placed with no live owner, or its owner gone silent) the
    request waits, up to the fleet's TTL plus :data:`HANDOVER_EXTRA` seconds, for the node that serves it
    (``Fleet.serving``), and only past that is refused ``BrainMovedError``.
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
 import uuid
@@ -52,7 +52,7 @@ from brainy.fleet.proxy import FORWARDED, NODE, PLACED, WRITE, Forwarder
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
 from brainy.host.pool import reaches
-from brainy.net.http import Request, Response, StreamingResponse
+from brainy.net.http import Passed, Request, Response, StreamingResponse
 from brainy.net.routes import Match
 
 log = logging.getLogger("brainy.edge")
@@ -194,6 +194,61 @@ class Edge:
         asked on a connection kept from an earlier request. None when it is not that case (the caller takes
         :meth:`_owned`'s road). An answer that says the brain moved, or a kept connection that failed, goes on
         down that road from there, as :meth:`at_owner` would (a write keeps the id it was first sent with)."""
+        answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+
+        def finish(response: Response | Passed) -> None:
+            if not answer.done():  # cancelled: the stream it answers was reset
+                answer.set_result(response)  # type: ignore[arg-type]  # (never Passed: not raw)
+
+        def failed(slow: asyncio.Task[Response]) -> None:
+            _settle(answer, slow)
+
+        sent = self._at_kept_owner(request, brain, finish, failed, False)
+        if sent is None:
+            return None
+        answer.add_done_callback(lambda _: sent.cancel())
+        return answer
+
+    def splice(self, request: Request, deliver: Callable[[Response | Passed], None]) -> bool:
+        """The HTTP/1.1 glue's road for a request for a brain a live node serves, asked on a connection kept from
+        an earlier request, the client's connection idle behind it: :meth:`consider` and :meth:`_quick` with no
+        future and the owner's answer passed on as its bytes. False when it is not that case (the glue takes the
+        app's road). Else ``deliver`` is called once, from the loop: with the owner's answer as it came
+        (:class:`Passed`, ``brainy-node`` to add), or, off that road (a hand-over, an owner gone, no answer),
+        with the :class:`Response` to frame."""
+        if request.method == "HEAD" or not request.path.startswith(BRAINS) or FORWARDED in request.headers:
+            return False
+        try:
+            match = self.route(request.method, request.path, request.headers.get("accept"))
+        except R.Refusal:
+            return False
+        brain = match.params.get("brain")
+        if (
+            brain is None
+            or match.server is not None
+            or match.door in FLEET_PLACED
+            or self.settled(brain)
+            or not self._passes(request, match, brain)
+        ):
+            return False
+
+        def failed(slow: asyncio.Task[Response]) -> None:
+            error = asyncio.CancelledError() if slow.cancelled() else slow.exception()
+            deliver(slow.result() if error is None else self._unanswered(request, error))  # type: ignore[arg-type]
+
+        return self._at_kept_owner(request, brain, deliver, failed, True) is not None
+
+    def _at_kept_owner(
+        self,
+        request: Request,
+        brain: str,
+        finish: Callable[[Response | Passed], None],
+        failed: Callable[[asyncio.Task[Response]], None],
+        raw: bool,
+    ) -> _Sent | None:
+        """Send ``request`` to ``brain``'s owner on a kept connection (None when there is none, or no live owner the
+        view names); its answer ends in ``finish`` (as it came, :class:`Passed`, with ``raw``), or, gone on down
+        :meth:`_owned`'s road, in ``failed`` with that road's task."""
         fleet = self.fleet
         owner = fleet.owners.get(brain)
         if owner is None or brain in fleet.arriving:  # (one it owns and is not taking over is settled: not here)
@@ -204,28 +259,34 @@ class Edge:
         if request.method not in ("GET", "HEAD"):
             request.headers.setdefault(WRITE, uuid.uuid4().hex)
         deadline = time.monotonic() + fleet.ttl + HANDOVER_EXTRA
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Response] = loop.create_future()
         node = owner.node.encode()
+        sent = _Sent()
+        field = b"%s: %s\r\n" % (_NODE, node)
 
-        def done(got: http1.Response | Exception) -> None:
-            if answer.done():  # cancelled: the stream it answers was reset
+        def done(got: http1.Response | http1.Raw | Exception) -> None:
+            if sent.cancelled:  # the stream it answers was reset
                 return
             past = time.monotonic() >= deadline
-            if isinstance(got, http1.Response) and (past or not _moved(got)):
-                got.fields.append((_NODE, node))
-                answer.set_result(Response(got.status, got.fields, got.body))
+            if isinstance(got, http1.Raw):
+                if past or not _moved_raw(got):
+                    finish(Passed(got.data, got.head, field))
+                    return
+            elif isinstance(got, http1.Response):
+                if past or not _moved(got):
+                    got.fields.append((_NODE, node))
+                    finish(Response(got.status, got.fields, got.body))
+                    return
             elif past:
-                answer.set_result(self._unanswered(request, got))  # type: ignore[arg-type]
-            else:
-                slow = loop.create_task(self._owned(request, brain))
-                slow.add_done_callback(functools.partial(_settle, answer))
-                answer.add_done_callback(lambda _: slow.cancel())
+                finish(self._unanswered(request, got))
+                return
+            slow = asyncio.get_running_loop().create_task(self._owned(request, brain))  # moved, or the owner failed
+            slow.add_done_callback(failed)
+            sent.slow = slow
 
         method, target = _outbound(request)
-        if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, done):
+        if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, done, raw):
             return None
-        return answer
+        return sent
 
     async def _owned(
         self, request: Request, brain: str, send: Callable[[Request, str, str], Awaitable[Response]] | None = None
@@ -345,6 +406,27 @@ def _named_brain(principal: Principal) -> str | None:
 def _moved(answer: Response | http1.Response) -> bool:
     """Whether an owner's answer is the ``BrainMovedError`` refusal (its body names the class, JSON or msgpack)."""
     return answer.status == R.BrainMovedError.status and b"BrainMovedError" in answer.body
+
+
+def _moved_raw(answer: http1.Raw) -> bool:
+    """:func:`_moved` of an answer read as its bytes."""
+    return answer.status == R.BrainMovedError.status and b"BrainMovedError" in answer.data[answer.head :]
+
+
+class _Sent:
+    """A request sent on down the quick road: cancelled when what it answers is gone, and the slower road it may
+    have gone on down."""
+
+    __slots__ = ("cancelled", "slow")
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self.slow: asyncio.Task[Response] | None = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.slow is not None:
+            self.slow.cancel()
 
 
 def _outbound(request: Request) -> tuple[str, str]:

@@ -28,7 +28,7 @@ import httptools
 from brainy._speedups import h1frame
 from brainy.contract import refusals as R
 from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS, DeadlinePassed, Deadlines
-from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Request, Response
+from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Passed, Request, Response
 
 # The methods a request names as text, decoded once rather than per request (httptools answers bytes).
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
@@ -73,6 +73,7 @@ class H1Connection:
         # this object's callbacks, a cycle only the collector would free once the connection closes
         self._parser: httptools.HttpRequestParser | None = None
         self._advertise = advertise or []  # header fields on every answer (Alt-Svc when an h3 listener exists)
+        self._advertised = b"".join(b"%s: %s\r\n" % field for field in self._advertise)  # framed: relay()
         self._max_header = max_header_bytes
         self._max_body = max_body
         self._events: list[RequestReceived | UpgradeRequested | ProtocolFailed] = []
@@ -243,6 +244,25 @@ class H1Connection:
         framed = h1frame.frame_response(response.status, headers, response.body, keep_alive, head)
         if self._owed:  # none is owed when the glue frames an answer with no request (an h2-only listener)
             self._owed -= 1
+        if self._out:
+            self._out.append(framed)
+            return self.data_to_send()
+        return framed
+
+    def relay(self, answer: Passed) -> bytes:
+        """:meth:`respond` for an answer passed on as it came (a proxied one): its head and body as they are, its
+        ``added`` lines and this connection's own fields added to the head, a ``connection`` field of the hop it
+        came over left out (the connection it goes on stays open: only a kept-alive request's answer is passed on
+        so)."""
+        data, head = answer.data, answer.head
+        start = data[: head - 2]  # the status line and fields, each ending in CRLF
+        if b"\r\nconnection:" in start.lower():
+            start = b"".join(
+                line + b"\r\n" for line in start[:-2].split(b"\r\n") if not line.lower().startswith(b"connection:")
+            )
+        if self._owed:
+            self._owed -= 1
+        framed = b"".join((start, answer.added, self._advertised, b"\r\n", data[head:]))
         if self._out:
             self._out.append(framed)
             return self.data_to_send()

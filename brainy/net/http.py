@@ -38,6 +38,18 @@ class Request:
         return cls(headers.get(":method", "GET"), path, query, plain, body)
 
 
+class Passed:
+    """An answer passed on as it came (a brain's owner's, proxied over HTTP/1.1, brainy/net/edge.py): ``data`` its
+    bytes, its body from ``head`` on, and ``added`` (framed lines) to add to its head."""
+
+    __slots__ = ("data", "head", "added")
+
+    def __init__(self, data: bytes, head: int, added: bytes) -> None:
+        self.data = data
+        self.head = head
+        self.added = added
+
+
 @dataclass(slots=True)
 class Response:
     status: int

@@ -19,11 +19,12 @@ from brainy.net.glue.seams import HttpHandler
 from brainy.net.glue.session import Connection, Session
 from brainy.net.glue.sse import BACKLOG_BYTES, Runner, run_feed
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived, UpgradeRequested
-from brainy.net.http import Response, StreamingResponse, refusal_response
+from brainy.net.http import Passed, Response, StreamingResponse, refusal_response
 from brainy.net.sse import OpenedFeed
 
 log = logging.getLogger("brainy.serve")
 MAX_PIPELINE = 32  # requests queued on one connection before reading pauses
+_SPLICED: Any = object()  # what the queue waits for while a spliced request's answer is on its way
 
 
 class H1Glue(Session[H1Connection]):
@@ -38,6 +39,7 @@ class H1Glue(Session[H1Connection]):
         self._closing = False
         self._paused = False  # reading paused behind MAX_PIPELINE queued requests
         self._feed: Runner | None = None  # the held change stream this connection carries, once asked
+        self._splice = self.app.splice  # in a fleet: the edge's road for a request another node answers
 
     def data_received(self, data: bytes, now: float) -> None:
         conn = self.conn
@@ -63,6 +65,16 @@ class H1Glue(Session[H1Connection]):
                 return
             server.in_flight += 1
             request = event.request
+            splice = self._splice
+            if (
+                splice is not None
+                and not queue
+                and event.keep_alive
+                and not server.stopping
+                and splice(request, functools.partial(self._passed, event))
+            ):
+                self._waiting = _SPLICED  # the owner's answer comes to _passed
+                return
             answered = app.handle(request)
             if type(answered) is Response:  # the common answer, written here (_answer's, without two calls)
                 server.in_flight -= 1
@@ -108,6 +120,20 @@ class H1Glue(Session[H1Connection]):
             self.transport.close()
             return
         self._then(answer.result(), event)
+
+    def _passed(self, event: RequestReceived, answer: Response | Passed) -> None:
+        """A spliced request's answer (brainy/net/edge.py ``Edge.splice``): passed on as it came, or framed."""
+        self.server.in_flight -= 1
+        self._waiting = None
+        if type(answer) is not Passed:
+            self._then(answer, event)
+            return
+        transport = self.transport
+        if transport.is_closing():
+            return  # the client went while its answer was on the way
+        transport.write(self.conn.relay(answer))
+        self._drain()  # the requests queued behind it; a stopping server's connection closes once they are answered
+        self.protocol.arm()
 
     def _then(self, response: Response, event: RequestReceived) -> None:
         """A request's answer that waited, written in its turn; then the requests queued behind it."""

@@ -15,11 +15,11 @@ here, so nothing of this runs per request.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from brainy.auth.principal import Principal
-from brainy.net.http import Request, Response
+from brainy.net.http import Passed, Request, Response
 
 if TYPE_CHECKING:
     from brainy.host.dispatch import Dispatcher
@@ -37,6 +37,8 @@ class HttpHandler(Handler, Protocol):
 
     dispatcher: Dispatcher
     calls: Dispatcher  # the dispatcher the session's door calls run on (in a fleet, one that calls the owner)
+    # in a fleet, the edge's road for a request whose brain another node serves (brainy/net/edge.py Edge.splice)
+    splice: Callable[[Request, Callable[[Response | Passed], None]], bool] | None
 
     def upgrade(self, request: Request) -> tuple[Response, Principal | None]: ...
 
