@@ -20,7 +20,7 @@ CYTHON_RANGE = ((3, 0), (3, 4))  # the Cython releases brainy is tested against
 
 SPEEDUPS = [
     "sstblock",  # SSTable data-block decoding and seek (docs/store-format.md)
-    "h1frame",  # HTTP/1.1 response framing on the server's hot path (RFC 9112)
+    "h1frame",  # HTTP/1.1 framing on the server's hot path and a proxied request's two halves (RFC 9112)
     "postings",  # posting-list intersection and union for find's candidates (brainy/index/where.py)
     "cdc",  # content-defined chunking of file blobs (docs/store-format.md, "Blobs")
     "vecpack",  # a vector argument checked and packed as float32 in one pass (brainy/store/rows.py)

@@ -1,4 +1,5 @@
-# HTTP/1.1 response framing and the plain request's head, compiled twin of h1frame_py.py (RFC 9112).
+# HTTP/1.1 framing: answers, the plain request's head, a proxied request's two halves; compiled twin of
+# h1frame_py.py (RFC 9112).
 #
 #   response     := status-line  header-line*  framing-line*  CRLF  body?
 #   status-line  := "HTTP/1.1" SP status: 3DIGIT SP reason CRLF    reason from REASONS, else empty

@@ -1,4 +1,5 @@
-"""HTTP/1.1 response framing and the plain request's head, pure-Python twin of ``h1frame.pyx`` (RFC 9112).
+"""HTTP/1.1 framing: answers, the plain request's head, a proxied request's two halves; pure-Python twin of
+``h1frame.pyx`` (RFC 9112).
 
 ::
 
@@ -39,7 +40,7 @@ a proxied request's answer), and answers None for everything else, which the cal
 
     answer  := "HTTP/1.1" SP status: 3DIGIT SP reason CRLF  (field CRLF)*  CRLF  body
     reason  := (field-vchar | SP | HTAB)*
-    field   := as parse_head's, content-length given once (0 to 18 digits' worth: 1 to 18 digits)
+    field   := as parse_head's; content-length given once, 1 to 18 digits
 
 None also when a field names transfer-encoding or upgrade, content-length is missing, connection names
 upgrade or both close and keep-alive, the status is one with no body (1xx, 204, 304), or bytes follow the body.

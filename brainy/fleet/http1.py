@@ -8,7 +8,9 @@ here once, split as the house splits a protocol (STYLE 1): :func:`request_bytes`
 :class:`Stream` one held answer followed as it arrives.
 
 A response is read whole (both peers answer documents, never streams worth following here); etcd answers its
-streaming calls (a lease's keep-alive) chunked, and httptools reads that as any other body.
+streaming calls (a lease's keep-alive) chunked, and httptools reads that as any other body. A proxied request's
+answer may be read as its bytes instead (:meth:`_Peer.send_raw`, ``h1frame.answer_head``: the edge passes a plain
+answer on as it came), anything but one plain answer with a length then read by httptools as any other.
 """
 
 from __future__ import annotations
@@ -325,8 +327,9 @@ class Connections:
 
     def send_kept(self, address: tuple[str, int], data: bytes, done: Landed, raw: bool = False) -> bool:
         """:meth:`exchange` without a coroutine, on a kept connection only (the proxied path's common case): False,
-        nothing sent, when none is idle; else ``done`` is called from the loop with the answer or with the
-        PeerUnreachableError (sent) that :meth:`exchange` would raise."""
+        nothing sent, when none is idle; else ``done`` is called from the loop with the answer (with ``raw``, a
+        plain one as its bytes, :class:`Raw`) or with the PeerUnreachableError (sent) that :meth:`exchange` would
+        raise."""
         peer = self._idle_peer(address)
         if peer is None:
             return False

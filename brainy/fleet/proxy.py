@@ -95,7 +95,8 @@ class Forwarder:
     ) -> bool:
         """:meth:`forward` without a coroutine, on a connection kept from an earlier request (the common case of a
         busy edge): False, nothing sent, when none is idle; else ``done`` is called from the loop with the answer
-        or with the PeerUnreachableError :meth:`forward` would raise."""
+        (with ``raw``, a plain one as its bytes, ``Raw``, its fields as the owner sent them) or with the
+        PeerUnreachableError :meth:`forward` would raise."""
         address, data = self._request(url, method, target, headers, body, None)
 
         def landed(got: Response | Raw | Exception) -> None:
