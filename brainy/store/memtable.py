@@ -38,16 +38,7 @@ class Memtable:
         return len(self._versions)
 
     def put(self, key: bytes, generation: int, value: bytes) -> None:
-        versions = self._versions.get(key)
-        if versions is None:
-            with self._lock:
-                self._versions[key] = (generation, value)
-                self._pending.append(key)
-        else:
-            self._versions[key] = memput.with_version(versions, generation, value)
-        self.bytes += len(key) + len(value) + 16
-        if generation > self.max_generation:
-            self.max_generation = generation
+        self.put_many(((key, value),), generation)
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]], generation: int) -> None:
         """:meth:`put` of every ``(key, value)`` of one commit (brainy/_speedups/memput*): its new keys put in the
