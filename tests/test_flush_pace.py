@@ -201,3 +201,64 @@ def _until_out_of_sched_idle(seen: list[int], started: threading.Event) -> None:
     while os.sched_getscheduler(me) == os.SCHED_IDLE and time.monotonic() < deadline:
         time.sleep(0.01)
     seen.append(os.sched_getscheduler(me))
+
+
+def test_a_wait_lifts_the_idle_threads_team_and_no_other() -> None:
+    """An idle thread's OpenMP team (faiss's graph add, its k-means) inherits its SCHED_IDLE, and a wait that lifted
+    only the thread left it at every barrier behind its workers (a compaction not done in 120 s beside the suite's
+    other worker). ``waited_for`` lifts the thread and every thread it started, which carry its kernel name, to
+    SCHED_OTHER at the waiter's nice where the process may raise a nice (root); another idle thread stays idle."""
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this platform")
+    import faiss
+    import numpy as np
+
+    from brainy.index import follower as F
+    from brainy.store import workers as W
+
+    ids: dict[str, int] = {}
+    ready = {name: threading.Event() for name in ("team", "child", "other")}
+    done = threading.Event()
+
+    def child() -> None:
+        ids["child"] = threading.get_native_id()
+        ready["child"].set()
+        done.wait(10)
+
+    def team() -> None:
+        W.behind_the_requests(F.CATCH_UP_NICE, idle=True)
+        ids["team"] = threading.get_native_id()
+        graph = faiss.IndexHNSWFlat(64, 16)
+        graph.add(np.random.default_rng(5).standard_normal((2_000, 64)).astype(np.float32))  # its OpenMP pool
+        started = threading.Thread(target=child)
+        started.start()
+        ready["team"].set()
+        done.wait(10)
+        started.join()
+
+    def other() -> None:
+        W.behind_the_requests(F.CATCH_UP_NICE, idle=True)
+        ids["other"] = threading.get_native_id()
+        ready["other"].set()
+        done.wait(10)
+
+    threads = [threading.Thread(target=team), threading.Thread(target=other)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert all(event.wait(10) for event in ready.values())
+        members = W._team_of(ids["team"])
+        assert ids["child"] in members and ids["other"] not in members
+        assert len(members) == 2 + (faiss.omp_get_max_threads() - 1)  # the thread, its child, its OpenMP workers
+        assert {os.sched_getscheduler(tid) for tid in members} == {os.SCHED_IDLE}
+        W.waited_for(ids["team"])
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        nice = mine if os.geteuid() == 0 else max(F.CATCH_UP_NICE, mine)
+        assert {(os.sched_getscheduler(tid), os.getpriority(os.PRIO_PROCESS, tid)) for tid in members} == {
+            (os.SCHED_OTHER, nice)
+        }
+        assert os.sched_getscheduler(ids["other"]) == os.SCHED_IDLE
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(10)

@@ -22,6 +22,7 @@ from brainy.index import vector_matrix as M
 from brainy.index import vectors as V
 from brainy.index.vector_matrix import unit
 from brainy.index.vectors import VectorIndex
+from brainy.store.workers import waited_for
 
 DIM = 384
 
@@ -52,10 +53,14 @@ def oracle(
 
 
 def graph_in(brain: Brain) -> None:
-    """Wait for the graph's background catch-up (a snapshot's graph loaded, the tail put in) to finish."""
+    """Wait for the graph's background catch-up (a snapshot's graph loaded, the tail put in) to finish; the wait
+    lifts it (``waited_for``), as a close's does."""
     deadline = time.monotonic() + 60
     while brain.vector_follower._catching_up:
         assert time.monotonic() < deadline, "the graph's catch-up never finished"
+        catching = brain.vector_follower._catching_thread
+        if catching is not None:
+            waited_for(catching)
         time.sleep(0.01)
 
 

@@ -52,7 +52,7 @@ from brainy.index.projections import Damaged, InPlace, Projections, encode_snaps
 from brainy.index.snapshot import Followed
 from brainy.index.vectors import VectorIndex
 from brainy.store.pending import Pending
-from brainy.store.workers import LongLived, behind_the_requests, level_with_the_flush
+from brainy.store.workers import LongLived, behind_the_requests, waited_for
 
 log = logging.getLogger("brainy.engine")
 
@@ -658,12 +658,15 @@ class VectorFollower(ProjectionFollower):
         the files of a closed handle are another handle's to write."""
         self._closing = True
         self._first_read.set()  # a catch-up waiting for the first read wakes, to end
+        catching = self._catching_thread
+        if catching is not None:
+            waited_for(catching)
         with self._reading:  # a catch-up reading the files ends that first
             pass
         copying = self._copying
         if copying is not None:
-            if copying.native_id is not None:  # waited for: no longer below the flush
-                level_with_the_flush(copying.native_id)
+            if copying.native_id is not None:
+                waited_for(copying.native_id)
             copying.join()
         with self._lock:
             self._proj = None
@@ -714,6 +717,9 @@ class VectorFollower(ProjectionFollower):
         graph (1.5 GB copied at a million slots) took the memory bandwidth and cores the read's first checked
         scan needs (it made the first search at 1M take 600-800 ms)."""
         index = self._proj
+        catching = self._catching_thread
+        if catching is not None and catching != threading.get_native_id():  # called beside the thread: waits for it
+            waited_for(catching)
         try:
             if index is None:
                 return
@@ -758,8 +764,8 @@ class VectorFollower(ProjectionFollower):
             if index is None:
                 return
             catching = self._catching_thread
-            if not at_flush and catching is not None:  # a close waits for the catch-up: no longer below the flush
-                level_with_the_flush(catching)
+            if not at_flush and catching is not None:  # a close waits for the catch-up
+                waited_for(catching)
             graph_free = index.graph_lock.acquire(blocking=not at_flush)  # taken before the brain's, as a catch-up
             try:
                 with self._lock:
