@@ -149,6 +149,7 @@ class _Peer(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
         self._reader = Reader(lookup=False)
         self._parsed: Reader | None = None
@@ -164,6 +165,8 @@ class _Peer(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        # kept: asyncio.get_running_loop() checks the process id, a getpid system call on every proxied request
+        self._loop = asyncio.get_running_loop()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write; never wait
@@ -238,9 +241,9 @@ class _Peer(asyncio.Protocol):
         self._write(data, timeout, done)
 
     def _write(self, data: bytes, timeout: float, done: Landed) -> None:
-        assert self.transport is not None
+        loop = self._loop
+        assert self.transport is not None and loop is not None
         self._done = done
-        loop = asyncio.get_running_loop()
         self._deadline = loop.time() + timeout
         if self._timer is None:
             self._timer = loop.call_at(self._deadline, self._expire)
@@ -250,7 +253,8 @@ class _Peer(asyncio.Protocol):
         self._timer = None
         if self._done is None:  # answered: the next request sets it again
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None  # (set with the connection, before any request)
         if loop.time() < self._deadline:  # set for an earlier request: this one's deadline is later
             self._timer = loop.call_at(self._deadline, self._expire)
             return
