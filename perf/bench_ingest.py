@@ -169,6 +169,14 @@ vector base's quantised copy taking the prior copy's checked chunks (4.5 -> 1.5)
 1 MiB buffer (6.0 -> 4.5). On the request path, a commit's payload is packed in its thread's packer (the commit's
 append 5.1 -> 3.8 us a row in process) and the collector's youngest generation waits for 10,000 new containers
 (its share of the main thread 1.3 -> 0.55 us a row in process).
+
+Session 25, this tree alone, two sets a minute apart (load average 1.3 both times): msgpack 52.4/54.4/56.7/55.0/
+53.0k, then 40.7/46.4/42.9/47.9/45.2/39.9k; h2x4 55.3/45.1/50.4/51.5/45.2k, then 42.4/43.1/41.2/38.8/49.2/37.9k;
+json 29.5-35.0k. The server's CPU a row moved with them (msgpack 20 -> 22 us), the code the same: the box's other
+work takes cache and memory bandwidth as well as the core. With ``--batches 100``: msgpack 27.3/36.0/34.8k, h2x4
+32.5/32.3/35.0k, 28-29 us of CPU a row (the flush 7, the graph 3-4). perf/count_ingest.py, which now counts a
+served row alike in every run, puts the store's share of a row at 132,000 instructions, against 136,000 before
+session 24's collector and memtable changes.
 """
 
 from __future__ import annotations
