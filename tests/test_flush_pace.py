@@ -132,8 +132,8 @@ def test_the_graphs_catch_up_and_the_partitioned_copy_run_behind_the_flush(tmp_p
 
 def test_a_close_waiting_for_the_graphs_catch_up_takes_it_out_of_sched_idle(tmp_path: Path, monkeypatch) -> None:
     """Below every nice level, a catch-up holding the graph's lock could keep a close (which waits for that lock
-    to persist the graph) waiting as long as the core stays busy: the close takes it back to the flush's level
-    (SCHED_OTHER at nice 19) first. Here the catch-up holds the lock until it sees that, at most 10 s."""
+    to persist the graph) waiting as long as the core stays busy: the close lifts it out of SCHED_IDLE first
+    (``waited_for``). Here the catch-up holds the lock until it sees that, at most 10 s."""
     if not hasattr(os, "SCHED_IDLE"):
         pytest.skip("no SCHED_IDLE on this platform")
     from brainy.index import follower as F
@@ -166,7 +166,7 @@ def test_a_close_waiting_for_the_graphs_catch_up_takes_it_out_of_sched_idle(tmp_
 
 def test_a_close_waiting_for_a_partitioned_copy_takes_it_out_of_sched_idle(tmp_path: Path, monkeypatch) -> None:
     """The close waits for a partitioned copy written behind (the files are the next handle's to write): it takes
-    that thread back to the flush's level first. Here the copy runs until it sees that, at most 10 s."""
+    that thread out of SCHED_IDLE first. Here the copy runs until it sees that, at most 10 s."""
     if not hasattr(os, "SCHED_IDLE"):
         pytest.skip("no SCHED_IDLE on this platform")
     from brainy.index import follower as F

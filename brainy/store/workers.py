@@ -46,7 +46,8 @@ def behind_the_requests(nice: int, idle: bool = False) -> None:
         me = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, me, max(nice, os.getpriority(os.PRIO_PROCESS, me)))
         if idle:
-            _name_me(f"{_TEAM}{next(_teams) % 1000}")
+            with contextlib.suppress(AttributeError, OSError):  # unnamed, only a wait cannot find its team
+                _name_me(f"{_TEAM}{next(_teams) % 1000}")
             os.sched_setscheduler(me, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         pass
@@ -63,7 +64,8 @@ def waited_for(native_id: int) -> None:
         with contextlib.suppress(AttributeError, OSError):
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, tid, mine)
+            if os.getpriority(os.PRIO_PROCESS, tid) > mine:  # raised only, never lowered
+                os.setpriority(os.PRIO_PROCESS, tid, mine)
 
 
 def _team_of(native_id: int) -> list[int]:
