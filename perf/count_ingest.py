@@ -5,20 +5,22 @@ machine does (its load moves the served cells of perf/bench_ingest.py by a fifth
     python perf/count_ingest.py --tree /path/to/other    # and another checkout, the same way
 
 Each tree runs twice under ``valgrind --tool=callgrind`` (Debian's ``valgrind``): a fresh store opened in process
-and admitted as the server's pool admits it (``Brain.served``), the collector set as the server sets it, two
+(no flush: it runs on its own thread, and callgrind's one thread at a time put a part of one in some windows and
+not in others) and admitted as the server's pool admits it (``Brain.served``), the collector set as the server
+sets it, two
 ``addMany`` of 1,000 vectored rows to warm up, the projections' build waited for, then ``--low`` and ``--high``
 more (the body of perf/bench_ingest.py's ``msgpack`` cell, decoded as the server decodes it). Printed: the
 difference of the two runs' instructions over the rows between them, every thread's (the commit's own, the fsync
-worker's followers with their postings, a flush if one falls due), and no socket, HTTP or event loop: the store's
-share of a served row. Two runs' difference leaves out the start-up (imports, the store's open), which is most of
+worker's followers with their postings), and no socket, HTTP or event loop, and no flush: the write path's share
+of a served row. Two runs' difference leaves out the start-up (imports, the store's open), which is most of
 each. The graph's catch-up is kept waiting: it is idle work, behind every other thread; and callgrind runs one
 thread at a time, so where its graph adds fell decided the count.
 
-Measured (--low 1, --high 5), two runs each, the same to 0.01%: this tree (66b5bef's store path) 132,007 and
-132,013 instructions a row; ae7b8fa (before session 24's collector and memtable changes) 136,163 and 136,168
-(-3.0%). The first version of this script let the catch-up and the projections' build fall where they would: its
-figures (47,514 against 52,410) were of what fell in each window, not of a row, and its -7 to -9% was not the
-change's.
+Measured (--low 1, --high 5), each the same to 0.05% run to run: this tree 76,474 instructions a row, 66b5bef
+(before a commit's projection moves went in one call) 79,635 and 79,664 (-4.0%). With the flushes left where they
+fell, the same trees read 114k to 132k; the first version of this script, which also let the graph's catch-up and
+the projections' build fall where they would, read 47k to 174k for one tree, and its -7 to -9% for session 24's
+collector and memtable changes was of what fell in each window, not of the change.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ follower.FIRST_READ_GRACE_SECONDS = 1e9  # the graph's catch-up waits for a read
 body = bench_ingest.batch_bodies(1000)["application/msgpack"]
 root = tempfile.mkdtemp(prefix="brainy-count-ingest-")
 init_store(root + "/store")
-brain = Brain.open(root + "/store", name="count")
+brain = Brain.open(root + "/store", name="count", flush_bytes=1 << 40)  # no flush: its thread's timing decides
 brain.served()  # as the server's pool admits a handle: the followers build off the write path
 gc.collect(); gc.freeze(); gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 for at in range(2 + n):

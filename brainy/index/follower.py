@@ -88,11 +88,7 @@ _builders = LongLived(2, "brainy-projections-build")
 
 
 def _apply(proj: Projections, moves: list[Move]) -> None:
-    for kind, before, after in moves:
-        if kind == "e":
-            proj.apply(before, after)
-        else:
-            proj.apply_relation(before, after)
+    proj.apply_moves(moves)
 
 
 class ProjectionFollower:
