@@ -16,8 +16,9 @@ of a served row. Two runs' difference leaves out the start-up (imports, the stor
 each. The graph's catch-up is kept waiting: it is idle work, behind every other thread; and callgrind runs one
 thread at a time, so where its graph adds fell decided the count.
 
-Measured (--low 1, --high 5), each the same to 0.05% run to run: this tree 76,474 instructions a row, 66b5bef
-(before a commit's projection moves went in one call) 79,635 and 79,664 (-4.0%). With the flushes left where they
+Measured (--low 1, --high 5), each the same to 0.05% run to run: this tree 76,474 and 76,439 instructions a row,
+66b5bef (before a commit's projection moves went in one call) 79,635, 79,664 and 79,626 (-4.0%), ae7b8fa (before
+session 24's collector and memtable changes) 83,767 (-4.9% to 66b5bef). With the flushes left where they
 fell, the same trees read 114k to 132k; the first version of this script, which also let the graph's catch-up and
 the projections' build fall where they would, read 47k to 174k for one tree, and its -7 to -9% for session 24's
 collector and memtable changes was of what fell in each window, not of the change.
