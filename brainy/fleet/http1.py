@@ -52,12 +52,13 @@ class NotConnectedError(PeerUnreachableError):
     sent = False
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def request_bytes(method: str, target: str, authority: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
-    """One request's bytes: the request line, ``Host``, the given fields, ``Content-Length``, the body."""
-    lines = [f"{method} {target} HTTP/1.1", f"host: {authority}"]
-    lines += [f"{name}: {value}" for name, value in headers]
-    lines.append(f"content-length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    """One request's bytes: the request line, ``Host``, the given fields, ``Content-Length``, the body (framed as a
+    proxied request is, ``h1frame.frame_request``, with its fields all given)."""
+    return h1frame.frame_request(method, target, authority, {}, _NONE, tuple(headers), body)
 
 
 class Raw:

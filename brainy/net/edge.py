@@ -93,14 +93,11 @@ class Edge:
 
     def consider(self, request: Request) -> Awaitable[Response] | None:
         """None to answer ``request`` here; else an awaitable of the answer from the brain's owner."""
-        if not request.path.startswith(BRAINS) or FORWARDED in request.headers:
+        routed = self._routed(request)
+        if routed is None:
             return None
-        try:
-            match = self.route(request.method, request.path, request.headers.get("accept"))
-        except R.Refusal:
-            return None  # no such route: the app refuses it as it would anyway
-        brain = match.params.get("brain")
-        if brain is None or not self._passes(request, match, brain):
+        match, brain = routed
+        if not self._passes(request, match, brain):
             return None
         if match.server is not None:  # the held change stream: relayed from the owner as it arrives
             return None if self.settled(brain) else self._owned(request, brain, self._relay)
@@ -161,6 +158,18 @@ class Edge:
         owner = self.fleet.elsewhere(brain) if brain is not None else None
         return [(NODE.encode(), owner.node.encode())] if owner is not None else []
 
+    def _routed(self, request: Request) -> tuple[Match, str] | None:
+        """The route of a request for a brain, and the brain; None when it is not one, was forwarded here by
+        another node (never forwarded again), or has no route (the app refuses it as it would anyway)."""
+        if not request.path.startswith(BRAINS) or FORWARDED in request.headers:
+            return None
+        try:
+            match = self.route(request.method, request.path, request.headers.get("accept"))
+        except R.Refusal:
+            return None
+        brain = match.params.get("brain")
+        return None if brain is None else (match, brain)
+
     def settled(self, brain: str) -> bool:
         """Whether ``brain`` is this node's to serve now, as far as it knows without asking etcd."""
         return brain in self.fleet.owned and brain not in self.fleet.arriving
@@ -216,16 +225,12 @@ class Edge:
         app's road). Else ``deliver`` is called once, from the loop: with the owner's answer as it came
         (:class:`Passed`, ``brainy-node`` to add), or, off that road (a hand-over, an owner gone, no answer),
         with the :class:`Response` to frame."""
-        if request.method == "HEAD" or not request.path.startswith(BRAINS) or FORWARDED in request.headers:
+        routed = None if request.method == "HEAD" else self._routed(request)
+        if routed is None:
             return False
-        try:
-            match = self.route(request.method, request.path, request.headers.get("accept"))
-        except R.Refusal:
-            return False
-        brain = match.params.get("brain")
+        match, brain = routed
         if (
-            brain is None
-            or match.server is not None
+            match.server is not None
             or match.door in FLEET_PLACED
             or self.settled(brain)
             or not self._passes(request, match, brain)
