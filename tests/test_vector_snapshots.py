@@ -890,3 +890,57 @@ def test_a_bases_quantised_copy_takes_the_prior_copys_checked_chunks(tmp_path: P
     taken = (1 if damaged else 3) * M.CHUNK_SLOTS
     assert sum(worked) == len(vectors) - taken
     assert not prior.exists()  # the older copy goes once the new one is written
+
+
+def test_a_flush_leaves_a_large_base_to_its_own_thread_and_the_next_flushes_go_on(tmp_path: Path, monkeypatch) -> None:
+    """A flush that freezes a large base (here every base: the bound lowered) leaves its writing to
+    a thread of its own, held here as a slow disk holds it: the flushes after it write their tables meanwhile and
+    skip their links, so the chain on disk never has a delta after a base not yet written; once the base is down
+    the next flush appends a delta after it, and a close (which waits for a base still being written) and a
+    reopen read the index from the chain at the head, as the rows have it."""
+    from brainy.index import follower as FO
+
+    monkeypatch.setattr(FO, "BASE_BEHIND_SLOTS", 1)
+    held, writing = threading.Event(), threading.Event()
+    write_link = F.write_link
+
+    def slow_disk(folder, frozen, data) -> None:
+        if frozen.is_base:
+            writing.set()
+            assert held.wait(30)
+        write_link(folder, frozen, data)
+
+    monkeypatch.setattr(F, "write_link", slow_disk)
+    path, rng, x, brain = opened(tmp_path, 5, 1000, 400)
+    with brain:
+        brain.flush()
+        assert writing.wait(10) and brain.vector_follower._basing is not None
+        base = brain.head
+        tables = len(brain.sources.tables)
+        for start in (400, 500, 600):
+            add_range(brain, x, start, start + 100)
+            began = time.monotonic()
+            brain.flush()
+            assert time.monotonic() - began < 10  # not behind the held base
+        assert len(brain.sources.tables) == tables + 3
+        assert chain(path) == []  # nothing yet: the base is still held, and no delta went ahead of it
+        held.set()
+        brain.vector_follower._wait_for_base()
+        assert chain(path) == [f"{base:020d}.vec"]
+        add_range(brain, x, 700, 800)
+        brain.flush()
+        assert chain(path) == [f"{base:020d}.vec", f"{brain.head:020d}.vecd"]
+        held.clear()
+        writing.clear()
+        for i in range(800):  # past a quarter of the base: the next link is a base, held again
+            brain.update({"id": f"v{i}", "vector": x[999 - i % 200].tolist()})
+        brain.flush()
+        assert writing.wait(10)
+        add_range(brain, x, 800, 900)
+        threading.Timer(0.5, held.set).start()
+    # the close waited for the held base and wrote its own link after it
+    assert chain(path)[-1] == f"{brain.head:020d}.vecd" and chain(path)[0].endswith(".vec") and len(chain(path)) == 2
+    with Brain.open(path) as brain:
+        check(brain, rng)
+        assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
+        assert index_state(brain)[1:] == index_of(VectorIndex.build(brain.at().entities(vectors=True), brain.head))[1:]

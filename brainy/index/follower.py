@@ -81,6 +81,11 @@ FIRST_READ_GRACE_SECONDS = 1.0
 # once the memtable is full. So both run behind the flush as well (SCHED_IDLE, ``behind_the_requests``): that
 # burst went from 18.9-19.2k to 25.7-27.4k rows a second, the searches scanning exactly a while longer.
 CATCH_UP_NICE = 19
+# A flush that freezes a base this large leaves its writing to a thread of its own (the base's
+# vectors, graph and quantised copy): at a million slots that is 3.2 GB and its fsync, and a flush that wrote it
+# held the next flush back for as long, the writes filling the memtable to its bound meanwhile (the 1M ingest of
+# perf/bench_vector_cold.py: two commits that waited the full 30 s).
+BASE_BEHIND_SLOTS = VF.AHEAD_SLOTS
 
 # Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
 # why not a thread per build).
@@ -522,6 +527,7 @@ class VectorFollower(ProjectionFollower):
         self._looked = 0  # the generation up to which commits were looked at for a vector (_wanted)
         self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
         self._copying: threading.Thread | None = None  # a served handle's partitioned copy being written behind
+        self._basing: threading.Thread | None = None  # a served handle's large base being written behind
 
     def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
         """At the open: begin reading the chain's large files on another thread while the log is replayed
@@ -659,6 +665,7 @@ class VectorFollower(ProjectionFollower):
             waited_for(catching)
         with self._reading:  # a catch-up reading the files ends that first
             pass
+        self._wait_for_base()
         copying = self._copying
         if copying is not None:
             if copying.native_id is not None:
@@ -753,6 +760,10 @@ class VectorFollower(ProjectionFollower):
         held elsewhere, a base due only because the graph grew waits for a later link, and one due otherwise is
         written without the graph, the next base taking it. Any other persist (a close's) waits for the lock."""
         self.settle()
+        if self._basing is not None:
+            if at_flush:
+                return  # a base is written behind: the next flush after it writes this one's link
+            self._wait_for_base()
         for _ in range(2):  # once more when the index was read from a damaged chain: from the rows, then
             if self._proj is None and at_flush:
                 self._build()
@@ -776,23 +787,61 @@ class VectorFollower(ProjectionFollower):
             store = VF.store_tag(self.folder.parent) or VF.NO_STORE
             if frozen is not None:
                 frozen.store = store
-                try:
-                    data = frozen.parts()
-                except VM.Damaged as exc:  # a new base never carries slots that failed their check
-                    self._discard(index, exc)
-                    self.settle()
-                    continue
-                VF.write_link(self.folder, frozen, data)
-                if frozen.is_base:  # its partitioned copy next, from the same slots (written after the base's own)
-                    owed = VF.Owed(frozen.stamp, len(frozen.dense), frozen.vectors, frozen.dense, False, True)
-            if owed is not None:
-                try:
-                    self._write_copies(index, owed, store)
-                except VM.Damaged as exc:  # a chunk of the base failed its check: the index is not trusted
-                    self._discard(index, exc)
-                    self.settle()
-                    continue
+                if at_flush and frozen.is_base and len(frozen.dense) >= BASE_BEHIND_SLOTS:
+                    with self._lock:
+                        self._basing = threading.Thread(
+                            target=self._base_behind,
+                            args=(index, frozen, store),
+                            name="brainy-vectors-base",
+                            daemon=True,
+                        )
+                        self._basing.start()
+                    return
+            try:
+                self._write(index, frozen, owed, store)
+            except VM.Damaged as exc:  # a chunk of the base failed its check: the index is not trusted
+                self._discard(index, exc)
+                self.settle()
+                continue
             return
+
+    def _write(self, index: VectorIndex, frozen: VF.Frozen | None, owed: VF.Owed | None, store: bytes) -> None:
+        """Write a frozen link (a base never carries slots that failed their check), then the base's owed copies
+        (a base's partitioned copy, from the same slots, after the base's own); Damaged when a chunk of the base
+        fails its check."""
+        if frozen is not None:
+            VF.write_link(self.folder, frozen, frozen.parts())
+            if frozen.is_base:
+                owed = VF.Owed(frozen.stamp, len(frozen.dense), frozen.vectors, frozen.dense, False, True)
+        if owed is not None:
+            self._write_copies(index, owed, store)
+
+    def _base_behind(self, index: VectorIndex, frozen: VF.Frozen, store: bytes) -> None:
+        """:meth:`_write` of a large base on its own thread, behind the requests as the flush is: the flush that
+        froze it goes on, and the ones after it skip their links until it is written (their rows are in the
+        tables; a crash meanwhile leaves the chain behind the flushed generation, and the next open builds the
+        index from the rows, as after a crash between a flush's swap and its link). What goes wrong is logged,
+        and the next link is a whole base."""
+        behind_the_requests(CATCH_UP_NICE)
+        try:
+            self._write(index, frozen, None, store)
+        except VM.Damaged as exc:
+            self._discard(index, exc)
+        except Exception:  # noqa: BLE001 - a thread's failure is logged, never lost with it
+            log.exception("brain %r: the vector base at %d was not written", self._brain.name, frozen.stamp)
+            with self._lock:
+                index.link = None  # the chain on disk ends before it: the next link is a base
+        finally:
+            with self._lock:
+                self._basing = None
+
+    def _wait_for_base(self) -> None:
+        """Wait for a base written behind (a close's link follows it; a closed handle's files are the next's)."""
+        basing = self._basing
+        if basing is not None:
+            if basing.native_id is not None:
+                waited_for(basing.native_id)
+            basing.join()
 
     def _write_copies(self, index: VectorIndex, owed: VF.Owed, store: bytes) -> None:
         """Write the base's owed copies (docs/store-format.md, "Vector index snapshots") from its slots, each
