@@ -3,7 +3,7 @@
     python perf/bench_proxy.py                 # two nodes and an etcd on loopback, 2,000 gets each way
     python perf/bench_proxy.py -n 5000 --rounds 20
     python perf/bench_proxy.py -n 6000 --rounds 6 --floor --pin   # and the bare relay; the nodes on core 0
-    python perf/bench_proxy.py --edge-only 10000 --rounds 3 --pin  # the edge's CPU a get, proxied gets only
+    python perf/bench_proxy.py --edge-only 10000 --rounds 3 --pin  # the edge's CPU a get, and the owner's
 
 Starts etcd (``etcd`` on PATH) and two ``brainy serve --fleet`` nodes, a and b, on loopback; provisions a brain
 placed on b and writes one entity to it. Then, on one kept-alive HTTP/1.1 connection to each node (a lean
@@ -156,7 +156,8 @@ def main() -> None:
         type=int,
         default=0,
         metavar="N",
-        help="only proxied gets, --rounds runs of N: the edge's CPU and wall time a get in each (no direct arm)",
+        help="--rounds runs of N proxied gets: the edge's CPU and wall time a get in each, and the owner's CPU a "
+        "forwarded get against a direct one (N direct gets after each run)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
@@ -180,7 +181,7 @@ def main() -> None:
                 if args.pin:
                     pin(a.proc.pid, b.proc.pid)
                 if args.edge_only:
-                    edge_only(a.port, target, args.edge_only, args.rounds, a.proc.pid)
+                    edge_only(a.port, b.port, target, args.edge_only, args.rounds, a.proc.pid, b.proc.pid)
                     return
                 run(a.port, b.port, target, args.n, args.rounds, a.proc.pid, b.proc.pid, args.client)
                 if args.floor:
@@ -209,24 +210,31 @@ def pin(*servers: int) -> None:
     os.sched_setaffinity(0, {1})
 
 
-def edge_only(port: int, target: str, n: int, rounds: int, pid: int) -> None:
+def edge_only(port: int, owner_port: int, target: str, n: int, rounds: int, pid: int, owner_pid: int) -> None:
     """``rounds`` runs of ``n`` proxied gets on one connection: the edge's user and system CPU and the wall time a
-    get in each (with more gets per figure than ``run`` has, for comparing two trees' edges)."""
-    conn = Connection(port)
+    get in each (with more gets per figure than ``run`` has, for comparing two trees' edges); and the owner's CPU a
+    get, forwarded there and, in a run of ``n`` direct gets after each, asked of it directly."""
+    conn, direct = Connection(port), Connection(owner_port)
     for _ in range(max(50, n // 10)):
-        assert conn.get(target)[0] == 200
+        assert conn.get(target)[0] == 200 and direct.get(target)[0] == 200
     for _ in range(rounds):
         user, system = cpu_seconds(pid)
+        owner = cpu_seconds(owner_pid)
         began = time.perf_counter()
         for _ in range(n):
             assert conn.get(target)[0] == 200
         wall = time.perf_counter() - began
-        after = cpu_seconds(pid)
+        after, owner_after = cpu_seconds(pid), cpu_seconds(owner_pid)
+        for _ in range(n):
+            assert direct.get(target)[0] == 200
+        owner_direct = cpu_seconds(owner_pid)
         print(
             f"edge a get: user {(after[0] - user) / n * 1e6:5.1f} us, system {(after[1] - system) / n * 1e6:5.1f} us, "
-            f"wall {wall / n * 1e6:6.1f} us"
+            f"wall {wall / n * 1e6:6.1f} us; owner a forwarded get: user {(owner_after[0] - owner[0]) / n * 1e6:5.1f} "
+            f"us, a direct one: user {(owner_direct[0] - owner_after[0]) / n * 1e6:5.1f} us"
         )
     conn.close()
+    direct.close()
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
