@@ -3,10 +3,11 @@
 docs/fleet.md "Any node answers any brain". :meth:`Edge.consider` answers None when this node answers the
 request itself (the app's road, as without a fleet), or an awaitable of the owner's answer. In order:
 
-1. A request that is not a brain's (``/v1/brains/{brain}/…``), or that was forwarded here by another node, is
-   this node's: a forwarded request is never forwarded again (the dispatcher refuses ``BrainMovedError`` for
-   a brain it no longer owns, and the edge that sent it reads the owner afresh and forwards once more).
-2. The caller is checked here first: the credential and the gate, as a local call is. A request that fails
+1. A request that is not a brain's (``/v1/brains/{brain}/…``), that was forwarded here by another node, or whose
+   brain this node serves, is this node's (the app's road checks the caller, as without a fleet): a forwarded
+   request is never forwarded again (the dispatcher refuses ``BrainMovedError`` for a brain it no longer owns,
+   and the edge that sent it reads the owner afresh and forwards once more).
+2. Any other is checked here first: the credential and the gate, as a local call is. A request that fails
    them is left to the app, whose road refuses it by the same name it would without a fleet.
 3. A door that creates a brain (``host_doors.FLEET_PLACED``: provisioning) is placed
    (``brainy.fleet.placement``) and forwarded to the chosen node, unless this node is the one chosen, or
@@ -97,17 +98,20 @@ class Edge:
         if routed is None:
             return None
         match, brain = routed
+        placed = match.door in FLEET_PLACED
+        settled = not placed and self.settled(brain)
+        if settled and (match.server is not None or self.fleet.elsewhere(brain) is None):
+            return None  # this node's: the app's road checks the caller, as without a fleet
         if not self._passes(request, match, brain):
             return None
         if match.server is not None:  # the held change stream: relayed from the owner as it arrives
-            return None if self.settled(brain) else self._owned(request, brain, self._relay)
-        if match.door in FLEET_PLACED:
+            return self._owned(request, brain, self._relay)
+        if placed:
             return None if PLACED in request.headers else self._place(request)
-        if not self.settled(brain):
-            quick = self._quick(request, brain)
-            return quick if quick is not None else self._owned(request, brain)
-        owner = self.fleet.elsewhere(brain)
-        return self._owned(request, brain) if owner is not None else None
+        if settled:  # held here, and the view names another owner: handed over a moment ago
+            return self._owned(request, brain)
+        quick = self._quick(request, brain)
+        return quick if quick is not None else self._owned(request, brain)
 
     async def every_brain(self, principal: Principal, request: Request, here: list[dict[str, Any]]) -> dict[str, Any]:
         """``GET /v1/brains`` in a fleet (docs/fleet.md "GET /v1/brains in a fleet"): of ``here`` (this node's
