@@ -633,3 +633,37 @@ def test_an_object_store_flag_missing_or_wrong_refuses_the_start(tmp_path, flags
     )
     assert done.returncode == 2, done
     assert says in done.stderr.decode(), done.stderr.decode()
+
+
+def test_every_kept_connection_closes_with_the_store_and_an_ended_threads_at_the_next(store):
+    """The store keeps a connection per calling thread. One kept for a thread that has ended is closed when the next
+    is made, and ``close`` closes every thread's: none is left for the collector to find open (a ResourceWarning on
+    whichever thread its pass ran). ``release`` closes the calling thread's only."""
+    done = threading.Event()
+
+    def open_one(out: list, hold: bool = False) -> None:
+        conn = store._connection()
+        conn.connect()  # a socket open to the store, as a call leaves its connection kept alive
+        out.append(conn)
+        if hold:
+            done.wait(10)
+
+    ended: list = []
+    thread = threading.Thread(target=open_one, args=(ended,))
+    thread.start()
+    thread.join()
+    assert ended[0].sock is not None  # kept after its thread ended...
+    live: list = []
+    holding = threading.Thread(target=open_one, args=(live, True))
+    holding.start()
+    while not live:
+        time.sleep(0.01)
+    assert ended[0].sock is None  # ...until the next one was made
+    mine: list = []
+    open_one(mine)
+    store.release()
+    assert mine[0].sock is None and live[0].sock is not None  # the caller's only
+    store.close()
+    assert live[0].sock is None  # every thread's, the living one's too
+    done.set()
+    holding.join()

@@ -153,6 +153,11 @@ class ObjectStore:
         self._port = parts.port or (443 if self._secure else 80)
         self._host_field = parts.netloc
         self._local = threading.local()  # one kept-alive connection per calling thread
+        # every connection kept, with the thread it is kept for: :meth:`close` closes them all, and one kept for a
+        # thread that has ended is closed when the next is made (the fsync workers of a brain closed, a restore's
+        # fetches): left to the collector, its socket stayed open until some later pass, on any thread
+        self._kept: list[tuple[threading.Thread, http.client.HTTPConnection]] = []
+        self._kept_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, environ: Mapping[str, str] = os.environ) -> ObjectStore:
@@ -164,6 +169,12 @@ class ObjectStore:
             kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
             conn = kind(self._host, self._port, timeout=self.timeout)
             self._local.conn = conn
+            with self._kept_lock:
+                ended = [kept for thread, kept in self._kept if not thread.is_alive()]
+                self._kept = [(thread, kept) for thread, kept in self._kept if thread.is_alive()]
+                self._kept.append((threading.current_thread(), conn))
+            for kept in ended:
+                kept.close()
         return conn
 
     def _drop(self) -> None:
@@ -171,6 +182,8 @@ class ObjectStore:
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._kept_lock:
+                self._kept = [(thread, kept) for thread, kept in self._kept if kept is not conn]
 
     def request(
         self,
@@ -375,5 +388,14 @@ class ObjectStore:
         names.sort()
         return names
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Close the calling thread's kept connection (a thread done with the store: a restore's fetches)."""
         self._drop()
+
+    def close(self) -> None:
+        """Close every kept connection, every thread's (the store is no longer used)."""
+        self._drop()
+        with self._kept_lock:
+            kept, self._kept = self._kept, []
+        for _, conn in kept:
+            conn.close()

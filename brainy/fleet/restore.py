@@ -147,7 +147,7 @@ def _fetch(store: ObjectStore, names: list[str]) -> list[bytes | None]:
             for n in range(first, len(names), FETCHES):
                 got[n] = store.get(names[n])
         finally:
-            store.close()  # this thread's connection
+            store.release()  # this thread's connection
 
     if len(names) <= 1:
         return [store.get(name) for name in names]
