@@ -109,6 +109,39 @@ def test_sync_acknowledges_a_write_only_once_its_segment_is_stored(store, tmp_pa
         assert frames[0][0] == 1
 
 
+def test_sync_stores_a_writes_segment_while_its_local_fsync_is_still_under_way(store, tmp_path, monkeypatch):
+    """--ship sync: the upload of a write's frame starts before its local fsync is waited for (the two take their
+    time together): here the fsync is held until the segment is in the store, and the write still returns, once
+    both are done, with its generation durable and stored."""
+    from brainy.store import log as log_module
+
+    with open_brain(tmp_path / "b") as brain:
+        shipper = start_shipping(store, brain)
+        add(brain, "before")
+        stored = threading.Event()
+        put_new = store.put_new
+        fdatasync = log_module.os.fdatasync
+
+        def noted_put(name, data):
+            put_new(name, data)
+            if "/log/" in name:
+                stored.set()
+
+        early: list[bool] = []
+
+        def held_fsync(fd):
+            early.append(stored.wait(10))  # False: the upload waited for this fsync (held 10 s, then let go)
+            fdatasync(fd)
+
+        monkeypatch.setattr(store, "put_new", noted_put)
+        monkeypatch.setattr(log_module.os, "fdatasync", held_fsync)
+        answer = add(brain, "after")
+        monkeypatch.undo()
+        assert early and all(early), "the local fsync was waited for before the upload began"
+        assert shipper.stored == answer["generation"] == brain.head
+        assert found(brain, "after")
+
+
 def test_sync_groups_concurrent_writers_into_fewer_uploads(store, tmp_path):
     """Concurrent writers share uploads (group commit): 16 threads writing 8 each make fewer segments than
     commits, and every commit is in exactly one segment, generations consecutive."""

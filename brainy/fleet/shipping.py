@@ -7,10 +7,11 @@ commit lock, so in generation order), asks :meth:`Shipper.check` before a commit
 
 - ``sync``: :meth:`acknowledge` returns once a segment holding the frame is stored, and every frame below it.
   Whoever waits while fewer than ``PIPELINE`` uploads run uploads every frame appended and not yet handed to one,
-  for everyone (group commit, as the log's fsync: ``LogWriter.wait``): the frames of commits still in their
-  local fsync go too, so the next group's fsync and this group's upload overlap (a frame stored before it is
-  durable here is one a crash may or may not keep, as any write not yet acknowledged). After an upload lands, the
-  next waits briefly for the writers it released (``GROUP_WAIT_MAX``).
+  for everyone (group commit, as the log's fsync: ``LogWriter.wait``); a write about to wait for its local fsync
+  starts that upload first when its group has formed (:meth:`Shipper.early`), so the two overlap. The frames of
+  commits still in their local fsync go too, so their fsync and that upload overlap as well (a frame stored
+  before it is durable here is one a crash may or may not keep, as any write not yet acknowledged). After an
+  upload lands, the next waits briefly for the writers it released (``GROUP_WAIT_MAX``).
 - ``async``: :meth:`acknowledge` returns at once; :class:`Courier`'s thread uploads every ``interval``.
 
 Either way :meth:`acknowledge` ends with the fence (``fence``, the fleet's: this node still owns the brain at
@@ -236,46 +237,68 @@ class Shipper:
                         left = min(left, max(gathering[0] - now, 0.0))  # then it starts with whatever is there
                     self._cond.wait(left)
                     continue
-                first, last = batch[0][0], batch[-1][0]
-                self._inflight += 1
-                self._cond.release()
-                error: BaseException | None = None
-                size = 0
-                began = time.monotonic()
-                try:
-                    size = self._upload(batch)
-                except ObjectStoreError as exc:
-                    error = exc
-                finally:
-                    self._cond.acquire()
-                    self._inflight -= 1
-                if error is None and self.mode == SYNC and generation is not None:
-                    landed = time.monotonic()
-                    waiting = self._appended - self._handed
-                    self._gathering = (landed + min(landed - began, GROUP_WAIT_MAX), waiting + len(batch))
-                if error is None:
-                    self._landed[first] = last
-                    while self.stored + 1 in self._landed:  # the stored prefix grows over what landed in order
-                        self.stored = self._landed.pop(self.stored + 1)
-                    if self.stored >= self._durable:
-                        self._behind_since = None
-                    self._frames = [(g, f) for g, f in self._frames if g > self.stored]
-                    self.error = None
-                    self.uploads += 1
-                    self.tail += 1
-                    self.tail_bytes += size
-                    if self.on_due is not None and self._due():
-                        self.on_due()
-                else:
-                    self._retry.append((first, last))  # the same range again, under the same name
-                    self._retry.sort()
-                    self.error = error
-                self._cond.notify_all()
+                error = self._send(batch, gather=self.mode == SYNC and generation is not None)
                 if error is not None:
                     raise R.InternalError(
-                        f"brain {self.brain}: the object store did not store generations {first}-{last}: {error}",
+                        f"brain {self.brain}: the object store did not store generations {batch[0][0]}-"
+                        f"{batch[-1][0]}: {error}",
                         ref="fleet-ship",
                     ) from None
+
+    def early(self, generation: int) -> None:
+        """``sync``: before the local fsync of the commit at ``generation`` is waited for, start the next upload on
+        this thread when none runs and its group has formed (:meth:`_take`), so that the upload and the fsync take
+        their time together, not one after the other. Returns at once otherwise; a failed upload is left to
+        :meth:`acknowledge`, which tries its range again and says why."""
+        if self.mode != SYNC:
+            return
+        with self._cond:
+            if self.stored >= generation:
+                return
+            batch = self._take()
+            if batch is not None:
+                self._send(batch, gather=True)
+
+    def _send(self, batch: list[tuple[int, bytes]], gather: bool) -> ObjectStoreError | None:
+        """Under the lock (let go meanwhile): upload ``batch`` and account for it; the store's error, if it failed
+        (its range then goes again first). ``gather``: a landed upload has the next one wait for the writers it
+        released (:data:`GROUP_WAIT_MAX`)."""
+        first, last = batch[0][0], batch[-1][0]
+        self._inflight += 1
+        self._cond.release()
+        error: ObjectStoreError | None = None
+        size = 0
+        began = time.monotonic()
+        try:
+            size = self._upload(batch)
+        except ObjectStoreError as exc:
+            error = exc
+        finally:
+            self._cond.acquire()
+            self._inflight -= 1
+        if error is None and gather:
+            landed = time.monotonic()
+            waiting = self._appended - self._handed
+            self._gathering = (landed + min(landed - began, GROUP_WAIT_MAX), waiting + len(batch))
+        if error is None:
+            self._landed[first] = last
+            while self.stored + 1 in self._landed:  # the stored prefix grows over what landed in order
+                self.stored = self._landed.pop(self.stored + 1)
+            if self.stored >= self._durable:
+                self._behind_since = None
+            self._frames = [(g, f) for g, f in self._frames if g > self.stored]
+            self.error = None
+            self.uploads += 1
+            self.tail += 1
+            self.tail_bytes += size
+            if self.on_due is not None and self._due():
+                self.on_due()
+        else:
+            self._retry.append((first, last))  # the same range again, under the same name
+            self._retry.sort()
+            self.error = error
+        self._cond.notify_all()
+        return error
 
     def _take(self) -> list[tuple[int, bytes]] | None:
         """The next upload's frames, under the lock: a range whose upload failed first, else the durable frames not

@@ -67,6 +67,9 @@ class Unowned:
     def appended(self, generation: int, frame: bytes) -> None:  # never reached: check refused first
         pass
 
+    def early(self, generation: int) -> None:  # never reached: check refused first
+        pass
+
     def acknowledge(self, generation: int) -> None:
         self.fleet.fence(self.brain, -1)
 

@@ -49,6 +49,10 @@ class Ships(Protocol):
     def appended(self, generation: int, frame: bytes) -> None:
         """The encoded frame of the commit at ``generation`` was appended (not yet durable); under the commit lock."""
 
+    def early(self, generation: int) -> None:
+        """The commit at ``generation`` was appended and its local fsync is about to be waited for: a moment to ship
+        beside it (never raises)."""
+
     def acknowledge(self, generation: int) -> None:
         """The commit at ``generation`` is durable locally: return once it may be acknowledged, else raise."""
 
@@ -174,6 +178,8 @@ class CommitPath:
         off the machine; always: this owner still holds the brain), so no read sees a commit that a failover
         could lose, and a refusal it raises leaves the head where it was."""
         assert self.log is not None
+        if self.shipping is not None and generation > self.head.durable:
+            self.shipping.early(generation)  # --ship sync: its upload and the fsync below take their time together
         self.log.wait(seq)
         if self.shipping is not None and generation > self.head.durable:  # a head already past it was acknowledged
             self.shipping.acknowledge(generation)
