@@ -81,10 +81,10 @@ FIRST_READ_GRACE_SECONDS = 1.0
 # once the memtable is full. So both run behind the flush as well (SCHED_IDLE, ``behind_the_requests``): that
 # burst went from 18.9-19.2k to 25.7-27.4k rows a second, the searches scanning exactly a while longer.
 CATCH_UP_NICE = 19
-# A flush that freezes a base this large leaves its writing to a thread of its own (the base's
-# vectors, graph and quantised copy): at a million slots that is 3.2 GB and its fsync, and a flush that wrote it
-# held the next flush back for as long, the writes filling the memtable to its bound meanwhile (the 1M ingest of
-# perf/bench_vector_cold.py: two commits that waited the full 30 s).
+# A flush that freezes a base this large leaves its writing to a thread of its own (the base's vectors, graph and
+# quantised copy): at a million slots that is 3.2 GB and its fsync, and a flush that wrote it held the next flush
+# back for as long, the writes filling the memtable to its bound meanwhile (perf/bench_vector_cold.py's 1M ingest,
+# in process: a commit that waited the full 30 s, 288 s in all; with the base behind, 161-165 s and no wait).
 BASE_BEHIND_SLOTS = VF.AHEAD_SLOTS
 
 # Every background build of the process runs on these two long-lived threads (brainy/store/workers.py says
@@ -527,7 +527,7 @@ class VectorFollower(ProjectionFollower):
         self._looked = 0  # the generation up to which commits were looked at for a vector (_wanted)
         self._ahead: VF.Ahead | None = None  # the chain's large files, read from the open on (vector_format.py)
         self._copying: threading.Thread | None = None  # a served handle's partitioned copy being written behind
-        self._basing: threading.Thread | None = None  # a served handle's large base being written behind
+        self._basing: threading.Thread | None = None  # a flush's large base being written behind
 
     def check_ahead(self, dense_ints: int, opened: threading.Event | None = None) -> None:
         """At the open: begin reading the chain's large files on another thread while the log is replayed
@@ -758,7 +758,10 @@ class VectorFollower(ProjectionFollower):
         lowest priority, for seconds on a busy core, and a flush waiting behind it let the memtable and every row
         the followers hold grow for as long (a 100,000-row burst: 3.4 s, the whole burst in memory). With the lock
         held elsewhere, a base due only because the graph grew waits for a later link, and one due otherwise is
-        written without the graph, the next base taking it. Any other persist (a close's) waits for the lock."""
+        written without the graph, the next base taking it. Any other persist (a close's) waits for the lock.
+
+        A flush's base of ``BASE_BEHIND_SLOTS`` or more is written on a thread of its own (:meth:`_base_behind`);
+        the flushes meanwhile write no link, and any other persist waits for it first."""
         self.settle()
         if self._basing is not None:
             if at_flush:
