@@ -637,7 +637,10 @@ def test_a_writer_appends_after_reading_in_place_and_a_reopen_answers_the_same(t
         deadline = time.monotonic() + 120
         while True:
             check_near(brain, queries)
-            graph_in(brain)
+            # the catch-up that compacts, called here (as a close waits for one): the reads start it on a thread
+            # of its own at the lowest priority, which on a loaded box (CI's other worker at its slowest tests)
+            # once had no compaction in 120 s of this loop
+            brain.vector_follower.catch_up()
             with brain.at().vectors() as held:
                 if not held._slots._parts:
                     break
