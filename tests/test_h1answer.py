@@ -5,6 +5,7 @@ plain answer a buffer holds as httptools reads it, or says how much is still to 
 from __future__ import annotations
 
 import httptools
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_h1frame import headers_st, no_content, parse, responses
@@ -90,6 +91,48 @@ def test_a_forwarded_request_reads_back_as_its_fields(h1frame_twins, headers, bo
     assert read.done and read.body == body and read.parser.get_method().decode() == method
     kept = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in fields.items() if k not in (":path", "connection")]
     assert read.fields == [(b"host", b"10.0.0.1:80"), *kept, (b"e", b"f"), (b"content-length", b"%d" % len(body))]
+
+
+@pytest.mark.parametrize("where", ["target", "value", "extra"])
+def test_a_forwarded_request_with_text_past_latin1_is_refused_by_both_twins(h1frame_twins, where):
+    """``frame_request`` copies latin-1 text as its bytes; a character past it anywhere is the same
+    UnicodeEncodeError from both twins (the compiled one's copy never writes it as some other byte)."""
+    euro = "\u20ac"
+    target = "/v1/brains/b/get/" + (euro if where == "target" else "a")
+    headers = {"authorization": "Bearer k", "x-note": euro if where == "value" else "n"}
+    extra = (("brainy-forwarded", euro if where == "extra" else "a"),)
+    for twin in h1frame_twins:
+        with pytest.raises(UnicodeEncodeError):
+            twin.frame_request("GET", target, "10.0.0.1:80", headers, frozenset(), extra, b"")
+
+
+@given(
+    headers=headers_st,
+    connection=st.lists(st.sampled_from([b"Connection", b"connection", b"CONNECTION"]), max_size=2),
+    value=st.sampled_from([b"keep-alive", b"close", b"x-hop"]),
+    body=st.binary(max_size=200),
+    added=st.sampled_from([b"", b"brainy-node: n2\r\n"]),
+    more=st.sampled_from([b"", b'alt-svc: h3=":9"\r\n']),
+)
+def test_an_answer_relayed_keeps_its_lines_but_connection_and_gains_the_lines_given(
+    h1frame_twins, headers, connection, value, body, added, more
+):
+    """``relay_answer``: the owner's status line and fields in their order less every ``connection`` line (any
+    case), then the added lines, the blank line, the body; both twins give the same bytes."""
+    compiled, pure = h1frame_twins
+    lines = [b"%s: %s\r\n" % (name, field) for name, field in headers]
+    kept = list(lines)
+    for n, name in enumerate(connection):  # spread among the others
+        lines.insert(min(n * 2, len(lines)), b"%s: %s\r\n" % (name, value))
+    data = b"HTTP/1.1 200 OK\r\n" + b"".join(lines) + b"content-length: %d\r\n\r\n" % len(body) + body
+    head = data.index(b"\r\n\r\n") + 4
+    framed = compiled.relay_answer(data, head, added, more)
+    assert framed == pure.relay_answer(data, head, added, more)
+    expected = b"HTTP/1.1 200 OK\r\n" + b"".join(kept) + b"content-length: %d\r\n" % len(body)
+    assert framed == expected + added + more + b"\r\n" + body
+    for twin in h1frame_twins:
+        with pytest.raises(ValueError):
+            twin.relay_answer(data, len(data) + 1, added, more)
 
 
 def test_an_answer_passed_on_keeps_its_head_and_body_and_gains_the_fields_given():

@@ -14,6 +14,7 @@ cdef enum:
     CHUNKED_SIZE = 28         # "transfer-encoding: chunked" CRLF
     CLOSE_SIZE = 19           # "connection: close" CRLF
     LAST_CHUNK_SIZE = 5       # "0" CRLF CRLF
+    REQUEST_HOST_SIZE = 17    # " HTTP/1.1" CRLF "host: ", after a forwarded request's target
 
 
 cdef enum:

@@ -9,6 +9,7 @@ __all__ = [
     "frame_chunk",
     "frame_chunked_head",
     "parse_head",
+    "relay_answer",
     "REASONS",
     "LAST_CHUNK",
 ]
@@ -38,3 +39,4 @@ def frame_request(
     extra: tuple[tuple[str, str], ...],
     body: bytes,
 ) -> bytes: ...
+def relay_answer(data: bytes, head: int, added: bytes, more: bytes) -> bytes: ...

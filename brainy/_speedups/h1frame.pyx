@@ -17,7 +17,13 @@
 # answers None wherever the pure twin does: the caller then hands the bytes to httptools.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeLatin1
+from cpython.unicode cimport (
+    PyUnicode_1BYTE_DATA,
+    PyUnicode_1BYTE_KIND,
+    PyUnicode_DecodeLatin1,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_KIND,
+)
 from libc.string cimport memcmp
 
 cdef extern from "string.h":
@@ -30,10 +36,12 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 # cannot drift on either.
 from brainy._speedups.h1frame_py import LAST_CHUNK, REASONS
 from brainy._speedups.h1frame_py import _check_header as py_check_header
+from brainy._speedups.h1frame_py import frame_request as py_frame_request
 
 from brainy._speedups.h1frame_py import MAX_CONTENT_LENGTH_DIGITS
 
-__all__ = ["answer_head", "frame_request", "frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "REASONS", "LAST_CHUNK"]
+__all__ = ["answer_head", "frame_request", "frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "relay_answer",
+           "REASONS", "LAST_CHUNK"]
 
 # Index status - STATUS_MIN: "HTTP/1.1 <status> <reason>\r\n", the reason empty when unregistered.
 cdef list STATUS_LINES = [b"HTTP/1.1 %d %s\r\n" % (s, REASONS.get(s, b""))
@@ -427,14 +435,94 @@ def answer_head(bytes data, Py_ssize_t max_head):
     return end + 4, status, not close
 
 
+def relay_answer(bytes data, Py_ssize_t head, bytes added, bytes more):
+    """An answer passed on as it came, less its connection fields, plus added and more (as
+    h1frame_py.relay_answer): its lines copied in one pass, a connection line skipped."""
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t added_len = PyBytes_GET_SIZE(added), more_len = PyBytes_GET_SIZE(more)
+    if head < 4 or head > size:
+        raise ValueError("head is not where a body starts in data")
+    cdef Py_ssize_t fields_end = head - 2  # the last field line's CRLF ends here
+    cdef Py_ssize_t dropped = 0, i, end
+    cdef const char* found = <const char*>memmem(p, fields_end, b"\r\n", 2)  # the status line's end
+    cdef Py_ssize_t first = (found - p) + 2 if found != NULL else fields_end
+    i = first
+    while i < fields_end:  # sized: the connection lines' bytes
+        found = <const char*>memmem(p + i, fields_end - i, b"\r\n", 2)
+        end = (found - p) + 2 if found != NULL else fields_end
+        if end - i >= 11 and p[i + 10] == 58 and lower_eq(<const unsigned char*>p + i, b"connection", 10):
+            dropped += end - i
+        i = end
+    cdef bytes framed = PyBytes_FromStringAndSize(NULL, size - dropped + added_len + more_len)
+    cdef char* q = PyBytes_AS_STRING(framed)
+    if dropped == 0:
+        q = put(q, p, fields_end)
+    else:
+        q = put(q, p, first)
+        i = first
+        while i < fields_end:
+            found = <const char*>memmem(p + i, fields_end - i, b"\r\n", 2)
+            end = (found - p) + 2 if found != NULL else fields_end
+            if not (end - i >= 11 and p[i + 10] == 58 and lower_eq(<const unsigned char*>p + i, b"connection", 10)):
+                q = put(q, p + i, end - i)
+            i = end
+    q = put(q, PyBytes_AS_STRING(added), added_len)
+    q = put(q, PyBytes_AS_STRING(more), more_len)
+    put(q, p + fields_end, size - fields_end)  # the blank line and the body
+    return framed
+
+
+cdef inline bint narrow(object text) noexcept:
+    # A str whose characters are one byte each (latin-1): copied as its bytes, as encode("latin-1") gives them.
+    return PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND
+
+
+cdef inline char* put_text(char* p, object text) noexcept:
+    return put(p, <const char*>PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text))
+
+
 def frame_request(str method, str target, str authority, dict headers, frozenset drop, tuple extra, bytes body):
-    """A request forwarded as it came (as h1frame_py.frame_request)."""
-    cdef list parts = [method, " ", target, " HTTP/1.1\r\nhost: ", authority, "\r\n"]
+    """A request forwarded as it came (as h1frame_py.frame_request): sized in a first pass over the fields (each
+    kept one's name and value, latin-1 text), filled with memcpy in a second. Text past latin-1 goes the pure
+    twin's way, which refuses it as encode does."""
+    cdef Py_ssize_t size = len(body), body_len = size
+    cdef list kept = []
+    cdef object name, value
+    for text in (method, target, authority):
+        if not narrow(text):
+            return py_frame_request(method, target, authority, headers, drop, extra, body)
+        size += PyUnicode_GET_LENGTH(text)
     for name, value in headers.items():
         if name in drop or (<str>name).startswith(":"):
             continue
-        parts += (name, ": ", value, "\r\n")
+        if not (narrow(name) and narrow(value)):
+            return py_frame_request(method, target, authority, headers, drop, extra, body)
+        kept.append(name)
+        kept.append(value)
+        size += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + SEP_SIZE + CRLF_SIZE
     for name, value in extra:
-        parts += (name, ": ", value, "\r\n")
-    parts += ("content-length: ", str(len(body)), "\r\n\r\n")
-    return "".join(parts).encode("latin-1") + body
+        if not (narrow(name) and narrow(value)):
+            return py_frame_request(method, target, authority, headers, drop, extra, body)
+        kept.append(name)
+        kept.append(value)
+        size += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + SEP_SIZE + CRLF_SIZE
+    cdef Py_ssize_t digits = dec_len(<size_t>body_len)
+    size += 1 + REQUEST_HOST_SIZE + CRLF_SIZE + CONTENT_LENGTH_SIZE + digits + 2 * CRLF_SIZE
+    cdef bytes framed = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* p = PyBytes_AS_STRING(framed)
+    p = put_text(p, method)
+    p[0] = 32
+    p = put_text(p + 1, target)
+    p = put(p, b" HTTP/1.1\r\nhost: ", REQUEST_HOST_SIZE)
+    p = crlf(put_text(p, authority))
+    cdef Py_ssize_t i
+    for i in range(0, len(kept), 2):
+        p = put_text(p, kept[i])
+        p = put(p, b": ", SEP_SIZE)
+        p = crlf(put_text(p, kept[i + 1]))
+    p = put(p, b"content-length: ", CONTENT_LENGTH_SIZE)
+    p = crlf(crlf(write_dec(p, <size_t>body_len, digits)))
+    if body_len:
+        put(p, PyBytes_AS_STRING(body), body_len)
+    return framed

@@ -58,6 +58,7 @@ __all__ = [
     "frame_chunk",
     "frame_chunked_head",
     "parse_head",
+    "relay_answer",
     "REASONS",
     "LAST_CHUNK",
 ]
@@ -263,6 +264,20 @@ def frame_request(
     lines += [f"{name}: {value}" for name, value in extra]
     lines.append(f"content-length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def relay_answer(data: bytes, head: int, added: bytes, more: bytes) -> bytes:
+    """An answer passed on as it came (``answer_head``'s plain answer, ``head`` where its body starts): its status
+    line and fields but any ``connection`` field (a field of the hop it came over), then ``added`` and ``more``
+    (framed lines), the blank line, the body as it is."""
+    if head < 4 or head > len(data):
+        raise ValueError("head is not where a body starts in data")
+    start = data[: head - 2]  # the status line and fields, each ending in CRLF
+    if b"\r\nconnection:" in start.lower():
+        start = b"".join(
+            line + b"\r\n" for line in start[:-2].split(b"\r\n") if not line.lower().startswith(b"connection:")
+        )
+    return b"".join((start, added, more, b"\r\n", data[head:]))
 
 
 _STATUS_LINE = re.compile(rb"HTTP/1\.1 ([0-9]{3}) [\t\x20-\x7e\x80-\xff]*\r\n")

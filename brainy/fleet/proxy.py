@@ -9,7 +9,6 @@ fleet's hops are here, once.
 
 from __future__ import annotations
 
-import functools
 from urllib.parse import urlsplit
 
 from brainy._speedups import h1frame
@@ -44,9 +43,9 @@ HOP_BY_HOP = frozenset(
 )
 _HOP_BY_HOP = frozenset(name.encode() for name in HOP_BY_HOP)  # as an answer's fields are read: bytes
 FORWARD_SECONDS = 60.0  # one forwarded door: a long write or a large find page still fits
+OWNERS_HELD = 256  # owners' parsed URLs a forwarder keeps (a fleet's nodes, a few at a time)
 
 
-@functools.lru_cache(maxsize=256)  # a node's few URLs, parsed once rather than per forwarded request
 def owner_address(url: str) -> tuple[str, int]:
     """``(host, port)`` of a node's advertised ``http://HOST:PORT``."""
     parts = urlsplit(url)
@@ -61,13 +60,22 @@ class Forwarder:
     def __init__(self, node: str, timeout: float = FORWARD_SECONDS) -> None:
         self.node = node
         self._connections = Connections(timeout)
+        self._forwarded = ((FORWARDED, node),)
+        # each owner's address and authority, by its URL: a node's few URLs, parsed once (not per request)
+        self._owners: dict[str, tuple[tuple[str, int], str]] = {}
 
     def _request(
         self, url: str, method: str, target: str, headers: dict[str, str], body: bytes, placed: str | None
     ) -> tuple[tuple[str, int], bytes]:
-        host, port = owner_address(url)
-        extra = ((FORWARDED, self.node),) if placed is None else ((FORWARDED, self.node), (PLACED, placed))
-        return (host, port), h1frame.frame_request(method, target, f"{host}:{port}", headers, HOP_BY_HOP, extra, body)
+        known = self._owners.get(url)
+        if known is None:
+            host, port = owner_address(url)
+            if len(self._owners) >= OWNERS_HELD:
+                self._owners.clear()
+            known = self._owners[url] = ((host, port), f"{host}:{port}")
+        address, authority = known
+        extra = self._forwarded if placed is None else (*self._forwarded, (PLACED, placed))
+        return address, h1frame.frame_request(method, target, authority, headers, HOP_BY_HOP, extra, body)
 
     async def open_stream(self, url: str, target: str, headers: dict[str, str]) -> Stream:
         """The owner at ``url``'s answer to a GET whose body is a stream (the held change stream), its head read;

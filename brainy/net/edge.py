@@ -68,6 +68,7 @@ RETRY_PAUSE = 0.1  # seconds between tries at an owner that did not answer or is
 CREDENTIAL = ("authorization", CALLER_HEADER, OWNER_HEADER, ROLES_HEADER)
 _T = TypeVar("_T")
 _NODE = NODE.encode()
+FIELDS_HELD = 256  # owners' ``brainy-node`` lines an edge keeps made
 HOLDS = {door.name: door.holds for door in D.SERVER_DOORS if door.holds}  # a held stream's server door -> its door
 
 
@@ -91,6 +92,7 @@ class Edge:
         self.local = local
         self.refuse = refuse
         self.forwarder = Forwarder(fleet.node)
+        self._fields: dict[str, bytes] = {}  # each owner's ``brainy-node`` line, made once
 
     def consider(self, request: Request) -> Awaitable[Response] | None:
         """None to answer ``request`` here; else an awaitable of the answer from the brain's owner."""
@@ -267,33 +269,14 @@ class Edge:
             return None
         if request.method not in ("GET", "HEAD"):
             request.headers.setdefault(WRITE, uuid.uuid4().hex)
-        deadline = time.monotonic() + fleet.ttl + HANDOVER_EXTRA
-        node = owner.node.encode()
-        sent = _Sent()
-        field = b"%s: %s\r\n" % (_NODE, node)
-
-        def done(got: http1.Response | http1.Raw | Exception) -> None:
-            if sent.cancelled:  # the stream it answers was reset
-                return
-            past = time.monotonic() >= deadline
-            if isinstance(got, http1.Raw):
-                if past or not _moved_raw(got):
-                    finish(Passed(got.data, got.head, field))
-                    return
-            elif isinstance(got, http1.Response):
-                if past or not _moved(got):
-                    got.fields.append((_NODE, node))
-                    finish(Response(got.status, got.fields, got.body))
-                    return
-            elif past:
-                finish(self._unanswered(request, got))
-                return
-            slow = asyncio.get_running_loop().create_task(self._owned(request, brain))  # moved, or the owner failed
-            slow.add_done_callback(failed)
-            sent.slow = slow
-
+        field = self._fields.get(owner.node)
+        if field is None:
+            if len(self._fields) >= FIELDS_HELD:
+                self._fields.clear()
+            field = self._fields[owner.node] = b"%s: %s\r\n" % (_NODE, owner.node.encode())
+        sent = _Sent(self, request, brain, finish, failed, field)
         method, target = _outbound(request)
-        if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, done, raw):
+        if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, sent.landed, raw):
             return None
         return sent
 
@@ -423,14 +406,55 @@ def _moved_raw(answer: http1.Raw) -> bool:
 
 
 class _Sent:
-    """A request sent on down the quick road: cancelled when what it answers is gone, and the slower road it may
-    have gone on down."""
+    """A request sent on down the quick road: its owner's answer lands in :meth:`landed`, which hands it to
+    ``finish`` (as it came, :class:`Passed`, ``brainy-node`` to add), or sends the request on down the slower road
+    (:meth:`Edge._owned`, its task to ``failed``) when the answer says the brain moved or the owner failed. Cancelled
+    when what it answers is gone."""
 
-    __slots__ = ("cancelled", "slow")
+    __slots__ = ("cancelled", "slow", "edge", "request", "brain", "finish", "failed", "field", "began")
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        edge: Edge,
+        request: Request,
+        brain: str,
+        finish: Callable[[Response | Passed], None],
+        failed: Callable[[asyncio.Task[Response]], None],
+        field: bytes,
+    ) -> None:
         self.cancelled = False
         self.slow: asyncio.Task[Response] | None = None
+        self.edge = edge
+        self.request = request
+        self.brain = brain
+        self.finish = finish
+        self.failed = failed
+        self.field = field  # b"brainy-node: <owner>\r\n"
+        self.began = time.monotonic()
+
+    def landed(self, got: http1.Response | http1.Raw | Exception) -> None:
+        if self.cancelled:  # the stream it answers was reset
+            return
+        if type(got) is http1.Raw and not _moved_raw(got):
+            self.finish(Passed(got.data, got.head, self.field))
+            return
+        edge = self.edge
+        past = time.monotonic() >= self.began + edge.fleet.ttl + HANDOVER_EXTRA
+        if isinstance(got, http1.Raw):
+            if past:  # moved, and no time is left to wait for the new owner: the answer as it came
+                self.finish(Passed(got.data, got.head, self.field))
+                return
+        elif isinstance(got, http1.Response):
+            if past or not _moved(got):
+                got.fields.append((_NODE, self.field[len(_NODE) + 2 : -2]))  # the owner, from its line
+                self.finish(Response(got.status, got.fields, got.body))
+                return
+        elif past:
+            self.finish(edge._unanswered(self.request, got))
+            return
+        slow = asyncio.get_running_loop().create_task(edge._owned(self.request, self.brain))  # moved, or failed
+        slow.add_done_callback(self.failed)
+        self.slow = slow
 
     def cancel(self) -> None:
         self.cancelled = True

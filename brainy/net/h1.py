@@ -254,15 +254,9 @@ class H1Connection:
         ``added`` lines and this connection's own fields added to the head, a ``connection`` field of the hop it
         came over left out (the connection it goes on stays open: only a kept-alive request's answer is passed on
         so)."""
-        data, head = answer.data, answer.head
-        start = data[: head - 2]  # the status line and fields, each ending in CRLF
-        if b"\r\nconnection:" in start.lower():
-            start = b"".join(
-                line + b"\r\n" for line in start[:-2].split(b"\r\n") if not line.lower().startswith(b"connection:")
-            )
         if self._owed:
             self._owed -= 1
-        framed = b"".join((start, answer.added, self._advertised, b"\r\n", data[head:]))
+        framed = h1frame.relay_answer(answer.data, answer.head, answer.added, self._advertised)
         if self._out:
             self._out.append(framed)
             return self.data_to_send()
