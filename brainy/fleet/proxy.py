@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from brainy._speedups import h1frame
-from brainy.fleet.http1 import Connections, Landed, Raw, Response, Stream
+from brainy.fleet.http1 import Connections, Landed, Response, Stream
 
 #: On a forwarded request: the node it was forwarded by. A node never forwards such a request again.
 FORWARDED = "brainy-forwarded"
@@ -96,7 +96,7 @@ class Forwarder:
     ) -> Response:
         """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
         address, data = self._request(url, method, target, headers, body, placed)
-        return _passed_on(await self._connections.exchange(address, data))
+        return passed_on(await self._connections.exchange(address, data))
 
     def forward_kept(
         self, url: str, method: str, target: str, headers: dict[str, str], body: bytes, done: Landed, raw: bool = False
@@ -104,19 +104,17 @@ class Forwarder:
         """:meth:`forward` without a coroutine, on a connection kept from an earlier request (the common case of a
         busy edge): False, nothing sent, when none is idle; else ``done`` is called from the loop with the answer
         (with ``raw``, a plain one as its bytes, ``Raw``, its fields as the owner sent them) or with the
-        PeerUnreachableError :meth:`forward` would raise."""
+        PeerUnreachableError :meth:`forward` would raise. An answer read whole (a ``Response``) comes with every
+        field the owner sent: :func:`passed_on` takes out those of its connection (one call less a request on the
+        road where most answers come as their bytes)."""
         address, data = self._request(url, method, target, headers, body, None)
-
-        def landed(got: Response | Raw | Exception) -> None:
-            done(_passed_on(got) if isinstance(got, Response) else got)
-
-        return self._connections.send_kept(address, data, landed, raw)
+        return self._connections.send_kept(address, data, done, raw)
 
     def close(self) -> None:
         self._connections.close()
 
 
-def _passed_on(response: Response) -> Response:
+def passed_on(response: Response) -> Response:
     """An owner's answer with the fields of its connection taken out."""
     response.fields = [(name, value) for name, value in response.fields if name not in _HOP_BY_HOP]
     return response

@@ -49,7 +49,7 @@ from brainy.fleet import http1
 from brainy.fleet.http1 import PeerUnreachableError
 from brainy.fleet.layout import Owner
 from brainy.fleet.membership import Fleet
-from brainy.fleet.proxy import FORWARDED, NODE, PLACED, WRITE, Forwarder
+from brainy.fleet.proxy import FORWARDED, NODE, PLACED, WRITE, Forwarder, passed_on
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
 from brainy.host.pool import reaches
@@ -68,6 +68,7 @@ RETRY_PAUSE = 0.1  # seconds between tries at an owner that did not answer or is
 CREDENTIAL = ("authorization", CALLER_HEADER, OWNER_HEADER, ROLES_HEADER)
 _T = TypeVar("_T")
 _NODE = NODE.encode()
+_MOVED = R.BrainMovedError.status
 FIELDS_HELD = 256  # owners' ``brainy-node`` lines an edge keeps made
 HOLDS = {door.name: door.holds for door in D.SERVER_DOORS if door.holds}  # a held stream's server door -> its door
 
@@ -435,7 +436,7 @@ class _Sent:
     def landed(self, got: http1.Response | http1.Raw | Exception) -> None:
         if self.cancelled:  # the stream it answers was reset
             return
-        if type(got) is http1.Raw and not _moved_raw(got):
+        if type(got) is http1.Raw and (got.status != _MOVED or not _moved_raw(got)):
             self.finish(Passed(got.data, got.head, self.field))
             return
         edge = self.edge
@@ -446,6 +447,7 @@ class _Sent:
                 return
         elif isinstance(got, http1.Response):
             if past or not _moved(got):
+                got = passed_on(got)
                 got.fields.append((_NODE, self.field[len(_NODE) + 2 : -2]))  # the owner, from its line
                 self.finish(Response(got.status, got.fields, got.body))
                 return

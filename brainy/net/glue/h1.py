@@ -132,7 +132,8 @@ class H1Glue(Session[H1Connection]):
         if transport.is_closing():
             return  # the client went while its answer was on the way
         transport.write(self.conn.relay(answer))
-        self._drain()  # the requests queued behind it; a stopping server's connection closes once they are answered
+        if self._queue or self._paused or self.server.stopping:
+            self._drain()  # the requests queued behind it; a stopping server's connection closes once they are answered
         self.protocol.arm()
 
     def _then(self, response: Response, event: RequestReceived) -> None:
