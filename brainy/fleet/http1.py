@@ -160,8 +160,10 @@ class _Peer(asyncio.Protocol):
         # flight if that one's deadline has passed, else is set again at it
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = 0.0
-        self._raw: list[bytes] | None = None  # an answer read as bytes (send_raw): its pieces so far
+        # an answer read as bytes (send_raw): its pieces so far, () while none came
+        self._raw: list[bytes] | tuple[()] | None = None
         self._raw_size = 0  # their bytes
+        self.idle_since = 0.0  # kept idle (Connections) since then, on the monotonic clock
         self._raw_need = 0  # the bytes the answer is known to need at least: read again only once they came
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -175,21 +177,26 @@ class _Peer(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         pieces = self._raw
         if pieces is not None:
-            pieces.append(data)
-            self._raw_size += len(data)
-            if self._raw_size < self._raw_need:
-                return  # a long body still coming: not joined and read again each piece
-            whole = data if len(pieces) == 1 else b"".join(pieces)
+            if pieces:  # the answer's first bytes came before
+                pieces.append(data)
+                self._raw_size += len(data)
+                if self._raw_size < self._raw_need:
+                    return  # a long body still coming: not joined and read again each piece
+                whole = b"".join(pieces)
+            else:
+                whole = data
             framed = h1frame.answer_head(whole, MAX_ANSWER_HEAD)
-            if isinstance(framed, int):
-                self._raw, self._raw_need = [whole], self._raw_size + framed
+            if type(framed) is tuple:  # the whole plain answer (nearly always in one piece)
+                self._raw = self._parsed = None
+                done, self._done = self._done, None
+                if done is not None:
+                    done(Raw(whole, framed[0], framed[1], framed[2]))
+                return
+            if framed is not None:  # the bytes it still needs at least
+                self._raw, self._raw_size = [whole], len(whole)
+                self._raw_need = self._raw_size + framed
                 return
             self._raw = None
-            if framed is not None:
-                self._parsed, done, self._done = None, self._done, None
-                if done is not None:
-                    done(Raw(whole, *framed))
-                return
             data = whole  # not the plain shape: httptools reads all of it
             self._reader.again()
         parsed = self._parsed
@@ -238,7 +245,7 @@ class _Peer(asyncio.Protocol):
         """:meth:`send`, the answer handed to ``done`` as its bytes (:class:`Raw`) when it frames plainly
         (``h1frame.answer_head``), else read by httptools as :meth:`send` reads it."""
         self._parsed = self._reader  # made ready for an answer only if one comes that it must read
-        self._raw, self._raw_size, self._raw_need = [], 0, 0
+        self._raw = ()
         self._write(data, timeout, done)
 
     def _write(self, data: bytes, timeout: float, done: Landed) -> None:
@@ -292,7 +299,7 @@ class Connections:
         # etcd's calls keep the older rule: a kept connection that fails (an etcd restarted while it was idle) is
         # tried once more on a new one
         self.resend = resend
-        self._idle: dict[tuple[str, int], list[tuple[_Peer, float]]] = {}
+        self._idle: dict[tuple[str, int], list[_Peer]] = {}
 
     async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
         """``data`` sent to ``address`` and the response read whole, within the timeout, on a kept connection its
@@ -361,25 +368,30 @@ class Connections:
         ones; None when there is none."""
         kept = self._idle.get(address)
         while kept:
-            peer, since = kept.pop()
-            if not peer.closed and time.monotonic() - since <= KEEP_SECONDS:
+            peer = kept.pop()
+            if not peer.closed and time.monotonic() - peer.idle_since <= KEEP_SECONDS:
                 return peer
             peer.close()
         return None
 
     def _kept(self, address: tuple[str, int], peer: _Peer, response: Response | Raw) -> None:
         """``peer``, answered with ``response``, kept idle for the next request when it may be."""
-        if response.keep and len(self._idle.setdefault(address, [])) < IDLE_PER_PEER:
-            self._idle[address].append((peer, time.monotonic()))
-        else:
-            peer.close()
+        if response.keep:
+            kept = self._idle.get(address)
+            if kept is None:
+                kept = self._idle[address] = []
+            if len(kept) < IDLE_PER_PEER:
+                peer.idle_since = time.monotonic()
+                kept.append(peer)
+                return
+        peer.close()
 
     def _no_answer(self, address: tuple[str, int]) -> _NoAnswer:
         return _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s")
 
     def close(self) -> None:
         for kept in self._idle.values():
-            for peer, _ in kept:
+            for peer in kept:
                 peer.close()
         self._idle.clear()
 

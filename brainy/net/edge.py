@@ -211,18 +211,10 @@ class Edge:
         :meth:`_owned`'s road). An answer that says the brain moved, or a kept connection that failed, goes on
         down that road from there, as :meth:`at_owner` would (a write keeps the id it was first sent with)."""
         answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-
-        def finish(response: Response | Passed) -> None:
-            if not answer.done():  # cancelled: the stream it answers was reset
-                answer.set_result(response)  # type: ignore[arg-type]  # (never Passed: not raw)
-
-        def failed(slow: asyncio.Task[Response]) -> None:
-            _settle(answer, slow)
-
-        sent = self._at_kept_owner(request, brain, finish, failed, False)
+        sent = self._at_kept_owner(request, brain, None, answer)
         if sent is None:
             return None
-        answer.add_done_callback(lambda _: sent.cancel())
+        answer.add_done_callback(sent.cancel)
         return answer
 
     def splice(self, request: Request, deliver: Callable[[Response | Passed], None]) -> bool:
@@ -243,24 +235,18 @@ class Edge:
             or not self._passes(request, match, brain)
         ):
             return False
-
-        def failed(slow: asyncio.Task[Response]) -> None:
-            error = asyncio.CancelledError() if slow.cancelled() else slow.exception()
-            deliver(slow.result() if error is None else self._unanswered(request, error))  # type: ignore[arg-type]
-
-        return self._at_kept_owner(request, brain, deliver, failed, True) is not None
+        return self._at_kept_owner(request, brain, deliver, None) is not None
 
     def _at_kept_owner(
         self,
         request: Request,
         brain: str,
-        finish: Callable[[Response | Passed], None],
-        failed: Callable[[asyncio.Task[Response]], None],
-        raw: bool,
+        deliver: Callable[[Response | Passed], None] | None,
+        answer: asyncio.Future[Response] | None,
     ) -> _Sent | None:
         """Send ``request`` to ``brain``'s owner on a kept connection (None when there is none, or no live owner the
-        view names); its answer ends in ``finish`` (as it came, :class:`Passed`, with ``raw``), or, gone on down
-        :meth:`_owned`'s road, in ``failed`` with that road's task."""
+        view names). Its answer, or that of :meth:`_owned`'s road when it went on down that, goes to ``deliver``
+        (the spliced road's: a plain answer as it came, :class:`Passed`), else is ``answer``'s result."""
         fleet = self.fleet
         owner = fleet.owners.get(brain)
         if owner is None or brain in fleet.arriving:  # (one it owns and is not taking over is settled: not here)
@@ -275,8 +261,9 @@ class Edge:
             if len(self._fields) >= FIELDS_HELD:
                 self._fields.clear()
             field = self._fields[owner.node] = b"%s: %s\r\n" % (_NODE, owner.node.encode())
-        sent = _Sent(self, request, brain, finish, failed, field)
+        sent = _Sent(self, request, brain, field, deliver, answer)
         method, target = _outbound(request)
+        raw = deliver is not None
         if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, sent.landed, raw):
             return None
         return sent
@@ -407,58 +394,73 @@ def _moved_raw(answer: http1.Raw) -> bool:
 
 
 class _Sent:
-    """A request sent on down the quick road: its owner's answer lands in :meth:`landed`, which hands it to
-    ``finish`` (as it came, :class:`Passed`, ``brainy-node`` to add), or sends the request on down the slower road
-    (:meth:`Edge._owned`, its task to ``failed``) when the answer says the brain moved or the owner failed. Cancelled
-    when what it answers is gone."""
+    """A request sent on down the quick road: its owner's answer lands in :meth:`landed`, which hands it on
+    (``deliver``'s, as it came, :class:`Passed`, with ``field``, the ``brainy-node`` line, to add; else ``answer``'s
+    result), or sends the request on down the slower road (:meth:`Edge._owned`) when the answer says the brain
+    moved or the owner failed, and hands on what that comes to. Cancelled when what it answers is gone."""
 
-    __slots__ = ("cancelled", "slow", "edge", "request", "brain", "finish", "failed", "field", "began")
+    __slots__ = ("cancelled", "slow", "edge", "request", "brain", "field", "deliver", "answer", "began")
 
     def __init__(
         self,
         edge: Edge,
         request: Request,
         brain: str,
-        finish: Callable[[Response | Passed], None],
-        failed: Callable[[asyncio.Task[Response]], None],
         field: bytes,
+        deliver: Callable[[Response | Passed], None] | None,
+        answer: asyncio.Future[Response] | None,
     ) -> None:
         self.cancelled = False
         self.slow: asyncio.Task[Response] | None = None
         self.edge = edge
         self.request = request
         self.brain = brain
-        self.finish = finish
-        self.failed = failed
         self.field = field  # b"brainy-node: <owner>\r\n"
+        self.deliver = deliver
+        self.answer = answer
         self.began = time.monotonic()
 
     def landed(self, got: http1.Response | http1.Raw | Exception) -> None:
         if self.cancelled:  # the stream it answers was reset
             return
         if type(got) is http1.Raw and (got.status != _MOVED or not _moved_raw(got)):
-            self.finish(Passed(got.data, got.head, self.field))
+            self._finish(Passed(got.data, got.head, self.field))
             return
         edge = self.edge
         past = time.monotonic() >= self.began + edge.fleet.ttl + HANDOVER_EXTRA
         if isinstance(got, http1.Raw):
             if past:  # moved, and no time is left to wait for the new owner: the answer as it came
-                self.finish(Passed(got.data, got.head, self.field))
+                self._finish(Passed(got.data, got.head, self.field))
                 return
         elif isinstance(got, http1.Response):
             if past or not _moved(got):
                 got = passed_on(got)
                 got.fields.append((_NODE, self.field[len(_NODE) + 2 : -2]))  # the owner, from its line
-                self.finish(Response(got.status, got.fields, got.body))
+                self._finish(Response(got.status, got.fields, got.body))
                 return
         elif past:
-            self.finish(edge._unanswered(self.request, got))
+            self._finish(edge._unanswered(self.request, got))
             return
         slow = asyncio.get_running_loop().create_task(edge._owned(self.request, self.brain))  # moved, or failed
-        slow.add_done_callback(self.failed)
+        slow.add_done_callback(self._fell_back)
         self.slow = slow
 
-    def cancel(self) -> None:
+    def _finish(self, response: Response | Passed) -> None:
+        if self.deliver is not None:
+            self.deliver(response)
+        elif self.answer is not None and not self.answer.done():  # done: cancelled, the stream it answers reset
+            self.answer.set_result(response)  # type: ignore[arg-type]  # (never Passed: not read as its bytes)
+
+    def _fell_back(self, slow: asyncio.Task[Response]) -> None:
+        """What the slower road came to, handed on."""
+        if self.deliver is None:
+            if self.answer is not None:
+                _settle(self.answer, slow)
+            return
+        error = asyncio.CancelledError() if slow.cancelled() else slow.exception()
+        self.deliver(slow.result() if error is None else self.edge._unanswered(self.request, error))  # type: ignore[arg-type]
+
+    def cancel(self, _: object = None) -> None:
         self.cancelled = True
         if self.slow is not None:
             self.slow.cancel()
