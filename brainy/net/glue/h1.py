@@ -40,6 +40,7 @@ class H1Glue(Session[H1Connection]):
         self._paused = False  # reading paused behind MAX_PIPELINE queued requests
         self._feed: Runner | None = None  # the held change stream this connection carries, once asked
         self._splice = self.app.splice  # in a fleet: the edge's road for a request another node answers
+        self._spliced: RequestReceived | None = None  # the request whose owner's answer _passed waits for
 
     def data_received(self, data: bytes, now: float) -> None:
         conn = self.conn
@@ -71,9 +72,10 @@ class H1Glue(Session[H1Connection]):
                 and not queue
                 and event.keep_alive
                 and not server.stopping
-                and splice(request, functools.partial(self._passed, event))
+                and splice(request, self._passed)
             ):
                 self._waiting = _SPLICED  # the owner's answer comes to _passed
+                self._spliced = event
                 return
             answered = app.handle(request)
             if type(answered) is Response:  # the common answer, written here (_answer's, without two calls)
@@ -121,20 +123,25 @@ class H1Glue(Session[H1Connection]):
             return
         self._then(answer.result(), event)
 
-    def _passed(self, event: RequestReceived, answer: Response | Passed) -> None:
+    def _passed(self, answer: Response | Passed) -> None:
         """A spliced request's answer (brainy/net/edge.py ``Edge.splice``): passed on as it came, or framed."""
         self.server.in_flight -= 1
         self._waiting = None
         if type(answer) is not Passed:
+            event, self._spliced = self._spliced, None
+            assert event is not None  # (set with _waiting, before any answer can come)
             self._then(answer, event)
             return
+        self._spliced = None
         transport = self.transport
         if transport.is_closing():
             return  # the client went while its answer was on the way
         transport.write(self.conn.relay(answer))
         if self._queue or self._paused or self.server.stopping:
             self._drain()  # the requests queued behind it; a stopping server's connection closes once they are answered
-        self.protocol.arm()
+            self.protocol.arm()
+        else:
+            self.protocol.answered()
 
     def _then(self, response: Response, event: RequestReceived) -> None:
         """A request's answer that waited, written in its turn; then the requests queued behind it."""

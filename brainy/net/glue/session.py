@@ -30,6 +30,9 @@ class Connection(Protocol):
     def arm(self) -> None:
         """Keep the connection's one timer at the deadline ``conn`` now reports."""
 
+    def answered(self) -> None:
+        """:meth:`arm` once an answer that waited is written (its deadline only moved later)."""
+
     def switch_to_websocket(self, principal: Principal, rest: bytes) -> None:
         """From here the connection is a WebSocket session (an HTTP/1.1 upgrade was granted)."""
 

@@ -175,6 +175,13 @@ class HttpProtocol(asyncio.Protocol):
         self._timer_at = due
         self._timer = self._loop.call_at(due, self._fired)
 
+    def answered(self) -> None:
+        """:meth:`arm` once an answer that waited is written: the deadline only moved later (the wait for the next
+        request), which a timer already set finds when it fires (as ``data_received``'s own answers leave it);
+        only a connection whose timer went while its answer was owed sets one."""
+        if self._timer is None:
+            self.arm()
+
     def _fired(self) -> None:
         self._timer = None
         passed = self._timed.timer_fired(self._loop.time())
