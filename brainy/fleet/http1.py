@@ -342,9 +342,14 @@ class Connections:
         nothing sent, when none is idle; else ``done`` is called from the loop with the answer (with ``raw``, a
         plain one as its bytes, :class:`Raw`) or with the PeerUnreachableError (sent) that :meth:`exchange` would
         raise."""
-        peer = self._idle_peer(address)
-        if peer is None:
-            return False
+        kept = self._idle.get(address)
+        if kept and not kept[-1].closed and time.monotonic() - kept[-1].idle_since <= KEEP_SECONDS:
+            peer = kept.pop()  # (the common case of _idle_peer, inline)
+        else:
+            found = self._idle_peer(address)
+            if found is None:
+                return False
+            peer = found
 
         def landed(got: Response | Raw | Exception) -> None:
             if isinstance(got, (Response, Raw)):

@@ -251,9 +251,10 @@ class Edge:
         owner = fleet.owners.get(brain)
         if owner is None or brain in fleet.arriving:  # (one it owns and is not taking over is settled: not here)
             return None
-        url = fleet.url_of(owner.node)
-        if url is None:
+        found = fleet.nodes.get(owner.node)  # (Fleet.url_of, inline: the one lookup on every forwarded request)
+        if found is None:
             return None
+        url = found.url
         if request.method not in ("GET", "HEAD"):
             request.headers.setdefault(WRITE, uuid.uuid4().hex)
         field = self._fields.get(owner.node)
@@ -424,7 +425,8 @@ class _Sent:
         if self.cancelled:  # the stream it answers was reset
             return
         if type(got) is http1.Raw and (got.status != _MOVED or not _moved_raw(got)):
-            self._finish(Passed(got.data, got.head, self.field))
+            deliver = self.deliver  # (set: only the spliced road reads answers as their bytes)
+            (deliver or self._finish)(Passed(got.data, got.head, self.field))
             return
         edge = self.edge
         past = time.monotonic() >= self.began + edge.fleet.ttl + HANDOVER_EXTRA
