@@ -10,6 +10,10 @@ keeps what is written), then the owner's answer (a real one, framed by brainy fr
 connection, and the relayed answer written to the client's transport. Everything the edge does per proxied get
 but the event loop's own callbacks and the four syscalls: the figure perf/bench_proxy.py's ``--edge-only`` user
 CPU moves with, without its noise. The fleet is a view with one other node, ``b``, owning ``far``.
+
+The instructions a get: ``PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind`` of ``--count 2500``
+less ``--count 500``, over 2,000. Measured (session 27): 100,016 at 36849d8, 72,916 at b67e97c (the framing of
+both heads compiled, the closures and calls of the road cut); 10.0 -> 7.3 us a get, best of 7 rounds.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class View:
 
 
 def owner_answer(app) -> bytes:  # type: ignore[no-untyped-def]
-    """The answer the owner gives: ``main``'s row-7 as this build frames it, plus the field a node adds."""
+    """The answer the owner gives: ``main``'s row-7 as this build's h1 connection frames it."""
     conn = H1Connection()
     [event] = conn.receive_data(bench_h1get.REQUEST, 0.0)
     return conn.respond(app.handle(event.request), True)
