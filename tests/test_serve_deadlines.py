@@ -23,7 +23,7 @@ from brainy.net.app import App
 from brainy.net.deadlines import DeadlinePassed
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
 from brainy.net.h2 import H2Connection
-from brainy.net.http import Response
+from brainy.net.http import Passed, Response
 from brainy.net.preface import H2_PREFACE, PrefaceReader
 from brainy.net.server import Listen, Server
 
@@ -315,3 +315,44 @@ def test_a_request_trickled_after_an_answer_is_cut_off_at_the_request_limit_not_
         return await _trickled(reader, writer)
 
     assert 0.3 < _run(tmp_path, scenario, idle_seconds=3.0, request_seconds=0.4) < 1.5
+
+
+def test_a_spliced_answers_connection_keeps_its_idle_limit_whether_its_timer_went_or_not(tmp_path):
+    """Over a socket, a request another node answers (the glue's spliced road, here an answer held back in
+    process): no deadline runs while it is owed, even past the idle limit, and once its answer is written the
+    idle limit runs again from the request's last bytes, as after any answer. An answer that came after the limit
+    (the connection's timer went while it was owed) is written whole and the connection closed at once; one that
+    came at once (the timer still set) leaves the connection the rest of the limit. Neither is left open with no
+    timer (``HttpProtocol.answered``)."""
+    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+    head = answer.index(b"\r\n\r\n") + 4
+    init_store(tmp_path / "notes")
+    keys = write_keys(tmp_path / "keys", "notes")
+
+    async def main(delay: float) -> tuple[bytes, float]:
+        loop = asyncio.get_running_loop()
+        app = App(Pool({"notes": tmp_path / "notes"}), KeyTable.open(str(keys)), "2026-01-01T00:00:00Z")
+
+        def splice(request, deliver) -> bool:
+            loop.call_later(delay, deliver, Passed(answer, head, b"brainy-node: n2\r\n"))
+            return True
+
+        app.splice = splice
+        server = Server(app, [Listen("127.0.0.1", 0)])
+        server.idle_seconds, server.request_seconds = 0.6, 0.4
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection(*server.addresses[0])
+            writer.write(b"GET /v1/brains/notes/get/a HTTP/1.1\r\nhost: t\r\n\r\n")
+            got = await asyncio.wait_for(reader.readuntil(b"{}"), 5)
+            waited = await _closed_after(reader, 5)
+            writer.close()
+            return got, waited
+        finally:
+            await server.stop(drain_seconds=1.0)
+
+    for delay, closed in ((1.2, (0.0, 0.3)), (0.0, (0.3, 3.0))):  # after the limit; at once
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            got, waited = runner.run(main(delay))
+        assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b"brainy-node: n2\r\n" in got
+        assert closed[0] <= waited < closed[1], (delay, waited)
