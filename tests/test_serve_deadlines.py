@@ -51,6 +51,22 @@ def test_h1_an_idle_keep_alive_connection_is_closed_after_the_idle_limit():
     assert conn.timer_fired(1.0 + IDLE) == DeadlinePassed("idle", IDLE)
 
 
+def test_h1_an_answer_that_waited_restarts_the_idle_clock():
+    """An answer written later than its request came (a write's fsync, a forwarded request) leaves the connection
+    the whole idle limit from the moment it was written, not what is left of it since the request's last bytes;
+    with another request still owed, nothing runs."""
+    conn = _h1()
+    conn.receive_data(GET + GET, 1.0)
+    conn.send_response(OK, keep_alive=True)
+    conn.answered_at(50.0)  # one still owed: no deadline, and the clock not moved by it
+    assert conn.next_deadline() is None
+    conn.send_response(OK, keep_alive=True)
+    conn.answered_at(100.0)
+    assert conn.next_deadline() == 100.0 + IDLE
+    assert conn.timer_fired(100.0 + IDLE - 0.001) is None
+    assert conn.timer_fired(100.0 + IDLE) == DeadlinePassed("idle", IDLE)
+
+
 def test_h1_each_request_restarts_the_idle_clock():
     """A connection that keeps asking is never idle: each request's bytes move the deadline on."""
     conn = _h1()
@@ -161,6 +177,26 @@ def test_h2_is_closed_when_idle_and_never_while_a_stream_is_open():
     assert server.next_deadline() == 2.0 + IDLE
     assert server.timer_fired(2.0 + IDLE) == DeadlinePassed("idle", IDLE)
     assert server.ended
+
+
+def test_h2_an_answer_that_waited_restarts_the_idle_clock():
+    """As h1's: a stream answered at 100.0, its request come at 2.0, leaves the connection the whole idle limit
+    from 100.0 once no stream is open."""
+    server = H2Connection(0.0, idle_seconds=IDLE)
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    client.initiate_connection()
+    server.receive_data(client.data_to_send(), 1.0)
+    client.receive_data(server.data_to_send())
+    server.receive_data(client.data_to_send(), 1.0)
+    client.send_headers(
+        1, [(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "t")], end_stream=True
+    )
+    [event] = server.receive_data(client.data_to_send(), 2.0)
+    server.send_response(event.stream_id, OK)
+    server.answered_at(100.0)
+    assert server.next_deadline() == 100.0 + IDLE
+    assert server.timer_fired(2.0 + IDLE) is None and not server.ended
+    assert server.timer_fired(100.0 + IDLE) == DeadlinePassed("idle", IDLE)
 
 
 def test_h2_settings_unacknowledged_end_the_connection_with_settings_timeout():
@@ -320,21 +356,23 @@ def test_a_request_trickled_after_an_answer_is_cut_off_at_the_request_limit_not_
 def test_a_spliced_answers_connection_keeps_its_idle_limit_whether_its_timer_went_or_not(tmp_path):
     """Over a socket, a request another node answers (the glue's spliced road, here an answer held back in
     process): no deadline runs while it is owed, even past the idle limit, and once its answer is written the
-    idle limit runs again from the request's last bytes, as after any answer. An answer that came after the limit
-    (the connection's timer went while it was owed) is written whole and the connection closed at once; one that
-    came at once (the timer still set) leaves the connection the rest of the limit. Neither is left open with no
-    timer (``HttpProtocol.answered``)."""
+    connection has the whole idle limit again, from then. Whether the connection's timer went while the answer
+    was owed (it came after the limit) or is still set (it came at once), the connection is closed about the
+    limit after the answer, never left open with no timer (``HttpProtocol.answered``) and never closed under a
+    client about to send its next request."""
     answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
     head = answer.index(b"\r\n\r\n") + 4
     init_store(tmp_path / "notes")
     keys = write_keys(tmp_path / "keys", "notes")
 
-    async def main(delay: float) -> tuple[bytes, float]:
+    framed = Response(200, [(b"content-type", b"application/json"), (b"brainy-node", b"n2")], b"{}")
+
+    async def main(delay: float, passed: bool) -> tuple[bytes, float]:
         loop = asyncio.get_running_loop()
         app = App(Pool({"notes": tmp_path / "notes"}), KeyTable.open(str(keys)), "2026-01-01T00:00:00Z")
 
-        def splice(request, deliver) -> bool:
-            loop.call_later(delay, deliver, Passed(answer, head, b"brainy-node: n2\r\n"))
+        def splice(request, deliver) -> bool:  # the owner's bytes passed on, or an answer the glue frames
+            loop.call_later(delay, deliver, Passed(answer, head, b"brainy-node: n2\r\n") if passed else framed)
             return True
 
         app.splice = splice
@@ -351,8 +389,9 @@ def test_a_spliced_answers_connection_keeps_its_idle_limit_whether_its_timer_wen
         finally:
             await server.stop(drain_seconds=1.0)
 
-    for delay, closed in ((1.2, (0.0, 0.3)), (0.0, (0.3, 3.0))):  # after the limit; at once
+    # after the limit (the timer went meanwhile), and at once (it is still set); passed on, and framed here
+    for delay, passed in ((1.2, True), (0.0, True), (1.2, False)):
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            got, waited = runner.run(main(delay))
+            got, waited = runner.run(main(delay, passed))
         assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b"brainy-node: n2\r\n" in got
-        assert closed[0] <= waited < closed[1], (delay, waited)
+        assert 0.3 < waited < 3, (delay, passed, waited)

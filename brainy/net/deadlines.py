@@ -1,7 +1,7 @@
 """A connection's two deadlines, sans-IO: idle, and a request's arrival. Handed ``now``; never reads a clock.
 
-A connection that sends nothing for ``idle_seconds`` with nothing in flight is
-closed, and so is one whose request has been arriving for longer than
+A connection that sends nothing for ``idle_seconds`` with nothing in flight (counted
+from its last bytes, or from its last answer when that one waited) is closed, and so is one whose request has been arriving for longer than
 ``request_seconds``: a client that trickles a request a byte at a time
 (slowloris) would otherwise hold a connection for ever, since every byte would
 restart the idle clock. A connection with a request in hand (being answered,
@@ -64,6 +64,13 @@ class Deadlines:
         self.last_data = now
         if starts_request:
             self.request_began = now
+
+    def quiet(self, now: float) -> None:
+        """Nothing is in flight from ``now`` (an answer that waited was written then): the idle clock runs from
+        then, not from the request's last bytes, or a request that took longer than the idle limit would leave its
+        connection closed the moment its answer was out, under a client about to send the next."""
+        if now > self.last_data:
+            self.last_data = now
 
     def due(self, busy: bool, arriving: bool) -> float | None:
         """When the next deadline falls, or None while busy (nothing can expire until an answer is out)."""

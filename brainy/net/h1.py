@@ -278,6 +278,12 @@ class H1Connection:
         if self._owed:
             self._owed -= 1
 
+    def answered_at(self, now: float) -> None:
+        """An answer that waited (a door's write, a forwarded request) was written at ``now``: with nothing more
+        owed, the idle clock runs from then (``Deadlines.quiet``)."""
+        if not self._owed:
+            self._deadlines.quiet(now)
+
     def next_deadline(self) -> float | None:
         """When :meth:`timer_fired` should next be called, on the clock ``now`` is read from; None while a
         request is owed its answer (or the connection has failed), when no deadline runs."""

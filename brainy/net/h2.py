@@ -842,6 +842,12 @@ class H2Connection:
 
     # -- the deadline -------------------------------------------------------------------------------
 
+    def answered_at(self, now: float) -> None:
+        """An answer that waited was framed at ``now``: with no stream left open, the idle clock runs from then
+        (``Deadlines.quiet``), as h1's does."""
+        if not self._streams:
+            self._deadlines.quiet(now)
+
     def next_deadline(self) -> float | None:
         """When :meth:`timer_fired` should next be called: the idle deadline (none while a stream is open)
         or, until the peer acknowledges our SETTINGS, that acknowledgement's, whichever comes first."""

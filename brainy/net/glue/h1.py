@@ -137,6 +137,7 @@ class H1Glue(Session[H1Connection]):
         if transport.is_closing():
             return  # the client went while its answer was on the way
         transport.write(self.conn.relay(answer))
+        self.conn.answered_at(self.protocol.now())
         if self._queue or self._paused or self.server.stopping:
             self._drain()  # the requests queued behind it; a stopping server's connection closes once they are answered
             self.protocol.arm()
@@ -152,6 +153,7 @@ class H1Glue(Session[H1Connection]):
                 response.feed.close()  # type: ignore[attr-defined]  # a relayed stream's connection to its owner
             return
         if self._answer(response, event):
+            self.conn.answered_at(self.protocol.now())
             self._drain()
         self.protocol.arm()
 

@@ -61,6 +61,7 @@ class H2Glue(FlushedOncePerPass, Session[H2Connection]):
 
     def _written_later(self) -> None:
         self._flush_soon()
+        self.conn.answered_at(self.protocol.now())
         self.protocol.arm()
 
     def close_if_idle(self) -> None:

@@ -33,6 +33,9 @@ class Connection(Protocol):
     def answered(self) -> None:
         """:meth:`arm` once an answer that waited is written (its deadline only moved later)."""
 
+    def now(self) -> float:
+        """The clock the connection's deadlines are kept on."""
+
     def switch_to_websocket(self, principal: Principal, rest: bytes) -> None:
         """From here the connection is a WebSocket session (an HTTP/1.1 upgrade was granted)."""
 

@@ -175,6 +175,10 @@ class HttpProtocol(asyncio.Protocol):
         self._timer_at = due
         self._timer = self._loop.call_at(due, self._fired)
 
+    def now(self) -> float:
+        """The loop's clock, the one the deadlines are kept on."""
+        return self._loop.time()
+
     def answered(self) -> None:
         """:meth:`arm` once an answer that waited is written: the deadline only moved later (the wait for the next
         request), which a timer already set finds when it fires (as ``data_received``'s own answers leave it);
