@@ -435,23 +435,31 @@ def answer_head(bytes data, Py_ssize_t max_head):
     return end + 4, status, not close
 
 
+cdef inline Py_ssize_t line_end(const char* p, Py_ssize_t i, Py_ssize_t stop) noexcept:
+    # Where the line starting at i ends, its CRLF included (stop when none is found before it).
+    cdef const char* found = <const char*>memmem(p + i, stop - i, b"\r\n", 2)
+    return (found - p) + 2 if found != NULL else stop
+
+
+cdef inline bint connection_line(const char* p, Py_ssize_t i, Py_ssize_t end) noexcept:
+    # Whether the field line from i to end is a connection field (its name in any case).
+    return end - i >= 11 and p[i + 10] == 58 and lower_eq(<const unsigned char*>p + i, b"connection", 10)
+
+
 def relay_answer(bytes data, Py_ssize_t head, bytes added, bytes more):
     """An answer passed on as it came, less its connection fields, plus added and more (as
-    h1frame_py.relay_answer): its lines copied in one pass, a connection line skipped."""
+    h1frame_py.relay_answer): sized in a first pass over its field lines, a connection line skipped in the copy."""
     cdef const char* p = PyBytes_AS_STRING(data)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t added_len = PyBytes_GET_SIZE(added), more_len = PyBytes_GET_SIZE(more)
     if head < 4 or head > size:
         raise ValueError("head is not where a body starts in data")
     cdef Py_ssize_t fields_end = head - 2  # the last field line's CRLF ends here
-    cdef Py_ssize_t dropped = 0, i, end
-    cdef const char* found = <const char*>memmem(p, fields_end, b"\r\n", 2)  # the status line's end
-    cdef Py_ssize_t first = (found - p) + 2 if found != NULL else fields_end
-    i = first
-    while i < fields_end:  # sized: the connection lines' bytes
-        found = <const char*>memmem(p + i, fields_end - i, b"\r\n", 2)
-        end = (found - p) + 2 if found != NULL else fields_end
-        if end - i >= 11 and p[i + 10] == 58 and lower_eq(<const unsigned char*>p + i, b"connection", 10):
+    cdef Py_ssize_t first = line_end(p, 0, fields_end)  # after the status line
+    cdef Py_ssize_t dropped = 0, i = first, end
+    while i < fields_end:
+        end = line_end(p, i, fields_end)
+        if connection_line(p, i, end):
             dropped += end - i
         i = end
     cdef bytes framed = PyBytes_FromStringAndSize(NULL, size - dropped + added_len + more_len)
@@ -462,9 +470,8 @@ def relay_answer(bytes data, Py_ssize_t head, bytes added, bytes more):
         q = put(q, p, first)
         i = first
         while i < fields_end:
-            found = <const char*>memmem(p + i, fields_end - i, b"\r\n", 2)
-            end = (found - p) + 2 if found != NULL else fields_end
-            if not (end - i >= 11 and p[i + 10] == 58 and lower_eq(<const unsigned char*>p + i, b"connection", 10)):
+            end = line_end(p, i, fields_end)
+            if not connection_line(p, i, end):
                 q = put(q, p + i, end - i)
             i = end
     q = put(q, PyBytes_AS_STRING(added), added_len)
@@ -482,31 +489,38 @@ cdef inline char* put_text(char* p, object text) noexcept:
     return put(p, <const char*>PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text))
 
 
+cdef Py_ssize_t keep_field(list kept, object name, object value) except -2:
+    # The field kept for framing and the bytes its line takes; -1 when its text is past latin-1.
+    if not (narrow(name) and narrow(value)):
+        return -1
+    kept.append(name)
+    kept.append(value)
+    return PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + SEP_SIZE + CRLF_SIZE
+
+
 def frame_request(str method, str target, str authority, dict headers, frozenset drop, tuple extra, bytes body):
     """A request forwarded as it came (as h1frame_py.frame_request): sized in a first pass over the fields (each
     kept one's name and value, latin-1 text), filled with memcpy in a second. Text past latin-1 goes the pure
     twin's way, which refuses it as encode does."""
-    cdef Py_ssize_t size = len(body), body_len = size
+    cdef Py_ssize_t size = len(body), body_len = size, grew
     cdef list kept = []
     cdef object name, value
     for text in (method, target, authority):
         if not narrow(text):
             return py_frame_request(method, target, authority, headers, drop, extra, body)
         size += PyUnicode_GET_LENGTH(text)
-    for name, value in headers.items():
+    for name, value in headers.items():  # (a dict's own loop: the compiled one)
         if name in drop or (<str>name).startswith(":"):
             continue
-        if not (narrow(name) and narrow(value)):
+        grew = keep_field(kept, name, value)
+        if grew < 0:
             return py_frame_request(method, target, authority, headers, drop, extra, body)
-        kept.append(name)
-        kept.append(value)
-        size += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + SEP_SIZE + CRLF_SIZE
+        size += grew
     for name, value in extra:
-        if not (narrow(name) and narrow(value)):
+        grew = keep_field(kept, name, value)
+        if grew < 0:
             return py_frame_request(method, target, authority, headers, drop, extra, body)
-        kept.append(name)
-        kept.append(value)
-        size += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + SEP_SIZE + CRLF_SIZE
+        size += grew
     cdef Py_ssize_t digits = dec_len(<size_t>body_len)
     size += 1 + REQUEST_HOST_SIZE + CRLF_SIZE + CONTENT_LENGTH_SIZE + digits + 2 * CRLF_SIZE
     cdef bytes framed = PyBytes_FromStringAndSize(NULL, size)
