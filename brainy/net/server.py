@@ -12,6 +12,7 @@ import functools
 import gc
 import logging
 import signal
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,14 @@ ALT_SVC_SECONDS = 86400  # how long a client may remember the h3 alternative (RF
 # full one (1.3 us a row of the main thread; 5.0 over 100 batches, its full passes up to 75 ms). At 10,000: 9, and
 # 0.55 us a row (1.9 over 100 batches, its longest pass 36 ms).
 GC_YOUNG = 10_000
+
+# How long a thread holding the interpreter lock keeps it once another asks for it (CPython's default: 5 ms). The
+# loop's thread, woken by a request's bytes or a worker's answer, waits that long whenever a background thread
+# (a flush at nice 19, a graph catch-up at SCHED_IDLE) holds the lock in Python, and on a shared core such a
+# thread may not even run until another process yields. At 5 ms, durable MessagePack ingest (perf/bench_ingest.py's
+# cell, 30 batches of 1,000 rows, ten interleaved pairs) ran 46,578 rows/s median; at 0.5 ms, 55,763, every pair
+# faster. Two threads both busy in Python then trade the lock up to 2,000 times a second, each trade a few us.
+SWITCH_SECONDS = 0.0005
 
 PROTOCOLS = ("h1", "h2", "grpc", "h3")  # what one --listen may name; none names h1 and h2 on one port
 
@@ -100,6 +109,7 @@ class Server:
         # process's first full pass was 12-13 ms, paid inside whichever door's attach it landed in)
         gc.freeze()
         gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+        sys.setswitchinterval(SWITCH_SECONDS)
 
     def _bound(self, listen: Listen, address: tuple[str, int]) -> None:
         self.addresses.append(address)
