@@ -100,6 +100,44 @@ def test_the_twins_bound_codes_alike() -> None:
             twin.code_bounds(codes, query[:-1], scales, 1e-5, 0.25, 0.5, out)
 
 
+def quantised_by_the_law(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """docs/store-format.md's law, in numpy, cell by cell: scale = max |x| / 127 in float32, code = x / scale in
+    float64 rounded half to even, clipped (a zero row: scale 0, codes 0)."""
+    scales = (np.abs(vectors).max(axis=1, initial=0) / np.float32(127)).astype(np.float32)
+    codes = np.zeros(vectors.shape, np.int8)
+    for r, row in enumerate(vectors):
+        if scales[r] > 0:
+            codes[r] = [max(-127, min(127, round(float(x) / float(scales[r])))) for x in row]
+    return codes, scales
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.floats(-2.0, 2.0, width=32, allow_subnormal=True), min_size=DIM, max_size=DIM),
+        min_size=1,
+        max_size=6,
+    ),
+    ties=st.integers(0, 5),
+)
+def test_the_twins_quantise_as_the_law_says(rows, ties) -> None:
+    """``quantise``: both twins write the codes and scales the law gives, to the bit, on drawn rows with zero rows,
+    subnormal cells and cells lying exactly half way between two codes (ties, rounded to the even one)."""
+    vectors = np.array(rows, np.float32)
+    if ties:  # a row whose cells are k + 0.5 steps of its scale: 127 * scale stays the row's largest
+        k = np.arange(DIM) % (2 * ties) - ties
+        vectors[0] = (k + 0.5).astype(np.float32) * np.float32(1 / 128)
+        vectors[0, 0] = np.float32(127 / 128)
+    want_codes, want_scales = quantised_by_the_law(vectors)
+    for twin in TWINS:
+        codes, scales = np.full(vectors.shape, 99, np.int8), np.full(len(vectors), 9.0, np.float32)
+        twin.quantise(vectors, codes, scales)
+        assert scales.tobytes() == want_scales.tobytes()
+        assert codes.tobytes() == want_codes.tobytes()
+        with pytest.raises(ValueError):
+            twin.quantise(vectors, codes[:, :-1], scales)
+
+
 def chain_pair(folder: Path) -> tuple[VectorIndex, VectorIndex]:
     """The chain read twice: once with its copy, once as a base without one (the plain float32 scan)."""
     quick, _ = read_chain(folder, 10**9, graph_later=True)

@@ -14,6 +14,12 @@ zero (its own bytes). Anything else raises
 of at most 516 cells, so no sum leaves int32) and ``scale`` the row's in ``scales`` (float32): the upper bound
 of each slot's score (brainy/index/vector_matrix.py). ValueError when the shapes do not fit together. Float64
 products of these integers are exact and the rest is the same float64 arithmetic, so the twins agree to the bit.
+
+``quantise(vectors, codes, scales)`` writes a base's quantised copy of ``vectors`` (a C-contiguous float32
+matrix of finite cells) into ``codes`` (int8, the same shape) and ``scales`` (float32, one per row): a row's
+scale is its largest ``|x|`` over 127 in float32, and each cell's code ``round(x / scale)`` to the nearest even
+in float64, clipped to -127..127 (a row of zeros: scale 0, codes 0). ValueError when the shapes do not fit
+together. Both twins do those operations in that precision, so they agree to the bit.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import numpy as np
 from brainy._speedups.errors import VectorRefused
 from brainy.contract.vectors import Float32s
 
-__all__ = ["code_bounds", "pack"]
+__all__ = ["code_bounds", "pack", "quantise"]
+
+CODE_MAX = 127
 
 _NUMBERS = frozenset((int, float))
 
@@ -73,3 +81,11 @@ def code_bounds(
         raise ValueError("rows longer than 516 cells could overflow int32")
     dots = codes.astype(np.float64) @ query.astype(np.float64)
     out[:] = (scales.astype(np.float64) * (step * dots + per_scale) + constant).astype(np.float32)
+
+
+def quantise(vectors: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> None:
+    if vectors.ndim != 2 or codes.shape != vectors.shape or scales.shape != (len(vectors),):
+        raise ValueError("vectors, codes and scales do not fit together")
+    scales[:] = np.abs(vectors).max(axis=1, initial=0) / np.float32(CODE_MAX)
+    wide = np.where(scales > 0, scales, 1).astype(np.float64)
+    codes[:] = np.clip(np.rint(vectors / wide[:, None]), -CODE_MAX, CODE_MAX)

@@ -29,8 +29,9 @@ import crc32c
 import faiss
 import numpy as np
 
+from brainy._speedups import vecpack
 from brainy.index.projections import newest_snapshot, snapshot_name
-from brainy.index.vector_matrix import CHUNK_SLOTS, CODE_MAX, DIMENSIONS, NO_SLOT, _Codes
+from brainy.index.vector_matrix import CHUNK_SLOTS, DIMENSIONS, NO_SLOT, _Codes
 from brainy.store.crc import crc32
 from brainy.store.directory import store_id_of
 from brainy.store.files import write_durably
@@ -170,7 +171,7 @@ SUFFIX = ".vec"
 DELTA_SUFFIX = ".vecd"
 QUANTISED_SUFFIX = ".vecq"
 PARTITIONED_SUFFIX = ".vecp"  # a large base's partitioned copy (its layout: brainy/index/vector_partitions.py)
-QUANTISE_ROWS = 4_096  # slots quantised at a time when a copy is written (float64 work space: 12 MB, in cache)
+QUANTISE_ROWS = 4_096  # slots quantised at a time when a copy is written (their codes: one 1.5 MB piece of it)
 
 
 @dataclass(frozen=True)
@@ -319,10 +320,12 @@ def write_link(folder: Path, frozen: Frozen, data: bytes | list[memoryview]) -> 
 
 def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors as int8 codes and one float32 scale each: ``scale = max |x| / 127``, ``code = round(x / scale)``,
-    so no cell lies more than half a scale from its code times the scale."""
-    scales = (np.abs(vectors).max(axis=1) / CODE_MAX).astype(np.float32)
-    wide = np.where(scales > 0, scales, 1).astype(np.float64)
-    codes = np.clip(np.rint(vectors / wide[:, None]), -CODE_MAX, CODE_MAX).astype(np.int8)
+    so no cell lies more than half a scale from its code times the scale (``vecpack.quantise``: one compiled pass
+    a row, where numpy's five over float64 work space took 2.6-3.9 us a row, a partitioned copy's every row)."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    codes = np.empty(vectors.shape, np.int8)
+    scales = np.empty(len(vectors), np.float32)
+    vecpack.quantise(vectors, codes, scales)
     return codes, scales
 
 
