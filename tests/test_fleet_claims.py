@@ -4,6 +4,7 @@ stale epoch is refused, the epoch outlives its owner, a name a live node holds i
 weighs brains, then memory."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -169,6 +170,49 @@ def test_a_node_joined_without_claims_claims_once_started_and_renews_through_slo
             assert a.owned == {b: 1 for b in brains}
         finally:
             await a.leave()
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_a_brain_a_request_waits_for_is_claimed_at_once_by_the_node_it_waits_at(etcd):
+    """A dead owner's brain a request waits for (:meth:`Fleet.serving`) is claimed by the node the request waits
+    at, at once, not when that node's loop next comes to it (here: not for an hour), and the request answers the
+    new owner; a node that neither takes over nor holds a copy claims nothing, and its request waits out the
+    deadline and is refused BrainMovedError."""
+    arrived: list[tuple[str, str, int]] = []
+
+    def arriving_at(node: str):
+        async def arrive(brain: str, epoch: int, how: str) -> None:
+            await asyncio.sleep(0.2)  # the restore
+            arrived.append((node, brain, epoch))
+
+        return arrive
+
+    async def go():
+        a = fleet(etcd.url, "a", local=lambda: ["notes"])
+        b = fleet(etcd.url, "b", refresh=3600.0)
+        c = fleet(etcd.url, "c", refresh=3600.0)
+        b.arrive, b.takes_over = arriving_at("b"), True
+        c.arrive = arriving_at("c")
+        await a.join()
+        await b.join()  # its loop's first turn: "notes" is a's
+        await c.join()
+        try:
+            assert a.owned == {"notes": 1} and b.elsewhere("notes") == L.Owner("a", 1)
+            await a.leave()  # a dies: its owner key goes with its lease, the epoch stays
+            with pytest.raises(R.BrainMovedError):
+                await c.serving("notes", time.monotonic() + 1.0, fresh=True)
+            assert arrived == [] and c.owned == {}
+            began = time.monotonic()
+            owner = await b.serving("notes", began + 10.0, fresh=True)
+            assert owner == L.Owner("b", 2) and b.owned == {"notes": 2}
+            assert time.monotonic() - began < 3.0, "claimed when the loop came to it, not at once"
+            assert arrived == [("b", "notes", 2)]
+            assert b._claiming == {} and b.wanted == {}
+        finally:
+            await b.leave()
+            await c.leave()
 
     run(go())
 
