@@ -21,13 +21,14 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
 from brainy.contract import refusals as R
 from brainy.engine import Brain
 from brainy.fleet import objects as O
-from brainy.fleet.membership import ADOPTED, BACK, Fleet
+from brainy.fleet.membership import ADOPTED, ARRIVALS, BACK, Fleet
 from brainy.fleet.objectstore import DELETES, ObjectExistsError, ObjectStore, ObjectStoreError
 from brainy.fleet.restore import Staged, remember_marker, restore, stage
 from brainy.fleet.shipping import ASYNC, DEFAULT_INTERVAL, SYNC, WAIT_SECONDS, Courier, Shipper
@@ -130,6 +131,11 @@ class Shipping:
         self.courier = Courier(interval) if mode == ASYNC else None
         self._shippers: dict[str, Shipper] = {}
         self._lock = threading.Lock()
+        # the arrivals' own threads, one for each claim that may run at once (the loop's and those of wanted
+        # brains, brainy/fleet/membership.py): a restore waits on the object store for seconds, and in the loop's
+        # default pool (six threads on two cores) a brain a request waited for was restored, then opened, behind
+        # the other claims' restores (perf/bench_chaos.py)
+        self._arrivals = ThreadPoolExecutor(2 * ARRIVALS, thread_name_prefix="brainy-arrive")
         self._staged: dict[str, Staged] = {}  # host.move: brains staged here before their hand-over (:meth:`prepare`)
         # checkpoints (docs/fleet.md "Checkpoints"): a thread stores the snapshot a shipper says is due
         self._due = threading.Event()
@@ -372,11 +378,11 @@ class Shipping:
 
     async def arrive(self, brain: str, epoch: int, how: str) -> None:
         """Make ``brain``, just claimed at ``epoch``, ready to serve (``Fleet.arrive``)."""
-        loop = asyncio.get_running_loop()
+        loop, threads = asyncio.get_running_loop(), self._arrivals
         if how == BACK:
             open_writer = self.pool.open_writer(brain)
             if open_writer is not None:  # the copy it serves is current: ship on at the new epoch
-                await loop.run_in_executor(None, self.on_writer, brain, open_writer)
+                await loop.run_in_executor(threads, self.on_writer, brain, open_writer)
             return
         if how != ADOPTED:
             return  # a new brain: host.provision creates it, then opens it (:meth:`provisioned`)
@@ -384,14 +390,14 @@ class Shipping:
         # no snapshot shipped means no segment either (a writer's first open stores its snapshot before it serves):
         # a local copy is then the brain's whole history (a fleet that ran without --object-store, or a first open
         # cut short), and it is kept
-        shipped = await loop.run_in_executor(None, self._has_snapshot, brain)
+        shipped = await loop.run_in_executor(threads, self._has_snapshot, brain)
         if epoch > 1 and (shipped or not local):
             if self.pool.brains_dir is None:
                 raise R.BrainsDirNotConfiguredError("a brain restored from the object store needs --brains-dir")
             await self.pool.retire(brain)  # a stale copy open here (a reader) is closed before it is set aside
             staged = self._staged.pop(brain, None)
-            await loop.run_in_executor(None, restore, self.store, brain, epoch, self.pool.brains_dir, staged)
-        await loop.run_in_executor(None, self.pool.resolve, brain, True)
+            await loop.run_in_executor(threads, restore, self.store, brain, epoch, self.pool.brains_dir, staged)
+        await loop.run_in_executor(threads, self.pool.resolve, brain, True)
 
     async def provisioned(self, brain: str) -> None:
         """A brain ``host.provision`` just created here: opened, so its marker and base snapshot are stored."""
@@ -412,3 +418,4 @@ class Shipping:
             self._checkpoints.join(timeout=WAIT_SECONDS)
         if self.courier is not None:
             self.courier.stop()
+        self._arrivals.shutdown(wait=False)  # a claim after this fails to arrive and is let go: another node takes it
