@@ -43,6 +43,23 @@ included) and restored at about twelve a second in all: each restore is six call
 segment shipped since the last checkpoint, and moto's server, one Python process, is the busiest process of
 the run. So the last of a kill's brains come back 9-20 s after it, and a request for one of them that waited
 its TTL + 5 s is refused BrainMovedError (ask again).
+
+Session 28 (load average 1.2-2): the same run gave 17 such refusals (and 16 in session 27). Every node walked a
+dead owner's brains in the same order, eight claims at a time, and a brain a request waited for was claimed first
+only once one of the node's eight ended: the last of a 167-brain node's were claimed 13-20 s after its lease
+ended. Now the node a request waits at claims that brain at once (brainy/fleet/membership.py ``Fleet._want``):
+5 and 6 refusals in two runs, each brain claimed about a second after the lease ended but served 2.3 s after its
+restore, its first open queued behind the other claims' restores in the loop's default pool (six threads). With
+the arrivals on threads of their own (brainy/host/shipped.py), two runs:
+
+    answers 200                                         8,736        10,879
+    requests whose node was killed or down (resent)        58            48   (9 and 6 adds had landed)
+    waits that ran out (BrainMovedError, ask again)         1             0
+    writes acknowledged / lost                          5,344 / 0     6,669 / 0
+    longest request                                     7.00 s        6.72 s
+    CPU seconds: etcd 8.3 and 7.6, moto 55.5 and 58.2, nodes 2.4-6.0 (since their last start)
+
+The one refusal's request waited at a node restarting after its kill, which claims nothing until it listens.
 """
 
 from __future__ import annotations

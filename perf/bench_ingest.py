@@ -177,6 +177,24 @@ work takes cache and memory bandwidth as well as the core. With ``--batches 100`
 32.5/32.3/35.0k, 28-29 us of CPU a row (the flush 7, the graph 3-4). perf/count_ingest.py, which now counts a
 served row alike in every run, puts the store's share of a row at 132,000 instructions, against 136,000 before
 session 24's collector and memtable changes.
+
+Session 28: the loop's thread waited for the interpreter lock behind background threads. Woken by a request's
+bytes or a worker's answer, it asks for the lock; a flush (nice 19) or a graph catch-up (SCHED_IDLE) holding it
+in Python keeps it for CPython's switch interval, 5 ms, and on a shared core such a thread may not run at all
+until another process yields. The server now sets the interval to 0.5 ms (brainy/net/server.py,
+``SWITCH_SECONDS``). Pairs interleaved (this script's bodies, 30 batches, server pinned, before = 8a63cfb):
+
+    cell       before: median rows/s    after: median rows/s   pairs faster
+    msgpack          46,578                55,763              10 of 10   (load average about 1)
+    msgpack          37,913                42,761               6 of 8    (a busier hour)
+    h2x4             58,798                56,889               4 of 8
+    h2x4json         32,317                33,723               4 of 7
+    json             32,946                31,238               3 of 7
+
+and this script, 6 rounds with ``--tree`` (load average 1.5-2.7): msgpack median 48.6k against 45.6k, best 59.5k
+against 54.0k. With four streams in flight the loop is never idle, so it never waits on a background holder: the
+HTTP/2 cells and JSON (whose decode keeps the loop busy) move within the noise. With ``--batches 100``, both trees
+40-43k rows a second an hour later (the flush's pace: 25 us of CPU a row, the flush 6).
 """
 
 from __future__ import annotations
