@@ -33,7 +33,7 @@ from brainy.contract.vectors import Float32s
 
 __all__ = ["code_bounds", "pack", "quantise"]
 
-CODE_MAX = 127
+CODE_MAX = 127  # a code's range, -127..127 (brainy/index/vector_matrix.py CODE_MAX: this floor imports nothing above)
 
 _NUMBERS = frozenset((int, float))
 
