@@ -194,12 +194,20 @@ def test_a_brain_a_request_waits_for_is_claimed_at_once_by_the_node_it_waits_at(
         b = fleet(etcd.url, "b", refresh=3600.0)
         c = fleet(etcd.url, "c", refresh=3600.0)
         b.arrive, b.takes_over = arriving_at("b"), True
+        turned, take_over = asyncio.Event(), b.take_over
+
+        async def first_turn() -> None:
+            await take_over()
+            turned.set()
+
+        b.take_over = first_turn  # type: ignore[method-assign]
         c.arrive = arriving_at("c")
         await a.join()
         await b.join()  # its loop's first turn: "notes" is a's
         await c.join()
         try:
             assert a.owned == {"notes": 1} and b.elsewhere("notes") == L.Owner("a", 1)
+            await turned.wait()  # b's loop has had its first turn (a owned "notes"): its next is in an hour
             await a.leave()  # a dies: its owner key goes with its lease, the epoch stays
             with pytest.raises(R.BrainMovedError):
                 await c.serving("notes", time.monotonic() + 1.0, fresh=True)
