@@ -836,7 +836,9 @@ def test_a_flush_never_waits_for_a_catch_up_holding_the_graph(tmp_path: Path) ->
         brain.vector_follower.persist()  # the lock free: the base with its graph
         (kept,) = chain(path)
         assert kept.endswith(".vec") and kept != base
-    assert graphed(kept) == 3_000
+    # the graph's 3,000, and the 100 rows after them too when a catch-up took them first (one that runs at persist
+    # is waited for: a fresh clone once found 3,100 here, its catch-up started beside the second flush)
+    assert graphed(kept) in (3_000, 3_100)
     with Brain.open(path) as brain:
         check(brain, np.random.default_rng(68))
 
