@@ -178,7 +178,7 @@ def test_a_node_joined_without_claims_claims_once_started_and_renews_through_slo
 def test_a_brain_a_request_waits_for_is_claimed_at_once_by_the_node_it_waits_at(etcd):
     """A dead owner's brain a request waits for (:meth:`Fleet.serving`) is claimed by the node the request waits
     at, at once, not when that node's loop next comes to it (here: not for an hour), and the request answers the
-    new owner; a node that neither takes over nor holds a copy claims nothing, and its request waits out the
+    new owner; a node that does not take over (no object store) claims nothing, and its request waits out the
     deadline and is refused BrainMovedError."""
     arrived: list[tuple[str, str, int]] = []
 

@@ -490,14 +490,15 @@ class Fleet:
         """Claim ``brain`` (placed at ``epoch``, no live owner) now, beside the claims under way, for a request
         waiting for it. The loop claims a dead owner's brains :data:`ARRIVALS` at a time a node, each node in the
         same order: a 167-brain node's last ones were claimed 13-20 s after its lease ended, and the requests
-        waiting for them ran out of time (perf/bench_chaos.py). Only by a node that claims such a brain at all
-        (it takes over, or holds a copy), once started, and :data:`ARRIVALS` of these at once."""
+        waiting for them ran out of time (perf/bench_chaos.py). Only by a node that takes over (its restores take
+        seconds; a node without an object store adopts a local copy on its loop's next turn, a second at most, with
+        no listing of its brains on every poll of the wait), once started, and :data:`ARRIVALS` of these at once."""
         if (
-            brain in self._claiming
+            not self.takes_over
+            or brain in self._claiming
             or len(self._claiming) >= ARRIVALS
             or self._task is None
             or self.waiting(brain)
-            or not (self.takes_over or brain in self.local())
         ):
             return
         claiming = asyncio.ensure_future(self.claim(brain, epoch))

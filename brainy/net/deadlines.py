@@ -1,10 +1,10 @@
 """A connection's two deadlines, sans-IO: idle, and a request's arrival. Handed ``now``; never reads a clock.
 
 A connection that sends nothing for ``idle_seconds`` with nothing in flight (counted
-from its last bytes, or from its last answer when that one waited) is closed, and so is one whose request has been arriving for longer than
-``request_seconds``: a client that trickles a request a byte at a time
-(slowloris) would otherwise hold a connection for ever, since every byte would
-restart the idle clock. A connection with a request in hand (being answered,
+from its last bytes, or from its last answer when that one waited) is closed, and so
+is one whose request has been arriving for longer than ``request_seconds``: a client
+that trickles a request a byte at a time (slowloris) would otherwise hold a
+connection for ever, since every byte would restart the idle clock. A connection with a request in hand (being answered,
 or queued behind one) is never closed by either.
 
 Each protocol object (the preface reader, h1, h2) keeps one :class:`Deadlines`
