@@ -37,6 +37,7 @@ SPEEDUPS = [
     "mint",  # a new entity id, a UUIDv7 in minting order, its bytes and text in one step (brainy/store/keys.py)
     "addrow",  # a batch's adds of new rows laid out and staged in one walk (brainy/doors/writes.py, store/txn.py)
     "memput",  # a commit's keys put into the memtable's versions in one loop (brainy/store/memtable.py)
+    "splice",  # the fleet edge's spliced road: a proxied HTTP/1.1 request and its answer (brainy/net/edge.py)
 ]
 
 

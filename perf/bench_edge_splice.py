@@ -72,7 +72,7 @@ def setup(store: str):  # type: ignore[no-untyped-def]
         measure.build_store(root, 2000)
     app = bench_h1get.serving(root)
     answer = owner_answer(app)
-    app.edge = Edge(View(), app.dispatcher, app._route, app._handle, app.refusal_response)  # type: ignore[arg-type]
+    app.edge = Edge(View(), app.dispatcher, app._route, app._handle, app.refusal_response, app._routes)  # type: ignore[arg-type]
     app.splice = app.edge.splice
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -87,7 +87,7 @@ def setup(store: str):  # type: ignore[no-untyped-def]
         return protocol
 
     protocol = loop.run_until_complete(made())
-    app.edge.forwarder._connections._kept(OWNER, peer, http1.Raw(b"", 0, 200, True))
+    app.edge.forwarder.connections._kept(OWNER, peer, http1.Raw(b"", 0, 200, True))
     return loop, protocol, peer, client, upstream, answer
 
 

@@ -125,15 +125,15 @@ def test_a_kept_connection_reads_its_answers_one_after_another_and_one_not_answe
                 got = await connections.exchange(address, request_bytes("GET", target, "peer", [], b""))
                 assert got.status == 200 and got.body == target.encode()
                 assert (b"x-target", target.encode()) in got.fields
-            kept = connections._idle[address]
+            kept = connections.idle[address]
             assert len(kept) == 1  # all five on one connection
             # the connection's one timer, set at the first request's deadline, fails no later request before its own
             await asyncio.sleep(0.2)
             got = await connections.exchange(address, request_bytes("GET", "/soon", "peer", [], b""))
-            assert got.body == b"/soon" and len(connections._idle[address]) == 1
+            assert got.body == b"/soon" and len(connections.idle[address]) == 1
             with pytest.raises(PeerUnreachableError) as late:
                 await connections.exchange(address, request_bytes("GET", "/late", "peer", [], b""))
-            assert late.value.sent and not connections._idle[address]
+            assert late.value.sent and not connections.idle[address]
             await asyncio.sleep(0.5)  # the late answer arrives at a connection already closed
             got = await connections.exchange(address, request_bytes("GET", "/after", "peer", [], b""))
             assert got.body == b"/after"
@@ -171,16 +171,16 @@ def test_send_kept_sends_only_on_a_kept_connection_and_says_what_came_as_exchang
             address = dropping.sockets[0].getsockname()[:2]
             gone = await send_kept(address, "/second")  # the dropping peer's second request: it goes away
             assert isinstance(gone, PeerUnreachableError) and gone.sent
-            assert _Peer.seen == seen + 1 and not connections._idle[address]
+            assert _Peer.seen == seen + 1 and not connections.idle[address]
 
             address = slow.sockets[0].getsockname()[:2]
             for n in range(3):
                 got = await send_kept(address, f"/k{n}")
                 assert got.status == 200 and got.body == f"/k{n}".encode()
-                assert len(connections._idle[address]) == 1  # kept again for the next
+                assert len(connections.idle[address]) == 1  # kept again for the next
             late = await send_kept(address, "/late")
             assert isinstance(late, PeerUnreachableError) and late.sent and "no answer" in str(late)
-            assert not connections._idle[address]
+            assert not connections.idle[address]
             assert await send_kept(address, "/after") is None  # the late one's connection was never kept
         finally:
             connections.close()
@@ -242,9 +242,9 @@ def test_an_answer_read_as_its_bytes_comes_whole_as_it_came_and_any_other_shape_
             assert isinstance(pieces, Raw) and pieces.data[pieces.head :] == bytes(range(256)) * 1024
             chunked = await raw("/chunked")
             assert isinstance(chunked, Response) and (chunked.status, chunked.body) == (200, b"abc")
-            assert len(connections._idle[address]) == 1  # each answer whole: the connection kept for the next
+            assert len(connections.idle[address]) == 1  # each answer whole: the connection kept for the next
             closing = await raw("/close")
-            assert isinstance(closing, Raw) and closing.keep is False and not connections._idle[address]
+            assert isinstance(closing, Raw) and closing.keep is False and not connections.idle[address]
         finally:
             connections.close()
             server.close()

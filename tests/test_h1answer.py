@@ -145,7 +145,7 @@ def test_an_answer_passed_on_keeps_its_head_and_body_and_gains_the_fields_given(
     answer = (
         b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nConnection: close\r\ncontent-length: 2\r\n\r\n{}"
     )
-    framed = conn.relay(Passed(answer, answer.index(b"\r\n\r\n") + 4, b"brainy-node: n2\r\n"))
+    framed = conn.relay(Passed(answer, answer.index(b"\r\n\r\n") + 4, b"brainy-node: n2\r\n"), 0.0)
     assert framed == (
         b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n"
         b'brainy-node: n2\r\nalt-svc: h3=":9"\r\n\r\n{}'

@@ -35,6 +35,7 @@ __all__ = [
     "postings",
     "ranking",
     "rowpost",
+    "splice",
     "sstblock",
     "textjoin",
     "vecdecimal",
@@ -63,6 +64,7 @@ NAMES = (
     "mint",
     "addrow",
     "memput",
+    "splice",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 

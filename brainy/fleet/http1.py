@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from brainy._speedups import h1frame
+from brainy._speedups import h1frame, splice
 from brainy.client.wire import Reader, Response
 
 #: Idle connections kept per peer address: the fleet's calls to one peer are few at a time (the renewal
@@ -189,7 +189,9 @@ class _Peer(asyncio.Protocol):
             if type(framed) is tuple:  # the whole plain answer (nearly always in one piece)
                 self._raw = self._parsed = None
                 done, self._done = self._done, None
-                if done is not None:
+                if type(done) is _SPLICED:  # the edge's spliced road (send_spliced): its own call, no Raw made
+                    done.landed(whole, framed)
+                elif done is not None:
                     done(Raw(whole, framed[0], framed[1], framed[2]))
                 return
             if framed is not None:  # the bytes it still needs at least
@@ -248,6 +250,21 @@ class _Peer(asyncio.Protocol):
         self._raw = ()
         self._write(data, timeout, done)
 
+    def send_spliced(self, data: bytes, timeout: float, spliced: splice.Spliced) -> None:
+        """:meth:`send_raw` for the edge's spliced road (``brainy._speedups.splice``): a plain answer goes to
+        ``spliced.landed`` as its bytes and ``h1frame.answer_head``'s reading of them; anything else (an answer
+        httptools read, the error that stopped it) to ``spliced(got)``. The road took this connection from the kept
+        ones and keeps it again (:meth:`Connections.landed`)."""
+        self._parsed = self._reader
+        self._raw = ()
+        loop = self._loop  # _write's, inline: the proxied get's road
+        assert self.transport is not None and loop is not None
+        self._done = spliced
+        self._deadline = loop.time() + timeout
+        if self._timer is None:
+            self._timer = loop.call_at(self._deadline, self._expire)
+        self.transport.write(data)
+
     def _write(self, data: bytes, timeout: float, done: Landed) -> None:
         loop = self._loop
         assert self.transport is not None and loop is not None
@@ -299,13 +316,14 @@ class Connections:
         # etcd's calls keep the older rule: a kept connection that fails (an etcd restarted while it was idle) is
         # tried once more on a new one
         self.resend = resend
-        self._idle: dict[tuple[str, int], list[_Peer]] = {}
+        # idle kept connections by address, the newest last (the edge's spliced road takes them here too)
+        self.idle: dict[tuple[str, int], list[_Peer]] = {}
 
     async def exchange(self, address: tuple[str, int], data: bytes) -> Response:
         """``data`` sent to ``address`` and the response read whole, within the timeout, on a kept connection its
         peer has not closed, else a new one. A kept connection that fails after the write raises
         PeerUnreachableError (``sent``), unless ``resend``: then the request is sent once more on a new one."""
-        while (peer := self._idle_peer(address)) is not None:
+        while (peer := self.idle_peer(address)) is not None:
             try:
                 return await self._exchange(address, peer, data)
             except (PeerUnreachableError, ConnectionError) as exc:
@@ -342,25 +360,17 @@ class Connections:
         nothing sent, when none is idle; else ``done`` is called from the loop with the answer (with ``raw``, a
         plain one as its bytes, :class:`Raw`) or with the PeerUnreachableError (sent) that :meth:`exchange` would
         raise."""
-        kept = self._idle.get(address)
+        kept = self.idle.get(address)
         if kept and not kept[-1].closed and time.monotonic() - kept[-1].idle_since <= KEEP_SECONDS:
-            peer = kept.pop()  # (the common case of _idle_peer, inline)
+            peer = kept.pop()  # (the common case of idle_peer, inline)
         else:
-            found = self._idle_peer(address)
+            found = self.idle_peer(address)
             if found is None:
                 return False
             peer = found
 
         def landed(got: Response | Raw | Exception) -> None:
-            if isinstance(got, (Response, Raw)):
-                self._kept(address, peer, got)
-            else:
-                peer.close()
-                if isinstance(got, TimeoutError):
-                    got = self._no_answer(address)
-                elif not isinstance(got, PeerUnreachableError):
-                    got = PeerUnreachableError(f"{address[0]}:{address[1]}: {got}")
-            done(got)
+            done(self.landed(address, peer, got))
 
         if raw:
             peer.send_raw(data, self.timeout, landed)
@@ -368,10 +378,26 @@ class Connections:
             peer.send(data, self.timeout, landed)
         return True
 
-    def _idle_peer(self, address: tuple[str, int]) -> _Peer | None:
+    def landed(
+        self, address: tuple[str, int], peer: _Peer, got: Response | Raw | Exception
+    ) -> Response | Raw | Exception:
+        """What came of a request sent on ``peer``, a connection to ``address`` taken from the kept ones: the answer
+        (the connection kept again when it may be), or, the connection closed, the error as :meth:`exchange` would
+        raise it (PeerUnreachableError, sent)."""
+        if isinstance(got, (Response, Raw)):
+            self._kept(address, peer, got)
+            return got
+        peer.close()
+        if isinstance(got, TimeoutError):
+            return self._no_answer(address)
+        if not isinstance(got, PeerUnreachableError):
+            return PeerUnreachableError(f"{address[0]}:{address[1]}: {got}")
+        return got
+
+    def idle_peer(self, address: tuple[str, int]) -> _Peer | None:
         """A kept connection to ``address`` its peer has not closed and not idle too long, taken out of the idle
         ones; None when there is none."""
-        kept = self._idle.get(address)
+        kept = self.idle.get(address)
         while kept:
             peer = kept.pop()
             if not peer.closed and time.monotonic() - peer.idle_since <= KEEP_SECONDS:
@@ -382,9 +408,9 @@ class Connections:
     def _kept(self, address: tuple[str, int], peer: _Peer, response: Response | Raw) -> None:
         """``peer``, answered with ``response``, kept idle for the next request when it may be."""
         if response.keep:
-            kept = self._idle.get(address)
+            kept = self.idle.get(address)
             if kept is None:
-                kept = self._idle[address] = []
+                kept = self.idle[address] = []
             if len(kept) < IDLE_PER_PEER:
                 peer.idle_since = time.monotonic()
                 kept.append(peer)
@@ -395,10 +421,13 @@ class Connections:
         return _NoAnswer(f"{address[0]}:{address[1]}: no answer in {self.timeout} s")
 
     def close(self) -> None:
-        for kept in self._idle.values():
+        for kept in self.idle.values():
             for peer in kept:
                 peer.close()
-        self._idle.clear()
+        self.idle.clear()
+
+
+_SPLICED = splice.Spliced
 
 
 class _NoAnswer(PeerUnreachableError):

@@ -59,29 +59,33 @@ class Forwarder:
 
     def __init__(self, node: str, timeout: float = FORWARD_SECONDS) -> None:
         self.node = node
-        self._connections = Connections(timeout)
-        self._forwarded = ((FORWARDED, node),)
+        self.connections = Connections(timeout)
+        self.forwarded = ((FORWARDED, node),)  # the field a request forwarded from here carries
         # each owner's address and authority, by its URL: a node's few URLs, parsed once (not per request)
-        self._owners: dict[str, tuple[tuple[str, int], str]] = {}
+        self.owners: dict[str, tuple[tuple[str, int], str]] = {}
+
+    def owner(self, url: str) -> tuple[tuple[str, int], str]:
+        """The ``(host, port)`` and authority of the node advertised at ``url``, kept for the next request."""
+        known = self.owners.get(url)
+        if known is None:
+            host, port = owner_address(url)
+            if len(self.owners) >= OWNERS_HELD:
+                self.owners.clear()
+            known = self.owners[url] = ((host, port), f"{host}:{port}")
+        return known
 
     def _request(
         self, url: str, method: str, target: str, headers: dict[str, str], body: bytes, placed: str | None
     ) -> tuple[tuple[str, int], bytes]:
-        known = self._owners.get(url)
-        if known is None:
-            host, port = owner_address(url)
-            if len(self._owners) >= OWNERS_HELD:
-                self._owners.clear()
-            known = self._owners[url] = ((host, port), f"{host}:{port}")
-        address, authority = known
-        extra = self._forwarded if placed is None else (*self._forwarded, (PLACED, placed))
+        address, authority = self.owner(url)
+        extra = self.forwarded if placed is None else (*self.forwarded, (PLACED, placed))
         return address, h1frame.frame_request(method, target, authority, headers, HOP_BY_HOP, extra, body)
 
     async def open_stream(self, url: str, target: str, headers: dict[str, str]) -> Stream:
         """The owner at ``url``'s answer to a GET whose body is a stream (the held change stream), its head read;
         on a connection of its own, which the stream holds until it ends."""
         address, data = self._request(url, "GET", target, headers, b"", None)
-        stream = await Stream.open(address, data, self._connections.timeout)
+        stream = await Stream.open(address, data, self.connections.timeout)
         stream.response.fields = [(name, value) for name, value in stream.response.fields if name not in _HOP_BY_HOP]
         return stream
 
@@ -96,7 +100,7 @@ class Forwarder:
     ) -> Response:
         """The owner at ``url``'s answer to the request; PeerUnreachableError when it gives none."""
         address, data = self._request(url, method, target, headers, body, placed)
-        return passed_on(await self._connections.exchange(address, data))
+        return passed_on(await self.connections.exchange(address, data))
 
     def forward_kept(
         self, url: str, method: str, target: str, headers: dict[str, str], body: bytes, done: Landed, raw: bool = False
@@ -108,10 +112,10 @@ class Forwarder:
         field the owner sent: :func:`passed_on` takes out those of its connection (one call less a request on the
         road where most answers come as their bytes)."""
         address, data = self._request(url, method, target, headers, body, None)
-        return self._connections.send_kept(address, data, done, raw)
+        return self.connections.send_kept(address, data, done, raw)
 
     def close(self) -> None:
-        self._connections.close()
+        self.connections.close()
 
 
 def passed_on(response: Response) -> Response:

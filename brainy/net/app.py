@@ -74,7 +74,9 @@ class App:
         self.calls: Dispatcher = self.dispatcher
         self.splice: Callable[[Request, Callable[[Response | Passed], None]], bool] | None = None
         if self.fleet is not None:
-            self.edge = Edge(self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response)
+            self.edge = Edge(
+                self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response, self._routes
+            )
             self.splice = self.edge.splice
             self.calls = EdgeDispatcher(pool, reading_door, self.host, keys, self.fleet)
             self.calls.edge = self.edge

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from brainy._speedups import h1frame, splice
 from brainy.auth.keys import CALLER_HEADER, OWNER_HEADER, ROLES_HEADER
 from brainy.auth.principal import Principal
 from brainy.client import wire
@@ -49,7 +50,7 @@ from brainy.fleet import http1
 from brainy.fleet.http1 import PeerUnreachableError
 from brainy.fleet.layout import Owner
 from brainy.fleet.membership import Fleet
-from brainy.fleet.proxy import FORWARDED, NODE, PLACED, WRITE, Forwarder, passed_on
+from brainy.fleet.proxy import FORWARDED, HOP_BY_HOP, NODE, PLACED, WRITE, Forwarder, passed_on
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
 from brainy.host.pool import reaches
@@ -86,14 +87,50 @@ class Edge:
         route: Callable[[str, str, str | None], Match],
         local: Callable[[Request], Response | Awaitable[Response]],
         refuse: Callable[[Request, R.Refusal], Response],
+        routes: dict[tuple[str, str, str | None], Match] | None = None,
     ) -> None:
         self.fleet = fleet
         self.dispatcher = dispatcher
         self.route = route
         self.local = local
         self.refuse = refuse
-        self.forwarder = Forwarder(fleet.node)
+        self.forwarder = forwarder = Forwarder(fleet.node)
         self._fields: dict[str, bytes] = {}  # each owner's ``brainy-node`` line, made once
+        connections = forwarder.connections
+        #: The HTTP/1.1 glue's road for a request for a brain a live node serves, asked on a connection kept from
+        #: an earlier request, the client's connection idle behind it: :meth:`consider` and :meth:`_quick` with no
+        #: future, the owner's answer passed on as its bytes (``brainy._speedups.splice``, compiled: a proxied get's
+        #: hop). ``splice(request, deliver)`` is False when it is not that case (the glue takes the app's road); else
+        #: ``deliver`` is called once, from the loop, with the owner's answer as it came (:class:`Passed`,
+        #: ``brainy-node`` to add), or, off that road (a hand-over, an owner gone, no answer), with the
+        #: :class:`Response` to frame. ``routes`` is the app's remembered matches, which the road reads first.
+        self.splice: Callable[[Request, Callable[[Response | Passed], None]], bool] = splice.Road(
+            fleet,
+            {} if routes is None else routes,
+            route,
+            FLEET_PLACED,
+            R.Refusal,
+            self._passes,
+            _write_id,
+            FORWARDED,
+            WRITE,
+            forwarder.owners,
+            forwarder.owner,
+            self._fields,
+            self._field,
+            h1frame.frame_request,
+            HOP_BY_HOP,
+            forwarder.forwarded,
+            connections.idle,
+            http1.KEEP_SECONDS,
+            http1.IDLE_PER_PEER,
+            connections.idle_peer,
+            connections.timeout,
+            Passed,
+            http1.Raw,
+            _MOVED,
+            self._off_road,
+        ).splice
 
     def consider(self, request: Request) -> Awaitable[Response] | None:
         """None to answer ``request`` here; else an awaitable of the answer from the brain's owner."""
@@ -211,42 +248,16 @@ class Edge:
         :meth:`_owned`'s road). An answer that says the brain moved, or a kept connection that failed, goes on
         down that road from there, as :meth:`at_owner` would (a write keeps the id it was first sent with)."""
         answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        sent = self._at_kept_owner(request, brain, None, answer)
+        sent = self._at_kept_owner(request, brain, answer)
         if sent is None:
             return None
         answer.add_done_callback(sent.cancel)
         return answer
 
-    def splice(self, request: Request, deliver: Callable[[Response | Passed], None]) -> bool:
-        """The HTTP/1.1 glue's road for a request for a brain a live node serves, asked on a connection kept from
-        an earlier request, the client's connection idle behind it: :meth:`consider` and :meth:`_quick` with no
-        future and the owner's answer passed on as its bytes. False when it is not that case (the glue takes the
-        app's road). Else ``deliver`` is called once, from the loop: with the owner's answer as it came
-        (:class:`Passed`, ``brainy-node`` to add), or, off that road (a hand-over, an owner gone, no answer),
-        with the :class:`Response` to frame."""
-        routed = None if request.method == "HEAD" else self._routed(request)
-        if routed is None:
-            return False
-        match, brain = routed
-        if (
-            match.server is not None
-            or match.door in FLEET_PLACED
-            or self.settled(brain)
-            or not self._passes(request, match, brain)
-        ):
-            return False
-        return self._at_kept_owner(request, brain, deliver, None) is not None
-
-    def _at_kept_owner(
-        self,
-        request: Request,
-        brain: str,
-        deliver: Callable[[Response | Passed], None] | None,
-        answer: asyncio.Future[Response] | None,
-    ) -> _Sent | None:
+    def _at_kept_owner(self, request: Request, brain: str, answer: asyncio.Future[Response]) -> _Sent | None:
         """Send ``request`` to ``brain``'s owner on a kept connection (None when there is none, or no live owner the
-        view names). Its answer, or that of :meth:`_owned`'s road when it went on down that, goes to ``deliver``
-        (the spliced road's: a plain answer as it came, :class:`Passed`), else is ``answer``'s result."""
+        view names). Its answer, or that of :meth:`_owned`'s road when it went on down that, is ``answer``'s
+        result."""
         fleet = self.fleet
         owner = fleet.owners.get(brain)
         if owner is None or brain in fleet.arriving:  # (one it owns and is not taking over is settled: not here)
@@ -254,20 +265,31 @@ class Edge:
         found = fleet.nodes.get(owner.node)  # (Fleet.url_of, inline: the one lookup on every forwarded request)
         if found is None:
             return None
-        url = found.url
         if request.method not in ("GET", "HEAD"):
-            request.headers.setdefault(WRITE, uuid.uuid4().hex)
-        field = self._fields.get(owner.node)
+            request.headers.setdefault(WRITE, _write_id())
+        sent = _Sent(self, request, brain, self._fields.get(owner.node) or self._field(owner.node), None, answer)
+        method, target = _outbound(request)
+        if not self.forwarder.forward_kept(found.url, method, target, request.headers, request.body, sent.landed):
+            return None
+        return sent
+
+    def _field(self, node: str) -> bytes:
+        """The ``brainy-node`` line of an answer ``node`` gave, made once."""
+        field = self._fields.get(node)
         if field is None:
             if len(self._fields) >= FIELDS_HELD:
                 self._fields.clear()
-            field = self._fields[owner.node] = b"%s: %s\r\n" % (_NODE, owner.node.encode())
-        sent = _Sent(self, request, brain, field, deliver, answer)
-        method, target = _outbound(request)
-        raw = deliver is not None
-        if not self.forwarder.forward_kept(url, method, target, request.headers, request.body, sent.landed, raw):
-            return None
-        return sent
+            field = self._fields[node] = b"%s: %s\r\n" % (_NODE, node.encode())
+        return field
+
+    def _off_road(self, spliced: splice.Spliced, got: http1.Response | http1.Raw | Exception) -> None:
+        """A spliced request's outcome off the road's plain case (an answer read whole, one that says the brain
+        moved, the error that stopped it): its connection kept or closed, and the answer weighed as one that came
+        back on the quick road (:class:`_Sent`)."""
+        got = self.forwarder.connections.landed(spliced.address, spliced.peer, got)
+        sent = _Sent(self, spliced.request, spliced.brain, spliced.field, spliced.deliver, None)
+        sent.began = spliced.began
+        sent.landed(got)
 
     async def _owned(
         self, request: Request, brain: str, send: Callable[[Request, str, str], Awaitable[Response]] | None = None
@@ -277,7 +299,7 @@ class Edge:
         send = send or self._send
         safe = request.method in ("GET", "HEAD")
         if not safe:  # a write (or a door that may be one) goes with an id: sent again, it is answered once
-            request.headers.setdefault(WRITE, uuid.uuid4().hex)
+            request.headers.setdefault(WRITE, _write_id())
         try:
             return await self.at_owner(
                 brain,
@@ -468,6 +490,11 @@ class _Sent:
             self.slow.cancel()
 
 
+def _write_id() -> str:
+    """A forwarded write's id (docs/fleet.md "A write sent twice")."""
+    return uuid.uuid4().hex
+
+
 def _outbound(request: Request) -> tuple[str, str]:
     """The method and target a request is forwarded with. HEAD goes on as GET: the answer to a HEAD has a length
     and no body, which no reader can tell from a cut one; the glue drops the body of a HEAD's answer, as it does
@@ -545,7 +572,7 @@ class EdgeDispatcher(Dispatcher):
     ) -> dict[str, Any]:
         safe = door.kind == "read"
         if not safe and write is None:  # sent again after its owner went away, answered once (docs/fleet.md)
-            write = uuid.uuid4().hex
+            write = _write_id()
         answer = await self.edge.at_owner(
             brain,
             safe,

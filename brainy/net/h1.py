@@ -249,14 +249,18 @@ class H1Connection:
             return self.data_to_send()
         return framed
 
-    def relay(self, answer: Passed) -> bytes:
-        """:meth:`respond` for an answer passed on as it came (a proxied one): its head and body as they are, its
-        ``added`` lines and this connection's own fields added to the head, a ``connection`` field of the hop it
-        came over left out (the connection it goes on stays open: only a kept-alive request's answer is passed on
-        so)."""
+    def relay(self, answer: Passed, now: float) -> bytes:
+        """:meth:`respond` for an answer passed on as it came (a proxied one), written at ``now``: its head and body as
+        they are, its ``added`` lines and this connection's own fields added to the head, a ``connection`` field of
+        the hop it came over left out (the connection it goes on stays open: only a kept-alive request's answer is
+        passed on so). An answer that waited, so :meth:`answered_at` too."""
         if self._owed:
             self._owed -= 1
         framed = h1frame.relay_answer(answer.data, answer.head, answer.added, self._advertised)
+        if not self._owed:  # answered_at, inline (the proxied get's road)
+            deadlines = self._deadlines
+            if now > deadlines.last_data:
+                deadlines.last_data = now
         if self._out:
             self._out.append(framed)
             return self.data_to_send()

@@ -136,8 +136,7 @@ class H1Glue(Session[H1Connection]):
         transport = self.transport
         if transport.is_closing():
             return  # the client went while its answer was on the way
-        transport.write(self.conn.relay(answer))
-        self.conn.answered_at(self.protocol.now())
+        transport.write(self.conn.relay(answer, self.protocol.now()))
         if self._queue or self._paused or self.server.stopping:
             self._drain()  # the requests queued behind it; a stopping server's connection closes once they are answered
             self.protocol.arm()
