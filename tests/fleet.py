@@ -138,13 +138,24 @@ def place_on(edge: Node, owner: Node, prefix: str, tries: int) -> str:
     """A brain provisioned through ``edge`` that placement put on ``owner`` (placement alternates between empty
     nodes: one of ``tries`` lands there), holding one entity, ``ada``, written at its owner."""
     wait_until(lambda: len(health(edge)["fleet"]["nodes"]) >= 2, 5, f"node {edge.name} sees node {owner.name}")
+    held = _brains_of(edge, owner.name)
     for n in range(tries):
         placed = call(edge, "POST", f"/v1/brains/{prefix}{n}/provision", b"{}", key=SERVICE_KEY).doc
         if placed["node"] == owner.name:
             added = call(owner, "POST", f"/v1/brains/{placed['brain']}/add", b'{"type": "person", "id": "ada"}')
             assert added.status == 200, added
+            # the edge's view names the owner before a test asks it to (a WebSocket session's head names it
+            # from the view alone; a request not yet in the view is asked of etcd, and answered the same)
+            wait_until(
+                lambda: _brains_of(edge, owner.name) > held, 5, f"node {edge.name} sees the brain on {owner.name}"
+            )
             return str(placed["brain"])
     raise AssertionError(f"no brain was placed on node {owner.name}")
+
+
+def _brains_of(edge: Node, node: str) -> int:
+    """How many brains ``edge``'s view places on ``node`` (its /v1/health fleet block)."""
+    return next((n["brains"] for n in health(edge)["fleet"]["nodes"] if n["node"] == node), 0)
 
 
 def sse_events(lines: Iterator[str], until: str, limit: int = 400) -> list[dict[str, str]]:
