@@ -13,7 +13,8 @@ CPU moves with, without its noise. The fleet is a view with one other node, ``b`
 
 The instructions a get: ``PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind`` of ``--count 2500``
 less ``--count 500``, over 2,000. Measured (session 27): 100,016 at 36849d8, 72,916 at b67e97c (the framing of
-both heads compiled, the closures and calls of the road cut); 10.0 -> 7.3 us a get, best of 7 rounds.
+both heads compiled, the closures and calls of the road cut); 10.0 -> 7.3 us a get, best of 7 rounds. Session 29:
+74,783 (3bcd56f) -> 56,322 (the road compiled, brainy/_speedups/splice.pyx).
 """
 
 from __future__ import annotations

@@ -62,6 +62,11 @@ Session 27 (the road's own cost measured in process by perf/bench_edge_splice.py
 a get, the forwarded head and relayed answer framed by one compiled call each, fewer closures and calls), six
 runs of each tree interleaved, ``-n 6000 --rounds 6 --pin``: before 1.65 / 1.78 / 1.74 / 1.97 / 1.73 / 1.80x,
 edge user 47-75 us a get; after 1.61 / 1.78 / 1.76 / 1.62 / 1.61 / 1.45x, edge user 35-43 us.
+
+Session 29 (the road compiled, brainy/_speedups/splice.pyx: 74,783 -> 56,322 instructions a get in process), ten
+runs of each tree interleaved, ``--pin`` (five with ``--floor``), the box slower that day (direct p50 180-190 us):
+before median 1.49x (1.41-1.60), edge user 82 us a get; after median 1.46x (1.39-1.53), user 72; the relay
+1.21-1.29x. Whether a run lands under 1.5x is the day's as much as the tree's; the user CPU is what moved.
 """
 
 from __future__ import annotations
