@@ -74,7 +74,7 @@ def setup(store: str):  # type: ignore[no-untyped-def]
     app = bench_h1get.serving(root)
     answer = owner_answer(app)
     app.edge = Edge(View(), app.dispatcher, app._route, app._handle, app.refusal_response, app._routes)  # type: ignore[arg-type]
-    app.splice = app.edge.splice
+    app.splice, app.take = app.edge.splice, app.edge.take
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
     client = bench_h1get.Written()

@@ -18,6 +18,7 @@ from brainy._speedups import h1frame
 from brainy.contract import refusals as R
 from brainy.fleet.layout import Node, Owner
 from brainy.fleet.proxy import FORWARDED, HOP_BY_HOP, WRITE
+from brainy.net.h1 import H1Connection, RequestReceived
 from brainy.net.http import Passed, Request
 
 ADDRESS = ("127.0.0.1", 7001)
@@ -105,6 +106,9 @@ class Road:
             Raw,
             MOVED,
             lambda spliced, got: self.off.append((spliced, got)),
+            h1frame.parse_head,
+            Request,
+            RequestReceived,
         )
 
     def route(self, method: str, path: str, accept: str | None) -> Match:
@@ -284,3 +288,58 @@ def test_any_other_outcome_goes_to_the_slower_road(splice_twin):
     spliced(error)
     assert road.off == [(spliced, error)]
     assert spliced.began <= time.monotonic()
+
+
+RAW_GET = b"GET /v1/brains/far/get/ada HTTP/1.1\r\nhost: edge\r\naccept: */*\r\nauthorization: Bearer k\r\n\r\n"
+
+
+def test_take_reads_one_plain_get_as_the_connection_would_and_sends_it_on(splice_twin):
+    """``Road.take``: the glue's first look at a read. The event is the one ``receive_data`` makes of the same bytes,
+    and the connection's books (answers owed, the deadlines' clocks) are left as its own read leaves them."""
+    road = Road(splice_twin)
+    peer = Peer()
+    road.kept(peer)
+    taken, read = H1Connection(1.0), H1Connection(1.0)
+    delivered: list[Any] = []
+    event = road.road.take(taken, RAW_GET, 5.0, delivered.append)
+    [expected] = read.receive_data(RAW_GET, 5.0)
+    assert type(event) is RequestReceived and event == expected
+    assert type(event.request) is Request and event.request == expected.request
+    assert taken._owed == read._owed == 1 and not taken.mid_request and not taken._events
+    assert vars(taken._deadlines) == vars(read._deadlines)
+    assert taken.next_deadline() == read.next_deadline() is None  # an answer is owed: no deadline runs
+    [(data, _, spliced)] = peer.sent
+    assert spliced.request is event.request and b"brainy-forwarded: a\r\n" in data
+    spliced.landed(ANSWER, h1frame.answer_head(ANSWER, 1 << 16))
+    assert [p.data for p in delivered] == [ANSWER]
+
+
+@pytest.mark.parametrize(
+    ("why", "data", "change"),
+    [
+        ("a write", RAW_GET.replace(b"GET ", b"POST ", 1), None),
+        ("not a brain's path", RAW_GET.replace(b"/v1/brains/far/get/ada", b"/v1/health"), None),
+        ("a brain this node serves", RAW_GET, lambda r, c: r.view.owned.update(far=1)),
+        ("a percent-encoded name", RAW_GET.replace(b"/far/", b"/f%61r/"), None),
+        ("a path ending at the name", RAW_GET.replace(b"/far/get/ada", b"/far"), None),
+        ("a head not all here", RAW_GET[:-2], None),
+        ("two requests", RAW_GET * 2, None),
+        ("a body", RAW_GET.replace(b"\r\n\r\n", b"\r\ncontent-length: 2\r\n\r\n{}"), None),
+        ("a connection that closes after it", RAW_GET.replace(b"\r\n\r\n", b"\r\nconnection: close\r\n\r\n"), None),
+        ("HTTP/1.0", RAW_GET.replace(b"HTTP/1.1", b"HTTP/1.0"), None),
+        ("a connection mid-request", RAW_GET, lambda r, c: setattr(c, "mid_request", True)),
+        ("a failed connection", RAW_GET, lambda r, c: setattr(c, "_failed", True)),
+        ("no kept connection (the road declines)", RAW_GET, lambda r, c: r.idle.clear()),
+    ],
+)
+def test_take_leaves_anything_else_unread_and_the_connection_as_it_was(splice_twin, why, data, change):
+    road = Road(splice_twin)
+    peer = Peer()
+    road.kept(peer)
+    conn = H1Connection(1.0)
+    if change is not None:
+        change(road, conn)
+    before = (conn._owed, dict(vars(conn._deadlines)), conn.mid_request, conn._failed)
+    assert road.road.take(conn, data, 5.0, lambda _: pytest.fail("delivered")) is None, why
+    assert (conn._owed, dict(vars(conn._deadlines)), conn.mid_request, conn._failed) == before, why
+    assert peer.sent == [], why

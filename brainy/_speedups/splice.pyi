@@ -32,8 +32,12 @@ class Road:
         raw: type,
         moved: int,
         off_road: Any,
+        parse_head: Any,
+        request: type,
+        received: type,
     ) -> None: ...
     def splice(self, request: Any, deliver: Any) -> bool: ...
+    def take(self, conn: Any, data: bytes, now: float, deliver: Any) -> Any: ...
 
 class Spliced:
     road: Road

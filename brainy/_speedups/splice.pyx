@@ -13,6 +13,7 @@ from time import monotonic
 __all__ = ["Road", "Spliced"]
 
 cdef str BRAINS = "/v1/brains/"
+cdef bytes GET_BRAINS = b"GET /v1/brains/"
 cdef bytes MOVED_NAME = b"BrainMovedError"
 
 
@@ -44,11 +45,14 @@ cdef class Road:
     cdef object raw
     cdef long moved
     cdef object off_road
+    cdef object parse_head
+    cdef object request
+    cdef object received
 
     def __init__(self, fleet, dict routes, route, frozenset placed, refusal, passes, write_id, str forwarded,
                  str write, dict owners, owner_of, dict fields, field_of, frame, frozenset drop, tuple extra,
                  dict idle, double keep_seconds, Py_ssize_t idle_per_peer, idle_peer, double timeout, passed, raw,
-                 long moved, off_road):
+                 long moved, off_road, parse_head, request, received):
         self.fleet = fleet
         self.routes = routes
         self.route = route
@@ -74,8 +78,45 @@ cdef class Road:
         self.raw = raw
         self.moved = moved
         self.off_road = off_road
+        self.parse_head = parse_head
+        self.request = request
+        self.received = received
 
-    def splice(self, request, deliver):
+    def take(self, conn, bytes data, double now, deliver):
+        if not data.startswith(GET_BRAINS):
+            return None
+        cdef Py_ssize_t stop = data.find(b"/", 15)
+        if stop < 0:
+            return None
+        name = data[15:stop]
+        if b" " in name or b"%" in name or name.decode("latin-1") in self.fleet.owned:
+            return None
+        if conn._failed or conn.mid_request:
+            return None
+        head = self.parse_head(data, 0, conn._max_header)
+        if head is None:
+            return None
+        method, path, query, headers, keep_alive, length, body_at = head
+        if length or body_at != len(data) or not keep_alive:
+            return None
+        request = self.request.__new__(self.request)  # its slots set here: no interpreted __init__
+        request.method = method
+        request.path = path
+        request.query = query
+        request.headers = headers
+        request.body = b""
+        if not self.splice(request, deliver):
+            return None
+        deadlines = conn._deadlines
+        deadlines.last_data = now
+        deadlines.request_began = now
+        conn._owed += 1
+        received = self.received.__new__(self.received)
+        received.request = request
+        received.keep_alive = True
+        return received
+
+    cpdef object splice(self, request, deliver):
         cdef str method = request.method
         cdef str path = request.path
         if method == "HEAD" or not path.startswith(BRAINS):

@@ -28,6 +28,7 @@ from typing import Any
 __all__ = ["Road", "Spliced"]
 
 BRAINS = "/v1/brains/"
+_GET_BRAINS = b"GET /v1/brains/"
 _MOVED_NAME = b"BrainMovedError"
 
 
@@ -45,7 +46,8 @@ class Road:
     ``idle_per_peer`` (how long one is kept idle, and how many), ``idle_peer(address)`` (a kept one taken when the
     newest is stale), ``timeout`` (a forwarded request's seconds), ``passed`` (the class of an answer passed on),
     ``raw`` (of one read as its bytes), ``moved`` (the status of a refusal that says the brain moved) and
-    ``off_road(spliced, got)``."""
+    ``off_road(spliced, got)``; for :meth:`take`, ``parse_head`` (``h1frame.parse_head``) and the classes of a
+    request and of its event (``brainy.net.http.Request``, ``brainy.net.h1.RequestReceived``)."""
 
     def __init__(
         self,
@@ -74,6 +76,9 @@ class Road:
         raw: type,
         moved: int,
         off_road: Any,
+        parse_head: Any,
+        request: type,
+        received: type,
     ) -> None:
         self.fleet = fleet
         self.routes = routes
@@ -100,6 +105,38 @@ class Road:
         self.raw = raw
         self.moved = moved
         self.off_road = off_road
+        self.parse_head = parse_head
+        self.request = request
+        self.received = received
+
+    def take(self, conn: Any, data: bytes, now: float, deliver: Any) -> Any:
+        """The bytes of one whole plain GET for a brain this node does not serve, arrived at ``now`` on an idle
+        HTTP/1.1 connection (brainy/net/glue/h1.py): read as ``conn`` (a ``brainy.net.h1.H1Connection``) reads such
+        a request, its books (the deadlines' clocks, the answers owed) kept as its own read keeps them, and sent on
+        down the road (:meth:`splice`). Its ``RequestReceived``; None, nothing read and nothing changed, when the
+        bytes are anything else or the request is not the road's (the glue reads them as ever)."""
+        if not data.startswith(_GET_BRAINS):
+            return None
+        stop = data.find(b"/", 15)
+        name = data[15:stop]
+        if stop < 0 or b" " in name or b"%" in name or name.decode("latin-1") in self.fleet.owned:
+            return None  # one this node serves goes the app's road unparsed; an odd name, the router's
+        if conn._failed or conn.mid_request:
+            return None
+        head = self.parse_head(data, 0, conn._max_header)
+        if head is None:
+            return None
+        method, path, query, headers, keep_alive, length, body_at = head
+        if length or body_at != len(data) or not keep_alive:
+            return None
+        request = self.request(method, path, query, headers, b"")
+        if not self.splice(request, deliver):
+            return None
+        deadlines = conn._deadlines  # what receive_data does for a request it reads between messages
+        deadlines.last_data = now
+        deadlines.request_began = now
+        conn._owed += 1
+        return self.received(request, True)
 
     def splice(self, request: Any, deliver: Any) -> bool:
         """Send ``request`` on down the road (True: ``deliver`` is called once, from the loop, with the answer to

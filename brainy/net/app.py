@@ -73,11 +73,13 @@ class App:
         self.edge: Edge | None = None
         self.calls: Dispatcher = self.dispatcher
         self.splice: Callable[[Request, Callable[[Response | Passed], None]], bool] | None = None
+        self.take: Callable[[Any, bytes, float, Callable[[Response | Passed], None]], Any] | None = None
         if self.fleet is not None:
             self.edge = Edge(
                 self.fleet, self.dispatcher, self._route, self._handle, self.refusal_response, self._routes
             )
             self.splice = self.edge.splice
+            self.take = self.edge.take
             self.calls = EdgeDispatcher(pool, reading_door, self.host, keys, self.fleet)
             self.calls.edge = self.edge
         # MCP over streamable HTTP: the same dispatcher, the same keys (brainy/net/mcp.py)

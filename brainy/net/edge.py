@@ -54,6 +54,7 @@ from brainy.fleet.proxy import FORWARDED, HOP_BY_HOP, NODE, PLACED, WRITE, Forwa
 from brainy.host.dispatch import PLANS, Answer, Dispatcher, gate
 from brainy.host.host_doors import FLEET_PLACED
 from brainy.host.pool import reaches
+from brainy.net.h1 import H1Connection, RequestReceived
 from brainy.net.http import Passed, Request, Response, StreamingResponse
 from brainy.net.routes import Match
 
@@ -104,7 +105,7 @@ class Edge:
         #: ``deliver`` is called once, from the loop, with the owner's answer as it came (:class:`Passed`,
         #: ``brainy-node`` to add), or, off that road (a hand-over, an owner gone, no answer), with the
         #: :class:`Response` to frame. ``routes`` is the app's remembered matches, which the road reads first.
-        self.splice: Callable[[Request, Callable[[Response | Passed], None]], bool] = splice.Road(
+        road = splice.Road(
             fleet,
             {} if routes is None else routes,
             route,
@@ -130,7 +131,16 @@ class Edge:
             http1.Raw,
             _MOVED,
             self._off_road,
-        ).splice
+            h1frame.parse_head,
+            Request,
+            RequestReceived,
+        )
+        self.splice: Callable[[Request, Callable[[Response | Passed], None]], bool] = road.splice
+        #: The same road for the bytes of one whole plain GET on an idle HTTP/1.1 connection, read as its
+        #: H1Connection would read them (``take(conn, data, now, deliver)``: the request's event, or None when they
+        #: are anything else): the glue's first look at a read, so the proxied get is read in the same call.
+        self.take: Callable[[H1Connection, bytes, float, Callable[[Response | Passed], None]], RequestReceived | None]
+        self.take = road.take
 
     def consider(self, request: Request) -> Awaitable[Response] | None:
         """None to answer ``request`` here; else an awaitable of the answer from the brain's owner."""

@@ -41,9 +41,19 @@ class H1Glue(Session[H1Connection]):
         self._feed: Runner | None = None  # the held change stream this connection carries, once asked
         self._splice = self.app.splice  # in a fleet: the edge's road for a request another node answers
         self._spliced: RequestReceived | None = None  # the request whose owner's answer _passed waits for
+        self._take = self.app.take  # the same road's first look at a read (Edge.take)
 
     def data_received(self, data: bytes, now: float) -> None:
         conn = self.conn
+        take = self._take
+        if take is not None and self._waiting is None and not self._queue and not self.server.stopping:
+            event = take(conn, data, now, self._passed)
+            if event is not None:  # one plain get, read and sent on to its brain's node: _drain's splice, at once
+                self.server.in_flight += 1
+                self._waiting = _SPLICED
+                self._spliced = event
+                self.hastens = False
+                return
         self._queue.extend(conn.receive_data(data, now))
         self.hastens = conn.mid_request  # a request part-way in: its arrival deadline runs from now
         if len(self._queue) >= MAX_PIPELINE:

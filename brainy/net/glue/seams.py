@@ -16,7 +16,7 @@ here, so nothing of this runs per request.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brainy.auth.principal import Principal
 from brainy.net.http import Passed, Request, Response
@@ -39,6 +39,8 @@ class HttpHandler(Handler, Protocol):
     calls: Dispatcher  # the dispatcher the session's door calls run on (in a fleet, one that calls the owner)
     # in a fleet, the edge's road for a request whose brain another node serves (brainy/net/edge.py Edge.splice)
     splice: Callable[[Request, Callable[[Response | Passed], None]], bool] | None
+    # and its first look at a read: one whole plain GET another node answers, read and spliced in one call
+    take: Callable[[Any, bytes, float, Callable[[Response | Passed], None]], Any] | None
 
     def upgrade(self, request: Request) -> tuple[Response, Principal | None]: ...
 
