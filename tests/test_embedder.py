@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -261,6 +262,12 @@ def _post(server, door, doc, encoding="json", accept="json"):
     )
 
 
+def _digits(text: bytes) -> bytes:
+    """The significant digits of a decimal number's text: no sign, point, exponent or leading and trailing zeros."""
+    mantissa = text.lower().lstrip(b"-").split(b"e")[0].replace(b".", b"")
+    return mantissa.lstrip(b"0").rstrip(b"0") or b"0"
+
+
 def test_the_doors_over_http_and_vectors_on_the_wire(tmp_path):
     """Over HTTP: embed answers float32 in MessagePack (5 bytes a number) and shortest float32
     decimals in JSON, the two decoding to the same float32s; embedBatch and similarity answer; a
@@ -277,8 +284,14 @@ def test_the_doors_over_http_and_vectors_on_the_wire(tmp_path):
         assert np.array_equal(np.array(j["vector"], np.float32), np.array(m["vector"], np.float32))
         packed = msgpack.packb(m["vector"], use_single_float=True)
         assert packed in as_msgpack.body and len(packed) == 3 + 5 * 384  # array16 header, 0xca + 4 bytes each
-        shortest = orjson.dumps(np.array(j["vector"], np.float32), option=orjson.OPT_SERIALIZE_NUMPY)
-        assert b'"vector":' + shortest in as_json.body  # each number the shortest float32 decimal
+        # each number the shortest decimal that reads back as its float32 (its digits numpy's unique ones; the
+        # notation is the JSON encoder's: 3.1e-6 and 0.0000031 alike)
+        texts = re.search(rb'"vector":\[([^\]]*)\]', as_json.body).group(1).split(b",")
+        values = np.array(j["vector"], np.float32)
+        assert len(texts) == len(values) == 384
+        for text, value in zip(texts, values, strict=True):
+            assert np.float32(float(text)) == value, text
+            assert _digits(text) == _digits(np.format_float_scientific(value, unique=True).encode()), (text, value)
         assert (
             json.loads(curl(server, "GET", "/v1/health", headers=(("Authorization", f"Bearer {server.key}"),)).body)[
                 "embedder"

@@ -277,7 +277,7 @@ class Edge:
             return None
         if request.method not in ("GET", "HEAD"):
             request.headers.setdefault(WRITE, _write_id())
-        sent = _Sent(self, request, brain, self._fields.get(owner.node) or self._field(owner.node), None, answer)
+        sent = _Sent(self, request, brain, self._field(owner.node), None, answer)
         method, target = _outbound(request)
         if not self.forwarder.forward_kept(found.url, method, target, request.headers, request.body, sent.landed):
             return None

@@ -46,7 +46,13 @@ class H1Glue(Session[H1Connection]):
     def data_received(self, data: bytes, now: float) -> None:
         conn = self.conn
         take = self._take
-        if take is not None and self._waiting is None and not self._queue and not self.server.stopping:
+        if (
+            take is not None
+            and self._waiting is None
+            and not self._queue
+            and not self._closing
+            and not self.server.stopping
+        ):
             event = take(conn, data, now, self._passed)
             if event is not None:  # one plain get, read and sent on to its brain's node: _drain's splice, at once
                 self.server.in_flight += 1
