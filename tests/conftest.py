@@ -39,6 +39,33 @@ for _name in NAMES:
     globals()[f"_{_name}_twin"], globals()[f"_{_name}_twins"] = _twin_fixtures(_name)
 
 
+#: The files whose tests take longest (the suite's ``--durations``), longest first. They run first: xdist's
+#: ``loadfile`` hands files to the two workers in collection order, and a minute-long file collected last runs alone
+#: at the end while the other worker waits (a tail of four to six minutes on a slow day).
+LONGEST_FIRST = (
+    "test_crash.py",
+    "test_wsframe.py",
+    "test_vector_snapshots.py",
+    "test_rss_under_load.py",
+    "test_fleet_move.py",
+    "test_model.py",
+    "test_ws_glue_fuzz.py",
+    "test_fleet_chaos.py",
+    "test_kill_loop.py",
+    "test_where.py",
+    "test_residency.py",
+    "test_arbiter.py",
+    "test_query.py",
+    "test_projection_chain.py",
+    "test_serve_protocol.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: the rest keep their order
+
+
 @pytest.fixture
 def server(tmp_path):
     """A real ``brainy serve`` subprocess on a free loopback port, serving a fresh brain ``notes``, with a
