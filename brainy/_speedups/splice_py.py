@@ -7,7 +7,8 @@ node answers any brain"; brainy/net/edge.py ``Edge.splice``, whose road this is)
 - ``Road.splice(request, deliver)``: the request's route (remembered by the app), the brain's place in the fleet's
   view, the edge's check of the caller (``passes``), the forwarded head framed (``frame``: ``h1frame.frame_request``)
   and sent on a kept connection with a :class:`Spliced` to hear its answer. False, nothing sent, when the request
-  is not that case: the glue then takes the app's road.
+  is not that case: the glue then takes the app's road. ``Road.take(conn, data, now, deliver)`` is the same for the
+  bytes of one whole plain GET on an idle connection, read as the connection would read them, in the same call.
 - ``Spliced.landed(whole, framed)``: the owner's plain answer (``h1frame.answer_head``'s ``framed``), not one that
   says the brain moved: the connection kept again and ``deliver`` handed a ``Passed`` of the bytes. Called as
   ``spliced(got)`` with anything else (an answer read whole, one that says the brain moved, the error that stopped
@@ -16,7 +17,7 @@ node answers any brain"; brainy/net/edge.py ``Edge.splice``, whose road this is)
 
 Nothing here is imported from above: the road is handed the edge's pieces (the fleet's view, the app's remembered
 routes, the kept connections, the classes it makes) when it is built. The compiled twin spares the proxied request
-the interpretation of some thirty calls on the edge, whose cost a second process on the same core multiplies by
+the interpretation of some twenty calls on the edge, whose cost a second process on the same core multiplies by
 flushing the caches between each request and its answer (perf/bench_edge_splice.py).
 """
 
