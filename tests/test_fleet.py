@@ -111,6 +111,8 @@ def test_the_brain_list_is_the_fleets_at_any_node(fleet3, placed):
             assert {b: e["node"] for b, e in listed.items() if b in placed} == placed, name
             assert len(answer.doc["brains"]) == len(listed)
             assert all(entry["archived"] is False for entry in listed.values())
+        # every other node's own list was read, none filled in from the view alone (which says so in the log)
+        assert not [name for name, node in fleet3.items() if "did not answer" in node.log()]
         # asked as another node asks (forwarded), a node lists only what it serves
         forwarded = call(fleet3[elsewhere], "GET", "/v1/brains", key=SERVICE_KEY, headers=(("brainy-forwarded", "x"),))
         assert [e["node"] for e in forwarded.doc["brains"]] == [elsewhere] * len(forwarded.doc["brains"])

@@ -184,7 +184,7 @@ class Edge:
         )
         listed = {entry["name"]: entry for entry in served}
         for (node, _), answer in zip(others, answers):
-            if isinstance(answer, Response) and answer.status == 200:
+            if isinstance(answer, http1.Response) and answer.status == 200:
                 for entry in orjson.loads(answer.body).get("brains", []):
                     listed.setdefault(entry["name"], entry)
             else:
