@@ -180,3 +180,60 @@ def test_post_row_is_the_id_the_int_the_leaves_and_the_order_columns(
         assert words(row) == []
     if data is None and (metadata is None or all(isinstance(v, (int, float)) or v is None for v in metadata.values())):
         assert may_hold is False
+
+
+# values that share a key (1, 1.0, True; equal strings that are not one object) and ones that do not, so a run of
+# rows holds the same value at a reserved name now as the same object, now as an equal one, now as another kind
+SHARED = st.sampled_from([None, True, 1, 1.0, 0, False, "document", "".join(["docu", "ment"]), "person:x", "a"])
+RUN_RESERVED = st.fixed_dictionaries(
+    {}, optional={name: SHARED for name in ("type", "subtype", "visibility", "hasVector", "createdBy")}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    run=st.lists(
+        st.tuples(
+            RUN_RESERVED, st.one_of(st.none(), METADATA), st.one_of(st.none(), st.text(alphabet="ab ", max_size=2))
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    before=st.lists(st.tuples(st.integers(0, 60), st.fixed_dictionaries({"metadata": METADATA})), max_size=3),
+    start=st.integers(0, 50),
+)
+def test_post_rows_is_post_row_of_each_row_in_turn(rowpost_twin, run, before, start):
+    """post_rows leaves what post_row of each row in order leaves, over existing postings (ints on either side of
+    the run's), whatever run of values the rows share at a reserved name (the same object, an equal one, or one of
+    another kind that an equal key would mistake); a row with no words gets a length of 0, the rest are answered
+    in order."""
+    rows = []
+    for at, (reserved, metadata, data) in enumerate(run):
+        row = {**reserved, "id": f"id-{start + at}", "denseInt": start + at, "createdAt": at, "updatedAt": 2}
+        row["generation"] = 3
+        if metadata is not None:
+            row["metadata"] = metadata
+        if data is not None:
+            row["data"] = data
+        rows.append(row)
+    postings, columns = existing(before)
+    want_p, want_c = copied(postings, columns)
+    ids, want_ids = {}, {}
+    everyone = array("Q", sorted({d for d, _ in before}))
+    want_all = array("Q", everyone)
+    want_wordy = []
+    for row in rows:
+        if rowpost_twin.post_row(
+            row, row["denseInt"], RESERVED_POSTED, _NULLABLE, want_p, want_c, kind_of, want_ids, want_all, COLUMN_ONLY
+        ):
+            want_wordy.append(row)
+    lengths: dict = {}
+    wordy = rowpost_twin.post_rows(
+        rows, RESERVED_POSTED, _NULLABLE, postings, columns, kind_of, ids, everyone, COLUMN_ONLY, lengths
+    )
+    assert postings == want_p and columns == want_c and everyone == want_all and ids == want_ids
+    assert [row["denseInt"] for row in wordy] == [row["denseInt"] for row in want_wordy]
+    assert lengths == {row["denseInt"]: 0 for row in rows if row not in want_wordy}
+    for values in postings.values():  # the kind beside each value as a key looked up afresh holds it
+        for kind, value in values:
+            assert kind == kind_of(value)

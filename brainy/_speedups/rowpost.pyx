@@ -8,9 +8,16 @@ the kinds of the common exact types are answered without a call, and a posting's
 when no buffer of it is held, as its own append would; else, and for an insert, the array's own methods change
 it, which refuse to move a buffer a reader holds. A new posting is a clone of an empty array, not the
 constructor reading a tuple (a row with one unique leaf, 2.3 -> 1.5 us).
+
+``post_rows`` posts a commit's new rows in one call, and keeps each reserved leaf's last value with the posting
+and column it went to: a row holding the same value there (an ``addMany``'s rows share their type, visibility,
+author and nulls) appends to that posting and sets its column with no key made, hashed or looked up, which the
+dicts would answer alike (a posting or a column, once made, stays the same object: posting only adds to them).
+Projections.apply_moves of the ingest benchmark's batches, in process: 3.4 -> 1.5 us a row (the per-row call gone too).
 """
 
 from cpython cimport array
+from cpython.dict cimport PyDict_SetDefault
 from libc.stdint cimport uint64_t
 
 cdef extern from *:
@@ -24,36 +31,58 @@ cdef extern from *:
 import array as _array
 import bisect
 
-__all__ = ["post_leaves", "post_row"]
+__all__ = ["post_leaves", "post_row", "post_rows"]
 
 cdef type ARRAY = _array.array
 cdef array.array _TEMPLATE = _array.array("Q")
+cdef object _UNSEEN = object()  # post_rows's last value of a reserved name no row has held yet
 
 
 def post_leaves(dict row, object dense, tuple reserved, tuple nullable, dict postings, dict columns,
                 object kind_of):
-    cdef uint64_t d = dense
-    for name in reserved:
-        if name in row:
-            _post(name, row[name], dense, d, postings, columns, kind_of)
-        elif name in nullable:
-            _post(name, None, dense, d, postings, columns, kind_of)
-    _walk(row.get("metadata") or {}, "", dense, d, postings, columns, kind_of)
+    _leaves(row, dense, dense, reserved, nullable, postings, columns, kind_of, None)
 
 
 def post_row(dict row, object dense, tuple reserved, tuple nullable, dict postings, dict columns, object kind_of,
              dict ids, object everyone, tuple column_only):
-    cdef uint64_t d = dense
+    return _row(row, dense, dense, reserved, nullable, postings, columns, kind_of, ids, everyone, column_only, None)
+
+
+def post_rows(list rows, tuple reserved, tuple nullable, dict postings, dict columns, object kind_of, dict ids,
+              object everyone, tuple column_only, dict lengths):
+    cdef list wordy = []
+    # each reserved name's last value, its posting and its column, then each order column
+    cdef list seen = [_UNSEEN] * (3 * len(reserved)) + [None] * len(column_only)
+    cdef dict row
+    for row in rows:
+        dense = row["denseInt"]
+        if _row(row, dense, dense, reserved, nullable, postings, columns, kind_of, ids, everyone, column_only, seen):
+            wordy.append(row)
+        else:
+            lengths[dense] = 0
+    return wordy
+
+
+cdef bint _row(dict row, object dense, uint64_t d, tuple reserved, tuple nullable, dict postings, dict columns,
+               object kind_of, dict ids, object everyone, tuple column_only, list seen) except -1:
+    """post_row's steps (``seen``: post_rows's reserved leaves and order columns, else None); whether the row may
+    hold words."""
     cdef type kind
     ids[dense] = row["id"]
     _insert(everyone, dense, d)
-    post_leaves(row, dense, reserved, nullable, postings, columns, kind_of)
-    for name in column_only:
-        column = columns.get(name)
+    _leaves(row, dense, d, reserved, nullable, postings, columns, kind_of, seen)
+    cdef Py_ssize_t j, at = 3 * len(reserved)
+    for j in range(len(column_only)):
+        name = column_only[j]
+        column = None if seen is None else seen[at + j]
         if column is None:
-            column = {}
-            columns[name] = column
-        column[dense] = row[name]
+            column = columns.get(name)
+            if column is None:
+                column = {}
+                columns[name] = column
+            if seen is not None:
+                seen[at + j] = column
+        (<dict>column)[dense] = row[name]
     if row.get("data") is not None:
         return True
     metadata = row.get("metadata")
@@ -66,6 +95,34 @@ def post_row(dict row, object dense, tuple reserved, tuple nullable, dict postin
         if kind is not int and kind is not float and kind is not bool and value is not None:
             return True
     return False
+
+
+cdef int _leaves(dict row, object dense, uint64_t d, tuple reserved, tuple nullable, dict postings, dict columns,
+                 object kind_of, list seen) except -1:
+    """post_leaves's steps; ``seen`` (post_rows's: each reserved name's last value, posting and column) or None."""
+    cdef Py_ssize_t j
+    for j in range(len(reserved)):
+        name = reserved[j]
+        if name in row:
+            value = row[name]
+        elif name in nullable:
+            value = None
+        else:
+            continue
+        if seen is None:
+            _post(name, value, dense, d, postings, columns, kind_of)
+            continue
+        last = seen[3 * j]
+        if last is value or (type(value) is str and type(last) is str and <str>value == <str>last):
+            _insert(seen[3 * j + 1], dense, d)
+            PyDict_SetDefault(seen[3 * j + 2], dense, value)
+        else:
+            _post(name, value, dense, d, postings, columns, kind_of)
+            seen[3 * j] = value
+            seen[3 * j + 1] = postings[name][(_kind(value, kind_of), value)]
+            seen[3 * j + 2] = columns[name]
+    _walk(row.get("metadata") or {}, "", dense, d, postings, columns, kind_of)
+    return 0
 
 
 cdef int _walk(object node, str prefix, object dense, uint64_t d, dict postings, dict columns,

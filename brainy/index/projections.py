@@ -343,24 +343,41 @@ class Projections:
         if before is not None:
             self._unpost(before)
         if after is not None:
-            self._post(after)
+            self._post_new([after])
         if self.graph is not None:
             self.graph.entity(before, after)
 
     def apply_moves(self, moves: Iterable[tuple[str, dict[str, Any] | None, dict[str, Any] | None]]) -> None:
         """:meth:`apply` or :meth:`apply_relation` of each of a commit's moves, in order, in one call (a call a row
-        fewer on the durable step of a batch)."""
-        post, unpost, graph = self._post, self._unpost, self.graph
+        fewer on the durable step of a batch); a run of new rows (an ``addMany``'s) posted by one compiled call."""
+        unpost, graph = self._unpost, self.graph
+        new: list[dict[str, Any]] = []
         for kind, before, after in moves:
+            if kind == "e" and before is None and after is not None:
+                new.append(after)
+                continue
+            if new:
+                self._post_run(new)
+                new = []
             if kind == "e":
                 if before is not None:
                     unpost(before)
                 if after is not None:
-                    post(after)
+                    self._post_new([after])
                 if graph is not None:
                     graph.entity(before, after)
             elif graph is not None:
                 graph.relation(before, after)
+        if new:
+            self._post_run(new)
+
+    def _post_run(self, rows: list[dict[str, Any]]) -> None:
+        """apply_moves's run of new rows: posted, then given to the graph in order."""
+        self._post_new(rows)
+        graph = self.graph
+        if graph is not None:
+            for row in rows:
+                graph.entity(None, row)
 
     def apply_relation(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
         """Move the graph from a relation's old row to its new one, once the graph is built."""
@@ -390,15 +407,19 @@ class Projections:
         self.lengths.update(other.lengths)
         self.total_length += other.total_length
 
-    def _post(self, row: dict[str, Any]) -> None:
-        dense = row["denseInt"]
-        if self._keys is not None and not self._keys.add(dense, row["id"]):
-            self._keys, self._keyable = None, False
-        # its id, its dense int, every leaf's posting and column (a leaf yielded twice posts once and keeps its
-        # first value) and the order columns, compiled; a row that cannot hold words is not looked through for them
-        may_hold = rowpost.post_row(
-            row,
-            dense,
+    def _post_new(self, rows: list[dict[str, Any]]) -> None:
+        """Post each of ``rows``, rows no version of which is posted, in order (a graph built takes them after)."""
+        keys = self._keys
+        if keys is not None:
+            for row in rows:
+                if not keys.add(row["denseInt"], row["id"]):
+                    self._keys, self._keyable = None, False
+                    break
+        # each one's id, its dense int, every leaf's posting and column (a leaf yielded twice posts once and keeps
+        # its first value) and the order columns, compiled; a row that cannot hold words is not looked through
+        # for them (its length is set to 0 there)
+        wordy = rowpost.post_rows(
+            rows,
             RESERVED_POSTED,
             _NULLABLE,
             self.postings,
@@ -407,22 +428,23 @@ class Projections:
             self.ids,
             self.all,
             COLUMN_ONLY,
+            self.lengths,
         )
-        if not may_hold:  # no text: a length of 0, nothing else to count
-            self.lengths[dense] = 0
-            if self._lengths_by_dense is not None:
-                self._length_moved(dense, 0)
-            return
-        counts: dict[str, int] = {}
-        found = words(row)
-        for word in found:
-            counts[word] = counts.get(word, 0) + 1
-        for word, tf in counts.items():
-            self.terms.setdefault(word, {})[dense] = tf
-            self._word_moved(word)
-        self.lengths[dense] = len(found)
-        self._length_moved(dense, len(found))
-        self.total_length += len(found)
+        if self._lengths_by_dense is not None:
+            for row in rows:
+                self._length_moved(row["denseInt"], 0)  # a wordy row's own length below
+        for row in wordy:
+            dense = row["denseInt"]
+            counts: dict[str, int] = {}
+            found = words(row)
+            for word in found:
+                counts[word] = counts.get(word, 0) + 1
+            for word, tf in counts.items():
+                self.terms.setdefault(word, {})[dense] = tf
+                self._word_moved(word)
+            self.lengths[dense] = len(found)
+            self._length_moved(dense, len(found))
+            self.total_length += len(found)
 
     def _unpost(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]
