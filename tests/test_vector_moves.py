@@ -94,3 +94,23 @@ def test_a_zero_vector_in_a_batch_fails_where_one_at_a_time_fails():
     with pytest.raises(ValueError, match="zero vector"):
         batched.apply_all([(None, good), (None, zero)])
     assert _state(batched) == _state(one_at_a_time)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.dictionaries(st.integers(0, 7), st.integers(0, 5), max_size=8),
+    writes=st.lists(st.tuples(st.integers(0, 9), st.one_of(st.none(), st.integers(0, 5))), max_size=30),
+    linked=st.booleans(),
+    graphed=st.booleans(),
+)
+def test_moves_with_no_row_before_leave_the_index_one_at_a_time_leaves(start, writes, linked, graphed):
+    """A batch whose every move has no row before (an addMany's, taken by array operations) leaves what the moves
+    one at a time leave, as a delta may say it: an entity written twice in the batch, one that holds a slot
+    already, a row with no vector."""
+    moves = [(None, {"denseInt": d, **({} if v is None else {"vector": _vector(v)})}) for d, v in writes]
+    initial = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
+    one_at_a_time, batched = _index(initial, linked, graphed), _index(initial, linked, graphed)
+    for before, after in moves:
+        one_at_a_time.apply(before, after)
+    batched.apply_all(iter(moves))
+    assert _state(batched) == _state(one_at_a_time)

@@ -420,7 +420,7 @@ def _norms(rows: np.ndarray) -> np.ndarray:
 def _units(vectors: list[Any]) -> np.ndarray | None:
     """:func:`unit` of each vector, as the rows of one matrix (the same bits as one at a time: each row's norm is
     taken alone and divides it in float32); None when one is a zero vector."""
-    if all(isinstance(v, bytes) and len(v) == 4 * DIMENSIONS for v in vectors):
+    if set(map(type, vectors)) == {bytes} and set(map(len, vectors)) == {4 * DIMENSIONS}:  # no Python step a vector
         rows = np.frombuffer(b"".join(vectors), "<f4").reshape(len(vectors), DIMENSIONS)
     else:
         rows = np.array(

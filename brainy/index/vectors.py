@@ -201,6 +201,8 @@ class VectorIndex:
         moves one at a time took 16 ms of the first read after a crash at a million rows); which slot each write
         takes and which ones die is decided first, from the moves alone."""
         moves = list(moves)
+        if all(before is None for before, _ in moves) and self._apply_new(moves):
+            return
         writes: list[int] = []  # the dense int of each write, in order (NO_SLOT once killed again)
         raw: list[bytes] = []  # its vector as the row holds it
         written: dict[int, int] = {}  # dense int -> its write in this batch that is still alive
@@ -235,6 +237,21 @@ class VectorIndex:
         self._kill_many(dying)
         if writes:
             self._append_many(np.array(writes, np.int64), vectors)
+
+    def _apply_new(self, moves: list[tuple[None, dict[str, Any] | None]]) -> bool:
+        """apply_all's moves when none has a row before (an ``addMany``'s): the slot each takes and the ones that
+        die decided by array operations (an entity written twice: its earlier slot dead, in _append_many), not a
+        Python step a move. False, having changed nothing, when a vector is zero (apply_all then fails where the
+        moves one at a time would)."""
+        new = [after for _, after in moves if after is not None and after.get("vector") is not None]
+        vectors = _units([after["vector"] for after in new])
+        if vectors is None:
+            return False
+        writes = [after["denseInt"] for after in new]
+        self._kill_many(list(dict.fromkeys(writes)))
+        if writes:
+            self._append_many(np.array(writes, np.int64), vectors)
+        return True
 
     def _write(self, dense: int, vector: bytes) -> None:
         if dense < len(self._slot) and self._slot[dense] != NO_SLOT:
