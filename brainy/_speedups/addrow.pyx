@@ -247,18 +247,18 @@ cdef bint _arguments_plain(dict item):
 def add_minted(list items, Py_ssize_t start, tuple staged, tuple plan, list ids):
     cdef dict overlay
     cdef list undo, ops, moves
-    cdef object generation, timestamp, caller, missing, mint, pack_vector, refused, pack_row, visibility
+    cdef object generation, timestamp, caller, missing, mint, pack_vector, dimensions, refused, pack_row, visibility
     cdef frozenset nouns, reserved
     cdef bytes entity, vector_key
     cdef long long next_dense
     cdef Py_ssize_t i = start, n = PyList_GET_SIZE(items)
     cdef Out out
     overlay, undo, ops, moves, generation, timestamp, caller, next_dense = staged
-    nouns, reserved, visibility, pack_vector, refused, pack_row, missing, mint, entity, vector_key = plan
+    nouns, reserved, visibility, pack_vector, dimensions, refused, pack_row, missing, mint, entity, vector_key = plan
     _open(&out)
     try:
         i = _walk(items, i, n, overlay, undo, ops, moves, generation, timestamp, caller, &next_dense, nouns,
-                  reserved, visibility, pack_vector, refused, missing, mint, entity, vector_key, ids, &out)
+                  reserved, visibility, pack_vector, dimensions, refused, missing, mint, entity, vector_key, ids, &out)
     finally:
         PyMem_Free(out.data)
     return i, next_dense
@@ -266,8 +266,8 @@ def add_minted(list items, Py_ssize_t start, tuple staged, tuple plan, list ids)
 
 cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list undo, list ops, list moves,
                       object generation, object timestamp, object caller, long long *dense_at, frozenset nouns,
-                      frozenset reserved, object visibility, object pack_vector, object refused, object missing,
-                      object mint, bytes entity, bytes vector_key, list ids, Out *out) except -1:
+                      frozenset reserved, object visibility, object pack_vector, object dimensions, object refused,
+                      object missing, object mint, bytes entity, bytes vector_key, list ids, Out *out) except -1:
     cdef dict row, item_dict
     cdef bytes raw, stored, packed, key, vkey
     cdef long long next_dense = dense_at[0]
@@ -293,7 +293,7 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         if vector is None:
             break
         try:
-            packed = pack_vector(vector)
+            packed = pack_vector(vector, dimensions)
         except refused:
             break
         text, raw = mint()

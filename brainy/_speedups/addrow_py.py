@@ -8,15 +8,15 @@ the id appended to ``ids``. It stops at the first item that is not plain (``end`
 the caller runs the rule on that one (which refuses it, or adds it in the general way) and calls again after it.
 
 A plain add is a dict with no argument but ``type``, ``vector``, ``data`` and ``metadata``: ``type`` a noun
-type (``str``); ``vector`` one ``pack_vector`` packs (else its refusal is the rule's to word); ``data`` absent,
+type (``str``); ``vector`` one ``pack_vector(vector, dimensions)`` packs (else its refusal is the rule's to word); ``data`` absent,
 None or a ``str``; ``metadata`` absent, None or a ``dict`` of ``str`` keys none reserved, each value a leaf that
 stores as it is (an exact ``str``, ``bool``, None, finite ``float`` or 64-bit ``int``). Nothing is staged before
 an item is known plain, so an item stopped at leaves the transaction as it was.
 
 ``staged`` is the transaction's ``(overlay, undo, ops, moves, generation, timestamp, caller, next_dense)``;
-``plan`` is the rule's ``(nouns, reserved, visibility, pack_vector, refused, pack_row)`` then the store's
-``(missing, mint, entity, vector_key)``: the noun types, the reserved metadata names, the default visibility, the
-vector packer and the exception it refuses with, the row packer; the undo log's "no value" mark, the id minter
+``plan`` is the rule's ``(nouns, reserved, visibility, pack_vector, dimensions, refused, pack_row)`` then the
+store's ``(missing, mint, entity, vector_key)``: the noun types, the reserved metadata names, the default
+visibility, the vector packer, the vector's length and the exception the packer refuses with, the row packer; the undo log's "no value" mark, the id minter
 (``mint() -> (text, raw)``), and the row and vector key prefixes.
 """
 
@@ -58,7 +58,7 @@ def add_minted(
     items: list[Any], start: int, staged: tuple[Any, ...], plan: tuple[Any, ...], ids: list[str]
 ) -> tuple[int, int]:
     overlay, undo, ops, moves, generation, timestamp, caller, next_dense = staged
-    nouns, reserved, visibility, pack_vector, refused, pack_row, missing, mint, entity, vector_key = plan
+    nouns, reserved, visibility, pack_vector, dimensions, refused, pack_row, missing, mint, entity, vector_key = plan
     i, n = start, len(items)
     while i < n:
         item = items[i]
@@ -77,7 +77,7 @@ def add_minted(
         if vector is None:
             break
         try:
-            packed = pack_vector(vector)
+            packed = pack_vector(vector, dimensions)
         except refused:
             break
         text, raw = mint()

@@ -203,11 +203,15 @@ def _pack_row(row: dict[str, Any]) -> bytes:
 def _plain_adds() -> tuple[Any, ...]:
     """What :meth:`Txn.add_minted` takes from this rule: what it checks a plain add against, and how it packs one
     (the row by this thread's Packer: a batch runs in one thread)."""
-    return (rows.NOUN_TYPES, rows.RESERVED_METADATA, _VISIBILITY, _pack_vector, VectorRefused, _packer().pack)
-
-
-def _pack_vector(value: Any) -> bytes:
-    return vecpack.pack(value, rows.DIMENSIONS)
+    return (
+        rows.NOUN_TYPES,
+        rows.RESERVED_METADATA,
+        _VISIBILITY,
+        vecpack.pack,  # called with the length from here: no Python frame a row (a fifth of a row's staging)
+        rows.DIMENSIONS,
+        VectorRefused,
+        _packer().pack,
+    )
 
 
 @door("add", WRITE)
