@@ -198,25 +198,3 @@ def test_blooms_probed_together_say_what_each_table_s_bloom_says(tmp_path):
     holding = sstable.Blooms(made).holding(keys)
     assert all(holding[key] == [t for t in made if t.may_contain(key)] for key in keys)
     assert all(holding[key] for key in present) and sum(bool(holding[key]) for key in keys[len(present) :]) < 300
-
-
-def _bloom_one_key_at_a_time(keys: list[bytes]) -> bytes:
-    """The bloom block's contents as docs/store-format.md ("Bloom block") words them, a key and a probe at a time."""
-    m = max(64, len(keys) * sstable.BLOOM_BITS_PER_KEY)
-    m = (m + 7) // 8 * 8
-    bits = bytearray(m // 8)
-    for key in keys:
-        h1, h2 = sstable._bloom_hash(key)
-        for i in range(sstable.BLOOM_PROBES):
-            b = (h1 + i * h2) % m
-            bits[b >> 3] |= 1 << (b & 7)
-    return sstable._u32.pack(sstable.BLOOM_PROBES) + bytes(bits)
-
-
-@pytest.mark.parametrize("n", [0, 1, 7, 1000, sstable._BLOOM_CHUNK + 5])
-def test_the_bloom_built_in_arrays_is_the_bloom_built_a_key_at_a_time(n):
-    """build_bloom sets its probes a chunk of keys at a time: the same bytes as one key and probe at a time, for
-    no key, a few, and more than one chunk of keys of every length up to 40 bytes."""
-    rng = random.Random(n)
-    keys = [rng.randbytes(rng.randrange(1, 41)) for _ in range(n)]
-    assert sstable.build_bloom(keys) == _bloom_one_key_at_a_time(keys)

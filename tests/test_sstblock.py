@@ -571,6 +571,28 @@ def test_an_empty_bloom_holds_nothing(sstblock_twin):
     assert not any(sstblock_twin.bloom_holds(contents, bytes([i])) for i in range(50))
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 70_000])
+def test_build_bloom_is_the_bloom_the_doc_describes(sstblock_twin, n):
+    """build_bloom (the compiled twin hashes with its own BLAKE2b, the pure one with hashlib's, in arrays a chunk of
+    keys at a time) writes the block the format describes: for no key, a few, and more than a chunk of keys, of
+    every length from 0 to 300 bytes (over the hash's 128-byte blocks, and exactly on their edges)."""
+    import random
+
+    rng = random.Random(n)
+    keys = [rng.randbytes(length % 301) for length in range(n)]
+    m = (max(64, n * 10) + 7) // 8 * 8
+    assert sstblock_twin.build_bloom(keys, 10, 7) == _bloom_oracle(keys, m, 7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.one_of(st.binary(max_size=300), st.sampled_from([bytes(127), bytes(128), bytes(129), bytes(256)])))
+def test_a_key_of_any_length_is_hashed_as_hashlib_hashes_it(sstblock_twin, key):
+    """A key past one hash block is probed where hashlib's BLAKE2b puts it: a one-key bloom holds it, and the
+    compiled and pure twins build the same one."""
+    contents = sstblock_twin.build_bloom([key], 10, 7)
+    assert contents == _bloom_oracle([key], 64, 7) and sstblock_twin.bloom_holds(contents, key)
+
+
 # -- the index block (docs/store-format.md, "Index block") ---------------------------------------------
 
 

@@ -5,7 +5,16 @@ from typing import Final
 
 from typing_extensions import Buffer
 
-__all__ = ["encode_block", "decode_block", "read_index", "bisect_index", "crc32", "bloom_holds", "RESTART_INTERVAL"]
+__all__ = [
+    "encode_block",
+    "decode_block",
+    "read_index",
+    "bisect_index",
+    "crc32",
+    "bloom_holds",
+    "build_bloom",
+    "RESTART_INTERVAL",
+]
 
 RESTART_INTERVAL: Final[int]
 
@@ -18,5 +27,6 @@ def encode_block(
 ) -> bytes: ...
 def decode_block(buf: Buffer, offset: int, size: int) -> tuple[list[bytes], list[int], list[bytes]]: ...
 def bloom_holds(contents: Buffer, key: bytes) -> bool: ...
+def build_bloom(keys: list[bytes], bits_per_key: int, probes: int) -> bytes: ...
 def read_index(contents: Buffer) -> tuple[array[int], array[int], array[int]]: ...
 def bisect_index(contents: Buffer, bounds: array[int], key: bytes) -> int: ...

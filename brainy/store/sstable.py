@@ -62,26 +62,6 @@ def _bloom_hash(key: bytes) -> tuple[int, int]:
     return h & 0xFFFFFFFF, h >> 32
 
 
-_BLOOM_CHUNK = 1 << 16  # keys whose probes are set in one array operation (7 probes of 8 bytes: 3.5 MiB)
-
-
-def build_bloom(keys: list[bytes]) -> bytes:
-    """The bloom block's contents for ``keys`` (docs/store-format.md, "Bloom block"): probe ``i`` of a key sets bit
-    ``(h1 + i * h2) mod m``, bit ``b`` being bit ``b & 7`` of byte ``b >> 3``. The probes are set a chunk of keys
-    at a time in arrays: one Python step a key and probe cost a flush of a vectored ingest 2 us a row."""
-    import numpy as np  # the vector index's dependency (as :class:`Blooms`)
-
-    m = max(64, len(keys) * BLOOM_BITS_PER_KEY)
-    m = (m + 7) // 8 * 8
-    flags = np.zeros(m, dtype=bool)
-    steps = np.arange(BLOOM_PROBES, dtype=np.uint64)[None, :]
-    for start in range(0, len(keys), _BLOOM_CHUNK):
-        digests = b"".join(hashlib.blake2b(key, digest_size=8).digest() for key in keys[start : start + _BLOOM_CHUNK])
-        h = np.frombuffer(digests, dtype="<u8")[:, None]  # _bloom_hash's: h1 the low half, h2 the high
-        flags[((h & np.uint64(0xFFFFFFFF)) + steps * (h >> np.uint64(32))) % np.uint64(m)] = True
-    return _u32.pack(BLOOM_PROBES) + np.packbits(flags, bitorder="little").tobytes()
-
-
 def _with_crc(contents: bytes) -> bytes:
     return contents + _u32.pack(crc32(contents))
 
@@ -131,7 +111,7 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]], store_i
                 cut()
         if keys:
             cut()
-        bloom = _with_crc(build_bloom(bloom_keys))
+        bloom = _with_crc(sstblock.build_bloom(bloom_keys, BLOOM_BITS_PER_KEY, BLOOM_PROBES))
         bloom_offset = offset
         out.write(bloom)
         offset += len(bloom)
@@ -367,7 +347,7 @@ class Blooms:
     """The bloom blocks of several tables, probed together for many keys (:meth:`holding`): each key hashed
     once, each probe run over every table in one array operation. A replayed tail looks up thousands of keys,
     most of them new, in every table (50 at a million rows); one call a key and table costs 1.1 us, half of
-    the attach. The same filter :func:`build_bloom` writes (docs/store-format.md, "Bloom block")."""
+    the attach. The same filter ``sstblock.build_bloom`` writes (docs/store-format.md, "Bloom block")."""
 
     def __init__(self, tables: Iterable[Table]) -> None:
         import numpy as np  # the vector index's dependency; only a replay pays for its import here
