@@ -700,3 +700,63 @@ def test_index_edge_cases_in_both_twins(sstblock_twin):
         assert _last_keys(sstblock_twin, data) == ([b"a"], array("Q", [1]), array("Q", [2]))
         with pytest.raises(ValueError, match="index block does not decode"):
             sstblock_twin.read_index(data[: data.index(b"\xa7storeId") + 9 + min(len(store_id), 3)])
+
+
+# -- a table's data blocks, cut as entries come (brainy/store/sstable.py write_table) -------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    versions=st.dictionaries(
+        st.binary(min_size=0, max_size=12),
+        st.lists(st.tuples(st.integers(0, 2**64 - 1), st.binary(max_size=40)), min_size=1, max_size=3),
+        max_size=60,
+    ),
+    block_bytes=st.integers(1, 300),
+    interval=st.integers(1, 5),
+)
+def test_write_entries_cuts_the_blocks_the_pure_twin_cuts(sstblock_twins, versions, block_bytes, interval):
+    """Both twins cut the same blocks at the same entries, write them in order, and answer the same index (each
+    block's last key, offset and size), distinct keys, count and generation bounds; the blocks decode to the
+    entries."""
+    entries = [
+        (key, gen, value)
+        for key in sorted(versions)
+        for gen, value in sorted({g: v for g, v in versions[key]}.items(), reverse=True)
+    ]
+    answers = []
+    for twin in sstblock_twins:
+        written: list[bytes] = []
+        answers.append((twin.write_entries(iter(entries), written.append, block_bytes, interval), written))
+    (compiled, blocks), (pure, pure_blocks) = answers
+    assert compiled == pure and blocks == pure_blocks
+    index, keys, count, low, high, end = compiled
+    assert keys == sorted(versions) and count == len(entries) and end == sum(map(len, blocks))
+    assert (low, high) == ((min(e[1] for e in entries), max(e[1] for e in entries)) if entries else (0, 0))
+    data = b"".join(blocks)
+    decoded = [e for _, at, size in index for e in zip(*sstblock_twins[1].decode_block(data, at, size))]
+    assert decoded == entries and [block[0] for block in index] == [blocks_last(b) for b in blocks]
+
+
+def blocks_last(block: bytes) -> bytes:
+    keys, _, _ = load("sstblock", "python").decode_block(block, 0, len(block) - 4)
+    return keys[-1]
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [(b"b", 1, b"x"), (b"a", 1, b"y")],  # keys out of order
+        [(b"a", 1, b"x"), (b"a", 2, b"y")],  # generations rising within a key
+        [("a", 1, b"x")],  # a key that is no bytes
+        [(b"a", -1, b"x")],  # a generation below 0
+    ],
+)
+def test_write_entries_refuses_what_encode_block_refuses(sstblock_twins, entries):
+    """Entries a block cannot hold raise the same error from either twin, with the same message."""
+    raised = []
+    for twin in sstblock_twins:
+        with pytest.raises((ValueError, TypeError)) as caught:
+            twin.write_entries(iter(entries), lambda block: None, 4096)
+        raised.append((type(caught.value), str(caught.value)))
+    assert raised[0] == raised[1]

@@ -1,7 +1,7 @@
 # Types for the compiled sstblock (sstblock.pyx); the pure twin sstblock_py.py has the same surface.
 from array import array
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
 
 from typing_extensions import Buffer
 
@@ -13,6 +13,7 @@ __all__ = [
     "crc32",
     "bloom_holds",
     "build_bloom",
+    "write_entries",
     "RESTART_INTERVAL",
 ]
 
@@ -28,5 +29,11 @@ def encode_block(
 def decode_block(buf: Buffer, offset: int, size: int) -> tuple[list[bytes], list[int], list[bytes]]: ...
 def bloom_holds(contents: Buffer, key: bytes) -> bool: ...
 def build_bloom(keys: list[bytes], bits_per_key: int, probes: int) -> bytes: ...
+def write_entries(
+    entries: Iterable[tuple[bytes, int, bytes]],
+    write: Callable[[bytes], object],
+    block_bytes: int,
+    restart_interval: int = ...,
+) -> tuple[list[list[Any]], list[bytes], int, int, int, int]: ...
 def read_index(contents: Buffer) -> tuple[array[int], array[int], array[int]]: ...
 def bisect_index(contents: Buffer, bounds: array[int], key: bytes) -> int: ...

@@ -29,6 +29,7 @@ __all__ = [
     "crc32",
     "bloom_holds",
     "build_bloom",
+    "write_entries",
     "RESTART_INTERVAL",
 ]
 
@@ -138,6 +139,44 @@ def encode_block(keys, gens, values, restart_interval=RESTART_INTERVAL):
     write_u32le(out + total - NUM_RESTARTS_SIZE, <uint32_t>num_restarts)
     write_u32le(out + total, crc32_of(out, total))
     return block
+
+
+def write_entries(entries, write, Py_ssize_t block_bytes, restart_interval=RESTART_INTERVAL):
+    """A table's data blocks for ``entries``, each written as it is cut (see sstblock_py.write_entries): the
+    entries' loop in C, each block encoded by encode_block."""
+    cdef list index = [], bloom_keys = [], keys = [], gens = [], values = []
+    cdef Py_ssize_t count = 0, pending = 0, offset = 0
+    cdef object min_gen = None, max_gen = 0, last_key = None
+    cdef bytes block
+    for key, gen, value in entries:
+        if type(key) is not bytes or type(last_key) is not bytes or (
+            PyBytes_GET_SIZE(<bytes>key) != PyBytes_GET_SIZE(<bytes>last_key)
+            or memcmp(PyBytes_AS_STRING(<bytes>key), PyBytes_AS_STRING(<bytes>last_key), PyBytes_GET_SIZE(<bytes>key))
+        ):
+            if key != last_key:
+                bloom_keys.append(key)
+                last_key = key
+        keys.append(key)
+        gens.append(gen)
+        values.append(value)
+        pending += len(key) + len(value) + 8
+        count += 1
+        if min_gen is None or gen < min_gen:
+            min_gen = gen
+        if gen > max_gen:
+            max_gen = gen
+        if pending >= block_bytes:
+            block = encode_block(keys, gens, values, restart_interval)
+            write(block)
+            index.append([keys[len(keys) - 1], offset, PyBytes_GET_SIZE(block) - CRC_SIZE])
+            offset += PyBytes_GET_SIZE(block)
+            keys, gens, values, pending = [], [], [], 0
+    if keys:
+        block = encode_block(keys, gens, values, restart_interval)
+        write(block)
+        index.append([keys[len(keys) - 1], offset, PyBytes_GET_SIZE(block) - CRC_SIZE])
+        offset += PyBytes_GET_SIZE(block)
+    return index, bloom_keys, count, min_gen or 0, max_gen, offset
 
 
 def decode_block(buf, offset, size):

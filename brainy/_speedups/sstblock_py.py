@@ -34,6 +34,7 @@ __all__ = [
     "crc32",
     "bloom_holds",
     "build_bloom",
+    "write_entries",
     "RESTART_INTERVAL",
 ]
 
@@ -121,6 +122,46 @@ def encode_block(keys, gens, values, restart_interval: int = RESTART_INTERVAL) -
     out += _U32.pack(len(restarts))
     out += _U32.pack(_crc32(out))
     return bytes(out)
+
+
+def write_entries(entries, write, block_bytes: int, restart_interval: int = RESTART_INTERVAL):
+    """A table's data blocks for ``entries`` (``(key, generation, value)``, sorted as :func:`encode_block` wants
+    them across blocks too), each block cut once its entries reach ``block_bytes`` (a key's and a value's length
+    and 8 an entry) and passed to ``write`` as it is made. Answers ``(index, bloom_keys, count, min_gen, max_gen,
+    end)``: ``[last_key, offset, size]`` of each block (its size without the crc), each distinct key once in
+    order, the entries, the least and greatest generation (0 and 0 for none), and the bytes written."""
+    index: list[list] = []
+    bloom_keys: list[bytes] = []
+    keys: list[bytes] = []
+    gens: list[int] = []
+    values: list[bytes] = []
+    count = pending = offset = 0
+    min_gen, max_gen = None, 0
+    last_key = None
+    for key, gen, value in entries:
+        if key != last_key:
+            bloom_keys.append(key)
+            last_key = key
+        keys.append(key)
+        gens.append(gen)
+        values.append(value)
+        pending += len(key) + len(value) + 8
+        count += 1
+        min_gen = gen if min_gen is None or gen < min_gen else min_gen
+        max_gen = max(max_gen, gen)
+        if pending >= block_bytes:
+            offset += _cut(keys, gens, values, restart_interval, write, index, offset)
+            keys, gens, values, pending = [], [], [], 0
+    if keys:
+        offset += _cut(keys, gens, values, restart_interval, write, index, offset)
+    return index, bloom_keys, count, min_gen or 0, max_gen, offset
+
+
+def _cut(keys, gens, values, restart_interval, write, index, offset) -> int:
+    block = encode_block(keys, gens, values, restart_interval)
+    write(block)
+    index.append([keys[-1], offset, len(block) - _CRC_SIZE])
+    return len(block)
 
 
 def _read_varint(data: bytes, pos: int, limit: int, at: int):

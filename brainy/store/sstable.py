@@ -73,51 +73,17 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]], store_i
     Answers the table's MANIFEST entry fields: size, minGen, maxGen, entries.
     """
     tmp = path.with_name(path.name + ".tmp")
-    index: list[list] = []
-    bloom_keys: list[bytes] = []
-    count = 0
-    min_gen, max_gen = None, 0
-    keys: list[bytes] = []
-    gens: list[int] = []
-    values: list[bytes] = []
-    pending = 0
-    offset = 0
-    last_key = None
     with open(tmp, "wb", buffering=WRITE_BUFFER) as out:
-
-        def cut() -> None:
-            nonlocal offset, pending
-            block = sstblock.encode_block(keys, gens, values, RESTART_INTERVAL)
-            out.write(block)
-            index.append([keys[-1], offset, len(block) - 4])
-            offset += len(block)
-            keys.clear()
-            gens.clear()
-            values.clear()
-            pending = 0
-
-        for key, gen, value in entries:
-            if key != last_key:
-                bloom_keys.append(key)
-                last_key = key
-            keys.append(key)
-            gens.append(gen)
-            values.append(value)
-            pending += len(key) + len(value) + 8
-            count += 1
-            min_gen = gen if min_gen is None or gen < min_gen else min_gen
-            max_gen = max(max_gen, gen)
-            if pending >= BLOCK_BYTES:
-                cut()
-        if keys:
-            cut()
+        index, bloom_keys, count, min_gen, max_gen, offset = sstblock.write_entries(
+            entries, out.write, BLOCK_BYTES, RESTART_INTERVAL
+        )
         bloom = _with_crc(sstblock.build_bloom(bloom_keys, BLOOM_BITS_PER_KEY, BLOOM_PROBES))
         bloom_offset = offset
         out.write(bloom)
         offset += len(bloom)
         owner = {} if store_id is None else {"storeId": store_id}
         index_doc = msgpack.packb(
-            {"blocks": index, **owner, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}, use_bin_type=True
+            {"blocks": index, **owner, "minGen": min_gen, "maxGen": max_gen, "entries": count}, use_bin_type=True
         )
         index_block = _with_crc(index_doc)
         index_offset = offset
@@ -128,7 +94,7 @@ def write_table(path: Path, entries: Iterable[tuple[bytes, int, bytes]], store_i
         os.fsync(out.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
-    return {"size": path.stat().st_size, "minGen": min_gen or 0, "maxGen": max_gen, "entries": count}
+    return {"size": path.stat().st_size, "minGen": min_gen, "maxGen": max_gen, "entries": count}
 
 
 _FIELDS = ("minGen", "maxGen", "entries")
