@@ -57,3 +57,16 @@ def test_the_memtable_reads_back_what_a_commit_put():
     assert table.get(b"a", 1) == (1, b"2") and table.get(b"a", 2) == (2, b"3") and table.get(b"c", 1) is None
     assert list(table.entries()) == [(b"a", 2, b"3"), (b"a", 1, b"2"), (b"b", 1, b"1"), (b"c", 2, b"4")]
     assert len(table) == 3 and table.max_generation == 2
+
+
+def test_a_flushs_entries_are_the_memtables_scan(memput_twin):
+    """versions_in lists every version of the keys given, in their order, a key's newest first: what the memtable's
+    scan yields, for keys of one version and of several, the memtable's own entries() too."""
+    for seed in range(10):
+        mem = Memtable()
+        for generation, commit in enumerate(_commits(seed), 1):
+            mem.put_many(commit, generation)
+        scanned = list(mem.scan(b"", None))
+        keys = sorted(mem._versions)
+        assert memput_twin.versions_in(keys, mem._versions) == scanned == mem.entries()
+        assert any(isinstance(v, list) for v in mem._versions.values())  # keys of several versions were listed

@@ -15,7 +15,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
 
-__all__ = ["put_many", "with_version"]
+__all__ = ["put_many", "versions_in", "with_version"]
 
 
 def put_many(dict versions, object items, object generation):
@@ -35,6 +35,25 @@ def put_many(dict versions, object items, object generation):
             PyDict_SetItem(versions, key, with_version(<object>found, generation, value))
         size += len(key) + len(value) + 16
     return new, size
+
+
+def versions_in(list keys, dict versions):
+    """A flush's entries in one C loop (the memtable's generator cost a flush 0.3 us an entry)."""
+    cdef list entries = []
+    cdef tuple version
+    cdef list found
+    cdef Py_ssize_t i
+    for key in keys:
+        held = versions[key]
+        if type(held) is tuple:
+            version = <tuple>held
+            entries.append((key, <object>PyTuple_GET_ITEM(version, 0), <object>PyTuple_GET_ITEM(version, 1)))
+        else:
+            found = list(held)
+            for i in range(PyList_GET_SIZE(found) - 1, -1, -1):
+                gen, value = <object>PyList_GET_ITEM(found, i)
+                entries.append((key, gen, value))
+    return entries
 
 
 cpdef object with_version(object versions, object generation, object value):

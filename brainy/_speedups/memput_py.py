@@ -8,13 +8,16 @@ the bytes the puts add to the memtable's count (each ``len(key) + len(value) + 1
 A key's versions with ``(generation, value)`` put: a later op of the same commit replaces the commit's version;
 a later commit's is added after it (a list from the second version on, changed in place, which a scan copies
 before it reads).
+
+``versions_in(keys, versions) -> entries``: every version of each of ``keys`` (in their order) in ``versions``
+as ``(key, generation, value)``, a key's newest first: a frozen memtable's entries as a flush's table takes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["put_many", "with_version"]
+__all__ = ["put_many", "versions_in", "with_version"]
 
 Version = tuple[int, bytes]
 
@@ -46,3 +49,14 @@ def with_version(versions: Version | list[Version], generation: int, value: byte
     else:
         versions.append((generation, value))
     return versions
+
+
+def versions_in(keys: list[bytes], versions: dict[bytes, Version | list[Version]]) -> list[tuple[bytes, int, bytes]]:
+    entries: list[tuple[bytes, int, bytes]] = []
+    for key in keys:
+        found = versions[key]
+        if isinstance(found, tuple):
+            entries.append((key, found[0], found[1]))
+        else:
+            entries.extend((key, gen, value) for gen, value in reversed(found[:]))
+    return entries

@@ -64,18 +64,21 @@ class Memtable:
                 return gen, value
         return None
 
-    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
-        """Every version with ``start <= key < stop``, key ascending then generation descending."""
+    def _sorted(self, start: bytes, stop: bytes | None) -> list[bytes]:
+        """The keys with ``start <= key < stop``, ascending (the ones put since the last look sorted in first)."""
         with self._lock:
             if self._pending:
                 self._keys.update(self._pending)
                 self._pending = []
-            keys = list(
+            return list(
                 self._keys.irange(start, stop, inclusive=(True, False))
                 if stop is not None
                 else self._keys.irange(start)
             )
-        for key in keys:
+
+    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
+        """Every version with ``start <= key < stop``, key ascending then generation descending."""
+        for key in self._sorted(start, stop):
             versions = self._versions[key]
             if isinstance(versions, tuple):
                 yield key, versions[0], versions[1]
@@ -83,5 +86,6 @@ class Memtable:
             for gen, value in reversed(versions[:]):
                 yield key, gen, value
 
-    def entries(self) -> Iterator[tuple[bytes, int, bytes]]:
-        return self.scan(b"", None)
+    def entries(self) -> list[tuple[bytes, int, bytes]]:
+        """Every version, as :meth:`scan` yields them, in one list made by one compiled call (a flush's)."""
+        return memput.versions_in(self._sorted(b"", None), self._versions)
