@@ -237,3 +237,57 @@ def test_post_rows_is_post_row_of_each_row_in_turn(rowpost_twin, run, before, st
     for values in postings.values():  # the kind beside each value as a key looked up afresh holds it
         for kind, value in values:
             assert kind == kind_of(value)
+
+
+ROW_TEXT = st.one_of(st.none(), st.sampled_from(["alpha beta", "beta", "gamma alpha alpha", ""]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    commits=st.lists(
+        st.lists(
+            st.tuples(
+                st.integers(0, 11),  # the entity (its dense int)
+                st.sampled_from(["put", "put", "put", "remove"]),
+                RUN_RESERVED,
+                st.one_of(st.none(), st.dictionaries(st.sampled_from(["n", "k"]), SHARED, max_size=2)),
+                ROW_TEXT,
+            ),
+            max_size=10,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    lengths_at=st.integers(0, 4),
+)
+def test_a_commits_moves_at_once_leave_the_projections_one_at_a_time_leave(commits, lengths_at):
+    """Projections.apply_moves (a run of new rows posted in one post_rows call, the rest one at a time) leaves the
+    postings, columns, ids, words, lengths and word lengths that apply() of each move in turn leaves, whether the
+    word lengths were built before a commit or not."""
+    from brainy.index.projections import Projections
+
+    at_once, one_by_one = Projections(), Projections()
+    rows: dict[int, dict] = {}
+    for at, commit in enumerate(commits):
+        if at == lengths_at:
+            at_once.word_lengths(), one_by_one.word_lengths()
+        moves = []
+        for dense, op, reserved, metadata, data in commit:
+            before = rows.pop(dense, None)
+            after = None
+            if op == "put":
+                after = {**reserved, "id": f"id-{dense}", "denseInt": dense, "createdAt": at, "updatedAt": at}
+                after["generation"] = at
+                if metadata is not None:
+                    after["metadata"] = metadata
+                if data is not None:
+                    after["data"] = data
+                rows[dense] = after
+            if before is not None or after is not None:
+                moves.append(("e", before, after))
+        at_once.apply_moves(moves)
+        for _, before, after in moves:
+            one_by_one.apply(before, after)
+        for name in ("ids", "postings", "columns", "terms", "lengths", "total_length", "all"):
+            assert getattr(at_once, name) == getattr(one_by_one, name), name
+        assert at_once.word_lengths().tolist() == one_by_one.word_lengths().tolist()
