@@ -357,7 +357,7 @@ class Projections:
                 new.append(after)
                 continue
             if new:
-                self._post_run(new)
+                self._post_new(new, graph)
                 new = []
             if kind == "e":
                 if before is not None:
@@ -369,15 +369,7 @@ class Projections:
             elif graph is not None:
                 graph.relation(before, after)
         if new:
-            self._post_run(new)
-
-    def _post_run(self, rows: list[dict[str, Any]]) -> None:
-        """apply_moves's run of new rows: posted, then given to the graph in order."""
-        self._post_new(rows)
-        graph = self.graph
-        if graph is not None:
-            for row in rows:
-                graph.entity(None, row)
+            self._post_new(new, graph)
 
     def apply_relation(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
         """Move the graph from a relation's old row to its new one, once the graph is built."""
@@ -407,17 +399,16 @@ class Projections:
         self.lengths.update(other.lengths)
         self.total_length += other.total_length
 
-    def _post_new(self, rows: list[dict[str, Any]]) -> None:
-        """Post each of ``rows``, rows no version of which is posted, in order (a graph built takes them after)."""
+    def _post_new(self, rows: list[dict[str, Any]], graph: Adjacency | None = None) -> None:
+        """Post each of ``rows``, rows no version of which is posted, in order; then give them to ``graph``."""
         keys = self._keys
         if keys is not None:
             for row in rows:
                 if not keys.add(row["denseInt"], row["id"]):
                     self._keys, self._keyable = None, False
                     break
-        # each one's id, its dense int, every leaf's posting and column (a leaf yielded twice posts once and keeps
-        # its first value) and the order columns, compiled; a row that cannot hold words is not looked through
-        # for them (its length is set to 0 there)
+        # each one's id, dense int, leaves' postings and columns (a leaf yielded twice: once, its first value) and
+        # order columns, compiled; a row that cannot hold words is not looked through for them (its length: 0)
         wordy = rowpost.post_rows(
             rows,
             RESERVED_POSTED,
@@ -445,6 +436,9 @@ class Projections:
             self.lengths[dense] = len(found)
             self._length_moved(dense, len(found))
             self.total_length += len(found)
+        if graph is not None:
+            for row in rows:
+                graph.entity(None, row)
 
     def _unpost(self, row: dict[str, Any]) -> None:
         dense = row["denseInt"]
