@@ -210,8 +210,11 @@ average 1.7-1.8, each cell's runs spread by half):
     h2x4           43,445   23 us            48,798   21 us              5 of 6
     json           23,799   41 us            28,925   34 us              5 of 6
 
-and earlier in the session, a quieter stretch, the first change alone: msgpack 50.7k against 45.4k (CPU a row 20
-against 22 us), h2x4 49.3k against 44.2k. What stands between the MessagePack cells and 50,000 on every run is the
+then 7 rounds on the final tree (load average 1.8-2.6): msgpack median 43.6k against 32.8k (best 47.6k against
+46.1k, 6 of 7 pairs faster), h2x4 median 41.7k against 39.6k (best 48.9k against 43.5k, 4 of 7); and earlier in the
+session, a quieter stretch, the first change alone: msgpack 50.7k against 45.4k (CPU a row 20 against 22 us), h2x4
+49.3k against 44.2k. With ``--batches 100`` (the flush's pace), 3 rounds: 26.5/26.7/34.7k against 21.6/21.8/32.6k
+rows a second, 30 against 32 us of CPU a row. What stands between the MessagePack cells and 50,000 on every run is the
 box: a perf profile of the main thread puts 13% of it in the kernel's page faults for memory it touches first
 (this VM's first touch of a page costs microseconds, the slot matrix's huge pages 3 ms each on the fsync worker),
 and the same code's CPU a row moves 17-27 us between runs.
