@@ -207,7 +207,7 @@ def _plain_adds() -> tuple[Any, ...]:
         rows.NOUN_TYPES,
         rows.RESERVED_METADATA,
         _VISIBILITY,
-        vecpack.pack,  # called with the length from here: no Python frame a row (a fifth of a row's staging)
+        vecpack.pack,  # called with the length from here: no Python frame a row
         rows.DIMENSIONS,
         VectorRefused,
         _packer().pack,
