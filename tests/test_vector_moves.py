@@ -44,6 +44,17 @@ def _state(index: VectorIndex) -> tuple:
     )
 
 
+def _batched_as_one_at_a_time(start: dict[int, int], moves: list, linked: bool, graphed: bool) -> VectorIndex:
+    """The index ``moves`` in one batch leave over ``start``'s rows, held to the one the moves one at a time leave."""
+    initial = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
+    one_at_a_time, batched = _index(initial, linked, graphed), _index(initial, linked, graphed)
+    for before, after in moves:
+        one_at_a_time.apply(before, after)
+    batched.apply_all(iter(moves))
+    assert _state(batched) == _state(one_at_a_time)
+    return batched
+
+
 # an op on one of a few entities: put a vector from the pool (or none), or remove it
 _ops = st.lists(
     st.tuples(st.integers(0, 7), st.sampled_from(["put", "put", "bare", "remove"]), st.integers(0, 5)), max_size=40
@@ -67,12 +78,7 @@ def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start,
         rows.pop(dense, None)
         if after is not None:
             rows[dense] = after
-    initial = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
-    one_at_a_time, batched = _index(initial, linked, graphed), _index(initial, linked, graphed)
-    for before, after in moves:
-        one_at_a_time.apply(before, after)
-    batched.apply_all(iter(moves))
-    assert _state(batched) == _state(one_at_a_time)
+    batched = _batched_as_one_at_a_time(start, moves, linked, graphed)
     live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[: batched._count] if d != M.NO_SLOT}
     assert live == {d: M.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
 
@@ -108,9 +114,4 @@ def test_moves_with_no_row_before_leave_the_index_one_at_a_time_leaves(start, wr
     one at a time leave, as a delta may say it: an entity written twice in the batch, one that holds a slot
     already, a row with no vector."""
     moves = [(None, {"denseInt": d, **({} if v is None else {"vector": _vector(v)})}) for d, v in writes]
-    initial = {d: {"denseInt": d, "vector": _vector(v)} for d, v in start.items()}
-    one_at_a_time, batched = _index(initial, linked, graphed), _index(initial, linked, graphed)
-    for before, after in moves:
-        one_at_a_time.apply(before, after)
-    batched.apply_all(iter(moves))
-    assert _state(batched) == _state(one_at_a_time)
+    _batched_as_one_at_a_time(start, moves, linked, graphed)
