@@ -94,6 +94,10 @@ def test_both_twins_stage_the_same_bytes(addrow_twins):
         assert a[0] == b[0] == len(PLAIN) and a[1] == b[1] == 40 + len(PLAIN)
         assert a[3] == b[3] and a[2].ops == b[2].ops and a[2].overlay == b[2].overlay
         assert a[2].moves == b[2].moves
+        # the keys in the same order too (a read answers a row's fields in its dict's order): the compiled rows
+        # are copies of one template row
+        assert [list(row) for _, _, row in a[2].moves] == [list(row) for _, _, row in b[2].moves]
+        assert [list(op) for op in a[2].ops] == [list(op) for op in b[2].ops]
         assert [k for k, _ in a[2]._undo] == [k for k, _ in b[2]._undo]
 
 
