@@ -134,6 +134,27 @@ def test_a_batch_of_float32_vectors_comes_out_packed_and_the_rest_as_msgpack_mak
     assert codecs.decode(as_doubles, codecs.MSGPACK, vectors="vector")["vector"] == Float32s(x[0].tobytes())
 
 
+def test_float32_vectors_of_every_length_with_a_member_of_another_kind_anywhere(vecscan_twins):
+    """Every length to 40 (the compiled walk takes float32s three a step while a fourth follows, then one at a time),
+    packed as the values' little-endian bytes; a type byte of another kind at any place, in a step or in the tail,
+    and both twins leave the vector alone."""
+    compiled, pure = vecscan_twins
+    rng = np.random.default_rng(5)
+    for n in range(1, 41):
+        values = rng.standard_normal(n).astype(np.float32)
+        body = msgpack.packb({"vector": values.tolist()}, use_single_float=True)
+        found = compiled.msgpack_vectors(body, False)
+        assert found == pure.msgpack_vectors(body, False)
+        assert found is not None and found[1] == [(-1, values.astype("<f4").tobytes())]
+        start = len(body) - 5 * n  # the members, each 0xca and four bytes, end the body
+        for at in range(n):
+            for odd in (0xCB, 0x00, 0xCA ^ 0x80):
+                damaged = bytearray(body)
+                damaged[start + 5 * at] = odd
+                assert compiled.msgpack_vectors(bytes(damaged), False) == pure.msgpack_vectors(bytes(damaged), False)
+                assert compiled.msgpack_vectors(bytes(damaged), False) is None, (n, at, odd)
+
+
 def test_what_the_walk_leaves_alone_is_decoded_as_before():
     """Keys given twice, a bin key, mixed numbers, another door's body: the plain decode, lists and all."""
     f = [0.5, -1.25]
