@@ -578,7 +578,7 @@ class VectorFollower(ProjectionFollower):
         return index
 
     def _apply_all(self, proj: Any, commits: list[list[Move]]) -> None:
-        proj.apply_all((before, after) for moves in commits for _, before, after in moves)
+        proj.apply_all([(before, after) for moves in commits for _, before, after in moves])
 
     def _caught_up(self, index: VectorIndex) -> VectorIndex:
         brain = self._brain

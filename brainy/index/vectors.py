@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import operator
 import threading
 from array import array
 from collections.abc import Iterable
@@ -97,6 +98,7 @@ PARTITIONS_FIRST = 262_144
 BASE_AFTER = 4  # a new base once the deltas since it hold more than 1/BASE_AFTER of its slots
 BASE_AFTER_MIN = 1_024  # ... and at least this many (a small base is cheap to write again anyway)
 MAX_DELTAS = 64  # ... or once this many deltas follow it (each is a file the next open reads)
+_BEFORE = operator.itemgetter(0)  # a move's row before
 SERIALISE_WAIT_SECONDS = 0.5  # how long a search waits for a flush serialising the graph, at most
 QUANTISED_SCAN = picks.get("vecpack") == "cython"  # the pure twin's int8 product is slower than the float32 scan
 
@@ -201,7 +203,7 @@ class VectorIndex:
         moves one at a time took 16 ms of the first read after a crash at a million rows); which slot each write
         takes and which ones die is decided first, from the moves alone."""
         moves = list(moves)
-        if all(before is None for before, _ in moves) and self._apply_new(moves):
+        if not any(map(_BEFORE, moves)) and self._apply_new(moves):  # a row is never an empty dict: none before
             return
         writes: list[int] = []  # the dense int of each write, in order (NO_SLOT once killed again)
         raw: list[bytes] = []  # its vector as the row holds it

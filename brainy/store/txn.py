@@ -15,6 +15,7 @@ vector (the op's ``vec``) only then.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -22,6 +23,8 @@ from brainy._speedups import addrow, mint
 from brainy.store import keys as K
 from brainy.store import rows
 from brainy.store.answered import Written
+
+_KIND = operator.itemgetter("k")
 
 Reader = Callable[[bytes], "bytes | None"]
 Scanner = Callable[[bytes, "bytes | None"], Iterator[tuple[bytes, bytes]]]
@@ -299,7 +302,7 @@ class Txn:
     @property
     def counts(self) -> tuple[int, int]:
         """(entity ops, relation ops) of this commit."""
-        e = sum(1 for op in self.ops if op["k"] == "e")
+        e = list(map(_KIND, self.ops)).count("e")  # no Python step an op: an addMany's thousand
         return e, len(self.ops) - e
 
 
