@@ -39,25 +39,36 @@ for _name in NAMES:
     globals()[f"_{_name}_twin"], globals()[f"_{_name}_twins"] = _twin_fixtures(_name)
 
 
-#: The files whose tests take longest (the suite's ``--durations``), longest first. They run first: xdist's
+#: The files whose tests take longest (each file's tests' times summed, from a full run's JUnit report), longest first. They run first: xdist's
 #: ``loadfile`` hands files to the two workers in collection order, and a minute-long file collected last runs alone
 #: at the end while the other worker waits (a tail of four to six minutes on a slow day).
 LONGEST_FIRST = (
     "test_crash.py",
-    "test_wsframe.py",
     "test_vector_snapshots.py",
+    "test_wsframe.py",
+    "test_kill_loop.py",
+    "test_cold_start.py",
+    "test_serve_protocol.py",
     "test_rss_under_load.py",
     "test_fleet_move.py",
-    "test_model.py",
-    "test_ws_glue_fuzz.py",
-    "test_fleet_chaos.py",
-    "test_kill_loop.py",
-    "test_where.py",
-    "test_residency.py",
-    "test_arbiter.py",
-    "test_query.py",
     "test_projection_chain.py",
-    "test_serve_protocol.py",
+    "test_model.py",
+    "test_vector_quantised.py",
+    "test_query.py",
+    "test_rowpost.py",
+    "test_arbiter.py",
+    "test_contract_types.py",
+    "test_cli_chores.py",
+    "test_log_replay.py",
+    "test_vecscan.py",
+    "test_ws_glue_fuzz.py",
+    "test_fleet_fencing.py",
+    "test_where.py",
+    "test_serve_tokens.py",
+    "test_vector_partitions.py",
+    "test_fleet_chaos.py",
+    "test_embedder.py",
+    "test_vecdecimal.py",
 )
 
 
