@@ -156,6 +156,7 @@ cdef inline object _kind(object value, object kind_of):
 
 cdef int _post(object path, object value, object dense, uint64_t d, dict postings, dict columns,
                object kind_of) except -1:
+    cdef dict values, column  # typed: their lookups are the dict's own calls, not method calls by name
     key = (_kind(value, kind_of), value)
     values = postings.get(path)
     if values is None:
