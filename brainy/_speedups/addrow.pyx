@@ -10,7 +10,7 @@ string and map, an int in the smallest form that holds it (msgpack's own choice:
 negative as signed), a float as a float64, big-endian.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Copy, PyDict_Next, PyDict_SetItem, PyDict_Size
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -244,6 +244,15 @@ cdef bint _arguments_plain(dict item):
     return True
 
 
+cdef inline bytes _joined(bytes head, bytes tail):
+    """``head + tail`` without the buffer protocol's two requests and releases that ``+`` makes of bytes."""
+    cdef Py_ssize_t h = PyBytes_GET_SIZE(head), t = PyBytes_GET_SIZE(tail)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, h + t)
+    memcpy(PyBytes_AS_STRING(out), PyBytes_AS_STRING(head), h)
+    memcpy(PyBytes_AS_STRING(out) + h, PyBytes_AS_STRING(tail), t)
+    return out
+
+
 def add_minted(list items, Py_ssize_t start, tuple staged, tuple plan, list ids):
     cdef dict overlay
     cdef list undo, ops, moves
@@ -332,8 +341,8 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         PyDict_SetItem(row, "denseInt", dense)
         PyDict_SetItem(row, "vector", packed)
         stored = _pack_row(out, text, kind, data, <dict>meta, visibility, generation, timestamp, dense, caller)
-        key = entity + raw
-        vkey = vector_key + raw
+        key = _joined(entity, raw)
+        vkey = _joined(vector_key, raw)
         undo.append((key, missing))
         PyDict_SetItem(overlay, key, stored)
         undo.append((vkey, missing))

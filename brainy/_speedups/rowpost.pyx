@@ -18,7 +18,8 @@ call a row it replaces).
 """
 
 from cpython cimport array
-from cpython.dict cimport PyDict_SetDefault
+from cpython.dict cimport PyDict_GetItem, PyDict_SetDefault
+from cpython.object cimport PyObject
 from libc.stdint cimport uint64_t
 
 cdef extern from *:
@@ -102,10 +103,12 @@ cdef int _leaves(dict row, object dense, uint64_t d, tuple reserved, tuple nulla
                  object kind_of, list seen) except -1:
     """post_leaves's steps; ``seen`` (post_rows's: each reserved name's last value, posting and column) or None."""
     cdef Py_ssize_t j
+    cdef PyObject *held
     for j in range(len(reserved)):
         name = reserved[j]
-        if name in row:
-            value = row[name]
+        held = PyDict_GetItem(row, name)  # one lookup, not a test and a read (the names are str: no error to lose)
+        if held != NULL:
+            value = <object>held
         elif name in nullable:
             value = None
         else:
