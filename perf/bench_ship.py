@@ -4,6 +4,7 @@ half of local-only).
 
     python perf/bench_ship.py                       # starts moto_server (moto[server]) on a loopback port
     python perf/bench_ship.py --writers 16 --seconds 5
+    python perf/bench_ship.py --rounds 4            # the modes' order reversed every other round: a fair ratio
 
 Each mode gets a fresh brain; ``writers`` threads each commit ``add`` (a small entity) for ``seconds``, one
 write at a time, as a served brain's fsync workers do. Printed: commits per second, and for the shipping modes
