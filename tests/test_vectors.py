@@ -524,3 +524,54 @@ def test_owned_slots_are_never_copied_to_grow_and_read_the_same_across_their_par
     back, why = V.read_chain(tmp_path, 9)
     assert why == [] and back is not None and len(back) == 5_000
     assert (back._slots.gather(np.arange(5_000)) == units).all()
+
+
+def _live(brain: Brain) -> dict[int, bytes]:
+    """Each live entity's unit vector in the head's index, by dense int."""
+    with brain.at().vectors() as index:
+        return {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[: index._count] if d != M.NO_SLOT}
+
+
+def test_a_served_brain_admitted_with_no_vector_starts_its_index_from_its_first_vectored_commit(tmp_path) -> None:
+    """Admitted holding no vectored entity, a served handle's first vectored commit starts the index from nothing
+    and its moves (no build reading the rows back, none for the write to wait on); the index answers as one built
+    from the rows does. A handle admitted with a vector, or whose held moves a flush dropped before its first
+    vectored commit (a flush builds the index first: empty), goes on as before."""
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((300, DIM)).astype(np.float32)
+    items = [{"type": "thing", "id": f"v{i}", "vector": x[i].tolist()} for i in range(300)]
+    path = new_store(tmp_path, "a")
+    with Brain.open(path) as brain:
+        brain.add({"type": "thing", "id": "plain"})
+        brain.served()
+        brain.add({"type": "thing", "id": "plain2"})
+        assert brain.vector_follower.kept is None and not brain.vector_follower.building  # no vector: no index
+        brain.addMany({"items": items[:200]})
+        index = brain.vector_follower.kept
+        assert index is not None and len(index) == 200 and not brain.vector_follower.building
+        brain.update({"id": "v3", "vector": x[250].tolist()})
+        brain.remove({"id": "v4"})
+        brain.addMany({"items": items[200:250]})
+        for q in x[:20:4]:
+            _assert_same(brain.find({"vector": q.tolist(), "limit": 5}), oracle(brain, q, 5))
+        served = _live(brain)
+        assert len(served) == 249
+    with Brain.open(path) as brain:  # the index again, from what the close left (its snapshot, or the rows)
+        assert _live(brain) == served
+    with Brain.open(new_store(tmp_path, "b")) as brain:  # a vector before the admission: built as before
+        brain.add(items[0])
+        brain.served()
+        assert brain.vector_follower._empty_at is None
+        brain.addMany({"items": items[1:50]})
+        brain.vector_follower.until_built(60)
+        assert len(_live(brain)) == 50
+    with Brain.open(new_store(tmp_path, "c")) as brain:  # a flush before the first vectored commit
+        brain.served()
+        brain.add({"type": "thing", "id": "plain"})
+        brain.flush()
+        brain.add({"type": "thing", "id": "plain2"})
+        brain.addMany({"items": items[:50]})
+        brain.vector_follower.until_built(60)
+        assert brain.vector_follower._empty_at is None and len(_live(brain)) == 50
+        for q in x[:10:3]:
+            _assert_same(brain.find({"vector": q.tolist(), "limit": 5}), oracle(brain, q, 5))

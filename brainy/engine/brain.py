@@ -356,6 +356,7 @@ class Brain:
         self.follower.background = self.vector_follower.background = True
         self.follower.door_ends_first_read = self.vector_follower.door_ends_first_read = True
         self.follower.warm()
+        self.vector_follower.admitted()
 
     @property
     def fence_holds(self) -> bool:
