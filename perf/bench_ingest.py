@@ -222,8 +222,17 @@ and the same code's CPU a row moves 17-27 us between runs.
 Session 31: perf/count_ingest.py 60,766 -> 54,585 instructions a row (before = 0febd80). Served, 7 rounds with
 ``--tree`` on a day the same tree's runs spread 27-51k: msgpack median 36.6k against 36.5k (best 44.6k against
 43.8k), h2x4 median 37.2k against 40.3k (best 50.7k against 43.7k), server CPU a row 24 against 25 us and 20
-against 24. Per request (h2load ``--log-file``, msgpack, four runs): the first 46-78 ms (the handle's followers
-built), the others 14-47 ms; at every request's fastest (13-18 ms) a run would take 55-75k rows a second.
+against 24. Each run now also prints its requests' times (h2load ``--log-file``): the first request of a run took
+38-79 ms where the others took 15-28, waiting for the vector index's build, which read the first commit's rows
+back. A served brain admitted with no vector now starts its index from its first vectored commit
+(brainy/index/follower.py, ``VectorFollower.admitted``); 6 interleaved rounds against the tree before it:
+
+    cell       first request, ms      rows a second: median (range)
+    msgpack    38-79 -> 26-36         47.1k (31.6-56.6k) -> 51.2k (47.5-56.2k)
+    h2x4       99-134 -> 76-86        49.5k (44.5-55.9k) -> 54.8k (52.9-58.3k)
+
+(h2x4's first is the first of four streams in flight). The box's pace moved by half within minutes that day:
+runs of both trees a few minutes later read 23-27k, their requests' median 31-40 ms against 15-18 before.
 """
 
 from __future__ import annotations
@@ -252,6 +261,9 @@ KEY = "bky_" + "i" * 32
 DIM = 384
 CPU: dict[tuple[str, str], list[dict[str, float]]] = collections.defaultdict(list)  # server CPU by thread, per run
 SETTLED: dict[tuple[str, str], list[dict[str, float]]] = collections.defaultdict(list)  # the same, until it idled
+# each run's first request and the median of the others, in ms: the first is the brain's admission and its
+# followers' start, the others the box's noise apart from it
+REQUESTS: dict[tuple[str, str], list[tuple[float, float]]] = collections.defaultdict(list)
 CELLS = {
     "json": (["--h1"], 1, "application/json"),
     "msgpack": (["--h1"], 1, "application/msgpack"),
@@ -327,8 +339,9 @@ def serve(
     return proc, port
 
 
-def load(port: int, cell: str, body_path: Path, batches: int, cores: set[int] | None) -> float:
-    """h2load's wall seconds for ``batches`` requests of the body at ``body_path``."""
+def load(port: int, cell: str, body_path: Path, batches: int, cores: set[int] | None, log: Path | None = None) -> float:
+    """h2load's wall seconds for ``batches`` requests of the body at ``body_path`` (each request's time written to
+    ``log``, h2load's ``--log-file``)."""
     flags, streams, media = CELLS[cell]
     argv = [
         *pinned(cores),
@@ -346,6 +359,7 @@ def load(port: int, cell: str, body_path: Path, batches: int, cores: set[int] | 
         f"content-type: {media}",
         "-H",
         f"authorization: Bearer {KEY}",
+        *(["--log-file", str(log)] if log else []),
         f"http://127.0.0.1:{port}/v1/brains/main/addMany",
     ]
     started = time.perf_counter()
@@ -446,7 +460,10 @@ def one(
             # named as the figures after are: unnamed, the threads alive now were all "python", and the main
             # thread's figure counted its start-up (imports, the store's open) as if the rows had cost it
             before = cpu_by_thread(proc.pid, thread_names(proc.pid, args.py_spy))
-            took = load(port, cell, bodies[CELLS[cell][2]], args.batches, cores[1])
+            log = scratch / "requests.tsv"
+            took = load(port, cell, bodies[CELLS[cell][2]], args.batches, cores[1], log)
+            ms = [int(line.split()[2]) / 1000 for line in log.read_text().splitlines()]  # start, status, us
+            REQUESTS[str(tree), cell].append((ms[0], float(np.median(ms[1:] or ms))))
             after = cpu_by_thread(proc.pid, thread_names(proc.pid, args.py_spy))
             spent = {k: after[k] - before.get(k, 0.0) for k in after if after[k] - before.get(k, 0.0) > 0.005}
             CPU[str(tree), cell].append(spent)
@@ -647,6 +664,12 @@ def main() -> int:
                             f"{k} {1e6 * v / rows:,.0f}" for k, v in sorted(best.items(), key=lambda kv: -kv[1])
                         )
                         + ")"
+                    )
+                    print(
+                        f"{'':<9} a request, ms: the first "
+                        + ", ".join(f"{first:.0f}" for first, _ in REQUESTS[str(tree), cell])
+                        + "; the others' median "
+                        + ", ".join(f"{rest:.1f}" for _, rest in REQUESTS[str(tree), cell])
                     )
                     if SETTLED[str(tree), cell]:
                         done = [sum(d.values()) for d in SETTLED[str(tree), cell]]
