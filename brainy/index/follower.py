@@ -592,7 +592,7 @@ class VectorFollower(ProjectionFollower):
         """The server's pool admits this handle. When the store holds no vectored entity, its index is empty at the
         head: the first vectored commits after it, while their moves are all held, start the index from nothing
         (:meth:`advance`) rather than a build behind them that reads their rows back (the first ``addMany`` of
-        1,000 vectored rows to a new brain answered in 46-78 ms where the next took 14-47, waiting for that build)."""
+        1,000 vectored rows to a new brain answered in 38-79 ms where the others took 15-28, waiting for that build)."""
         brain = self._brain
         with self._lock:
             ledger = brain.durable_ledger
