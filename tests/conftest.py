@@ -39,9 +39,10 @@ for _name in NAMES:
     globals()[f"_{_name}_twin"], globals()[f"_{_name}_twins"] = _twin_fixtures(_name)
 
 
-#: The files whose tests take longest (each file's tests' times summed, from a full run's JUnit report), longest first. They run first: xdist's
-#: ``loadfile`` hands files to the two workers in collection order, and a minute-long file collected last runs alone
-#: at the end while the other worker waits (a tail of four to six minutes on a slow day).
+#: The files whose tests take longest (each file's tests' times summed, from a full run's JUnit report: the 45 of
+#: 15 s or more), longest first. They run first: xdist's ``loadfile`` hands files to the two workers in collection
+#: order, and a long file collected last runs alone at the end while the other worker waits (a tail of four to six
+#: minutes on a slow day, when a minute-long one was last).
 LONGEST_FIRST = (
     "test_crash.py",
     "test_vector_snapshots.py",
@@ -67,8 +68,27 @@ LONGEST_FIRST = (
     "test_serve_tokens.py",
     "test_vector_partitions.py",
     "test_fleet_chaos.py",
+    "test_vectors.py",
     "test_embedder.py",
     "test_vecdecimal.py",
+    "test_damage.py",
+    "test_horizons.py",
+    "test_serve_auth.py",
+    "test_ws_session.py",
+    "test_import.py",
+    "test_fleet_shipping.py",
+    "test_residency.py",
+    "test_serve_malformed.py",
+    "test_change_stream.py",
+    "test_host_doors.py",
+    "test_serve_stop.py",
+    "test_sstblock.py",
+    "test_serve_h3.py",
+    "test_fuzz_transports.py",
+    "test_mcp_sdk.py",
+    "test_h1frame.py",
+    "test_fleet.py",
+    "test_lease.py",
 )
 
 
