@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_vectors import live_vectors
 
 from brainy.index import vector_matrix as M
 from brainy.index.vectors import VectorIndex
@@ -79,8 +80,7 @@ def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start,
         if after is not None:
             rows[dense] = after
     batched = _batched_as_one_at_a_time(start, moves, linked, graphed)
-    live = {int(d): batched.vector_of(int(d)).tobytes() for d in batched._dense[: batched._count] if d != M.NO_SLOT}
-    assert live == {d: M.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
+    assert live_vectors(batched) == {d: M.unit(r["vector"]).tobytes() for d, r in rows.items() if r.get("vector")}
 
 
 def test_a_batch_of_vectors_is_scaled_bit_for_bit_as_one_at_a_time():

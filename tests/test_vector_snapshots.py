@@ -20,7 +20,7 @@ import crc32c
 import numpy as np
 import pytest
 from helpers import flip, new_store
-from test_vectors import DIM, _assert_same, _clustered, graph_in, oracle
+from test_vectors import DIM, _assert_same, _clustered, graph_in, live_vectors, oracle
 
 from brainy.contract import refusals as R
 from brainy.doors.mechanics import footprint
@@ -87,8 +87,7 @@ def index_state(brain: Brain) -> tuple[int, int, dict[int, bytes]]:
 
 
 def index_of(index: VectorIndex) -> tuple[int, int, dict[int, bytes]]:
-    live = {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[: index._count] if d != M.NO_SLOT}
-    return index.stamp, len(index), live
+    return index.stamp, len(index), live_vectors(index)
 
 
 def test_a_delta_is_as_documented_and_follows_its_base():

@@ -526,10 +526,15 @@ def test_owned_slots_are_never_copied_to_grow_and_read_the_same_across_their_par
     assert (back._slots.gather(np.arange(5_000)) == units).all()
 
 
+def live_vectors(index: VectorIndex) -> dict[int, bytes]:
+    """Each live entity's unit vector in ``index``, by dense int."""
+    return {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[: index._count] if d != M.NO_SLOT}
+
+
 def _live(brain: Brain) -> dict[int, bytes]:
-    """Each live entity's unit vector in the head's index, by dense int."""
+    """:func:`live_vectors` of the head's index."""
     with brain.at().vectors() as index:
-        return {int(d): index.vector_of(int(d)).tobytes() for d in index._dense[: index._count] if d != M.NO_SLOT}
+        return live_vectors(index)
 
 
 def test_a_served_brain_admitted_with_no_vector_starts_its_index_from_its_first_vectored_commit(tmp_path) -> None:
