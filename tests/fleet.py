@@ -24,6 +24,8 @@ from server import HOST, PERSON, PERSON_KEY, SERVICE_KEY, _answers, _stop, curl,
 
 START_SECONDS = 20.0
 TTL = 2  # the fleet's lease in the tests: the shortest the server takes
+# host.move: a named node stages a test's brain (a few entities) well within this; a stopped one is waited for this long
+STAGE_SECONDS = 6.0
 
 
 @dataclass
@@ -125,6 +127,7 @@ def shipping_nodes(
     environment's: the ``cluster`` fixture), each started in turn; all stopped on the way out."""
     keys = write_fleet_keys(directory / "keys")
     extra = ("--object-store", f"s3://{bucket}/{directory.name}", "--ship", "sync")
+    extra += ("--move-stage-seconds", str(STAGE_SECONDS))
     started: dict[str, Node] = {}
     try:
         for name in names:

@@ -318,6 +318,11 @@ def test_without_fleet_nothing_of_it_shows(server):
             "at least 2",
         ),
         (
+            ["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "http://127.0.0.1:2"]
+            + ["--move-stage-seconds", "0"],
+            "--move-stage-seconds 0.0: more than 0",
+        ),
+        (
             ["--fleet", "http://127.0.0.1:1", "--node", "a", "--advertise", "http://127.0.0.1:2"],
             "no etcd endpoint answered",
         ),

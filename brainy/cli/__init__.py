@@ -165,6 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the lease this node's registration and brains are held under; default 10, at least 2",
     )
     p_serve.add_argument(
+        "--move-stage-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="host.move: the named node stages the brain within this before any write is held, or the move is "
+        "refused; default 20",
+    )
+    p_serve.add_argument(
         "--object-store",
         metavar="s3://BUCKET[/PREFIX]",
         help="ship every commit's log frames and host.persist snapshots to this S3-compatible store (endpoint and "

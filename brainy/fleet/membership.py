@@ -36,6 +36,10 @@ log = logging.getLogger("brainy.fleet")
 DEFAULT_TTL = 10
 MIN_TTL = 2  # seconds: a renewal every third of it must still come back in time
 REFRESH_SECONDS = 1.0
+# host.move: the named node stages the brain (its newest snapshot and the log after it, written beside its brains)
+# within this, before any write is held, or the move is refused: a brain it cannot stage in that time is not moved.
+# A large brain over a slow store needs more (``--move-stage-seconds``)
+STAGE_SECONDS = 20.0
 CLAIM_TRIES = 3  # a claim's compare can lose to another node's claim; read again and try at most this often
 ARRIVAL_BACKOFF = (1.0, 60.0)  # seconds: a brain that could not arrive is tried again after 1 s, doubling to 60
 HANDOVER_POLL = 0.1  # seconds: how often a request waiting out a hand-over reads the fleet again (Fleet.serving)
@@ -72,6 +76,7 @@ class Fleet:
         free_bytes: Callable[[], int] = lambda: 0,
         local: Callable[[], list[str]] = list,
         refresh: float = REFRESH_SECONDS,
+        stage_seconds: float = STAGE_SECONDS,
     ) -> None:
         if ttl < MIN_TTL:
             raise FleetJoinError(f"--fleet-ttl {ttl}: at least {MIN_TTL} seconds")
@@ -82,6 +87,7 @@ class Fleet:
         self.free_bytes = free_bytes
         self.local = local
         self.refresh_seconds = refresh
+        self.stage_seconds = stage_seconds  # host.move (--move-stage-seconds): the named node stages within this
         self.lease = 0
         self.joined_at = int(time.time() * 1000)
         self.owned: dict[str, int] = {}  # the brains this node serves, with the epoch it claimed each at

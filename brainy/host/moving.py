@@ -42,9 +42,6 @@ log = logging.getLogger("brainy.move")
 # the named node claims, restores and opens the brain within this, or the hand-over is taken back: the writes are
 # held meanwhile, and a move that cannot keep them under a second or so is better not made
 CLAIM_SECONDS = 5.0
-# the named node stages the brain (its newest snapshot and the log after it, written beside its brains) within this,
-# before any write is held, or the move is refused: a brain it cannot stage in that time is not moved
-PREPARE_SECONDS = 20.0
 TAKE_BACK_TRIES = 4  # a hand-over that did not happen is put back within about 5 s of etcd answering again
 #: The caller an owner asserts when it asks the named node to claim (``X-Brainy-Caller: node:<owner>``).
 CALLER_KIND = "node:"
@@ -104,7 +101,8 @@ async def _hand_over(c: Any, fleet: Fleet, brain: str, epoch: int, to: str) -> d
     ended = asyncio.Event()
     try:
         await loop.run_in_executor(None, shipping.snapshot, brain, epoch)
-        await ask(c, fleet, to, brain, "move", {"node": to}, PREPARE_SECONDS, claim=True)  # staged there, or refused
+        # staged there (within --move-stage-seconds), or refused
+        await ask(c, fleet, to, brain, "move", {"node": to}, fleet.stage_seconds, claim=True)
         fleet.handing[brain] = ended  # new writes wait in the dispatcher from here on
         return await _handing(c, fleet, shipping, brain, epoch, to, loop)
     finally:

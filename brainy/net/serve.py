@@ -20,7 +20,7 @@ from brainy.auth.tokens import TokenVerifier, default_issuers_path
 from brainy.contract import refusals as R
 from brainy.doors import language
 from brainy.fleet.etcd import Etcd
-from brainy.fleet.membership import Fleet, FleetJoinError
+from brainy.fleet.membership import STAGE_SECONDS, Fleet, FleetJoinError
 from brainy.fleet.objectstore import ObjectStore, ObjectStoreError
 from brainy.fleet.proxy import owner_address
 from brainy.host.arbiter import meminfo
@@ -259,6 +259,11 @@ def join_args(args: Any, pool: Pool) -> Fleet | None:
         check_brain_name(node)  # a node's name is one legal segment, as a brain's is
     except R.Refusal:
         raise FleetJoinError(f"--node {node!r}: one legal name segment") from None
+    stage = getattr(args, "move_stage_seconds", None)
+    if stage is None:
+        stage = STAGE_SECONDS
+    elif not stage > 0:
+        raise FleetJoinError(f"--move-stage-seconds {stage}: more than 0")
     try:
         owner_address(advertise)
         client = Etcd([url.strip() for url in urls.split(",") if url.strip()])
@@ -271,6 +276,7 @@ def join_args(args: Any, pool: Pool) -> Fleet | None:
         args.fleet_ttl,
         free_bytes=lambda: meminfo().get("MemAvailable", 0),
         local=pool.known,
+        stage_seconds=stage,
     )
 
 
