@@ -8,7 +8,7 @@ cost per call is what matters), each ``n`` times after ``n // 10`` untimed: ``pu
 under ``If-None-Match: *``, a fresh name each time), ``get`` (that object back) and ``list`` (a prefix of 100
 names). Printed per client: p50 and p99 in microseconds. moto's own cost is in both columns alike.
 
-Candidates: brainy's own SigV4 client (``brainy.fleet.objectstore``: ``http.client``, blocking, one kept-alive
+Candidates: brainy's own SigV4 client (``brainy.fleet.objectstore``: blocking sockets, one kept-alive
 connection) and boto3 (botocore). aiobotocore is not measured: shipping runs on worker threads, not the loop.
 """
 

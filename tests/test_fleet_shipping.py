@@ -675,28 +675,29 @@ def test_every_kept_connection_closes_with_the_store_and_an_ended_threads_at_the
     done = threading.Event()
 
     def open_one(out: list, hold: bool = False) -> None:
-        conn = store._connection()
-        conn.connect()  # a socket open to the store, as a call leaves its connection kept alive
-        out.append(conn)
+        out.append(store._connection())  # a socket open to the store, as a call leaves its connection kept alive
         if hold:
             done.wait(10)
+
+    def is_open(sock) -> bool:
+        return sock.fileno() != -1
 
     ended: list = []
     thread = threading.Thread(target=open_one, args=(ended,))
     thread.start()
     thread.join()
-    assert ended[0].sock is not None  # kept after its thread ended...
+    assert is_open(ended[0])  # kept after its thread ended...
     live: list = []
     holding = threading.Thread(target=open_one, args=(live, True))
     holding.start()
     while not live:
         time.sleep(0.01)
-    assert ended[0].sock is None  # ...until the next one was made
+    assert not is_open(ended[0])  # ...until the next one was made
     mine: list = []
     open_one(mine)
     store.release()
-    assert mine[0].sock is None and live[0].sock is not None  # the caller's only
+    assert not is_open(mine[0]) and is_open(live[0])  # the caller's only
     store.close()
-    assert live[0].sock is None  # every thread's, the living one's too
+    assert not is_open(live[0])  # every thread's, the living one's too
     done.set()
     holding.join()

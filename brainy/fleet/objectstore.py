@@ -5,7 +5,10 @@ shipped segment is small (a group commit's frames, a few KiB), so what a ``--shi
 client's cost per call, not its bandwidth; botocore's per-call machinery (its model-driven serialiser, its event
 hooks, its retry handler) costs several times the round trip to a local store. The calls shipping makes are four
 (a conditional put, a get, a list, a bucket create for tests and first starts), each a few lines of SigV4 over
-``http.client`` with a kept-alive connection per thread; nothing beyond the standard library.
+a kept-alive socket per thread: the request framed in one piece (``http1.request_bytes``) and sent by one
+``sendall``, the answer read by the one HTTP/1.1 reader brainy has (``brainy.client.wire.Reader``, httptools).
+``http.client``, used before, cost 0.5-0.9 ms of CPU a put (its header parsing through ``email``, a send per
+header), on the GIL a ``--ship sync`` round's commits need.
 
 Configuration is the standard one: ``AWS_ENDPOINT_URL`` (absent: ``https://s3.<region>.amazonaws.com``),
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN`` (optional), ``AWS_DEFAULT_REGION``
@@ -19,11 +22,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import functools
 import hashlib
 import hmac
-import http.client
 import logging
 import os
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -32,12 +37,16 @@ from urllib.parse import quote, urlsplit
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
+from brainy.client.wire import Reader
+from brainy.fleet.http1 import request_bytes
+
 # an object up to SINGLE_PUT bytes is one put; a larger one (a large brain's snapshot) a multipart upload of
 # PART_BYTES parts (S3: parts of 5 MiB to 5 GiB, at most 10,000 of them: objects up to 640 GiB here)
 SINGLE_PUT = 64 << 20
 DELETES = 1000  # objects one DeleteObjects call names, at most
 PART_BYTES = 64 << 20
 CALL_SECONDS = 10.0  # one call; a sync write waits on it, so a store that hangs longer is unreachable
+READ_CHUNK = 1 << 16
 ATTEMPTS = 3  # a call whose connection broke (a kept-alive socket the store closed) is tried again this often
 _EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 _XMLNS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -94,6 +103,12 @@ def _hmac(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
+@functools.lru_cache(maxsize=8)
+def _signing_key(secret: str, day: str, region: str) -> bytes:
+    """SigV4's key of a day (four HMACs): the same for every call that day, so made once."""
+    return _hmac(_hmac(_hmac(_hmac(("AWS4" + secret).encode(), day), region), "s3"), "aws4_request")
+
+
 def sign(
     method: str,
     path: str,
@@ -129,7 +144,7 @@ def sign(
     )
     scope = f"{day}/{creds.region}/s3/aws4_request"
     to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-    key = _hmac(_hmac(_hmac(_hmac(("AWS4" + creds.secret_key).encode(), day), creds.region), "s3"), "aws4_request")
+    key = _signing_key(creds.secret_key, day, creds.region)
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     out["authorization"] = (
         f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, SignedHeaders={';'.join(names)}, "
@@ -152,38 +167,50 @@ class ObjectStore:
         self._host = parts.hostname
         self._port = parts.port or (443 if self._secure else 80)
         self._host_field = parts.netloc
+        self._tls = ssl.create_default_context() if self._secure else None
         self._local = threading.local()  # one kept-alive connection per calling thread
         # every connection kept, with the thread it is kept for: :meth:`close` closes them all, and one kept for a
         # thread that has ended is closed when the next is made (the fsync workers of a brain closed, a restore's
         # fetches): left to the collector, its socket stayed open until some later pass, on any thread
-        self._kept: list[tuple[threading.Thread, http.client.HTTPConnection]] = []
+        self._kept: list[tuple[threading.Thread, socket.socket]] = []
         self._kept_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, environ: Mapping[str, str] = os.environ) -> ObjectStore:
         return cls(Location.parse(url), Credentials.from_environment(environ))
 
-    def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
-            conn = kind(self._host, self._port, timeout=self.timeout)
-            self._local.conn = conn
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                return self._tls.wrap_socket(sock, server_hostname=self._host)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _connection(self) -> socket.socket:
+        """The calling thread's kept-alive connection to the store, made when it has none."""
+        sock = getattr(self._local, "sock", None)
+        if sock is None:
+            sock = self._connect()
+            self._local.sock = sock
             with self._kept_lock:
                 ended = [kept for thread, kept in self._kept if not thread.is_alive()]
                 self._kept = [(thread, kept) for thread, kept in self._kept if thread.is_alive()]
-                self._kept.append((threading.current_thread(), conn))
+                self._kept.append((threading.current_thread(), sock))
             for kept in ended:
                 kept.close()
-        return conn
+        return sock
 
     def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        sock = getattr(self._local, "sock", None)
+        if sock is not None:
+            sock.close()
+            self._local.sock = None
             with self._kept_lock:
-                self._kept = [(thread, kept) for thread, kept in self._kept if kept is not conn]
+                self._kept = [(thread, kept) for thread, kept in self._kept if kept is not sock]
 
     def request(
         self,
@@ -192,43 +219,46 @@ class ObjectStore:
         query: list[tuple[str, str]] | None = None,
         body: bytes = b"",
         headers: dict[str, str] | None = None,
-    ) -> tuple[int, bytes, http.client.HTTPMessage]:
-        """One signed call: (status, body, the answer's fields). A broken kept-alive connection is tried again
-        on a new one."""
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """One signed call: (status, body, the answer's fields, lower-case names). A broken kept-alive connection
+        (the store closed it while idle) is tried again on a new one."""
         query = query or []
-        target, signed = self._signed(method, path, query, body, headers)
         last: Exception | None = None
         for attempt in range(ATTEMPTS):
-            signed = self._signed(method, path, query, body, headers)[1] if attempt else signed
+            data = self._framed(method, path, query, body, headers)  # signed now: a retry's date is its own
             try:
-                conn = self._connection()
-                conn.request(method, target, body=body or None, headers=signed)
-                answer = conn.getresponse()
-                data = answer.read()
-                if answer.getheader("connection", "").lower() == "close":
+                sock = self._connection()
+                sock.sendall(data)
+                reader = Reader()
+                while not reader.done:
+                    chunk = sock.recv(READ_CHUNK)
+                    if not chunk:
+                        reader.eof()
+                    reader.feed(chunk)
+                answer = reader.response
+                if not answer.keep:
                     self._drop()
-                return answer.status, data, answer.msg
-            except (OSError, http.client.HTTPException) as exc:
+                return answer.status, answer.body, answer.headers
+            except (OSError, ValueError) as exc:  # ValueError: cut short or garbled (wire.Reader)
                 self._drop()
                 last = exc
                 if attempt + 1 < ATTEMPTS:
                     time.sleep(0.05 * (attempt + 1))
         raise ObjectStoreError(f"the object store did not answer {method} {path}: {last}")
 
-    def _signed(
+    def _framed(
         self, method: str, path: str, query: list[tuple[str, str]], body: bytes, headers: dict[str, str] | None
-    ) -> tuple[str, dict[str, str]]:
-        """A call's target (path and query, encoded) and its signed fields, signed now."""
-        fields = dict(headers or {})
-        fields["host"] = self._host_field
+    ) -> bytes:
+        """A call's request bytes, signed now (``host`` is signed, and framed once, by request_bytes)."""
         sha = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA
         target = quote(path, safe="/-_.~")
         if query:
             target += "?" + "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query))
+        fields = dict(headers or {})
+        fields["host"] = self._host_field
         signed = sign(method, path, query, fields, sha, self.creds, datetime.datetime.now(datetime.UTC))
-        if body or method in ("PUT", "POST"):
-            signed["content-length"] = str(len(body))
-        return target, signed
+        del signed["host"]
+        return request_bytes(method, target, self._host_field, list(signed.items()), body)
 
     def _path(self, name: str = "") -> str:
         return f"/{self.location.bucket}/{self.location.prefix}{name}" if name else f"/{self.location.bucket}"
@@ -309,31 +339,54 @@ class ObjectStore:
     def reading(self, name: str) -> Iterator[Callable[[int], bytes] | None]:
         """The object ``name`` read as it arrives, on a connection of its own (the caller's other calls go on
         meanwhile): yields ``read(n)`` (at most ``n`` bytes, ``b""`` at the end), or None when there is none."""
-        kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
-        conn = kind(self._host, self._port, timeout=self.timeout)
         try:
-            target, signed = self._signed("GET", self._path(name), [], b"", None)
+            sock = self._connect()
+        except OSError as exc:
+            raise ObjectStoreError(f"the object store did not answer GET {name}: {exc}") from None
+        try:
+            reader = Reader(held=True)  # a 200's body handed out as it comes; any other status's kept whole
+            pieces: list[bytes] = []
+
+            def more() -> None:
+                """Read on until a piece of the body or the answer's end has come."""
+                try:
+                    while not pieces and not reader.done:
+                        chunk = sock.recv(READ_CHUNK)
+                        if not chunk:
+                            reader.eof()
+                        reader.feed(chunk)
+                        pieces.extend(reader.take())
+                except (OSError, ValueError) as exc:
+                    raise ObjectStoreError(f"the object store broke off GET {name}: {exc}") from None
+
             try:
-                conn.request("GET", target, headers=signed)
-                answer = conn.getresponse()
-            except (OSError, http.client.HTTPException) as exc:
+                sock.sendall(self._framed("GET", self._path(name), [], b"", None))
+                while not reader.response.status and not reader.done:
+                    more()
+            except (OSError, ObjectStoreError) as exc:
                 raise ObjectStoreError(f"the object store did not answer GET {name}: {exc}") from None
-            if answer.status == 404:
-                answer.read()
+            status = reader.response.status
+            if status == 404:
                 yield None
                 return
-            if answer.status != 200:
-                raise self._error(answer.status, answer.read(), f"the get of {name}")
+            if status != 200:
+                while not reader.done:
+                    more()
+                raise self._error(status, reader.response.body, f"the get of {name}")
 
             def read(n: int) -> bytes:
-                try:
-                    return answer.read(n)
-                except (OSError, http.client.HTTPException) as exc:
-                    raise ObjectStoreError(f"the object store broke off GET {name}: {exc}") from None
+                more()
+                if not pieces:
+                    return b""
+                piece = pieces[0]
+                if len(piece) <= n:
+                    return pieces.pop(0)
+                pieces[0] = piece[n:]
+                return piece[:n]
 
             yield read
         finally:
-            conn.close()
+            sock.close()
 
     def delete(self, names: list[str]) -> None:
         """Delete the objects ``names`` (at most :data:`DELETES` a call: S3's DeleteObjects); one already gone is
