@@ -33,6 +33,18 @@ def test_a_run_is_whole_or_none():
     assert held.get(6) == 60 and held.get(5) is None
 
 
+def test_a_span_answers_what_is_held_in_it_and_leaves_it_held():
+    """span answers the values held in a range of generations, in order, skipping those not held (a follower
+    looking at each commit's moves once), whether the range is near (counted up) or far (the keys filtered), and
+    removes nothing."""
+    held: Pending[int] = Pending({3: 30, 4: 40, 6: 60, 90_000: 9})
+    assert held.span(2, 6) == [30, 40, 60]
+    assert held.span(4, 5) == [] and held.span(6, 6) == []
+    assert held.span(0, 10**12) == [30, 40, 60, 9]  # far: the keys themselves
+    assert held.span(5, 90_000) == [60, 9]
+    assert len(held) == 4
+
+
 def test_a_sparse_front_is_taken_whole():
     """Generations held with gaps (an adopted map) are taken in order, however far the bound reaches."""
     held: Pending[int] = Pending({10: 1, 500: 2, 90_000: 3})

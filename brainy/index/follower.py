@@ -620,10 +620,11 @@ class VectorFollower(ProjectionFollower):
         """Only a commit that moved a vector starts the index's build: a brain written without one keeps no index
         in memory until a search asks for it."""
         looked, self._looked = self._looked, durable  # each commit's moves are looked at once
+        if durable <= looked:
+            return False
         return any(
             (before is not None and before.get("vector")) or (after is not None and after.get("vector"))
-            for g, moves in self._moves.copy().items()
-            if looked < g <= durable
+            for moves in self._moves.span(looked, durable)  # not a copy of every move held: they grow to the flush
             for _, before, after in moves
         )
 

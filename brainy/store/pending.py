@@ -79,6 +79,15 @@ class Pending(Generic[T]):
                 return None
             return [held[g] for g in range(low + 1, high + 1)]
 
+    def span(self, low: int, high: int) -> list[T]:
+        """The values of the generations held from ``low`` + 1 to ``high``, in order (a follower looking at each
+        commit's moves once: usually one generation, never a copy of all that is held)."""
+        with self._lock:
+            held = self._held
+            if high - low < 2 * len(held):
+                return [held[g] for g in range(low + 1, high + 1) if g in held]
+            return [value for g, value in sorted(held.items()) if low < g <= high]
+
     def above(self, low: int) -> list[T]:
         """The values of the generations held above ``low``, in generation order."""
         with self._lock:
