@@ -138,7 +138,7 @@ class Load:
                 continue
             if id_ is not None and retried and name.endswith("EntityExistsError"):
                 name = "200 (landed before the node died)"
-            self._count(name, f"{method} {path} {doc}" if not name.startswith("200") else None)
+            self._count(name, f"{method} {path} after {took:.2f} s: {doc}" if not name.startswith("200") else None)
             with self.lock:
                 self.slowest.append((took, f"{method} {path} -> {name}"))
                 self.slowest.sort(reverse=True)
