@@ -90,7 +90,7 @@ from fleet import call, health, start_node, wait_until, write_fleet_keys  # noqa
 from server import HOST, PERSON_KEY, SERVICE_KEY, _stop  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "perf"))
-from measure import free_port, wait_ready  # noqa: E402
+from measure import free_port, pin_process, wait_ready  # noqa: E402
 
 
 class Connection:
@@ -216,7 +216,7 @@ def main() -> None:
 def pin(*servers: int) -> None:
     """``servers`` (every thread) on core 0, this process on core 1: the client never takes a server's core."""
     for pid in servers:
-        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True, stdout=subprocess.DEVNULL)
+        pin_process(pid, {0})
     os.sched_setaffinity(0, {1})
 
 

@@ -34,22 +34,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' real-process helpers: etcd
 
 from etcd import start_etcd  # noqa: E402
 from fleet import call, start_node, write_fleet_keys  # noqa: E402
-from measure import H2LOAD, pinned, split_cores  # noqa: E402
+from measure import H2LOAD, cpu_seconds, pin_process, pinned, split_cores  # noqa: E402
 from objectstore import start_moto  # noqa: E402
 from server import PERSON_KEY, SERVICE_KEY, _stop  # noqa: E402
 
 MODES = ("local", "sync", "async")
 BRAIN = "ship"
-
-
-def pin_all(pid: int, cores: set[int] | None) -> None:
-    """Every thread of ``pid`` on ``cores`` (the threads it starts later inherit it)."""
-    if cores:
-        subprocess.run(
-            ["taskset", "-a", "-p", "-c", ",".join(map(str, sorted(cores))), str(pid)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
 
 
 def load(port: int, body: Path, writers: int, seconds: float, cores: set[int] | None) -> float:
@@ -72,12 +62,6 @@ def load(port: int, body: Path, writers: int, seconds: float, cores: set[int] | 
     return float(rate[1])
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of ``pid`` so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run(mode: str, root: Path, keys: Path, body: Path, args: argparse.Namespace, cores: tuple) -> float:
     server, client = cores
     extra: tuple[str, ...] = ()
@@ -86,11 +70,12 @@ def run(mode: str, root: Path, keys: Path, body: Path, args: argparse.Namespace,
     with start_etcd(root / "etcd") as etcd:
         node = start_node(root, f"n{mode}", etcd.url, keys, ttl=10, extra=extra)
         try:
-            pin_all(node.proc.pid, server)
+            pin_process(node.proc.pid, server)
             placed = call(node, "POST", f"/v1/brains/{BRAIN}/provision", b"{}", key=SERVICE_KEY)
             assert placed.status == 200, placed
+            add = body.read_bytes()
             for _ in range(50):
-                assert call(node, "POST", f"/v1/brains/{BRAIN}/add", body.read_bytes()).status == 200
+                assert call(node, "POST", f"/v1/brains/{BRAIN}/add", add).status == 200
             before = cpu_seconds(node.proc.pid)
             started = time.monotonic()
             rate = load(node.port, body, args.writers, args.seconds, client)

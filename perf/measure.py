@@ -579,6 +579,17 @@ def pinned(cores: set[int] | None) -> list[str]:
     return ["taskset", "-c", ",".join(map(str, sorted(cores)))] if cores else []
 
 
+def pin_process(pid: int, cores: set[int] | None) -> None:
+    """Every thread of the running process ``pid`` on ``cores`` (threads it starts later inherit it); nothing when
+    the box has one core."""
+    if cores:
+        subprocess.run(
+            ["taskset", "-a", "-p", "-c", ",".join(map(str, sorted(cores))), str(pid)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+
+
 def split_cores() -> tuple[set[int] | None, set[int] | None]:
     """(server cores, load cores): one each when the box has two or more, else None and None (said)."""
     cores = sorted(os.sched_getaffinity(0))

@@ -61,15 +61,18 @@ class Pending(Generic[T]):
 
     def _front(self, upto: int) -> list[int]:
         """The generations held at or below ``upto``, in order; the caller holds the lock."""
-        held = self._held
-        if not held or upto < self._low:
+        if not self._held or upto < self._low:
             return []
-        if upto - self._low < 2 * len(held):  # generations come one after another: count up from the lowest
-            front = [g for g in range(self._low, upto + 1) if g in held]
-        else:  # a sparse or far-reaching range: the keys themselves are fewer
-            front = sorted(g for g in held if g <= upto)
+        front = self._between(self._low - 1, upto)
         self._low = upto + 1
         return front
+
+    def _between(self, low: int, high: int) -> list[int]:
+        """The generations held from ``low`` + 1 to ``high``, in order; the caller holds the lock."""
+        held = self._held
+        if high - low <= 2 * len(held):  # generations come one after another: count up from the lowest
+            return [g for g in range(low + 1, high + 1) if g in held]
+        return sorted(g for g in held if low < g <= high)  # a sparse or far-reaching range: the keys are fewer
 
     def between(self, low: int, high: int) -> list[T] | None:
         """The values of generations ``low`` + 1 to ``high``, in order; None when one of them is not held."""
@@ -83,10 +86,7 @@ class Pending(Generic[T]):
         """The values of the generations held from ``low`` + 1 to ``high``, in order (a follower looking at each
         commit's moves once: usually one generation, never a copy of all that is held)."""
         with self._lock:
-            held = self._held
-            if high - low < 2 * len(held):
-                return [held[g] for g in range(low + 1, high + 1) if g in held]
-            return [value for g, value in sorted(held.items()) if low < g <= high]
+            return [self._held[g] for g in self._between(low, high)]
 
     def above(self, low: int) -> list[T]:
         """The values of the generations held above ``low``, in generation order."""
