@@ -84,10 +84,17 @@ def test_moves_in_one_batch_leave_the_index_the_moves_one_at_a_time_leave(start,
 
 
 def test_a_batch_of_vectors_is_scaled_bit_for_bit_as_one_at_a_time():
-    vectors = np.random.default_rng(3).standard_normal((500, DIM)).astype(np.float32) * 7
+    """A commit's vectors are divided by their lengths as they are written into the slots (across a full owned
+    part's end here: 1,000 rows in, then 500 over the first part's 1,024): the same bits as each made a unit alone,
+    from bytes or from a list of numbers alike."""
+    vectors = np.random.default_rng(3).standard_normal((1_500, DIM)).astype(np.float32) * 7
     raw = [v.tobytes() for v in vectors]
-    assert M._units(raw).tobytes() == b"".join(M.unit(v).tobytes() for v in raw)
-    assert M._units([v.tolist() for v in vectors]).tobytes() == M._units(raw).tobytes()
+    alone = b"".join(M.unit(v).tobytes() for v in raw)
+    for given in (raw, [v.tolist() for v in vectors]):
+        slots = M.Slots()
+        for part in (given[:1_000], given[1_000:]):
+            slots.extend(*M._scaled(part))
+        assert len(slots._parts) == 1 and slots.copy(0, 1_500).tobytes() == alone
 
 
 def test_a_zero_vector_in_a_batch_fails_where_one_at_a_time_fails():

@@ -262,13 +262,20 @@ class Slots:
         self.owned[self._owned] = vector
         self._owned += 1
 
-    def extend(self, vectors: np.ndarray) -> None:
+    def extend(self, vectors: np.ndarray, norms: np.ndarray | None = None) -> None:
+        """Take ``vectors`` as the next slots; with ``norms`` (:func:`_scaled`'s), each divided by its length as it
+        is written: a commit's units made in the slots, not in a matrix of their own copied in after (its fresh
+        megabytes faulted in on the fsync worker each commit, then copied)."""
         at = 0
         while at < len(vectors):
             if self._owned == len(self.owned):
                 self._seal(len(vectors) - at)
             take = min(len(self.owned) - self._owned, len(vectors) - at)
-            self.owned[self._owned : self._owned + take] = vectors[at : at + take]
+            into = self.owned[self._owned : self._owned + take]
+            if norms is None:
+                into[:] = vectors[at : at + take]
+            else:
+                np.divide(vectors[at : at + take], norms[at : at + take, None], out=into)
             self._owned += take
             at += take
 
@@ -412,14 +419,15 @@ def unit(vector: Any) -> np.ndarray:
 
 def _norms(rows: np.ndarray) -> np.ndarray:
     """Each float32 row's length in float32: one einsum over the matrix, whose sum for a row does not depend on the
-    rows beside it, so a vector made a unit alone (:func:`unit`) and in a commit's batch (:func:`_units`) has the
+    rows beside it, so a vector made a unit alone (:func:`unit`) and in a commit's batch (:func:`_scaled`) has the
     same bits. (A dot a row, np.linalg.norm's way, cost 1.1 us a row of a durable ingest's fsync worker.)"""
     return np.sqrt(np.einsum("ij,ij->i", rows, rows))
 
 
-def _units(vectors: list[Any]) -> np.ndarray | None:
-    """:func:`unit` of each vector, as the rows of one matrix (the same bits as one at a time: each row's norm is
-    taken alone and divides it in float32); None when one is a zero vector."""
+def _scaled(vectors: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The vectors as the float32 rows of one matrix and each row's length, which :meth:`Slots.extend` divides them
+    by as it writes them into the slots: each a :func:`unit`'s bits (each row's norm taken alone, the division in
+    float32); None when one is a zero vector."""
     if set(map(type, vectors)) == {bytes} and set(map(len, vectors)) == {4 * DIMENSIONS}:  # no Python step a vector
         rows = np.frombuffer(b"".join(vectors), "<f4").reshape(len(vectors), DIMENSIONS)
     else:
@@ -433,7 +441,7 @@ def _units(vectors: list[Any]) -> np.ndarray | None:
     norms = _norms(rows)
     if not (np.isfinite(norms).all() and norms.all()):
         return None
-    return (rows / norms[:, None]).astype(np.float32, copy=False)
+    return rows, norms
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:
