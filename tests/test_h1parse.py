@@ -271,3 +271,21 @@ def test_nothing_is_read_after_a_request_that_closes():
     events = events_of([READ[5] + READ[0]])
     assert requests_of(events)[0][5] is False
     assert len(requests_of(events)) == 1
+
+
+def test_a_body_that_arrives_over_many_reads_is_read_whole_as_it_came():
+    """A plain request's body past its first read is taken as the reads bring it, httptools never started: the
+    request deadline runs while it arrives, the body comes out whole, a request pipelined behind it in the last
+    read is read too, and after one that closes nothing more is."""
+    body = bytes(range(256)) * 4096  # 1 MiB
+    for close, after in ((b"", READ[0]), (b"Connection: close\r\n", READ[1])):
+        head = b"POST /v1/brains/main/addMany HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n" % (close, len(body))
+        data = head + body + after
+        conn = H1Connection()
+        events = []
+        for at in range(0, len(data), 65_536):
+            events += conn.receive_data(data[at : at + 65_536], 0.0)
+            assert conn.mid_request == (at + 65_536 < len(head) + len(body))
+        assert conn._parser is None and events[0].request.body == body
+        assert requests_of(events) == requests_of(events_of([data]))
+        assert len(events) == (1 if close else 2)

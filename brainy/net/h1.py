@@ -81,6 +81,9 @@ class H1Connection:
         self._failed = False
         self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
         self._owed = 0  # events handed out and not yet answered by send_response
+        # a plain request whose body is still arriving: its head's fields, its length, the pieces come so far
+        self._arriving: tuple[tuple[str, str, str, dict[str, str], bool], int, list[bytes | memoryview]] | None = None
+        self._arrived = 0  # of its body's bytes
         self._deadlines = Deadlines(now, idle_seconds, request_seconds)
         self._reset()
 
@@ -171,6 +174,11 @@ class H1Connection:
             return []
         deadlines = self._deadlines  # Deadlines.heard, inline: every read pays it
         deadlines.last_data = now
+        if self._arriving is not None:
+            data = self._take_body(data)
+            if not data or self._failed:
+                events, self._events = self._events, []
+                return events
         if not self.mid_request:  # between messages: the plain requests first, without the parser's callbacks
             deadlines.request_began = now
             taken = self._take_plain(data)
@@ -215,8 +223,15 @@ class H1Connection:
             if head is None:
                 return at
             method, path, query, headers, keep_alive, length, body_at = head
-            if length > self._max_body or body_at + length > end:
-                return at  # httptools refuses it, or waits for the rest of it
+            if length > self._max_body:
+                return at  # httptools refuses it
+            if body_at + length > end:
+                # the rest of its body comes in later reads, each kept as it came (httptools would copy each into
+                # a piece of its own first) and joined once the last has come: a batch's megabytes copied once
+                self._arriving = ((method, path, query, headers, keep_alive), length, [memoryview(data)[body_at:]])
+                self._arrived = end - body_at
+                self.mid_request = True
+                return end
             at = body_at + length
             body = data[body_at:at] if length else b""
             self._events.append(RequestReceived(Request(method, path, query, headers, body), keep_alive))
@@ -225,6 +240,31 @@ class H1Connection:
                 self._failed = True  # the connection ends with this answer: what follows is never read
                 return end
         return at
+
+    def _take_body(self, data: bytes) -> bytes:
+        """Take the next of the arriving body's bytes from ``data``; once the body is whole, its request's event.
+        Answers the bytes after the body (none while it is still arriving, or after a request that closes)."""
+        assert self._arriving is not None
+        fields, length, pieces = self._arriving
+        need = length - self._arrived
+        if len(data) > need:
+            pieces.append(memoryview(data)[:need])
+            rest = data[need:]
+        else:
+            pieces.append(data)
+            rest = b""
+        self._arrived += len(pieces[-1])
+        if self._arrived < length:
+            return b""
+        self._arriving = None
+        self.mid_request = False
+        method, path, query, headers, keep_alive = fields
+        self._events.append(RequestReceived(Request(method, path, query, headers, b"".join(pieces)), keep_alive))
+        self._owed += 1
+        if not keep_alive:
+            self._failed = True  # the connection ends with this answer: what follows is never read
+            return b""
+        return rest
 
     def _fail(self, refusal: R.Refusal | None) -> None:
         self._failed = True
