@@ -90,9 +90,9 @@ def test_a_batch_of_vectors_is_scaled_bit_for_bit_as_one_at_a_time():
     vectors = np.random.default_rng(3).standard_normal((1_500, DIM)).astype(np.float32) * 7
     raw = [v.tobytes() for v in vectors]
     alone = b"".join(M.unit(v).tobytes() for v in raw)
-    for given in (raw, [v.tolist() for v in vectors]):
+    for vectors_in in (raw, [v.tolist() for v in vectors]):
         slots = M.Slots()
-        for part in (given[:1_000], given[1_000:]):
+        for part in (vectors_in[:1_000], vectors_in[1_000:]):
             slots.extend(*M._scaled(part))
         assert len(slots._parts) == 1 and slots.copy(0, 1_500).tobytes() == alone
 
