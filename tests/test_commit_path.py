@@ -130,6 +130,54 @@ def test_the_durable_head_never_moves_back(store) -> None:
     assert [c for c in notebook.calls if c[0] == "advance"] == [("advance", 2, 0)]
 
 
+def test_commits_waiting_together_are_made_durable_by_the_newest_wait(store) -> None:
+    """``durable_all`` (a served loop's writes that waited while the last call was on the fsync workers): the
+    newest's wait makes every one durable, however the waits are listed; the followers and ``on_durable`` move once,
+    to the newest."""
+    _, head, commits, notebook = store
+    woken: list[int] = []
+    commits.on_durable.append(lambda: woken.append(head.durable))
+    waits = [commit(commits, id_) for id_ in "abc"]
+    assert commits.durable_all([waits[1], waits[2], waits[0]]) == [None, None, None]
+    assert head.durable == 3 and head.durable_ledger.n["entities"] == 3 and woken == [3]
+    assert [c for c in notebook.calls if c[0] == "advance"] == [("advance", 3, 0)]
+    assert commits.log is not None and not commits.log.pending
+
+
+class RefusesOne:
+    """A shipper (``Ships``) that refuses to acknowledge one generation, as a fleet node's does a commit whose upload
+    failed, and acknowledges the others."""
+
+    def __init__(self, refused: int) -> None:
+        self.refused = refused
+        self.asked: list[int] = []
+
+    def check(self) -> None:
+        """Never fenced here: only the acknowledgement is under test."""
+
+    def appended(self, generation: int, frame: bytes) -> None:
+        """Nothing is shipped: ``acknowledge`` answers from ``refused`` alone."""
+
+    def early(self, generation: int) -> None:
+        """No upload to start beside the fsync."""
+
+    def acknowledge(self, generation: int) -> None:
+        self.asked.append(generation)
+        if generation == self.refused:
+            raise RuntimeError(f"generation {generation} not stored")
+
+
+def test_when_the_newest_wait_fails_each_other_commit_is_waited_for_alone(store) -> None:
+    """A refusal of the newest commit's acknowledgement is its write's alone: the commits that waited with it are
+    each waited for as they would have been alone (oldest first), and each hears its own answer."""
+    _, head, commits, _ = store
+    commits.shipping = shipper = RefusesOne(refused=3)
+    waits = [commit(commits, id_) for id_ in "abc"]
+    failures = commits.durable_all(waits)
+    assert failures[:2] == [None, None] and isinstance(failures[2], RuntimeError)
+    assert shipper.asked == [3, 1, 2] and head.durable == 2  # the refused one is not acknowledged
+
+
 def test_a_rule_finds_the_rows_of_every_commit_above_the_durable_head(store) -> None:
     """``written_since`` answers the entity rows of the commits applied above a generation, oldest first, however
     far the durable head moved meanwhile: what a commit made durable is let go only by the next commit, under the

@@ -97,3 +97,35 @@ def test_awrite_never_blocks_the_event_loop(tmp_path, counted_fsync):
     assert brain.head == 5
     counted_fsync["delay"] = 0
     brain.close()
+
+
+def test_awrites_waiting_together_go_to_the_fsync_workers_as_one_call(tmp_path, counted_fsync, monkeypatch):
+    """The writes of one loop that commit while a durable wait is on the fsync workers wait together and go as the
+    next call, not one call each: 20 adds at once over a 0.1 s fsync are acknowledged by two or three waits there,
+    each answer once its own commit is durable. A write cancelled while it waits leaves the others answered and its
+    commit made durable all the same."""
+    brain = Brain.open(new_store(tmp_path))
+    real = brain.commits.durable_at
+    calls: list[int] = []
+
+    def durable_at(seq, generation):
+        calls.append(generation)
+        real(seq, generation)
+
+    monkeypatch.setattr(brain.commits, "durable_at", durable_at)
+    counted_fsync["delay"] = 0.1
+
+    async def main():
+        tasks = [asyncio.create_task(brain.awrite("add", {"type": "thing", "id": f"a{i}"})) for i in range(20)]
+        await asyncio.sleep(0.03)  # every one committed, the first's wait on a worker, the others waiting here
+        tasks[7].cancel()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    answers = asyncio.run(main())
+    assert isinstance(answers[7], asyncio.CancelledError)
+    del answers[7]
+    assert sorted(a["generation"] for a in answers) == [g for g in range(1, 21) if g != 8]
+    assert len(calls) <= 3 and calls[-1] == 20, calls
+    assert brain.head == 20 and brain.get("a7")["entity"] is not None  # the cancelled write's commit is durable
+    counted_fsync["delay"] = 0
+    brain.close()

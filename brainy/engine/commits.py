@@ -58,6 +58,7 @@ class Writes:
         self.commits = commits
         self.maintenance = maintenance
         self._pool: ThreadPoolExecutor | None = None
+        self._durability: _Durability | None = None  # the served writes waiting on the fsync workers
 
     def commit(
         self,
@@ -201,5 +202,57 @@ class Writes:
         return answer
 
     async def _adurable_at(self, seq: int, generation: int) -> None:
-        """``CommitPath.durable_at`` on the fsync workers, never on the loop."""
-        await asyncio.get_running_loop().run_in_executor(self._workers(), self.commits.durable_at, seq, generation)
+        """``CommitPath.durable_at`` on the fsync workers, never on the loop: with the other writes of this loop
+        waiting meanwhile (:class:`_Durability`)."""
+        loop = asyncio.get_running_loop()
+        waits = self._durability
+        if waits is None or waits.loop is not loop:
+            if waits is not None and waits.busy:  # another loop's writes wait there now (tests run several loops)
+                await loop.run_in_executor(self._workers(), self.commits.durable_at, seq, generation)
+                return
+            waits = self._durability = _Durability(loop, self._workers(), self.commits)
+        await waits.wait(seq, generation)
+
+
+class _Durability:
+    """The writes of one event loop waiting for their commits to be durable, handed to the fsync workers together:
+    while one call there is in flight, the writes that commit meanwhile wait here, and go as the next call once it
+    returns (``CommitPath.durable_all``: the newest's wait makes the others durable too). One trip to a worker and
+    one wake of the loop for each group, not for each write: a thread's wake and the loop's, a future and a
+    callback each, were a fifth of a served single ``add``'s CPU at 16 in flight."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, commits: CommitPath) -> None:
+        self.loop = loop
+        self._pool = pool
+        self._commits = commits
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self.busy = False  # a call is on the workers
+
+    def wait(self, seq: int, generation: int) -> asyncio.Future[None]:
+        future = self.loop.create_future()
+        self._waiting.append((seq, generation, future))
+        if not self.busy:
+            self._send()
+        return future
+
+    def _send(self) -> None:
+        group, self._waiting = self._waiting, []
+        self.busy = True
+        call = self.loop.run_in_executor(self._pool, self._commits.durable_all, [(s, g) for s, g, _ in group])
+        call.add_done_callback(lambda done: self._returned(group, done))
+
+    def _returned(self, group: list[tuple[int, int, asyncio.Future[None]]], done: asyncio.Future[Any]) -> None:
+        self.busy = False
+        try:
+            failures = done.result()
+        except Exception as exc:  # noqa: BLE001  (the call never ran: the workers shut down) each write hears it
+            failures = [exc] * len(group)
+        for (_, _, future), failure in zip(group, failures):
+            if future.done():  # its write was cancelled meanwhile (the connection went away)
+                continue
+            if failure is None:
+                future.set_result(None)
+            else:
+                future.set_exception(failure)
+        if self._waiting:
+            self._send()

@@ -169,6 +169,27 @@ class CommitPath:
         if frame.write is not None:
             self.answered.remember(frame.write, frame.author, 0)
 
+    def durable_all(self, waits: list[tuple[int, int]]) -> list[Exception | None]:
+        """:meth:`durable_at` for several commits' ``(seq, generation)`` waiting together, in one call: the newest's
+        wait first, which makes every older one durable too (its fsync covers the frames before it; the head moves
+        past them, their followers' moves with it), so the others return at once; only if it fails is each of them
+        waited for as it would have been alone, so each hears its own answer. Answers each one's failure, None for
+        each that is durable."""
+        failures: list[Exception | None] = [None] * len(waits)
+        newest = max(range(len(waits)), key=lambda i: waits[i][0])
+        try:
+            self.durable_at(*waits[newest])
+            return failures
+        except Exception as exc:  # noqa: BLE001  (handed to its write, which raises it)
+            failures[newest] = exc
+        for i, (seq, generation) in enumerate(waits):
+            if i != newest:
+                try:
+                    self.durable_at(seq, generation)
+                except Exception as exc:  # noqa: BLE001  (as above)
+                    failures[i] = exc
+        return failures
+
     def durable_at(self, seq: int, generation: int) -> None:
         """Return once the frame ``seq`` (the commit at ``generation``) is durable, the durable head moved up to it:
         its ledger the durable one and the followers advanced, under the state lock, then :attr:`on_durable`
