@@ -129,3 +129,47 @@ def test_awrites_waiting_together_go_to_the_fsync_workers_as_one_call(tmp_path, 
     assert brain.head == 20 and brain.get("a7")["entity"] is not None  # the cancelled write's commit is durable
     counted_fsync["delay"] = 0
     brain.close()
+
+
+class Acknowledges:
+    """A shipper (brainy/store/commit_path.py ``Ships``) that acknowledges every commit: it stands for a fleet node's
+    ``--ship sync`` shipper, whose every durable wait is a round trip to the object store."""
+
+    def __init__(self) -> None:
+        self.acknowledged: list[int] = []
+
+    def check(self) -> None:
+        """Never fenced."""
+
+    def appended(self, generation: int, frame: bytes) -> None:
+        """Nothing kept: only the waits are counted."""
+
+    def early(self, generation: int) -> None:
+        """No upload to start."""
+
+    def acknowledge(self, generation: int) -> None:
+        self.acknowledged.append(generation)
+
+
+def test_a_shipped_brains_writes_that_come_together_wait_as_one_group(tmp_path, monkeypatch):
+    """With a shipper every durable wait is a round trip to the store, so the first write of a burst does not go
+    alone: the writes the loop runs in the same pass commit first and go with it, one wait for all 20."""
+    brain = Brain.open(new_store(tmp_path))
+    brain.commits.shipping = shipper = Acknowledges()
+    real = brain.commits.durable_at
+    calls: list[int] = []
+
+    def durable_at(seq, generation):
+        calls.append(generation)
+        real(seq, generation)
+
+    monkeypatch.setattr(brain.commits, "durable_at", durable_at)
+
+    async def main():
+        return await asyncio.gather(*(brain.awrite("add", {"type": "thing", "id": f"s{i}"}) for i in range(20)))
+
+    answers = asyncio.run(main())
+    assert sorted(a["generation"] for a in answers) == list(range(1, 21))
+    assert calls == [20] and shipper.acknowledged == [20]
+    brain.commits.shipping = None
+    brain.close()
