@@ -233,6 +233,22 @@ back. A served brain admitted with no vector now starts its index from its first
 
 (h2x4's first is the first of four streams in flight). The box's pace moved by half within minutes that day:
 runs of both trees a few minutes later read 23-27k, their requests' median 31-40 ms against 15-18 before.
+
+Session 33: where a row's CPU goes that no profile of the code shows. perf (every thread, the kernel too) put a
+quarter of the server's CPU in page faults: this VM pays about 1 us a KB the first time a page is touched
+(64 MB touched page by page: 68-70 ms however often it is mapped again, 37 ms populated by one madvise), and a
+served row holds 6.2 KB until the next flush (tracemalloc: the slot matrix 1.9, the row's vector 1.6, the row and
+its keys 1.2, the postings 0.9, the rest 0.5), so the main thread's 0.8 faults a row and the fsync worker's 0.25
+(huge pages) are the memory the burst keeps, not copies: a malloc tuned to keep what it frees (the mmap and trim
+thresholds, one arena), the heap pre-touched or populated as it grows, and huge pages for the heap all left the
+faults where they were or cost more CPU than they saved. What moved instead: a commit's unit vectors divided into
+the slots themselves (the fsync worker's vector step 1.16-1.25 -> 0.73-0.81 us a row in process), a body that comes
+over several reads kept as they came and joined once, not through httptools (the h1 step of a 2 MB request
+0.20-0.27 -> 0.06-0.09 us a row), the ledger's new rows grouped by compiled steps (0.39 -> 0.19 us a row). 10
+rounds interleaved with 2b1c4f4 (load average about 1): msgpack median 51.4k (45.5-58.9k) against 50.6k (39.5-60.4k),
+each request 16.4-20.9 ms against 15.9-23.5; 6 rounds of both cells just before: msgpack 48.9k against 52.4k,
+h2x4 55.6k against 52.5k. The box's pace still moves a run by a fifth either way; the MessagePack cells' medians
+sit at 50,000.
 """
 
 from __future__ import annotations
