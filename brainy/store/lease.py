@@ -92,6 +92,7 @@ class Lease:
         self.record = record
         st = os.fstat(fd)
         self._identity = (st.st_dev, st.st_ino)
+        self._named = os.fspath(locks / LOCK)  # what fence_holds stats before every write, joined once
         self._stopped = False
         self._beating = threading.Lock()  # a beat and the release or abandon that ends the lease never overlap
         _BEATS.add(self)
@@ -103,7 +104,7 @@ class Lease:
     def fence_holds(self) -> bool:
         """True while the lease path still names the file this process locked."""
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._named)
         except FileNotFoundError:
             return False
         return (st.st_dev, st.st_ino) == self._identity
