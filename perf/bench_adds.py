@@ -19,9 +19,7 @@ CPU a write) against 2,556 (2,128-2,617; 364-449 us).
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,10 +28,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_ingest import KEY, serve, stop  # noqa: E402
-from measure import H2LOAD, cpu_seconds, pinned, split_cores  # noqa: E402
+from measure import cpu_seconds, h1_writes, split_cores  # noqa: E402
 
 BODY = b'{"type": "document", "metadata": {"n": 1}}'
-WARM_UP = 1  # seconds of load before h2load's count starts
 
 
 def run(
@@ -46,25 +43,13 @@ def run(
         body.write_bytes(BODY)
         proc, port = serve(tree, Path(scratch), server)
         try:
-            argv = [
-                *pinned(client),
-                H2LOAD,
-                "--h1",
-                *("-c", str(connections), "-m", "1", "-D", str(seconds), "--warm-up-time", str(WARM_UP)),
-                *("-d", str(body), "-H", "content-type: application/json", "-H", f"authorization: Bearer {KEY}"),
-                f"http://127.0.0.1:{port}/v1/brains/main/add",
-            ]
             before = cpu_seconds(proc.pid)
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120).stdout
+            rate = h1_writes(f"http://127.0.0.1:{port}/v1/brains/main/add", body, KEY, connections, seconds, client)
             busy = cpu_seconds(proc.pid) - before
         finally:
             stop(proc)
-    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
-    rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out)
-    if done is None or done[1] != done[2] or rate is None:
-        raise SystemExit(f"h2load: not every write succeeded:\n{out}")
     # the server's CPU over the warm-up second and the run, over the writes of both at the run's pace
-    return float(rate[1]), busy / (float(rate[1]) * (seconds + WARM_UP))
+    return rate, busy / (rate * (seconds + 1))
 
 
 def main() -> None:

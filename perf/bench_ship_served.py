@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,32 +32,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' real-process helpers: etcd
 
 from etcd import start_etcd  # noqa: E402
 from fleet import call, start_node, write_fleet_keys  # noqa: E402
-from measure import H2LOAD, cpu_seconds, pin_process, pinned, split_cores  # noqa: E402
+from measure import H2LOAD, cpu_seconds, h1_writes, pin_process, split_cores  # noqa: E402
 from objectstore import start_moto  # noqa: E402
 from server import PERSON_KEY, SERVICE_KEY, _stop  # noqa: E402
 
 MODES = ("local", "sync", "async")
 BRAIN = "ship"
-
-
-def load(port: int, body: Path, writers: int, seconds: float, cores: set[int] | None) -> float:
-    """h2load's writes a second: ``writers`` HTTP/1.1 connections, one add in flight on each."""
-    argv = [
-        *pinned(cores),
-        str(H2LOAD),
-        "--h1",
-        *("-c", str(writers), "-m", "1", "-D", str(round(seconds)), "--warm-up-time", "1"),
-        *("-d", str(body), "-H", "content-type: application/json", "-H", f"authorization: Bearer {PERSON_KEY}"),
-        f"http://127.0.0.1:{port}/v1/brains/{BRAIN}/add",
-    ]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
-    if done is None or done[1] != done[2]:
-        raise SystemExit(f"h2load: not every write succeeded:\n{out}")
-    rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out)
-    if rate is None:
-        raise SystemExit(f"h2load said no rate:\n{out}")
-    return float(rate[1])
 
 
 def run(mode: str, root: Path, keys: Path, body: Path, args: argparse.Namespace, cores: tuple) -> float:
@@ -78,7 +56,14 @@ def run(mode: str, root: Path, keys: Path, body: Path, args: argparse.Namespace,
                 assert call(node, "POST", f"/v1/brains/{BRAIN}/add", add).status == 200
             before = cpu_seconds(node.proc.pid)
             started = time.monotonic()
-            rate = load(node.port, body, args.writers, args.seconds, client)
+            rate = h1_writes(
+                f"http://127.0.0.1:{node.port}/v1/brains/{BRAIN}/add",
+                body,
+                PERSON_KEY,
+                args.writers,
+                args.seconds,
+                client,
+            )
             busy = (cpu_seconds(node.proc.pid) - before) / (time.monotonic() - started)
         finally:
             _stop(node.proc)

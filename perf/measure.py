@@ -55,6 +55,7 @@ import collections
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -577,6 +578,27 @@ SERVER_CORE, LOAD_CORE = 0, 1
 def pinned(cores: set[int] | None) -> list[str]:
     """The ``taskset`` prefix that keeps a process on ``cores`` (nothing when the box has one core)."""
     return ["taskset", "-c", ",".join(map(str, sorted(cores)))] if cores else []
+
+
+def h1_writes(url: str, body: Path, key: str, connections: int, seconds: float, cores: set[int] | None) -> float:
+    """h2load's writes a second: ``connections`` HTTP/1.1 connections, one JSON POST of ``body`` to ``url`` in flight
+    on each, for ``seconds`` after a second's warm-up; SystemExit unless every one succeeded."""
+    argv = [
+        *pinned(cores),
+        str(H2LOAD),
+        "--h1",
+        *("-c", str(connections), "-m", "1", "-D", str(round(seconds)), "--warm-up-time", "1"),
+        *("-d", str(body), "-H", "content-type: application/json", "-H", f"authorization: Bearer {key}"),
+        url,
+    ]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    if done is None or done[1] != done[2]:
+        raise SystemExit(f"h2load: not every write succeeded:\n{out}")
+    rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out)
+    if rate is None:
+        raise SystemExit(f"h2load said no rate:\n{out}")
+    return float(rate[1])
 
 
 def pin_process(pid: int, cores: set[int] | None) -> None:

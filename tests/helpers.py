@@ -40,3 +40,28 @@ def fill(brain: Brain, n: int, prefix: str = "k") -> list[str]:
         brain.add({"type": "thing", "id": key, "data": f"row {i}", "metadata": {"i": i}})
         keys.append(key)
     return keys
+
+
+class StandInShipper:
+    """A shipper as the commit path sees one (brainy/store/commit_path.py ``Ships``): it stands for a fleet node's
+    ``--ship sync`` shipper, whose every durable wait is a round trip to the object store, and acknowledges every
+    commit but ``refused`` (as a node's refuses one whose upload failed). ``asked``: the generations it was asked
+    to acknowledge, in order."""
+
+    def __init__(self, refused: int | None = None) -> None:
+        self.refused = refused
+        self.asked: list[int] = []
+
+    def check(self) -> None:
+        """Never fenced: only the acknowledgements are under test."""
+
+    def appended(self, generation: int, frame: bytes) -> None:
+        """Nothing is shipped: ``acknowledge`` answers from ``refused`` alone."""
+
+    def early(self, generation: int) -> None:
+        """No upload to start beside the fsync."""
+
+    def acknowledge(self, generation: int) -> None:
+        self.asked.append(generation)
+        if generation == self.refused:
+            raise RuntimeError(f"generation {generation} not stored")

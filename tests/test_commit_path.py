@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import new_store, tables
+from helpers import StandInShipper, new_store, tables
 
 from brainy.store import keys as K
 from brainy.store import log as log_
@@ -144,34 +144,11 @@ def test_commits_waiting_together_are_made_durable_by_the_newest_wait(store) -> 
     assert commits.log is not None and not commits.log.pending
 
 
-class RefusesOne:
-    """A shipper (``Ships``) that refuses to acknowledge one generation, as a fleet node's does a commit whose upload
-    failed, and acknowledges the others."""
-
-    def __init__(self, refused: int) -> None:
-        self.refused = refused
-        self.asked: list[int] = []
-
-    def check(self) -> None:
-        """Never fenced here: only the acknowledgement is under test."""
-
-    def appended(self, generation: int, frame: bytes) -> None:
-        """Nothing is shipped: ``acknowledge`` answers from ``refused`` alone."""
-
-    def early(self, generation: int) -> None:
-        """No upload to start beside the fsync."""
-
-    def acknowledge(self, generation: int) -> None:
-        self.asked.append(generation)
-        if generation == self.refused:
-            raise RuntimeError(f"generation {generation} not stored")
-
-
 def test_when_the_newest_wait_fails_each_other_commit_is_waited_for_alone(store) -> None:
     """A refusal of the newest commit's acknowledgement is its write's alone: the commits that waited with it are
     each waited for as they would have been alone (oldest first), and each hears its own answer."""
     _, head, commits, _ = store
-    commits.shipping = shipper = RefusesOne(refused=3)
+    commits.shipping = shipper = StandInShipper(refused=3)
     waits = [commit(commits, id_) for id_ in "abc"]
     failures = commits.durable_all(waits)
     assert failures[:2] == [None, None] and isinstance(failures[2], RuntimeError)

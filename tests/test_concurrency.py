@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from helpers import new_store
+from helpers import StandInShipper, new_store
 from server import H1Client, start_server
 
 from brainy.engine import Brain
@@ -101,12 +101,8 @@ def test_awrite_never_blocks_the_event_loop(tmp_path, counted_fsync):
     brain.close()
 
 
-def test_awrites_waiting_together_go_to_the_fsync_workers_as_one_call(tmp_path, counted_fsync, monkeypatch):
-    """The writes of one loop that commit while a durable wait is on the fsync workers wait together and go as the
-    next call, not one call each: 20 adds at once over a 0.1 s fsync are acknowledged by two or three waits there,
-    each answer once its own commit is durable. A write cancelled while it waits leaves the others answered and its
-    commit made durable all the same."""
-    brain = Brain.open(new_store(tmp_path))
+def durable_waits(brain: Brain, monkeypatch) -> list[int]:
+    """The generations of the durable waits ``brain``'s commit path is asked for from now on (the real wait runs)."""
     real = brain.commits.durable_at
     calls: list[int] = []
 
@@ -115,6 +111,16 @@ def test_awrites_waiting_together_go_to_the_fsync_workers_as_one_call(tmp_path, 
         real(seq, generation)
 
     monkeypatch.setattr(brain.commits, "durable_at", durable_at)
+    return calls
+
+
+def test_awrites_waiting_together_go_to_the_fsync_workers_as_one_call(tmp_path, counted_fsync, monkeypatch):
+    """The writes of one loop that commit while a durable wait is on the fsync workers wait together and go as the
+    next call, not one call each: 20 adds at once over a 0.1 s fsync are acknowledged by two or three waits there,
+    each answer once its own commit is durable. A write cancelled while it waits leaves the others answered and its
+    commit made durable all the same."""
+    brain = Brain.open(new_store(tmp_path))
+    calls = durable_waits(brain, monkeypatch)
     counted_fsync["delay"] = 0.1
 
     async def main():
@@ -133,46 +139,19 @@ def test_awrites_waiting_together_go_to_the_fsync_workers_as_one_call(tmp_path, 
     brain.close()
 
 
-class Acknowledges:
-    """A shipper (brainy/store/commit_path.py ``Ships``) that acknowledges every commit: it stands for a fleet node's
-    ``--ship sync`` shipper, whose every durable wait is a round trip to the object store."""
-
-    def __init__(self) -> None:
-        self.acknowledged: list[int] = []
-
-    def check(self) -> None:
-        """Never fenced."""
-
-    def appended(self, generation: int, frame: bytes) -> None:
-        """Nothing kept: only the waits are counted."""
-
-    def early(self, generation: int) -> None:
-        """No upload to start."""
-
-    def acknowledge(self, generation: int) -> None:
-        self.acknowledged.append(generation)
-
-
 def test_a_shipped_brains_writes_that_come_together_wait_as_one_group(tmp_path, monkeypatch):
     """With a shipper every durable wait is a round trip to the store, so the first write of a burst does not go
     alone: the writes the loop runs in the same pass commit first and go with it, one wait for all 20."""
     brain = Brain.open(new_store(tmp_path))
-    brain.commits.shipping = shipper = Acknowledges()
-    real = brain.commits.durable_at
-    calls: list[int] = []
-
-    def durable_at(seq, generation):
-        calls.append(generation)
-        real(seq, generation)
-
-    monkeypatch.setattr(brain.commits, "durable_at", durable_at)
+    brain.commits.shipping = shipper = StandInShipper()
+    calls = durable_waits(brain, monkeypatch)
 
     async def main():
         return await asyncio.gather(*(brain.awrite("add", {"type": "thing", "id": f"s{i}"}) for i in range(20)))
 
     answers = asyncio.run(main())
     assert sorted(a["generation"] for a in answers) == list(range(1, 21))
-    assert calls == [20] and shipper.acknowledged == [20]
+    assert calls == [20] and shipper.asked == [20]
     brain.commits.shipping = None
     brain.close()
 
