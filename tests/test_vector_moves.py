@@ -4,6 +4,8 @@ bit, the same dead slots and kills since the last link, the same count of dead s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -95,6 +97,42 @@ def test_a_batch_of_vectors_is_scaled_bit_for_bit_as_one_at_a_time():
         for part in (vectors_in[:1_000], vectors_in[1_000:]):
             slots.extend(*M._scaled(part))
         assert len(slots._parts) == 1 and slots.copy(0, 1_500).tobytes() == alone
+
+
+def _vm_flags(address: int) -> tuple[list[str], int]:
+    """The kernel's VmFlags of the mapping holding ``address`` and its resident kilobytes (/proc/self/smaps)."""
+    flags: list[str] | None = None
+    rss = 0
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "Rss:":
+            rss = int(line.split()[1])
+        elif inside and head == "VmFlags:":
+            flags = line.split()[1:]
+    assert flags is not None, "no mapping holds the address"
+    return flags, rss
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="the kernel's view of a mapping: Linux only")
+def test_owned_slots_lie_in_small_pages_made_present_a_commit_at_a_time():
+    """The owned parts are anonymous mappings kept from huge pages (a huge page the kernel must compact memory for
+    stalls the fsync worker), and a commit's slots are made present as they are written, not the part ahead."""
+    vectors = np.random.default_rng(5).standard_normal((3_100, DIM)).astype(np.float32)
+    slots = M.Slots()
+    slots.extend(*M._scaled(vectors[:3_000]))  # a part of 1,024, then one of 1,976, full
+    slots.extend(*M._scaled(vectors[3_000:3_001]))  # a third part, as large as every slot so far: one slot in it
+    assert len(slots._parts) == 2 and len(slots.owned) == 3_000
+    flags, before = _vm_flags(slots.owned.ctypes.data)
+    assert "nh" in flags and "hg" not in flags  # MADV_NOHUGEPAGE; never MADV_HUGEPAGE, which numpy asks for
+    slots.extend(*M._scaled(vectors[3_001:]))
+    _, after = _vm_flags(slots.owned.ctypes.data)
+    written_kb = 99 * M.ROW_BYTES / 1024  # 148.5: the commit's slots, not the 4,500 KiB part ahead of them
+    assert written_kb - 4 <= after - before <= written_kb + 8
+    assert slots.copy(0, 3_100).tobytes() == b"".join(M.unit(v).tobytes() for v in vectors)
 
 
 def test_a_zero_vector_in_a_batch_fails_where_one_at_a_time_fails():

@@ -499,7 +499,7 @@ def test_owned_slots_are_never_copied_to_grow_and_read_the_same_across_their_par
     for v in x[1_500:1_600]:
         slots.append(v)
     slots.extend(x[1_600:])
-    assert len(slots) == 5_000 and slots._parts[0].rows.base is first  # the first part as it was written
+    assert len(slots) == 5_000 and slots._parts[0].rows.ctypes.data == first.ctypes.data  # the first part, in place
     # each new part as large as the rows to come or every slot so far: 1,024, then 1,024, then the last 2,952
     assert [len(p.rows) for p in slots._parts] == [1_024, 1_024] and slots._owned == len(slots.owned) == 2_952
     assert all(p.heap for p in slots._parts) and slots.base is None
