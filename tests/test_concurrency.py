@@ -106,9 +106,9 @@ def durable_waits(brain: Brain, monkeypatch) -> list[int]:
     real = brain.commits.durable_at
     calls: list[int] = []
 
-    def durable_at(seq, generation):
+    def durable_at(seq, generation, acknowledge=None):
         calls.append(generation)
-        real(seq, generation)
+        real(seq, generation, acknowledge)
 
     monkeypatch.setattr(brain.commits, "durable_at", durable_at)
     return calls

@@ -114,6 +114,7 @@ def test_every_native_door_answers_through_the_dispatcher(served):
         if door == "relate":
             rel = outcome.answer["id"]
         if D.BY_NAME[door].kind == "write" and door not in ("init", "close"):
+            brain.until_visible()  # answered once durable, before the followers (and the head reads see) moved
             assert outcome.answer["generation"] == brain.head
     assert outcome.answer["cleanCloseRecorded"] and outcome.answer["leaseReleased"]  # close ran last
     reopened = dispatcher.brains.resolve("main", for_write=False)

@@ -6,13 +6,21 @@ each index is read straight after the write it must reflect: postings, words, ve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+import threading
+import time
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import new_store
 from server import H1Client, ServerProcess, start_server
+
+from brainy.auth.principal import Principal
+from brainy.host.dispatch import Dispatcher, Outcome
+from brainy.host.pool import Pool
 
 BATCHES, ROWS = 5, 1_000  # past the size a served read builds inline: the index is built off the read path
 
@@ -98,3 +106,62 @@ def test_thirty_vector_finds_after_ingest_are_never_refused(tmp_path):
         probe = unit(rng)
         for _ in range(30):
             assert len(call(client, server, "find", {"vector": probe, "limit": 10})["results"]) == 10
+
+
+def test_a_served_write_is_answered_before_its_followers_move_and_the_reads_after_it_wait_for_them(tmp_path):
+    """A served write is answered once its commit is durable, before the followers move up to it (held here at a
+    gate on the way into their step, the real step behind it); a read door of that brain that comes meanwhile waits
+    for them and then sees the write (without the wait it answered the head before the add: no row), as does a read
+    in process; a read of another brain does not wait."""
+    pool = Pool({"main": new_store(tmp_path), "other": new_store(tmp_path, "other")})
+    brain = pool.resolve("main", for_write=True)  # admitted as the server admits it: served
+    state = brain.state
+    real, gate, held = state.state_lock, threading.Event(), threading.Event()
+
+    class Gated:
+        """The state lock as the commit path takes it (the followers hold the lock itself): the fsync worker's
+        first taking waits at the gate."""
+
+        def __enter__(self) -> None:
+            if threading.current_thread().name.startswith("brainy-fsync") and not held.is_set():
+                held.set()
+                assert gate.wait(10)
+            real.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            real.release()
+
+    state.state_lock = Gated()
+    dispatcher = Dispatcher(pool)
+    person = Principal.static_key("person:ada")
+    added = asyncio.run(dispatcher.dispatch(person, "add", "main", None, {"type": "thing", "id": "c"}))
+    assert added.refusal is None and held.wait(10) and brain.visible_pending  # answered; the followers held
+    assert not state.until_visible(0.01)
+    reads: dict[str, Any] = {}
+
+    def served_find() -> None:
+        reads["served"] = dispatcher.call(person, "find", "main", None, {"where": {"type": "thing"}})
+
+    def in_process_find() -> None:
+        reads["in process"] = brain.find({"where": {"type": "thing"}})
+
+    readers = [threading.Thread(target=served_find), threading.Thread(target=in_process_find)]
+    for reader in readers:
+        reader.start()
+    other = dispatcher.call(person, "counts", "other", None, {})
+    assert isinstance(other, Outcome) and other.answer is not None and other.answer["brain"] == "other"
+    time.sleep(0.05)
+    assert all(reader.is_alive() for reader in readers) and not reads
+    gate.set()
+    for reader in readers:
+        reader.join(10)
+    served = reads["served"]
+    assert isinstance(served, Outcome) and served.refusal is None
+    assert (
+        [r["entity"]["key"] for r in served.answer["results"]]
+        == ["c"]
+        == [r["entity"]["key"] for r in reads["in process"]["results"]]
+    )
+    assert not brain.visible_pending and state.followed == brain.head == served.answer["generation"]
+    state.state_lock = real
+    pool.close_all()

@@ -46,7 +46,7 @@ from brainy.engine.commits import Writes
 from brainy.engine.followers import Followers
 from brainy.index import encoded_rows
 from brainy.index.aggregate_follower import AggregateFollower
-from brainy.index.follower import ProjectionFollower, VectorFollower
+from brainy.index.follower import ACK_WAIT_SECONDS, ProjectionFollower, VectorFollower
 from brainy.index.snapshot import Snapshot
 from brainy.store import horizons as H
 from brainy.store import keys as K
@@ -352,8 +352,10 @@ class Brain:
 
     def served(self) -> None:
         """This handle now answers a server's doors (the pool's admission): its followers build off the read
-        path, from now, and hold their builds back until the first door has answered (:meth:`first_door_done`)."""
+        path, from now, and hold their builds back until the first door has answered (:meth:`first_door_done`);
+        its writes are answered once durable, before the followers move up to them (``Writes.answer_first``)."""
         self.follower.background = self.vector_follower.background = True
+        self.writes.answer_first = True
         self.follower.door_ends_first_read = self.vector_follower.door_ends_first_read = True
         self.follower.warm()
         self.vector_follower.admitted()
@@ -445,7 +447,8 @@ class Brain:
 
     @property
     def head(self) -> int:
-        """The durable generation: what reads see."""
+        """The durable generation: what reads see (a served write is answered a follower step before it moves
+        here; :meth:`until_visible` waits for that step)."""
         return self.state.durable
 
     def at(self, generation: int | None = None) -> Snapshot:
@@ -461,9 +464,29 @@ class Brain:
     #: :meth:`wire_head`'s (sources, durable generation, snapshot), remade once either moves.
     _wire_head: tuple[Sources, int, Snapshot] | None = None
 
+    @property
+    def visible_pending(self) -> bool:
+        """Whether a commit acknowledged to its writer waits for the followers before reads see it (a served write
+        is answered first, ``CommitPath.durable_at``): a read at the head then waits (:meth:`until_visible`)."""
+        return self.state.followed < self.state.acknowledged
+
+    def until_visible(self) -> None:
+        """Return once every commit acknowledged to its writer is what reads see: read-your-writes for a write
+        answered before its followers moved. Bounded: followers that have not moved in twice ``ACK_WAIT_SECONDS``
+        (their step waits up to that for a build it started, ``CommitPath.durable_at``) are a fault, said so, never
+        read past."""
+        if not self.state.until_visible(2 * ACK_WAIT_SECONDS):
+            state = self.state
+            raise R.InternalError(
+                f"brain {self.name!r}: the followers did not reach acknowledged generation {state.acknowledged} "
+                f"(at {state.followed}) in {2 * ACK_WAIT_SECONDS:.0f} s",
+                ref="visible",
+            )
+
     def wire_head(self) -> Snapshot:
         """``at().for_wire()``, one object while the durable head and the sources stand: every transport read
-        at the head shares it (a snapshot holds nothing a read changes), instead of two made per request."""
+        at the head shares it (a snapshot holds nothing a read changes), instead of two made per request. (A
+        served read door has waited for every acknowledged write first: brainy/host/dispatch.py, ``run``.)"""
         held = self._wire_head
         if held is None or held[0] is not self.state.sources or held[1] != self.state.durable or self._closed:
             snap = self.at().for_wire()  # a closed handle refuses here
@@ -573,6 +596,8 @@ class Brain:
             return self.write(door, document, caller=caller, via=via, roles=roles)
         if entry.runs == registry.MODEL:  # answered by the model, in the caller's thread
             return entry.fn(document)
+        if self.visible_pending:  # a served write answered before its followers moved (as a served read waits)
+            self.until_visible()
         answer = calling.read(entry, self.at(), id_, document, policy.Actor(caller, via, roles))
         if entry.stamp is not None:  # in process the host writes for its caller, when it holds the lease
             args = calling.stamp_wanted(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -32,6 +33,10 @@ from brainy.store import answered
 from brainy.store.blobs import BlobStore
 from brainy.store.commit_path import CommitPath
 from brainy.store.maintenance import Maintenance
+
+# how long a served group's worker waits for the loop to write its answers before it moves the followers (a busy
+# loop's turn comes later; the followers do not wait longer for it)
+ANSWER_WAIT_SECONDS = 0.05
 
 
 class Written(Protocol):
@@ -59,6 +64,9 @@ class Writes:
         self.maintenance = maintenance
         self._pool: ThreadPoolExecutor | None = None
         self._durability: _Durability | None = None  # the served writes waiting on the fsync workers
+        # a served handle's (Brain.served): a write awaited on a loop is answered once durable, before the followers
+        # move up to it, and the server's read doors wait for them instead (brainy/host/dispatch.py, ``run``)
+        self.answer_first = False
 
     def commit(
         self,
@@ -210,7 +218,7 @@ class Writes:
             if waits is not None and waits.busy:  # another loop's writes wait there now (tests run several loops)
                 await loop.run_in_executor(self._workers(), self.commits.durable_at, seq, generation)
                 return
-            waits = self._durability = _Durability(loop, self._workers(), self.commits)
+            waits = self._durability = _Durability(loop, self._workers(), self.commits, self.answer_first)
         await waits.wait(seq, generation)
 
 
@@ -221,12 +229,17 @@ class _Durability:
     one wake of the loop for each group, not a worker's wake, the loop's wake, a future and a callback for each
     write: served single adds, 16 in flight, 2,500-2,700 -> 3,700-3,850 a second, a third less CPU a write. A
     shipped brain's group is gathered for one pass of the loop first (:meth:`wait`): ``--ship sync`` at 16
-    writers, 900-1,080 -> 1,200-1,450 writes a second."""
+    writers, 900-1,080 -> 1,200-1,450 writes a second. With ``answer_first`` (a served handle) a group is answered
+    from the worker once durable, and the call returns once the followers have moved up to it: the next group goes
+    after that, so the followers are never more than one group behind the answers."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, commits: CommitPath) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, commits: CommitPath, answer_first: bool
+    ) -> None:
         self.loop = loop
         self._pool = pool
         self._commits = commits
+        self._answer_first = answer_first  # Writes.answer_first
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self.busy = False  # a call is on the workers, or one will go once the loop's ready callbacks have run
 
@@ -248,8 +261,36 @@ class _Durability:
     def _send(self) -> None:
         group, self._waiting = self._waiting, []
         self.busy = False
+        loop = self.loop
+        newest = max(g for _, g, _ in group)
+
+        def acknowledge() -> None:  # on the worker, once durable: answered while the followers move up to them
+            answered = threading.Event()
+
+            def answer() -> None:
+                # noted on the loop as it answers: a read it meets before it has, waits for nothing it has not said
+                self._commits.head.acknowledge(newest)
+                self._answer(group, [None] * len(group))
+                # set here, not after the writes' tasks have written their answers: a read the loop meets first
+                # waits for the followers (brainy/host/dispatch.py), and they must not wait for it in turn
+                answered.set()
+
+            try:
+                loop.call_soon_threadsafe(answer)
+            except RuntimeError:  # the loop closed meanwhile: nothing waits there
+                return
+            # the followers' step holds the GIL: begun at once, it kept the loop from its answers for a switch
+            # interval (5 ms) or until the step's end, whichever came first; begun once the loop has taken them,
+            # the answers' short steps go out first
+            answered.wait(ANSWER_WAIT_SECONDS)
+
         try:
-            call = self.loop.run_in_executor(self._pool, self._commits.durable_all, [(s, g) for s, g, _ in group])
+            call = loop.run_in_executor(
+                self._pool,
+                self._commits.durable_all,
+                [(s, g) for s, g, _ in group],
+                acknowledge if self._answer_first else None,
+            )
         except Exception as exc:  # noqa: BLE001  (the workers shut down: the brain closing) each write hears it
             self._answer(group, [exc] * len(group))
             return

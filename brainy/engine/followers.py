@@ -9,7 +9,7 @@ only one follower and four calls. The order of the calls is the order the handle
 from __future__ import annotations
 
 from brainy.index.aggregate_follower import AggregateFollower
-from brainy.index.follower import ProjectionFollower, VectorFollower
+from brainy.index.follower import ACK_WAIT_SECONDS, ProjectionFollower, VectorFollower
 from brainy.store.commit_path import Move
 
 
@@ -38,7 +38,7 @@ class Followers:
         a worker thread that waiting takes)."""
         return self.projections.building or self.vectors.building
 
-    def until_built(self, seconds: float) -> None:
+    def until_built(self, seconds: float = ACK_WAIT_SECONDS) -> None:
         """Wait (off the loop, bounded) for the projection and vector builds in flight before a write answers."""
         self.projections.until_built(seconds)
         self.vectors.until_built(seconds)

@@ -59,6 +59,8 @@ class Brains(Protocol):
 
     def only_brain(self, principal: Principal) -> str | None: ...
 
+    def open_writer(self, name: str) -> Brain | None: ...
+
     def init(self, name: str, force: bool = False) -> dict[str, Any]: ...
 
     async def close(self, name: str) -> dict[str, Any]: ...
@@ -413,6 +415,13 @@ class Dispatcher:
                 raise plan.closed()
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
+        if brain is not None and door.kind == "read" and not plan.host:
+            writer = self.brains.open_writer(brain)
+            if writer is not None and writer.visible_pending:
+                # a write was answered before its followers moved: the read waits for them (read-your-writes),
+                # here, so every read still answers at once; bounded by one group's follower step, which a read
+                # meeting that step's state lock always waited for
+                writer.until_visible()
         document = plan.checked.document(id_, document)
         entry = REGISTERED[door.name]
         brains = self.brains
@@ -467,6 +476,9 @@ class Dispatcher:
         stray = sorted(set(document) - feed.HELD_ARGUMENTS)
         if stray:
             raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])
+        writer = self.brains.open_writer(brain)
+        if writer is not None and writer.visible_pending:  # as a read door waits (run)
+            writer.until_visible()
         held = HeldFeed(self.brains, brain, feed.check_limit(document.get("limit")))
         held.open(document.get("since", 0), resume)
         return held

@@ -46,6 +46,12 @@ class HeadState:
         self.last_seq = 0  # the log sequence of the last commit appended (0: none since the open)
         self.durable = 0  # the durable generation: what reads see
         self.durable_ledger = Ledger()  # the counts at ``durable``
+        # the last generation acknowledged to its writer: a served write is answered once durable, before the
+        # followers move up to it (commit_path.py, ``durable_at``); a read at the head waits until ``followed``, the
+        # generation the followers last finished moving to, reaches it (:meth:`until_visible`): read-your-writes
+        self.acknowledged = 0
+        self.followed = 0
+        self._followed = threading.Condition(threading.Lock())  # notified each time ``followed`` moves
         # the ledger as each applied, not yet durable generation left it: the durable one once that generation is
         # (put by a commit, taken by whoever makes it durable: pending.py says why it has a lock of its own)
         self.ledgers: Pending[Ledger] = Pending()
@@ -76,6 +82,25 @@ class HeadState:
         applied one."""
         self.durable = self.applied
         self.durable_ledger = self.ledger.copy()
+
+    def until_visible(self, seconds: float) -> bool:
+        """Wait, at most ``seconds``, until every acknowledged commit is what reads see (the followers moved up to
+        it); answers whether it is. At once, without a lock, when nothing acknowledged waits for its followers."""
+        if self.followed >= self.acknowledged:
+            return True
+        with self._followed:
+            return self._followed.wait_for(lambda: self.followed >= self.acknowledged, seconds)
+
+    def acknowledge(self, generation: int) -> None:
+        """The commit at ``generation`` is about to be answered before its followers move: reads wait for them."""
+        with self._followed:
+            self.acknowledged = max(self.acknowledged, generation)
+
+    def followed_to(self, generation: int) -> None:
+        """The followers have moved up to ``generation`` (or given up on it, failing): the reads waiting look again."""
+        with self._followed:
+            self.followed = max(self.followed, generation)
+            self._followed.notify_all()
 
     def flushed_to(self, manifest: dict[str, Any]) -> None:
         """A flush or compaction swapped the MANIFEST: the tables now cover its generation."""
