@@ -506,3 +506,19 @@ def test_facade_pick_follows_the_environment(value):
     assert proc.returncode == 0, proc.stderr
     suffix = "_py" if value == "python" else ""
     assert proc.stdout.split() == [value, f"brainy._speedups.h1frame{suffix}"]
+
+
+def test_a_body_filled_in_place_is_taken_once_as_bytes(h1frame_twin):
+    """``Filling``: written through its rooms, taken once as the bytes written; after that neither a room nor a
+    second taking is given, and an empty body is never filled in place."""
+    filling = h1frame_twin.Filling(6)
+    filling.room(0)[:2] = b"ab"
+    filling.room(2)[:] = b"cdef"
+    assert len(filling.room(6)) == 0
+    body = filling.take()
+    assert type(body) is bytes and body == b"abcdef" and hash(body) == hash(b"abcdef")
+    for again in (filling.take, lambda: filling.room(0)):
+        with pytest.raises(BufferError, match="the body was taken"):
+            again()
+    with pytest.raises(ValueError, match="at least one byte"):
+        h1frame_twin.Filling(0)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brainy.net import h1 as h1_module
 from brainy.net.h1 import H1Connection, ProtocolFailed, RequestReceived
 
 TWINS = settings(deadline=None, max_examples=400)
@@ -289,3 +290,31 @@ def test_a_body_that_arrives_over_many_reads_is_read_whole_as_it_came():
         assert conn._parser is None and events[0].request.body == body
         assert requests_of(events) == requests_of(events_of([data]))
         assert len(events) == (1 if close else 2)
+
+
+def test_reads_go_straight_into_an_arriving_body_and_the_request_after_it_is_read_as_usual(h1frame_twin, monkeypatch):
+    """While a plain request's body arrives, the connection offers the rest of it as the room the next read goes
+    into (exactly its bytes), and takes a read put there as it takes a read handed to it: the body comes out
+    whole as bytes, the room is gone once it has, and the request after it is read from the next read as usual.
+    Both twins of the body's filling."""
+    monkeypatch.setattr(h1_module, "h1frame", h1frame_twin)
+    body = bytes(range(256)) * 1024  # 256 KiB
+    head = b"POST /v1/brains/main/addMany HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body)
+    conn = H1Connection()
+    assert conn.body_room() is None
+    assert conn.receive_data(head + body[:1000], 0.0) == [] and conn.mid_request
+    at = 1000
+    for step in (65_536, 100_000, 1):
+        room = conn.body_room()
+        assert room is not None and len(room) == len(body) - at and not room.readonly
+        room[:step] = body[at : at + step]
+        del room
+        assert conn.body_received(step, 1.0) == [] and conn.mid_request
+        at += step
+    room = conn.body_room()
+    room[:] = body[at:]
+    events = conn.body_received(len(body) - at, 2.0)
+    assert [type(e.request.body) for e in events] == [bytes] and events[0].request.body == body
+    assert not conn.mid_request and conn.body_room() is None
+    assert requests_of(conn.receive_data(READ[0], 3.0)) == requests_of(events_of([READ[0]]))
+    assert requests_of(events)[0][:2] == ("POST", "/v1/brains/main/addMany")

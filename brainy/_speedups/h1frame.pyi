@@ -12,6 +12,7 @@ __all__ = [
     "relay_answer",
     "REASONS",
     "LAST_CHUNK",
+    "Filling",
 ]
 
 REASONS: Final[dict[int, bytes]]
@@ -40,3 +41,8 @@ def frame_request(
     body: bytes,
 ) -> bytes: ...
 def relay_answer(data: bytes, head: int, added: bytes, more: bytes) -> bytes: ...
+
+class Filling:
+    def __init__(self, size: int) -> None: ...
+    def room(self, at: int) -> memoryview: ...
+    def take(self) -> bytes: ...

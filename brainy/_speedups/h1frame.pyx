@@ -16,6 +16,7 @@
 # parse_head reads the plain request's head (h1frame_py's grammar) in one pass over its bytes, and
 # answers None wherever the pure twin does: the caller then hands the bytes to httptools.
 
+from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport (
     PyUnicode_1BYTE_DATA,
@@ -41,7 +42,7 @@ from brainy._speedups.h1frame_py import frame_request as py_frame_request
 from brainy._speedups.h1frame_py import MAX_CONTENT_LENGTH_DIGITS
 
 __all__ = ["answer_head", "frame_request", "frame_response", "frame_chunk", "frame_chunked_head", "parse_head", "relay_answer",
-           "REASONS", "LAST_CHUNK"]
+           "REASONS", "LAST_CHUNK", "Filling"]
 
 # Index status - STATUS_MIN: "HTTP/1.1 <status> <reason>\r\n", the reason empty when unregistered.
 cdef list STATUS_LINES = [b"HTTP/1.1 %d %s\r\n" % (s, REASONS.get(s, b""))
@@ -540,3 +541,37 @@ def frame_request(str method, str target, str authority, dict headers, frozenset
     if body_len:
         put(p, PyBytes_AS_STRING(body), body_len)
     return framed
+
+
+# A request body filled in place: the bytes object the request will carry, made at its final size and written
+# by the socket's reads through the buffer this exports, then handed out by take(). Nothing else sees it before:
+# it is not hashed, shared or exported read-only until then, and no view of it is made after (a read's view may
+# still be held while the read's bytes are handed on: it writes no more).
+cdef class Filling:
+    cdef bytes body
+    cdef Py_ssize_t size
+
+    def __cinit__(self, Py_ssize_t size):
+        if size <= 0:
+            raise ValueError("a body filled in place has at least one byte")
+        self.body = PyBytes_FromStringAndSize(NULL, size)
+        self.size = size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if self.body is None:
+            raise BufferError("the body was taken")
+        PyBuffer_FillInfo(view, self, PyBytes_AS_STRING(self.body), self.size, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    def room(self, Py_ssize_t at):
+        """The writable bytes from ``at`` to the end."""
+        return memoryview(self)[at:]
+
+    def take(self):
+        """The body, once: no view of it is made after."""
+        if self.body is None:
+            raise BufferError("the body was taken")
+        body, self.body = self.body, None
+        return body

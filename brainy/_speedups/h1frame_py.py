@@ -61,6 +61,7 @@ __all__ = [
     "relay_answer",
     "REASONS",
     "LAST_CHUNK",
+    "Filling",
 ]
 
 # RFC 9110 section 15 phrases, plus the registered extensions brainy may answer with. The compiled
@@ -379,3 +380,28 @@ def parse_head(data: bytes, start: int, max_head: int):
         max(length, 0),
         end + 4,
     )
+
+
+class Filling:
+    """A request body of ``size`` bytes filled in place as it arrives (the socket's reads go straight into
+    :meth:`room`), then taken once whole: one copy from the kernel, none joining reads. Here a bytearray, copied
+    once into the bytes :meth:`take` answers; the compiled twin fills the bytes object itself, which nothing else
+    has seen until :meth:`take` hands it out."""
+
+    def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise ValueError("a body filled in place has at least one byte")
+        self._buffer: bytearray | None = bytearray(size)
+
+    def room(self, at: int) -> memoryview:
+        """The writable bytes from ``at`` to the end."""
+        if self._buffer is None:
+            raise BufferError("the body was taken")
+        return memoryview(self._buffer)[at:]
+
+    def take(self) -> bytes:
+        """The body, once: no view of it is made after."""
+        if self._buffer is None:
+            raise BufferError("the body was taken")
+        body, self._buffer = bytes(self._buffer), None
+        return body

@@ -81,8 +81,8 @@ class H1Connection:
         self._failed = False
         self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
         self._owed = 0  # events handed out and not yet answered by send_response
-        # a plain request whose body is still arriving: its head's fields, its length, the pieces come so far
-        self._arriving: tuple[tuple[str, str, str, dict[str, str], bool], int, list[bytes | memoryview]] | None = None
+        # a plain request whose body is still arriving: its head's fields, its length, the body filled so far
+        self._arriving: tuple[tuple[str, str, str, dict[str, str], bool], int, h1frame.Filling] | None = None
         self._arrived = 0  # of its body's bytes
         self._deadlines = Deadlines(now, idle_seconds, request_seconds)
         self._reset()
@@ -226,9 +226,12 @@ class H1Connection:
             if length > self._max_body:
                 return at  # httptools refuses it
             if body_at + length > end:
-                # the rest of its body comes in later reads, each kept as it came (httptools would copy each into
-                # a piece of its own first) and joined once the last has come: a batch's megabytes copied once
-                self._arriving = ((method, path, query, headers, keep_alive), length, [memoryview(data)[body_at:]])
+                # the rest of its body comes in later reads: it is filled in place as they come (httptools would
+                # copy each read into a piece of its own, and the pieces be joined), the glue's reads going
+                # straight into it (body_room): a batch's megabytes copied once, from the kernel
+                filling = h1frame.Filling(length)
+                filling.room(0)[: end - body_at] = memoryview(data)[body_at:]
+                self._arriving = ((method, path, query, headers, keep_alive), length, filling)
                 self._arrived = end - body_at
                 self.mid_request = True
                 return end
@@ -245,26 +248,44 @@ class H1Connection:
         """Take the next of the arriving body's bytes from ``data``; once the body is whole, its request's event.
         Answers the bytes after the body (none while it is still arriving, or after a request that closes)."""
         assert self._arriving is not None
-        fields, length, pieces = self._arriving
-        need = length - self._arrived
-        if len(data) > need:
-            pieces.append(memoryview(data)[:need])
-            rest = data[need:]
-        else:
-            pieces.append(data)
-            rest = b""
-        self._arrived += len(pieces[-1])
-        if self._arrived < length:
+        take = min(self._arriving[1] - self._arrived, len(data))
+        self._arriving[2].room(self._arrived)[:take] = memoryview(data)[:take]
+        if not self._filled(take) or self._failed:
             return b""
+        return data[take:]
+
+    def _filled(self, count: int) -> bool:
+        """``count`` more of the arriving body's bytes are in; answers whether it is whole (its request's event
+        made; after a request that closes, the connection reads nothing more)."""
+        assert self._arriving is not None
+        fields, length, filling = self._arriving
+        self._arrived += count
+        if self._arrived < length:
+            return False
         self._arriving = None
         self.mid_request = False
         method, path, query, headers, keep_alive = fields
-        self._events.append(RequestReceived(Request(method, path, query, headers, b"".join(pieces)), keep_alive))
+        self._events.append(RequestReceived(Request(method, path, query, headers, filling.take()), keep_alive))
         self._owed += 1
         if not keep_alive:
             self._failed = True  # the connection ends with this answer: what follows is never read
-            return b""
-        return rest
+        return True
+
+    def body_room(self) -> memoryview | None:
+        """Where the next read may go straight in: the rest of a plain request's body while it arrives (exactly
+        its bytes: a request after it is read as usual), else None. The view is the reader's for one read, handed
+        back by :meth:`body_received`; none is held past it."""
+        arriving = self._arriving
+        if arriving is None or self._failed:
+            return None
+        return arriving[2].room(self._arrived)
+
+    def body_received(self, count: int, now: float) -> list[RequestReceived | UpgradeRequested | ProtocolFailed]:
+        """:meth:`receive_data` for ``count`` bytes a read put into :meth:`body_room`'s view."""
+        self._deadlines.last_data = now
+        self._filled(count)
+        events, self._events = self._events, []
+        return events
 
     def _fail(self, refusal: R.Refusal | None) -> None:
         self._failed = True

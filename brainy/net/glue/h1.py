@@ -61,7 +61,16 @@ class H1Glue(Session[H1Connection]):
                 self.hastens = False
                 return
         self._queue.extend(conn.receive_data(data, now))
-        self.hastens = conn.mid_request  # a request part-way in: its arrival deadline runs from now
+        self._received()
+
+    def body_received(self, count: int, now: float) -> None:
+        """:meth:`data_received` for ``count`` bytes a read put straight into the arriving body's room
+        (``H1Connection.body_room``, which the connection's reads ask for first: brainy/net/glue/tcp.py)."""
+        self._queue.extend(self.conn.body_received(count, now))
+        self._received()
+
+    def _received(self) -> None:
+        self.hastens = self.conn.mid_request  # a request part-way in: its arrival deadline runs from now
         if len(self._queue) >= MAX_PIPELINE:
             self.transport.pause_reading()
             self._paused = True

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
 from typing import Protocol
 
 from brainy.auth.principal import Principal
@@ -43,8 +44,25 @@ class Listening(Serving, Protocol):
     request_seconds: float
 
 
-class HttpProtocol(asyncio.Protocol):
-    """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both)."""
+# the reads of every connection on a thread's loop go here first and are copied out as each is handed on (the
+# loop runs one callback at a time): a buffer a thread, not one a connection
+_READS = threading.local()
+READ_BYTES = 256 * 1024  # as large as uvloop's own read buffer
+
+
+def _read_buffer() -> memoryview:
+    buffer = getattr(_READS, "buffer", None)
+    if buffer is None:
+        buffer = _READS.buffer = memoryview(bytearray(READ_BYTES))
+    return buffer
+
+
+class HttpProtocol(asyncio.BufferedProtocol):
+    """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both).
+
+    Its reads go into a buffer it names (asyncio's BufferedProtocol): the rest of an HTTP/1.1 body while one
+    arrives (``H1Connection.body_room``: the body's one copy, from the kernel), else the thread's read buffer,
+    whose bytes are copied out and handed on as :meth:`data_received`."""
 
     def __init__(self, app: Handler, server: Listening, protocols: tuple[str, ...], advertise: bool = True) -> None:
         self.app = app
@@ -56,6 +74,7 @@ class HttpProtocol(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._lingering = False  # the last answer is written and the writing side shut (linger)
+        self._filling = False  # the read under way goes into an arriving body (get_buffer)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
@@ -80,6 +99,27 @@ class HttpProtocol(asyncio.Protocol):
         session, self.session = self.session, None
         if session is not None:
             session.connection_lost()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        session = self.session
+        if type(session) is H1Glue and not self._lingering:
+            room = session.conn.body_room()
+            if room is not None:
+                self._filling = True
+                return room
+        self._filling = False
+        return _read_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if not self._filling:
+            self.data_received(_read_buffer()[:nbytes].tobytes())
+            return
+        session = self.session
+        assert type(session) is H1Glue  # (it stays one while a body arrives: no upgrade mid-body)
+        session.body_received(nbytes, self._loop.time())
+        if self._timer is not None and not session.hastens:
+            return  # as in data_received
+        self.arm()
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:
