@@ -22,6 +22,7 @@ neither deadline runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httptools
 
@@ -29,6 +30,9 @@ from brainy._speedups import h1frame
 from brainy.contract import refusals as R
 from brainy.net.deadlines import IDLE_SECONDS, REQUEST_SECONDS, DeadlinePassed, Deadlines
 from brainy.net.http import MAX_BODY, MAX_HEADER_BYTES, Header, Passed, Request, Response
+
+if TYPE_CHECKING:  # the picked twin's type (brainy/_speedups/h1frame.pyi)
+    from brainy._speedups.h1frame import Filling
 
 # The methods a request names as text, decoded once rather than per request (httptools answers bytes).
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
@@ -82,7 +86,7 @@ class H1Connection:
         self.mid_request = False  # a request has begun and not yet completed (the request deadline runs)
         self._owed = 0  # events handed out and not yet answered by send_response
         # a plain request whose body is still arriving: its head's fields, its length, the body filled so far
-        self._arriving: tuple[tuple[str, str, str, dict[str, str], bool], int, h1frame.Filling] | None = None
+        self._arriving: tuple[tuple[str, str, str, dict[str, str], bool], int, Filling] | None = None
         self._arrived = 0  # of its body's bytes
         self._deadlines = Deadlines(now, idle_seconds, request_seconds)
         self._reset()
