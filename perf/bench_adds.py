@@ -14,6 +14,10 @@ Measured (session 33; the box's pace moved a fifth either way within minutes), 1
 interleaved with 2b1c4f4, the tree before a served write's durable wait went with the others waiting
 (brainy/engine/commits.py, ``_Durability``): median 3,628 adds a second (3,154-3,735; 255-306 us of the server's
 CPU a write) against 2,556 (2,128-2,617; 364-449 us).
+
+Session 34, 4 rounds interleaved with fb80410, the tree before a served write was answered once durable, before
+its followers moved (brainy/store/commit_path.py, ``durable_at``): median 3,460 adds a second (3,291-3,819; 272 us
+of CPU a write) against 3,159 (3,089-3,350; 297 us), 4 of 4 faster.
 """
 
 from __future__ import annotations

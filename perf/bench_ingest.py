@@ -249,6 +249,21 @@ rounds interleaved with 2b1c4f4 (load average about 1): msgpack median 51.4k (45
 each request 16.4-20.9 ms against 15.9-23.5; 6 rounds of both cells just before: msgpack 48.9k against 52.4k,
 h2x4 55.6k against 52.5k. The box's pace still moves a run by a fifth either way; the MessagePack cells' medians
 sit at 50,000.
+
+Session 34: where a request's time goes, by timestamps in an instrumented copy of the server (a 1,000-row
+MessagePack request, the median of 18 a run): its body read 2-3 ms, the decode and commit on the loop 7-12, the
+fsync 0.4-0.7, then on the fsync worker the projections 1.6-2.9 and the vector slots 1.7-2.2, the answer 0.5. The
+same tree's decode and commit took 7 ms in one run and 13 in the next: the box's pace, not the code's. Three
+changes, each measured against the tree before it, interleaved:
+
+- the slot matrix's parts in small pages, a commit's slots made present by one madvise (fb80410): Slots.extend of
+  60 commits in a fresh process 0.36-5.41 us a slot (5.41 and 2.41 when the kernel compacted memory for huge
+  pages) -> 0.74-1.05; 6 rounds: msgpack median 48.4k against 45.8k, h2x4 54.9k against 53.9k;
+- a served write answered once durable, its followers moved after while the next body arrives, reads waiting for
+  them (bd78163): 6 rounds, msgpack 60.4k against 54.0k (5 of 6 pairs), h2x4 59.2k against 55.0k; 8 more, msgpack
+  57.3k against 54.4k, h2x4 55.9k against 55.0k, json 30.6k against 28.4k;
+- a body's reads straight into the body (6602d66): a request's first read to its decode 1.65-2.26 ms -> 1.30-1.70;
+  8 rounds in a noisy hour (a tree's runs spread 42-71k), msgpack 50.6k against 49.0k, json 31.9k against 28.5k.
 """
 
 from __future__ import annotations
