@@ -876,3 +876,26 @@ def test_tcp_nodelay_is_set_on_every_accepted_socket(tmp_path):
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         values = runner.run(main())
     assert len(values) == 3 and all(v != 0 for v in values), values
+
+
+def test_an_h1_body_over_many_reads_is_read_into_itself_and_the_request_behind_it_after(server):
+    """A 4 MiB addMany body sent in pieces with pauses between (each read of it goes straight into the body:
+    brainy/net/glue/tcp.py, ``_BodyReads``), its last piece in one send with a read behind it, over one
+    connection: the write holds every row, the read is answered after it, and the connection serves on."""
+    auth = _auth(server) + (("Content-Type", "application/json"),)
+    items = [{"type": "thing", "id": f"big{i}", "data": "x" * 4000} for i in range(1000)]
+    body = json.dumps({"items": items}).encode()
+    assert len(body) > 4_000_000
+    wire = H1Client.request("POST", server.path("addMany"), body, auth)
+    cut = len(wire) - 100_000
+    with H1Client(server.address) as client:
+        for at in range(0, cut, 700_000):
+            client.send(wire[at : min(at + 700_000, cut)])
+            time.sleep(0.02)  # the server reads what came, and waits for more
+        client.send(wire[cut:] + H1Client.request("GET", server.path("get/big999"), None, auth))
+        answer = client.read_answer()
+        assert answer.status == 200 and len(answer.result()["ids"]) == 1000
+        got = client.read_answer()
+        assert got.status == 200 and got.result()["entity"]["data"] == "x" * 4000
+        client.send(H1Client.request("GET", server.path("counts"), None, auth))
+        assert client.read_answer().result()["entities"] >= 1000

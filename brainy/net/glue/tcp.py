@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import threading
 from typing import Protocol
 
 from brainy.auth.principal import Principal
@@ -44,25 +43,12 @@ class Listening(Serving, Protocol):
     request_seconds: float
 
 
-# the reads of every connection on a thread's loop go here first and are copied out as each is handed on (the
-# loop runs one callback at a time): a buffer a thread, not one a connection
-_READS = threading.local()
-READ_BYTES = 256 * 1024  # as large as uvloop's own read buffer
-
-
-def _read_buffer() -> memoryview:
-    buffer = getattr(_READS, "buffer", None)
-    if buffer is None:
-        buffer = _READS.buffer = memoryview(bytearray(READ_BYTES))
-    return buffer
-
-
-class HttpProtocol(asyncio.BufferedProtocol):
+class HttpProtocol(asyncio.Protocol):
     """One accepted connection on a listener speaking ``protocols`` (``"h1"``, ``"h2"`` or both).
 
-    Its reads go into a buffer it names (asyncio's BufferedProtocol): the rest of an HTTP/1.1 body while one
-    arrives (``H1Connection.body_room``: the body's one copy, from the kernel), else the thread's read buffer,
-    whose bytes are copied out and handed on as :meth:`data_received`."""
+    While an HTTP/1.1 body arrives over several reads, the transport reads into the body itself
+    (:class:`_BodyReads`, ``H1Connection.body_room``: its one copy, from the kernel); every other read comes as
+    :meth:`data_received`, as a plain protocol's do (a small request pays nothing for the body's road)."""
 
     def __init__(self, app: Handler, server: Listening, protocols: tuple[str, ...], advertise: bool = True) -> None:
         self.app = app
@@ -74,7 +60,9 @@ class HttpProtocol(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._lingering = False  # the last answer is written and the writing side shut (linger)
-        self._filling = False  # the read under way goes into an arriving body (get_buffer)
+        # the rest of an HTTP/1.1 body still arriving, where the next read goes while _BodyReads is the
+        # transport's protocol (H1Connection.body_room); asked once a read leaves a request part-way in
+        self.room: memoryview | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
@@ -93,6 +81,7 @@ class HttpProtocol(asyncio.BufferedProtocol):
         # h1 connection, 36 an h2) that pushes the collector into more passes, whose pauses land in the p99
         # of every other connection (perf/measure.py's 64 connections, opened afresh each sweep).
         self.server.connections.discard(self)
+        self.room = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -100,23 +89,23 @@ class HttpProtocol(asyncio.BufferedProtocol):
         if session is not None:
             session.connection_lost()
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        session = self.session
-        if type(session) is H1Glue and not self._lingering:
-            room = session.conn.body_room()
-            if room is not None:
-                self._filling = True
-                return room
-        self._filling = False
-        return _read_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if not self._filling:
-            self.data_received(_read_buffer()[:nbytes].tobytes())
+    def _fill(self, session: H1Glue) -> None:
+        """A read left a request part-way in: if it is a body arriving, the next reads go straight into it."""
+        room = session.conn.body_room()
+        if room is None or self._lingering or self.transport is None:
             return
+        self.room = room
+        self.transport.set_protocol(_BodyReads(self))
+
+    def body_read(self, nbytes: int) -> None:
+        """``nbytes`` more of the arriving body are in its room (:class:`_BodyReads`)."""
         session = self.session
         assert type(session) is H1Glue  # (it stays one while a body arrives: no upgrade mid-body)
         session.body_received(nbytes, self._loop.time())
+        room = None if self._lingering else session.conn.body_room()
+        self.room = room
+        if room is None and self.transport is not None:  # whole (or the connection done): plain reads again
+            self.transport.set_protocol(self)
         if self._timer is not None and not session.hastens:
             return  # as in data_received
         self.arm()
@@ -128,6 +117,8 @@ class HttpProtocol(asyncio.BufferedProtocol):
         session = self.session
         if session is not None:
             session.data_received(data, now)
+            if type(session) is H1Glue and session.conn.mid_request and self.session is session:
+                self._fill(session)
             if self._timer is not None and not session.hastens:
                 return  # the deadline moved later, if at all: the timer set finds it (arm's docstring)
         else:
@@ -135,6 +126,9 @@ class HttpProtocol(asyncio.BufferedProtocol):
             if chosen is None:
                 return  # could still be either: wait for more
             self._choose(chosen, now)
+            session = self.session
+            if type(session) is H1Glue and session.conn.mid_request:
+                self._fill(session)
         self.arm()
 
     def _choose(self, chosen: ProtocolChosen, now: float) -> None:
@@ -191,6 +185,9 @@ class HttpProtocol(asyncio.BufferedProtocol):
         if not transport.can_write_eof():
             transport.close()
             return
+        if self.room is not None:  # what the peer still sends is read and discarded (data_received)
+            self.room = None
+            transport.set_protocol(self)
         transport.write_eof()
         self._lingering = True
         self._timed = Lingering(self._loop.time())
@@ -256,3 +253,34 @@ class HttpProtocol(asyncio.BufferedProtocol):
     def sending(self) -> bool:
         """True while an answer is held back by the peer's flow control (h2), not yet handed to the socket."""
         return self.session is not None and self.session.sending
+
+
+class _BodyReads(asyncio.BufferedProtocol):
+    """The transport's protocol while an HTTP/1.1 body arrives: each read goes into the rest of the body
+    (``HttpProtocol.room``) and is handed to the connection as a count; every other callback is the
+    connection's own. Set by ``HttpProtocol._fill``, replaced by the connection again once the body is whole."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: HttpProtocol) -> None:
+        self._conn = conn
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        room = self._conn.room
+        assert room is not None  # (the connection is the protocol again before its room goes)
+        return room
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._conn.body_read(nbytes)
+
+    def eof_received(self) -> bool | None:
+        return self._conn.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conn.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._conn.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._conn.resume_writing()
