@@ -415,13 +415,6 @@ class Dispatcher:
                 raise plan.closed()
         if brain is None and plan.takes_brain:
             raise R.InvalidArgumentError("brain: required", field="brain", reason="missing")
-        if brain is not None and door.kind == "read" and not plan.host:
-            writer = self.brains.open_writer(brain)
-            if writer is not None and writer.visible_pending:
-                # a write was answered before its followers moved: the read waits for them (read-your-writes),
-                # here, so every read still answers at once; bounded by one group's follower step, which a read
-                # meeting that step's state lock always waited for
-                writer.until_visible()
         document = plan.checked.document(id_, document)
         entry = REGISTERED[door.name]
         brains = self.brains
@@ -429,6 +422,13 @@ class Dispatcher:
             return entry.fn(Call(principal, door, brain, id_, document, brains, self.host))
         entered = brains.enter(brain)
         try:
+            if entry.runs == READ:
+                handle = brains.held(entered, False)
+                if handle.visible_pending:
+                    # a write was answered before its followers moved: the read waits for them (read-your-writes),
+                    # here, so every read still answers at once; bounded by one group's follower step, which a
+                    # read meeting that step's state lock always waited for
+                    handle.until_visible()
             if entry.runs == READ and entry.threaded:
                 result = self._read_threaded(entry, entered, id_, document, principal)
             elif entry.runs == READ:
@@ -436,9 +436,9 @@ class Dispatcher:
                 if texts and not embedder.warmed(texts):  # the model runs off the loop, then the read on it
                     result = self._read_warmed(entry, entered, id_, document, texts, principal)
                 else:
-                    result = calling.read(entry, brains.held(entered, False).wire_head(), id_, document, principal)
+                    result = calling.read(entry, handle.wire_head(), id_, document, principal)
                     if entry.stamp is not None:  # the inbox's presence: written after it, when it may be
-                        result = self._stamped(entry, brains.held(entered, False), door.name, result, principal)
+                        result = self._stamped(entry, handle, door.name, result, principal)
             elif entry.runs == registry.WRITE:
                 result = brains.held(entered, True).awrite(
                     door.name, document, caller=principal.caller, via=principal.via, roles=principal.roles, write=write
