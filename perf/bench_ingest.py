@@ -262,8 +262,16 @@ changes, each measured against the tree before it, interleaved:
 - a served write answered once durable, its followers moved after while the next body arrives, reads waiting for
   them (bd78163): 6 rounds, msgpack 60.4k against 54.0k (5 of 6 pairs), h2x4 59.2k against 55.0k; 8 more, msgpack
   57.3k against 54.4k, h2x4 55.9k against 55.0k, json 30.6k against 28.4k;
-- a body's reads straight into the body (6602d66): a request's first read to its decode 1.65-2.26 ms -> 1.30-1.70;
-  8 rounds in a noisy hour (a tree's runs spread 42-71k), msgpack 50.6k against 49.0k, json 31.9k against 28.5k.
+- a body's reads straight into the body (6602d66; since caf1e67 through a protocol of their own while the body
+  arrives, so a small request's reads stay plain ones): a request's first read to its decode 1.65-2.26 ms ->
+  1.30-1.70; 8 rounds in a noisy hour (a tree's runs spread 42-71k), msgpack 50.6k against 49.0k, json 31.9k
+  against 28.5k.
+
+All of it against 5c9f802 (the tree at the session's start), 6 rounds interleaved: msgpack median 52.0k
+(46.8-67.5k) against 48.6k (43.3-55.6k), h2x4 50.7k (49.5-61.8k) against 51.2k (43.2-57.0k), json 32.8k against
+26.7k; server CPU a row 15/16/27 us against 18/18/30. 8 rounds earlier in a slower hour: msgpack 42.9k against
+44.9k (best 61.1k against 48.4k), h2x4 51.7k against 51.0k, json 30.8k against 22.3k; CPU a row 16/17/30 against
+20/18/37. Single runs of both trees still fall under 50,000 when the box is busy.
 """
 
 from __future__ import annotations
