@@ -562,9 +562,6 @@ cdef class Filling:
             raise BufferError("the body was taken")
         PyBuffer_FillInfo(view, self, PyBytes_AS_STRING(self.body), self.size, 0, flags)
 
-    def __releasebuffer__(self, Py_buffer* view):
-        pass
-
     def room(self, Py_ssize_t at):
         """The writable bytes from ``at`` to the end."""
         return memoryview(self)[at:]

@@ -464,19 +464,15 @@ class Brain:
     #: :meth:`wire_head`'s (sources, durable generation, snapshot), remade once either moves.
     _wire_head: tuple[Sources, int, Snapshot] | None = None
 
-    @property
-    def visible_pending(self) -> bool:
-        """Whether a commit acknowledged to its writer waits for the followers before reads see it (a served write
-        is answered first, ``CommitPath.durable_at``): a read at the head then waits (:meth:`until_visible`)."""
-        return self.state.followed < self.state.acknowledged
-
     def until_visible(self) -> None:
         """Return once every commit acknowledged to its writer is what reads see: read-your-writes for a write
         answered before its followers moved. Bounded: followers that have not moved in twice ``ACK_WAIT_SECONDS``
         (their step waits up to that for a build it started, ``CommitPath.durable_at``) are a fault, said so, never
-        read past."""
-        if not self.state.until_visible(2 * ACK_WAIT_SECONDS):
-            state = self.state
+        read past. At once when nothing acknowledged waits (every read but those few asks)."""
+        state = self.state
+        if state.followed >= state.acknowledged:
+            return
+        if not state.until_visible(2 * ACK_WAIT_SECONDS):
             raise R.InternalError(
                 f"brain {self.name!r}: the followers did not reach acknowledged generation {state.acknowledged} "
                 f"(at {state.followed}) in {2 * ACK_WAIT_SECONDS:.0f} s",
@@ -596,8 +592,7 @@ class Brain:
             return self.write(door, document, caller=caller, via=via, roles=roles)
         if entry.runs == registry.MODEL:  # answered by the model, in the caller's thread
             return entry.fn(document)
-        if self.visible_pending:  # a served write answered before its followers moved (as a served read waits)
-            self.until_visible()
+        self.until_visible()  # a served write answered before its followers moved (as a served read waits)
         answer = calling.read(entry, self.at(), id_, document, policy.Actor(caller, via, roles))
         if entry.stamp is not None:  # in process the host writes for its caller, when it holds the lease
             args = calling.stamp_wanted(

@@ -424,11 +424,10 @@ class Dispatcher:
         try:
             if entry.runs == READ:
                 handle = brains.held(entered, False)
-                if handle.visible_pending:
-                    # a write was answered before its followers moved: the read waits for them (read-your-writes),
-                    # here, so every read still answers at once; bounded by one group's follower step, which a
-                    # read meeting that step's state lock always waited for
-                    handle.until_visible()
+                # a write answered before its followers moved: the read waits for them (read-your-writes), here,
+                # so every read still answers at once; bounded by one group's follower step, which a read meeting
+                # that step's state lock always waited for
+                handle.until_visible()
             if entry.runs == READ and entry.threaded:
                 result = self._read_threaded(entry, entered, id_, document, principal)
             elif entry.runs == READ:
@@ -477,7 +476,7 @@ class Dispatcher:
         if stray:
             raise R.BadQueryParameterError(f"{stray[0]}: not a parameter of the change stream", param=stray[0])
         writer = self.brains.open_writer(brain)
-        if writer is not None and writer.visible_pending:  # as a read door waits (run)
+        if writer is not None:  # as a read door waits (run)
             writer.until_visible()
         held = HeldFeed(self.brains, brain, feed.check_limit(document.get("limit")))
         held.open(document.get("since", 0), resume)

@@ -277,8 +277,8 @@ class H1Connection:
 
     def body_room(self) -> memoryview | None:
         """Where the next read may go straight in: the rest of a plain request's body while it arrives (exactly
-        its bytes: a request after it is read as usual), else None. The view is the reader's for one read, handed
-        back by :meth:`body_received`; none is held past it."""
+        its bytes: a request after it is read as usual), else None. The view is for the next read, whose count
+        :meth:`body_received` takes; a fresh one is asked for after it."""
         arriving = self._arriving
         if arriving is None or self._failed:
             return None
