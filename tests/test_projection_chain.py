@@ -123,6 +123,31 @@ def test_a_delta_keeps_no_vector(tmp_path: Path) -> None:
         _chain_reads_as_built(store, brain)
 
 
+def test_a_deltas_moves_folded_in_at_once_are_the_moves_one_at_a_time() -> None:
+    """Delta.apply_all (a flush's fold, runs of new rows posted in one call) leaves the delta as Delta.apply of
+    each move in turn: the same masked and voided ints, the same encoded link, for commits that add rows, change
+    and remove rows of the base and of the delta, and add again between."""
+    stamps = {"createdAt": 1_700_000_000_000, "updatedAt": 1_700_000_000_000, "visibility": "public"}
+    base_rows = [dict(_row(i), denseInt=i, generation=1, vector=b"v" * 8, **stamps) for i in range(20)]
+    added = [dict(_row(100 + i), denseInt=100 + i, generation=2, vector=b"w" * 8, **stamps) for i in range(30)]
+    changed = dict(base_rows[4], metadata={"team": "t9"}, generation=3)
+    again = dict(added[2], metadata={"team": "t8"}, generation=3)
+    commits = [
+        [("e", None, row) for row in added[:10]],
+        [("e", base_rows[4], changed), ("e", None, added[10]), ("e", None, added[11]), ("e", base_rows[7], None)],
+        [("e", added[2], again), ("e", None, added[12]), *[("e", None, row) for row in added[13:]]],
+        [("e", again, None), ("e", changed, dict(changed, metadata={"team": "t7"}))],
+    ]
+    one, at_once = chain.Delta(1, 7, 1000, "s"), chain.Delta(1, 7, 1000, "s")
+    for moves in commits:
+        for _, before, after in moves:
+            one.apply(before, after)
+    at_once.apply_all(commits)
+    assert one.masked == at_once.masked and one.voided == at_once.voided
+    one.stamp = at_once.stamp = 4
+    assert one.encode() == at_once.encode()
+
+
 def test_random_commits_and_flushes_keep_the_chain_a_full_build(tmp_path: Path) -> None:
     """Random adds, changes, removals and re-adds of a few keys, flushed at random: the chain answers as the rows
     at every flush, across reopens of the writer."""

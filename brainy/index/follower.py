@@ -445,9 +445,7 @@ class ProjectionFollower:
             return True
         if delta.past_its_share(commits):
             return False
-        for moves in commits:
-            for _, before, after in moves:
-                delta.apply(before, after)
+        delta.apply_all(commits)
         delta.stamp = head
         data = delta.encode()
         if delta.due_a_base(len(data)):
