@@ -276,3 +276,67 @@ def test_a_column_holding_a_value_that_is_not_a_leaf_is_not_packed(addrow_twin, 
     column = {1: "a", 2: odd, 3: "c"}
     assert addrow_twin.pack_column(column, [1, 2, 3], 0, 3, 0) is None
     assert addrow_twin.pack_column(column, [1, 3], 0, 2, 0) is not None  # only the slice asked for is looked at
+
+
+def test_a_paths_postings_pack_as_their_directory_and_ints_do(addrow_twin):
+    """pack_postings lays each ``[kind, value, first, count]`` out as msgpack's Packer packs it alone and the
+    postings' u64s end to end, ``first`` counting on from where the slice starts: every leaf kind as a value, in
+    slices, in the items' order; the header and the slices joined are the directory a Packer writes whole."""
+    from array import array
+
+    items = [((f"kind{i % 3}", value), array("Q", range(i, i + i % 4))) for i, value in enumerate(_LEAVES * 2)]
+    directory, first = [], 0
+    for (kind, value), posting in items:
+        directory.append([kind, value, first, len(posting)])
+        first += len(posting)
+    parts, ints, at = [], [], 0
+    for lo in range(0, len(items), 5):
+        packed = addrow_twin.pack_postings(items, lo, min(lo + 5, len(items)), at)
+        assert packed is not None
+        parts.append(packed[0])
+        ints.append(packed[1])
+        at += len(packed[1]) // 8
+    header = msgpack.Packer(use_bin_type=True).pack_array_header(len(items))
+    assert header + b"".join(parts) == msgpack.packb(directory, use_bin_type=True)
+    assert b"".join(ints) == b"".join(posting.tobytes() for _, posting in items)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        (("number", [1]), "array"),
+        (("number", 1 << 64), "array"),
+        ((1, "a"), "array"),
+        (("a", "b", "c"), "array"),
+        (("string", "a"), [1, 2]),
+        (("string", "a"), "I"),
+    ],
+)
+def test_postings_holding_what_is_not_packed_so_are_not_packed(addrow_twin, odd):
+    """A value that is not a leaf, a kind that is not a str, a key that is not a pair, or a posting that is not an
+    array of u64 (``"array"``: a good one; ``"I"``: an array of u32) leaves the path to the caller's Packer."""
+    from array import array
+
+    key, posting = odd
+    posting = array("Q", [3]) if posting == "array" else array("I", [3]) if posting == "I" else posting
+    items = [(("string", "a"), array("Q", [1])), (key, posting)]
+    assert addrow_twin.pack_postings(items, 0, 2, 0) is None
+    assert addrow_twin.pack_postings(items, 0, 1, 0) is not None  # only the slice asked for is looked at
+
+
+def test_ids_pack_as_their_utf8_end_to_end_and_a_non_ascii_id_keeps_no_utf8(addrow_twin):
+    """pack_texts lays out the ids' UTF-8 in the keys' order with each one's end counted from ``base``; a text
+    that is not ASCII comes out right, and one that is not a str leaves the section to the caller."""
+    texts = {5: "a", 2: "ünïcode-ïd", 9: "", 7: "z" * 300, 1: "日本"}
+    keys = sorted(texts)
+    ends, parts, at = [], [], 10
+    for lo in range(0, len(keys), 2):
+        packed = addrow_twin.pack_texts(texts, keys, lo, min(lo + 2, len(keys)), at)
+        assert packed is not None
+        ends.extend(np.frombuffer(packed[0], "=u8").tolist())
+        parts.append(packed[1])
+        at += len(packed[1])
+    encoded = [texts[k].encode("utf-8") for k in keys]
+    assert b"".join(parts) == b"".join(encoded)
+    assert ends == (10 + np.cumsum([len(e) for e in encoded])).tolist()
+    assert addrow_twin.pack_texts({1: "a", 2: b"b"}, [1, 2], 0, 2, 0) is None

@@ -10,6 +10,7 @@ string and map, an int in the smallest form that holds it (msgpack's own choice:
 negative as signed), a float as a float64, big-endian.
 """
 
+from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Copy, PyDict_Next, PyDict_SetItem, PyDict_Size
 from cpython.float cimport PyFloat_AS_DOUBLE
@@ -23,9 +24,16 @@ from libc.string cimport memcpy
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+    bint PyUnicode_IS_COMPACT_ASCII(object text)
+    void *PyUnicode_DATA(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
     void PyObject_GC_UnTrack(void *op)
 
-__all__ = ["add_minted", "pack_column"]
+import array as _array
+
+__all__ = ["add_minted", "pack_column", "pack_postings", "pack_texts"]
+
+cdef type _ARRAY = _array.array
 
 cdef frozenset _ARGUMENTS = frozenset(("type", "vector", "data", "metadata"))
 cdef object _INT_LOW = -(1 << 63)
@@ -120,6 +128,19 @@ cdef int _str(Out *out, object text) except -1:
     return 0
 
 
+cdef int _uint(Out *out, uint64_t u) except -1:
+    """A non-negative int in the smallest form msgpack's Packer gives it."""
+    if u < (1 << 7):
+        return _byte(out, <unsigned char>u)
+    if u < (1 << 8):
+        return _big(out, 0xCC, u, 1)
+    if u < (1 << 16):
+        return _big(out, 0xCD, u, 2)
+    if u < (1ULL << 32):
+        return _big(out, 0xCE, u, 4)
+    return _big(out, 0xCF, u, 8)
+
+
 cdef int _map(Out *out, Py_ssize_t size) except -1:
     if size < 16:
         return _byte(out, 0x80 | size)
@@ -131,7 +152,6 @@ cdef int _map(Out *out, Py_ssize_t size) except -1:
 cdef int _int(Out *out, object value) except -1:
     cdef int overflow = 0
     cdef int64_t d = PyLong_AsLongLongAndOverflow(value, &overflow)
-    cdef uint64_t u
     if overflow > 0:  # past int64: a plain leaf's is below 2**64
         return _big(out, 0xCF, PyLong_AsUnsignedLongLong(value), 8)
     if d < -(1 << 5):
@@ -142,16 +162,9 @@ cdef int _int(Out *out, object value) except -1:
         if d < -(1 << 7):
             return _big(out, 0xD1, <uint64_t>d, 2)
         return _big(out, 0xD0, <uint64_t>d, 1)
-    if d < (1 << 7):
-        return _byte(out, <unsigned char>(d & 0xFF))
-    u = <uint64_t>d
-    if u < (1 << 8):
-        return _big(out, 0xCC, u, 1)
-    if u < (1 << 16):
-        return _big(out, 0xCD, u, 2)
-    if u < (1ULL << 32):
-        return _big(out, 0xCE, u, 4)
-    return _big(out, 0xCF, u, 8)
+    if d < 0:
+        return _byte(out, <unsigned char>(d & 0xFF))  # a negative fixint
+    return _uint(out, <uint64_t>d)
 
 
 cdef int _leaf_out(Out *out, object value) except -1:
@@ -382,6 +395,76 @@ def pack_column(dict column, list keys, Py_ssize_t lo, Py_ssize_t hi, uint64_t b
             if not _leaf(value) and type(value) is not float:  # a float any float: msgpack packs its bits
                 return None
             _leaf_out(&out, value)
+            end[i] = base + <uint64_t>out.length
+        return ends, PyBytes_FromStringAndSize(out.data, out.length)
+    finally:
+        PyMem_Free(out.data)
+
+
+def pack_postings(list items, Py_ssize_t lo, Py_ssize_t hi, uint64_t first):
+    """Each ``((kind, value), posting)`` of ``items[lo:hi]`` as its snapshot directory entry ``[kind, value, first,
+    count]`` packed as msgpack's Packer packs it, laid end to end, and its posting's u64s laid end to end; ``first``
+    is where the slice's ints start. None when a kind is not a ``str``, a value not a leaf (a ``float`` any float) or
+    a posting not an array of u64: nothing is packed then, the caller packs that path in Python."""
+    cdef Out out, ints
+    cdef Py_ssize_t i, count
+    cdef object item, key, kind, value, posting
+    _open(&out)
+    try:
+        _open(&ints)
+        try:
+            for i in range(lo, hi):
+                item = <object>PyList_GET_ITEM(items, i)
+                key, posting = item
+                if type(key) is not tuple or len(<tuple>key) != 2:
+                    return None
+                kind, value = key
+                if type(kind) is not str or (not _leaf(value) and type(value) is not float):
+                    return None
+                if type(posting) is not _ARRAY or (<array.array>posting).ob_descr.typecode != b"Q":
+                    return None
+                count = len(posting)
+                _byte(&out, 0x94)
+                _str(&out, kind)
+                _leaf_out(&out, value)
+                _uint(&out, first)
+                _uint(&out, <uint64_t>count)
+                _room(&ints, 8 * count)
+                memcpy(ints.data + ints.length, (<array.array>posting).data.as_voidptr, 8 * count)
+                ints.length += 8 * count
+                first += <uint64_t>count
+            return PyBytes_FromStringAndSize(out.data, out.length), PyBytes_FromStringAndSize(ints.data, ints.length)
+        finally:
+            PyMem_Free(ints.data)
+    finally:
+        PyMem_Free(out.data)
+
+
+def pack_texts(dict texts, list keys, Py_ssize_t lo, Py_ssize_t hi, uint64_t base):
+    """The UTF-8 of ``texts`` at ``keys[lo:hi]`` laid end to end, and the end of each as native u64s counted from
+    ``base`` (a projections snapshot's id text and offsets); None when one is not a ``str``. A text that is not
+    ASCII is encoded into bytes of its own: its UTF-8 is never kept on the ``str`` (the id map's live as long as the
+    projections)."""
+    cdef Out out
+    cdef Py_ssize_t i, n = hi - lo, size
+    cdef const char *utf8
+    cdef bytes ends = PyBytes_FromStringAndSize(NULL, 8 * n)
+    cdef uint64_t *end = <uint64_t *>PyBytes_AS_STRING(ends)
+    cdef object text, encoded
+    _open(&out)
+    try:
+        for i in range(n):
+            text = texts[<object>PyList_GET_ITEM(keys, lo + i)]
+            if type(text) is not str:
+                return None
+            if PyUnicode_IS_COMPACT_ASCII(text):
+                utf8, size = <const char *>PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)
+            else:
+                encoded = (<str>text).encode("utf-8")
+                utf8, size = PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded)
+            _room(&out, size)
+            memcpy(out.data + out.length, utf8, size)
+            out.length += size
             end[i] = base + <uint64_t>out.length
         return ends, PyBytes_FromStringAndSize(out.data, out.length)
     finally:

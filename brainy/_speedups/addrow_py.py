@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import math
 import struct
+from array import array
 from typing import Any
 
 import msgpack
 
-__all__ = ["add_minted", "pack_column"]
+__all__ = ["add_minted", "pack_column", "pack_postings", "pack_texts"]
 
 _ARGUMENTS = frozenset(("type", "vector", "data", "metadata"))
 
@@ -128,6 +129,43 @@ def pack_column(column: dict[int, Any], keys: list[int], lo: int, hi: int, base:
     parts, ends, at = [], [], base
     for value in values:
         part = packer.pack(value)
+        parts.append(part)
+        at += len(part)
+        ends.append(at)
+    return struct.pack(f"={len(ends)}Q", *ends), b"".join(parts)
+
+
+def pack_postings(items: list[Any], lo: int, hi: int, first: int) -> tuple[bytes, bytes] | None:
+    """Each ``((kind, value), posting)`` of ``items[lo:hi]`` as its projections snapshot directory entry ``[kind,
+    value, first, count]`` packed as msgpack's Packer packs it, laid end to end, and its posting's u64s laid end to
+    end (brainy/index/projections.py, format 3's ``postings/<path>`` and ``postingInts/<path>``); ``first`` is
+    where the slice's ints start. None when a kind is not a ``str``, a value not a leaf (a ``float`` any float) or a
+    posting not an ``array`` of u64: nothing is packed then, the caller packs that path in Python."""
+    packer = msgpack.Packer(use_bin_type=True)
+    entries, ints = [], []
+    for key, posting in items[lo:hi]:
+        if type(key) is not tuple or len(key) != 2:
+            return None
+        kind, value = key
+        if type(kind) is not str or not (_leaf(value) or type(value) is float):
+            return None
+        if type(posting) is not array or posting.typecode != "Q":
+            return None
+        entries.append(packer.pack([kind, value, first, len(posting)]))
+        ints.append(posting.tobytes())
+        first += len(posting)
+    return b"".join(entries), b"".join(ints)
+
+
+def pack_texts(texts: dict[int, Any], keys: list[int], lo: int, hi: int, base: int) -> tuple[bytes, bytes] | None:
+    """The UTF-8 of ``texts`` at ``keys[lo:hi]`` laid end to end, and the end of each as native u64s counted from
+    ``base`` (a projections snapshot's ``idText`` and ``idOffsets``); None when one is not a ``str``."""
+    parts, ends, at = [], [], base
+    for key in keys[lo:hi]:
+        text = texts[key]
+        if type(text) is not str:
+            return None
+        part = text.encode("utf-8")
         parts.append(part)
         at += len(part)
         ends.append(at)
