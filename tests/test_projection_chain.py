@@ -22,7 +22,6 @@ from brainy.doors import mechanics
 from brainy.engine import Brain, init_store
 from brainy.index import chain
 from brainy.index import follower as F
-from brainy.index import projections as PJ
 from brainy.index.projections import InPlace, Projections, encode_snapshot
 from tests.test_cold_start import _row, _same_reads
 
@@ -366,16 +365,3 @@ def test_a_base_already_at_its_stamp_is_kept_and_named_by_its_own_check(tmp_path
     delta = chain.write_base(store / "index", base, encode_snapshot(other))
     assert path.read_bytes() == on_disk and delta.base_check == InPlace(on_disk).check
     assert (delta.base, delta.stamp, delta.base_bytes) == (base, base, len(on_disk))
-
-
-def test_a_snapshots_column_sections_are_its_values_packed_one_at_a_time(monkeypatch) -> None:
-    """A column's sections (its values end to end, each one's offsets) are what packing each value alone gives,
-    in slices of leaves packed by one compiled call each, and for a column holding a value that is not a plain
-    leaf (here bytes), a value at a time."""
-    monkeypatch.setattr(PJ, "COLUMN_SLICE", 5)
-    for column in ({d: [f"v{d}", d * 1_000, d / 3, None, d % 2 == 0][d % 5] for d in range(23)}, {1: "a", 4: b"b"}):
-        keys = sorted(column)
-        one = [msgpack.packb(column[k], use_bin_type=True) for k in keys]
-        offsets, values = PJ._column_values(column, keys)
-        assert values == b"".join(one)
-        assert offsets == PJ._offsets_of(one)

@@ -41,8 +41,9 @@ from typing import Any, Protocol
 import msgpack
 import numpy as np
 
-from brainy._speedups import addrow, rowpost
 from brainy._speedups import postings as P
+from brainy._speedups import rowpost
+from brainy.index.sections import TYPECODE, column_sections, id_sections, packed, posting_sections
 from brainy.index.where import kind_of
 from brainy.store.crc import crc32
 
@@ -51,7 +52,6 @@ _NULLABLE = ("subtype", "service")  # string | null: absent reads as null (leave
 # Reserved fields an orderBy may name that are not worth a posting (nearly every value is unique).
 COLUMN_ONLY = ("id", "createdAt", "updatedAt", "generation")
 WORD = re.compile(r"[^\W_]+")
-TYPECODE = "Q"
 
 
 class Adjacency(Protocol):
@@ -497,88 +497,6 @@ def snapshot_name(stamp: int, suffix: str = ".proj") -> str:
     return f"{stamp:020d}{suffix}"
 
 
-def packed(items: Iterable[Any]) -> bytes:
-    """A MessagePack array packed an element at a time: a single C call over an O(store) list would hold the
-    interpreter lock throughout, and every commit and read of the process would wait on a background flush."""
-    items = list(items)
-    packer = msgpack.Packer(use_bin_type=True, autoreset=False)
-    packer.pack_array_header(len(items))
-    for item in items:
-        packer.pack(item)
-    return packer.bytes()
-
-
-# Values a call packs of a column (brainy/_speedups/addrow ``pack_column``): a call holds the interpreter lock, and
-# at this size (0.5-1 ms) no commit or read waits long on a background flush.
-COLUMN_SLICE = 16_384
-
-
-def _column_values(column: dict[int, Any], keys: list[int]) -> tuple[bytes, bytes]:
-    """A column's offsets and its values packed end to end: a slice of plain leaves a compiled call (the column
-    packed a value at a time in Python was half a base's encoding, 1.6 us a row), a column holding any other value
-    a value at a time."""
-    ends, parts, at = [_ZERO_OFFSET], [], 0
-    for lo in range(0, len(keys), COLUMN_SLICE):
-        packed = addrow.pack_column(column, keys, lo, min(lo + COLUMN_SLICE, len(keys)), at)
-        if packed is None:
-            packer = msgpack.Packer(use_bin_type=True)  # resets after each value: one value's bytes a call
-            encoded = [packer.pack(column[d]) for d in keys]
-            return _offsets_of(encoded), b"".join(encoded)
-        ends.append(packed[0])
-        parts.append(packed[1])
-        at += len(packed[1])
-    return b"".join(ends), b"".join(parts)
-
-
-_ZERO_OFFSET = array(TYPECODE, [0]).tobytes()
-
-
-def _id_sections(ids: dict[int, str]) -> tuple[bytes, bytes, bytes]:
-    """The id map's ``dense``, ``idOffsets`` and ``idText`` sections: the ids' UTF-8 laid end to end a slice a
-    compiled call (each id encoded into bytes of its own, listed, then joined was 0.7 us a row of a base)."""
-    keys = sorted(ids)
-    ends, parts, at = [_ZERO_OFFSET], [], 0
-    for lo in range(0, len(keys), COLUMN_SLICE):
-        got = addrow.pack_texts(ids, keys, lo, min(lo + COLUMN_SLICE, len(keys)), at)
-        if got is None:  # an id that is not a str: a value at a time, which says what it is
-            texts = [ids[d].encode("utf-8") for d in keys]
-            return array(TYPECODE, keys).tobytes(), _offsets_of(texts), b"".join(texts)
-        ends.append(got[0])
-        parts.append(got[1])
-        at += len(got[1])
-    return array(TYPECODE, keys).tobytes(), b"".join(ends), b"".join(parts)
-
-
-def _posting_sections(values: dict[tuple[str, Any], array]) -> tuple[bytes, bytes]:
-    """A path's ``postings/<path>`` directory (``[kind, value, first, count]`` each, in the map's order) and its
-    ``postingInts/<path>``: a slice of values a compiled call (a path of unique values listed and packed an entry
-    at a time in Python was half a base's encoding), a path holding any other value a value at a time."""
-    entries, ints, first = iter(values.items()), [], 0
-    parts = [_HEADERS.pack_array_header(len(values))]
-    while chunk := list(itertools.islice(entries, COLUMN_SLICE)):
-        got = addrow.pack_postings(chunk, 0, len(chunk), first)
-        if got is None:
-            directory, first = [], 0
-            for (kind, value), posting in values.items():
-                directory.append([kind, value, first, len(posting)])
-                first += len(posting)
-            return packed(directory), b"".join(posting.tobytes() for posting in values.values())
-        parts.append(got[0])
-        ints.append(got[1])
-        first += len(got[1]) // 8
-    return b"".join(parts), b"".join(ints)
-
-
-_HEADERS = msgpack.Packer(use_bin_type=True)  # only its array headers: each call answers its own bytes
-
-
-def _offsets_of(parts: list[bytes]) -> bytes:
-    """len(parts) + 1 u64 offsets: part i is bytes [offsets[i], offsets[i+1]) of the parts joined."""
-    offsets = array(TYPECODE, [0])
-    offsets.extend(itertools.accumulate(len(p) for p in parts))
-    return offsets.tobytes()
-
-
 def _page_checks(parts: Iterable[bytes], page: int) -> array:
     """The crc32 of every ``page`` bytes of the parts joined (the last page shorter), without joining them."""
     checks, crc, filled = array("I"), 0, 0
@@ -602,7 +520,7 @@ def encode_snapshot(
     """The projections as a head naming each section (offset, size) and the crc32 of every page of the body, then
     the sections (docs/store-format.md, "Projection snapshots"): a read in place checks only the pages it
     touches, a posting is found by its value in its path's directory, an order column's value by its dense int."""
-    dense, id_offsets, id_text = _id_sections(proj.ids)
+    dense, id_offsets, id_text = id_sections(proj.ids)
     sections: list[tuple[str, bytes]] = [
         ("dense", dense),
         ("idOffsets", id_offsets),
@@ -624,12 +542,12 @@ def encode_snapshot(
         ),
     ]
     for path, values in proj.postings.items():
-        directory, ints = _posting_sections(values)
+        directory, ints = posting_sections(values)
         sections.append((f"postings/{path}", directory))
         sections.append((f"postingInts/{path}", ints))
     for path, column in proj.columns.items():
         keys = sorted(column)  # a moved row re-enters its column last; a lookup bisects the sorted ints
-        offsets, values = _column_values(column, keys)
+        offsets, values = column_sections(column, keys)
         sections.append((f"columns/{path}", array(TYPECODE, keys).tobytes()))
         sections.append((f"columnOffsets/{path}", offsets))
         sections.append((f"columnValues/{path}", values))
