@@ -272,6 +272,29 @@ All of it against 5c9f802 (the tree at the session's start), 6 rounds interleave
 26.7k; server CPU a row 15/16/27 us against 18/18/30. 8 rounds earlier in a slower hour: msgpack 42.9k against
 44.9k (best 61.1k against 48.4k), h2x4 51.7k against 51.0k, json 30.8k against 22.3k; CPU a row 16/17/30 against
 20/18/37. Single runs of both trees still fall under 50,000 when the box is busy.
+
+Session 35: where a served burst's CPU goes (perf with call stacks over the server, 20 batches of MessagePack):
+the main thread 68% of it, the commit's walk of new rows (addrow.add_minted) 18% (its row and op dicts copied
+from their templates a fifth of that, the row's bytes a sixth, tuples an eighth, the id's mint and the vector's
+check a tenth each), the body's socket reads 7%, the decode 10% (the walk of the vectors 5, the rest's unpack 5),
+the log's write 5%, the memtable 4%, the payload's pack 4%; the fsync worker 32%, the postings (rowpost) 11 of it.
+Page faults are 16% of the process, the memory a burst keeps (a quarter of them the socket's copy into a new body,
+the rest pymalloc's pools and dict tables). No step is more than a fifth of a row, and each cut found in them was
+of 1-2%. The box moves the cells more than that: the session's starting tree, 8 rounds each an hour apart,
+msgpack median 50.2k (42.7-66.8k) and h2x4 59.1k at 16/17 us of CPU a row, then (this tree) 42.1k and 40.6k at
+21/19 us a row, with no steal counted in /proc/stat: the core did less in a second, not less often.
+
+Tried beside this tree, interleaved, and left (none outside the runs' spread): the collector's young threshold
+at 100,000 (8 rounds, msgpack 49.7k against 49.8k, 19.8 us a row both); a 64 MiB memtable, so no flush falls in
+the burst (12 rounds, 43.2k against 42.7k; 8 rounds, 46.0k against 44.8k); glibc's mmap and trim thresholds
+fixed (6 rounds, 49.2k against 57.1k); malloc's heap in huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, 6
+rounds, 47.8k against 44.2k, 20.5 against 22.0 us a row; with PYTHONMALLOC=malloc 42.3k).
+
+What moved is the flush's projections, which a sustained ingest pays: a burst's new rows folded into the delta a
+run at a time (38c21ce: 5,000 rows, 6.5/5.4 -> 2.3/2.1 us a row) and a base's ids and postings directories packed
+a slice a compiled call (5a66249: 50,000 rows, median 103/115 -> 87/84 ms). With ``--batches 100`` against
+7d89910, 5 rounds interleaved: msgpack median 31.2k against 31.3k, 29 against 30 us of CPU a row (the table's
+write, the vector index's and the projections' base still grow with the store).
 """
 
 from __future__ import annotations
