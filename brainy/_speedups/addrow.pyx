@@ -8,6 +8,9 @@ The row is packed here, not by ``pack_row``: its fields and their types are know
 it is written straight as msgpack's Packer (``use_bin_type=True``) writes it: the smallest header of each
 string and map, an int in the smallest form that holds it (msgpack's own choice: non-negative as unsigned,
 negative as signed), a float as a float64, big-endian.
+
+The same writer packs a projections snapshot's sections a slice at a time (``pack_column``, ``pack_postings``,
+``pack_texts``: brainy/index/sections.py), each as msgpack packs it a value at a time.
 """
 
 from cpython cimport array

@@ -18,6 +18,9 @@ an item is known plain, so an item stopped at leaves the transaction as it was.
 store's ``(missing, mint, entity, vector_key)``: the noun types, the reserved metadata names, the default
 visibility, the vector packer, the vector's length and the exception the packer refuses with, the row packer; the undo log's "no value" mark, the id minter
 (``mint() -> (text, raw)``), and the row and vector key prefixes.
+
+``pack_column``, ``pack_postings`` and ``pack_texts`` pack a projections snapshot's sections a slice at a time
+(brainy/index/sections.py), each value as msgpack's Packer packs it alone.
 """
 
 from __future__ import annotations
