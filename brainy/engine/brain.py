@@ -468,10 +468,8 @@ class Brain:
         """Return once every commit acknowledged to its writer is what reads see: read-your-writes for a write
         answered before its followers moved. Bounded: followers that have not moved in twice ``ACK_WAIT_SECONDS``
         (their step waits up to that for a build it started, ``CommitPath.durable_at``) are a fault, said so, never
-        read past. At once when nothing acknowledged waits (every read but those few asks)."""
+        read past. At once when nothing acknowledged waits (every read but those few: ``HeadState.until_visible``)."""
         state = self.state
-        if state.followed >= state.acknowledged:
-            return
         if not state.until_visible(2 * ACK_WAIT_SECONDS):
             raise R.InternalError(
                 f"brain {self.name!r}: the followers did not reach acknowledged generation {state.acknowledged} "
