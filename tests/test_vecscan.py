@@ -155,6 +155,45 @@ def test_float32_vectors_of_every_length_with_a_member_of_another_kind_anywhere(
                 assert compiled.msgpack_vectors(bytes(damaged), False) is None, (n, at, odd)
 
 
+def test_both_twins_place_the_vectors_as_float32s_that_read_as_made_by_their_class(vecscan_twins):
+    """``place`` puts a ``Float32s`` of each found vector's cells at its item, or at the top; the compiled twin's,
+    made without the class's ``__init__``, are read as one made by it in every way: type, cells, length, equality,
+    repr, hash, a copy, and what the vector packer makes of it."""
+    import copy
+    import gc
+    import pickle
+
+    from brainy._speedups import vecpack, vecpack_py
+
+    compiled, pure = vecscan_twins
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 7), dtype=np.float32)
+    items = [{"type": "thing", "vector": v.tolist(), "metadata": {"n": i}} for i, v in enumerate(x)]
+    items.insert(2, {"type": "thing"})  # an item without a vector keeps none
+    body = msgpack.packb({"items": items}, use_single_float=True)
+    one = msgpack.packb({"vector": x[0].tolist(), "type": "thing"}, use_single_float=True)
+    for twin in (compiled, pure):
+        rest, found = twin.msgpack_vectors(body, True)
+        document = msgpack.unpackb(rest)
+        twin.place(document, found)
+        assert [item.get("vector") for item in document["items"]] == [
+            Float32s(v.astype("<f4").tobytes()) for v in x[:2]
+        ] + [None] + [Float32s(v.astype("<f4").tobytes()) for v in x[2:]]
+        rest, found = twin.msgpack_vectors(one, False)
+        document = msgpack.unpackb(rest)
+        twin.place(document, found)
+        made = document["vector"]
+        by_class = Float32s(x[0].astype("<f4").tobytes())
+        assert type(made) is Float32s and made.cells == by_class.cells and made == by_class and by_class == made
+        assert len(made) == 7 and repr(made) == repr(by_class) and made != Float32s(b"\0" * 28)
+        with pytest.raises(TypeError):
+            hash(made)
+        assert copy.copy(made) == made and pickle.loads(pickle.dumps(made)) == made
+        assert gc.is_tracked(made) == gc.is_tracked(by_class)
+        for packer in (vecpack, vecpack_py):
+            assert packer.pack(made, 7) == packer.pack(by_class, 7) == x[0].astype("<f4").tobytes()
+
+
 def test_what_the_walk_leaves_alone_is_decoded_as_before():
     """Keys given twice, a bin key, mixed numbers, another door's body: the plain decode, lists and all."""
     f = [0.5, -1.25]

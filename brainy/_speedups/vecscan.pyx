@@ -16,7 +16,9 @@ from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy
 
-__all__ = ["json_vectors", "msgpack_vectors"]
+from brainy.contract.vectors import Float32s
+
+__all__ = ["json_vectors", "msgpack_vectors", "place"]
 
 cdef extern from *:
     """
@@ -735,3 +737,29 @@ def json_vectors(const unsigned char[::1] body, bint items):
     if end < 0 or brainy_ws(&walk.m, end) != n or not walk.found:
         return None
     return _rest(body, walk.spans, b"null"), walk.found
+
+
+cdef extern from *:
+    """
+    /* A new instance of the class, its slots empty: what object.__new__ makes, without a call through Python. */
+    static PyObject *brainy_alloc(PyObject *type) {
+        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    }
+    """
+    object brainy_alloc(object type)
+
+
+def place(object document, list found):
+    # Float32s's __init__ sets its one slot, cells, and nothing else: set here on what object.__new__ makes
+    # (tests/test_vecscan.py holds both twins' vectors alike in every way Float32s is read)
+    cdef Py_ssize_t where
+    cdef object items = None
+    for where, cells in found:
+        vector = brainy_alloc(Float32s)
+        vector.cells = cells
+        if where < 0:
+            document["vector"] = vector
+        else:
+            if items is None:
+                items = document["items"]
+            items[where]["vector"] = vector

@@ -20,7 +20,6 @@ from brainy._speedups import nesting, pagerows, picks, vecscan, wirepack
 from brainy.contract import refusals as R
 from brainy.contract.encoded import Encoded, Hits
 from brainy.contract.limits import MAX_NESTING, too_deep
-from brainy.contract.vectors import Float32s
 
 JSON = "application/json"
 MSGPACK = "application/msgpack"
@@ -97,8 +96,7 @@ def packed_vectors(body: bytes, items: bool, encoding: str) -> Any:
         document = orjson.loads(rest) if json else msgpack.unpackb(rest, raw=False, strict_map_key=True)
     except Exception:  # noqa: BLE001  (whatever it is, the body's own decode words it)
         return None
-    for where, cells in packed:
-        (document if where < 0 else document["items"][where])["vector"] = Float32s(cells)
+    vecscan.place(document, packed)
     return document
 
 
