@@ -27,8 +27,8 @@ def _vector() -> np.ndarray:
     return RNG.standard_normal(DIM).astype(np.float32)
 
 
-def _txn(caller: str | None = "person:ada") -> Txn:
-    return Txn(lambda key: None, lambda start, stop: iter(()), 40, 9, 1_760_000_000_123, caller)
+def _txn(caller: str | None = "person:ada", dense: int = 40, generation: int = 9) -> Txn:
+    return Txn(lambda key: None, lambda start, stop: iter(()), dense, generation, 1_760_000_000_123, caller)
 
 
 def _counting_mint():
@@ -44,8 +44,8 @@ def _counting_mint():
     return mint
 
 
-def _staged(twin, items, start=0, caller="person:ada"):
-    txn = _txn(caller)
+def _staged(twin, items, start=0, caller="person:ada", dense=40, generation=9):
+    txn = _txn(caller, dense, generation)
     ids: list[str] = []
     plan = (*writes._plain_adds(), object(), _counting_mint(), b"e", b"v")
     end, next_dense = twin.add_minted(
@@ -86,12 +86,15 @@ PLAIN = [
 ]
 
 
-def test_both_twins_stage_the_same_bytes(addrow_twins):
+@pytest.mark.parametrize(
+    ("dense", "generation"), [(40, 9), (250, 300), (65_530, 70_000), ((1 << 32) - 3, 1 << 33)]
+)  # each int form of msgpack's, a walk's rows crossing from one to the next
+def test_both_twins_stage_the_same_bytes(addrow_twins, dense, generation):
     compiled, pure = addrow_twins
     for caller in ("person:ada", None):
-        a = _staged(compiled, PLAIN, caller=caller)
-        b = _staged(pure, PLAIN, caller=caller)
-        assert a[0] == b[0] == len(PLAIN) and a[1] == b[1] == 40 + len(PLAIN)
+        a = _staged(compiled, PLAIN, caller=caller, dense=dense, generation=generation)
+        b = _staged(pure, PLAIN, caller=caller, dense=dense, generation=generation)
+        assert a[0] == b[0] == len(PLAIN) and a[1] == b[1] == dense + len(PLAIN)
         assert a[3] == b[3] and a[2].ops == b[2].ops and a[2].overlay == b[2].overlay
         assert a[2].moves == b[2].moves
         # the keys in the same order too (a read answers a row's fields in its dict's order): the compiled rows

@@ -211,14 +211,42 @@ cdef inline int _raw(Out *out, bytes piece) except -1:
     return 0
 
 
-cdef bytes _pack_row(Out *out, object text, object kind, object data, dict meta, object visibility,
-                     object generation, object timestamp, object dense, object caller):
-    """The row as ``pack_row`` packs it (the field order of addrow_py's dict)."""
+cdef bytes _row_fixed(Out *out, object visibility, object generation, object timestamp, object caller):
+    """The bytes of a walk's every row from ``visibility`` to ``denseInt``'s name, then its authors' fields when it
+    has one (``caller``), laid end to end: packed once a walk, copied into each row (:func:`_pack_row`)."""
+    out.length = 0
+    _raw(out, _K_VISIBILITY)
+    _str(out, visibility)
+    _raw(out, _K_CONFIDENCE_WEIGHT_HAS)
+    _raw(out, _K_GENERATION)
+    _int(out, generation)
+    _raw(out, _K_UPDATED_AT)
+    _int(out, timestamp)
+    _raw(out, _K_CREATED_AT)
+    _int(out, timestamp)
+    _raw(out, _K_DENSE)
+    return PyBytes_FromStringAndSize(out.data, out.length)
+
+
+cdef bytes _row_authors(Out *out, object caller):
+    out.length = 0
+    if caller is not None:
+        _raw(out, _K_CREATED_BY)
+        _str(out, caller)
+        _raw(out, _K_UPDATED_BY)
+        _str(out, caller)
+    return PyBytes_FromStringAndSize(out.data, out.length)
+
+
+cdef bytes _pack_row(Out *out, object text, object kind, object data, dict meta, long long dense, bytes fixed,
+                     bytes authors):
+    """The row as ``pack_row`` packs it (the field order of addrow_py's dict); ``fixed`` and ``authors`` are the
+    walk's (:func:`_row_fixed`, :func:`_row_authors`)."""
     cdef Py_ssize_t pos = 0
     cdef PyObject *key
     cdef PyObject *leaf
     out.length = 0
-    _map(out, 14 if caller is None else 16)
+    _map(out, 14 if PyBytes_GET_SIZE(authors) == 0 else 16)
     _raw(out, _K_ID)
     _str(out, text)
     _raw(out, _K_TYPE)
@@ -231,22 +259,9 @@ cdef bytes _pack_row(Out *out, object text, object kind, object data, dict meta,
     while PyDict_Next(meta, &pos, &key, &leaf):
         _str(out, <object>key)
         _leaf_out(out, <object>leaf)
-    _raw(out, _K_VISIBILITY)
-    _str(out, visibility)
-    _raw(out, _K_CONFIDENCE_WEIGHT_HAS)
-    _raw(out, _K_GENERATION)
-    _int(out, generation)
-    _raw(out, _K_UPDATED_AT)
-    _int(out, timestamp)
-    _raw(out, _K_CREATED_AT)
-    _int(out, timestamp)
-    _raw(out, _K_DENSE)
-    _int(out, dense)
-    if caller is not None:
-        _raw(out, _K_CREATED_BY)
-        _str(out, caller)
-        _raw(out, _K_UPDATED_BY)
-        _str(out, caller)
+    _raw(out, fixed)
+    _uint(out, <uint64_t>dense)
+    _raw(out, authors)
     return PyBytes_FromStringAndSize(out.data, out.length)
 
 
@@ -323,6 +338,8 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         template["updatedBy"] = caller
     template["vector"] = None
     cdef dict op_template = {"k": "e", "o": "put", "row": None, "vec": None}
+    cdef bytes fixed = _row_fixed(out, visibility, generation, timestamp, caller)
+    cdef bytes authors = _row_authors(out, caller)
     while i < n:
         item = <object>PyList_GET_ITEM(items, i)
         if type(item) is not dict:
@@ -356,7 +373,7 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         PyDict_SetItem(row, "metadata", meta)
         PyDict_SetItem(row, "denseInt", dense)
         PyDict_SetItem(row, "vector", packed)
-        stored = _pack_row(out, text, kind, data, <dict>meta, visibility, generation, timestamp, dense, caller)
+        stored = _pack_row(out, text, kind, data, <dict>meta, next_dense - 1, fixed, authors)
         key = _joined(entity, raw)
         vkey = _joined(vector_key, raw)
         undo.append((key, missing))
