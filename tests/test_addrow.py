@@ -11,6 +11,8 @@ import msgpack
 import numpy as np
 import pytest
 from helpers import new_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brainy.contract import refusals as R
 from brainy.contract.vectors import Float32s
@@ -343,3 +345,66 @@ def test_ids_pack_as_their_utf8_end_to_end_and_a_non_ascii_id_keeps_no_utf8(addr
     assert b"".join(parts) == b"".join(encoded)
     assert ends == (10 + np.cumsum([len(e) for e in encoded])).tolist()
     assert addrow_twin.pack_texts({1: "a", 2: b"b"}, [1, 2], 0, 2, 0) is None
+
+
+_PAYLOAD_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),  # past 64 bits too: msgpack's refusal
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.binary(max_size=300),
+)
+_VALUES = st.recursive(
+    _PAYLOAD_LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=20)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.one_of(st.text(max_size=8), st.integers(-5, 5)), inner, max_size=6)
+    ),
+    max_leaves=40,
+)
+
+
+def _outcome(pack, doc):
+    try:
+        return bytes(pack(doc))
+    except Exception as exc:  # noqa: BLE001  (compared: the same refusal)
+        return type(exc)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_VALUES)
+def test_both_twins_pack_a_payload_as_msgpack_packs_it(addrow_twin, doc):
+    """Any value (a payload's dicts, lists, leaves and bytes, and tuples, deep nests and ints past 64 bits, which
+    the compiled twin leaves to msgpack): msgpack's bytes, or its refusal."""
+    payloads = addrow_twin.Payloads()
+    assert _outcome(payloads.pack, doc) == _outcome(lambda d: msgpack.packb(d, use_bin_type=True), doc)
+
+
+def test_a_payload_of_every_header_size_and_a_deep_nest_packs_as_msgpack_packs_it(addrow_twin):
+    payloads = addrow_twin.Payloads()
+    for n in (0, 15, 16, 65_535, 65_536):
+        for doc in ([1] * n, {i: None for i in range(n)}, "s" * n, b"b" * n):
+            assert bytes(payloads.pack(doc)) == msgpack.packb(doc, use_bin_type=True)
+    deep: list = [b"x", {"k": 1.5}]
+    for _ in range(30):
+        deep = [deep, {"a": deep}] if len(msgpack.packb(deep)) < 10_000 else [deep]
+    assert bytes(payloads.pack(deep)) == msgpack.packb(deep, use_bin_type=True)
+
+
+def test_the_compiled_payloads_are_packed_into_the_same_memory_never_over_a_held_view(addrow_twins):
+    compiled, _ = addrow_twins
+    payloads = compiled.Payloads()
+    first = payloads.pack({"ops": [{"row": b"r" * 5000}]})
+    kept = bytes(first)
+    with pytest.raises(BufferError):
+        payloads.pack({"ops": []})
+    part = first[10:20]
+    del first
+    with pytest.raises(BufferError):  # a slice holds it too
+        payloads.pack({"ops": []})
+    assert bytes(part) == kept[10:20]
+    del part
+    second = payloads.pack({"g": 2})
+    assert bytes(second) == msgpack.packb({"g": 2}) and second.readonly

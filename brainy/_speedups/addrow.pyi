@@ -1,7 +1,7 @@
 # Types for the compiled batch adds (addrow.pyx); the pure twin addrow_py.py has the same surface.
 from typing import Any
 
-__all__ = ["add_minted", "pack_column", "pack_postings", "pack_texts"]
+__all__ = ["Payloads", "add_minted", "pack_column", "pack_postings", "pack_texts"]
 
 def add_minted(
     items: list[Any], start: int, staged: tuple[Any, ...], plan: tuple[Any, ...], ids: list[str]
@@ -9,3 +9,6 @@ def add_minted(
 def pack_column(column: dict[int, Any], keys: list[int], lo: int, hi: int, base: int) -> tuple[bytes, bytes] | None: ...
 def pack_postings(items: list[Any], lo: int, hi: int, first: int) -> tuple[bytes, bytes] | None: ...
 def pack_texts(texts: dict[int, Any], keys: list[int], lo: int, hi: int, base: int) -> tuple[bytes, bytes] | None: ...
+
+class Payloads:
+    def pack(self, doc: Any) -> memoryview: ...

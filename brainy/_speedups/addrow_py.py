@@ -21,6 +21,10 @@ visibility, the vector packer, the vector's length and the exception the packer 
 
 ``pack_column``, ``pack_postings`` and ``pack_texts`` pack a projections snapshot's sections a slice at a time
 (brainy/index/sections.py), each value as msgpack's Packer packs it alone.
+
+``Payloads().pack(doc)`` answers a read-only view of ``doc`` packed as msgpack's Packer (``use_bin_type=True``)
+packs it (a commit's log payload, brainy/store/log.py), valid until the same ``Payloads``' next ``pack``. The
+compiled twin packs each into the same memory and refuses (``BufferError``) while a view of the last is held.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["add_minted", "pack_column", "pack_postings", "pack_texts"]
+__all__ = ["Payloads", "add_minted", "pack_column", "pack_postings", "pack_texts"]
 
 _ARGUMENTS = frozenset(("type", "vector", "data", "metadata"))
 
@@ -173,3 +177,8 @@ def pack_texts(texts: dict[int, Any], keys: list[int], lo: int, hi: int, base: i
         at += len(part)
         ends.append(at)
     return struct.pack(f"={len(ends)}Q", *ends), b"".join(parts)
+
+
+class Payloads:
+    def pack(self, doc: Any) -> memoryview:
+        return memoryview(msgpack.packb(doc, use_bin_type=True))

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgpack
 
+from brainy._speedups import addrow
 from brainy.contract import refusals as R
 from brainy.store.answered import Written
 from brainy.store.crc import crc32
@@ -161,22 +162,20 @@ PAYLOAD_KEPT = 16 << 20  # the largest payload whose packer a thread keeps for i
 
 
 def encode_payload_here(doc: dict[str, Any]) -> memoryview:
-    """:func:`encode_payload`'s bytes in this thread's packer, valid until the thread's next call (the commit path
-    writes, hashes and ships them under the commit lock, then lets them go). A batch's megabytes packed into new
-    bytes each commit were a copy and fresh memory each time: the heap, grown meanwhile by the rows the memtable
-    keeps, seldom had the hole for them, and their first touch cost 0.57 page faults a row (1.6 us a row of the
-    commit, served, against 0.55 now). A packer whose last payload was past :data:`PAYLOAD_KEPT` is let go, not
-    kept as large for the thread's every later commit."""
+    """:func:`encode_payload`'s bytes in this thread's packer (``addrow.Payloads``), valid until the thread's next
+    call (the commit path writes, hashes and ships them under the commit lock, then lets them go). A batch's
+    megabytes packed into new bytes each commit were a copy and fresh memory each time: the heap, grown meanwhile
+    by the rows the memtable keeps, seldom had the hole for them, and their first touch cost 0.57 page faults a row
+    (1.6 us a row of the commit, served, against 0.55 now). A packer whose last payload was past
+    :data:`PAYLOAD_KEPT` is let go, not kept as large for the thread's every later commit."""
     packer = getattr(_packers, "packer", None)
     try:
         if packer is None or _packers.size > PAYLOAD_KEPT:
             raise BufferError
-        packer.reset()
-        packer.pack(doc)
+        view = packer.pack(doc)
     except BufferError:  # first here, or a view of the last payload still held (a traceback's): a packer of its own
-        packer = _packers.packer = msgpack.Packer(use_bin_type=True, autoreset=False)
-        packer.pack(doc)
-    view = packer.getbuffer()
+        packer = _packers.packer = addrow.Payloads()
+        view = packer.pack(doc)
     _packers.size = len(view)
     return view
 
