@@ -32,6 +32,20 @@ def test_both_twins_put_the_same_versions(memput_twins):
         assert got[0] == got[1]
 
 
+def test_a_dict_of_keys_is_put_as_its_items_are(memput_twins):
+    """A commit's staged keys are handed over as their dict: the same versions and answers as its items."""
+    for twin in memput_twins:
+        for seed in range(5):
+            by_items: dict = {}
+            by_dict: dict = {}
+            for generation, commit in enumerate(_commits(seed), 1):
+                staged = dict(commit)
+                assert twin.put_many(by_dict, staged, generation) == twin.put_many(
+                    by_items, list(staged.items()), generation
+                )
+            assert by_dict == by_items and list(by_dict) == list(by_items)
+
+
 def test_a_keys_versions_are_one_tuple_then_a_list_in_generation_order(memput_twin):
     versions: dict = {}
     new, size = memput_twin.put_many(versions, [(b"a", b"1"), (b"b", b"22"), (b"a", b"3")], 5)

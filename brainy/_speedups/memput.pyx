@@ -7,7 +7,8 @@ A new key's ``(generation, value)`` tuple is left out of the cyclic collector's 
 an int and bytes, which the collector would find at its first pass and untrack then (the memtable holds every
 one until the flush)."""
 
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.bytes cimport PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
@@ -20,21 +21,32 @@ __all__ = ["put_many", "versions_in", "with_version"]
 
 def put_many(dict versions, object items, object generation):
     cdef list new = []
-    cdef Py_ssize_t size = 0
-    cdef PyObject *found
-    cdef tuple version
-    for key, value in items:
-        found = PyDict_GetItem(versions, key)
-        if found is NULL:
-            new.append(key)
-            version = (generation, value)
-            if type(value) is bytes:
-                PyObject_GC_UnTrack(<PyObject *>version)  # holds an int and bytes: never in a cycle
-            PyDict_SetItem(versions, key, version)
-        else:
-            PyDict_SetItem(versions, key, with_version(<object>found, generation, value))
-        size += len(key) + len(value) + 16
+    cdef Py_ssize_t size = 0, pos = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    if type(items) is dict:  # a commit's staged keys: walked in place, no pair made a key
+        while PyDict_Next(items, &pos, &key, &value):
+            size += _put(versions, <object>key, <object>value, generation, new)
+    else:
+        for pair_key, pair_value in items:
+            size += _put(versions, pair_key, pair_value, generation, new)
     return new, size
+
+
+cdef inline Py_ssize_t _put(dict versions, object key, object value, object generation, list new) except -1:
+    cdef PyObject *found = PyDict_GetItem(versions, key)
+    cdef tuple version
+    if found is NULL:
+        new.append(key)
+        version = (generation, value)
+        if type(value) is bytes:
+            PyObject_GC_UnTrack(<PyObject *>version)  # holds an int and bytes: never in a cycle
+        PyDict_SetItem(versions, key, version)
+    else:
+        PyDict_SetItem(versions, key, with_version(<object>found, generation, value))
+    if type(key) is bytes and type(value) is bytes:
+        return PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value) + 16
+    return len(key) + len(value) + 16
 
 
 def versions_in(list keys, dict versions):

@@ -1,8 +1,8 @@
 """Pure twin of ``memput``: one commit's keys put into the memtable's versions (brainy/store/memtable.py).
 
-``put_many(versions, items, generation) -> (new, size)``: each ``(key, value)`` of ``items`` put into
-``versions`` (a dict of each key's versions: one version as its ``(generation, value)`` tuple, two or more as a
-list of them in generation order) at ``generation``; answers the keys that were not there (in the order put) and
+``put_many(versions, items, generation) -> (new, size)``: each ``(key, value)`` of ``items`` (pairs, or a dict's
+items: a commit's staged keys) put into ``versions`` (a dict of each key's versions: one version as its
+``(generation, value)`` tuple, two or more as a list of them in generation order) at ``generation``; answers the keys that were not there (in the order put) and
 the bytes the puts add to the memtable's count (each ``len(key) + len(value) + 16``).
 
 A key's versions with ``(generation, value)`` put: a later op of the same commit replaces the commit's version;
@@ -23,11 +23,13 @@ Version = tuple[int, bytes]
 
 
 def put_many(
-    versions: dict[bytes, Version | list[Version]], items: Iterable[tuple[bytes, bytes]], generation: int
+    versions: dict[bytes, Version | list[Version]],
+    items: Iterable[tuple[bytes, bytes]] | dict[bytes, bytes],
+    generation: int,
 ) -> tuple[list[bytes], int]:
     new: list[bytes] = []
     size = 0
-    for key, value in items:
+    for key, value in items.items() if isinstance(items, dict) else items:
         found = versions.get(key)
         if found is None:
             new.append(key)

@@ -173,8 +173,8 @@ cdef int _post(object path, object value, object dense, uint64_t d, dict posting
     column = columns.get(path)
     if column is None:
         columns[path] = {dense: value}
-    elif dense not in column:
-        column[dense] = value
+    else:
+        PyDict_SetDefault(column, dense, value)  # the first kept: one lookup, not a test and a put
     return 0
 
 

@@ -162,7 +162,7 @@ class CommitPath:
             }
         )
         head = self.head
-        head.mem.put_many(txn.overlay.items(), generation)
+        head.mem.put_many(txn.overlay, generation)
         ledger = head.ledger
         ledger.move_all(txn.moves)
         ledger.generation, ledger.last_updated = generation, timestamp

@@ -40,10 +40,11 @@ class Memtable:
     def put(self, key: bytes, generation: int, value: bytes) -> None:
         self.put_many(((key, value),), generation)
 
-    def put_many(self, items: Iterable[tuple[bytes, bytes]], generation: int) -> None:
-        """:meth:`put` of every ``(key, value)`` of one commit (brainy/_speedups/memput*): its new keys put in the
-        sorted index at once, under one taking of the lock (a batch of a thousand rows puts two thousand keys). A
-        new key's version is in ``_versions`` before the index, so a key scanned is always there."""
+    def put_many(self, items: Iterable[tuple[bytes, bytes]] | dict[bytes, bytes], generation: int) -> None:
+        """:meth:`put` of every ``(key, value)`` of one commit (pairs, or a dict of them: brainy/_speedups/memput*):
+        its new keys put in the sorted index at once, under one taking of the lock (a batch of a thousand rows puts
+        two thousand keys). A new key's version is in ``_versions`` before the index, so a key scanned is always
+        there."""
         new, size = memput.put_many(self._versions, items, generation)
         if new:
             with self._lock:
