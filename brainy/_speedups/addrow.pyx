@@ -227,9 +227,9 @@ cdef inline int _raw(Out *out, bytes piece) except -1:
     return _copy(out, PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece))
 
 
-cdef bytes _row_fixed(Out *out, object visibility, object generation, object timestamp, object caller):
-    """The bytes of a walk's every row from ``visibility`` to ``denseInt``'s name, then its authors' fields when it
-    has one (``caller``), laid end to end: packed once a walk, copied into each row (:func:`_pack_row`)."""
+cdef bytes _row_fixed(Out *out, object visibility, object generation, object timestamp):
+    """The bytes every row of a walk holds from ``visibility`` to ``denseInt``'s name: packed once a walk, copied
+    into each row (:func:`_pack_row`), as are its authors' fields (:func:`_row_authors`)."""
     out.length = 0
     _raw(out, _K_VISIBILITY)
     _str(out, visibility)
@@ -245,6 +245,7 @@ cdef bytes _row_fixed(Out *out, object visibility, object generation, object tim
 
 
 cdef bytes _row_authors(Out *out, object caller):
+    """A row's createdBy and updatedBy fields (none without a ``caller``)."""
     out.length = 0
     if caller is not None:
         _raw(out, _K_CREATED_BY)
@@ -354,7 +355,7 @@ cdef Py_ssize_t _walk(list items, Py_ssize_t i, Py_ssize_t n, dict overlay, list
         template["updatedBy"] = caller
     template["vector"] = None
     cdef dict op_template = {"k": "e", "o": "put", "row": None, "vec": None}
-    cdef bytes fixed = _row_fixed(out, visibility, generation, timestamp, caller)
+    cdef bytes fixed = _row_fixed(out, visibility, generation, timestamp)
     cdef bytes authors = _row_authors(out, caller)
     while i < n:
         item = <object>PyList_GET_ITEM(items, i)
