@@ -781,8 +781,10 @@ def main() -> None:
                 )
             )
         before_port = before_grpc_port = None
-        if args.before:  # the earlier tree on its own store (its own format), one listener of each TCP kind
-            before_port, before_grpc_port = free_port(), free_port()
+        if args.before:  # the earlier tree on its own store (its own format), served as this tree is: the same
+            # listeners (an h3 one too: its socket in the loop and the alt-svc header each h1 answer then carries
+            # made this tree's h1 get at c=64 a fifth slower than the same tree as 'before', an A/A run)
+            before_port, before_grpc_port, before_h3_port = free_port(), free_port(), free_port()
             subprocess.run(
                 [
                     args.before,
@@ -809,6 +811,12 @@ def main() -> None:
                         f"127.0.0.1:{before_port}",
                         "--listen",
                         f"127.0.0.1:{before_grpc_port},grpc",
+                        "--listen",
+                        f"127.0.0.1:{before_h3_port},h3",
+                        "--tls-cert",
+                        str(cert),
+                        "--tls-key",
+                        str(key),
                         "--brain",
                         f"main={root / 'before' / 'store'}",
                         "--keys",
