@@ -297,16 +297,17 @@ a slice a compiled call (5a66249: 50,000 rows, median 103/115 -> 87/84 ms). With
 write, the vector index's and the projections' base still grow with the store).
 
 Session 36: the write path's instructions a row (perf/count_ingest.py, callgrind, the same to 0.05% run to run)
-51,084 at f275294 -> 46,006 (-9.9%): a decoded body's vectors put as Float32s by one compiled loop, each made
+51,084 at f275294 -> 45,319 (-11.3%): a decoded body's vectors put as Float32s by one compiled loop, each made
 without a call into the class's Python ``__init__`` (vecscan.place, -1,405); a walk's fixed row fields packed
 once and copied into each row, the vector's cell check compiled for AVX2 (1,099 -> 490 a vector; -1,711 with
 the first); the commit's log payload packed by addrow's writer (addrow.Payloads) where msgpack's Packer took
 3,242 a row, an ASCII string's bytes copied as they lie (-1,737); the memtable's put walking the staged dict in
-place, a metadata leaf's column put with one lookup (-240). Served against f275294, interleaved, four slots of
-the afternoon, 25 rounds each cell: msgpack median 51.1k against 47.7k (the new tree ahead in 17 of 25 pairs,
-the pairs' median ratio 1.045), h2x4 53.4k against 46.9k (19 of 25, 1.10); json (5 rounds) 31.5k against 27.8k.
-The slots moved both trees more than the change: 6 rounds at 16:42, msgpack 58.2k against 52.9k and h2x4 57.4k
-against 54.0k; 10 rounds at 17:35, 44.9k against 46.2k and 47.6k against 47.1k.
+place, a metadata leaf's column put with one lookup (-240); a vector's float32s swapped six a step with AVX2
+(-687). Served against f275294, interleaved, five slots of the afternoon, 31 rounds each cell: msgpack median
+51.1k against 47.5k (the new tree ahead in 20 of 31 pairs, the pairs' median ratio 1.045), h2x4 52.7k against
+45.8k (23 of 31, 1.10); json (5 rounds) 31.5k against 27.8k. The slots moved both trees more than the change: 6
+rounds at 16:42, msgpack 58.2k against 52.9k and h2x4 57.4k against 54.0k; 10 rounds at 17:35, 44.9k against
+46.2k and 47.6k against 47.1k.
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ Session 31 (--low 1, --high 5): 0febd80 60,766, this tree 54,585 (-10.2%: each n
 the MessagePack float32s swapped three a step with SSSE3, the ops counted and the moves checked without a Python
 step each, and three lookups in rowpost and addrow made one).
 
-Session 36 (--low 1, --high 5): f275294 51,084, this tree 46,006 (-9.9%: the decoded vectors placed by one
-compiled loop, a row's fixed fields packed once a walk, the cell check in AVX2, the log payload packed by
-addrow's writer, the memtable's put walking the staged dict).
+Session 36 (--low 1, --high 5): f275294 51,084, this tree 45,319 (-11.3%: the decoded vectors placed by one
+compiled loop, a row's fixed fields packed once a walk, the cell check and the float32 swap in AVX2, the log
+payload packed by addrow's writer, the memtable's put walking the staged dict).
 """
 
 from __future__ import annotations
