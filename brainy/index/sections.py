@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
@@ -38,21 +38,33 @@ def packed(items: Iterable[Any]) -> bytes:
 COLUMN_SLICE = 16_384
 
 
+def _end_to_end(
+    pack: Callable[..., tuple[bytes, bytes] | None],
+    source: dict[int, Any],
+    keys: list[int],
+    one: Callable[[Any], bytes],
+) -> tuple[bytes, bytes]:
+    """``source``'s values at ``keys`` laid end to end and their offsets: a slice of ``COLUMN_SLICE`` a compiled
+    call (``pack``: addrow's ``pack_column`` or ``pack_texts``), or, when a slice holds a value it does not take,
+    every value a call of ``one`` (which packs it, or says what it is)."""
+    ends, parts, at = [_ZERO_OFFSET], [], 0
+    for lo in range(0, len(keys), COLUMN_SLICE):
+        got = pack(source, keys, lo, min(lo + COLUMN_SLICE, len(keys)), at)
+        if got is None:
+            encoded = [one(source[d]) for d in keys]
+            return offsets_of(encoded), b"".join(encoded)
+        ends.append(got[0])
+        parts.append(got[1])
+        at += len(got[1])
+    return b"".join(ends), b"".join(parts)
+
+
 def column_sections(column: dict[int, Any], keys: list[int]) -> tuple[bytes, bytes]:
     """A column's offsets and its values packed end to end: a slice of plain leaves a compiled call (the column
     packed a value at a time in Python was half a base's encoding, 1.6 us a row), a column holding any other value
     a value at a time."""
-    ends, parts, at = [_ZERO_OFFSET], [], 0
-    for lo in range(0, len(keys), COLUMN_SLICE):
-        packed = addrow.pack_column(column, keys, lo, min(lo + COLUMN_SLICE, len(keys)), at)
-        if packed is None:
-            packer = msgpack.Packer(use_bin_type=True)  # resets after each value: one value's bytes a call
-            encoded = [packer.pack(column[d]) for d in keys]
-            return offsets_of(encoded), b"".join(encoded)
-        ends.append(packed[0])
-        parts.append(packed[1])
-        at += len(packed[1])
-    return b"".join(ends), b"".join(parts)
+    packer = msgpack.Packer(use_bin_type=True)  # resets after each value: one value's bytes a call
+    return _end_to_end(addrow.pack_column, column, keys, packer.pack)
 
 
 _ZERO_OFFSET = array(TYPECODE, [0]).tobytes()
@@ -60,18 +72,11 @@ _ZERO_OFFSET = array(TYPECODE, [0]).tobytes()
 
 def id_sections(ids: dict[int, str]) -> tuple[bytes, bytes, bytes]:
     """The id map's ``dense``, ``idOffsets`` and ``idText`` sections: the ids' UTF-8 laid end to end a slice a
-    compiled call, not each id encoded into bytes of its own, listed, then joined."""
+    compiled call, not each id encoded into bytes of its own, listed, then joined (an id that is not a str: a
+    value at a time, whose encode says what it is)."""
     keys = sorted(ids)
-    ends, parts, at = [_ZERO_OFFSET], [], 0
-    for lo in range(0, len(keys), COLUMN_SLICE):
-        got = addrow.pack_texts(ids, keys, lo, min(lo + COLUMN_SLICE, len(keys)), at)
-        if got is None:  # an id that is not a str: a value at a time, which says what it is
-            texts = [ids[d].encode("utf-8") for d in keys]
-            return array(TYPECODE, keys).tobytes(), offsets_of(texts), b"".join(texts)
-        ends.append(got[0])
-        parts.append(got[1])
-        at += len(got[1])
-    return array(TYPECODE, keys).tobytes(), b"".join(ends), b"".join(parts)
+    offsets, text = _end_to_end(addrow.pack_texts, ids, keys, lambda text: text.encode("utf-8"))
+    return array(TYPECODE, keys).tobytes(), offsets, text
 
 
 def posting_sections(values: dict[tuple[str, Any], array]) -> tuple[bytes, bytes]:
