@@ -38,6 +38,7 @@ SPEEDUPS = [
     "addrow",  # a batch's adds of new rows laid out and staged in one walk (brainy/doors/writes.py, store/txn.py)
     "memput",  # a commit's keys put into the memtable's versions in one loop (brainy/store/memtable.py)
     "splice",  # the fleet edge's spliced road: a proxied HTTP/1.1 request and its answer (brainy/net/edge.py)
+    "mpread",  # a write's MessagePack body read in one pass, its packed vectors in their places (brainy/net/codecs.py)
 ]
 
 

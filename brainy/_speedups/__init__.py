@@ -29,6 +29,7 @@ __all__ = [
     "load",
     "memput",
     "mint",
+    "mpread",
     "nesting",
     "pagerows",
     "picks",
@@ -65,6 +66,7 @@ NAMES = (
     "addrow",
     "memput",
     "splice",
+    "mpread",
 )  # setup.py's SPEEDUPS
 CHOICES = ("auto", "cython", "python")
 
@@ -141,3 +143,4 @@ rowpost: ModuleType
 mint: ModuleType
 addrow: ModuleType
 memput: ModuleType
+mpread: ModuleType

@@ -18,7 +18,7 @@ from libc.string cimport memcmp, memcpy
 
 from brainy.contract.vectors import Float32s
 
-__all__ = ["json_vectors", "msgpack_vectors", "place"]
+__all__ = ["json_vectors", "msgpack_holes", "msgpack_vectors", "place"]
 
 cdef extern from *:
     """
@@ -514,6 +514,16 @@ cdef extern from *:
     int brainy_js_number(const brainy_mp *m, Py_ssize_t i, uint32_t *bits, Py_ssize_t *end) nogil
 
 
+cdef extern from *:
+    """
+    /* A new instance of the class, its slots empty: what object.__new__ makes, without a call through Python. */
+    static PyObject *brainy_alloc(PyObject *type) {
+        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    }
+    """
+    object brainy_alloc(object type)
+
+
 cdef class _Walk:
     """A walk over one body: ``found`` the packed vectors (where, cells), ``spans`` where each stood."""
 
@@ -529,6 +539,8 @@ cdef class _Walk:
 
 
 cdef class _MsgpackWalk(_Walk):
+    cdef bint holes  # msgpack_holes's walk: each found vector (start, stop, Float32s), no spans
+
     cdef Py_ssize_t vector_of_map(self, Py_ssize_t i, Py_ssize_t where) except -2:
         """Walk the map at i (any other value skipped), packing its "vector"; where it ends, -1 when malformed."""
         cdef uint64_t count, pair, floats
@@ -556,8 +568,13 @@ cdef class _MsgpackWalk(_Walk):
                     # a member of another kind: the array is skipped, for the decoder to read
                     if brainy_cells(self.m.b + start, floats, stride, <unsigned char *>PyBytes_AS_STRING(cells)):
                         end = start + <Py_ssize_t>floats * stride
-                        self.found.append((where, cells))
-                        self.spans.append((j, end))
+                        if self.holes:
+                            vector = brainy_alloc(Float32s)  # as place makes it
+                            vector.cells = cells
+                            self.found.append((j, end, vector))
+                        else:
+                            self.found.append((where, cells))
+                            self.spans.append((j, end))
                         j = end
                         continue
             j = brainy_skip(&self.m, j)
@@ -567,7 +584,21 @@ cdef class _MsgpackWalk(_Walk):
 
 
 def msgpack_vectors(const unsigned char[::1] body, bint items):
+    cdef _MsgpackWalk walk = _msgpack_walk(body, items, False)
+    if walk is None:
+        return None
+    return _rest(body, walk.spans, b"\xc0"), walk.found
+
+
+def msgpack_holes(const unsigned char[::1] body, bint items):
+    cdef _MsgpackWalk walk = _msgpack_walk(body, items, True)
+    return None if walk is None else walk.found
+
+
+cdef _MsgpackWalk _msgpack_walk(const unsigned char[::1] body, bint items, bint holes):
+    """The walk of a body whose vectors it packs, or None (msgpack_vectors's None)."""
     cdef _MsgpackWalk walk = _MsgpackWalk()
+    walk.holes = holes
     cdef Py_ssize_t n = body.shape[0], j, k, end
     cdef uint64_t count, pairs, pair, index
     cdef int kind, is_items
@@ -610,7 +641,7 @@ def msgpack_vectors(const unsigned char[::1] body, bint items):
         end = j
     if end != n or not walk.found:
         return None
-    return _rest(body, walk.spans, b"\xc0"), walk.found
+    return walk
 
 
 cdef bytes _rest(const unsigned char[::1] body, list spans, bytes filler):
@@ -767,16 +798,6 @@ def json_vectors(const unsigned char[::1] body, bint items):
     if end < 0 or brainy_ws(&walk.m, end) != n or not walk.found:
         return None
     return _rest(body, walk.spans, b"null"), walk.found
-
-
-cdef extern from *:
-    """
-    /* A new instance of the class, its slots empty: what object.__new__ makes, without a call through Python. */
-    static PyObject *brainy_alloc(PyObject *type) {
-        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
-    }
-    """
-    object brainy_alloc(object type)
 
 
 def place(object document, list found):

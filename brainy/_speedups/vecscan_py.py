@@ -12,6 +12,10 @@ float64 rounded to the nearest float32, half to even, as the vector packer round
 with each packed array replaced by nil (``0xc0``). Decoding ``rest`` and putting ``Float32s(cells)`` at each
 ``where`` gives the document ``body`` holds, each packed vector's list of numbers aside.
 
+``msgpack_holes(body, items)`` is the same walk answering ``[(start, stop, Float32s(cells)), ...]`` instead: where
+each packed array's encoding starts and stops in ``body``, with its vector, for ``mpread.unpack`` to read the body
+with each vector in its place (no ``rest`` copied, nothing placed after).
+
 None when there is nothing to pack, and whenever the walk would have to choose for the decoder: the body is not
 exactly one well-formed document (truncated, a reserved byte ``0xc1``, bytes after it), the top level is not a
 map, or ``"items"`` (at the top) or ``"vector"`` (in one map) is a key twice. The caller then decodes the body as
@@ -41,7 +45,7 @@ import numpy as np
 
 from brainy.contract.vectors import Float32s
 
-__all__ = ["json_vectors", "msgpack_vectors", "place"]
+__all__ = ["json_vectors", "msgpack_holes", "msgpack_vectors", "place"]
 
 # bytes after the type byte of each fixed-size type
 _FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2}
@@ -163,7 +167,23 @@ def _vector_of_map(b: bytes, i: int, where: int, found: list, spans: list) -> in
 
 
 def msgpack_vectors(body: bytes | bytearray | memoryview, items: bool) -> tuple[bytes, list[tuple[int, bytes]]] | None:
-    b = bytes(body)
+    walked = _msgpack_walk(bytes(body), items)
+    if walked is None:
+        return None
+    spans, found = walked
+    return _rest(bytes(body), spans, b"\xc0"), found
+
+
+def msgpack_holes(body: bytes | bytearray | memoryview, items: bool) -> list[tuple[int, int, Float32s]] | None:
+    walked = _msgpack_walk(bytes(body), items)
+    if walked is None:
+        return None
+    spans, found = walked
+    return [(start, stop, Float32s(cells)) for (start, stop), (_, cells) in zip(spans, found)]
+
+
+def _msgpack_walk(b: bytes, items: bool) -> tuple[list[tuple[int, int]], list[tuple[int, bytes]]] | None:
+    """Where each vector the walk packs stands, and its packing; None for msgpack_vectors's None."""
     found: list[tuple[int, bytes]] = []
     spans: list[tuple[int, int]] = []
     try:
@@ -194,7 +214,7 @@ def msgpack_vectors(body: bytes | bytearray | memoryview, items: bool) -> tuple[
         return None
     if end != len(b) or not found:
         return None
-    return _rest(b, spans, b"\xc0"), found
+    return spans, found
 
 
 def _rest(b: bytes, spans: list[tuple[int, int]], filler: bytes) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 import orjson
 
-from brainy._speedups import nesting, pagerows, picks, vecscan, wirepack
+from brainy._speedups import mpread, nesting, pagerows, picks, vecscan, wirepack
 from brainy.contract import refusals as R
 from brainy.contract.encoded import Encoded, Hits
 from brainy.contract.limits import MAX_NESTING, too_deep
@@ -44,10 +44,17 @@ def decode(body: bytes, content_type: str | None, envelope: int = 0, vectors: st
         if not body:
             return {}
         if vectors is not None and _SCANS:
-            document = packed_vectors(body, vectors == "items", "msgpack")
-            if document is not None:
-                check_nesting(document, "msgpack", envelope)
-                return document
+            holes = vecscan.msgpack_holes(body, vectors == "items")
+            if holes is not None:
+                if _READS:  # read with its vectors in place, in one pass, its nesting within the limit
+                    document = mpread.unpack(body, holes, MAX_NESTING + envelope)
+                    if document is not None:
+                        return document
+                # what the reader leaves (an ext value, a document too deep) msgpack reads, or words a refusal of
+                document = packed_vectors(body, vectors == "items", "msgpack")
+                if document is not None:
+                    check_nesting(document, "msgpack", envelope)
+                    return document
         try:
             document = msgpack.unpackb(body, raw=False, strict_map_key=True)
         except msgpack.ExtraData as exc:
@@ -80,6 +87,7 @@ def decode(body: bytes, content_type: str | None, envelope: int = 0, vectors: st
 # The vector walk only where it is compiled: its pure twin holds the law, but walking a body in Python costs more
 # than the floats it spares msgpack from making.
 _SCANS = picks["vecscan"] == "cython"
+_READS = picks["mpread"] == "cython"  # likewise the one-pass reader: msgpack reads faster than its pure twin
 
 
 def packed_vectors(body: bytes, items: bool, encoding: str) -> Any:
