@@ -18,7 +18,7 @@ call a row it replaces).
 """
 
 from cpython cimport array
-from cpython.dict cimport PyDict_GetItem, PyDict_SetDefault
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetDefault
 from cpython.object cimport PyObject
 from libc.stdint cimport uint64_t
 
@@ -42,12 +42,13 @@ cdef object _UNSEEN = object()  # post_rows's last value of a reserved name no r
 
 def post_leaves(dict row, object dense, tuple reserved, tuple nullable, dict postings, dict columns,
                 object kind_of):
-    _leaves(row, dense, dense, reserved, nullable, postings, columns, kind_of, None)
+    _leaves(row, dense, dense, reserved, _nulls(reserved, nullable), postings, columns, kind_of, None)
 
 
 def post_row(dict row, object dense, tuple reserved, tuple nullable, dict postings, dict columns, object kind_of,
              dict ids, object everyone, tuple column_only):
-    return _row(row, dense, dense, reserved, nullable, postings, columns, kind_of, ids, everyone, column_only, None)
+    return _row(row, dense, dense, reserved, _nulls(reserved, nullable), postings, columns, kind_of, ids, everyone,
+                column_only, None)
 
 
 def post_rows(list rows, tuple reserved, tuple nullable, dict postings, dict columns, object kind_of, dict ids,
@@ -56,23 +57,36 @@ def post_rows(list rows, tuple reserved, tuple nullable, dict postings, dict col
     # each reserved name's last value, its posting and its column, then each order column
     cdef list seen = [_UNSEEN] * (3 * len(reserved)) + [None] * len(column_only)
     cdef dict row
+    cdef uint64_t nulls = _nulls(reserved, nullable)
     for row in rows:
         dense = row["denseInt"]
-        if _row(row, dense, dense, reserved, nullable, postings, columns, kind_of, ids, everyone, column_only, seen):
+        if _row(row, dense, dense, reserved, nulls, postings, columns, kind_of, ids, everyone, column_only, seen):
             wordy.append(row)
         else:
             lengths[dense] = 0
     return wordy
 
 
-cdef bint _row(dict row, object dense, uint64_t d, tuple reserved, tuple nullable, dict postings, dict columns,
+cdef uint64_t _nulls(tuple reserved, tuple nullable) except? 0:
+    """Which of the reserved names read as null when absent, a bit each (the test a row's absent name took)."""
+    cdef uint64_t nulls = 0
+    cdef Py_ssize_t j
+    if len(reserved) > 64:
+        raise ValueError("at most 64 reserved names are posted")
+    for j in range(len(reserved)):
+        if reserved[j] in nullable:
+            nulls |= (<uint64_t>1) << j
+    return nulls
+
+
+cdef bint _row(dict row, object dense, uint64_t d, tuple reserved, uint64_t nulls, dict postings, dict columns,
                object kind_of, dict ids, object everyone, tuple column_only, list seen) except -1:
     """post_row's steps (``seen``: post_rows's reserved leaves and order columns, else None); whether the row may
     hold words."""
     cdef type kind
     ids[dense] = row["id"]
     _insert(everyone, dense, d)
-    _leaves(row, dense, d, reserved, nullable, postings, columns, kind_of, seen)
+    _leaves(row, dense, d, reserved, nulls, postings, columns, kind_of, seen)
     cdef Py_ssize_t j, at = 3 * len(reserved)
     for j in range(len(column_only)):
         name = column_only[j]
@@ -99,17 +113,17 @@ cdef bint _row(dict row, object dense, uint64_t d, tuple reserved, tuple nullabl
     return False
 
 
-cdef int _leaves(dict row, object dense, uint64_t d, tuple reserved, tuple nullable, dict postings, dict columns,
+cdef int _leaves(dict row, object dense, uint64_t d, tuple reserved, uint64_t nulls, dict postings, dict columns,
                  object kind_of, list seen) except -1:
     """post_leaves's steps; ``seen`` (post_rows's: each reserved name's last value, posting and column) or None."""
     cdef Py_ssize_t j
     cdef PyObject *held
     for j in range(len(reserved)):
         name = reserved[j]
-        held = PyDict_GetItem(row, name)  # one lookup, not a test and a read (the names are str: no error to lose)
+        held = PyDict_GetItemWithError(row, name)  # one lookup, not a test and a read (a str key: no error)
         if held != NULL:
             value = <object>held
-        elif name in nullable:
+        elif (nulls >> j) & 1:
             value = None
         else:
             continue
