@@ -312,14 +312,15 @@ rounds at 16:42, msgpack 58.2k against 52.9k and h2x4 57.4k against 54.0k; 10 ro
 Session 37: a body with vectors read in one pass (brainy/_speedups/mpread*: the walk's packed vectors taken
 where their arrays stood, short keys from a cache of interned strs, the nesting counted as it reads), where
 msgpack read a copy of the body without them, a new str a key a row, then the vectors were put in and the
-nesting walked: 45,319 -> 41,003 instructions a row (-9.5%; in process the decode 2.7 -> 1.9 us a row). Served
-against 359f698, interleaved, three slots of the evening, 22 rounds each cell: msgpack median 56.5k against
-46.8k (ahead in 17 of 22 pairs, the pairs' median ratio 1.09), h2x4 54.3k against 45.2k (15 of 22, 1.12); json,
-whose path is unchanged, 6 rounds 31.2k against 29.9k. The box still moves a cell more than the change does: 8
-of the 22 msgpack rounds were under 50,000 (38.4k the slowest; the base's 13), and in the third slot the base
-led h2x4 in 5 of 8 pairs. A sustained run (``--batches 100``, 3 rounds) is level with the base, 34-35k against
-33-38k: its flushes cost 5.8 us a row in process (the projections' cumulative delta and base 2.4, the table
-1.1, the vector chain 1.0, the memtable's sort 0.8), a share that grows with the store.
+nesting walked: 45,319 -> 41,003 instructions a row (-9.5%; in process the decode 2.7 -> 1.9 us a row; 40,364
+with the next commit's rowpost lookups). Served against 359f698, interleaved, three slots of the evening, 22
+rounds each cell: msgpack median 56.5k against 46.8k (ahead in 17 of 22 pairs, the pairs' median ratio 1.09),
+h2x4 54.3k against 45.2k (15 of 22, 1.12); json, whose path is unchanged, 6 rounds 31.2k against 29.9k. The box
+still moves a cell more than the change does: 8 of the 22 msgpack rounds were under 50,000 (38.4k the slowest;
+the base's 13), and in the third slot the base led h2x4 in 5 of 8 pairs. A sustained run (``--batches 100``, 3
+rounds) is level with the base, 34-35k against 33-38k: its flushes cost 5.8 us a row in process (the
+projections' cumulative delta and base 2.4, the table 1.1, the vector chain 1.0, the memtable's sort 0.8), a
+share that grows with the store.
 """
 
 from __future__ import annotations

@@ -34,9 +34,10 @@ Session 36 (--low 1, --high 5): f275294 51,084, this tree 45,319 (-11.3%: the de
 compiled loop, a row's fixed fields packed once a walk, the cell check and the float32 swap in AVX2, the log
 payload packed by addrow's writer, the memtable's put walking the staged dict).
 
-Session 37 (--low 1, --high 5): 359f698 45,319, this tree 41,003 (-9.5%: the body read in one pass with its
+Session 37 (--low 1, --high 5): 359f698 45,319, this tree 40,364 (-10.9%: the body read in one pass with its
 vectors in place, brainy/_speedups/mpread*, where msgpack read the rest, the vectors were placed and the nesting
-walked after).
+walked after, 41,003; rowpost's reserved names read without the error state saved and restored, and which read
+as null when absent known once a call).
 """
 
 from __future__ import annotations
