@@ -8,7 +8,8 @@ checked and its float32s swapped to little-endian (or its float64s rounded) stra
 keeps. A JSON number's digits are read into an integer and scaled by a power of ten in doubles, within three
 roundings of the decimal; the float32 that decimal's nearest double rounds to is then certain unless a float32
 midpoint lies within 2^-48 of it, and there (rarely) ``strtod`` reads the number exactly. What is left for the
-decoder is the rest of the document, a nil or a null where each vector stood.
+decoder is the rest of the document, a nil or a null where each vector stood; or, from ``msgpack_holes``, where
+each packed array stood in the body with its vector, for mpread to read the body once with each in place.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize

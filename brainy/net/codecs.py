@@ -44,17 +44,9 @@ def decode(body: bytes, content_type: str | None, envelope: int = 0, vectors: st
         if not body:
             return {}
         if vectors is not None and _SCANS:
-            holes = vecscan.msgpack_holes(body, vectors == "items")
-            if holes is not None:
-                if _READS:  # read with its vectors in place, in one pass, its nesting within the limit
-                    document = mpread.unpack(body, holes, MAX_NESTING + envelope)
-                    if document is not None:
-                        return document
-                # what the reader leaves (an ext value, a document too deep) msgpack reads, or words a refusal of
-                document = packed_vectors(body, vectors == "items", "msgpack")
-                if document is not None:
-                    check_nesting(document, "msgpack", envelope)
-                    return document
+            document = _msgpack_with_vectors(body, vectors == "items", envelope)
+            if document is not None:
+                return document
         try:
             document = msgpack.unpackb(body, raw=False, strict_map_key=True)
         except msgpack.ExtraData as exc:
@@ -88,6 +80,23 @@ def decode(body: bytes, content_type: str | None, envelope: int = 0, vectors: st
 # than the floats it spares msgpack from making.
 _SCANS = picks["vecscan"] == "cython"
 _READS = picks["mpread"] == "cython"  # likewise the one-pass reader: msgpack reads faster than its pure twin
+
+
+def _msgpack_with_vectors(body: bytes, items: bool, envelope: int) -> Any:
+    """The MessagePack document in ``body`` with its vectors packed, its nesting checked; None when the walk packs
+    none or gives up (the plain decode then reads the body, or words its refusal)."""
+    if _READS:
+        holes = vecscan.msgpack_holes(body, items)
+        if holes is None:
+            return None
+        document = mpread.unpack(body, holes, MAX_NESTING + envelope)
+        if document is not None:  # read in one pass, its vectors in place, its nesting within the limit
+            return document
+        # what the reader leaves (an ext value, a document too deep): msgpack reads it, the check words a refusal
+    document = packed_vectors(body, items, "msgpack")
+    if document is not None:
+        check_nesting(document, "msgpack", envelope)
+    return document
 
 
 def packed_vectors(body: bytes, items: bool, encoding: str) -> Any:
