@@ -313,11 +313,12 @@ Session 37: a body with vectors read in one pass (brainy/_speedups/mpread*: the 
 where their arrays stood, short keys from a cache of interned strs, the nesting counted as it reads), where
 msgpack read a copy of the body without them, a new str a key a row, then the vectors were put in and the
 nesting walked: 45,319 -> 41,003 instructions a row (-9.5%; in process the decode 2.7 -> 1.9 us a row; 40,364
-with the next commit's rowpost lookups). Served against 359f698, interleaved, three slots of the evening, 22
-rounds each cell: msgpack median 56.5k against 46.8k (ahead in 17 of 22 pairs, the pairs' median ratio 1.09),
-h2x4 54.3k against 45.2k (15 of 22, 1.12); json, whose path is unchanged, 6 rounds 31.2k against 29.9k. The box
-still moves a cell more than the change does: 8 of the 22 msgpack rounds were under 50,000 (38.4k the slowest;
-the base's 13), and in the third slot the base led h2x4 in 5 of 8 pairs. A sustained run (``--batches 100``, 3
+with the next commit's rowpost lookups). Served against 359f698, interleaved, four slots of the evening, 30
+rounds each cell: msgpack median 54.7k against 48.8k (ahead in 22 of 30 pairs, the pairs' median ratio 1.06),
+h2x4 48.6k against 45.9k (20 of 30, 1.085); json, whose path is unchanged, 6 rounds 31.2k against 29.9k. The
+box still moves a cell more than the change does: in the first slot the base led msgpack (medians 47.9k against
+57.1k, 5 of 8 pairs to the new tree), in the third it led h2x4 (50.1k against 55.2k); 13 of the 30 msgpack
+rounds and 16 of the h2x4 ones were under 50,000 (the base's 16 and 18). A sustained run (``--batches 100``, 3
 rounds) is level with the base, 34-35k against 33-38k: its flushes cost 5.8 us a row in process (the
 projections' cumulative delta and base 2.4, the table 1.1, the vector chain 1.0, the memtable's sort 0.8), a
 share that grows with the store.
