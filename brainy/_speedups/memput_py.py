@@ -2,8 +2,9 @@
 
 ``put_many(versions, items, generation) -> (new, size)``: each ``(key, value)`` of ``items`` (pairs, or a dict's
 items: a commit's staged keys) put into ``versions`` (a dict of each key's versions: one version as its
-``(generation, value)`` tuple, two or more as a list of them in generation order) at ``generation``; answers the keys that were not there (in the order put) and
-the bytes the puts add to the memtable's count (each ``len(key) + len(value) + 16``).
+``(generation, value)`` tuple, two or more as a list of them in generation order) at ``generation``; answers the
+keys that were not there (in the order put) and the bytes the puts add to the memtable's count (each
+``len(key) + len(value) + 16``).
 
 A key's versions with ``(generation, value)`` put: a later op of the same commit replaces the commit's version;
 a later commit's is added after it (a list from the second version on, changed in place, which a scan copies

@@ -74,7 +74,7 @@ __all__ = ["unpack"]
 
 
 class _Unreadable(Exception):
-    pass
+    """Where the body stops being what this reader reads as msgpack does: ``unpack`` answers None."""
 
 
 cdef class _Reader:

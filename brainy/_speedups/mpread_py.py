@@ -29,7 +29,7 @@ __all__ = ["unpack"]
 
 
 class _Unreadable(Exception):
-    pass
+    """Where the body stops being what this reader reads as msgpack does: ``unpack`` answers None."""
 
 
 _FIXED = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q"}

@@ -525,6 +525,14 @@ cdef extern from *:
     object brainy_alloc(object type)
 
 
+cdef inline object _float32s(bytes cells):
+    """``Float32s(cells)``: its ``__init__`` sets its one slot, cells, and nothing else, so it is set here on what
+    object.__new__ makes (tests/test_vecscan.py holds both twins' vectors alike in every way Float32s is read)."""
+    vector = brainy_alloc(Float32s)
+    vector.cells = cells
+    return vector
+
+
 cdef class _Walk:
     """A walk over one body: ``found`` the packed vectors (where, cells), ``spans`` where each stood."""
 
@@ -570,9 +578,7 @@ cdef class _MsgpackWalk(_Walk):
                     if brainy_cells(self.m.b + start, floats, stride, <unsigned char *>PyBytes_AS_STRING(cells)):
                         end = start + <Py_ssize_t>floats * stride
                         if self.holes:
-                            vector = brainy_alloc(Float32s)  # as place makes it
-                            vector.cells = cells
-                            self.found.append((j, end, vector))
+                            self.found.append((j, end, _float32s(cells)))
                         else:
                             self.found.append((where, cells))
                             self.spans.append((j, end))
@@ -802,13 +808,10 @@ def json_vectors(const unsigned char[::1] body, bint items):
 
 
 def place(object document, list found):
-    # Float32s's __init__ sets its one slot, cells, and nothing else: set here on what object.__new__ makes
-    # (tests/test_vecscan.py holds both twins' vectors alike in every way Float32s is read)
     cdef Py_ssize_t where
     cdef object items = None
     for where, cells in found:
-        vector = brainy_alloc(Float32s)
-        vector.cells = cells
+        vector = _float32s(cells)
         if where < 0:
             document["vector"] = vector
         else:
