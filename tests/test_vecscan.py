@@ -472,3 +472,53 @@ def test_a_served_batch_stores_the_same_vectors_and_refuses_the_same_items_whate
     for encoding in ("f32", "f64"):
         assert answers[encoding][0] == failed
         assert all(np.array_equal(a, b) for a, b in zip(answers[encoding][1], stored, strict=True))
+
+
+def test_a_served_find_by_vector_pages_alike_whatever_the_encoding_and_its_cursor_binds_the_vector(server):
+    """find's vector is packed by the walk as a write's is: a JSON, a MessagePack float32 and a float64 body of the
+    same query answer the same page, a cursor minted by one encoding pages on in another (it binds the vector
+    searched, not how its numbers came), a cursor of another vector is CursorInvalidError, and a short or zero
+    vector is refused as before."""
+    from server import H1Client
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((30, 384), dtype=np.float32)
+    q, other = (x[3] + 0.1 * rng.standard_normal(384, dtype=np.float32)).tolist(), x[7].tolist()
+
+    def body(encoding, document):
+        if encoding == "json":
+            return orjson.dumps(document)
+        return msgpack.packb(document, use_single_float=encoding == "f32")
+
+    with H1Client(server.address) as client:
+
+        def call(door, encoding, document):
+            media = codecs.JSON if encoding == "json" else codecs.MSGPACK
+            headers = (("Authorization", f"Bearer {server.key}"), ("Content-Type", media), ("Accept", codecs.JSON))
+            client.send(H1Client.request("POST", server.path(door), body(encoding, document), headers))
+            return client.read_answer()
+
+        added = call("addMany", "json", {"items": [{"type": "thing", "vector": v.tolist()} for v in x]})
+        assert added.status == 200, added.body
+        pages = {}
+        for encoding in ("json", "f32", "f64"):
+            first = call("find", encoding, {"vector": q, "limit": 4})
+            assert first.status == 200, first.body
+            pages[encoding] = first.result()
+        hits = [(h["id"], h["score"]) for h in pages["json"]["results"]]
+        assert len(hits) == 4 and hits[0][0] == added.result()["ids"][3]
+        for encoding in ("f32", "f64"):
+            assert [(h["id"], h["score"]) for h in pages[encoding]["results"]] == hits
+        cursor = pages["json"]["cursor"]
+        seconds = [call("find", e, {"vector": q, "limit": 4, "cursor": cursor}) for e in ("json", "f32")]
+        assert all(s.status == 200 for s in seconds), [s.body for s in seconds]
+        second = [h["id"] for h in seconds[0].result()["results"]]
+        assert second == [h["id"] for h in seconds[1].result()["results"]]
+        assert len(second) == 4 and not set(second) & {h[0] for h in hits}
+        stray = call("find", "f32", {"vector": other, "limit": 4, "cursor": cursor})
+        assert (stray.status, stray.refusal) == (400, "CursorInvalidError")
+        for encoding in ("json", "f32"):
+            short = call("find", encoding, {"vector": q[:383]})
+            assert (short.status, short.refusal) == (422, "DimensionMismatchError")
+            zero = call("find", encoding, {"vector": [0.0] * 384})
+            assert (zero.status, zero.refusal) == (400, "InvalidArgumentError")

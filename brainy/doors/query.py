@@ -21,6 +21,7 @@ ranked shapes (purpose, rerank, passages) work on the ranked legs' hits
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 import time
@@ -58,6 +59,7 @@ BM25_K1, BM25_B = 1.2, 0.75
 #: The text and semantic legs fused as arrays, the page's first hits alone put in order (False: a dict a hit and a
 #: sort of them all, the path a graph or purpose leg or an orderBy takes; tests/test_fused_find.py holds the two equal).
 ARRAYS = True
+_UNBOUND = frozenset(("limit", "offset", "cursor", "explain", "includeData", "includeVector"))  # a cursor's pages vary
 
 
 _list = rows.listed
@@ -156,11 +158,13 @@ class Query:
         return S.HYBRID_DEPTH if "text" in self.legs or self.graph_ranked else self.offset + self.limit + 1
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
-            k: v
-            for k, v in self.args.items()
-            if k not in ("limit", "offset", "cursor", "explain", "includeData", "includeVector")
-        }
+        """What a cursor is bound to (brainy/doors/cursors.py): the arguments but the paging and shaping ones, a given
+        vector as a digest of the unit float32s searched (one query however its numbers came: a list, or packed by
+        the transport), not as its 384 numbers printed, which took most of a top-10 page's cursor (15 of 20 us)."""
+        kept = {k: v for k, v in self.args.items() if k not in _UNBOUND}
+        if kept.get("vector") is not None and self.semantic is not None and self.semantic.vector is not None:
+            kept["vector"] = hashlib.sha256(self.semantic.vector.tobytes()).hexdigest()
+        return kept
 
 
 # -- candidates --------------------------------------------------------------------------------------

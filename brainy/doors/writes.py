@@ -62,16 +62,16 @@ _BATCHES = {"addMany": "add", "updateMany": "update", "relateMany": "relate"}
 
 
 def _vectors_at() -> dict[str, str]:
-    """Where each write door that stores a given vector carries it: ``"vector"``, its argument, or ``"items"``, each
-    item's (a batch of such a door). A transport packs a body's numbers there before decoding it
-    (brainy/net/codecs.py ``decode``); the door's rule checks them with :func:`brainy.store.rows.vector`."""
-    stores = {
+    """Where each door that takes a given vector carries it: ``"vector"``, its argument (a write that stores it, or a
+    read that searches by it), or ``"items"``, each item's (a batch of such a write). A transport packs a body's
+    numbers there before decoding it (brainy/net/codecs.py ``decode``); the door checks them with
+    :func:`brainy.store.rows.vector`."""
+    takes = {
         name
         for name, entry in D.BY_NAME.items()
-        if entry.kind == "write"
-        and any(p.name == "vector" and p.type.startswith("number[") for p in entry.document_params)
+        if any(p.name == "vector" and p.type.startswith("number[") for p in entry.document_params)
     }
-    return {name: "vector" for name in stores} | {batch: "items" for batch, one in _BATCHES.items() if one in stores}
+    return {name: "vector" for name in takes} | {batch: "items" for batch, one in _BATCHES.items() if one in takes}
 
 
 VECTORS_AT = _vectors_at()

@@ -26,6 +26,11 @@ from brainy.store import rows
 from brainy.store.crc import crc32c_joined
 from brainy.store.workers import LongLived
 
+try:  # einsum's own C loop, without the Python wrapper's parse of its options (half of a query vector's 3.5 us)
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # numpy 1.x keeps it elsewhere; its public einsum calls the same loop
+    _einsum = np.einsum
+
 DIMENSIONS = rows.DIMENSIONS
 NO_SLOT = -1  # a dead slot's dense int, and the slot of a dense int with none (the index and the format)
 CHUNK_SLOTS = 256  # slots per checksummed chunk of a base's vectors (384 KiB: checked, then scored, in cache)
@@ -340,6 +345,8 @@ class Slots:
         slots = np.asarray(slots, np.int64)
         if not self._parts:
             return self.owned[slots - self._mapped] if self._mapped else self.owned[slots]
+        if not self._owned and len(self._parts) == 1 and self._parts[0].checked:
+            return self._parts[0].rows[slots]  # one checked base, nothing since: one take, not the masks (8 us)
         out = np.empty((len(slots), DIMENSIONS), np.float32)
         owned = slots >= self._mapped
         if owned.any():
@@ -458,7 +465,7 @@ def _norms(rows: np.ndarray) -> np.ndarray:
     """Each float32 row's length in float32: one einsum over the matrix, whose sum for a row does not depend on the
     rows beside it, so a vector made a unit alone (:func:`unit`) and in a commit's batch (:func:`_scaled`) has the
     same bits. (A dot a row, np.linalg.norm's way, cost 1.1 us a row of a durable ingest's fsync worker.)"""
-    return np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    return np.sqrt(_einsum("ij,ij->i", rows, rows))
 
 
 def _scaled(vectors: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
