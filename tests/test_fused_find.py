@@ -80,6 +80,24 @@ def test_the_array_fusion_is_the_head_of_the_full_fusion(case, upto, compared):
 
 
 @QUICK
+@given(st.integers(0, 2**32), st.integers(0, 70), st.integers(0, 80), st.booleans())
+def test_a_lone_leg_already_in_its_order_is_ordered_as_any_other(seed, size, upto, tie):
+    """A lone leg whose scores already fall, as an index's top-k comes (looked at for its order up to SHORT_LEG
+    hits), orders as Fusion.fuse and a sort on (-score, id) do: with a tie in it, broken on id; longer, as before."""
+    rnd = random.Random(seed)
+    ids = {d: str(uuid.UUID(int=rnd.getrandbits(128))) for d in range(1, size + 1)}
+    falling = sorted((rnd.random() for _ in ids), reverse=True)
+    if tie and size > 2:
+        falling[size // 2] = falling[size // 2 - 1]
+    legs = {"semantic": dict(zip(rnd.sample(sorted(ids), size), falling))}
+    order, fused = _model(ids, legs, S.Fusion())
+    dense, scores, count = S.Fusion().order(_arrays(legs), IdKeys(ids), upto)
+    assert dense.tolist() == order[:upto]
+    assert scores.tolist() == [fused[d] for d in order[:upto]]
+    assert count == len(order)
+
+
+@QUICK
 @given(fused_case(), st.integers(0, 25), st.integers(0, 2**32))
 def test_a_kept_mask_orders_the_kept_hits_alone(case, upto, seed):
     """With a mask of the hits that stay (the where's rest), the answer is the head of the full order filtered, the

@@ -15,7 +15,7 @@ generation.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -242,15 +242,13 @@ class Snapshot:
 
     # -- derived state ---------------------------------------------------------------------------
 
-    @contextmanager
-    def projections(self) -> Iterator[Projections]:
+    def projections(self) -> AbstractContextManager[Projections]:
         """The query projections, held still for the block: at the durable head for a head snapshot (their
-        ``stamp`` says which generation they cover), built from this generation's rows for a past one."""
+        ``stamp`` says which generation they cover), built from this generation's rows for a past one. (The
+        follower's own hold, not one wrapped in another: a layer of generator is microseconds on a find.)"""
         if self.at_head:
-            with self._store.follower.held() as proj:
-                yield proj
-        else:
-            yield Projections.build(self.entities(), self.generation)
+            return self._store.follower.held()
+        return nullcontext(Projections.build(self.entities(), self.generation))
 
     def aggregates(self) -> AbstractContextManager[Aggregates]:
         """The maintained aggregates at the durable head, held still for the block: a head snapshot's only (a past
@@ -259,15 +257,12 @@ class Snapshot:
         then answers at its own stamp, as the projections and the vectors of a head snapshot do."""
         return self._store.aggregate_follower.held()
 
-    @contextmanager
-    def vectors(self) -> Iterator[VectorIndex]:
+    def vectors(self) -> AbstractContextManager[VectorIndex]:
         """The vector index, held still for the block: at the durable head for a head snapshot (searched by
         its graph or exactly), built from this generation's rows for a past one (searched exactly)."""
         if self.at_head:
-            with self._store.vector_follower.held() as index:
-                yield index
-        else:
-            yield VectorIndex.build(self.entities(vectors=True), self.generation, graph=False)
+            return self._store.vector_follower.held()
+        return nullcontext(VectorIndex.build(self.entities(vectors=True), self.generation, graph=False))
 
     def ledger(self) -> Ledger:
         """The counts as of this snapshot: the brain's own ledger at its head, else counted from the rows."""

@@ -581,7 +581,8 @@ class VectorIndex:
                 params = self._params = faiss.SearchParametersHNSW()
                 params.efSearch = ef
             # faiss's own call, not its Python wrapper (which checks and copies the query: 20 us of 150 at 20,000)
-            query = np.ascontiguousarray(query, np.float32)
+            if query.dtype != np.float32 or not query.flags.c_contiguous:  # (a unit vector is both: no call)
+                query = np.ascontiguousarray(query, np.float32)
             distances, found = np.empty(k, np.float32), np.empty(k, np.int64)
             self._graph.search_c(1, faiss.swig_ptr(query), k, faiss.swig_ptr(distances), faiss.swig_ptr(found), params)
             found = found[(found >= 0) & (found < graphed)]
