@@ -82,8 +82,9 @@ def test_the_array_fusion_is_the_head_of_the_full_fusion(case, upto, compared):
 @QUICK
 @given(st.integers(0, 2**32), st.integers(0, 70), st.integers(0, 80), st.booleans())
 def test_a_lone_leg_already_in_its_order_is_ordered_as_any_other(seed, size, upto, tie):
-    """A lone leg whose scores already fall, as an index's top-k comes (looked at for its order up to SHORT_LEG
-    hits), orders as Fusion.fuse and a sort on (-score, id) do: with a tie in it, broken on id; longer, as before."""
+    """A lone leg whose scores already fall, as an index's top-k comes, orders as Fusion.fuse and a sort on (-score,
+    id) do, through Fusion.order and through lone_order (a find's semantic leg alone), which answers it up to
+    SHORT_LEG hits without a tie (a tie is broken on id: the arrays' order then)."""
     rnd = random.Random(seed)
     ids = {d: str(uuid.UUID(int=rnd.getrandbits(128))) for d in range(1, size + 1)}
     falling = sorted((rnd.random() for _ in ids), reverse=True)
@@ -95,6 +96,9 @@ def test_a_lone_leg_already_in_its_order_is_ordered_as_any_other(seed, size, upt
     assert dense.tolist() == order[:upto]
     assert scores.tolist() == [fused[d] for d in order[:upto]]
     assert count == len(order)
+    lone = S.lone_order(legs["semantic"], upto)
+    assert (lone is None) == (size > S.SHORT_LEG or (tie and size > 2))
+    assert lone is None or lone == order[:upto]
 
 
 @QUICK

@@ -637,18 +637,26 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             return _find_by_rows(q, view)
     cost = {"segments": 1, "candidates": matched_count, "rowsRead": 0}
     if arrays:
-        legs = [S.Leg("text", text.dense, text.scores)] if text is not None else []
-        if semantic is not None:
-            legs.append(S.Leg("semantic", np.fromiter(semantic, np.uint64, len(semantic)), list(semantic.values())))
-        keep = None
-        if needs_rows:  # the where's rest, read from the rows of the hits the order reaches
-            keep = lambda dense: np.array([residual.matches(row_of(d)) for d in dense.tolist()], dtype=bool)  # noqa: E731
         # one past the page (is there more?), or past rerank's window; every hit when explain counts the kept ones
         upto = max(q.offset + q.limit, q.limit * SH.RERANK_FACTOR if q.shapes.rerank else 0) + 1
-        if q.explain and needs_rows and len(legs) > 1:
-            upto = None
-        order, fused, count = q.fusion.order(legs, keys or _ComparedKeys(id_list, legs), upto, keep)
-        kept = order.tolist()
+        lone = None if text is not None or semantic is None or needs_rows else S.lone_order(semantic, upto)
+        if lone is not None:  # the index's top-k alone, in its order: the page's hits without arrays made of them
+            kept, fused_of, count = lone, semantic, len(semantic)
+        else:
+            legs = [S.Leg("text", text.dense, text.scores)] if text is not None else []
+            if semantic is not None:
+                legs.append(S.Leg("semantic", np.fromiter(semantic, np.uint64, len(semantic)), list(semantic.values())))
+            keep = None
+            if needs_rows:  # the where's rest, read from the rows of the hits the order reaches
+                keep = lambda dense: np.array([residual.matches(row_of(d)) for d in dense.tolist()], dtype=bool)  # noqa: E731
+            order, fused, count = q.fusion.order(
+                legs,
+                keys or _ComparedKeys(id_list, legs),
+                None if q.explain and needs_rows and len(legs) > 1 else upto,
+                keep,
+            )
+            kept = order.tolist()
+            fused_of = dict(zip(kept, fused.tolist()))
         matches = text.matches_of(kept) if text is not None else {}
         ranking = Ranking(
             q,
@@ -656,7 +664,7 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             lambda dense: matches.get(dense, []),
             semantic,
             id_list.__getitem__,
-            fused=dict(zip(kept, fused.tolist())),
+            fused=fused_of,
         )
         if ranking.fusing:
             stages.mark(f"fusion ({q.fusion.strategy})", len(kept) if count is None else count)

@@ -183,13 +183,18 @@ class _Prefix:
         return self._first(n)
 
 
-SHORT_LEG = 64  # a lone leg this short is looked at for an order already made (a page's top-k): a look costs less
-# than the compiled first n's four array views (microseconds each on a served find), a longer leg's look more
+SHORT_LEG = 64  # a lone leg this short is looked at for an order already made (a page's top-k): the look costs
+# less than the legs' arrays and the compiled first n (microseconds a numpy call on a served find), a longer's more
 
 
-def _descending(scores: list[float]) -> bool:
-    """Each score below the one before: the order (-score, id) is the scores' own, no id consulted."""
-    return all(a > b for a, b in zip(scores, scores[1:]))
+def lone_order(scores: dict[int, float], upto: int) -> list[int] | None:
+    """What :meth:`Fusion.order` answers for a lone leg (its first ``upto`` hits) when the leg's scores already
+    fall, each below the one before, in the dict's order, as an index's top-k comes (at most SHORT_LEG hits): the
+    order on (-score, id) is then theirs, no id consulted. None when they do not."""
+    falling = list(scores.values())
+    if len(falling) > SHORT_LEG or not all(a > b for a, b in zip(falling, falling[1:])):
+        return None
+    return list(scores)[:upto]
 
 
 def _sorted_dense(leg: Leg) -> tuple[np.ndarray, np.ndarray | None]:
@@ -273,8 +278,6 @@ class Fusion:
         hi, lo = keys.hi, keys.lo
         if len(legs) == 1:  # no fusion: the leg's own scores, in their order
             (leg,) = legs
-            if len(leg) <= SHORT_LEG and _descending(leg.scores.tolist()):  # a top-k as the index ranked it: no tie
-                return _Prefix(len(leg), lambda n: (leg.dense[:n], leg.scores[:n]))  # for ids to break, its prefixes
 
             def alone(n: int) -> tuple[np.ndarray, np.ndarray]:
                 at = RK.first(leg.dense, leg.scores, n, hi, lo)
