@@ -955,3 +955,35 @@ def test_a_flush_leaves_a_large_base_to_its_own_thread_and_the_next_flushes_go_o
         check(brain, rng)
         assert brain.vector_follower.built_from == f"snapshot at {brain.head}"
         assert index_state(brain)[1:] == index_of(VectorIndex.build(brain.at().entities(vectors=True), brain.head))[1:]
+
+
+def test_a_built_index_a_read_finds_damaged_is_refused_by_name_and_rebuilt(tmp_path: Path, monkeypatch) -> None:
+    """The hold of an index already built (follower._HeldIndex): a chunk a search finds damaged inside it is
+    refused as ProjectionBehindError naming the damage, the warning says so, the lock is let go, and the next read
+    answers from an index rebuilt from the rows; a refusal of another kind passes through untouched."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, DIM), dtype=np.float32)
+    with Brain.open(new_store(tmp_path)) as brain:
+        ids = brain.addMany({"items": [{"type": "thing", "vector": v.tolist()} for v in x]})["ids"]
+        assert brain.find({"vector": x[5].tolist(), "limit": 1})["results"][0]["id"] == ids[5]
+        built = brain.vector_follower.kept
+        assert built is not None
+
+        def damaged(*_args, **_kwargs):
+            raise M.Damaged("chunk 0 of the test's slots failed its check")
+
+        with monkeypatch.context() as m:
+            m.setattr(built, "search", damaged)
+            with pytest.raises(R.ProjectionBehindError, match="damaged"):
+                brain.find({"vector": x[5].tolist(), "limit": 1})
+        assert any(w["code"] == "vectors-rebuilt" and "chunk 0 of the test" in w["message"] for w in brain.warnings)
+        assert brain.vector_follower.kept is not built
+        assert brain.find({"vector": x[7].tolist(), "limit": 1})["results"][0]["id"] == ids[7]
+        with monkeypatch.context() as m:
+            rebuilt = brain.vector_follower.kept
+            refused = R.InvalidArgumentError("vector: the test's", field="vector", reason="bad-operand")
+            m.setattr(rebuilt, "search", lambda *a, **k: (_ for _ in ()).throw(refused))
+            with pytest.raises(R.InvalidArgumentError):
+                brain.find({"vector": x[7].tolist(), "limit": 1})
+        assert brain.vector_follower.kept is rebuilt
+        assert brain.find({"vector": x[9].tolist(), "limit": 1})["results"][0]["id"] == ids[9]

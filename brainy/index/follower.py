@@ -37,7 +37,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -626,8 +626,12 @@ class VectorFollower(ProjectionFollower):
             for _, before, after in moves
         )
 
+    def held(self) -> AbstractContextManager[VectorIndex]:  # type: ignore[override]
+        """The index at the durable head, held still for the block; a built one by :class:`_HeldIndex`."""
+        return _HeldIndex(self) if self._proj is not None else self._held()
+
     @contextmanager
-    def held(self) -> Iterator[VectorIndex]:
+    def _held(self) -> Iterator[VectorIndex]:
         if (
             self._proj is None
             and self.background
@@ -643,21 +647,29 @@ class VectorFollower(ProjectionFollower):
         try:
             with super().held() as index:
                 yield index
-            if index.noted:
-                self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in index.notes())
-            if not self.door_ends_first_read and not self._first_read.is_set():  # set once: setting it takes a lock
-                self._first_read.set()
-            self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
+            self._after_read(index)
         except VM.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
-            brain = self._brain
-            self._discard(index, exc)
-            raise R.ProjectionBehindError(
-                f"the vector index snapshot of brain {brain.name!r} is damaged ({exc}); it is being rebuilt "
-                f"from the rows; retry shortly",
-                projection=self.name,
-                stamp=0,
-                committed=brain.head,
-            ) from None
+            self._refuse_damaged(index, exc)
+
+    def _after_read(self, index: VectorIndex) -> None:
+        if index.noted:
+            self._brain.warnings.extend({"code": "vectors-rebuilt", "message": m} for m in index.notes())
+        if not self.door_ends_first_read and not self._first_read.is_set():  # set once: setting it takes a lock
+            self._first_read.set()
+        self._maybe_catch_up(index)  # after the read: the graph's check and load never run beside a first search
+
+    def _refuse_damaged(self, index: VectorIndex | None, exc: Exception) -> None:
+        """A read met a chunk of the mapped slots that failed its check (nothing was answered from it): the index
+        dropped, ProjectionBehindError raised."""
+        brain = self._brain
+        self._discard(index, exc)
+        raise R.ProjectionBehindError(
+            f"the vector index snapshot of brain {brain.name!r} is damaged ({exc}); it is being rebuilt "
+            f"from the rows; retry shortly",
+            projection=self.name,
+            stamp=0,
+            committed=brain.head,
+        ) from None
 
     def _discard(self, index: VectorIndex | None, exc: Exception) -> None:
         """Drop an index whose mapped slots failed a check, never to read its snapshot chain again in this handle:
@@ -917,3 +929,44 @@ class VectorFollower(ProjectionFollower):
         finally:
             with self._lock:
                 self._copying = None
+
+
+class _HeldIndex:
+    """:meth:`VectorFollower.held` of an index already built, as a class: the generators it replaces (the vector
+    follower's hold around the projections') cost a served find microseconds for their frames. The index is held
+    under the follower's lock for the block, as those hold it; a chunk found damaged in the block is refused as they
+    refuse it; an index dropped between the look and the lock is held their way (built, or read in place)."""
+
+    __slots__ = ("_follower", "_index", "_other")
+
+    def __init__(self, follower: VectorFollower) -> None:
+        self._follower = follower
+        self._index: VectorIndex | None = None
+        self._other: AbstractContextManager[VectorIndex] | None = None
+
+    def __enter__(self) -> VectorIndex:
+        follower = self._follower
+        follower._lock.acquire()
+        index = follower._proj
+        if index is None:
+            follower._lock.release()
+            self._other = follower._held()
+            return self._other.__enter__()
+        self._index = index
+        return index
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
+        if self._other is not None:
+            return self._other.__exit__(kind, exc, tb)
+        follower, index = self._follower, self._index
+        assert index is not None
+        follower._lock.release()
+        if kind is None:
+            try:
+                follower._after_read(index)
+            except VM.Damaged as damaged:
+                follower._refuse_damaged(index, damaged)
+        elif issubclass(kind, VM.Damaged):
+            assert isinstance(exc, Exception)
+            follower._refuse_damaged(index, exc)
+        return None
