@@ -958,7 +958,7 @@ def test_a_flush_leaves_a_large_base_to_its_own_thread_and_the_next_flushes_go_o
 
 
 def test_a_built_index_a_read_finds_damaged_is_refused_by_name_and_rebuilt(tmp_path: Path, monkeypatch) -> None:
-    """The hold of an index already built (follower._HeldIndex): a chunk a search finds damaged inside it is
+    """The hold of an index already built (follower._HeldBuilt): a chunk a search finds damaged inside it is
     refused as ProjectionBehindError naming the damage, the warning says so, the lock is let go, and the next read
     answers from an index rebuilt from the rows; a refusal of another kind passes through untouched."""
     rng = np.random.default_rng(3)

@@ -180,9 +180,23 @@ class ProjectionFollower:
         projections, or a vector follower's index."""
         return self._proj
 
+    def held(self) -> AbstractContextManager[Projections]:
+        """The projections at the durable head, built on first need, held still for the block (built ones by
+        :class:`_HeldBuilt`)."""
+        return _HeldBuilt(self) if self._proj is not None else self._held()
+
+    # a damage a block held under the lock may meet, which _refuse_damaged words (None: it passes as raised)
+    refused_damage: type[Exception] | None = None
+
+    def _after_read(self, held: Any) -> None:
+        """What a read does once its block is done (a vector follower's: its warnings, the catch-up's start)."""
+
+    def _refuse_damaged(self, held: Any, exc: Exception) -> None:
+        """Word a damage a held block met (one of ``refused_damage``); with none named, it passes as raised."""
+        raise exc
+
     @contextmanager
-    def held(self) -> Iterator[Projections]:
-        """The projections at the durable head, built on first need, held still for the block."""
+    def _held(self) -> Iterator[Projections]:
         if self._proj is None and self.background and self._brain.durable_ledger.n["entitiesAllTiers"] > INLINE_ROWS:
             in_place = self._read_in_place()
             if in_place is None:
@@ -626,12 +640,10 @@ class VectorFollower(ProjectionFollower):
             for _, before, after in moves
         )
 
-    def held(self) -> AbstractContextManager[VectorIndex]:  # type: ignore[override]
-        """The index at the durable head, held still for the block; a built one by :class:`_HeldIndex`."""
-        return _HeldIndex(self) if self._proj is not None else self._held()
+    refused_damage = VM.Damaged
 
     @contextmanager
-    def _held(self) -> Iterator[VectorIndex]:
+    def _held(self) -> Iterator[VectorIndex]:  # type: ignore[override]
         if (
             self._proj is None
             and self.background
@@ -645,7 +657,7 @@ class VectorFollower(ProjectionFollower):
                 self._lock.release()
         index = None
         try:
-            with super().held() as index:
+            with super()._held() as index:
                 yield index
             self._after_read(index)
         except VM.Damaged as exc:  # a chunk of the mapped slots failed its check: nothing was answered from it
@@ -931,42 +943,45 @@ class VectorFollower(ProjectionFollower):
                 self._copying = None
 
 
-class _HeldIndex:
-    """:meth:`VectorFollower.held` of an index already built, as a class: the generators it replaces (the vector
-    follower's hold around the projections') cost a served find microseconds for their frames. The index is held
-    under the follower's lock for the block, as those hold it; a chunk found damaged in the block is refused as they
-    refuse it; an index dropped between the look and the lock is held their way (built, or read in place)."""
+class _HeldBuilt:
+    """:meth:`ProjectionFollower.held` of what is already built, as a class: the generators it replaces (for a vector
+    follower, its hold around the projections') cost a served find microseconds for their frames. It is held under
+    the follower's lock for the block, as those hold it, then the follower's ``_after_read`` runs; a damage the block
+    meets (``refused_damage``) is refused by the follower's ``_refuse_damaged``, as they refuse it; what was dropped
+    between the look and the lock is held their way (``_held``: built, or read in place)."""
 
-    __slots__ = ("_follower", "_index", "_other")
+    __slots__ = ("_follower", "_held", "_other")
 
-    def __init__(self, follower: VectorFollower) -> None:
+    def __init__(self, follower: ProjectionFollower) -> None:
         self._follower = follower
-        self._index: VectorIndex | None = None
-        self._other: AbstractContextManager[VectorIndex] | None = None
+        self._held: Any = None
+        self._other: AbstractContextManager[Any] | None = None
 
-    def __enter__(self) -> VectorIndex:
+    def __enter__(self) -> Any:
         follower = self._follower
         follower._lock.acquire()
-        index = follower._proj
-        if index is None:
+        held = follower._proj
+        if held is None:
             follower._lock.release()
             self._other = follower._held()
             return self._other.__enter__()
-        self._index = index
-        return index
+        self._held = held
+        return held
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
         if self._other is not None:
             return self._other.__exit__(kind, exc, tb)
-        follower, index = self._follower, self._index
-        assert index is not None
+        follower, held = self._follower, self._held
         follower._lock.release()
+        damage = follower.refused_damage
         if kind is None:
             try:
-                follower._after_read(index)
-            except VM.Damaged as damaged:
-                follower._refuse_damaged(index, damaged)
-        elif issubclass(kind, VM.Damaged):
+                follower._after_read(held)
+            except Exception as raised:
+                if damage is None or not isinstance(raised, damage):
+                    raise
+                follower._refuse_damaged(held, raised)
+        elif damage is not None and issubclass(kind, damage):
             assert isinstance(exc, Exception)
-            follower._refuse_damaged(index, exc)
+            follower._refuse_damaged(held, exc)
         return None
