@@ -270,7 +270,7 @@ class Predicate:
 
     def residual(self) -> Predicate:
         """The predicate without :meth:`equalities`: together they are exactly :meth:`matches`."""
-        return Predicate([], self._rest)
+        return self if not self._equalities else Predicate([], self._rest)  # (never changed once made: shared)
 
 
 def _conjunction(tests: list[RowTest]) -> RowTest:
@@ -285,6 +285,9 @@ def _conjunction(tests: list[RowTest]) -> RowTest:
     return lambda row: all(t(row) for t in frozen)
 
 
+MATCH_ALL = Predicate([], [])  # no where: every find without one shares it (a Predicate never changes)
+
+
 def compile_where(where: Any, *, relation: bool = False, name: str = "where") -> Predicate:
     """Check the whole where document and compile it (module docstring).
 
@@ -292,9 +295,9 @@ def compile_where(where: Any, *, relation: bool = False, name: str = "where") ->
     ``to``, ``weight`` and ``confidence`` become addressable and paths address relation metadata.
     ``name`` roots the refusal locations. Raises ``InvalidArgumentError`` naming the place.
     """
-    compiler = _Compiler(RELATION_FIELDS if relation else ENTITY_FIELDS)
     if where is None:
-        return Predicate([], [])
+        return MATCH_ALL
+    compiler = _Compiler(RELATION_FIELDS if relation else ENTITY_FIELDS)
     equalities: list[tuple[Equality, RowTest]] = []
     rest: list[RowTest] = []
     compiler.document(where, name, 0, equalities, rest)
