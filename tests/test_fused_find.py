@@ -282,3 +282,35 @@ def test_the_text_leg_scores_as_the_python_loop_did(store):
         assert [h["id"] for h in answer["results"]] == [ids[d] for d in want]
         assert [h["score"] for h in answer["results"]] == [scores[d] for d in want]
         assert [h["textMatches"] for h in answer["results"]] == [matched[d] for d in want]
+
+
+def test_a_semantic_page_is_the_page_ranking_hit_makes(store, monkeypatch):
+    """A vector find's page built in one pass (the semantic leg alone, nothing re-scored) holds, hit for hit and key
+    for key in order, what Ranking.hit makes of each: random vector finds with thresholds, offsets, types and
+    postings filters, and includeData."""
+    brain, x, rng = store
+    rnd = random.Random(13)
+    made = Q.Ranking.__init__
+
+    def by_hit(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        self.semantic_alone = False
+
+    for _ in range(30):
+        q = {"vector": _unit(x[rnd.randrange(len(x))] + 0.3 * rng.standard_normal(DIM)).tolist()}
+        q["limit"] = rnd.choice([1, 3, 10, 25])
+        q["includeData"] = rnd.random() < 0.3
+        if rnd.random() < 0.4:
+            q["offset"] = rnd.choice([1, 4, 30])
+        if rnd.random() < 0.3:
+            q["threshold"] = 0.05
+        if rnd.random() < 0.3:
+            q["type"] = "document"
+        if rnd.random() < 0.3:
+            q["where"] = {"g": 1}
+        got = brain.find(q)
+        with monkeypatch.context() as m:
+            m.setattr(Q.Ranking, "__init__", by_hit)
+            want = brain.find(q)
+        assert [list(h) for h in got["results"]] == [list(h) for h in want["results"]]
+        assert _comparable(got) == _comparable(want), q

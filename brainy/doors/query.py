@@ -385,6 +385,8 @@ class Ranking:
             if scores is not None
         }
         self.fusing = len(legs) > 1
+        # the semantic leg alone ranks (every hit is one of its own): what hit() answers is its score and source
+        self.semantic_alone = semantic is not None and len(legs) == 1
         if fused is not None:
             self.fused = fused
         else:
@@ -462,6 +464,13 @@ def _page(
     if ranking is None and q.connected is None and q.shapes.passages is None:
         # a plain page (no scores, no sources, no passages): its hits built in one pass
         results = pagerows.plain_hits(ids, entities)
+    elif ranking is not None and ranking.semantic_alone and not (ranking.exact or q.explain or q.shapes.passages):
+        # the semantic leg's page, nothing re-scored: each hit's score its own, its source the leg (Ranking.hit's)
+        fused = ranking.fused
+        results = [
+            {"id": id_, "score": fused[dense], "entity": entity, "matchSource": "semantic"}
+            for dense, id_, entity in zip(window, ids, entities)
+        ]
     else:
         results = []
         for dense, id_, entity in zip(window, ids, entities):

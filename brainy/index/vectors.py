@@ -124,6 +124,8 @@ class VectorIndex:
         self._dead_in_graph = 0
         self._bitmap: np.ndarray | None = None  # live slots of the graph, kept until a slot dies
         self._params: Any = None  # the search parameters of an unfiltered graph search, made once per efSearch
+        # that search's answer buffers (distances, labels), made once per k: searches hold the graph lock
+        self._answers: tuple[np.ndarray, np.ndarray] | None = None
         self._partitions: Partitions | None = None  # the base's partitioned copy, when it has one that checks out
         self.partition_owed = False  # the base's partitioned copy is missing, stale or damaged: a flush writes it
         self.quantised_owed = False  # the same for its quantised copy
@@ -583,13 +585,18 @@ class VectorIndex:
             # faiss's own call, not its Python wrapper (which checks and copies the query: 20 us of 150 at 20,000)
             if query.dtype != np.float32 or not query.flags.c_contiguous:  # (a unit vector is both: no call)
                 query = np.ascontiguousarray(query, np.float32)
-            distances, found = np.empty(k, np.float32), np.empty(k, np.int64)
-            self._graph.search_c(1, faiss.swig_ptr(query), k, faiss.swig_ptr(distances), faiss.swig_ptr(found), params)
-            found = found[(found >= 0) & (found < graphed)]
-            candidates = np.concatenate([found, self._live_tail(graphed, count)]) if count > graphed else found
-            scores = self._slots.gather(candidates) @ query  # the same exact score an exact scan gives
+            answers = self._answers
+            if answers is None or len(answers[1]) != k:
+                answers = self._answers = (np.empty(k, np.float32), np.empty(k, np.int64))
+            distances, labels = answers
+            self._graph.search_c(1, faiss.swig_ptr(query), k, faiss.swig_ptr(distances), faiss.swig_ptr(labels), params)
+            # read as a list: a served find's every numpy call is microseconds, its caches cold from the graph's walk
+            hits = [label for label in labels.tolist() if 0 <= label < graphed]  # -1: past the last hit
+            if count > graphed:
+                hits += self._live_tail(graphed, count).tolist()
+            scores = self._slots.gather(hits) @ query  # the same exact score an exact scan gives
             picked = _top(scores, k)
-            return scores[picked], self._dense[candidates[picked]]
+            return scores[picked], self._dense[[hits[at] for at in picked.tolist()]]
         params = faiss.SearchParametersHNSW()
         params.efSearch = ef
         if slots is not None:
