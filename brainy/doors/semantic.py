@@ -222,6 +222,8 @@ class Fusion:
 
     @classmethod
     def of(cls, a: dict[str, Any]) -> Fusion:
+        if a.get("fusion") is None and a.get("hybridAlpha") is None:
+            return _DEFAULT_FUSION  # (a Fusion is never changed once made: a query without one shares it)
         fusion = cls()
         if a.get("hybridAlpha") is not None:
             fusion.alpha = _number(a["hybridAlpha"], "hybridAlpha", 0, 1)
@@ -369,6 +371,9 @@ class Fusion:
                     normal = (score - lo) / (hi - lo) if hi > lo else 1.0
                     fused[dense] = fused.get(dense, 0.0) + share * normal
         return fused
+
+
+_DEFAULT_FUSION = Fusion()  # rrf, k 60, both weights 1, alpha 0.5: a find that names none
 
 
 def match_source(dense: int, text: dict[int, float] | None, semantic: dict[int, float] | None) -> str:

@@ -50,6 +50,8 @@ class Shapes:
 
     @classmethod
     def of(cls, a: dict[str, Any]) -> Shapes:
+        if a.get("purpose") is None and not a.get("rerank") and a.get("passages") in (None, False):
+            return _NONE  # (Shapes are never changed once made: a query asking none shares them)
         shapes = cls(purpose=a.get("purpose"), rerank=bool(a.get("rerank")))
         if shapes.purpose is not None and (not isinstance(shapes.purpose, str) or not shapes.purpose.strip()):
             raise R.InvalidArgumentError("purpose: a non-empty string", field="purpose", reason="wrong-type")
@@ -105,6 +107,9 @@ class Shapes:
             raise R.InvalidArgumentError(
                 "passages are the windows holding the query's words: give query", field="passages", reason="bad-operand"
             )
+
+
+_NONE = Shapes()  # no purpose, no rerank, no passages: a find that asks none
 
 
 def cosines(
