@@ -176,12 +176,13 @@ def find_shape(q: Any, view: Snapshot, matching: Iterable[dict[str, Any]], cost:
         d, Aggregate(d, matching).rows(), spec, q.offset if q.args.get("cursor") is not None else None
     )
     more = offset + len(found) < total
+    bound_to, vector = q.fingerprint()
     return {
         "results": [],
         "brain": view.brain,
         "generation": view.generation,
         "total": total,
-        "cursor": encode_cursor("find", q.fingerprint(), view.generation, offset + len(found)) if more else None,
+        "cursor": encode_cursor("find", bound_to, view.generation, offset + len(found), vector) if more else None,
         "hasMore": more,
         "legs": q.legs,
         "cost": cost,

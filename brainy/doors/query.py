@@ -21,7 +21,6 @@ ranked shapes (purpose, rerank, passages) work on the ranked legs' hits
 
 from __future__ import annotations
 
-import hashlib
 import math
 import operator
 import time
@@ -157,14 +156,15 @@ class Query:
             return S.ORDERED_MAX
         return S.HYBRID_DEPTH if "text" in self.legs or self.graph_ranked else self.offset + self.limit + 1
 
-    def fingerprint(self) -> dict[str, Any]:
-        """What a cursor is bound to (brainy/doors/cursors.py): the arguments but the paging and shaping ones, a given
-        vector as a digest of the unit float32s searched (one query however its numbers came: a list, or packed by
-        the transport), not as its 384 numbers printed, which took most of a top-10 page's cursor (15 of 20 us)."""
+    def fingerprint(self) -> tuple[dict[str, Any], bytes]:
+        """What a cursor is bound to (brainy/doors/cursors.py): the arguments but the paging and shaping ones, and
+        a given vector's unit float32s as searched (one query however its numbers came: a list, or packed by the
+        transport), digested as bytes, not as its 384 numbers printed (15 of a top-10 page cursor's 20 us)."""
         kept = {k: v for k, v in self.args.items() if k not in _UNBOUND}
         if kept.get("vector") is not None and self.semantic is not None and self.semantic.vector is not None:
-            kept["vector"] = hashlib.sha256(self.semantic.vector.tobytes()).hexdigest()
-        return kept
+            kept["vector"] = True  # given: bound by its unit, the bytes beside
+            return kept, self.semantic.vector.tobytes()
+        return kept, b""
 
 
 # -- candidates --------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def _narrow(
 def _every_tier(tiers: list[str], proj: Projections, ledger: Ledger | None) -> bool:
     """Whether every row's tier is among ``tiers``, told without a posting: all of them asked, or public asked
     and the ledger at the projections' stamp counting no row of another tier (it moves in the same commits)."""
-    if all(tier in tiers for tier in TIERS):
+    if len(tiers) >= len(TIERS) and all(tier in tiers for tier in TIERS):
         return True
     return (
         ledger is not None
@@ -335,7 +335,7 @@ def find(snap: Snapshot, id_: Any, args: dict[str, Any]) -> dict[str, Any]:
 def run_find(q: Query, snap: Snapshot) -> dict[str, Any]:
     """A checked query run at its snapshot (or at its cursor's generation)."""
     if q.args.get("cursor") is not None:
-        generation, position = decode_cursor(q.args["cursor"], "find", q.fingerprint())
+        generation, position = decode_cursor(q.args["cursor"], "find", *q.fingerprint())
         q.offset = position
         if generation != snap.head:
             snap = snap.at(generation)
@@ -485,7 +485,8 @@ def _page(
     more = q.offset + q.limit < len(ordered)
     cursor = None
     if more and q.door == "find":  # similar takes no cursor: its answer says there is more, and stops
-        cursor = encode_cursor("find", q.fingerprint(), view.generation, q.offset + q.limit)
+        bound_to, vector = q.fingerprint()
+        cursor = encode_cursor("find", bound_to, view.generation, q.offset + q.limit, vector)
     answer: dict[str, Any] = {
         "results": results,
         "brain": view.brain,
