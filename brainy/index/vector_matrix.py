@@ -343,11 +343,11 @@ class Slots:
 
     def gather(self, slots: np.ndarray) -> np.ndarray:
         """The vectors of these slots (a new array), the chunks they fall in checked first."""
+        if not self._owned and len(self._parts) == 1 and self._parts[0].checked:
+            return self._parts[0].rows[slots]  # one checked base, nothing since: one take, not the masks (8 us)
         slots = np.asarray(slots, np.int64)
         if not self._parts:
             return self.owned[slots - self._mapped] if self._mapped else self.owned[slots]
-        if not self._owned and len(self._parts) == 1 and self._parts[0].checked:
-            return self._parts[0].rows[slots]  # one checked base, nothing since: one take, not the masks (8 us)
         out = np.empty((len(slots), DIMENSIONS), np.float32)
         owned = slots >= self._mapped
         if owned.any():
@@ -456,7 +456,10 @@ def unit(vector: Any) -> np.ndarray:
             v = np.asarray(vector, dtype=np.float32)
     else:
         v = np.asarray(vector, dtype=np.float32)
-    norm = float(_norms(v.reshape(1, -1))[0])
+    row = v.reshape(1, -1)
+    # _norms' length, its float32 root taken by math (a double's root rounded to float32 is the float32 root: 53 bits
+    # hold twice 24 and two more), not by a ufunc call on a one-number array
+    norm = float(np.float32(math.sqrt(float(_einsum("ij,ij->i", row, row)[0]))))
     if not norm or not math.isfinite(norm):
         raise ValueError("a zero vector has no direction")
     # float32 by float32: the norm is a float32's value, and a Python float never widens a float32 array (numpy 1.x's
