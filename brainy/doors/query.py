@@ -550,12 +550,13 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
             candidates = proj.all
         stages.mark("metadata", len(proj) if candidates is None else len(candidates))
         generation = proj.stamp
+        view = snap.at(generation)  # the head the projections hold still (every read below is of it)
         ids = proj.ids
         residual = q.where.residual()
         needs_rows = not residual.matches_all
         text_scores = graph_scores = None
         if q.connected is not None:
-            graph = graph_at_head(proj, snap.at(proj.stamp))
+            graph = graph_at_head(proj, view)
             hops = G.reachable(graph, q.connected)
             if q.graph_ranked:  # one more ranked leg: hits it does not reach may still come from the others
                 graph_scores = G.graph_signal(hops, graph.dense.get, set(candidates))
@@ -579,11 +580,10 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
         if not q.ranked:  # the page is cut from them after the lock: a copy, as later commits move the postings
             candidates = array(TYPECODE, candidates)
         if q.semantic is not None:
-            at = snap.at(generation)  # the head: the lock held here keeps it from moving on
-            vector, anchor_dense = S.anchor_vector(at, q.semantic)
+            vector, anchor_dense = S.anchor_vector(view, q.semantic)  # the lock held here keeps the head still
             anchor = None if q.include_self else anchor_dense
             try:
-                with at.vectors() as index:
+                with view.vectors() as index:
                     depth = q.semantic_depth() * (4 if needs_rows else 1) + (anchor is not None)
                     found, dense_found, how = index.search(vector, depth, candidates if narrowed else None)
                     truncated = len(dense_found) >= depth
@@ -595,13 +595,12 @@ def _find_by_projections(q: Query, snap: Snapshot) -> dict[str, Any]:
                 semantic = _semantic_scores(q, found, dense_found, anchor)
                 stages.mark(f"semantic ({how})", len(semantic))
         if q.purpose is not None:
-            with snap.at(generation).vectors() as index:
+            with view.vectors() as index:
                 purpose = SH.cosines(q.purpose, sorted(_hits(text_scores, semantic, graph_scores)), index.vector_of)
             stages.mark("purpose", len(purpose))
         if arrays:
             keys = proj.id_keys()  # held past the lock: what a commit adds never changes a key already there
     id_list = ids  # entries are never removed or changed (projections.py), so this reads safely unlocked
-    view = snap.at(generation)
     stored: dict[int, tuple[bytes, int, bytes]] = {}
     cache: dict[int, dict[str, Any]] = {}
     read = 0
