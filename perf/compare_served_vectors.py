@@ -30,6 +30,18 @@ Measured on the project's box, 20,000 rows, 3 rounds, a quiet box (no other work
     chroma ef100   64   69388      897      1094
 
     brainy/chroma: c=1 p50 0.37x; c=64 req/s 3.15x, CPU a request 0.31x
+
+On the box of session 38 (another machine: the same tree, 5c7ba12, took 495 us of CPU a request at c=64, not
+344; Chroma's took as before), at its start and after its find-path commits, 3 rounds a run, 20,000 rows:
+
+    tree                 c=1 p50 us   c=64 req/s   CPU us a request (c=64)   against Chroma's c=64 rate
+    359f698 (start)      577-673      1,783-1,958   495-544                   2.15x (its one run with Chroma)
+    753b6fa              489, 522     2,742, 2,557  354, 379                  3.11x, 2.99x (882, 854 req/s)
+
+Where the 150 us a request went: the vector's numbers packed by the body's walk, not made Python floats
+(find is in VECTORS_AT); the cursor binding the unit's bytes, not 384 printed numbers; fewer numpy calls a
+search (each several us with the caches cold from the graph's walk); the semantic leg alone paged without the
+fusion's arrays; the holds of the index and projections by a class, not generators.
 """
 
 from __future__ import annotations
