@@ -950,11 +950,11 @@ class _HeldBuilt:
     meets (``refused_damage``) is refused by the follower's ``_refuse_damaged``, as they refuse it; what was dropped
     between the look and the lock is held their way (``_held``: built, or read in place)."""
 
-    __slots__ = ("_follower", "_held", "_other")
+    __slots__ = ("_follower", "_kept", "_other")
 
     def __init__(self, follower: ProjectionFollower) -> None:
         self._follower = follower
-        self._held: Any = None
+        self._kept: Any = None
         self._other: AbstractContextManager[Any] | None = None
 
     def __enter__(self) -> Any:
@@ -965,13 +965,13 @@ class _HeldBuilt:
             follower._lock.release()
             self._other = follower._held()
             return self._other.__enter__()
-        self._held = held
+        self._kept = held
         return held
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
         if self._other is not None:
             return self._other.__exit__(kind, exc, tb)
-        follower, held = self._follower, self._held
+        follower, held = self._follower, self._kept
         follower._lock.release()
         damage = follower.refused_damage
         if kind is None:

@@ -341,7 +341,7 @@ class Slots:
         """A copy of one slot's vector."""
         return self.gather(np.array([slot], np.int64))[0]
 
-    def gather(self, slots: np.ndarray) -> np.ndarray:
+    def gather(self, slots: np.ndarray | list[int]) -> np.ndarray:
         """The vectors of these slots (a new array), the chunks they fall in checked first."""
         if not self._owned and len(self._parts) == 1 and self._parts[0].checked:
             return self._parts[0].rows[slots]  # one checked base, nothing since: one take, not the masks (8 us)
@@ -469,8 +469,9 @@ def unit(vector: Any) -> np.ndarray:
 
 def _norms(rows: np.ndarray) -> np.ndarray:
     """Each float32 row's length in float32: one einsum over the matrix, whose sum for a row does not depend on the
-    rows beside it, so a vector made a unit alone (:func:`unit`) and in a commit's batch (:func:`_scaled`) has the
-    same bits. (A dot a row, np.linalg.norm's way, cost 1.1 us a row of a durable ingest's fsync worker.)"""
+    rows beside it, so a vector made a unit alone (:func:`unit`, the same einsum on its one row) and in a commit's
+    batch (:func:`_scaled`) has the same bits. (A dot a row, np.linalg.norm's way, cost 1.1 us a row of a durable
+    ingest's fsync worker.)"""
     return np.sqrt(_einsum("ij,ij->i", rows, rows))
 
 
