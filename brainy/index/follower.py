@@ -225,14 +225,17 @@ class ProjectionFollower:
             yield
         except Damaged as exc:
             self._in_place, self._overlay, self._damaged = None, None, True
-            brain = self._brain
-            raise R.ProjectionBehindError(
-                f"the {self.name} snapshot of brain {brain.name!r} is damaged ({exc}); they are being rebuilt "
-                f"from the rows; retry shortly",
-                projection=self.name,
-                stamp=0,
-                committed=brain.head,
-            ) from None
+            raise self._behind(f"the {self.name} snapshot", "they are", exc) from None
+
+    def _behind(self, what: str, rebuilt: str, exc: Exception) -> R.ProjectionBehindError:
+        """The refusal of a read that met damage in ``what`` (nothing was answered from it): rebuilt from the rows."""
+        brain = self._brain
+        return R.ProjectionBehindError(
+            f"{what} of brain {brain.name!r} is damaged ({exc}); {rebuilt} being rebuilt from the rows; retry shortly",
+            projection=self.name,
+            stamp=0,
+            committed=brain.head,
+        )
 
     def _read_in_place(self) -> InPlace | chain.Layered | None:
         """The newest chain read in place (its delta laid over its base), while its stamp is the head (nothing to
@@ -673,15 +676,8 @@ class VectorFollower(ProjectionFollower):
     def _refuse_damaged(self, index: VectorIndex | None, exc: Exception) -> None:
         """A read met a chunk of the mapped slots that failed its check (nothing was answered from it): the index
         dropped, ProjectionBehindError raised."""
-        brain = self._brain
         self._discard(index, exc)
-        raise R.ProjectionBehindError(
-            f"the vector index snapshot of brain {brain.name!r} is damaged ({exc}); it is being rebuilt "
-            f"from the rows; retry shortly",
-            projection=self.name,
-            stamp=0,
-            committed=brain.head,
-        ) from None
+        raise self._behind("the vector index snapshot", "it is", exc) from None
 
     def _discard(self, index: VectorIndex | None, exc: Exception) -> None:
         """Drop an index whose mapped slots failed a check, never to read its snapshot chain again in this handle:
