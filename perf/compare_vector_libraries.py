@@ -135,7 +135,7 @@ def run(n, kind, which, efs, threads):
 
         faiss.omp_set_num_threads(threads)
         t = time.perf_counter()
-        index = brainy_index(x)  # its graph: faiss IndexHNSWFlat, M 16, efConstruction 128
+        index = brainy_index(x)  # its graph: faiss IndexHNSWSQ (float16 copies), M 16, efConstruction 128
         b = time.perf_counter() - t
         faiss.omp_set_num_threads(1)
         graph = index._graph

@@ -17,6 +17,7 @@ from array import array
 from pathlib import Path
 
 import crc32c
+import faiss
 import numpy as np
 import pytest
 from helpers import flip, new_store
@@ -558,6 +559,55 @@ def as_format_1(data: bytes) -> bytes:
     """A format 2 base written as format 1: the same header (format 1) and body, one crc32 over both."""
     body = data[:4] + struct.pack("<I", 1) + data[8:-8]
     return body + struct.pack("<I", zlib.crc32(body))
+
+
+def with_graph(data: bytes, graph: bytes) -> bytes:
+    """A format 4 base with ``graph`` as its graph section (graphBytes, headerCrc and graphCrc made again)."""
+    start = len(data) - 4 - struct.unpack_from("<Q", data, 40)[0]
+    header = bytearray(data[:68])
+    struct.pack_into("<Q", header, 40, len(graph))
+    crc = struct.pack("<I", crc32c.crc32c(bytes(header)))
+    return bytes(header) + crc + data[72:start] + graph + struct.pack("<I", crc32c.crc32c(graph))
+
+
+def test_the_graph_walks_float16_copies_and_an_older_float32_graph_is_used_as_it_is(tmp_path: Path) -> None:
+    """A graph is built over float16 copies of the slots; a base whose graph holds float32 copies (faiss
+    IndexHNSWFlat, as bases written before hold) is read, searched and grown as it is; a graph section that is not an
+    inner-product HNSW index of 384 dimensions is not used: the graph is built again from the slots."""
+    path, queries, base = graphed_store(tmp_path, 17)
+    index, why = read_chain(path / "index", 10**9, graph_later=True)
+    assert index is not None and not why and index.take_graph() is None
+    index.graph_taken()
+    assert isinstance(index._graph, faiss.IndexHNSWSQ) and index._graph.ntotal == 6_000
+    assert faiss.downcast_index(index._graph.storage).sq.qtype == faiss.ScalarQuantizer.QT_fp16
+    data = base.read_bytes()
+    at = layout(base)
+    slots = np.frombuffer(data[at["vectors"] : at["graph"]], "<f4").reshape(-1, DIM)
+    older = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
+    older.add(slots)
+    base.write_bytes(with_graph(data, faiss.serialize_index(older).tobytes()))
+    rng = np.random.default_rng(17)
+    with Brain.open(path, flush_bytes=1 << 30) as brain:
+        check_near(brain, queries)
+        graph_in(brain)
+        with brain.at().vectors() as held:
+            assert isinstance(held._graph, faiss.IndexHNSWFlat) and held.graphed == 6_000
+        check_near(brain, queries)
+        more = rng.standard_normal((50, DIM)).astype(np.float32)
+        brain.addMany({"items": [{"type": "thing", "id": f"w{i}", "vector": v.tolist()} for i, v in enumerate(more)]})
+        brain.vector_follower.catch_up()
+        with brain.at().vectors() as held:
+            assert isinstance(held._graph, faiss.IndexHNSWFlat) and held.graphed == held._graph.ntotal == 6_050
+        check_near(brain, [M.unit(v) for v in more[:3]] + queries)
+        assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+    for other in (faiss.IndexFlatIP(DIM), faiss.IndexHNSWFlat(DIM, 16), faiss.IndexHNSWFlat(64, 16)):
+        other.add(slots if other.d == DIM else np.ascontiguousarray(slots[:, :64]))
+        (now,) = [n for n in chain(path) if n.endswith(".vec")]
+        store = path / "index" / now
+        store.write_bytes(with_graph(store.read_bytes(), faiss.serialize_index(other).tobytes()))
+        index, why = read_chain(path / "index", 10**9, graph_later=True)
+        assert index is not None and not why
+        assert "not an inner-product HNSW index of 384 dimensions" in index.take_graph() and index._loaded_graph is None
 
 
 def test_format_1_2_and_3_bases_are_still_read(tmp_path: Path) -> None:

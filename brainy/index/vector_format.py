@@ -130,6 +130,12 @@ class GraphPart:
     def load(self) -> Any:
         # read in place: faiss copies what it deserialises, so no copy of the section is made first
         graph = faiss.deserialize_index(np.frombuffer(self._view(), np.uint8))
+        if (
+            not isinstance(graph, faiss.IndexHNSW)
+            or graph.d != DIMENSIONS
+            or graph.metric_type != faiss.METRIC_INNER_PRODUCT
+        ):
+            raise ValueError("the graph is not an inner-product HNSW index of 384 dimensions")
         if graph.ntotal != self.graphed:
             raise ValueError("the graph does not hold the slots the header names")
         return graph
