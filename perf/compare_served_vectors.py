@@ -41,9 +41,9 @@ On the box of session 38 (another machine: the same tree, 5c7ba12, took 495 us o
 Session 39, the same box, the graph walking float16 copies of the slots (6a3c069) beside the tree before
 (46720a2), each tree its own store, 3 rounds a run:
 
-    tree                 c=1 p50 us   c=64 req/s   CPU us a request (c=64)   against Chroma's c=64 rate
-    46720a2              411           2,776         350                       3.02x (918 req/s)
-    6a3c069              371, 393, 383 3,220, 3,323, 3,256  301, 292, 298    3.51x, 3.90x, 3.72x (918, 853, 875)
+    tree      c=1 p50 us      c=64 req/s            CPU us a request (c=64)   against Chroma's c=64 rate
+    46720a2   411             2,776                 350                       3.02x (918 req/s)
+    6a3c069   371, 393, 383   3,220, 3,323, 3,256   301, 292, 298             3.51x, 3.90x, 3.72x (918, 853, 875)
 
 Where session 38's 150 us a request went: the vector's numbers packed by the body's walk, not made Python floats
 (find is in VECTORS_AT); the cursor binding the unit's bytes, not 384 printed numbers; fewer numpy calls a
