@@ -570,10 +570,11 @@ def with_graph(data: bytes, graph: bytes) -> bytes:
     return bytes(header) + crc + data[72:start] + graph + struct.pack("<I", crc32c.crc32c(graph))
 
 
-def test_the_graph_walks_float16_copies_and_an_older_float32_graph_is_used_as_it_is(tmp_path: Path) -> None:
+def test_the_graph_walks_float16_copies_and_an_older_float32_graph_is_taken_with_its_links(tmp_path: Path) -> None:
     """A graph is built over float16 copies of the slots; a base whose graph holds float32 copies (faiss
-    IndexHNSWFlat, as bases written before hold) is read, searched and grown as it is; a graph section that is not an
-    inner-product HNSW index of 384 dimensions is not used: the graph is built again from the slots."""
+    IndexHNSWFlat, as bases written before hold) is taken as the same graph over float16 copies, its links kept,
+    then searched and grown, and the next base holds it so; a graph section that is not an inner-product HNSW index
+    of 384 dimensions is not used: the graph is built again from the slots."""
     path, queries, base = graphed_store(tmp_path, 17)
     index, why = read_chain(path / "index", 10**9, graph_later=True)
     assert index is not None and not why and index.take_graph() is None
@@ -586,23 +587,39 @@ def test_the_graph_walks_float16_copies_and_an_older_float32_graph_is_used_as_it
     older = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
     older.add(slots)
     base.write_bytes(with_graph(data, faiss.serialize_index(older).tobytes()))
+    links = faiss.vector_to_array(older.hnsw.neighbors)
     rng = np.random.default_rng(17)
     with Brain.open(path, flush_bytes=1 << 30) as brain:
         check_near(brain, queries)
         graph_in(brain)
         with brain.at().vectors() as held:
-            assert isinstance(held._graph, faiss.IndexHNSWFlat) and held.graphed == 6_000
+            graph = held._graph
+            assert isinstance(graph, faiss.IndexHNSWSQ) and held.graphed == graph.ntotal == 6_000
+            assert faiss.downcast_index(graph.storage).sq.qtype == faiss.ScalarQuantizer.QT_fp16
+            assert np.array_equal(faiss.vector_to_array(graph.hnsw.neighbors), links)
+            assert graph.hnsw.entry_point == older.hnsw.entry_point
+            copies = graph.reconstruct_n(0, 6_000)
+            assert (np.abs(copies - slots) <= np.abs(slots) * 2**-10 + 2**-24).all()  # float16's precision
+            assert not np.array_equal(copies, slots)
         check_near(brain, queries)
         more = rng.standard_normal((50, DIM)).astype(np.float32)
         brain.addMany({"items": [{"type": "thing", "id": f"w{i}", "vector": v.tolist()} for i, v in enumerate(more)]})
         brain.vector_follower.catch_up()
         with brain.at().vectors() as held:
-            assert isinstance(held._graph, faiss.IndexHNSWFlat) and held.graphed == held._graph.ntotal == 6_050
+            assert held._graph is graph and held.graphed == graph.ntotal == 6_050
         check_near(brain, [M.unit(v) for v in more[:3]] + queries)
         assert not [w for w in brain.warnings if w["code"] == "vectors-rebuilt"]
+        with brain.at().vectors() as held:  # a new base (as a compaction's would be) holds the halved graph
+            held.link = None
+        brain.add({"type": "thing", "id": "new", "vector": queries[0].tolist()})
+        brain.flush()
+    (now,) = [n for n in chain(path) if n.endswith(".vec")]
+    written = (path / "index" / now).read_bytes()
+    count, _, graph_bytes = struct.unpack_from("<QQQ", written, 24)
+    kept = faiss.deserialize_index(np.frombuffer(written, np.uint8, graph_bytes, len(written) - 4 - graph_bytes))
+    assert isinstance(kept, faiss.IndexHNSWSQ) and kept.ntotal == 6_050
     for other in (faiss.IndexFlatIP(DIM), faiss.IndexHNSWFlat(DIM, 16), faiss.IndexHNSWFlat(64, 16)):
         other.add(slots if other.d == DIM else np.ascontiguousarray(slots[:, :64]))
-        (now,) = [n for n in chain(path) if n.endswith(".vec")]
         store = path / "index" / now
         store.write_bytes(with_graph(store.read_bytes(), faiss.serialize_index(other).tobytes()))
         index, why = read_chain(path / "index", 10**9, graph_later=True)
