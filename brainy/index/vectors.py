@@ -11,8 +11,9 @@ be trusted. Its layout is the law in docs/store-format.md, "Vector index snapsho
   chunk checked the first time a read touches it); the slots written since live in an owned, growable part.
 - **The graph.** Slots below :attr:`VectorIndex.graphed` are also in an HNSW graph (faiss
   ``IndexHNSWSQ`` over float16 copies, inner product, ids = slots; a snapshot's older ``IndexHNSWFlat`` is
-  taken with its links and its copies halved). It only picks candidates, which the slots score. The slots above are the fresh tail, scanned
-  exactly. :meth:`VectorIndex.catch_up` adds the tail to the graph in one batch, off the commit path.
+  taken with its links and its copies halved). It only picks candidates, which the slots score. The slots
+  above are the fresh tail, scanned exactly. :meth:`VectorIndex.catch_up` adds the tail to the graph in one
+  batch, off the commit path.
 - **Snapshots.** A base (the whole index, graph included) and deltas appended at each flush (the slots
   written and killed since the link before), a new base once the deltas pass a quarter of it
   (:meth:`VectorIndex.freeze`, :meth:`VectorIndex.decode`, :func:`read_chain`; the files' layouts, their
