@@ -615,7 +615,7 @@ def test_the_graph_walks_float16_copies_and_an_older_float32_graph_is_taken_with
         brain.flush()
     (now,) = [n for n in chain(path) if n.endswith(".vec")]
     written = (path / "index" / now).read_bytes()
-    count, _, graph_bytes = struct.unpack_from("<QQQ", written, 24)
+    graph_bytes = struct.unpack_from("<Q", written, 40)[0]
     kept = faiss.deserialize_index(np.frombuffer(written, np.uint8, graph_bytes, len(written) - 4 - graph_bytes))
     assert isinstance(kept, faiss.IndexHNSWSQ) and kept.ntotal == 6_050
     for other in (faiss.IndexFlatIP(DIM), faiss.IndexHNSWFlat(DIM, 16), faiss.IndexHNSWFlat(64, 16)):
