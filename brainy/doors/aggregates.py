@@ -12,7 +12,6 @@ from brainy.contract import arguments
 from brainy.contract import doors as D
 from brainy.contract import refusals as R
 from brainy.contract.limits import quote
-from brainy.doors.cursors import encode_cursor
 from brainy.doors.registry import WRITE, door
 from brainy.doors.writes import Context, _stamp
 from brainy.index.aggregates import (
@@ -176,13 +175,12 @@ def find_shape(q: Any, view: Snapshot, matching: Iterable[dict[str, Any]], cost:
         d, Aggregate(d, matching).rows(), spec, q.offset if q.args.get("cursor") is not None else None
     )
     more = offset + len(found) < total
-    bound_to, vector = q.fingerprint()
     return {
         "results": [],
         "brain": view.brain,
         "generation": view.generation,
         "total": total,
-        "cursor": encode_cursor("find", bound_to, view.generation, offset + len(found), vector) if more else None,
+        "cursor": q.cursor(view.generation, offset + len(found)) if more else None,
         "hasMore": more,
         "legs": q.legs,
         "cost": cost,

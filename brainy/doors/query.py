@@ -166,6 +166,11 @@ class Query:
             return kept, self.semantic.vector.tobytes()
         return kept, b""
 
+    def cursor(self, generation: int, position: int) -> str:
+        """The find cursor of the page that ends before ``position``, read at ``generation``."""
+        bound_to, vector = self.fingerprint()
+        return encode_cursor("find", bound_to, generation, position, vector)
+
 
 # -- candidates --------------------------------------------------------------------------------------
 
@@ -485,8 +490,7 @@ def _page(
     more = q.offset + q.limit < len(ordered)
     cursor = None
     if more and q.door == "find":  # similar takes no cursor: its answer says there is more, and stops
-        bound_to, vector = q.fingerprint()
-        cursor = encode_cursor("find", bound_to, view.generation, q.offset + q.limit, vector)
+        cursor = q.cursor(view.generation, q.offset + q.limit)
     answer: dict[str, Any] = {
         "results": results,
         "brain": view.brain,
